@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# Starts (or reuses) a single-node Apache Kafka broker in KRaft mode on $KAFKA_BROKERS
+# (default 127.0.0.1:9092), from the Kafka jars on Maven Central. Idempotent.
+#   infra/kafka.sh start | stop | status | restart
+# Jars are resolved once by Maven (infra/kafka/pom.xml) into .run/kafka/libs; data lives in
+# .run/kafka/data and survives restarts; the broker logs to .run/kafka/broker.log.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+
+KAFKA_DIR="$RUN_DIR/kafka"
+LIBS="$KAFKA_DIR/libs"
+DATA="$KAFKA_DIR/data"
+LOG="$KAFKA_DIR/broker.log"
+PIDFILE="$KAFKA_DIR/broker.pid"
+PROPS="$KAFKA_DIR/server.properties"
+BROKER="${KAFKA_BROKERS:-127.0.0.1:9092}"
+BROKER="${BROKER%%,*}"
+HOST="${BROKER%:*}"
+PORT="${BROKER##*:}"
+CONTROLLER_PORT="${KAFKA_CONTROLLER_PORT:-$((PORT + 1))}"
+HEAP="${KAFKA_HEAP:-512m}"
+
+resolve_jars() {
+  local stamp="$LIBS/.pom.sha"
+  local want
+  want=$(sha1sum "$ROOT/infra/kafka/pom.xml" | cut -d' ' -f1)
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then return 0; fi
+  command -v mvn >/dev/null || fail "Maven (mvn) is needed to fetch the Kafka jars: apt-get install maven"
+  command -v java >/dev/null || fail "Java 17+ is needed to run Kafka: apt-get install openjdk-17-jre-headless"
+  say "resolving Kafka jars from Maven Central (once) ..."
+  rm -rf "$LIBS" && mkdir -p "$LIBS"
+  mvn -q -B -f "$ROOT/infra/kafka/pom.xml" dependency:copy-dependencies \
+    -DoutputDirectory="$LIBS" -DincludeScope=runtime >"$KAFKA_DIR/mvn.log" 2>&1 ||
+    { tail -n 30 "$KAFKA_DIR/mvn.log" >&2; fail "mvn could not resolve the Kafka jars (see $KAFKA_DIR/mvn.log)"; }
+  echo "$want" >"$stamp"
+}
+
+write_props() {
+  cat >"$PROPS" <<PROPS
+# Written by infra/kafka.sh: one node that is both broker and KRaft controller.
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@$HOST:$CONTROLLER_PORT
+listeners=PLAINTEXT://$HOST:$PORT,CONTROLLER://$HOST:$CONTROLLER_PORT
+advertised.listeners=PLAINTEXT://$HOST:$PORT
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+log.dirs=$DATA
+num.partitions=1
+auto.create.topics.enable=false
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=10
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+group.initial.rebalance.delay.ms=0
+log.retention.hours=168
+log.segment.bytes=67108864
+PROPS
+}
+
+running_pid() {
+  [ -f "$PIDFILE" ] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null && cat "$PIDFILE"
+}
+
+start() {
+  if port_open "$HOST" "$PORT"; then
+    say "Kafka already listening on $HOST:$PORT — reusing it"
+    return 0
+  fi
+  mkdir -p "$KAFKA_DIR" "$DATA"
+  resolve_jars
+  write_props
+  local cp="$LIBS/*"
+  if [ ! -f "$DATA/meta.properties" ]; then
+    say "formatting KRaft storage in $DATA"
+    local id
+    id=$(java -cp "$cp" kafka.tools.StorageTool random-uuid 2>/dev/null | tail -n 1)
+    java -cp "$cp" kafka.tools.StorageTool format -t "$id" -c "$PROPS" >>"$LOG" 2>&1 ||
+      { tail -n 20 "$LOG" >&2; fail "kafka storage format failed (see $LOG)"; }
+  fi
+  say "starting Kafka broker on $HOST:$PORT (log: $LOG)"
+  # setsid: the broker must outlive the shell that started it (and not get its signals).
+  setsid nohup java -Xms256m -Xmx"$HEAP" -XX:+UseG1GC -Djava.awt.headless=true \
+    -Dorg.slf4j.simpleLogger.defaultLogLevel=info \
+    -Dorg.slf4j.simpleLogger.showDateTime=true \
+    -cp "$cp" kafka.Kafka "$PROPS" >>"$LOG" 2>&1 </dev/null &
+  echo $! >"$PIDFILE"
+  wait_port "$HOST" "$PORT" 90 "Kafka" "$LOG"
+  say "Kafka is up (pid $(cat "$PIDFILE"))"
+}
+
+stop() {
+  local pid
+  if pid=$(running_pid); then
+    say "stopping Kafka (pid $pid)"
+    kill "$pid"
+    for ((i = 0; i < 150; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+    kill -0 "$pid" 2>/dev/null && { say "Kafka did not stop in 30s, killing"; kill -9 "$pid"; }
+    rm -f "$PIDFILE"
+  else
+    say "no Kafka started by this project is running"
+  fi
+}
+
+case "${1:-start}" in
+  start) start ;;
+  stop) stop ;;
+  restart) stop; start ;;
+  status) if port_open "$HOST" "$PORT"; then echo "kafka: up on $HOST:$PORT"; else echo "kafka: down"; exit 1; fi ;;
+  *) echo "usage: $0 start|stop|restart|status" >&2; exit 2 ;;
+esac

@@ -1,0 +1,16 @@
+import { defineConfig } from 'vitest/config';
+
+// One test run for the whole workspace. Tests talk to the real Kafka, Redis and PostgreSQL
+// started by infra/up.sh (see README); each test isolates itself by its own topic names,
+// Redis key prefixes and database schema, so files may run in parallel.
+export default defineConfig({
+  test: {
+    include: ['packages/*/src/**/*.test.ts', 'packages/*/test/**/*.test.ts'],
+    globalSetup: ['./test/global-setup.ts'],
+    testTimeout: 60_000,
+    hookTimeout: 60_000,
+    pool: 'forks',
+    maxWorkers: 2,
+    reporters: ['default'],
+  },
+});
