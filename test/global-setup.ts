@@ -28,6 +28,8 @@ export default async function setup(): Promise<void> {
     if (!(await listening(host, port))) down.push(`${name} (${host}:${port})`);
   }
   if (down.length > 0) {
-    throw new Error(`not reachable: ${down.join(', ')}. Start the local infrastructure with: bash infra/up.sh`);
+    throw new Error(
+      `not reachable: ${down.join(', ')}. Start the local infrastructure with: bash infra/up.sh`,
+    );
   }
 }
