@@ -8,7 +8,8 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
 KAFKA_DIR="$RUN_DIR/kafka"
-LIBS="$KAFKA_DIR/libs"
+# Jars are shared by every broker this checkout starts (tests start their own on other ports).
+LIBS="${KAFKA_LIBS_DIR:-$ROOT/.run/kafka/libs}"
 DATA="$KAFKA_DIR/data"
 LOG="$KAFKA_DIR/broker.log"
 PIDFILE="$KAFKA_DIR/broker.pid"
@@ -28,7 +29,7 @@ resolve_jars() {
   command -v mvn >/dev/null || fail "Maven (mvn) is needed to fetch the Kafka jars: apt-get install maven"
   command -v java >/dev/null || fail "Java 17+ is needed to run Kafka: apt-get install openjdk-17-jre-headless"
   say "resolving Kafka jars from Maven Central (once) ..."
-  rm -rf "$LIBS" && mkdir -p "$LIBS"
+  rm -rf "$LIBS" && mkdir -p "$LIBS" "$KAFKA_DIR"
   mvn -q -B -f "$ROOT/infra/kafka/pom.xml" dependency:copy-dependencies \
     -DoutputDirectory="$LIBS" -DincludeScope=runtime >"$KAFKA_DIR/mvn.log" 2>&1 ||
     { tail -n 30 "$KAFKA_DIR/mvn.log" >&2; fail "mvn could not resolve the Kafka jars (see $KAFKA_DIR/mvn.log)"; }

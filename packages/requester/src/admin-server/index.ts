@@ -1,0 +1,52 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { registry } from '@requester/shared';
+
+export interface AdminProbes {
+  /** Alive: the event loop answers. */
+  live(): boolean;
+  /** Ready: every role started and every dependency it opened answers. */
+  ready(): Promise<{ ready: boolean; checks: Record<string, boolean> }>;
+}
+
+/**
+ * The admin port of every process: `/healthz` (alive), `/readyz` (dependencies answer) and
+ * `/metrics` (Prometheus). Kept apart from the public HTTP API so probes and scrapes never queue
+ * behind user traffic and the API can close first on shutdown.
+ */
+export async function startAdminServer(
+  host: string,
+  port: number,
+  probes: AdminProbes,
+): Promise<Server & { port: number }> {
+  const server = createServer(async (req, res) => {
+    const path = (req.url ?? '/').split('?')[0];
+    try {
+      if (path === '/healthz') {
+        const alive = probes.live();
+        res
+          .writeHead(alive ? 200 : 503, { 'content-type': 'application/json' })
+          .end(JSON.stringify({ alive }));
+      } else if (path === '/readyz') {
+        const state = await probes.ready();
+        res
+          .writeHead(state.ready ? 200 : 503, { 'content-type': 'application/json' })
+          .end(JSON.stringify(state));
+      } else if (path === '/metrics') {
+        const body = await registry.metrics();
+        res.writeHead(200, { 'content-type': registry.contentType }).end(body);
+      } else {
+        res
+          .writeHead(404, { 'content-type': 'application/json' })
+          .end(JSON.stringify({ error: 'not found' }));
+      }
+    } catch (err) {
+      res.writeHead(500, { 'content-type': 'application/json' }).end(JSON.stringify({ error: String(err) }));
+    }
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => resolve());
+  });
+  return Object.assign(server, { port: (server.address() as AddressInfo).port });
+}

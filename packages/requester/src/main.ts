@@ -1,0 +1,134 @@
+import {
+  CONFIG_VARIABLES,
+  type Config,
+  ConfigError,
+  type ConfigOverrides,
+  createLogger,
+  loadConfig,
+} from '@requester/shared';
+import yargs, { type Argv } from 'yargs';
+import { hideBin } from 'yargs/helpers';
+import { parseRoles } from './cli-roles.ts';
+import { registerAdminCommands } from './commands/index.ts';
+import { startProcess } from './runtime/index.ts';
+
+/** Exit codes: 0 done, 1 failed at run time, 2 bad usage or configuration. */
+export const EXIT = { ok: 0, failed: 1, usage: 2 } as const;
+
+/** Flags that override a configuration variable (the environment is the primary source). */
+const FLAG_OVERRIDES: Record<string, keyof ConfigOverrides> = {
+  'http-port': 'httpPort',
+  'admin-port': 'adminPort',
+  'log-level': 'logLevel',
+  'kafka-brokers': 'kafkaBrokers',
+  'redis-url': 'redisUrl',
+  'database-url': 'databaseUrl',
+};
+
+export function configFrom(argv: Record<string, unknown>): Config {
+  const overrides: ConfigOverrides = {};
+  for (const [flag, key] of Object.entries(FLAG_OVERRIDES)) {
+    const value = argv[flag];
+    if (value !== undefined) overrides[key] = String(value);
+  }
+  return loadConfig(process.env, overrides);
+}
+
+function withConfigFlags<T>(y: Argv<T>): Argv<T> {
+  for (const [flag, key] of Object.entries(FLAG_OVERRIDES)) {
+    const spec = CONFIG_VARIABLES[key];
+    y.option(flag, {
+      type: 'string',
+      describe: `${spec.description} (env ${spec.env})`,
+      group: 'Configuration:',
+    });
+  }
+  return y;
+}
+
+async function runRoles(argv: Record<string, unknown>): Promise<void> {
+  const roles = parseRoles(String(argv.role));
+  const config = configFrom(argv);
+  const logger = createLogger({ level: config.logLevel });
+  const running = await startProcess(roles, config, logger);
+  logger.info({ roles, adminPort: running.adminPort, httpPort: config.httpPort }, 'requester is running');
+
+  let signals = 0;
+  const onSignal = (signal: NodeJS.Signals) => {
+    signals += 1;
+    if (signals > 1) {
+      logger.warn({ signal }, 'second signal: exiting now');
+      process.exit(EXIT.failed);
+    }
+    const deadline = setTimeout(() => {
+      logger.error({ timeoutMs: config.shutdownTimeout }, 'graceful shutdown timed out: exiting');
+      process.exit(EXIT.failed);
+    }, config.shutdownTimeout);
+    deadline.unref();
+    running.shutdown(signal).then(
+      () => process.exit(EXIT.ok),
+      (err) => {
+        logger.error({ err }, 'shutdown failed');
+        process.exit(EXIT.failed);
+      },
+    );
+  };
+  process.on('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
+}
+
+export async function main(args: string[]): Promise<void> {
+  const cli = yargs(args)
+    .scriptName('requester')
+    .usage(
+      'Requester performs outgoing HTTP requests for your services: rate limits, caching, strict\n' +
+        'per-key ordering, retries, scheduling; every outcome is written to Kafka.\n\n' +
+        'Usage: $0 --role <roles> [options]   run roles (comma-separated, or all)\n' +
+        '       $0 <command> [options]        admin commands below\n\n' +
+        'Every setting is an environment variable; see `$0 config` for the table.',
+    )
+    .command(
+      '$0',
+      'run one or more roles in this process',
+      (y) =>
+        withConfigFlags(
+          y.option('role', {
+            alias: 'r',
+            type: 'string',
+            default: process.env.REQUESTER_ROLE ?? 'all',
+            describe:
+              'roles to run: ingress, sync-gateway, router, executor, relay, or all (env REQUESTER_ROLE)',
+          }),
+        ),
+      runRoles,
+    )
+    .example('$0 --role all', 'everything in one process (local development)')
+    .example('$0 --role ingress,sync-gateway --http-port 8080', 'the HTTP front only')
+    .example('$0 --role executor', 'one executor; scale it with more processes')
+    .strict()
+    .recommendCommands()
+    .help()
+    .alias('h', 'help')
+    .version(false)
+    .wrap(Math.min(110, process.stdout.columns ?? 110))
+    .fail((message, err, y) => {
+      const text = err instanceof Error ? err.message : message;
+      process.stderr.write(`requester: ${text}\n\nRun 'requester --help' for usage.\n`);
+      void y;
+      process.exit(err instanceof ConfigError || !err || isUsageError(err) ? EXIT.usage : EXIT.failed);
+    });
+  registerAdminCommands(cli, configFrom);
+  await cli.parseAsync();
+}
+
+function isUsageError(err: Error): boolean {
+  return /^(unknown role|--role is empty)/.test(err.message);
+}
+
+if (import.meta.main) {
+  main(hideBin(process.argv)).catch((err: unknown) => {
+    const message = err instanceof Error ? err.message : String(err);
+    process.stderr.write(`requester: ${message}\n`);
+    process.exit(err instanceof ConfigError ? EXIT.usage : EXIT.failed);
+  });
+}

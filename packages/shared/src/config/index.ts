@@ -1,0 +1,173 @@
+import { z } from 'zod';
+import { ConfigError } from '../errors/index.ts';
+import { durationToMs } from '../time/duration.ts';
+
+/**
+ * The one configuration schema. Every setting is an environment variable (the same name is
+ * documented in the README table, generated from `CONFIG_VARIABLES` below); CLI flags override
+ * the environment. Validation happens once at start; a bad value fails with the variable's name.
+ */
+
+const goDuration = z.string().transform((text, ctx) => {
+  try {
+    return durationToMs(text);
+  } catch (err) {
+    ctx.addIssue({ code: 'custom', message: err instanceof Error ? err.message : String(err) });
+    return z.NEVER;
+  }
+});
+const port = z.coerce.number().int().min(0).max(65535);
+const positiveInt = z.coerce.number().int().positive();
+const bool = z
+  .enum(['true', 'false', '1', '0', 'yes', 'no'])
+  .transform((v) => ['true', '1', 'yes'].includes(v));
+
+interface VariableSpec {
+  env: string;
+  default: string | undefined;
+  description: string;
+  schema: z.ZodType;
+}
+
+function variable<S extends z.ZodType>(
+  env: string,
+  defaultValue: string | undefined,
+  schema: S,
+  description: string,
+) {
+  return { env, default: defaultValue, schema, description } as const;
+}
+
+/** Every setting: env name, default (as text, the way a user would write it), meaning. */
+export const CONFIG_VARIABLES = {
+  logLevel: variable(
+    'LOG_LEVEL',
+    'info',
+    z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']),
+    'pino log level',
+  ),
+  kafkaBrokers: variable(
+    'KAFKA_BROKERS',
+    '127.0.0.1:9092',
+    z.string().min(1),
+    'comma-separated Kafka bootstrap brokers',
+  ),
+  kafkaClientId: variable(
+    'KAFKA_CLIENT_ID',
+    'requester',
+    z.string().min(1),
+    'Kafka client id (suffixed by role)',
+  ),
+  topicIn: variable('KAFKA_TOPIC_IN', 'requester.in', z.string().min(1), 'topic of incoming requests'),
+  topicOut: variable('KAFKA_TOPIC_OUT', 'requester.out', z.string().min(1), 'topic of results'),
+  topicDlq: variable(
+    'KAFKA_TOPIC_DLQ',
+    'requester.dlq',
+    z.string().min(1),
+    'topic of dead-lettered requests',
+  ),
+  topicPartitions: variable(
+    'KAFKA_TOPIC_PARTITIONS',
+    '12',
+    positiveInt,
+    'partitions of the topics Requester creates',
+  ),
+  topicReplication: variable(
+    'KAFKA_TOPIC_REPLICATION',
+    '1',
+    positiveInt,
+    'replication factor of the topics Requester creates',
+  ),
+  createTopics: variable('KAFKA_CREATE_TOPICS', 'true', bool, 'create missing topics at start'),
+  kafkaProduceTimeout: variable(
+    'KAFKA_PRODUCE_TIMEOUT',
+    '10s',
+    goDuration,
+    'bound on one produce (ack from the broker)',
+  ),
+  redisUrl: variable(
+    'REDIS_URL',
+    'redis://127.0.0.1:6379',
+    z.string().min(1),
+    'Redis URL; several comma-separated seeds = Redis Cluster',
+  ),
+  redisCluster: variable('REDIS_CLUSTER', 'false', bool, 'treat REDIS_URL as Redis Cluster seeds'),
+  redisPrefix: variable('REDIS_PREFIX', 'rq', z.string().min(1).max(32), 'prefix of every Redis key'),
+  redisCommandTimeout: variable('REDIS_COMMAND_TIMEOUT', '5s', goDuration, 'bound on one Redis command'),
+  queueShards: variable('QUEUE_SHARDS', '128', positiveInt, 'number of Redis queue shards (hash-tagged)'),
+  databaseUrl: variable(
+    'DATABASE_URL',
+    'postgres://postgres@127.0.0.1:5432/requester',
+    z.string().min(1),
+    'PostgreSQL URL (outbox); the database is created when missing',
+  ),
+  pgPoolMax: variable('PG_POOL_MAX', '10', positiveInt, 'PostgreSQL pool size'),
+  pgStatementTimeout: variable('PG_STATEMENT_TIMEOUT', '10s', goDuration, 'bound on one SQL statement'),
+  httpHost: variable('HTTP_HOST', '127.0.0.1', z.string().min(1), 'address the ingress HTTP API listens on'),
+  httpPort: variable('HTTP_PORT', '8080', port, 'port of the ingress HTTP API (ingress, sync-gateway)'),
+  adminPort: variable('ADMIN_PORT', '9464', port, 'port of /healthz, /readyz and /metrics'),
+  maxBodyBytes: variable(
+    'MAX_BODY_BYTES',
+    '1048576',
+    positiveInt,
+    'largest accepted request envelope (HTTP 413 above)',
+  ),
+  shutdownTimeout: variable('SHUTDOWN_TIMEOUT', '30s', goDuration, 'bound on graceful shutdown before exit'),
+  redisHorizon: variable(
+    'REDIS_HORIZON',
+    '1s',
+    goDuration,
+    'tasks due within this go to Redis; later ones to the outbox',
+  ),
+  maxWorkers: variable('MAX_WORKERS', '32', positiveInt, 'concurrent HTTP calls per executor process'),
+  syncTimeout: variable(
+    'SYNC_TIMEOUT',
+    '25s',
+    goDuration,
+    'how long a sync call waits before 202 + Location',
+  ),
+  otelEndpoint: variable(
+    'OTEL_EXPORTER_OTLP_ENDPOINT',
+    undefined,
+    z.string().url().optional(),
+    'OTLP/HTTP endpoint for traces; unset = no export',
+  ),
+} satisfies Record<string, VariableSpec>;
+
+type Variables = typeof CONFIG_VARIABLES;
+export type Config = { [K in keyof Variables]: z.output<Variables[K]['schema']> };
+export type ConfigOverrides = Partial<Record<keyof Variables, string>>;
+
+/**
+ * Reads the configuration from `env` (default `process.env`) with `overrides` (CLI flags) on top.
+ * Throws one ConfigError listing every bad variable by name.
+ */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: ConfigOverrides = {}): Config {
+  const values: Record<string, unknown> = {};
+  const problems: string[] = [];
+  for (const [key, spec] of Object.entries(CONFIG_VARIABLES) as Array<[keyof Variables, VariableSpec]>) {
+    const raw = overrides[key] ?? nonEmpty(env[spec.env]) ?? spec.default;
+    const parsed = spec.schema.safeParse(raw);
+    if (parsed.success) values[key] = parsed.data;
+    else
+      problems.push(
+        `${spec.env}=${JSON.stringify(raw)}: ${parsed.error.issues.map((i) => i.message).join(', ')}`,
+      );
+  }
+  if (problems.length > 0)
+    throw new ConfigError(`invalid configuration: ${problems.join('; ')}`, { problems });
+  return values as Config;
+}
+
+function nonEmpty(value: string | undefined): string | undefined {
+  return value === undefined || value === '' ? undefined : value;
+}
+
+/** The README configuration table (kept in sync by `pnpm run docs:check`). */
+export function configMarkdownTable(): string {
+  const rows = Object.values(CONFIG_VARIABLES).map(
+    (spec: VariableSpec) =>
+      `| \`${spec.env}\` | ${spec.default === undefined ? '—' : `\`${spec.default}\``} | ${spec.description} |`,
+  );
+  return ['| variable | default | meaning |', '|---|---|---|', ...rows].join('\n');
+}

@@ -1,0 +1,97 @@
+import { execFile } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createLogger } from '../log/index.ts';
+import { createConsumer, createKafka, createProducer, ensureTopics, produce } from './index.ts';
+
+const run = promisify(execFile);
+const KAFKA_SH = path.resolve(import.meta.dirname, '../../../../infra/kafka.sh');
+
+/**
+ * Proves the local broker is a real Kafka: this test starts its own broker with infra/kafka.sh on
+ * a spare port and its own data folder (so restarting it does not disturb other tests), produces
+ * and consumes through the adapter, commits offsets in a consumer group, restarts the broker and
+ * finds both the records and the committed offsets again.
+ */
+describe('local Kafka broker (infra/kafka.sh)', () => {
+  const port = 19092 + Math.floor(Math.random() * 400) * 2;
+  const brokers = `127.0.0.1:${port}`;
+  let runDir = '';
+  const env = () => ({
+    ...process.env,
+    KAFKA_BROKERS: brokers,
+    REQUESTER_RUN_DIR: runDir,
+    KAFKA_HEAP: '384m',
+  });
+  const kafka = createKafka({ brokers, clientId: 'broker-test', logger: createLogger({ level: 'silent' }) });
+  const topic = 'broker-test';
+  const group = 'broker-test-group';
+
+  beforeAll(async () => {
+    runDir = await mkdtemp(path.join(tmpdir(), 'requester-kafka-'));
+    await run('bash', [KAFKA_SH, 'start'], { env: env() });
+  }, 180_000);
+
+  afterAll(async () => {
+    await run('bash', [KAFKA_SH, 'stop'], { env: env() }).catch(() => {});
+    await rm(runDir, { recursive: true, force: true });
+  }, 60_000);
+
+  async function consumeAll(expected: number): Promise<string[]> {
+    const consumer = createConsumer(kafka, { groupId: group });
+    const seen: string[] = [];
+    await consumer.connect();
+    await consumer.subscribe({ topic, fromBeginning: true });
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`consumed ${seen.length} of ${expected}`)), 30_000);
+      void consumer.run({
+        autoCommit: true,
+        eachMessage: async ({ message }) => {
+          seen.push(message.value?.toString() ?? '');
+          if (seen.length >= expected) {
+            clearTimeout(timer);
+            resolve();
+          }
+        },
+      });
+    });
+    await consumer.disconnect(); // commits the consumed offsets
+    return seen;
+  }
+
+  it('produces, consumes in a group, commits offsets, and keeps both across a restart', async () => {
+    const admin = kafka.admin();
+    await admin.connect();
+    expect(await ensureTopics(admin, [{ topic, numPartitions: 2, replicationFactor: 1 }])).toEqual([topic]);
+    expect(await ensureTopics(admin, [{ topic, numPartitions: 2, replicationFactor: 1 }])).toEqual([]);
+
+    const producer = createProducer(kafka);
+    await producer.connect();
+    const values = Array.from({ length: 50 }, (_, i) => `m-${i}`);
+    await produce(
+      producer,
+      topic,
+      values.map((value) => ({ key: value, value })),
+    );
+    await producer.disconnect();
+
+    expect((await consumeAll(values.length)).sort()).toEqual([...values].sort());
+    const committed = await admin.fetchOffsets({ groupId: group, topics: [topic] });
+    const committedTotal = committed[0]!.partitions.reduce((sum, p) => sum + Number(p.offset), 0);
+    expect(committedTotal).toBe(values.length);
+    await admin.disconnect();
+
+    await run('bash', [KAFKA_SH, 'restart'], { env: env() });
+
+    const after = kafka.admin();
+    await after.connect();
+    const offsets = await after.fetchTopicOffsets(topic);
+    expect(offsets.reduce((sum, p) => sum + Number(p.high), 0)).toBe(values.length);
+    const again = await after.fetchOffsets({ groupId: group, topics: [topic] });
+    expect(again[0]!.partitions.reduce((sum, p) => sum + Number(p.offset), 0)).toBe(values.length);
+    await after.disconnect();
+  }, 180_000);
+});

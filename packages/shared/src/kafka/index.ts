@@ -1,0 +1,116 @@
+import {
+  type Admin,
+  type Consumer,
+  type ConsumerConfig,
+  Kafka,
+  logLevel,
+  type Message,
+  Partitioners,
+  type Producer,
+  type RecordMetadata,
+} from 'kafkajs';
+import { RequesterError } from '../errors/index.ts';
+import type { Logger } from '../log/index.ts';
+
+export type { Admin, Consumer, EachBatchPayload, KafkaMessage, Message, Producer } from 'kafkajs';
+
+/**
+ * The one Kafka adapter (kafkajs). Everything Kafka-shaped in Requester goes through here, so the
+ * client library can be swapped in one place. kafkajs logs are routed into pino.
+ */
+export interface KafkaSettings {
+  brokers: string;
+  clientId: string;
+  logger: Logger;
+  /** Bound on one produce round trip (acks from all in-sync replicas). */
+  produceTimeoutMs?: number;
+}
+
+const LEVELS: Record<number, 'error' | 'warn' | 'info' | 'debug'> = {
+  [logLevel.ERROR]: 'error',
+  [logLevel.WARN]: 'warn',
+  [logLevel.INFO]: 'info',
+  [logLevel.DEBUG]: 'debug',
+};
+
+export function createKafka(settings: KafkaSettings): Kafka {
+  const log = settings.logger.child({ component: 'kafkajs' });
+  return new Kafka({
+    clientId: settings.clientId,
+    brokers: settings.brokers.split(',').map((b) => b.trim()),
+    connectionTimeout: 3_000,
+    requestTimeout: 30_000,
+    retry: { initialRetryTime: 100, retries: 8, maxRetryTime: 5_000 },
+    logLevel: logLevel.WARN,
+    logCreator:
+      () =>
+      ({ namespace, level, log: entry }) => {
+        const { message, timestamp: _ts, logger: _l, ...extra } = entry;
+        log[LEVELS[level] ?? 'info']({ namespace, ...extra }, message);
+      },
+  });
+}
+
+export function createProducer(kafka: Kafka): Producer {
+  return kafka.producer({
+    createPartitioner: Partitioners.DefaultPartitioner,
+    allowAutoTopicCreation: false,
+    idempotent: false,
+    maxInFlightRequests: 5,
+  });
+}
+
+export function createConsumer(kafka: Kafka, config: ConsumerConfig): Consumer {
+  return kafka.consumer({
+    allowAutoTopicCreation: false,
+    sessionTimeout: 30_000,
+    heartbeatInterval: 3_000,
+    ...config,
+  });
+}
+
+/**
+ * Produces a batch to one topic with acks from all in-sync replicas, bounded in time: a hung broker
+ * surfaces as a `dependency_unavailable` error instead of a stuck caller.
+ */
+export async function produce(
+  producer: Producer,
+  topic: string,
+  messages: Message[],
+  timeoutMs = 10_000,
+): Promise<RecordMetadata[]> {
+  if (messages.length === 0) return [];
+  return withTimeout(
+    producer.send({ topic, messages, acks: -1, timeout: timeoutMs }),
+    timeoutMs,
+    `produce to ${topic} timed out after ${timeoutMs} ms`,
+  );
+}
+
+export interface TopicSpec {
+  topic: string;
+  numPartitions: number;
+  replicationFactor: number;
+  configEntries?: Array<{ name: string; value: string }>;
+}
+
+/** Creates the topics that are missing; existing ones are left as they are. Idempotent. */
+export async function ensureTopics(admin: Admin, topics: TopicSpec[]): Promise<string[]> {
+  const existing = new Set(await admin.listTopics());
+  const missing = topics.filter((t) => !existing.has(t.topic));
+  if (missing.length === 0) return [];
+  await admin.createTopics({ topics: missing, waitForLeaders: true });
+  return missing.map((t) => t.topic);
+}
+
+export async function withTimeout<T>(promise: Promise<T>, ms: number, message: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new RequesterError('dependency_unavailable', message)), ms);
+  });
+  try {
+    return await Promise.race([promise, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

@@ -1,0 +1,170 @@
+import type { Kafka, Producer } from 'kafkajs';
+import type { Config } from '../config/index.ts';
+import { createKafka, createProducer, ensureTopics } from '../kafka/index.ts';
+import type { Logger } from '../log/index.ts';
+import { createPg, ensureDatabase, migrate, type Sql } from '../pg/index.ts';
+import { createRedis, type RedisClient } from '../redis/index.ts';
+
+/** The roles one `requester` process can run (DESIGN.md §3). */
+export const ROLE_NAMES = ['ingress', 'sync-gateway', 'router', 'executor', 'relay'] as const;
+export type RoleName = (typeof ROLE_NAMES)[number];
+
+/**
+ * A running role. Shutdown happens in phases across all roles of the process (DESIGN.md §5):
+ * first every role stops accepting (HTTP closes), then every role drains what it holds, then the
+ * shared clients close.
+ */
+export interface RoleHandle {
+  /** Phase 1: stop taking new work from outside (e.g. close the HTTP listener). */
+  stopAccepting?(): Promise<void>;
+  /** Phase 2: stop consuming/leasing and finish the work in hand. */
+  drain(): Promise<void>;
+}
+
+export interface RoleContext {
+  config: Config;
+  logger: Logger;
+  deps: Dependencies;
+}
+
+export interface RoleDefinition {
+  name: RoleName;
+  start(ctx: RoleContext): Promise<RoleHandle>;
+}
+
+/**
+ * The external clients of one process, each created on first use, shared by every role in the
+ * process, checked by /readyz and closed once at the end of shutdown.
+ */
+export class Dependencies {
+  private readonly config: Config;
+  private readonly logger: Logger;
+  private kafkaClient: Kafka | undefined;
+  private producerPromise: Promise<Producer> | undefined;
+  private redisClient: RedisClient | undefined;
+  private sqlPromise: Promise<Sql> | undefined;
+  private topicsPromise: Promise<void> | undefined;
+
+  constructor(config: Config, logger: Logger) {
+    this.config = config;
+    this.logger = logger;
+  }
+
+  kafka(): Kafka {
+    this.kafkaClient ??= createKafka({
+      brokers: this.config.kafkaBrokers,
+      clientId: this.config.kafkaClientId,
+      logger: this.logger,
+      produceTimeoutMs: this.config.kafkaProduceTimeout,
+    });
+    return this.kafkaClient;
+  }
+
+  /** Creates the in/out/dlq topics when missing (once per process; KAFKA_CREATE_TOPICS=false skips). */
+  topics(): Promise<void> {
+    this.topicsPromise ??= (async () => {
+      if (!this.config.createTopics) return;
+      const admin = this.kafka().admin();
+      await admin.connect();
+      try {
+        const { topicPartitions: numPartitions, topicReplication: replicationFactor } = this.config;
+        const created = await ensureTopics(
+          admin,
+          [this.config.topicIn, this.config.topicOut, this.config.topicDlq].map((topic) => ({
+            topic,
+            numPartitions,
+            replicationFactor,
+          })),
+        );
+        if (created.length > 0) this.logger.info({ topics: created }, 'created Kafka topics');
+      } finally {
+        await admin.disconnect();
+      }
+    })();
+    return this.topicsPromise;
+  }
+
+  producer(): Promise<Producer> {
+    this.producerPromise ??= (async () => {
+      await this.topics();
+      const producer = createProducer(this.kafka());
+      await producer.connect();
+      return producer;
+    })();
+    return this.producerPromise;
+  }
+
+  redis(): RedisClient {
+    this.redisClient ??= createRedis({
+      url: this.config.redisUrl,
+      cluster: this.config.redisCluster,
+      commandTimeoutMs: this.config.redisCommandTimeout,
+      connectionName: 'requester',
+    });
+    return this.redisClient;
+  }
+
+  /** The PostgreSQL pool; the database is created and migrated on first use. */
+  sql(): Promise<Sql> {
+    this.sqlPromise ??= (async () => {
+      if (await ensureDatabase(this.config.databaseUrl)) this.logger.info('created the PostgreSQL database');
+      const sql = createPg({
+        url: this.config.databaseUrl,
+        max: this.config.pgPoolMax,
+        statementTimeoutMs: this.config.pgStatementTimeout,
+      });
+      await migrate(sql, this.logger);
+      return sql;
+    })();
+    return this.sqlPromise;
+  }
+
+  /** Each dependency this process has opened, and whether it answers now. */
+  async readiness(): Promise<Record<string, boolean>> {
+    const checks: Array<[string, Promise<unknown>]> = [];
+    if (this.redisClient) checks.push(['redis', this.redisClient.ping()]);
+    if (this.sqlPromise) checks.push(['postgres', this.sqlPromise.then((sql) => sql`select 1`)]);
+    if (this.kafkaClient) checks.push(['kafka', this.kafkaBrokersAnswer()]);
+    const results = await Promise.all(
+      checks.map(async ([name, check]) => [name, await withDeadline(check, 2_000)] as const),
+    );
+    return Object.fromEntries(results);
+  }
+
+  private async kafkaBrokersAnswer(): Promise<void> {
+    const admin = this.kafka().admin();
+    await admin.connect();
+    try {
+      await admin.describeCluster();
+    } finally {
+      await admin.disconnect();
+    }
+  }
+
+  /** Phase 3 of shutdown: close every client that was opened. */
+  async close(): Promise<void> {
+    const closing: Array<Promise<unknown>> = [];
+    if (this.producerPromise) closing.push(this.producerPromise.then((p) => p.disconnect()));
+    if (this.redisClient) closing.push(this.redisClient.quit());
+    if (this.sqlPromise) closing.push(this.sqlPromise.then((sql) => sql.end({ timeout: 5 })));
+    const results = await Promise.allSettled(closing);
+    for (const r of results)
+      if (r.status === 'rejected') this.logger.warn({ err: r.reason }, 'error while closing a client');
+  }
+}
+
+async function withDeadline(check: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([
+      check.then(() => true),
+      new Promise<boolean>((resolve) => {
+        timer = setTimeout(() => resolve(false), ms);
+      }),
+    ]);
+  } catch {
+    return false;
+  } finally {
+    clearTimeout(timer);
+  }
+}
