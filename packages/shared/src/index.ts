@@ -7,3 +7,4 @@ export * from './pg/index.ts';
 export * from './redis/index.ts';
 export * from './role/index.ts';
 export * from './tracing/index.ts';
+export * from './task/index.ts';
