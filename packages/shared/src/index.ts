@@ -8,3 +8,4 @@ export * from './redis/index.ts';
 export * from './role/index.ts';
 export * from './tracing/index.ts';
 export * from './task/index.ts';
+export * from './outbox/index.ts';

@@ -126,6 +126,8 @@ export const CONFIG_VARIABLES = {
     goDuration,
     'how long a sync call waits before 202 + Location',
   ),
+  relayWorkers: variable('RELAY_WORKERS', '2', positiveInt, 'concurrent outbox claimers per relay process'),
+  relayBatch: variable('RELAY_BATCH', '500', positiveInt, 'outbox rows moved to Kafka per transaction'),
   otelEndpoint: variable(
     'OTEL_EXPORTER_OTLP_ENDPOINT',
     undefined,

@@ -1,0 +1,1 @@
+export { Relay, type RelayOptions, relayRole } from './relay/index.ts';

@@ -1,0 +1,76 @@
+import { createProducer, Outbox, type Producer } from '@requester/shared';
+import {
+  createTestTopics,
+  readTopic,
+  silentLogger,
+  testKafka,
+  testPg,
+  uniqueName,
+} from '@requester/shared/testing';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Relay } from './index.ts';
+
+describe('relay: outbox → Kafka in', () => {
+  const topic = uniqueName('relay.in');
+  let pg: Awaited<ReturnType<typeof testPg>>;
+  let producer: Producer;
+  let outbox: Outbox;
+  let relay: Relay;
+
+  beforeAll(async () => {
+    await createTestTopics([topic], 2);
+    pg = await testPg();
+    outbox = new Outbox(pg.sql);
+    producer = createProducer(testKafka());
+    await producer.connect();
+    relay = new Relay({
+      outbox,
+      producer,
+      logger: silentLogger,
+      workers: 2,
+      batch: 50,
+      produceTimeoutMs: 5_000,
+    });
+    await relay.start();
+  });
+
+  afterAll(async () => {
+    await relay.stop();
+    await producer.disconnect();
+    await pg.drop();
+  });
+
+  const row = (id: string, dueInMs: number) => ({
+    taskId: `${id}:0`,
+    requestId: id,
+    dueAt: new Date(Date.now() + dueInMs),
+    topic,
+    key: id,
+    payload: Buffer.from(JSON.stringify({ meta: { requestId: id } })),
+  });
+
+  it('moves due rows to Kafka and deletes them; a later row waits for its time', async () => {
+    const later = row('later', 1_500);
+    expect(await outbox.add([row('now-1', -10), row('now-2', 0), later])).toBe(3);
+    expect(await outbox.add([row('now-1', -10)])).toBe(0); // the same task twice is ignored
+
+    const early = await readTopic(topic, (m) => m.length >= 2);
+    expect(early.map((m) => m.key?.toString()).sort()).toEqual(['now-1', 'now-2']);
+    expect(early[0]?.headers?.['requester-relayed-from']?.toString()).toBe('outbox');
+
+    const all = await readTopic(topic, (m) => m.length >= 3);
+    const lateMessage = all.find((m) => m.key?.toString() === 'later');
+    expect(Number(lateMessage?.timestamp)).toBeGreaterThanOrEqual(later.dueAt.getTime());
+    expect(await outbox.count()).toBe(0);
+  });
+
+  it('keeps rows when Kafka refuses them, and delivers them once it accepts', async () => {
+    const missingTopic = uniqueName('relay.missing');
+    await outbox.add([{ ...row('orphan', 0), topic: missingTopic }]);
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    expect(await outbox.count()).toBe(1);
+    await createTestTopics([missingTopic], 1);
+    const delivered = await readTopic(missingTopic, (m) => m.length >= 1);
+    expect(delivered[0]?.key?.toString()).toBe('orphan');
+  });
+});

@@ -1,0 +1,96 @@
+import { randomBytes } from 'node:crypto';
+import type { KafkaMessage } from 'kafkajs';
+import { createConsumer, createKafka, ensureTopics } from '../kafka/index.ts';
+import { createLogger } from '../log/index.ts';
+import { createPg, ensureDatabase, migrate, type Sql } from '../pg/index.ts';
+
+/**
+ * Helpers for tests that talk to the real local Kafka, Redis and PostgreSQL: unique names so test
+ * files can run in parallel, and readers that wait for what they expect (bounded, never sleeping
+ * a fixed time). Imported as `@requester/shared/testing`; never used by production code.
+ */
+export const TEST_KAFKA_BROKERS = process.env.KAFKA_BROKERS ?? '127.0.0.1:9092';
+export const TEST_DATABASE_URL =
+  process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/requester_test';
+export const silentLogger = createLogger({ level: process.env.TEST_LOG_LEVEL ?? 'silent' });
+
+export function uniqueName(prefix: string): string {
+  return `${prefix}-${Date.now().toString(36)}-${randomBytes(3).toString('hex')}`;
+}
+
+export function testKafka(clientId = uniqueName('test')) {
+  return createKafka({ brokers: TEST_KAFKA_BROKERS, clientId, logger: silentLogger });
+}
+
+export async function createTestTopics(topics: string[], numPartitions = 3): Promise<void> {
+  const admin = testKafka().admin();
+  await admin.connect();
+  try {
+    await ensureTopics(
+      admin,
+      topics.map((topic) => ({ topic, numPartitions, replicationFactor: 1 })),
+    );
+  } finally {
+    await admin.disconnect();
+  }
+}
+
+/** A PostgreSQL pool on a fresh, migrated schema of the test database; `drop()` removes it. */
+export async function testPg(): Promise<{ sql: Sql; schema: string; drop(): Promise<void> }> {
+  await ensureDatabase(TEST_DATABASE_URL);
+  const schema = uniqueName('t').replaceAll('-', '_');
+  const sql = createPg({ url: TEST_DATABASE_URL, max: 4, schema });
+  await migrate(sql, undefined, schema);
+  return {
+    sql,
+    schema,
+    async drop() {
+      await sql.unsafe(`drop schema if exists "${schema}" cascade`);
+      await sql.end({ timeout: 5 });
+    },
+  };
+}
+
+/**
+ * Reads a topic from the beginning in a throwaway group until `until(messages)` holds, or fails
+ * after `timeoutMs` saying how many messages it saw.
+ */
+export async function readTopic(
+  topic: string,
+  until: (messages: KafkaMessage[]) => boolean,
+  timeoutMs = 30_000,
+): Promise<KafkaMessage[]> {
+  const consumer = createConsumer(testKafka(), { groupId: uniqueName('reader') });
+  const seen: KafkaMessage[] = [];
+  await consumer.connect();
+  try {
+    await consumer.subscribe({ topic, fromBeginning: true });
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(
+        () =>
+          reject(
+            new Error(
+              `readTopic(${topic}): condition not met after ${timeoutMs} ms (${seen.length} messages)`,
+            ),
+          ),
+        timeoutMs,
+      );
+      void consumer.run({
+        eachMessage: async ({ message }) => {
+          seen.push(message);
+          if (until(seen)) {
+            clearTimeout(timer);
+            resolve();
+          }
+        },
+      });
+    });
+  } finally {
+    await consumer.disconnect();
+  }
+  return seen;
+}
+
+export function json<T = Record<string, unknown>>(message: KafkaMessage): T {
+  return JSON.parse(message.value?.toString() ?? 'null') as T;
+}
