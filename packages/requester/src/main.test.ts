@@ -1,0 +1,100 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import path from 'node:path';
+import { TEST_DATABASE_URL, uniqueName } from '@requester/shared/testing';
+import { afterEach, describe, expect, it } from 'vitest';
+
+const MAIN = path.resolve(import.meta.dirname, 'main.ts');
+
+interface Exit {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+function requester(
+  args: string[],
+  env: Record<string, string> = {},
+): { child: ChildProcess; exit: Promise<Exit> } {
+  const child = spawn(process.execPath, [MAIN, ...args], { env: { ...process.env, ...env }, stdio: 'pipe' });
+  let stdout = '';
+  let stderr = '';
+  child.stdout?.on('data', (d) => {
+    stdout += d;
+  });
+  child.stderr?.on('data', (d) => {
+    stderr += d;
+  });
+  const exit = new Promise<Exit>((resolve) => child.on('exit', (code) => resolve({ code, stdout, stderr })));
+  return { child, exit };
+}
+
+async function until(check: () => Promise<boolean>, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (await check().catch(() => false)) return;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  throw new Error(`condition not met within ${timeoutMs} ms`);
+}
+
+describe('requester CLI', () => {
+  const running: ChildProcess[] = [];
+  afterEach(() => {
+    for (const child of running) child.kill('SIGKILL');
+  });
+
+  it('explains itself with --help', async () => {
+    const { code, stdout } = await requester(['--help']).exit;
+    expect(code).toBe(0);
+    expect(stdout).toMatch(/--role/);
+    expect(stdout).toMatch(/ingress, sync-gateway, router, executor, relay/);
+  });
+
+  it('refuses an unknown role with a clear message and exit code 2', async () => {
+    const { code, stderr } = await requester(['--role', 'bogus']).exit;
+    expect(code).toBe(2);
+    expect(stderr).toContain('unknown role "bogus"');
+  });
+
+  it('names the bad variable when the configuration is invalid', async () => {
+    const { code, stderr } = await requester(['--role', 'relay'], {
+      HTTP_PORT: 'abc',
+      SHUTDOWN_TIMEOUT: '5x',
+    }).exit;
+    expect(code).toBe(2);
+    expect(stderr).toContain('HTTP_PORT="abc"');
+    expect(stderr).toContain('SHUTDOWN_TIMEOUT="5x"');
+  });
+
+  it('prints the configuration table', async () => {
+    const { code, stdout } = await requester(['config']).exit;
+    expect(code).toBe(0);
+    expect(stdout).toMatch(/\| `KAFKA_BROKERS` \| `127\.0\.0\.1:9092` \|/);
+  });
+
+  it('becomes ready, then exits 0 on SIGTERM within the shutdown timeout', async () => {
+    const name = uniqueName('cli');
+    const adminPort = String(20000 + Math.floor(Math.random() * 20000));
+    const { child, exit } = requester(['--role', 'relay', '--admin-port', adminPort], {
+      DATABASE_URL: TEST_DATABASE_URL,
+      KAFKA_TOPIC_IN: `${name}.in`,
+      KAFKA_TOPIC_OUT: `${name}.out`,
+      KAFKA_TOPIC_DLQ: `${name}.dlq`,
+      KAFKA_TOPIC_PARTITIONS: '1',
+      SHUTDOWN_TIMEOUT: '20s',
+    });
+    running.push(child);
+    await until(async () => (await fetch(`http://127.0.0.1:${adminPort}/readyz`)).status === 200, 30_000);
+    const health = await fetch(`http://127.0.0.1:${adminPort}/healthz`);
+    expect(health.status).toBe(200);
+    const metrics = await (await fetch(`http://127.0.0.1:${adminPort}/metrics`)).text();
+    expect(metrics).toContain('requester_relay_moved_total');
+
+    const stoppedAt = Date.now();
+    child.kill('SIGTERM');
+    const { code, stdout } = await exit;
+    expect(code).toBe(0);
+    expect(Date.now() - stoppedAt).toBeLessThan(20_000);
+    expect(stdout).toContain('shutting down: 3/3 close clients');
+  }, 60_000);
+});
