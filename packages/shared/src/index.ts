@@ -1,5 +1,6 @@
 export * from './config/index.ts';
 export * from './errors/index.ts';
+export * from './kafka/fetcher.ts';
 export * from './kafka/index.ts';
 export * from './log/index.ts';
 export * from './metrics/index.ts';

@@ -1,0 +1,569 @@
+import { createRequire } from 'node:module';
+import type { IHeaders } from 'kafkajs';
+import { RequesterError } from '../errors/index.ts';
+import type { Logger } from '../log/index.ts';
+import type { KafkaRef } from '../task/index.ts';
+import { withTimeout } from './index.ts';
+
+/**
+ * Reads records of a topic by offset (DESIGN.md §9). kafkajs has no public API for it and the
+ * consumer-group-plus-seek route costs a group join per read, so this module drives kafkajs's
+ * low-level cluster directly: leader lookup from metadata, then one Fetch request per broker
+ * carrying one range per topic-partition. Everything kafkajs-internal stays in this file.
+ */
+
+// kafkajs has no `exports` map, so its internals are reachable by path; they are CommonJS.
+const require = createRequire(import.meta.url);
+const Cluster = require('kafkajs/src/cluster') as new (options: Record<string, unknown>) => LowLevelCluster;
+const socketFactory = require('kafkajs/src/network/socketFactory') as () => unknown;
+const kafkaLoggers = require('kafkajs/src/loggers') as {
+  createLogger(options: { level: number; logCreator: LogCreator }): unknown;
+  LEVELS: Record<'NOTHING' | 'ERROR' | 'WARN' | 'INFO' | 'DEBUG', number>;
+};
+const READ_COMMITTED = 1;
+
+interface RawRecord {
+  offset: string;
+  key: Buffer | null;
+  value: Buffer | null;
+  headers: IHeaders;
+  timestamp: string;
+  isControlRecord: boolean;
+}
+
+interface FetchResponse {
+  responses: Array<{ topicName: string; partitions: Array<{ partition: number; messages: RawRecord[] }> }>;
+}
+
+interface LowLevelBroker {
+  fetch(request: {
+    maxWaitTime: number;
+    minBytes: number;
+    maxBytes: number;
+    isolationLevel: number;
+    topics: Array<{
+      topic: string;
+      partitions: Array<{ partition: number; fetchOffset: string; maxBytes: number }>;
+    }>;
+  }): Promise<FetchResponse>;
+}
+
+interface LowLevelCluster {
+  connect(): Promise<void>;
+  disconnect(): Promise<void>;
+  refreshMetadata(): Promise<void>;
+  addMultipleTargetTopics(topics: string[]): Promise<void>;
+  findTopicPartitionMetadata(topic: string): Array<{ partitionId: number; leader: number | null }>;
+  findBroker(query: { nodeId: string }): Promise<LowLevelBroker>;
+  fetchTopicsOffset(
+    topics: Array<{ topic: string; partitions: Array<{ partition: number }>; fromBeginning: boolean }>,
+  ): Promise<Array<{ topic: string; partitions: Array<{ partition: number; offset: string }> }>>;
+}
+
+type LogCreator = (
+  level: number,
+) => (entry: { namespace: string; level: number; log: Record<string, unknown> }) => void;
+
+export interface FetchedRecord {
+  ref: KafkaRef;
+  key: Buffer | null;
+  value: Buffer | null;
+  headers: IHeaders;
+  /** Epoch ms, as kafkajs reports it (a decimal string). */
+  timestamp: string;
+}
+
+/**
+ * A record that cannot be read and never will be: `record_expired` when retention removed it
+ * (the queue held the ref longer than the topic keeps data), `not_found` when the offset never
+ * held a data record (beyond the end, a control record, a compacted gap, an unknown topic).
+ * The executor answers these with an error result; they are not worth retrying.
+ */
+export class RecordUnavailableError extends RequesterError {
+  readonly ref: KafkaRef;
+
+  constructor(code: 'record_expired' | 'not_found', ref: KafkaRef, message: string) {
+    super(code, `${message} (${ref.topic}/${ref.partition}@${ref.offset})`, { details: { ref } });
+    this.name = 'RecordUnavailableError';
+    this.ref = ref;
+  }
+}
+
+export type FetchOutcome = { ok: true; record: FetchedRecord } | { ok: false; error: RequesterError };
+
+export interface FetcherSettings {
+  brokers: string;
+  clientId: string;
+  logger: Logger;
+  /** Independent broker connections used round-robin: one slow fetch does not queue the others. */
+  connections?: number;
+  /** How long the broker may hold a fetch when no data is available (only at the partition end). */
+  maxWaitMs?: number;
+  /** Bytes asked per partition range (the broker always returns at least one whole batch). */
+  partitionMaxBytes?: number;
+  /** Bytes asked per request (one request per broker). */
+  requestMaxBytes?: number;
+  /** Bound on one `fetch`/`fetchMany`: what is unresolved by then fails as `dependency_unavailable`. */
+  timeoutMs?: number;
+  /** Bytes of recently fetched records kept in memory (retries and neighbours re-read them). */
+  cacheBytes?: number;
+}
+
+export interface Fetcher {
+  /** One record; throws RecordUnavailableError, or `dependency_unavailable` when Kafka does not answer. */
+  fetch(ref: KafkaRef): Promise<FetchedRecord>;
+  /** Many records, answers aligned with `refs`; never throws. */
+  fetchMany(refs: readonly KafkaRef[]): Promise<FetchOutcome[]>;
+  close(): Promise<void>;
+}
+
+export function createFetcher(settings: FetcherSettings): Fetcher {
+  return new KafkaFetcher(settings);
+}
+
+const DEFAULTS = {
+  connections: 2,
+  maxWaitMs: 100,
+  partitionMaxBytes: 1 << 20,
+  requestMaxBytes: 16 << 20,
+  timeoutMs: 10_000,
+  cacheBytes: 32 << 20,
+};
+
+/** Pending offsets of one topic-partition, ascending. */
+interface PartitionWant {
+  topic: string;
+  partition: number;
+  offsets: bigint[];
+}
+
+class KafkaFetcher implements Fetcher {
+  private readonly options: typeof DEFAULTS;
+  private readonly log: Logger;
+  private readonly clusters: LowLevelCluster[];
+  private readonly connecting: Array<Promise<void> | undefined>;
+  private readonly cache: RecordCache;
+  private next = 0;
+
+  constructor(settings: FetcherSettings) {
+    this.options = { ...DEFAULTS, ...definedOnly(settings) };
+    this.log = settings.logger.child({ component: 'kafka-fetcher' });
+    this.cache = new RecordCache(this.options.cacheBytes);
+    this.clusters = Array.from({ length: this.options.connections }, () => this.newCluster(settings));
+    this.connecting = this.clusters.map(() => undefined);
+  }
+
+  private newCluster(settings: FetcherSettings): LowLevelCluster {
+    return new Cluster({
+      logger: kafkaLoggers.createLogger({
+        level: kafkaLoggers.LEVELS.WARN,
+        logCreator: pinoLogCreator(this.log),
+      }),
+      socketFactory: socketFactory(),
+      brokers: settings.brokers.split(',').map((b) => b.trim()),
+      clientId: `${settings.clientId}-fetcher`,
+      connectionTimeout: 3_000,
+      requestTimeout: this.options.timeoutMs,
+      enforceRequestTimeout: true,
+      metadataMaxAge: 300_000,
+      retry: { initialRetryTime: 100, retries: 3, maxRetryTime: 1_000 },
+      allowAutoTopicCreation: false,
+      maxInFlightRequests: null,
+      isolationLevel: READ_COMMITTED,
+    });
+  }
+
+  /** Round-robin over the pool; each cluster connects on first use (and again after a failure). */
+  private async cluster(): Promise<LowLevelCluster> {
+    const index = this.next++ % this.clusters.length;
+    const cluster = this.clusters[index]!;
+    this.connecting[index] ??= cluster.connect().catch((err: unknown) => {
+      this.connecting[index] = undefined;
+      throw err;
+    });
+    await this.connecting[index];
+    return cluster;
+  }
+
+  async fetch(ref: KafkaRef): Promise<FetchedRecord> {
+    const [outcome] = await this.fetchMany([ref]);
+    if (!outcome) throw new RequesterError('internal', 'fetchMany returned nothing');
+    if (!outcome.ok) throw outcome.error;
+    return outcome.record;
+  }
+
+  async fetchMany(refs: readonly KafkaRef[]): Promise<FetchOutcome[]> {
+    const found = new Map<string, FetchOutcome>();
+    const wants = new Map<string, PartitionWant>();
+    for (const ref of refs) {
+      const cached = this.cache.get(refKey(ref));
+      if (cached) found.set(refKey(ref), { ok: true, record: cached });
+      else addWant(wants, ref);
+    }
+    if (wants.size > 0) await this.resolve(wants, found);
+    return refs.map(
+      (ref) =>
+        found.get(refKey(ref)) ?? {
+          ok: false,
+          error: new RequesterError('internal', `fetcher lost ${refKey(ref)}`),
+        },
+    );
+  }
+
+  async close(): Promise<void> {
+    await Promise.allSettled(this.clusters.map((c) => c.disconnect()));
+    this.cache.clear();
+  }
+
+  /**
+   * Rounds of one Fetch per broker until every wanted offset is resolved or the time is up. A
+   * round asks each partition from its smallest pending offset; a response may stop short of the
+   * largest (bytes limit), so the next round continues where it stopped.
+   */
+  private async resolve(wants: Map<string, PartitionWant>, found: Map<string, FetchOutcome>): Promise<void> {
+    const deadline = Date.now() + this.options.timeoutMs;
+    const settle = (want: PartitionWant, offset: bigint, outcome: FetchOutcome) => {
+      found.set(refKey({ topic: want.topic, partition: want.partition, offset: offset.toString() }), outcome);
+    };
+    let failure: unknown;
+    try {
+      const cluster = await withTimeout(
+        this.cluster(),
+        this.options.timeoutMs,
+        'Kafka fetcher: connect timed out',
+      );
+      await this.loadTopics(cluster, wants, settle);
+      for (let round = 0; wants.size > 0 && Date.now() < deadline; round++) {
+        if (round > 0 && failure !== undefined) await sleep(Math.min(50 * 2 ** Math.min(round, 5), 1_000));
+        failure = undefined;
+        try {
+          await withTimeout(
+            this.round(cluster, wants, settle),
+            Math.max(1, deadline - Date.now()),
+            'Kafka fetcher: fetch timed out',
+          );
+        } catch (err) {
+          failure = err;
+          await this.recover(cluster, err, wants, settle);
+        }
+      }
+    } catch (err) {
+      failure = err;
+    }
+    for (const want of wants.values()) {
+      const error = new RequesterError(
+        'dependency_unavailable',
+        `Kafka fetcher: ${want.topic}/${want.partition} not read within ${this.options.timeoutMs} ms${
+          failure instanceof Error ? `: ${failure.message}` : ''
+        }`,
+        { cause: failure },
+      );
+      for (const offset of want.offsets) settle(want, offset, { ok: false, error });
+    }
+  }
+
+  /** Metadata for the wanted topics; the refs of a topic that does not exist are `not_found`. */
+  private async loadTopics(
+    cluster: LowLevelCluster,
+    wants: Map<string, PartitionWant>,
+    settle: Settle,
+  ): Promise<void> {
+    const topics = [...new Set([...wants.values()].map((w) => w.topic))];
+    const missing = await Promise.all(
+      topics.map(async (topic) => {
+        try {
+          await cluster.addMultipleTargetTopics([topic]);
+          return undefined;
+        } catch (err) {
+          if ((err as { type?: string }).type === 'UNKNOWN_TOPIC_OR_PARTITION') return topic;
+          throw err;
+        }
+      }),
+    );
+    for (const [key, want] of wants) {
+      const known =
+        !missing.includes(want.topic) &&
+        cluster.findTopicPartitionMetadata(want.topic).some((p) => p.partitionId === want.partition);
+      if (known) continue;
+      wants.delete(key);
+      for (const offset of want.offsets)
+        settle(want, offset, unavailable('not_found', want, offset, 'no such topic or partition'));
+    }
+  }
+
+  /** One Fetch per leader broker, in parallel; then the records are matched against the wants. */
+  private async round(
+    cluster: LowLevelCluster,
+    wants: Map<string, PartitionWant>,
+    settle: Settle,
+  ): Promise<void> {
+    const byLeader = new Map<number, PartitionWant[]>();
+    for (const want of wants.values()) {
+      const leader = cluster
+        .findTopicPartitionMetadata(want.topic)
+        .find((p) => p.partitionId === want.partition)?.leader;
+      if (leader === null || leader === undefined) throw new LeaderUnknown(want);
+      byLeader.set(leader, [...(byLeader.get(leader) ?? []), want]);
+    }
+    await Promise.all(
+      [...byLeader].map(async ([leader, group]) => {
+        const broker = await cluster.findBroker({ nodeId: String(leader) });
+        const response = await broker.fetch({
+          maxWaitTime: this.options.maxWaitMs,
+          minBytes: 1,
+          maxBytes: this.options.requestMaxBytes,
+          isolationLevel: READ_COMMITTED,
+          topics: groupByTopic(group).map(([topic, list]) => ({
+            topic,
+            partitions: list.map((w) => ({
+              partition: w.partition,
+              fetchOffset: w.offsets[0]!.toString(),
+              maxBytes: this.options.partitionMaxBytes,
+            })),
+          })),
+        });
+        await this.absorb(cluster, response, wants, settle);
+      }),
+    );
+  }
+
+  /**
+   * Matches fetched records against the wants. The broker returns whole batches, so records
+   * below the asked offset are dropped; control records (transaction markers) are skipped. A
+   * wanted offset at or below the last returned record that did not come back holds no data
+   * record (a control record or a compacted gap). A partition that returned nothing at or after
+   * its asked offset is checked against its log bounds (expired below the start, missing past the end).
+   */
+  private async absorb(
+    cluster: LowLevelCluster,
+    response: FetchResponse,
+    wants: Map<string, PartitionWant>,
+    settle: Settle,
+  ): Promise<void> {
+    const stalled: PartitionWant[] = [];
+    for (const { topicName, partitions } of response.responses) {
+      for (const { partition, messages } of partitions) {
+        const key = tpKey(topicName, partition);
+        const want = wants.get(key);
+        if (!want) continue;
+        const from = want.offsets[0]!;
+        let last = -1n;
+        const byOffset = new Map<bigint, RawRecord>();
+        for (const raw of messages) {
+          const offset = BigInt(raw.offset);
+          if (offset < from) continue;
+          if (offset > last) last = offset;
+          if (raw.isControlRecord) continue;
+          byOffset.set(offset, raw);
+          this.cache.set(toRecord(topicName, partition, raw));
+        }
+        if (last < from) {
+          stalled.push(want);
+          continue;
+        }
+        want.offsets = want.offsets.filter((offset) => {
+          if (offset > last) return true;
+          const raw = byOffset.get(offset);
+          settle(
+            want,
+            offset,
+            raw
+              ? { ok: true, record: toRecord(topicName, partition, raw) }
+              : unavailable('not_found', want, offset, 'no data record at this offset'),
+          );
+          return false;
+        });
+        if (want.offsets.length === 0) wants.delete(key);
+      }
+    }
+    if (stalled.length > 0) await this.checkBounds(cluster, stalled, wants, settle);
+  }
+
+  /**
+   * Settles the wanted offsets outside a partition's log: below the log start → expired,
+   * at or past the end (last stable offset) → missing. Offsets inside stay pending.
+   */
+  private async checkBounds(
+    cluster: LowLevelCluster,
+    group: PartitionWant[],
+    wants: Map<string, PartitionWant>,
+    settle: Settle,
+  ): Promise<void> {
+    const query = (fromBeginning: boolean) =>
+      cluster.fetchTopicsOffset(
+        groupByTopic(group).map(([topic, list]) => ({
+          topic,
+          fromBeginning,
+          partitions: list.map((w) => ({ partition: w.partition })),
+        })),
+      );
+    const [starts, ends] = await Promise.all([query(true), query(false)]);
+    const bound = (answer: typeof starts, want: PartitionWant) =>
+      answer.find((t) => t.topic === want.topic)?.partitions.find((p) => p.partition === want.partition)
+        ?.offset;
+    for (const want of group) {
+      const start = BigInt(bound(starts, want) ?? '0');
+      const end = BigInt(bound(ends, want) ?? '-1');
+      want.offsets = want.offsets.filter((offset) => {
+        if (offset < start) {
+          settle(
+            want,
+            offset,
+            unavailable('record_expired', want, offset, `record expired (log starts at ${start})`),
+          );
+          return false;
+        }
+        if (end >= 0n && offset >= end) {
+          settle(want, offset, unavailable('not_found', want, offset, `no record yet (log ends at ${end})`));
+          return false;
+        }
+        return true;
+      });
+      if (want.offsets.length === 0) wants.delete(tpKey(want.topic, want.partition));
+    }
+    this.log.debug({ partitions: group.length }, 'checked log bounds of stalled partitions');
+  }
+
+  /** After a failed round: stale leadership → refresh metadata; out of range → check the bounds. */
+  private async recover(
+    cluster: LowLevelCluster,
+    err: unknown,
+    wants: Map<string, PartitionWant>,
+    settle: Settle,
+  ): Promise<void> {
+    const e = err as { name?: string; type?: string; topic?: string; partition?: number };
+    try {
+      if (e.name === 'KafkaJSOffsetOutOfRange' && e.topic !== undefined && e.partition !== undefined) {
+        // The broker fails the whole response for the first out-of-range partition; the others
+        // are simply asked again next round.
+        const want = wants.get(tpKey(e.topic, e.partition));
+        if (want) await this.checkBounds(cluster, [want], wants, settle);
+        return;
+      }
+      this.log.warn({ err }, 'Kafka fetch failed; refreshing metadata and retrying');
+      await cluster.refreshMetadata();
+    } catch (inner) {
+      this.log.warn({ err: inner }, 'Kafka fetcher could not recover yet');
+    }
+  }
+}
+
+type Settle = (want: PartitionWant, offset: bigint, outcome: FetchOutcome) => void;
+
+class LeaderUnknown extends Error {
+  constructor(want: PartitionWant) {
+    super(`no leader known for ${want.topic}/${want.partition}`);
+    this.name = 'LeaderUnknown';
+  }
+}
+
+function unavailable(
+  code: 'record_expired' | 'not_found',
+  want: PartitionWant,
+  offset: bigint,
+  message: string,
+): FetchOutcome {
+  const ref = { topic: want.topic, partition: want.partition, offset: offset.toString() };
+  return { ok: false, error: new RecordUnavailableError(code, ref, message) };
+}
+
+function addWant(wants: Map<string, PartitionWant>, ref: KafkaRef): void {
+  const key = tpKey(ref.topic, ref.partition);
+  let want = wants.get(key);
+  if (!want) {
+    want = { topic: ref.topic, partition: ref.partition, offsets: [] };
+    wants.set(key, want);
+  }
+  const offset = BigInt(ref.offset);
+  if (!want.offsets.includes(offset)) {
+    want.offsets.push(offset);
+    want.offsets.sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+  }
+}
+
+function groupByTopic(wants: PartitionWant[]): Array<[string, PartitionWant[]]> {
+  const byTopic = new Map<string, PartitionWant[]>();
+  for (const want of wants) byTopic.set(want.topic, [...(byTopic.get(want.topic) ?? []), want]);
+  return [...byTopic];
+}
+
+function toRecord(topic: string, partition: number, raw: RawRecord): FetchedRecord {
+  return {
+    ref: { topic, partition, offset: raw.offset },
+    key: raw.key,
+    value: raw.value,
+    headers: raw.headers,
+    timestamp: raw.timestamp,
+  };
+}
+
+function tpKey(topic: string, partition: number): string {
+  return `${topic}\u0000${partition}`;
+}
+
+function refKey(ref: KafkaRef): string {
+  return `${ref.topic}\u0000${ref.partition}\u0000${BigInt(ref.offset)}`;
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+function definedOnly<T extends object>(value: T): Partial<T> {
+  return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as Partial<T>;
+}
+
+function pinoLogCreator(log: Logger): LogCreator {
+  const { ERROR, WARN, INFO } = kafkaLoggers.LEVELS;
+  return () =>
+    ({ level, log: entry }) => {
+      const { message, timestamp: _ts, logger: _l, ...extra } = entry;
+      const method = level <= ERROR ? 'error' : level <= WARN ? 'warn' : level <= INFO ? 'info' : 'debug';
+      log[method](extra, String(message));
+    };
+}
+
+/**
+ * Recently fetched records, bounded by their bytes. A Map keeps insertion order, so re-inserting
+ * on read makes its first key the least recently used one.
+ */
+class RecordCache {
+  private readonly maxBytes: number;
+  private readonly records = new Map<string, { record: FetchedRecord; bytes: number }>();
+  private bytes = 0;
+
+  constructor(maxBytes: number) {
+    this.maxBytes = maxBytes;
+  }
+
+  get(key: string): FetchedRecord | undefined {
+    const entry = this.records.get(key);
+    if (!entry) return undefined;
+    this.records.delete(key);
+    this.records.set(key, entry);
+    return entry.record;
+  }
+
+  set(record: FetchedRecord): void {
+    const bytes = (record.value?.length ?? 0) + (record.key?.length ?? 0) + 128;
+    if (bytes > this.maxBytes) return;
+    const key = refKey(record.ref);
+    const old = this.records.get(key);
+    if (old) {
+      this.bytes -= old.bytes;
+      this.records.delete(key);
+    }
+    this.records.set(key, { record, bytes });
+    this.bytes += bytes;
+    for (const [oldest, entry] of this.records) {
+      if (this.bytes <= this.maxBytes) break;
+      this.records.delete(oldest);
+      this.bytes -= entry.bytes;
+    }
+  }
+
+  clear(): void {
+    this.records.clear();
+    this.bytes = 0;
+  }
+}
