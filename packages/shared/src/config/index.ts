@@ -126,6 +126,24 @@ export const CONFIG_VARIABLES = {
     goDuration,
     'how long a sync call waits before 202 + Location',
   ),
+  syncCacheSize: variable(
+    'SYNC_CACHE_SIZE',
+    '10000',
+    positiveInt,
+    'results the sync-gateway keeps for callers that ask after the fact (LRU entries)',
+  ),
+  syncCacheTtl: variable(
+    'SYNC_CACHE_TTL',
+    '5m',
+    goDuration,
+    'how long the sync-gateway keeps a result for callers that ask after the fact',
+  ),
+  longPollMax: variable(
+    'LONG_POLL_MAX',
+    '60s',
+    goDuration,
+    'cap on the `wait` of GET /requests/{id} (longer asks are shortened to this)',
+  ),
   relayWorkers: variable('RELAY_WORKERS', '2', positiveInt, 'concurrent outbox claimers per relay process'),
   relayBatch: variable('RELAY_BATCH', '500', positiveInt, 'outbox rows moved to Kafka per transaction'),
   otelEndpoint: variable(

@@ -1,0 +1,49 @@
+import { produce } from '@requester/shared';
+import { afterAll, describe, expect, it } from 'vitest';
+import { closeProducer, kafka, producer, send, silent, topics } from '../../test/kit.ts';
+import { followResults } from './index.ts';
+
+afterAll(closeProducer);
+
+describe('followResults', () => {
+  it('skips what was on out before it started and sees what is produced right after', async () => {
+    const { out } = await topics(3);
+    for (let i = 0; i < 3; i++) await send(out, `old-${i}`, { meta: { requestId: `old-${i}` } });
+
+    const seen: string[] = [];
+    const following = await followResults({
+      kafka,
+      topic: out,
+      logger: silent,
+      onResult: (id) => seen.push(id),
+    });
+    try {
+      expect(following.groupId).toMatch(/^requester-sync-.+-\d+-[0-9a-f]{8}$/);
+      // Produced the instant start resolved, on every partition: none may be missed.
+      const fresh = Array.from({ length: 12 }, (_, i) => `new-${i}`);
+      await Promise.all(fresh.map((id) => send(out, id, { meta: { requestId: id } })));
+      await expect.poll(() => seen.length, { timeout: 20_000 }).toBe(fresh.length);
+      expect([...seen].sort()).toEqual([...fresh].sort());
+    } finally {
+      await following.stop();
+    }
+  });
+
+  it('reads the requestId from the value when the record has no key', async () => {
+    const { out } = await topics(1);
+    const seen: Array<[string, string]> = [];
+    const following = await followResults({
+      kafka,
+      topic: out,
+      logger: silent,
+      onResult: (id, json) => seen.push([id, json]),
+    });
+    try {
+      const value = JSON.stringify({ meta: { requestId: 'unkeyed' } });
+      await produce(await producer(), out, [{ value }, { value: 'not json' }]);
+      await expect.poll(() => seen, { timeout: 20_000 }).toEqual([['unkeyed', value]]);
+    } finally {
+      await following.stop();
+    }
+  });
+});
