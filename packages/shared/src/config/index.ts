@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import { z } from 'zod';
 import { ConfigError } from '../errors/index.ts';
 import { durationToMs } from '../time/duration.ts';
@@ -18,6 +19,23 @@ const goDuration = z.string().transform((text, ctx) => {
 });
 const port = z.coerce.number().int().min(0).max(65535);
 const positiveInt = z.coerce.number().int().positive();
+/** Comma-separated IPs / CIDR ranges, or `*`; empty = none. */
+const addressList = z.string().transform((text, ctx) => {
+  const items = text
+    .split(',')
+    .map((item) => item.trim())
+    .filter(Boolean);
+  for (const item of items) {
+    const [address = '', bits, extra] = item.split('/');
+    const family = isIP(address);
+    const maxBits = family === 6 ? 128 : 32;
+    const badBits = bits !== undefined && !(/^\d+$/.test(bits) && Number(bits) <= maxBits);
+    if (item !== '*' && (family === 0 || badBits || extra !== undefined)) {
+      ctx.addIssue({ code: 'custom', message: `${JSON.stringify(item)} is not an IP, a CIDR range or *` });
+    }
+  }
+  return items;
+});
 const bool = z
   .enum(['true', 'false', '1', '0', 'yes', 'no'])
   .transform((v) => ['true', '1', 'yes'].includes(v));
@@ -120,6 +138,42 @@ export const CONFIG_VARIABLES = {
     'tasks due within this go to Redis; later ones to the outbox',
   ),
   maxWorkers: variable('MAX_WORKERS', '32', positiveInt, 'concurrent HTTP calls per executor process'),
+  executorLeaseTtl: variable(
+    'EXECUTOR_LEASE_TTL',
+    '30s',
+    goDuration,
+    'lease of a task being executed; renewed every third of it, reclaimed by others when it lapses',
+  ),
+  targetConnectTimeout: variable(
+    'TARGET_CONNECT_TIMEOUT',
+    '5s',
+    goDuration,
+    'bound on DNS lookup, TCP connect and TLS handshake with a target',
+  ),
+  targetResponseTimeout: variable(
+    'TARGET_RESPONSE_TIMEOUT',
+    '30s',
+    goDuration,
+    "bound on waiting for a target's response headers, and again on reading its body (504 beyond)",
+  ),
+  targetMaxResponseBytes: variable(
+    'TARGET_MAX_RESPONSE_BYTES',
+    '10485760',
+    positiveInt,
+    'largest target response body kept (decompressed); larger ones answer 502 payload_too_large',
+  ),
+  targetFollowRedirects: variable(
+    'TARGET_FOLLOW_REDIRECTS',
+    'false',
+    bool,
+    'follow 3xx redirects of targets (each hop checked like the first); off = the 3xx is the result',
+  ),
+  allowPrivateTargets: variable(
+    'ALLOW_PRIVATE_TARGETS',
+    '',
+    addressList,
+    'private/loopback/link-local targets that may be called: comma-separated IPs or CIDRs, or * for all',
+  ),
   syncTimeout: variable(
     'SYNC_TIMEOUT',
     '25s',
