@@ -1,0 +1,2 @@
+export * from './queue/admin.ts';
+export * from './queue/index.ts';

@@ -1,0 +1,219 @@
+import type { FairQueue } from './index.ts';
+import { queueMetrics } from './metrics.ts';
+
+/** Called after each step of a long operation (shards visited, or dead letters handled). */
+export type Progress = (done: number, total: number) => void;
+
+export interface ShardInfo {
+  shard: number;
+  /** Tasks waiting to be leased (due or not). */
+  pending: number;
+  /** Tasks leased and not yet settled. */
+  inFlight: number;
+  dead: number;
+  /** Partitions in the round-robin now. */
+  readyPartitions: number;
+  /** Partitions waiting for a due time (delayed head, ordered partition blocked after a reject). */
+  waitingPartitions: number;
+  /** Partitions with pending tasks held back by their in-flight limit (ordered: one at a time). */
+  blockedPartitions: number;
+  /** Publish time (epoch ms, second resolution) of the oldest pending or leased task. */
+  oldestPublishedAt: number | null;
+  /** Acked ids inside the dedup window. */
+  dedupIds: number;
+}
+
+export interface QueueInfo {
+  shards: ShardInfo[];
+  totals: Omit<ShardInfo, 'shard' | 'oldestPublishedAt'>;
+  /** Age of the oldest pending or leased task (second resolution, Redis clock); null when empty. */
+  oldestTaskAgeMs: number | null;
+}
+
+export interface DeadTask {
+  id: string;
+  partition: string;
+  payload: string;
+  reason: string;
+  deadAt: number;
+  deliveries: number;
+  publishedAt: number;
+  shard: number;
+}
+
+const CONCURRENT_SHARDS = 16;
+const BATCH = 500;
+
+/**
+ * Operator view and maintenance of a FairQueue (what `requester queue info|purge|retry|dlq`
+ * runs). Every operation visits the shards a few at a time and reports progress per shard.
+ */
+export class QueueAdmin {
+  private readonly queue: FairQueue;
+
+  constructor(queue: FairQueue) {
+    this.queue = queue;
+  }
+
+  /** Depth per shard and in total; also sets the `queue_depth` gauge. O(shards), no task scan. */
+  async info(options: { onProgress?: Progress } = {}): Promise<QueueInfo> {
+    let redisNow = 0;
+    const shards = await this.eachShard(options.onProgress, async (shard) => {
+      const reply = (await this.queue.script('info', shard, [this.queue.partitionConcurrency])).map(Number);
+      const [pending, inFlight, dead, ready, waiting, blocked, oldestSecond, dedupIds, now] =
+        reply as number[];
+      redisNow = Math.max(redisNow, now ?? 0);
+      return {
+        shard,
+        pending: pending ?? 0,
+        inFlight: inFlight ?? 0,
+        dead: dead ?? 0,
+        readyPartitions: ready ?? 0,
+        waitingPartitions: waiting ?? 0,
+        blockedPartitions: blocked ?? 0,
+        oldestPublishedAt: oldestSecond !== undefined && oldestSecond >= 0 ? oldestSecond * 1000 : null,
+        dedupIds: dedupIds ?? 0,
+      };
+    });
+    const totals = {
+      pending: 0,
+      inFlight: 0,
+      dead: 0,
+      readyPartitions: 0,
+      waitingPartitions: 0,
+      blockedPartitions: 0,
+      dedupIds: 0,
+    };
+    let oldest: number | null = null;
+    for (const s of shards) {
+      for (const key of Object.keys(totals) as Array<keyof typeof totals>) totals[key] += s[key];
+      if (s.oldestPublishedAt !== null) oldest = Math.min(oldest ?? s.oldestPublishedAt, s.oldestPublishedAt);
+    }
+    const queue = this.queue.name;
+    queueMetrics.depth.set({ queue, state: 'pending' }, totals.pending);
+    queueMetrics.depth.set({ queue, state: 'in_flight' }, totals.inFlight);
+    queueMetrics.depth.set({ queue, state: 'dead' }, totals.dead);
+    return { shards, totals, oldestTaskAgeMs: oldest === null ? null : Math.max(0, redisNow - oldest) };
+  }
+
+  /**
+   * Deletes the whole queue (every key of every shard, dedup window included), or with `deadOnly`
+   * only the dead letters (their ids stay refused for the dedup window). Returns tasks removed.
+   */
+  async purge(options: { deadOnly?: boolean; onProgress?: Progress } = {}): Promise<{ removed: number }> {
+    const removed = await this.eachShard(options.onProgress, async (shard) => {
+      if (!options.deadOnly) return Number((await this.queue.script('purge', shard, ['all', 0]))[0]);
+      let count = 0;
+      for (;;) {
+        const [n, remaining] = (await this.queue.script('purge', shard, ['dead', BATCH])).map(Number);
+        count += n ?? 0;
+        if (!remaining) return count;
+      }
+    });
+    return { removed: removed.reduce((a, b) => a + b, 0) };
+  }
+
+  /**
+   * Puts dead letters back as new arrivals in their partitions: all of them, or the given ids
+   * (ids that are not dead are ignored). Returns how many were retried.
+   */
+  async retryDead(
+    ids: readonly string[] | 'all',
+    options: { onProgress?: Progress } = {},
+  ): Promise<{ retried: number }> {
+    const limit = this.queue.partitionConcurrency;
+    const retried = await this.eachShard(options.onProgress, async (shard) => {
+      if (ids !== 'all') {
+        let count = 0;
+        for (let at = 0; at < ids.length; at += BATCH) {
+          const reply = await this.queue.script('retryDead', shard, [
+            limit,
+            'ids',
+            0,
+            ...ids.slice(at, at + BATCH),
+          ]);
+          count += Number(reply[0]);
+        }
+        return count;
+      }
+      let count = 0;
+      for (;;) {
+        const [n, remaining] = (await this.queue.script('retryDead', shard, [limit, 'all', BATCH])).map(
+          Number,
+        );
+        count += n ?? 0;
+        if (!remaining || !n) return count;
+      }
+    });
+    return { retried: retried.reduce((a, b) => a + b, 0) };
+  }
+
+  /** The most recent dead letters over all shards, newest first. */
+  async listDead(limit = 100): Promise<DeadTask[]> {
+    const perShard = await this.eachShard(undefined, async (shard) => {
+      const reply = await this.queue.script('listDead', shard, [limit]);
+      const tasks: DeadTask[] = [];
+      for (let i = 0, at = 1; i < Number(reply[0]); i++, at += 7) {
+        tasks.push({
+          id: String(reply[at]),
+          partition: String(reply[at + 1]),
+          payload: String(reply[at + 2]),
+          reason: String(reply[at + 3]),
+          deadAt: Number(reply[at + 4]),
+          deliveries: Number(reply[at + 5]),
+          publishedAt: Number(reply[at + 6]),
+          shard,
+        });
+      }
+      return tasks;
+    });
+    return perShard
+      .flat()
+      .sort((a, b) => b.deadAt - a.deadAt)
+      .slice(0, limit);
+  }
+
+  /**
+   * Full consistency check (O(tasks): for tests and troubleshooting, not for a busy production
+   * queue). Returns the violations found, empty when the queue is consistent.
+   */
+  async verify(options: { onProgress?: Progress; maxReport?: number } = {}): Promise<{
+    tasks: number;
+    violations: string[];
+  }> {
+    const perShard = await this.eachShard(options.onProgress, async (shard) => {
+      const reply = await this.queue.script('verify', shard, [
+        this.queue.partitionConcurrency,
+        options.maxReport ?? 20,
+      ]);
+      return {
+        tasks: Number(reply[0]),
+        violations: reply.slice(1).map((v) => `shard ${shard}: ${String(v)}`),
+      };
+    });
+    return {
+      tasks: perShard.reduce((a, s) => a + s.tasks, 0),
+      violations: perShard.flatMap((s) => s.violations),
+    };
+  }
+
+  /** Runs fn for every shard, CONCURRENT_SHARDS at a time, results in shard order. */
+  private async eachShard<T>(
+    onProgress: Progress | undefined,
+    fn: (shard: number) => Promise<T>,
+  ): Promise<T[]> {
+    const total = this.queue.shards;
+    const results: T[] = new Array(total);
+    let next = 0;
+    let done = 0;
+    const worker = async () => {
+      while (next < total) {
+        const shard = next++;
+        results[shard] = await fn(shard);
+        onProgress?.(++done, total);
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(CONCURRENT_SHARDS, total) }, worker));
+    return results;
+  }
+}

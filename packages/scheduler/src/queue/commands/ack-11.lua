@@ -1,0 +1,40 @@
+--[[
+  Acknowledge leased tasks: each is removed, and its id enters the post-ack dedup window.
+
+  KEYS[1..11] the shard keys (see includes/shard.lua)
+  ARGV[1]  unordered partition concurrency (0 = unlimited)
+  ARGV[2]  dedup window after ack (ms)
+  ARGV[3]  number of tokens n, then n tokens
+
+  Returns {readyCount, nextEventMs, r1..rn}: r = 1 acked, 0 stale token
+]]
+--- @include "includes/shard"
+
+local unorderedLimit = tonumber(ARGV[1])
+local window = tonumber(ARGV[2])
+local n = tonumber(ARGV[3])
+local now = nowMs()
+
+local reply = { 0, 0 }
+for i = 1, n do
+  local id, record = takeLease(ARGV[3 + i])
+  if id then
+    redis.call('HDEL', K_TASKS, id)
+    ageRemove(record[R_PUBLISHED])
+    redis.call('ZADD', K_DONE, now, id)
+    -- An ordered partition waiting for this task may run again.
+    place(record[R_PARTITION], now, unorderedLimit)
+    reply[#reply + 1] = 1
+  else
+    reply[#reply + 1] = 0
+  end
+end
+
+-- Trim the dedup window on write; bounded per call, and each ack adds only one entry.
+local expired = redis.call('ZRANGE', K_DONE, '-inf', '(' .. (now - window), 'BYSCORE', 'LIMIT', 0, 64 + n)
+if #expired > 0 then
+  redis.call('ZREM', K_DONE, unpack(expired))
+end
+
+reply[1], reply[2] = shardState(now)
+return reply

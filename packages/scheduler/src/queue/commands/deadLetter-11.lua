@@ -1,0 +1,29 @@
+--[[
+  Move leased tasks to the dead letters (kept with their reason until retried or purged; their ids
+  stay refused by publish). An ordered partition moves on to its next task.
+
+  KEYS[1..11] the shard keys (see includes/shard.lua)
+  ARGV[1]  unordered partition concurrency (0 = unlimited)
+  ARGV[2]  number of tokens n, then n pairs: token, reason
+
+  Returns {readyCount, nextEventMs, r1..rn}: r = 1 dead-lettered, 0 stale token
+]]
+--- @include "includes/shard"
+
+local unorderedLimit = tonumber(ARGV[1])
+local n = tonumber(ARGV[2])
+local now = nowMs()
+
+local reply = { 0, 0 }
+for i = 0, n - 1 do
+  local id, record = takeLease(ARGV[3 + i * 2])
+  if id then
+    bury(id, record, ARGV[4 + i * 2], now)
+    place(record[R_PARTITION], now, unorderedLimit)
+    reply[#reply + 1] = 1
+  else
+    reply[#reply + 1] = 0
+  end
+end
+reply[1], reply[2] = shardState(now)
+return reply

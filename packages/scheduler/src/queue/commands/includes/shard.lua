@@ -1,0 +1,240 @@
+--[[
+  Shared state and helpers of one queue shard (textually included by every queue script).
+
+  Every script receives the same 11 keys of one shard S, all tagged {q:S} (see keys.ts):
+    KEYS[1]  ready     ZSET partition -> round-robin ticket. Partitions whose head is due and that may
+                       run (ordered: nothing in flight). ZPOPMIN = the partition waiting longest.
+    KEYS[2]  timers    ZSET partition -> wake time (ms). Partitions whose head becomes due later
+                       (delayed task, ordered partition blocked after a reject).
+    KEYS[3]  pending   ZSET, every score 0, ordered by member bytes:
+                         "<partition>\0<sort key><task id>"
+                       sort key (23 hex chars): ordered "<seq:12><due:11>", unordered "<due:11><seq:12>".
+                       The head of partition P = first member in the lex range [P\0, P\1).
+    KEYS[4]  tasks     HASH task id -> cmsgpack record (R_* indexes below). Holds every task that is
+                       pending, leased or dead: its presence refuses a duplicate publish.
+    KEYS[5]  leases    ZSET lease token -> lease deadline (ms).
+    KEYS[6]  running   HASH partition -> tasks in flight (only partitions with at least one).
+    KEYS[7]  seq       STRING counter: arrival sequence numbers, round-robin tickets, lease serials.
+    KEYS[8]  done      ZSET task id -> ack time (ms): the post-ack dedup window, trimmed on write.
+    KEYS[9]  dlq       ZSET task id -> dead-letter time (ms).
+    KEYS[10] ages      ZSET second -> second: publish seconds that still have live tasks.
+    KEYS[11] agecount  HASH second -> live (pending or leased) tasks published in that second.
+
+  Invariant after every script: a partition is in `ready` iff its head is due and it may run; else in
+  `timers` at its head's due time if it may run; else in neither. Every task id in `tasks` is in
+  exactly one of pending / leases / dlq.
+]]
+local K_READY = KEYS[1]
+local K_TIMERS = KEYS[2]
+local K_PENDING = KEYS[3]
+local K_TASKS = KEYS[4]
+local K_LEASES = KEYS[5]
+local K_RUNNING = KEYS[6]
+local K_SEQ = KEYS[7]
+local K_DONE = KEYS[8]
+local K_DLQ = KEYS[9]
+local K_AGES = KEYS[10]
+local K_AGECOUNT = KEYS[11]
+
+-- Task record fields (a cmsgpack array).
+local R_PARTITION = 1
+local R_SEQ = 2
+local R_DUE = 3
+local R_DELIVERIES = 4
+local R_PUBLISHED = 5
+local R_PAYLOAD = 6
+local R_REASON = 7
+local R_DEAD_AT = 8
+
+-- Redis time, never the caller's clock: every process agrees on what is due.
+local function nowMs()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function nextSeq()
+  return redis.call('INCR', K_SEQ)
+end
+
+local function isOrdered(partition)
+  return string.byte(partition, 1) == 33 -- '!'
+end
+
+-- How many tasks of a partition may be in flight at once; 0 = unlimited.
+local function limitOf(partition, unorderedLimit)
+  if isOrdered(partition) then
+    return 1
+  end
+  return unorderedLimit
+end
+
+local function memberOf(partition, seq, due, id)
+  local sortKey
+  if isOrdered(partition) then
+    sortKey = string.format('%012x%011x', seq, due)
+  else
+    sortKey = string.format('%011x%012x', due, seq)
+  end
+  return partition .. '\0' .. sortKey .. id
+end
+
+local function dueOfMember(partition, member)
+  local at = #partition + 2
+  if isOrdered(partition) then
+    return tonumber(string.sub(member, at + 12, at + 22), 16)
+  end
+  return tonumber(string.sub(member, at, at + 10), 16)
+end
+
+local function idOfMember(partition, member)
+  return string.sub(member, #partition + 25)
+end
+
+local function headOf(partition)
+  return redis.call('ZRANGE', K_PENDING, '[' .. partition .. '\0', '(' .. partition .. '\1', 'BYLEX', 'LIMIT', 0, 1)[1]
+end
+
+local function idOfToken(token)
+  local first = string.find(token, ':', 1, true)
+  local second = string.find(token, ':', first + 1, true)
+  return string.sub(token, second + 1)
+end
+
+local function loadRecord(id)
+  local raw = redis.call('HGET', K_TASKS, id)
+  if not raw then
+    return nil
+  end
+  return cmsgpack.unpack(raw)
+end
+
+local function saveRecord(id, record)
+  redis.call('HSET', K_TASKS, id, cmsgpack.pack(record))
+end
+
+local function runningOf(partition)
+  return tonumber(redis.call('HGET', K_RUNNING, partition) or '0')
+end
+
+local function releaseRunning(partition)
+  if redis.call('HINCRBY', K_RUNNING, partition, -1) <= 0 then
+    redis.call('HDEL', K_RUNNING, partition)
+  end
+end
+
+-- Live-task counts per publish second: the oldest task age without indexing every task.
+local function ageAdd(publishedMs)
+  local second = math.floor(publishedMs / 1000)
+  if redis.call('HINCRBY', K_AGECOUNT, second, 1) == 1 then
+    redis.call('ZADD', K_AGES, second, second)
+  end
+end
+
+local function ageRemove(publishedMs)
+  local second = math.floor(publishedMs / 1000)
+  if redis.call('HINCRBY', K_AGECOUNT, second, -1) <= 0 then
+    redis.call('HDEL', K_AGECOUNT, second)
+    redis.call('ZREM', K_AGES, second)
+  end
+end
+
+--[[
+  Put a partition where the invariant says it belongs. Called after anything that may change its
+  head, its due time or its in-flight count. A partition already in `ready` keeps its ticket (its
+  place in the round-robin line); one entering `ready` gets a fresh ticket (the back of the line).
+]]
+local function place(partition, now, unorderedLimit)
+  local head = headOf(partition)
+  local limit = limitOf(partition, unorderedLimit)
+  if not head or (limit > 0 and runningOf(partition) >= limit) then
+    redis.call('ZREM', K_READY, partition)
+    redis.call('ZREM', K_TIMERS, partition)
+    return
+  end
+  local due = dueOfMember(partition, head)
+  if due <= now then
+    redis.call('ZREM', K_TIMERS, partition)
+    if not redis.call('ZSCORE', K_READY, partition) then
+      redis.call('ZADD', K_READY, nextSeq(), partition)
+    end
+  else
+    redis.call('ZREM', K_READY, partition)
+    redis.call('ZADD', K_TIMERS, due, partition)
+  end
+end
+
+-- A task (not currently pending) goes back into its partition's pending line.
+local function enqueue(id, record)
+  redis.call('ZADD', K_PENDING, 0, memberOf(record[R_PARTITION], record[R_SEQ], record[R_DUE], id))
+end
+
+-- A live task (pending member already removed, or lease released) moves to the dead letters.
+local function bury(id, record, reason, now)
+  record[R_REASON] = reason
+  record[R_DEAD_AT] = now
+  saveRecord(id, record)
+  redis.call('ZADD', K_DLQ, now, id)
+  ageRemove(record[R_PUBLISHED])
+end
+
+--[[
+  Settle a lease: checks the token is still live and releases it.
+  Returns the task id and record, or nil when the token is stale (reclaimed, settled, or unknown).
+]]
+local function takeLease(token)
+  if not redis.call('ZSCORE', K_LEASES, token) then
+    return nil
+  end
+  redis.call('ZREM', K_LEASES, token)
+  local id = idOfToken(token)
+  local record = loadRecord(id)
+  releaseRunning(record[R_PARTITION])
+  return id, record
+end
+
+-- Expired leases come back: their tasks return to pending (or die after maxDeliveries leases).
+local function reclaimExpired(now, batch, maxDeliveries, unorderedLimit)
+  local tokens = redis.call('ZRANGE', K_LEASES, '-inf', now, 'BYSCORE', 'LIMIT', 0, batch)
+  local dead = 0
+  for _, token in ipairs(tokens) do
+    local id, record = takeLease(token)
+    if maxDeliveries > 0 and record[R_DELIVERIES] >= maxDeliveries then
+      bury(id, record, 'lease expired ' .. record[R_DELIVERIES] .. ' times', now)
+      dead = dead + 1
+    else
+      enqueue(id, record)
+    end
+    place(record[R_PARTITION], now, unorderedLimit)
+  end
+  return #tokens, dead
+end
+
+-- Due timers become ready (bounded per call; the rest on the next call).
+local function promoteTimers(now, batch, unorderedLimit)
+  local partitions = redis.call('ZRANGE', K_TIMERS, '-inf', now, 'BYSCORE', 'LIMIT', 0, batch)
+  for _, partition in ipairs(partitions) do
+    place(partition, now, unorderedLimit)
+  end
+  return #partitions
+end
+
+--[[
+  What an idle worker needs to know about this shard: how many partitions are ready now, and in
+  how many ms the next timer or lease deadline falls (-1: none).
+]]
+local function shardState(now)
+  local readyCount = redis.call('ZCARD', K_READY)
+  local nextEvent = -1
+  local timer = redis.call('ZRANGE', K_TIMERS, 0, 0, 'WITHSCORES')[2]
+  if timer then
+    nextEvent = math.max(0, tonumber(timer) - now)
+  end
+  local lease = redis.call('ZRANGE', K_LEASES, 0, 0, 'WITHSCORES')[2]
+  if lease then
+    local inMs = math.max(0, tonumber(lease) - now)
+    if nextEvent < 0 or inMs < nextEvent then
+      nextEvent = inMs
+    end
+  end
+  return readyCount, nextEvent
+end

@@ -1,0 +1,12 @@
+--[[
+  Read-only: when does this shard have work? Used to refresh a client's view of the shards.
+
+  KEYS[1..11] the shard keys (see includes/shard.lua)
+  ARGV        none
+
+  Returns {readyCount, nextEventMs (-1: none)}
+]]
+--- @include "includes/shard"
+
+local readyCount, nextEvent = shardState(nowMs())
+return { readyCount, nextEvent }

@@ -1,0 +1,85 @@
+--[[
+  Publish a batch of tasks into one shard, idempotently by task id.
+
+  KEYS[1..11] the shard keys (see includes/shard.lua)
+  ARGV[1]  unordered partition concurrency (0 = unlimited)
+  ARGV[2]  dedup window after ack (ms)
+  ARGV[3]  number of tasks n, then n groups of 5:
+           id, partition, payload, dueAt (epoch ms, 0 = none), delayMs (used when dueAt is 0)
+
+  Returns {readyCount, nextEventMs, notify, r1..rn}
+    r = 1 queued, 0 duplicate (the id is pending, leased, dead, or was acked inside the window)
+    notify = 1 when this shard has work sooner than before (idle workers should look again)
+]]
+--- @include "includes/shard"
+
+local unorderedLimit = tonumber(ARGV[1])
+local window = tonumber(ARGV[2])
+local n = tonumber(ARGV[3])
+local now = nowMs()
+
+local function wakeIn()
+  local readyCount, nextEvent = shardState(now)
+  if readyCount > 0 then
+    return 0
+  end
+  return nextEvent
+end
+
+local function isDuplicate(id)
+  if redis.call('HEXISTS', K_TASKS, id) == 1 then
+    return true
+  end
+  local ackedAt = redis.call('ZSCORE', K_DONE, id)
+  if ackedAt then
+    if tonumber(ackedAt) > now - window then
+      return true
+    end
+    redis.call('ZREM', K_DONE, id)
+  end
+  return false
+end
+
+local before = wakeIn()
+local results = {}
+local touched = {}
+local touchedOrder = {}
+for i = 0, n - 1 do
+  local base = 4 + i * 5
+  local id = ARGV[base]
+  local partition = ARGV[base + 1]
+  if isDuplicate(id) then
+    results[#results + 1] = 0
+  else
+    local dueAt = tonumber(ARGV[base + 3])
+    local due = dueAt
+    if due <= 0 then
+      due = now + tonumber(ARGV[base + 4])
+    end
+    local record = { partition, nextSeq(), due, 0, now, ARGV[base + 2] }
+    saveRecord(id, record)
+    enqueue(id, record)
+    ageAdd(now)
+    if not touched[partition] then
+      touched[partition] = true
+      touchedOrder[#touchedOrder + 1] = partition
+    end
+    results[#results + 1] = 1
+  end
+end
+-- Partitions enter the round-robin in the order they first appear in the batch.
+for _, partition in ipairs(touchedOrder) do
+  place(partition, now, unorderedLimit)
+end
+
+local readyCount, nextEvent = shardState(now)
+local after = wakeIn()
+local notify = 0
+if after >= 0 and (before < 0 or after < before) then
+  notify = 1
+end
+local reply = { readyCount, nextEvent, notify }
+for _, r in ipairs(results) do
+  reply[#reply + 1] = r
+end
+return reply

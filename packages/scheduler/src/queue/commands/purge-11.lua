@@ -1,0 +1,31 @@
+--[[
+  Purge one shard.
+  mode "all":  every key of the shard is unlinked (freed in the background), dedup window included.
+  mode "dead": up to `batch` dead letters are removed; their ids enter the dedup window so that a
+               replay is still refused.
+
+  KEYS[1..11] the shard keys (see includes/shard.lua)
+  ARGV[1]  mode: "all" | "dead"
+  ARGV[2]  batch (mode "dead")
+
+  Returns {removedTasks, remaining (dead letters left in mode "dead", 0 otherwise)}
+]]
+--- @include "includes/shard"
+
+local mode = ARGV[1]
+if mode == 'all' then
+  local removed = redis.call('HLEN', K_TASKS)
+  redis.call('UNLINK', K_READY, K_TIMERS, K_PENDING, K_TASKS, K_LEASES, K_RUNNING, K_SEQ, K_DONE, K_DLQ, K_AGES, K_AGECOUNT)
+  return { removed, 0 }
+end
+
+local now = nowMs()
+local ids = redis.call('ZRANGE', K_DLQ, 0, tonumber(ARGV[2]) - 1)
+for _, id in ipairs(ids) do
+  redis.call('HDEL', K_TASKS, id)
+  redis.call('ZADD', K_DONE, now, id)
+end
+if #ids > 0 then
+  redis.call('ZREM', K_DLQ, unpack(ids))
+end
+return { #ids, redis.call('ZCARD', K_DLQ) }

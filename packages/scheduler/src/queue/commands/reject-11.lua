@@ -1,0 +1,33 @@
+--[[
+  Give leased tasks back for a later attempt.
+  Ordered partition: the task keeps its sequence number, so it stays at the head, and the partition
+  waits in `timers` until now + delay (blocked: nothing behind it can overtake).
+  Unordered partition: the task becomes due at now + delay, behind tasks due earlier.
+
+  KEYS[1..11] the shard keys (see includes/shard.lua)
+  ARGV[1]  unordered partition concurrency (0 = unlimited)
+  ARGV[2]  number of tokens n, then n pairs: token, delay (ms)
+
+  Returns {readyCount, nextEventMs, r1..rn}: r = 1 rejected, 0 stale token
+]]
+--- @include "includes/shard"
+
+local unorderedLimit = tonumber(ARGV[1])
+local n = tonumber(ARGV[2])
+local now = nowMs()
+
+local reply = { 0, 0 }
+for i = 0, n - 1 do
+  local id, record = takeLease(ARGV[3 + i * 2])
+  if id then
+    record[R_DUE] = now + math.max(0, tonumber(ARGV[4 + i * 2]))
+    saveRecord(id, record)
+    enqueue(id, record)
+    place(record[R_PARTITION], now, unorderedLimit)
+    reply[#reply + 1] = 1
+  else
+    reply[#reply + 1] = 0
+  end
+end
+reply[1], reply[2] = shardState(now)
+return reply

@@ -1,0 +1,39 @@
+--[[
+  Put dead letters back into their partitions as new arrivals (new sequence number, due now,
+  deliveries reset; the original publish time is kept).
+
+  KEYS[1..11] the shard keys (see includes/shard.lua)
+  ARGV[1]  unordered partition concurrency (0 = unlimited)
+  ARGV[2]  mode: "all" (the oldest `batch` dead letters) | "ids" (the ids that follow, when dead here)
+  ARGV[3]  batch (mode "all")
+  ARGV[4..] task ids (mode "ids")
+
+  Returns {retried, remaining dead letters}
+]]
+--- @include "includes/shard"
+
+local unorderedLimit = tonumber(ARGV[1])
+local now = nowMs()
+local ids
+if ARGV[2] == 'all' then
+  ids = redis.call('ZRANGE', K_DLQ, 0, tonumber(ARGV[3]) - 1)
+else
+  ids = {}
+  for i = 4, #ARGV do
+    ids[#ids + 1] = ARGV[i]
+  end
+end
+
+local retried = 0
+for _, id in ipairs(ids) do
+  if redis.call('ZREM', K_DLQ, id) == 1 then
+    local record = loadRecord(id)
+    local revived = { record[R_PARTITION], nextSeq(), now, 0, record[R_PUBLISHED], record[R_PAYLOAD] }
+    saveRecord(id, revived)
+    enqueue(id, revived)
+    ageAdd(revived[R_PUBLISHED])
+    place(revived[R_PARTITION], now, unorderedLimit)
+    retried = retried + 1
+  end
+end
+return { retried, redis.call('ZCARD', K_DLQ) }

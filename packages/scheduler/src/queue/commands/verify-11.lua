@@ -1,0 +1,167 @@
+--[[
+  Read-only consistency check of one shard: O(N), for tests and operators (`queue verify`), not for
+  the hot path. Checks the placement invariant, that every task is in exactly one of pending /
+  leased / dead, the in-flight counts and the age counts.
+
+  KEYS[1..11] the shard keys (see includes/shard.lua)
+  ARGV[1]  unordered partition concurrency (0 = unlimited)
+  ARGV[2]  the most violations to report
+
+  Returns {tasks, violations...}
+]]
+--- @include "includes/shard"
+
+local unorderedLimit = tonumber(ARGV[1])
+local maxReport = tonumber(ARGV[2])
+local now = nowMs()
+local problems = {}
+local function report(message)
+  if #problems < maxReport then
+    problems[#problems + 1] = message
+  end
+end
+
+local stateOf = {}
+local function mark(id, state)
+  if stateOf[id] then
+    report('task ' .. id .. ' is both ' .. stateOf[id] .. ' and ' .. state)
+  end
+  stateOf[id] = state
+end
+
+-- pending: members well formed, records agree, heads per partition
+local heads = {}
+for _, member in ipairs(redis.call('ZRANGE', K_PENDING, 0, -1)) do
+  local cut = string.find(member, '\0', 1, true)
+  local partition = string.sub(member, 1, cut - 1)
+  local id = idOfMember(partition, member)
+  mark(id, 'pending')
+  local record = loadRecord(id)
+  if not record then
+    report('pending task ' .. id .. ' has no record')
+  elseif record[R_PARTITION] ~= partition or memberOf(partition, record[R_SEQ], record[R_DUE], id) ~= member then
+    report('pending task ' .. id .. ' disagrees with its record')
+  end
+  if not heads[partition] then
+    heads[partition] = member
+  end
+end
+
+-- leases: live tasks, in-flight counts
+local inFlight = {}
+for _, token in ipairs(redis.call('ZRANGE', K_LEASES, 0, -1)) do
+  local id = idOfToken(token)
+  mark(id, 'leased')
+  local record = loadRecord(id)
+  if not record then
+    report('leased task ' .. id .. ' has no record')
+  else
+    local partition = record[R_PARTITION]
+    inFlight[partition] = (inFlight[partition] or 0) + 1
+  end
+end
+local running = redis.call('HGETALL', K_RUNNING)
+local runningOfPartition = {}
+for i = 1, #running, 2 do
+  runningOfPartition[running[i]] = tonumber(running[i + 1])
+  if inFlight[running[i]] ~= tonumber(running[i + 1]) then
+    report('partition ' .. running[i] .. ' counts ' .. running[i + 1] .. ' in flight, leases say ' .. (inFlight[running[i]] or 0))
+  end
+end
+for partition, count in pairs(inFlight) do
+  if not runningOfPartition[partition] then
+    report('partition ' .. partition .. ' has ' .. count .. ' leases but no in-flight count')
+  end
+  local limit = limitOf(partition, unorderedLimit)
+  if limit > 0 and count > limit then
+    report('partition ' .. partition .. ' has ' .. count .. ' in flight, limit ' .. limit)
+  end
+end
+
+for _, id in ipairs(redis.call('ZRANGE', K_DLQ, 0, -1)) do
+  mark(id, 'dead')
+  if not loadRecord(id) then
+    report('dead task ' .. id .. ' has no record')
+  end
+end
+
+-- every record is in exactly one state; age counts match the live tasks
+local records = redis.call('HGETALL', K_TASKS)
+local liveBySecond = {}
+for i = 1, #records, 2 do
+  local id = records[i]
+  if not stateOf[id] then
+    report('task ' .. id .. ' is in no state')
+  end
+  if stateOf[id] ~= 'dead' then
+    local second = tostring(math.floor(cmsgpack.unpack(records[i + 1])[R_PUBLISHED] / 1000))
+    liveBySecond[second] = (liveBySecond[second] or 0) + 1
+  end
+end
+local ageCounts = redis.call('HGETALL', K_AGECOUNT)
+local seen = {}
+for i = 1, #ageCounts, 2 do
+  seen[ageCounts[i]] = true
+  if liveBySecond[ageCounts[i]] ~= tonumber(ageCounts[i + 1]) then
+    report('age second ' .. ageCounts[i] .. ' counts ' .. ageCounts[i + 1] .. ', live tasks ' .. (liveBySecond[ageCounts[i]] or 0))
+  end
+  if not redis.call('ZSCORE', K_AGES, ageCounts[i]) then
+    report('age second ' .. ageCounts[i] .. ' missing from the ages index')
+  end
+end
+for second, count in pairs(liveBySecond) do
+  if not seen[second] then
+    report('age second ' .. second .. ' has ' .. count .. ' live tasks but no count')
+  end
+end
+
+-- placement invariant
+local function expectedPlace(partition)
+  local head = heads[partition]
+  local limit = limitOf(partition, unorderedLimit)
+  if not head or (limit > 0 and (runningOfPartition[partition] or 0) >= limit) then
+    return 'none'
+  end
+  local due = dueOfMember(partition, head)
+  if due <= now then
+    return 'ready-or-due-timer', due
+  end
+  return 'timer', due
+end
+local function check(partition)
+  local inReady = redis.call('ZSCORE', K_READY, partition)
+  local timer = redis.call('ZSCORE', K_TIMERS, partition)
+  local expected, due = expectedPlace(partition)
+  if inReady and timer then
+    report('partition ' .. partition .. ' is both ready and waiting')
+  elseif expected == 'none' and (inReady or timer) then
+    report('partition ' .. partition .. ' may not run but is ' .. (inReady and 'ready' or 'waiting'))
+  elseif expected == 'timer' and not (timer and tonumber(timer) == due) then
+    report('partition ' .. partition .. ' should wait until ' .. due .. ' but is ' .. (inReady and 'ready' or (timer or 'nowhere')))
+  elseif expected == 'ready-or-due-timer' and not inReady and not (timer and tonumber(timer) == due) then
+    -- a timer that fell due since the last script is fine: lease promotes it
+    report('partition ' .. partition .. ' has a due head but is neither ready nor waiting')
+  end
+end
+local checked = {}
+for partition in pairs(heads) do
+  checked[partition] = true
+  check(partition)
+end
+for _, partition in ipairs(redis.call('ZRANGE', K_READY, 0, -1)) do
+  if not checked[partition] then
+    checked[partition] = true
+    check(partition)
+  end
+end
+for _, partition in ipairs(redis.call('ZRANGE', K_TIMERS, 0, -1)) do
+  if not checked[partition] then
+    check(partition)
+  end
+end
+
+local reply = { #records / 2 }
+for _, p in ipairs(problems) do
+  reply[#reply + 1] = p
+end
+return reply

@@ -1,0 +1,59 @@
+import { crc32 } from 'node:zlib';
+import { RequesterError } from '@requester/shared';
+
+/**
+ * The keys of one shard, in the order every queue script receives them as KEYS[1..11].
+ * Every key carries the hash tag `{q:S}`, so a whole shard lives in one Redis Cluster slot and a
+ * script touching it is a single-slot operation. What each key holds is documented in
+ * `commands/includes/shard.lua`.
+ */
+export const SHARD_KEY_NAMES = [
+  'ready',
+  'timers',
+  'pending',
+  'tasks',
+  'leases',
+  'running',
+  'seq',
+  'done',
+  'dlq',
+  'ages',
+  'agecount',
+] as const;
+
+export type ShardKeyName = (typeof SHARD_KEY_NAMES)[number];
+
+/** Partitions whose name starts with this are ordered: one task in flight, strict arrival order. */
+export const ORDERED_PREFIX = '!';
+
+export function shardKey(prefix: string, shard: number, name: ShardKeyName): string {
+  return `${prefix}{q:${shard}}:${name}`;
+}
+
+export function shardKeys(prefix: string, shard: number): string[] {
+  return SHARD_KEY_NAMES.map((name) => shardKey(prefix, shard, name));
+}
+
+/** Stable partition → shard mapping (CRC-32, the same in every process and language). */
+export function shardOfPartition(partition: string, shards: number): number {
+  return crc32(partition) % shards;
+}
+
+export function isOrderedPartition(partition: string): boolean {
+  return partition.startsWith(ORDERED_PREFIX);
+}
+
+/**
+ * A lease token is `<shard>:<lease serial hex>:<task id>`: the shard routes settle calls without a
+ * lookup, the serial makes every lease of the same task distinct so that a token that outlived its
+ * lease (reclaimed, re-leased) is refused.
+ */
+export function parseToken(token: string): { shard: number; id: string } {
+  const first = token.indexOf(':');
+  const second = first < 0 ? -1 : token.indexOf(':', first + 1);
+  const shard = Number(token.slice(0, first));
+  if (second < 0 || !Number.isInteger(shard) || shard < 0) {
+    throw new RequesterError('invalid_request', `not a queue lease token: ${JSON.stringify(token)}`);
+  }
+  return { shard, id: token.slice(second + 1) };
+}
