@@ -1,6 +1,7 @@
 --[[
   Put dead letters back into their partitions as new arrivals (new sequence number, due now,
-  deliveries reset; the original publish time is kept).
+  deliveries reset; the original publish time is kept). Dead letters of one partition retried in
+  one call keep their original relative order.
 
   KEYS[1..11] the shard keys (see includes/shard.lua)
   ARGV[1]  unordered partition concurrency (0 = unlimited)
@@ -24,16 +25,22 @@ else
   end
 end
 
-local retried = 0
+local revived = {}
 for _, id in ipairs(ids) do
   if redis.call('ZREM', K_DLQ, id) == 1 then
-    local record = loadRecord(id)
-    local revived = { record[R_PARTITION], nextSeq(), now, 0, record[R_PUBLISHED], record[R_PAYLOAD] }
-    saveRecord(id, revived)
-    enqueue(id, revived)
-    ageAdd(revived[R_PUBLISHED])
-    place(revived[R_PARTITION], now, unorderedLimit)
-    retried = retried + 1
+    revived[#revived + 1] = { id, loadRecord(id) }
   end
 end
-return { retried, redis.call('ZCARD', K_DLQ) }
+-- Tasks of one partition retried together keep their original relative order.
+table.sort(revived, function(a, b)
+  return a[2][R_SEQ] < b[2][R_SEQ]
+end)
+for _, entry in ipairs(revived) do
+  local id, record = entry[1], entry[2]
+  local fresh = { record[R_PARTITION], nextSeq(), now, 0, record[R_PUBLISHED], record[R_PAYLOAD] }
+  saveRecord(id, fresh)
+  enqueue(id, fresh)
+  ageAdd(fresh[R_PUBLISHED])
+  place(fresh[R_PARTITION], now, unorderedLimit)
+end
+return { #revived, redis.call('ZCARD', K_DLQ) }
