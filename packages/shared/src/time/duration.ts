@@ -40,6 +40,8 @@ export const MIN_DURATION_NS = -TWO_POW_63;
  */
 export const GO_DURATION_PATTERN =
   '^[-+]?(0|(([0-9]+(\\.[0-9]*)?|\\.[0-9]+)(ns|us|\u00b5s|\u03bcs|ms|s|m|h))+)$';
+/** The same grammar without the minus sign, for fields where a negative duration makes no sense. */
+export const UNSIGNED_GO_DURATION_PATTERN = GO_DURATION_PATTERN.replace('[-+]?', '\\+?');
 
 /** `message` names the input and, like Go's error, why it was refused. */
 export type DurationParse = { ok: true; ns: bigint } | { ok: false; message: string };

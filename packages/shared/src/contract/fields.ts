@@ -1,0 +1,143 @@
+import { z } from 'zod';
+import { tryParseDuration, UNSIGNED_GO_DURATION_PATTERN } from '../time/duration.ts';
+import { RFC3339_PATTERN, tryParseRfc3339 } from '../time/rfc3339.ts';
+import { unknownKeysMessage } from './issues.ts';
+
+/**
+ * Field schemas shared by the request and result envelopes. Each one carries its own error
+ * messages (naming the rule that failed) and the JSON Schema keywords producers in other
+ * languages need (`pattern`, `maxLength`, ...), so the published schema and the validator agree.
+ */
+
+/** Longest accepted duration text; Go has no limit, but no sane duration needs more. */
+export const MAX_DURATION_TEXT_LENGTH = 64;
+/** Longest accepted traceparent (version 00 is 55 characters; later versions may append fields). */
+export const MAX_TRACEPARENT_LENGTH = 512;
+
+/** A strict object: unknown keys are refused with a message naming them and the allowed ones. */
+export function strictObject<Shape extends z.core.$ZodLooseShape>(shape: Shape) {
+  const allowed = Object.keys(shape);
+  return z.strictObject(shape, {
+    error: (issue) =>
+      issue.code === 'unrecognized_keys' ? unknownKeysMessage(issue.keys, allowed) : undefined,
+  });
+}
+
+/** Visible ASCII only: these ids become Kafka keys, Redis keys, URL segments and log fields. */
+const PRINTABLE_ASCII = /^[\x21-\x7e]+$/;
+
+export function printableId(maxLength: number, description: string) {
+  return z
+    .string()
+    .min(1, { abort: true })
+    .max(maxLength, { abort: true })
+    .regex(PRINTABLE_ASCII, { error: 'must be printable ASCII without spaces (0x21-0x7E)' })
+    .meta({ description });
+}
+
+export type DurationRule = 'positive' | 'non-negative';
+
+const UNSIGNED_GO_DURATION = new RegExp(UNSIGNED_GO_DURATION_PATTERN, 'u');
+
+/** Why a duration failed the unsigned grammar: Go's own reason, or the sign. */
+function durationSyntaxMessage(text: string): string {
+  const parsed = tryParseDuration(text);
+  if (!parsed.ok) return parsed.message;
+  return `Go duration ${JSON.stringify(text)} must not ${parsed.ns < 0n ? 'be negative' : 'carry a minus sign'}`;
+}
+
+/** A Go duration string (`300ms`, `1.5h`, `2h45m`), kept as text on the wire. */
+export function goDuration(rule: DurationRule, description: string) {
+  const range = rule === 'positive' ? 'greater than 0' : '0 or more';
+  return z
+    .string()
+    .max(MAX_DURATION_TEXT_LENGTH, { abort: true })
+    .regex(UNSIGNED_GO_DURATION, {
+      abort: true,
+      error: (issue) => durationSyntaxMessage(String(issue.input)),
+    })
+    .superRefine((text, ctx) => {
+      const parsed = tryParseDuration(text); // the grammar passed; only int64 overflow is left
+      if (!parsed.ok) return ctx.addIssue({ code: 'custom', message: parsed.message });
+      if (rule === 'positive' && parsed.ns === 0n) {
+        ctx.addIssue({
+          code: 'custom',
+          message: `Go duration ${JSON.stringify(text)} must be greater than 0`,
+        });
+      }
+    })
+    .meta({
+      description: `${description} A Go time.ParseDuration string (units ns, us, ms, s, m, h; e.g. 300ms, 1.5h, 2h45m), ${range}.`,
+      examples: ['300ms', '1.5h', '2h45m'],
+    });
+}
+
+/** An RFC 3339 date-time with a mandatory offset (`Z` or `±hh:mm`). */
+export function rfc3339(description: string) {
+  return z
+    .string()
+    .max(64, { abort: true })
+    .superRefine((text, ctx) => {
+      const parsed = tryParseRfc3339(text);
+      if (!parsed.ok) ctx.addIssue({ code: 'custom', message: parsed.message });
+    })
+    .meta({
+      description: `${description} RFC 3339 date-time with offset, e.g. 2026-12-01T09:00:00Z.`,
+      format: 'date-time',
+      pattern: RFC3339_PATTERN,
+      maxLength: 64,
+    });
+}
+
+const TRACEPARENT_SYNTAX = /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}(-.*)?$/;
+export const TRACEPARENT_PATTERN = TRACEPARENT_SYNTAX.source;
+
+/** Why a W3C Trace Context `traceparent` is invalid, or undefined when it is valid. */
+export function traceparentProblem(text: string): string | undefined {
+  const match = TRACEPARENT_SYNTAX.exec(text);
+  if (!match)
+    return 'expected version-traceid-parentid-flags in lower-case hex, e.g. 00-<32 hex>-<16 hex>-01';
+  const [, version, traceId, parentId, extra] = match;
+  if (version === 'ff') return 'version ff is forbidden';
+  if (version === '00' && extra !== undefined) return 'version 00 has exactly four fields';
+  if (/^0+$/.test(traceId ?? '')) return 'trace-id must not be all zeros';
+  if (/^0+$/.test(parentId ?? '')) return 'parent-id must not be all zeros';
+  return undefined;
+}
+
+export function traceparent(description: string) {
+  return z
+    .string()
+    .max(MAX_TRACEPARENT_LENGTH, { abort: true })
+    .superRefine((text, ctx) => {
+      const problem = traceparentProblem(text);
+      if (problem) ctx.addIssue({ code: 'custom', message: `invalid W3C traceparent: ${problem}` });
+    })
+    .meta({ description, pattern: TRACEPARENT_PATTERN, maxLength: MAX_TRACEPARENT_LENGTH });
+}
+
+/** Any JSON value, refused when its serialized UTF-8 size exceeds `maxBytes`. */
+export function boundedJson(maxBytes: number, description: string) {
+  return z
+    .unknown()
+    .superRefine((value, ctx) => {
+      const size = serializedSize(value);
+      if (size === undefined) ctx.addIssue({ code: 'custom', message: 'must be a JSON value' });
+      else if (size > maxBytes) {
+        ctx.addIssue({
+          code: 'custom',
+          message: `is ${size} bytes as JSON, over the limit of ${maxBytes} bytes`,
+        });
+      }
+    })
+    .meta({ description: `${description} At most ${maxBytes} bytes once serialized as JSON.` });
+}
+
+function serializedSize(value: unknown): number | undefined {
+  try {
+    const text = JSON.stringify(value);
+    return text === undefined ? undefined : Buffer.byteLength(text, 'utf8');
+  } catch {
+    return undefined; // cycles, bigints: not JSON
+  }
+}

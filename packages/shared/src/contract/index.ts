@@ -1,0 +1,17 @@
+export {
+  MAX_DURATION_TEXT_LENGTH,
+  MAX_TRACEPARENT_LENGTH,
+  TRACEPARENT_PATTERN,
+  traceparentProblem,
+} from './fields.ts';
+export {
+  CLIENT_MANAGED_HEADERS,
+  HEADER_NAME_PATTERN,
+  HEADER_VALUE_PATTERN,
+  type HeaderLimits,
+  MAX_HEADER_NAME_LENGTH,
+} from './headers.ts';
+export type { FieldIssue, SafeParse } from './issues.ts';
+export * from './json-schema.ts';
+export * from './request.ts';
+export * from './result.ts';

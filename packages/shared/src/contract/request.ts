@@ -1,0 +1,308 @@
+import { z } from 'zod';
+import { tryParseDuration } from '../time/duration.ts';
+import { boundedJson, goDuration, printableId, rfc3339, strictObject, traceparent } from './fields.ts';
+import { outgoingHeaders } from './headers.ts';
+import { parseWith, type SafeParse, safeParseWith } from './issues.ts';
+
+/**
+ * The request envelope of DESIGN.md §4: the same JSON on HTTP (`POST /request`) and on Kafka
+ * (`in`). Every object is strict, so a misspelt option (`retires`) is an error instead of a
+ * silently ignored wish.
+ */
+
+/** Size limits an operator may tune (e.g. from config); the JSON Schema publishes the defaults. */
+export interface ContractLimits {
+  /** UTF-8 bytes of `request.body`. */
+  maxBodyBytes: number;
+  maxHeaderCount: number;
+  /** Sum of the lengths of every header name and value. */
+  maxHeadersBytes: number;
+  /** UTF-8 bytes of `meta.proxyData` serialized as JSON. */
+  maxProxyDataBytes: number;
+  maxUriLength: number;
+}
+
+export const DEFAULT_CONTRACT_LIMITS: Readonly<ContractLimits> = Object.freeze({
+  maxBodyBytes: 1024 * 1024,
+  maxHeaderCount: 100,
+  maxHeadersBytes: 64 * 1024,
+  maxProxyDataBytes: 64 * 1024,
+  maxUriLength: 8 * 1024,
+});
+
+/** requestId, partition, limiter and cache keys: bounded so Redis/Kafka keys stay small. */
+export const MAX_ID_LENGTH = 256;
+export const MAX_SIGNING_KEY_ID_LENGTH = 128;
+export const MAX_LIMITER_RATES = 8;
+export const MAX_RETRY_ATTEMPTS = 100;
+export const MAX_METHOD_LENGTH = 32;
+
+export const LIMITER_ALGORITHMS = [
+  'token-bucket',
+  'leaky-bucket',
+  'fixed-window-counter',
+  'sliding-window-log',
+  'sliding-window-counter',
+] as const;
+export type LimiterAlgorithm = (typeof LIMITER_ALGORITHMS)[number];
+
+/** Upper-case RFC 9110 token: methods are case-sensitive and every standard one is upper-case. */
+export const METHOD_PATTERN = "^[!#$%&'*+.^_`|~0-9A-Z-]+$";
+/** Methods fetch/undici refuse outright; better a 400 now than a 5xx after the queue. */
+export const UNSUPPORTED_METHODS: ReadonlySet<string> = new Set(['CONNECT', 'TRACE', 'TRACK']);
+
+/** WHATWG URL parsing silently strips or encodes these; a URI carrying them is a caller bug. */
+function hasWhitespaceOrControl(text: string): boolean {
+  if (/\s/.test(text)) return true;
+  for (let i = 0; i < text.length; i++) {
+    const code = text.charCodeAt(i);
+    if (code < 0x20 || code === 0x7f) return true;
+  }
+  return false;
+}
+
+function uriProblem(uri: string): string | undefined {
+  if (uri === '') return undefined; // wake-up: no HTTP call
+  if (hasWhitespaceOrControl(uri)) return 'must not contain whitespace or control characters';
+  if (!URL.canParse(uri)) return 'must be an absolute http(s) URL, or empty for a wake-up';
+  const url = new URL(uri);
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+    return `scheme "${url.protocol.slice(0, -1)}" is not supported (http or https only)`;
+  }
+  // WHATWG parsing forgives `http:/host` and `http:\\host`; the published pattern does not, nor do we.
+  if (!/^https?:\/\//i.test(uri)) return 'must start with http:// or https://';
+  if (url.hostname === '') return 'must name a host';
+  return undefined;
+}
+
+function uriField(limits: ContractLimits) {
+  return z
+    .string()
+    .max(limits.maxUriLength, { abort: true })
+    .superRefine((uri, ctx) => {
+      const problem = uriProblem(uri);
+      if (problem) ctx.addIssue({ code: 'custom', message: problem });
+    })
+    .meta({
+      description:
+        'Target URL, absolute http or https. An empty string makes a wake-up: no HTTP call is made and body/headers come back in a synthetic 200 (with `scheduled` and `proxyData`, an alarm clock).',
+      pattern: '^$|^[Hh][Tt][Tt][Pp][Ss]?://[^\\s]+$',
+      maxLength: limits.maxUriLength,
+    });
+}
+
+function methodField() {
+  return z
+    .string()
+    .max(MAX_METHOD_LENGTH, { abort: true })
+    .regex(new RegExp(METHOD_PATTERN), {
+      error: 'must be an upper-case HTTP method token, e.g. GET, POST',
+      abort: true,
+    })
+    .refine((method) => !UNSUPPORTED_METHODS.has(method), {
+      error: (issue) => `method ${String(issue.input)} is not supported by the HTTP client`,
+    })
+    .default('GET')
+    .meta({ description: 'HTTP method, upper-case (GET, POST, PUT, PATCH, DELETE, HEAD, OPTIONS...).' });
+}
+
+function utf8Bytes(text: string): number {
+  return Buffer.byteLength(text, 'utf8');
+}
+
+function bodyField(limits: ContractLimits) {
+  const limit = limits.maxBodyBytes;
+  return z
+    .string()
+    .max(limit, { abort: true, error: `is larger than the limit of ${limit} bytes` })
+    .refine((body) => utf8Bytes(body) <= limit, {
+      error: (issue) =>
+        `is ${utf8Bytes(String(issue.input))} bytes (UTF-8), over the limit of ${limit} bytes`,
+    })
+    .meta({
+      description: `Request body as a string (encode binary yourself, e.g. base64). At most ${limit} bytes in UTF-8.`,
+      maxLength: limit,
+    });
+}
+
+function httpRequestSchema(limits: ContractLimits) {
+  return strictObject({
+    uri: uriField(limits),
+    method: methodField(),
+    body: bodyField(limits).optional(),
+    headers: outgoingHeaders(limits, 'Request headers, name → value.').optional(),
+  }).meta({ title: 'HttpRequest', description: 'The HTTP call to make on the caller’s behalf.' });
+}
+
+const rateSchema = strictObject({
+  duration: goDuration('positive', 'Window length.'),
+  value: z.number().int().positive().meta({ description: 'Calls allowed per window.' }),
+}).meta({ title: 'Rate', description: 'One window of a limiter: at most `value` calls per `duration`.' });
+
+const limiterSchema = strictObject({
+  key: printableId(MAX_ID_LENGTH, 'Limiter identity: every request naming this key shares its quota.'),
+  algorithm: z.enum(LIMITER_ALGORITHMS).meta({ description: 'Rate-limiting algorithm.' }),
+  rates: z
+    .array(rateSchema)
+    .min(1)
+    .max(MAX_LIMITER_RATES)
+    .meta({ description: 'Every window must allow the call; they are checked and consumed atomically.' }),
+}).meta({ title: 'Limiter', description: 'Rate limit protecting the target’s quota.' });
+
+function durationNs(text: string): bigint | undefined {
+  const parsed = tryParseDuration(text);
+  return parsed.ok ? parsed.ns : undefined;
+}
+
+/** `maxDelay` below `delay` would silently cap every pause; refuse it instead. */
+function checkRetryBounds(retry: { delay: string; maxDelay: string }, ctx: z.RefinementCtx): void {
+  const delay = durationNs(retry.delay);
+  const maxDelay = durationNs(retry.maxDelay);
+  if (delay !== undefined && maxDelay !== undefined && maxDelay < delay) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['maxDelay'],
+      message: `must not be shorter than delay (${retry.maxDelay} < ${retry.delay})`,
+    });
+  }
+}
+
+/** Retry defaults, applied when `retry` is present but leaves a field out. */
+export const RETRY_DEFAULTS = Object.freeze({ delay: '1s', maxDelay: '5m', multiplier: 2, jitter: 0.2 });
+
+const retrySchema = strictObject({
+  max: z
+    .number()
+    .int()
+    .min(1)
+    .max(MAX_RETRY_ATTEMPTS)
+    .meta({ description: 'Attempts in total, the first included (1 = no retry).' }),
+  delay: goDuration('non-negative', 'Pause before the first retry.').default(RETRY_DEFAULTS.delay),
+  maxDelay: goDuration('positive', 'Upper bound of any pause.').default(RETRY_DEFAULTS.maxDelay),
+  multiplier: z
+    .number()
+    .min(1)
+    .default(RETRY_DEFAULTS.multiplier)
+    .meta({ description: 'Each pause is the previous one times this (exponential backoff).' }),
+  jitter: z
+    .number()
+    .min(0)
+    .max(1)
+    .default(RETRY_DEFAULTS.jitter)
+    .meta({ description: 'Random fraction of each pause added or removed (0 = none, 1 = up to ±100%).' }),
+})
+  .superRefine(checkRetryBounds)
+  .meta({ title: 'Retry', description: 'Retries with exponential backoff and jitter.' });
+
+const cacheSchema = strictObject({
+  key: printableId(MAX_ID_LENGTH, 'Cache key (the service prefixes it); only 2xx responses are stored.'),
+  ttl: goDuration('positive', 'How long a stored response is served.'),
+}).meta({ title: 'Cache', description: 'Response cache: a hit answers without calling the target.' });
+
+const signingSchema = strictObject({
+  keyId: printableId(
+    MAX_SIGNING_KEY_ID_LENGTH,
+    'Id of a signing key configured in the service; secrets never travel in requests.',
+  ),
+}).meta({ title: 'Signing', description: 'Sign the outgoing request (HMAC) with a server-side key.' });
+
+function partitionField() {
+  return printableId(
+    MAX_ID_LENGTH,
+    'Partition key: requests sharing it share a queue. A leading `!` makes it ordered (no overtaking).',
+  ).refine((partition) => partition !== '!', { error: 'an ordered partition needs a key after "!"' });
+}
+
+function metaSchema(limits: ContractLimits) {
+  return strictObject({
+    requestId: printableId(
+      MAX_ID_LENGTH,
+      'Caller-chosen id, unique per task; the Kafka key of the result on `out`.',
+    ),
+    traceparent: traceparent('W3C Trace Context traceparent, continued by the service.').optional(),
+    partition: partitionField().optional(),
+    sync: z.boolean().meta({ description: 'HTTP only: wait for the result and answer with it.' }).optional(),
+    scheduled: rfc3339('Do not execute before this instant.').optional(),
+    proxyData: boundedJson(limits.maxProxyDataBytes, 'Any JSON, echoed untouched in the result.').optional(),
+    limiter: limiterSchema.optional(),
+    retry: retrySchema.optional(),
+    cache: cacheSchema.optional(),
+    signing: signingSchema.optional(),
+  }).meta({ title: 'RequestMeta', description: 'How, when and under which policies to make the call.' });
+}
+
+export function createRequestEnvelopeSchema(limits: Partial<ContractLimits> = {}) {
+  const effective = { ...DEFAULT_CONTRACT_LIMITS, ...limits };
+  return strictObject({
+    request: httpRequestSchema(effective),
+    meta: metaSchema(effective),
+    tryCount: z
+      .number()
+      .int()
+      .min(0)
+      .meta({
+        description:
+          'Set by the service on the Kafka copy: attempts already made (0 or absent = none yet). Producers leave it out.',
+      })
+      .optional(),
+    createdAt: rfc3339('Set by the service on the Kafka copy: when the request was accepted.').optional(),
+  }).meta({
+    title: 'RequestEnvelope',
+    description:
+      'A request for Requester: the value of a record on the `in` topic, or the body of POST /request. Kafka key: meta.partition when set, else meta.requestId.',
+  });
+}
+
+export const requestEnvelopeSchema = createRequestEnvelopeSchema();
+
+/** What a producer may send (defaults not yet applied). */
+export type RequestEnvelopeInput = z.input<typeof requestEnvelopeSchema>;
+/** A validated envelope, defaults applied (`request.method`, retry fields). */
+export type RequestEnvelope = z.output<typeof requestEnvelopeSchema>;
+export type HttpRequestSpec = RequestEnvelope['request'];
+export type RequestMeta = RequestEnvelope['meta'];
+export type LimiterSpec = NonNullable<RequestMeta['limiter']>;
+export type RateSpec = LimiterSpec['rates'][number];
+export type RetrySpec = NonNullable<RequestMeta['retry']>;
+export type CacheSpec = NonNullable<RequestMeta['cache']>;
+export type SigningSpec = NonNullable<RequestMeta['signing']>;
+
+export interface RequestContract {
+  schema: typeof requestEnvelopeSchema;
+  parse(input: unknown): RequestEnvelope;
+  safeParse(input: unknown): SafeParse<RequestEnvelope>;
+}
+
+/** A validator with custom size limits (e.g. from config); build it once, not per request. */
+export function createRequestContract(limits: Partial<ContractLimits> = {}): RequestContract {
+  const schema = createRequestEnvelopeSchema(limits);
+  return {
+    schema,
+    parse: (input) => parseWith(schema, input),
+    safeParse: (input) => safeParseWith(schema, input),
+  };
+}
+
+/** Validates with the default limits; throws a ValidationError naming every bad field by path. */
+export function parseRequestEnvelope(input: unknown): RequestEnvelope {
+  return parseWith(requestEnvelopeSchema, input);
+}
+
+export function safeParseRequestEnvelope(input: unknown): SafeParse<RequestEnvelope> {
+  return safeParseWith(requestEnvelopeSchema, input);
+}
+
+/** A partition whose key starts with `!` is ordered: its tasks never overtake each other. */
+export function isOrderedPartition(partition: string | undefined): boolean {
+  return partition?.startsWith('!') === true;
+}
+
+/** Kafka key on `in`: the partition keeps one key on one Kafka partition, so order survives. */
+export function kafkaKeyFor(envelope: Pick<RequestEnvelope, 'meta'>): string {
+  return envelope.meta.partition ?? envelope.meta.requestId;
+}
+
+/** A wake-up carries no target: the service answers it with a synthetic 200. */
+export function isWakeUp(envelope: Pick<RequestEnvelope, 'request'>): boolean {
+  return envelope.request.uri === '';
+}
