@@ -1,0 +1,103 @@
+import { createRequestContract, decodeQueuedTask } from '@requester/shared';
+import { describe, expect, it } from 'vitest';
+import { routeRecord, type SourceRecord } from './route.ts';
+
+const contract = createRequestContract();
+const NOW = Date.parse('2026-12-01T09:00:00Z');
+const HORIZON = 1_000;
+
+function record(value: unknown, offset = '42'): SourceRecord {
+  const text = typeof value === 'string' ? value : JSON.stringify(value);
+  return { topic: 'in', partition: 3, offset, key: Buffer.from('k'), value: Buffer.from(text) };
+}
+
+const envelope = (meta: Record<string, unknown> = {}, extra: Record<string, unknown> = {}) => ({
+  request: { uri: 'https://api.example.com/x', method: 'POST', body: '{}' },
+  meta: { requestId: 'r-1', ...meta },
+  ...extra,
+});
+
+describe('routeRecord', () => {
+  it('queues a request due now as an offset-ref in its own unordered partition', () => {
+    const route = routeRecord(record(envelope()), contract, NOW, HORIZON);
+    expect(route.kind).toBe('queue');
+    if (route.kind !== 'queue') return;
+    expect(route.task).toMatchObject({ id: 'r-1:0', partition: '#r-1', dueAt: NOW });
+    expect(decodeQueuedTask(route.task.payload)).toEqual({
+      ref: { topic: 'in', partition: 3, offset: '42' },
+      requestId: 'r-1',
+      tryCount: 0,
+    });
+  });
+
+  it('keeps the partition key (ordered `!` included), tryCount and createdAt', () => {
+    const route = routeRecord(
+      record(envelope({ partition: '!order-42' }, { tryCount: 2, createdAt: '2026-12-01T08:59:59Z' })),
+      contract,
+      NOW,
+      HORIZON,
+    );
+    if (route.kind !== 'queue') throw new Error(route.kind);
+    expect(route.task.id).toBe('r-1:2');
+    expect(route.task.partition).toBe('!order-42');
+    expect(decodeQueuedTask(route.task.payload)).toMatchObject({ tryCount: 2, createdAt: NOW - 1_000 });
+  });
+
+  it('queues a request scheduled within the horizon with its due time', () => {
+    const route = routeRecord(
+      record(envelope({ scheduled: '2026-12-01T09:00:00.500Z' })),
+      contract,
+      NOW,
+      HORIZON,
+    );
+    expect(route).toMatchObject({ kind: 'queue', task: { dueAt: NOW + 500 } });
+  });
+
+  it('sends a request scheduled beyond the horizon to the outbox with the full record', () => {
+    const value = envelope({ scheduled: '2026-12-01T11:00:00+01:00', partition: 'p' });
+    const route = routeRecord(record(value), contract, NOW, HORIZON);
+    if (route.kind !== 'outbox') throw new Error(route.kind);
+    expect(route.row).toMatchObject({ taskId: 'r-1:0', requestId: 'r-1', topic: 'in', key: 'k' });
+    expect(route.row.dueAt.toISOString()).toBe('2026-12-01T10:00:00.000Z');
+    expect(JSON.parse(route.row.payload.toString())).toEqual(value);
+  });
+
+  it('treats a past schedule as due now', () => {
+    expect(
+      routeRecord(record(envelope({ scheduled: '2020-01-01T00:00:00Z' })), contract, NOW, HORIZON).kind,
+    ).toBe('queue');
+  });
+
+  it('answers bad JSON, an empty record and schema errors as invalid, keeping a readable requestId', () => {
+    expect(routeRecord(record('{nope'), contract, NOW, HORIZON)).toMatchObject({
+      kind: 'invalid',
+      result: {
+        response: { status: 400 },
+        meta: {
+          error: {
+            code: 'invalid_request',
+            message: expect.stringMatching(/^invalid JSON/),
+            source: { offset: '42' },
+          },
+        },
+      },
+    });
+    expect(routeRecord({ ...record(''), value: null }, contract, NOW, HORIZON)).toMatchObject({
+      kind: 'invalid',
+    });
+    const bad = routeRecord(
+      record({ request: { uri: 'ftp://x' }, meta: { requestId: 'r-9', retry: { max: 0 } } }),
+      contract,
+      NOW,
+      HORIZON,
+    );
+    expect(bad).toMatchObject({
+      kind: 'invalid',
+      result: { meta: { requestId: 'r-9', error: { source: { partition: 3 } } } },
+    });
+    if (bad.kind === 'invalid') {
+      expect(bad.result.meta.error?.message).toMatch(/request\.uri/);
+      expect(bad.result.meta.error?.message).toMatch(/meta\.retry\.max/);
+    }
+  });
+});

@@ -1,0 +1,105 @@
+import {
+  encodeQueuedTask,
+  errorResult,
+  invalidRequestResult,
+  kafkaKeyFor,
+  type OutboxRow,
+  parseRfc3339,
+  queuePartition,
+  type RequestContract,
+  type RequestEnvelope,
+  type ResultEnvelope,
+  taskId,
+} from '@requester/shared';
+
+/** A task for the Redis queue (the shape FairQueue.publish takes). */
+export interface QueueTask {
+  id: string;
+  partition: string;
+  payload: string;
+  dueAt: number;
+}
+
+/** What the router does with one record of `in`. */
+export type Route =
+  | { kind: 'queue'; task: QueueTask }
+  | { kind: 'outbox'; row: OutboxRow }
+  | { kind: 'invalid'; result: ResultEnvelope };
+
+export interface SourceRecord {
+  topic: string;
+  partition: number;
+  offset: string;
+  key: Buffer | null;
+  value: Buffer | null;
+}
+
+/**
+ * Decides where one `in` record goes (pure: no I/O). Due within `horizonMs` of `now` → the Redis
+ * queue as an offset-ref (the body stays in Kafka); due later → the PostgreSQL outbox with the full
+ * record; unreadable or invalid → an error result.
+ */
+export function routeRecord(
+  record: SourceRecord,
+  contract: RequestContract,
+  now: number,
+  horizonMs: number,
+): Route {
+  const source = { topic: record.topic, partition: record.partition, offset: record.offset };
+  if (!record.value || record.value.length === 0) {
+    return invalid(
+      errorResult(undefined, 'invalid_request', 'empty record: expected a JSON request envelope', { source }),
+    );
+  }
+  let input: unknown;
+  try {
+    input = JSON.parse(record.value.toString('utf8'));
+  } catch (err) {
+    return invalid(
+      errorResult(undefined, 'invalid_request', `invalid JSON: ${(err as Error).message}`, { source }),
+    );
+  }
+  const parsed = contract.safeParse(input);
+  if (!parsed.ok) {
+    // Keyed by its requestId (and carrying its proxyData) when those are readable, so it finds its caller.
+    const result = invalidRequestResult(input, parsed.error);
+    if (result.meta.error) result.meta.error.source = source;
+    return invalid(result);
+  }
+  const envelope = parsed.value;
+  const dueAt = envelope.meta.scheduled ? parseRfc3339(envelope.meta.scheduled) : now;
+  if (dueAt - now > horizonMs) return { kind: 'outbox', row: outboxRow(record, envelope, dueAt) };
+  return { kind: 'queue', task: queueTask(record, envelope, dueAt) };
+}
+
+function queueTask(record: SourceRecord, envelope: RequestEnvelope, dueAt: number): QueueTask {
+  const { requestId, partition } = envelope.meta;
+  const tryCount = envelope.tryCount ?? 0;
+  const createdAt = envelope.createdAt ? parseRfc3339(envelope.createdAt) : undefined;
+  return {
+    id: taskId(requestId, tryCount),
+    partition: queuePartition(partition, requestId),
+    payload: encodeQueuedTask({
+      ref: { topic: record.topic, partition: record.partition, offset: record.offset },
+      requestId,
+      tryCount,
+      ...(createdAt === undefined ? {} : { createdAt }),
+    }),
+    dueAt,
+  };
+}
+
+function outboxRow(record: SourceRecord, envelope: RequestEnvelope, dueAt: number): OutboxRow {
+  return {
+    taskId: taskId(envelope.meta.requestId, envelope.tryCount ?? 0),
+    requestId: envelope.meta.requestId,
+    dueAt: new Date(dueAt),
+    topic: record.topic,
+    key: record.key?.toString('utf8') ?? kafkaKeyFor(envelope),
+    payload: record.value as Buffer,
+  };
+}
+
+function invalid(result: ResultEnvelope): Route {
+  return { kind: 'invalid', result };
+}
