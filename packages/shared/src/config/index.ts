@@ -96,6 +96,12 @@ export const CONFIG_VARIABLES = {
     positiveInt,
     'replication factor of the topics Requester creates',
   ),
+  kafkaMaxMessageBytes: variable(
+    'KAFKA_MAX_MESSAGE_BYTES',
+    '10485760',
+    positiveInt,
+    'max.message.bytes of the topics Requester creates (a 1 MiB body grows when JSON-escaped)',
+  ),
   createTopics: variable('KAFKA_CREATE_TOPICS', 'true', bool, 'create missing topics at start'),
   kafkaProduceTimeout: variable(
     'KAFKA_PRODUCE_TIMEOUT',

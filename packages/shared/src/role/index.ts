@@ -74,6 +74,7 @@ export class Dependencies {
             topic,
             numPartitions,
             replicationFactor,
+            configEntries: [{ name: 'max.message.bytes', value: String(this.config.kafkaMaxMessageBytes) }],
           })),
         );
         if (created.length > 0) this.logger.info({ topics: created }, 'created Kafka topics');

@@ -94,3 +94,32 @@ export async function readTopic(
 export function json<T = Record<string, unknown>>(message: KafkaMessage): T {
   return JSON.parse(message.value?.toString() ?? 'null') as T;
 }
+export * from './target.ts';
+
+/** A TCP port that was free a moment ago (for servers whose port must be known before they start). */
+export async function freePort(): Promise<number> {
+  const { createServer } = await import('node:net');
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      const port = typeof address === 'object' && address ? address.port : 0;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/** Polls `check` every 100 ms until it holds; fails after `timeoutMs` with `what`. */
+export async function eventually(
+  check: () => boolean | Promise<boolean>,
+  timeoutMs: number,
+  what: string,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (await check()) return;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  throw new Error(`${what}: not reached within ${timeoutMs} ms`);
+}
