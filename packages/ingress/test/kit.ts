@@ -65,15 +65,17 @@ export interface Seen {
 }
 
 /**
- * Reads `topic` from the beginning; `next()` resolves with the next record (or fails after
- * `timeoutMs`, so a missing record fails the test instead of hanging it).
+ * Reads `topic` from the beginning; `next()` resolves with the next record, or fails after
+ * `timeoutMs` (so a missing record fails the test instead of hanging it) or once closed.
  */
 export async function reader(
   topic: string,
 ): Promise<{ next(timeoutMs?: number): Promise<Seen>; close(): Promise<void> }> {
-  const consumer: Consumer = createConsumer(kafka, { groupId: unique('g') });
+  // A short fetch wait: disconnect waits for the fetch in flight.
+  const consumer: Consumer = createConsumer(kafka, { groupId: unique('g'), maxWaitTimeInMs: 200 });
   const queue: Seen[] = [];
   let wake: (() => void) | undefined;
+  let closed = false;
   await consumer.connect();
   await consumer.subscribe({ topic, fromBeginning: true });
   await consumer.run({
@@ -86,14 +88,19 @@ export async function reader(
     async next(timeoutMs = 20_000) {
       const deadline = Date.now() + timeoutMs;
       while (queue.length === 0) {
+        if (closed) throw new Error(`reader of ${topic} closed`);
         if (Date.now() > deadline) throw new Error(`nothing on ${topic} within ${timeoutMs} ms`);
         await new Promise<void>((resolve) => {
           wake = resolve;
-          setTimeout(resolve, 200);
+          setTimeout(resolve, 100);
         });
       }
       return queue.shift()!;
     },
-    close: () => consumer.disconnect(),
+    async close() {
+      closed = true;
+      wake?.();
+      await consumer.disconnect();
+    },
   };
 }

@@ -1,0 +1,137 @@
+import { createServer } from 'node:net';
+import { createKafka, createProducer } from '@requester/shared';
+import { describe, expect, it } from 'vitest';
+import { silent } from '../../test/kit.ts';
+import { Hub } from '../hub/index.ts';
+import { kafkaSubmit } from '../submit/index.ts';
+import { type ApiParts, createApi, retryAfterSeconds } from './index.ts';
+
+const SETTINGS = { maxBodyBytes: 64 * 1024, syncTimeoutMs: 1_000, longPollMaxMs: 5_000 };
+const VALID = { request: { uri: 'https://example.test/x' }, meta: { requestId: 'r-1' } };
+
+function api(parts: ApiParts = {}) {
+  return createApi(parts, SETTINGS, silent);
+}
+
+const post = (body: string, headers: Record<string, string> = {}) => ({
+  method: 'POST',
+  body,
+  headers: { 'content-type': 'application/json', ...headers },
+});
+
+/** A port nothing listens on: bound, read, then released. */
+async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+describe('POST /request refusals', () => {
+  const parts: ApiParts = { submit: async () => {} };
+
+  it('answers 400 with a problem body for malformed JSON', async () => {
+    const res = await api(parts).request('/request', post('{"request":'));
+    expect(res.status).toBe(400);
+    expect(res.headers.get('content-type')).toBe('application/problem+json');
+    expect(await res.json()).toMatchObject({
+      status: 400,
+      code: 'invalid_request',
+      detail: /malformed JSON/,
+    });
+  });
+
+  it('answers 400 naming every bad field', async () => {
+    const body = JSON.stringify({ request: { uri: 'ftp://x', method: 'get' }, meta: { retires: 3 } });
+    const res = await api(parts).request('/request', post(body));
+    expect(res.status).toBe(400);
+    const problem = (await res.json()) as {
+      detail: string;
+      issues: Array<{ path: string; message: string }>;
+    };
+    const paths = problem.issues.map((i) => i.path);
+    expect(paths).toEqual(
+      expect.arrayContaining(['request.uri', 'request.method', 'meta.requestId', 'meta']),
+    );
+    expect(problem.detail).toContain('meta.requestId: required');
+    expect(problem.detail).toContain('retires');
+  });
+
+  it('answers 413 above the body limit', async () => {
+    const big = JSON.stringify({ ...VALID, pad: 'x'.repeat(SETTINGS.maxBodyBytes) });
+    const res = await api(parts).request('/request', post(big));
+    expect(res.status).toBe(413);
+    expect(await res.json()).toMatchObject({ code: 'payload_too_large' });
+  });
+
+  it('answers 503 + Retry-After, and accepts nothing, when Kafka does not acknowledge', async () => {
+    const kafka = createKafka({
+      brokers: `127.0.0.1:${await closedPort()}`,
+      clientId: 'closed',
+      logger: silent,
+    });
+    const producer = createProducer(kafka);
+    const connecting = producer.connect();
+    connecting.catch(() => {});
+    const submit = kafkaSubmit(() => connecting.then(() => producer), 't-never.in', 300);
+    const hub = new Hub<string>({ maxEntries: 10, ttlMs: 60_000 });
+    for (const sync of [false, true]) {
+      const body = JSON.stringify({ ...VALID, meta: { ...VALID.meta, sync } });
+      const res = await api({ submit, hub }).request('/request', post(body));
+      expect(res.status).toBe(503);
+      expect(res.headers.get('retry-after')).toMatch(/^\d+$/);
+      expect(await res.json()).toMatchObject({ code: 'dependency_unavailable' });
+    }
+    expect(hub.waiting()).toBe(0); // the sync waiter was dropped with the refusal
+    await producer.disconnect().catch(() => {});
+  });
+});
+
+describe('routing and correlation', () => {
+  it('echoes a valid x-request-id and makes one when absent', async () => {
+    const app = api({ submit: async () => {} });
+    const given = await app.request('/request', post(JSON.stringify(VALID), { 'x-request-id': 'corr-7' }));
+    expect(given.status).toBe(202);
+    expect(given.headers.get('x-request-id')).toBe('corr-7');
+    expect(await given.json()).toEqual({ requestId: 'r-1' });
+    const made = await app.request('/openapi.json');
+    expect(made.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
+  });
+
+  it('says which role serves a route that does not run here', async () => {
+    const onlyGateway = api({ hub: new Hub<string>({ maxEntries: 1, ttlMs: 1 }) });
+    const post404 = await onlyGateway.request('/request', post(JSON.stringify(VALID)));
+    expect(post404.status).toBe(404);
+    expect(await post404.json()).toMatchObject({ detail: /ingress role/ });
+    const onlyIngress = api({ submit: async () => {} });
+    const get404 = await onlyIngress.request('/requests/x');
+    expect(await get404.json()).toMatchObject({ detail: /sync-gateway role/ });
+  });
+
+  it('refuses a wait that is not a Go duration, naming the parameter', async () => {
+    const res = await api({ hub: new Hub<string>({ maxEntries: 1, ttlMs: 1 }) }).request(
+      '/requests/x?wait=soon',
+    );
+    expect(res.status).toBe(400);
+    expect(await res.json()).toMatchObject({ issues: [{ path: 'wait' }] });
+  });
+});
+
+describe('retryAfterSeconds', () => {
+  const result = (status: number, waitTime: number, headers: Record<string, string> = {}) =>
+    JSON.stringify({ response: { status, body: '', headers }, meta: { requestId: 'r', waitTime } });
+
+  it('rounds the limiter wait up to whole seconds', () => {
+    expect(retryAfterSeconds(result(200, 1_500_000_000))).toBe(2);
+    expect(retryAfterSeconds(result(200, 1))).toBe(1);
+    expect(retryAfterSeconds(result(200, 0))).toBeUndefined();
+  });
+
+  it("falls back to the target's Retry-After on a 429", () => {
+    expect(retryAfterSeconds(result(429, 0, { 'Retry-After': '7' }))).toBe(7);
+    expect(retryAfterSeconds(result(429, 3_000_000_000, { 'retry-after': '7' }))).toBe(3);
+    expect(retryAfterSeconds(result(429, 0))).toBeUndefined();
+    expect(retryAfterSeconds(result(503, 0, { 'retry-after': '7' }))).toBeUndefined();
+  });
+});

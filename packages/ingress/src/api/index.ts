@@ -1,0 +1,268 @@
+import {
+  counter,
+  histogram,
+  inSpan,
+  kafkaKeyFor,
+  type Logger,
+  newTraceparent,
+  type RequestEnvelope,
+  safeParseRequestEnvelope,
+  tryParseDuration,
+} from '@requester/shared';
+import { type Context, Hono } from 'hono';
+import { requestId } from 'hono/request-id';
+import { routePath } from 'hono/route';
+import { readJsonBody } from '../body/index.ts';
+import type { Hub } from '../hub/index.ts';
+import { openApiDocument } from '../openapi/index.ts';
+
+/**
+ * The HTTP API shared by the ingress and sync-gateway roles:
+ *
+ * - `POST /request` (ingress): validate, stamp, write to `in`, answer `202 {requestId}`; with
+ *   `meta.sync: true` and a Hub in this process, wait for the result and answer `200` + envelope.
+ * - `GET /requests/:id?wait=30s` (sync-gateway): the result from the Hub, or `404 pending`.
+ * - `GET /openapi.json`: the OpenAPI 3.1 document.
+ *
+ * Which roles run is read from `parts` on every request, so roles can attach to one server in any
+ * order and a route of a role that does not run answers a 404 that says so.
+ */
+export type Submit = (key: string, value: string) => Promise<void>;
+
+export interface ApiParts {
+  /** Writes an accepted envelope to `in`; rejects unless Kafka acknowledged it (ingress role). */
+  submit?: Submit;
+  /** Results from `out` (sync-gateway role). */
+  hub?: Hub<string>;
+  /** Shutdown began: waits are cut short (202 / 404 pending) and connections are not kept alive. */
+  closing?: boolean;
+}
+
+export interface ApiSettings {
+  maxBodyBytes: number;
+  syncTimeoutMs: number;
+  longPollMaxMs: number;
+  /** Retry-After of a 503 (seconds). */
+  unavailableRetryAfterSeconds?: number;
+}
+
+type Env = { Variables: { requestId: string; log: Logger } };
+
+const requests = counter('http_requests_total', 'HTTP requests answered by the API, by route and status', [
+  'method',
+  'route',
+  'status',
+]);
+const latency = histogram('http_request_duration_seconds', 'HTTP API latency (sync waits included)', [
+  'method',
+  'route',
+]);
+const syncReplies = counter('sync_replies_total', 'Sync calls and long-polls, by whether a result came', [
+  'outcome',
+]);
+
+export function createApi(parts: ApiParts, settings: ApiSettings, logger: Logger): Hono<Env> {
+  const app = new Hono<Env>();
+  // x-request-id: the caller's correlation id (or a fresh one), echoed and put on every log line.
+  app.use(requestId());
+  app.use(observe(parts, logger));
+  app.post('/request', (c) => submitRequest(c, parts, settings));
+  app.get('/requests/:id', (c) => getResult(c, parts, settings));
+  app.get('/openapi.json', (c) => c.json(openApiDocument()));
+  app.notFound((c) => problem(c, 404, 'not_found', `no route ${c.req.method} ${c.req.path}`));
+  app.onError((err, c) => {
+    c.get('log').error({ err }, 'unhandled error in the HTTP API');
+    return problem(c, 500, 'internal', 'internal error');
+  });
+  return app;
+}
+
+/** Access log, metrics, and `Connection: close` once shutdown began. */
+function observe(parts: ApiParts, logger: Logger) {
+  return async (c: Context<Env>, next: () => Promise<void>): Promise<void> => {
+    const started = performance.now();
+    c.set('log', logger.child({ httpRequestId: c.get('requestId') }));
+    await next();
+    if (parts.closing) c.header('Connection', 'close');
+    const route = routeLabel(c);
+    const seconds = (performance.now() - started) / 1000;
+    const status = c.res.status;
+    requests.inc({ method: c.req.method, route, status: String(status) });
+    latency.observe({ method: c.req.method, route }, seconds);
+    const level = status >= 500 ? 'warn' : 'info';
+    c.get('log')[level](
+      { method: c.req.method, route, status, ms: Math.round(seconds * 1000) },
+      'http request',
+    );
+  };
+}
+
+/** The route pattern (bounded label set), never the raw path. */
+function routeLabel(c: Context<Env>): string {
+  const path = routePath(c, -1);
+  return path === '/*' || path === '*' || path === '' ? 'unmatched' : path;
+}
+
+async function submitRequest(c: Context<Env>, parts: ApiParts, settings: ApiSettings): Promise<Response> {
+  const submit = parts.submit;
+  if (!submit) return notServed(c, 'POST /request', 'ingress');
+  const body = await readJsonBody(c.req.raw, settings.maxBodyBytes);
+  if (!body.ok) {
+    return problem(
+      c,
+      body.status,
+      body.status === 413 ? 'payload_too_large' : 'invalid_request',
+      body.message,
+    );
+  }
+  const parsed = safeParseRequestEnvelope(body.value);
+  if (!parsed.ok) return problem(c, 400, 'invalid_request', parsed.error.message, parsed.error.issues);
+  const envelope = stamp(parsed.value);
+  const id = envelope.meta.requestId;
+  c.set('log', c.get('log').child({ requestId: id }));
+
+  // The waiter is registered before the produce: a result that comes back fast cannot slip past.
+  const hub = envelope.meta.sync && !parts.closing ? parts.hub : undefined;
+  const abandon = new AbortController();
+  const signal = AbortSignal.any([abandon.signal, c.req.raw.signal]);
+  const result = hub?.wait(id, { timeoutMs: settings.syncTimeoutMs, signal });
+  try {
+    await inSpan('ingress.submit', envelope.meta.traceparent, { requestId: id }, () =>
+      submit(kafkaKeyFor(envelope), JSON.stringify(envelope)),
+    );
+  } catch (err) {
+    abandon.abort();
+    c.get('log').warn({ err }, 'Kafka did not acknowledge the request; refused with 503');
+    c.header('Retry-After', String(settings.unavailableRetryAfterSeconds ?? 5));
+    return problem(
+      c,
+      503,
+      'dependency_unavailable',
+      'the request could not be written to Kafka; nothing was accepted, retry later',
+    );
+  }
+  if (!envelope.meta.sync) return c.json({ requestId: id }, 202);
+  return reply(c, id, await result, 'sync');
+}
+
+/**
+ * What the ingress adds to the Kafka copy: `createdAt` is when *this* service accepted the request
+ * (so a client cannot backdate it), `tryCount` starts over, and a trace starts when none is given.
+ */
+function stamp(envelope: RequestEnvelope): RequestEnvelope {
+  const { tryCount: _serviceOwned, ...rest } = envelope;
+  return {
+    ...rest,
+    meta: { ...rest.meta, traceparent: rest.meta.traceparent ?? newTraceparent() },
+    createdAt: new Date().toISOString(),
+  };
+}
+
+async function getResult(c: Context<Env>, parts: ApiParts, settings: ApiSettings): Promise<Response> {
+  const hub = parts.hub;
+  if (!hub) return notServed(c, 'GET /requests/{id}', 'sync-gateway');
+  const id = c.req.param('id') ?? '';
+  c.set('log', c.get('log').child({ requestId: id }));
+  const wait = waitMs(c.req.query('wait'), settings.longPollMaxMs);
+  if (typeof wait === 'string')
+    return problem(c, 400, 'invalid_request', `wait: ${wait}`, [{ path: 'wait', message: wait }]);
+  const json = await hub.wait(id, { timeoutMs: parts.closing ? 0 : wait, signal: c.req.raw.signal });
+  return reply(c, id, json, 'poll');
+}
+
+/** `?wait=` as milliseconds, capped; a string says why it was refused. Absent = do not wait. */
+function waitMs(text: string | undefined, capMs: number): number | string {
+  if (text === undefined || text === '') return 0;
+  const parsed = tryParseDuration(text);
+  if (!parsed.ok) return parsed.message;
+  if (parsed.ns < 0n) return `must not be negative (got ${text})`;
+  return Math.min(Number(parsed.ns / 1_000_000n), capMs);
+}
+
+/**
+ * A result is answered `200` with the envelope as the body, whatever the target's status: the
+ * caller asked for the envelope, and a proxy must not mistake a target's 503 for ours. No result
+ * yet: a sync call gets `202` + `Location` (the task goes on), a long-poll `404 pending`.
+ */
+function reply(c: Context<Env>, id: string, json: string | undefined, kind: 'sync' | 'poll'): Response {
+  syncReplies.inc({ outcome: json === undefined ? 'pending' : 'result' });
+  if (json !== undefined) {
+    const after = retryAfterSeconds(json);
+    if (after !== undefined) c.header('Retry-After', String(after));
+    return c.body(json, 200, { 'content-type': 'application/json' });
+  }
+  if (kind === 'poll') {
+    return c.json(
+      { requestId: id, status: 'pending', detail: 'no result yet; ask again with ?wait=30s' },
+      404,
+    );
+  }
+  c.header('Location', `/requests/${encodeURIComponent(id)}`);
+  return c.json({ requestId: id, status: 'pending' }, 202);
+}
+
+interface ResultHead {
+  response?: { status?: unknown; headers?: Record<string, unknown> };
+  meta?: { waitTime?: unknown };
+}
+
+/**
+ * `Retry-After` of a sync reply: the limiter's wait (`meta.waitTime`, ns, rounded up to seconds)
+ * when it made the call wait, else the target's own `Retry-After` when it answered 429.
+ */
+export function retryAfterSeconds(json: string): number | undefined {
+  let head: ResultHead;
+  try {
+    head = JSON.parse(json) as ResultHead;
+  } catch {
+    return undefined;
+  }
+  const waitNs = typeof head.meta?.waitTime === 'number' ? head.meta.waitTime : 0;
+  if (waitNs > 0) return Math.ceil(waitNs / 1e9);
+  if (head.response?.status !== 429) return undefined;
+  return targetRetryAfter(head.response.headers ?? {});
+}
+
+function targetRetryAfter(headers: Record<string, unknown>): number | undefined {
+  const entry = Object.entries(headers).find(([name]) => name.toLowerCase() === 'retry-after');
+  const value = typeof entry?.[1] === 'string' ? entry[1].trim() : '';
+  if (/^\d+$/.test(value)) return Number(value);
+  const date = Date.parse(value);
+  return Number.isNaN(date) ? undefined : Math.max(0, Math.ceil((date - Date.now()) / 1000));
+}
+
+function notServed(c: Context<Env>, route: string, role: string): Response {
+  return problem(
+    c,
+    404,
+    'not_found',
+    `${route} is served by the ${role} role, which does not run in this process`,
+  );
+}
+
+/** An RFC 9457 problem body; `code` is the stable machine code of RequesterError. */
+function problem(
+  c: Context<Env>,
+  status: 400 | 404 | 413 | 500 | 503,
+  code: string,
+  detail: string,
+  issues?: ReadonlyArray<{ path: string; message: string }>,
+): Response {
+  const body = {
+    type: 'about:blank',
+    title: TITLES[status],
+    status,
+    code,
+    detail,
+    ...(issues ? { issues } : {}),
+  };
+  return c.body(JSON.stringify(body), status, { 'content-type': 'application/problem+json' });
+}
+
+const TITLES: Record<number, string> = {
+  400: 'Bad Request',
+  404: 'Not Found',
+  413: 'Content Too Large',
+  500: 'Internal Server Error',
+  503: 'Service Unavailable',
+};

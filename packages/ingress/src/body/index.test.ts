@@ -1,0 +1,64 @@
+import { describe, expect, it } from 'vitest';
+import { readJsonBody } from './index.ts';
+
+function streamed(chunks: string[], onPull?: () => void): ReadableStream<Uint8Array> {
+  const encoder = new TextEncoder();
+  let i = 0;
+  return new ReadableStream(
+    {
+      pull(controller) {
+        onPull?.();
+        const chunk = chunks[i++];
+        if (chunk === undefined) controller.close();
+        else controller.enqueue(encoder.encode(chunk));
+      },
+    },
+    { highWaterMark: 0 },
+  ); // pull only on demand, so `pulled` counts what was actually read
+}
+
+function post(
+  body: string | Uint8Array | ReadableStream<Uint8Array> | null,
+  headers: Record<string, string> = {},
+): Request {
+  return new Request('http://x/request', { method: 'POST', body, headers, duplex: 'half' } as RequestInit);
+}
+
+describe('readJsonBody', () => {
+  it('parses a JSON body within the bound', async () => {
+    await expect(readJsonBody(post('{"a":1}'), 7)).resolves.toEqual({ ok: true, value: { a: 1 }, bytes: 7 });
+  });
+
+  it('refuses a declared Content-Length above the bound without reading', async () => {
+    let pulled = 0;
+    const request = post(
+      streamed(['{}'], () => pulled++),
+      { 'content-length': '100' },
+    );
+    const read = await readJsonBody(request, 10);
+    expect(read).toMatchObject({ ok: false, status: 413 });
+    expect(pulled).toBe(0);
+  });
+
+  it('cuts a chunked body off as soon as it passes the bound, leaving the rest unread', async () => {
+    let pulled = 0;
+    const chunks = Array.from({ length: 100 }, () => 'x'.repeat(10));
+    const read = await readJsonBody(post(streamed(chunks, () => pulled++)), 25);
+    expect(read).toMatchObject({ ok: false, status: 413 });
+    expect(pulled).toBeLessThan(10);
+  });
+
+  it('answers 400 for malformed JSON, an empty body and invalid UTF-8', async () => {
+    expect(await readJsonBody(post('{"a":'), 100)).toMatchObject({
+      ok: false,
+      status: 400,
+      message: /malformed JSON/,
+    });
+    expect(await readJsonBody(post(''), 100)).toMatchObject({ ok: false, status: 400, message: /empty/ });
+    expect(await readJsonBody(post(new Uint8Array([0x22, 0xff, 0x22])), 100)).toMatchObject({
+      ok: false,
+      status: 400,
+      message: /UTF-8/,
+    });
+  });
+});

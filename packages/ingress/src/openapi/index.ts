@@ -1,0 +1,151 @@
+import { openApiComponents } from '@requester/shared';
+
+/**
+ * The OpenAPI 3.1 document of the HTTP API, served at `GET /openapi.json`. The request and result
+ * schemas are the shared contract's JSON Schemas (the very schemas that validate input), so the
+ * document cannot drift from the validator; only the small HTTP-side shapes are written here.
+ */
+type Json = Record<string, unknown>;
+
+const json = (schemaRef: string): Json => ({
+  'application/json': { schema: { $ref: `#/components/schemas/${schemaRef}` } },
+});
+const problem = (description: string): Json => ({
+  description,
+  content: { 'application/problem+json': { schema: { $ref: '#/components/schemas/Problem' } } },
+});
+const retryAfter = (description: string): Json => ({
+  description,
+  schema: { type: 'integer', minimum: 0 },
+});
+
+const PROBLEM: Json = {
+  type: 'object',
+  description: 'RFC 9457 problem details.',
+  required: ['title', 'status', 'code'],
+  properties: {
+    type: { type: 'string' },
+    title: { type: 'string' },
+    status: { type: 'integer' },
+    detail: { type: 'string' },
+    code: { type: 'string', description: 'Stable machine code, e.g. invalid_request, payload_too_large.' },
+    issues: {
+      type: 'array',
+      description: 'For invalid_request: every offending field (dotted path) and what is wrong with it.',
+      items: {
+        type: 'object',
+        required: ['path', 'message'],
+        properties: { path: { type: 'string' }, message: { type: 'string' } },
+      },
+    },
+  },
+};
+
+const ACCEPTED: Json = {
+  type: 'object',
+  required: ['requestId'],
+  properties: {
+    requestId: { type: 'string' },
+    status: {
+      type: 'string',
+      enum: ['pending'],
+      description: 'Present on a sync call not answered in time.',
+    },
+  },
+};
+
+const PENDING: Json = {
+  type: 'object',
+  required: ['requestId', 'status'],
+  properties: {
+    requestId: { type: 'string' },
+    status: { type: 'string', enum: ['pending'] },
+    detail: { type: 'string' },
+  },
+};
+
+const RESULT_200: Json = {
+  description:
+    'The result envelope. The HTTP status is always 200 when a result is returned: the target’s status is `response.status` in the body (a 5xx from the target is not a failure of this API).',
+  headers: {
+    'Retry-After': retryAfter(
+      'Seconds (rounded up) the rate limiter made the call wait (`meta.waitTime`), when it waited or the target answered 429.',
+    ),
+  },
+  content: json('ResultEnvelope'),
+};
+
+const POST_REQUEST: Json = {
+  operationId: 'submitRequest',
+  summary: 'Submit a request for execution',
+  description:
+    'Validates the envelope, stamps `createdAt` and (when missing) `meta.traceparent`, and writes it to the `in` topic (key: `meta.partition`, else `meta.requestId`) with acknowledgement from every in-sync replica. Nothing is accepted that was not written. With `meta.sync: true` the call waits for the result up to the sync budget.',
+  requestBody: { required: true, content: json('RequestEnvelope') },
+  responses: {
+    '200': RESULT_200,
+    '202': {
+      description:
+        'Accepted (written to Kafka). For a sync call not answered within the budget (or when no sync-gateway runs in this process), `Location` points at the long-poll of the result; the task goes on.',
+      headers: {
+        Location: { description: '`/requests/{id}` (sync calls only).', schema: { type: 'string' } },
+      },
+      content: json('Accepted'),
+    },
+    '400': problem('Malformed JSON, or an envelope that breaks the contract (every bad field is named).'),
+    '413': problem('The body is larger than MAX_BODY_BYTES.'),
+    '503': {
+      ...problem('Kafka did not acknowledge the write in time; nothing was accepted. Retry later.'),
+      headers: { 'Retry-After': retryAfter('Seconds to wait before retrying.') },
+    },
+  },
+};
+
+const GET_REQUEST: Json = {
+  operationId: 'getResult',
+  summary: 'Long-poll the result of a request',
+  description:
+    'Answers from the sync-gateway: a result that already passed (kept for SYNC_CACHE_TTL, bounded by SYNC_CACHE_SIZE), else waits up to `wait` for it.',
+  parameters: [
+    { name: 'id', in: 'path', required: true, description: 'meta.requestId', schema: { type: 'string' } },
+    {
+      name: 'wait',
+      in: 'query',
+      required: false,
+      description:
+        'How long to wait for the result, as a Go duration (e.g. 30s); capped by LONG_POLL_MAX. Default 0.',
+      schema: { type: 'string', examples: ['30s'] },
+    },
+  ],
+  responses: {
+    '200': RESULT_200,
+    '400': problem('`wait` is not a valid Go duration.'),
+    '404': {
+      description:
+        'No result yet (still pending, unknown, or older than the recent-results cache). Ask again with `wait`.',
+      content: json('Pending'),
+    },
+  },
+};
+
+let cached: Json | undefined;
+
+export function openApiDocument(): Json {
+  cached ??= {
+    openapi: '3.1.0',
+    info: {
+      title: 'Requester',
+      version: '1',
+      description:
+        'Outgoing HTTP requests on behalf of other services: submit a request, get its result on Kafka `out` or, in sync mode, in the HTTP reply.',
+    },
+    jsonSchemaDialect: 'https://json-schema.org/draft/2020-12/schema',
+    paths: {
+      '/request': { post: POST_REQUEST },
+      '/requests/{id}': { get: GET_REQUEST },
+    },
+    components: {
+      schemas: { ...openApiComponents().schemas, Problem: PROBLEM, Accepted: ACCEPTED, Pending: PENDING },
+    },
+  };
+  return cached;
+}
