@@ -59,8 +59,9 @@ export class Router {
     await consumer.connect();
     await consumer.subscribe({ topic: topicIn, fromBeginning: true });
     await consumer.run({
+      // Offsets are resolved by hand after the writes; kafkajs then commits what was resolved
+      // (autoCommit must stay on for commitOffsetsIfNecessary to commit anything).
       eachBatchAutoResolve: false,
-      autoCommit: false,
       partitionsConsumedConcurrently: 4,
       eachBatch: (payload) => this.onBatch(payload),
     });

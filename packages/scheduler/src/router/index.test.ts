@@ -1,0 +1,145 @@
+import {
+  createConsumer,
+  createProducer,
+  createRedis,
+  decodeQueuedTask,
+  Outbox,
+  type Producer,
+  type RedisClient,
+} from '@requester/shared';
+import {
+  createTestTopics,
+  eventually,
+  json,
+  readTopic,
+  silentLogger,
+  testKafka,
+  testPg,
+  uniqueName,
+} from '@requester/shared/testing';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { FairQueue, type LeasedTask } from '../queue/index.ts';
+import { Router } from './index.ts';
+
+describe('router over real Kafka, Redis and PostgreSQL', () => {
+  const name = uniqueName('router');
+  const topicIn = `${name}.in`;
+  const topicOut = `${name}.out`;
+  let redis: RedisClient;
+  let queue: FairQueue;
+  let pg: Awaited<ReturnType<typeof testPg>>;
+  let outbox: Outbox;
+  let producer: Producer;
+  const routers: Router[] = [];
+
+  function startRouter(groupId: string): Promise<void> {
+    const router = new Router({
+      consumer: createConsumer(testKafka(), { groupId }),
+      queue,
+      outbox,
+      producer,
+      topicIn,
+      topicOut,
+      horizonMs: 1_000,
+      produceTimeoutMs: 5_000,
+      logger: silentLogger,
+    });
+    routers.push(router);
+    return router.start();
+  }
+
+  beforeAll(async () => {
+    await createTestTopics([topicIn, topicOut], 2);
+    redis = createRedis({ url: 'redis://127.0.0.1:6379' });
+    queue = new FairQueue({ redis, prefix: `${name}:`, shards: 4, refreshMs: 0 });
+    pg = await testPg();
+    outbox = new Outbox(pg.sql);
+    producer = createProducer(testKafka());
+    await producer.connect();
+  });
+
+  afterAll(async () => {
+    await Promise.all(routers.map((r) => r.stop()));
+    await producer.disconnect();
+    const keys = await redis.keys(`${name}:*`);
+    if (keys.length > 0) await redis.del(...keys);
+    redis.disconnect();
+    await pg.drop();
+  });
+
+  const request = (requestId: string, meta: Record<string, unknown> = {}) =>
+    JSON.stringify({ request: { uri: 'https://example.com/x' }, meta: { requestId, ...meta } });
+
+  it('queues due tasks as offset-refs, parks later ones in the outbox, answers invalid ones, and ignores replays', async () => {
+    await startRouter(uniqueName('first'));
+    const farAhead = new Date(Date.now() + 60_000).toISOString();
+    await producer.send({
+      topic: topicIn,
+      messages: [
+        { key: 'a', value: request('a') },
+        { key: '!k', value: request('b', { partition: '!k' }) },
+        { key: 'later', value: request('later', { scheduled: farAhead }) },
+        { key: 'junk', value: '{not json' },
+        { key: 'bad', value: JSON.stringify({ request: { uri: 'ftp://x' }, meta: { requestId: 'bad' } }) },
+        { key: 'c', value: request('c') },
+      ],
+    });
+
+    const errors = await readTopic(topicOut, (m) => m.length >= 2);
+    const bad = errors.map((m) =>
+      json<{ meta: { requestId?: string; error: { code: string; message: string } } }>(m),
+    );
+    expect(bad.map((r) => r.meta.error.code)).toEqual(['invalid_request', 'invalid_request']);
+    expect(bad.find((r) => r.meta.requestId === 'bad')?.meta.error.message).toMatch(/request\.uri/);
+    expect(bad.some((r) => r.meta.requestId === undefined && /invalid JSON/.test(r.meta.error.message))).toBe(
+      true,
+    );
+
+    const leased: LeasedTask[] = [];
+    await eventually(
+      async () => {
+        leased.push(...(await queue.lease(10, 30_000)).tasks);
+        return leased.length >= 3;
+      },
+      20_000,
+      'three tasks leased',
+    );
+    expect(leased.map((t) => t.id).sort()).toEqual(['a:0', 'b:0', 'c:0']);
+    const b = leased.find((t) => t.id === 'b:0');
+    expect(b?.partition).toBe('!k');
+    const ref = decodeQueuedTask(b?.payload ?? '');
+    expect(ref.ref.topic).toBe(topicIn);
+    expect(await outbox.count()).toBe(1);
+
+    // A replay of `in` (a router that lost its commits) enqueues nothing twice.
+    await startRouter(uniqueName('replay'));
+    const replayErrors = await readTopic(topicOut, (m) => m.length >= 4);
+    expect(replayErrors).toHaveLength(4); // invalid records are answered again (visible, harmless)
+    expect((await queue.lease(10, 30_000)).tasks).toEqual([]);
+    expect(await outbox.count()).toBe(1);
+  });
+
+  it('commits offsets only after the writes: a new router in the same group starts after them', async () => {
+    const group = uniqueName('group');
+    await startRouter(group);
+    await producer.send({ topic: topicIn, messages: [{ key: 'd', value: request('d') }] });
+    await eventually(
+      async () => (await queue.lease(10, 30_000)).tasks.some((t) => t.id === 'd:0'),
+      20_000,
+      'd leased',
+    );
+    const admin = testKafka().admin();
+    await admin.connect();
+    await eventually(
+      async () => {
+        const offsets = await admin.fetchOffsets({ groupId: group, topics: [topicIn] });
+        const committed =
+          offsets[0]?.partitions.reduce((sum, p) => sum + Math.max(0, Number(p.offset)), 0) ?? 0;
+        return committed === 7;
+      },
+      20_000,
+      'all 7 records committed',
+    );
+    await admin.disconnect();
+  });
+});
