@@ -13,7 +13,8 @@ const END = '<!-- config-table:end -->';
 const text = readFileSync(README, 'utf8');
 const [before, rest] = text.split(START);
 const after = rest?.split(END)[1];
-if (before === undefined || after === undefined) throw new Error(`README.md lacks the ${START} … ${END} markers`);
+if (before === undefined || after === undefined)
+  throw new Error(`README.md lacks the ${START} … ${END} markers`);
 const wanted = `${before}${START}\n${configMarkdownTable()}\n${END}${after}`;
 
 if (process.argv.includes('--check')) {

@@ -1,5 +1,10 @@
 import { ROLE_NAMES, type RoleName } from '@requester/shared';
 
+/** A mistake in how the command was called: exit code 2, with the message and a pointer to --help. */
+export class UsageError extends Error {
+  override name = 'UsageError';
+}
+
 /** Parses `--role a,b` / `all` into role names; a clear message names any unknown one. */
 export function parseRoles(text: string): RoleName[] {
   const wanted = text
@@ -7,11 +12,11 @@ export function parseRoles(text: string): RoleName[] {
     .map((r) => r.trim())
     .filter(Boolean);
   if (wanted.length === 0)
-    throw new Error(`--role is empty: give one or more of ${ROLE_NAMES.join(', ')}, or all`);
+    throw new UsageError(`--role is empty: give one or more of ${ROLE_NAMES.join(', ')}, or all`);
   if (wanted.includes('all')) return [...ROLE_NAMES];
   const unknown = wanted.filter((r) => !(ROLE_NAMES as readonly string[]).includes(r));
   if (unknown.length > 0) {
-    throw new Error(
+    throw new UsageError(
       `unknown role ${unknown.map((r) => `"${r}"`).join(', ')}: expected ${ROLE_NAMES.join(', ')} or all`,
     );
   }

@@ -8,7 +8,7 @@ import {
 } from '@requester/shared';
 import yargs, { type Argv } from 'yargs';
 import { hideBin } from 'yargs/helpers';
-import { parseRoles } from './cli-roles.ts';
+import { parseRoles, UsageError } from './cli-roles.ts';
 import { registerAdminCommands } from './commands/index.ts';
 import { startProcess } from './runtime/index.ts';
 
@@ -122,7 +122,7 @@ export async function main(args: string[]): Promise<void> {
 }
 
 function isUsageError(err: Error): boolean {
-  return /^(unknown role|--role is empty)/.test(err.message);
+  return err instanceof UsageError;
 }
 
 if (import.meta.main) {

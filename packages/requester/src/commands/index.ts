@@ -9,11 +9,13 @@ import {
   migrate,
 } from '@requester/shared';
 import type { Argv } from 'yargs';
+import { registerQueueCommands } from './queue.ts';
 
 type ConfigFrom = (argv: Record<string, unknown>) => Config;
 
 /** Admin subcommands: each one short-lived, printing progress on stderr and results on stdout. */
 export function registerAdminCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): void {
+  registerQueueCommands(cli, configFrom);
   cli.command(
     'topics',
     'create the Kafka topics (in, out, dlq) when missing',
