@@ -1,0 +1,165 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import path from 'node:path';
+import {
+  type Config,
+  createConsumer,
+  createPg,
+  createProducer,
+  type KafkaMessage,
+  loadConfig,
+  type Producer,
+  type ResultEnvelope,
+  ROLE_NAMES,
+  type RoleName,
+  type Sql,
+} from '@requester/shared';
+import { freePort, silentLogger, testKafka, uniqueName } from '@requester/shared/testing';
+import { type RunningProcess, startProcess } from '../../src/runtime/index.ts';
+
+/**
+ * A whole Requester (every role, or some) on its own topics, Redis prefix and database, so end-to-
+ * end tests can run beside each other on the shared local Kafka/Redis/PostgreSQL. In-process by
+ * default; `spawnRequester` runs the real binary in a child process for signal tests.
+ */
+export interface StackEnv {
+  name: string;
+  env: Record<string, string>;
+  config: Config;
+  httpUrl: string;
+  adminUrl: string;
+}
+
+export async function stackEnv(overrides: Record<string, string> = {}): Promise<StackEnv> {
+  const name = uniqueName('e2e');
+  const [httpPort, adminPort] = [await freePort(), await freePort()];
+  const env: Record<string, string> = {
+    KAFKA_BROKERS: process.env.KAFKA_BROKERS ?? '127.0.0.1:9092',
+    KAFKA_CLIENT_ID: name,
+    KAFKA_TOPIC_IN: `${name}.in`,
+    KAFKA_TOPIC_OUT: `${name}.out`,
+    KAFKA_TOPIC_DLQ: `${name}.dlq`,
+    KAFKA_TOPIC_PARTITIONS: '3',
+    REDIS_PREFIX: name,
+    QUEUE_SHARDS: '8',
+    DATABASE_URL: `postgres://postgres@127.0.0.1:5432/${name.replaceAll('-', '_')}`,
+    HTTP_PORT: String(httpPort),
+    ADMIN_PORT: String(adminPort),
+    ALLOW_PRIVATE_TARGETS: '127.0.0.1',
+    LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
+    SHUTDOWN_TIMEOUT: '30s',
+    ...overrides,
+  };
+  return {
+    name,
+    env,
+    config: loadConfig(env),
+    httpUrl: `http://127.0.0.1:${httpPort}`,
+    adminUrl: `http://127.0.0.1:${adminPort}`,
+  };
+}
+
+export async function startStack(
+  stack: StackEnv,
+  roles: readonly RoleName[] = ROLE_NAMES,
+): Promise<RunningProcess> {
+  return startProcess([...roles], stack.config, silentLogger);
+}
+
+/** The real `requester` binary in a child process, with the stack's environment. */
+export function spawnRequester(
+  stack: StackEnv,
+  roles = 'all',
+): { child: ChildProcess; exited: Promise<number | null> } {
+  const main = path.resolve(import.meta.dirname, '../../src/main.ts');
+  const child = spawn(process.execPath, ['--disable-warning=TimeoutNegativeWarning', main, '--role', roles], {
+    env: { ...process.env, ...stack.env },
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  return { child, exited };
+}
+
+export async function waitReady(stack: StackEnv, timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const ok = await fetch(`${stack.adminUrl}/readyz`).then(
+      (r) => r.status === 200,
+      () => false,
+    );
+    if (ok) return;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  throw new Error(`requester at ${stack.adminUrl} not ready within ${timeoutMs} ms`);
+}
+
+/** Every result that reaches `out`, by requestId (all copies kept: duplicates are visible). */
+export class ResultCollector {
+  readonly byId = new Map<string, ResultEnvelope[]>();
+  private readonly consumer;
+  private listeners = new Set<() => void>();
+
+  constructor(topic: string) {
+    this.consumer = createConsumer(testKafka(), { groupId: uniqueName('collector') });
+    this.topic = topic;
+  }
+
+  private readonly topic: string;
+
+  async start(): Promise<void> {
+    await this.consumer.connect();
+    await this.consumer.subscribe({ topic: this.topic, fromBeginning: true });
+    await this.consumer.run({ eachMessage: async ({ message }) => this.add(message) });
+  }
+
+  private add(message: KafkaMessage): void {
+    const result = JSON.parse(message.value?.toString() ?? 'null') as ResultEnvelope;
+    const id = result.meta.requestId ?? `(no id)@${message.offset}`;
+    this.byId.set(id, [...(this.byId.get(id) ?? []), result]);
+    for (const listener of this.listeners) listener();
+  }
+
+  /** Resolves when `check()` holds, re-checked on every new result; fails after `timeoutMs`. */
+  until(check: () => boolean, timeoutMs: number, what: string): Promise<void> {
+    if (check()) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      const listener = () => {
+        if (!check()) return;
+        clearTimeout(timer);
+        this.listeners.delete(listener);
+        resolve();
+      };
+      const timer = setTimeout(() => {
+        this.listeners.delete(listener);
+        reject(new Error(`${what}: not seen within ${timeoutMs} ms (${this.byId.size} results so far)`));
+      }, timeoutMs);
+      this.listeners.add(listener);
+    });
+  }
+
+  async one(requestId: string, timeoutMs = 30_000): Promise<ResultEnvelope> {
+    await this.until(() => this.byId.has(requestId), timeoutMs, `result of ${requestId}`);
+    return this.byId.get(requestId)?.[0] as ResultEnvelope;
+  }
+
+  stop(): Promise<void> {
+    return this.consumer.disconnect();
+  }
+}
+
+export async function kafkaProducer(): Promise<Producer> {
+  const producer = createProducer(testKafka());
+  await producer.connect();
+  return producer;
+}
+
+export function stackSql(stack: StackEnv): Sql {
+  return createPg({ url: stack.config.databaseUrl, max: 2 });
+}
+
+/** Drops the stack's database (topics and Redis keys are left: they are uniquely named). */
+export async function dropStackDatabase(stack: StackEnv): Promise<void> {
+  const admin = createPg({ url: 'postgres://postgres@127.0.0.1:5432/postgres', max: 1 });
+  const db = new URL(stack.config.databaseUrl).pathname.slice(1);
+  await admin.unsafe(`drop database if exists "${db}" with (force)`).catch(() => {});
+  await admin.end({ timeout: 5 });
+}
