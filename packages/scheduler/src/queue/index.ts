@@ -32,6 +32,11 @@ export interface FairQueueOptions {
    * other processes is announced on a pub/sub channel (`notify`). Default 1000 ms; 0 = every call.
    */
   refreshMs?: number;
+  /**
+   * How many shards one lease call aims to visit when partitions are few (fewer script calls, a
+   * coarser interleaving across shards). Default 8.
+   */
+  shardsPerLease?: number;
   /** Upper bound of `nextWakeMs`. Default 1000 ms. */
   maxIdleMs?: number;
   /** Announce newly available work on `<prefix>wake` so idle workers wake early. Default true. */
@@ -85,6 +90,12 @@ export interface ReclaimResult {
 
 type Reply = Array<string | number>;
 
+/** One lease round trip: tasks to ask of each shard, and the most one partition may give. */
+interface Wave {
+  asks: Map<number, number>;
+  quantum: number;
+}
+
 const DAY_MS = 24 * 60 * 60 * 1000;
 // Due times are 11 hex digits in pending members (see shard.lua): beyond year 2500 is an error.
 const MAX_DUE_MS = 0xfff_ffff_ffff;
@@ -107,6 +118,7 @@ export class FairQueue {
   private readonly publishBatch: number;
   private readonly refreshMs: number;
   private readonly maxIdleMs: number;
+  private readonly shardsPerLease: number;
   private readonly notify: boolean;
   private readonly logger: Logger | undefined;
   private readonly call: ReturnType<typeof loadScripts>;
@@ -128,6 +140,7 @@ export class FairQueue {
     this.publishBatch = positiveInt('publishBatch', options.publishBatch ?? 500);
     this.refreshMs = nonNegativeInt('refreshMs', options.refreshMs ?? 1000);
     this.maxIdleMs = nonNegativeInt('maxIdleMs', options.maxIdleMs ?? 1000);
+    this.shardsPerLease = positiveInt('shardsPerLease', options.shardsPerLease ?? 8);
     this.notify = options.notify ?? true;
     this.logger = options.logger;
     this.call = loadScripts(this.redis);
@@ -204,8 +217,13 @@ export class FairQueue {
     const started = performance.now();
     if (Date.now() - this.view.refreshedAt >= this.refreshMs) await this.refreshView();
     const tasks: LeasedTask[] = [];
-    await this.leaseWave(this.allocateByReadiness(k), leaseMs, tasks);
-    if (tasks.length < k) await this.leaseWave(this.allocateEvenly(k - tasks.length), leaseMs, tasks);
+    const first = this.allocate(k, this.shardsPerLease);
+    await this.leaseWave(first, leaseMs, tasks);
+    if (tasks.length < k) {
+      // The partitions met had fewer due tasks than the quantum assumed: one more round trip,
+      // one task per ready partition over as many shards as it takes.
+      await this.leaseWave(this.allocate(k - tasks.length, this.shards), leaseMs, tasks);
+    }
     queueMetrics.leaseLatency.observe({ queue: this.name }, (performance.now() - started) / 1000);
     if (tasks.length > 0) queueMetrics.leased.inc({ queue: this.name }, tasks.length);
     return { tasks, nextWakeMs: tasks.length > 0 ? 0 : this.idleFor() };
@@ -392,45 +410,39 @@ export class FairQueue {
   }
 
   /**
-   * First wave: walk the shards from the cursor, skipping those known to have nothing to do, and ask
-   * each for as many tasks as it has ready partitions (one turn of its round-robin) until k.
+   * Which shards to visit and how many tasks to ask of each. Walks the shards from the cursor,
+   * skipping those known to have nothing to do, until the ready partitions met could give k tasks
+   * at one task each, or `maxShards` shards were picked. When fewer than k partitions were met,
+   * each may give up to `quantum` = ceil(k / partitions met) tasks: few shards per lease (few script
+   * calls) while every partition still gets the same share per visit of its shard. The cursor then
+   * moves past the last shard picked, so that shards take turns.
    */
-  private allocateByReadiness(k: number): Map<number, number> {
+  private allocate(k: number, maxShards: number): Wave {
     const now = Date.now();
-    const asks = new Map<number, number>();
-    let remaining = k;
+    const picked: number[] = [];
+    let partitionsMet = 0;
     let last = this.cursor - 1;
-    for (let i = 0; i < this.shards && remaining > 0; i++) {
+    for (let i = 0; i < this.shards && picked.length < maxShards && partitionsMet < k; i++) {
       const shard = (this.cursor + i) % this.shards;
       if (!this.view.hasWork(shard, now)) continue;
-      const ask = Math.min(remaining, Math.max(1, this.view.ready[shard] ?? 0));
-      asks.set(shard, ask);
-      remaining -= ask;
+      picked.push(shard);
+      partitionsMet += Math.max(1, this.view.ready[shard] ?? 0);
       last = shard;
     }
     this.cursor = (last + 1) % this.shards;
-    return asks;
-  }
-
-  /** Second wave: spread what is still missing evenly over the shards that still have ready partitions. */
-  private allocateEvenly(missing: number): Map<number, number> {
-    const candidates: number[] = [];
-    for (let shard = 0; shard < this.shards; shard++) {
-      if ((this.view.ready[shard] ?? 0) > 0) candidates.push(shard);
-    }
+    const quantum = Math.max(1, Math.ceil(k / Math.max(1, partitionsMet)));
     const asks = new Map<number, number>();
-    const each = Math.ceil(missing / Math.max(1, candidates.length));
-    let remaining = missing;
-    for (const shard of candidates) {
+    let remaining = k;
+    for (const shard of picked) {
       if (remaining <= 0) break;
-      const ask = Math.min(each, remaining);
+      const ask = Math.min(remaining, Math.max(1, this.view.ready[shard] ?? 0) * quantum);
       asks.set(shard, ask);
       remaining -= ask;
     }
-    return asks;
+    return { asks, quantum };
   }
 
-  private async leaseWave(asks: Map<number, number>, leaseMs: number, into: LeasedTask[]): Promise<void> {
+  private async leaseWave({ asks, quantum }: Wave, leaseMs: number, into: LeasedTask[]): Promise<void> {
     if (asks.size === 0) return;
     const args = (shard: number, ask: number) => [
       this.partitionConcurrency,
@@ -439,6 +451,7 @@ export class FairQueue {
       leaseMs,
       this.maxDeliveries,
       this.housekeepingBatch,
+      quantum,
     ];
     const shards = [...asks.keys()];
     const settled = await Promise.allSettled(

@@ -17,13 +17,17 @@ local now = nowMs()
 
 local reply = { 0, 0 }
 for i = 1, n do
-  local id, record = takeLease(ARGV[3 + i])
+  local id, record = takeLease(ARGV[3 + i], unorderedLimit)
   if id then
     redis.call('HDEL', K_TASKS, id)
     ageRemove(record[R_PUBLISHED])
     redis.call('ZADD', K_DONE, now, id)
-    -- An ordered partition waiting for this task may run again.
-    place(record[R_PARTITION], now, unorderedLimit)
+    -- A partition held back by its in-flight limit (ordered: this task) may run again. Without a
+    -- limit, an ack changes neither the head nor whether the partition may run.
+    local partition = record[R_PARTITION]
+    if limitOf(partition, unorderedLimit) > 0 then
+      place(partition, now, unorderedLimit)
+    end
     reply[#reply + 1] = 1
   else
     reply[#reply + 1] = 0

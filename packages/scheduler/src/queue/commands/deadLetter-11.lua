@@ -16,7 +16,7 @@ local now = nowMs()
 
 local reply = { 0, 0 }
 for i = 0, n - 1 do
-  local id, record = takeLease(ARGV[3 + i * 2])
+  local id, record = takeLease(ARGV[3 + i * 2], unorderedLimit)
   if id then
     bury(id, record, ARGV[4 + i * 2], now)
     place(record[R_PARTITION], now, unorderedLimit)

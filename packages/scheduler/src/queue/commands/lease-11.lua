@@ -10,6 +10,8 @@
   ARGV[4]  lease duration (ms)
   ARGV[5]  max deliveries before an expiring lease dead-letters the task (0 = unlimited)
   ARGV[6]  housekeeping batch: the most timers promoted and leases reclaimed per call
+  ARGV[7]  quantum: the most tasks one partition gives in this call (0 = no cap); when the
+           partition at the front of the line has had its quantum, the call stops there
 
   Returns {readyCount, nextEventMs, reclaimed, deadLettered, n, then n groups of 7:
            id, partition, payload, token, deliveries, publishedAt, dueAt}
@@ -22,33 +24,41 @@ local k = tonumber(ARGV[3])
 local leaseMs = tonumber(ARGV[4])
 local maxDeliveries = tonumber(ARGV[5])
 local batch = tonumber(ARGV[6])
+local quantum = tonumber(ARGV[7])
 local now = nowMs()
 
 promoteTimers(now, batch, unorderedLimit)
 local reclaimed, deadLettered = reclaimExpired(now, batch, maxDeliveries, unorderedLimit)
 
 local leased = {}
+local taken = {}
 for _ = 1, k do
   local popped = redis.call('ZPOPMIN', K_READY)
   local partition = popped[1]
   if not partition then
     break
   end
+  -- Round-robin: a partition back at the front with its quantum used means everyone in line had
+  -- as many turns; it keeps its place (same ticket) for the next call.
+  if quantum > 0 and (taken[partition] or 0) >= quantum then
+    redis.call('ZADD', K_READY, popped[2], partition)
+    break
+  end
+  taken[partition] = (taken[partition] or 0) + 1
   -- The invariant guarantees a due head here; the check only keeps a damaged shard from erroring.
-  local head = headOf(partition)
+  local head, nextHead = headAndNext(partition)
   if head then
     local id = idOfMember(partition, head)
     redis.call('ZREM', K_PENDING, head)
     local record = loadRecord(id)
-    record[R_DELIVERIES] = record[R_DELIVERIES] + 1
-    saveRecord(id, record)
-    local token = shard .. ':' .. string.format('%x', nextSeq()) .. ':' .. id
+    local delivery = record[R_DELIVERIES] + 1
+    local token = tokenOf(shard, id, record, delivery)
     redis.call('ZADD', K_LEASES, now + leaseMs, token)
-    redis.call('HINCRBY', K_RUNNING, partition, 1)
-    leased[#leased + 1] = { id, partition, record[R_PAYLOAD], token, record[R_DELIVERIES], record[R_PUBLISHED], record[R_DUE] }
+    holdRunning(partition, unorderedLimit)
+    leased[#leased + 1] = { id, partition, record[R_PAYLOAD], token, delivery, record[R_PUBLISHED], record[R_DUE] }
   end
   -- Back of the line (or out of it, when it may not run more or has nothing due).
-  place(partition, now, unorderedLimit)
+  placeAfterLease(partition, nextHead, now, unorderedLimit)
 end
 
 local readyCount, nextEvent = shardState(now)

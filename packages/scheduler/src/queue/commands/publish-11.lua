@@ -42,34 +42,50 @@ end
 
 local before = wakeIn()
 local results = {}
+local fresh = {}
+for i = 0, n - 1 do
+  local id = ARGV[4 + i * 5]
+  if isDuplicate(id) or fresh[id] then
+    results[#results + 1] = 0
+  else
+    fresh[id] = true
+    results[#results + 1] = 1
+  end
+end
+
+-- One counter bump for the whole batch: sequence numbers base+1 .. base+queued, in batch order.
+local queued = 0
+for _, r in ipairs(results) do
+  queued = queued + r
+end
+local seq = redis.call('INCRBY', K_SEQ, queued) - queued
 local touched = {}
 local touchedOrder = {}
 for i = 0, n - 1 do
-  local base = 4 + i * 5
-  local id = ARGV[base]
-  local partition = ARGV[base + 1]
-  if isDuplicate(id) then
-    results[#results + 1] = 0
-  else
-    local dueAt = tonumber(ARGV[base + 3])
-    local due = dueAt
+  if results[i + 1] == 1 then
+    local base = 4 + i * 5
+    local id = ARGV[base]
+    local partition = ARGV[base + 1]
+    local due = tonumber(ARGV[base + 3])
     if due <= 0 then
       due = now + tonumber(ARGV[base + 4])
     end
-    local record = { partition, nextSeq(), due, 0, now, ARGV[base + 2] }
+    seq = seq + 1
+    local record = { partition, seq, due, 0, now, ARGV[base + 2] }
     saveRecord(id, record)
     enqueue(id, record)
-    ageAdd(now)
     if not touched[partition] then
       touched[partition] = true
       touchedOrder[#touchedOrder + 1] = partition
     end
-    results[#results + 1] = 1
   end
+end
+if queued > 0 then
+  ageAdd(now, queued)
 end
 -- Partitions enter the round-robin in the order they first appear in the batch.
 for _, partition in ipairs(touchedOrder) do
-  place(partition, now, unorderedLimit)
+  placeAfterPublish(partition, now, unorderedLimit)
 end
 
 local readyCount, nextEvent = shardState(now)

@@ -1,6 +1,7 @@
 --[[
   Purge one shard.
-  mode "all":  every key of the shard is unlinked (freed in the background), dedup window included.
+  mode "all":  every key of the shard is unlinked (freed in the background), dedup window included,
+               except the sequence counter (lease tokens are built from it and must never repeat).
   mode "dead": up to `batch` dead letters are removed; their ids enter the dedup window so that a
                replay is still refused.
 
@@ -15,7 +16,7 @@
 local mode = ARGV[1]
 if mode == 'all' then
   local removed = redis.call('HLEN', K_TASKS)
-  redis.call('UNLINK', K_READY, K_TIMERS, K_PENDING, K_TASKS, K_LEASES, K_RUNNING, K_SEQ, K_DONE, K_DLQ, K_AGES, K_AGECOUNT)
+  redis.call('UNLINK', K_READY, K_TIMERS, K_PENDING, K_TASKS, K_LEASES, K_RUNNING, K_DONE, K_DLQ, K_AGES, K_AGECOUNT)
   return { removed, 0 }
 end
 

@@ -18,7 +18,7 @@ local now = nowMs()
 
 local reply = { 0, 0 }
 for i = 0, n - 1 do
-  local id, record = takeLease(ARGV[3 + i * 2])
+  local id, record = takeLease(ARGV[3 + i * 2], unorderedLimit)
   if id then
     record[R_DUE] = now + math.max(0, tonumber(ARGV[4 + i * 2]))
     saveRecord(id, record)

@@ -57,7 +57,9 @@ for _, token in ipairs(redis.call('ZRANGE', K_LEASES, 0, -1)) do
     report('leased task ' .. id .. ' has no record')
   else
     local partition = record[R_PARTITION]
-    inFlight[partition] = (inFlight[partition] or 0) + 1
+    if limitOf(partition, unorderedLimit) > 0 then
+      inFlight[partition] = (inFlight[partition] or 0) + 1
+    end
   end
 end
 local running = redis.call('HGETALL', K_RUNNING)

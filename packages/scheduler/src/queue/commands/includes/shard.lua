@@ -11,10 +11,15 @@
                        sort key (23 hex chars): ordered "<seq:12><due:11>", unordered "<due:11><seq:12>".
                        The head of partition P = first member in the lex range [P\0, P\1).
     KEYS[4]  tasks     HASH task id -> cmsgpack record (R_* indexes below). Holds every task that is
-                       pending, leased or dead: its presence refuses a duplicate publish.
+                       pending, leased or dead: its presence refuses a duplicate publish. While a
+                       task is leased, its delivery count lives in the lease token (so that lease
+                       does not rewrite the record); settling writes it back.
     KEYS[5]  leases    ZSET lease token -> lease deadline (ms).
-    KEYS[6]  running   HASH partition -> tasks in flight (only partitions with at least one).
-    KEYS[7]  seq       STRING counter: arrival sequence numbers, round-robin tickets, lease serials.
+    KEYS[6]  running   HASH partition -> tasks in flight, for partitions with an in-flight limit
+                       (ordered ones, and unordered ones when a concurrency is configured); only
+                       partitions with at least one.
+    KEYS[7]  seq       STRING counter: arrival sequence numbers and round-robin tickets (survives
+                       purge, so that lease tokens, built from it, are never reused).
     KEYS[8]  done      ZSET task id -> ack time (ms): the post-ack dedup window, trimmed on write.
     KEYS[9]  dlq       ZSET task id -> dead-letter time (ms).
     KEYS[10] ages      ZSET second -> second: publish seconds that still have live tasks.
@@ -94,6 +99,12 @@ local function headOf(partition)
   return redis.call('ZRANGE', K_PENDING, '[' .. partition .. '\0', '(' .. partition .. '\1', 'BYLEX', 'LIMIT', 0, 1)[1]
 end
 
+-- The head and the task after it (the next head once the head is leased).
+local function headAndNext(partition)
+  local two = redis.call('ZRANGE', K_PENDING, '[' .. partition .. '\0', '(' .. partition .. '\1', 'BYLEX', 'LIMIT', 0, 2)
+  return two[1], two[2]
+end
+
 local function idOfToken(token)
   local first = string.find(token, ':', 1, true)
   local second = string.find(token, ':', first + 1, true)
@@ -116,16 +127,34 @@ local function runningOf(partition)
   return tonumber(redis.call('HGET', K_RUNNING, partition) or '0')
 end
 
-local function releaseRunning(partition)
-  if redis.call('HINCRBY', K_RUNNING, partition, -1) <= 0 then
+-- In-flight counts are kept only where a limit needs them (see KEYS[6]).
+local function holdRunning(partition, unorderedLimit)
+  if limitOf(partition, unorderedLimit) > 0 then
+    redis.call('HINCRBY', K_RUNNING, partition, 1)
+  end
+end
+
+local function releaseRunning(partition, unorderedLimit)
+  if limitOf(partition, unorderedLimit) > 0 and redis.call('HINCRBY', K_RUNNING, partition, -1) <= 0 then
     redis.call('HDEL', K_RUNNING, partition)
   end
 end
 
+-- A lease token: the record's sequence number and this delivery's number make it unique for ever.
+local function tokenOf(shard, id, record, delivery)
+  return shard .. ':' .. string.format('%x', record[R_SEQ]) .. '-' .. delivery .. ':' .. id
+end
+
+local function deliveryOfToken(token)
+  local dash = string.find(token, '-', 1, true)
+  local colon = string.find(token, ':', dash, true)
+  return tonumber(string.sub(token, dash + 1, colon - 1))
+end
+
 -- Live-task counts per publish second: the oldest task age without indexing every task.
-local function ageAdd(publishedMs)
+local function ageAdd(publishedMs, count)
   local second = math.floor(publishedMs / 1000)
-  if redis.call('HINCRBY', K_AGECOUNT, second, 1) == 1 then
+  if redis.call('HINCRBY', K_AGECOUNT, second, count or 1) == (count or 1) then
     redis.call('ZADD', K_AGES, second, second)
   end
 end
@@ -143,23 +172,58 @@ end
   head, its due time or its in-flight count. A partition already in `ready` keeps its ticket (its
   place in the round-robin line); one entering `ready` gets a fresh ticket (the back of the line).
 ]]
-local function place(partition, now, unorderedLimit)
+local function place(partition, now, unorderedLimit, knownOutside)
   local head = headOf(partition)
   local limit = limitOf(partition, unorderedLimit)
   if not head or (limit > 0 and runningOf(partition) >= limit) then
-    redis.call('ZREM', K_READY, partition)
-    redis.call('ZREM', K_TIMERS, partition)
+    if not knownOutside then
+      redis.call('ZREM', K_READY, partition)
+      redis.call('ZREM', K_TIMERS, partition)
+    end
     return
   end
   local due = dueOfMember(partition, head)
   if due <= now then
-    redis.call('ZREM', K_TIMERS, partition)
-    if not redis.call('ZSCORE', K_READY, partition) then
+    if knownOutside or not redis.call('ZSCORE', K_READY, partition) then
       redis.call('ZADD', K_READY, nextSeq(), partition)
+      if not knownOutside then
+        redis.call('ZREM', K_TIMERS, partition)
+      end
     end
   else
-    redis.call('ZREM', K_READY, partition)
+    if not knownOutside then
+      redis.call('ZREM', K_READY, partition)
+    end
     redis.call('ZADD', K_TIMERS, due, partition)
+  end
+end
+
+--[[
+  `place` for a partition just popped from `ready` whose head was leased: it is in neither set, and
+  its next head is known.
+]]
+local function placeAfterLease(partition, nextHead, now, unorderedLimit)
+  if not nextHead or isOrdered(partition) then
+    return -- ordered: its one task in flight holds it back until settled
+  end
+  if unorderedLimit > 0 and runningOf(partition) >= unorderedLimit then
+    return
+  end
+  local due = dueOfMember(partition, nextHead)
+  if due <= now then
+    redis.call('ZADD', K_READY, nextSeq(), partition)
+  else
+    redis.call('ZADD', K_TIMERS, due, partition)
+  end
+end
+
+--[[
+  `place` for a partition that just received new tasks: one already in `ready` stays there (a new
+  task never delays a due head: ordered ones queue behind it, unordered ones sort by due time).
+]]
+local function placeAfterPublish(partition, now, unorderedLimit)
+  if not redis.call('ZSCORE', K_READY, partition) then
+    place(partition, now, unorderedLimit)
   end
 end
 
@@ -181,14 +245,14 @@ end
   Settle a lease: checks the token is still live and releases it.
   Returns the task id and record, or nil when the token is stale (reclaimed, settled, or unknown).
 ]]
-local function takeLease(token)
-  if not redis.call('ZSCORE', K_LEASES, token) then
+local function takeLease(token, unorderedLimit)
+  if redis.call('ZREM', K_LEASES, token) == 0 then
     return nil
   end
-  redis.call('ZREM', K_LEASES, token)
   local id = idOfToken(token)
   local record = loadRecord(id)
-  releaseRunning(record[R_PARTITION])
+  record[R_DELIVERIES] = deliveryOfToken(token)
+  releaseRunning(record[R_PARTITION], unorderedLimit)
   return id, record
 end
 
@@ -197,11 +261,12 @@ local function reclaimExpired(now, batch, maxDeliveries, unorderedLimit)
   local tokens = redis.call('ZRANGE', K_LEASES, '-inf', now, 'BYSCORE', 'LIMIT', 0, batch)
   local dead = 0
   for _, token in ipairs(tokens) do
-    local id, record = takeLease(token)
+    local id, record = takeLease(token, unorderedLimit)
     if maxDeliveries > 0 and record[R_DELIVERIES] >= maxDeliveries then
       bury(id, record, 'lease expired ' .. record[R_DELIVERIES] .. ' times', now)
       dead = dead + 1
     else
+      saveRecord(id, record) -- the delivery count
       enqueue(id, record)
     end
     place(record[R_PARTITION], now, unorderedLimit)
