@@ -1,5 +1,5 @@
 import { createServer } from 'node:net';
-import { createKafka, createProducer } from '@requester/shared';
+import { createKafka, createProducer, type Logger } from '@requester/shared';
 import { describe, expect, it } from 'vitest';
 import { silent } from '../../test/kit.ts';
 import { Hub } from '../hub/index.ts';
@@ -115,6 +115,44 @@ describe('routing and correlation', () => {
     );
     expect(res.status).toBe(400);
     expect(await res.json()).toMatchObject({ issues: [{ path: 'wait' }] });
+  });
+});
+
+/** A logger that records every line with its bindings (a stand-in for pino's JSON lines). */
+function recordingLogger(
+  lines: Array<Record<string, unknown>>,
+  bindings: Record<string, unknown> = {},
+): Logger {
+  const write = (obj: unknown, msg?: string) => lines.push({ ...bindings, ...(obj as object), msg });
+  const logger = {
+    child: (more: Record<string, unknown>) => recordingLogger(lines, { ...bindings, ...more }),
+    info: write,
+    warn: write,
+    error: write,
+    debug: write,
+  };
+  return logger as unknown as Logger;
+}
+
+describe('logging', () => {
+  it("logs each request with its x-request-id, the task's requestId and the serving role", async () => {
+    const lines: Array<Record<string, unknown>> = [];
+    const app = createApi(
+      { submit: async () => {}, ingressLog: recordingLogger(lines, { role: 'ingress' }) },
+      SETTINGS,
+      recordingLogger(lines, { role: 'base' }),
+    );
+    await app.request('/request', post(JSON.stringify(VALID), { 'x-request-id': 'corr-9' }));
+    expect(lines).toEqual([
+      expect.objectContaining({
+        role: 'ingress',
+        httpRequestId: 'corr-9',
+        requestId: 'r-1',
+        route: '/request',
+        status: 202,
+        msg: 'http request',
+      }),
+    ]);
   });
 });
 

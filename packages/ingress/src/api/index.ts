@@ -34,6 +34,9 @@ export interface ApiParts {
   submit?: Submit;
   /** Results from `out` (sync-gateway role). */
   hub?: Hub<string>;
+  /** Each role's logger, so a request's log lines carry the role that served it. */
+  ingressLog?: Logger;
+  gatewayLog?: Logger;
   /** Shutdown began: waits are cut short (202 / 404 pending) and connections are not kept alive. */
   closing?: boolean;
 }
@@ -97,6 +100,12 @@ function observe(parts: ApiParts, logger: Logger) {
   };
 }
 
+/** From here on, the request logs as the role serving it, with the task's requestId. */
+function useLog(c: Context<Env>, roleLog: Logger | undefined, requestId: string): void {
+  const base = roleLog?.child({ httpRequestId: c.get('requestId') }) ?? c.get('log');
+  c.set('log', base.child({ requestId }));
+}
+
 /** The route pattern (bounded label set), never the raw path. */
 function routeLabel(c: Context<Env>): string {
   const path = routePath(c, -1);
@@ -119,7 +128,7 @@ async function submitRequest(c: Context<Env>, parts: ApiParts, settings: ApiSett
   if (!parsed.ok) return problem(c, 400, 'invalid_request', parsed.error.message, parsed.error.issues);
   const envelope = stamp(parsed.value);
   const id = envelope.meta.requestId;
-  c.set('log', c.get('log').child({ requestId: id }));
+  useLog(c, parts.ingressLog, id);
 
   // The waiter is registered before the produce: a result that comes back fast cannot slip past.
   const hub = envelope.meta.sync && !parts.closing ? parts.hub : undefined;
@@ -162,7 +171,7 @@ async function getResult(c: Context<Env>, parts: ApiParts, settings: ApiSettings
   const hub = parts.hub;
   if (!hub) return notServed(c, 'GET /requests/{id}', 'sync-gateway');
   const id = c.req.param('id') ?? '';
-  c.set('log', c.get('log').child({ requestId: id }));
+  useLog(c, parts.gatewayLog, id);
   const wait = waitMs(c.req.query('wait'), settings.longPollMaxMs);
   if (typeof wait === 'string')
     return problem(c, 400, 'invalid_request', `wait: ${wait}`, [{ path: 'wait', message: wait }]);

@@ -58,13 +58,24 @@ export async function followResults(options: FollowOptions): Promise<Following> 
   return { groupId, stop: () => consumer.disconnect() };
 }
 
-/** The high watermark of each partition, read before joining so nothing after it is skipped. */
-async function endOffsets(kafka: Kafka, topic: string): Promise<Map<number, string>> {
+/**
+ * The high watermark of each partition, read before joining so nothing after it is skipped.
+ * Retried on retriable errors: right after a topic is created the broker may still answer
+ * NOT_LEADER for a moment, and that must not fail the role's start.
+ */
+async function endOffsets(kafka: Kafka, topic: string, attempts = 20): Promise<Map<number, string>> {
   const admin = kafka.admin();
   await admin.connect();
   try {
-    const offsets = await admin.fetchTopicOffsets(topic);
-    return new Map(offsets.map((p) => [p.partition, p.high]));
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const offsets = await admin.fetchTopicOffsets(topic);
+        return new Map(offsets.map((p) => [p.partition, p.high]));
+      } catch (err) {
+        if (attempt >= attempts || !(err as { retriable?: boolean }).retriable) throw err;
+        await new Promise((resolve) => setTimeout(resolve, Math.min(100 * attempt, 1_000)));
+      }
+    }
   } finally {
     await admin.disconnect();
   }

@@ -20,7 +20,7 @@ export const ingressRole = {
     const { deps, config } = ctx;
     await deps.producer();
     const submit = kafkaSubmit(() => deps.producer(), config.topicIn, config.kafkaProduceTimeout);
-    const server = await attach(ctx, { submit });
+    const server = await attach(ctx, { submit, ingressLog: ctx.logger });
     return { url: server.url, stopAccepting: () => server.close(), drain: async () => {} };
   },
 } satisfies RoleDefinition;
@@ -43,7 +43,7 @@ export const syncGatewayRole = {
       onResult: (id, json) => hub.publish(id, json),
     });
     try {
-      const server = await attach(ctx, { hub });
+      const server = await attach(ctx, { hub, gatewayLog: logger });
       return { url: server.url, stopAccepting: () => server.close(), drain: () => following.stop() };
     } catch (err) {
       await following.stop().catch(() => {});

@@ -30,7 +30,7 @@ const servers = new WeakMap<Dependencies, Entry>();
 
 export async function attach(
   ctx: RoleContext,
-  part: Pick<ApiParts, 'submit' | 'hub'>,
+  part: Pick<ApiParts, 'submit' | 'hub' | 'ingressLog' | 'gatewayLog'>,
 ): Promise<SharedServer> {
   let entry = servers.get(ctx.deps);
   if (!entry) {
