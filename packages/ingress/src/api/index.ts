@@ -1,5 +1,6 @@
 import {
   counter,
+  formatRfc3339,
   histogram,
   inSpan,
   kafkaKeyFor,
@@ -163,7 +164,7 @@ function stamp(envelope: RequestEnvelope): RequestEnvelope {
   return {
     ...rest,
     meta: { ...rest.meta, traceparent: rest.meta.traceparent ?? newTraceparent() },
-    createdAt: new Date().toISOString(),
+    createdAt: formatRfc3339(Date.now()),
   };
 }
 
