@@ -1,0 +1,182 @@
+import { once } from 'node:events';
+import { Agent as HttpAgent, type IncomingHttpHeaders } from 'node:http';
+import { Agent as HttpsAgent } from 'node:https';
+import { RequesterError } from '@requester/shared';
+import got, { type Got } from 'got';
+import { TARGET_REFUSED, TargetGuard } from './guard.ts';
+
+export { TargetGuard } from './guard.ts';
+
+/**
+ * Calls to targets (got). Every call ends in a CallOutcome, never a throw: a response (any status)
+ * or a failure that says what went wrong in the `meta.error` vocabulary. Retries are not got's
+ * business (`retry.limit: 0`): they are a policy decision made after the call (see worker/classify).
+ */
+
+export interface HttpCall {
+  method: string;
+  uri: string;
+  headers: Record<string, string>;
+  body?: string;
+}
+
+export type FailureCode = 'timeout' | 'transport_error' | 'target_refused' | 'payload_too_large';
+
+export type CallOutcome =
+  | { kind: 'response'; status: number; headers: Record<string, string>; body: string; durationNs: number }
+  | { kind: 'failure'; error: RequesterError & { code: FailureCode }; durationNs: number };
+
+export interface HttpClientSettings {
+  connectTimeoutMs: number;
+  /** Bound on waiting for response headers, and again on reading the body. */
+  responseTimeoutMs: number;
+  maxResponseBytes: number;
+  followRedirects: boolean;
+  /** ALLOW_PRIVATE_TARGETS: IPs / CIDR ranges, or `*`. */
+  allowPrivateTargets: readonly string[];
+  userAgent?: string;
+}
+
+export interface HttpClient {
+  call(request: HttpCall): Promise<CallOutcome>;
+  /** Closes the kept-alive connections. */
+  close(): void;
+}
+
+export function createHttpClient(settings: HttpClientSettings): HttpClient {
+  const guard = new TargetGuard(settings.allowPrivateTargets);
+  // Keep-alive: most traffic goes to few partners, so reusing connections saves a handshake per call.
+  const agents = {
+    http: new HttpAgent({ keepAlive: true, maxFreeSockets: 64 }),
+    https: new HttpsAgent({ keepAlive: true, maxFreeSockets: 64 }),
+  };
+  const connect = settings.connectTimeoutMs;
+  const client = got.extend({
+    agent: agents,
+    dnsLookup: guard.lookup,
+    retry: { limit: 0 },
+    throwHttpErrors: false,
+    followRedirect: settings.followRedirects,
+    maxRedirects: 5,
+    allowGetBody: true,
+    decompress: true,
+    timeout: {
+      lookup: connect,
+      connect,
+      secureConnect: connect,
+      response: settings.responseTimeoutMs,
+      read: settings.responseTimeoutMs,
+    },
+    headers: { 'user-agent': settings.userAgent ?? 'requester' },
+    // A redirect to an IP literal skips the lookup, so each hop's URL is checked here too.
+    hooks: { beforeRedirect: [(options) => guard.checkUrl(options.url ?? '')] },
+  });
+  return {
+    call: (request) => call(client, guard, settings, request),
+    close: () => {
+      agents.http.destroy();
+      agents.https.destroy();
+    },
+  };
+}
+
+async function call(
+  client: Got,
+  guard: TargetGuard,
+  settings: HttpClientSettings,
+  request: HttpCall,
+): Promise<CallOutcome> {
+  const started = process.hrtime.bigint();
+  const elapsed = () => Number(process.hrtime.bigint() - started);
+  try {
+    guard.checkUrl(request.uri);
+    const hasBody = request.body !== undefined && request.body !== '';
+    const stream = client.stream(request.uri, {
+      method: request.method as 'GET',
+      headers: request.headers,
+      ...(hasBody ? { body: request.body } : {}),
+    });
+    // Without a body got waits for the caller to write one (any method that may carry a body).
+    if (!hasBody) stream.end();
+    const [response] = (await once(stream, 'response')) as [
+      { statusCode: number; headers: IncomingHttpHeaders },
+    ];
+    const body = await readCapped(stream, response.headers, settings.maxResponseBytes);
+    return {
+      kind: 'response',
+      status: response.statusCode,
+      headers: flattenHeaders(response.headers),
+      body,
+      durationNs: elapsed(),
+    };
+  } catch (err) {
+    return { kind: 'failure', error: failureOf(err, settings), durationNs: elapsed() };
+  }
+}
+
+class ResponseTooLarge extends Error {}
+
+/** Reads the (decompressed) body, giving up as soon as it passes the cap: memory stays bounded. */
+async function readCapped(
+  stream: NodeJS.ReadableStream & { destroy(): void },
+  headers: IncomingHttpHeaders,
+  maxBytes: number,
+): Promise<string> {
+  const declared = Number(headers['content-length']);
+  const tooLarge = (size: number) =>
+    new ResponseTooLarge(`response body of ${size}+ bytes exceeds ${maxBytes}`);
+  if (Number.isFinite(declared) && declared > maxBytes && !headers['content-encoding']) {
+    stream.destroy();
+    throw tooLarge(declared);
+  }
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of stream) {
+    size += (chunk as Buffer).length;
+    if (size > maxBytes) {
+      stream.destroy();
+      throw tooLarge(size);
+    }
+    chunks.push(chunk as Buffer);
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+/** Repeated headers arrive as arrays (set-cookie); the contract carries one string per name. */
+function flattenHeaders(headers: IncomingHttpHeaders): Record<string, string> {
+  const flat: Record<string, string> = {};
+  for (const [name, value] of Object.entries(headers)) {
+    if (value !== undefined) flat[name] = Array.isArray(value) ? value.join(', ') : value;
+  }
+  return flat;
+}
+
+/** Maps what got or the socket threw onto the stable `meta.error` codes. */
+function failureOf(err: unknown, settings: HttpClientSettings): RequesterError & { code: FailureCode } {
+  const e = err as { code?: string; name?: string; message?: string; event?: string; cause?: unknown };
+  const fail = (code: FailureCode, message: string) =>
+    new RequesterError(code, message, { cause: err }) as RequesterError & { code: FailureCode };
+  if (err instanceof ResponseTooLarge) return fail('payload_too_large', err.message);
+  if (e.code === TARGET_REFUSED)
+    return fail('target_refused', (e.cause as Error | undefined)?.message ?? String(e.message));
+  if (e.name === 'TimeoutError' || e.code === 'ETIMEDOUT') {
+    const phase = timeoutPhase(e.event);
+    const limit = phase === 'connect' ? settings.connectTimeoutMs : settings.responseTimeoutMs;
+    return fail('timeout', `target did not ${phaseText[phase]} within ${limit} ms`);
+  }
+  return fail('transport_error', `${e.code ?? e.name ?? 'error'}: ${e.message ?? String(err)}`);
+}
+
+type Phase = 'connect' | 'response' | 'read';
+const phaseText: Record<Phase, string> = {
+  connect: 'accept a connection',
+  response: 'answer',
+  read: 'finish sending its response',
+};
+
+function timeoutPhase(event: string | undefined): Phase {
+  if (event === 'read') return 'read';
+  if (event === 'response' || event === 'send' || event === 'request' || event === 'socket')
+    return 'response';
+  return 'connect';
+}

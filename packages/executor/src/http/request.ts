@@ -1,0 +1,30 @@
+import { createHash } from 'node:crypto';
+import type { RequestEnvelope } from '@requester/shared';
+import type { HttpCall } from './index.ts';
+
+/**
+ * The outgoing call of a request envelope. Adds an `Idempotency-Key` derived from the requestId
+ * (DESIGN.md §5, outbound hygiene): the same on every attempt and every executor, so a target that
+ * honours it can drop the duplicates at-least-once delivery may cause. A caller's own key wins.
+ */
+export function toHttpCall(envelope: RequestEnvelope): HttpCall {
+  const headers = { ...(envelope.request.headers ?? {}) };
+  if (!Object.keys(headers).some((name) => name.toLowerCase() === 'idempotency-key')) {
+    headers['idempotency-key'] = idempotencyKey(envelope.meta.requestId);
+  }
+  const call: HttpCall = { method: envelope.request.method, uri: envelope.request.uri, headers };
+  if (envelope.request.body !== undefined) call.body = envelope.request.body;
+  return call;
+}
+
+// A fixed namespace so every Requester deployment derives the same key from the same requestId.
+const NAMESPACE = Buffer.from('6f1d3c0e9a4b4d2f8e7a5b3c1d0e9f8a', 'hex');
+
+/** A name-based UUID (RFC 9562 version 5) of the requestId: opaque, stable, in the usual key format. */
+export function idempotencyKey(requestId: string): string {
+  const hash = createHash('sha1').update(NAMESPACE).update(requestId, 'utf8').digest();
+  hash[6] = ((hash[6] ?? 0) & 0x0f) | 0x50;
+  hash[8] = ((hash[8] ?? 0) & 0x3f) | 0x80;
+  const hex = hash.subarray(0, 16).toString('hex');
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+}

@@ -1,0 +1,61 @@
+import {
+  buildResult,
+  ERROR_STATUS,
+  errorResult,
+  type Message,
+  type RequestEnvelope,
+  type RequesterError,
+  type ResultEnvelope,
+} from '@requester/shared';
+import type { CallOutcome, FailureCode } from '../http/index.ts';
+
+/**
+ * Result envelopes of the executor (DESIGN.md §4). Synthetic statuses for failures of the path to
+ * the target: 504 when it did not answer in time, 502 for anything else on the way (refused,
+ * reset, DNS, TLS, refused by the SSRF guard, a response over the size cap); `meta.error` says which.
+ */
+const FAILURE_STATUS: Record<FailureCode, number> = {
+  timeout: ERROR_STATUS.timeout,
+  transport_error: ERROR_STATUS.transport_error,
+  target_refused: ERROR_STATUS.target_refused,
+  // The target answered, but more than we keep: a bad gateway, not the caller's 413.
+  payload_too_large: 502,
+};
+
+/** The result of one call: the target's answer, or a synthetic 5xx naming the failure. */
+export function callResult(
+  envelope: RequestEnvelope,
+  outcome: CallOutcome,
+  tryCount: number,
+): ResultEnvelope {
+  const common = {
+    tryCount,
+    timeNs: outcome.durationNs,
+    waitTimeNs: 0,
+    proxyData: envelope.meta.proxyData,
+  };
+  if (outcome.kind === 'response') {
+    return buildResult({
+      requestId: envelope.meta.requestId,
+      status: outcome.status,
+      body: outcome.body,
+      headers: outcome.headers,
+      ...common,
+    });
+  }
+  const { code, message } = outcome.error;
+  return errorResult(envelope.meta.requestId, code, message, { status: FAILURE_STATUS[code], ...common });
+}
+
+/**
+ * The result for a task whose `in` record cannot be read (expired by retention, or missing):
+ * the request is lost to us, so the caller hears it as a 500 instead of never hearing anything.
+ */
+export function unreadableResult(requestId: string, error: RequesterError, tryCount: number): ResultEnvelope {
+  return errorResult(requestId, error.code, error.message, { status: 500, tryCount });
+}
+
+/** The `out` record of a result: keyed by requestId (DESIGN.md §4). */
+export function resultMessage(result: ResultEnvelope): Message {
+  return { key: result.meta.requestId ?? null, value: JSON.stringify(result) };
+}
