@@ -62,36 +62,46 @@ export class Dependencies {
 
   /** Creates the in/out/dlq topics when missing (once per process; KAFKA_CREATE_TOPICS=false skips). */
   topics(): Promise<void> {
-    this.topicsPromise ??= (async () => {
-      if (!this.config.createTopics) return;
-      const admin = this.kafka().admin();
-      await admin.connect();
-      try {
-        const { topicPartitions: numPartitions, topicReplication: replicationFactor } = this.config;
-        const created = await ensureTopics(
-          admin,
-          [this.config.topicIn, this.config.topicOut, this.config.topicDlq].map((topic) => ({
-            topic,
-            numPartitions,
-            replicationFactor,
-            configEntries: [{ name: 'max.message.bytes', value: String(this.config.kafkaMaxMessageBytes) }],
-          })),
-        );
-        if (created.length > 0) this.logger.info({ topics: created }, 'created Kafka topics');
-      } finally {
-        await admin.disconnect();
-      }
-    })();
+    this.topicsPromise ??= retryable(
+      async () => {
+        if (!this.config.createTopics) return;
+        const admin = this.kafka().admin();
+        await admin.connect();
+        try {
+          const { topicPartitions: numPartitions, topicReplication: replicationFactor } = this.config;
+          const created = await ensureTopics(
+            admin,
+            [this.config.topicIn, this.config.topicOut, this.config.topicDlq].map((topic) => ({
+              topic,
+              numPartitions,
+              replicationFactor,
+              configEntries: [{ name: 'max.message.bytes', value: String(this.config.kafkaMaxMessageBytes) }],
+            })),
+          );
+          if (created.length > 0) this.logger.info({ topics: created }, 'created Kafka topics');
+        } finally {
+          await admin.disconnect();
+        }
+      },
+      () => {
+        this.topicsPromise = undefined;
+      },
+    );
     return this.topicsPromise;
   }
 
   producer(): Promise<Producer> {
-    this.producerPromise ??= (async () => {
-      await this.topics();
-      const producer = createProducer(this.kafka());
-      await producer.connect();
-      return producer;
-    })();
+    this.producerPromise ??= retryable(
+      async () => {
+        await this.topics();
+        const producer = createProducer(this.kafka());
+        await producer.connect();
+        return producer;
+      },
+      () => {
+        this.producerPromise = undefined;
+      },
+    );
     return this.producerPromise;
   }
 
@@ -107,16 +117,22 @@ export class Dependencies {
 
   /** The PostgreSQL pool; the database is created and migrated on first use. */
   sql(): Promise<Sql> {
-    this.sqlPromise ??= (async () => {
-      if (await ensureDatabase(this.config.databaseUrl)) this.logger.info('created the PostgreSQL database');
-      const sql = createPg({
-        url: this.config.databaseUrl,
-        max: this.config.pgPoolMax,
-        statementTimeoutMs: this.config.pgStatementTimeout,
-      });
-      await migrate(sql, this.logger);
-      return sql;
-    })();
+    this.sqlPromise ??= retryable(
+      async () => {
+        if (await ensureDatabase(this.config.databaseUrl))
+          this.logger.info('created the PostgreSQL database');
+        const sql = createPg({
+          url: this.config.databaseUrl,
+          max: this.config.pgPoolMax,
+          statementTimeoutMs: this.config.pgStatementTimeout,
+        });
+        await migrate(sql, this.logger);
+        return sql;
+      },
+      () => {
+        this.sqlPromise = undefined;
+      },
+    );
     return this.sqlPromise;
   }
 
@@ -152,6 +168,14 @@ export class Dependencies {
     for (const r of results)
       if (r.status === 'rejected') this.logger.warn({ err: r.reason }, 'error while closing a client');
   }
+}
+
+/** Runs `create` once; when it fails, `forget` clears the memo so the next caller tries again. */
+function retryable<T>(create: () => Promise<T>, forget: () => void): Promise<T> {
+  return create().catch((err: unknown) => {
+    forget();
+    throw err;
+  });
 }
 
 async function withDeadline(check: Promise<unknown>, ms: number): Promise<boolean> {
