@@ -149,6 +149,26 @@ describe.each([single, clustered])('FairQueue on $name', (target) => {
       expect(order).toEqual(['hot0', 'c1', 'c2', 'hot1', 'hot2', 'hot3']);
     });
 
+    test('few backlogged partitions share one lease call equally; a lone one fills it', async () => {
+      const queue = makeQueue({ shards: 16 });
+      await queue.publish(
+        ['a', 'b', 'c'].flatMap((p) =>
+          Array.from({ length: 30 }, (_, i) => ({ id: `${p}${i}`, partition: p, payload: '' })),
+        ),
+      );
+      const { tasks } = await queue.lease(30, 10_000);
+      const perPartition = new Map<string, number>();
+      for (const t of tasks) perPartition.set(t.partition, (perPartition.get(t.partition) ?? 0) + 1);
+      expect(Object.fromEntries(perPartition)).toEqual({ a: 10, b: 10, c: 10 });
+
+      await queue.ackMany(tasks.map((t) => t.token));
+      const solo = makeQueue({ shards: 16 }, uniquePrefix());
+      await solo.publish(
+        Array.from({ length: 50 }, (_, i) => ({ id: `s${i}`, partition: 'solo', payload: '' })),
+      );
+      expect((await solo.lease(40, 10_000)).tasks).toHaveLength(40);
+    });
+
     test('ordered partitions: one task in flight, strict arrival order', async () => {
       const queue = makeQueue();
       await queue.publish(
