@@ -131,6 +131,10 @@ describe.each([single, clustered])('FairQueue on $name', (target) => {
       await expect(queue.publish([{ id: 'a', partition: 'a\0b', payload: '' }])).rejects.toThrow(/NUL/);
       await expect(queue.publish([{ id: 'a', payload: '', dueAt: -1 }])).rejects.toThrow(/dueAt/);
       await expect(queue.ack('nonsense')).rejects.toThrow(/token/);
+      const small = makeQueue({ maxPayloadBytes: 10 });
+      await expect(small.publish([{ id: 'big', payload: 'ü'.repeat(6) }])).rejects.toMatchObject({
+        code: 'payload_too_large',
+      });
     });
   });
 
@@ -249,13 +253,30 @@ describe.each([single, clustered])('FairQueue on $name', (target) => {
       await worker.waitForWork(1); // subscribes
       const woken = worker.waitForWork(30_000);
       await publisher.publish([{ id: 'w', partition: 'p', payload: '' }]);
-      await woken;
+      expect(await woken).toBe(true);
       // the wake message also tells the worker which shard to visit, despite its stale view
       expect(ids((await worker.lease(1, 1_000)).tasks)).toEqual(['w']);
     });
   });
 
   describe('settling leases', () => {
+    test('an ack that unblocks an ordered partition wakes idle workers of other processes', async () => {
+      const prefix = uniquePrefix();
+      const busy = makeQueue({}, prefix);
+      const idle = makeQueue({ refreshMs: 60_000 }, prefix);
+      await busy.publish([
+        { id: 'o1', partition: '!o', payload: '' },
+        { id: 'o2', partition: '!o', payload: '' },
+      ]);
+      const [o1] = (await busy.lease(1, 10_000)).tasks as [LeasedTask];
+      expect((await idle.lease(1, 10_000)).tasks).toEqual([]); // its view: nothing anywhere
+      await idle.waitForWork(1); // subscribes
+      const woken = idle.waitForWork(30_000);
+      expect(await busy.ack(o1.token)).toBe('ok');
+      expect(await woken).toBe(true);
+      expect(ids((await idle.lease(1, 10_000)).tasks)).toEqual(['o2']);
+    });
+
     test('reject on an ordered partition keeps the task at the head and blocks the partition', async () => {
       const queue = makeQueue();
       await queue.publish([

@@ -41,6 +41,11 @@ export interface FairQueueOptions {
   maxIdleMs?: number;
   /** Announce newly available work on `<prefix>wake` so idle workers wake early. Default true. */
   notify?: boolean;
+  /**
+   * Largest payload accepted (bytes, UTF-8): Redis coordinates, it does not store fat documents
+   * (large bodies stay in Kafka as offset-refs). Default 64 KiB.
+   */
+  maxPayloadBytes?: number;
   logger?: Logger;
 }
 
@@ -120,13 +125,14 @@ export class FairQueue {
   private readonly maxIdleMs: number;
   private readonly shardsPerLease: number;
   private readonly notify: boolean;
+  private readonly maxPayloadBytes: number;
   private readonly logger: Logger | undefined;
   private readonly call: ReturnType<typeof loadScripts>;
   private readonly keysOf: string[][];
   private readonly view: ShardView;
   private cursor: number;
   private subscriber: RedisClient | undefined;
-  private readonly waiters = new Set<() => void>();
+  private readonly waiters = new Set<(woken: boolean) => void>();
 
   constructor(options: FairQueueOptions) {
     this.redis = options.redis;
@@ -142,6 +148,7 @@ export class FairQueue {
     this.maxIdleMs = nonNegativeInt('maxIdleMs', options.maxIdleMs ?? 1000);
     this.shardsPerLease = positiveInt('shardsPerLease', options.shardsPerLease ?? 8);
     this.notify = options.notify ?? true;
+    this.maxPayloadBytes = positiveInt('maxPayloadBytes', options.maxPayloadBytes ?? 64 * 1024);
     this.logger = options.logger;
     this.call = loadScripts(this.redis);
     this.keysOf = Array.from({ length: this.shards }, (_, shard) => shardKeys(this.prefix, shard));
@@ -166,7 +173,7 @@ export class FairQueue {
   async publish(tasks: readonly PublishTask[]): Promise<PublishResult[]> {
     const byShard = new Map<number, number[]>();
     tasks.forEach((task, index) => {
-      validateTask(task);
+      validateTask(task, this.maxPayloadBytes);
       const shard = this.shardOf(task.partition ?? task.id);
       const list = byShard.get(shard);
       if (list) list.push(index);
@@ -202,7 +209,7 @@ export class FairQueue {
     if (tasks.length > queued) {
       queueMetrics.published.inc({ queue: this.name, result: 'duplicate' }, tasks.length - queued);
     }
-    if (this.notify && woke.length > 0) await this.redis.publish(this.wakeChannel, woke.join(','));
+    await this.announce(woke);
     return results;
   }
 
@@ -327,28 +334,30 @@ export class FairQueue {
   }
 
   /**
-   * Resolves after ms, or earlier when another process announces new work (pub/sub) — what an idle
-   * worker does with `nextWakeMs`.
+   * Resolves after ms, or earlier when some process announces new work (pub/sub) — what an idle
+   * worker does with `nextWakeMs`. Resolves true when woken by an announcement, false on timeout
+   * or abort.
    */
-  async waitForWork(ms: number, signal?: AbortSignal): Promise<void> {
-    if (ms <= 0 || signal?.aborted) return;
+  async waitForWork(ms: number, signal?: AbortSignal): Promise<boolean> {
+    if (ms <= 0 || signal?.aborted) return false;
     if (this.notify) await this.subscribe();
-    await new Promise<void>((resolve) => {
-      const done = () => {
+    return new Promise<boolean>((resolve) => {
+      const finish = (woken: boolean) => {
         clearTimeout(timer);
-        this.waiters.delete(done);
-        signal?.removeEventListener('abort', done);
-        resolve();
+        this.waiters.delete(finish);
+        signal?.removeEventListener('abort', abort);
+        resolve(woken);
       };
-      const timer = setTimeout(done, ms);
-      this.waiters.add(done);
-      signal?.addEventListener('abort', done, { once: true });
+      const abort = () => finish(false);
+      const timer = setTimeout(abort, ms);
+      this.waiters.add(finish);
+      signal?.addEventListener('abort', abort, { once: true });
     });
   }
 
   /** Stops the wake-up subscription (the caller owns and closes `redis`). */
   async close(): Promise<void> {
-    for (const wake of [...this.waiters]) wake();
+    for (const finish of [...this.waiters]) finish(false);
     const subscriber = this.subscriber;
     this.subscriber = undefined;
     if (subscriber) await subscriber.quit().catch(() => subscriber.disconnect());
@@ -359,6 +368,17 @@ export class FairQueue {
   }
 
   // ---------------------------------------------------------------------------------------------
+
+  /** Tells idle workers (`waitForWork`) which shards have work now (`shard:inMs`, comma-separated). */
+  private async announce(shards: string[]): Promise<void> {
+    if (!this.notify || shards.length === 0) return;
+    try {
+      await this.redis.publish(this.wakeChannel, shards.join(','));
+    } catch (err) {
+      // Only a latency hint: workers find the work on their next view refresh anyway.
+      this.logger?.warn({ err, queue: this.name }, 'wake announcement failed');
+    }
+  }
 
   /** One settle script call per shard, all pipelined; results in the order of `items`. */
   private async settle(
@@ -381,6 +401,7 @@ export class FairQueue {
       else byShard.set(shard, [index]);
     });
     const results: SettleResult[] = new Array(items.length);
+    const woke: string[] = [];
     await Promise.all(
       [...byShard].map(async ([shard, indexes]) => {
         const args = [...leadingArgs(), indexes.length];
@@ -392,15 +413,18 @@ export class FairQueue {
         const reply = await this.script(op, shard, args);
         let offset = 0;
         if (repliesWithState) {
-          const [readyCount, nextEvent] = [num(reply, 0), num(reply, 1)];
+          const [readyCount, nextEvent, notify] = [num(reply, 0), num(reply, 1), num(reply, 2)];
           this.view.update(shard, readyCount, nextEvent);
-          offset = 2;
+          if (notify === 1) woke.push(`${shard}:0`);
+          offset = 3;
         }
         indexes.forEach((index, i) => {
           results[index] = Number(reply[offset + i]) === 1 ? 'ok' : 'stale';
         });
       }),
     );
+    // e.g. an ordered partition unblocked by this ack, on a shard other workers believe idle
+    await this.announce(woke);
     const ok = results.filter((r) => r === 'ok').length;
     if (ok > 0) queueMetrics.settled.inc({ queue: this.name, op, result: 'ok' }, ok);
     if (ok < results.length) {
@@ -532,7 +556,7 @@ export class FairQueue {
         const [shard, inMs] = entry.split(':').map(Number);
         if (shard !== undefined && inMs !== undefined && shard < this.shards) this.view.wake(shard, inMs);
       }
-      for (const wake of [...this.waiters]) wake();
+      for (const finish of [...this.waiters]) finish(true);
     });
     subscriber.on('error', (err: Error) => this.logger?.warn({ err, queue: this.name }, 'wake subscription'));
     await subscriber.subscribe(this.wakeChannel);
@@ -589,7 +613,7 @@ function nonNegativeInt(name: string, value: number): number {
   return value;
 }
 
-function validateTask(task: PublishTask): void {
+function validateTask(task: PublishTask, maxPayloadBytes: number): void {
   const bad = (message: string) =>
     new RequesterError('invalid_request', `queue task ${JSON.stringify(task.id)}: ${message}`);
   if (typeof task.id !== 'string' || task.id === '') throw bad('id must be a non-empty string');
@@ -600,6 +624,12 @@ function validateTask(task: PublishTask): void {
   if ((task.partition ?? task.id).includes('\0'))
     throw bad('partition (or id used as one) must not contain NUL');
   if (typeof task.payload !== 'string') throw bad('payload must be a string');
+  if (task.payload.length > maxPayloadBytes / 3 && Buffer.byteLength(task.payload) > maxPayloadBytes) {
+    throw new RequesterError(
+      'payload_too_large',
+      `queue task ${JSON.stringify(task.id)}: payload of ${Buffer.byteLength(task.payload)} bytes exceeds ${maxPayloadBytes}`,
+    );
+  }
   if (
     task.dueAt !== undefined &&
     (!Number.isInteger(task.dueAt) || task.dueAt < 0 || task.dueAt > MAX_DUE_MS)

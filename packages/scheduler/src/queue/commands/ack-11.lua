@@ -6,7 +6,8 @@
   ARGV[2]  dedup window after ack (ms)
   ARGV[3]  number of tokens n, then n tokens
 
-  Returns {readyCount, nextEventMs, r1..rn}: r = 1 acked, 0 stale token
+  Returns {readyCount, nextEventMs, notify, r1..rn}: r = 1 acked, 0 stale token
+    notify = 1 when the shard had no ready partition before and has one now (wake idle workers)
 ]]
 --- @include "includes/shard"
 
@@ -15,7 +16,8 @@ local window = tonumber(ARGV[2])
 local n = tonumber(ARGV[3])
 local now = nowMs()
 
-local reply = { 0, 0 }
+local readyBefore = redis.call('ZCARD', K_READY)
+local reply = { 0, 0, 0 }
 for i = 1, n do
   local id, record = takeLease(ARGV[3 + i], unorderedLimit)
   if id then
@@ -41,4 +43,7 @@ if #expired > 0 then
 end
 
 reply[1], reply[2] = shardState(now)
+if readyBefore == 0 and reply[1] > 0 then
+  reply[3] = 1
+end
 return reply

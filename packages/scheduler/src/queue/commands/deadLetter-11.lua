@@ -6,7 +6,8 @@
   ARGV[1]  unordered partition concurrency (0 = unlimited)
   ARGV[2]  number of tokens n, then n pairs: token, reason
 
-  Returns {readyCount, nextEventMs, r1..rn}: r = 1 dead-lettered, 0 stale token
+  Returns {readyCount, nextEventMs, notify, r1..rn}: r = 1 dead-lettered, 0 stale token
+    notify = 1 when the shard had no ready partition before and has one now (wake idle workers)
 ]]
 --- @include "includes/shard"
 
@@ -14,7 +15,8 @@ local unorderedLimit = tonumber(ARGV[1])
 local n = tonumber(ARGV[2])
 local now = nowMs()
 
-local reply = { 0, 0 }
+local readyBefore = redis.call('ZCARD', K_READY)
+local reply = { 0, 0, 0 }
 for i = 0, n - 1 do
   local id, record = takeLease(ARGV[3 + i * 2], unorderedLimit)
   if id then
@@ -26,4 +28,7 @@ for i = 0, n - 1 do
   end
 end
 reply[1], reply[2] = shardState(now)
+if readyBefore == 0 and reply[1] > 0 then
+  reply[3] = 1
+end
 return reply

@@ -172,28 +172,22 @@ end
   head, its due time or its in-flight count. A partition already in `ready` keeps its ticket (its
   place in the round-robin line); one entering `ready` gets a fresh ticket (the back of the line).
 ]]
-local function place(partition, now, unorderedLimit, knownOutside)
+local function place(partition, now, unorderedLimit)
   local head = headOf(partition)
   local limit = limitOf(partition, unorderedLimit)
   if not head or (limit > 0 and runningOf(partition) >= limit) then
-    if not knownOutside then
-      redis.call('ZREM', K_READY, partition)
-      redis.call('ZREM', K_TIMERS, partition)
-    end
+    redis.call('ZREM', K_READY, partition)
+    redis.call('ZREM', K_TIMERS, partition)
     return
   end
   local due = dueOfMember(partition, head)
   if due <= now then
-    if knownOutside or not redis.call('ZSCORE', K_READY, partition) then
+    if not redis.call('ZSCORE', K_READY, partition) then
       redis.call('ZADD', K_READY, nextSeq(), partition)
-      if not knownOutside then
-        redis.call('ZREM', K_TIMERS, partition)
-      end
+      redis.call('ZREM', K_TIMERS, partition)
     end
   else
-    if not knownOutside then
-      redis.call('ZREM', K_READY, partition)
-    end
+    redis.call('ZREM', K_READY, partition)
     redis.call('ZADD', K_TIMERS, due, partition)
   end
 end
