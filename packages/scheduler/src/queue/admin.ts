@@ -17,7 +17,7 @@ export interface ShardInfo {
   waitingPartitions: number;
   /** Partitions with pending tasks held back by their in-flight limit (ordered: one at a time). */
   blockedPartitions: number;
-  /** Publish time (epoch ms, second resolution) of the oldest pending or leased task. */
+  /** Publish time (epoch ms, second resolution) of the oldest pending (not leased) task. */
   oldestPublishedAt: number | null;
   /** Acked ids inside the dedup window. */
   dedupIds: number;
@@ -26,7 +26,10 @@ export interface ShardInfo {
 export interface QueueInfo {
   shards: ShardInfo[];
   totals: Omit<ShardInfo, 'shard' | 'oldestPublishedAt'>;
-  /** Age of the oldest pending or leased task (second resolution, Redis clock); null when empty. */
+  /**
+   * Age of the oldest task waiting to be leased (second resolution, Redis clock; time since its
+   * first publish); null when nothing is pending.
+   */
   oldestTaskAgeMs: number | null;
 }
 

@@ -19,15 +19,19 @@ local now = nowMs()
 local readyBefore = redis.call('ZCARD', K_READY)
 local reply = { 0, 0, 0 }
 for i = 1, n do
-  local id, record = takeLease(ARGV[3 + i], unorderedLimit)
-  if id then
-    redis.call('HDEL', K_TASKS, id)
-    ageRemove(record[R_PUBLISHED])
-    redis.call('ZADD', K_DONE, now, id)
+  local token = ARGV[3 + i]
+  if redis.call('ZREM', K_LEASES, token) == 1 then
+    local id, _, limited = parseLeaseToken(token)
     -- A partition held back by its in-flight limit (ordered: this task) may run again. Without a
-    -- limit, an ack changes neither the head nor whether the partition may run.
-    local partition = record[R_PARTITION]
-    if limitOf(partition, unorderedLimit) > 0 then
+    -- limit, an ack changes neither the head nor whether the partition may run: no record read.
+    local partition
+    if limited then
+      partition = loadRecord(id)[R_PARTITION]
+      releaseRunning(partition, unorderedLimit)
+    end
+    redis.call('HDEL', K_TASKS, id)
+    redis.call('ZADD', K_DONE, now, id)
+    if limited then
       place(partition, now, unorderedLimit)
     end
     reply[#reply + 1] = 1

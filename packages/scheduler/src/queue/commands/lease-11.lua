@@ -51,8 +51,9 @@ for _ = 1, k do
     local id = idOfMember(partition, head)
     redis.call('ZREM', K_PENDING, head)
     local record = loadRecord(id)
+    ageRemove(record[R_PUBLISHED])
     local delivery = record[R_DELIVERIES] + 1
-    local token = tokenOf(shard, id, record, delivery)
+    local token = tokenOf(shard, id, record, delivery, limitOf(partition, unorderedLimit) > 0)
     redis.call('ZADD', K_LEASES, now + leaseMs, token)
     holdRunning(partition, unorderedLimit)
     leased[#leased + 1] = { id, partition, record[R_PAYLOAD], token, delivery, record[R_PUBLISHED], record[R_DUE] }

@@ -25,6 +25,7 @@ for i = 0, n - 1 do
     record[R_DUE] = now + math.max(0, tonumber(ARGV[4 + i * 2]))
     saveRecord(id, record)
     enqueue(id, record)
+    ageAdd(record[R_PUBLISHED])
     place(record[R_PARTITION], now, unorderedLimit)
     reply[#reply + 1] = 1
   else

@@ -87,7 +87,7 @@ for _, id in ipairs(redis.call('ZRANGE', K_DLQ, 0, -1)) do
   end
 end
 
--- every record is in exactly one state; age counts match the live tasks
+-- every record is in exactly one state; age counts match the pending tasks
 local records = redis.call('HGETALL', K_TASKS)
 local liveBySecond = {}
 for i = 1, #records, 2 do
@@ -95,7 +95,7 @@ for i = 1, #records, 2 do
   if not stateOf[id] then
     report('task ' .. id .. ' is in no state')
   end
-  if stateOf[id] ~= 'dead' then
+  if stateOf[id] == 'pending' then
     local second = tostring(math.floor(cmsgpack.unpack(records[i + 1])[R_PUBLISHED] / 1000))
     liveBySecond[second] = (liveBySecond[second] or 0) + 1
   end
@@ -105,7 +105,7 @@ local seen = {}
 for i = 1, #ageCounts, 2 do
   seen[ageCounts[i]] = true
   if liveBySecond[ageCounts[i]] ~= tonumber(ageCounts[i + 1]) then
-    report('age second ' .. ageCounts[i] .. ' counts ' .. ageCounts[i + 1] .. ', live tasks ' .. (liveBySecond[ageCounts[i]] or 0))
+    report('age second ' .. ageCounts[i] .. ' counts ' .. ageCounts[i + 1] .. ', pending tasks ' .. (liveBySecond[ageCounts[i]] or 0))
   end
   if not redis.call('ZSCORE', K_AGES, ageCounts[i]) then
     report('age second ' .. ageCounts[i] .. ' missing from the ages index')
@@ -113,7 +113,7 @@ for i = 1, #ageCounts, 2 do
 end
 for second, count in pairs(liveBySecond) do
   if not seen[second] then
-    report('age second ' .. second .. ' has ' .. count .. ' live tasks but no count')
+    report('age second ' .. second .. ' has ' .. count .. ' pending tasks but no count')
   end
 end
 

@@ -22,8 +22,10 @@
                        purge, so that lease tokens, built from it, are never reused).
     KEYS[8]  done      ZSET task id -> ack time (ms): the post-ack dedup window, trimmed on write.
     KEYS[9]  dlq       ZSET task id -> dead-letter time (ms).
-    KEYS[10] ages      ZSET second -> second: publish seconds that still have live tasks.
-    KEYS[11] agecount  HASH second -> live (pending or leased) tasks published in that second.
+    KEYS[10] ages      ZSET second -> second: publish seconds that still have pending tasks.
+    KEYS[11] agecount  HASH second -> pending tasks published in that second (the oldest waiting
+                       task's age without an index per task; leased tasks are not counted, so
+                       that ack need not read the record).
 
   Invariant after every script: a partition is in `ready` iff its head is due and it may run; else in
   `timers` at its head's due time if it may run; else in neither. Every task id in `tasks` is in
@@ -140,18 +142,26 @@ local function releaseRunning(partition, unorderedLimit)
   end
 end
 
--- A lease token: the record's sequence number and this delivery's number make it unique for ever.
-local function tokenOf(shard, id, record, delivery)
-  return shard .. ':' .. string.format('%x', record[R_SEQ]) .. '-' .. delivery .. ':' .. id
+--[[
+  A lease token: "<shard>:<seq hex>-<delivery>-<limited 1|0>:<id>". The record's sequence number and
+  the delivery number make it unique for ever; `limited` says whether the partition counts its
+  tasks in flight, so that acking an unlimited one needs no record read.
+]]
+local function tokenOf(shard, id, record, delivery, limited)
+  local flag = limited and '1' or '0'
+  return shard .. ':' .. string.format('%x', record[R_SEQ]) .. '-' .. delivery .. '-' .. flag .. ':' .. id
 end
 
-local function deliveryOfToken(token)
-  local dash = string.find(token, '-', 1, true)
-  local colon = string.find(token, ':', dash, true)
-  return tonumber(string.sub(token, dash + 1, colon - 1))
+-- Returns id, delivery number, limited.
+local function parseLeaseToken(token)
+  local first = string.find(token, ':', 1, true)
+  local second = string.find(token, ':', first + 1, true)
+  local dash1 = string.find(token, '-', first, true)
+  local dash2 = string.find(token, '-', dash1 + 1, true)
+  return string.sub(token, second + 1), tonumber(string.sub(token, dash1 + 1, dash2 - 1)), string.sub(token, dash2 + 1, second - 1) == '1'
 end
 
--- Live-task counts per publish second: the oldest task age without indexing every task.
+-- Pending-task counts per publish second (see KEYS[10..11]).
 local function ageAdd(publishedMs, count)
   local second = math.floor(publishedMs / 1000)
   if redis.call('HINCRBY', K_AGECOUNT, second, count or 1) == (count or 1) then
@@ -226,26 +236,26 @@ local function enqueue(id, record)
   redis.call('ZADD', K_PENDING, 0, memberOf(record[R_PARTITION], record[R_SEQ], record[R_DUE], id))
 end
 
--- A live task (pending member already removed, or lease released) moves to the dead letters.
+-- A leased task (lease already released) moves to the dead letters.
 local function bury(id, record, reason, now)
   record[R_REASON] = reason
   record[R_DEAD_AT] = now
   saveRecord(id, record)
   redis.call('ZADD', K_DLQ, now, id)
-  ageRemove(record[R_PUBLISHED])
 end
 
 --[[
   Settle a lease: checks the token is still live and releases it.
-  Returns the task id and record, or nil when the token is stale (reclaimed, settled, or unknown).
+  Returns the task id and its record (delivery count brought up to date), or nil when the token is
+  stale (reclaimed, settled, or unknown).
 ]]
 local function takeLease(token, unorderedLimit)
   if redis.call('ZREM', K_LEASES, token) == 0 then
     return nil
   end
-  local id = idOfToken(token)
+  local id, delivery = parseLeaseToken(token)
   local record = loadRecord(id)
-  record[R_DELIVERIES] = deliveryOfToken(token)
+  record[R_DELIVERIES] = delivery
   releaseRunning(record[R_PARTITION], unorderedLimit)
   return id, record
 end
@@ -262,6 +272,7 @@ local function reclaimExpired(now, batch, maxDeliveries, unorderedLimit)
     else
       saveRecord(id, record) -- the delivery count
       enqueue(id, record)
+      ageAdd(record[R_PUBLISHED])
     end
     place(record[R_PARTITION], now, unorderedLimit)
   end
