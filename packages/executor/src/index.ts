@@ -1,4 +1,4 @@
-import { FairQueue } from '@requester/scheduler';
+import { queueFromConfig } from '@requester/scheduler';
 import { createFetcher, type RoleDefinition, type RoleHandle } from '@requester/shared';
 import { createHttpClient } from './http/index.ts';
 import { Executor } from './worker/index.ts';
@@ -36,13 +36,7 @@ export const executorRole: RoleDefinition = {
       followRedirects: config.targetFollowRedirects,
       allowPrivateTargets: config.allowPrivateTargets,
     });
-    // Same construction as the router's, so both address the same shards.
-    const queue = new FairQueue({
-      redis: deps.redis(),
-      prefix: config.redisPrefix,
-      shards: config.queueShards,
-      logger: log,
-    });
+    const queue = queueFromConfig(config, deps.redis(), { logger: log });
     const executor = new Executor({
       queue,
       fetcher,

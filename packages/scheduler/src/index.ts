@@ -1,3 +1,4 @@
 export * from './queue/admin.ts';
 export * from './queue/index.ts';
+export * from './queue-config.ts';
 export * from './router/index.ts';

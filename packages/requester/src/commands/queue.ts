@@ -1,4 +1,4 @@
-import { FairQueue, QueueAdmin } from '@requester/scheduler';
+import { QueueAdmin, queueFromConfig } from '@requester/scheduler';
 import { type Config, createRedis } from '@requester/shared';
 import type { Argv } from 'yargs';
 import { UsageError } from '../cli-roles.ts';
@@ -38,12 +38,7 @@ export function registerQueueCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): 
         cluster: config.redisCluster,
         commandTimeoutMs: 30_000,
       });
-      const queue = new FairQueue({
-        redis,
-        prefix: `${config.redisPrefix}:`,
-        shards: config.queueShards,
-        notify: false,
-      });
+      const queue = queueFromConfig(config, redis, { notify: false });
       const admin = new QueueAdmin(queue);
       try {
         await runAction(admin, argv as unknown as QueueArgs);

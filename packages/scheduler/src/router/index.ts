@@ -15,7 +15,7 @@ import {
   type RoleDefinition,
   type RoleHandle,
 } from '@requester/shared';
-import { FairQueue } from '../queue/index.ts';
+import { queueFromConfig } from '../queue-config.ts';
 import { type QueueTask, type Route, routeRecord, type SourceRecord } from './route.ts';
 
 const routed = counter('router_records_total', 'records of in routed, by destination', ['destination']);
@@ -136,12 +136,7 @@ export const routerRole: RoleDefinition = {
     const producer = await deps.producer();
     const router = new Router({
       consumer: createConsumer(deps.kafka(), { groupId: `${config.kafkaClientId}-router` }),
-      queue: new FairQueue({
-        redis: deps.redis(),
-        prefix: `${config.redisPrefix}:`,
-        shards: config.queueShards,
-        logger,
-      }),
+      queue: queueFromConfig(config, deps.redis(), { logger }),
       outbox: new Outbox(await deps.sql()),
       producer,
       topicIn: config.topicIn,
