@@ -1,5 +1,5 @@
 import type { Producer } from '@requester/shared';
-import { startTarget, type Target } from '@requester/shared/testing';
+import { createTestTopics, startTarget, type Target } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   dropStackDatabase,
@@ -29,6 +29,8 @@ describe.each([
   beforeAll(async () => {
     target = await startTarget();
     stack = await stackEnv({ MAX_WORKERS: '16', EXECUTOR_LEASE_TTL: '3s' });
+    const { topicIn, topicOut, topicDlq } = stack.config;
+    await createTestTopics([topicIn, topicOut, topicDlq], 3); // the collector subscribes before requester starts
     results = new ResultCollector(stack.config.topicOut);
     await results.start();
     producer = await kafkaProducer();
