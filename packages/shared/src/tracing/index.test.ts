@@ -1,0 +1,41 @@
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, describe, expect, it } from 'vitest';
+import { initTracing, inSpan, newTraceparent, shutdownTracing } from './index.ts';
+
+/** Spans reach an OTLP/HTTP collector (a real local server here) and continue the caller's trace. */
+describe('tracing', () => {
+  const bodies: string[] = [];
+  const collector = createServer((req, res) => {
+    let body = '';
+    req.on('data', (chunk) => {
+      body += chunk;
+    });
+    req.on('end', () => {
+      if (req.url === '/v1/traces') bodies.push(body);
+      res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+    });
+  });
+
+  afterAll(() => new Promise<void>((resolve) => collector.close(() => resolve())));
+
+  it('makes W3C traceparents', () => {
+    expect(newTraceparent()).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-01$/);
+    expect(newTraceparent()).not.toBe(newTraceparent());
+  });
+
+  it('exports spans that continue the trace of meta.traceparent', async () => {
+    await new Promise<void>((resolve) => collector.listen(0, '127.0.0.1', resolve));
+    const { port } = collector.address() as AddressInfo;
+    initTracing('requester-test', `http://127.0.0.1:${port}`);
+    const traceparent = newTraceparent();
+    const traceId = traceparent.split('-')[1] as string;
+    const value = await inSpan('test.work', traceparent, { requestId: 'r-1' }, async () => 42);
+    expect(value).toBe(42);
+    await shutdownTracing(); // flushes the batch
+    const exported = bodies.join('\n');
+    expect(exported).toContain('test.work');
+    expect(exported).toContain('requester-test');
+    expect(exported.toLowerCase()).toContain(traceId);
+  });
+});
