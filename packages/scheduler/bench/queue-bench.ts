@@ -166,7 +166,7 @@ async function drain(redis: RedisClient, prefix: string, target: number): Promis
 }
 
 async function purge(redis: RedisClient, prefix: string): Promise<void> {
-  await new QueueAdmin(newQueue(redis, prefix)).purge();
+  await new QueueAdmin(newQueue(redis, prefix)).destroy();
 }
 
 const fmt = (n: number, digits = 0) =>

@@ -100,8 +100,9 @@ export class QueueAdmin {
   }
 
   /**
-   * Deletes the whole queue (every key of every shard, dedup window included), or with `deadOnly`
-   * only the dead letters (their ids stay refused for the dedup window). Returns tasks removed.
+   * Deletes the whole queue (every key of every shard, dedup window included; only the sequence
+   * counters stay, so that lease tokens never repeat), or with `deadOnly` only the dead letters
+   * (their ids stay refused for the dedup window). Returns tasks removed.
    */
   async purge(options: { deadOnly?: boolean; onProgress?: Progress } = {}): Promise<{ removed: number }> {
     const removed = await this.eachShard(options.onProgress, async (shard) => {
@@ -113,6 +114,17 @@ export class QueueAdmin {
         if (!remaining) return count;
       }
     });
+    return { removed: removed.reduce((a, b) => a + b, 0) };
+  }
+
+  /**
+   * Removes every key of the queue, its sequence counters included: for a queue that is gone for
+   * good (tests, benchmarks), with no worker left holding a lease token.
+   */
+  async destroy(options: { onProgress?: Progress } = {}): Promise<{ removed: number }> {
+    const removed = await this.eachShard(options.onProgress, async (shard) =>
+      Number((await this.queue.script('purge', shard, ['destroy', 0]))[0]),
+    );
     return { removed: removed.reduce((a, b) => a + b, 0) };
   }
 

@@ -51,7 +51,7 @@ describe.each([single, clustered])('FairQueue on $name', (target) => {
     await target.stop();
   });
 
-  /** A queue on a fresh prefix; checked for consistency and purged after the test. */
+  /** A queue on a fresh prefix; checked for consistency and removed after the test. */
   function makeQueue(options: Partial<FairQueueOptions> = {}, prefix = uniquePrefix()): FairQueue {
     const queue = new FairQueue({ redis, prefix, shards: 8, refreshMs: 0, ...options });
     queues.push(queue);
@@ -67,7 +67,7 @@ describe.each([single, clustered])('FairQueue on $name', (target) => {
       seen.add(queue.prefix);
       const admin = new QueueAdmin(queue);
       const { violations } = await admin.verify();
-      await admin.purge();
+      await admin.destroy();
       expect(violations).toEqual([]);
     }
   });
@@ -490,6 +490,14 @@ describe.each([single, clustered])('FairQueue on $name', (target) => {
       expect(await admin.purge({ onProgress: (done) => steps.push(done) })).toEqual({ removed: 1 });
       expect(steps).toHaveLength(queue.shards);
       expect((await admin.info()).totals).toMatchObject({ pending: 0, dedupIds: 0 });
+      // purge keeps the sequence counters (tokens never repeat); destroy removes them too
+      const seqKeys = () =>
+        Promise.all(
+          Array.from({ length: queue.shards }, (_, s) => queue.redis.exists(`${queue.prefix}{q:${s}}:seq`)),
+        ).then((found) => found.reduce((a, b) => a + b, 0));
+      expect(await seqKeys()).toBeGreaterThan(0);
+      await admin.destroy();
+      expect(await seqKeys()).toBe(0);
     });
   });
 });

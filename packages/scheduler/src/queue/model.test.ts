@@ -346,7 +346,7 @@ describe('FairQueue against a model', () => {
         try {
           await fc.asyncModelRun(() => ({ model, real: { workers, admin } }), cmds);
         } finally {
-          await admin.purge();
+          await admin.destroy();
         }
       }),
       { numRuns: 150 },

@@ -4,9 +4,11 @@
                except the sequence counter (lease tokens are built from it and must never repeat).
   mode "dead": up to `batch` dead letters are removed; their ids enter the dedup window so that a
                replay is still refused.
+  mode "destroy": every key, the sequence counter included (only when no worker of the queue is
+               left: a token issued before could then match a new lease).
 
   KEYS[1..11] the shard keys (see includes/shard.lua)
-  ARGV[1]  mode: "all" | "dead"
+  ARGV[1]  mode: "all" | "dead" | "destroy"
   ARGV[2]  batch (mode "dead")
 
   Returns {removedTasks, remaining (dead letters left in mode "dead", 0 otherwise)}
@@ -14,9 +16,12 @@
 --- @include "includes/shard"
 
 local mode = ARGV[1]
-if mode == 'all' then
+if mode == 'all' or mode == 'destroy' then
   local removed = redis.call('HLEN', K_TASKS)
   redis.call('UNLINK', K_READY, K_TIMERS, K_PENDING, K_TASKS, K_LEASES, K_RUNNING, K_DONE, K_DLQ, K_AGES, K_AGECOUNT)
+  if mode == 'destroy' then
+    redis.call('UNLINK', K_SEQ)
+  end
   return { removed, 0 }
 end
 
