@@ -6,9 +6,15 @@ import { FairQueue, type FairQueueOptions } from './queue/index.ts';
  * queue (router, executor, admin CLI) builds it here, so all of them address the same keys/shards.
  */
 export function queueFromConfig(
-  config: Pick<Config, 'redisPrefix' | 'queueShards'>,
+  config: Pick<Config, 'redisPrefix' | 'queueShards' | 'queueDedupWindow'>,
   redis: RedisClient,
   options: Partial<FairQueueOptions> & { logger?: Logger } = {},
 ): FairQueue {
-  return new FairQueue({ redis, prefix: `${config.redisPrefix}:`, shards: config.queueShards, ...options });
+  return new FairQueue({
+    redis,
+    prefix: `${config.redisPrefix}:`,
+    shards: config.queueShards,
+    dedupWindowMs: config.queueDedupWindow,
+    ...options,
+  });
 }

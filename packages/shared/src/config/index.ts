@@ -119,6 +119,12 @@ export const CONFIG_VARIABLES = {
   redisPrefix: variable('REDIS_PREFIX', 'rq', z.string().min(1).max(32), 'prefix of every Redis key'),
   redisCommandTimeout: variable('REDIS_COMMAND_TIMEOUT', '5s', goDuration, 'bound on one Redis command'),
   queueShards: variable('QUEUE_SHARDS', '128', positiveInt, 'number of Redis queue shards (hash-tagged)'),
+  queueDedupWindow: variable(
+    'QUEUE_DEDUP_WINDOW',
+    '1h',
+    goDuration,
+    'how long an acked task id stays refused (replays of in); costs ~112 B per id in the window',
+  ),
   databaseUrl: variable(
     'DATABASE_URL',
     'postgres://postgres@127.0.0.1:5432/requester',
