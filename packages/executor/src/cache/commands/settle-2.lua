@@ -1,0 +1,33 @@
+--[[
+  End a fill: store the entry (when there is one), drop the lock if the caller still holds it, and
+  tell the waiters (pub/sub on the key's channel) what happened.
+
+  KEYS[1]  value  STRING the cached entry
+  KEYS[2]  lock   STRING the token of the caller filling the entry
+  ARGV[1]  the caller's lock token
+  ARGV[2]  channel of the key (waiters of every process subscribe to it)
+  ARGV[3]  entry to store, '' when the outcome is not cacheable (non-2xx, failure, oversize)
+  ARGV[4]  entry TTL (ms)
+
+  Publishes 'stored' after a store; 'released' when the caller held the lock and stored nothing
+  (the fill failed: waiters stop waiting and call the target themselves). A caller that no longer
+  holds the lock (it expired, or it called after giving up waiting) announces no failure, since
+  another holder may still be filling.
+  Returns {stored 1|0, released 1|0}
+]]
+local stored = 0
+if ARGV[3] ~= '' then
+  redis.call('SET', KEYS[1], ARGV[3], 'PX', ARGV[4])
+  stored = 1
+end
+local released = 0
+if redis.call('GET', KEYS[2]) == ARGV[1] then
+  redis.call('DEL', KEYS[2])
+  released = 1
+end
+if stored == 1 then
+  redis.call('PUBLISH', ARGV[2], 'stored')
+elseif released == 1 then
+  redis.call('PUBLISH', ARGV[2], 'released')
+end
+return { stored, released }

@@ -1,0 +1,25 @@
+import { counter } from '@requester/shared';
+
+/** Metrics of the response cache (one registry per process, see @requester/shared metrics). */
+export const cacheMetrics = {
+  requests: counter(
+    'cache_requests_total',
+    'fetches through the response cache: hit (answered from Redis), miss (this request called the ' +
+      'target), coalesced (shared the call another request of this process was making)',
+    ['result'],
+  ),
+  waits: counter(
+    'cache_waits_total',
+    'waits for a fill by another process, by how they ended: value (became a hit), winner_failed ' +
+      '(called the target itself), timeout (wait budget spent, called itself), took_over (the lock ' +
+      'lapsed, filled it itself), error (Redis failed, called itself)',
+    ['outcome'],
+  ),
+  stores: counter('cache_stores_total', '2xx responses stored'),
+  skipped: counter('cache_skipped_total', '2xx responses not stored, by reason', ['reason']),
+  errors: counter(
+    'cache_errors_total',
+    'Redis failures of the cache (it then calls the target without caching), by operation',
+    ['op'],
+  ),
+};
