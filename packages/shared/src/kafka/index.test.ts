@@ -62,6 +62,18 @@ describe('local Kafka broker (infra/kafka.sh)', () => {
     return seen;
   }
 
+  async function retryWhileLoading<T>(ask: () => Promise<T>): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await ask();
+      } catch (err) {
+        const loading = (err as { type?: string }).type === 'COORDINATOR_LOAD_IN_PROGRESS';
+        if (!loading || attempt >= 60) throw err;
+        await new Promise((resolve) => setTimeout(resolve, 500));
+      }
+    }
+  }
+
   it('produces, consumes in a group, commits offsets, and keeps both across a restart', async () => {
     const admin = kafka.admin();
     await admin.connect();
@@ -90,7 +102,8 @@ describe('local Kafka broker (infra/kafka.sh)', () => {
     await after.connect();
     const offsets = await after.fetchTopicOffsets(topic);
     expect(offsets.reduce((sum, p) => sum + Number(p.high), 0)).toBe(values.length);
-    const again = await after.fetchOffsets({ groupId: group, topics: [topic] });
+    // Right after a restart the group coordinator may still be loading its state: ask again.
+    const again = await retryWhileLoading(() => after.fetchOffsets({ groupId: group, topics: [topic] }));
     expect(again[0]!.partitions.reduce((sum, p) => sum + Number(p.offset), 0)).toBe(values.length);
     await after.disconnect();
   }, 180_000);
