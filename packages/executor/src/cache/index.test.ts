@@ -254,6 +254,39 @@ describe('ResponseCache', () => {
     expect(callsTo(path)).toBe(2);
   });
 
+  it('a live winner keeps its lock past lockTtlMs: waiters keep waiting and then hit', async () => {
+    const winner = newCache({ lockTtlMs: 150 });
+    const waiter = newCache({ lockTtlMs: 150 });
+    const key = uniqueName('k');
+    const spec = { key, ttl: '1m' };
+    const path = `/echo?k=${key}`;
+    const gate = deferred();
+    const slow = winner.fetchThrough(spec, async () => {
+      await gate.promise;
+      return callTo(path, 'from winner')();
+    });
+    await eventually(
+      async () => (await redis.exists(cacheKeys(prefix, key).lock)) === 1,
+      5_000,
+      'lock taken',
+    );
+    const tookOver = await metric('waits', { outcome: 'took_over' });
+    let waiterCalls = 0;
+    const waiting = waiter.fetchThrough(spec, () => {
+      waiterCalls++;
+      return callTo(path, 'from waiter')();
+    });
+    // Several lock lifetimes pass while the winner's call runs (a wait, not a timing assertion).
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    expect(waiterCalls).toBe(0);
+
+    gate.resolve();
+    expect(await waiting).toMatchObject({ cached: true, outcome: { body: 'from winner' } });
+    expect((await slow).cached).toBe(false);
+    expect(await metric('waits', { outcome: 'took_over' })).toBe(tookOver);
+    expect(callsTo(path)).toBe(1);
+  });
+
   it('takes over a lock whose holder died (no announcement) when the lock lapses', async () => {
     const cache = newCache({ lockTtlMs: 300 });
     const key = uniqueName('k');
