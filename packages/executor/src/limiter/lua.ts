@@ -1,0 +1,85 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { RedisClient } from '@requester/shared';
+
+/**
+ * A directory of Redis Lua commands, BullMQ style: `<op>-<numKeys>.lua`, where numKeys is a
+ * number, or `n` for a variable number of keys (one per limiter window).
+ * `--- @include "includes/x"` lines are inlined, each include at most once per script.
+ *
+ * Written to be directory-agnostic: the fair queue's loader (scheduler/src/queue/scripts.ts) does
+ * the same for its own directory, and both can move to @requester/shared as one helper.
+ */
+export interface LuaCommand {
+  /** The ioredis command name: `<commandPrefix><Op>`. */
+  command: string;
+  /** Undefined for `n`: variable. */
+  numberOfKeys: number | undefined;
+  lua: string;
+}
+
+const INCLUDE = /^--- @include "([\w/-]+)"\s*$/gm;
+const FILE_NAME = /^(\w+)-(\d+|n)\.lua$/;
+
+function expand(dir: string, source: string, seen: Set<string>): string {
+  return source.replace(INCLUDE, (_line, name: string) => {
+    if (seen.has(name)) return '';
+    seen.add(name);
+    return expand(dir, readFileSync(join(dir, `${name}.lua`), 'utf8'), seen);
+  });
+}
+
+/** Reads and expands every command of `dir` once, keyed by op. */
+export function readLuaCommands(dir: string, commandPrefix: string): ReadonlyMap<string, LuaCommand> {
+  const commands = new Map<string, LuaCommand>();
+  for (const file of readdirSync(dir).filter((f) => f.endsWith('.lua'))) {
+    const match = FILE_NAME.exec(file);
+    if (!match?.[1] || !match[2]) throw new Error(`Lua command ${file} is not named <op>-<numKeys|n>.lua`);
+    const op = match[1];
+    commands.set(op, {
+      command: `${commandPrefix}${op[0]?.toUpperCase()}${op.slice(1)}`,
+      numberOfKeys: match[2] === 'n' ? undefined : Number(match[2]),
+      lua: expand(dir, readFileSync(join(dir, file), 'utf8'), new Set()),
+    });
+  }
+  return commands;
+}
+
+/** A client, or one of its pipelines (ioredis's ChainableCommander, not a dependency here). */
+type Target = RedisClient | ReturnType<RedisClient['pipeline']>;
+type CommandFn = (...keysAndArgs: Array<string | number>) => unknown;
+
+/** Calls `op` on a client or a pipeline of it (EVALSHA; ioredis loads the script when missing). */
+export type LuaCaller = (target: Target, op: string, keys: string[], args: Array<string | number>) => unknown;
+
+/** The ioredis command of a variable-key script for `count` keys, e.g. `rateLimiterBucket3`. */
+const arityName = (command: string, count: number) => `${command}${count}`;
+
+/**
+ * Defines the commands on a client (once per client; pipelines of it inherit them). A variable-key
+ * command is defined once per key count up to `maxKeys` (one script, one SHA): ioredis must see
+ * the keys where it expects them, or cluster auto-pipelining routes by the key count instead.
+ */
+export function defineLuaCommands(
+  redis: RedisClient,
+  commands: ReadonlyMap<string, LuaCommand>,
+  maxKeys: number,
+): LuaCaller {
+  const client = redis as unknown as Record<string, unknown>;
+  const define = (name: string, numberOfKeys: number, lua: string) => {
+    if (typeof client[name] !== 'function') redis.defineCommand(name, { numberOfKeys, lua });
+  };
+  for (const { command, numberOfKeys, lua } of commands.values()) {
+    if (numberOfKeys !== undefined) define(command, numberOfKeys, lua);
+    else for (let count = 1; count <= maxKeys; count++) define(arityName(command, count), count, lua);
+  }
+  return (target, op, keys, args) => {
+    const command = commands.get(op);
+    if (!command) throw new Error(`unknown Lua command ${op}`);
+    const name =
+      command.numberOfKeys === undefined ? arityName(command.command, keys.length) : command.command;
+    const fn = (target as unknown as Record<string, CommandFn | undefined>)[name];
+    if (!fn) throw new Error(`Lua command ${op} is not defined for ${keys.length} keys`);
+    return fn.call(target, ...keys, ...args);
+  };
+}

@@ -1,0 +1,72 @@
+import { durationToMs, type LimiterAlgorithm, type LimiterSpec, ValidationError } from '@requester/shared';
+
+/** One window of a limiter, normalized: whole milliseconds. */
+export interface LimiterWindow {
+  durationMs: number;
+  value: number;
+}
+
+/** What one take sends to Redis. */
+export interface LimiterCall {
+  /** The Lua command (commands/<op>-<numKeys>.lua). */
+  op: string;
+  keys: string[];
+  args: number[];
+}
+
+/**
+ * Per algorithm: its Lua command, and the tag in its key names, so that one limiter key used with
+ * two algorithms keeps two independent quotas instead of misreading each other's state.
+ * The sliding log keeps one log for all windows; the others keep one key per window.
+ */
+const LAYOUT: Readonly<Record<LimiterAlgorithm, { op: string; tag: string; keyPerWindow: boolean }>> = {
+  'token-bucket': { op: 'bucket', tag: 'tb', keyPerWindow: true },
+  'leaky-bucket': { op: 'bucket', tag: 'lb', keyPerWindow: true },
+  'fixed-window-counter': { op: 'fixedWindow', tag: 'fw', keyPerWindow: true },
+  'sliding-window-counter': { op: 'slidingCounter', tag: 'sc', keyPerWindow: true },
+  'sliding-window-log': { op: 'slidingLog', tag: 'sl', keyPerWindow: false },
+};
+
+/**
+ * The windows of a spec, one per duration, shortest first. Two windows of one duration would share
+ * a key; the smaller value is the binding one for every algorithm, so it alone is kept.
+ * Durations are whole milliseconds; one that truncates to 0 ms cannot be a window and is refused.
+ */
+export function limiterWindows(spec: Pick<LimiterSpec, 'rates'>): LimiterWindow[] {
+  const byDuration = new Map<number, number>();
+  spec.rates.forEach((rate, i) => {
+    const durationMs = durationToMs(rate.duration);
+    if (durationMs < 1) {
+      throw new ValidationError([
+        { path: `meta.limiter.rates[${i}].duration`, message: 'a limiter window must be at least 1ms' },
+      ]);
+    }
+    byDuration.set(durationMs, Math.min(rate.value, byDuration.get(durationMs) ?? rate.value));
+  });
+  return [...byDuration].sort(([a], [b]) => a - b).map(([durationMs, value]) => ({ durationMs, value }));
+}
+
+/**
+ * Every key of one limiter carries the hash tag `{lim:<key>}`: one Redis Cluster slot, so that
+ * a multi-window script is a single-slot operation.
+ */
+/**
+ * Every key of one limiter carries the hash tag `{lim:<key>}`: one Redis Cluster slot, so that
+ * a multi-window script is a single-slot operation. Layout: `<prefix>{lim:<key>}:<tag>:<duration ms>`
+ * per window, or `<prefix>{lim:<key>}:sl` for the sliding log.
+ */
+export function limiterCall(prefix: string, spec: LimiterSpec, cost: number): LimiterCall {
+  const windows = limiterWindows(spec);
+  const { op, tag, keyPerWindow } = LAYOUT[spec.algorithm];
+  const base = `${prefix}{lim:${spec.key}}:${tag}`;
+  return {
+    op,
+    keys: keyPerWindow ? windows.map((w) => `${base}:${w.durationMs}`) : [base],
+    args: [cost, ...windows.flatMap((w) => [w.durationMs, w.value])],
+  };
+}
+
+/** The Redis keys holding one limiter's state (for tests and admin tools). */
+export function limiterKeys(prefix: string, spec: LimiterSpec): string[] {
+  return limiterCall(prefix, spec, 1).keys;
+}
