@@ -40,6 +40,37 @@ const bool = z
   .enum(['true', 'false', '1', '0', 'yes', 'no'])
   .transform((v) => ['true', '1', 'yes'].includes(v));
 
+/**
+ * A configured secret. It prints, logs and serializes as `[redacted]` (pino, JSON.stringify,
+ * util.inspect, `requester config --effective`); only `reveal()` gives the text. Its schema never
+ * fails: loadConfig's error message quotes the raw value, so a secret is validated by its user
+ * (e.g. the executor parses SIGNING_KEYS at start) with errors that never echo it.
+ */
+export class SecretText {
+  readonly #text: string;
+
+  constructor(text: string) {
+    this.#text = text;
+  }
+
+  reveal(): string {
+    return this.#text;
+  }
+
+  toJSON(): string {
+    return '[redacted]';
+  }
+
+  toString(): string {
+    return '[redacted]';
+  }
+
+  [Symbol.for('nodejs.util.inspect.custom')](): string {
+    return '[redacted]';
+  }
+}
+const secretText = z.string().transform((text) => new SecretText(text));
+
 interface VariableSpec {
   env: string;
   default: string | undefined;
@@ -185,6 +216,36 @@ export const CONFIG_VARIABLES = {
     '',
     addressList,
     'private/loopback/link-local targets that may be called: comma-separated IPs or CIDRs, or * for all',
+  ),
+  breakerFailureThreshold: variable(
+    'BREAKER_FAILURE_THRESHOLD',
+    '5',
+    positiveInt,
+    'consecutive failures (transport error, timeout, 5xx, 429, 408) that open the circuit breaker of a target origin',
+  ),
+  breakerOpenDuration: variable(
+    'BREAKER_OPEN_DURATION',
+    '30s',
+    goDuration.refine((ms) => ms > 0, 'must be a positive duration'),
+    'how long an opened breaker refuses calls before one probe may go; doubles after each failed probe',
+  ),
+  breakerMaxOpenDuration: variable(
+    'BREAKER_MAX_OPEN_DURATION',
+    '5m',
+    goDuration.refine((ms) => ms > 0, 'must be a positive duration'),
+    'cap on the open period of a breaker whose probes keep failing',
+  ),
+  breakerStateCache: variable(
+    'BREAKER_STATE_CACHE',
+    '500ms',
+    goDuration,
+    'how long an executor trusts a breaker state it read from Redis (0 = read it for every call)',
+  ),
+  signingKeys: variable(
+    'SIGNING_KEYS',
+    '',
+    secretText,
+    'request signing keys: `id=whsec_<base64>` (Standard Webhooks) or `id=hex:…`/`base64:…`/`text:…` (X-Signature HMAC), `;`-separated; an id listed twice signs with both (rotation). Never printed',
   ),
   syncTimeout: variable(
     'SYNC_TIMEOUT',
