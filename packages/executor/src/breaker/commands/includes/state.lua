@@ -1,0 +1,62 @@
+--[[
+  State of one origin's circuit breaker (textually included by every breaker script).
+
+  Every script receives the two keys of one origin, both tagged {b:<sha256(origin)>} (see keys.ts),
+  so a script is a single-slot operation on Redis Cluster:
+    KEYS[1]  state   HASH
+               f  consecutive failures while closed; 0 = the last outcome was a success ("proven").
+                  Absent on a closed breaker = never seen (or forgotten): not proven yet.
+               u  open-until (ms, Redis time). Present iff the breaker is open (now < u) or
+                  half-open (now >= u); absent = closed.
+               n  opens in a row (the open duration doubles with each, up to a cap)
+               s  when the current run of opens began (ms): "open for how long", for backpressure
+               o  the origin, for listings
+    KEYS[2]  trials  ZSET ticket -> lease deadline (ms). Calls admitted while the outcome of the
+                     origin is in doubt: the half-open probe (at most 1), or the calls of a closed
+                     origin that is not proven (at most threshold - f). A dead caller's slot comes
+                     back when its lease ends.
+
+  States: CLOSED 0, OPEN 1, HALF_OPEN 2.
+]]
+local K_STATE = KEYS[1]
+local K_TRIALS = KEYS[2]
+
+local CLOSED = 0
+local OPEN = 1
+local HALF_OPEN = 2
+
+-- Redis time, never the caller's clock: every executor agrees on when an origin half-opens.
+local function nowMs()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- Returns state, failures (nil = not seen), open-until (nil when closed).
+local function readState(now)
+  local fields = redis.call('HMGET', K_STATE, 'f', 'u')
+  local failures = tonumber(fields[1])
+  local untilMs = tonumber(fields[2])
+  if untilMs == nil then
+    return CLOSED, failures, nil
+  end
+  if now < untilMs then
+    return OPEN, failures, untilMs
+  end
+  return HALF_OPEN, failures, untilMs
+end
+
+-- Trials still holding a slot; lapsed leases are dropped first.
+local function liveTrials(now)
+  redis.call('ZREMRANGEBYSCORE', K_TRIALS, '-inf', now)
+  return redis.call('ZCARD', K_TRIALS)
+end
+
+-- When a refused caller should come back: after busyMs, or sooner when a slot's lease ends.
+local function busyRetryAt(now, busyMs)
+  local at = now + busyMs
+  local first = redis.call('ZRANGE', K_TRIALS, 0, 0, 'WITHSCORES')
+  if first[2] then
+    at = math.min(at, tonumber(first[2]))
+  end
+  return at
+end

@@ -1,0 +1,33 @@
+import { counter, gauge } from '@requester/shared';
+
+/**
+ * Breaker metrics. Origins are user input, so only `breaker_open` carries one as a label, and for
+ * at most MAX_ORIGIN_LABELS origins at a time (the longest open); the rest is in the count.
+ */
+export const MAX_ORIGIN_LABELS = 20;
+
+export const breakerMetrics = {
+  transitions: counter('breaker_transitions_total', 'circuit breaker state changes seen by this process', [
+    'from',
+    'to',
+  ]),
+  rejected: counter(
+    'breaker_rejected_total',
+    'calls refused by the circuit breaker, by the state that refused them, and whether the local cache answered',
+    ['state', 'source'],
+  ),
+  errors: counter(
+    'breaker_errors_total',
+    'breaker calls to Redis that failed (the breaker then lets calls through: it fails open)',
+    ['op'],
+  ),
+  openOrigins: gauge(
+    'breaker_open_origins',
+    'origins whose breaker is open or half-open (sampled when listed)',
+  ),
+  open: gauge(
+    'breaker_open',
+    `seconds since the breaker of an origin opened (sampled when listed; at most ${MAX_ORIGIN_LABELS} origins)`,
+    ['origin'],
+  ),
+};
