@@ -1,23 +1,11 @@
-import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { RedisClient } from '@requester/shared';
+import { defineLuaCommands, type RedisClient, readLuaCommands } from '@requester/shared';
 import type { CacheKeys } from './keys.ts';
 
-const COMMANDS_DIR = join(import.meta.dirname, 'commands');
-
-function lua(file: string): string {
-  return readFileSync(join(COMMANDS_DIR, file), 'utf8');
-}
-
-/** Read once per process; defined on each client as an EVALSHA command. */
-const SCRIPTS = {
-  responseCacheAcquire: { numberOfKeys: 2, lua: lua('acquire-2.lua') },
-  responseCacheSettle: { numberOfKeys: 2, lua: lua('settle-2.lua') },
-  responseCacheExtend: { numberOfKeys: 1, lua: lua('extend-1.lua') },
-};
+/** `commands/acquire-2.lua`, `settle-2.lua`, `extend-1.lua`, read once per process. */
+const CACHE_COMMANDS = readLuaCommands(join(import.meta.dirname, 'commands'), 'responseCache');
 
 type Reply = Array<string | number>;
-type ScriptFn = (...keysAndArgs: Array<string | number>) => Promise<Reply | number>;
 
 export type AcquireReply =
   | { kind: 'hit'; entry: string }
@@ -37,24 +25,20 @@ export interface CacheScripts {
 }
 
 export function loadCacheScripts(redis: RedisClient): CacheScripts {
-  const client = redis as unknown as Record<string, ScriptFn | undefined>;
-  for (const [command, definition] of Object.entries(SCRIPTS)) {
-    if (typeof client[command] !== 'function') redis.defineCommand(command, definition);
-  }
-  const run = (command: keyof typeof SCRIPTS, ...keysAndArgs: Array<string | number>) =>
-    (client[command] as ScriptFn).call(redis, ...keysAndArgs);
+  const call = defineLuaCommands(redis, CACHE_COMMANDS, 2);
+  const run = (op: 'acquire' | 'settle' | 'extend', keys: string[], ...args: Array<string | number>) =>
+    call(redis, op, keys, args) as Promise<Reply | number>;
   return {
     async acquire(keys, token, lockTtlMs) {
-      const reply = (await run('responseCacheAcquire', keys.value, keys.lock, token, lockTtlMs)) as Reply;
+      const reply = (await run('acquire', [keys.value, keys.lock], token, lockTtlMs)) as Reply;
       if (reply[0] === 1) return { kind: 'hit', entry: String(reply[1]) };
       if (reply[0] === 2) return { kind: 'won' };
       return { kind: 'busy', lockPttlMs: Number(reply[1]) };
     },
     async settle(keys, token, entry, ttlMs) {
       const reply = (await run(
-        'responseCacheSettle',
-        keys.value,
-        keys.lock,
+        'settle',
+        [keys.value, keys.lock],
         token,
         keys.channel,
         entry ?? '',
@@ -63,7 +47,7 @@ export function loadCacheScripts(redis: RedisClient): CacheScripts {
       return { stored: reply[0] === 1, released: reply[1] === 1 };
     },
     async extend(keys, token, lockTtlMs) {
-      return (await run('responseCacheExtend', keys.lock, token, lockTtlMs)) === 1;
+      return (await run('extend', [keys.lock], token, lockTtlMs)) === 1;
     },
   };
 }

@@ -1,13 +1,15 @@
 import { join } from 'node:path';
 import {
   counter,
+  defineLuaCommands,
   type LimiterAlgorithm,
   type LimiterSpec,
+  type LuaCaller,
   MAX_LIMITER_RATES,
   type RedisClient,
   RequesterError,
+  readLuaCommands,
 } from '@requester/shared';
-import { defineLuaCommands, type LuaCaller, readLuaCommands } from './lua.ts';
 import { type LimiterCall, limiterCall } from './spec.ts';
 
 export { type LimiterWindow, limiterKeys, limiterWindows } from './spec.ts';

@@ -1,14 +1,13 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { RedisClient } from '@requester/shared';
+import type { RedisClient } from './index.ts';
 
 /**
- * A directory of Redis Lua commands, BullMQ style: `<op>-<numKeys>.lua`, where numKeys is a
- * number, or `n` for a variable number of keys (one per limiter window).
- * `--- @include "includes/x"` lines are inlined, each include at most once per script.
- *
- * Written to be directory-agnostic: the fair queue's loader (scheduler/src/queue/scripts.ts) does
- * the same for its own directory, and both can move to @requester/shared as one helper.
+ * The one loader of Redis Lua commands (queue, limiter, cache, breaker). A module keeps its
+ * scripts in a `commands/` directory, BullMQ style: `<op>-<numKeys>.lua`, where numKeys is a
+ * number, or `n` for a variable number of keys (e.g. one per limiter window); shared code lives in
+ * `commands/includes/` and `--- @include "includes/x"` lines are inlined, each at most once.
+ * Scripts run by EVALSHA; ioredis loads them when Redis does not know them (first use, restart).
  */
 export interface LuaCommand {
   /** The ioredis command name: `<commandPrefix><Op>`. */
