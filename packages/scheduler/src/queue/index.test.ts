@@ -316,6 +316,19 @@ describe.each([single, clustered])('FairQueue on $name', (target) => {
       expect(retry?.dueAt).toBeGreaterThan(u1.dueAt);
     });
 
+    test('reject can replace the payload (a retry carries its attempt count); empty is refused', async () => {
+      const queue = makeQueue();
+      await queue.publish([{ id: 'r1', partition: '!r', payload: 'try-0' }]);
+      const [first] = (await queue.lease(1, 10_000)).tasks as [LeasedTask];
+      await expect(queue.reject(first.token, 0, '')).rejects.toThrow(/non-empty/);
+      expect(await queue.reject(first.token, 0, 'try-1')).toBe('ok');
+      const [second] = await leaseAll(queue, 10);
+      expect([second?.id, second?.payload]).toEqual(['r1', 'try-1']);
+      expect(await queue.reject(second?.token ?? '', 0)).toBe('ok'); // no payload: kept
+      const [third] = await leaseAll(queue, 10);
+      expect(third?.payload).toBe('try-1');
+    });
+
     test('deadLetter moves the task to the dlq and the ordered partition moves on', async () => {
       const queue = makeQueue();
       const admin = new QueueAdmin(queue);

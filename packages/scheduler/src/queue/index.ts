@@ -245,7 +245,7 @@ export class FairQueue {
   async extendMany(leases: ReadonlyArray<{ token: string; leaseMs: number }>): Promise<SettleResult[]> {
     return this.settle(
       'extend',
-      leases.map((l) => ({ token: l.token, arg: positiveInt('leaseMs', l.leaseMs) })),
+      leases.map((l) => ({ token: l.token, args: [positiveInt('leaseMs', l.leaseMs)] })),
       () => [],
       false,
     );
@@ -270,15 +270,26 @@ export class FairQueue {
    * Try again later. Ordered partition: the task stays at the head and the partition is blocked for
    * delayMs. Unordered: the task becomes due at now + delayMs.
    */
-  async reject(token: string, delayMs: number): Promise<SettleResult> {
-    const [result] = await this.rejectMany([{ token, delayMs }]);
+  async reject(token: string, delayMs: number, payload?: string): Promise<SettleResult> {
+    const [result] = await this.rejectMany([
+      { token, delayMs, ...(payload === undefined ? {} : { payload }) },
+    ]);
     return result as SettleResult;
   }
 
-  async rejectMany(items: ReadonlyArray<{ token: string; delayMs: number }>): Promise<SettleResult[]> {
+  /** `payload`, when given, replaces the task's payload (e.g. a retry carrying its attempt count). */
+  async rejectMany(
+    items: ReadonlyArray<{ token: string; delayMs: number; payload?: string }>,
+  ): Promise<SettleResult[]> {
     return this.settle(
       'reject',
-      items.map((i) => ({ token: i.token, arg: nonNegativeInt('delayMs', i.delayMs) })),
+      items.map((i) => ({
+        token: i.token,
+        args: [
+          nonNegativeInt('delayMs', i.delayMs),
+          i.payload === undefined ? '' : checkedPayload(i.payload, this.maxPayloadBytes),
+        ],
+      })),
       () => [this.partitionConcurrency],
       true,
     );
@@ -293,7 +304,7 @@ export class FairQueue {
   async deadLetterMany(items: ReadonlyArray<{ token: string; reason: string }>): Promise<SettleResult[]> {
     const results = await this.settle(
       'deadLetter',
-      items.map((i) => ({ token: i.token, arg: i.reason })),
+      items.map((i) => ({ token: i.token, args: [i.reason] })),
       () => [this.partitionConcurrency],
       true,
     );
@@ -383,7 +394,7 @@ export class FairQueue {
   /** One settle script call per shard, all pipelined; results in the order of `items`. */
   private async settle(
     op: 'extend' | 'ack' | 'reject' | 'deadLetter',
-    items: ReadonlyArray<{ token: string; arg?: string | number }>,
+    items: ReadonlyArray<{ token: string; args?: ReadonlyArray<string | number> }>,
     leadingArgs: () => Array<string | number>,
     repliesWithState: boolean,
   ): Promise<SettleResult[]> {
@@ -406,9 +417,8 @@ export class FairQueue {
       [...byShard].map(async ([shard, indexes]) => {
         const args = [...leadingArgs(), indexes.length];
         for (const index of indexes) {
-          const item = items[index] as { token: string; arg?: string | number };
-          args.push(item.token);
-          if (item.arg !== undefined) args.push(item.arg);
+          const item = items[index] as { token: string; args?: ReadonlyArray<string | number> };
+          args.push(item.token, ...(item.args ?? []));
         }
         const reply = await this.script(op, shard, args);
         let offset = 0;
@@ -611,6 +621,17 @@ function nonNegativeInt(name: string, value: number): number {
     throw new RequesterError('invalid_request', `${name} must be a non-negative integer, got ${value}`);
   }
   return value;
+}
+
+/** A replacement payload: non-empty (empty means "keep" to the script) and within the size cap. */
+function checkedPayload(payload: string, maxPayloadBytes: number): string {
+  if (typeof payload !== 'string' || payload === '') {
+    throw new RequesterError('invalid_request', 'a replacement payload must be a non-empty string');
+  }
+  if (Buffer.byteLength(payload) > maxPayloadBytes) {
+    throw new RequesterError('payload_too_large', `replacement payload exceeds ${maxPayloadBytes} bytes`);
+  }
+  return payload;
 }
 
 function validateTask(task: PublishTask, maxPayloadBytes: number): void {

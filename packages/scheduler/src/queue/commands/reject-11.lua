@@ -6,7 +6,8 @@
 
   KEYS[1..11] the shard keys (see includes/shard.lua)
   ARGV[1]  unordered partition concurrency (0 = unlimited)
-  ARGV[2]  number of tokens n, then n pairs: token, delay (ms)
+  ARGV[2]  number of tokens n, then n triples: token, delay (ms), new payload ('' = keep the payload;
+           a retry replaces it to carry its attempt count)
 
   Returns {readyCount, nextEventMs, notify, r1..rn}: r = 1 rejected, 0 stale token
     notify = 1 when the shard had no ready partition before and has one now (wake idle workers)
@@ -20,9 +21,13 @@ local now = nowMs()
 local readyBefore = redis.call('ZCARD', K_READY)
 local reply = { 0, 0, 0 }
 for i = 0, n - 1 do
-  local id, record = takeLease(ARGV[3 + i * 2], unorderedLimit)
+  local id, record = takeLease(ARGV[3 + i * 3], unorderedLimit)
   if id then
-    record[R_DUE] = now + math.max(0, tonumber(ARGV[4 + i * 2]))
+    record[R_DUE] = now + math.max(0, tonumber(ARGV[4 + i * 3]))
+    local payload = ARGV[5 + i * 3]
+    if payload ~= '' then
+      record[R_PAYLOAD] = payload
+    end
     saveRecord(id, record)
     enqueue(id, record)
     ageAdd(record[R_PUBLISHED])
