@@ -32,7 +32,12 @@ describe('routeRecord', () => {
 
   it('keeps the partition key (ordered `!` included), tryCount and createdAt', () => {
     const route = routeRecord(
-      record(envelope({ partition: '!order-42' }, { tryCount: 2, createdAt: '2026-12-01T08:59:59Z' })),
+      record(
+        envelope(
+          { partition: '!order-42' },
+          { tryCount: 2, createdAt: '2026-12-01T08:59:59Z', waitTime: 2_000_000_000 },
+        ),
+      ),
       contract,
       NOW,
       HORIZON,
@@ -40,7 +45,11 @@ describe('routeRecord', () => {
     if (route.kind !== 'queue') throw new Error(route.kind);
     expect(route.task.id).toBe('r-1:2');
     expect(route.task.partition).toBe('!order-42');
-    expect(decodeQueuedTask(route.task.payload)).toMatchObject({ tryCount: 2, createdAt: NOW - 1_000 });
+    expect(decodeQueuedTask(route.task.payload)).toMatchObject({
+      tryCount: 2,
+      createdAt: NOW - 1_000,
+      waitedMs: 2_000,
+    });
   });
 
   it('queues a request scheduled within the horizon with its due time', () => {

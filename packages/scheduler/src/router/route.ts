@@ -76,6 +76,7 @@ function queueTask(record: SourceRecord, envelope: RequestEnvelope, dueAt: numbe
   const { requestId, partition } = envelope.meta;
   const tryCount = envelope.tryCount ?? 0;
   const createdAt = envelope.createdAt ? parseRfc3339(envelope.createdAt) : undefined;
+  const waitedMs = envelope.waitTime ? Math.round(envelope.waitTime / 1e6) : undefined;
   return {
     id: taskId(requestId, tryCount),
     partition: queuePartition(partition, requestId),
@@ -84,6 +85,7 @@ function queueTask(record: SourceRecord, envelope: RequestEnvelope, dueAt: numbe
       requestId,
       tryCount,
       ...(createdAt === undefined ? {} : { createdAt }),
+      ...(waitedMs === undefined ? {} : { waitedMs }),
     }),
     dueAt,
   };

@@ -150,7 +150,7 @@ describe('invalid fields name their path', () => {
     ['meta', REMOVE, 'meta', /^required$/],
     ['request', 'GET /', 'request', /expected object, received string/],
     ['meta', [], 'meta', /expected object, received an array/],
-    ['extra', 1, '', /unknown key "extra" \(allowed: request, meta, tryCount, createdAt\)/],
+    ['extra', 1, '', /unknown key "extra" \(allowed: request, meta, tryCount, createdAt, waitTime\)/],
     ['request.timeout', '5s', 'request', /unknown key "timeout" \(allowed: uri, method, body, headers\)/],
     ['meta.retries', 3, 'meta', /unknown key "retries"/],
     ['meta.limiter.burst', 3, 'meta.limiter', /unknown key "burst" \(allowed: key, algorithm, rates\)/],

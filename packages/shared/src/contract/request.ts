@@ -246,6 +246,15 @@ export function createRequestEnvelopeSchema(limits: Partial<ContractLimits> = {}
       })
       .optional(),
     createdAt: rfc3339('Set by the service on the Kafka copy: when the request was accepted.').optional(),
+    waitTime: z
+      .number()
+      .int()
+      .min(0)
+      .meta({
+        description:
+          'Set by the service on the Kafka copy of a rescheduled request: nanoseconds already spent waiting for rate limits or an open circuit breaker (reported as meta.waitTime). Producers leave it out.',
+      })
+      .optional(),
   }).meta({
     title: 'RequestEnvelope',
     description:

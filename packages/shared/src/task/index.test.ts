@@ -8,6 +8,7 @@ describe('queued task encoding', () => {
       requestId: 'ord-42',
       tryCount: 2,
       createdAt: 1_764_000_000_000,
+      waitedMs: 1500,
     };
     expect(decodeQueuedTask(encodeQueuedTask(task))).toEqual(task);
   });

@@ -19,6 +19,8 @@ export interface QueuedTask {
   tryCount: number;
   /** Epoch ms when the original request was accepted (for waitTime/latency). */
   createdAt?: number;
+  /** Ms already spent waiting for rate limits or an open breaker (reported as waitTime). */
+  waitedMs?: number;
 }
 
 /** The queue's task id: `requestId:tryCount` — a replay of `in` publishes the same id and is refused. */
@@ -42,6 +44,7 @@ interface WireTask {
   r: string;
   n: number;
   c?: number;
+  w?: number;
 }
 
 export function encodeQueuedTask(task: QueuedTask): string {
@@ -53,6 +56,7 @@ export function encodeQueuedTask(task: QueuedTask): string {
     n: task.tryCount,
   };
   if (task.createdAt !== undefined) wire.c = task.createdAt;
+  if (task.waitedMs) wire.w = task.waitedMs;
   return JSON.stringify(wire);
 }
 
@@ -72,5 +76,6 @@ export function decodeQueuedTask(payload: string): QueuedTask {
     tryCount: wire.n ?? 0,
   };
   if (wire.c !== undefined) task.createdAt = wire.c;
+  if (wire.w !== undefined) task.waitedMs = wire.w;
   return task;
 }
