@@ -4,15 +4,22 @@
 // them, a sync one. Thresholds: no 5xx from the ingress, p95 of the 202 under 50 ms.
 // k6 is not on this project's CI machine (no registry ships it): the in-repo benchmarks are scripts
 // under packages/*/bench and write to BENCHMARKS.md.
-import http from 'k6/http';
+
 import { check } from 'k6';
+import http from 'k6/http';
 
 const BASE_URL = __ENV.BASE_URL || 'http://127.0.0.1:8080';
 const TARGET = __ENV.TARGET || '';
 
 export const options = {
   scenarios: {
-    submit: { executor: 'constant-arrival-rate', rate: Number(__ENV.RATE || 500), timeUnit: '1s', duration: __ENV.DURATION || '30s', preAllocatedVUs: 50 },
+    submit: {
+      executor: 'constant-arrival-rate',
+      rate: Number(__ENV.RATE || 500),
+      timeUnit: '1s',
+      duration: __ENV.DURATION || '30s',
+      preAllocatedVUs: 50,
+    },
   },
   thresholds: {
     'http_req_failed{kind:async}': ['rate<0.001'],
