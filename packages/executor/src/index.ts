@@ -22,7 +22,7 @@ export { Executor, type ExecutorOptions, type TaskQueue } from './worker/index.t
 export const executorRole: RoleDefinition = {
   name: 'executor',
   async start({ config, logger, deps }): Promise<RoleHandle> {
-    const log = logger.child({ role: 'executor' });
+    const log = logger;
     const producer = await deps.producer();
     const fetcher = createFetcher({
       brokers: config.kafkaBrokers,

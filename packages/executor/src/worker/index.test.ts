@@ -1,4 +1,4 @@
-import { FairQueue, QueueAdmin } from '@requester/scheduler';
+import { FairQueue, QueueAdmin, queueFromConfig } from '@requester/scheduler';
 import {
   type Consumer,
   createConsumer,
@@ -143,14 +143,15 @@ describe('executor (end to end)', () => {
       allow?: string[];
       maxWorkers?: number;
       classify?: Classifier;
-      responseTimeoutMs?: number;
+      leaseTtlMs?: number;
+      queue?: FairQueue;
     } = {},
   ) {
-    const queue = newQueue();
+    const queue = options.queue ?? newQueue();
     const fetcher = createFetcher({ brokers: TEST_KAFKA_BROKERS, clientId: 'ex-test', logger: silentLogger });
     const http = createHttpClient({
       connectTimeoutMs: 2_000,
-      responseTimeoutMs: options.responseTimeoutMs ?? 10_000,
+      responseTimeoutMs: 10_000,
       maxResponseBytes: 1 << 20,
       followRedirects: false,
       allowPrivateTargets: options.allow ?? ['127.0.0.1'],
@@ -162,7 +163,7 @@ describe('executor (end to end)', () => {
       producer,
       topicOut: outTopic,
       maxWorkers: options.maxWorkers ?? 8,
-      leaseTtlMs: 10_000,
+      leaseTtlMs: options.leaseTtlMs ?? 10_000,
       produceTimeoutMs: 10_000,
       logger: silentLogger,
       ...(options.classify ? { classify: options.classify } : {}),
@@ -186,13 +187,12 @@ describe('executor (end to end)', () => {
     let deps: Dependencies;
 
     beforeAll(async () => {
-      const prefix = `${uniqueName('ex')}:`;
       const config = loadConfig({
         KAFKA_BROKERS: TEST_KAFKA_BROKERS,
         KAFKA_TOPIC_IN: inTopic,
         KAFKA_TOPIC_OUT: outTopic,
         KAFKA_CREATE_TOPICS: 'false',
-        REDIS_PREFIX: prefix,
+        REDIS_PREFIX: uniqueName('ex'),
         QUEUE_SHARDS: '8',
         MAX_WORKERS: '8',
         ALLOW_PRIVATE_TARGETS: '127.0.0.1',
@@ -201,7 +201,7 @@ describe('executor (end to end)', () => {
       });
       deps = new Dependencies(config, silentLogger);
       handle = await executorRole.start({ config, logger: silentLogger, deps });
-      queue = new FairQueue({ redis, prefix, shards: 8 });
+      queue = queueFromConfig(config, redis); // the role's queue, seen from the router's side
       cleanups.push(async () => {
         await handle.drain();
         await deps.close();
@@ -379,6 +379,19 @@ describe('executor (end to end)', () => {
     expect(new Set(calls.map((c) => c.headers['idempotency-key']))).toEqual(
       new Set([idempotencyKey(requestId)]),
     );
+  });
+
+  it('keeps the lease of a call longer than the lease TTL (heartbeats): one call, one result', async () => {
+    const first = startExecutor({ leaseTtlMs: 300 });
+    startExecutor({ leaseTtlMs: 300, queue: first.queue }); // would reclaim a lapsed lease and call again
+    const requestId = uniqueName('long');
+    await submit(first.queue, [
+      { request: { uri: `${target.url}/slow/1500?id=${requestId}` }, meta: { requestId } },
+    ]);
+    expect((await resultOf(requestId)).response.status).toBe(200);
+    await first.stop();
+    expect(target.calls.filter((c) => c.path.includes(requestId))).toHaveLength(1);
+    expect(results.get(requestId)).toHaveLength(1);
   });
 
   it('drains: the calls in hand end on out and are acked; the rest wait in the queue for the next executor', async () => {

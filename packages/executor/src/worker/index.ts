@@ -2,6 +2,7 @@ import type { FairQueue, LeasedTask } from '@requester/scheduler';
 import {
   createRequestContract,
   decodeQueuedTask,
+  encodeQueuedTask,
   errorResult,
   type Fetcher,
   type FetchOutcome,
@@ -47,7 +48,8 @@ export interface ExecutorOptions {
 /** How a task leaves this executor. */
 type Settlement =
   | { kind: 'deliver'; result: ResultEnvelope; outcome: string }
-  | { kind: 'retry'; delayMs: number; outcome: string }
+  /** `payload`: the queued task rewritten to carry the attempts made (absent = no attempt made). */
+  | { kind: 'retry'; delayMs: number; outcome: string; payload?: string }
   | { kind: 'dead'; reason: string };
 
 interface Pending {
@@ -205,7 +207,9 @@ export class Executor {
   /** Turns one task into its settlement; never throws (a bug becomes an `internal` error result). */
   private async attempt(job: Job, fetched: FetchOutcome | undefined): Promise<Settlement> {
     const { requestId } = job.task;
-    const tryCount = job.task.tryCount + job.lease.deliveries;
+    // Attempts made, this one included. A retry rewrites the queued task with its count (see
+    // `call`); a lease lost to a crash is not counted (the Idempotency-Key covers its duplicate).
+    const tryCount = job.task.tryCount + 1;
     const log = this.log.child({ requestId });
     try {
       if (!fetched?.ok) {
@@ -221,7 +225,7 @@ export class Executor {
       if (!parsed.ok) return deliver(parsed.result, 'invalid_request');
       const { envelope } = parsed;
       if (isWakeUp(envelope)) return deliver(wakeUpResult(envelope, { tryCount }), 'wake_up');
-      return await this.call(envelope, job.lease, tryCount, log);
+      return await this.call(envelope, job, tryCount, log);
     } catch (err) {
       log.error({ err }, 'executor failed on a task: answering with an internal error');
       const message = err instanceof Error ? err.message : String(err);
@@ -251,7 +255,7 @@ export class Executor {
 
   private async call(
     envelope: RequestEnvelope,
-    lease: LeasedTask,
+    job: Job,
     tryCount: number,
     log: Logger,
   ): Promise<Settlement> {
@@ -263,10 +267,11 @@ export class Executor {
     metrics.httpSeconds.observe({ outcome: label }, outcome.durationNs / 1e9);
     if (outcome.kind === 'failure') log.warn({ err: outcome.error, tryCount }, 'call to the target failed');
     else log.debug({ status: outcome.status, tryCount }, 'target answered');
-    const decision = this.classify({ envelope, outcome, tryCount, ordered: lease.ordered });
+    const decision = this.classify({ envelope, outcome, tryCount, ordered: job.lease.ordered });
     if (decision.action === 'retry') {
       log.info({ delayMs: decision.delayMs, reason: decision.reason }, 'retrying later');
-      return { kind: 'retry', delayMs: decision.delayMs, outcome: 'retry' };
+      const payload = encodeQueuedTask({ ...job.task, tryCount });
+      return { kind: 'retry', delayMs: decision.delayMs, outcome: 'retry', payload };
     }
     return deliver(callResult(envelope, outcome, tryCount), label);
   }
@@ -304,13 +309,15 @@ export class Executor {
     const deliveries = batch.filter((p) => p.settlement.kind === 'deliver');
     const produced = await this.produceResults(deliveries);
     const acks: string[] = [];
-    const rejects: Array<{ token: string; delayMs: number }> = [];
+    const rejects: Array<{ token: string; delayMs: number; payload?: string }> = [];
     const dead: Array<{ token: string; reason: string }> = [];
     for (const { lease, settlement } of batch) {
       if (settlement.kind === 'deliver' && produced) acks.push(lease.token);
       else if (settlement.kind === 'deliver') rejects.push({ token: lease.token, delayMs: KAFKA_RETRY_MS });
-      else if (settlement.kind === 'retry') rejects.push({ token: lease.token, delayMs: settlement.delayMs });
-      else dead.push({ token: lease.token, reason: settlement.reason });
+      else if (settlement.kind === 'retry') {
+        const { delayMs, payload } = settlement;
+        rejects.push({ token: lease.token, delayMs, ...(payload === undefined ? {} : { payload }) });
+      } else dead.push({ token: lease.token, reason: settlement.reason });
     }
     const { queue } = this.options;
     await Promise.all([
