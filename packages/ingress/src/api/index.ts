@@ -157,11 +157,11 @@ async function submitRequest(c: Context<Env>, parts: ApiParts, settings: ApiSett
 
 /**
  * What the ingress adds to the Kafka copy: `createdAt` is when *this* service accepted the request
- * (so a client cannot backdate it), `tryCount` and `waitTime` start over, and a trace starts when
- * none is given.
+ * (so a client cannot backdate it), `tryCount`, `waitTime` and `retryBase` start over, and a trace
+ * starts when none is given.
  */
 function stamp(envelope: RequestEnvelope): RequestEnvelope {
-  const { tryCount: _attempts, waitTime: _waited, ...rest } = envelope;
+  const { tryCount: _attempts, waitTime: _waited, retryBase: _base, ...rest } = envelope;
   return {
     ...rest,
     meta: { ...rest.meta, traceparent: rest.meta.traceparent ?? newTraceparent() },

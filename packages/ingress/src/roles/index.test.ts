@@ -70,6 +70,7 @@ describe('ingress', () => {
         request: { uri: 'https://api.example.test/orders', method: 'POST', body: '{"id":42}' },
         meta: { requestId: 'ord-42', partition: '!order-42', proxyData: { tenant: 't1' } },
         tryCount: 9,
+        retryBase: 4,
         createdAt: '2000-01-01T00:00:00Z',
       };
       const before = Date.now();
@@ -80,7 +81,7 @@ describe('ingress', () => {
       const record = await seen.next();
       expect(record.key).toBe('!order-42');
       const value = JSON.parse(record.value);
-      // The exact envelope: defaults applied, traceparent and createdAt stamped, tryCount dropped.
+      // The exact envelope: defaults applied, traceparent and createdAt stamped, tryCount and retryBase dropped.
       expect(value).toEqual({
         request: withPartition.request,
         meta: { ...withPartition.meta, traceparent: expect.stringMatching(TRACEPARENT) },

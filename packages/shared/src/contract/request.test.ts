@@ -2,6 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { ValidationError } from '../errors/index.ts';
 import {
+  attemptsInBudget,
   createRequestContract,
   DEFAULT_CONTRACT_LIMITS,
   isOrderedPartition,
@@ -116,6 +117,7 @@ describe('valid fields', () => {
     ['meta.signing', { keyId: 'partner-a-2026' }],
     ['tryCount', 0],
     ['tryCount', 3],
+    ['retryBase', 0],
     ['createdAt', '2026-11-30T06:00:00.000Z'],
   ])('%s = %j', (path, value) => {
     expectValid(withField(path, value));
@@ -150,7 +152,12 @@ describe('invalid fields name their path', () => {
     ['meta', REMOVE, 'meta', /^required$/],
     ['request', 'GET /', 'request', /expected object, received string/],
     ['meta', [], 'meta', /expected object, received an array/],
-    ['extra', 1, '', /unknown key "extra" \(allowed: request, meta, tryCount, createdAt, waitTime\)/],
+    [
+      'extra',
+      1,
+      '',
+      /unknown key "extra" \(allowed: request, meta, tryCount, createdAt, waitTime, retryBase\)/,
+    ],
     ['request.timeout', '5s', 'request', /unknown key "timeout" \(allowed: uri, method, body, headers\)/],
     ['meta.retries', 3, 'meta', /unknown key "retries"/],
     ['meta.limiter.burst', 3, 'meta.limiter', /unknown key "burst" \(allowed: key, algorithm, rates\)/],
@@ -383,6 +390,8 @@ describe('invalid fields name their path', () => {
     ['tryCount', -1, 'tryCount', /must be >= 0 \(received -1\)/],
     ['tryCount', 1.5, 'tryCount', /expected an integer/],
     ['tryCount', '1', 'tryCount', /expected number/],
+    ['retryBase', 1, 'retryBase', /must not exceed tryCount/],
+    ['retryBase', -1, 'retryBase', /must be >= 0/],
     ['createdAt', 'yesterday', 'createdAt', /invalid RFC 3339 time/],
     ['createdAt', '2026-11-30 06:00:00Z', 'createdAt', /invalid RFC 3339 time/],
   ])('%s = %j → %s', (path, value, issuePath, message) => {
@@ -474,5 +483,11 @@ describe('helpers', () => {
   it('isWakeUp: only an empty uri', () => {
     expect(isWakeUp(parseRequestEnvelope(designRequestExample()))).toBe(false);
     expect(isWakeUp(parseRequestEnvelope(withField('request.uri', '')))).toBe(true);
+  });
+
+  it('attemptsInBudget: attempts counted from the retryBase a replay set', () => {
+    expect(attemptsInBudget({}, 3)).toBe(3);
+    expect(attemptsInBudget({ retryBase: 5 }, 7)).toBe(2);
+    expect(attemptsInBudget({ retryBase: 5 }, 5)).toBe(0);
   });
 });

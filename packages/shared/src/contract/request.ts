@@ -255,11 +255,25 @@ export function createRequestEnvelopeSchema(limits: Partial<ContractLimits> = {}
           'Set by the service on the Kafka copy of a rescheduled request: nanoseconds already spent waiting for rate limits or an open circuit breaker (reported as meta.waitTime). Producers leave it out.',
       })
       .optional(),
-  }).meta({
-    title: 'RequestEnvelope',
-    description:
-      'A request for Requester: the value of a record on the `in` topic, or the body of POST /request. Kafka key: meta.partition when set, else meta.requestId.',
-  });
+    retryBase: z
+      .number()
+      .int()
+      .min(0)
+      .meta({
+        description:
+          'Set by `requester dlq replay`: attempts made before the replay. `meta.retry.max` and the backoff count attempts from here, so a replayed request gets a fresh retry budget while `tryCount` keeps growing. Producers leave it out.',
+      })
+      .optional(),
+  })
+    .refine((envelope) => (envelope.retryBase ?? 0) <= (envelope.tryCount ?? 0), {
+      path: ['retryBase'],
+      error: 'must not exceed tryCount (attempts made)',
+    })
+    .meta({
+      title: 'RequestEnvelope',
+      description:
+        'A request for Requester: the value of a record on the `in` topic, or the body of POST /request. Kafka key: meta.partition when set, else meta.requestId.',
+    });
 }
 
 export const requestEnvelopeSchema = createRequestEnvelopeSchema();
@@ -309,6 +323,15 @@ export function isOrderedPartition(partition: string | undefined): boolean {
 /** Kafka key on `in`: the partition keeps one key on one Kafka partition, so order survives. */
 export function kafkaKeyFor(envelope: Pick<RequestEnvelope, 'meta'>): string {
   return envelope.meta.partition ?? envelope.meta.requestId;
+}
+
+/**
+ * Attempts made within the current retry budget: `tryCount` (attempts made, absolute) minus the
+ * `retryBase` a DLQ replay set. The executor compares this with `meta.retry.max` and uses it as
+ * the backoff exponent, so a replay starts a fresh budget with a fresh backoff.
+ */
+export function attemptsInBudget(envelope: Pick<RequestEnvelope, 'retryBase'>, tryCount: number): number {
+  return Math.max(0, tryCount - (envelope.retryBase ?? 0));
 }
 
 /** A wake-up carries no target: the service answers it with a synthetic 200. */
