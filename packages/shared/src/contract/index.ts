@@ -1,3 +1,4 @@
+export * from './dead-letter.ts';
 export {
   MAX_DURATION_TEXT_LENGTH,
   MAX_TRACEPARENT_LENGTH,

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { deadLetterSchema } from './dead-letter.ts';
 import { requestEnvelopeSchema } from './request.ts';
 import { resultEnvelopeSchema } from './result.ts';
 
@@ -13,6 +14,7 @@ export type JsonSchema = Record<string, unknown>;
 
 export const REQUEST_SCHEMA_ID = 'urn:requester:contract:request:v1';
 export const RESULT_SCHEMA_ID = 'urn:requester:contract:result:v1';
+export const DEAD_LETTER_SCHEMA_ID = 'urn:requester:contract:dead-letter:v1';
 
 /**
  * `io: 'input'` describes what a producer may send: fields with defaults are optional, and
@@ -35,6 +37,22 @@ export function resultJsonSchema(): JsonSchema {
   return withId(RESULT_SCHEMA_ID, toJsonSchema(resultEnvelopeSchema));
 }
 
+/**
+ * The DLQ record. Its `envelope` and `result` point at the request and result schemas by `$id`
+ * instead of repeating them (load the three files into one validator).
+ */
+export function deadLetterJsonSchema(): JsonSchema {
+  const schema = withId(DEAD_LETTER_SCHEMA_ID, toJsonSchema(deadLetterSchema));
+  const properties = schema.properties as Record<string, JsonSchema>;
+  for (const [name, id] of [
+    ['envelope', REQUEST_SCHEMA_ID],
+    ['result', RESULT_SCHEMA_ID],
+  ] as const) {
+    properties[name] = { $ref: id, description: properties[name]?.description };
+  }
+  return schema;
+}
+
 export interface ContractFile {
   /** Relative to the repository's `contracts/` folder. */
   fileName: string;
@@ -46,6 +64,7 @@ export function contractFiles(): ContractFile[] {
   return [
     { fileName: 'request.schema.json', text: `${JSON.stringify(requestJsonSchema(), null, 2)}\n` },
     { fileName: 'result.schema.json', text: `${JSON.stringify(resultJsonSchema(), null, 2)}\n` },
+    { fileName: 'dead-letter.schema.json', text: `${JSON.stringify(deadLetterJsonSchema(), null, 2)}\n` },
   ];
 }
 

@@ -36,7 +36,7 @@ const fieldIssueSchema = z
   })
   .meta({ title: 'FieldIssue', description: 'One contract violation.' });
 
-const recordRefSchema = z
+export const recordRefSchema = z
   .object({
     topic: z.string().meta({ description: 'Kafka topic.' }),
     partition: z.number().int().min(0).meta({ description: 'Kafka partition.' }),
