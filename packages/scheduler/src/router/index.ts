@@ -12,10 +12,18 @@ import {
   type Producer,
   produce,
   type RequestContract,
+  type RoleContext,
   type RoleDefinition,
   type RoleHandle,
 } from '@requester/shared';
 import { queueFromConfig } from '../queue-config.ts';
+import {
+  Backpressure,
+  type BackpressureRules,
+  backpressureRules,
+  type OpenOriginInfo,
+  pendingDepth,
+} from './backpressure.ts';
 import { type QueueTask, type Route, routeRecord, type SourceRecord } from './route.ts';
 
 const routed = counter('router_records_total', 'records of in routed, by destination', ['destination']);
@@ -37,6 +45,15 @@ export interface RouterOptions {
   produceTimeoutMs: number;
   logger: Logger;
   contract?: RequestContract;
+  /** When to pause consuming `in` (absent = never): see backpressure.ts. */
+  backpressure?: RouterBackpressure;
+}
+
+export interface RouterBackpressure extends BackpressureRules {
+  /** Pending tasks in the queue (pendingDepth of the FairQueue). */
+  depth: () => Promise<number>;
+  /** Origins whose circuit breaker is open; without it the breaker rule is off. */
+  openOrigins?: () => Promise<readonly OpenOriginInfo[]>;
 }
 
 /**
@@ -48,10 +65,25 @@ export interface RouterOptions {
 export class Router {
   private readonly options: RouterOptions;
   private readonly contract: RequestContract;
+  private readonly backpressure: Backpressure | undefined;
 
   constructor(options: RouterOptions) {
     this.options = options;
     this.contract = options.contract ?? createRequestContract();
+    const topics = [{ topic: options.topicIn }];
+    this.backpressure =
+      options.backpressure &&
+      new Backpressure({
+        ...options.backpressure,
+        pause: () => options.consumer.pause(topics),
+        resume: () => options.consumer.resume(topics),
+        logger: options.logger,
+      });
+  }
+
+  /** Why consumption of `in` is paused now (empty = consuming). */
+  get pausedBy(): string[] {
+    return this.backpressure?.pauseReasons ?? [];
   }
 
   async start(): Promise<void> {
@@ -65,10 +97,13 @@ export class Router {
       partitionsConsumedConcurrently: 4,
       eachBatch: (payload) => this.onBatch(payload),
     });
+    // After run(): kafkajs can pause a topic only once its consumer group exists.
+    this.backpressure?.start();
   }
 
   /** Stops consuming; the batch in hand finishes and is committed first. */
   async stop(): Promise<void> {
+    await this.backpressure?.stop();
     await this.options.consumer.disconnect();
   }
 
@@ -130,22 +165,44 @@ export class Router {
   }
 }
 
-export const routerRole: RoleDefinition = {
-  name: 'router',
-  async start({ config, logger, deps }): Promise<RoleHandle> {
-    const producer = await deps.producer();
-    const router = new Router({
-      consumer: createConsumer(deps.kafka(), { groupId: `${config.kafkaClientId}-router` }),
-      queue: queueFromConfig(config, deps.redis(), { logger }),
-      outbox: new Outbox(await deps.sql()),
-      producer,
-      topicIn: config.topicIn,
-      topicOut: config.topicOut,
-      horizonMs: config.redisHorizon,
-      produceTimeoutMs: config.kafkaProduceTimeout,
-      logger,
-    });
-    await router.start();
-    return { drain: () => router.stop() };
-  },
-};
+/**
+ * What the router role needs from outside its package. The breaker lives in the executor package,
+ * which depends on this one; so the process wiring (`@requester/requester`) hands its open-origins
+ * listing in, instead of this package importing the executor (a cycle).
+ */
+export interface RouterRoleExtras {
+  /** Builds the open-origins listing; called only when ROUTER_BREAKER_PAUSE_AFTER is set. */
+  openOrigins?: (ctx: RoleContext) => () => Promise<readonly OpenOriginInfo[]>;
+}
+
+export function createRouterRole(extras: RouterRoleExtras = {}): RoleDefinition {
+  return {
+    name: 'router',
+    async start(ctx): Promise<RoleHandle> {
+      const { config, logger, deps } = ctx;
+      const producer = await deps.producer();
+      const queue = queueFromConfig(config, deps.redis(), { logger });
+      const rules = backpressureRules(config);
+      const openOrigins = rules.breakerPauseAfterMs > 0 ? extras.openOrigins?.(ctx) : undefined;
+      if (rules.breakerPauseAfterMs > 0 && !openOrigins)
+        logger.warn('ROUTER_BREAKER_PAUSE_AFTER is set but no breaker listing was wired: rule off');
+      const router = new Router({
+        consumer: createConsumer(deps.kafka(), { groupId: `${config.kafkaClientId}-router` }),
+        queue,
+        outbox: new Outbox(await deps.sql()),
+        producer,
+        topicIn: config.topicIn,
+        topicOut: config.topicOut,
+        horizonMs: config.redisHorizon,
+        produceTimeoutMs: config.kafkaProduceTimeout,
+        logger,
+        backpressure: { ...rules, depth: () => pendingDepth(queue), ...(openOrigins ? { openOrigins } : {}) },
+      });
+      await router.start();
+      return { drain: () => router.stop() };
+    },
+  };
+}
+
+/** The router without the breaker rule (for processes that wire nothing else). */
+export const routerRole: RoleDefinition = createRouterRole();

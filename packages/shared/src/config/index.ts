@@ -19,6 +19,7 @@ const goDuration = z.string().transform((text, ctx) => {
 });
 const port = z.coerce.number().int().min(0).max(65535);
 const positiveInt = z.coerce.number().int().positive();
+const nonNegativeInt = z.coerce.number().int().min(0);
 /** Comma-separated IPs / CIDR ranges, or `*`; empty = none. */
 const addressList = z.string().transform((text, ctx) => {
   const items = text
@@ -155,6 +156,30 @@ export const CONFIG_VARIABLES = {
     '1h',
     goDuration,
     'how long an acked task id stays refused (replays of in); costs ~112 B per id in the window',
+  ),
+  queueHighWatermark: variable(
+    'QUEUE_HIGH_WATERMARK',
+    '1000000',
+    nonNegativeInt,
+    'pending tasks in the Redis queue at which routers pause consuming in (Kafka keeps the backlog; ~400 B of Redis per task); 0 = never',
+  ),
+  queueLowWatermark: variable(
+    'QUEUE_LOW_WATERMARK',
+    undefined,
+    nonNegativeInt.optional(),
+    'pending tasks at or below which paused routers resume; default 80% of QUEUE_HIGH_WATERMARK',
+  ),
+  routerBreakerPauseAfter: variable(
+    'ROUTER_BREAKER_PAUSE_AFTER',
+    '0s',
+    goDuration,
+    "routers pause consuming in while a target origin's circuit breaker has been open longer than this; 0 = never (in is not split by origin: a pause holds back every origin)",
+  ),
+  routerBackpressureInterval: variable(
+    'ROUTER_BACKPRESSURE_INTERVAL',
+    '1s',
+    goDuration.refine((ms) => ms > 0, 'must be a positive duration'),
+    'how often routers sample the queue depth and open breakers for backpressure',
   ),
   databaseUrl: variable(
     'DATABASE_URL',
