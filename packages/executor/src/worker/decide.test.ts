@@ -1,0 +1,163 @@
+import { RequesterError, type RetrySpec } from '@requester/shared';
+import { describe, expect, it } from 'vitest';
+import type { CallOutcome } from '../http/index.ts';
+import {
+  backoffMs,
+  breakerStep,
+  isRetryable,
+  limiterStep,
+  type OutcomeFacts,
+  outcomeStep,
+  placeOf,
+  retryAfterMs,
+} from './decide.ts';
+
+const RETRY: RetrySpec = { max: 5, delay: '200ms', maxDelay: '1s', multiplier: 2, jitter: 0 };
+const NOW = Date.UTC(2026, 10, 30, 12, 0, 0);
+
+function answer(status: number, headers: Record<string, string> = {}): CallOutcome {
+  return { kind: 'response', status, headers, body: '', durationNs: 1 };
+}
+
+function failure(code: 'timeout' | 'transport_error' | 'target_refused' | 'payload_too_large'): CallOutcome {
+  return { kind: 'failure', error: new RequesterError(code, code) as never, durationNs: 1 };
+}
+
+function after(outcome: CallOutcome, facts: Partial<OutcomeFacts> = {}) {
+  return outcomeStep({
+    outcome,
+    retry: RETRY,
+    attempts: 1,
+    nowMs: NOW,
+    random: 0.5,
+    retryAfterMaxMs: 3_600_000,
+    ...facts,
+  });
+}
+
+describe('limiterStep', () => {
+  it('calls when allowed, waits retryAfter when limited, fails for good when oversized', () => {
+    expect(limiterStep({ outcome: 'allowed', retryAfterMs: 0 })).toEqual({ kind: 'call' });
+    expect(limiterStep({ outcome: 'limited', retryAfterMs: 250 })).toEqual({
+      kind: 'wait',
+      delayMs: 250,
+      reason: 'rate_limited',
+    });
+    expect(limiterStep({ outcome: 'oversized', retryAfterMs: 0 })).toEqual({
+      kind: 'deliver',
+      deadLetter: 'permanent',
+    });
+  });
+});
+
+describe('breakerStep', () => {
+  it('calls when admitted, else waits until the half-open time (at least 1 ms)', () => {
+    expect(breakerStep({ admitted: true, probe: false }, NOW)).toEqual({ kind: 'call' });
+    expect(breakerStep({ admitted: false, retryAtMs: NOW + 1_500, state: 'open' }, NOW)).toEqual({
+      kind: 'wait',
+      delayMs: 1_500,
+      reason: 'circuit_open',
+    });
+    expect(breakerStep({ admitted: false, retryAtMs: NOW - 10, state: 'half_open' }, NOW)).toMatchObject({
+      delayMs: 1,
+    });
+  });
+});
+
+describe('outcomeStep', () => {
+  it('delivers successes and 3xx without a dead letter', () => {
+    expect(after(answer(200))).toEqual({ kind: 'deliver' });
+    expect(after(answer(304))).toEqual({ kind: 'deliver' });
+  });
+
+  it('retries 429, 408, 5xx, timeouts and transport errors while attempts remain', () => {
+    for (const outcome of [answer(429), answer(408), answer(500), answer(503), failure('timeout')]) {
+      expect(after(outcome)).toMatchObject({ kind: 'retry', delayMs: 200 });
+    }
+    expect(after(failure('transport_error'))).toMatchObject({ kind: 'retry', reason: 'transport_error' });
+    expect(after(answer(503))).toMatchObject({ reason: 'status_503' });
+  });
+
+  it('does not retry other 4xx, SSRF refusals or oversized answers: permanent', () => {
+    for (const outcome of [
+      answer(400),
+      answer(404),
+      failure('target_refused'),
+      failure('payload_too_large'),
+    ]) {
+      expect(isRetryable(outcome)).toBe(false);
+      expect(after(outcome)).toEqual({ kind: 'deliver', deadLetter: 'permanent' });
+    }
+  });
+
+  it('stops at retry.max attempts: the last failure is delivered as retries_exhausted', () => {
+    expect(after(answer(503), { attempts: 4 })).toMatchObject({ kind: 'retry' });
+    expect(after(answer(503), { attempts: 5 })).toEqual({ kind: 'deliver', deadLetter: 'retries_exhausted' });
+  });
+
+  it('without meta.retry, one attempt: a retryable failure is exhausted at once', () => {
+    expect(after(answer(503), { retry: undefined })).toEqual({
+      kind: 'deliver',
+      deadLetter: 'retries_exhausted',
+    });
+    expect(after(answer(200), { retry: undefined })).toEqual({ kind: 'deliver' });
+  });
+
+  it('honours a longer Retry-After (seconds or date), never waits less than the backoff', () => {
+    expect(after(answer(429, { 'retry-after': '2' }))).toMatchObject({ delayMs: 2_000 });
+    const date = new Date(NOW + 7_000).toUTCString();
+    expect(after(answer(503, { 'retry-after': date }))).toMatchObject({ delayMs: 7_000 });
+    expect(after(answer(429, { 'retry-after': '0' }))).toMatchObject({ delayMs: 200 });
+    expect(after(answer(429, { 'retry-after': 'soon' }))).toMatchObject({ delayMs: 200 });
+  });
+
+  it('caps Retry-After at RETRY_AFTER_MAX (beyond maxDelay is allowed: the target asked)', () => {
+    expect(after(answer(429, { 'retry-after': '86400' }), { retryAfterMaxMs: 60_000 })).toMatchObject({
+      delayMs: 60_000,
+    });
+    expect(after(answer(429, { 'retry-after': '5' }))).toMatchObject({ delayMs: 5_000 });
+  });
+});
+
+describe('backoffMs', () => {
+  it('grows by the multiplier from delay and stops at maxDelay', () => {
+    expect([1, 2, 3, 4, 5].map((n) => backoffMs(RETRY, n, 0.5))).toEqual([200, 400, 800, 1_000, 1_000]);
+  });
+
+  it('jitters by up to ±jitter of the pause, never above maxDelay', () => {
+    const jittery = { ...RETRY, jitter: 0.5 };
+    expect(backoffMs(jittery, 1, 0)).toBe(100);
+    expect(backoffMs(jittery, 1, 0.999_999)).toBe(300);
+    expect(backoffMs(jittery, 5, 0)).toBe(500);
+    expect(backoffMs(jittery, 5, 0.999_999)).toBe(1_000);
+    for (let i = 0; i < 200; i++) {
+      const pause = backoffMs(jittery, 1 + (i % 6), Math.random());
+      expect(pause).toBeGreaterThanOrEqual(100);
+      expect(pause).toBeLessThanOrEqual(1_000);
+    }
+  });
+
+  it('a zero delay retries at once', () => {
+    expect(backoffMs({ ...RETRY, delay: '0s' }, 3, 0.9)).toBe(0);
+  });
+});
+
+describe('retryAfterMs', () => {
+  it('reads delay-seconds and HTTP-dates; a past date is 0; garbage is ignored', () => {
+    expect(retryAfterMs('120', NOW)).toBe(120_000);
+    expect(retryAfterMs(' 3 ', NOW)).toBe(3_000);
+    expect(retryAfterMs(new Date(NOW + 90_000).toUTCString(), NOW)).toBe(90_000);
+    expect(retryAfterMs(new Date(NOW - 90_000).toUTCString(), NOW)).toBe(0);
+    expect(retryAfterMs(undefined, NOW)).toBeUndefined();
+    expect(retryAfterMs('-5', NOW)).toBeUndefined();
+    expect(retryAfterMs('', NOW)).toBeUndefined();
+  });
+});
+
+describe('placeOf', () => {
+  it('keeps ordered partitions in Redis at any delay; unordered beyond the horizon go to the outbox', () => {
+    expect(placeOf(3_600_000, true, 1_000)).toBe('redis');
+    expect(placeOf(1_000, false, 1_000)).toBe('redis');
+    expect(placeOf(1_001, false, 1_000)).toBe('outbox');
+  });
+});

@@ -1,0 +1,138 @@
+import { DEAD_LETTER_REASONS, durationToMs, type RetrySpec } from '@requester/shared';
+import type { Admission } from '../breaker/index.ts';
+import { countsAsFailure } from '../breaker/index.ts';
+import type { CallOutcome } from '../http/index.ts';
+import type { LimitDecision } from '../limiter/index.ts';
+
+/**
+ * The executor's decisions (DESIGN.md §5 "Executor decisions") as pure functions of the facts:
+ * no I/O, no clock and no randomness of their own (both are passed in), so each rule is tested on
+ * its own (decide.test.ts). The worker gathers the facts and carries the steps out.
+ *
+ *   gate (limiter, breaker) ──call──▶ HTTP ──▶ outcome ──▶ deliver | retry
+ *        └─wait───────────────────────────────────────────▶ reschedule, not an attempt
+ */
+
+export type DeadLetterReason = (typeof DEAD_LETTER_REASONS)[keyof typeof DEAD_LETTER_REASONS];
+
+/** What happens to a task next. */
+export type Step =
+  /** Go on: the gate let the call through. */
+  | { kind: 'call' }
+  /**
+   * Not now, and not an attempt (tryCount unchanged): the limiter or the breaker said when to
+   * come back. The wait is added to the task's waitTime.
+   */
+  | { kind: 'wait'; delayMs: number; reason: 'rate_limited' | 'circuit_open' }
+  /** The attempt failed in a way another one may fix, and the retry budget has one left. */
+  | { kind: 'retry'; delayMs: number; reason: string }
+  /** Final: the result goes to `out`; with `deadLetter`, a dead-letter record beside it. */
+  | { kind: 'deliver'; deadLetter?: DeadLetterReason };
+
+const CALL: Step = { kind: 'call' };
+
+/** The limiter's answer: `oversized` can never be admitted, so it is a permanent failure. */
+export function limiterStep(decision: Pick<LimitDecision, 'outcome' | 'retryAfterMs'>): Step {
+  if (decision.outcome === 'allowed') return CALL;
+  if (decision.outcome === 'limited')
+    return { kind: 'wait', delayMs: Math.max(1, decision.retryAfterMs), reason: 'rate_limited' };
+  return { kind: 'deliver', deadLetter: DEAD_LETTER_REASONS.permanent };
+}
+
+/** An origin whose breaker refuses is come back to when it half-opens (its `retryAtMs`). */
+export function breakerStep(admission: Admission, nowMs: number): Step {
+  if (admission.admitted) return CALL;
+  return {
+    kind: 'wait',
+    delayMs: Math.max(1, Math.ceil(admission.retryAtMs - nowMs)),
+    reason: 'circuit_open',
+  };
+}
+
+/**
+ * The outcomes another attempt may fix: 429, 408, 5xx, timeouts and transport errors (refused,
+ * reset, DNS). They are exactly those the breaker counts as the target being down, overloaded or
+ * slow; other answers (4xx) are the target's verdict, and a call the SSRF guard refused or an
+ * answer over the size cap would fail the same way again.
+ */
+export const isRetryable: (outcome: CallOutcome) => boolean = countsAsFailure;
+
+/** A final outcome is a failure when the target answered >= 400 or no answer came. */
+export function isFailure(outcome: CallOutcome): boolean {
+  return outcome.kind === 'failure' || outcome.status >= 400;
+}
+
+export interface OutcomeFacts {
+  outcome: CallOutcome;
+  /** `meta.retry`; absent = one attempt, every outcome delivered. */
+  retry: RetrySpec | undefined;
+  /** Attempts made within the retry budget, this one included (see attemptsInBudget). */
+  attempts: number;
+  nowMs: number;
+  /** Uniform in [0, 1): the jitter's dice. */
+  random: number;
+  /** Longest `Retry-After` honoured (RETRY_AFTER_MAX). */
+  retryAfterMaxMs: number;
+}
+
+/**
+ * After a call: a success or a 3xx is delivered; a retryable failure is retried while attempts
+ * remain (`attempts < retry.max`); any other failure is delivered and dead-lettered, as
+ * `retries_exhausted` when retrying could have helped, else `permanent`. Without `meta.retry` the
+ * budget is one attempt, so a failure is dead-lettered the same way (DLQ replay is the way back).
+ *
+ * The pause is the backoff, or the target's `Retry-After` when that asks for longer: coming back
+ * earlier would only spend an attempt on another refusal. The target's word may exceed
+ * `maxDelay` (which bounds our own backoff) but not RETRY_AFTER_MAX, so a broken or hostile
+ * header cannot park a task for days.
+ */
+export function outcomeStep(facts: OutcomeFacts): Step {
+  const { outcome, retry } = facts;
+  if (!isFailure(outcome)) return { kind: 'deliver' };
+  if (!isRetryable(outcome)) return { kind: 'deliver', deadLetter: DEAD_LETTER_REASONS.permanent };
+  if (!retry || facts.attempts >= retry.max)
+    return { kind: 'deliver', deadLetter: DEAD_LETTER_REASONS.retriesExhausted };
+  const backoff = backoffMs(retry, facts.attempts, facts.random);
+  const asked =
+    outcome.kind === 'response' ? retryAfterMs(outcome.headers['retry-after'], facts.nowMs) : undefined;
+  return {
+    kind: 'retry',
+    delayMs: asked === undefined ? backoff : Math.max(backoff, Math.min(asked, facts.retryAfterMaxMs)),
+    reason: outcome.kind === 'response' ? `status_${outcome.status}` : outcome.error.code,
+  };
+}
+
+/**
+ * The pause after the `attempt`-th attempt failed: `delay · multiplier^(attempt−1)`, capped at
+ * `maxDelay`, then moved by up to ±`jitter` of itself (so executors retrying together spread out)
+ * and capped again: `maxDelay` is never exceeded, so at the cap the jitter only shortens.
+ */
+export function backoffMs(retry: RetrySpec, attempt: number, random: number): number {
+  const maxDelay = durationToMs(retry.maxDelay);
+  const base = Math.min(durationToMs(retry.delay) * retry.multiplier ** Math.max(0, attempt - 1), maxDelay);
+  const jittered = base * (1 + retry.jitter * (2 * random - 1));
+  return Math.max(0, Math.round(Math.min(jittered, maxDelay)));
+}
+
+/**
+ * A `Retry-After` header (RFC 9110 §10.2.3) as ms from `nowMs`: delay-seconds or an HTTP-date
+ * (a past date = 0). undefined when absent or unreadable: then only the backoff applies.
+ */
+export function retryAfterMs(value: string | undefined, nowMs: number): number | undefined {
+  const text = value?.trim();
+  if (!text) return undefined;
+  if (/^\d+$/.test(text)) return Number(text) * 1000;
+  // An HTTP-date names its month; Date.parse alone would read e.g. "-5" as a year.
+  const at = /[a-z]{3}/i.test(text) ? Date.parse(text) : Number.NaN;
+  return Number.isNaN(at) ? undefined : Math.max(0, at - nowMs);
+}
+
+/**
+ * Where a rescheduled task waits. Ordered partitions stay in Redis whatever the delay: the task
+ * keeps its place at the head and the partition stays blocked (DESIGN.md §9). Unordered ones stay
+ * in Redis within the horizon; beyond it they go to the outbox with their full envelope, so a long
+ * wait neither holds Redis memory nor outlives the `in` record's retention.
+ */
+export function placeOf(delayMs: number, ordered: boolean, horizonMs: number): 'redis' | 'outbox' {
+  return ordered || delayMs <= horizonMs ? 'redis' : 'outbox';
+}
