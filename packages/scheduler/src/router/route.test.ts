@@ -43,7 +43,7 @@ describe('routeRecord', () => {
       HORIZON,
     );
     if (route.kind !== 'queue') throw new Error(route.kind);
-    expect(route.task.id).toBe('r-1:2');
+    expect(route.task.id).toBe('r-1:2:w2000'); // a waited task comes back under a new id
     expect(route.task.partition).toBe('!order-42');
     expect(decodeQueuedTask(route.task.payload)).toMatchObject({
       tryCount: 2,

@@ -76,16 +76,16 @@ function queueTask(record: SourceRecord, envelope: RequestEnvelope, dueAt: numbe
   const { requestId, partition } = envelope.meta;
   const tryCount = envelope.tryCount ?? 0;
   const createdAt = envelope.createdAt ? parseRfc3339(envelope.createdAt) : undefined;
-  const waitedMs = envelope.waitTime ? Math.round(envelope.waitTime / 1e6) : undefined;
+  const waitedMs = waitedMsOf(envelope);
   return {
-    id: taskId(requestId, tryCount),
+    id: taskIdOf(envelope),
     partition: queuePartition(partition, requestId),
     payload: encodeQueuedTask({
       ref: { topic: record.topic, partition: record.partition, offset: record.offset },
       requestId,
       tryCount,
       ...(createdAt === undefined ? {} : { createdAt }),
-      ...(waitedMs === undefined ? {} : { waitedMs }),
+      ...(waitedMs === 0 ? {} : { waitedMs }),
     }),
     dueAt,
   };
@@ -93,13 +93,22 @@ function queueTask(record: SourceRecord, envelope: RequestEnvelope, dueAt: numbe
 
 function outboxRow(record: SourceRecord, envelope: RequestEnvelope, dueAt: number): OutboxRow {
   return {
-    taskId: taskId(envelope.meta.requestId, envelope.tryCount ?? 0),
+    taskId: taskIdOf(envelope),
     requestId: envelope.meta.requestId,
     dueAt: new Date(dueAt),
     topic: record.topic,
     key: record.key?.toString('utf8') ?? kafkaKeyFor(envelope),
     payload: record.value as Buffer,
   };
+}
+
+/** The envelope's queue and outbox id (see taskId: a rescheduled request comes back with a new one). */
+function taskIdOf(envelope: RequestEnvelope): string {
+  return taskId(envelope.meta.requestId, envelope.tryCount ?? 0, waitedMsOf(envelope));
+}
+
+function waitedMsOf(envelope: RequestEnvelope): number {
+  return envelope.waitTime ? Math.round(envelope.waitTime / 1e6) : 0;
 }
 
 function invalid(result: ResultEnvelope): Route {

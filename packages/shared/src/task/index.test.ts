@@ -19,6 +19,8 @@ describe('queued task encoding', () => {
 
   it('derives ids and partitions', () => {
     expect(taskId('a', 0)).toBe('a:0');
+    expect(taskId('a', 2, 0)).toBe('a:2');
+    expect(taskId('a', 2, 1500)).toBe('a:2:w1500');
     expect(queuePartition('!order-1', 'r1')).toBe('!order-1');
     expect(queuePartition(undefined, 'r1')).toBe('#r1');
     expect(queuePartition('', 'r1')).toBe('#r1');

@@ -23,9 +23,15 @@ export interface QueuedTask {
   waitedMs?: number;
 }
 
-/** The queue's task id: `requestId:tryCount` — a replay of `in` publishes the same id and is refused. */
-export function taskId(requestId: string, tryCount: number): string {
-  return `${requestId}:${tryCount}`;
+/**
+ * The queue's task id: `requestId:tryCount`, plus `:w<waitedMs>` once the task has waited for a
+ * rate limit or an open breaker. A replay of `in` publishes the same id and is refused. A task the
+ * executor sends through the outbox comes back with a new id: a retry has one attempt more, and a
+ * wait (no attempt) has waited longer — without that part its id would be the one just acked,
+ * which the dedup window refuses, and the task would be lost.
+ */
+export function taskId(requestId: string, tryCount: number, waitedMs = 0): string {
+  return waitedMs > 0 ? `${requestId}:${tryCount}:w${waitedMs}` : `${requestId}:${tryCount}`;
 }
 
 /**
