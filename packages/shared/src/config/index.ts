@@ -266,6 +266,24 @@ export const CONFIG_VARIABLES = {
     goDuration,
     'how long an executor trusts a breaker state it read from Redis (0 = read it for every call)',
   ),
+  retryAfterMax: variable(
+    'RETRY_AFTER_MAX',
+    '1h',
+    goDuration,
+    "longest Retry-After of a target that is honoured (a retry waits the longer of its backoff and the target's Retry-After, capped here; may exceed meta.retry.maxDelay)",
+  ),
+  cacheWaitBudget: variable(
+    'CACHE_WAIT_BUDGET',
+    '10s',
+    goDuration.refine((ms) => ms > 0, 'must be a positive duration'),
+    'how long a cache miss waits for another executor filling the same key before calling the target itself',
+  ),
+  cacheMaxEntryBytes: variable(
+    'CACHE_MAX_ENTRY_BYTES',
+    '262144',
+    positiveInt,
+    'largest response stored in the cache (status, headers and body as JSON); larger 2xx answers pass uncached',
+  ),
   signingKeys: variable(
     'SIGNING_KEYS',
     '',

@@ -178,7 +178,10 @@ const retrySchema = strictObject({
     .max(MAX_RETRY_ATTEMPTS)
     .meta({ description: 'Attempts in total, the first included (1 = no retry).' }),
   delay: goDuration('non-negative', 'Pause before the first retry.').default(RETRY_DEFAULTS.delay),
-  maxDelay: goDuration('positive', 'Upper bound of any pause.').default(RETRY_DEFAULTS.maxDelay),
+  maxDelay: goDuration(
+    'positive',
+    'Upper bound of any backoff pause. A target’s Retry-After may ask for longer; it is honoured up to the service’s RETRY_AFTER_MAX.',
+  ).default(RETRY_DEFAULTS.maxDelay),
   multiplier: z
     .number()
     .min(1)
