@@ -3,6 +3,7 @@ export * from './contract/index.ts';
 export * from './errors/index.ts';
 export * from './kafka/fetcher.ts';
 export * from './kafka/index.ts';
+export * from './kafka/scan.ts';
 export * from './log/index.ts';
 export * from './metrics/index.ts';
 export * from './outbox/index.ts';

@@ -12,7 +12,7 @@ import {
 import { RequesterError } from '../errors/index.ts';
 import type { Logger } from '../log/index.ts';
 
-export type { Admin, Consumer, EachBatchPayload, KafkaMessage, Message, Producer } from 'kafkajs';
+export type { Admin, Consumer, EachBatchPayload, Kafka, KafkaMessage, Message, Producer } from 'kafkajs';
 
 /**
  * The one Kafka adapter (kafkajs). Everything Kafka-shaped in Requester goes through here, so the

@@ -19,13 +19,15 @@ const REDACT = [
   'secret',
 ];
 
-export function createLogger(options: { level?: string; name?: string } = {}): Logger {
-  return pino({
+/** `destination: 2` writes to stderr (admin commands keep stdout for their output). */
+export function createLogger(options: { level?: string; name?: string; destination?: 1 | 2 } = {}): Logger {
+  const settings = {
     name: options.name ?? 'requester',
     level: options.level ?? 'info',
     base: { pid: process.pid },
     timestamp: pino.stdTimeFunctions.isoTime,
     redact: { paths: REDACT, censor: '[redacted]' },
-    formatters: { level: (label) => ({ level: label }) },
-  });
+    formatters: { level: (label: string) => ({ level: label }) },
+  };
+  return options.destination === 2 ? pino(settings, pino.destination(2)) : pino(settings);
 }

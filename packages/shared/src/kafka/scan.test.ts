@@ -1,0 +1,52 @@
+import { createTestTopics, testKafka, uniqueName } from '@requester/shared/testing';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createProducer, type Producer } from './index.ts';
+import { scanTopic } from './scan.ts';
+
+describe('scanTopic over real Kafka', () => {
+  let producer: Producer;
+
+  beforeAll(async () => {
+    producer = createProducer(testKafka());
+    await producer.connect();
+  });
+
+  afterAll(async () => {
+    await producer.disconnect();
+  });
+
+  it('reads every record up to the end offsets taken at the start, in order per partition, and stops', async () => {
+    const topic = uniqueName('scan');
+    await createTestTopics([topic], 3);
+    const values = Array.from({ length: 30 }, (_, i) => `v${i}`);
+    await producer.send({ topic, messages: values.map((value, i) => ({ key: `k${i % 7}`, value })) });
+
+    const seen: Array<{ partition: number; offset: number; value: string }> = [];
+    const progress: number[] = [];
+    const result = await scanTopic(testKafka(), topic, {
+      onMessage: async (message, partition) => {
+        seen.push({ partition, offset: Number(message.offset), value: String(message.value) });
+        // Written during the scan: past the end offsets, so not part of it.
+        if (seen.length === 1) await producer.send({ topic, messages: [{ key: 'late', value: 'late' }] });
+      },
+      onProgress: (read) => progress.push(read),
+    });
+
+    expect(result).toEqual({ read: 30, incomplete: [] });
+    expect(seen.map((s) => s.value).sort()).toEqual([...values].sort());
+    for (const partition of [0, 1, 2]) {
+      const offsets = seen.filter((s) => s.partition === partition).map((s) => s.offset);
+      expect(offsets).toEqual([...offsets].sort((a, b) => a - b));
+    }
+    expect(progress.at(-1)).toBe(30);
+  });
+
+  it('returns at once for an empty topic, and names a missing one', async () => {
+    const topic = uniqueName('scan-empty');
+    await createTestTopics([topic], 2);
+    expect(await scanTopic(testKafka(), topic, { onMessage: () => {} })).toEqual({ read: 0, incomplete: [] });
+    await expect(scanTopic(testKafka(), `${topic}-missing`, { onMessage: () => {} })).rejects.toThrow(
+      /topic .*-missing does not exist/,
+    );
+  });
+});

@@ -1,0 +1,99 @@
+import { randomBytes } from 'node:crypto';
+import type { Kafka, KafkaMessage } from 'kafkajs';
+import { RequesterError } from '../errors/index.ts';
+import { createConsumer } from './index.ts';
+
+/**
+ * Reads a whole topic once, from its first retained record up to the end offsets it had when the
+ * scan began (records written meanwhile are not waited for), in a throwaway consumer group that
+ * commits nothing — so nothing of the scan stays behind in Kafka. For admin tools (the DLQ
+ * commands), not for the data path.
+ */
+
+export interface ScanOptions {
+  /** Called for each record, in offset order within a partition. */
+  onMessage(message: KafkaMessage, partition: number): void | Promise<void>;
+  /** Called after each batch: records read so far, and the count the scan expects. */
+  onProgress?(read: number, expected: number): void;
+  /** Group id prefix (a random suffix is added). */
+  groupPrefix?: string;
+  /**
+   * A scan ends early when no batch came for this long after joining: a partition whose last
+   * offsets hold no data records (transaction markers) is never "reached". Default 5 s.
+   */
+  idleMs?: number;
+}
+
+export interface ScanResult {
+  read: number;
+  /** Partitions whose end was not reached (idle stop); empty when the scan is complete. */
+  incomplete: number[];
+}
+
+/** End offset (exclusive) per partition that holds records now. */
+async function endOffsets(
+  kafka: Kafka,
+  topic: string,
+): Promise<{ ends: Map<number, bigint>; expected: number }> {
+  const admin = kafka.admin();
+  await admin.connect();
+  try {
+    if (!(await admin.listTopics()).includes(topic))
+      throw new RequesterError('not_found', `topic ${topic} does not exist`);
+    const ends = new Map<number, bigint>();
+    let expected = 0;
+    for (const { partition, high, low } of await admin.fetchTopicOffsets(topic)) {
+      if (BigInt(high) > BigInt(low)) ends.set(partition, BigInt(high));
+      expected += Number(BigInt(high) - BigInt(low));
+    }
+    return { ends, expected };
+  } finally {
+    await admin.disconnect();
+  }
+}
+
+export async function scanTopic(kafka: Kafka, topic: string, options: ScanOptions): Promise<ScanResult> {
+  const { ends, expected } = await endOffsets(kafka, topic);
+  if (ends.size === 0) return { read: 0, incomplete: [] };
+  const groupId = `${options.groupPrefix ?? 'requester-scan'}-${randomBytes(6).toString('hex')}`;
+  const consumer = createConsumer(kafka, { groupId, maxWaitTimeInMs: 500 });
+  let read = 0;
+  await consumer.connect();
+  try {
+    await consumer.subscribe({ topic, fromBeginning: true });
+    await new Promise<void>((resolve, reject) => {
+      const idleMs = options.idleMs ?? 5_000;
+      let idle: NodeJS.Timeout | undefined;
+      const touch = () => {
+        clearTimeout(idle);
+        idle = setTimeout(resolve, idleMs);
+      };
+      consumer.on(consumer.events.GROUP_JOIN, touch);
+      consumer.on(consumer.events.CRASH, ({ payload }) => reject(payload.error));
+      consumer
+        .run({
+          autoCommit: false,
+          eachBatch: async ({ batch }) => {
+            touch();
+            const end = ends.get(batch.partition);
+            if (end === undefined) return;
+            for (const message of batch.messages) {
+              if (BigInt(message.offset) >= end) break;
+              await options.onMessage(message, batch.partition);
+              read++;
+            }
+            options.onProgress?.(read, expected);
+            if (BigInt(batch.lastOffset()) >= end - 1n) ends.delete(batch.partition);
+            if (ends.size === 0) {
+              clearTimeout(idle);
+              resolve();
+            }
+          },
+        })
+        .catch(reject);
+    });
+  } finally {
+    await consumer.disconnect();
+  }
+  return { read, incomplete: [...ends.keys()] };
+}
