@@ -1,32 +1,7 @@
-import { type ChildProcess, spawn } from 'node:child_process';
-import path from 'node:path';
+import type { ChildProcess } from 'node:child_process';
 import { TEST_DATABASE_URL, uniqueName } from '@requester/shared/testing';
 import { afterEach, describe, expect, it } from 'vitest';
-
-const MAIN = path.resolve(import.meta.dirname, 'main.ts');
-
-interface Exit {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-function requester(
-  args: string[],
-  env: Record<string, string> = {},
-): { child: ChildProcess; exit: Promise<Exit> } {
-  const child = spawn(process.execPath, [MAIN, ...args], { env: { ...process.env, ...env }, stdio: 'pipe' });
-  let stdout = '';
-  let stderr = '';
-  child.stdout?.on('data', (d) => {
-    stdout += d;
-  });
-  child.stderr?.on('data', (d) => {
-    stderr += d;
-  });
-  const exit = new Promise<Exit>((resolve) => child.on('exit', (code) => resolve({ code, stdout, stderr })));
-  return { child, exit };
-}
+import { requester } from '../test/cli.ts';
 
 async function until(check: () => Promise<boolean>, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;

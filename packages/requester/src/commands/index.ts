@@ -9,6 +9,7 @@ import {
   migrate,
 } from '@requester/shared';
 import type { Argv } from 'yargs';
+import { registerDlqCommands } from './dlq.ts';
 import { registerQueueCommands } from './queue.ts';
 
 type ConfigFrom = (argv: Record<string, unknown>) => Config;
@@ -16,6 +17,7 @@ type ConfigFrom = (argv: Record<string, unknown>) => Config;
 /** Admin subcommands: each one short-lived, printing progress on stderr and results on stdout. */
 export function registerAdminCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): void {
   registerQueueCommands(cli, configFrom);
+  registerDlqCommands(cli, configFrom);
   cli.command(
     'topics',
     'create the Kafka topics (in, out, dlq) when missing',

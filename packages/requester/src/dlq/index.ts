@@ -1,0 +1,245 @@
+import {
+  type DeadLetter,
+  formatRecordRef,
+  type Kafka,
+  type KafkaMessage,
+  kafkaKeyFor,
+  type Message,
+  type Producer,
+  parseDeadLetter,
+  produce,
+  type RecordRef,
+  type RedisClient,
+  type RequestContract,
+  replayEnvelope,
+  scanTopic,
+  taskId,
+} from '@requester/shared';
+
+/**
+ * `requester dlq list|replay`: reading the dead-letter topic and re-submitting its requests to
+ * `in`. How a replay avoids the dedup and gets a fresh retry budget is `replayEnvelope`'s story
+ * (`@requester/shared`); this module selects the records and makes each replay happen once.
+ *
+ * Once per record: a replayed DLQ record is marked in Redis (`<prefix>:dlq-replayed:<topic>/<p>/<o>`,
+ * kept REPLAY_MARK_TTL_MS), and a second run skips it unless `force`. The mark is set after `in`
+ * acknowledged the write, so a crash in between replays it again on the next run — and that copy
+ * carries the same task id, which the queue refuses while it remembers it (QUEUE_DEDUP_WINDOW).
+ */
+
+export interface DlqFilter {
+  requestIds?: ReadonlySet<string>;
+  /** failedAt ≥ sinceMs (epoch ms). */
+  sinceMs?: number;
+  /** failedAt < untilMs. */
+  untilMs?: number;
+}
+
+/** A dead letter and where it is on the DLQ topic. */
+export interface DlqEntry {
+  record: DeadLetter;
+  at: RecordRef;
+}
+
+export interface DlqSource {
+  kafka: Kafka;
+  topic: string;
+  contract?: RequestContract;
+  /** Progress and per-record problems (unreadable records), for stderr. */
+  onProgress?(read: number, expected: number): void;
+  onUnreadable?(at: RecordRef, problem: string): void;
+}
+
+export interface ScanCounts {
+  read: number;
+  unreadable: number;
+  matched: number;
+  /** DLQ partitions whose end was not reached (see scanTopic). */
+  incomplete: number[];
+}
+
+/** How long a replayed DLQ record stays marked (a DLQ topic rarely keeps records longer). */
+export const REPLAY_MARK_TTL_MS = 30 * 24 * 3600 * 1000;
+/** Records produced to `in` per request. */
+const PRODUCE_CHUNK = 500;
+/** Header of a replayed `in` record: the DLQ record it came from (`topic/partition/offset`). */
+export const REPLAY_OF_HEADER = 'requester-replay-of';
+
+export function matches(record: DeadLetter, filter: DlqFilter): boolean {
+  const { requestIds, sinceMs, untilMs } = filter;
+  if (requestIds && !requestIds.has(record.envelope.meta.requestId)) return false;
+  if (sinceMs === undefined && untilMs === undefined) return true;
+  const failedAt = Date.parse(record.failedAt);
+  return (sinceMs === undefined || failedAt >= sinceMs) && (untilMs === undefined || failedAt < untilMs);
+}
+
+/** Scans the DLQ topic once (bounded by its end at the start), handing each matching record on. */
+async function scanMatching(
+  source: DlqSource,
+  filter: DlqFilter,
+  onMatch: (entry: DlqEntry) => void,
+): Promise<ScanCounts> {
+  const counts = { unreadable: 0, matched: 0 };
+  const onMessage = (message: KafkaMessage, partition: number) => {
+    const at = { topic: source.topic, partition, offset: message.offset };
+    let record: DeadLetter;
+    try {
+      record = parseDeadLetter(message.value, source.contract);
+    } catch (err) {
+      counts.unreadable++;
+      source.onUnreadable?.(at, err instanceof Error ? err.message : String(err));
+      return;
+    }
+    if (!matches(record, filter)) return;
+    counts.matched++;
+    onMatch({ record, at });
+  };
+  const scan = await scanTopic(source.kafka, source.topic, {
+    onMessage,
+    groupPrefix: 'requester-dlq',
+    ...(source.onProgress ? { onProgress: source.onProgress } : {}),
+  });
+  return { read: scan.read, ...counts, incomplete: scan.incomplete };
+}
+
+const byFailedAt = (a: DlqEntry, b: DlqEntry) =>
+  Date.parse(a.record.failedAt) - Date.parse(b.record.failedAt) || compareRefs(a.at, b.at);
+
+/** The `limit` most recent matching dead letters (by failedAt), oldest first. */
+export async function listDeadLetters(
+  source: DlqSource,
+  filter: DlqFilter,
+  limit: number,
+): Promise<ScanCounts & { entries: DlqEntry[] }> {
+  let kept: DlqEntry[] = [];
+  const counts = await scanMatching(source, filter, (entry) => {
+    kept.push(entry);
+    // Trimmed in rounds, so memory stays O(limit) however long the topic.
+    if (kept.length >= 2 * limit + 100) kept = kept.sort(byFailedAt).slice(-limit);
+  });
+  return { ...counts, entries: limit > 0 ? kept.sort(byFailedAt).slice(-limit) : [] };
+}
+
+export interface ReplayOptions {
+  filter: DlqFilter;
+  /** Most records replayed; undefined = all selected. */
+  limit?: number;
+  dryRun: boolean;
+  /** Replay records already marked as replayed. */
+  force: boolean;
+}
+
+export interface ReplayTarget {
+  producer: Producer;
+  topicIn: string;
+  marks: ReplayMarks;
+  produceTimeoutMs: number;
+  onReplayed?(done: number, total: number): void;
+}
+
+export interface ReplayedItem {
+  requestId: string;
+  /** The queue task id of the replay (`requestId:tryCount`), new to the dedup. */
+  taskId: string;
+  dlq: string;
+}
+
+export interface ReplaySummary extends ScanCounts {
+  dryRun: boolean;
+  replayed: ReplayedItem[];
+  skipped: { alreadyReplayed: number; superseded: number; overLimit: number };
+}
+
+/**
+ * Replays the selected dead letters: for each requestId only its latest dead letter (an earlier
+ * one is superseded: replaying it would repeat a budget already spent), skipping those marked as
+ * replayed (unless `force`), in the order their requests first arrived on `in` (so an ordered
+ * partition's requests keep their order), at most `limit`. A dry run writes nothing.
+ */
+export async function replayDeadLetters(
+  source: DlqSource,
+  target: ReplayTarget,
+  options: ReplayOptions,
+): Promise<ReplaySummary> {
+  const latest = new Map<string, DlqEntry>();
+  let superseded = 0;
+  const counts = await scanMatching(source, options.filter, (entry) => {
+    const requestId = entry.record.envelope.meta.requestId;
+    const seen = latest.get(requestId);
+    if (seen) superseded++;
+    if (!seen || byFailedAt(seen, entry) <= 0) latest.set(requestId, entry);
+  });
+  const candidates = [...latest.values()].sort((a, b) => compareRefs(a.record.source, b.record.source));
+  const marked = options.force ? candidates.map(() => false) : await target.marks.marked(candidates);
+  const unmarked = candidates.filter((_, i) => !marked[i]);
+  const chosen = options.limit === undefined ? unmarked : unmarked.slice(0, options.limit);
+  const skipped = {
+    alreadyReplayed: candidates.length - unmarked.length,
+    superseded,
+    overLimit: unmarked.length - chosen.length,
+  };
+  if (!options.dryRun) await writeReplays(chosen, target);
+  return { ...counts, dryRun: options.dryRun, replayed: chosen.map(replayedItem), skipped };
+}
+
+function replayedItem(entry: DlqEntry): ReplayedItem {
+  const envelope = replayEnvelope(entry.record);
+  return {
+    requestId: envelope.meta.requestId,
+    taskId: taskId(envelope.meta.requestId, envelope.tryCount ?? 0),
+    dlq: formatRecordRef(entry.at),
+  };
+}
+
+/** Produces the replays to `in` in chunks; each chunk is marked once Kafka acknowledged it. */
+async function writeReplays(entries: DlqEntry[], target: ReplayTarget): Promise<void> {
+  for (let i = 0; i < entries.length; i += PRODUCE_CHUNK) {
+    const chunk = entries.slice(i, i + PRODUCE_CHUNK);
+    await produce(target.producer, target.topicIn, chunk.map(replayMessage), target.produceTimeoutMs);
+    await target.marks.mark(chunk);
+    target.onReplayed?.(i + chunk.length, entries.length);
+  }
+}
+
+/** The `in` record of a replay: keyed like the ingress does (partition, else requestId). */
+export function replayMessage(entry: DlqEntry): Message {
+  const envelope = replayEnvelope(entry.record);
+  return {
+    key: kafkaKeyFor(envelope),
+    value: JSON.stringify(envelope),
+    headers: { [REPLAY_OF_HEADER]: formatRecordRef(entry.at) },
+  };
+}
+
+/** Which DLQ records were replayed already (Redis keys with a TTL; see the module comment). */
+export class ReplayMarks {
+  private readonly redis: RedisClient;
+  private readonly prefix: string;
+  private readonly ttlMs: number;
+
+  constructor(redis: RedisClient, prefix: string, ttlMs = REPLAY_MARK_TTL_MS) {
+    this.redis = redis;
+    this.prefix = prefix;
+    this.ttlMs = ttlMs;
+  }
+
+  async marked(entries: readonly DlqEntry[]): Promise<boolean[]> {
+    const found = await Promise.all(entries.map((entry) => this.redis.exists(this.key(entry))));
+    return found.map((n) => n > 0);
+  }
+
+  async mark(entries: readonly DlqEntry[]): Promise<void> {
+    const at = new Date().toISOString();
+    await Promise.all(entries.map((entry) => this.redis.set(this.key(entry), at, 'PX', this.ttlMs)));
+  }
+
+  private key(entry: DlqEntry): string {
+    return `${this.prefix}:dlq-replayed:${formatRecordRef(entry.at)}`;
+  }
+}
+
+function compareRefs(a: RecordRef, b: RecordRef): number {
+  if (a.partition !== b.partition) return a.partition - b.partition;
+  const diff = BigInt(a.offset) - BigInt(b.offset);
+  return diff === 0n ? 0 : diff < 0n ? -1 : 1;
+}
