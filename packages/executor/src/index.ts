@@ -1,7 +1,12 @@
 import { queueFromConfig } from '@requester/scheduler';
-import { createFetcher, type RoleDefinition, type RoleHandle } from '@requester/shared';
+import { createFetcher, Outbox, type RoleDefinition, type RoleHandle } from '@requester/shared';
+import { breakerFromConfig } from './breaker/index.ts';
+import { ResponseCache } from './cache/index.ts';
 import { createHttpClient } from './http/index.ts';
+import { RateLimiter } from './limiter/index.ts';
+import { signingKeysFromConfig } from './signing/index.ts';
 import { Executor } from './worker/index.ts';
+import type { Tried } from './worker/policies.ts';
 
 export {
   type CallOutcome,
@@ -12,12 +17,13 @@ export {
 } from './http/index.ts';
 export { idempotencyKey, toHttpCall } from './http/request.ts';
 export { callResult, unreadableResult } from './result/index.ts';
-export { type AttemptFacts, type Classifier, type Decision, deliverEveryOutcome } from './worker/classify.ts';
 export { Executor, type ExecutorOptions, type TaskQueue } from './worker/index.ts';
 
 /**
- * The executor role (DESIGN.md §3): leases tasks from the Redis fair queue, reads their `in`
- * records by offset, calls the targets, writes every outcome to `out`, then acks.
+ * The executor role (DESIGN.md §3, §5): leases tasks from the Redis fair queue, reads their `in`
+ * records by offset, applies the delivery policies (cache, rate limiter, circuit breaker, signing,
+ * retries) around each call, writes every outcome to `out` (and failures to the DLQ), then acks.
+ * Long waits of unordered tasks go to the PostgreSQL outbox.
  */
 export const executorRole: RoleDefinition = {
   name: 'executor',
@@ -36,13 +42,29 @@ export const executorRole: RoleDefinition = {
       followRedirects: config.targetFollowRedirects,
       allowPrivateTargets: config.allowPrivateTargets,
     });
-    const queue = queueFromConfig(config, deps.redis(), { logger: log });
+    const redis = deps.redis();
+    const queue = queueFromConfig(config, redis, { logger: log });
+    const cache = new ResponseCache<Tried>({
+      redis,
+      prefix: `${config.redisPrefix}:`,
+      waitBudgetMs: config.cacheWaitBudget,
+      maxEntryBytes: config.cacheMaxEntryBytes,
+      logger: log,
+    });
     const executor = new Executor({
       queue,
       fetcher,
       http,
+      limiter: new RateLimiter({ redis, prefix: `${config.redisPrefix}:` }),
+      breaker: breakerFromConfig(config, redis, { logger: log }),
+      cache,
+      signingKeys: signingKeysFromConfig(config),
+      outbox: new Outbox(await deps.sql()),
+      horizonMs: config.redisHorizon,
+      retryAfterMaxMs: config.retryAfterMax,
       producer,
       topicOut: config.topicOut,
+      topicDlq: config.topicDlq,
       maxWorkers: config.maxWorkers,
       leaseTtlMs: config.executorLeaseTtl,
       produceTimeoutMs: config.kafkaProduceTimeout,
@@ -54,7 +76,7 @@ export const executorRole: RoleDefinition = {
       async drain() {
         await executor.drain();
         http.close();
-        await Promise.all([fetcher.close(), queue.close()]);
+        await Promise.all([fetcher.close(), queue.close(), cache.close()]);
       },
     };
   },

@@ -10,7 +10,7 @@ export { TargetGuard } from './guard.ts';
 /**
  * Calls to targets (got). Every call ends in a CallOutcome, never a throw: a response (any status)
  * or a failure that says what went wrong in the `meta.error` vocabulary. Retries are not got's
- * business (`retry.limit: 0`): they are a policy decision made after the call (see worker/classify).
+ * business (`retry.limit: 0`): they are a policy decision made after the call (see worker/decide.ts).
  */
 
 export interface HttpCall {

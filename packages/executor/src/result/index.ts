@@ -22,16 +22,26 @@ const FAILURE_STATUS: Record<FailureCode, number> = {
   payload_too_large: 502,
 };
 
+/** Where a task stands when its result is written. */
+export interface ResultProgress {
+  /** Attempts made, this one included. */
+  tryCount: number;
+  /** Time spent waiting for rate limits and open breakers, in ns (default 0). */
+  waitTimeNs?: number;
+  /** Answered from the response cache. */
+  cached?: boolean;
+}
+
 /** The result of one call: the target's answer, or a synthetic 5xx naming the failure. */
 export function callResult(
   envelope: RequestEnvelope,
   outcome: CallOutcome,
-  tryCount: number,
+  progress: ResultProgress,
 ): ResultEnvelope {
   const common = {
-    tryCount,
+    tryCount: progress.tryCount,
     timeNs: outcome.durationNs,
-    waitTimeNs: 0,
+    waitTimeNs: progress.waitTimeNs ?? 0,
     proxyData: envelope.meta.proxyData,
   };
   if (outcome.kind === 'response') {
@@ -40,6 +50,7 @@ export function callResult(
       status: outcome.status,
       body: outcome.body,
       headers: outcome.headers,
+      cached: progress.cached ?? false,
       ...common,
     });
   }

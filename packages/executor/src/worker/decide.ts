@@ -29,10 +29,13 @@ export type Step =
   /** Final: the result goes to `out`; with `deadLetter`, a dead-letter record beside it. */
   | { kind: 'deliver'; deadLetter?: DeadLetterReason };
 
-const CALL: Step = { kind: 'call' };
+/** What a gate (limiter, breaker) may say: never a retry, since nothing was attempted. */
+export type GateStep = Exclude<Step, { kind: 'retry' }>;
+
+export const CALL: GateStep = { kind: 'call' };
 
 /** The limiter's answer: `oversized` can never be admitted, so it is a permanent failure. */
-export function limiterStep(decision: Pick<LimitDecision, 'outcome' | 'retryAfterMs'>): Step {
+export function limiterStep(decision: Pick<LimitDecision, 'outcome' | 'retryAfterMs'>): GateStep {
   if (decision.outcome === 'allowed') return CALL;
   if (decision.outcome === 'limited')
     return { kind: 'wait', delayMs: Math.max(1, decision.retryAfterMs), reason: 'rate_limited' };
@@ -40,7 +43,7 @@ export function limiterStep(decision: Pick<LimitDecision, 'outcome' | 'retryAfte
 }
 
 /** An origin whose breaker refuses is come back to when it half-opens (its `retryAtMs`). */
-export function breakerStep(admission: Admission, nowMs: number): Step {
+export function breakerStep(admission: Admission, nowMs: number): GateStep {
   if (admission.admitted) return CALL;
   return {
     kind: 'wait',

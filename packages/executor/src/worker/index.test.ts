@@ -1,26 +1,17 @@
-import { FairQueue, QueueAdmin, queueFromConfig } from '@requester/scheduler';
+import { type FairQueue, QueueAdmin, queueFromConfig } from '@requester/scheduler';
 import {
-  type Consumer,
-  createConsumer,
   createFetcher,
-  createProducer,
-  createRedis,
   Dependencies,
   encodeQueuedTask,
   loadConfig,
-  type Producer,
   produce,
-  queuePartition,
-  type RedisClient,
-  type RequestEnvelopeInput,
-  type ResultEnvelope,
   taskId,
 } from '@requester/shared';
 import {
   createTestTopics,
   silentLogger,
   startTarget,
-  type Target,
+  TEST_DATABASE_URL,
   TEST_KAFKA_BROKERS,
   testKafka,
   uniqueName,
@@ -29,157 +20,23 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHttpClient } from '../http/index.ts';
 import { idempotencyKey } from '../http/request.ts';
 import { executorRole } from '../index.ts';
-import type { Classifier } from './classify.ts';
+import { ExecutorHarness } from './harness.fixture.ts';
 import { Executor } from './index.ts';
 
 /**
- * The executor end to end over the real Kafka and Redis and a real HTTP target: envelopes are
- * written to a test `in` topic, offset-refs published into a FairQueue (test prefix), and results
- * read back from a test `out` topic by one collector shared by every test.
+ * The executor end to end over the real Kafka and Redis and a real HTTP target (see
+ * ExecutorHarness): the pipeline itself. The delivery policies are tested in policies.test.ts.
  */
 describe('executor (end to end)', () => {
-  const inTopic = uniqueName('ex-in');
-  const outTopic = uniqueName('ex-out');
-  const results = new Map<string, ResultEnvelope[]>();
-  const waiters = new Set<() => void>();
-  let collector: Consumer;
-  let producer: Producer;
-  let redis: RedisClient;
-  let target: Target;
-  const cleanups: Array<() => Promise<void>> = [];
+  const h = new ExecutorHarness();
+  const { inTopic, outTopic, results } = h;
+  const resultOf = (requestId: string) => h.resultOf(requestId);
+  const submit: ExecutorHarness['submit'] = (...args) => h.submit(...args);
+  const submitRaw: ExecutorHarness['submitRaw'] = (...args) => h.submitRaw(...args);
+  const startExecutor: ExecutorHarness['startExecutor'] = (...args) => h.startExecutor(...args);
 
-  beforeAll(async () => {
-    await createTestTopics([inTopic, outTopic], 3);
-    producer = createProducer(testKafka());
-    await producer.connect();
-    redis = createRedis({ url: 'redis://127.0.0.1:6379' });
-    target = await startTarget();
-    collector = createConsumer(testKafka(), { groupId: uniqueName('ex-collector') });
-    await collector.connect();
-    await collector.subscribe({ topic: outTopic, fromBeginning: true });
-    await collector.run({
-      eachMessage: async ({ message }) => {
-        const key = message.key?.toString() ?? '';
-        results.set(key, [...(results.get(key) ?? []), JSON.parse(message.value?.toString() ?? 'null')]);
-        for (const wake of [...waiters]) wake();
-      },
-    });
-  }, 60_000);
-
-  afterAll(async () => {
-    for (const cleanup of cleanups.reverse()) await cleanup();
-    await collector.disconnect();
-    await producer.disconnect();
-    await target.close();
-    redis.disconnect();
-  }, 60_000);
-
-  /** Resolves with the first result of `requestId` on out (bounded by the test timeout). */
-  async function resultOf(requestId: string): Promise<ResultEnvelope> {
-    for (;;) {
-      const found = results.get(requestId)?.[0];
-      if (found) return found;
-      await new Promise<void>((resolve) => {
-        const wake = () => {
-          waiters.delete(wake);
-          resolve();
-        };
-        waiters.add(wake);
-      });
-    }
-  }
-
-  function newQueue(): FairQueue {
-    const queue = new FairQueue({ redis, prefix: `${uniqueName('ex')}:`, shards: 8, logger: silentLogger });
-    cleanups.push(async () => {
-      await new QueueAdmin(queue).purge();
-      await queue.close();
-    });
-    return queue;
-  }
-
-  /**
-   * Writes raw `in` values to one Kafka partition (so offsets follow from the base offset) and
-   * publishes their offset-refs to the queue, as the router does.
-   */
-  async function submitRaw(
-    queue: FairQueue,
-    items: Array<{ requestId: string; partition?: string; value: string }>,
-    offsetShift = 0,
-  ): Promise<void> {
-    const kafkaPartition = Math.floor(Math.random() * 3);
-    const [meta] = await produce(
-      producer,
-      inTopic,
-      items.map((item) => ({ partition: kafkaPartition, key: item.requestId, value: item.value })),
-    );
-    const base = BigInt(meta?.baseOffset ?? '0');
-    await queue.publish(
-      items.map((item, i) => ({
-        id: taskId(item.requestId, 0),
-        partition: queuePartition(item.partition, item.requestId),
-        payload: encodeQueuedTask({
-          ref: { topic: inTopic, partition: kafkaPartition, offset: String(base + BigInt(i + offsetShift)) },
-          requestId: item.requestId,
-          tryCount: 0,
-        }),
-      })),
-    );
-  }
-
-  function submit(queue: FairQueue, envelopes: RequestEnvelopeInput[]): Promise<void> {
-    return submitRaw(
-      queue,
-      envelopes.map((e) => ({
-        requestId: e.meta.requestId,
-        ...(e.meta.partition === undefined ? {} : { partition: e.meta.partition }),
-        value: JSON.stringify(e),
-      })),
-    );
-  }
-
-  function startExecutor(
-    options: {
-      allow?: string[];
-      maxWorkers?: number;
-      classify?: Classifier;
-      leaseTtlMs?: number;
-      queue?: FairQueue;
-    } = {},
-  ) {
-    const queue = options.queue ?? newQueue();
-    const fetcher = createFetcher({ brokers: TEST_KAFKA_BROKERS, clientId: 'ex-test', logger: silentLogger });
-    const http = createHttpClient({
-      connectTimeoutMs: 2_000,
-      responseTimeoutMs: 10_000,
-      maxResponseBytes: 1 << 20,
-      followRedirects: false,
-      allowPrivateTargets: options.allow ?? ['127.0.0.1'],
-    });
-    const executor = new Executor({
-      queue,
-      fetcher,
-      http,
-      producer,
-      topicOut: outTopic,
-      maxWorkers: options.maxWorkers ?? 8,
-      leaseTtlMs: options.leaseTtlMs ?? 10_000,
-      produceTimeoutMs: 10_000,
-      logger: silentLogger,
-      ...(options.classify ? { classify: options.classify } : {}),
-    });
-    executor.start();
-    let stopped = false;
-    const stop = async () => {
-      if (stopped) return;
-      stopped = true;
-      await executor.drain();
-      http.close();
-      await fetcher.close();
-    };
-    cleanups.push(stop);
-    return { queue, executor, stop };
-  }
+  beforeAll(() => h.open(), 60_000);
+  afterAll(() => h.close(), 60_000);
 
   describe('through the executor role', () => {
     let queue: FairQueue;
@@ -191,7 +48,9 @@ describe('executor (end to end)', () => {
         KAFKA_BROKERS: TEST_KAFKA_BROKERS,
         KAFKA_TOPIC_IN: inTopic,
         KAFKA_TOPIC_OUT: outTopic,
+        KAFKA_TOPIC_DLQ: h.dlqTopic,
         KAFKA_CREATE_TOPICS: 'false',
+        DATABASE_URL: TEST_DATABASE_URL,
         REDIS_PREFIX: uniqueName('ex'),
         QUEUE_SHARDS: '8',
         MAX_WORKERS: '8',
@@ -201,8 +60,8 @@ describe('executor (end to end)', () => {
       });
       deps = new Dependencies(config, silentLogger);
       handle = await executorRole.start({ config, logger: silentLogger, deps });
-      queue = queueFromConfig(config, redis); // the role's queue, seen from the router's side
-      cleanups.push(async () => {
+      queue = queueFromConfig(config, h.redis); // the role's queue, seen from the router's side
+      h.onClose(async () => {
         await handle.drain();
         await deps.close();
         await new QueueAdmin(queue).purge();
@@ -216,7 +75,7 @@ describe('executor (end to end)', () => {
       await submit(queue, [
         {
           request: {
-            uri: `${target.url}/echo?id=${requestId}`,
+            uri: `${h.target.url}/echo?id=${requestId}`,
             method: 'POST',
             body: '{"id":42}',
             headers: { 'content-type': 'application/json', 'x-caller': 'test' },
@@ -231,7 +90,7 @@ describe('executor (end to end)', () => {
       expect(result.meta.error).toBeUndefined();
       expect(Number.isInteger(result.meta.time) && result.meta.time > 0).toBe(true);
 
-      const call = target.calls.find((c) => c.path.includes(requestId));
+      const call = h.target.calls.find((c) => c.path.includes(requestId));
       expect(call?.method).toBe('POST');
       expect(call?.headers['x-caller']).toBe('test');
       expect(call?.headers['idempotency-key']).toBe(idempotencyKey(requestId));
@@ -241,12 +100,12 @@ describe('executor (end to end)', () => {
       const requestId = uniqueName('idem');
       await submit(queue, [
         {
-          request: { uri: `${target.url}/echo?id=${requestId}`, headers: { 'Idempotency-Key': 'mine' } },
+          request: { uri: `${h.target.url}/echo?id=${requestId}`, headers: { 'Idempotency-Key': 'mine' } },
           meta: { requestId },
         },
       ]);
       expect((await resultOf(requestId)).response.status).toBe(200);
-      expect(target.calls.find((c) => c.path.includes(requestId))?.headers['idempotency-key']).toBe('mine');
+      expect(h.target.calls.find((c) => c.path.includes(requestId))?.headers['idempotency-key']).toBe('mine');
     });
 
     it('answers a wake-up with a synthetic 200 carrying its body and headers, calling nobody', async () => {
@@ -260,7 +119,7 @@ describe('executor (end to end)', () => {
       const result = await resultOf(requestId);
       expect(result.response).toEqual({ status: 200, body: 'ring', headers: { 'x-alarm': 'on' } });
       expect(result.meta).toMatchObject({ requestId, tryCount: 1, proxyData: { alarm: true } });
-      expect(target.calls.some((c) => c.path.includes(requestId))).toBe(false);
+      expect(h.target.calls.some((c) => c.path.includes(requestId))).toBe(false);
     });
 
     it('answers a refused connection with 502 and meta.error', async () => {
@@ -278,7 +137,7 @@ describe('executor (end to end)', () => {
     it('answers a target slower than the response timeout with 504 and meta.error', async () => {
       const requestId = uniqueName('slow');
       await submit(queue, [
-        { request: { uri: `${target.url}/slow/5000?id=${requestId}` }, meta: { requestId } },
+        { request: { uri: `${h.target.url}/slow/5000?id=${requestId}` }, meta: { requestId } },
       ]);
       const result = await resultOf(requestId);
       expect(result.response.status).toBe(504);
@@ -312,7 +171,7 @@ describe('executor (end to end)', () => {
       const expired = uniqueName('expired');
       const topic = uniqueName('ex-expired');
       await createTestTopics([topic], 1);
-      await produce(producer, topic, [{ value: 'old' }, { value: 'new' }]);
+      await produce(h.producer, topic, [{ value: 'old' }, { value: 'new' }]);
       const admin = testKafka().admin();
       await admin.connect();
       await admin.fetchTopicMetadata({ topics: [topic] });
@@ -337,48 +196,33 @@ describe('executor (end to end)', () => {
   it('refuses a private target when not allowed: 502 target_refused, and the target never sees it', async () => {
     const { queue } = startExecutor({ allow: [] });
     const requestId = uniqueName('ssrf');
-    await submit(queue, [{ request: { uri: `${target.url}/echo?id=${requestId}` }, meta: { requestId } }]);
+    await submit(queue, [{ request: { uri: `${h.target.url}/echo?id=${requestId}` }, meta: { requestId } }]);
     const result = await resultOf(requestId);
     expect(result.response.status).toBe(502);
     expect(result.meta.error?.code).toBe('target_refused');
-    expect(target.calls.some((c) => c.path.includes(requestId))).toBe(false);
+    expect(h.target.calls.some((c) => c.path.includes(requestId))).toBe(false);
   });
 
   it('keeps an ordered partition in order with 8 workers and random target delays', async () => {
     const { queue } = startExecutor({ maxWorkers: 8 });
     const run = uniqueName('ord');
     const ordered = Array.from({ length: 50 }, (_, i) => ({
-      request: { uri: `${target.url}/random-delay/30?run=${run}&seq=${i}` },
+      request: { uri: `${h.target.url}/random-delay/30?run=${run}&seq=${i}` },
       meta: { requestId: `${run}-${i}`, partition: `!${run}` },
     }));
     // Unordered neighbours keep the other workers busy meanwhile.
     const loose = Array.from({ length: 30 }, (_, i) => ({
-      request: { uri: `${target.url}/random-delay/30?run=${run}-loose&seq=${i}` },
+      request: { uri: `${h.target.url}/random-delay/30?run=${run}-loose&seq=${i}` },
       meta: { requestId: `${run}-loose-${i}` },
     }));
     await submit(queue, [...ordered, ...loose]);
     await Promise.all([...ordered, ...loose].map((e) => resultOf(e.meta.requestId)));
 
-    const seen = target.calls
+    const seen = h.target.calls
       .filter((c) => c.path.includes(`run=${run}&`))
       .map((c) => Number(new URL(c.path, 'http://x').searchParams.get('seq')));
     expect(seen).toEqual(ordered.map((_, i) => i));
     for (const e of ordered) expect(results.get(e.meta.requestId)).toHaveLength(1);
-  });
-
-  it('carries out a retry decision: same Idempotency-Key on both attempts, tryCount 2', async () => {
-    const retryFirst: Classifier = ({ tryCount }) =>
-      tryCount === 1 ? { action: 'retry', delayMs: 0, reason: 'test' } : { action: 'deliver' };
-    const { queue } = startExecutor({ classify: retryFirst });
-    const requestId = uniqueName('retry');
-    await submit(queue, [{ request: { uri: `${target.url}/echo?id=${requestId}` }, meta: { requestId } }]);
-    const result = await resultOf(requestId);
-    expect(result.meta.tryCount).toBe(2);
-    const calls = target.calls.filter((c) => c.path.includes(requestId));
-    expect(calls).toHaveLength(2);
-    expect(new Set(calls.map((c) => c.headers['idempotency-key']))).toEqual(
-      new Set([idempotencyKey(requestId)]),
-    );
   });
 
   it('keeps the lease of a call longer than the lease TTL (heartbeats): one call, one result', async () => {
@@ -386,11 +230,11 @@ describe('executor (end to end)', () => {
     startExecutor({ leaseTtlMs: 300, queue: first.queue }); // would reclaim a lapsed lease and call again
     const requestId = uniqueName('long');
     await submit(first.queue, [
-      { request: { uri: `${target.url}/slow/1500?id=${requestId}` }, meta: { requestId } },
+      { request: { uri: `${h.target.url}/slow/1500?id=${requestId}` }, meta: { requestId } },
     ]);
     expect((await resultOf(requestId)).response.status).toBe(200);
     await first.stop();
-    expect(target.calls.filter((c) => c.path.includes(requestId))).toHaveLength(1);
+    expect(h.target.calls.filter((c) => c.path.includes(requestId))).toHaveLength(1);
     expect(results.get(requestId)).toHaveLength(1);
   });
 
@@ -398,11 +242,11 @@ describe('executor (end to end)', () => {
     const first = startExecutor({ maxWorkers: 4 });
     const run = uniqueName('drain');
     const envelopes = Array.from({ length: 12 }, (_, i) => ({
-      request: { uri: `${target.url}/slow/300?run=${run}&seq=${i}` },
+      request: { uri: `${h.target.url}/slow/300?run=${run}&seq=${i}` },
       meta: { requestId: `${run}-${i}` },
     }));
     await submit(first.queue, envelopes);
-    const called = () => target.calls.filter((c) => c.path.includes(run));
+    const called = () => h.target.calls.filter((c) => c.path.includes(run));
     while (called().length === 0) await new Promise((resolve) => setTimeout(resolve, 20));
     await first.stop();
 
@@ -425,7 +269,7 @@ describe('executor (end to end)', () => {
         followRedirects: false,
         allowPrivateTargets: ['127.0.0.1'],
       }),
-      producer,
+      producer: h.producer,
       topicOut: outTopic,
       maxWorkers: 4,
       leaseTtlMs: 10_000,
@@ -433,7 +277,7 @@ describe('executor (end to end)', () => {
       logger: silentLogger,
     });
     second.start();
-    cleanups.push(() => second.drain());
+    h.onClose(() => second.drain());
     await Promise.all(envelopes.map((e) => resultOf(e.meta.requestId)));
     expect(called()).toHaveLength(envelopes.length);
     for (const e of envelopes) expect(results.get(e.meta.requestId)).toHaveLength(1);

@@ -6,24 +6,29 @@ import {
   errorResult,
   type Fetcher,
   type FetchOutcome,
-  inSpan,
   invalidRequestResult,
   isWakeUp,
+  kafkaKeyFor,
   type Logger,
+  type Message,
+  msToNs,
+  type Outbox,
+  type OutboxRow,
   type Producer,
   produce,
   type QueuedTask,
   type RequestContract,
   type RequestEnvelope,
   type ResultEnvelope,
+  taskId,
   wakeUpResult,
 } from '@requester/shared';
 import pLimit, { type LimitFunction } from 'p-limit';
-import type { HttpClient } from '../http/index.ts';
-import { toHttpCall } from '../http/request.ts';
-import { executorMetrics as metrics, outcomeLabel } from '../metrics.ts';
-import { callResult, resultMessage, unreadableResult } from '../result/index.ts';
-import { type Classifier, deliverEveryOutcome } from './classify.ts';
+import { deadLetterMessage } from '../dlq/index.ts';
+import { executorMetrics as metrics } from '../metrics.ts';
+import { resultMessage, unreadableResult } from '../result/index.ts';
+import { placeOf } from './decide.ts';
+import { type Ending, Policies, type PolicyModules, type Progress } from './policies.ts';
 
 /** What the executor needs of the queue (FairQueue provides it). */
 export type TaskQueue = Pick<
@@ -31,25 +36,40 @@ export type TaskQueue = Pick<
   'lease' | 'extendMany' | 'ackMany' | 'rejectMany' | 'deadLetterMany' | 'waitForWork'
 >;
 
-export interface ExecutorOptions {
+/**
+ * The executor's wiring. The policy modules (`limiter`, `breaker`, `cache`, `signingKeys`, see
+ * PolicyModules) are optional so that a bare executor (tests, benchmarks) runs without Redis
+ * policies; the role always gives them all.
+ */
+export interface ExecutorOptions extends Omit<PolicyModules, 'retryAfterMaxMs'> {
   queue: TaskQueue;
   fetcher: Pick<Fetcher, 'fetchMany'>;
-  http: HttpClient;
   producer: Producer;
   topicOut: string;
+  /** Dead-letter records of failed requests go here; none are written without it. */
+  topicDlq?: string;
+  /** Where unordered tasks wait beyond `horizonMs`; without it every wait stays in Redis. */
+  outbox?: Pick<Outbox, 'add'>;
+  /** REDIS_HORIZON: the longest wait kept in Redis for an unordered task. */
+  horizonMs?: number;
+  /** RETRY_AFTER_MAX (default 1 h). */
+  retryAfterMaxMs?: number;
   maxWorkers: number;
   leaseTtlMs: number;
   produceTimeoutMs: number;
   logger: Logger;
-  classify?: Classifier;
   contract?: RequestContract;
 }
 
 /** How a task leaves this executor. */
 type Settlement =
-  | { kind: 'deliver'; result: ResultEnvelope; outcome: string }
-  /** `payload`: the queued task rewritten to carry the attempts made (absent = no attempt made). */
-  | { kind: 'retry'; delayMs: number; outcome: string; payload?: string }
+  /** `deadLetter`: the DLQ record written in the same flush as the result. */
+  | { kind: 'deliver'; result: ResultEnvelope; outcome: string; deadLetter?: Message }
+  /**
+   * Back to the queue for `delayMs`. `payload`: the queued task rewritten with its new progress
+   * (absent = unchanged). `outbox`: wait in the outbox instead (then the lease is acked).
+   */
+  | { kind: 'reschedule'; delayMs: number; outcome: string; payload?: string; outbox?: OutboxRow }
   | { kind: 'dead'; reason: string };
 
 interface Pending {
@@ -81,7 +101,7 @@ const KAFKA_RETRY_MS = 1_000;
  */
 export class Executor {
   private readonly options: ExecutorOptions;
-  private readonly classify: Classifier;
+  private readonly policies: Policies;
   private readonly contract: RequestContract;
   private readonly log: Logger;
   private readonly limit: LimitFunction;
@@ -99,7 +119,7 @@ export class Executor {
 
   constructor(options: ExecutorOptions) {
     this.options = options;
-    this.classify = options.classify ?? deliverEveryOutcome;
+    this.policies = new Policies({ ...options, retryAfterMaxMs: options.retryAfterMaxMs ?? 3_600_000 });
     this.contract = options.contract ?? createRequestContract();
     this.log = options.logger.child({ component: 'executor' });
     this.limit = pLimit(options.maxWorkers);
@@ -207,16 +227,16 @@ export class Executor {
   /** Turns one task into its settlement; never throws (a bug becomes an `internal` error result). */
   private async attempt(job: Job, fetched: FetchOutcome | undefined): Promise<Settlement> {
     const { requestId } = job.task;
-    // Attempts made, this one included. A retry rewrites the queued task with its count (see
-    // `call`); a lease lost to a crash is not counted (the Idempotency-Key covers its duplicate).
-    const tryCount = job.task.tryCount + 1;
+    // Where the task stands. Every reschedule rewrites the queued task with its progress (see
+    // settlementOf); a lease lost to a crash is not counted (the Idempotency-Key covers its duplicate).
+    const progress: Progress = { tryCount: job.task.tryCount, waitedMs: job.task.waitedMs ?? 0 };
     const log = this.log.child({ requestId });
     try {
       if (!fetched?.ok) {
         const error = fetched?.error;
         if (!error || error.code === 'dependency_unavailable') {
           log.warn({ err: error }, 'in-record not readable now; the task will be tried again');
-          return { kind: 'retry', delayMs: KAFKA_RETRY_MS, outcome: 'kafka_unavailable' };
+          return { kind: 'reschedule', delayMs: KAFKA_RETRY_MS, outcome: 'kafka_unavailable' };
         }
         log.warn({ err: error }, 'in-record is gone: answering with an error result');
         return deliver(unreadableResult(requestId, error, job.task.tryCount), error.code);
@@ -224,8 +244,11 @@ export class Executor {
       const parsed = this.parse(fetched.record.value, requestId, job.task.tryCount);
       if (!parsed.ok) return deliver(parsed.result, 'invalid_request');
       const { envelope } = parsed;
-      if (isWakeUp(envelope)) return deliver(wakeUpResult(envelope, { tryCount }), 'wake_up');
-      return await this.call(envelope, job, tryCount, log);
+      if (isWakeUp(envelope)) {
+        const answer = { tryCount: progress.tryCount + 1, waitTimeNs: msToNs(progress.waitedMs) };
+        return deliver(wakeUpResult(envelope, answer), 'wake_up');
+      }
+      return this.settlementOf(job, envelope, await this.policies.attempt(envelope, progress, log));
     } catch (err) {
       log.error({ err }, 'executor failed on a task: answering with an internal error');
       const message = err instanceof Error ? err.message : String(err);
@@ -253,27 +276,27 @@ export class Executor {
     return { ok: false, result };
   }
 
-  private async call(
-    envelope: RequestEnvelope,
-    job: Job,
-    tryCount: number,
-    log: Logger,
-  ): Promise<Settlement> {
-    const attributes = { 'requester.request_id': envelope.meta.requestId, 'requester.try_count': tryCount };
-    const outcome = await inSpan('executor.call', envelope.meta.traceparent, attributes, () =>
-      this.options.http.call(toHttpCall(envelope)),
-    );
-    const label = outcomeLabel(outcome);
-    metrics.httpSeconds.observe({ outcome: label }, outcome.durationNs / 1e9);
-    if (outcome.kind === 'failure') log.warn({ err: outcome.error, tryCount }, 'call to the target failed');
-    else log.debug({ status: outcome.status, tryCount }, 'target answered');
-    const decision = this.classify({ envelope, outcome, tryCount, ordered: job.lease.ordered });
-    if (decision.action === 'retry') {
-      log.info({ delayMs: decision.delayMs, reason: decision.reason }, 'retrying later');
-      const payload = encodeQueuedTask({ ...job.task, tryCount });
-      return { kind: 'retry', delayMs: decision.delayMs, outcome: 'retry', payload };
+  /**
+   * How an attempt's ending is carried out. A result is delivered, with its dead-letter record
+   * when the request failed for good. A reschedule carries the task's new progress in its queued
+   * payload; it waits in Redis (ordered partitions always: the task keeps the head and blocks its
+   * partition), or, for an unordered task beyond the horizon, in the outbox as a full envelope.
+   */
+  private settlementOf(job: Job, envelope: RequestEnvelope, ending: Ending): Settlement {
+    if (ending.kind === 'result') {
+      const { result, label, deadLetter } = ending;
+      const { topicDlq } = this.options;
+      if (!deadLetter || !topicDlq) return deliver(result, label);
+      const message = deadLetterMessage({ envelope, result, reason: deadLetter, source: job.task.ref });
+      return { kind: 'deliver', result, outcome: label, deadLetter: message };
     }
-    return deliver(callResult(envelope, outcome, tryCount), label);
+    const { delayMs, reason, progress } = ending;
+    const payload = encodeQueuedTask({ ...job.task, ...progress });
+    const { outbox, horizonMs = Number.POSITIVE_INFINITY } = this.options;
+    if (!outbox || placeOf(delayMs, job.lease.ordered, horizonMs) === 'redis')
+      return { kind: 'reschedule', delayMs, outcome: reason, payload };
+    const row = outboxRow(job.task, envelope, delayMs, progress);
+    return { kind: 'reschedule', delayMs, outcome: reason, payload, outbox: row };
   }
 
   /** Queues the settlement for the next flush; resolves once it is written and the lease settled. */
@@ -301,23 +324,29 @@ export class Executor {
   }
 
   /**
-   * Produces the results of the batch in one request, then acks their leases; retries and dead
-   * letters are settled alongside. If `out` cannot be written within a lease TTL the tasks are
-   * given back to the queue (tried again later) rather than acked without a result.
+   * Produces the results of the batch (and their dead-letter records) in one go and writes the
+   * outbox rows, then settles the leases: delivered and outboxed tasks are acked, rescheduled ones
+   * rejected with their delay and new payload, dead ones dead-lettered in the queue. If `out`
+   * cannot be written within a lease TTL the tasks are given back to the queue (tried again later)
+   * rather than acked without a result; if the outbox cannot be written the wait stays in Redis.
    */
   private async flush(batch: Pending[]): Promise<void> {
     const deliveries = batch.filter((p) => p.settlement.kind === 'deliver');
-    const produced = await this.produceResults(deliveries);
+    const rows = batch.flatMap((p) => (p.settlement.kind === 'reschedule' && p.settlement.outbox) || []);
+    const [produced, outboxed] = await Promise.all([this.produceResults(deliveries), this.addToOutbox(rows)]);
     const acks: string[] = [];
     const rejects: Array<{ token: string; delayMs: number; payload?: string }> = [];
     const dead: Array<{ token: string; reason: string }> = [];
     for (const { lease, settlement } of batch) {
-      if (settlement.kind === 'deliver' && produced) acks.push(lease.token);
-      else if (settlement.kind === 'deliver') rejects.push({ token: lease.token, delayMs: KAFKA_RETRY_MS });
-      else if (settlement.kind === 'retry') {
-        const { delayMs, payload } = settlement;
-        rejects.push({ token: lease.token, delayMs, ...(payload === undefined ? {} : { payload }) });
-      } else dead.push({ token: lease.token, reason: settlement.reason });
+      const { token } = lease;
+      if (settlement.kind === 'deliver') {
+        if (produced) acks.push(token);
+        else rejects.push({ token, delayMs: KAFKA_RETRY_MS });
+      } else if (settlement.kind === 'reschedule') {
+        const { delayMs, payload, outbox } = settlement;
+        if (outbox && outboxed) acks.push(token);
+        else rejects.push({ token, delayMs, ...(payload === undefined ? {} : { payload }) });
+      } else dead.push({ token, reason: settlement.reason });
     }
     const { queue } = this.options;
     await Promise.all([
@@ -336,22 +365,29 @@ export class Executor {
     this.idleWake?.abort();
   }
 
-  /** true once every result is on `out`; retried with backoff for up to a lease TTL. */
+  /** true once every result is on `out` and every dead letter on the DLQ; retried for up to a lease TTL. */
   private async produceResults(deliveries: Pending[]): Promise<boolean> {
-    const messages = deliveries.flatMap((p) =>
-      p.settlement.kind === 'deliver' ? [resultMessage(p.settlement.result)] : [],
-    );
-    if (messages.length === 0) return true;
-    const { producer, topicOut, produceTimeoutMs, leaseTtlMs } = this.options;
+    const results: Message[] = [];
+    const deadLetters: Message[] = [];
+    for (const { settlement } of deliveries) {
+      if (settlement.kind !== 'deliver') continue;
+      results.push(resultMessage(settlement.result));
+      if (settlement.deadLetter) deadLetters.push(settlement.deadLetter);
+    }
+    if (results.length === 0) return true;
+    const { producer, topicOut, topicDlq, produceTimeoutMs, leaseTtlMs } = this.options;
     const deadline = Date.now() + leaseTtlMs;
     for (let attempt = 1; ; attempt++) {
       try {
-        await produce(producer, topicOut, messages, produceTimeoutMs);
+        await Promise.all([
+          produce(producer, topicOut, results, produceTimeoutMs),
+          topicDlq ? produce(producer, topicDlq, deadLetters, produceTimeoutMs) : undefined,
+        ]);
         return true;
       } catch (err) {
         if (Date.now() >= deadline) {
           this.log.error(
-            { err, results: messages.length },
+            { err, results: results.length },
             'cannot write results to out: giving the tasks back',
           );
           return false;
@@ -359,6 +395,18 @@ export class Executor {
         this.log.warn({ err, attempt }, 'writing results to out failed; retrying');
         await new Promise((resolve) => setTimeout(resolve, Math.min(100 * 2 ** attempt, 2_000)));
       }
+    }
+  }
+
+  /** true once the rows are in the outbox; one try (on failure the waits stay in Redis instead). */
+  private async addToOutbox(rows: OutboxRow[]): Promise<boolean> {
+    if (rows.length === 0) return true;
+    try {
+      await this.options.outbox?.add(rows);
+      return true;
+    } catch (err) {
+      this.log.warn({ err, rows: rows.length }, 'outbox unavailable: the waits stay in Redis');
+      return false;
     }
   }
 
@@ -411,6 +459,33 @@ function outcomeOf(settlement: Settlement, produced: boolean): string {
   if (settlement.kind === 'dead') return 'dead_letter';
   if (settlement.kind === 'deliver' && !produced) return 'out_unavailable';
   return settlement.outcome;
+}
+
+/**
+ * The outbox row of an unordered task waiting beyond the horizon: its full envelope, carrying the
+ * attempts made and the time waited (the router reads them back), due when the wait ends. Its id
+ * is new (see taskId), so neither the outbox nor the queue's dedup window refuses it.
+ */
+function outboxRow(
+  task: QueuedTask,
+  envelope: RequestEnvelope,
+  delayMs: number,
+  progress: Progress,
+): OutboxRow {
+  const { tryCount, waitedMs } = progress;
+  const copy: RequestEnvelope = {
+    ...envelope,
+    tryCount,
+    ...(waitedMs > 0 ? { waitTime: msToNs(waitedMs) } : {}),
+  };
+  return {
+    taskId: taskId(task.requestId, tryCount, waitedMs),
+    requestId: task.requestId,
+    dueAt: new Date(Date.now() + delayMs),
+    topic: task.ref.topic,
+    key: kafkaKeyFor(envelope),
+    payload: Buffer.from(JSON.stringify(copy)),
+  };
 }
 
 function decode(payload: string): QueuedTask | undefined {

@@ -1,0 +1,224 @@
+import { FairQueue, QueueAdmin } from '@requester/scheduler';
+import {
+  type Consumer,
+  createConsumer,
+  createFetcher,
+  createProducer,
+  createRedis,
+  encodeQueuedTask,
+  type Producer,
+  produce,
+  queuePartition,
+  type RedisClient,
+  type RequestEnvelopeInput,
+  type ResultEnvelope,
+  taskId,
+} from '@requester/shared';
+import {
+  createTestTopics,
+  silentLogger,
+  startTarget,
+  type Target,
+  TEST_KAFKA_BROKERS,
+  testKafka,
+  uniqueName,
+} from '@requester/shared/testing';
+import { createHttpClient } from '../http/index.ts';
+import { Executor, type ExecutorOptions } from './index.ts';
+
+/**
+ * Test support for executor tests over the real Kafka and Redis and a real HTTP target (not a
+ * test file itself): envelopes are written to a test `in` topic, offset-refs published into a
+ * FairQueue (test prefix) as the router does, and `out` and the DLQ are read back by one collector
+ * per topic. Call `open()` in beforeAll and `close()` in afterAll.
+ */
+export class ExecutorHarness {
+  readonly inTopic = uniqueName('ex-in');
+  readonly outTopic = uniqueName('ex-out');
+  readonly dlqTopic = uniqueName('ex-dlq');
+  /** Every record of `out` / the DLQ by key (all copies kept: duplicates are visible). */
+  readonly results = new Map<string, ResultEnvelope[]>();
+  readonly deadLetters = new Map<string, Array<{ value: string; headers: Record<string, string> }>>();
+  producer!: Producer;
+  redis!: RedisClient;
+  target!: Target;
+  private readonly waiters = new Set<() => void>();
+  private readonly collectors: Consumer[] = [];
+  private readonly cleanups: Array<() => Promise<void>> = [];
+
+  async open(): Promise<void> {
+    await createTestTopics([this.inTopic, this.outTopic, this.dlqTopic], 3);
+    this.producer = createProducer(testKafka());
+    await this.producer.connect();
+    this.redis = createRedis({ url: 'redis://127.0.0.1:6379' });
+    this.target = await startTarget();
+    await this.collect(this.outTopic, (key, value) => {
+      this.results.set(key, [...(this.results.get(key) ?? []), JSON.parse(value) as ResultEnvelope]);
+    });
+    await this.collect(this.dlqTopic, (key, value, headers) => {
+      this.deadLetters.set(key, [...(this.deadLetters.get(key) ?? []), { value, headers }]);
+    });
+  }
+
+  async close(): Promise<void> {
+    for (const cleanup of this.cleanups.reverse()) await cleanup();
+    for (const collector of this.collectors) await collector.disconnect();
+    await this.producer.disconnect();
+    await this.target.close();
+    this.redis.disconnect();
+  }
+
+  /** Runs at close, before the clients close (last registered, first run). */
+  onClose(cleanup: () => Promise<void>): void {
+    this.cleanups.push(cleanup);
+  }
+
+  /** Resolves when `check()` holds, re-checked at every record collected (bounded by the test timeout). */
+  async until<T>(check: () => T | undefined): Promise<T> {
+    for (;;) {
+      const found = check();
+      if (found !== undefined) return found;
+      await new Promise<void>((resolve) => {
+        const wake = () => {
+          this.waiters.delete(wake);
+          resolve();
+        };
+        this.waiters.add(wake);
+      });
+    }
+  }
+
+  /** The first result of `requestId` on out. */
+  resultOf(requestId: string): Promise<ResultEnvelope> {
+    return this.until(() => this.results.get(requestId)?.[0]);
+  }
+
+  /** The calls the target received whose path contains `marker`, in arrival order. */
+  callsWith(marker: string) {
+    return this.target.calls.filter((c) => c.path.includes(marker));
+  }
+
+  newQueue(): FairQueue {
+    const queue = new FairQueue({
+      redis: this.redis,
+      prefix: `${uniqueName('ex')}:`,
+      shards: 8,
+      logger: silentLogger,
+    });
+    this.onClose(async () => {
+      await new QueueAdmin(queue).purge();
+      await queue.close();
+    });
+    return queue;
+  }
+
+  /**
+   * Writes raw `in` values to one Kafka partition (so offsets follow from the base offset) and
+   * publishes their offset-refs to the queue, as the router does.
+   */
+  async submitRaw(
+    queue: FairQueue,
+    items: Array<{ requestId: string; partition?: string; value: string }>,
+    offsetShift = 0,
+  ): Promise<void> {
+    const kafkaPartition = Math.floor(Math.random() * 3);
+    const [meta] = await produce(
+      this.producer,
+      this.inTopic,
+      items.map((item) => ({ partition: kafkaPartition, key: item.requestId, value: item.value })),
+    );
+    const base = BigInt(meta?.baseOffset ?? '0');
+    await queue.publish(
+      items.map((item, i) => ({
+        id: taskId(item.requestId, 0),
+        partition: queuePartition(item.partition, item.requestId),
+        payload: encodeQueuedTask({
+          ref: {
+            topic: this.inTopic,
+            partition: kafkaPartition,
+            offset: String(base + BigInt(i + offsetShift)),
+          },
+          requestId: item.requestId,
+          tryCount: 0,
+        }),
+      })),
+    );
+  }
+
+  submit(queue: FairQueue, envelopes: RequestEnvelopeInput[]): Promise<void> {
+    return this.submitRaw(
+      queue,
+      envelopes.map((e) => ({
+        requestId: e.meta.requestId,
+        ...(e.meta.partition === undefined ? {} : { partition: e.meta.partition }),
+        value: JSON.stringify(e),
+      })),
+    );
+  }
+
+  /**
+   * An executor on a fresh queue (or `options.queue`) writing to the harness's out and DLQ,
+   * calling 127.0.0.1 targets; any option (policy modules included) may be overridden.
+   */
+  startExecutor(
+    options: Partial<Omit<ExecutorOptions, 'queue'>> & {
+      queue?: FairQueue;
+      allow?: string[];
+      responseTimeoutMs?: number;
+    } = {},
+  ) {
+    const { allow, responseTimeoutMs, ...overrides } = options;
+    const queue = options.queue ?? this.newQueue();
+    const fetcher = createFetcher({ brokers: TEST_KAFKA_BROKERS, clientId: 'ex-test', logger: silentLogger });
+    const http = createHttpClient({
+      connectTimeoutMs: 2_000,
+      responseTimeoutMs: responseTimeoutMs ?? 10_000,
+      maxResponseBytes: 1 << 20,
+      followRedirects: false,
+      allowPrivateTargets: allow ?? ['127.0.0.1'],
+    });
+    const executor = new Executor({
+      fetcher,
+      http,
+      producer: this.producer,
+      topicOut: this.outTopic,
+      topicDlq: this.dlqTopic,
+      maxWorkers: 8,
+      leaseTtlMs: 10_000,
+      produceTimeoutMs: 10_000,
+      logger: silentLogger,
+      ...overrides,
+      queue,
+    });
+    executor.start();
+    let stopped = false;
+    const stop = async () => {
+      if (stopped) return;
+      stopped = true;
+      await executor.drain();
+      http.close();
+      await fetcher.close();
+    };
+    this.onClose(stop);
+    return { queue, executor, stop };
+  }
+
+  private async collect(
+    topic: string,
+    add: (key: string, value: string, headers: Record<string, string>) => void,
+  ): Promise<void> {
+    const collector = createConsumer(testKafka(), { groupId: uniqueName('ex-collector') });
+    this.collectors.push(collector);
+    await collector.connect();
+    await collector.subscribe({ topic, fromBeginning: true });
+    await collector.run({
+      eachMessage: async ({ message }) => {
+        const headers = Object.fromEntries(
+          Object.entries(message.headers ?? {}).map(([name, value]) => [name, String(value)]),
+        );
+        add(message.key?.toString() ?? '', message.value?.toString() ?? 'null', headers);
+        for (const wake of [...this.waiters]) wake();
+      },
+    });
+  }
+}

@@ -1,0 +1,262 @@
+import {
+  attemptsInBudget,
+  errorResult,
+  inSpan,
+  type LimiterSpec,
+  type Logger,
+  msToNs,
+  type RequestEnvelope,
+  RequesterError,
+  type ResultEnvelope,
+  type Span,
+} from '@requester/shared';
+import {
+  type Admission,
+  type CallReport,
+  type CircuitBreaker,
+  countsAsFailure,
+  originOf,
+} from '../breaker/index.ts';
+import type { ResponseCache } from '../cache/index.ts';
+import type { CallOutcome, HttpCall, HttpClient } from '../http/index.ts';
+import { toHttpCall } from '../http/request.ts';
+import { type LimitDecision, limiterWindows, type RateLimiter } from '../limiter/index.ts';
+import { executorMetrics as metrics, outcomeLabel } from '../metrics.ts';
+import { callResult } from '../result/index.ts';
+import { type SigningKeys, signRequest } from '../signing/index.ts';
+import { batched } from './batch.ts';
+import {
+  breakerStep,
+  CALL,
+  type DeadLetterReason,
+  type GateStep,
+  limiterStep,
+  outcomeStep,
+  type Step,
+} from './decide.ts';
+
+/**
+ * The delivery policies around one attempt (DESIGN.md §5): response cache, rate limiter, circuit
+ * breaker, signing, the call, and the retry decision. The rules live in decide.ts; this module
+ * gathers their facts (Redis, the target) and says how the attempt ended. Queue, outbox and Kafka
+ * writes are the worker's.
+ *
+ * Order: **cache → sign → limiter → breaker → HTTP → record**.
+ * - The cache comes first, unlike DESIGN.md's "limiter → cache → HTTP": a hit does not reach the
+ *   target, so it must not spend the target's quota nor wait for its breaker, and the limiter and
+ *   breaker run inside the cache fill, so N concurrent misses of one key cost one token and one
+ *   call (the limiter protects the target's quota; requests the cache answers never touch it).
+ * - Signing before the gate: an unknown key id fails before it spends a token or a breaker slot.
+ *   The few ms to the call leave `webhook-timestamp` well inside any receiver's tolerance.
+ * - Limiter before breaker: a breaker admission may hold a half-open probe or a trial slot, which
+ *   only `record` gives back, so nothing may refuse the call after it. The price: a task refused
+ *   by an open breaker has spent a token (the rate stays a bound, never exceeded).
+ */
+
+/** What the policies need; each is optional (a request asking for a missing one is refused). */
+export interface PolicyModules {
+  http: HttpClient;
+  limiter?: RateLimiter | undefined;
+  breaker?: CircuitBreaker | undefined;
+  cache?: ResponseCache<Tried> | undefined;
+  signingKeys?: SigningKeys | undefined;
+  /** Longest Retry-After honoured (RETRY_AFTER_MAX). */
+  retryAfterMaxMs: number;
+  /** The jitter's dice (tests pin it). Default Math.random. */
+  random?: () => number;
+}
+
+/** Where a task stands: attempts already made and time already waited (limiter, breaker). */
+export interface Progress {
+  tryCount: number;
+  waitedMs: number;
+}
+
+/** How an attempt ended. */
+export type Ending =
+  /** Final. `deadLetter`: the request failed for good, a DLQ record goes beside the result. */
+  | { kind: 'result'; result: ResultEnvelope; label: string; deadLetter?: DeadLetterReason | undefined }
+  /** Try again in `delayMs`, with the progress the task then carries. */
+  | { kind: 'reschedule'; delayMs: number; reason: string; progress: Progress };
+
+/** A call the gate stopped before it reached the target (shaped for the cache: a failure, never stored). */
+interface Stopped {
+  kind: 'failure';
+  stop: Exclude<GateStep, { kind: 'call' }>;
+}
+
+/** What one attempt inside the cache yields: the target's outcome, or a stop before the call. */
+export type Tried = CallOutcome | Stopped;
+
+type OriginReport = CallReport & { origin: string };
+
+/** A Redis hiccup of the gate: come back soon; neither an attempt nor a wait. */
+const GATE_UNAVAILABLE_RETRY_MS = 1_000;
+
+export class Policies {
+  private readonly modules: PolicyModules;
+  private readonly random: () => number;
+  private readonly take: ((spec: LimiterSpec) => Promise<LimitDecision>) | undefined;
+  private readonly admit: ((origin: string) => Promise<Admission>) | undefined;
+  private readonly record: ((report: OriginReport) => Promise<void>) | undefined;
+
+  constructor(modules: PolicyModules) {
+    this.modules = modules;
+    this.random = modules.random ?? Math.random;
+    // The tasks of a lease batch reach each of these together: one round trip per batch.
+    const { limiter, breaker } = modules;
+    this.take =
+      limiter && batched((specs: LimiterSpec[]) => limiter.takeMany(specs.map((spec) => ({ spec }))));
+    this.admit = breaker && batched((origins: string[]) => breaker.admitMany(origins));
+    this.record =
+      breaker &&
+      batched(async (reports: OriginReport[]) => {
+        await breaker.recordMany(reports);
+        return reports.map(() => undefined);
+      });
+  }
+
+  /** One attempt of `envelope`, `progress` being where the task stood when leased. Never throws a RequesterError of the request's own making. */
+  async attempt(envelope: RequestEnvelope, progress: Progress, log: Logger): Promise<Ending> {
+    const tryCount = progress.tryCount + 1;
+    const answer = { tryCount, waitTimeNs: msToNs(progress.waitedMs) };
+    try {
+      const fetched = await this.fetch(envelope, tryCount, log);
+      if (fetched.cached) {
+        const result = callResult(envelope, fetched.outcome, { ...answer, cached: true });
+        return { kind: 'result', result, label: 'cached' };
+      }
+      const tried = fetched.outcome;
+      if ('stop' in tried) return this.stopped(envelope, progress, tried.stop);
+      const step = outcomeStep({
+        outcome: tried,
+        retry: envelope.meta.retry,
+        attempts: attemptsInBudget(envelope, tryCount),
+        nowMs: Date.now(),
+        random: this.random(),
+        retryAfterMaxMs: this.modules.retryAfterMaxMs,
+      });
+      if (step.kind === 'retry') {
+        log.info({ tryCount, delayMs: step.delayMs, reason: step.reason }, 'attempt failed; retrying later');
+        return {
+          kind: 'reschedule',
+          delayMs: step.delayMs,
+          reason: 'retry',
+          progress: { ...progress, tryCount },
+        };
+      }
+      const result = callResult(envelope, tried, answer);
+      return { kind: 'result', result, label: outcomeLabel(tried), deadLetter: deadLetterOf(step) };
+    } catch (err) {
+      if (!(err instanceof RequesterError)) throw err;
+      if (err.code === 'dependency_unavailable') {
+        log.warn({ err }, 'a policy store is unavailable; the task will be tried again');
+        return {
+          kind: 'reschedule',
+          delayMs: GATE_UNAVAILABLE_RETRY_MS,
+          reason: 'policy_unavailable',
+          progress,
+        };
+      }
+      if (err.code !== 'invalid_request' && err.code !== 'invalid_config') throw err;
+      // e.g. an unknown signing key id, a limiter window under 1 ms: no retry can fix the request.
+      log.warn({ err }, 'request refused by a delivery policy');
+      const result = errorResult(envelope.meta.requestId, err.code, err.message, {
+        ...answer,
+        tryCount: progress.tryCount,
+        proxyData: envelope.meta.proxyData,
+      });
+      return { kind: 'result', result, label: err.code, deadLetter: 'permanent' };
+    }
+  }
+
+  /** The attempt through the response cache when the request asks for it (and this executor has one). */
+  private fetch(envelope: RequestEnvelope, tryCount: number, log: Logger) {
+    const attempt = () => this.gateAndCall(envelope, tryCount, log);
+    const { cache } = this.modules;
+    const spec = envelope.meta.cache;
+    if (cache && spec) return cache.fetchThrough(spec, attempt);
+    return attempt().then((outcome) => ({ cached: false as const, outcome, shared: false }));
+  }
+
+  private async gateAndCall(envelope: RequestEnvelope, tryCount: number, log: Logger): Promise<Tried> {
+    const call = this.prepare(envelope);
+    const limited = await this.limit(envelope.meta.limiter);
+    if (limited.kind !== 'call') return { kind: 'failure', stop: limited };
+    const origin = originOf(envelope.request.uri);
+    const admission = this.admit && (await this.admit(origin));
+    const opened = admission ? breakerStep(admission, Date.now()) : CALL;
+    if (opened.kind !== 'call') return { kind: 'failure', stop: opened };
+
+    const attributes = { 'requester.request_id': envelope.meta.requestId, 'requester.try_count': tryCount };
+    const outcome = await inSpan('executor.call', envelope.meta.traceparent, attributes, (span) =>
+      this.modules.http.call(withTraceparent(call, span, envelope.meta.traceparent)),
+    );
+    const label = outcomeLabel(outcome);
+    metrics.httpSeconds.observe({ outcome: label }, outcome.durationNs / 1e9);
+    if (outcome.kind === 'failure') log.warn({ err: outcome.error, tryCount }, 'call to the target failed');
+    else log.debug({ status: outcome.status, tryCount }, 'target answered');
+    if (this.record && admission?.admitted)
+      await this.record({ origin, ...admission, success: !countsAsFailure(outcome) });
+    return outcome;
+  }
+
+  /** The outgoing call, signed when the request asks (per attempt: a fresh `webhook-timestamp`). */
+  private prepare(envelope: RequestEnvelope): HttpCall {
+    const call = toHttpCall(envelope);
+    const signing = envelope.meta.signing;
+    if (!signing) return call;
+    if (!this.modules.signingKeys)
+      throw new RequesterError('invalid_config', 'this executor has no signing keys (SIGNING_KEYS)');
+    return signRequest(
+      call,
+      { keyId: signing.keyId, requestId: envelope.meta.requestId },
+      this.modules.signingKeys,
+    );
+  }
+
+  private async limit(spec: LimiterSpec | undefined): Promise<GateStep> {
+    if (!spec) return CALL;
+    if (!this.take) throw new RequesterError('invalid_config', 'this executor has no rate limiter');
+    limiterWindows(spec); // a bad spec fails this request alone, not the batch it would share a takeMany with
+    return limiterStep(await this.take(spec));
+  }
+
+  /** A gate stop: a wait adds to the task's waitTime; an oversized take is a permanent error. */
+  private stopped(envelope: RequestEnvelope, progress: Progress, stop: Stopped['stop']): Ending {
+    if (stop.kind === 'wait') {
+      const waitedMs = progress.waitedMs + stop.delayMs;
+      return {
+        kind: 'reschedule',
+        delayMs: stop.delayMs,
+        reason: stop.reason,
+        progress: { ...progress, waitedMs },
+      };
+    }
+    const message = 'the limiter can never admit this request: its cost exceeds a window';
+    const result = errorResult(envelope.meta.requestId, 'invalid_request', message, {
+      tryCount: progress.tryCount,
+      waitTimeNs: msToNs(progress.waitedMs),
+      proxyData: envelope.meta.proxyData,
+    });
+    return { kind: 'result', result, label: 'limiter_oversized', deadLetter: deadLetterOf(stop) };
+  }
+}
+
+function deadLetterOf(step: Step): DeadLetterReason | undefined {
+  return step.kind === 'deliver' ? step.deadLetter : undefined;
+}
+
+/**
+ * The call with the W3C `traceparent` of this attempt's span, so the target continues the task's
+ * trace: the span's own context when tracing is on, else the request's `meta.traceparent`. A
+ * `traceparent` header the caller set is kept.
+ */
+function withTraceparent(call: HttpCall, span: Span, fallback: string | undefined): HttpCall {
+  if (Object.keys(call.headers).some((name) => name.toLowerCase() === 'traceparent')) return call;
+  const { traceId, spanId, traceFlags } = span.spanContext();
+  const traceparent = /^0+$/.test(traceId)
+    ? fallback
+    : `00-${traceId}-${spanId}-${traceFlags.toString(16).padStart(2, '0')}`;
+  return traceparent ? { ...call, headers: { ...call.headers, traceparent } } : call;
+}
