@@ -6,7 +6,7 @@
  *
  * Runs against a private redis-server it starts on a free port (no persistence), so that the
  * memory figures are not polluted by other work on the shared Redis; it stops exactly that process.
- * Figures are recorded in packages/executor/src/limiter/README.md.
+ * Figures are recorded in the "Rate limiter" section of the repo-root BENCHMARKS.md.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import net from 'node:net';

@@ -480,8 +480,9 @@ processor, \`removeOnComplete\`; the fair queue with one loop of \`lease(${BULL_
 | per acked id in the dedup window: per-shard ZSET (implemented) | ${fmt(dedup.zsetPerId)} |
 | per acked id in the dedup window: a key per id with PX (alternative) | ${fmt(dedup.keyPerId)} |
 
-The dedup window costs about ${fmt(dedup.zsetPerId)} bytes × acks per window: at the default 24 h and 100 tasks/s
-that is ${fmt((dedup.zsetPerId * 100 * 86_400) / 2 ** 20)} MiB; size \`dedupWindowMs\` to the replay horizon that matters.
+The dedup window costs about ${fmt(dedup.zsetPerId)} bytes × acks per window: at 24 h and 100 tasks/s that would be
+${fmt((dedup.zsetPerId * 100 * 86_400) / 2 ** 20)} MiB. Requester's default \`QUEUE_DEDUP_WINDOW\` is therefore 1 h (≈ ${fmt((dedup.zsetPerId * 100 * 3_600) / 2 ** 20)} MiB at 100 tasks/s): replays
+of \`in\` happen within minutes of a router crash.
 `;
 }
 
