@@ -4,7 +4,11 @@ import type { AddressInfo } from 'node:net';
 /**
  * A real HTTP target for tests, on 127.0.0.1 with a free port. Behaviour is chosen by the path, so
  * one server can play every part: `/echo` (200 with the request's body), `/status/503`,
- * `/slow/2000` (answers after 2 s), `/random-delay/50` (0–50 ms), `/reset` (drops the connection).
+ * `/slow/2000` (answers after 2 s), `/random-delay/50` (0–50 ms), `/reset` (drops the connection),
+ * `/flaky/<key>/<n>` (the first n calls naming that key answer `?status=` (503 by default), later
+ * ones 200), `/switch/<key>` (answers the status the test set in `switches`, 200 when unset: an
+ * origin a test takes down and brings back). `?retry-after=<value>` adds a `Retry-After` header
+ * to any answer.
  * Every call is recorded in arrival order.
  */
 export interface TargetCall {
@@ -18,18 +22,23 @@ export interface TargetCall {
 export interface Target {
   url: string;
   calls: TargetCall[];
+  /** Status of `/switch/<key>` by key (200 when unset). */
+  switches: Map<string, number>;
   close(): Promise<void>;
 }
 
 export async function startTarget(): Promise<Target> {
   const calls: TargetCall[] = [];
+  const flakyCalls = new Map<string, number>();
+  const switches = new Map<string, number>();
   const server: Server = createServer(async (req, res) => {
     const chunks: Buffer[] = [];
     for await (const chunk of req) chunks.push(chunk as Buffer);
     const body = Buffer.concat(chunks).toString('utf8');
     const path = req.url ?? '/';
     calls.push({ method: req.method ?? 'GET', path, headers: req.headers, body, at: Date.now() });
-    const [, action, arg] = path.split('?')[0]?.split('/') ?? [];
+    const url = new URL(path, 'http://target');
+    const [, action, arg, failures] = url.pathname.split('/');
     const wait = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
     if (action === 'reset') {
       req.socket.destroy();
@@ -37,9 +46,20 @@ export async function startTarget(): Promise<Target> {
     }
     if (action === 'slow') await wait(Number(arg ?? 1000));
     if (action === 'random-delay') await wait(Math.random() * Number(arg ?? 50));
-    const status = action === 'status' ? Number(arg) : 200;
+    let status = action === 'status' ? Number(arg) : 200;
+    if (action === 'switch') status = switches.get(arg ?? '') ?? 200;
+    if (action === 'flaky') {
+      const seen = (flakyCalls.get(arg ?? '') ?? 0) + 1;
+      flakyCalls.set(arg ?? '', seen);
+      if (seen <= Number(failures ?? 1)) status = Number(url.searchParams.get('status') ?? 503);
+    }
+    const retryAfter = url.searchParams.get('retry-after');
     res
-      .writeHead(status, { 'content-type': 'text/plain', 'x-target': 'test' })
+      .writeHead(status, {
+        'content-type': 'text/plain',
+        'x-target': 'test',
+        ...(retryAfter === null ? {} : { 'retry-after': retryAfter }),
+      })
       .end(body || `status ${status}`);
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -47,6 +67,7 @@ export async function startTarget(): Promise<Target> {
   return {
     url: `http://127.0.0.1:${port}`,
     calls,
+    switches,
     close: () =>
       new Promise((resolve) => {
         server.closeAllConnections();
