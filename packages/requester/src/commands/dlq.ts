@@ -61,7 +61,11 @@ export function registerDlqCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): vo
           describe: 'replay: show what would be replayed',
         })
         .option('all', { type: 'boolean', default: false, describe: 'replay: every dead letter (no filter)' })
-        .option('force', { type: 'boolean', default: false, describe: 'replay: also those replayed before' })
+        .option('force', {
+          type: 'boolean',
+          default: false,
+          describe: 'replay: again those replayed before (under a new task id)',
+        })
         .example('$0 dlq list --since 2026-12-01T00:00:00Z', 'what failed since midnight UTC')
         .example('$0 dlq replay --request-id ord-42 --dry-run', 'what a replay of ord-42 would send'),
     async (argv) => {

@@ -180,7 +180,7 @@ describe('requester dlq over real Kafka, Redis and a Router', () => {
     }
   });
 
-  it('a second run skips what was replayed; --force replays it again (and the queue dedup still refuses it)', async () => {
+  it('a second run skips what was replayed; --force replays it again under a task id new to the dedup', async () => {
     const again = await replayDeadLetters(source, target, {
       filter: { requestIds: new Set([id('b')]) },
       dryRun: false,
@@ -195,8 +195,11 @@ describe('requester dlq over real Kafka, Redis and a Router', () => {
       dryRun: false,
       force: true,
     });
-    expect(forced.replayed.map((r) => r.taskId)).toEqual([`${id('b')}:3`]); // the same id again
+    // Past every id the first replay (budget of at most 100 attempts from 3) could have used.
+    expect(forced.replayed.map((r) => r.taskId)).toEqual([`${id('b')}:104`]);
     expect(await inCount()).toBe(2);
+    const mark = await redis.get(`${name}:dlq-replayed:${forced.replayed[0]?.dlq}`);
+    expect(JSON.parse(mark ?? '{}')).toMatchObject({ tryCount: 104 });
   });
 
   it('replays only the latest dead letter of a request, in arrival order, within --limit', async () => {

@@ -11,6 +11,7 @@ import {
   type RecordRef,
   type RedisClient,
   type RequestContract,
+  type RequestEnvelope,
   replayEnvelope,
   scanTopic,
   taskId,
@@ -22,9 +23,11 @@ import {
  * (`@requester/shared`); this module selects the records and makes each replay happen once.
  *
  * Once per record: a replayed DLQ record is marked in Redis (`<prefix>:dlq-replayed:<topic>/<p>/<o>`,
- * kept REPLAY_MARK_TTL_MS), and a second run skips it unless `force`. The mark is set after `in`
- * acknowledged the write, so a crash in between replays it again on the next run — and that copy
- * carries the same task id, which the queue refuses while it remembers it (QUEUE_DEDUP_WINDOW).
+ * holding the replay's tryCount, kept REPLAY_MARK_TTL_MS), and a second run skips it unless
+ * `force` — a forced replay takes a tryCount past the marked one, so it is new to the dedup and
+ * really runs again. The mark is set after `in` acknowledged the write, so a crash in between
+ * replays it again on the next run — and that copy carries the same task id as the first, which
+ * the queue refuses while it remembers it (QUEUE_DEDUP_WINDOW).
  */
 
 export interface DlqFilter {
@@ -170,20 +173,33 @@ export async function replayDeadLetters(
     if (!seen || byFailedAt(seen, entry) <= 0) latest.set(requestId, entry);
   });
   const candidates = [...latest.values()].sort((a, b) => compareRefs(a.record.source, b.record.source));
-  const marked = options.force ? candidates.map(() => false) : await target.marks.marked(candidates);
-  const unmarked = candidates.filter((_, i) => !marked[i]);
-  const chosen = options.limit === undefined ? unmarked : unmarked.slice(0, options.limit);
+  const previous = await target.marks.previousReplays(candidates);
+  const eligible = candidates.flatMap((entry, i) =>
+    options.force || previous[i] === undefined ? [plan(entry, previous[i])] : [],
+  );
+  const chosen = options.limit === undefined ? eligible : eligible.slice(0, options.limit);
   const skipped = {
-    alreadyReplayed: candidates.length - unmarked.length,
+    alreadyReplayed: candidates.length - eligible.length,
     superseded,
-    overLimit: unmarked.length - chosen.length,
+    overLimit: eligible.length - chosen.length,
   };
   if (!options.dryRun) await writeReplays(chosen, target);
   return { ...counts, dryRun: options.dryRun, replayed: chosen.map(replayedItem), skipped };
 }
 
-function replayedItem(entry: DlqEntry): ReplayedItem {
-  const envelope = replayEnvelope(entry.record);
+/** A dead letter and the envelope its replay writes. */
+export interface PlannedReplay {
+  entry: DlqEntry;
+  envelope: RequestEnvelope;
+}
+
+/** `previousReplay`: the tryCount of an earlier replay of this record (a forced replay moves past it). */
+function plan(entry: DlqEntry, previousReplay: number | undefined): PlannedReplay {
+  const options = previousReplay === undefined ? {} : { previousReplay };
+  return { entry, envelope: replayEnvelope(entry.record, options) };
+}
+
+function replayedItem({ entry, envelope }: PlannedReplay): ReplayedItem {
   return {
     requestId: envelope.meta.requestId,
     taskId: taskId(envelope.meta.requestId, envelope.tryCount ?? 0),
@@ -192,18 +208,17 @@ function replayedItem(entry: DlqEntry): ReplayedItem {
 }
 
 /** Produces the replays to `in` in chunks; each chunk is marked once Kafka acknowledged it. */
-async function writeReplays(entries: DlqEntry[], target: ReplayTarget): Promise<void> {
-  for (let i = 0; i < entries.length; i += PRODUCE_CHUNK) {
-    const chunk = entries.slice(i, i + PRODUCE_CHUNK);
+async function writeReplays(replays: PlannedReplay[], target: ReplayTarget): Promise<void> {
+  for (let i = 0; i < replays.length; i += PRODUCE_CHUNK) {
+    const chunk = replays.slice(i, i + PRODUCE_CHUNK);
     await produce(target.producer, target.topicIn, chunk.map(replayMessage), target.produceTimeoutMs);
     await target.marks.mark(chunk);
-    target.onReplayed?.(i + chunk.length, entries.length);
+    target.onReplayed?.(i + chunk.length, replays.length);
   }
 }
 
 /** The `in` record of a replay: keyed like the ingress does (partition, else requestId). */
-export function replayMessage(entry: DlqEntry): Message {
-  const envelope = replayEnvelope(entry.record);
+export function replayMessage({ entry, envelope }: PlannedReplay): Message {
   return {
     key: kafkaKeyFor(envelope),
     value: JSON.stringify(envelope),
@@ -223,18 +238,38 @@ export class ReplayMarks {
     this.ttlMs = ttlMs;
   }
 
-  async marked(entries: readonly DlqEntry[]): Promise<boolean[]> {
-    const found = await Promise.all(entries.map((entry) => this.redis.exists(this.key(entry))));
-    return found.map((n) => n > 0);
+  /** Per entry: the tryCount its last replay used, or undefined when it was never replayed. */
+  async previousReplays(entries: readonly DlqEntry[]): Promise<Array<number | undefined>> {
+    const values = await Promise.all(entries.map((entry) => this.redis.get(this.key(entry))));
+    return values.map((value) => (value === null ? undefined : markedTryCount(value)));
   }
 
-  async mark(entries: readonly DlqEntry[]): Promise<void> {
+  async mark(replays: readonly PlannedReplay[]): Promise<void> {
     const at = new Date().toISOString();
-    await Promise.all(entries.map((entry) => this.redis.set(this.key(entry), at, 'PX', this.ttlMs)));
+    await Promise.all(
+      replays.map(({ entry, envelope }) =>
+        this.redis.set(
+          this.key(entry),
+          JSON.stringify({ tryCount: envelope.tryCount, at }),
+          'PX',
+          this.ttlMs,
+        ),
+      ),
+    );
   }
 
   private key(entry: DlqEntry): string {
     return `${this.prefix}:dlq-replayed:${formatRecordRef(entry.at)}`;
+  }
+}
+
+/** A mark's tryCount; a mark that cannot be read still counts as replayed (0: any forced id is new). */
+function markedTryCount(value: string): number {
+  try {
+    const tryCount = (JSON.parse(value) as { tryCount?: unknown }).tryCount;
+    return typeof tryCount === 'number' ? tryCount : 0;
+  } catch {
+    return 0;
   }
 }
 

@@ -70,7 +70,7 @@ describe('parseDeadLetter', () => {
 describe('replayEnvelope', () => {
   it('continues tryCount after the attempts made, starts a fresh budget there, and keeps the requestId', () => {
     const record = parseDeadLetter(deadLetter());
-    const replay = replayEnvelope(record, Date.parse('2026-12-01T00:00:00Z'));
+    const replay = replayEnvelope(record, { nowMs: Date.parse('2026-12-01T00:00:00Z') });
     expect(replay.meta).toEqual(record.envelope.meta);
     expect(replay.tryCount).toBe(5);
     expect(replay.retryBase).toBe(5);
@@ -96,5 +96,10 @@ describe('replayEnvelope', () => {
       }),
     );
     expect(replayEnvelope(again)).toMatchObject({ tryCount: 10, retryBase: 10 });
+  });
+
+  it('a forced replay of a record replayed before moves past every id that replay could have used', () => {
+    const record = parseDeadLetter(deadLetter());
+    expect(replayEnvelope(record, { previousReplay: 5 })).toMatchObject({ tryCount: 106, retryBase: 106 });
   });
 });

@@ -3,7 +3,12 @@ import { ValidationError } from '../errors/index.ts';
 import { formatRfc3339 } from '../time/rfc3339.ts';
 import { rfc3339 } from './fields.ts';
 import { parseWith } from './issues.ts';
-import { createRequestContract, type RequestContract, type RequestEnvelope } from './request.ts';
+import {
+  createRequestContract,
+  MAX_RETRY_ATTEMPTS,
+  type RequestContract,
+  type RequestEnvelope,
+} from './request.ts';
 import { type RecordRef, recordRefSchema, resultEnvelopeSchema } from './result.ts';
 
 /**
@@ -99,7 +104,7 @@ export function formatRecordRef(ref: RecordRef): string {
  *
  * - Same requestId (results reach the caller's routing on `out` as before; the Idempotency-Key,
  *   derived from it, stays too: a target that saw an earlier attempt can still drop a duplicate).
- * - `tryCount` continues after the attempts already made, so the queue task id
+ * - `tryCount` continues after the attempts already made (replayTryCount), so the queue task id
  *   (`requestId:tryCount`) is one never used before: the queue and outbox dedup (which refuse the
  *   old ids) accept it, and replaying the same dead letter twice yields the same id again, which
  *   the dedup refuses while it remembers it.
@@ -107,8 +112,28 @@ export function formatRecordRef(ref: RecordRef): string {
  *   attemptsInBudget), so the replay has a fresh retry budget.
  * - `createdAt` is the replay time (latency and waitTime measure this run); `waitTime` starts over.
  */
-export function replayEnvelope(record: DeadLetter, nowMs = Date.now()): RequestEnvelope {
+export function replayEnvelope(
+  record: DeadLetter,
+  options: { nowMs?: number; previousReplay?: number } = {},
+): RequestEnvelope {
   const { waitTime: _waited, ...envelope } = record.envelope;
-  const attempts = Math.max(record.result.meta.tryCount, (envelope.tryCount ?? 0) + 1);
-  return { ...envelope, tryCount: attempts, retryBase: attempts, createdAt: formatRfc3339(nowMs) };
+  const tryCount = replayTryCount(record, options.previousReplay);
+  return {
+    ...envelope,
+    tryCount,
+    retryBase: tryCount,
+    createdAt: formatRfc3339(options.nowMs ?? Date.now()),
+  };
+}
+
+/**
+ * The `tryCount` of a replay: the attempts made (at least one past the dead task's own id). With
+ * `previousReplay` — the tryCount an earlier replay of this very record used, when it is replayed
+ * again on purpose — past every id that replay may have used: its budget held at most
+ * MAX_RETRY_ATTEMPTS attempts, so a forced replay is new to the dedup too.
+ */
+export function replayTryCount(record: DeadLetter, previousReplay?: number): number {
+  const attempts = Math.max(record.result.meta.tryCount, (record.envelope.tryCount ?? 0) + 1);
+  if (previousReplay === undefined) return attempts;
+  return Math.max(attempts, previousReplay + MAX_RETRY_ATTEMPTS + 1);
 }
