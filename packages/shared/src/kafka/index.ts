@@ -65,6 +65,8 @@ export function createConsumer(kafka: Kafka, config: ConsumerConfig): Consumer {
     allowAutoTopicCreation: false,
     sessionTimeout: 30_000,
     heartbeatInterval: 3_000,
+    // An idle fetch waits at most this long: disconnect (shutdown phase 2) waits for it to return.
+    maxWaitTimeInMs: 500,
     ...config,
   });
 }
