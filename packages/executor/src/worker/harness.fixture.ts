@@ -9,6 +9,7 @@ import {
   type Producer,
   produce,
   queuePartition,
+  type Redis,
   type RedisClient,
   type RequestEnvelopeInput,
   type ResultEnvelope,
@@ -73,16 +74,21 @@ export class ExecutorHarness {
     this.cleanups.push(cleanup);
   }
 
-  /** Resolves when `check()` holds, re-checked at every record collected (bounded by the test timeout). */
+  /**
+   * Resolves with what `check()` finds, re-checked at every record collected and every 20 ms (for
+   * facts outside Kafka, e.g. calls at the target); bounded by the test timeout.
+   */
   async until<T>(check: () => T | undefined): Promise<T> {
     for (;;) {
       const found = check();
       if (found !== undefined) return found;
       await new Promise<void>((resolve) => {
         const wake = () => {
+          clearTimeout(timer);
           this.waiters.delete(wake);
           resolve();
         };
+        const timer = setTimeout(wake, 20);
         this.waiters.add(wake);
       });
     }
@@ -96,6 +102,18 @@ export class ExecutorHarness {
   /** The calls the target received whose path contains `marker`, in arrival order. */
   callsWith(marker: string) {
     return this.target.calls.filter((c) => c.path.includes(marker));
+  }
+
+  /** A fresh Redis key prefix for a policy module; its keys are deleted at close. */
+  prefix(name: string): string {
+    const prefix = `${uniqueName(name)}:`;
+    this.onClose(async () => {
+      const keys: string[] = [];
+      for await (const batch of (this.redis as Redis).scanStream({ match: `${prefix}*`, count: 1_000 }))
+        keys.push(...(batch as string[]));
+      if (keys.length > 0) await this.redis.del(...keys);
+    });
+    return prefix;
   }
 
   newQueue(): FairQueue {
