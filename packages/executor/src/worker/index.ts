@@ -92,12 +92,14 @@ const KAFKA_RETRY_MS = 1_000;
 
 /**
  * The executor loop (DESIGN.md §3, §5). It holds at most `maxWorkers` leases; each turn it leases
- * as many tasks as it has free slots, reads their `in` records with one batched fetch, and runs the
- * calls (p-limit). Results are produced to `out` in batches — whatever finished while the previous
- * batch was being written goes out in one produce — and only then acked, so a crash between the
- * two replays the task (at-least-once) instead of losing its result. A slot is freed at the ack,
- * which is also what lets the next task of an ordered partition be leased: order at the target
- * follows from one-in-flight in the queue plus ack-after-produce here.
+ * as many tasks as it has free slots, reads their `in` records with one batched fetch, and runs
+ * each task's attempt under the delivery policies (p-limit; see policies.ts, decide.ts). Results
+ * (and dead letters) are produced in batches — whatever finished while the previous batch was
+ * being written goes out in one produce — and only then acked, so a crash between the two replays
+ * the task (at-least-once) instead of losing its result. Rescheduled tasks go back to the queue
+ * (rejected with their delay and progress) or to the outbox (then acked), in the same flush.
+ * A slot is freed at the settlement, which is also what lets the next task of an ordered partition
+ * be leased: order at the target follows from one-in-flight in the queue plus ack-after-produce.
  */
 export class Executor {
   private readonly options: ExecutorOptions;

@@ -377,6 +377,11 @@ describe('executor delivery policies (end to end)', () => {
     });
     afterAll(() => pg.drop());
 
+    const onePerHour = (key: string, algorithm: LimiterAlgorithm) => ({
+      key,
+      algorithm,
+      rates: [{ duration: '1h', value: 1 }],
+    });
     const rowsOf = async (requestIds: string[]) =>
       pg.sql<Array<{ task_id: string; payload: Buffer; due_at: Date }>>`
         select task_id, payload, due_at from outbox where request_id = any(${requestIds}) order by task_id`;
@@ -384,11 +389,7 @@ describe('executor delivery policies (end to end)', () => {
     it('unordered: a long limiter wait and a long Retry-After go to the outbox with their progress; the lease is acked', async () => {
       const { queue } = h.startExecutor({ limiter: limiter(), outbox, horizonMs: 500 });
       const run = uniqueName('park');
-      const spec = {
-        key: run,
-        algorithm: 'sliding-window-log' as const,
-        rates: [{ duration: '1h', value: 1 }],
-      };
+      const spec = onePerHour(run, 'sliding-window-log');
       const startedAt = Date.now();
       const first = {
         request: { uri: `${h.target.url}/echo?run=${run}` },
@@ -426,11 +427,7 @@ describe('executor delivery policies (end to end)', () => {
     it('ordered: a long wait stays in Redis at the head of its partition, which it blocks alone', async () => {
       const { queue } = h.startExecutor({ limiter: limiter(), outbox, horizonMs: 500 });
       const run = uniqueName('hold');
-      const spec = {
-        key: run,
-        algorithm: 'fixed-window-counter' as const,
-        rates: [{ duration: '1h', value: 1 }],
-      };
+      const spec = onePerHour(run, 'fixed-window-counter');
       const ordered = Array.from({ length: 3 }, (_, i) => ({
         request: { uri: `${h.target.url}/echo?run=${run}&seq=${i}` },
         meta: { requestId: `${run}-${i}`, partition: `!${run}`, ...(i < 2 ? { limiter: spec } : {}) },

@@ -116,7 +116,11 @@ export class Policies {
       });
   }
 
-  /** One attempt of `envelope`, `progress` being where the task stood when leased. Never throws a RequesterError of the request's own making. */
+  /**
+   * One attempt of `envelope`, `progress` being where the task stood when leased. What the request
+   * itself gets wrong (an unknown signing key, a bad limiter window) ends in an error result; a
+   * policy store that is down, in a reschedule; only bugs throw.
+   */
   async attempt(envelope: RequestEnvelope, progress: Progress, log: Logger): Promise<Ending> {
     const tryCount = progress.tryCount + 1;
     const answer = { tryCount, waitTimeNs: msToNs(progress.waitedMs) };
@@ -170,7 +174,11 @@ export class Policies {
     }
   }
 
-  /** The attempt through the response cache when the request asks for it (and this executor has one). */
+  /**
+   * The attempt through the response cache when the request asks for it (and this executor has
+   * one). Requests that share a fill share its outcome, a gate's stop included: one cache key
+   * names one request in practice, so they would all have been stopped alike.
+   */
   private fetch(envelope: RequestEnvelope, tryCount: number, log: Logger) {
     const attempt = () => this.gateAndCall(envelope, tryCount, log);
     const { cache } = this.modules;
