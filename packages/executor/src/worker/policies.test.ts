@@ -37,10 +37,11 @@ describe('executor delivery policies (end to end)', () => {
   describe('rate limiter', () => {
     /**
      * The target sees a call some time after the limiter admitted it (this process's own latency:
-     * the Redis reply, the batch, the HTTP hop). The checks allow each call up to SLACK_MS of it;
-     * the exact bounds on the Redis clock are the limiter's own tests (limiter/index.test.ts).
+     * the Redis reply, the batch, the HTTP hop). The checks allow each call up to SLACK_MS of it —
+     * generous, so a loaded CI machine cannot fail them, yet 12 unlimited calls in ~1 s still break
+     * the 1s/3 bound; the exact bounds on the Redis clock are the limiter's own tests.
      */
-    const SLACK_MS = 300;
+    const SLACK_MS = 1_000;
     const RATES = [
       { duration: '1s', value: 3 },
       { duration: '3s', value: 6 },
