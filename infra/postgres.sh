@@ -10,7 +10,8 @@ if port_open "$HOST" "$PORT"; then
   say "PostgreSQL already listening on $HOST:$PORT — reusing it"
   exit 0
 fi
-if command -v pg_ctlcluster >/dev/null && [ -n "$(ls /etc/postgresql 2>/dev/null)" ]; then
+# The Debian cluster listens on 5432: start it only when that is the port asked for.
+if [ "$PORT" = 5432 ] && command -v pg_ctlcluster >/dev/null && [ -n "$(ls /etc/postgresql 2>/dev/null)" ]; then
   version=$(ls /etc/postgresql | sort -V | tail -n 1)
   say "starting the machine's PostgreSQL $version cluster"
   pg_ctlcluster --skip-systemctl-redirect "$version" main start || true
