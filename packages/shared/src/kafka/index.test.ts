@@ -62,12 +62,21 @@ describe('local Kafka broker (infra/kafka.sh)', () => {
     return seen;
   }
 
+  function causes(err: unknown): unknown[] {
+    const chain: unknown[] = [];
+    for (let e = err; e && chain.length < 5; e = (e as { cause?: unknown }).cause) chain.push(e);
+    return chain;
+  }
+
   async function retryWhileLoading<T>(ask: () => Promise<T>): Promise<T> {
     for (let attempt = 1; ; attempt++) {
       try {
         return await ask();
       } catch (err) {
-        const loading = (err as { type?: string }).type === 'COORDINATOR_LOAD_IN_PROGRESS';
+        // kafkajs may wrap the protocol error (retries exhausted): look through the causes.
+        const loading = causes(err).some(
+          (e) => (e as { type?: string }).type === 'COORDINATOR_LOAD_IN_PROGRESS',
+        );
         if (!loading || attempt >= 60) throw err;
         await new Promise((resolve) => setTimeout(resolve, 500));
       }
