@@ -108,10 +108,16 @@ export class ResultCollector {
   async start(): Promise<void> {
     await this.consumer.connect();
     await this.consumer.subscribe({ topic: this.topic, fromBeginning: true });
-    await this.consumer.run({ eachMessage: async ({ message }) => this.add(message) });
+    await this.consumer.run({ eachMessage: async ({ partition, message }) => this.add(partition, message) });
   }
 
-  private add(message: KafkaMessage): void {
+  /** Records read again after a rebalance of this reader's group (same offset) are not new results. */
+  private readonly offsetsSeen = new Set<string>();
+
+  private add(partition: number, message: KafkaMessage): void {
+    const position = `${partition}:${message.offset}`;
+    if (this.offsetsSeen.has(position)) return;
+    this.offsetsSeen.add(position);
     const result = JSON.parse(message.value?.toString() ?? 'null') as ResultEnvelope;
     const id = result.meta.requestId ?? `(no id)@${message.offset}`;
     this.byId.set(id, [...(this.byId.get(id) ?? []), result]);

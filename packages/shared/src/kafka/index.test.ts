@@ -42,16 +42,17 @@ describe('local Kafka broker (infra/kafka.sh)', () => {
 
   async function consumeAll(expected: number): Promise<string[]> {
     const consumer = createConsumer(kafka, { groupId: group });
-    const seen: string[] = [];
+    // A set: a group rebalance during the first join may deliver a record twice (at-least-once).
+    const seen = new Set<string>();
     await consumer.connect();
     await consumer.subscribe({ topic, fromBeginning: true });
     await new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`consumed ${seen.length} of ${expected}`)), 30_000);
+      const timer = setTimeout(() => reject(new Error(`consumed ${seen.size} of ${expected}`)), 30_000);
       void consumer.run({
         autoCommit: true,
         eachMessage: async ({ message }) => {
-          seen.push(message.value?.toString() ?? '');
-          if (seen.length >= expected) {
+          seen.add(message.value?.toString() ?? '');
+          if (seen.size >= expected) {
             clearTimeout(timer);
             resolve();
           }
@@ -59,7 +60,7 @@ describe('local Kafka broker (infra/kafka.sh)', () => {
       });
     });
     await consumer.disconnect(); // commits the consumed offsets
-    return seen;
+    return [...seen];
   }
 
   function causes(err: unknown): unknown[] {
