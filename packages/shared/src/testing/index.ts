@@ -62,6 +62,7 @@ export async function readTopic(
 ): Promise<KafkaMessage[]> {
   const consumer = createConsumer(testKafka(), { groupId: uniqueName('reader') });
   const seen: KafkaMessage[] = [];
+  const positions = new Set<string>();
   await consumer.connect();
   try {
     await consumer.subscribe({ topic, fromBeginning: true });
@@ -76,7 +77,11 @@ export async function readTopic(
         timeoutMs,
       );
       void consumer.run({
-        eachMessage: async ({ message }) => {
+        eachMessage: async ({ partition, message }) => {
+          // A rebalance of this throwaway group may deliver a record again: keep each offset once.
+          const position = `${partition}:${message.offset}`;
+          if (positions.has(position)) return;
+          positions.add(position);
           seen.push(message);
           if (until(seen)) {
             clearTimeout(timer);
