@@ -1,41 +1,27 @@
-import { randomBytes } from 'node:crypto';
+import { type Consumer, createConsumer, createProducer, type Producer, produce } from '@requester/shared';
 import {
-  type Consumer,
-  createConsumer,
-  createKafka,
-  createLogger,
-  createProducer,
-  ensureTopics,
-  type Producer,
-  produce,
-} from '@requester/shared';
+  createTestTopics,
+  silentLogger,
+  TEST_KAFKA_BROKERS,
+  testKafka,
+  uniqueName,
+} from '@requester/shared/testing';
 
 /**
- * Test helpers shared by the ingress tests: the real local Kafka, unique topic names per test,
- * and a way to read what landed on a topic.
+ * Test helpers of the ingress tests, on top of `@requester/shared/testing`: fresh in/out topics,
+ * one shared producer, and a streaming reader of what lands on a topic.
  */
-export const BROKERS = process.env['KAFKA_BROKERS'] ?? '127.0.0.1:9092';
-export const silent = createLogger({ level: 'silent' });
-export const kafka = createKafka({ brokers: BROKERS, clientId: 'ingress-test', logger: silent });
+export const BROKERS = TEST_KAFKA_BROKERS;
+export const silent = silentLogger;
+export const kafka = testKafka('ingress-test');
 
-export function unique(prefix = 't'): string {
-  return `${prefix}-${randomBytes(5).toString('hex')}`;
-}
+export const unique = (prefix = 't'): string => uniqueName(prefix);
 
 /** Fresh `in`/`out` topics for one test. */
 export async function topics(partitions = 3): Promise<{ in: string; out: string }> {
   const base = unique();
   const names = { in: `${base}.in`, out: `${base}.out` };
-  const admin = kafka.admin();
-  await admin.connect();
-  try {
-    await ensureTopics(
-      admin,
-      [names.in, names.out].map((topic) => ({ topic, numPartitions: partitions, replicationFactor: 1 })),
-    );
-  } finally {
-    await admin.disconnect();
-  }
+  await createTestTopics([names.in, names.out], partitions);
   return names;
 }
 
@@ -74,12 +60,16 @@ export async function reader(
   // A short fetch wait: disconnect waits for the fetch in flight.
   const consumer: Consumer = createConsumer(kafka, { groupId: unique('g'), maxWaitTimeInMs: 200 });
   const queue: Seen[] = [];
+  const positions = new Set<string>(); // a rebalance may deliver a record again: keep each offset once
   let wake: (() => void) | undefined;
   let closed = false;
   await consumer.connect();
   await consumer.subscribe({ topic, fromBeginning: true });
   await consumer.run({
     eachMessage: async ({ message, partition }) => {
+      const position = `${partition}:${message.offset}`;
+      if (positions.has(position)) return;
+      positions.add(position);
       queue.push({ key: message.key?.toString(), value: message.value?.toString() ?? '', partition });
       wake?.();
     },
