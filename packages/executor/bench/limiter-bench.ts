@@ -8,8 +8,6 @@
  * memory figures are not polluted by other work on the shared Redis; it stops exactly that process.
  * Figures are recorded in the "Rate limiter" section of the repo-root BENCHMARKS.md.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
-import net from 'node:net';
 import { parseArgs } from 'node:util';
 import {
   createRedis,
@@ -18,6 +16,7 @@ import {
   type LimiterSpec,
   type Redis,
 } from '@requester/shared';
+import { startPrivateRedis } from '@requester/shared/testing';
 import { RateLimiter } from '../src/limiter/index.ts';
 
 const { values } = parseArgs({
@@ -40,37 +39,6 @@ const MEMORY_THREE = [
   { duration: '1h', value: 100 },
   { duration: '24h', value: 1000 },
 ];
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
-    });
-  });
-}
-
-async function startRedis(): Promise<{ url: string; child: ChildProcess }> {
-  const port = await freePort();
-  const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'];
-  const child = spawn('/usr/bin/redis-server', args, { stdio: 'ignore' });
-  const url = `redis://127.0.0.1:${port}`;
-  for (let i = 0; i < 100; i++) {
-    const probe = createRedis({ url });
-    probe.on('error', () => {});
-    const up = await probe.ping().then(
-      () => true,
-      () => false,
-    );
-    probe.disconnect();
-    if (up) return { url, child };
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  child.kill('SIGKILL');
-  throw new Error('redis-server did not start');
-}
 
 const spec = (algorithm: LimiterAlgorithm, rates: LimiterSpec['rates'], i: number): LimiterSpec => ({
   key: `partner-${i % KEYS}`,
@@ -134,7 +102,7 @@ async function memoryPerLimiter(
 }
 
 async function main() {
-  const { url, child } = await startRedis();
+  const { url, stop } = await startPrivateRedis();
   const redis = createRedis({ url }) as Redis;
   const limiter = new RateLimiter({ redis, prefix: 'rq:' });
   try {
@@ -175,7 +143,7 @@ async function main() {
     }
   } finally {
     redis.disconnect();
-    child.kill('SIGKILL');
+    await stop();
   }
 }
 

@@ -11,13 +11,13 @@
  * throughput and INFO memory deltas are not disturbed by other users of the shared Redis, and stops
  * it at the end. Every key written is removed afterwards either way.
  */
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import { join } from 'node:path';
 import { createRedis, type RedisClient } from '@requester/shared';
+import { type PrivateRedis, startPrivateRedis } from '@requester/shared/testing';
 import { Queue, Worker } from 'bullmq';
 import { QueueAdmin } from '../src/queue/admin.ts';
 import { FairQueue, type PublishTask } from '../src/queue/index.ts';
@@ -62,50 +62,7 @@ const log = (...parts: unknown[]) => console.error(new Date().toISOString().slic
 // ------------------------------------------------------------------------------------------------
 // Redis: private instance unless --url
 
-interface RedisTarget {
-  url: string;
-  stop(): Promise<void>;
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
-    });
-  });
-}
-
-async function startPrivateRedis(): Promise<RedisTarget> {
-  const port = await freePort();
-  const child: ChildProcess = spawn(
-    '/usr/bin/redis-server',
-    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
-    { stdio: 'ignore' },
-  );
-  const url = `redis://127.0.0.1:${port}`;
-  const probe = createRedis({ url });
-  for (let i = 0; i < 100; i++) {
-    try {
-      await probe.ping();
-      break;
-    } catch {
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  }
-  probe.disconnect();
-  return {
-    url,
-    stop: async () => {
-      if (child.exitCode !== null) return;
-      const exited = new Promise((resolve) => child.once('exit', resolve));
-      child.kill('SIGTERM');
-      await exited;
-    },
-  };
-}
+type RedisTarget = PrivateRedis;
 
 async function usedMemory(redis: RedisClient): Promise<number> {
   const info = await redis.info('memory');
