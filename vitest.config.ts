@@ -13,6 +13,6 @@ export default defineConfig({
     // kafkajs 2.2.4 computes negative timeouts that Node 24 warns about (harmless, noisy).
     execArgv: ['--disable-warning=TimeoutNegativeWarning'],
     maxWorkers: 2,
-    reporters: ['default'],
+    reporters: ['default', './test/summary-reporter.ts'],
   },
 });
