@@ -28,12 +28,11 @@ export { Executor, type ExecutorOptions, type TaskQueue } from './worker/index.t
 export const executorRole: RoleDefinition = {
   name: 'executor',
   async start({ config, logger, deps }): Promise<RoleHandle> {
-    const log = logger;
     const producer = await deps.producer();
     const fetcher = createFetcher({
       brokers: config.kafkaBrokers,
       clientId: config.kafkaClientId,
-      logger: log,
+      logger,
     });
     const http = createHttpClient({
       connectTimeoutMs: config.targetConnectTimeout,
@@ -43,20 +42,20 @@ export const executorRole: RoleDefinition = {
       allowPrivateTargets: config.allowPrivateTargets,
     });
     const redis = deps.redis();
-    const queue = queueFromConfig(config, redis, { logger: log });
+    const queue = queueFromConfig(config, redis, { logger });
     const cache = new ResponseCache<Tried>({
       redis,
       prefix: `${config.redisPrefix}:`,
       waitBudgetMs: config.cacheWaitBudget,
       maxEntryBytes: config.cacheMaxEntryBytes,
-      logger: log,
+      logger,
     });
     const executor = new Executor({
       queue,
       fetcher,
       http,
       limiter: new RateLimiter({ redis, prefix: `${config.redisPrefix}:` }),
-      breaker: breakerFromConfig(config, redis, { logger: log }),
+      breaker: breakerFromConfig(config, redis, { logger }),
       cache,
       signingKeys: signingKeysFromConfig(config),
       outbox: new Outbox(await deps.sql()),
@@ -68,10 +67,10 @@ export const executorRole: RoleDefinition = {
       maxWorkers: config.maxWorkers,
       leaseTtlMs: config.executorLeaseTtl,
       produceTimeoutMs: config.kafkaProduceTimeout,
-      logger: log,
+      logger,
     });
     executor.start();
-    log.info({ maxWorkers: config.maxWorkers }, 'executor started');
+    logger.info({ maxWorkers: config.maxWorkers }, 'executor started');
     return {
       async drain() {
         await executor.drain();
