@@ -74,10 +74,9 @@ describe('local Kafka broker (infra/kafka.sh)', () => {
       try {
         return await ask();
       } catch (err) {
-        // kafkajs may wrap the protocol error (retries exhausted): look through the causes.
-        const loading = causes(err).some(
-          (e) => (e as { type?: string }).type === 'COORDINATOR_LOAD_IN_PROGRESS',
-        );
+        // Kafka error 14 (COORDINATOR_LOAD_IN_PROGRESS; kafkajs names it GROUP_LOAD_IN_PROGRESS),
+        // possibly wrapped by kafkajs when its own retries ran out: look through the causes.
+        const loading = causes(err).some((e) => (e as { code?: number }).code === 14);
         if (!loading || attempt >= 60) throw err;
         await new Promise((resolve) => setTimeout(resolve, 500));
       }
