@@ -74,9 +74,10 @@ describe('local Kafka broker (infra/kafka.sh)', () => {
       try {
         return await ask();
       } catch (err) {
-        // Kafka error 14 (COORDINATOR_LOAD_IN_PROGRESS; kafkajs names it GROUP_LOAD_IN_PROGRESS),
-        // possibly wrapped by kafkajs when its own retries ran out: look through the causes.
-        const loading = causes(err).some((e) => (e as { code?: number }).code === 14);
+        // A broker that just restarted answers retriable errors for a while (e.g. Kafka error 14,
+        // the group coordinator still loading), possibly wrapped by kafkajs when its own retries
+        // ran out: look through the causes.
+        const loading = causes(err).some((e) => (e as { retriable?: boolean }).retriable === true);
         if (!loading || attempt >= 60) throw err;
         await new Promise((resolve) => setTimeout(resolve, 500));
       }
@@ -109,7 +110,7 @@ describe('local Kafka broker (infra/kafka.sh)', () => {
 
     const after = kafka.admin();
     await after.connect();
-    const offsets = await after.fetchTopicOffsets(topic);
+    const offsets = await retryWhileLoading(() => after.fetchTopicOffsets(topic));
     expect(offsets.reduce((sum, p) => sum + Number(p.high), 0)).toBe(values.length);
     // Right after a restart the group coordinator may still be loading its state: ask again.
     const again = await retryWhileLoading(() => after.fetchOffsets({ groupId: group, topics: [topic] }));
