@@ -46,8 +46,4 @@ if #expired > 0 then
   redis.call('ZREM', K_DONE, unpack(expired))
 end
 
-reply[1], reply[2] = shardState(now)
-if readyBefore == 0 and reply[1] > 0 then
-  reply[3] = 1
-end
-return reply
+return settledReply(reply, readyBefore, now)

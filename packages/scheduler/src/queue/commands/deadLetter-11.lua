@@ -27,8 +27,4 @@ for i = 0, n - 1 do
     reply[#reply + 1] = 0
   end
 end
-reply[1], reply[2] = shardState(now)
-if readyBefore == 0 and reply[1] > 0 then
-  reply[3] = 1
-end
-return reply
+return settledReply(reply, readyBefore, now)

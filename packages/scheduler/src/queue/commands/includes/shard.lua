@@ -308,3 +308,13 @@ local function shardState(now)
   end
   return readyCount, nextEvent
 end
+
+-- The reply header of a settling script ({readyCount, nextEventMs, notify}); notify = 1 when the
+-- shard had no ready partition before the script (readyBefore) and has one now: idle workers wake.
+local function settledReply(reply, readyBefore, now)
+  reply[1], reply[2] = shardState(now)
+  if readyBefore == 0 and reply[1] > 0 then
+    reply[3] = 1
+  end
+  return reply
+end
