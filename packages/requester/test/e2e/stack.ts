@@ -5,6 +5,7 @@ import {
   createConsumer,
   createPg,
   createProducer,
+  isRetriableKafkaError,
   type KafkaMessage,
   loadConfig,
   type Producer,
@@ -107,7 +108,17 @@ export class ResultCollector {
 
   async start(): Promise<void> {
     await this.consumer.connect();
-    await this.consumer.subscribe({ topic: this.topic, fromBeginning: true });
+    // Right after the topic was created the broker may not host its partitions yet (a retriable
+    // error): subscribe again for a while before giving up.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.consumer.subscribe({ topic: this.topic, fromBeginning: true });
+        break;
+      } catch (err) {
+        if (!isRetriableKafkaError(err) || attempt >= 40) throw err;
+        await new Promise((resolve) => setTimeout(resolve, 250));
+      }
+    }
     await this.consumer.run({ eachMessage: async ({ partition, message }) => this.add(partition, message) });
   }
 

@@ -5,7 +5,14 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../log/index.ts';
-import { createConsumer, createKafka, createProducer, ensureTopics, produce } from './index.ts';
+import {
+  createConsumer,
+  createKafka,
+  createProducer,
+  ensureTopics,
+  isRetriableKafkaError,
+  produce,
+} from './index.ts';
 
 const run = promisify(execFile);
 const KAFKA_SH = path.resolve(import.meta.dirname, '../../../../infra/kafka.sh');
@@ -63,21 +70,14 @@ describe('local Kafka broker (infra/kafka.sh)', () => {
     return [...seen];
   }
 
-  function causes(err: unknown): unknown[] {
-    const chain: unknown[] = [];
-    for (let e = err; e && chain.length < 5; e = (e as { cause?: unknown }).cause) chain.push(e);
-    return chain;
-  }
-
   async function retryWhileLoading<T>(ask: () => Promise<T>): Promise<T> {
     for (let attempt = 1; ; attempt++) {
       try {
         return await ask();
       } catch (err) {
         // A broker that just restarted answers retriable errors for a while (e.g. Kafka error 14,
-        // the group coordinator still loading), possibly wrapped by kafkajs when its own retries
-        // ran out: look through the causes.
-        const loading = causes(err).some((e) => (e as { retriable?: boolean }).retriable === true);
+        // the group coordinator still loading).
+        const loading = isRetriableKafkaError(err);
         if (!loading || attempt >= 60) throw err;
         await new Promise((resolve) => setTimeout(resolve, 500));
       }
@@ -117,4 +117,15 @@ describe('local Kafka broker (infra/kafka.sh)', () => {
     expect(again[0]!.partitions.reduce((sum, p) => sum + Number(p.offset), 0)).toBe(values.length);
     await after.disconnect();
   }, 180_000);
+});
+
+describe('isRetriableKafkaError', () => {
+  it('finds a retriable protocol error inside the errors kafkajs wraps it in', () => {
+    const protocol = Object.assign(new Error('coordinator loading'), { retriable: true, code: 14 });
+    const exhausted = Object.assign(new Error('retries exceeded'), { retriable: false, cause: protocol });
+    expect(isRetriableKafkaError(protocol)).toBe(true);
+    expect(isRetriableKafkaError(exhausted)).toBe(true);
+    expect(isRetriableKafkaError(Object.assign(new Error('bad request'), { retriable: false }))).toBe(false);
+    expect(isRetriableKafkaError('not an error')).toBe(false);
+  });
 });

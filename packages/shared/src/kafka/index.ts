@@ -96,13 +96,41 @@ export interface TopicSpec {
   configEntries?: Array<{ name: string; value: string }>;
 }
 
-/** Creates the topics that are missing; existing ones are left as they are. Idempotent. */
-export async function ensureTopics(admin: Admin, topics: TopicSpec[]): Promise<string[]> {
+/**
+ * Creates the topics that are missing; existing ones are left as they are. Idempotent. Returns the
+ * names that were missing. A broker that just started (or just created a topic) may answer
+ * retriable errors while it loads — e.g. "does not host this topic-partition" while kafkajs waits
+ * for leaders — so creation is asked again for up to `patienceMs` (an existing topic is no error).
+ */
+export async function ensureTopics(
+  admin: Admin,
+  topics: TopicSpec[],
+  patienceMs = 30_000,
+): Promise<string[]> {
   const existing = new Set(await admin.listTopics());
   const missing = topics.filter((t) => !existing.has(t.topic));
   if (missing.length === 0) return [];
-  await admin.createTopics({ topics: missing, waitForLeaders: true });
-  return missing.map((t) => t.topic);
+  const deadline = Date.now() + patienceMs;
+  for (;;) {
+    try {
+      await admin.createTopics({ topics: missing, waitForLeaders: true });
+      return missing.map((t) => t.topic);
+    } catch (err) {
+      if (!isRetriableKafkaError(err) || Date.now() > deadline) throw err;
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
+  }
+}
+
+/**
+ * Whether Kafka said "try again" (kafkajs's `retriable`), looking through the causes kafkajs wraps
+ * a protocol error in when its own retries ran out.
+ */
+export function isRetriableKafkaError(err: unknown): boolean {
+  for (let e = err, depth = 0; e && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
+    if ((e as { retriable?: boolean }).retriable === true) return true;
+  }
+  return false;
 }
 
 export async function withTimeout<T>(promise: Promise<T>, ms: number, message: string): Promise<T> {
