@@ -5,12 +5,15 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../log/index.ts';
+import { TEST_KAFKA_BROKERS, uniqueName } from '../testing/index.ts';
 import {
+  chunksOf,
   createConsumer,
   createKafka,
   createProducer,
   ensureTopics,
   isRetriableKafkaError,
+  PRODUCE_CHUNK_BYTES,
   produce,
 } from './index.ts';
 
@@ -117,6 +120,51 @@ describe('local Kafka broker (infra/kafka.sh)', () => {
     expect(again[0]!.partitions.reduce((sum, p) => sum + Number(p.offset), 0)).toBe(values.length);
     await after.disconnect();
   }, 180_000);
+});
+
+describe('produce', () => {
+  it('writes a batch bigger than the topic allows in one request, in order, as consecutive requests', async () => {
+    const kafka = createKafka({
+      brokers: TEST_KAFKA_BROKERS,
+      clientId: uniqueName('produce'),
+      logger: createLogger({ level: 'silent' }),
+    });
+    const topic = uniqueName('big-batch');
+    const admin = kafka.admin();
+    const producer = createProducer(kafka);
+    await Promise.all([admin.connect(), producer.connect()]);
+    try {
+      // The broker's default limit, which a topic created outside Requester has.
+      const limit = { name: 'max.message.bytes', value: '1048588' };
+      await ensureTopics(admin, [{ topic, numPartitions: 1, replicationFactor: 1, configEntries: [limit] }]);
+      // 24 × 100 KiB to one partition: 2.4 MB, more than twice what one record batch may hold.
+      const values = Array.from({ length: 24 }, (_, i) => `${i}:`.padEnd(100 * 1024, 'x'));
+      const metadata = await produce(
+        producer,
+        topic,
+        values.map((value) => ({ partition: 0, value })),
+      );
+      expect(metadata.length).toBeGreaterThan(1);
+      expect(metadata[0]).toMatchObject({ partition: 0, baseOffset: '0' });
+      const [offsets] = await admin.fetchTopicOffsets(topic);
+      expect(offsets?.high).toBe(String(values.length));
+    } finally {
+      await Promise.all([admin.disconnect(), producer.disconnect()]);
+    }
+  }, 60_000);
+
+  it('splits into consecutive runs within the budget; a bigger message goes alone', () => {
+    const of = (bytes: number, i: number) => ({ key: `k${i}`, value: 'v'.repeat(bytes) });
+    const messages = [100, 300, 500, 2_000, 50, 50].map(of);
+    const chunks = chunksOf(messages, 1_000);
+    expect(chunks.flat()).toEqual(messages);
+    expect(chunks.map((chunk) => chunk.map((m) => m.key))).toEqual([
+      ['k0', 'k1', 'k2'],
+      ['k3'],
+      ['k4', 'k5'],
+    ]);
+    expect(chunksOf([], PRODUCE_CHUNK_BYTES)).toEqual([]);
+  });
 });
 
 describe('isRetriableKafkaError', () => {

@@ -72,8 +72,19 @@ export function createConsumer(kafka: Kafka, config: ConsumerConfig): Consumer {
 }
 
 /**
+ * Bytes of messages sent in one produce request at most. The broker checks each partition's
+ * record batch against the topic's max.message.bytes: one request carrying, say, 64 results with
+ * large bodies would be refused as a whole (MESSAGE_TOO_LARGE, not retriable) although every
+ * message fits on its own — and retrying the same batch would fail forever. Half of the broker's
+ * default limit, so that topics created elsewhere with the default are safe too.
+ */
+export const PRODUCE_CHUNK_BYTES = 512 * 1024;
+
+/**
  * Produces a batch to one topic with acks from all in-sync replicas, bounded in time: a hung broker
- * surfaces as a `dependency_unavailable` error instead of a stuck caller.
+ * surfaces as a `dependency_unavailable` error instead of a stuck caller. A batch larger than
+ * PRODUCE_CHUNK_BYTES goes out as consecutive requests (in order, one at a time, so the messages of
+ * one key keep their order); the metadata of all of them is returned in that order.
  */
 export async function produce(
   producer: Producer,
@@ -82,11 +93,47 @@ export async function produce(
   timeoutMs = 10_000,
 ): Promise<RecordMetadata[]> {
   if (messages.length === 0) return [];
-  return withTimeout(
-    producer.send({ topic, messages, acks: -1, timeout: timeoutMs }),
-    timeoutMs,
-    `produce to ${topic} timed out after ${timeoutMs} ms`,
-  );
+  const metadata: RecordMetadata[] = [];
+  for (const chunk of chunksOf(messages, PRODUCE_CHUNK_BYTES)) {
+    const sent = await withTimeout(
+      producer.send({ topic, messages: chunk, acks: -1, timeout: timeoutMs }),
+      timeoutMs,
+      `produce to ${topic} timed out after ${timeoutMs} ms`,
+    );
+    metadata.push(...sent);
+  }
+  return metadata;
+}
+
+/** Consecutive runs of messages of at most `budget` bytes each (a bigger message goes alone). */
+export function chunksOf(messages: Message[], budget: number): Message[][] {
+  const chunks: Message[][] = [];
+  let chunk: Message[] = [];
+  let bytes = 0;
+  for (const message of messages) {
+    const size = messageBytes(message);
+    if (chunk.length > 0 && bytes + size > budget) {
+      chunks.push(chunk);
+      chunk = [];
+      bytes = 0;
+    }
+    chunk.push(message);
+    bytes += size;
+  }
+  if (chunk.length > 0) chunks.push(chunk);
+  return chunks;
+}
+
+/** A message's size in a record batch, closely enough for chunking (record framing ≈ 20 bytes). */
+function messageBytes(message: Message): number {
+  const size = (data: Buffer | string | null | undefined) =>
+    data == null ? 0 : typeof data === 'string' ? Buffer.byteLength(data) : data.length;
+  let bytes = 20 + size(message.key) + size(message.value);
+  for (const [name, value] of Object.entries(message.headers ?? {})) {
+    const values = Array.isArray(value) ? value : [value];
+    for (const v of values) bytes += 8 + Buffer.byteLength(name) + size(v as Buffer | string | undefined);
+  }
+  return bytes;
 }
 
 export interface TopicSpec {
