@@ -63,6 +63,7 @@ export const executorRole: RoleDefinition = {
       retryAfterMaxMs: config.retryAfterMax,
       producer,
       topicOut: config.topicOut,
+      maxResultBytes: config.kafkaMaxMessageBytes,
       topicDlq: config.topicDlq,
       maxWorkers: config.maxWorkers,
       leaseTtlMs: config.executorLeaseTtl,

@@ -66,7 +66,31 @@ export function unreadableResult(requestId: string, error: RequesterError, tryCo
   return errorResult(requestId, error.code, error.message, { status: 500, tryCount });
 }
 
-/** The `out` record of a result: keyed by requestId (DESIGN.md §4). */
-export function resultMessage(result: ResultEnvelope): Message {
-  return { key: result.meta.requestId ?? null, value: JSON.stringify(result) };
+/** Room left in a record for its key, headers and framing besides the value. */
+const RECORD_OVERHEAD_BYTES = 1024;
+
+/**
+ * The `out` record of a result: keyed by requestId (DESIGN.md §4). A result whose record would
+ * not fit in `maxRecordBytes` (the topic's max.message.bytes) is answered as a 502
+ * `payload_too_large` without the body instead: the broker would refuse it for good, and the task
+ * would otherwise go round the queue forever without its caller ever hearing of it. A body is
+ * capped by TARGET_MAX_RESPONSE_BYTES, but JSON escaping can make it several times bigger.
+ */
+export function resultMessage(result: ResultEnvelope, maxRecordBytes = Number.POSITIVE_INFINITY): Message {
+  const key = result.meta.requestId ?? null;
+  const value = JSON.stringify(result);
+  const bytes = Buffer.byteLength(value);
+  if (bytes + RECORD_OVERHEAD_BYTES <= maxRecordBytes) return { key, value };
+  const { meta, response } = result;
+  const message =
+    `the result (target status ${response.status}) is ${bytes} bytes, more than the out topic ` +
+    `takes (KAFKA_MAX_MESSAGE_BYTES ${maxRecordBytes}); its body was dropped`;
+  const tooLarge = errorResult(meta.requestId, 'payload_too_large', message, {
+    status: FAILURE_STATUS.payload_too_large,
+    tryCount: meta.tryCount,
+    timeNs: meta.time,
+    waitTimeNs: meta.waitTime,
+    proxyData: meta.proxyData,
+  });
+  return { key, value: JSON.stringify(tooLarge) };
 }

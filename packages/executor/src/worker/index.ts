@@ -46,6 +46,8 @@ export interface ExecutorOptions extends Omit<PolicyModules, 'retryAfterMaxMs'> 
   fetcher: Pick<Fetcher, 'fetchMany'>;
   producer: Producer;
   topicOut: string;
+  /** max.message.bytes of `out` (KAFKA_MAX_MESSAGE_BYTES): a bigger result is answered as too large. */
+  maxResultBytes?: number;
   /** Dead-letter records of failed requests go here; none are written without it. */
   topicDlq?: string;
   /** Where unordered tasks wait beyond `horizonMs`; without it every wait stays in Redis. */
@@ -373,7 +375,7 @@ export class Executor {
     const deadLetters: Message[] = [];
     for (const { settlement } of deliveries) {
       if (settlement.kind !== 'deliver') continue;
-      results.push(resultMessage(settlement.result));
+      results.push(resultMessage(settlement.result, this.options.maxResultBytes));
       if (settlement.deadLetter) deadLetters.push(settlement.deadLetter);
     }
     if (results.length === 0) return true;

@@ -7,7 +7,8 @@ import type { AddressInfo } from 'node:net';
  * `/slow/2000` (answers after 2 s), `/random-delay/50` (0–50 ms), `/reset` (drops the connection),
  * `/flaky/<key>/<n>` (the first n calls naming that key answer `?status=` (503 by default), later
  * ones 200), `/switch/<key>` (answers the status the test set in `switches`, 200 when unset: an
- * origin a test takes down and brings back). `?retry-after=<value>` adds a `Retry-After` header
+ * origin a test takes down and brings back), `/quotes/<n>` (200 with n `"` characters: a body
+ * that JSON escaping doubles). `?retry-after=<value>` adds a `Retry-After` header
  * to any answer.
  * Every call is recorded in arrival order.
  */
@@ -60,7 +61,7 @@ export async function startTarget(): Promise<Target> {
         'x-target': 'test',
         ...(retryAfter === null ? {} : { 'retry-after': retryAfter }),
       })
-      .end(body || `status ${status}`);
+      .end(action === 'quotes' ? '"'.repeat(Number(arg)) : body || `status ${status}`);
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
