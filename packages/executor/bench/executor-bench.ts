@@ -14,6 +14,7 @@
  *   executor one ordered partition, 300 tasks: 251 / 171 tasks/s (one task in flight: each costs
  *   a lease, a fetch, the call, a produce and an ack in sequence)
  */
+import { readFileSync } from 'node:fs';
 import { FairQueue, QueueAdmin } from '@requester/scheduler';
 import {
   createConsumer,
@@ -43,6 +44,35 @@ const option = (name: string, fallback: number) =>
 const TASKS = option('--tasks', 2000);
 const WORKERS = option('--workers', 32);
 const ORDERED = Math.min(TASKS, 300);
+
+/**
+ * CPU time spent so far by each part of the pipeline: this process (executor, target, reader),
+ * Redis, and the Kafka broker when its pid file is found. On a shared 2-core machine the
+ * executor's rate is bounded by the CPU the three need per task, which wall-clock rates hide.
+ */
+async function cpuMs(): Promise<{ node: number; redis: number; kafka: number | undefined }> {
+  const { user, system } = process.cpuUsage();
+  const info = (await redis.info('cpu')).replace(/\r/g, '');
+  const seconds = (name: string) => Number(new RegExp(`^${name}:([\\d.]+)`, 'm').exec(info)?.[1] ?? 0);
+  return {
+    node: (user + system) / 1000,
+    redis: (seconds('used_cpu_user') + seconds('used_cpu_sys')) * 1000,
+    kafka: brokerCpuMs(),
+  };
+}
+
+/** utime + stime of the local broker (infra/kafka.sh writes its pid), in ms; undefined elsewhere. */
+function brokerCpuMs(): number | undefined {
+  try {
+    const runDir = process.env.REQUESTER_RUN_DIR ?? new URL('../../../.run', import.meta.url).pathname;
+    const pid = readFileSync(`${runDir}/kafka/broker.pid`, 'utf8').trim();
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
+    const ticks = Number(fields[11]) + Number(fields[12]); // utime, stime (fields 14 and 15)
+    return Number.isFinite(ticks) ? ticks * 10 : undefined; // USER_HZ = 100 on Linux
+  } catch {
+    return undefined;
+  }
+}
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? 0;
 
@@ -147,6 +177,7 @@ async function benchExecutor(label: string, count: number, partition: (i: number
     logger: silentLogger,
   });
   const started = performance.now();
+  const cpuBefore = await cpuMs();
   await queue.publish(
     refs.map((ref, i) => ({
       id: taskId(`${run}-${i}`, 0),
@@ -157,8 +188,15 @@ async function benchExecutor(label: string, count: number, partition: (i: number
   executor.start();
   await finished;
   const seconds = (performance.now() - started) / 1000;
+  const cpuAfter = await cpuMs();
+  const perTask = (before: number | undefined, after: number | undefined) =>
+    before === undefined || after === undefined
+      ? 'n/a'
+      : `${(((after - before) / count) * 1000).toFixed(0)} µs`;
   console.log(
-    `executor ${label}: ${count} tasks in ${seconds.toFixed(2)} s = ${(count / seconds).toFixed(0)} tasks/s (${WORKERS} workers)`,
+    `executor ${label}: ${count} tasks in ${seconds.toFixed(2)} s = ${(count / seconds).toFixed(0)} tasks/s (${WORKERS} workers); ` +
+      `CPU per task: node ${perTask(cpuBefore.node, cpuAfter.node)}, redis ${perTask(cpuBefore.redis, cpuAfter.redis)}, ` +
+      `kafka ${perTask(cpuBefore.kafka, cpuAfter.kafka)}`,
   );
   await executor.drain();
   await Promise.all([reader.disconnect(), fetcher.close()]);
