@@ -71,20 +71,29 @@ const RECORD_OVERHEAD_BYTES = 1024;
 
 /**
  * The `out` record of a result: keyed by requestId (DESIGN.md §4). A result whose record would
- * not fit in `maxRecordBytes` (the topic's max.message.bytes) is answered as a 502
- * `payload_too_large` without the body instead: the broker would refuse it for good, and the task
- * would otherwise go round the queue forever without its caller ever hearing of it. A body is
- * capped by TARGET_MAX_RESPONSE_BYTES, but JSON escaping can make it several times bigger.
+ * not fit in `maxRecordBytes` (KAFKA_MAX_MESSAGE_BYTES) is answered as too large instead (see
+ * tooLargeResultMessage). A body is capped by TARGET_MAX_RESPONSE_BYTES, but JSON escaping can
+ * make it several times bigger.
  */
 export function resultMessage(result: ResultEnvelope, maxRecordBytes = Number.POSITIVE_INFINITY): Message {
-  const key = result.meta.requestId ?? null;
   const value = JSON.stringify(result);
   const bytes = Buffer.byteLength(value);
-  if (bytes + RECORD_OVERHEAD_BYTES <= maxRecordBytes) return { key, value };
+  if (bytes + RECORD_OVERHEAD_BYTES <= maxRecordBytes) return { key: result.meta.requestId ?? null, value };
+  return tooLargeResultMessage(
+    result,
+    `is ${bytes} bytes, more than KAFKA_MAX_MESSAGE_BYTES (${maxRecordBytes})`,
+  );
+}
+
+/**
+ * The record answering a result that `out` cannot carry: a 502 `payload_too_large` without the
+ * body, keeping the request's progress and proxyData. The broker would refuse the result for good,
+ * and the task would otherwise go round the queue forever without its caller ever hearing of it.
+ * `why` completes "the result (target status N) …".
+ */
+export function tooLargeResultMessage(result: ResultEnvelope, why: string): Message {
   const { meta, response } = result;
-  const message =
-    `the result (target status ${response.status}) is ${bytes} bytes, more than the out topic ` +
-    `takes (KAFKA_MAX_MESSAGE_BYTES ${maxRecordBytes}); its body was dropped`;
+  const message = `the result (target status ${response.status}) ${why}; its body was dropped`;
   const tooLarge = errorResult(meta.requestId, 'payload_too_large', message, {
     status: FAILURE_STATUS.payload_too_large,
     tryCount: meta.tryCount,
@@ -92,5 +101,5 @@ export function resultMessage(result: ResultEnvelope, maxRecordBytes = Number.PO
     waitTimeNs: meta.waitTime,
     proxyData: meta.proxyData,
   });
-  return { key, value: JSON.stringify(tooLarge) };
+  return { key: meta.requestId ?? null, value: JSON.stringify(tooLarge) };
 }

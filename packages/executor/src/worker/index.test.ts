@@ -203,23 +203,29 @@ describe('executor (end to end)', () => {
     expect(h.target.calls.some((c) => c.path.includes(requestId))).toBe(false);
   });
 
-  it('answers a result too large for out with 502 payload_too_large, and its batch still goes out', async () => {
-    // The harness's out topic has the broker's default max.message.bytes (1048588). A 700 kB body
-    // of quotes is 1.4 MB once JSON-escaped: the broker would refuse that record for good.
-    const { queue } = startExecutor({ maxResultBytes: 1_048_588 });
-    const big = uniqueName('big');
-    const small = uniqueName('small');
-    await submit(queue, [
-      { request: { uri: `${h.target.url}/quotes/700000` }, meta: { requestId: big, proxyData: { n: 1 } } },
-      { request: { uri: `${h.target.url}/echo`, body: 'fine' }, meta: { requestId: small } },
-    ]);
-    const tooLarge = await resultOf(big);
-    expect(tooLarge.response).toMatchObject({ status: 502, body: '' });
-    expect(tooLarge.meta).toMatchObject({ tryCount: 1, proxyData: { n: 1 } });
-    expect(tooLarge.meta.error?.code).toBe('payload_too_large');
-    expect(tooLarge.meta.error?.message).toContain('target status 200');
-    expect((await resultOf(small)).response).toMatchObject({ status: 200, body: 'fine' });
-  });
+  // The harness's out topic has the broker's default max.message.bytes (1048588). A 700 kB body of
+  // quotes is 1.4 MB once JSON-escaped: the broker would refuse that record for good.
+  it.each([
+    ['KAFKA_MAX_MESSAGE_BYTES says so', 1_048_588],
+    ['the broker refuses it (the topic allows less than configured)', 10_485_760],
+  ])(
+    'answers a result too large for out with 502 payload_too_large when %s; its batch still goes out',
+    async (_, maxResultBytes) => {
+      const { queue } = startExecutor({ maxResultBytes });
+      const big = uniqueName('big');
+      const small = uniqueName('small');
+      await submit(queue, [
+        { request: { uri: `${h.target.url}/quotes/700000` }, meta: { requestId: big, proxyData: { n: 1 } } },
+        { request: { uri: `${h.target.url}/echo`, body: 'fine' }, meta: { requestId: small } },
+      ]);
+      const tooLarge = await resultOf(big);
+      expect(tooLarge.response).toMatchObject({ status: 502, body: '' });
+      expect(tooLarge.meta).toMatchObject({ tryCount: 1, proxyData: { n: 1 } });
+      expect(tooLarge.meta.error?.code).toBe('payload_too_large');
+      expect(tooLarge.meta.error?.message).toContain('target status 200');
+      expect((await resultOf(small)).response).toMatchObject({ status: 200, body: 'fine' });
+    },
+  );
 
   it('keeps an ordered partition in order with 8 workers and random target delays', async () => {
     const { queue } = startExecutor({ maxWorkers: 8 });

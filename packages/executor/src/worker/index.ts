@@ -7,6 +7,7 @@ import {
   type Fetcher,
   type FetchOutcome,
   invalidRequestResult,
+  isMessageTooLargeError,
   isWakeUp,
   kafkaKeyFor,
   type Logger,
@@ -26,7 +27,7 @@ import {
 import pLimit, { type LimitFunction } from 'p-limit';
 import { deadLetterMessage } from '../dlq/index.ts';
 import { executorMetrics as metrics } from '../metrics.ts';
-import { resultMessage, unreadableResult } from '../result/index.ts';
+import { resultMessage, tooLargeResultMessage, unreadableResult } from '../result/index.ts';
 import { placeOf } from './decide.ts';
 import { type Ending, Policies, type PolicyModules, type Progress } from './policies.ts';
 
@@ -371,20 +372,20 @@ export class Executor {
 
   /** true once every result is on `out` and every dead letter on the DLQ; retried for up to a lease TTL. */
   private async produceResults(deliveries: Pending[]): Promise<boolean> {
-    const results: Message[] = [];
+    const results: ResultEnvelope[] = [];
     const deadLetters: Message[] = [];
     for (const { settlement } of deliveries) {
       if (settlement.kind !== 'deliver') continue;
-      results.push(resultMessage(settlement.result, this.options.maxResultBytes));
+      results.push(settlement.result);
       if (settlement.deadLetter) deadLetters.push(settlement.deadLetter);
     }
     if (results.length === 0) return true;
-    const { producer, topicOut, topicDlq, produceTimeoutMs, leaseTtlMs } = this.options;
+    const { producer, topicDlq, produceTimeoutMs, leaseTtlMs } = this.options;
     const deadline = Date.now() + leaseTtlMs;
     for (let attempt = 1; ; attempt++) {
       try {
         await Promise.all([
-          produce(producer, topicOut, results, produceTimeoutMs),
+          this.writeResults(results),
           topicDlq ? produce(producer, topicDlq, deadLetters, produceTimeoutMs) : undefined,
         ]);
         return true;
@@ -400,6 +401,35 @@ export class Executor {
         await new Promise((resolve) => setTimeout(resolve, Math.min(100 * 2 ** attempt, 2_000)));
       }
     }
+  }
+
+  /**
+   * Writes results to `out`. If the broker refuses the batch as too large — the topic's limit can
+   * be below KAFKA_MAX_MESSAGE_BYTES when it was created elsewhere — each result is written on its
+   * own, and the ones still refused are answered as too large: one oversized result must neither
+   * hold back the results of its batch nor be retried forever.
+   */
+  private async writeResults(results: ResultEnvelope[]): Promise<void> {
+    const { producer, topicOut, produceTimeoutMs, maxResultBytes } = this.options;
+    const messages = results.map((result) => resultMessage(result, maxResultBytes));
+    try {
+      await produce(producer, topicOut, messages, produceTimeoutMs);
+      return;
+    } catch (err) {
+      if (!isMessageTooLargeError(err)) throw err;
+    }
+    await Promise.all(
+      results.map(async (result, i) => {
+        try {
+          await produce(producer, topicOut, [messages[i] as Message], produceTimeoutMs);
+        } catch (err) {
+          if (!isMessageTooLargeError(err)) throw err;
+          const refused = 'was refused by the out topic as too large (its max.message.bytes)';
+          this.log.warn({ requestId: result.meta.requestId }, 'result too large for out: answering 502');
+          await produce(producer, topicOut, [tooLargeResultMessage(result, refused)], produceTimeoutMs);
+        }
+      }),
+    );
   }
 
   /** true once the rows are in the outbox; one try (on failure the waits stay in Redis instead). */

@@ -180,6 +180,17 @@ export function isRetriableKafkaError(err: unknown): boolean {
   return false;
 }
 
+/**
+ * Whether the broker refused a record as bigger than the topic's max.message.bytes (or its own
+ * message.max.bytes): not retriable — the same record is refused again, whatever the wait.
+ */
+export function isMessageTooLargeError(err: unknown): boolean {
+  for (let e = err, depth = 0; e && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
+    if ((e as { type?: string }).type === 'MESSAGE_TOO_LARGE') return true;
+  }
+  return false;
+}
+
 export async function withTimeout<T>(promise: Promise<T>, ms: number, message: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {

@@ -1,0 +1,41 @@
+import { buildResult } from '@requester/shared';
+import { describe, expect, it } from 'vitest';
+import { resultMessage } from './index.ts';
+
+describe('resultMessage', () => {
+  const result = buildResult({
+    requestId: 'r-1',
+    status: 201,
+    body: '"'.repeat(10_000),
+    headers: { 'x-a': 'b' },
+    tryCount: 2,
+    timeNs: 5_000_000,
+    waitTimeNs: 7_000,
+    proxyData: { back: true },
+  });
+
+  it('keys the record by requestId and carries the whole envelope', () => {
+    const message = resultMessage(result, 1_000_000);
+    expect(message.key).toBe('r-1');
+    expect(JSON.parse(String(message.value))).toEqual(result);
+  });
+
+  it('answers a result over the limit as 502 payload_too_large, keeping progress and proxyData', () => {
+    // 10,000 quotes are 20,000 bytes once escaped.
+    const message = resultMessage(result, 15_000);
+    const tooLarge = JSON.parse(String(message.value));
+    expect(message.key).toBe('r-1');
+    expect(tooLarge.response).toEqual({ status: 502, body: '', headers: {} });
+    expect(tooLarge.meta).toMatchObject({
+      requestId: 'r-1',
+      tryCount: 2,
+      time: 5_000_000,
+      waitTime: 7_000,
+      proxyData: { back: true },
+      error: { code: 'payload_too_large' },
+    });
+    expect(tooLarge.meta.error.message).toMatch(
+      /target status 201\) is 200\d\d bytes, more than KAFKA_MAX_MESSAGE_BYTES \(15000\)/,
+    );
+  });
+});
