@@ -35,7 +35,7 @@ describe('resultMessage', () => {
       error: { code: 'payload_too_large' },
     });
     expect(tooLarge.meta.error.message).toMatch(
-      /target status 201\) is 200\d\d bytes, more than KAFKA_MAX_MESSAGE_BYTES \(15000\)/,
+      /target status 201\) is 20\d{3} bytes, more than KAFKA_MAX_MESSAGE_BYTES \(15000\)/,
     );
   });
 });
