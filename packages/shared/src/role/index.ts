@@ -1,4 +1,4 @@
-import type { Kafka, Producer } from 'kafkajs';
+import type { Admin, Kafka, Producer } from 'kafkajs';
 import type { Config } from '../config/index.ts';
 import { createKafka, createProducer, ensureTopics } from '../kafka/index.ts';
 import type { Logger } from '../log/index.ts';
@@ -44,6 +44,7 @@ export class Dependencies {
   private redisClient: RedisClient | undefined;
   private sqlPromise: Promise<Sql> | undefined;
   private topicsPromise: Promise<void> | undefined;
+  private probeAdmin: { admin: Admin; connected: Promise<void>; up: boolean } | undefined;
 
   constructor(config: Config, logger: Logger) {
     this.config = config;
@@ -148,13 +149,25 @@ export class Dependencies {
     return Object.fromEntries(results);
   }
 
+  /**
+   * One admin connection kept for /readyz: a probe every few seconds must not open and close a
+   * connection (and fetch metadata) each time. A failed probe drops it; the next one reconnects.
+   */
   private async kafkaBrokersAnswer(): Promise<void> {
-    const admin = this.kafka().admin();
-    await admin.connect();
+    if (!this.probeAdmin) {
+      const admin = this.kafka().admin();
+      const probe = { admin, connected: admin.connect(), up: false };
+      void probe.connected.then(() => (probe.up = true)).catch(() => {});
+      this.probeAdmin = probe;
+    }
+    const probe = this.probeAdmin;
     try {
-      await admin.describeCluster();
-    } finally {
-      await admin.disconnect();
+      await probe.connected;
+      await probe.admin.describeCluster();
+    } catch (err) {
+      if (this.probeAdmin === probe) this.probeAdmin = undefined;
+      void probe.admin.disconnect().catch(() => {});
+      throw err;
     }
   }
 
@@ -162,6 +175,10 @@ export class Dependencies {
   async close(): Promise<void> {
     const closing: Array<Promise<unknown>> = [];
     if (this.producerPromise) closing.push(this.producerPromise.then((p) => p.disconnect()));
+    // A probe connection still trying to reach a dead broker would hold shutdown for kafkajs's
+    // whole retry schedule: let it go instead of waiting for it.
+    if (this.probeAdmin?.up) closing.push(this.probeAdmin.admin.disconnect());
+    else void this.probeAdmin?.admin.disconnect().catch(() => {});
     if (this.redisClient) closing.push(this.redisClient.quit());
     if (this.sqlPromise) closing.push(this.sqlPromise.then((sql) => sql.end({ timeout: 5 })));
     const results = await Promise.allSettled(closing);

@@ -1,0 +1,48 @@
+import { createServer } from 'node:net';
+import { afterAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../config/index.ts';
+import { silentLogger, TEST_KAFKA_BROKERS } from '../testing/index.ts';
+import { Dependencies } from './index.ts';
+
+describe('Dependencies.readiness', () => {
+  const opened: Dependencies[] = [];
+  const dependencies = (env: Record<string, string>) => {
+    const deps = new Dependencies(loadConfig({ LOG_LEVEL: 'silent', ...env }), silentLogger);
+    opened.push(deps);
+    return deps;
+  };
+  afterAll(() => Promise.all(opened.map((deps) => deps.close())));
+
+  it('checks only what the process opened', async () => {
+    expect(await dependencies({}).readiness()).toEqual({});
+  });
+
+  it('answers every probe over one kept Kafka connection', async () => {
+    const deps = dependencies({ KAFKA_BROKERS: TEST_KAFKA_BROKERS });
+    const kafka = deps.kafka();
+    let connects = 0;
+    const admin = kafka.admin.bind(kafka);
+    kafka.admin = (...args) => {
+      connects++;
+      return admin(...args);
+    };
+    for (let i = 0; i < 5; i++) expect(await deps.readiness()).toEqual({ kafka: true });
+    expect(connects).toBe(1);
+  });
+
+  it('says not ready, within its deadline, when the broker does not answer', async () => {
+    // A port that accepts connections and never answers: a hung broker.
+    const silent = createServer(() => {});
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const { port } = silent.address() as { port: number };
+    try {
+      const deps = dependencies({ KAFKA_BROKERS: `127.0.0.1:${port}` });
+      deps.kafka();
+      const started = Date.now();
+      expect(await deps.readiness()).toEqual({ kafka: false });
+      expect(Date.now() - started).toBeLessThan(10_000);
+    } finally {
+      silent.close();
+    }
+  });
+});
