@@ -46,16 +46,19 @@ const WORKERS = option('--workers', 32);
 const ORDERED = Math.min(TASKS, 300);
 
 /**
- * CPU time spent so far by each part of the pipeline: this process (executor, target, reader),
+ * CPU time spent so far by each part of the pipeline: this process (executor, target, reader; all
+ * its threads, and its main thread alone),
  * Redis, and the Kafka broker when its pid file is found. On a shared 2-core machine the
  * executor's rate is bounded by the CPU the three need per task, which wall-clock rates hide.
  */
-async function cpuMs(): Promise<{ node: number; redis: number; kafka: number | undefined }> {
+async function cpuMs(): Promise<{ node: number; main: number; redis: number; kafka: number | undefined }> {
   const { user, system } = process.cpuUsage();
+  const thread = process.threadCpuUsage();
   const info = (await redis.info('cpu')).replace(/\r/g, '');
   const seconds = (name: string) => Number(new RegExp(`^${name}:([\\d.]+)`, 'm').exec(info)?.[1] ?? 0);
   return {
     node: (user + system) / 1000,
+    main: (thread.user + thread.system) / 1000,
     redis: (seconds('used_cpu_user') + seconds('used_cpu_sys')) * 1000,
     kafka: brokerCpuMs(),
   };
@@ -186,7 +189,21 @@ async function benchExecutor(label: string, count: number, partition: (i: number
     })),
   );
   executor.start();
+  // A run that stops making progress says where it stands instead of hanging.
+  let lastSeen = -1;
+  const watchdog = setInterval(async () => {
+    if (seen !== lastSeen) {
+      lastSeen = seen;
+      return;
+    }
+    const { totals } = await new QueueAdmin(queue).info();
+    console.error(
+      `no progress for 10 s: ${seen}/${count} results seen, executor holds ${executor.inFlight}; queue`,
+      totals,
+    );
+  }, 10_000);
   await finished;
+  clearInterval(watchdog);
   const seconds = (performance.now() - started) / 1000;
   const cpuAfter = await cpuMs();
   const perTask = (before: number | undefined, after: number | undefined) =>
@@ -195,7 +212,7 @@ async function benchExecutor(label: string, count: number, partition: (i: number
       : `${(((after - before) / count) * 1000).toFixed(0)} µs`;
   console.log(
     `executor ${label}: ${count} tasks in ${seconds.toFixed(2)} s = ${(count / seconds).toFixed(0)} tasks/s (${WORKERS} workers); ` +
-      `CPU per task: node ${perTask(cpuBefore.node, cpuAfter.node)}, redis ${perTask(cpuBefore.redis, cpuAfter.redis)}, ` +
+      `CPU per task: node ${perTask(cpuBefore.node, cpuAfter.node)} (main thread ${perTask(cpuBefore.main, cpuAfter.main)}), redis ${perTask(cpuBefore.redis, cpuAfter.redis)}, ` +
       `kafka ${perTask(cpuBefore.kafka, cpuAfter.kafka)}`,
   );
   await executor.drain();
