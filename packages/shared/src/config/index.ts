@@ -132,7 +132,7 @@ export const CONFIG_VARIABLES = {
     'KAFKA_MAX_MESSAGE_BYTES',
     '10485760',
     positiveInt,
-    'max.message.bytes of the topics Requester creates (a 1 MiB body grows when JSON-escaped)',
+    'max.message.bytes of the topics Requester creates (a 1 MiB body grows when JSON-escaped); a result bigger than this answers 502 payload_too_large',
   ),
   createTopics: variable('KAFKA_CREATE_TOPICS', 'true', bool, 'create missing topics at start'),
   kafkaProduceTimeout: variable(
