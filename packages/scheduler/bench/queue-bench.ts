@@ -62,7 +62,7 @@ const log = (...parts: unknown[]) => console.error(new Date().toISOString().slic
 // ------------------------------------------------------------------------------------------------
 // Redis: private instance unless --url
 
-type RedisTarget = PrivateRedis;
+type RedisTarget = Pick<PrivateRedis, 'url' | 'stop'>;
 
 async function usedMemory(redis: RedisClient): Promise<number> {
   const info = await redis.info('memory');

@@ -1,4 +1,5 @@
 import { Cluster, Redis, type RedisOptions } from 'ioredis';
+import type { Logger } from '../log/index.ts';
 
 export { Cluster, Redis } from 'ioredis';
 /** Either a single Redis node or a Redis Cluster: every module takes this, never a concrete class. */
@@ -12,6 +13,12 @@ export interface RedisConnectOptions {
   /** Per-command timeout: a hung Redis surfaces as an error, never as a stuck worker. */
   commandTimeoutMs?: number;
   connectionName?: string;
+  /**
+   * Where connection trouble is reported: one warning when the connection is lost, one info line
+   * when it is back. Without it a client with no 'error' listener makes ioredis print every failed
+   * reconnect to stderr, outside the JSON logs.
+   */
+  logger?: Logger;
 }
 
 /**
@@ -31,7 +38,13 @@ export function createRedis(options: RedisConnectOptions): RedisClient {
     retryStrategy: (attempt) => Math.min(50 * 2 ** attempt, 2_000),
     ...(options.connectionName ? { connectionName: options.connectionName } : {}),
   };
-  if (options.cluster || seeds.length > 1) {
+  const client = connect(seeds, common, options.cluster ?? false);
+  if (options.logger) reportOutages(client, options.logger.child({ component: 'redis' }));
+  return client;
+}
+
+function connect(seeds: string[], common: RedisOptions, cluster: boolean): RedisClient {
+  if (cluster || seeds.length > 1) {
     return new Cluster(
       seeds.map((seed) => {
         const u = new URL(seed);
@@ -41,4 +54,57 @@ export function createRedis(options: RedisConnectOptions): RedisClient {
     );
   }
   return new Redis(seeds[0] ?? 'redis://127.0.0.1:6379', common);
+}
+
+/** One warning per outage (ioredis emits an error for every reconnect attempt), one line at recovery. */
+function reportOutages(client: RedisClient, log: Logger): void {
+  let down = false;
+  client.on('error', (err: Error) => {
+    if (down) return;
+    down = true;
+    log.warn({ err }, 'Redis connection lost; reconnecting');
+  });
+  client.on('ready', () => {
+    if (!down) return;
+    down = false;
+    log.info('Redis connection restored');
+  });
+}
+
+/** How a Redis server keeps its data across a restart (CONFIG GET appendonly / save). */
+export type RedisPersistence = 'aof' | 'snapshots' | 'none';
+
+/**
+ * Reads how each Redis node (each master of a cluster) persists, and warns when a restart would
+ * lose queued tasks: DESIGN.md §7 promises none is lost when a dependency restarts, which holds
+ * only for an append-only file. Managed services often refuse CONFIG: then nothing is said.
+ */
+export async function checkRedisPersistence(client: RedisClient, log: Logger): Promise<RedisPersistence[]> {
+  const nodes = client instanceof Cluster ? client.nodes('master') : [client];
+  const found: RedisPersistence[] = [];
+  for (const node of nodes) {
+    let persistence: RedisPersistence;
+    try {
+      const [, appendonly] = (await node.config('GET', 'appendonly')) as string[];
+      const [, save] = (await node.config('GET', 'save')) as string[];
+      persistence = appendonly === 'yes' ? 'aof' : save?.trim() ? 'snapshots' : 'none';
+    } catch (err) {
+      log.debug({ err }, 'cannot read the Redis persistence settings (CONFIG refused?)');
+      continue;
+    }
+    found.push(persistence);
+    const at = `${node.options.host}:${node.options.port}`;
+    if (persistence === 'none') {
+      log.warn(
+        { redis: at },
+        'Redis persists nothing: a restart loses every queued task (run it with appendonly yes)',
+      );
+    } else if (persistence === 'snapshots') {
+      log.warn(
+        { redis: at },
+        'Redis keeps RDB snapshots only: a crash loses the tasks queued since the last one (run it with appendonly yes)',
+      );
+    }
+  }
+  return found;
 }

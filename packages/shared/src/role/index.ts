@@ -3,7 +3,7 @@ import type { Config } from '../config/index.ts';
 import { createKafka, createProducer, ensureTopics } from '../kafka/index.ts';
 import type { Logger } from '../log/index.ts';
 import { createPg, ensureDatabase, migrate, type Sql } from '../pg/index.ts';
-import { createRedis, type RedisClient } from '../redis/index.ts';
+import { checkRedisPersistence, createRedis, type RedisClient } from '../redis/index.ts';
 
 /** The roles one `requester` process can run (DESIGN.md §3). */
 export const ROLE_NAMES = ['ingress', 'sync-gateway', 'router', 'executor', 'relay'] as const;
@@ -112,7 +112,9 @@ export class Dependencies {
       cluster: this.config.redisCluster,
       commandTimeoutMs: this.config.redisCommandTimeout,
       connectionName: 'requester',
+      logger: this.logger,
     });
+    void checkRedisPersistence(this.redisClient, this.logger);
     return this.redisClient;
   }
 

@@ -1,30 +1,73 @@
 import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { createRedis } from '../redis/index.ts';
 import { freePort } from './index.ts';
 
 export interface PrivateRedis {
   url: string;
+  /** SIGTERM, then waits for the exit; removes the data folder of a persistent server. */
   stop(): Promise<void>;
+  /** `kill -9` the server (a crash: nothing flushed on the way out), waits for the exit. */
+  kill(): Promise<void>;
+  /** Starts the server again on the same port and data folder (after `kill`). */
+  restart(): Promise<void>;
+}
+
+export interface PrivateRedisOptions {
+  binary?: string;
+  /**
+   * Append-only file with fsync every second, in a temporary folder: what Requester needs of a
+   * production Redis (a crash of the process keeps every write it acknowledged). Default: no
+   * persistence (benchmarks).
+   */
+  persistent?: boolean;
 }
 
 /**
- * A redis-server of its own (Debian's binary, no persistence, a free loopback port), for
- * benchmarks whose figures must not be disturbed by — or disturb — other users of the shared Redis.
+ * A redis-server of its own (Debian's binary, a free loopback port), for benchmarks whose figures
+ * must not be disturbed by — or disturb — other users of the shared Redis, and for tests that
+ * crash and restart Redis.
  */
-export async function startPrivateRedis(binary = '/usr/bin/redis-server'): Promise<PrivateRedis> {
+export async function startPrivateRedis(options: PrivateRedisOptions = {}): Promise<PrivateRedis> {
+  const binary = options.binary ?? '/usr/bin/redis-server';
   const port = await freePort();
-  const child: ChildProcess = spawn(
-    binary,
-    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
-    { stdio: 'ignore' },
-  );
   const url = `redis://127.0.0.1:${port}`;
-  const stop = async () => {
-    if (child.exitCode !== null) return;
-    const exited = new Promise((resolve) => child.once('exit', resolve));
-    child.kill('SIGTERM');
+  const dir = options.persistent ? await mkdtemp(path.join(tmpdir(), 'requester-redis-')) : undefined;
+  const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', ''];
+  args.push(
+    ...(dir ? ['--dir', dir, '--appendonly', 'yes', '--appendfsync', 'everysec'] : ['--appendonly', 'no']),
+  );
+  let child: ChildProcess | undefined;
+
+  const halt = async (signal: NodeJS.Signals) => {
+    const running = child;
+    if (!running || running.exitCode !== null || running.signalCode !== null) return;
+    const exited = new Promise((resolve) => running.once('exit', resolve));
+    running.kill(signal);
     await exited;
   };
+  const start = async () => {
+    child = spawn(binary, args, { stdio: 'ignore' });
+    if (await answers(url)) return;
+    await halt('SIGKILL');
+    throw new Error(`${binary} did not start on port ${port}`);
+  };
+  await start();
+  return {
+    url,
+    async stop() {
+      await halt('SIGTERM');
+      if (dir) await rm(dir, { recursive: true, force: true });
+    },
+    kill: () => halt('SIGKILL'),
+    restart: start,
+  };
+}
+
+/** Pings until the server answers (≤ 5 s; loading an append-only file may take a moment). */
+async function answers(url: string): Promise<boolean> {
   for (let i = 0; i < 100; i++) {
     const probe = createRedis({ url });
     probe.on('error', () => {});
@@ -33,9 +76,8 @@ export async function startPrivateRedis(binary = '/usr/bin/redis-server'): Promi
       () => false,
     );
     probe.disconnect();
-    if (up) return { url, stop };
+    if (up) return true;
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
-  await stop();
-  throw new Error(`${binary} did not start on port ${port}`);
+  return false;
 }

@@ -1,0 +1,82 @@
+import type { Producer } from '@requester/shared';
+import {
+  createTestTopics,
+  type PrivateRedis,
+  startPrivateRedis,
+  startTarget,
+  type Target,
+} from '@requester/shared/testing';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  dropStackDatabase,
+  kafkaProducer,
+  ResultCollector,
+  type StackEnv,
+  spawnRequester,
+  stackEnv,
+  waitReady,
+} from './stack.ts';
+
+/**
+ * DESIGN.md §7: no task is lost when a dependency restarts. Redis holds the queue, so it must
+ * persist (append-only file, fsync every second: a crash of the process loses no acknowledged
+ * write). Redis is killed with SIGKILL while tasks are queued and in flight, and started again a
+ * moment later on the same data: the running requester rides it out and every task is answered.
+ */
+describe('Redis killed (kill -9) and restarted while 300 tasks are queued', () => {
+  const TASKS = 300;
+  let redis: PrivateRedis;
+  let stack: StackEnv;
+  let target: Target;
+  let results: ResultCollector;
+  let producer: Producer;
+
+  beforeAll(async () => {
+    redis = await startPrivateRedis({ persistent: true });
+    target = await startTarget();
+    stack = await stackEnv({ REDIS_URL: redis.url, MAX_WORKERS: '16', EXECUTOR_LEASE_TTL: '3s' });
+    const { topicIn, topicOut, topicDlq } = stack.config;
+    await createTestTopics([topicIn, topicOut, topicDlq], 3);
+    results = new ResultCollector(stack.config.topicOut);
+    await results.start();
+    producer = await kafkaProducer();
+  });
+
+  afterAll(async () => {
+    await producer?.disconnect();
+    await results?.stop();
+    await target?.close();
+    await redis?.stop();
+    if (stack) await dropStackDatabase(stack);
+  }, 60_000);
+
+  it('every task ends up on out', async () => {
+    const requester = spawnRequester(stack);
+    try {
+      await waitReady(stack);
+      await producer.send({
+        topic: stack.config.topicIn,
+        messages: Array.from({ length: TASKS }, (_, i) => ({
+          key: `r-${i}`,
+          value: JSON.stringify({
+            request: { uri: `${target.url}/slow/100?n=${i}` },
+            meta: { requestId: `r-${i}` },
+          }),
+        })),
+      });
+      await results.until(() => results.byId.size >= 30, 60_000, 'the first 30 results');
+      await redis.kill();
+      const atCrash = results.byId.size;
+      await new Promise((resolve) => setTimeout(resolve, 1_500));
+      await redis.restart();
+      await results.until(() => results.byId.size >= TASKS, 120_000, `all ${TASKS} results`);
+      expect(atCrash).toBeLessThan(TASKS);
+    } finally {
+      requester.child.kill('SIGTERM');
+      await requester.exited;
+    }
+    const ids = Array.from({ length: TASKS }, (_, i) => `r-${i}`);
+    expect(ids.filter((id) => !results.byId.has(id))).toEqual([]);
+    for (const id of ids) expect(results.byId.get(id)?.[0]?.response.status).toBe(200);
+  }, 240_000);
+});
