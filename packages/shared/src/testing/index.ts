@@ -129,3 +129,4 @@ export async function eventually(
   throw new Error(`${what}: not reached within ${timeoutMs} ms`);
 }
 export * from './redis.ts';
+export * from './kafka-broker.ts';
