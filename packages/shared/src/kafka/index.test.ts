@@ -1,11 +1,6 @@
-import { execFile } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../log/index.ts';
-import { TEST_KAFKA_BROKERS, uniqueName } from '../testing/index.ts';
+import { type PrivateKafka, startPrivateKafka, TEST_KAFKA_BROKERS, uniqueName } from '../testing/index.ts';
 import {
   chunksOf,
   createConsumer,
@@ -13,12 +8,10 @@ import {
   createProducer,
   ensureTopics,
   isRetriableKafkaError,
+  type Kafka,
   PRODUCE_CHUNK_BYTES,
   produce,
 } from './index.ts';
-
-const run = promisify(execFile);
-const KAFKA_SH = path.resolve(import.meta.dirname, '../../../../infra/kafka.sh');
 
 /**
  * Proves the local broker is a real Kafka: this test starts its own broker with infra/kafka.sh on
@@ -27,28 +20,21 @@ const KAFKA_SH = path.resolve(import.meta.dirname, '../../../../infra/kafka.sh')
  * finds both the records and the committed offsets again.
  */
 describe('local Kafka broker (infra/kafka.sh)', () => {
-  const port = 19092 + Math.floor(Math.random() * 400) * 2;
-  const brokers = `127.0.0.1:${port}`;
-  let runDir = '';
-  const env = () => ({
-    ...process.env,
-    KAFKA_BROKERS: brokers,
-    REQUESTER_RUN_DIR: runDir,
-    KAFKA_HEAP: '384m',
-  });
-  const kafka = createKafka({ brokers, clientId: 'broker-test', logger: createLogger({ level: 'silent' }) });
+  let broker: PrivateKafka;
+  let kafka: Kafka;
   const topic = 'broker-test';
   const group = 'broker-test-group';
 
   beforeAll(async () => {
-    runDir = await mkdtemp(path.join(tmpdir(), 'requester-kafka-'));
-    await run('bash', [KAFKA_SH, 'start'], { env: env() });
+    broker = await startPrivateKafka();
+    kafka = createKafka({
+      brokers: broker.brokers,
+      clientId: 'broker-test',
+      logger: createLogger({ level: 'silent' }),
+    });
   }, 180_000);
 
-  afterAll(async () => {
-    await run('bash', [KAFKA_SH, 'stop'], { env: env() }).catch(() => {});
-    await rm(runDir, { recursive: true, force: true });
-  }, 60_000);
+  afterAll(() => broker?.stop(), 60_000);
 
   async function consumeAll(expected: number): Promise<string[]> {
     const consumer = createConsumer(kafka, { groupId: group });
@@ -109,7 +95,7 @@ describe('local Kafka broker (infra/kafka.sh)', () => {
     expect(committedTotal).toBe(values.length);
     await admin.disconnect();
 
-    await run('bash', [KAFKA_SH, 'restart'], { env: env() });
+    await broker.gracefulRestart();
 
     const after = kafka.admin();
     await after.connect();
