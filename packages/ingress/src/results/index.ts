@@ -18,6 +18,8 @@ export interface FollowOptions {
   onResult(requestId: string, json: string): void;
   /** Bound on joining the group at start. */
   joinTimeoutMs?: number;
+  /** KAFKA_SESSION_TIMEOUT (default: the adapter's). */
+  sessionTimeoutMs?: number;
 }
 
 export interface Following {
@@ -40,7 +42,11 @@ export async function followResults(options: FollowOptions): Promise<Following> 
   const ends = await endOffsets(kafka, topic);
   const groupId = instanceGroupId();
   // A short fetch wait: disconnecting waits for the fetch in flight, and shutdown should be quick.
-  const consumer = createConsumer(kafka, { groupId, maxWaitTimeInMs: 1_000 });
+  const consumer = createConsumer(kafka, {
+    groupId,
+    maxWaitTimeInMs: 1_000,
+    ...(options.sessionTimeoutMs === undefined ? {} : { sessionTimeout: options.sessionTimeoutMs }),
+  });
   const joined = firstJoin(consumer, topic, ends);
   await consumer.connect();
   try {

@@ -40,6 +40,7 @@ export const syncGatewayRole = {
       kafka: deps.kafka(),
       topic: config.topicOut,
       logger,
+      sessionTimeoutMs: config.kafkaSessionTimeout,
       onResult: (id, json) => hub.publish(id, json),
     });
     try {

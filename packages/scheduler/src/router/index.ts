@@ -187,7 +187,10 @@ export function createRouterRole(extras: RouterRoleExtras = {}): RoleDefinition 
       if (rules.breakerPauseAfterMs > 0 && !openOrigins)
         logger.warn('ROUTER_BREAKER_PAUSE_AFTER is set but no breaker listing was wired: rule off');
       const router = new Router({
-        consumer: createConsumer(deps.kafka(), { groupId: `${config.kafkaClientId}-router` }),
+        consumer: createConsumer(deps.kafka(), {
+          groupId: `${config.kafkaClientId}-router`,
+          sessionTimeout: config.kafkaSessionTimeout,
+        }),
         queue,
         outbox: new Outbox(await deps.sql()),
         producer,

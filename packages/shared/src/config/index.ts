@@ -134,6 +134,12 @@ export const CONFIG_VARIABLES = {
     positiveInt,
     'max.message.bytes of the topics Requester creates (a 1 MiB body grows when JSON-escaped); a result bigger than this answers 502 payload_too_large',
   ),
+  kafkaSessionTimeout: variable(
+    'KAFKA_SESSION_TIMEOUT',
+    '10s',
+    goDuration.refine((ms) => ms >= 6_000, 'must be at least 6s (the broker refuses shorter sessions)'),
+    'consumer group session of routers and sync-gateways: how long a dead member (a killed process, or one lost in a broker crash) holds its partitions before the group moves on',
+  ),
   createTopics: variable('KAFKA_CREATE_TOPICS', 'true', bool, 'create missing topics at start'),
   kafkaProduceTimeout: variable(
     'KAFKA_PRODUCE_TIMEOUT',

@@ -63,7 +63,10 @@ export function createProducer(kafka: Kafka): Producer {
 export function createConsumer(kafka: Kafka, config: ConsumerConfig): Consumer {
   return kafka.consumer({
     allowAutoTopicCreation: false,
-    sessionTimeout: 30_000,
+    // A member that died (kill -9, or lost in a broker crash: kafkajs rejoins under a new member
+    // id) holds its partitions until its session expires: 10 s, not kafkajs's 30 s, keeps that
+    // stall short. The router heartbeats inside its batches, so slow batches do not expire it.
+    sessionTimeout: 10_000,
     heartbeatInterval: 3_000,
     // An idle fetch waits at most this long: disconnect (shutdown phase 2) waits for it to return.
     maxWaitTimeInMs: 500,

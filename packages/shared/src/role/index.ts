@@ -107,7 +107,8 @@ export class Dependencies {
   }
 
   redis(): RedisClient {
-    this.redisClient ??= createRedis({
+    if (this.redisClient) return this.redisClient;
+    this.redisClient = createRedis({
       url: this.config.redisUrl,
       cluster: this.config.redisCluster,
       commandTimeoutMs: this.config.redisCommandTimeout,
