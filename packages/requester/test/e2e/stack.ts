@@ -6,6 +6,7 @@ import {
   createPg,
   createProducer,
   isRetriableKafkaError,
+  type Kafka,
   type KafkaMessage,
   loadConfig,
   type Producer,
@@ -99,8 +100,9 @@ export class ResultCollector {
   private readonly consumer;
   private listeners = new Set<() => void>();
 
-  constructor(topic: string) {
-    this.consumer = createConsumer(testKafka(), { groupId: uniqueName('collector') });
+  /** `kafka`: the cluster to read (default the shared test broker). */
+  constructor(topic: string, kafka: Kafka = testKafka()) {
+    this.consumer = createConsumer(kafka, { groupId: uniqueName('collector') });
     this.topic = topic;
   }
 
@@ -163,8 +165,8 @@ export class ResultCollector {
   }
 }
 
-export async function kafkaProducer(): Promise<Producer> {
-  const producer = createProducer(testKafka());
+export async function kafkaProducer(kafka: Kafka = testKafka()): Promise<Producer> {
+  const producer = createProducer(kafka);
   await producer.connect();
   return producer;
 }

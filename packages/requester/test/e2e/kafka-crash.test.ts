@@ -1,0 +1,90 @@
+import { createKafka, ensureTopics, type Kafka, type Producer } from '@requester/shared';
+import {
+  type PrivateKafka,
+  silentLogger,
+  startPrivateKafka,
+  startTarget,
+  type Target,
+} from '@requester/shared/testing';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  dropStackDatabase,
+  kafkaProducer,
+  ResultCollector,
+  type StackEnv,
+  spawnRequester,
+  stackEnv,
+  waitReady,
+} from './stack.ts';
+
+/**
+ * DESIGN.md §7: no task is lost when a dependency restarts. The broker carries `in` (read by the
+ * router, and by offset by the executor's fetcher) and `out`: it is killed with SIGKILL while
+ * tasks are queued and in flight, and started again on the same data. The running requester rides
+ * it out — producers, consumers and the fetcher reconnect — and every task is answered.
+ */
+describe('Kafka broker killed (kill -9) and restarted while 300 tasks are in flight', () => {
+  const TASKS = 300;
+  let broker: PrivateKafka;
+  let kafka: Kafka;
+  let stack: StackEnv;
+  let target: Target;
+  let results: ResultCollector;
+  let producer: Producer;
+
+  beforeAll(async () => {
+    broker = await startPrivateKafka();
+    kafka = createKafka({ brokers: broker.brokers, clientId: 'kafka-crash', logger: silentLogger });
+    target = await startTarget();
+    stack = await stackEnv({ KAFKA_BROKERS: broker.brokers, MAX_WORKERS: '16', EXECUTOR_LEASE_TTL: '3s' });
+    const admin = kafka.admin();
+    await admin.connect();
+    const { topicIn, topicOut, topicDlq } = stack.config;
+    await ensureTopics(
+      admin,
+      [topicIn, topicOut, topicDlq].map((topic) => ({ topic, numPartitions: 3, replicationFactor: 1 })),
+    );
+    await admin.disconnect();
+    results = new ResultCollector(topicOut, kafka);
+    await results.start();
+    producer = await kafkaProducer(kafka);
+  }, 180_000);
+
+  afterAll(async () => {
+    await producer?.disconnect();
+    await results?.stop();
+    await target?.close();
+    await broker?.stop();
+    if (stack) await dropStackDatabase(stack);
+  }, 60_000);
+
+  it('every task ends up on out', async () => {
+    const requester = spawnRequester(stack);
+    try {
+      await waitReady(stack);
+      await producer.send({
+        topic: stack.config.topicIn,
+        messages: Array.from({ length: TASKS }, (_, i) => ({
+          key: `k-${i}`,
+          value: JSON.stringify({
+            request: { uri: `${target.url}/slow/100?n=${i}` },
+            meta: { requestId: `k-${i}` },
+          }),
+        })),
+      });
+      await results.until(() => results.byId.size >= 30, 60_000, 'the first 30 results');
+      await broker.kill();
+      const atCrash = results.byId.size;
+      await new Promise((resolve) => setTimeout(resolve, 1_500));
+      await broker.restart();
+      await results.until(() => results.byId.size >= TASKS, 150_000, `all ${TASKS} results`);
+      expect(atCrash).toBeLessThan(TASKS);
+    } finally {
+      requester.child.kill('SIGTERM');
+      await requester.exited;
+    }
+    const ids = Array.from({ length: TASKS }, (_, i) => `k-${i}`);
+    expect(ids.filter((id) => !results.byId.has(id))).toEqual([]);
+    for (const id of ids) expect(results.byId.get(id)?.[0]?.response.status).toBe(200);
+  }, 300_000);
+});
