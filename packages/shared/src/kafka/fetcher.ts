@@ -1,9 +1,9 @@
 import { createRequire } from 'node:module';
-import type { IHeaders } from 'kafkajs';
+import type { IHeaders, logCreator as LogCreator } from 'kafkajs';
 import { RequesterError } from '../errors/index.ts';
 import type { Logger } from '../log/index.ts';
 import type { KafkaRef } from '../task/index.ts';
-import { withTimeout } from './index.ts';
+import { kafkaLogCreator, withTimeout } from './index.ts';
 
 /**
  * Reads records of a topic by offset (DESIGN.md §9). kafkajs has no public API for it and the
@@ -59,10 +59,6 @@ interface LowLevelCluster {
     topics: Array<{ topic: string; partitions: Array<{ partition: number }>; fromBeginning: boolean }>,
   ): Promise<Array<{ topic: string; partitions: Array<{ partition: number; offset: string }> }>>;
 }
-
-type LogCreator = (
-  level: number,
-) => (entry: { namespace: string; level: number; log: Record<string, unknown> }) => void;
 
 export interface FetchedRecord {
   ref: KafkaRef;
@@ -157,7 +153,7 @@ class KafkaFetcher implements Fetcher {
     return new Cluster({
       logger: kafkaLoggers.createLogger({
         level: kafkaLoggers.LEVELS.WARN,
-        logCreator: pinoLogCreator(this.log),
+        logCreator: kafkaLogCreator(this.log),
       }),
       socketFactory: socketFactory(),
       brokers: settings.brokers.split(',').map((b) => b.trim()),
@@ -511,16 +507,6 @@ function sleep(ms: number): Promise<void> {
 
 function definedOnly<T extends object>(value: T): Partial<T> {
   return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as Partial<T>;
-}
-
-function pinoLogCreator(log: Logger): LogCreator {
-  const { ERROR, WARN, INFO } = kafkaLoggers.LEVELS;
-  return () =>
-    ({ level, log: entry }) => {
-      const { message, timestamp: _ts, logger: _l, ...extra } = entry;
-      const method = level <= ERROR ? 'error' : level <= WARN ? 'warn' : level <= INFO ? 'info' : 'debug';
-      log[method](extra, String(message));
-    };
 }
 
 /**

@@ -1,3 +1,6 @@
+import { Writable } from 'node:stream';
+import { logLevel } from 'kafkajs';
+import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../log/index.ts';
 import { type PrivateKafka, startPrivateKafka, TEST_KAFKA_BROKERS, uniqueName } from '../testing/index.ts';
@@ -9,6 +12,7 @@ import {
   ensureTopics,
   isRetriableKafkaError,
   type Kafka,
+  kafkaLogCreator,
   PRODUCE_CHUNK_BYTES,
   produce,
 } from './index.ts';
@@ -150,6 +154,46 @@ describe('produce', () => {
       ['k4', 'k5'],
     ]);
     expect(chunksOf([], PRODUCE_CHUNK_BYTES)).toEqual([]);
+  });
+});
+
+describe('kafkaLogCreator', () => {
+  it('folds a line kafkajs repeats within the window, then says how many it stood for', async () => {
+    const lines: Array<Record<string, unknown>> = [];
+    const stream = new Writable({
+      write(chunk, _encoding, done) {
+        lines.push(JSON.parse(String(chunk)));
+        done();
+      },
+    });
+    const write = kafkaLogCreator(pino(stream), 100)(logLevel.ERROR);
+    const entry = (message: string) => ({
+      namespace: 'Connection',
+      level: logLevel.ERROR,
+      label: 'ERROR',
+      log: { timestamp: 'now', logger: 'kafkajs', message, broker: '127.0.0.1:1' },
+    });
+    for (let i = 0; i < 50; i++) write(entry('Connection error: connect ECONNREFUSED'));
+    write(entry('another problem'));
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    write(entry('Connection error: connect ECONNREFUSED'));
+    expect(
+      lines.map(({ msg, namespace, broker, repeated }) => ({ msg, namespace, broker, repeated })),
+    ).toEqual([
+      {
+        msg: 'Connection error: connect ECONNREFUSED',
+        namespace: 'Connection',
+        broker: '127.0.0.1:1',
+        repeated: undefined,
+      },
+      { msg: 'another problem', namespace: 'Connection', broker: '127.0.0.1:1', repeated: undefined },
+      {
+        msg: 'Connection error: connect ECONNREFUSED',
+        namespace: 'Connection',
+        broker: '127.0.0.1:1',
+        repeated: 49,
+      },
+    ]);
   });
 });
 
