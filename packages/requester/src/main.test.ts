@@ -1,5 +1,5 @@
 import type { ChildProcess } from 'node:child_process';
-import { TEST_DATABASE_URL, uniqueName } from '@requester/shared/testing';
+import { freePort, TEST_DATABASE_URL, uniqueName } from '@requester/shared/testing';
 import { afterEach, describe, expect, it } from 'vitest';
 import { requester } from '../test/cli.ts';
 
@@ -39,6 +39,17 @@ describe('requester CLI', () => {
     expect(code).toBe(2);
     expect(stderr).toContain('HTTP_PORT="abc"');
     expect(stderr).toContain('SHUTDOWN_TIMEOUT="5x"');
+  });
+
+  it('says which dependency does not answer, once, without a usage hint (exit 1)', async () => {
+    const port = await freePort(); // nothing listens there
+    const { code, stderr } = await requester(['queue', 'info'], { REDIS_URL: `redis://127.0.0.1:${port}` })
+      .exit;
+    expect(code).toBe(1);
+    expect(stderr).toContain('requester: Redis does not answer: check REDIS_URL');
+    expect(stderr).not.toContain('--help');
+    expect(stderr).not.toContain('Unhandled error event');
+    expect(stderr.match(/Redis connection lost/g)).toHaveLength(1);
   });
 
   it('prints the configuration table', async () => {

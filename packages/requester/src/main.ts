@@ -112,13 +112,22 @@ export async function main(args: string[]): Promise<void> {
     .version(false)
     .wrap(Math.min(110, process.stdout.columns ?? 110))
     .fail((message, err, y) => {
-      const text = err instanceof Error ? err.message : message;
-      process.stderr.write(`requester: ${text}\n\nRun 'requester --help' for usage.\n`);
       void y;
-      process.exit(err instanceof ConfigError || !err || isUsageError(err) ? EXIT.usage : EXIT.failed);
+      const usage = err instanceof ConfigError || !err || isUsageError(err);
+      const hint = usage ? "\n\nRun 'requester --help' for usage." : '';
+      process.stderr.write(`requester: ${err ? explain(err) : message}${hint}\n`);
+      process.exit(usage ? EXIT.usage : EXIT.failed);
     });
   registerAdminCommands(cli, configFrom);
   await cli.parseAsync();
+}
+
+/** What went wrong, in the terms of the configuration the user can change. */
+function explain(err: Error): string {
+  // ioredis gives up on a command after its retries without naming the server it could not reach.
+  if (err.name === 'MaxRetriesPerRequestError')
+    return 'Redis does not answer: check REDIS_URL (and that Redis is up)';
+  return err.message;
 }
 
 function isUsageError(err: Error): boolean {

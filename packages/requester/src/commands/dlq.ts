@@ -1,11 +1,10 @@
 import {
   type Config,
   createKafka,
-  createLogger,
   createProducer,
-  createRedis,
   formatRecordRef,
   type Kafka,
+  type Logger,
   tryParseRfc3339,
 } from '@requester/shared';
 import type { Argv } from 'yargs';
@@ -18,7 +17,7 @@ import {
   ReplayMarks,
   replayDeadLetters,
 } from '../dlq/index.ts';
-import { progress } from './index.ts';
+import { commandLogger, commandRedis, progress } from './index.ts';
 
 type ConfigFrom = (argv: Record<string, unknown>) => Config;
 
@@ -72,10 +71,7 @@ export function registerDlqCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): vo
       const args = argv as unknown as DlqArgs;
       const filter = filterFrom(args);
       const config = configFrom(argv);
-      const logger = createLogger({
-        level: config.logLevel === 'info' ? 'warn' : config.logLevel,
-        destination: 2,
-      });
+      const logger = commandLogger(config);
       const kafka = createKafka({
         brokers: config.kafkaBrokers,
         clientId: `${config.kafkaClientId}-dlq`,
@@ -83,7 +79,7 @@ export function registerDlqCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): vo
       });
       const source = dlqSource(kafka, config.topicDlq, args.action);
       if (args.action === 'list') return runList(source, filter, args);
-      return runReplay(source, config, filter, args);
+      return runReplay(source, config, filter, args, logger);
     },
   );
 }
@@ -145,8 +141,14 @@ function row({ record, at }: DlqEntry) {
   };
 }
 
-async function runReplay(source: DlqSource, config: Config, filter: DlqFilter, args: DlqArgs): Promise<void> {
-  const redis = createRedis({ url: config.redisUrl, cluster: config.redisCluster, commandTimeoutMs: 30_000 });
+async function runReplay(
+  source: DlqSource,
+  config: Config,
+  filter: DlqFilter,
+  args: DlqArgs,
+  logger: Logger,
+): Promise<void> {
+  const redis = commandRedis(config, logger);
   const producer = createProducer(source.kafka);
   try {
     if (!args.dryRun) await producer.connect();

@@ -4,15 +4,33 @@ import {
   configMarkdownTable,
   createLogger,
   createPg,
+  createRedis,
   Dependencies,
   ensureDatabase,
+  type Logger,
   migrate,
+  type RedisClient,
 } from '@requester/shared';
 import type { Argv } from 'yargs';
 import { registerDlqCommands } from './dlq.ts';
 import { registerQueueCommands } from './queue.ts';
 
 type ConfigFrom = (argv: Record<string, unknown>) => Config;
+
+/** The log of an admin command: JSON on stderr (stdout carries the results), warnings and up by default. */
+export function commandLogger(config: Config): Logger {
+  return createLogger({ level: config.logLevel === 'info' ? 'warn' : config.logLevel, destination: 2 });
+}
+
+/** The Redis client of an admin command: long command timeout, connection trouble logged once. */
+export function commandRedis(config: Config, logger: Logger): RedisClient {
+  return createRedis({
+    url: config.redisUrl,
+    cluster: config.redisCluster,
+    commandTimeoutMs: 30_000,
+    logger,
+  });
+}
 
 /** Admin subcommands: each one short-lived, printing progress on stderr and results on stdout. */
 export function registerAdminCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): void {

@@ -1,7 +1,8 @@
 import { QueueAdmin, queueFromConfig } from '@requester/scheduler';
-import { type Config, createRedis } from '@requester/shared';
+import type { Config } from '@requester/shared';
 import type { Argv } from 'yargs';
 import { UsageError } from '../cli-roles.ts';
+import { commandLogger, commandRedis } from './index.ts';
 
 type ConfigFrom = (argv: Record<string, unknown>) => Config;
 
@@ -33,11 +34,7 @@ export function registerQueueCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): 
         .example('$0 queue retry --all', 'every dead letter back in its partition'),
     async (argv) => {
       const config = configFrom(argv);
-      const redis = createRedis({
-        url: config.redisUrl,
-        cluster: config.redisCluster,
-        commandTimeoutMs: 30_000,
-      });
+      const redis = commandRedis(config, commandLogger(config));
       const queue = queueFromConfig(config, redis, { notify: false });
       const admin = new QueueAdmin(queue);
       try {
