@@ -215,11 +215,21 @@ async function benchExecutor(label: string, count: number, partition: (i: number
       `CPU per task: node ${perTask(cpuBefore.node, cpuAfter.node)} (main thread ${perTask(cpuBefore.main, cpuAfter.main)}), redis ${perTask(cpuBefore.redis, cpuAfter.redis)}, ` +
       `kafka ${perTask(cpuBefore.kafka, cpuAfter.kafka)}`,
   );
-  await executor.drain();
-  await Promise.all([reader.disconnect(), fetcher.close()]);
+  await slow('executor.drain', executor.drain());
+  await Promise.all([slow('reader.disconnect', reader.disconnect()), slow('fetcher.close', fetcher.close())]);
   http.close();
   await new QueueAdmin(queue).purge();
   await queue.close();
+}
+
+/** Awaits a teardown step, saying so on stderr when it takes more than 5 s (a hang, not noise). */
+async function slow<T>(label: string, step: Promise<T>): Promise<T> {
+  const warn = setTimeout(() => console.error(`${label} has not finished after 5 s`), 5_000);
+  try {
+    return await step;
+  } finally {
+    clearTimeout(warn);
+  }
 }
 
 try {
@@ -227,7 +237,21 @@ try {
   await benchExecutor('unordered', TASKS, () => undefined);
   await benchExecutor('one ordered partition', ORDERED, () => '!bench');
 } finally {
-  await producer.disconnect();
-  await target.close();
+  await slow('producer.disconnect', producer.disconnect());
+  await slow('target.close', target.close());
   redis.disconnect();
 }
+// Everything is closed: a process still alive 3 s later has leaked a handle. Say which, and exit
+// (now and then a kafkajs socket to the broker outlives its client's disconnect; the requester
+// itself ends with process.exit, so only this script would hang on it).
+setTimeout(() => {
+  const handles = (
+    process as unknown as { _getActiveHandles(): Array<Record<string, unknown>> }
+  )._getActiveHandles();
+  const sockets = handles.map(
+    (h) =>
+      `${h.constructor?.name} :${String(h.localPort)} -> ${String(h.remoteAddress)}:${String(h.remotePort)}`,
+  );
+  console.error('handles still open after teardown:', sockets);
+  process.exit(0);
+}, 3_000).unref();
