@@ -128,5 +128,6 @@ export async function eventually(
   }
   throw new Error(`${what}: not reached within ${timeoutMs} ms`);
 }
-export * from './redis.ts';
 export * from './kafka-broker.ts';
+export * from './postgres.ts';
+export * from './redis.ts';
