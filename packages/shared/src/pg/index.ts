@@ -15,16 +15,48 @@ export interface PgSettings {
 
 /** The one PostgreSQL pool (porsager/postgres). Statements are bounded by `statement_timeout`. */
 export function createPg(settings: PgSettings): Sql {
-  return postgres(settings.url, {
+  const sql = postgres(settings.url, {
     max: settings.max ?? 10,
     idle_timeout: 30,
     connect_timeout: 5,
+    backoff: reconnectBackoff,
     onnotice: () => {},
     connection: {
       application_name: 'requester',
       statement_timeout: settings.statementTimeoutMs ?? 10_000,
       ...(settings.schema ? { search_path: settings.schema } : {}),
     },
+  });
+  fetchTypesOnce(sql);
+  return sql;
+}
+
+/**
+ * Seconds before the pool reconnects after `attempt` failed connects in a row. postgres.js's
+ * default grows 3^attempt up to 20 s, so after a few seconds of PostgreSQL being down a restarted
+ * server went unused for up to 20 s — the outbox stalled that long. Doubling from 50 ms, capped at
+ * 1 s (jittered), costs a down server one refused connect per second per pool.
+ */
+export function reconnectBackoff(attempt: number): number {
+  return Math.min(0.05 * 2 ** attempt, 1) * (0.5 + Math.random() / 2);
+}
+
+/**
+ * postgres.js (3.4.9) reads the server's array types (fetch_types) as the first statement of
+ * every new connection, and when that connection is lost meanwhile — PostgreSQL restarting while
+ * the pool opens or reopens connections — the failure surfaces as an unhandled rejection, which
+ * kills the process (porsager/postgres#1192, #1223). Requester uses built-in types only, whose
+ * array types are the same on every connection: fetch them on the pool's first connection only,
+ * and let later connections (reconnects after a restart included) reuse what the pool registered.
+ * postgres.js reads `options.fetch_types` at each connect; if a later version stops doing so or
+ * keeps no `shared.typeArrayMap`, this getter is simply not consulted or stays true (the default).
+ */
+function fetchTypesOnce(sql: Sql): void {
+  const options = sql.options as Sql['options'] & { shared?: { typeArrayMap?: object } };
+  Object.defineProperty(options, 'fetch_types', {
+    configurable: true,
+    enumerable: true,
+    get: () => Object.keys(options.shared?.typeArrayMap ?? {}).length === 0,
   });
 }
 
