@@ -1,6 +1,7 @@
 import {
   type ClaimedRow,
   counter,
+  DEFAULT_LEASE_MS,
   type Logger,
   Outbox,
   type Producer,
@@ -37,8 +38,15 @@ export class Relay {
   private loops: Array<Promise<void>> = [];
   private unlisten: (() => Promise<void>) | undefined;
 
+  /**
+   * Claimed rows stay hidden from other claimers this long: well beyond one delivery (a produce is
+   * bounded by produceTimeoutMs), so only a relay that died or lost PostgreSQL lets them come back.
+   */
+  private readonly leaseMs: number;
+
   constructor(options: RelayOptions) {
     this.options = options;
+    this.leaseMs = Math.max(DEFAULT_LEASE_MS, 3 * options.produceTimeoutMs);
   }
 
   async start(): Promise<void> {
@@ -46,7 +54,7 @@ export class Relay {
     this.loops = Array.from({ length: this.options.workers }, (_, i) => this.loop(i));
   }
 
-  /** Stops claiming; a transaction in flight completes (or rolls back) before this resolves. */
+  /** Stops claiming; rows in hand are delivered and deleted (or handed back) before this resolves. */
   async stop(): Promise<void> {
     this.stopping = true;
     this.wakeAll();
@@ -62,7 +70,11 @@ export class Relay {
     const { outbox, logger } = this.options;
     while (!this.stopping) {
       try {
-        const delivered = await outbox.deliverDue(this.options.batch, (rows) => this.deliver(rows));
+        const delivered = await outbox.deliverDue(
+          this.options.batch,
+          (rows) => this.deliver(rows),
+          this.leaseMs,
+        );
         if (delivered > 0) {
           moved.inc(delivered);
           continue;

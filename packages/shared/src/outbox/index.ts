@@ -3,8 +3,8 @@ import type { Sql } from '../pg/index.ts';
 /**
  * The PostgreSQL outbox: tasks due later than the Redis horizon wait here with their full payload
  * (DESIGN.md §2). The router (and, for long backoffs, the executor) add rows; the relay claims due
- * rows with FOR UPDATE SKIP LOCKED, produces them to Kafka `in`, and deletes them in the same
- * transaction — only after the broker acknowledged them.
+ * rows with FOR UPDATE SKIP LOCKED (a lease), produces them to Kafka `in`, and deletes them only
+ * after the broker acknowledged them.
  */
 export interface OutboxRow {
   /** `requestId:tryCount`: a second add of the same task is ignored. */
@@ -19,6 +19,12 @@ export interface OutboxRow {
 export interface ClaimedRow extends OutboxRow {
   id: string;
 }
+
+/** How long claimed rows stay invisible to other claimers by default (see deliverDue). */
+export const DEFAULT_LEASE_MS = 30_000;
+
+/** How long deliverDue retries deleting rows it delivered (PostgreSQL restarting), within the lease. */
+const DELETE_RETRY_MS = 10_000;
 
 /** NOTIFY channel: the payload is the earliest due time (epoch ms) of the rows just added. */
 export const OUTBOX_CHANNEL = 'requester_outbox';
@@ -51,20 +57,38 @@ export class Outbox {
   }
 
   /**
-   * Claims up to `limit` due rows, hands them to `deliver`, and deletes them when it resolves — all
-   * in one transaction, so a crash or a failed delivery leaves the rows for the next claim.
+   * Claims up to `limit` due rows, hands them to `deliver`, and deletes them once it resolved.
    * Returns how many rows were delivered.
+   *
+   * A claim is a lease, not an open transaction: one statement moves the claimed rows' due time
+   * `leaseMs` ahead (FOR UPDATE SKIP LOCKED picks them), so no other claimer sees them while they
+   * are being delivered; a failed delivery hands them back (due time restored) for the next claim,
+   * and a claimer that dies — or loses PostgreSQL — before the delete leaves them to come back when
+   * the lease ends: delivered at least once, never lost.
+   * Why not one transaction around claim, delivery and delete: when PostgreSQL goes away while a
+   * postgres.js (3.4.9) transaction is open, the next statement on its connection — ours, or the
+   * ROLLBACK postgres.js sends itself — throws an uncatchable TypeError that kills the process
+   * (porsager/postgres#1154, #1208). Here every statement runs alone on the pool, which only fails it.
    */
-  async deliverDue(limit: number, deliver: (rows: ClaimedRow[]) => Promise<void>): Promise<number> {
-    return this.sql.begin(async (tx) => {
-      const rows = await tx`
-        select id, task_id, request_id, due_at, topic, kafka_key, payload
-        from outbox where due_at <= now()
+  async deliverDue(
+    limit: number,
+    deliver: (rows: ClaimedRow[]) => Promise<void>,
+    leaseMs = DEFAULT_LEASE_MS,
+  ): Promise<number> {
+    const rows = await this.sql`
+      update outbox o set due_at = now() + ${leaseMs} * interval '1 millisecond'
+      from (
+        select id, due_at from outbox where due_at <= now()
         order by due_at, id
         limit ${limit}
-        for update skip locked`;
-      if (rows.length === 0) return 0;
-      const claimed: ClaimedRow[] = rows.map((r) => ({
+        for update skip locked
+      ) due
+      where o.id = due.id
+      returning o.id, o.task_id, o.request_id, due.due_at, o.topic, o.kafka_key, o.payload`;
+    if (rows.length === 0) return 0;
+    const claimedAt = Date.now();
+    const claimed: ClaimedRow[] = rows
+      .map((r) => ({
         id: String(r.id),
         taskId: r.task_id as string,
         requestId: r.request_id as string,
@@ -72,11 +96,33 @@ export class Outbox {
         topic: r.topic as string,
         key: r.kafka_key as string | null,
         payload: r.payload as Buffer,
-      }));
+      }))
+      // RETURNING keeps no order: deliver in due order, as the rows were picked.
+      .sort((a, b) => a.dueAt.getTime() - b.dueAt.getTime() || Number(BigInt(a.id) - BigInt(b.id)));
+    const ids = claimed.map((r) => r.id);
+    try {
       await deliver(claimed);
-      await tx`delete from outbox where id = any(${claimed.map((r) => r.id)}::bigint[])`;
-      return claimed.length;
-    });
+    } catch (err) {
+      // Best effort: when PostgreSQL is unreachable too, the lease ends on its own.
+      await this.sql`
+        update outbox o set due_at = back.due_at
+        from (select unnest(${ids}::bigint[]) as id, unnest(${claimed.map((r) => r.dueAt.toISOString())}::timestamptz[]) as due_at) back
+        where o.id = back.id`.catch(() => {});
+      throw err;
+    }
+    // The rows are in Kafka now. PostgreSQL may be restarting: retry the delete while the lease
+    // holds (bounded). Past that the rows are delivered again — a duplicate on `in`, harmless (the
+    // queue refuses a task id it holds or acked within its dedup window) but avoidable.
+    const deleteUntil = Math.min(Date.now() + DELETE_RETRY_MS, claimedAt + leaseMs);
+    for (;;) {
+      try {
+        await this.sql`delete from outbox where id = any(${ids}::bigint[])`;
+        return claimed.length;
+      } catch (err) {
+        if (Date.now() >= deleteUntil) throw err;
+        await new Promise((resolve) => setTimeout(resolve, 250));
+      }
+    }
   }
 
   /** Epoch ms of the earliest row, or undefined when the outbox is empty. */
