@@ -1,8 +1,9 @@
 import { createProducer, Outbox, type Producer } from '@requester/shared';
 import {
+  capturingLogger,
   createTestTopics,
+  eventually,
   readTopic,
-  silentLogger,
   testKafka,
   testPg,
   uniqueName,
@@ -10,12 +11,16 @@ import {
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Relay } from './index.ts';
 
+/** Short, so that a produce to a missing topic fails within the test (kafkajs would keep retrying). */
+const PRODUCE_TIMEOUT_MS = 1_000;
+
 describe('relay: outbox → Kafka in', () => {
   const topic = uniqueName('relay.in');
   let pg: Awaited<ReturnType<typeof testPg>>;
   let producer: Producer;
   let outbox: Outbox;
   let relay: Relay;
+  const { logger, lines: logged } = capturingLogger('info');
 
   beforeAll(async () => {
     await createTestTopics([topic], 2);
@@ -26,10 +31,10 @@ describe('relay: outbox → Kafka in', () => {
     relay = new Relay({
       outbox,
       producer,
-      logger: silentLogger,
+      logger,
       workers: 2,
       batch: 50,
-      produceTimeoutMs: 5_000,
+      produceTimeoutMs: PRODUCE_TIMEOUT_MS,
     });
     await relay.start();
   });
@@ -64,13 +69,24 @@ describe('relay: outbox → Kafka in', () => {
     expect(await outbox.count()).toBe(0);
   });
 
-  it('keeps rows when Kafka refuses them, and delivers them once it accepts', async () => {
+  it('keeps rows when Kafka refuses them, and delivers them once it accepts; logs the outage once', async () => {
     const missingTopic = uniqueName('relay.missing');
+    const from = logged.length; // lines of this test only
+    const failures = () =>
+      logged.slice(from).filter((l) => l.msg === 'outbox delivery failed; retrying').length;
     await outbox.add([{ ...row('orphan', 0), topic: missingTopic }]);
-    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    // Each try fails after PRODUCE_TIMEOUT_MS; let a few fail (both workers retry every second).
+    await eventually(() => failures() === 1, 15_000, 'the first failure');
+    await new Promise((resolve) => setTimeout(resolve, 2 * PRODUCE_TIMEOUT_MS + 1_000));
     expect(await outbox.count()).toBe(1);
     await createTestTopics([missingTopic], 1);
     const delivered = await readTopic(missingTopic, (m) => m.length >= 1);
     expect(delivered[0]?.key?.toString()).toBe('orphan');
+    await eventually(
+      () => logged.slice(from).some((l) => l.msg === 'outbox delivery works again' && Number(l.failures) > 1),
+      15_000,
+      'the recovery line, counting the failures',
+    );
+    expect(failures()).toBe(1);
   });
 });

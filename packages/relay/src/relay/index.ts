@@ -15,6 +15,8 @@ const failures = counter('relay_failures_total', 'failed outbox deliveries (rows
 
 /** Longest a relay sleeps without news: a safety net for a lost NOTIFY, not the wake-up mechanism. */
 const MAX_IDLE_MS = 5_000;
+/** Shortest time between two error lines of a lasting outage. */
+const ERROR_LOG_INTERVAL_MS = 60_000;
 
 export interface RelayOptions {
   outbox: Outbox;
@@ -37,6 +39,9 @@ export class Relay {
   private readonly sleepers = new Set<() => void>();
   private loops: Array<Promise<void>> = [];
   private unlisten: (() => Promise<void>) | undefined;
+  /** Failed delivery rounds since the last one that worked, all workers together. */
+  private failedInARow = 0;
+  private lastErrorLogAt = Number.NEGATIVE_INFINITY;
 
   /**
    * Claimed rows stay hidden from other claimers this long: well beyond one delivery (a produce is
@@ -76,6 +81,7 @@ export class Relay {
           this.leaseMs,
         );
         if (delivered > 0) {
+          this.recovered();
           moved.inc(delivered);
           continue;
         }
@@ -85,10 +91,23 @@ export class Relay {
         );
       } catch (err) {
         failures.inc();
-        logger.error({ err, worker }, 'outbox delivery failed; retrying');
+        // Every worker retries each second while PostgreSQL or Kafka is down: at most one error
+        // line a minute (with the failures since the outage began), and one line once rows move again.
+        this.failedInARow++;
+        if (Date.now() - this.lastErrorLogAt >= ERROR_LOG_INTERVAL_MS) {
+          this.lastErrorLogAt = Date.now();
+          logger.error({ err, worker, failures: this.failedInARow }, 'outbox delivery failed; retrying');
+        } else logger.debug({ err, worker }, 'outbox delivery failed again');
         await this.sleep(1_000);
       }
     }
+  }
+
+  private recovered(): void {
+    if (this.failedInARow === 0) return;
+    this.options.logger.info({ failures: this.failedInARow }, 'outbox delivery works again');
+    this.failedInARow = 0;
+    this.lastErrorLogAt = Number.NEGATIVE_INFINITY;
   }
 
   private async deliver(rows: ClaimedRow[]): Promise<void> {

@@ -1,9 +1,13 @@
-import { Writable } from 'node:stream';
 import { logLevel } from 'kafkajs';
-import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../log/index.ts';
-import { type PrivateKafka, startPrivateKafka, TEST_KAFKA_BROKERS, uniqueName } from '../testing/index.ts';
+import {
+  capturingLogger,
+  type PrivateKafka,
+  startPrivateKafka,
+  TEST_KAFKA_BROKERS,
+  uniqueName,
+} from '../testing/index.ts';
 import {
   chunksOf,
   createConsumer,
@@ -159,14 +163,8 @@ describe('produce', () => {
 
 describe('kafkaLogCreator', () => {
   it('folds a line kafkajs repeats within the window, then says how many it stood for', async () => {
-    const lines: Array<Record<string, unknown>> = [];
-    const stream = new Writable({
-      write(chunk, _encoding, done) {
-        lines.push(JSON.parse(String(chunk)));
-        done();
-      },
-    });
-    const write = kafkaLogCreator(pino(stream), 100)(logLevel.ERROR);
+    const { logger, lines } = capturingLogger();
+    const write = kafkaLogCreator(logger, 100)(logLevel.ERROR);
     const entry = (message: string) => ({
       namespace: 'Connection',
       level: logLevel.ERROR,

@@ -1,21 +1,7 @@
-import { Writable } from 'node:stream';
-import pino from 'pino';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { Logger } from '../log/index.ts';
-import { type PrivateRedis, startPrivateRedis } from '../testing/index.ts';
+import { capturingLogger, type PrivateRedis, startPrivateRedis } from '../testing/index.ts';
 import { checkRedisPersistence, createRedis, type RedisClient } from './index.ts';
-
-/** A logger whose lines the test reads back. */
-function capturingLogger(): { log: Logger; lines: Array<{ level: number; msg: string }> } {
-  const lines: Array<{ level: number; msg: string }> = [];
-  const stream = new Writable({
-    write(chunk, _encoding, done) {
-      lines.push(JSON.parse(String(chunk)));
-      done();
-    },
-  });
-  return { log: pino({ level: 'debug' }, stream), lines };
-}
 
 const settle = () => new Promise((resolve) => setTimeout(resolve, 20));
 
@@ -35,7 +21,7 @@ describe('Redis connections', () => {
   };
 
   it('warns that a Redis without an append-only file loses queued tasks on restart', async () => {
-    const { log, lines } = capturingLogger();
+    const { logger: log, lines } = capturingLogger();
     const { client } = await open(false, log);
     expect(await checkRedisPersistence(client, log)).toEqual(['none']);
     await settle();
@@ -45,7 +31,7 @@ describe('Redis connections', () => {
   });
 
   it('says nothing of a Redis with an append-only file', async () => {
-    const { log, lines } = capturingLogger();
+    const { logger: log, lines } = capturingLogger();
     const { client } = await open(true, log);
     expect(await checkRedisPersistence(client, log)).toEqual(['aof']);
     await settle();
@@ -53,7 +39,7 @@ describe('Redis connections', () => {
   });
 
   it('reports an outage once, and the recovery once', async () => {
-    const { log, lines } = capturingLogger();
+    const { logger: log, lines } = capturingLogger();
     const { server, client } = await open(true, log);
     await client.set('k', 'v');
     await server.kill();

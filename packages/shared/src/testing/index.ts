@@ -1,7 +1,9 @@
 import { randomBytes } from 'node:crypto';
+import { Writable } from 'node:stream';
 import type { KafkaMessage } from 'kafkajs';
+import pino from 'pino';
 import { createConsumer, createKafka, ensureTopics } from '../kafka/index.ts';
-import { createLogger } from '../log/index.ts';
+import { createLogger, type Logger } from '../log/index.ts';
 import { createPg, ensureDatabase, migrate, type Sql } from '../pg/index.ts';
 
 /**
@@ -13,6 +15,21 @@ export const TEST_KAFKA_BROKERS = process.env.KAFKA_BROKERS ?? '127.0.0.1:9092';
 export const TEST_DATABASE_URL =
   process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/requester_test';
 export const silentLogger = createLogger({ level: process.env.TEST_LOG_LEVEL ?? 'silent' });
+
+/** A JSON line of a capturingLogger: pino's numeric level, the message, and the bound fields. */
+export type LoggedLine = { level: number; msg: string } & Record<string, unknown>;
+
+/** A logger whose lines a test reads back (`lines`, in order), from `level` up (default debug). */
+export function capturingLogger(level = 'debug'): { logger: Logger; lines: LoggedLine[] } {
+  const lines: LoggedLine[] = [];
+  const stream = new Writable({
+    write(chunk, _encoding, done) {
+      lines.push(JSON.parse(String(chunk)) as LoggedLine);
+      done();
+    },
+  });
+  return { logger: pino({ level }, stream), lines };
+}
 
 export function uniqueName(prefix: string): string {
   return `${prefix}-${Date.now().toString(36)}-${randomBytes(3).toString('hex')}`;
