@@ -182,3 +182,37 @@ export async function dropStackDatabase(stack: StackEnv): Promise<void> {
   await admin.unsafe(`drop database if exists "${db}" with (force)`).catch(() => {});
   await admin.end({ timeout: 5 });
 }
+
+/**
+ * Produces `count` requests straight to the stack's `in`, each to `<targetUrl>/slow/<slowMs>` so
+ * that they keep the executor busy, keyed and identified `<prefix>-<i>`. Returns their requestIds.
+ */
+export async function sendSlowRequests(
+  producer: Producer,
+  stack: StackEnv,
+  target: { url: string; prefix: string; count: number; slowMs: number },
+): Promise<string[]> {
+  const ids = Array.from({ length: target.count }, (_, i) => `${target.prefix}-${i}`);
+  await producer.send({
+    topic: stack.config.topicIn,
+    messages: ids.map((id, i) => ({
+      key: id,
+      value: JSON.stringify({
+        request: { uri: `${target.url}/slow/${target.slowMs}?n=${i}` },
+        meta: { requestId: id },
+      }),
+    })),
+  });
+  return ids;
+}
+
+/** The requestIds without any result on `out`, and those whose first result is not a 200. */
+export function unanswered(
+  results: ResultCollector,
+  ids: readonly string[],
+): { missing: string[]; failed: string[] } {
+  return {
+    missing: ids.filter((id) => !results.byId.has(id)),
+    failed: ids.filter((id) => results.byId.has(id) && results.byId.get(id)?.[0]?.response.status !== 200),
+  };
+}
