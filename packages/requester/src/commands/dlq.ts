@@ -1,5 +1,6 @@
 import {
   type Config,
+  createFetcher,
   createKafka,
   createProducer,
   formatRecordRef,
@@ -150,10 +151,15 @@ async function runReplay(
 ): Promise<void> {
   const redis = commandRedis(config, logger);
   const producer = createProducer(source.kafka);
+  const reader = createFetcher({
+    brokers: config.kafkaBrokers,
+    clientId: `${config.kafkaClientId}-dlq`,
+    logger,
+  });
   try {
     if (!args.dryRun) await producer.connect();
     const summary = await replayDeadLetters(
-      source,
+      { ...source, reader },
       {
         producer,
         topicIn: config.topicIn,
@@ -177,7 +183,7 @@ async function runReplay(
     warnIncomplete(summary.incomplete);
     process.stdout.write(`${JSON.stringify(summary, null, 2)}\n`);
   } finally {
-    await producer.disconnect();
+    await Promise.all([producer.disconnect(), reader.close()]);
     redis.disconnect();
   }
 }

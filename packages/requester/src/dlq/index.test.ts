@@ -3,9 +3,11 @@ import { FairQueue, Router } from '@requester/scheduler';
 import {
   buildResult,
   createConsumer,
+  createFetcher,
   createProducer,
   createRedis,
   decodeQueuedTask,
+  type Fetcher,
   Outbox,
   type Producer,
   parseRequestEnvelope,
@@ -18,6 +20,7 @@ import {
   json,
   readTopic,
   silentLogger,
+  TEST_KAFKA_BROKERS,
   testKafka,
   testPg,
   uniqueName,
@@ -38,7 +41,8 @@ describe('requester dlq over real Kafka, Redis and a Router', () => {
   const id = (suffix: string) => `${name}-${suffix}`;
   let redis: RedisClient;
   let producer: Producer;
-  let source: DlqSource;
+  let source: DlqSource & { reader: Fetcher };
+  let reader: Fetcher;
   let target: ReplayTarget;
 
   /** A request that failed for good after `attempts` attempts, as the executor dead-letters it. */
@@ -77,12 +81,13 @@ describe('requester dlq over real Kafka, Redis and a Router', () => {
         deadLetter(id('c'), 1, '2026-11-30T06:03:00Z'),
       ],
     });
-    source = { kafka: testKafka(), topic: topics.dlq };
+    reader = createFetcher({ brokers: TEST_KAFKA_BROKERS, clientId: name, logger: silentLogger });
+    source = { kafka: testKafka(), topic: topics.dlq, reader };
     target = { producer, topicIn: topics.in, marks: new ReplayMarks(redis, name), produceTimeoutMs: 10_000 };
   });
 
   afterAll(async () => {
-    await producer.disconnect();
+    await Promise.all([producer.disconnect(), reader.close()]);
     const keys = await redis.keys(`${name}*`);
     if (keys.length > 0) await redis.del(...keys);
     redis.disconnect();

@@ -1,5 +1,6 @@
 import {
   type DeadLetter,
+  type Fetcher,
   formatRecordRef,
   type Kafka,
   type KafkaMessage,
@@ -47,6 +48,8 @@ export interface DlqEntry {
 export interface DlqSource {
   kafka: Kafka;
   topic: string;
+  /** Reads chosen records again by offset (a replay keeps only references while it selects). */
+  reader?: Pick<Fetcher, 'fetchMany'>;
   contract?: RequestContract;
   /** Progress and per-record problems (unreadable records), for stderr. */
   onProgress?(read: number, expected: number): void;
@@ -63,8 +66,8 @@ export interface ScanCounts {
 
 /** How long a replayed DLQ record stays marked (a DLQ topic rarely keeps records longer). */
 export const REPLAY_MARK_TTL_MS = 30 * 24 * 3600 * 1000;
-/** Records produced to `in` per request. */
-const PRODUCE_CHUNK = 500;
+/** Dead letters read back, and replays produced to `in`, per round of a replay. */
+const REPLAY_CHUNK = 500;
 /** Header of a replayed `in` record: the DLQ record it came from (`topic/partition/offset`). */
 export const REPLAY_OF_HEADER = 'requester-replay-of';
 
@@ -153,29 +156,50 @@ export interface ReplaySummary extends ScanCounts {
   skipped: { alreadyReplayed: number; superseded: number; overLimit: number };
 }
 
+/** Where a selected dead letter is, and what picking the latest one per request needs. */
+interface DlqPointer {
+  requestId: string;
+  at: RecordRef;
+  failedAtMs: number;
+  /** The `in` record the request was read from: replays go out in this order. */
+  source: RecordRef;
+}
+
+const latestFirst = (a: DlqPointer, b: DlqPointer) => a.failedAtMs - b.failedAtMs || compareRefs(a.at, b.at);
+
 /**
  * Replays the selected dead letters: for each requestId only its latest dead letter (an earlier
  * one is superseded: replaying it would repeat a budget already spent), skipping those marked as
  * replayed (unless `force`), in the order their requests first arrived on `in` (so an ordered
  * partition's requests keep their order), at most `limit`. A dry run writes nothing.
+ *
+ * Memory stays small however long the DLQ: the scan keeps a pointer per request (its position and
+ * times, not the record), and the chosen records are read back by offset REPLAY_CHUNK at a time,
+ * each chunk produced and marked before the next is read.
  */
 export async function replayDeadLetters(
-  source: DlqSource,
+  source: DlqSource & { reader: Pick<Fetcher, 'fetchMany'> },
   target: ReplayTarget,
   options: ReplayOptions,
 ): Promise<ReplaySummary> {
-  const latest = new Map<string, DlqEntry>();
+  const latest = new Map<string, DlqPointer>();
   let superseded = 0;
-  const counts = await scanMatching(source, options.filter, (entry) => {
-    const requestId = entry.record.envelope.meta.requestId;
-    const seen = latest.get(requestId);
+  const counts = await scanMatching(source, options.filter, ({ record, at }) => {
+    const pointer = {
+      requestId: record.envelope.meta.requestId,
+      at,
+      failedAtMs: Date.parse(record.failedAt),
+      source: record.source,
+    };
+    const seen = latest.get(pointer.requestId);
     if (seen) superseded++;
-    if (!seen || byFailedAt(seen, entry) <= 0) latest.set(requestId, entry);
+    if (!seen || latestFirst(seen, pointer) <= 0) latest.set(pointer.requestId, pointer);
   });
-  const candidates = [...latest.values()].sort((a, b) => compareRefs(a.record.source, b.record.source));
+  const candidates = [...latest.values()].sort((a, b) => compareRefs(a.source, b.source));
+  latest.clear();
   const previous = await target.marks.previousReplays(candidates);
-  const eligible = candidates.flatMap((entry, i) =>
-    options.force || previous[i] === undefined ? [plan(entry, previous[i])] : [],
+  const eligible = candidates.flatMap((pointer, i) =>
+    options.force || previous[i] === undefined ? [{ pointer, previousReplay: previous[i] }] : [],
   );
   const chosen = options.limit === undefined ? eligible : eligible.slice(0, options.limit);
   const skipped = {
@@ -183,8 +207,36 @@ export async function replayDeadLetters(
     superseded,
     overLimit: eligible.length - chosen.length,
   };
-  if (!options.dryRun) await writeReplays(chosen, target);
-  return { ...counts, dryRun: options.dryRun, replayed: chosen.map(replayedItem), skipped };
+  const replayed: ReplayedItem[] = [];
+  for (let i = 0; i < chosen.length; i += REPLAY_CHUNK) {
+    const planned = await readBack(source, chosen.slice(i, i + REPLAY_CHUNK));
+    if (!options.dryRun) await writeReplays(planned, target);
+    replayed.push(...planned.map(replayedItem));
+    if (!options.dryRun) target.onReplayed?.(replayed.length, chosen.length);
+  }
+  return { ...counts, dryRun: options.dryRun, replayed, skipped };
+}
+
+/**
+ * Reads chosen dead letters back by offset and plans their replays. One that cannot be read or
+ * parsed any more (retention ran out between the scan and now) is reported and left out.
+ */
+async function readBack(
+  source: DlqSource & { reader: Pick<Fetcher, 'fetchMany'> },
+  chosen: ReadonlyArray<{ pointer: DlqPointer; previousReplay: number | undefined }>,
+): Promise<PlannedReplay[]> {
+  const outcomes = await source.reader.fetchMany(chosen.map(({ pointer }) => pointer.at));
+  return chosen.flatMap(({ pointer, previousReplay }, i) => {
+    const outcome = outcomes[i];
+    try {
+      if (!outcome?.ok) throw outcome?.error ?? new Error('not read');
+      const record = parseDeadLetter(outcome.record.value, source.contract);
+      return [plan({ record, at: pointer.at }, previousReplay)];
+    } catch (err) {
+      source.onUnreadable?.(pointer.at, err instanceof Error ? err.message : String(err));
+      return [];
+    }
+  });
 }
 
 /** A dead letter and the envelope its replay writes. */
@@ -207,14 +259,11 @@ function replayedItem({ entry, envelope }: PlannedReplay): ReplayedItem {
   };
 }
 
-/** Produces the replays to `in` in chunks; each chunk is marked once Kafka acknowledged it. */
+/** Produces one chunk of replays to `in`, and marks them once Kafka acknowledged it. */
 async function writeReplays(replays: PlannedReplay[], target: ReplayTarget): Promise<void> {
-  for (let i = 0; i < replays.length; i += PRODUCE_CHUNK) {
-    const chunk = replays.slice(i, i + PRODUCE_CHUNK);
-    await produce(target.producer, target.topicIn, chunk.map(replayMessage), target.produceTimeoutMs);
-    await target.marks.mark(chunk);
-    target.onReplayed?.(i + chunk.length, replays.length);
-  }
+  if (replays.length === 0) return;
+  await produce(target.producer, target.topicIn, replays.map(replayMessage), target.produceTimeoutMs);
+  await target.marks.mark(replays);
 }
 
 /** The `in` record of a replay: keyed like the ingress does (partition, else requestId). */
@@ -239,7 +288,7 @@ export class ReplayMarks {
   }
 
   /** Per entry: the tryCount its last replay used, or undefined when it was never replayed. */
-  async previousReplays(entries: readonly DlqEntry[]): Promise<Array<number | undefined>> {
+  async previousReplays(entries: ReadonlyArray<{ at: RecordRef }>): Promise<Array<number | undefined>> {
     const values = await Promise.all(entries.map((entry) => this.redis.get(this.key(entry))));
     return values.map((value) => (value === null ? undefined : markedTryCount(value)));
   }
@@ -258,7 +307,7 @@ export class ReplayMarks {
     );
   }
 
-  private key(entry: DlqEntry): string {
+  private key(entry: { at: RecordRef }): string {
     return `${this.prefix}:dlq-replayed:${formatRecordRef(entry.at)}`;
   }
 }
