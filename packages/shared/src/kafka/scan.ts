@@ -69,7 +69,11 @@ export async function scanTopic(kafka: Kafka, topic: string, options: ScanOption
         idle = setTimeout(resolve, idleMs);
       };
       consumer.on(consumer.events.GROUP_JOIN, touch);
-      consumer.on(consumer.events.CRASH, ({ payload }) => reject(payload.error));
+      // kafkajs restarts the consumer itself after a retriable crash (e.g. "the coordinator is
+      // loading" on a broker that just started): only a crash it gives up on ends the scan.
+      consumer.on(consumer.events.CRASH, ({ payload }) => {
+        if (!payload.restart) reject(payload.error);
+      });
       consumer
         .run({
           autoCommit: false,
