@@ -8,15 +8,13 @@ import {
 } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
+  crashDrill,
   dropStackDatabase,
   kafkaProducer,
   ResultCollector,
   type StackEnv,
-  sendSlowRequests,
-  spawnRequester,
   stackEnv,
   unanswered,
-  waitReady,
 } from './stack.ts';
 
 /**
@@ -53,27 +51,17 @@ describe('Redis killed (kill -9) and restarted while 300 tasks are queued', () =
   }, 60_000);
 
   it('every task ends up on out', async () => {
-    const requester = spawnRequester(stack);
-    let ids: string[] = [];
-    try {
-      await waitReady(stack);
-      ids = await sendSlowRequests(producer, stack, {
-        url: target.url,
-        prefix: 'r',
-        count: TASKS,
-        slowMs: 100,
-      });
-      await results.until(() => results.byId.size >= 30, 60_000, 'the first 30 results');
-      await redis.kill();
-      const atCrash = results.byId.size;
-      await new Promise((resolve) => setTimeout(resolve, 1_500));
-      await redis.restart();
-      await results.until(() => results.byId.size >= TASKS, 120_000, `all ${TASKS} results`);
-      expect(atCrash).toBeLessThan(TASKS);
-    } finally {
-      requester.child.kill('SIGTERM');
-      await requester.exited;
-    }
+    const { ids, atCrash } = await crashDrill({
+      stack,
+      results,
+      producer,
+      targetUrl: target.url,
+      dependency: redis,
+      prefix: 'r',
+      count: TASKS,
+      recoveryMs: 120_000,
+    });
+    expect(atCrash).toBeLessThan(TASKS);
     expect(unanswered(results, ids)).toEqual({ missing: [], failed: [] });
   }, 240_000);
 });

@@ -216,3 +216,48 @@ export function unanswered(
     failed: ids.filter((id) => results.byId.has(id) && results.byId.get(id)?.[0]?.response.status !== 200),
   };
 }
+
+/** A dependency a test can crash and start again (startPrivateRedis, startPrivateKafka, …). */
+export interface Crashable {
+  kill(): Promise<void>;
+  restart(): Promise<void>;
+}
+
+/**
+ * The crash drill of DESIGN.md §7: a requester child process gets `count` slow requests; once 30
+ * results are out, `dependency` is killed (kill -9), left down 1.5 s and restarted; then every
+ * request must be answered within `recoveryMs`. Returns the requestIds and how many results were
+ * out at the crash (fewer than all, or the drill proved nothing).
+ */
+export async function crashDrill(options: {
+  stack: StackEnv;
+  results: ResultCollector;
+  producer: Producer;
+  targetUrl: string;
+  dependency: Crashable;
+  prefix: string;
+  count: number;
+  recoveryMs: number;
+}): Promise<{ ids: string[]; atCrash: number }> {
+  const { stack, results, producer, dependency, count } = options;
+  const requester = spawnRequester(stack);
+  try {
+    await waitReady(stack);
+    const ids = await sendSlowRequests(producer, stack, {
+      url: options.targetUrl,
+      prefix: options.prefix,
+      count,
+      slowMs: 100,
+    });
+    await results.until(() => results.byId.size >= 30, 60_000, 'the first 30 results');
+    await dependency.kill();
+    const atCrash = results.byId.size;
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    await dependency.restart();
+    await results.until(() => results.byId.size >= count, options.recoveryMs, `all ${count} results`);
+    return { ids, atCrash };
+  } finally {
+    requester.child.kill('SIGTERM');
+    await requester.exited;
+  }
+}
