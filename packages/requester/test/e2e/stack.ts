@@ -15,7 +15,7 @@ import {
   type RoleName,
   type Sql,
 } from '@requester/shared';
-import { freePort, silentLogger, testKafka, uniqueName } from '@requester/shared/testing';
+import { freePort, type PrivateServer, silentLogger, testKafka, uniqueName } from '@requester/shared/testing';
 import { type RunningProcess, startProcess } from '../../src/runtime/index.ts';
 
 /**
@@ -217,12 +217,6 @@ export function unanswered(
   };
 }
 
-/** A dependency a test can crash and start again (startPrivateRedis, startPrivateKafka, …). */
-export interface Crashable {
-  kill(): Promise<void>;
-  restart(): Promise<void>;
-}
-
 /**
  * The crash drill of DESIGN.md §7: a requester child process gets `count` slow requests; once 30
  * results are out, `dependency` is killed (kill -9), left down 1.5 s and restarted; then every
@@ -234,7 +228,7 @@ export async function crashDrill(options: {
   results: ResultCollector;
   producer: Producer;
   targetUrl: string;
-  dependency: Crashable;
+  dependency: Pick<PrivateServer, 'kill' | 'restart'>;
   prefix: string;
   count: number;
   recoveryMs: number;

@@ -115,7 +115,9 @@ export class Dependencies {
       connectionName: 'requester',
       logger: this.logger,
     });
-    void checkRedisPersistence(this.redisClient, this.logger);
+    // Once connected: a cluster client knows its masters only then.
+    const client = this.redisClient;
+    client.once('ready', () => void checkRedisPersistence(client, this.logger));
     return this.redisClient;
   }
 

@@ -31,6 +31,19 @@ export function capturingLogger(level = 'debug'): { logger: Logger; lines: Logge
   return { logger: pino({ level }, stream), lines };
 }
 
+/**
+ * A server of a test's own (startPrivateRedis, startPrivatePostgres, startPrivateKafka) that the
+ * test may crash and start again on the same port and data.
+ */
+export interface PrivateServer {
+  /** Graceful stop, waits for the exit; removes the data folder. */
+  stop(): Promise<void>;
+  /** `kill -9` the server (a crash: nothing flushed on the way out), waits for the exit. */
+  kill(): Promise<void>;
+  /** Starts the server again on the same port and data (after `kill`). */
+  restart(): Promise<void>;
+}
+
 export function uniqueName(prefix: string): string {
   return `${prefix}-${Date.now().toString(36)}-${randomBytes(3).toString('hex')}`;
 }

@@ -3,20 +3,14 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { freePort } from './index.ts';
+import { freePort, type PrivateServer } from './index.ts';
 
 const run = promisify(execFile);
 const KAFKA_SH = path.resolve(import.meta.dirname, '../../../../infra/kafka.sh');
 
-export interface PrivateKafka {
+export interface PrivateKafka extends PrivateServer {
   /** `127.0.0.1:<port>` */
   brokers: string;
-  /** Graceful stop (SIGTERM), then the data folder is removed. */
-  stop(): Promise<void>;
-  /** `kill -9` the broker (a crash), waits until the process is gone. */
-  kill(): Promise<void>;
-  /** Starts the broker again on the same ports and data (after `kill`). */
-  restart(): Promise<void>;
   /** `infra/kafka.sh restart`: a graceful stop, then a start. */
   gracefulRestart(): Promise<void>;
 }

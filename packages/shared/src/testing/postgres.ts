@@ -5,17 +5,12 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { createPg } from '../pg/index.ts';
-import { freePort } from './index.ts';
+import { freePort, type PrivateServer } from './index.ts';
 
-export interface PrivatePostgres {
+/** `stop` is the fast shutdown (SIGINT); `kill` hits the postmaster, and `restart` replays the WAL. */
+export interface PrivatePostgres extends PrivateServer {
   /** `postgres://postgres@127.0.0.1:<port>` — append `/<database>` (created on first use by Requester). */
   url: string;
-  /** Fast shutdown (SIGINT), waits for the exit; removes the data folder. */
-  stop(): Promise<void>;
-  /** `kill -9` the postmaster (a crash: the next start replays the WAL), waits for its exit. */
-  kill(): Promise<void>;
-  /** Starts the server again on the same port and data folder (after `kill`). */
-  restart(): Promise<void>;
 }
 
 export interface PrivatePostgresOptions {

@@ -3,16 +3,11 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createRedis } from '../redis/index.ts';
-import { freePort } from './index.ts';
+import { freePort, type PrivateServer } from './index.ts';
 
-export interface PrivateRedis {
+/** `stop` is SIGTERM; a server without persistence comes back empty from `restart`. */
+export interface PrivateRedis extends PrivateServer {
   url: string;
-  /** SIGTERM, then waits for the exit; removes the data folder of a persistent server. */
-  stop(): Promise<void>;
-  /** `kill -9` the server (a crash: nothing flushed on the way out), waits for the exit. */
-  kill(): Promise<void>;
-  /** Starts the server again on the same port and data folder (after `kill`). */
-  restart(): Promise<void>;
 }
 
 export interface PrivateRedisOptions {
