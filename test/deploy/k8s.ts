@@ -1,0 +1,130 @@
+import { execFileSync } from 'node:child_process';
+import { ScaledObject } from '@kubernetes-models/keda/keda.sh/v1alpha1/ScaledObject';
+import { Deployment } from 'kubernetes-models/apps/v1/Deployment';
+import { HorizontalPodAutoscaler } from 'kubernetes-models/autoscaling/v2/HorizontalPodAutoscaler';
+import { PodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBudget';
+import { ConfigMap } from 'kubernetes-models/v1/ConfigMap';
+import { Namespace } from 'kubernetes-models/v1/Namespace';
+import { Secret } from 'kubernetes-models/v1/Secret';
+import { Service } from 'kubernetes-models/v1/Service';
+import { ServiceAccount } from 'kubernetes-models/v1/ServiceAccount';
+import { parseAllDocuments } from 'yaml';
+
+/**
+ * Offline checks of the Kubernetes manifests (infra/k8s): each overlay is rendered with
+ * `kubectl kustomize`, every object is validated against its Kubernetes (or KEDA) schema, and the
+ * rules of infra/k8s/README.md are checked. No cluster is needed.
+ */
+
+// biome-ignore lint/suspicious/noExplicitAny: a manifest is arbitrary YAML until validated
+export type Manifest = { apiVersion: string; kind: string; metadata: { name: string }; [key: string]: any };
+
+interface Validatable {
+  validate(): void;
+}
+
+const MODELS: Record<string, new (data: never) => Validatable> = {
+  'v1/ConfigMap': ConfigMap,
+  'v1/Namespace': Namespace,
+  'v1/Secret': Secret,
+  'v1/Service': Service,
+  'v1/ServiceAccount': ServiceAccount,
+  'apps/v1/Deployment': Deployment,
+  'policy/v1/PodDisruptionBudget': PodDisruptionBudget,
+  'autoscaling/v2/HorizontalPodAutoscaler': HorizontalPodAutoscaler,
+  'keda.sh/v1alpha1/ScaledObject': ScaledObject,
+};
+
+export function render(overlayDir: string): Manifest[] {
+  const text = execFileSync('kubectl', ['kustomize', overlayDir], { encoding: 'utf8' });
+  return parseAllDocuments(text).map((doc) => doc.toJS() as Manifest);
+}
+
+/** Schema problems of one object (empty = valid); an unknown kind is a problem too. */
+export function schemaProblems(object: Manifest): string[] {
+  const Model = MODELS[`${object.apiVersion}/${object.kind}`];
+  if (!Model) return [`${object.kind} ${object.metadata?.name}: no schema known for ${object.apiVersion}`];
+  try {
+    new Model(withoutWrappedBase64(object) as never).validate();
+    return [];
+  } catch (err) {
+    return [`${object.kind} ${object.metadata.name}: ${err instanceof Error ? err.message : String(err)}`];
+  }
+}
+
+/**
+ * kustomize wraps long base64 values of a Secret over lines; the API server reads them as Go's
+ * base64 decoder does, ignoring the newlines, while the schema's `byte` format does not.
+ */
+function withoutWrappedBase64(object: Manifest): Manifest {
+  if (object.kind !== 'Secret' || !object.data) return object;
+  const data = Object.fromEntries(
+    Object.entries(object.data as Record<string, string>).map(([key, value]) => [
+      key,
+      value.replace(/\n/g, ''),
+    ]),
+  );
+  return { ...object, data };
+}
+
+function durationSeconds(text: string): number {
+  const match = /^(\d+)(s|m)$/.exec(text);
+  if (!match) throw new Error(`SHUTDOWN_TIMEOUT ${text}: the check reads only whole s or m`);
+  return Number(match[1]) * (match[2] === 'm' ? 60 : 1);
+}
+
+function matches(selector: Record<string, string>, labels: Record<string, string>): boolean {
+  return Object.entries(selector).every(([key, value]) => labels[key] === value);
+}
+
+/** The rules every overlay keeps (infra/k8s/README.md); returns what breaks them. */
+export function ruleProblems(objects: Manifest[], roleNames: readonly string[]): string[] {
+  const problems: string[] = [];
+  const of = (kind: string) => objects.filter((object) => object.kind === kind);
+  const config = of('ConfigMap').find((map) => map.metadata.name.startsWith('requester-config'));
+  const shutdownSeconds = durationSeconds(config?.data?.SHUTDOWN_TIMEOUT ?? '30s');
+  const partitions = Number(config?.data?.KAFKA_TOPIC_PARTITIONS ?? 12);
+  for (const deployment of of('Deployment')) {
+    const name = deployment.metadata.name;
+    const say = (problem: string) => problems.push(`Deployment ${name}: ${problem}`);
+    const pod = deployment.spec.template.spec;
+    const labels = deployment.spec.template.metadata.labels ?? {};
+    const container = pod.containers?.[0];
+    if (!container) {
+      say('no container');
+      continue;
+    }
+    if (container.livenessProbe?.httpGet?.path !== '/healthz') say('liveness probe is not /healthz');
+    if (container.readinessProbe?.httpGet?.path !== '/readyz') say('readiness probe is not /readyz');
+    const { requests, limits } = container.resources ?? {};
+    if (!requests?.cpu || !requests?.memory || !limits?.memory)
+      say('cpu/memory requests or memory limit missing');
+    if (pod.securityContext?.runAsNonRoot !== true) say('may run as root');
+    if (container.securityContext?.readOnlyRootFilesystem !== true) say('root filesystem is writable');
+    if (container.securityContext?.allowPrivilegeEscalation !== false) say('allows privilege escalation');
+    if (!((pod.terminationGracePeriodSeconds ?? 30) > shutdownSeconds))
+      say(`terminationGracePeriodSeconds must exceed SHUTDOWN_TIMEOUT (${shutdownSeconds}s)`);
+    const args: string[] = container.args ?? [];
+    const roles = args[args.indexOf('--role') + 1]?.split(',') ?? [];
+    if (args.indexOf('--role') < 0 || roles.some((role) => role !== 'all' && !roleNames.includes(role)))
+      say(`--role ${roles.join(',')} is not a list of ${roleNames.join(', ')}`);
+    const pdbs = of('PodDisruptionBudget').filter((pdb) => matches(pdb.spec.selector.matchLabels, labels));
+    if (pdbs.length !== 1) say(`${pdbs.length} PodDisruptionBudgets select it (want 1)`);
+    const hpas = of('HorizontalPodAutoscaler').filter((hpa) => hpa.spec.scaleTargetRef.name === name);
+    const scaled = of('ScaledObject').filter((object) => object.spec.scaleTargetRef.name === name);
+    if (hpas.length + scaled.length !== 1)
+      say(`${hpas.length} HPAs and ${scaled.length} ScaledObjects scale it (want exactly one autoscaler)`);
+    if (roles.includes('router')) {
+      const max = hpas[0]?.spec.maxReplicas ?? scaled[0]?.spec.maxReplicaCount;
+      if (max > partitions) say(`routers may scale to ${max}, beyond the ${partitions} partitions of in`);
+    }
+    for (const source of container.envFrom ?? []) {
+      const ref = source.configMapRef ?? source.secretRef;
+      const kind = source.configMapRef ? 'ConfigMap' : 'Secret';
+      const external = kind === 'Secret' && !objects.some((object) => object.kind === 'Secret');
+      if (!external && !of(kind).some((object) => object.metadata.name === ref.name))
+        say(`envFrom names ${kind} ${ref.name}, which the overlay does not define`);
+    }
+  }
+  return problems;
+}
