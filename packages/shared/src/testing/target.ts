@@ -28,7 +28,8 @@ export interface Target {
   close(): Promise<void>;
 }
 
-export async function startTarget(): Promise<Target> {
+/** `port` 0 (the default) takes a free one; the k6 scenarios serve it on a fixed port. */
+export async function startTarget(listenPort = 0): Promise<Target> {
   const calls: TargetCall[] = [];
   const flakyCalls = new Map<string, number>();
   const switches = new Map<string, number>();
@@ -63,7 +64,7 @@ export async function startTarget(): Promise<Target> {
       })
       .end(action === 'quotes' ? '"'.repeat(Number(arg)) : body || `status ${status}`);
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  await new Promise<void>((resolve) => server.listen(listenPort, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
   return {
     url: `http://127.0.0.1:${port}`,
