@@ -1,6 +1,7 @@
 import { queueFromConfig } from '@requester/scheduler';
 import { createFetcher, Outbox, type RoleDefinition, type RoleHandle } from '@requester/shared';
 import { breakerFromConfig } from './breaker/index.ts';
+import { bulkheadFromConfig } from './bulkhead/index.ts';
 import { ResponseCache } from './cache/index.ts';
 import { createHttpClient } from './http/index.ts';
 import { RateLimiter } from './limiter/index.ts';
@@ -56,6 +57,7 @@ export const executorRole: RoleDefinition = {
       http,
       limiter: new RateLimiter({ redis, prefix: `${config.redisPrefix}:` }),
       breaker: breakerFromConfig(config, redis, { logger }),
+      bulkhead: bulkheadFromConfig(config, redis, logger),
       cache,
       signingKeys: signingKeysFromConfig(config),
       outbox: new Outbox(await deps.sql()),

@@ -212,6 +212,18 @@ export const CONFIG_VARIABLES = {
     'tasks due within this go to Redis; later ones to the outbox',
   ),
   maxWorkers: variable('MAX_WORKERS', '32', positiveInt, 'concurrent HTTP calls per executor process'),
+  maxWorkersPerOrigin: variable(
+    'MAX_WORKERS_PER_ORIGIN',
+    undefined,
+    positiveInt.optional(),
+    'calls in flight to one target origin (scheme://host:port) per executor process (per cluster with ORIGIN_CONCURRENCY_SCOPE=cluster), so a target that hangs cannot hold every worker; a task over the cap waits in the queue (not an attempt, counted in waitTime); default MAX_WORKERS / 4 rounded up (8 with 32)',
+  ),
+  originConcurrencyScope: variable(
+    'ORIGIN_CONCURRENCY_SCOPE',
+    'process',
+    z.enum(['process', 'cluster']),
+    'where MAX_WORKERS_PER_ORIGIN is counted: `process` (each executor alone, free) or `cluster` (every executor together, slots leased in Redis: one more round trip per lease batch)',
+  ),
   executorLeaseTtl: variable(
     'EXECUTOR_LEASE_TTL',
     '30s',
