@@ -3,7 +3,7 @@ import { createFetcher, Outbox, type RoleDefinition, type RoleHandle } from '@re
 import { breakerFromConfig } from './breaker/index.ts';
 import { bulkheadFromConfig } from './bulkhead/index.ts';
 import { ResponseCache } from './cache/index.ts';
-import { createHttpClient } from './http/index.ts';
+import { createHttpClient, reservedPortsOf } from './http/index.ts';
 import { RateLimiter } from './limiter/index.ts';
 import { signingKeysFromConfig } from './signing/index.ts';
 import { Executor } from './worker/index.ts';
@@ -41,6 +41,7 @@ export const executorRole: RoleDefinition = {
       maxResponseBytes: config.targetMaxResponseBytes,
       followRedirects: config.targetFollowRedirects,
       allowPrivateTargets: config.allowPrivateTargets,
+      reservedPorts: await reservedPortsOf(config),
     });
     const redis = deps.redis();
     const queue = queueFromConfig(config, redis, { logger });
