@@ -1,7 +1,9 @@
 import { createRedis, type RedisClient, registry } from '@requester/shared';
 import { startTarget, type Target, uniqueName } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ResponseCache } from '../cache/index.ts';
 import { ExecutorHarness } from '../worker/harness.fixture.ts';
+import type { Tried } from '../worker/policies.ts';
 import { ClusterBulkhead, LocalBulkhead, MAX_WAIT_MS, MIN_WAIT_MS, waitForSlotMs } from './index.ts';
 
 /** Tasks the executor sent back to the queue because their origin was full (this process). */
@@ -152,5 +154,29 @@ describe('bulkhead in the executor (end to end)', () => {
     ]);
     expect(results.filter((r) => r.meta.waitTime > 0).length).toBeGreaterThanOrEqual(2);
     expect(hanging.calls.filter((c) => c.path.includes(run))).toHaveLength(3);
+  }, 60_000);
+
+  it("a cache hit takes no slot: answered while the origin's only slot hangs", async () => {
+    const cache = new ResponseCache<Tried>({ redis: h.redis, prefix: h.prefix('bh-cache') });
+    h.onClose(() => cache.close());
+    const { queue } = h.startExecutor({ cache, bulkhead: new LocalBulkhead({ maxPerOrigin: 1 }) });
+    const run = uniqueName('cached');
+    const cached = (id: string) => ({
+      request: { uri: `${hanging.url}/echo?run=${run}` },
+      meta: { requestId: `${run}-${id}`, cache: { key: run, ttl: '1m' } },
+    });
+    await h.submit(queue, [cached('fill')]);
+    expect((await h.resultOf(`${run}-fill`)).meta.cached).toBe(false);
+
+    await h.submit(queue, [
+      { request: { uri: `${hanging.url}/hold/${run}` }, meta: { requestId: `${run}-hold` } },
+    ]);
+    await h.until(() => (hanging.holding(run) === 1 ? true : undefined));
+    await h.submit(queue, [cached('hit')]);
+    const hit = await h.resultOf(`${run}-hit`);
+    expect(hit.meta).toMatchObject({ cached: true, waitTime: 0 });
+    expect(hanging.holding(run)).toBe(1); // the slot was taken all along
+    hanging.release(run);
+    await h.resultOf(`${run}-hold`);
   }, 60_000);
 });
