@@ -2,10 +2,15 @@
  * Executor and fetcher benchmarks against the local Kafka and Redis and a local HTTP target.
  *
  *   pnpm exec node packages/executor/bench/executor-bench.ts [--tasks 2000] [--workers 32]
+ *       [--bulkhead none,process,cluster [--rounds 3]]
  *
  * Prints: fetcher latency for 1 and 100 refs (cold: its record cache disabled), then executor
  * throughput end to end (queue → fetch → HTTP → out → ack) for unordered tasks and for one
- * ordered partition. Topics and Redis keys are unique per run; queue keys are purged at the end.
+ * ordered partition. With `--bulkhead`, only the unordered run, once per bulkhead scope in turn
+ * (`--rounds` times, interleaved so that the machine's drift hits every scope alike), with a cap of
+ * `--workers` per origin: it never binds on the one target, so the difference is the bulkhead's own
+ * cost (process: a counter; cluster: a Redis script per call and a ZREM), printed as ratios.
+ * Topics and Redis keys are unique per run; queue keys are purged at the end.
  *
  * Recorded 2026-11-30, 2 CPUs shared with other work, Node 24.21, Kafka 4 (KRaft, local), Redis 7;
  * target, reader and executor in this one process; two runs:
@@ -35,6 +40,7 @@ import {
   testKafka,
   uniqueName,
 } from '@requester/shared/testing';
+import { type Bulkhead, ClusterBulkhead, LocalBulkhead } from '../src/bulkhead/index.ts';
 import { createHttpClient } from '../src/http/index.ts';
 import { Executor } from '../src/worker/index.ts';
 
@@ -44,6 +50,8 @@ const option = (name: string, fallback: number) =>
 const TASKS = option('--tasks', 2000);
 const WORKERS = option('--workers', 32);
 const ORDERED = Math.min(TASKS, 300);
+const SCOPES = args.includes('--bulkhead') ? (args[args.indexOf('--bulkhead') + 1] ?? '').split(',') : [];
+const ROUNDS = option('--rounds', 3);
 
 /**
  * CPU time spent so far by each part of the pipeline: this process (executor, target, reader; all
@@ -138,7 +146,26 @@ async function benchFetcher(): Promise<void> {
   );
 }
 
-async function benchExecutor(label: string, count: number, partition: (i: number) => string | undefined) {
+/** The bulkhead of a scope, capped at the worker count (never binding on one origin). */
+function bulkheadOf(scope: string): Bulkhead | undefined {
+  if (scope === 'none') return undefined;
+  if (scope === 'process') return new LocalBulkhead({ maxPerOrigin: WORKERS });
+  if (scope === 'cluster')
+    return new ClusterBulkhead({
+      redis,
+      prefix: `${uniqueName('bench-bh')}:`,
+      maxPerOrigin: WORKERS,
+      leaseMs: 60_000,
+    });
+  throw new Error(`unknown bulkhead scope ${scope}`);
+}
+
+async function benchExecutor(
+  label: string,
+  count: number,
+  partition: (i: number) => string | undefined,
+  bulkhead?: Bulkhead,
+): Promise<number> {
   const queue = new FairQueue({ redis, prefix: `${uniqueName('bench')}:`, shards: 128 });
   const run = uniqueName('run');
   const refs = await writeIn(count, (i) => ({
@@ -178,6 +205,7 @@ async function benchExecutor(label: string, count: number, partition: (i: number
     leaseTtlMs: 30_000,
     produceTimeoutMs: 10_000,
     logger: silentLogger,
+    bulkhead,
   });
   const started = performance.now();
   const cpuBefore = await cpuMs();
@@ -220,6 +248,28 @@ async function benchExecutor(label: string, count: number, partition: (i: number
   http.close();
   await new QueueAdmin(queue).purge();
   await queue.close();
+  return count / seconds;
+}
+
+/** The unordered run once per bulkhead scope, ROUNDS times interleaved; then each scope's ratio to the first. */
+async function benchBulkheadScopes(): Promise<void> {
+  const rates = new Map<string, number[]>(SCOPES.map((scope) => [scope, []]));
+  for (let round = 1; round <= ROUNDS; round++)
+    for (const scope of SCOPES)
+      rates
+        .get(scope)
+        ?.push(
+          await benchExecutor(`unordered, bulkhead ${scope}`, TASKS, () => undefined, bulkheadOf(scope)),
+        );
+  const [base = '', ...others] = SCOPES;
+  const baseRates = rates.get(base) ?? [];
+  for (const scope of others) {
+    const ratios = (rates.get(scope) ?? []).map((rate, i) => rate / (baseRates[i] ?? rate));
+    console.log(
+      `bulkhead ${scope} / ${base}: median ${median(rates.get(scope) ?? []).toFixed(0)} / ${median(baseRates).toFixed(0)} tasks/s; ` +
+        `per-round ratios ${ratios.map((r) => r.toFixed(2)).join(', ')}`,
+    );
+  }
 }
 
 /** Awaits a teardown step, saying so on stderr when it takes more than 5 s (a hang, not noise). */
@@ -233,9 +283,12 @@ async function slow<T>(label: string, step: Promise<T>): Promise<T> {
 }
 
 try {
-  await benchFetcher();
-  await benchExecutor('unordered', TASKS, () => undefined);
-  await benchExecutor('one ordered partition', ORDERED, () => '!bench');
+  if (SCOPES.length > 0) await benchBulkheadScopes();
+  else {
+    await benchFetcher();
+    await benchExecutor('unordered', TASKS, () => undefined);
+    await benchExecutor('one ordered partition', ORDERED, () => '!bench');
+  }
 } finally {
   await slow('producer.disconnect', producer.disconnect());
   await slow('target.close', target.close());

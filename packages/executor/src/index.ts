@@ -1,8 +1,9 @@
 import { queueFromConfig } from '@requester/scheduler';
 import { createFetcher, Outbox, type RoleDefinition, type RoleHandle } from '@requester/shared';
 import { breakerFromConfig } from './breaker/index.ts';
+import { bulkheadFromConfig } from './bulkhead/index.ts';
 import { ResponseCache } from './cache/index.ts';
-import { createHttpClient } from './http/index.ts';
+import { createHttpClient, reservedPortsOf } from './http/index.ts';
 import { RateLimiter } from './limiter/index.ts';
 import { signingKeysFromConfig } from './signing/index.ts';
 import { Executor } from './worker/index.ts';
@@ -40,6 +41,7 @@ export const executorRole: RoleDefinition = {
       maxResponseBytes: config.targetMaxResponseBytes,
       followRedirects: config.targetFollowRedirects,
       allowPrivateTargets: config.allowPrivateTargets,
+      reservedPorts: await reservedPortsOf(config),
     });
     const redis = deps.redis();
     const queue = queueFromConfig(config, redis, { logger });
@@ -56,6 +58,7 @@ export const executorRole: RoleDefinition = {
       http,
       limiter: new RateLimiter({ redis, prefix: `${config.redisPrefix}:` }),
       breaker: breakerFromConfig(config, redis, { logger }),
+      bulkhead: bulkheadFromConfig(config, redis, logger),
       cache,
       signingKeys: signingKeysFromConfig(config),
       outbox: new Outbox(await deps.sql()),

@@ -1,5 +1,7 @@
-import { type LookupAddress, type LookupOptions, lookup } from 'node:dns';
+import { promises as dnsPromises, type LookupAddress, type LookupOptions, lookup } from 'node:dns';
 import { BlockList, isIP } from 'node:net';
+import { networkInterfaces } from 'node:os';
+import { type Config, parseAddressEntry } from '@requester/shared';
 
 /**
  * The SSRF guard (DESIGN.md §7): targets in private, loopback, link-local and other special
@@ -7,6 +9,11 @@ import { BlockList, isIP } from 'node:net';
  * judged by the addresses they resolve to, inside the socket's own DNS lookup, so the address
  * checked is the address connected to (no second resolution an attacker's DNS could answer
  * differently). IP literals never reach a lookup, so they are checked before the call.
+ *
+ * Allow-list entries may name a port (ALLOW_PRIVATE_TARGETS=127.0.0.1:8081), so the check is on
+ * address and port: the socket's lookup is made per connection with its port (index.ts).
+ * Requester's own ports and its dependencies' are refused on our own addresses whatever the list
+ * says (ReservedPort).
  */
 
 /** Code carried by the error of a refused target (got copies it onto its RequestError). */
@@ -56,57 +63,171 @@ type LookupCallback = (
   family?: number,
 ) => void;
 
+type LookupFunction = (hostname: string, options: LookupOptions, callback: LookupCallback) => void;
+
+/** A port of Requester itself or of one of its dependencies, refused whatever the allow list says. */
+export interface ReservedPort {
+  port: number;
+  /** What it serves, for the refusal message: `HTTP_PORT`, `Redis`… */
+  name: string;
+  /** Addresses of its configured host (IP literals, names resolved at start), beyond those always ours. */
+  hosts?: readonly string[];
+}
+
+/**
+ * Addresses that are always "ours": loopback, the unspecified address (connecting to 0.0.0.0 or ::
+ * reaches this machine), and every address of this machine's interfaces (a wildcard bind listens
+ * on all of them).
+ */
+function ourAddresses(): BlockList {
+  const list = new BlockList();
+  list.addSubnet('127.0.0.0', 8, 'ipv4');
+  list.addAddress('0.0.0.0', 'ipv4');
+  list.addAddress('::1', 'ipv6');
+  list.addAddress('::', 'ipv6');
+  for (const addresses of Object.values(networkInterfaces()))
+    for (const { address, family } of addresses ?? [])
+      list.addAddress(address.split('%')[0] ?? address, family === 'IPv6' ? 'ipv6' : 'ipv4');
+  return list;
+}
+
+const familyOf = (address: string) => (isIP(address) === 6 ? 'ipv6' : 'ipv4');
+const DEFAULT_PORTS: Record<string, number> = { 'http:': 80, 'https:': 443 };
+
 export class TargetGuard {
   private readonly allowAll: boolean;
-  private readonly allowed = new BlockList();
+  private readonly allowedAnyPort = new BlockList();
+  private readonly allowedByPort = new Map<number, BlockList>();
+  /** Port -> the addresses on which it is ours (see ReservedPort), and what it serves. */
+  private readonly reserved = new Map<number, { ours: BlockList; names: string[] }>();
 
-  /** `allow`: IPs or CIDR ranges that may be called although special; `*` allows every target. */
-  constructor(allow: readonly string[]) {
+  /**
+   * `allow`: ALLOW_PRIVATE_TARGETS entries (IPs or CIDR ranges, each with an optional port) that
+   * may be called although special; `*` allows every target. `reserved`: ports refused on our own
+   * addresses even so (Requester's own ports and its dependencies'): a request must not loop into
+   * `/request`, read `/metrics` or speak to Redis, PostgreSQL or Kafka.
+   */
+  constructor(allow: readonly string[], reserved: readonly ReservedPort[] = []) {
     this.allowAll = allow.includes('*');
     for (const item of allow) {
       if (item === '*') continue;
-      const [address = '', bits] = item.split('/');
-      const family = isIP(address) === 6 ? 'ipv6' : 'ipv4';
-      if (bits === undefined) this.allowed.addAddress(address, family);
-      else this.allowed.addSubnet(address, Number(bits), family);
+      const entry = parseAddressEntry(item);
+      if (!entry) throw new RangeError(`${JSON.stringify(item)} is not an address entry`);
+      let list = this.allowedAnyPort;
+      if (entry.port !== undefined) {
+        list = this.allowedByPort.get(entry.port) ?? new BlockList();
+        this.allowedByPort.set(entry.port, list);
+      }
+      if (entry.bits === undefined) list.addAddress(entry.address, entry.family);
+      else list.addSubnet(entry.address, entry.bits, entry.family);
+    }
+    for (const { port, name, hosts = [] } of reserved) {
+      if (port <= 0) continue; // a random port (0) is never one a target names
+      const known = this.reserved.get(port);
+      const entry = known ?? { ours: ourAddresses(), names: [] };
+      entry.names.push(name);
+      for (const host of hosts) if (isIP(host)) entry.ours.addAddress(host, familyOf(host));
+      this.reserved.set(port, entry);
     }
   }
 
-  /** Why `address` may not be called, or undefined when it may. */
-  refusal(address: string): string | undefined {
-    if (this.allowAll) return undefined;
-    const family = isIP(address) === 6 ? 'ipv6' : 'ipv4';
-    if (!SPECIAL.check(address, family) || this.allowed.check(address, family)) return undefined;
-    return `target address ${address} is private, loopback, link-local or reserved (allow it with ALLOW_PRIVATE_TARGETS)`;
+  /** Why `address`:`port` may not be called, or undefined when it may. */
+  refusal(address: string, port: number): string | undefined {
+    const family = familyOf(address);
+    const reserved = this.reserved.get(port);
+    if (reserved?.ours.check(address, family))
+      return `target ${address} port ${port} is Requester's own (${reserved.names.join(', ')}): never called, whatever ALLOW_PRIVATE_TARGETS says`;
+    if (this.allowAll || !SPECIAL.check(address, family)) return undefined;
+    if (this.allowedAnyPort.check(address, family) || this.allowedByPort.get(port)?.check(address, family))
+      return undefined;
+    return `target address ${address} port ${port} is private, loopback, link-local or reserved (allow it with ALLOW_PRIVATE_TARGETS)`;
   }
 
   /** Throws a refusal for a URL whose host is an IP literal in a refused range. */
   checkUrl(url: string | URL): void {
-    const host = new URL(url).hostname.replace(/^\[(.*)\]$/, '$1');
+    const parsed = new URL(url);
+    const host = parsed.hostname.replace(/^\[(.*)\]$/, '$1');
     if (isIP(host) === 0) return; // a name: judged by the lookup below
-    const reason = this.refusal(host);
+    const reason = this.refusal(host, portOf(parsed));
     if (reason) throw refused(reason);
   }
 
   /**
-   * A drop-in for dns.lookup that removes refused addresses from the answer and fails when none
-   * is left. Used as the socket's lookup, so every new connection (redirect hops included) passes here.
+   * A drop-in for dns.lookup, for connections to `port`, that removes refused addresses from the
+   * answer and fails when none is left. Used as the socket's lookup (see the agents in index.ts),
+   * so every new connection (redirect hops included) passes here.
    */
-  readonly lookup = (hostname: string, options: LookupOptions, callback: LookupCallback): void => {
-    lookup(hostname, { ...options, all: true }, (err, addresses) => {
-      if (err) return callback(err, options.all ? [] : '');
-      const usable = addresses.filter((a) => this.refusal(a.address) === undefined);
-      const first = usable[0];
-      if (!first) {
-        const reason = this.refusal(addresses[0]?.address ?? '') ?? 'no address';
-        return callback(refused(`${hostname}: ${reason}`), options.all ? [] : '');
-      }
-      if (options.all) callback(null, usable);
-      else callback(null, first.address, first.family);
-    });
-  };
+  lookupFor(port: number): LookupFunction {
+    return (hostname, options, callback) => {
+      lookup(hostname, { ...options, all: true }, (err, addresses) => {
+        if (err) return callback(err, options.all ? [] : '');
+        const usable = addresses.filter((a) => this.refusal(a.address, port) === undefined);
+        const first = usable[0];
+        if (!first) {
+          const reason = this.refusal(addresses[0]?.address ?? '', port) ?? 'no address';
+          return callback(refused(`${hostname}: ${reason}`), options.all ? [] : '');
+        }
+        if (options.all) callback(null, usable);
+        else callback(null, first.address, first.family);
+      });
+    };
+  }
+}
+
+function portOf(url: URL): number {
+  return url.port ? Number(url.port) : (DEFAULT_PORTS[url.protocol] ?? 0);
 }
 
 function refused(message: string): NodeJS.ErrnoException {
   return Object.assign(new Error(message), { code: TARGET_REFUSED });
+}
+
+/**
+ * The ports of this Requester (HTTP_PORT, ADMIN_PORT, served on HTTP_HOST) and of its Kafka
+ * bootstrap brokers (KAFKA_BROKERS; other brokers the cluster advertises are not known here),
+ * Redis and PostgreSQL, with the addresses of their configured hosts. Names are resolved
+ * once, here (a name that does not resolve adds no address; loopback and this machine's own
+ * addresses are refused for every reserved port anyway). Other Requester replicas or a load
+ * balancer in front of them are not known here: do not allow their addresses and ports.
+ */
+export async function reservedPortsOf(
+  config: Pick<Config, 'httpHost' | 'httpPort' | 'adminPort' | 'kafkaBrokers' | 'redisUrl' | 'databaseUrl'>,
+): Promise<ReservedPort[]> {
+  const endpoints: Array<{ name: string; host: string; port: number }> = [
+    { name: 'HTTP_PORT', host: config.httpHost, port: config.httpPort },
+    { name: 'ADMIN_PORT', host: config.httpHost, port: config.adminPort },
+    ...list(config.kafkaBrokers).map((broker) => ({ name: 'Kafka', ...hostPort(`kafka://${broker}`, 9092) })),
+    ...list(config.redisUrl).map((url) => ({ name: 'Redis', ...hostPort(url, 6379) })),
+    { name: 'PostgreSQL', ...hostPort(config.databaseUrl, 5432) },
+  ];
+  return Promise.all(
+    endpoints.map(async ({ name, host, port }) => ({ name, port, hosts: await addressesOf(host) })),
+  );
+}
+
+const list = (text: string) =>
+  text
+    .split(',')
+    .map((item) => item.trim())
+    .filter(Boolean);
+
+function hostPort(url: string, defaultPort: number): { host: string; port: number } {
+  try {
+    const parsed = new URL(url.includes('://') ? url : `tcp://${url}`);
+    return {
+      host: parsed.hostname.replace(/^\[(.*)\]$/, '$1'),
+      port: parsed.port ? Number(parsed.port) : defaultPort,
+    };
+  } catch {
+    return { host: '', port: defaultPort };
+  }
+}
+
+async function addressesOf(host: string): Promise<string[]> {
+  if (!host || isIP(host)) return host ? [host] : [];
+  try {
+    return (await dnsPromises.lookup(host, { all: true })).map((a) => a.address);
+  } catch {
+    return [];
+  }
 }

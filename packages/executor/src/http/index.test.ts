@@ -1,8 +1,15 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { networkInterfaces } from 'node:os';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type CallOutcome, createHttpClient, type HttpClientSettings, TargetGuard } from './index.ts';
+import {
+  type CallOutcome,
+  createHttpClient,
+  type HttpClientSettings,
+  reservedPortsOf,
+  TargetGuard,
+} from './index.ts';
 
 type Handler = (req: IncomingMessage, body: string, res: ServerResponse) => void;
 
@@ -141,6 +148,41 @@ describe('HTTP client', () => {
     }
   });
 
+  it('judges address and port, by literal and by resolved name; our own ports are refused even with *', async () => {
+    const port = Number(new URL(url).port);
+    const other = await startServer({ '/echo': (_req, _body, res) => res.writeHead(200).end('other') });
+    const otherPort = new URL(other.url).port;
+    const client = createHttpClient({
+      ...SETTINGS,
+      allowPrivateTargets: [`127.0.0.1:${otherPort}`],
+    });
+    const own = createHttpClient({
+      ...SETTINGS,
+      allowPrivateTargets: ['*'],
+      reservedPorts: [{ port, name: 'HTTP_PORT' }],
+    });
+    try {
+      for (const uri of [`${other.url}/echo`, `http://localhost:${otherPort}/echo`])
+        expect(await client.call({ method: 'GET', uri, headers: {} }), uri).toMatchObject({ status: 200 });
+      for (const uri of [`${url}/echo`, `http://localhost:${port}/echo`]) {
+        const outcome = await client.call({ method: 'GET', uri, headers: {} });
+        expect(failureCode(outcome), uri).toBe('target_refused');
+      }
+      for (const uri of [`${url}/echo`, `http://localhost:${port}/echo`, `http://[::1]:${port}/`]) {
+        const outcome = await own.call({ method: 'GET', uri, headers: {} });
+        expect(failureCode(outcome), uri).toBe('target_refused');
+        expect(outcome.kind === 'failure' && outcome.error.message, uri).toMatch(/Requester's own/);
+      }
+      expect(await own.call({ method: 'GET', uri: `${other.url}/echo`, headers: {} })).toMatchObject({
+        status: 200,
+      });
+    } finally {
+      client.close();
+      own.close();
+      other.server.close();
+    }
+  });
+
   it('does not follow redirects by default; when it does, each hop is checked', async () => {
     redirectTo = `${url}/missing`;
     expect(await http.call({ method: 'GET', uri: `${url}/redirect`, headers: {} })).toMatchObject({
@@ -176,9 +218,85 @@ describe('target guard', () => {
       '100.64.0.1',
     ];
     refused.push('::ffff:127.0.0.1', 'fd00::1', 'fe80::1', '::', '64:ff9b::a00:1', '224.0.0.1');
-    for (const address of refused) expect(guard.refusal(address), address).toMatch(/private/);
+    for (const address of refused) expect(guard.refusal(address, 443), address).toMatch(/private/);
     for (const address of ['8.8.8.8', '1.1.1.1', '2606:4700::1111', '10.1.2.3', '::1'])
-      expect(guard.refusal(address), address).toBeUndefined();
-    expect(new TargetGuard(['*']).refusal('127.0.0.1')).toBeUndefined();
+      expect(guard.refusal(address, 443), address).toBeUndefined();
+    expect(new TargetGuard(['*']).refusal('127.0.0.1', 443)).toBeUndefined();
+  });
+
+  it('allows an entry with a port on that port only; one without a port on every port', () => {
+    const guard = new TargetGuard(['127.0.0.1:8081', '10.0.0.0/8:443', '[::1]:8080', '192.168.1.1']);
+    const allowed: Array<[string, number]> = [
+      ['127.0.0.1', 8081],
+      ['::ffff:127.0.0.1', 8081],
+      ['10.2.3.4', 443],
+      ['::1', 8080],
+      ['192.168.1.1', 22],
+    ];
+    const refused: Array<[string, number]> = [
+      ['127.0.0.1', 8082],
+      ['127.0.0.2', 8081],
+      ['10.2.3.4', 80],
+      ['::1', 8081],
+    ];
+    for (const [address, port] of allowed)
+      expect(guard.refusal(address, port), `${address} ${port}`).toBeUndefined();
+    for (const [address, port] of refused)
+      expect(guard.refusal(address, port), `${address} ${port}`).toMatch(/private/);
+  });
+
+  it("refuses Requester's own ports on its own addresses whatever the list says, and only there", () => {
+    const reserved = [
+      { port: 8080, name: 'HTTP_PORT' },
+      { port: 6379, name: 'Redis', hosts: ['10.9.9.9'] },
+    ];
+    const machine = Object.values(networkInterfaces())
+      .flat()
+      .map((i) => i?.address)
+      .filter((a): a is string => a !== undefined);
+    for (const guard of [
+      new TargetGuard(['127.0.0.1', '10.0.0.0/8'], reserved),
+      new TargetGuard(['*'], reserved),
+    ]) {
+      for (const address of [
+        '127.0.0.1',
+        '127.5.5.5',
+        '0.0.0.0',
+        '::1',
+        '::',
+        '::ffff:127.0.0.1',
+        ...machine,
+      ])
+        expect(guard.refusal(address, 8080), address).toMatch(/Requester's own \(HTTP_PORT\)/);
+      expect(guard.refusal('10.9.9.9', 6379)).toMatch(/Requester's own \(Redis\)/);
+      expect(guard.refusal('127.0.0.1', 6379)).toMatch(/Requester's own/);
+      // Not ours: a partner elsewhere on the private network may use the same port numbers.
+      expect(guard.refusal('10.9.9.8', 6379)).toBeUndefined();
+      expect(guard.refusal('10.1.1.1', 8080)).toBeUndefined();
+      expect(guard.refusal('127.0.0.1', 8081)).toBeUndefined();
+    }
+  });
+
+  it('reads the reserved ports from the configuration, resolving host names', async () => {
+    const reserved = await reservedPortsOf({
+      httpHost: '0.0.0.0',
+      httpPort: 8080,
+      adminPort: 9464,
+      kafkaBrokers: 'localhost:19092, 10.0.0.7:9093',
+      redisUrl: 'redis://10.0.0.8:6380,redis://10.0.0.9',
+      databaseUrl: 'postgres://u:secret@[fd00::5]/db',
+    });
+    expect(reserved.map(({ name, port }) => `${name}:${port}`)).toEqual([
+      'HTTP_PORT:8080',
+      'ADMIN_PORT:9464',
+      'Kafka:19092',
+      'Kafka:9093',
+      'Redis:6380',
+      'Redis:6379',
+      'PostgreSQL:5432',
+    ]);
+    expect(reserved[2]?.hosts).toContain('127.0.0.1'); // localhost, resolved
+    expect(reserved[3]?.hosts).toEqual(['10.0.0.7']);
+    expect(reserved[6]?.hosts).toEqual(['fd00::5']);
   });
 });

@@ -3,9 +3,9 @@ import { Agent as HttpAgent, type IncomingHttpHeaders } from 'node:http';
 import { Agent as HttpsAgent } from 'node:https';
 import { RequesterError } from '@requester/shared';
 import got, { type Got } from 'got';
-import { TARGET_REFUSED, TargetGuard } from './guard.ts';
+import { type ReservedPort, TARGET_REFUSED, TargetGuard } from './guard.ts';
 
-export { TargetGuard } from './guard.ts';
+export { type ReservedPort, reservedPortsOf, TargetGuard } from './guard.ts';
 
 /**
  * Calls to targets (got). Every call ends in a CallOutcome, never a throw: a response (any status)
@@ -32,8 +32,10 @@ export interface HttpClientSettings {
   responseTimeoutMs: number;
   maxResponseBytes: number;
   followRedirects: boolean;
-  /** ALLOW_PRIVATE_TARGETS: IPs / CIDR ranges, or `*`. */
+  /** ALLOW_PRIVATE_TARGETS: IPs / CIDR ranges, each with an optional port, or `*`. */
   allowPrivateTargets: readonly string[];
+  /** Requester's own ports and its dependencies': refused whatever allowPrivateTargets says (reservedPortsOf). */
+  reservedPorts?: readonly ReservedPort[];
   userAgent?: string;
 }
 
@@ -44,16 +46,15 @@ export interface HttpClient {
 }
 
 export function createHttpClient(settings: HttpClientSettings): HttpClient {
-  const guard = new TargetGuard(settings.allowPrivateTargets);
+  const guard = new TargetGuard(settings.allowPrivateTargets, settings.reservedPorts);
   // Keep-alive: most traffic goes to few partners, so reusing connections saves a handshake per call.
   const agents = {
-    http: new HttpAgent({ keepAlive: true, maxFreeSockets: 64 }),
-    https: new HttpsAgent({ keepAlive: true, maxFreeSockets: 64 }),
+    http: guarded(new HttpAgent({ keepAlive: true, maxFreeSockets: 64 }), guard),
+    https: guarded(new HttpsAgent({ keepAlive: true, maxFreeSockets: 64 }), guard),
   };
   const connect = settings.connectTimeoutMs;
   const client = got.extend({
     agent: agents,
-    dnsLookup: guard.lookup,
     retry: { limit: 0 },
     throwHttpErrors: false,
     followRedirect: settings.followRedirects,
@@ -78,6 +79,17 @@ export function createHttpClient(settings: HttpClientSettings): HttpClient {
       agents.https.destroy();
     },
   };
+}
+
+/**
+ * The agent with the guard as the lookup of every socket it opens. Here, not as got's `dnsLookup`:
+ * the guard judges address and port, and only the connection knows its port.
+ */
+function guarded<A extends HttpAgent>(agent: A, guard: TargetGuard): A {
+  const createConnection = agent.createConnection.bind(agent);
+  agent.createConnection = (options, callback) =>
+    createConnection({ ...options, lookup: guard.lookupFor(Number(options.port)) }, callback);
+  return agent;
 }
 
 async function call(

@@ -20,10 +20,10 @@ export type Step =
   /** Go on: the gate let the call through. */
   | { kind: 'call' }
   /**
-   * Not now, and not an attempt (tryCount unchanged): the limiter or the breaker said when to
-   * come back. The wait is added to the task's waitTime.
+   * Not now, and not an attempt (tryCount unchanged): the limiter, the breaker or the bulkhead
+   * said when to come back. The wait is added to the task's waitTime.
    */
-  | { kind: 'wait'; delayMs: number; reason: 'rate_limited' | 'circuit_open' }
+  | { kind: 'wait'; delayMs: number; reason: 'rate_limited' | 'circuit_open' | 'bulkhead' }
   /** The attempt failed in a way another one may fix, and the retry budget has one left. */
   | { kind: 'retry'; delayMs: number; reason: string }
   /** Final: the result goes to `out`; with `deadLetter`, a dead-letter record beside it. */
@@ -50,6 +50,12 @@ export function breakerStep(admission: Admission, nowMs: number): GateStep {
     delayMs: Math.max(1, Math.ceil(admission.retryAtMs - nowMs)),
     reason: 'circuit_open',
   };
+}
+
+/** An origin at its cap of calls in flight (the bulkhead) is come back to when a slot is likely free. */
+export function bulkheadStep(grant: { granted: true } | { granted: false; retryInMs: number }): GateStep {
+  if (grant.granted) return CALL;
+  return { kind: 'wait', delayMs: Math.max(1, grant.retryInMs), reason: 'bulkhead' };
 }
 
 /**

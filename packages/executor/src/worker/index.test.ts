@@ -42,9 +42,14 @@ describe('executor (end to end)', () => {
     let queue: FairQueue;
     let handle: Awaited<ReturnType<typeof executorRole.start>>;
     let deps: Dependencies;
+    /** Plays this Requester's own HTTP API: HTTP_PORT is its port. */
+    let ownApi: Awaited<ReturnType<typeof startTarget>>;
 
     beforeAll(async () => {
+      ownApi = await startTarget();
+      h.onClose(() => ownApi.close());
       const config = loadConfig({
+        HTTP_PORT: new URL(ownApi.url).port,
         KAFKA_BROKERS: TEST_KAFKA_BROKERS,
         KAFKA_TOPIC_IN: inTopic,
         KAFKA_TOPIC_OUT: outTopic,
@@ -142,6 +147,26 @@ describe('executor (end to end)', () => {
       const result = await resultOf(requestId);
       expect(result.response.status).toBe(504);
       expect(result.meta.error).toEqual({ code: 'timeout', message: 'target did not answer within 500 ms' });
+    });
+
+    it('refuses its own HTTP port though ALLOW_PRIVATE_TARGETS=127.0.0.1 allows loopback; other local ports work', async () => {
+      const loop = uniqueName('loop');
+      const byName = uniqueName('loop-name');
+      const fine = uniqueName('fine');
+      const ownPort = new URL(ownApi.url).port;
+      await submit(queue, [
+        { request: { uri: `${ownApi.url}/request?id=${loop}` }, meta: { requestId: loop } },
+        { request: { uri: `http://localhost:${ownPort}/request?id=${byName}` }, meta: { requestId: byName } },
+        { request: { uri: `${h.target.url}/echo?id=${fine}` }, meta: { requestId: fine } },
+      ]);
+      for (const requestId of [loop, byName]) {
+        const result = await resultOf(requestId);
+        expect(result.response.status).toBe(502);
+        expect(result.meta.error?.code).toBe('target_refused');
+        expect(result.meta.error?.message).toMatch(/Requester's own \(HTTP_PORT\)/);
+      }
+      expect(ownApi.calls).toHaveLength(0);
+      expect((await resultOf(fine)).response.status).toBe(200);
     });
 
     it('answers invalid records with 400 invalid_request, keyed by the requestId', async () => {

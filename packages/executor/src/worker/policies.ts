@@ -17,6 +17,7 @@ import {
   countsAsFailure,
   originOf,
 } from '../breaker/index.ts';
+import type { Bulkhead } from '../bulkhead/index.ts';
 import type { ResponseCache } from '../cache/index.ts';
 import type { CallOutcome, HttpCall, HttpClient } from '../http/index.ts';
 import { toHttpCall } from '../http/request.ts';
@@ -27,6 +28,7 @@ import { type SigningKeys, signRequest } from '../signing/index.ts';
 import { batched } from './batch.ts';
 import {
   breakerStep,
+  bulkheadStep,
   CALL,
   type DeadLetterReason,
   type GateStep,
@@ -41,13 +43,17 @@ import {
  * gathers their facts (Redis, the target) and says how the attempt ended. Queue, outbox and Kafka
  * writes are the worker's.
  *
- * Order: **cache → sign → limiter → breaker → HTTP → record**.
+ * Order: **cache → sign → bulkhead → limiter → breaker → HTTP → record**.
  * - The cache comes first, unlike DESIGN.md's "limiter → cache → HTTP": a hit does not reach the
  *   target, so it must not spend the target's quota nor wait for its breaker, and the limiter and
  *   breaker run inside the cache fill, so N concurrent misses of one key cost one token and one
  *   call (the limiter protects the target's quota; requests the cache answers never touch it).
  * - Signing before the gate: an unknown key id fails before it spends a token or a breaker slot.
  *   The few ms to the call leave `webhook-timestamp` well inside any receiver's tolerance.
+ * - The bulkhead (calls in flight per origin) first in the gate: a task refused by a full origin
+ *   comes back within a few hundred ms, again and again while the origin hangs; after the limiter
+ *   each of those polls would spend a token. Its slot is held from there to the end of the call
+ *   (the limiter and breaker round trip included) and freed whatever happens.
  * - Limiter before breaker: a breaker admission may hold a half-open probe or a trial slot, which
  *   only `record` gives back, so nothing may refuse the call after it. The price: a task refused
  *   by an open breaker has spent a token (the rate stays a bound, never exceeded).
@@ -58,6 +64,8 @@ export interface PolicyModules {
   http: HttpClient;
   limiter?: RateLimiter | undefined;
   breaker?: CircuitBreaker | undefined;
+  /** Caps the calls in flight per origin (MAX_WORKERS_PER_ORIGIN); absent = no cap. */
+  bulkhead?: Bulkhead | undefined;
   cache?: ResponseCache<Tried> | undefined;
   signingKeys?: SigningKeys | undefined;
   /** Longest Retry-After honoured (RETRY_AFTER_MAX). */
@@ -189,9 +197,26 @@ export class Policies {
 
   private async gateAndCall(envelope: RequestEnvelope, tryCount: number, log: Logger): Promise<Tried> {
     const call = this.prepare(envelope);
+    const origin = originOf(envelope.request.uri);
+    const grant = this.modules.bulkhead && (await this.modules.bulkhead.acquire(origin));
+    const full = grant ? bulkheadStep(grant) : CALL;
+    if (full.kind !== 'call') return { kind: 'failure', stop: full };
+    try {
+      return await this.limitAndCall(envelope, call, origin, tryCount, log);
+    } finally {
+      if (grant?.granted) grant.release();
+    }
+  }
+
+  private async limitAndCall(
+    envelope: RequestEnvelope,
+    call: HttpCall,
+    origin: string,
+    tryCount: number,
+    log: Logger,
+  ): Promise<Tried> {
     const limited = await this.limit(envelope.meta.limiter);
     if (limited.kind !== 'call') return { kind: 'failure', stop: limited };
-    const origin = originOf(envelope.request.uri);
     const admission = this.admit && (await this.admit(origin));
     const opened = admission ? breakerStep(admission, Date.now()) : CALL;
     if (opened.kind !== 'call') return { kind: 'failure', stop: opened };

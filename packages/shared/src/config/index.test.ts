@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ConfigError } from '../errors/index.ts';
-import { loadConfig } from './index.ts';
+import { loadConfig, parseAddressEntry } from './index.ts';
 
 describe('loadConfig', () => {
   it('reads durations in Go syntax as milliseconds, defaults included', () => {
@@ -17,5 +17,42 @@ describe('loadConfig', () => {
 
   it('lets overrides (CLI flags) win over the environment', () => {
     expect(loadConfig({ MAX_WORKERS: '4' }, { maxWorkers: '9' }).maxWorkers).toBe(9);
+  });
+});
+
+describe('ALLOW_PRIVATE_TARGETS', () => {
+  it('reads IPs and CIDR ranges, each with an optional port (IPv6 in brackets), and *', () => {
+    const value = '127.0.0.1:8081, 10.0.0.0/8:443, [::1]:8080, [fc00::/7]:443, 192.168.0.0/16, ::1, *';
+    expect(loadConfig({ ALLOW_PRIVATE_TARGETS: value }).allowPrivateTargets).toEqual(value.split(', '));
+    expect(parseAddressEntry('10.0.0.0/8:443')).toEqual({
+      address: '10.0.0.0',
+      family: 'ipv4',
+      bits: 8,
+      port: 443,
+    });
+    expect(parseAddressEntry('[::1]:8080')).toEqual({
+      address: '::1',
+      family: 'ipv6',
+      bits: undefined,
+      port: 8080,
+    });
+    expect(parseAddressEntry('::1')).toEqual({
+      address: '::1',
+      family: 'ipv6',
+      bits: undefined,
+      port: undefined,
+    });
+  });
+
+  it.each([
+    '127.0.0.1:0',
+    '127.0.0.1:70000',
+    '[127.0.0.1]:80',
+    '[::1]:http',
+    'localhost:80',
+    '10.0.0.0/33',
+    '1.2.3.4:',
+  ])('refuses %s by name', (item) => {
+    expect(() => loadConfig({ ALLOW_PRIVATE_TARGETS: item })).toThrow(/ALLOW_PRIVATE_TARGETS=.*is not an IP/);
   });
 });

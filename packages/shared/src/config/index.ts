@@ -20,19 +20,52 @@ const goDuration = z.string().transform((text, ctx) => {
 const port = z.coerce.number().int().min(0).max(65535);
 const positiveInt = z.coerce.number().int().positive();
 const nonNegativeInt = z.coerce.number().int().min(0);
-/** Comma-separated IPs / CIDR ranges, or `*`; empty = none. */
+/**
+ * One entry of ALLOW_PRIVATE_TARGETS: an IP or CIDR range, optionally with a port (`127.0.0.1:8081`,
+ * `10.0.0.0/8:443`, `[::1]:8080`, `[fc00::/7]:443`: IPv6 with a port in brackets). No port = any.
+ */
+export interface AddressEntry {
+  address: string;
+  family: 'ipv4' | 'ipv6';
+  /** Prefix length; undefined = this address alone. */
+  bits: number | undefined;
+  /** undefined = every port. */
+  port: number | undefined;
+}
+
+/** The entry `text` stands for, or undefined when it is not one (`*` is not an entry). */
+export function parseAddressEntry(text: string): AddressEntry | undefined {
+  const bracketed = /^\[([^\]]+)\](?::(\d+))?$/.exec(text);
+  const withPort = bracketed ? undefined : /^([\d./]+):(\d+)$/.exec(text); // IPv4 only: IPv6 needs brackets
+  const range = bracketed?.[1] ?? withPort?.[1] ?? text;
+  const portText = bracketed?.[2] ?? withPort?.[2];
+  const [address = '', bits, extra] = range.split('/');
+  const family = isIP(address);
+  if (family === 0 || extra !== undefined || (bracketed && family !== 6)) return undefined;
+  const maxBits = family === 6 ? 128 : 32;
+  if (bits !== undefined && !(/^\d+$/.test(bits) && Number(bits) <= maxBits)) return undefined;
+  const port = portText === undefined ? undefined : Number(portText);
+  if (port !== undefined && !(port >= 1 && port <= 65535)) return undefined;
+  return {
+    address,
+    family: family === 6 ? 'ipv6' : 'ipv4',
+    bits: bits === undefined ? undefined : Number(bits),
+    port,
+  };
+}
+
+/** Comma-separated address entries (see parseAddressEntry), or `*`; empty = none. */
 const addressList = z.string().transform((text, ctx) => {
   const items = text
     .split(',')
     .map((item) => item.trim())
     .filter(Boolean);
   for (const item of items) {
-    const [address = '', bits, extra] = item.split('/');
-    const family = isIP(address);
-    const maxBits = family === 6 ? 128 : 32;
-    const badBits = bits !== undefined && !(/^\d+$/.test(bits) && Number(bits) <= maxBits);
-    if (item !== '*' && (family === 0 || badBits || extra !== undefined)) {
-      ctx.addIssue({ code: 'custom', message: `${JSON.stringify(item)} is not an IP, a CIDR range or *` });
+    if (item !== '*' && !parseAddressEntry(item)) {
+      ctx.addIssue({
+        code: 'custom',
+        message: `${JSON.stringify(item)} is not an IP or CIDR range (with an optional :port; IPv6 as [addr]:port), or *`,
+      });
     }
   }
   return items;
@@ -212,6 +245,18 @@ export const CONFIG_VARIABLES = {
     'tasks due within this go to Redis; later ones to the outbox',
   ),
   maxWorkers: variable('MAX_WORKERS', '32', positiveInt, 'concurrent HTTP calls per executor process'),
+  maxWorkersPerOrigin: variable(
+    'MAX_WORKERS_PER_ORIGIN',
+    undefined,
+    positiveInt.optional(),
+    'calls in flight to one target origin (scheme://host:port) per executor process (per cluster with ORIGIN_CONCURRENCY_SCOPE=cluster), so a target that hangs cannot hold every worker; a task over the cap waits in the queue (not an attempt, counted in waitTime); default MAX_WORKERS / 4 rounded up (8 with 32)',
+  ),
+  originConcurrencyScope: variable(
+    'ORIGIN_CONCURRENCY_SCOPE',
+    'process',
+    z.enum(['process', 'cluster']),
+    'where MAX_WORKERS_PER_ORIGIN is counted: `process` (each executor alone, free) or `cluster` (every executor together, slots leased in Redis: one more round trip per lease batch)',
+  ),
   executorLeaseTtl: variable(
     'EXECUTOR_LEASE_TTL',
     '30s',
@@ -246,7 +291,7 @@ export const CONFIG_VARIABLES = {
     'ALLOW_PRIVATE_TARGETS',
     '',
     addressList,
-    'private/loopback/link-local targets that may be called: comma-separated IPs or CIDRs, or * for all',
+    "private/loopback/link-local targets that may be called: comma-separated IPs or CIDRs, each with an optional port (`127.0.0.1:8081`, `10.0.0.0/8:443`, `[::1]:8080`; none = any port), or * for all. Requester's own HTTP_PORT and ADMIN_PORT and its Kafka, Redis and PostgreSQL ports are refused on loopback, this machine's addresses and their configured hosts whatever this says",
   ),
   breakerFailureThreshold: variable(
     'BREAKER_FAILURE_THRESHOLD',

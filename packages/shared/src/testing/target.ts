@@ -8,7 +8,8 @@ import type { AddressInfo } from 'node:net';
  * `/flaky/<key>/<n>` (the first n calls naming that key answer `?status=` (503 by default), later
  * ones 200), `/switch/<key>` (answers the status the test set in `switches`, 200 when unset: an
  * origin a test takes down and brings back), `/quotes/<n>` (200 with n `"` characters: a body
- * that JSON escaping doubles). `?retry-after=<value>` adds a `Retry-After` header
+ * that JSON escaping doubles), `/hold/<key>` (answers 200 only once the test calls `release(key)`:
+ * a target that hangs; `holding(key)` counts the calls it holds now). `?retry-after=<value>` adds a `Retry-After` header
  * to any answer.
  * Every call is recorded in arrival order.
  */
@@ -25,6 +26,10 @@ export interface Target {
   calls: TargetCall[];
   /** Status of `/switch/<key>` by key (200 when unset). */
   switches: Map<string, number>;
+  /** Calls of `/hold/<key>` held now. */
+  holding(key: string): number;
+  /** Answers the held calls of `/hold/<key>`, and every later one at once. */
+  release(key: string): void;
   close(): Promise<void>;
 }
 
@@ -33,6 +38,8 @@ export async function startTarget(listenPort = 0): Promise<Target> {
   const calls: TargetCall[] = [];
   const flakyCalls = new Map<string, number>();
   const switches = new Map<string, number>();
+  const held = new Map<string, Set<() => void>>();
+  const released = new Set<string>();
   const server: Server = createServer(async (req, res) => {
     const chunks: Buffer[] = [];
     for await (const chunk of req) chunks.push(chunk as Buffer);
@@ -47,6 +54,14 @@ export async function startTarget(listenPort = 0): Promise<Target> {
       return;
     }
     if (action === 'slow') await wait(Number(arg ?? 1000));
+    if (action === 'hold' && !released.has(arg ?? '')) {
+      const waiting = held.get(arg ?? '') ?? new Set();
+      held.set(arg ?? '', waiting);
+      await new Promise<void>((resolve) => {
+        waiting.add(resolve);
+        res.on('close', () => waiting.delete(resolve)); // the caller gave up (its timeout)
+      });
+    }
     if (action === 'random-delay') await wait(Math.random() * Number(arg ?? 50));
     let status = action === 'status' ? Number(arg) : 200;
     if (action === 'switch') status = switches.get(arg ?? '') ?? 200;
@@ -70,6 +85,12 @@ export async function startTarget(listenPort = 0): Promise<Target> {
     url: `http://127.0.0.1:${port}`,
     calls,
     switches,
+    holding: (key) => held.get(key)?.size ?? 0,
+    release: (key) => {
+      released.add(key);
+      for (const resume of held.get(key) ?? []) resume();
+      held.delete(key);
+    },
     close: () =>
       new Promise((resolve) => {
         server.closeAllConnections();

@@ -1,0 +1,110 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { join } from 'node:path';
+import {
+  counter,
+  defineLuaCommands,
+  type Logger,
+  type RedisClient,
+  readLuaCommands,
+} from '@requester/shared';
+import { type Bulkhead, LocalBulkhead, OriginLoad, type SlotGrant, waitForSlotMs } from './local.ts';
+
+const COMMANDS = readLuaCommands(join(import.meta.dirname, 'commands'), 'bulkhead');
+
+const errors = counter(
+  'bulkhead_errors_total',
+  'cluster bulkhead calls to Redis that failed (the cap is then counted in this process alone)',
+  ['op'],
+);
+
+export interface ClusterBulkheadOptions {
+  redis: RedisClient;
+  /** Key prefix, e.g. `rq:bulkhead:`. */
+  prefix: string;
+  /** Calls in flight to one origin across every executor. */
+  maxPerOrigin: number;
+  /**
+   * How long a slot is held when its caller never frees it (killed mid-call): longer than any
+   * call can last, so a live call never loses its slot, and a dead executor's slots come back then.
+   */
+  leaseMs: number;
+  random?: () => number;
+  logger?: Logger;
+}
+
+const ERROR_LOG_EVERY_MS = 10_000;
+
+/**
+ * ORIGIN_CONCURRENCY_SCOPE=cluster: the slots of an origin are leases in one Redis ZSET shared by
+ * every executor (acquire-1.lua), freed by ZREM when the call ends or by their deadline when the
+ * caller died. The acquires of a lease batch share a round trip (auto-pipelining); a release is
+ * fire-and-forget (a lost ZREM costs the slot until its lease ends, never a call).
+ *
+ * If Redis fails, the cap is applied in this process alone (LocalBulkhead): a hanging origin must
+ * still not take every worker while Redis is away, and nothing stops for lack of Redis.
+ */
+export class ClusterBulkhead implements Bulkhead {
+  private readonly options: ClusterBulkheadOptions;
+  private readonly call: ReturnType<typeof defineLuaCommands>;
+  private readonly random: () => number;
+  private readonly load = new OriginLoad();
+  private readonly fallback: LocalBulkhead;
+  private readonly leasePrefix = randomBytes(6).toString('hex');
+  private leaseSeq = 0;
+  private lastErrorLogMs = 0;
+
+  constructor(options: ClusterBulkheadOptions) {
+    this.options = options;
+    this.call = defineLuaCommands(options.redis, COMMANDS, 1);
+    this.random = options.random ?? Math.random;
+    // Counts every call of this process, those Redis granted included: during an outage the
+    // local cap sees the calls already running.
+    this.fallback = new LocalBulkhead({
+      maxPerOrigin: options.maxPerOrigin,
+      random: this.random,
+      load: this.load,
+    });
+  }
+
+  async acquire(origin: string): Promise<SlotGrant> {
+    const { redis, maxPerOrigin, leaseMs } = this.options;
+    const key = slotsKey(this.options.prefix, origin);
+    const lease = `${this.leasePrefix}:${(++this.leaseSeq).toString(36)}`;
+    let reply: number[];
+    try {
+      reply = (await this.call(redis, 'acquire', [key], [maxPerOrigin, leaseMs, lease])) as number[];
+    } catch (err) {
+      this.failed('acquire', err);
+      return this.fallback.acquire(origin);
+    }
+    const [granted, inFlight = 0, oldestAgeMs = 0] = reply;
+    if (granted !== 1) {
+      const typicalMs = Math.max(this.load.typicalCallMs(origin), oldestAgeMs);
+      return { granted: false, retryInMs: waitForSlotMs(typicalMs, inFlight, this.random()) };
+    }
+    const ended = this.load.start(origin);
+    return {
+      granted: true,
+      release: () => {
+        ended();
+        redis.zrem(key, lease).catch((err: unknown) => this.failed('release', err));
+      },
+    };
+  }
+
+  private failed(op: string, err: unknown): void {
+    errors.inc({ op });
+    const now = Date.now();
+    if (now - this.lastErrorLogMs < ERROR_LOG_EVERY_MS) return; // a Redis outage must not flood the log
+    this.lastErrorLogMs = now;
+    this.options.logger?.warn(
+      { op, err: err instanceof Error ? err.message : String(err) },
+      'cluster bulkhead unavailable: counting calls per origin in this process',
+    );
+  }
+}
+
+/** One key per origin, named by a hash: origins are user input (length, `{}`), the hash is neither. */
+export function slotsKey(prefix: string, origin: string): string {
+  return `${prefix}${createHash('sha256').update(origin, 'utf8').digest('hex').slice(0, 32)}`;
+}

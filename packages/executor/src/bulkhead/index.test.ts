@@ -1,0 +1,182 @@
+import { createRedis, type RedisClient, registry } from '@requester/shared';
+import { startTarget, type Target, uniqueName } from '@requester/shared/testing';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ResponseCache } from '../cache/index.ts';
+import { ExecutorHarness } from '../worker/harness.fixture.ts';
+import type { Tried } from '../worker/policies.ts';
+import { ClusterBulkhead, LocalBulkhead, MAX_WAIT_MS, MIN_WAIT_MS, waitForSlotMs } from './index.ts';
+
+/** Tasks the executor sent back to the queue because their origin was full (this process). */
+async function bulkheadWaits(): Promise<number> {
+  const metric = await registry.getSingleMetric('requester_executor_tasks_total')?.get();
+  return metric?.values.find((v) => v.labels.outcome === 'bulkhead')?.value ?? 0;
+}
+
+describe('waitForSlotMs', () => {
+  it('expects a slot after the typical call divided by the calls in flight, bounded, jittered ×0.5–1.5', () => {
+    expect(waitForSlotMs(800, 8, 0.5)).toBe(100);
+    expect(waitForSlotMs(800, 8, 0)).toBe(50);
+    expect(waitForSlotMs(0, 8, 0.5)).toBe(MIN_WAIT_MS); // nothing known yet: come back soon
+    expect(waitForSlotMs(30_000, 8, 0.5)).toBe(MAX_WAIT_MS); // a hanging origin: poll, not too often
+  });
+});
+
+describe('LocalBulkhead', () => {
+  it('grants up to the cap per origin; a release frees a slot', async () => {
+    const bulkhead = new LocalBulkhead({ maxPerOrigin: 2 });
+    const a = await bulkhead.acquire('http://a:80');
+    const b = await bulkhead.acquire('http://a:80');
+    expect([a.granted, b.granted]).toEqual([true, true]);
+    expect((await bulkhead.acquire('http://a:80')).granted).toBe(false);
+    expect((await bulkhead.acquire('http://b:80')).granted).toBe(true); // another origin is not affected
+    if (a.granted) a.release();
+    if (a.granted) a.release(); // a second release is a no-op
+    expect(bulkhead.inFlight('http://a:80')).toBe(1);
+    expect((await bulkhead.acquire('http://a:80')).granted).toBe(true);
+  });
+});
+
+describe('ClusterBulkhead (real Redis)', () => {
+  let redis: RedisClient;
+  const prefix = `${uniqueName('bh')}:`;
+  const cluster = (leaseMs = 60_000) => new ClusterBulkhead({ redis, prefix, maxPerOrigin: 2, leaseMs });
+
+  beforeAll(() => {
+    redis = createRedis({ url: 'redis://127.0.0.1:6379' });
+  });
+  afterAll(async () => {
+    const keys = await redis.keys(`${prefix}*`);
+    if (keys.length > 0) await redis.del(...keys);
+    redis.disconnect();
+  });
+
+  it('shares the cap between executors; a release frees the slot for any of them', async () => {
+    const [one, two] = [cluster(), cluster()];
+    const origin = `http://${uniqueName('o')}:80`;
+    const a = await one.acquire(origin);
+    const b = await two.acquire(origin);
+    expect([a.granted, b.granted]).toEqual([true, true]);
+    const refused = await one.acquire(origin);
+    expect(refused.granted).toBe(false);
+    if (a.granted) a.release();
+    await redis.ping(); // the release's ZREM went first on the same connection
+    expect((await two.acquire(origin)).granted).toBe(true);
+  });
+
+  it('gives the slots of an executor that died (never released) back when their leases end', async () => {
+    const origin = `http://${uniqueName('o')}:80`;
+    const dead = cluster(300);
+    expect((await dead.acquire(origin)).granted).toBe(true);
+    expect((await dead.acquire(origin)).granted).toBe(true);
+    const alive = cluster(300);
+    expect((await alive.acquire(origin)).granted).toBe(false);
+    let granted = false;
+    while (!granted) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      granted = (await alive.acquire(origin)).granted;
+    }
+    expect(granted).toBe(true);
+  });
+});
+
+/**
+ * Through the executor over the real Kafka and Redis (see ExecutorHarness), with a target that
+ * hangs until the test releases it: no timing thresholds, only what happened before what.
+ */
+describe('bulkhead in the executor (end to end)', () => {
+  const h = new ExecutorHarness();
+  let hanging: Target;
+
+  beforeAll(async () => {
+    await h.open();
+    hanging = await startTarget(); // another port: another origin
+  }, 60_000);
+  afterAll(async () => {
+    await h.close();
+    await hanging.close();
+  }, 60_000);
+
+  it('40 calls to a hanging origin hold 8 of 32 workers; 200 calls to another origin complete meanwhile', async () => {
+    const { queue } = h.startExecutor({
+      maxWorkers: 32,
+      bulkhead: new LocalBulkhead({ maxPerOrigin: 8 }),
+      responseTimeoutMs: 120_000, // the hang ends when the test says so, not by a timeout
+    });
+    const run = uniqueName('hang');
+    const stuck = Array.from({ length: 40 }, (_, i) => ({
+      request: { uri: `${hanging.url}/hold/${run}?n=${i}` },
+      meta: { requestId: `${run}-stuck-${i}` },
+    }));
+    await h.submit(queue, stuck);
+    await h.until(() => (hanging.holding(run) >= 8 ? true : undefined));
+
+    const healthy = Array.from({ length: 200 }, (_, i) => ({
+      request: { uri: `${h.target.url}/echo?run=${run}&n=${i}` },
+      meta: { requestId: `${run}-ok-${i}` },
+    }));
+    await h.submit(queue, healthy);
+    const done = await Promise.all(healthy.map((e) => h.resultOf(e.meta.requestId)));
+    expect(done.every((r) => r.response.status === 200)).toBe(true);
+
+    // Still hanging, and never more than the cap at it: the 200 did not wait for the hang to end.
+    expect(hanging.holding(run)).toBe(8);
+    expect(hanging.calls.filter((c) => c.path.includes(run))).toHaveLength(8);
+    expect(stuck.some((e) => h.results.has(e.meta.requestId))).toBe(false);
+
+    hanging.release(run);
+    const late = await Promise.all(stuck.map((e) => h.resultOf(e.meta.requestId)));
+    expect(late.every((r) => r.response.status === 200 && r.meta.tryCount === 1)).toBe(true);
+    expect(late.filter((r) => r.meta.waitTime > 0).length).toBeGreaterThanOrEqual(32); // waited for a slot
+    expect(hanging.calls.filter((c) => c.path.includes(run))).toHaveLength(40); // each called once
+  }, 90_000);
+
+  it('a bulkhead wait is not an attempt: one attempt allowed, three tasks, one slot, all answered', async () => {
+    const { queue } = h.startExecutor({ bulkhead: new LocalBulkhead({ maxPerOrigin: 1 }) });
+    const run = uniqueName('one');
+    // No meta.retry: a budget of one attempt, so a wait counted as one would end in a failure.
+    const tasks = [0, 1, 2].map((i) => ({
+      request: { uri: `${hanging.url}/hold/${run}?n=${i}` },
+      meta: { requestId: `${run}-${i}` },
+    }));
+    const waitsBefore = await bulkheadWaits();
+    await h.submit(queue, tasks);
+    await h.until(() => (hanging.holding(run) === 1 ? true : undefined));
+    // The other two have been turned away at least once while the first one hangs.
+    while ((await bulkheadWaits()) < waitsBefore + 2) await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(hanging.holding(run)).toBe(1);
+
+    hanging.release(run);
+    const results = await Promise.all(tasks.map((e) => h.resultOf(e.meta.requestId)));
+    expect(results.map((r) => [r.response.status, r.meta.tryCount])).toEqual([
+      [200, 1],
+      [200, 1],
+      [200, 1],
+    ]);
+    expect(results.filter((r) => r.meta.waitTime > 0).length).toBeGreaterThanOrEqual(2);
+    expect(hanging.calls.filter((c) => c.path.includes(run))).toHaveLength(3);
+  }, 60_000);
+
+  it("a cache hit takes no slot: answered while the origin's only slot hangs", async () => {
+    const cache = new ResponseCache<Tried>({ redis: h.redis, prefix: h.prefix('bh-cache') });
+    h.onClose(() => cache.close());
+    const { queue } = h.startExecutor({ cache, bulkhead: new LocalBulkhead({ maxPerOrigin: 1 }) });
+    const run = uniqueName('cached');
+    const cached = (id: string) => ({
+      request: { uri: `${hanging.url}/echo?run=${run}` },
+      meta: { requestId: `${run}-${id}`, cache: { key: run, ttl: '1m' } },
+    });
+    await h.submit(queue, [cached('fill')]);
+    expect((await h.resultOf(`${run}-fill`)).meta.cached).toBe(false);
+
+    await h.submit(queue, [
+      { request: { uri: `${hanging.url}/hold/${run}` }, meta: { requestId: `${run}-hold` } },
+    ]);
+    await h.until(() => (hanging.holding(run) === 1 ? true : undefined));
+    await h.submit(queue, [cached('hit')]);
+    const hit = await h.resultOf(`${run}-hit`);
+    expect(hit.meta).toMatchObject({ cached: true, waitTime: 0 });
+    expect(hanging.holding(run)).toBe(1); // the slot was taken all along
+    hanging.release(run);
+    await h.resultOf(`${run}-hold`);
+  }, 60_000);
+});

@@ -1,0 +1,41 @@
+import type { Config, Logger, RedisClient } from '@requester/shared';
+import { ClusterBulkhead } from './cluster.ts';
+import { type Bulkhead, defaultMaxPerOrigin, LocalBulkhead } from './local.ts';
+
+export { ClusterBulkhead, slotsKey } from './cluster.ts';
+export {
+  type Bulkhead,
+  defaultMaxPerOrigin,
+  LocalBulkhead,
+  MAX_WAIT_MS,
+  MIN_WAIT_MS,
+  OriginLoad,
+  type SlotGrant,
+  waitForSlotMs,
+} from './local.ts';
+
+/** The bulkhead configured by MAX_WORKERS_PER_ORIGIN and ORIGIN_CONCURRENCY_SCOPE. */
+export function bulkheadFromConfig(
+  config: Pick<
+    Config,
+    | 'maxWorkers'
+    | 'maxWorkersPerOrigin'
+    | 'originConcurrencyScope'
+    | 'redisPrefix'
+    | 'targetConnectTimeout'
+    | 'targetResponseTimeout'
+  >,
+  redis: RedisClient,
+  logger?: Logger,
+): Bulkhead {
+  const maxPerOrigin = config.maxWorkersPerOrigin ?? defaultMaxPerOrigin(config.maxWorkers);
+  if (config.originConcurrencyScope === 'process') return new LocalBulkhead({ maxPerOrigin });
+  return new ClusterBulkhead({
+    redis,
+    prefix: `${config.redisPrefix}:bulkhead:`,
+    maxPerOrigin,
+    // As the breaker's trial slots: the longest a call can last (connect, headers, body), and a margin.
+    leaseMs: config.targetConnectTimeout + 2 * config.targetResponseTimeout + 5_000,
+    ...(logger ? { logger } : {}),
+  });
+}

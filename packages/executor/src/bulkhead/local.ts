@@ -1,0 +1,125 @@
+/**
+ * The bulkhead (DESIGN.md §5 outbound hygiene): at most `maxPerOrigin` calls in flight to one
+ * target origin, so a target that hangs can hold a few workers, never all of them. The circuit
+ * breaker does not cover this case: a target that answered before and now hangs produces no
+ * failure until its calls time out, so its breaker stays closed while every worker waits on it.
+ *
+ * A call over the cap is not made to wait in the process (it would hold its worker, the very thing
+ * the bulkhead protects): the task goes back to the queue for `retryInMs`, like a limiter wait,
+ * and is no attempt. Two scopes:
+ * - `LocalBulkhead` (ORIGIN_CONCURRENCY_SCOPE=process): a counter per origin in this process;
+ *   free, exact, but N executors may still send N × cap calls to one origin.
+ * - `ClusterBulkhead` (=cluster, cluster.ts): the slots are leases in Redis shared by every
+ *   executor; one round trip per lease batch.
+ */
+
+export type SlotGrant =
+  /** `release` frees the slot; call it exactly once, when the call is over. */
+  | { granted: true; release: () => void }
+  /** Come back in `retryInMs` (already jittered). */
+  | { granted: false; retryInMs: number };
+
+export interface Bulkhead {
+  acquire(origin: string): Promise<SlotGrant>;
+}
+
+/** Bounds of the wait of a task refused by a full origin (see waitForSlotMs). */
+export const MIN_WAIT_MS = 20;
+export const MAX_WAIT_MS = 2_000;
+
+/**
+ * How long a task refused by a full origin waits before it is leased again. It cannot be woken
+ * when a slot frees (it waits in the shared queue, maybe for another executor), so it comes back
+ * when a slot is likely free: with `inFlight` calls lasting about `typicalCallMs` each, one ends
+ * every `typicalCallMs / inFlight` on average. That keeps a fast origin at its cap with waits of
+ * a few ms, and spaces out the polls of a hanging one (its calls are only known to last at least
+ * as long as the oldest has been running, which grows). MAX_WAIT_MS bounds both the latency a
+ * task gains once the origin recovers and the cost of a poll (a lease, a fetch, a reject) for a
+ * hanging origin: with 32 tasks waiting, 16 polls a second. The jitter (×0.5–1.5) spreads
+ * waiters out, so a freed slot is not raced for by all of them at once.
+ */
+export function waitForSlotMs(typicalCallMs: number, inFlight: number, random: number): number {
+  const expected = typicalCallMs / Math.max(1, inFlight);
+  const bounded = Math.min(MAX_WAIT_MS, Math.max(MIN_WAIT_MS, expected));
+  return Math.round(bounded * (0.5 + random));
+}
+
+/** Weight of the newest call in an origin's moving average of call durations. */
+const EWMA_WEIGHT = 0.2;
+
+/**
+ * How long calls to each origin take, as seen by this process: a moving average of finished
+ * calls, and the start times of the calls still running (a hanging origin shows in the latter
+ * long before any of its calls finishes). Origins without calls in flight are forgotten when their
+ * last call ends, so memory follows the number of origins being called, not the number ever seen.
+ */
+export class OriginLoad {
+  private readonly origins = new Map<string, { running: Map<number, number>; averageMs: number }>();
+  private seq = 0;
+
+  /** Marks a call started; the returned function marks it over. */
+  start(origin: string, nowMs = Date.now()): () => void {
+    const entry = this.origins.get(origin) ?? { running: new Map(), averageMs: 0 };
+    this.origins.set(origin, entry);
+    const id = ++this.seq;
+    entry.running.set(id, nowMs);
+    let ended = false;
+    return () => {
+      if (ended) return;
+      ended = true;
+      const tookMs = Date.now() - nowMs;
+      entry.averageMs =
+        entry.averageMs === 0 ? tookMs : entry.averageMs + EWMA_WEIGHT * (tookMs - entry.averageMs);
+      entry.running.delete(id);
+      if (entry.running.size === 0) this.origins.delete(origin);
+    };
+  }
+
+  inFlight(origin: string): number {
+    return this.origins.get(origin)?.running.size ?? 0;
+  }
+
+  /** The longer of the average finished call and the age of the oldest running one (0 if unknown). */
+  typicalCallMs(origin: string, nowMs = Date.now()): number {
+    const entry = this.origins.get(origin);
+    if (!entry) return 0;
+    let oldest = nowMs;
+    for (const startedMs of entry.running.values()) oldest = Math.min(oldest, startedMs);
+    return Math.max(entry.averageMs, nowMs - oldest);
+  }
+}
+
+/** ORIGIN_CONCURRENCY_SCOPE=process: the cap counted in this process alone. */
+export class LocalBulkhead implements Bulkhead {
+  private readonly maxPerOrigin: number;
+  private readonly random: () => number;
+  private readonly load: OriginLoad;
+
+  /** `load`: where calls are counted, when shared with a ClusterBulkhead (its fallback). */
+  constructor(options: { maxPerOrigin: number; random?: () => number; load?: OriginLoad }) {
+    if (!Number.isInteger(options.maxPerOrigin) || options.maxPerOrigin < 1)
+      throw new RangeError('maxPerOrigin must be a positive integer');
+    this.maxPerOrigin = options.maxPerOrigin;
+    this.random = options.random ?? Math.random;
+    this.load = options.load ?? new OriginLoad();
+  }
+
+  acquire(origin: string): Promise<SlotGrant> {
+    const inFlight = this.load.inFlight(origin);
+    if (inFlight >= this.maxPerOrigin) {
+      const retryInMs = waitForSlotMs(this.load.typicalCallMs(origin), inFlight, this.random());
+      return Promise.resolve({ granted: false, retryInMs });
+    }
+    return Promise.resolve({ granted: true, release: this.load.start(origin) });
+  }
+
+  /** Calls to `origin` in flight now (tests, metrics). */
+  inFlight(origin: string): number {
+    return this.load.inFlight(origin);
+  }
+}
+
+/** MAX_WORKERS_PER_ORIGIN when unset: a quarter of the workers, so at least 4 origins can be served at once. */
+export function defaultMaxPerOrigin(maxWorkers: number): number {
+  return Math.max(1, Math.ceil(maxWorkers / 4));
+}
