@@ -198,7 +198,7 @@ export async function replayDeadLetters(
       requestId: record.envelope.meta.requestId,
       at,
       failedAtMs: Date.parse(record.failedAt),
-      source: record.source,
+      source: record.source ?? at,
     };
     const seen = latest.get(pointer.requestId);
     if (seen) superseded++;

@@ -146,7 +146,7 @@ describe('router: a record it cannot write is confined to itself', () => {
 
     const dlq = await readTopic(topicDlq, (m) => m.length >= 4);
     const letters = dlq.map((m) => ({ key: m.key?.toString(), letter: parseAnyDeadLetter(m.value) }));
-    expect(letters.map((l) => [l.key, l.letter.reason, l.letter.source.offset])).toEqual([
+    expect(letters.map((l) => [l.key, l.letter.reason, l.letter.source?.offset])).toEqual([
       ['refused', 'unprocessable', offset(1)],
       ['nul', 'unprocessable', offset(2)],
       ['garbage', 'unprocessable', offset(3)],

@@ -92,7 +92,12 @@ const deadLetterShape = {
       'Why the request was dead-lettered: retries_exhausted (retryable failures, no attempt left), permanent (a failure retrying cannot fix), unprocessable (a record that could not be read, validated or queued; result.meta.error says why). Readers must accept other values.',
   }),
   failedAt: rfc3339('When the request was dead-lettered.'),
-  source: recordRefSchema.meta({ description: 'The `in` record the request was read from.' }),
+  source: recordRefSchema
+    .meta({
+      description:
+        'The `in` record the request was read from. Absent only for a task the relay could not put back on `in` from the outbox (it has no `in` record of its own).',
+    })
+    .optional(),
   resultBodyBytes: z
     .number()
     .int()
@@ -218,8 +223,8 @@ export interface DeadLetterInput {
   result: ResultEnvelope;
   /** `retries_exhausted`, `permanent`, `unprocessable` (DEAD_LETTER_REASONS), or another snake_case code. */
   reason: string;
-  /** The `in` record of the task. */
-  source: RecordRef;
+  /** The `in` record of the task (absent: a task refused on its way back from the outbox). */
+  source?: RecordRef;
   /** Epoch ms or Date; default now. */
   failedAt?: number | Date;
 }
@@ -244,12 +249,11 @@ export function deadLetterRecord(
   const { body, bytes } = capUtf8(input.result.response.body, maxBodyBytes);
   const result =
     bytes === undefined ? input.result : { ...input.result, response: { ...input.result.response, body } };
-  const { topic, partition, offset } = input.source;
   const common = {
     result,
     reason: input.reason,
     failedAt,
-    source: { topic, partition, offset },
+    ...(input.source ? { source: recordRef(input.source) } : {}),
     ...(bytes === undefined ? {} : { resultBodyBytes: bytes }),
   };
   if (input.envelope) return { envelope: input.envelope, ...common };
@@ -267,10 +271,10 @@ export function deadLetterMessage(
   const record = deadLetterRecord(input, maxBodyBytes);
   const headers: Record<string, string> = {
     [DEAD_LETTER_HEADERS.reason]: record.reason,
-    [DEAD_LETTER_HEADERS.source]: formatRecordRef(record.source),
     [DEAD_LETTER_HEADERS.failedAt]: record.failedAt,
     [DEAD_LETTER_HEADERS.status]: String(record.result.response.status),
   };
+  if (record.source) headers[DEAD_LETTER_HEADERS.source] = formatRecordRef(record.source);
   // Tracing tools follow the request's trace into the DLQ.
   if (record.envelope?.meta.traceparent) headers.traceparent = record.envelope.meta.traceparent;
   const key = deadLetterRequestId(record) ?? answerKey(input.record?.key ?? null);
@@ -288,6 +292,11 @@ export const MAX_ANSWER_KEY_BYTES = 1024;
 export function answerKey(key: Buffer | null): Buffer | null {
   if (key === null) return null;
   return key.length > MAX_ANSWER_KEY_BYTES ? key.subarray(0, MAX_ANSWER_KEY_BYTES) : key;
+}
+
+/** Only the position (a fetched record carries more). */
+function recordRef({ topic, partition, offset }: RecordRef): RecordRef {
+  return { topic, partition, offset };
 }
 
 function rawRecord(record: { key: Buffer | null; value: Buffer | null }): RawRecord {
