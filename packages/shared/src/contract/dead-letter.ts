@@ -294,6 +294,12 @@ export function answerKey(key: Buffer | null): Buffer | null {
   return key.length > MAX_ANSWER_KEY_BYTES ? key.subarray(0, MAX_ANSWER_KEY_BYTES) : key;
 }
 
+/** An error result naming the record it is about (`meta.error.source`). */
+export function sourcedResult(result: ResultEnvelope, source: RecordRef): ResultEnvelope {
+  const error = result.meta.error ?? { code: 'internal', message: 'unprocessable record' };
+  return { ...result, meta: { ...result.meta, error: { ...error, source: recordRef(source) } } };
+}
+
 /** Only the position (a fetched record carries more). */
 function recordRef({ topic, partition, offset }: RecordRef): RecordRef {
   return { topic, partition, offset };
@@ -345,9 +351,8 @@ export function unprocessableAnswer(
   result: ResultEnvelope,
   envelope?: RequestEnvelope,
 ): UnprocessableAnswer {
-  const source: RecordRef = { topic: record.topic, partition: record.partition, offset: record.offset };
-  const error = result.meta.error ?? { code: 'internal', message: 'unprocessable record' };
-  const answered: ResultEnvelope = { ...result, meta: { ...result.meta, error: { ...error, source } } };
+  const source = recordRef(record);
+  const answered = sourcedResult(result, source);
   const key = answered.meta.requestId ?? answerKey(record.key);
   return {
     result: { key, value: JSON.stringify(answered) },
