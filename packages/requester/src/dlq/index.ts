@@ -105,6 +105,11 @@ async function scanMatching(
   };
   const scan = await scanTopic(source.kafka, source.topic, {
     onMessage,
+    onFailed: (message, partition, err) => {
+      counts.unreadable++;
+      const at = { topic: source.topic, partition, offset: message.offset };
+      source.onUnreadable?.(at, err instanceof Error ? err.message : String(err));
+    },
     groupPrefix: 'requester-dlq',
     ...(source.onProgress ? { onProgress: source.onProgress } : {}),
   });
