@@ -145,10 +145,9 @@ function deliver(message: OutMessage, options: FollowOptions): void {
   try {
     const json = message.value?.toString('utf8') ?? '';
     const result = readResult(json);
-    if (!result) return skip(message, options, message.value ? 'unreadable' : 'empty');
-    const requestId = message.key?.toString('utf8') || requestIdOf(result);
-    if (!requestId) return skip(message, options, 'no_request_id');
-    options.onResult(requestId, json);
+    const requestId = result && (message.key?.toString('utf8') || requestIdOf(result));
+    if (requestId) options.onResult(requestId, json);
+    else skip(message, options, !result ? (message.value ? 'unreadable' : 'empty') : 'no_request_id');
   } catch (err) {
     options.logger.error({ err }, 'a result of out could not be handed over: skipped');
     skipped.inc({ reason: 'error' });
