@@ -4,6 +4,7 @@ import {
   Dependencies,
   encodeQueuedTask,
   loadConfig,
+  parseAnyDeadLetter,
   produce,
   taskId,
 } from '@requester/shared';
@@ -169,7 +170,7 @@ describe('executor (end to end)', () => {
       expect((await resultOf(fine)).response.status).toBe(200);
     });
 
-    it('answers invalid records with 400 invalid_request, keyed by the requestId', async () => {
+    it('answers invalid records with 400 invalid_request, keyed by the requestId, with their offset, and dead-letters them', async () => {
       const notJson = uniqueName('not-json');
       const badSchema = uniqueName('bad-schema');
       await submitRaw(queue, [
@@ -184,6 +185,14 @@ describe('executor (end to end)', () => {
       expect(a.meta.error?.code).toBe('invalid_request');
       expect(b.response.status).toBe(400);
       expect(b.meta.error?.issues?.[0]?.path).toBe('request.uri');
+      expect(a.meta.error?.source).toMatchObject({
+        topic: h.inTopic,
+        offset: expect.stringMatching(/^\d+$/),
+      });
+      const [letter] = await h.until(() => h.deadLetters.get(notJson));
+      const dead = parseAnyDeadLetter(letter?.value);
+      expect(dead).toMatchObject({ reason: 'unprocessable', source: a.meta.error?.source });
+      expect(Buffer.from(dead.record?.value ?? '', 'base64').toString()).toBe('{not json');
     });
 
     it('answers a task whose in-record is gone with an error result, never silence', async () => {

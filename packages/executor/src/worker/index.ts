@@ -1,6 +1,7 @@
 import type { FairQueue, LeasedTask } from '@requester/scheduler';
 import {
   createRequestContract,
+  DEAD_LETTER_REASONS,
   decodeQueuedTask,
   encodeQueuedTask,
   errorResult,
@@ -21,6 +22,7 @@ import {
   type RequestContract,
   type RequestEnvelope,
   type ResultEnvelope,
+  sourcedResult,
   taskId,
   wakeUpResult,
 } from '@requester/shared';
@@ -247,7 +249,7 @@ export class Executor {
         return deliver(unreadableResult(requestId, error, job.task.tryCount), error.code);
       }
       const parsed = this.parse(fetched.record.value, requestId, job.task.tryCount);
-      if (!parsed.ok) return deliver(parsed.result, 'invalid_request');
+      if (!parsed.ok) return this.unprocessable(job, fetched.record, parsed.result);
       const { envelope } = parsed;
       if (isWakeUp(envelope)) {
         const answer = { tryCount: progress.tryCount + 1, waitTimeNs: msToNs(progress.waitedMs) };
@@ -262,6 +264,23 @@ export class Executor {
         'internal',
       );
     }
+  }
+
+  /**
+   * An `in` record that holds no valid request (it was changed or compacted under its offset, or a
+   * router of another contract queued it): answered with the source offset, and dead-lettered.
+   */
+  private unprocessable(
+    job: Job,
+    record: { key: Buffer | null; value: Buffer | null },
+    result: ResultEnvelope,
+  ): Settlement {
+    const source = job.task.ref;
+    const sourced = sourcedResult(result, source);
+    if (!this.options.topicDlq) return deliver(sourced, 'invalid_request');
+    const reason = DEAD_LETTER_REASONS.unprocessable;
+    const deadLetter = deadLetterMessage({ record, result: sourced, reason, source });
+    return { kind: 'deliver', result: sourced, outcome: 'invalid_request', deadLetter };
   }
 
   /** The envelope of a record, or the invalid_request result answering it (keyed by the task's requestId). */

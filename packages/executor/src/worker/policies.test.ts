@@ -143,7 +143,7 @@ describe('executor delivery policies (end to end)', () => {
       expect(record).toMatchObject({ reason: 'permanent', result: { response: { status: 400 } } });
       expect(record.envelope.meta.requestId).toBe(requestId);
       expect(letter!.headers['requester-dlq-source']).toBe(
-        `${record.source.topic}/${record.source.partition}/${record.source.offset}`,
+        `${record.source?.topic}/${record.source?.partition}/${record.source?.offset}`,
       );
     });
 

@@ -46,4 +46,31 @@ describe('followResults', () => {
       await following.stop();
     }
   });
+
+  it('skips what it cannot read, so the caller still gets the real result', async () => {
+    const { out } = await topics(1);
+    const seen: Array<[string, string]> = [];
+    const following = await followResults({
+      kafka,
+      topic: out,
+      logger: silent,
+      onResult: (id, json) => seen.push([id, json]),
+    });
+    try {
+      const value = JSON.stringify({
+        response: { status: 200, body: '', headers: {} },
+        meta: { requestId: 'x' },
+      });
+      await produce(await producer(), out, [
+        { key: 'x', value: '{garbage' },
+        { key: 'x', value: '[1,2]' },
+        { key: 'x', value: null },
+        { key: 'x', value: JSON.stringify({ meta: 'no object' }) },
+        { key: 'x', value },
+      ]);
+      await expect.poll(() => seen, { timeout: 20_000 }).toEqual([['x', value]]);
+    } finally {
+      await following.stop();
+    }
+  });
 });

@@ -1,6 +1,20 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
-import { type Consumer, createConsumer, type createKafka, type Logger, withTimeout } from '@requester/shared';
+import {
+  type Consumer,
+  type ConsumerHealth,
+  counter,
+  createConsumer,
+  type createKafka,
+  type Logger,
+  withTimeout,
+} from '@requester/shared';
+
+const skipped = counter(
+  'sync_skipped_results_total',
+  'records of out the sync-gateway could not read (not a JSON result envelope, no requestId): skipped',
+  ['reason'],
+);
 
 type Kafka = ReturnType<typeof createKafka>;
 
@@ -20,6 +34,8 @@ export interface FollowOptions {
   joinTimeoutMs?: number;
   /** KAFKA_SESSION_TIMEOUT (default: the adapter's). */
   sessionTimeoutMs?: number;
+  /** Where the consumer's crashes are followed (for /readyz). */
+  health?: ConsumerHealth;
 }
 
 export interface Following {
@@ -47,6 +63,7 @@ export async function followResults(options: FollowOptions): Promise<Following> 
     maxWaitTimeInMs: 1_000,
     ...(options.sessionTimeoutMs === undefined ? {} : { sessionTimeout: options.sessionTimeoutMs }),
   });
+  const unwatch = options.health?.watch(consumer, groupId);
   const joined = firstJoin(consumer, topic, ends);
   await consumer.connect();
   try {
@@ -57,11 +74,18 @@ export async function followResults(options: FollowOptions): Promise<Following> 
     });
     await withTimeout(joined, options.joinTimeoutMs ?? 30_000, `joining consumer group ${groupId} timed out`);
   } catch (err) {
+    unwatch?.();
     await consumer.disconnect().catch(() => {});
     throw err;
   }
   logger.info({ groupId, topic }, 'following results');
-  return { groupId, stop: () => consumer.disconnect() };
+  return {
+    groupId,
+    stop: async () => {
+      unwatch?.();
+      await consumer.disconnect();
+    },
+  };
 }
 
 /**
@@ -111,20 +135,46 @@ interface OutMessage {
   value: Buffer | null;
 }
 
-/** `out` is keyed by requestId; an unkeyed record falls back to its `meta.requestId`. */
+/**
+ * `out` is keyed by requestId; an unkeyed record falls back to its `meta.requestId`. A record that
+ * is not a JSON object with a `meta` object is no result anyone can be answered with: it is skipped
+ * (logged and counted in `sync_skipped_results_total`), so the caller still gets the real result when
+ * it comes, and nothing on `out` can stop the consumer.
+ */
 function deliver(message: OutMessage, options: FollowOptions): void {
-  if (!message.value) return;
-  const json = message.value.toString('utf8');
-  const requestId = message.key?.toString('utf8') || requestIdOf(json);
-  if (requestId) options.onResult(requestId, json);
-  else options.logger.debug('result without a requestId: nobody can wait for it');
+  try {
+    const json = message.value?.toString('utf8') ?? '';
+    const result = readResult(json);
+    const requestId = result && (message.key?.toString('utf8') || requestIdOf(result));
+    if (requestId) options.onResult(requestId, json);
+    else skip(message, options, !result ? (message.value ? 'unreadable' : 'empty') : 'no_request_id');
+  } catch (err) {
+    options.logger.error({ err }, 'a result of out could not be handed over: skipped');
+    skipped.inc({ reason: 'error' });
+  }
 }
 
-function requestIdOf(json: string): string | undefined {
+function skip(message: OutMessage, options: FollowOptions, reason: string): void {
+  skipped.inc({ reason });
+  options.logger.warn(
+    { key: message.key?.toString('utf8').slice(0, 256), reason },
+    'unreadable record on out: skipped',
+  );
+}
+
+function readResult(json: string): { meta: Record<string, unknown> } | undefined {
   try {
-    const id = (JSON.parse(json) as { meta?: { requestId?: unknown } }).meta?.requestId;
-    return typeof id === 'string' && id !== '' ? id : undefined;
+    const value = JSON.parse(json) as { meta?: unknown } | null;
+    const isObject = (v: unknown) => typeof v === 'object' && v !== null && !Array.isArray(v);
+    return isObject(value) && isObject(value?.meta)
+      ? (value as { meta: Record<string, unknown> })
+      : undefined;
   } catch {
     return undefined;
   }
+}
+
+function requestIdOf(result: { meta: Record<string, unknown> }): string | undefined {
+  const id = result.meta.requestId;
+  return typeof id === 'string' && id !== '' ? id : undefined;
 }

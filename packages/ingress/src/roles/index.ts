@@ -41,6 +41,7 @@ export const syncGatewayRole = {
       topic: config.topicOut,
       logger,
       sessionTimeoutMs: config.kafkaSessionTimeout,
+      health: deps.consumers,
       onResult: (id, json) => hub.publish(id, json),
     });
     try {

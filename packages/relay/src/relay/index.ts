@@ -1,8 +1,16 @@
 import {
+  asRequesterError,
   type ClaimedRow,
   counter,
+  createRequestContract,
+  DEAD_LETTER_REASONS,
   DEFAULT_LEASE_MS,
+  deadLetterMessage,
+  errorResult,
+  isMessageTooLargeError,
+  isOutage,
   type Logger,
+  type Message,
   Outbox,
   type Producer,
   produce,
@@ -12,6 +20,10 @@ import {
 
 const moved = counter('relay_moved_total', 'outbox rows produced to Kafka in and deleted');
 const failures = counter('relay_failures_total', 'failed outbox deliveries (rows stay for the next claim)');
+const refusedRows = counter(
+  'relay_refused_total',
+  'outbox rows Kafka refused for good (answered with an error result and dead-lettered, then deleted)',
+);
 
 /** Longest a relay sleeps without news: a safety net for a lost NOTIFY, not the wake-up mechanism. */
 const MAX_IDLE_MS = 5_000;
@@ -25,15 +37,24 @@ export interface RelayOptions {
   workers: number;
   batch: number;
   produceTimeoutMs: number;
+  /** Where a row Kafka refuses for good is answered; without it such a row stays (and is retried). */
+  topicOut?: string;
+  /** Its dead letter goes here. */
+  topicDlq?: string;
 }
 
 /**
  * Moves due outbox rows back into Kafka `in`. N workers claim disjoint rows (SKIP LOCKED); a
  * worker that finds nothing due sleeps until the earliest due time, and is woken early by NOTIFY
  * when a row with an earlier due time is added.
+ *
+ * A row Kafka refuses for good (too large for `in`, see isOutage) does not hold back the rows
+ * claimed with it nor come back forever: it is answered — an error result on `out` and a dead letter
+ * — and deleted with the others. An outage hands the whole claim back for a later try.
  */
 export class Relay {
   private readonly options: RelayOptions;
+  private readonly contract = createRequestContract();
   private stopping = false;
   private wakeAt = 0;
   private readonly sleepers = new Set<() => void>();
@@ -113,20 +134,69 @@ export class Relay {
   private async deliver(rows: ClaimedRow[]): Promise<void> {
     const byTopic = new Map<string, ClaimedRow[]>();
     for (const row of rows) byTopic.set(row.topic, [...(byTopic.get(row.topic) ?? []), row]);
-    await Promise.all(
-      [...byTopic].map(([topic, topicRows]) =>
-        produce(
-          this.options.producer,
-          topic,
-          topicRows.map((row) => ({
-            key: row.key,
-            value: row.payload,
-            headers: { 'requester-relayed-from': 'outbox', 'requester-due-at': row.dueAt.toISOString() },
-          })),
-          this.options.produceTimeoutMs,
-        ),
-      ),
-    );
+    await Promise.all([...byTopic].map(([topic, topicRows]) => this.produceRows(topic, topicRows)));
+  }
+
+  private async produceRows(topic: string, rows: ClaimedRow[]): Promise<void> {
+    try {
+      await produce(this.options.producer, topic, rows.map(inRecord), this.options.produceTimeoutMs);
+    } catch (err) {
+      if (isOutage(err) || !this.options.topicOut) throw err;
+      this.options.logger.warn(
+        { err, topic },
+        'Kafka refused a batch of outbox rows: producing them one by one',
+      );
+      const refused: Array<{ row: ClaimedRow; err: unknown }> = [];
+      for (const row of rows) {
+        try {
+          await produce(this.options.producer, topic, [inRecord(row)], this.options.produceTimeoutMs);
+        } catch (rowErr) {
+          if (isOutage(rowErr)) throw rowErr;
+          refused.push({ row, err: rowErr });
+        }
+      }
+      await this.answerRefused(refused);
+    }
+  }
+
+  /** Error results and dead letters of rows Kafka refused; once written, the rows may be deleted. */
+  private async answerRefused(refused: Array<{ row: ClaimedRow; err: unknown }>): Promise<void> {
+    const { producer, topicOut, topicDlq, produceTimeoutMs, logger } = this.options;
+    if (refused.length === 0 || !topicOut) return;
+    const results: Message[] = [];
+    const deadLetters: Message[] = [];
+    for (const { row, err } of refused) {
+      const refusal = asRequesterError(err);
+      logger.error(
+        { err, requestId: row.requestId, taskId: row.taskId },
+        'Kafka refused an outbox row: answered and dead-lettered',
+      );
+      refusedRows.inc();
+      const envelope = this.envelopeOf(row);
+      const message = `the task could not be put back on ${row.topic}: ${refusal.message}`;
+      const code = isMessageTooLargeError(err) ? 'payload_too_large' : 'internal';
+      const result = errorResult(row.requestId, code, message, {
+        tryCount: envelope?.tryCount ?? 0,
+        proxyData: envelope?.meta.proxyData,
+      });
+      results.push({ key: row.requestId, value: JSON.stringify(result) });
+      const reason = DEAD_LETTER_REASONS.unprocessable;
+      const record = { key: row.key === null ? null : Buffer.from(row.key), value: row.payload };
+      deadLetters.push(deadLetterMessage({ ...(envelope ? { envelope } : { record }), result, reason }));
+    }
+    await Promise.all([
+      produce(producer, topicOut, results, produceTimeoutMs),
+      topicDlq ? produce(producer, topicDlq, deadLetters, produceTimeoutMs) : undefined,
+    ]);
+  }
+
+  private envelopeOf(row: ClaimedRow) {
+    try {
+      const parsed = this.contract.safeParse(JSON.parse(row.payload.toString('utf8')));
+      return parsed.ok ? parsed.value : undefined;
+    } catch {
+      return undefined;
+    }
   }
 
   private sleep(ms: number): Promise<void> {
@@ -158,8 +228,18 @@ export const relayRole: RoleDefinition = {
       workers: config.relayWorkers,
       batch: config.relayBatch,
       produceTimeoutMs: config.kafkaProduceTimeout,
+      topicOut: config.topicOut,
+      topicDlq: config.topicDlq,
     });
     await relay.start();
     return { drain: () => relay.stop() };
   },
 };
+
+function inRecord(row: ClaimedRow): Message {
+  return {
+    key: row.key,
+    value: row.payload,
+    headers: { 'requester-relayed-from': 'outbox', 'requester-due-at': row.dueAt.toISOString() },
+  };
+}

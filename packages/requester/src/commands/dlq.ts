@@ -3,6 +3,7 @@ import {
   createFetcher,
   createKafka,
   createProducer,
+  deadLetterRequestId,
   formatRecordRef,
   type Kafka,
   type Logger,
@@ -133,7 +134,7 @@ async function runList(source: DlqSource, filter: DlqFilter, args: DlqArgs): Pro
 function row({ record, at }: DlqEntry) {
   return {
     failedAt: record.failedAt,
-    requestId: record.envelope.meta.requestId,
+    requestId: deadLetterRequestId(record) ?? '',
     reason: record.reason,
     status: record.result.response.status,
     tryCount: record.result.meta.tryCount,
@@ -174,11 +175,12 @@ async function runReplay(
         force: args.force,
       },
     );
-    const { alreadyReplayed, superseded, overLimit } = summary.skipped;
+    const { alreadyReplayed, superseded, overLimit, unprocessable } = summary.skipped;
     progress(
       `dlq replay: read ${summary.read} records, ${summary.matched} matched, ` +
         `${args.dryRun ? 'would replay' : 'replayed'} ${summary.replayed.length} ` +
-        `(skipped: ${alreadyReplayed} replayed before, ${superseded} superseded, ${overLimit} over the limit)`,
+        `(skipped: ${alreadyReplayed} replayed before, ${superseded} superseded, ${overLimit} over the limit, ` +
+        `${unprocessable} unprocessable records with no request to replay)`,
     );
     warnIncomplete(summary.incomplete);
     process.stdout.write(`${JSON.stringify(summary, null, 2)}\n`);

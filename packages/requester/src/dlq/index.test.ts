@@ -103,18 +103,18 @@ describe('requester dlq over real Kafka, Redis and a Router', () => {
 
   it('lists the dead letters, most recent last, filtered by requestId and time', async () => {
     const all = await listDeadLetters(source, {}, 50);
-    expect(all.entries.map((e) => e.record.envelope.meta.requestId)).toEqual([id('a'), id('b'), id('c')]);
+    expect(all.entries.map((e) => e.record.envelope?.meta.requestId)).toEqual([id('a'), id('b'), id('c')]);
     expect(all).toMatchObject({ read: 3, matched: 3, unreadable: 0, incomplete: [] });
 
     const recent = await listDeadLetters(source, {}, 2);
-    expect(recent.entries.map((e) => e.record.envelope.meta.requestId)).toEqual([id('b'), id('c')]);
+    expect(recent.entries.map((e) => e.record.envelope?.meta.requestId)).toEqual([id('b'), id('c')]);
 
     const window = {
       sinceMs: Date.parse('2026-11-30T06:02:00Z'),
       untilMs: Date.parse('2026-11-30T06:03:00Z'),
     };
     const one = await listDeadLetters(source, window, 50);
-    expect(one.entries.map((e) => e.record.envelope.meta.requestId)).toEqual([id('b')]);
+    expect(one.entries.map((e) => e.record.envelope?.meta.requestId)).toEqual([id('b')]);
   });
 
   it('--dry-run says what it would replay and writes nothing', async () => {
@@ -218,7 +218,7 @@ describe('requester dlq over real Kafka, Redis and a Router', () => {
       dryRun: true,
       force: false,
     });
-    expect(summary.skipped).toEqual({ alreadyReplayed: 0, superseded: 1, overLimit: 1 });
+    expect(summary.skipped).toEqual({ alreadyReplayed: 0, superseded: 1, overLimit: 1, unprocessable: 0 });
     expect(summary.replayed.map((r) => r.taskId)).toEqual([`${id('c')}:1`]); // in-offset 1 arrived before 6
     const both = await replayDeadLetters(source, target, {
       filter: { requestIds: new Set([id('a')]) },

@@ -1,5 +1,7 @@
 import {
+  type AnyDeadLetter,
   type DeadLetter,
+  deadLetterRequestId,
   type Fetcher,
   formatRecordRef,
   type Kafka,
@@ -7,6 +9,7 @@ import {
   kafkaKeyFor,
   type Message,
   type Producer,
+  parseAnyDeadLetter,
   parseDeadLetter,
   produce,
   type RecordRef,
@@ -40,8 +43,8 @@ export interface DlqFilter {
 }
 
 /** A dead letter and where it is on the DLQ topic. */
-export interface DlqEntry {
-  record: DeadLetter;
+export interface DlqEntry<R extends AnyDeadLetter = AnyDeadLetter> {
+  record: R;
   at: RecordRef;
 }
 
@@ -71,9 +74,9 @@ const REPLAY_CHUNK = 500;
 /** Header of a replayed `in` record: the DLQ record it came from (`topic/partition/offset`). */
 export const REPLAY_OF_HEADER = 'requester-replay-of';
 
-export function matches(record: DeadLetter, filter: DlqFilter): boolean {
+export function matches(record: AnyDeadLetter, filter: DlqFilter): boolean {
   const { requestIds, sinceMs, untilMs } = filter;
-  if (requestIds && !requestIds.has(record.envelope.meta.requestId)) return false;
+  if (requestIds && !requestIds.has(deadLetterRequestId(record) ?? '')) return false;
   if (sinceMs === undefined && untilMs === undefined) return true;
   const failedAt = Date.parse(record.failedAt);
   return (sinceMs === undefined || failedAt >= sinceMs) && (untilMs === undefined || failedAt < untilMs);
@@ -88,9 +91,9 @@ async function scanMatching(
   const counts = { unreadable: 0, matched: 0 };
   const onMessage = (message: KafkaMessage, partition: number) => {
     const at = { topic: source.topic, partition, offset: message.offset };
-    let record: DeadLetter;
+    let record: AnyDeadLetter;
     try {
-      record = parseDeadLetter(message.value, source.contract);
+      record = parseAnyDeadLetter(message.value, source.contract);
     } catch (err) {
       counts.unreadable++;
       source.onUnreadable?.(at, err instanceof Error ? err.message : String(err));
@@ -102,6 +105,11 @@ async function scanMatching(
   };
   const scan = await scanTopic(source.kafka, source.topic, {
     onMessage,
+    onFailed: (message, partition, err) => {
+      counts.unreadable++;
+      const at = { topic: source.topic, partition, offset: message.offset };
+      source.onUnreadable?.(at, err instanceof Error ? err.message : String(err));
+    },
     groupPrefix: 'requester-dlq',
     ...(source.onProgress ? { onProgress: source.onProgress } : {}),
   });
@@ -153,7 +161,8 @@ export interface ReplayedItem {
 export interface ReplaySummary extends ScanCounts {
   dryRun: boolean;
   replayed: ReplayedItem[];
-  skipped: { alreadyReplayed: number; superseded: number; overLimit: number };
+  /** `unprocessable`: dead letters of records that held no request (nothing to re-submit). */
+  skipped: { alreadyReplayed: number; superseded: number; overLimit: number; unprocessable: number };
 }
 
 /** Where a selected dead letter is, and what picking the latest one per request needs. */
@@ -184,12 +193,17 @@ export async function replayDeadLetters(
 ): Promise<ReplaySummary> {
   const latest = new Map<string, DlqPointer>();
   let superseded = 0;
+  let unprocessable = 0;
   const counts = await scanMatching(source, options.filter, ({ record, at }) => {
+    if (!record.envelope) {
+      unprocessable++;
+      return;
+    }
     const pointer = {
       requestId: record.envelope.meta.requestId,
       at,
       failedAtMs: Date.parse(record.failedAt),
-      source: record.source,
+      source: record.source ?? at,
     };
     const seen = latest.get(pointer.requestId);
     if (seen) superseded++;
@@ -206,6 +220,7 @@ export async function replayDeadLetters(
     alreadyReplayed: candidates.length - eligible.length,
     superseded,
     overLimit: eligible.length - chosen.length,
+    unprocessable,
   };
   const replayed: ReplayedItem[] = [];
   for (let i = 0; i < chosen.length; i += REPLAY_CHUNK) {
@@ -241,12 +256,12 @@ async function readBack(
 
 /** A dead letter and the envelope its replay writes. */
 export interface PlannedReplay {
-  entry: DlqEntry;
+  entry: DlqEntry<DeadLetter>;
   envelope: RequestEnvelope;
 }
 
 /** `previousReplay`: the tryCount of an earlier replay of this record (a forced replay moves past it). */
-function plan(entry: DlqEntry, previousReplay: number | undefined): PlannedReplay {
+function plan(entry: DlqEntry<DeadLetter>, previousReplay: number | undefined): PlannedReplay {
   const options = previousReplay === undefined ? {} : { previousReplay };
   return { entry, envelope: replayEnvelope(entry.record, options) };
 }

@@ -93,7 +93,7 @@ describe('end to end: delivery policies through every role', () => {
       result,
       envelope: { meta: { requestId: 'e2e-dead' } },
     });
-    expect(record.source.topic).toBe(stack.config.topicIn);
+    expect(record.source?.topic).toBe(stack.config.topicIn);
     expect(replayEnvelope(record)).toMatchObject({ tryCount: 1, retryBase: 1 });
   });
 

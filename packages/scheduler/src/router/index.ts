@@ -1,12 +1,14 @@
 import {
+  asRequesterError,
   type Consumer,
   counter,
   createConsumer,
   createRequestContract,
   type EachBatchPayload,
+  errorResult,
   histogram,
+  isOutage,
   type Logger,
-  type Message,
   Outbox,
   type OutboxRow,
   type Producer,
@@ -15,6 +17,8 @@ import {
   type RoleContext,
   type RoleDefinition,
   type RoleHandle,
+  type UnprocessableAnswer,
+  unprocessableAnswer,
 } from '@requester/shared';
 import { queueFromConfig } from '../queue-config.ts';
 import {
@@ -27,6 +31,11 @@ import {
 import { type QueueTask, type Route, routeRecord, type SourceRecord } from './route.ts';
 
 const routed = counter('router_records_total', 'records of in routed, by destination', ['destination']);
+const refused = counter(
+  'router_refused_total',
+  'records of in the queue or outbox refused (answered with an error result and dead-lettered)',
+  ['destination'],
+);
 const batchSeconds = histogram('router_batch_seconds', 'time to route one fetched batch of in');
 
 /** Where routed tasks go: the Redis queue (FairQueue.publish satisfies this). */
@@ -41,6 +50,8 @@ export interface RouterOptions {
   producer: Producer;
   topicIn: string;
   topicOut: string;
+  /** Dead letters of unprocessable records go here; none are written without it. */
+  topicDlq?: string;
   horizonMs: number;
   produceTimeoutMs: number;
   logger: Logger;
@@ -61,6 +72,11 @@ export interface RouterBackpressure extends BackpressureRules {
  * All writes of a batch go out together (one pipelined queue publish, one outbox insert, one
  * produce of error results); offsets are committed only after every write succeeded, so a crash
  * replays the batch — and replays are harmless because publish and outbox are idempotent by task id.
+ *
+ * No record stops its partition: one that cannot be read or is not a valid request, or that the
+ * queue or outbox refuses (isOutage says it is about the data, not a dependency away), is answered
+ * — an error result on `out` and a dead letter (see unprocessableAnswer) — and committed past. An
+ * outage fails the batch instead, uncommitted, for kafkajs to retry.
  */
 export class Router {
   private readonly options: RouterOptions;
@@ -125,7 +141,7 @@ export class Router {
         key: message.key,
         value: message.value,
       };
-      return { record, route: routeRecord(record, this.contract, now, this.options.horizonMs) };
+      return { record, route: this.route(record, now) };
     });
     await this.write(routes);
     resolveOffset(batch.lastOffset());
@@ -134,34 +150,132 @@ export class Router {
     timer();
   }
 
+  /** routeRecord, with a bug on strange input confined to its record (answered `internal`). */
+  private route(record: SourceRecord, now: number): Route {
+    try {
+      return routeRecord(record, this.contract, now, this.options.horizonMs);
+    } catch (err) {
+      this.options.logger.error(
+        { err, partition: record.partition, offset: record.offset },
+        'routing a record failed',
+      );
+      const message = `the record could not be routed: ${asRequesterError(err).message}`;
+      return { kind: 'invalid', result: errorResult(undefined, 'internal', message) };
+    }
+  }
+
   private async write(routes: Array<{ record: SourceRecord; route: Route }>): Promise<void> {
     const tasks: QueueTask[] = [];
     const rows: OutboxRow[] = [];
-    const errors: Message[] = [];
+    const answers = new Map<SourceRecord, UnprocessableAnswer>();
     for (const { record, route } of routes) {
       if (route.kind === 'queue') tasks.push(route.task);
       else if (route.kind === 'outbox') rows.push(route.row);
-      else errors.push(this.invalidResult(record, route));
+      else answers.set(record, this.answerInvalid(record, route));
     }
-    const { queue, outbox, producer, topicOut, produceTimeoutMs } = this.options;
-    await Promise.all([
-      tasks.length > 0 ? queue.publish(tasks) : undefined,
-      rows.length > 0 ? outbox.add(rows) : undefined,
-      produce(producer, topicOut, errors, produceTimeoutMs),
-    ]);
+    try {
+      await Promise.all([
+        tasks.length > 0 ? this.options.queue.publish(tasks) : undefined,
+        rows.length > 0 ? this.options.outbox.add(rows) : undefined,
+      ]);
+    } catch (err) {
+      if (isOutage(err)) throw err;
+      this.options.logger.warn(
+        { err },
+        'the queue or outbox refused a batch of in: writing it record by record',
+      );
+      await this.writeOneByOne(routes, answers);
+      return;
+    }
+    await this.answer([...answers.values()]);
     routed.inc({ destination: 'queue' }, tasks.length);
     routed.inc({ destination: 'outbox' }, rows.length);
-    routed.inc({ destination: 'invalid' }, errors.length);
+    routed.inc({ destination: 'invalid' }, answers.size);
+  }
+
+  /**
+   * After a batch was refused: each record on its own, in offset order, so the ones refused are
+   * answered and the others written. An outage on the way fails the batch (writes are idempotent).
+   */
+  private async writeOneByOne(
+    routes: Array<{ record: SourceRecord; route: Route }>,
+    invalid: Map<SourceRecord, UnprocessableAnswer>,
+  ): Promise<void> {
+    const answers: UnprocessableAnswer[] = [];
+    for (const { record, route } of routes) {
+      const answered = invalid.get(record);
+      if (answered) answers.push(answered);
+      if (route.kind === 'invalid') continue;
+      try {
+        if (route.kind === 'queue') await this.options.queue.publish([route.task]);
+        else await this.options.outbox.add([route.row]);
+        routed.inc({ destination: route.kind });
+      } catch (err) {
+        if (isOutage(err)) throw err;
+        refused.inc({ destination: route.kind });
+        answers.push(this.answerRefused(record, route, err));
+      }
+    }
+    await this.answer(answers);
+    routed.inc({ destination: 'invalid' }, invalid.size);
+  }
+
+  /** Error results to `out`, dead letters to the DLQ. */
+  private async answer(answers: UnprocessableAnswer[]): Promise<void> {
+    const { producer, topicOut, topicDlq, produceTimeoutMs } = this.options;
+    await Promise.all([
+      produce(
+        producer,
+        topicOut,
+        answers.map((a) => a.result),
+        produceTimeoutMs,
+      ),
+      topicDlq
+        ? produce(
+            producer,
+            topicDlq,
+            answers.map((a) => a.deadLetter),
+            produceTimeoutMs,
+          )
+        : undefined,
+    ]);
   }
 
   /** An invalid record is answered on `out` (keyed by its requestId when readable), never dropped. */
-  private invalidResult(record: SourceRecord, { result }: Extract<Route, { kind: 'invalid' }>): Message {
-    const requestId = result.meta.requestId;
+  private answerInvalid(
+    record: SourceRecord,
+    { result }: Extract<Route, { kind: 'invalid' }>,
+  ): UnprocessableAnswer {
     this.options.logger.warn(
-      { requestId, partition: record.partition, offset: record.offset, problem: result.meta.error?.message },
+      {
+        requestId: result.meta.requestId,
+        partition: record.partition,
+        offset: record.offset,
+        problem: result.meta.error?.message,
+      },
       'invalid record on in: answered with an error result',
     );
-    return { key: requestId ?? null, value: JSON.stringify(result) };
+    return unprocessableAnswer(record, result);
+  }
+
+  /** A valid request the queue or outbox refused: answered with the refusal, as an error result. */
+  private answerRefused(
+    record: SourceRecord,
+    route: Extract<Route, { kind: 'queue' | 'outbox' }>,
+    err: unknown,
+  ): UnprocessableAnswer {
+    const { envelope } = route;
+    const { requestId, proxyData } = envelope.meta;
+    const refusal = asRequesterError(err);
+    const where = route.kind === 'queue' ? 'the queue' : 'the outbox';
+    this.options.logger.error(
+      { err, requestId, partition: record.partition, offset: record.offset },
+      `${where} refused a request of in: answered with an error result and dead-lettered`,
+    );
+    const code = refusal.code === 'payload_too_large' ? 'payload_too_large' : 'invalid_request';
+    const message = `${where} refused the request: ${refusal.message}`;
+    const result = errorResult(requestId, code, message, { tryCount: envelope.tryCount ?? 0, proxyData });
+    return unprocessableAnswer(record, result, envelope);
   }
 }
 
@@ -186,16 +300,17 @@ export function createRouterRole(extras: RouterRoleExtras = {}): RoleDefinition 
       const openOrigins = rules.breakerPauseAfterMs > 0 ? extras.openOrigins?.(ctx) : undefined;
       if (rules.breakerPauseAfterMs > 0 && !openOrigins)
         logger.warn('ROUTER_BREAKER_PAUSE_AFTER is set but no breaker listing was wired: rule off');
+      const groupId = `${config.kafkaClientId}-router`;
+      const consumer = createConsumer(deps.kafka(), { groupId, sessionTimeout: config.kafkaSessionTimeout });
+      deps.consumers.watch(consumer, groupId);
       const router = new Router({
-        consumer: createConsumer(deps.kafka(), {
-          groupId: `${config.kafkaClientId}-router`,
-          sessionTimeout: config.kafkaSessionTimeout,
-        }),
+        consumer,
         queue,
         outbox: new Outbox(await deps.sql()),
         producer,
         topicIn: config.topicIn,
         topicOut: config.topicOut,
+        topicDlq: config.topicDlq,
         horizonMs: config.redisHorizon,
         produceTimeoutMs: config.kafkaProduceTimeout,
         logger,

@@ -22,8 +22,8 @@ export interface QueueTask {
 
 /** What the router does with one record of `in`. */
 export type Route =
-  | { kind: 'queue'; task: QueueTask }
-  | { kind: 'outbox'; row: OutboxRow }
+  | { kind: 'queue'; task: QueueTask; envelope: RequestEnvelope }
+  | { kind: 'outbox'; row: OutboxRow; envelope: RequestEnvelope }
   | { kind: 'invalid'; result: ResultEnvelope };
 
 export interface SourceRecord {
@@ -68,8 +68,8 @@ export function routeRecord(
   }
   const envelope = parsed.value;
   const dueAt = envelope.meta.scheduled ? parseRfc3339(envelope.meta.scheduled) : now;
-  if (dueAt - now > horizonMs) return { kind: 'outbox', row: outboxRow(record, envelope, dueAt) };
-  return { kind: 'queue', task: queueTask(record, envelope, dueAt) };
+  if (dueAt - now > horizonMs) return { kind: 'outbox', row: outboxRow(record, envelope, dueAt), envelope };
+  return { kind: 'queue', task: queueTask(record, envelope, dueAt), envelope };
 }
 
 function queueTask(record: SourceRecord, envelope: RequestEnvelope, dueAt: number): QueueTask {

@@ -49,7 +49,7 @@ describe('parseDeadLetter', () => {
     for (const input of [text, Buffer.from(text), JSON.parse(text)]) {
       const record = parseDeadLetter(input);
       expect(record.envelope.meta.requestId).toBe('ord-42-create');
-      expect(record.source.offset).toBe('9007199254740993');
+      expect(record.source?.offset).toBe('9007199254740993');
     }
   });
 

@@ -66,3 +66,75 @@ export function asRequesterError(err: unknown): RequesterError {
   const message = err instanceof Error ? err.message : String(err);
   return new RequesterError('internal', message, { cause: err });
 }
+
+/** PostgreSQL SQLSTATE classes that say the data was refused: 22 data exception, 23 integrity constraint. */
+const PG_DATA_CLASSES = new Set(['22', '23']);
+/** Redis error replies that say the server is busy or failing over, not that the command was wrong. */
+const REDIS_BUSY_REPLY = /^(LOADING|BUSY|TRYAGAIN|CLUSTERDOWN|MASTERDOWN|READONLY|OOM|NOREPLICAS|MISCONF)\b/;
+/** Kafka error types that refuse one record (its size or format): the same record fails again. */
+const KAFKA_RECORD_REFUSALS = new Set(['MESSAGE_TOO_LARGE', 'INVALID_RECORD', 'CORRUPT_MESSAGE']);
+/** Client-side signs of a connection that failed, dropped or timed out (Node, postgres.js, ioredis). */
+const OUTAGE_MESSAGE =
+  /connection is closed|command timed out|stream isn't writeable|connection (terminated|ended|closed|destroyed)|timed out|timeout|econnrefused|econnreset/i;
+
+/**
+ * Whether `err` says a dependency (Kafka, Redis, PostgreSQL) is away or overloaded — an outage, to be
+ * retried with the same data — rather than a refusal of the data itself, which fails again however
+ * often it is retried (a poison record, to be answered and set aside). Consumers use it to keep the
+ * two apart: an outage retries the batch without committing; anything else is confined to the record
+ * that caused it. Judged on the whole `cause` chain:
+ * - RequesterError: `dependency_unavailable` and `timeout` are outages; other codes refusals.
+ * - PostgreSQL: SQLSTATE classes 22 and 23 refuse the data; every other server error (connection,
+ *   shutdown, resources, serialization, read-only standby...) is an outage.
+ * - Kafka (kafkajs): record refusals (too large, invalid) are refusals; every other kafkajs error is
+ *   an outage (a broker away, a leader moving, an authorization or topic problem of the deployment).
+ * - Redis: busy/loading/failover replies are outages; other error replies (a script refusing its
+ *   arguments) refusals.
+ * - System and client connection errors (ECONNREFUSED, "Connection is closed", timeouts) are outages.
+ * Anything else — a TypeError, a RangeError from our own code on strange input — is a refusal: an
+ * unexpected exception handling one record stays with that record.
+ */
+export function isOutage(err: unknown): boolean {
+  const chain = causeChain(err);
+  // kafkajs wraps the broker's refusal of a record in its own retry errors: the refusal decides.
+  if (chain.some((e) => typeof e.type === 'string' && KAFKA_RECORD_REFUSALS.has(e.type))) return false;
+  for (const e of chain) {
+    const verdict = outageVerdict(e);
+    if (verdict !== undefined) return verdict;
+  }
+  return false;
+}
+
+function causeChain(err: unknown): ErrorLike[] {
+  const chain: ErrorLike[] = [];
+  for (let e = err; e instanceof Object && chain.length < 6; e = (e as { cause?: unknown }).cause)
+    chain.push(e as ErrorLike);
+  return chain;
+}
+
+interface ErrorLike {
+  name?: unknown;
+  code?: unknown;
+  message?: unknown;
+  type?: unknown;
+  severity?: unknown;
+}
+
+/** true: an outage; false: a refusal; undefined: this link of the chain does not tell (look at its cause). */
+function outageVerdict(e: ErrorLike): boolean | undefined {
+  const name = typeof e.name === 'string' ? e.name : '';
+  const message = typeof e.message === 'string' ? e.message : '';
+  if (e instanceof RequesterError) {
+    if (e.code === 'dependency_unavailable' || e.code === 'timeout') return true;
+    return e.code === 'internal' ? undefined : false;
+  }
+  if (name.startsWith('KafkaJS')) return true;
+  if (name === 'PostgresError' || (typeof e.severity === 'string' && typeof e.code === 'string')) {
+    return !PG_DATA_CLASSES.has(String(e.code).slice(0, 2));
+  }
+  if (name === 'ReplyError') return REDIS_BUSY_REPLY.test(message);
+  if (name === 'MaxRetriesPerRequestError' || name === 'ClusterAllFailedError') return true;
+  if (typeof e.code === 'string' && /^(E[A-Z]+|CONNECT(ION)?_[A-Z_]+)$/.test(e.code)) return true;
+  if (OUTAGE_MESSAGE.test(message)) return true;
+  return undefined;
+}

@@ -32,7 +32,7 @@ describe('scanTopic over real Kafka', () => {
       onProgress: (read) => progress.push(read),
     });
 
-    expect(result).toEqual({ read: 30, incomplete: [] });
+    expect(result).toEqual({ read: 30, failed: 0, incomplete: [] });
     expect(seen.map((s) => s.value).sort()).toEqual([...values].sort());
     for (const partition of [0, 1, 2]) {
       const offsets = seen.filter((s) => s.partition === partition).map((s) => s.offset);
@@ -44,9 +44,31 @@ describe('scanTopic over real Kafka', () => {
   it('returns at once for an empty topic, and names a missing one', async () => {
     const topic = uniqueName('scan-empty');
     await createTestTopics([topic], 2);
-    expect(await scanTopic(testKafka(), topic, { onMessage: () => {} })).toEqual({ read: 0, incomplete: [] });
+    expect(await scanTopic(testKafka(), topic, { onMessage: () => {} })).toEqual({
+      read: 0,
+      failed: 0,
+      incomplete: [],
+    });
     await expect(scanTopic(testKafka(), `${topic}-missing`, { onMessage: () => {} })).rejects.toThrow(
       /topic .*-missing does not exist/,
     );
+  });
+
+  it('skips a record its handler throws for and reads on, without a consumer crash', async () => {
+    const topic = uniqueName('scan-poison');
+    await createTestTopics([topic], 1);
+    await producer.send({ topic, messages: ['a', 'poison', 'b'].map((value) => ({ value })) });
+    const seen: string[] = [];
+    const failed: string[] = [];
+    const result = await scanTopic(testKafka(), topic, {
+      onMessage: (message) => {
+        if (String(message.value) === 'poison') throw new TypeError('cannot handle this one');
+        seen.push(String(message.value));
+      },
+      onFailed: (message) => failed.push(message.offset),
+    });
+    expect(result).toEqual({ read: 3, failed: 1, incomplete: [] });
+    expect(seen).toEqual(['a', 'b']);
+    expect(failed).toEqual(['1']);
   });
 });

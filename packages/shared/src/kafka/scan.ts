@@ -13,6 +13,11 @@ import { createConsumer } from './index.ts';
 export interface ScanOptions {
   /** Called for each record, in offset order within a partition. */
   onMessage(message: KafkaMessage, partition: number): void | Promise<void>;
+  /**
+   * Called when `onMessage` threw for a record: the scan skips it and goes on (one record a tool
+   * cannot handle must not end the scan, nor make kafkajs restart it over and over).
+   */
+  onFailed?(message: KafkaMessage, partition: number, err: unknown): void;
   /** Called after each batch: records read so far, and the count the scan expects. */
   onProgress?(read: number, expected: number): void;
   /** Group id prefix (a random suffix is added). */
@@ -26,6 +31,8 @@ export interface ScanOptions {
 
 export interface ScanResult {
   read: number;
+  /** Records `onMessage` threw for (skipped). */
+  failed: number;
   /** Partitions whose end was not reached (idle stop); empty when the scan is complete. */
   incomplete: number[];
 }
@@ -54,10 +61,11 @@ async function endOffsets(
 
 export async function scanTopic(kafka: Kafka, topic: string, options: ScanOptions): Promise<ScanResult> {
   const { ends, expected } = await endOffsets(kafka, topic);
-  if (ends.size === 0) return { read: 0, incomplete: [] };
+  if (ends.size === 0) return { read: 0, failed: 0, incomplete: [] };
   const groupId = `${options.groupPrefix ?? 'requester-scan'}-${randomBytes(6).toString('hex')}`;
   const consumer = createConsumer(kafka, { groupId, maxWaitTimeInMs: 500 });
   let read = 0;
+  let failed = 0;
   await consumer.connect();
   try {
     await consumer.subscribe({ topic, fromBeginning: true });
@@ -83,7 +91,12 @@ export async function scanTopic(kafka: Kafka, topic: string, options: ScanOption
             if (end === undefined) return;
             for (const message of batch.messages) {
               if (BigInt(message.offset) >= end) break;
-              await options.onMessage(message, batch.partition);
+              try {
+                await options.onMessage(message, batch.partition);
+              } catch (err) {
+                failed++;
+                options.onFailed?.(message, batch.partition, err);
+              }
               read++;
             }
             options.onProgress?.(read, expected);
@@ -99,5 +112,5 @@ export async function scanTopic(kafka: Kafka, topic: string, options: ScanOption
   } finally {
     await consumer.disconnect();
   }
-  return { read, incomplete: [...ends.keys()] };
+  return { read, failed, incomplete: [...ends.keys()] };
 }

@@ -1,5 +1,6 @@
 import type { Admin, Kafka, Producer } from 'kafkajs';
 import type { Config } from '../config/index.ts';
+import { ConsumerHealth } from '../kafka/health.ts';
 import { createKafka, createProducer, ensureTopics } from '../kafka/index.ts';
 import type { Logger } from '../log/index.ts';
 import { createPg, ensureDatabase, migrate, type Sql } from '../pg/index.ts';
@@ -45,10 +46,13 @@ export class Dependencies {
   private sqlPromise: Promise<Sql> | undefined;
   private topicsPromise: Promise<void> | undefined;
   private probeAdmin: { admin: Admin; connected: Promise<void>; up: boolean } | undefined;
+  /** The crash record of the process's consumers: roles `watch` theirs, /readyz reports it. */
+  readonly consumers: ConsumerHealth;
 
   constructor(config: Config, logger: Logger) {
     this.config = config;
     this.logger = logger;
+    this.consumers = new ConsumerHealth({ logger });
   }
 
   kafka(): Kafka {
@@ -142,7 +146,10 @@ export class Dependencies {
     return this.sqlPromise;
   }
 
-  /** Each dependency this process has opened, and whether it answers now. */
+  /**
+   * Each dependency this process has opened, and whether it answers now; `consumers`: whether the
+   * watched Kafka consumers run (none crash-loops, see ConsumerHealth).
+   */
   async readiness(): Promise<Record<string, boolean>> {
     const checks: Array<[string, Promise<unknown>]> = [];
     if (this.redisClient) checks.push(['redis', this.redisClient.ping()]);
@@ -151,6 +158,7 @@ export class Dependencies {
     const results = await Promise.all(
       checks.map(async ([name, check]) => [name, await withDeadline(check, 2_000)] as const),
     );
+    if (this.consumers.watching) results.push(['consumers', this.consumers.ready]);
     return Object.fromEntries(results);
   }
 

@@ -1,0 +1,85 @@
+import type { Consumer } from 'kafkajs';
+import type { Logger } from '../log/index.ts';
+import { counter } from '../metrics/index.ts';
+
+const crashes = counter(
+  'kafka_consumer_crashes_total',
+  'consumer crashes (kafkajs restarts the consumer after most of them), by consumer group',
+  ['group'],
+);
+
+/** Crashes within CRASH_WINDOW_MS that make a consumer not ready: one crash is an outage blip, several a loop. */
+export const CRASH_LIMIT = 3;
+export const CRASH_WINDOW_MS = 5 * 60_000;
+
+export interface ConsumerHealthOptions {
+  logger: Logger;
+  /** Crashes within `windowMs` that make the consumers not ready (default CRASH_LIMIT). */
+  crashLimit?: number;
+  windowMs?: number;
+  now?: () => number;
+}
+
+interface Watched {
+  group: string;
+  crashedAt: number[];
+  /** kafkajs gave up on it (a crash it does not restart after): it consumes nothing any more. */
+  stopped: boolean;
+}
+
+/**
+ * The crash record of a process's consumers, for /readyz. kafkajs restarts a consumer after a crash
+ * on its own, so a consumer that fails on every batch never dies: it loops, restarting every few
+ * seconds, and the partitions it holds stop moving. Counted in `kafka_consumer_crashes_total{group}`;
+ * a consumer that crashed `crashLimit` times within `windowMs`, or that kafkajs stopped restarting,
+ * makes the process not ready.
+ */
+export class ConsumerHealth {
+  private readonly watched: Watched[] = [];
+  private readonly options: Required<Omit<ConsumerHealthOptions, 'logger'>> & { logger: Logger };
+
+  constructor(options: ConsumerHealthOptions) {
+    this.options = {
+      crashLimit: CRASH_LIMIT,
+      windowMs: CRASH_WINDOW_MS,
+      now: Date.now,
+      ...options,
+    };
+  }
+
+  /** Follows the crashes of `consumer` (call before `run`); the returned function stops following. */
+  watch(consumer: Consumer, group: string): () => void {
+    const watched: Watched = { group, crashedAt: [], stopped: false };
+    this.watched.push(watched);
+    const off = consumer.on(consumer.events.CRASH, ({ payload }) => {
+      crashes.inc({ group });
+      const now = this.options.now();
+      watched.crashedAt = [...watched.crashedAt.filter((at) => now - at < this.options.windowMs), now];
+      if (!payload.restart) watched.stopped = true;
+      this.options.logger.error(
+        { err: payload.error, group, restart: payload.restart, recentCrashes: watched.crashedAt.length },
+        payload.restart ? 'Kafka consumer crashed; kafkajs restarts it' : 'Kafka consumer crashed for good',
+      );
+    });
+    return () => {
+      off();
+      const at = this.watched.indexOf(watched);
+      if (at >= 0) this.watched.splice(at, 1);
+    };
+  }
+
+  /** Whether any consumer is watched (only then does /readyz report on them). */
+  get watching(): boolean {
+    return this.watched.length > 0;
+  }
+
+  /** false while a watched consumer crash-loops (see the class comment) or was given up. */
+  get ready(): boolean {
+    const now = this.options.now();
+    return this.watched.every(
+      (w) =>
+        !w.stopped &&
+        w.crashedAt.filter((at) => now - at < this.options.windowMs).length < this.options.crashLimit,
+    );
+  }
+}
