@@ -75,7 +75,7 @@ describe('POST /request refusals', () => {
     const connecting = producer.connect();
     connecting.catch(() => {});
     const submit = kafkaSubmit(() => connecting.then(() => producer), 't-never.in', 300);
-    const hub = new Hub<string>({ maxEntries: 10, ttlMs: 60_000 });
+    const hub = new Hub<string>({ maxBytes: 1 << 20, ttlMs: 60_000 });
     for (const sync of [false, true]) {
       const body = JSON.stringify({ ...VALID, meta: { ...VALID.meta, sync } });
       const res = await api({ submit, hub }).request('/request', post(body));
@@ -100,7 +100,7 @@ describe('routing and correlation', () => {
   });
 
   it('says which role serves a route that does not run here', async () => {
-    const onlyGateway = api({ hub: new Hub<string>({ maxEntries: 1, ttlMs: 1 }) });
+    const onlyGateway = api({ hub: new Hub<string>({ maxBytes: 1 << 20, ttlMs: 1 }) });
     const post404 = await onlyGateway.request('/request', post(JSON.stringify(VALID)));
     expect(post404.status).toBe(404);
     expect(await post404.json()).toMatchObject({ detail: /ingress role/ });
@@ -109,8 +109,23 @@ describe('routing and correlation', () => {
     expect(await get404.json()).toMatchObject({ detail: /sync-gateway role/ });
   });
 
+  it('answers a long-poll 503 + Retry-After once SYNC_MAX_WAITERS callers wait, unless its result is kept', async () => {
+    const hub = new Hub<string>({ maxBytes: 1 << 20, ttlMs: 60_000, maxWaiters: 1 });
+    const app = api({ hub });
+    const first = app.request('/requests/a?wait=5s');
+    const crowded = await app.request('/requests/b?wait=5s');
+    expect(crowded.status).toBe(503);
+    expect(crowded.headers.get('retry-after')).toBe('1');
+    expect(await crowded.json()).toMatchObject({ code: 'overloaded' });
+    expect((await app.request('/requests/b')).status).toBe(404); // no wait asked: nothing to hold
+    hub.publish('kept', '{"kept":true}');
+    expect((await app.request('/requests/kept?wait=5s')).status).toBe(200);
+    hub.publish('a', '{"a":true}');
+    expect((await first).status).toBe(200);
+  });
+
   it('refuses a wait that is not a Go duration, naming the parameter', async () => {
-    const res = await api({ hub: new Hub<string>({ maxEntries: 1, ttlMs: 1 }) }).request(
+    const res = await api({ hub: new Hub<string>({ maxBytes: 1 << 20, ttlMs: 1 }) }).request(
       '/requests/x?wait=soon',
     );
     expect(res.status).toBe(400);

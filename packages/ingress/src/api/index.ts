@@ -177,6 +177,10 @@ async function getResult(c: Context<Env>, parts: ApiParts, settings: ApiSettings
   const wait = waitMs(c.req.query('wait'), settings.longPollMaxMs);
   if (typeof wait === 'string')
     return problem(c, 400, 'invalid_request', `wait: ${wait}`, [{ path: 'wait', message: wait }]);
+  if (wait > 0 && hub.crowded() && hub.peek(id) === undefined) {
+    c.header('Retry-After', '1');
+    return problem(c, 503, 'overloaded', 'too many callers are waiting on this sync-gateway; retry later');
+  }
   const json = await hub.wait(id, { timeoutMs: parts.closing ? 0 : wait, signal: c.req.raw.signal });
   return reply(c, id, json, 'poll');
 }

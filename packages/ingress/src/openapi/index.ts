@@ -104,7 +104,7 @@ const GET_REQUEST: Json = {
   operationId: 'getResult',
   summary: 'Long-poll the result of a request',
   description:
-    'Answers from the sync-gateway: a result that already passed (kept for SYNC_CACHE_TTL, bounded by SYNC_CACHE_SIZE), else waits up to `wait` for it.',
+    'Answers from the sync-gateway: a result that already passed (kept for SYNC_CACHE_TTL, bounded by SYNC_CACHE_MAX_BYTES), else waits up to `wait` for it.',
   parameters: [
     { name: 'id', in: 'path', required: true, description: 'meta.requestId', schema: { type: 'string' } },
     {
@@ -123,6 +123,12 @@ const GET_REQUEST: Json = {
       description:
         'No result yet (still pending, unknown, or older than the recent-results cache). Ask again with `wait`.',
       content: json('Pending'),
+    },
+    '503': {
+      ...problem(
+        'Too many callers already wait on this sync-gateway (SYNC_MAX_WAITERS) and the result is not kept yet. Retry later.',
+      ),
+      headers: { 'Retry-After': retryAfter('Seconds to wait before retrying.') },
     },
   },
 };

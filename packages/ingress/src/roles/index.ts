@@ -35,7 +35,11 @@ export const syncGatewayRole = {
   async start(ctx: RoleContext): Promise<HttpRoleHandle> {
     const { deps, config, logger } = ctx;
     await deps.topics();
-    const hub = new Hub<string>({ maxEntries: config.syncCacheSize, ttlMs: config.syncCacheTtl });
+    const hub = new Hub<string>({
+      maxBytes: config.syncCacheMaxBytes,
+      ttlMs: config.syncCacheTtl,
+      maxWaiters: config.syncMaxWaiters,
+    });
     const following = await followResults({
       kafka: deps.kafka(),
       topic: config.topicOut,

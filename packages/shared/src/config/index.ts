@@ -302,11 +302,17 @@ export const CONFIG_VARIABLES = {
     goDuration,
     'how long a sync call waits before 202 + Location',
   ),
-  syncCacheSize: variable(
-    'SYNC_CACHE_SIZE',
+  syncCacheMaxBytes: variable(
+    'SYNC_CACHE_MAX_BYTES',
+    '67108864',
+    positiveInt,
+    'bytes of results the sync-gateway keeps for callers that ask after the fact (LRU; result JSON + ~256 B per entry); a bigger result still answers the callers waiting for it, but is not kept',
+  ),
+  syncMaxWaiters: variable(
+    'SYNC_MAX_WAITERS',
     '10000',
     positiveInt,
-    'results the sync-gateway keeps for callers that ask after the fact (LRU entries)',
+    'callers one sync-gateway holds waiting at once (sync calls and long-polls); beyond it a sync call gets 202 + Location at once and a long-poll 503 + Retry-After',
   ),
   syncCacheTtl: variable(
     'SYNC_CACHE_TTL',
