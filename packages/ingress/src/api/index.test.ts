@@ -58,6 +58,26 @@ describe('POST /request refusals', () => {
     expect(problem.detail).toContain('retires');
   });
 
+  it('answers 415 unless the body is declared JSON: no cross-site form or text/plain submission', async () => {
+    const refused = ['text/plain', 'text/plain;charset=UTF-8', 'application/x-www-form-urlencoded'];
+    refused.push('multipart/form-data; boundary=x', 'application/jsonp');
+    for (const type of refused) {
+      const res = await api(parts).request('/request', post(JSON.stringify(VALID), { 'content-type': type }));
+      expect(res.status, type).toBe(415);
+      expect(res.headers.get('content-type')).toBe('application/problem+json');
+      expect(await res.json()).toMatchObject({ status: 415, code: 'unsupported_media_type' });
+    }
+    const bare = await api(parts).request('/request', {
+      method: 'POST',
+      body: new Blob([JSON.stringify(VALID)]),
+    });
+    expect(bare.status).toBe(415);
+    for (const type of ['application/json', 'Application/JSON; charset=utf-8', 'application/vnd.x+json']) {
+      const res = await api(parts).request('/request', post(JSON.stringify(VALID), { 'content-type': type }));
+      expect(res.status, type).toBe(202);
+    }
+  });
+
   it('answers 413 above the body limit', async () => {
     const big = JSON.stringify({ ...VALID, pad: 'x'.repeat(SETTINGS.maxBodyBytes) });
     const res = await api(parts).request('/request', post(big));

@@ -13,7 +13,7 @@ import {
 import { type Context, Hono } from 'hono';
 import { requestId } from 'hono/request-id';
 import { routePath } from 'hono/route';
-import { readJsonBody } from '../body/index.ts';
+import { isJsonMediaType, readJsonBody } from '../body/index.ts';
 import type { Hub } from '../hub/index.ts';
 import { openApiDocument } from '../openapi/index.ts';
 
@@ -116,6 +116,11 @@ function routeLabel(c: Context<Env>): string {
 async function submitRequest(c: Context<Env>, parts: ApiParts, settings: ApiSettings): Promise<Response> {
   const submit = parts.submit;
   if (!submit) return notServed(c, 'POST /request', 'ingress');
+  const contentType = c.req.header('content-type');
+  if (!isJsonMediaType(contentType)) {
+    const got = contentType ? `got ${JSON.stringify(contentType.slice(0, 100))}` : 'none was given';
+    return problem(c, 415, 'unsupported_media_type', `Content-Type must be application/json; ${got}`);
+  }
   const body = await readJsonBody(c.req.raw, settings.maxBodyBytes);
   if (!body.ok) {
     return problem(
@@ -258,7 +263,7 @@ function notServed(c: Context<Env>, route: string, role: string): Response {
 /** An RFC 9457 problem body; `code` is the stable machine code of RequesterError. */
 function problem(
   c: Context<Env>,
-  status: 400 | 404 | 413 | 500 | 503,
+  status: 400 | 404 | 409 | 413 | 415 | 500 | 503,
   code: string,
   detail: string,
   issues?: ReadonlyArray<{ path: string; message: string }>,
@@ -277,7 +282,9 @@ function problem(
 const TITLES: Record<number, string> = {
   400: 'Bad Request',
   404: 'Not Found',
+  409: 'Conflict',
   413: 'Content Too Large',
+  415: 'Unsupported Media Type',
   500: 'Internal Server Error',
   503: 'Service Unavailable',
 };

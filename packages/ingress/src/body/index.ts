@@ -63,3 +63,13 @@ function decode(bytes: Uint8Array): string | undefined {
     return undefined;
   }
 }
+
+/**
+ * Whether a Content-Type names JSON: `application/json` or `application/<anything>+json`, with any
+ * parameters. The media types a browser may send cross-site without a CORS preflight (`text/plain`,
+ * forms) are not, so a web page cannot make a visitor's browser submit requests.
+ */
+export function isJsonMediaType(contentType: string | null | undefined): boolean {
+  const essence = contentType?.split(';', 1)[0]?.trim().toLowerCase() ?? '';
+  return essence === 'application/json' || /^application\/[\w.+-]+\+json$/.test(essence);
+}

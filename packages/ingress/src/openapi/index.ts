@@ -79,7 +79,7 @@ const POST_REQUEST: Json = {
   operationId: 'submitRequest',
   summary: 'Submit a request for execution',
   description:
-    'Validates the envelope, stamps `createdAt` and (when missing) `meta.traceparent`, and writes it to the `in` topic (key: `meta.partition`, else `meta.requestId`) with acknowledgement from every in-sync replica. Nothing is accepted that was not written. With `meta.sync: true` the call waits for the result up to the sync budget.',
+    'The body must be sent as `Content-Type: application/json`. Validates the envelope, stamps `createdAt` and (when missing) `meta.traceparent`, and writes it to the `in` topic (key: `meta.partition`, else `meta.requestId`) with acknowledgement from every in-sync replica. Nothing is accepted that was not written. With `meta.sync: true` the call waits for the result up to the sync budget.',
   requestBody: { required: true, content: json('RequestEnvelope') },
   responses: {
     '200': RESULT_200,
@@ -93,6 +93,9 @@ const POST_REQUEST: Json = {
     },
     '400': problem('Malformed JSON, or an envelope that breaks the contract (every bad field is named).'),
     '413': problem('The body is larger than MAX_BODY_BYTES.'),
+    '415': problem(
+      'The Content-Type is not `application/json` (or `application/…+json`); forms and text/plain are refused.',
+    ),
     '503': {
       ...problem('Kafka did not acknowledge the write in time; nothing was accepted. Retry later.'),
       headers: { 'Retry-After': retryAfter('Seconds to wait before retrying.') },
