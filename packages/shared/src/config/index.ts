@@ -72,6 +72,30 @@ export class SecretText {
 }
 const secretText = z.string().transform((text) => new SecretText(text));
 
+const REDACTED = '[redacted]';
+/**
+ * Each URL of a text after its `//`, up to a list separator. Not cut at the path: a password
+ * written with an unencoded `/` must not leak (an `@` later in a path over-masks, which is harmless).
+ */
+const URL_AUTHORITY = /\/\/([^,\s]*)/g;
+
+/**
+ * A configuration value as it may be shown (`requester config --effective`, error messages): a
+ * SecretText as `[redacted]`, and in text the password of every URL (`scheme://user:password@host`,
+ * also with an empty user as in `redis://:password@host`, and each seed of a comma-separated list)
+ * replaced by `[redacted]`. Other values pass unchanged.
+ */
+export function redactConfigValue(value: unknown): unknown {
+  if (value instanceof SecretText) return REDACTED;
+  if (typeof value !== 'string') return value;
+  return value.replace(URL_AUTHORITY, (whole, authority: string) => {
+    const at = authority.lastIndexOf('@');
+    const colon = authority.indexOf(':');
+    if (at < 0 || colon < 0 || colon > at) return whole;
+    return `//${authority.slice(0, colon + 1)}${REDACTED}${authority.slice(at)}`;
+  });
+}
+
 interface VariableSpec {
   env: string;
   default: string | undefined;
@@ -353,7 +377,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
     if (parsed.success) values[key] = parsed.data;
     else
       problems.push(
-        `${spec.env}=${JSON.stringify(raw)}: ${parsed.error.issues.map((i) => i.message).join(', ')}`,
+        `${spec.env}=${JSON.stringify(redactConfigValue(raw))}: ${parsed.error.issues.map((i) => i.message).join(', ')}`,
       );
   }
   if (problems.length > 0)
