@@ -216,6 +216,9 @@ describe('executor delivery policies (end to end)', () => {
       const first = await resultsOf(burst);
       const storedBy = Date.now(); // results are written after the fill stored the answer
       expect(h.callsWith(run)).toHaveLength(1);
+      // Each result says how it was answered: one made the call, the others joined it or hit.
+      expect(first.filter((r) => !r.meta.cached && !r.meta.coalesced)).toHaveLength(1);
+      expect(first.filter((r) => r.meta.cached && r.meta.coalesced)).toHaveLength(0);
       expect(new Set(first.map((r) => r.response.status))).toEqual(new Set([200]));
       expect(first.every((r) => r.meta.waitTime === 0)).toBe(true);
 
