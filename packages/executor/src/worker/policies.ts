@@ -149,7 +149,7 @@ export class Policies {
           progress: { ...progress, tryCount },
         };
       }
-      const result = callResult(envelope, tried, answer);
+      const result = callResult(envelope, tried, { ...answer, coalesced: fetched.shared });
       return { kind: 'result', result, label: outcomeLabel(tried), deadLetter: deadLetterOf(step) };
     } catch (err) {
       if (!(err instanceof RequesterError)) throw err;
