@@ -371,6 +371,28 @@ describe('executor delivery policies (end to end)', () => {
     });
   });
 
+  describe('signing of wake-ups', () => {
+    it('answers a wake-up naming an unknown key id with a 400 result, as a call; a known one wakes up', async () => {
+      const { queue } = h.startExecutor({
+        signingKeys: parseSigningKeys('hooks=text:a-plain-hmac-secret-456789'),
+      });
+      const run = uniqueName('wake-sign');
+      const wakeUp = (id: string, keyId: string) => ({
+        request: { uri: '', body: 'ring' },
+        meta: { requestId: `${run}-${id}`, signing: { keyId } },
+      });
+      const envelopes = [wakeUp('unknown', 'nobody'), wakeUp('known', 'hooks')];
+      await h.submit(queue, envelopes);
+      const [unknown, known] = await resultsOf(envelopes);
+      expect(unknown).toMatchObject({
+        response: { status: 400 },
+        meta: { tryCount: 0, error: { code: 'invalid_request', message: /unknown signing key id "nobody"/ } },
+      });
+      await h.until(() => h.deadLetters.get(`${run}-unknown`));
+      expect(known).toMatchObject({ response: { status: 200, body: 'ring' }, meta: { tryCount: 1 } });
+    });
+  });
+
   describe('waits beyond the horizon', () => {
     let pg: Awaited<ReturnType<typeof testPg>>;
     let outbox: Outbox;
