@@ -108,6 +108,36 @@ describe('POST /request refusals', () => {
   });
 });
 
+describe('requestId claims', () => {
+  it('answers 409 to a conflicting requestId and 503 when the check cannot be made, producing nothing', async () => {
+    const produced: string[] = [];
+    const submit = async (key: string) => {
+      produced.push(key);
+    };
+    const conflict = await api({ submit, claim: async () => 'conflict' }).request(
+      '/request',
+      post(JSON.stringify(VALID)),
+    );
+    expect(conflict.status).toBe(409);
+    expect(await conflict.json()).toMatchObject({ code: 'request_id_conflict' });
+    const down = await api({
+      submit,
+      claim: async () => {
+        throw new Error('Redis is away');
+      },
+    }).request('/request', post(JSON.stringify(VALID)));
+    expect(down.status).toBe(503);
+    expect(down.headers.get('retry-after')).toMatch(/^\d+$/);
+    expect(produced).toEqual([]);
+    const same = await api({ submit, claim: async () => 'same' }).request(
+      '/request',
+      post(JSON.stringify(VALID)),
+    );
+    expect(same.status).toBe(202);
+    expect(produced).toEqual(['r-1']);
+  });
+});
+
 describe('routing and correlation', () => {
   it('echoes a valid x-request-id and makes one when absent', async () => {
     const app = api({ submit: async () => {} });

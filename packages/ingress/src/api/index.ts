@@ -14,6 +14,7 @@ import { type Context, Hono } from 'hono';
 import { requestId } from 'hono/request-id';
 import { routePath } from 'hono/route';
 import { isJsonMediaType, readJsonBody } from '../body/index.ts';
+import { type ClaimRequestId, requestFingerprint } from '../claims/index.ts';
 import type { Hub } from '../hub/index.ts';
 import { openApiDocument } from '../openapi/index.ts';
 
@@ -33,6 +34,8 @@ export type Submit = (key: string, value: string) => Promise<void>;
 export interface ApiParts {
   /** Writes an accepted envelope to `in`; rejects unless Kafka acknowledged it (ingress role). */
   submit?: Submit;
+  /** Claims a requestId for one request within the dedup window (ingress role; absent = no check). */
+  claim?: ClaimRequestId;
   /** Results from `out` (sync-gateway role). */
   hub?: Hub<string>;
   /** Each role's logger, so a request's log lines carry the role that served it. */
@@ -135,6 +138,8 @@ async function submitRequest(c: Context<Env>, parts: ApiParts, settings: ApiSett
   const envelope = stamp(parsed.value);
   const id = envelope.meta.requestId;
   useLog(c, parts.ingressLog, id);
+  const refused = await claimRequestId(c, parts.claim, parsed.value, settings);
+  if (refused) return refused;
 
   // The waiter is registered before the produce: a result that comes back fast cannot slip past.
   const hub = envelope.meta.sync && !parts.closing ? parts.hub : undefined;
@@ -158,6 +163,41 @@ async function submitRequest(c: Context<Env>, parts: ApiParts, settings: ApiSett
   }
   if (!envelope.meta.sync) return c.json({ requestId: id }, 202);
   return reply(c, id, await result, 'sync');
+}
+
+/**
+ * Refuses a requestId that names a different request within the dedup window (409); a replay of
+ * the same request goes on (idempotent). When Redis does not answer nothing is accepted (503):
+ * accepting would drop the guarantee silently.
+ */
+async function claimRequestId(
+  c: Context<Env>,
+  claim: ClaimRequestId | undefined,
+  validated: RequestEnvelope,
+  settings: ApiSettings,
+): Promise<Response | undefined> {
+  if (!claim) return undefined;
+  const id = validated.meta.requestId;
+  let claimed: Awaited<ReturnType<ClaimRequestId>>;
+  try {
+    claimed = await claim(id, requestFingerprint(validated));
+  } catch (err) {
+    c.get('log').warn({ err }, 'Redis did not answer the requestId check; refused with 503');
+    c.header('Retry-After', String(settings.unavailableRetryAfterSeconds ?? 5));
+    return problem(
+      c,
+      503,
+      'dependency_unavailable',
+      'the requestId could not be checked; nothing was accepted, retry later',
+    );
+  }
+  if (claimed !== 'conflict') return undefined;
+  return problem(
+    c,
+    409,
+    'request_id_conflict',
+    `requestId ${JSON.stringify(id)} was already used by a different request; use a new requestId (an identical retry is accepted)`,
+  );
 }
 
 /**

@@ -41,7 +41,7 @@ describe('GET /openapi.json', () => {
 
     expect(
       Object.keys((doc.paths['/request'] as { post: { responses: Json } }).post.responses).sort(),
-    ).toEqual(['200', '202', '400', '413', '415', '503']);
+    ).toEqual(['200', '202', '400', '409', '413', '415', '503']);
     expect(
       Object.keys((doc.paths['/requests/{id}'] as { get: { responses: Json } }).get.responses).sort(),
     ).toEqual(['200', '400', '404', '503']);

@@ -92,12 +92,17 @@ const POST_REQUEST: Json = {
       content: json('Accepted'),
     },
     '400': problem('Malformed JSON, or an envelope that breaks the contract (every bad field is named).'),
+    '409': problem(
+      'meta.requestId was already used by a different request within the dedup window (QUEUE_DEDUP_WINDOW). An identical retry is accepted (202).',
+    ),
     '413': problem('The body is larger than MAX_BODY_BYTES.'),
     '415': problem(
       'The Content-Type is not `application/json` (or `application/…+json`); forms and text/plain are refused.',
     ),
     '503': {
-      ...problem('Kafka did not acknowledge the write in time; nothing was accepted. Retry later.'),
+      ...problem(
+        'Kafka did not acknowledge the write in time, or Redis did not answer the requestId check; nothing was accepted. Retry later.',
+      ),
       headers: { 'Retry-After': retryAfter('Seconds to wait before retrying.') },
     },
   },

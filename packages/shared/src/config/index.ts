@@ -185,7 +185,7 @@ export const CONFIG_VARIABLES = {
     'QUEUE_DEDUP_WINDOW',
     '1h',
     goDuration,
-    'how long an acked task id stays refused (replays of in); costs ~112 B per id in the window',
+    'how long an acked task id stays refused (replays of in; ~112 B of Redis per id), and how long the ingress remembers which request a requestId names (a different one is a 409; ~170 B of Redis per id)',
   ),
   queueHighWatermark: variable(
     'QUEUE_HIGH_WATERMARK',
