@@ -108,6 +108,35 @@ describe('POST /request refusals', () => {
   });
 });
 
+describe('request bodies in flight', () => {
+  it('holds at most maxBodyBytesInFlight of bodies at once, answering 503 past it, until Kafka has them', async () => {
+    let release!: () => void;
+    const kafkaBusy = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let reached!: () => void;
+    const submitting = new Promise<void>((resolve) => {
+      reached = resolve;
+    });
+    const submit = () => {
+      reached();
+      return kafkaBusy;
+    };
+    const app = createApi({ submit }, { ...SETTINGS, maxBodyBytesInFlight: 1_000 }, silent);
+    const body = (id: string) =>
+      JSON.stringify({ ...VALID, meta: { requestId: id, proxyData: 'x'.repeat(500) } }); // ~600 bytes
+    const first = app.request('/request', post(body('held')));
+    await submitting; // its body is read, and Kafka has not acknowledged it yet
+    const refused = await app.request('/request', post(body('refused')));
+    expect(refused.status).toBe(503);
+    expect(refused.headers.get('retry-after')).toBe('1');
+    expect(await refused.json()).toMatchObject({ code: 'overloaded' });
+    release();
+    expect((await first).status).toBe(202);
+    expect((await app.request('/request', post(body('after')))).status).toBe(202); // given back
+  });
+});
+
 describe('requestId claims', () => {
   it('answers 409 to a conflicting requestId and 503 when the check cannot be made, producing nothing', async () => {
     const produced: string[] = [];

@@ -13,7 +13,7 @@ import {
 import { type Context, Hono } from 'hono';
 import { requestId } from 'hono/request-id';
 import { routePath } from 'hono/route';
-import { isJsonMediaType, readJsonBody } from '../body/index.ts';
+import { ByteBudget, isJsonMediaType, readJsonBody } from '../body/index.ts';
 import { type ClaimRequestId, requestFingerprint } from '../claims/index.ts';
 import type { Hub } from '../hub/index.ts';
 import { openApiDocument } from '../openapi/index.ts';
@@ -47,6 +47,8 @@ export interface ApiParts {
 
 export interface ApiSettings {
   maxBodyBytes: number;
+  /** Bytes of request bodies read and handled at once (MAX_BODY_BYTES_IN_FLIGHT); default unbounded. */
+  maxBodyBytesInFlight?: number;
   syncTimeoutMs: number;
   longPollMaxMs: number;
   /** Retry-After of a 503 (seconds). */
@@ -73,7 +75,8 @@ export function createApi(parts: ApiParts, settings: ApiSettings, logger: Logger
   // x-request-id: the caller's correlation id (or a fresh one), echoed and put on every log line.
   app.use(requestId());
   app.use(observe(parts, logger));
-  app.post('/request', (c) => submitRequest(c, parts, settings));
+  const bodies = new ByteBudget(settings.maxBodyBytesInFlight ?? Number.POSITIVE_INFINITY);
+  app.post('/request', (c) => submitRequest(c, parts, settings, bodies));
   app.get('/requests/:id', (c) => getResult(c, parts, settings));
   app.get('/openapi.json', (c) => c.json(openApiDocument()));
   app.notFound((c) => problem(c, 404, 'not_found', `no route ${c.req.method} ${c.req.path}`));
@@ -116,7 +119,12 @@ function routeLabel(c: Context<Env>): string {
   return path === '/*' || path === '*' || path === '' ? 'unmatched' : path;
 }
 
-async function submitRequest(c: Context<Env>, parts: ApiParts, settings: ApiSettings): Promise<Response> {
+async function submitRequest(
+  c: Context<Env>,
+  parts: ApiParts,
+  settings: ApiSettings,
+  bodies: ByteBudget,
+): Promise<Response> {
   const submit = parts.submit;
   if (!submit) return notServed(c, 'POST /request', 'ingress');
   const contentType = c.req.header('content-type');
@@ -124,16 +132,40 @@ async function submitRequest(c: Context<Env>, parts: ApiParts, settings: ApiSett
     const got = contentType ? `got ${JSON.stringify(contentType.slice(0, 100))}` : 'none was given';
     return problem(c, 415, 'unsupported_media_type', `Content-Type must be application/json; ${got}`);
   }
-  const body = await readJsonBody(c.req.raw, settings.maxBodyBytes);
+  const body = await readJsonBody(c.req.raw, settings.maxBodyBytes, bodies);
   if (!body.ok) {
-    return problem(
-      c,
-      body.status,
-      body.status === 413 ? 'payload_too_large' : 'invalid_request',
-      body.message,
-    );
+    if (body.status === 503) c.header('Retry-After', '1');
+    return problem(c, body.status, BODY_CODES[body.status], body.message);
   }
-  const parsed = safeParseRequestEnvelope(body.value);
+  let accepted: Accepted | Response;
+  try {
+    accepted = await accept(c, parts, settings, submit, body.value);
+  } finally {
+    // The body's bytes are held until Kafka has its copy, not during a sync wait.
+    bodies.give(body.bytes);
+  }
+  if (accepted instanceof Response) return accepted;
+  if (!accepted.result) return c.json({ requestId: accepted.id }, 202);
+  return reply(c, accepted.id, await accepted.result, 'sync');
+}
+
+const BODY_CODES = { 400: 'invalid_request', 413: 'payload_too_large', 503: 'overloaded' } as const;
+
+/** A request written to `in`; `result` is the sync wait for it, when the caller waits. */
+interface Accepted {
+  id: string;
+  result: Promise<string | undefined> | undefined;
+}
+
+/** Validates, checks the requestId, and writes to `in`; a Response when it refuses. */
+async function accept(
+  c: Context<Env>,
+  parts: ApiParts,
+  settings: ApiSettings,
+  submit: Submit,
+  input: unknown,
+): Promise<Accepted | Response> {
+  const parsed = safeParseRequestEnvelope(input);
   if (!parsed.ok) return problem(c, 400, 'invalid_request', parsed.error.message, parsed.error.issues);
   const envelope = stamp(parsed.value);
   const id = envelope.meta.requestId;
@@ -161,8 +193,7 @@ async function submitRequest(c: Context<Env>, parts: ApiParts, settings: ApiSett
       'the request could not be written to Kafka; nothing was accepted, retry later',
     );
   }
-  if (!envelope.meta.sync) return c.json({ requestId: id }, 202);
-  return reply(c, id, await result, 'sync');
+  return { id, result: envelope.meta.sync ? (result ?? Promise.resolve(undefined)) : undefined };
 }
 
 /**

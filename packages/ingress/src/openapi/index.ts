@@ -101,7 +101,7 @@ const POST_REQUEST: Json = {
     ),
     '503': {
       ...problem(
-        'Kafka did not acknowledge the write in time, or Redis did not answer the requestId check; nothing was accepted. Retry later.',
+        'Kafka did not acknowledge the write in time, Redis did not answer the requestId check, or too many request bytes are in flight on this instance (MAX_BODY_BYTES_IN_FLIGHT); nothing was accepted. Retry later.',
       ),
       headers: { 'Retry-After': retryAfter('Seconds to wait before retrying.') },
     },

@@ -51,6 +51,7 @@ async function listen(ctx: RoleContext, parts: ApiParts): Promise<SharedServer> 
     parts,
     {
       maxBodyBytes: config.maxBodyBytes,
+      maxBodyBytesInFlight: config.maxBodyBytesInFlight,
       syncTimeoutMs: config.syncTimeout,
       longPollMaxMs: config.longPollMax,
     },

@@ -228,6 +228,12 @@ export const CONFIG_VARIABLES = {
     positiveInt,
     'largest accepted request envelope (HTTP 413 above)',
   ),
+  maxBodyBytesInFlight: variable(
+    'MAX_BODY_BYTES_IN_FLIGHT',
+    '67108864',
+    positiveInt,
+    'bytes of request bodies one ingress reads and handles at once, until Kafka has them (the heap holds a few times that: raw, text, parsed, re-serialized); a body that finds them taken is cut off with 503 + Retry-After',
+  ),
   shutdownTimeout: variable('SHUTDOWN_TIMEOUT', '30s', goDuration, 'bound on graceful shutdown before exit'),
   redisHorizon: variable(
     'REDIS_HORIZON',
