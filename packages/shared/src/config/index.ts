@@ -248,6 +248,12 @@ export const CONFIG_VARIABLES = {
     goDuration,
     'lease of a task being executed; renewed every third of it, reclaimed by others when it lapses',
   ),
+  executorRecordCacheBytes: variable(
+    'EXECUTOR_RECORD_CACHE_BYTES',
+    '33554432',
+    nonNegativeInt,
+    'bytes of `in` records an executor keeps after reading them by offset (a batch brings neighbours, retries re-read); 0 = none',
+  ),
   targetConnectTimeout: variable(
     'TARGET_CONNECT_TIMEOUT',
     '5s',
