@@ -34,6 +34,7 @@ export const executorRole: RoleDefinition = {
       brokers: config.kafkaBrokers,
       clientId: config.kafkaClientId,
       logger,
+      cacheBytes: config.executorRecordCacheBytes,
     });
     const http = createHttpClient({
       connectTimeoutMs: config.targetConnectTimeout,

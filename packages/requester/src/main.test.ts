@@ -58,6 +58,20 @@ describe('requester CLI', () => {
     expect(stdout).toMatch(/\| `KAFKA_BROKERS` \| `127\.0\.0\.1:9092` \|/);
   });
 
+  it('config --effective hides the password of every URL and every secret', async () => {
+    const { code, stdout } = await requester(['config', '--effective'], {
+      REDIS_URL: 'redis://:redis-pw-1@127.0.0.1:6379',
+      DATABASE_URL: 'postgres://app:pg-pw-2@127.0.0.1:5432/requester',
+      SIGNING_KEYS: 'k=text:signing-secret-3456789',
+    }).exit;
+    expect(code).toBe(0);
+    const shown = JSON.parse(stdout) as Record<string, string>;
+    expect(shown['REDIS_URL']).toBe('redis://:[redacted]@127.0.0.1:6379');
+    expect(shown['DATABASE_URL']).toBe('postgres://app:[redacted]@127.0.0.1:5432/requester');
+    expect(shown['SIGNING_KEYS']).toBe('[redacted]');
+    for (const secret of ['redis-pw-1', 'pg-pw-2', 'signing-secret']) expect(stdout).not.toContain(secret);
+  });
+
   it('becomes ready, then exits 0 on SIGTERM within the shutdown timeout', async () => {
     const name = uniqueName('cli');
     const adminPort = String(20000 + Math.floor(Math.random() * 20000));

@@ -30,6 +30,8 @@ export interface ResultProgress {
   waitTimeNs?: number;
   /** Answered from the response cache. */
   cached?: boolean;
+  /** The outcome of another request's call to the target (joined in flight): `meta.coalesced`. */
+  coalesced?: boolean;
 }
 
 /** The result of one call: the target's answer, or a synthetic 5xx naming the failure. */
@@ -42,6 +44,7 @@ export function callResult(
     tryCount: progress.tryCount,
     timeNs: outcome.durationNs,
     waitTimeNs: progress.waitTimeNs ?? 0,
+    coalesced: progress.coalesced ?? false,
     proxyData: envelope.meta.proxyData,
   };
   if (outcome.kind === 'response') {

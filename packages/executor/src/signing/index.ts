@@ -156,13 +156,7 @@ export function signRequest(
   keys: SigningKeys,
   nowMs: number = Date.now(),
 ): HttpCall {
-  const key = keysOf(keys).get(signing.keyId);
-  if (!key) {
-    const shown = JSON.stringify(signing.keyId.slice(0, 128));
-    throw new RequesterError('invalid_request', `unknown signing key id ${shown}`, {
-      details: { field: 'meta.signing.keyId' },
-    });
-  }
+  const key = keyOf(keys, signing.keyId);
   const headers = Object.fromEntries(
     Object.entries(call.headers).filter(([name]) => !SIGNATURE_HEADERS.includes(name.toLowerCase())),
   );
@@ -180,6 +174,25 @@ export function signRequest(
       .join(' ');
   }
   return { ...call, headers };
+}
+
+/**
+ * The keys, when they hold `keyId`; else the error a request naming it gets (also a wake-up, which
+ * signs nothing): `invalid_config` when this executor has no keys, `invalid_request` for an unknown id.
+ */
+export function requireSigningKey(keys: SigningKeys | undefined, keyId: string): SigningKeys {
+  if (!keys) throw new RequesterError('invalid_config', 'this executor has no signing keys (SIGNING_KEYS)');
+  keyOf(keys, keyId);
+  return keys;
+}
+
+function keyOf(keys: SigningKeys, keyId: string): SigningKey {
+  const key = keysOf(keys).get(keyId);
+  if (key) return key;
+  const shown = JSON.stringify(keyId.slice(0, 128));
+  throw new RequesterError('invalid_request', `unknown signing key id ${shown}`, {
+    details: { field: 'meta.signing.keyId' },
+  });
 }
 
 /** `msg_` + the request's Idempotency-Key UUID: one message id per request, across retries and executors. */

@@ -9,7 +9,6 @@ import {
   type FetchOutcome,
   invalidRequestResult,
   isMessageTooLargeError,
-  isWakeUp,
   kafkaKeyFor,
   type Logger,
   type Message,
@@ -24,7 +23,6 @@ import {
   type ResultEnvelope,
   sourcedResult,
   taskId,
-  wakeUpResult,
 } from '@requester/shared';
 import pLimit, { type LimitFunction } from 'p-limit';
 import { deadLetterMessage } from '../dlq/index.ts';
@@ -251,10 +249,6 @@ export class Executor {
       const parsed = this.parse(fetched.record.value, requestId, job.task.tryCount);
       if (!parsed.ok) return this.unprocessable(job, fetched.record, parsed.result);
       const { envelope } = parsed;
-      if (isWakeUp(envelope)) {
-        const answer = { tryCount: progress.tryCount + 1, waitTimeNs: msToNs(progress.waitedMs) };
-        return deliver(wakeUpResult(envelope, answer), 'wake_up');
-      }
       return this.settlementOf(job, envelope, await this.policies.attempt(envelope, progress, log));
     } catch (err) {
       log.error({ err }, 'executor failed on a task: answering with an internal error');

@@ -216,6 +216,9 @@ describe('executor delivery policies (end to end)', () => {
       const first = await resultsOf(burst);
       const storedBy = Date.now(); // results are written after the fill stored the answer
       expect(h.callsWith(run)).toHaveLength(1);
+      // Each result says how it was answered: one made the call, the others joined it or hit.
+      expect(first.filter((r) => !r.meta.cached && !r.meta.coalesced)).toHaveLength(1);
+      expect(first.filter((r) => r.meta.cached && r.meta.coalesced)).toHaveLength(0);
       expect(new Set(first.map((r) => r.response.status))).toEqual(new Set([200]));
       expect(first.every((r) => r.meta.waitTime === 0)).toBe(true);
 
@@ -365,6 +368,28 @@ describe('executor delivery policies (end to end)', () => {
       ].join('\n');
       expect(log.text()).toContain(`${run}-unknown`); // the log did record this work
       for (const secret of secretTexts) expect(written).not.toContain(secret);
+    });
+  });
+
+  describe('signing of wake-ups', () => {
+    it('answers a wake-up naming an unknown key id with a 400 result, as a call; a known one wakes up', async () => {
+      const { queue } = h.startExecutor({
+        signingKeys: parseSigningKeys('hooks=text:a-plain-hmac-secret-456789'),
+      });
+      const run = uniqueName('wake-sign');
+      const wakeUp = (id: string, keyId: string) => ({
+        request: { uri: '', body: 'ring' },
+        meta: { requestId: `${run}-${id}`, signing: { keyId } },
+      });
+      const envelopes = [wakeUp('unknown', 'nobody'), wakeUp('known', 'hooks')];
+      await h.submit(queue, envelopes);
+      const [unknown, known] = await resultsOf(envelopes);
+      expect(unknown).toMatchObject({
+        response: { status: 400 },
+        meta: { tryCount: 0, error: { code: 'invalid_request', message: /unknown signing key id "nobody"/ } },
+      });
+      await h.until(() => h.deadLetters.get(`${run}-unknown`));
+      expect(known).toMatchObject({ response: { status: 200, body: 'ring' }, meta: { tryCount: 1 } });
     });
   });
 

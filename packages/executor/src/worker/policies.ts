@@ -2,6 +2,7 @@ import {
   attemptsInBudget,
   errorResult,
   inSpan,
+  isWakeUp,
   type LimiterSpec,
   type Logger,
   msToNs,
@@ -9,6 +10,7 @@ import {
   RequesterError,
   type ResultEnvelope,
   type Span,
+  wakeUpResult,
 } from '@requester/shared';
 import {
   type Admission,
@@ -24,7 +26,7 @@ import { toHttpCall } from '../http/request.ts';
 import { type LimitDecision, limiterWindows, type RateLimiter } from '../limiter/index.ts';
 import { executorMetrics as metrics, outcomeLabel } from '../metrics.ts';
 import { callResult } from '../result/index.ts';
-import { type SigningKeys, signRequest } from '../signing/index.ts';
+import { requireSigningKey, type SigningKeys, signRequest } from '../signing/index.ts';
 import { batched } from './batch.ts';
 import {
   breakerStep,
@@ -133,6 +135,7 @@ export class Policies {
     const tryCount = progress.tryCount + 1;
     const answer = { tryCount, waitTimeNs: msToNs(progress.waitedMs) };
     try {
+      if (isWakeUp(envelope)) return this.wakeUp(envelope, answer);
       const fetched = await this.fetch(envelope, tryCount, log);
       if (fetched.cached) {
         const result = callResult(envelope, fetched.outcome, { ...answer, cached: true });
@@ -157,7 +160,7 @@ export class Policies {
           progress: { ...progress, tryCount },
         };
       }
-      const result = callResult(envelope, tried, answer);
+      const result = callResult(envelope, tried, { ...answer, coalesced: fetched.shared });
       return { kind: 'result', result, label: outcomeLabel(tried), deadLetter: deadLetterOf(step) };
     } catch (err) {
       if (!(err instanceof RequesterError)) throw err;
@@ -239,13 +242,15 @@ export class Policies {
     const call = toHttpCall(envelope);
     const signing = envelope.meta.signing;
     if (!signing) return call;
-    if (!this.modules.signingKeys)
-      throw new RequesterError('invalid_config', 'this executor has no signing keys (SIGNING_KEYS)');
-    return signRequest(
-      call,
-      { keyId: signing.keyId, requestId: envelope.meta.requestId },
-      this.modules.signingKeys,
-    );
+    const keys = requireSigningKey(this.modules.signingKeys, signing.keyId);
+    return signRequest(call, { keyId: signing.keyId, requestId: envelope.meta.requestId }, keys);
+  }
+
+  /** A wake-up calls nobody, but the signing key it names must exist, as for a call. */
+  private wakeUp(envelope: RequestEnvelope, answer: { tryCount: number; waitTimeNs: number }): Ending {
+    const signing = envelope.meta.signing;
+    if (signing) requireSigningKey(this.modules.signingKeys, signing.keyId);
+    return { kind: 'result', result: wakeUpResult(envelope, answer), label: 'wake_up' };
   }
 
   private async limit(spec: LimiterSpec | undefined): Promise<GateStep> {

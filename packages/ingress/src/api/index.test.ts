@@ -58,6 +58,26 @@ describe('POST /request refusals', () => {
     expect(problem.detail).toContain('retires');
   });
 
+  it('answers 415 unless the body is declared JSON: no cross-site form or text/plain submission', async () => {
+    const refused = ['text/plain', 'text/plain;charset=UTF-8', 'application/x-www-form-urlencoded'];
+    refused.push('multipart/form-data; boundary=x', 'application/jsonp');
+    for (const type of refused) {
+      const res = await api(parts).request('/request', post(JSON.stringify(VALID), { 'content-type': type }));
+      expect(res.status, type).toBe(415);
+      expect(res.headers.get('content-type')).toBe('application/problem+json');
+      expect(await res.json()).toMatchObject({ status: 415, code: 'unsupported_media_type' });
+    }
+    const bare = await api(parts).request('/request', {
+      method: 'POST',
+      body: new Blob([JSON.stringify(VALID)]),
+    });
+    expect(bare.status).toBe(415);
+    for (const type of ['application/json', 'Application/JSON; charset=utf-8', 'application/vnd.x+json']) {
+      const res = await api(parts).request('/request', post(JSON.stringify(VALID), { 'content-type': type }));
+      expect(res.status, type).toBe(202);
+    }
+  });
+
   it('answers 413 above the body limit', async () => {
     const big = JSON.stringify({ ...VALID, pad: 'x'.repeat(SETTINGS.maxBodyBytes) });
     const res = await api(parts).request('/request', post(big));
@@ -75,7 +95,7 @@ describe('POST /request refusals', () => {
     const connecting = producer.connect();
     connecting.catch(() => {});
     const submit = kafkaSubmit(() => connecting.then(() => producer), 't-never.in', 300);
-    const hub = new Hub<string>({ maxEntries: 10, ttlMs: 60_000 });
+    const hub = new Hub<string>({ maxBytes: 1 << 20, ttlMs: 60_000 });
     for (const sync of [false, true]) {
       const body = JSON.stringify({ ...VALID, meta: { ...VALID.meta, sync } });
       const res = await api({ submit, hub }).request('/request', post(body));
@@ -85,6 +105,65 @@ describe('POST /request refusals', () => {
     }
     expect(hub.waiting()).toBe(0); // the sync waiter was dropped with the refusal
     await producer.disconnect().catch(() => {});
+  });
+});
+
+describe('request bodies in flight', () => {
+  it('holds at most maxBodyBytesInFlight of bodies at once, answering 503 past it, until Kafka has them', async () => {
+    let release!: () => void;
+    const kafkaBusy = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let reached!: () => void;
+    const submitting = new Promise<void>((resolve) => {
+      reached = resolve;
+    });
+    const submit = () => {
+      reached();
+      return kafkaBusy;
+    };
+    const app = createApi({ submit }, { ...SETTINGS, maxBodyBytesInFlight: 1_000 }, silent);
+    const body = (id: string) =>
+      JSON.stringify({ ...VALID, meta: { requestId: id, proxyData: 'x'.repeat(500) } }); // ~600 bytes
+    const first = app.request('/request', post(body('held')));
+    await submitting; // its body is read, and Kafka has not acknowledged it yet
+    const refused = await app.request('/request', post(body('refused')));
+    expect(refused.status).toBe(503);
+    expect(refused.headers.get('retry-after')).toBe('1');
+    expect(await refused.json()).toMatchObject({ code: 'overloaded' });
+    release();
+    expect((await first).status).toBe(202);
+    expect((await app.request('/request', post(body('after')))).status).toBe(202); // given back
+  });
+});
+
+describe('requestId claims', () => {
+  it('answers 409 to a conflicting requestId and 503 when the check cannot be made, producing nothing', async () => {
+    const produced: string[] = [];
+    const submit = async (key: string) => {
+      produced.push(key);
+    };
+    const conflict = await api({ submit, claim: async () => 'conflict' }).request(
+      '/request',
+      post(JSON.stringify(VALID)),
+    );
+    expect(conflict.status).toBe(409);
+    expect(await conflict.json()).toMatchObject({ code: 'request_id_conflict' });
+    const down = await api({
+      submit,
+      claim: async () => {
+        throw new Error('Redis is away');
+      },
+    }).request('/request', post(JSON.stringify(VALID)));
+    expect(down.status).toBe(503);
+    expect(down.headers.get('retry-after')).toMatch(/^\d+$/);
+    expect(produced).toEqual([]);
+    const same = await api({ submit, claim: async () => 'same' }).request(
+      '/request',
+      post(JSON.stringify(VALID)),
+    );
+    expect(same.status).toBe(202);
+    expect(produced).toEqual(['r-1']);
   });
 });
 
@@ -100,7 +179,7 @@ describe('routing and correlation', () => {
   });
 
   it('says which role serves a route that does not run here', async () => {
-    const onlyGateway = api({ hub: new Hub<string>({ maxEntries: 1, ttlMs: 1 }) });
+    const onlyGateway = api({ hub: new Hub<string>({ maxBytes: 1 << 20, ttlMs: 1 }) });
     const post404 = await onlyGateway.request('/request', post(JSON.stringify(VALID)));
     expect(post404.status).toBe(404);
     expect(await post404.json()).toMatchObject({ detail: /ingress role/ });
@@ -109,8 +188,23 @@ describe('routing and correlation', () => {
     expect(await get404.json()).toMatchObject({ detail: /sync-gateway role/ });
   });
 
+  it('answers a long-poll 503 + Retry-After once SYNC_MAX_WAITERS callers wait, unless its result is kept', async () => {
+    const hub = new Hub<string>({ maxBytes: 1 << 20, ttlMs: 60_000, maxWaiters: 1 });
+    const app = api({ hub });
+    const first = app.request('/requests/a?wait=5s');
+    const crowded = await app.request('/requests/b?wait=5s');
+    expect(crowded.status).toBe(503);
+    expect(crowded.headers.get('retry-after')).toBe('1');
+    expect(await crowded.json()).toMatchObject({ code: 'overloaded' });
+    expect((await app.request('/requests/b')).status).toBe(404); // no wait asked: nothing to hold
+    hub.publish('kept', '{"kept":true}');
+    expect((await app.request('/requests/kept?wait=5s')).status).toBe(200);
+    hub.publish('a', '{"a":true}');
+    expect((await first).status).toBe(200);
+  });
+
   it('refuses a wait that is not a Go duration, naming the parameter', async () => {
-    const res = await api({ hub: new Hub<string>({ maxEntries: 1, ttlMs: 1 }) }).request(
+    const res = await api({ hub: new Hub<string>({ maxBytes: 1 << 20, ttlMs: 1 }) }).request(
       '/requests/x?wait=soon',
     );
     expect(res.status).toBe(400);

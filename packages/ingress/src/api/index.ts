@@ -13,7 +13,8 @@ import {
 import { type Context, Hono } from 'hono';
 import { requestId } from 'hono/request-id';
 import { routePath } from 'hono/route';
-import { readJsonBody } from '../body/index.ts';
+import { ByteBudget, isJsonMediaType, readJsonBody } from '../body/index.ts';
+import { type ClaimRequestId, requestFingerprint } from '../claims/index.ts';
 import type { Hub } from '../hub/index.ts';
 import { openApiDocument } from '../openapi/index.ts';
 
@@ -33,6 +34,8 @@ export type Submit = (key: string, value: string) => Promise<void>;
 export interface ApiParts {
   /** Writes an accepted envelope to `in`; rejects unless Kafka acknowledged it (ingress role). */
   submit?: Submit;
+  /** Claims a requestId for one request within the dedup window (ingress role; absent = no check). */
+  claim?: ClaimRequestId;
   /** Results from `out` (sync-gateway role). */
   hub?: Hub<string>;
   /** Each role's logger, so a request's log lines carry the role that served it. */
@@ -44,6 +47,8 @@ export interface ApiParts {
 
 export interface ApiSettings {
   maxBodyBytes: number;
+  /** Bytes of request bodies read and handled at once (MAX_BODY_BYTES_IN_FLIGHT); default unbounded. */
+  maxBodyBytesInFlight?: number;
   syncTimeoutMs: number;
   longPollMaxMs: number;
   /** Retry-After of a 503 (seconds). */
@@ -70,7 +75,8 @@ export function createApi(parts: ApiParts, settings: ApiSettings, logger: Logger
   // x-request-id: the caller's correlation id (or a fresh one), echoed and put on every log line.
   app.use(requestId());
   app.use(observe(parts, logger));
-  app.post('/request', (c) => submitRequest(c, parts, settings));
+  const bodies = new ByteBudget(settings.maxBodyBytesInFlight ?? Number.POSITIVE_INFINITY);
+  app.post('/request', (c) => submitRequest(c, parts, settings, bodies));
   app.get('/requests/:id', (c) => getResult(c, parts, settings));
   app.get('/openapi.json', (c) => c.json(openApiDocument()));
   app.notFound((c) => problem(c, 404, 'not_found', `no route ${c.req.method} ${c.req.path}`));
@@ -113,23 +119,59 @@ function routeLabel(c: Context<Env>): string {
   return path === '/*' || path === '*' || path === '' ? 'unmatched' : path;
 }
 
-async function submitRequest(c: Context<Env>, parts: ApiParts, settings: ApiSettings): Promise<Response> {
+async function submitRequest(
+  c: Context<Env>,
+  parts: ApiParts,
+  settings: ApiSettings,
+  bodies: ByteBudget,
+): Promise<Response> {
   const submit = parts.submit;
   if (!submit) return notServed(c, 'POST /request', 'ingress');
-  const body = await readJsonBody(c.req.raw, settings.maxBodyBytes);
-  if (!body.ok) {
-    return problem(
-      c,
-      body.status,
-      body.status === 413 ? 'payload_too_large' : 'invalid_request',
-      body.message,
-    );
+  const contentType = c.req.header('content-type');
+  if (!isJsonMediaType(contentType)) {
+    const got = contentType ? `got ${JSON.stringify(contentType.slice(0, 100))}` : 'none was given';
+    return problem(c, 415, 'unsupported_media_type', `Content-Type must be application/json; ${got}`);
   }
-  const parsed = safeParseRequestEnvelope(body.value);
+  const body = await readJsonBody(c.req.raw, settings.maxBodyBytes, bodies);
+  if (!body.ok) {
+    if (body.status === 503) c.header('Retry-After', '1');
+    return problem(c, body.status, BODY_CODES[body.status], body.message);
+  }
+  let accepted: Accepted | Response;
+  try {
+    accepted = await accept(c, parts, settings, submit, body.value);
+  } finally {
+    // The body's bytes are held until Kafka has its copy, not during a sync wait.
+    bodies.give(body.bytes);
+  }
+  if (accepted instanceof Response) return accepted;
+  if (!accepted.result) return c.json({ requestId: accepted.id }, 202);
+  return reply(c, accepted.id, await accepted.result, 'sync');
+}
+
+const BODY_CODES = { 400: 'invalid_request', 413: 'payload_too_large', 503: 'overloaded' } as const;
+
+/** A request written to `in`; `result` is the sync wait for it, when the caller waits. */
+interface Accepted {
+  id: string;
+  result: Promise<string | undefined> | undefined;
+}
+
+/** Validates, checks the requestId, and writes to `in`; a Response when it refuses. */
+async function accept(
+  c: Context<Env>,
+  parts: ApiParts,
+  settings: ApiSettings,
+  submit: Submit,
+  input: unknown,
+): Promise<Accepted | Response> {
+  const parsed = safeParseRequestEnvelope(input);
   if (!parsed.ok) return problem(c, 400, 'invalid_request', parsed.error.message, parsed.error.issues);
   const envelope = stamp(parsed.value);
   const id = envelope.meta.requestId;
   useLog(c, parts.ingressLog, id);
+  const refused = await claimRequestId(c, parts.claim, parsed.value, settings);
+  if (refused) return refused;
 
   // The waiter is registered before the produce: a result that comes back fast cannot slip past.
   const hub = envelope.meta.sync && !parts.closing ? parts.hub : undefined;
@@ -151,8 +193,42 @@ async function submitRequest(c: Context<Env>, parts: ApiParts, settings: ApiSett
       'the request could not be written to Kafka; nothing was accepted, retry later',
     );
   }
-  if (!envelope.meta.sync) return c.json({ requestId: id }, 202);
-  return reply(c, id, await result, 'sync');
+  return { id, result: envelope.meta.sync ? (result ?? Promise.resolve(undefined)) : undefined };
+}
+
+/**
+ * Refuses a requestId that names a different request within the dedup window (409); a replay of
+ * the same request goes on (idempotent). When Redis does not answer nothing is accepted (503):
+ * accepting would drop the guarantee silently.
+ */
+async function claimRequestId(
+  c: Context<Env>,
+  claim: ClaimRequestId | undefined,
+  validated: RequestEnvelope,
+  settings: ApiSettings,
+): Promise<Response | undefined> {
+  if (!claim) return undefined;
+  const id = validated.meta.requestId;
+  let claimed: Awaited<ReturnType<ClaimRequestId>>;
+  try {
+    claimed = await claim(id, requestFingerprint(validated));
+  } catch (err) {
+    c.get('log').warn({ err }, 'Redis did not answer the requestId check; refused with 503');
+    c.header('Retry-After', String(settings.unavailableRetryAfterSeconds ?? 5));
+    return problem(
+      c,
+      503,
+      'dependency_unavailable',
+      'the requestId could not be checked; nothing was accepted, retry later',
+    );
+  }
+  if (claimed !== 'conflict') return undefined;
+  return problem(
+    c,
+    409,
+    'request_id_conflict',
+    `requestId ${JSON.stringify(id)} was already used by a different request; use a new requestId (an identical retry is accepted)`,
+  );
 }
 
 /**
@@ -177,6 +253,10 @@ async function getResult(c: Context<Env>, parts: ApiParts, settings: ApiSettings
   const wait = waitMs(c.req.query('wait'), settings.longPollMaxMs);
   if (typeof wait === 'string')
     return problem(c, 400, 'invalid_request', `wait: ${wait}`, [{ path: 'wait', message: wait }]);
+  if (wait > 0 && hub.crowded() && hub.peek(id) === undefined) {
+    c.header('Retry-After', '1');
+    return problem(c, 503, 'overloaded', 'too many callers are waiting on this sync-gateway; retry later');
+  }
   const json = await hub.wait(id, { timeoutMs: parts.closing ? 0 : wait, signal: c.req.raw.signal });
   return reply(c, id, json, 'poll');
 }
@@ -254,7 +334,7 @@ function notServed(c: Context<Env>, route: string, role: string): Response {
 /** An RFC 9457 problem body; `code` is the stable machine code of RequesterError. */
 function problem(
   c: Context<Env>,
-  status: 400 | 404 | 413 | 500 | 503,
+  status: 400 | 404 | 409 | 413 | 415 | 500 | 503,
   code: string,
   detail: string,
   issues?: ReadonlyArray<{ path: string; message: string }>,
@@ -273,7 +353,9 @@ function problem(
 const TITLES: Record<number, string> = {
   400: 'Bad Request',
   404: 'Not Found',
+  409: 'Conflict',
   413: 'Content Too Large',
+  415: 'Unsupported Media Type',
   500: 'Internal Server Error',
   503: 'Service Unavailable',
 };

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { readJsonBody } from './index.ts';
+import { ByteBudget, readJsonBody } from './index.ts';
 
 function streamed(chunks: string[], onPull?: () => void): ReadableStream<Uint8Array> {
   const encoder = new TextEncoder();
@@ -60,5 +60,41 @@ describe('readJsonBody', () => {
       status: 400,
       message: /UTF-8/,
     });
+  });
+
+  it('bounds the bytes of all bodies in flight: a body that finds the budget spent is cut off (503)', async () => {
+    const budget = new ByteBudget(100);
+    const held = await readJsonBody(post(`"${'x'.repeat(58)}"`), 1_000, budget);
+    expect(held).toMatchObject({ ok: true, bytes: 60 });
+    expect(budget.inUse()).toBe(60); // kept until the caller is done with the request
+
+    let pulled = 0;
+    const chunks = Array.from({ length: 10 }, () => 'x'.repeat(10));
+    const cut = await readJsonBody(post(streamed(chunks, () => pulled++)), 1_000, budget);
+    expect(cut).toMatchObject({ ok: false, status: 503 });
+    expect(pulled).toBeLessThan(10); // the rest was never read
+    expect(budget.inUse()).toBe(60); // what the cut body had taken went back
+
+    expect(await readJsonBody(post('{"a":'), 1_000, budget)).toMatchObject({ status: 400 });
+    expect(budget.inUse()).toBe(60); // a refused body gives its bytes back
+    budget.give(60);
+    expect(budget.inUse()).toBe(0);
+  });
+
+  it('gives the bytes back when the client goes away mid-body', async () => {
+    const budget = new ByteBudget(100);
+    const encoder = new TextEncoder();
+    let sent = 0;
+    const broken = new ReadableStream<Uint8Array>(
+      {
+        pull(controller) {
+          if (sent++ < 3) controller.enqueue(encoder.encode('x'.repeat(10)));
+          else controller.error(new Error('socket hang up'));
+        },
+      },
+      { highWaterMark: 0 },
+    );
+    await expect(readJsonBody(post(broken), 1_000, budget)).rejects.toThrow('socket hang up');
+    expect(budget.inUse()).toBe(0);
   });
 });

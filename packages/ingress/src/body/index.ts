@@ -2,27 +2,68 @@
  * Reads a JSON request body with a hard size bound. The bound is enforced while reading: a
  * declared Content-Length above it is refused before a byte is read, and a chunked (or lying)
  * body is cut off as soon as the running total passes it, so an oversize upload never sits in
- * memory whole.
+ * memory whole. With a `budget`, the bytes of all bodies in flight are bounded too: each chunk is
+ * taken from it as it arrives, and a body that finds it spent is cut off (503). A body read whole
+ * keeps its `bytes` taken: the caller gives them back when it is done with the request.
  */
 export type BodyRead =
   | { ok: true; value: unknown; bytes: number }
-  | { ok: false; status: 400 | 413; message: string };
+  | { ok: false; status: 400 | 413 | 503; message: string };
 
-export async function readJsonBody(request: Request, maxBytes: number): Promise<BodyRead> {
+export async function readJsonBody(
+  request: Request,
+  maxBytes: number,
+  budget?: ByteBudget,
+): Promise<BodyRead> {
   const declared = request.headers.get('content-length');
   if (declared !== null && Number(declared) > maxBytes) return tooLarge(maxBytes);
-  const bytes = await readBounded(request.body, maxBytes);
-  if (bytes === undefined) return tooLarge(maxBytes);
-  if (bytes.length === 0)
-    return { ok: false, status: 400, message: 'the request body is empty; expected JSON' };
-  const text = decode(bytes);
-  if (text === undefined) return { ok: false, status: 400, message: 'the request body is not valid UTF-8' };
+  const read = await readBounded(request.body, maxBytes, budget ?? UNBOUNDED);
+  if (read === 'too_large') return tooLarge(maxBytes);
+  if (read === 'busy') return { ok: false, status: 503, message: BUSY };
+  const failed = (message: string): BodyRead => {
+    budget?.give(read.length);
+    return { ok: false, status: 400, message };
+  };
+  if (read.length === 0) return failed('the request body is empty; expected JSON');
+  const text = decode(read);
+  if (text === undefined) return failed('the request body is not valid UTF-8');
   try {
-    return { ok: true, value: JSON.parse(text), bytes: bytes.length };
+    return { ok: true, value: JSON.parse(text), bytes: read.length };
   } catch (err) {
-    return { ok: false, status: 400, message: `malformed JSON: ${(err as Error).message}` };
+    return failed(`malformed JSON: ${(err as Error).message}`);
   }
 }
+
+const BUSY = 'too many request bytes are in flight on this instance (MAX_BODY_BYTES_IN_FLIGHT); retry later';
+
+/** Bytes shared by the bodies being read and handled at once. */
+export class ByteBudget {
+  readonly maxBytes: number;
+  private left: number;
+
+  constructor(maxBytes: number) {
+    this.maxBytes = maxBytes;
+    this.left = maxBytes;
+  }
+
+  /** Takes `bytes` when that many are left; else takes nothing. */
+  take(bytes: number): boolean {
+    if (bytes > this.left) return false;
+    this.left -= bytes;
+    return true;
+  }
+
+  give(bytes: number): void {
+    this.left = Math.min(this.maxBytes, this.left + bytes);
+  }
+
+  /** Bytes currently taken. */
+  inUse(): number {
+    return this.maxBytes - this.left;
+  }
+}
+
+const UNBOUNDED = new ByteBudget(Number.POSITIVE_INFINITY);
 
 function tooLarge(maxBytes: number): BodyRead {
   return {
@@ -32,24 +73,36 @@ function tooLarge(maxBytes: number): BodyRead {
   };
 }
 
-/** The whole body, or undefined as soon as it passes `maxBytes` (the rest is never read). */
+/**
+ * The whole body (its bytes taken from `budget`), or why not as soon as it is known: past
+ * `maxBytes`, or the budget spent. Then what was taken is given back and the rest is never read.
+ */
 async function readBounded(
   body: ReadableStream<Uint8Array> | null,
   maxBytes: number,
-): Promise<Uint8Array | undefined> {
+  budget: ByteBudget,
+): Promise<Uint8Array | 'too_large' | 'busy'> {
   if (!body) return new Uint8Array();
   const reader = body.getReader();
   const chunks: Uint8Array[] = [];
   let total = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    total += value.byteLength;
-    if (total > maxBytes) {
-      await reader.cancel('body too large').catch(() => {});
-      return undefined;
+  const stop = async (why: 'too_large' | 'busy') => {
+    budget.give(total);
+    await reader.cancel(why).catch(() => {});
+    return why;
+  };
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      if (total + value.byteLength > maxBytes) return stop('too_large');
+      if (!budget.take(value.byteLength)) return stop('busy');
+      total += value.byteLength;
+      chunks.push(value);
     }
-    chunks.push(value);
+  } catch (err) {
+    budget.give(total); // the client went away mid-body
+    throw err;
   }
   return Buffer.concat(chunks, total);
 }
@@ -62,4 +115,14 @@ function decode(bytes: Uint8Array): string | undefined {
   } catch {
     return undefined;
   }
+}
+
+/**
+ * Whether a Content-Type names JSON: `application/json` or `application/<anything>+json`, with any
+ * parameters. The media types a browser may send cross-site without a CORS preflight (`text/plain`,
+ * forms) are not, so a web page cannot make a visitor's browser submit requests.
+ */
+export function isJsonMediaType(contentType: string | null | undefined): boolean {
+  const essence = contentType?.split(';', 1)[0]?.trim().toLowerCase() ?? '';
+  return essence === 'application/json' || /^application\/[\w.+-]+\+json$/.test(essence);
 }

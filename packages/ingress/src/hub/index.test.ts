@@ -1,10 +1,35 @@
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
-import { Hub } from './index.ts';
+import { ENTRY_OVERHEAD_BYTES, Hub } from './index.ts';
 
-function hub(maxEntries = 10, ttlMs = 60_000) {
+function hub(maxBytes = 1 << 20, ttlMs = 60_000, maxWaiters?: number) {
   let clock = 1_000;
-  const h = new Hub<string>({ maxEntries, ttlMs, now: () => clock });
+  const h = new Hub<string>({
+    maxBytes,
+    ttlMs,
+    now: () => clock,
+    ...(maxWaiters === undefined ? {} : { maxWaiters }),
+  });
   return { h, advance: (ms: number) => (clock += ms) };
+}
+
+/** A result of `bytes` ASCII characters, decoded from a Buffer as one read from Kafka is. */
+const resultOf = (bytes: number, seed: number) => Buffer.alloc(bytes, 97 + (seed % 26)).toString('utf8');
+
+/**
+ * Memory after a full collection, counting `external` too: Node keeps a large ASCII string
+ * decoded from a Buffer outside the V8 heap. A few rounds let freed Buffers be finalized.
+ */
+async function settledMemory(): Promise<number> {
+  setFlagsFromString('--expose-gc'); // the test process was not started with it
+  const gc = runInNewContext('gc') as () => void;
+  for (let i = 0; i < 3; i++) {
+    gc();
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  const { heapUsed, external } = process.memoryUsage();
+  return heapUsed + external;
 }
 
 describe('Hub', () => {
@@ -44,28 +69,65 @@ describe('Hub', () => {
     await expect(Promise.all(waits)).resolves.toEqual([undefined, undefined]);
   });
 
-  it('keeps at most maxEntries results, evicting the least recently used', () => {
-    const { h } = hub(2);
+  it('keeps results up to maxBytes, evicting the least recently used', () => {
+    const cost = (value: string, id: string) => value.length + id.length + ENTRY_OVERHEAD_BYTES;
+    const { h } = hub(2 * cost('1', 'a'));
     h.publish('a', '1');
     h.publish('b', '2');
     expect(h.peek('a')).toBe('1'); // a is now more recent than b
     h.publish('c', '3');
     expect(h.size()).toBe(2);
+    expect(h.bytes()).toBe(2 * cost('1', 'a'));
     expect(h.peek('b')).toBeUndefined();
     expect(h.peek('a')).toBe('1');
     expect(h.peek('c')).toBe('3');
   });
 
+  it('delivers a result bigger than maxBytes to its waiters, without keeping it', async () => {
+    const { h } = hub(1 << 20);
+    h.publish('small', 'kept');
+    const waiting = h.wait('big', { timeoutMs: 60_000 });
+    const big = resultOf(2 << 20, 0);
+    h.publish('big', big);
+    await expect(waiting).resolves.toBe(big);
+    expect(h.peek('big')).toBeUndefined();
+    expect(h.peek('small')).toBe('kept');
+  });
+
+  it('holds results of 10x its byte bound within the bound, in its accounting and in memory', async () => {
+    const maxBytes = 8 << 20;
+    const { h } = hub(maxBytes);
+    const before = await settledMemory();
+    for (let i = 0; i < 80; i++) {
+      h.publish(`r-${i}`, resultOf(1 << 20, i));
+      expect(h.bytes()).toBeLessThanOrEqual(maxBytes);
+    }
+    const grown = (await settledMemory()) - before;
+    expect(h.size()).toBe(7); // 8 entries would be 8 MiB plus overhead
+    expect(grown).toBeLessThan(2 * maxBytes); // 80 MiB went through it (~7 MiB stay)
+  });
+
+  it('holds at most maxWaiters callers; past that a wait answers undefined at once', async () => {
+    const { h } = hub(1 << 20, 60_000, 2);
+    const waits = [h.wait('a', { timeoutMs: 60_000 }), h.wait('b', { timeoutMs: 60_000 })];
+    expect(h.crowded()).toBe(true);
+    await expect(h.wait('c', { timeoutMs: 60_000 })).resolves.toBeUndefined();
+    expect(h.waiting()).toBe(2);
+    h.publish('a', 'result-a');
+    expect(h.crowded()).toBe(false);
+    h.publish('c', 'result-c');
+    await expect(h.wait('c', { timeoutMs: 60_000 })).resolves.toBe('result-c'); // kept results still answer
+    h.releaseAll();
+    await expect(Promise.all(waits)).resolves.toEqual(['result-a', undefined]);
+    expect(h.waiting()).toBe(0);
+  });
+
   it('forgets results older than the TTL', () => {
-    const { h, advance } = hub(10, 5_000);
+    const { h, advance } = hub(1 << 20, 5_000);
     h.publish('a', '1');
-    advance(4_999);
+    advance(5_000);
     expect(h.peek('a')).toBe('1');
     advance(1);
     expect(h.peek('a')).toBeUndefined();
-    h.publish('b', '2');
-    advance(5_000);
-    h.publish('c', '3'); // publishing sweeps expired entries from the old end
-    expect(h.size()).toBe(1);
   });
 });

@@ -1,20 +1,30 @@
+import { LRUCache } from 'lru-cache';
+
 /**
  * The Hub of one sync-gateway: results from `out` meet the HTTP callers waiting for them.
  *
- * Two halves, both keyed by requestId:
- * - waiters: callers blocked on a result (a sync `POST /request`, a long-poll `GET /requests/:id`);
- * - recent: a bounded LRU (entries and TTL) of results that already passed, so a caller that asks
- *   after the fact (a long-poll after a sync 202, a client that reconnects) is still answered.
+ * Two halves, both keyed by requestId, both bounded:
+ * - waiters: callers blocked on a result (a sync `POST /request`, a long-poll `GET /requests/:id`),
+ *   at most `maxWaiters` of them: past that, `wait` answers `undefined` at once (see `crowded`);
+ * - recent: an LRU of results that already passed, bounded by their bytes (`maxBytes`) and their
+ *   age (`ttlMs`), so a caller that asks after the fact (a long-poll after a sync 202, a client that
+ *   reconnects) is still answered. Results are up to KAFKA_MAX_MESSAGE_BYTES each, so a count bound
+ *   would not bound memory. A result bigger than `maxBytes` on its own still wakes its waiters; it
+ *   is just not kept for later callers.
  *
  * `wait` registers its waiter synchronously, before it returns: a caller registers first and only
  * then produces its request, so a result that comes back fast cannot slip past.
  */
-export interface HubOptions {
-  /** Most results kept for late callers. */
-  maxEntries: number;
+export interface HubOptions<T> {
+  /** Bytes of results kept for late callers (their `sizeOf`, plus ENTRY_OVERHEAD_BYTES each). */
+  maxBytes: number;
   /** How long a result stays answerable after it passed. */
   ttlMs: number;
-  /** Clock (epoch ms); tests pass their own to age entries without sleeping. */
+  /** Most callers blocked at once (default unbounded). */
+  maxWaiters?: number;
+  /** What a result costs in bytes; default: the UTF-8 length of a string (≥ its size in the V8 heap). */
+  sizeOf?: (value: T) => number;
+  /** Clock (ms); tests pass their own to age entries without sleeping. */
   now?: () => number;
 }
 
@@ -24,57 +34,55 @@ export interface WaitOptions {
   signal?: AbortSignal;
 }
 
-interface Entry<T> {
-  value: T;
-  expiresAt: number;
-}
+/** What an entry costs besides its value: its key, the LRU's slots, the Map entry. */
+export const ENTRY_OVERHEAD_BYTES = 256;
 
 type Waiter<T> = (value: T | undefined) => void;
 
-export class Hub<T> {
-  private readonly recent = new Map<string, Entry<T>>();
+export class Hub<T extends {} = string> {
+  private readonly recent: LRUCache<string, T>;
   private readonly waiters = new Map<string, Set<Waiter<T>>>();
-  private readonly maxEntries: number;
-  private readonly ttlMs: number;
-  private readonly now: () => number;
+  private readonly maxWaiters: number;
+  private blocked = 0;
 
-  constructor(options: HubOptions) {
-    this.maxEntries = options.maxEntries;
-    this.ttlMs = options.ttlMs;
-    this.now = options.now ?? Date.now;
+  constructor(options: HubOptions<T>) {
+    const sizeOf = options.sizeOf ?? ((value: T) => Buffer.byteLength(String(value)));
+    this.maxWaiters = options.maxWaiters ?? Number.POSITIVE_INFINITY;
+    this.recent = new LRUCache<string, T>({
+      maxSize: options.maxBytes,
+      sizeCalculation: (value, id) => sizeOf(value) + Buffer.byteLength(id) + ENTRY_OVERHEAD_BYTES,
+      ttl: options.ttlMs,
+      // A test clock is read as is (lru-cache otherwise caches the time for ttlResolution ms).
+      ...(options.now ? { perf: { now: options.now }, ttlResolution: 0 } : {}),
+    });
   }
 
-  /** Hands a result to everyone waiting for it and keeps it for late callers. */
+  /** Hands a result to everyone waiting for it and keeps it for late callers (when it fits). */
   publish(id: string, value: T): void {
-    this.remember(id, value);
+    // lru-cache refuses an entry bigger than maxBytes (and drops an older copy): nothing else to do.
+    this.recent.set(id, value);
     const waiting = this.waiters.get(id);
     if (!waiting) return;
     this.waiters.delete(id);
+    this.blocked -= waiting.size;
     for (const wake of waiting) wake(value);
   }
 
   /** A result that already passed (and is still kept), without waiting. */
   peek(id: string): T | undefined {
-    const entry = this.recent.get(id);
-    if (!entry) return undefined;
-    if (entry.expiresAt <= this.now()) {
-      this.recent.delete(id);
-      return undefined;
-    }
-    // Refresh the LRU position: Map iteration order is insertion order.
-    this.recent.delete(id);
-    this.recent.set(id, entry);
-    return entry.value;
+    return this.recent.get(id);
   }
 
   /**
    * The result for `id`: at once when it already passed, else when it arrives, else `undefined`
-   * after `timeoutMs` (or on abort / `releaseAll`). Registration happens before this returns.
+   * after `timeoutMs` (or on abort / `releaseAll`, or at once when `crowded`). Registration
+   * happens before this returns.
    */
   wait(id: string, options: WaitOptions): Promise<T | undefined> {
     const known = this.peek(id);
     if (known !== undefined) return Promise.resolve(known);
-    if (options.signal?.aborted || options.timeoutMs <= 0) return Promise.resolve(undefined);
+    if (options.signal?.aborted || options.timeoutMs <= 0 || this.crowded())
+      return Promise.resolve(undefined);
     return new Promise((resolve) => {
       const finish: Waiter<T> = (value) => {
         clearTimeout(timer);
@@ -93,21 +101,26 @@ export class Hub<T> {
         this.waiters.set(id, set);
       }
       set.add(finish);
+      this.blocked++;
     });
+  }
+
+  /** No room for another waiter: `wait` would answer `undefined` at once. */
+  crowded(): boolean {
+    return this.blocked >= this.maxWaiters;
   }
 
   /** Wakes every waiter empty-handed (shutdown: callers get 202 + Location rather than a cut). */
   releaseAll(): void {
     const all = [...this.waiters.values()];
     this.waiters.clear();
+    this.blocked = 0;
     for (const set of all) for (const wake of set) wake(undefined);
   }
 
   /** Callers currently blocked (a gauge). */
   waiting(): number {
-    let n = 0;
-    for (const set of this.waiters.values()) n += set.size;
-    return n;
+    return this.blocked;
   }
 
   /** Results currently kept. */
@@ -115,25 +128,15 @@ export class Hub<T> {
     return this.recent.size;
   }
 
-  private remember(id: string, value: T): void {
-    this.recent.delete(id);
-    this.recent.set(id, { value, expiresAt: this.now() + this.ttlMs });
-    this.evict();
-  }
-
-  /** Drops expired entries from the old end, then the least recently used above the bound. */
-  private evict(): void {
-    const now = this.now();
-    for (const [id, entry] of this.recent) {
-      if (this.recent.size <= this.maxEntries && entry.expiresAt > now) break;
-      this.recent.delete(id);
-    }
+  /** Bytes the kept results are charged (never above `maxBytes`). */
+  bytes(): number {
+    return this.recent.calculatedSize;
   }
 
   private forget(id: string, waiter: Waiter<T>): void {
     const set = this.waiters.get(id);
-    if (!set) return;
-    set.delete(waiter);
+    if (!set?.delete(waiter)) return;
+    this.blocked--;
     if (set.size === 0) this.waiters.delete(id);
   }
 }

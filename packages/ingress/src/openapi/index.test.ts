@@ -41,10 +41,10 @@ describe('GET /openapi.json', () => {
 
     expect(
       Object.keys((doc.paths['/request'] as { post: { responses: Json } }).post.responses).sort(),
-    ).toEqual(['200', '202', '400', '413', '503']);
+    ).toEqual(['200', '202', '400', '409', '413', '415', '503']);
     expect(
       Object.keys((doc.paths['/requests/{id}'] as { get: { responses: Json } }).get.responses).sort(),
-    ).toEqual(['200', '400', '404']);
+    ).toEqual(['200', '400', '404', '503']);
     for (const ref of refs(doc)) expect(resolve(doc, ref), ref).toBeDefined();
   });
 

@@ -79,7 +79,7 @@ const POST_REQUEST: Json = {
   operationId: 'submitRequest',
   summary: 'Submit a request for execution',
   description:
-    'Validates the envelope, stamps `createdAt` and (when missing) `meta.traceparent`, and writes it to the `in` topic (key: `meta.partition`, else `meta.requestId`) with acknowledgement from every in-sync replica. Nothing is accepted that was not written. With `meta.sync: true` the call waits for the result up to the sync budget.',
+    'The body must be sent as `Content-Type: application/json`. Validates the envelope, stamps `createdAt` and (when missing) `meta.traceparent`, and writes it to the `in` topic (key: `meta.partition`, else `meta.requestId`) with acknowledgement from every in-sync replica. Nothing is accepted that was not written. With `meta.sync: true` the call waits for the result up to the sync budget.',
   requestBody: { required: true, content: json('RequestEnvelope') },
   responses: {
     '200': RESULT_200,
@@ -92,9 +92,17 @@ const POST_REQUEST: Json = {
       content: json('Accepted'),
     },
     '400': problem('Malformed JSON, or an envelope that breaks the contract (every bad field is named).'),
+    '409': problem(
+      'meta.requestId was already used by a different request within the dedup window (QUEUE_DEDUP_WINDOW). An identical retry is accepted (202).',
+    ),
     '413': problem('The body is larger than MAX_BODY_BYTES.'),
+    '415': problem(
+      'The Content-Type is not `application/json` (or `application/…+json`); forms and text/plain are refused.',
+    ),
     '503': {
-      ...problem('Kafka did not acknowledge the write in time; nothing was accepted. Retry later.'),
+      ...problem(
+        'Kafka did not acknowledge the write in time, Redis did not answer the requestId check, or too many request bytes are in flight on this instance (MAX_BODY_BYTES_IN_FLIGHT); nothing was accepted. Retry later.',
+      ),
       headers: { 'Retry-After': retryAfter('Seconds to wait before retrying.') },
     },
   },
@@ -104,7 +112,7 @@ const GET_REQUEST: Json = {
   operationId: 'getResult',
   summary: 'Long-poll the result of a request',
   description:
-    'Answers from the sync-gateway: a result that already passed (kept for SYNC_CACHE_TTL, bounded by SYNC_CACHE_SIZE), else waits up to `wait` for it.',
+    'Answers from the sync-gateway: a result that already passed (kept for SYNC_CACHE_TTL, bounded by SYNC_CACHE_MAX_BYTES), else waits up to `wait` for it.',
   parameters: [
     { name: 'id', in: 'path', required: true, description: 'meta.requestId', schema: { type: 'string' } },
     {
@@ -123,6 +131,12 @@ const GET_REQUEST: Json = {
       description:
         'No result yet (still pending, unknown, or older than the recent-results cache). Ask again with `wait`.',
       content: json('Pending'),
+    },
+    '503': {
+      ...problem(
+        'Too many callers already wait on this sync-gateway (SYNC_MAX_WAITERS) and the result is not kept yet. Retry later.',
+      ),
+      headers: { 'Retry-After': retryAfter('Seconds to wait before retrying.') },
     },
   },
 };

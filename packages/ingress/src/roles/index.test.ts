@@ -7,7 +7,7 @@ import {
   type RoleHandle,
 } from '@requester/shared';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { BROKERS, closeProducer, reader, send, silent, topics } from '../../test/kit.ts';
+import { BROKERS, closeProducer, reader, send, silent, topics, unique } from '../../test/kit.ts';
 import { type HttpRoleHandle, ingressRole, syncGatewayRole } from './index.ts';
 
 type RoleName = 'ingress' | 'sync-gateway';
@@ -27,6 +27,7 @@ async function startRoles(names: RoleName[], overrides: ConfigOverrides = {}) {
       httpHost: '127.0.0.1',
       httpPort: '0',
       logLevel: 'silent',
+      redisPrefix: unique('ing'),
       ...overrides,
     },
   );
@@ -112,7 +113,8 @@ describe('ingress', () => {
     });
     for (const chunked of [true, false]) {
       const status = await new Promise<number>((resolve, reject) => {
-        const req = httpRequest(`${url}/request`, { method: 'POST' }, (res) => {
+        const headers = { 'content-type': 'application/json' };
+        const req = httpRequest(`${url}/request`, { method: 'POST', headers }, (res) => {
           res.resume();
           resolve(res.statusCode ?? 0);
         });
@@ -123,6 +125,37 @@ describe('ingress', () => {
         req.end();
       });
       expect(status).toBe(413);
+    }
+  });
+
+  it('answers 409 to a different request reusing a requestId, on every instance; an identical retry stays 202', async () => {
+    const redisPrefix = unique('rid');
+    const [one, two] = [
+      await startRoles(['ingress'], { redisPrefix }),
+      await startRoles(['ingress'], { redisPrefix }),
+    ];
+    const id = unique('dup');
+    const first = {
+      request: { uri: 'https://api.example.test/orders', method: 'POST', body: '{"id":1}' },
+      meta: { requestId: id, proxyData: { a: 1, b: 2 } },
+    };
+    expect((await postJson(one!.url, first)).status).toBe(202);
+    // The same request, written differently (key order, defaults spelled out, another way to wait).
+    const retry = {
+      meta: { proxyData: { b: 2, a: 1 }, requestId: id, sync: false },
+      request: { body: '{"id":1}', method: 'POST', uri: 'https://api.example.test/orders' },
+    };
+    expect((await postJson(two!.url, retry)).status).toBe(202);
+    const other = { ...first, request: { ...first.request, body: '{"id":2}' } };
+    for (const instance of [one!, two!]) {
+      const res = await postJson(instance.url, other);
+      expect(res.status).toBe(409);
+      expect(res.headers.get('content-type')).toBe('application/problem+json');
+      expect(await res.json()).toMatchObject({
+        status: 409,
+        code: 'request_id_conflict',
+        detail: new RegExp(id),
+      });
     }
   });
 

@@ -1,4 +1,5 @@
 import type { RoleContext, RoleDefinition, RoleHandle } from '@requester/shared';
+import { redisRequestIds } from '../claims/index.ts';
 import { Hub } from '../hub/index.ts';
 import { followResults } from '../results/index.ts';
 import { attach } from '../server/index.ts';
@@ -10,8 +11,9 @@ export interface HttpRoleHandle extends RoleHandle {
 }
 
 /**
- * `ingress`: `POST /request` → `in`. Kafka must answer at start (the producer connects here, and
- * the process fails fast instead of serving 503s forever); later outages are answered 503.
+ * `ingress`: `POST /request` → `in`. Kafka and Redis (the requestId check) must answer at start
+ * (the producer connects here, and the process fails fast instead of serving 503s forever); later
+ * outages are answered 503.
  * Without a sync-gateway in the process, sync calls are answered 202 + Location at once.
  */
 export const ingressRole = {
@@ -19,8 +21,11 @@ export const ingressRole = {
   async start(ctx: RoleContext): Promise<HttpRoleHandle> {
     const { deps, config } = ctx;
     await deps.producer();
+    const redis = deps.redis();
+    await redis.ping();
     const submit = kafkaSubmit(() => deps.producer(), config.topicIn, config.kafkaProduceTimeout);
-    const server = await attach(ctx, { submit, ingressLog: ctx.logger });
+    const claim = redisRequestIds(redis, `${config.redisPrefix}:`, config.queueDedupWindow);
+    const server = await attach(ctx, { submit, claim, ingressLog: ctx.logger });
     return { url: server.url, stopAccepting: () => server.close(), drain: async () => {} };
   },
 } satisfies RoleDefinition;
@@ -35,7 +40,11 @@ export const syncGatewayRole = {
   async start(ctx: RoleContext): Promise<HttpRoleHandle> {
     const { deps, config, logger } = ctx;
     await deps.topics();
-    const hub = new Hub<string>({ maxEntries: config.syncCacheSize, ttlMs: config.syncCacheTtl });
+    const hub = new Hub<string>({
+      maxBytes: config.syncCacheMaxBytes,
+      ttlMs: config.syncCacheTtl,
+      maxWaiters: config.syncMaxWaiters,
+    });
     const following = await followResults({
       kafka: deps.kafka(),
       topic: config.topicOut,

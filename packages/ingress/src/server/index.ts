@@ -30,7 +30,7 @@ const servers = new WeakMap<Dependencies, Entry>();
 
 export async function attach(
   ctx: RoleContext,
-  part: Pick<ApiParts, 'submit' | 'hub' | 'ingressLog' | 'gatewayLog'>,
+  part: Pick<ApiParts, 'submit' | 'claim' | 'hub' | 'ingressLog' | 'gatewayLog'>,
 ): Promise<SharedServer> {
   let entry = servers.get(ctx.deps);
   if (!entry) {
@@ -51,6 +51,7 @@ async function listen(ctx: RoleContext, parts: ApiParts): Promise<SharedServer> 
     parts,
     {
       maxBodyBytes: config.maxBodyBytes,
+      maxBodyBytesInFlight: config.maxBodyBytesInFlight,
       syncTimeoutMs: config.syncTimeout,
       longPollMaxMs: config.longPollMax,
     },

@@ -10,6 +10,7 @@ import {
   type Logger,
   migrate,
   type RedisClient,
+  redactConfigValue,
 } from '@requester/shared';
 import type { Argv } from 'yargs';
 import { registerDlqCommands } from './dlq.ts';
@@ -90,7 +91,7 @@ export function registerAdminCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): 
       const config = configFrom(argv);
       const rows = Object.entries(CONFIG_VARIABLES).map(([key, spec]) => [
         spec.env,
-        redactUrl(config[key as keyof Config]),
+        redactConfigValue(config[key as keyof Config]),
       ]);
       process.stdout.write(`${JSON.stringify(Object.fromEntries(rows), null, 2)}\n`);
     },
@@ -99,10 +100,4 @@ export function registerAdminCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): 
 
 export function progress(message: string): void {
   process.stderr.write(`requester: ${message}\n`);
-}
-
-/** Hides passwords in connection URLs before printing them. */
-function redactUrl(value: unknown): unknown {
-  if (typeof value !== 'string' || !value.includes('://')) return value;
-  return value.replace(/(\/\/[^:/@]+):[^@/]*@/g, '$1:***@');
 }

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ConfigError } from '../errors/index.ts';
-import { loadConfig, parseAddressEntry } from './index.ts';
+import { loadConfig, parseAddressEntry, redactConfigValue, SecretText } from './index.ts';
 
 describe('loadConfig', () => {
   it('reads durations in Go syntax as milliseconds, defaults included', () => {
@@ -54,5 +54,28 @@ describe('ALLOW_PRIVATE_TARGETS', () => {
     '1.2.3.4:',
   ])('refuses %s by name', (item) => {
     expect(() => loadConfig({ ALLOW_PRIVATE_TARGETS: item })).toThrow(/ALLOW_PRIVATE_TARGETS=.*is not an IP/);
+  });
+});
+
+describe('redactConfigValue', () => {
+  it('hides the password of every URL, with or without a user, and every SecretText', () => {
+    const shown = (value: unknown) => redactConfigValue(value);
+    expect(shown('postgres://app:pa55@db:5432/requester')).toBe(
+      'postgres://app:[redacted]@db:5432/requester',
+    );
+    expect(shown('redis://:s3cret@127.0.0.1:6379')).toBe('redis://:[redacted]@127.0.0.1:6379');
+    expect(shown('rediss://default:a/b@c@r1:6379,redis://:x@r2:6379')).toBe(
+      'rediss://default:[redacted]@r1:6379,redis://:[redacted]@r2:6379',
+    );
+    expect(shown(new SecretText('whsec_abc'))).toBe('[redacted]');
+    for (const plain of ['redis://127.0.0.1:6379', 'postgres://app@db/x', 'info', 42, undefined]) {
+      expect(shown(plain)).toBe(plain);
+    }
+  });
+
+  it('keeps a URL password out of a configuration error', () => {
+    expect(() => loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'otlp://u:hunter2@ x' })).toThrow(
+      /OTEL_EXPORTER_OTLP_ENDPOINT="otlp:\/\/u:\[redacted\]@ x"/,
+    );
   });
 });

@@ -105,6 +105,30 @@ export class SecretText {
 }
 const secretText = z.string().transform((text) => new SecretText(text));
 
+const REDACTED = '[redacted]';
+/**
+ * Each URL of a text after its `//`, up to a list separator. Not cut at the path: a password
+ * written with an unencoded `/` must not leak (an `@` later in a path over-masks, which is harmless).
+ */
+const URL_AUTHORITY = /\/\/([^,\s]*)/g;
+
+/**
+ * A configuration value as it may be shown (`requester config --effective`, error messages): a
+ * SecretText as `[redacted]`, and in text the password of every URL (`scheme://user:password@host`,
+ * also with an empty user as in `redis://:password@host`, and each seed of a comma-separated list)
+ * replaced by `[redacted]`. Other values pass unchanged.
+ */
+export function redactConfigValue(value: unknown): unknown {
+  if (value instanceof SecretText) return REDACTED;
+  if (typeof value !== 'string') return value;
+  return value.replace(URL_AUTHORITY, (whole, authority: string) => {
+    const at = authority.lastIndexOf('@');
+    const colon = authority.indexOf(':');
+    if (at < 0 || colon < 0 || colon > at) return whole;
+    return `//${authority.slice(0, colon + 1)}${REDACTED}${authority.slice(at)}`;
+  });
+}
+
 interface VariableSpec {
   env: string;
   default: string | undefined;
@@ -194,7 +218,7 @@ export const CONFIG_VARIABLES = {
     'QUEUE_DEDUP_WINDOW',
     '1h',
     goDuration,
-    'how long an acked task id stays refused (replays of in); costs ~112 B per id in the window',
+    'how long an acked task id stays refused (replays of in; ~112 B of Redis per id), and how long the ingress remembers which request a requestId names (a different one is a 409; ~170 B of Redis per id)',
   ),
   queueHighWatermark: variable(
     'QUEUE_HIGH_WATERMARK',
@@ -237,6 +261,12 @@ export const CONFIG_VARIABLES = {
     positiveInt,
     'largest accepted request envelope (HTTP 413 above)',
   ),
+  maxBodyBytesInFlight: variable(
+    'MAX_BODY_BYTES_IN_FLIGHT',
+    '67108864',
+    positiveInt,
+    'bytes of request bodies one ingress reads and handles at once, until Kafka has them (the heap holds a few times that: raw, text, parsed, re-serialized); a body that finds them taken is cut off with 503 + Retry-After',
+  ),
   shutdownTimeout: variable('SHUTDOWN_TIMEOUT', '30s', goDuration, 'bound on graceful shutdown before exit'),
   redisHorizon: variable(
     'REDIS_HORIZON',
@@ -262,6 +292,12 @@ export const CONFIG_VARIABLES = {
     '30s',
     goDuration,
     'lease of a task being executed; renewed every third of it, reclaimed by others when it lapses',
+  ),
+  executorRecordCacheBytes: variable(
+    'EXECUTOR_RECORD_CACHE_BYTES',
+    '33554432',
+    nonNegativeInt,
+    'bytes of `in` records an executor keeps after reading them by offset (a batch brings neighbours, retries re-read); 0 = none',
   ),
   targetConnectTimeout: variable(
     'TARGET_CONNECT_TIMEOUT',
@@ -347,11 +383,17 @@ export const CONFIG_VARIABLES = {
     goDuration,
     'how long a sync call waits before 202 + Location',
   ),
-  syncCacheSize: variable(
-    'SYNC_CACHE_SIZE',
+  syncCacheMaxBytes: variable(
+    'SYNC_CACHE_MAX_BYTES',
+    '67108864',
+    positiveInt,
+    'bytes of results the sync-gateway keeps for callers that ask after the fact (LRU; result JSON + ~256 B per entry); a bigger result still answers the callers waiting for it, but is not kept',
+  ),
+  syncMaxWaiters: variable(
+    'SYNC_MAX_WAITERS',
     '10000',
     positiveInt,
-    'results the sync-gateway keeps for callers that ask after the fact (LRU entries)',
+    'callers one sync-gateway holds waiting at once (sync calls and long-polls); beyond it a sync call gets 202 + Location at once and a long-poll 503 + Retry-After',
   ),
   syncCacheTtl: variable(
     'SYNC_CACHE_TTL',
@@ -392,7 +434,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Conf
     if (parsed.success) values[key] = parsed.data;
     else
       problems.push(
-        `${spec.env}=${JSON.stringify(raw)}: ${parsed.error.issues.map((i) => i.message).join(', ')}`,
+        `${spec.env}=${JSON.stringify(redactConfigValue(raw))}: ${parsed.error.issues.map((i) => i.message).join(', ')}`,
       );
   }
   if (problems.length > 0)

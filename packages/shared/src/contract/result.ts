@@ -96,6 +96,13 @@ const resultMetaSchema = z
       .meta({ description: 'Attempts made, this one included (1 = first try); 0 when none was made.' }),
     time: wireNs('Duration of the attempt that produced this result (0 for synthetic results).'),
     cached: z.boolean().meta({ description: 'Served from the response cache.' }),
+    coalesced: z
+      .literal(true)
+      .meta({
+        description:
+          'This request made no call: it joined the call another request with the same `meta.cache.key` was making at that moment, and carries that call’s outcome (`cached` is then false). Absent otherwise.',
+      })
+      .optional(),
     waitTime: wireNs('Time spent waiting on the rate limiter before the call.'),
     proxyData: z.unknown().meta({ description: 'The request’s proxyData, echoed untouched.' }).optional(),
     error: resultErrorSchema.optional(),
@@ -137,6 +144,8 @@ export interface ResultInit {
   timeNs?: number;
   waitTimeNs?: number;
   cached?: boolean;
+  /** The outcome of another request's call, joined in flight (the cache's singleflight). */
+  coalesced?: boolean;
   proxyData?: unknown;
   error?: ResultError;
 }
@@ -148,6 +157,7 @@ export function buildResult(init: ResultInit): ResultEnvelope {
     tryCount: init.tryCount,
     time: toWireNs(init.timeNs),
     cached: init.cached ?? false,
+    ...(init.coalesced ? { coalesced: true as const } : {}),
     waitTime: toWireNs(init.waitTimeNs),
     ...(init.proxyData === undefined ? {} : { proxyData: init.proxyData }),
     ...(init.error === undefined ? {} : { error: init.error }),
@@ -175,6 +185,8 @@ export interface ErrorResultExtra {
   tryCount?: number;
   timeNs?: number;
   waitTimeNs?: number;
+  /** A failure of another request's call, joined in flight. */
+  coalesced?: boolean;
   proxyData?: unknown;
   issues?: ReadonlyArray<FieldIssue>;
   /** The `in` record the error is about, for the producer to find it. */
@@ -200,6 +212,7 @@ export function errorResult(
     tryCount: extra.tryCount ?? 0,
     timeNs: extra.timeNs,
     waitTimeNs: extra.waitTimeNs,
+    coalesced: extra.coalesced,
     proxyData: extra.proxyData,
     error,
   });

@@ -1,3 +1,5 @@
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import type { Producer } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { KafkaRef } from '../task/index.ts';
@@ -206,4 +208,49 @@ describe('Kafka fetcher (read by offset)', () => {
     const outcomes = await fetcher.fetchMany([ref(topic, 0, 0), ref(topic, 0, 3)]);
     expect(outcomes.map(value)).toEqual(['v-0-0', 'v-0-3']);
   });
+
+  it('keeps records within cacheBytes, by its accounting and in memory (a kept record holds no fetch response)', async () => {
+    const topic = uniqueName('fetch-bound');
+    const partitions = 8;
+    await createTestTopics([topic], partitions);
+    // Per partition, one batch: a small record and a big one. The big one never fits the cache.
+    for (let p = 0; p < partitions; p++) {
+      await produce(producer, topic, [
+        { partition: p, key: 'small', value: `s-${p}` },
+        { partition: p, key: 'big', value: 'b'.repeat(600_000) },
+      ]);
+    }
+    const bounded = createFetcher({
+      brokers: TEST_KAFKA_BROKERS,
+      clientId: 'fetcher-test-bounded',
+      logger: silentLogger,
+      cacheBytes: 64 * 1024,
+    });
+    try {
+      await bounded.fetch(ref(topic, 0, 0)); // connected, metadata loaded: not part of what is measured
+      const before = await settledMemory();
+      for (let p = 1; p < partitions; p++) {
+        expect((await bounded.fetch(ref(topic, p, 0))).value?.toString()).toBe(`s-${p}`);
+        expect(bounded.cachedBytes()).toBeLessThanOrEqual(64 * 1024);
+      }
+      const grown = (await settledMemory()) - before;
+      expect(bounded.cachedBytes()).toBeGreaterThan(0); // the small records are kept
+      // 7 responses of ~600 KB went through; views kept by the cache would hold ~4 MB of them.
+      expect(grown).toBeLessThan(1_000_000);
+    } finally {
+      await bounded.close();
+    }
+  });
 });
+
+/** Memory after full collections (V8 heap and the Buffers outside it). */
+async function settledMemory(): Promise<number> {
+  setFlagsFromString('--expose-gc'); // the test process was not started with it
+  const gc = runInNewContext('gc') as () => void;
+  for (let i = 0; i < 3; i++) {
+    gc();
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  const { heapUsed, external } = process.memoryUsage();
+  return heapUsed + external;
+}

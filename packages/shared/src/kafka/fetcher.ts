@@ -1,5 +1,6 @@
 import { createRequire } from 'node:module';
 import type { IHeaders, logCreator as LogCreator } from 'kafkajs';
+import { LRUCache } from 'lru-cache';
 import { RequesterError } from '../errors/index.ts';
 import type { Logger } from '../log/index.ts';
 import type { KafkaRef } from '../task/index.ts';
@@ -101,7 +102,7 @@ export interface FetcherSettings {
   requestMaxBytes?: number;
   /** Bound on one `fetch`/`fetchMany`: what is unresolved by then fails as `dependency_unavailable`. */
   timeoutMs?: number;
-  /** Bytes of recently fetched records kept in memory (retries and neighbours re-read them). */
+  /** Bytes of recently fetched records kept in memory (retries and neighbours re-read them); 0 = none. */
   cacheBytes?: number;
 }
 
@@ -110,6 +111,8 @@ export interface Fetcher {
   fetch(ref: KafkaRef): Promise<FetchedRecord>;
   /** Many records, answers aligned with `refs`; never throws. */
   fetchMany(refs: readonly KafkaRef[]): Promise<FetchOutcome[]>;
+  /** Bytes the kept records are charged (never above `cacheBytes`). */
+  cachedBytes(): number;
   close(): Promise<void>;
 }
 
@@ -138,13 +141,13 @@ class KafkaFetcher implements Fetcher {
   private readonly log: Logger;
   private readonly clusters: LowLevelCluster[];
   private readonly connecting: Array<Promise<void> | undefined>;
-  private readonly cache: RecordCache;
+  private readonly cache: LRUCache<string, FetchedRecord> | undefined;
   private next = 0;
 
   constructor(settings: FetcherSettings) {
     this.options = { ...DEFAULTS, ...definedOnly(settings) };
     this.log = settings.logger.child({ component: 'kafka-fetcher' });
-    this.cache = new RecordCache(this.options.cacheBytes);
+    this.cache = recordCache(this.options.cacheBytes);
     this.clusters = Array.from({ length: this.options.connections }, () => this.newCluster(settings));
     this.connecting = this.clusters.map(() => undefined);
   }
@@ -192,7 +195,7 @@ class KafkaFetcher implements Fetcher {
     const found = new Map<string, FetchOutcome>();
     const wants = new Map<string, PartitionWant>();
     for (const ref of refs) {
-      const cached = this.cache.get(refKey(ref));
+      const cached = this.cache?.get(refKey(ref));
       if (cached) found.set(refKey(ref), { ok: true, record: cached });
       else addWant(wants, ref);
     }
@@ -206,9 +209,13 @@ class KafkaFetcher implements Fetcher {
     );
   }
 
+  cachedBytes(): number {
+    return this.cache?.calculatedSize ?? 0;
+  }
+
   async close(): Promise<void> {
     await Promise.allSettled(this.clusters.map((c) => c.disconnect()));
-    this.cache.clear();
+    this.cache?.clear();
   }
 
   /**
@@ -351,7 +358,10 @@ class KafkaFetcher implements Fetcher {
           if (offset > last) last = offset;
           if (raw.isControlRecord) continue;
           byOffset.set(offset, raw);
-          this.cache.set(toRecord(topicName, partition, raw));
+          if (this.cache) {
+            const record = ownedRecord(topicName, partition, raw);
+            this.cache.set(refKey(record.ref), record);
+          }
         }
         if (last < from) {
           stalled.push(want);
@@ -493,6 +503,23 @@ function toRecord(topic: string, partition: number, raw: RawRecord): FetchedReco
   };
 }
 
+/**
+ * A record with its own copies of key and value. kafkajs hands out views into the buffer of the
+ * whole fetch response (up to `requestMaxBytes`): a kept view would keep that whole buffer alive,
+ * and the cache's byte bound would mean nothing. Unpooled: a pooled copy would share (and keep)
+ * an 8 KiB slab.
+ */
+function ownedRecord(topic: string, partition: number, raw: RawRecord): FetchedRecord {
+  return { ...toRecord(topic, partition, raw), key: ownCopy(raw.key), value: ownCopy(raw.value) };
+}
+
+function ownCopy(view: Buffer | null): Buffer | null {
+  if (!view) return null;
+  const copy = Buffer.allocUnsafeSlow(view.length);
+  view.copy(copy);
+  return copy;
+}
+
 function tpKey(topic: string, partition: number): string {
   return `${topic}\u0000${partition}`;
 }
@@ -510,46 +537,17 @@ function definedOnly<T extends object>(value: T): Partial<T> {
 }
 
 /**
- * Recently fetched records, bounded by their bytes. A Map keeps insertion order, so re-inserting
- * on read makes its first key the least recently used one.
+ * Recently fetched records, least recently used out first, bounded by their bytes: a record is
+ * charged its key and value plus RECORD_OVERHEAD_BYTES (ref, headers, the LRU's slots). A record
+ * bigger than the whole bound is not kept.
  */
-class RecordCache {
-  private readonly maxBytes: number;
-  private readonly records = new Map<string, { record: FetchedRecord; bytes: number }>();
-  private bytes = 0;
-
-  constructor(maxBytes: number) {
-    this.maxBytes = maxBytes;
-  }
-
-  get(key: string): FetchedRecord | undefined {
-    const entry = this.records.get(key);
-    if (!entry) return undefined;
-    this.records.delete(key);
-    this.records.set(key, entry);
-    return entry.record;
-  }
-
-  set(record: FetchedRecord): void {
-    const bytes = (record.value?.length ?? 0) + (record.key?.length ?? 0) + 128;
-    if (bytes > this.maxBytes) return;
-    const key = refKey(record.ref);
-    const old = this.records.get(key);
-    if (old) {
-      this.bytes -= old.bytes;
-      this.records.delete(key);
-    }
-    this.records.set(key, { record, bytes });
-    this.bytes += bytes;
-    for (const [oldest, entry] of this.records) {
-      if (this.bytes <= this.maxBytes) break;
-      this.records.delete(oldest);
-      this.bytes -= entry.bytes;
-    }
-  }
-
-  clear(): void {
-    this.records.clear();
-    this.bytes = 0;
-  }
+function recordCache(maxBytes: number): LRUCache<string, FetchedRecord> | undefined {
+  if (maxBytes <= 0) return undefined;
+  return new LRUCache<string, FetchedRecord>({
+    maxSize: maxBytes,
+    sizeCalculation: (record) =>
+      (record.value?.length ?? 0) + (record.key?.length ?? 0) + RECORD_OVERHEAD_BYTES,
+  });
 }
+
+const RECORD_OVERHEAD_BYTES = 256;

@@ -1,0 +1,59 @@
+import { createRedis, parseRequestEnvelope } from '@requester/shared';
+import { uniqueName } from '@requester/shared/testing';
+import { afterAll, describe, expect, it } from 'vitest';
+import { redisRequestIds, requestFingerprint } from './index.ts';
+
+const envelope = (input: unknown) => parseRequestEnvelope(input);
+
+describe('requestFingerprint', () => {
+  const base = { request: { uri: 'https://x.test/a', method: 'POST', body: 'b' }, meta: { requestId: 'r' } };
+
+  it('is the same for the same request, however written and whatever the service sets', () => {
+    const same = [
+      {
+        meta: { requestId: 'r', sync: true },
+        request: { body: 'b', uri: 'https://x.test/a', method: 'POST' },
+      },
+      {
+        ...base,
+        meta: { ...base.meta, traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01' },
+      },
+      { ...base, createdAt: '2000-01-01T00:00:00Z', tryCount: 3, retryBase: 1 },
+    ];
+    for (const input of same)
+      expect(requestFingerprint(envelope(input))).toBe(requestFingerprint(envelope(base)));
+  });
+
+  it('differs when anything the request asks for differs', () => {
+    const others = [
+      { ...base, request: { ...base.request, body: 'c' } },
+      { ...base, meta: { ...base.meta, proxyData: { a: 1 } } },
+      { ...base, meta: { ...base.meta, partition: 'p' } },
+    ];
+    for (const input of others)
+      expect(requestFingerprint(envelope(input))).not.toBe(requestFingerprint(envelope(base)));
+  });
+});
+
+describe('redisRequestIds', () => {
+  const redis = createRedis({ url: 'redis://127.0.0.1:6379' });
+  afterAll(() => redis.quit());
+
+  it('claims an id once per window: new, then same for the same fingerprint, conflict for another', async () => {
+    const claim = redisRequestIds(redis, `${uniqueName('rid')}:`, 60_000);
+    expect(await claim('r-1', 'fp-a')).toBe('new');
+    expect(await claim('r-1', 'fp-a')).toBe('same');
+    expect(await claim('r-1', 'fp-b')).toBe('conflict');
+    expect(await claim('r-2', 'fp-b')).toBe('new');
+  });
+
+  it('forgets an id after the window; a window of 0 checks nothing', async () => {
+    const prefix = `${uniqueName('rid')}:`;
+    const claim = redisRequestIds(redis, prefix, 50);
+    expect(await claim('r-1', 'fp-a')).toBe('new');
+    await new Promise((resolve) => setTimeout(resolve, 120));
+    expect(await claim('r-1', 'fp-b')).toBe('new');
+    const off = redisRequestIds(redis, prefix, 0);
+    expect(await off('r-1', 'fp-c')).toBe('new');
+  });
+});

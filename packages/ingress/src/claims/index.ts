@@ -1,0 +1,57 @@
+import { createHash } from 'node:crypto';
+import type { RedisClient, RequestEnvelope } from '@requester/shared';
+
+/**
+ * Which request a requestId names, shared by every ingress instance through Redis, so that a
+ * second, *different* request reusing an id is refused (HTTP 409) instead of being absorbed by the
+ * router's dedup, which keeps the first and drops the second without a word.
+ *
+ * One key per requestId, `<prefix>rid:<requestId>` = the fingerprint of the request, for the dedup
+ * window (QUEUE_DEDUP_WINDOW, the router's own): one `SET NX GET PX` claims the id or reads the
+ * fingerprint already there, in one round trip (needs Redis 7.0+). Concurrent claims share the
+ * connection's pipeline (ioredis auto-pipelining).
+ */
+export type Claim =
+  /** First time in the window: the caller goes on. */
+  | 'new'
+  /** The same request again (a retry): idempotent, the caller goes on as for a new one. */
+  | 'same'
+  /** A different request already holds this id within the window. */
+  | 'conflict';
+
+export type ClaimRequestId = (requestId: string, fingerprint: string) => Promise<Claim>;
+
+/** Claims in Redis; `windowMs` 0 disables the check (every claim is new). */
+export function redisRequestIds(redis: RedisClient, prefix: string, windowMs: number): ClaimRequestId {
+  return async (requestId, fingerprint) => {
+    if (windowMs <= 0) return 'new';
+    const key = `${prefix}rid:${requestId}`;
+    const held = await redis.call('SET', key, fingerprint, 'NX', 'GET', 'PX', String(windowMs));
+    if (held === null) return 'new';
+    return held === fingerprint ? 'same' : 'conflict';
+  };
+}
+
+/**
+ * A digest of what makes a request that request: the validated envelope (defaults applied), keys
+ * sorted at every level, without what the service sets or resets (`createdAt`, `tryCount`,
+ * `waitTime`, `retryBase`) and without how the caller follows it (`meta.sync`, a retry may wait
+ * differently; `meta.traceparent`, a retry may start a new trace).
+ */
+export function requestFingerprint(envelope: RequestEnvelope): string {
+  const { createdAt: _c, tryCount: _t, waitTime: _w, retryBase: _r, ...rest } = envelope;
+  const { sync: _s, traceparent: _p, ...meta } = rest.meta;
+  return createHash('sha256')
+    .update(canonicalJson({ ...rest, meta }))
+    .digest('base64url');
+}
+
+/** JSON with object keys sorted, so that equal values always serialize alike. */
+function canonicalJson(value: unknown): string {
+  return JSON.stringify(value, (_key, v: unknown) => {
+    if (v === null || typeof v !== 'object' || Array.isArray(v)) return v;
+    const sorted: Record<string, unknown> = {};
+    for (const key of Object.keys(v).sort()) sorted[key] = (v as Record<string, unknown>)[key];
+    return sorted;
+  });
+}
