@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import {
   counter,
   formatRfc3339,
@@ -13,6 +14,7 @@ import {
 import { type Context, Hono } from 'hono';
 import { requestId } from 'hono/request-id';
 import { routePath } from 'hono/route';
+import { type Access, authenticate, type Caller, callerBindings, type Refusal } from '../auth/index.ts';
 import { readJsonBody } from '../body/index.ts';
 import type { Hub } from '../hub/index.ts';
 import { openApiDocument } from '../openapi/index.ts';
@@ -48,9 +50,11 @@ export interface ApiSettings {
   longPollMaxMs: number;
   /** Retry-After of a 503 (seconds). */
   unavailableRetryAfterSeconds?: number;
+  /** API keys and their scopes (`auth/`): `openAccess()` when AUTH=off. */
+  access: Access;
 }
 
-type Env = { Variables: { requestId: string; log: Logger } };
+type Env = { Variables: { requestId: string; log: Logger; caller?: Caller } };
 
 const requests = counter('http_requests_total', 'HTTP requests answered by the API, by route and status', [
   'method',
@@ -70,6 +74,9 @@ export function createApi(parts: ApiParts, settings: ApiSettings, logger: Logger
   // x-request-id: the caller's correlation id (or a fresh one), echoed and put on every log line.
   app.use(requestId());
   app.use(observe(parts, logger));
+  const auth = authenticate<Env>(settings.access, refuse);
+  app.use('/request', auth);
+  app.use('/requests/*', auth);
   app.post('/request', (c) => submitRequest(c, parts, settings));
   app.get('/requests/:id', (c) => getResult(c, parts, settings));
   app.get('/openapi.json', (c) => c.json(openApiDocument()));
@@ -103,7 +110,8 @@ function observe(parts: ApiParts, logger: Logger) {
 
 /** From here on, the request logs as the role serving it, with the task's requestId. */
 function useLog(c: Context<Env>, roleLog: Logger | undefined, requestId: string): void {
-  const base = roleLog?.child({ httpRequestId: c.get('requestId') }) ?? c.get('log');
+  const base =
+    roleLog?.child({ httpRequestId: c.get('requestId'), ...callerBindings(c.get('caller')) }) ?? c.get('log');
   c.set('log', base.child({ requestId }));
 }
 
@@ -116,7 +124,8 @@ function routeLabel(c: Context<Env>): string {
 async function submitRequest(c: Context<Env>, parts: ApiParts, settings: ApiSettings): Promise<Response> {
   const submit = parts.submit;
   if (!submit) return notServed(c, 'POST /request', 'ingress');
-  const body = await readJsonBody(c.req.raw, settings.maxBodyBytes);
+  const { access } = settings;
+  const body = await readJsonBody(c.req.raw, access.bodyLimit(c.get('caller'), settings.maxBodyBytes));
   if (!body.ok) {
     return problem(
       c,
@@ -127,7 +136,9 @@ async function submitRequest(c: Context<Env>, parts: ApiParts, settings: ApiSett
   }
   const parsed = safeParseRequestEnvelope(body.value);
   if (!parsed.ok) return problem(c, 400, 'invalid_request', parsed.error.message, parsed.error.issues);
-  const envelope = stamp(parsed.value);
+  const admitted = await access.admit(c.get('caller'), parsed.value);
+  if (!admitted.ok) return refuse(c, admitted.refusal);
+  const envelope = stamp(admitted.envelope);
   const id = envelope.meta.requestId;
   useLog(c, parts.ingressLog, id);
 
@@ -135,6 +146,7 @@ async function submitRequest(c: Context<Env>, parts: ApiParts, settings: ApiSett
   const hub = envelope.meta.sync && !parts.closing ? parts.hub : undefined;
   const abandon = new AbortController();
   const signal = AbortSignal.any([abandon.signal, c.req.raw.signal]);
+  const until = Date.now() + (hub ? settings.syncTimeoutMs : 0);
   const result = hub?.wait(id, { timeoutMs: settings.syncTimeoutMs, signal });
   try {
     await inSpan('ingress.submit', envelope.meta.traceparent, { requestId: id }, () =>
@@ -152,7 +164,7 @@ async function submitRequest(c: Context<Env>, parts: ApiParts, settings: ApiSett
     );
   }
   if (!envelope.meta.sync) return c.json({ requestId: id }, 202);
-  return reply(c, id, await result, 'sync');
+  return reply(c, id, await readable(c, access, await result, until), 'sync');
 }
 
 /**
@@ -177,8 +189,27 @@ async function getResult(c: Context<Env>, parts: ApiParts, settings: ApiSettings
   const wait = waitMs(c.req.query('wait'), settings.longPollMaxMs);
   if (typeof wait === 'string')
     return problem(c, 400, 'invalid_request', `wait: ${wait}`, [{ path: 'wait', message: wait }]);
-  const json = await hub.wait(id, { timeoutMs: parts.closing ? 0 : wait, signal: c.req.raw.signal });
-  return reply(c, id, json, 'poll');
+  const timeoutMs = parts.closing ? 0 : wait;
+  const until = Date.now() + timeoutMs;
+  const json = await hub.wait(id, { timeoutMs, signal: c.req.raw.signal });
+  return reply(c, id, await readable(c, settings.access, json, until), 'poll');
+}
+
+/**
+ * A result only for the key that sent its request. Another key's result is answered as no result,
+ * and not before `until`, when no result would have been: an early answer would tell that the
+ * requestId exists.
+ */
+async function readable(
+  c: Context<Env>,
+  access: Access,
+  json: string | undefined,
+  until: number,
+): Promise<string | undefined> {
+  if (json === undefined || access.mayRead(c.get('caller'), json)) return json;
+  const ms = until - Date.now();
+  if (ms > 0) await sleep(ms, undefined, { signal: c.req.raw.signal }).catch(() => {});
+  return undefined;
 }
 
 /** `?wait=` as milliseconds, capped; a string says why it was refused. Absent = do not wait. */
@@ -251,10 +282,15 @@ function notServed(c: Context<Env>, route: string, role: string): Response {
   );
 }
 
+function refuse(c: Context<Env>, refusal: Refusal): Response {
+  for (const [name, value] of Object.entries(refusal.headers ?? {})) c.header(name, value);
+  return problem(c, refusal.status, refusal.code, refusal.detail, refusal.issues);
+}
+
 /** An RFC 9457 problem body; `code` is the stable machine code of RequesterError. */
 function problem(
   c: Context<Env>,
-  status: 400 | 404 | 413 | 500 | 503,
+  status: 400 | 401 | 403 | 404 | 413 | 429 | 500 | 503,
   code: string,
   detail: string,
   issues?: ReadonlyArray<{ path: string; message: string }>,
@@ -272,8 +308,11 @@ function problem(
 
 const TITLES: Record<number, string> = {
   400: 'Bad Request',
+  401: 'Unauthorized',
+  403: 'Forbidden',
   404: 'Not Found',
   413: 'Content Too Large',
+  429: 'Too Many Requests',
   500: 'Internal Server Error',
   503: 'Service Unavailable',
 };

@@ -77,7 +77,7 @@ describe('key fields', () => {
   });
 
   it('reads only tokens shaped like ours', () => {
-    expect(parseToken('rqk_0123456789ab_' + 'a'.repeat(43))).toEqual({
+    expect(parseToken(`rqk_0123456789ab_${'a'.repeat(43)}`)).toEqual({
       id: '0123456789ab',
       secret: 'a'.repeat(43),
     });

@@ -27,6 +27,7 @@ async function startRoles(names: RoleName[], overrides: ConfigOverrides = {}) {
       httpHost: '127.0.0.1',
       httpPort: '0',
       logLevel: 'silent',
+      auth: 'off', // explicit: these tests are about the roles; auth/index.test.ts covers the keys
       ...overrides,
     },
   );

@@ -197,6 +197,18 @@ export const CONFIG_VARIABLES = {
   pgStatementTimeout: variable('PG_STATEMENT_TIMEOUT', '10s', goDuration, 'bound on one SQL statement'),
   httpHost: variable('HTTP_HOST', '127.0.0.1', z.string().min(1), 'address the ingress HTTP API listens on'),
   httpPort: variable('HTTP_PORT', '8080', port, 'port of the ingress HTTP API (ingress, sync-gateway)'),
+  auth: variable(
+    'AUTH',
+    'on',
+    z.enum(['on', 'off']),
+    'API keys on the HTTP API (`requester keys create`); `off` lets every caller in without a key and is logged as a warning at start',
+  ),
+  authCacheTtl: variable(
+    'AUTH_CACHE_TTL',
+    '5s',
+    goDuration,
+    'how long an ingress trusts an API key it read from PostgreSQL: a revoked or rotated-out key stops working everywhere within this',
+  ),
   adminPort: variable('ADMIN_PORT', '9464', port, 'port of /healthz, /readyz and /metrics'),
   maxBodyBytes: variable(
     'MAX_BODY_BYTES',
