@@ -44,11 +44,14 @@ describe('GET /openapi.json', () => {
 
     expect(
       Object.keys((doc.paths['/request'] as { post: { responses: Json } }).post.responses).sort(),
-    ).toEqual(['200', '202', '400', '413', '503']);
+    ).toEqual(['200', '202', '400', '401', '403', '413', '429', '503']);
     expect(
       Object.keys((doc.paths['/requests/{id}'] as { get: { responses: Json } }).get.responses).sort(),
-    ).toEqual(['200', '400', '404']);
+    ).toEqual(['200', '400', '401', '404']);
     for (const ref of refs(doc)) expect(resolve(doc, ref), ref).toBeDefined();
+    // Every operation needs an API key (Authorization: Bearer rqk_…).
+    expect(doc['security']).toEqual([{ apiKey: [] }]);
+    expect(doc.components).toMatchObject({ securitySchemes: { apiKey: { type: 'http', scheme: 'bearer' } } });
   });
 
   it('documents the request body and the result of both routes by reference', () => {
