@@ -1,5 +1,11 @@
 import { queueFromConfig } from '@requester/scheduler';
-import { createFetcher, Outbox, type RoleDefinition, type RoleHandle } from '@requester/shared';
+import {
+  createFetcher,
+  kafkaSecurityFrom,
+  Outbox,
+  type RoleDefinition,
+  type RoleHandle,
+} from '@requester/shared';
 import { breakerFromConfig } from './breaker/index.ts';
 import { ResponseCache } from './cache/index.ts';
 import { createHttpClient } from './http/index.ts';
@@ -33,6 +39,7 @@ export const executorRole: RoleDefinition = {
       brokers: config.kafkaBrokers,
       clientId: config.kafkaClientId,
       logger,
+      security: kafkaSecurityFrom(config),
     });
     const http = createHttpClient({
       connectTimeoutMs: config.targetConnectTimeout,

@@ -140,6 +140,31 @@ export const CONFIG_VARIABLES = {
     goDuration.refine((ms) => ms >= 6_000, 'must be at least 6s (the broker refuses shorter sessions)'),
     'consumer group session of routers and sync-gateways: how long a dead member (a killed process, or one lost in a broker crash) holds its partitions before the group moves on',
   ),
+  kafkaSsl: variable(
+    'KAFKA_SSL',
+    'false',
+    bool,
+    'TLS to the Kafka brokers (the system CAs are trusted, or KAFKA_SSL_CA)',
+  ),
+  kafkaSslCa: variable(
+    'KAFKA_SSL_CA',
+    undefined,
+    z.string().optional(),
+    'PEM file of the CA certificates to trust for the Kafka brokers (implies KAFKA_SSL)',
+  ),
+  kafkaSaslMechanism: variable(
+    'KAFKA_SASL_MECHANISM',
+    undefined,
+    z.enum(['plain', 'scram-sha-256', 'scram-sha-512']).optional(),
+    'SASL authentication to Kafka: plain, scram-sha-256 or scram-sha-512 (use TLS with plain); unset = none',
+  ),
+  kafkaSaslUsername: variable('KAFKA_SASL_USERNAME', undefined, z.string().optional(), 'SASL user name'),
+  kafkaSaslPassword: variable(
+    'KAFKA_SASL_PASSWORD',
+    undefined,
+    secretText.optional(),
+    'SASL password. Never printed',
+  ),
   createTopics: variable('KAFKA_CREATE_TOPICS', 'true', bool, 'create missing topics at start'),
   kafkaProduceTimeout: variable(
     'KAFKA_PRODUCE_TIMEOUT',
