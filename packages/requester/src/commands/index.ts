@@ -106,5 +106,6 @@ export function progress(message: string): void {
 /** Hides passwords in connection URLs before printing them. */
 function redactUrl(value: unknown): unknown {
   if (typeof value !== 'string' || !value.includes('://')) return value;
-  return value.replace(/(\/\/[^:/@]+):[^@/]*@/g, '$1:***@');
+  // The user part may be empty: `redis://:password@host` is how a Redis password is given.
+  return value.replace(/(\/\/[^:/@]*):[^@/]*@/g, '$1:***@');
 }
