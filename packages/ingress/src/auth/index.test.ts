@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import {
   buildResult,
   type ConfigOverrides,
@@ -9,6 +10,7 @@ import {
 import { capturingLogger, uniqueName } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BROKERS, closeProducer, reader, send, silent, topics } from '../../test/kit.ts';
+import { createApi } from '../api/index.ts';
 import { type KeyRecord, type KeyScopes, KeyStore } from '../keys/index.ts';
 import { ingressRole, syncGatewayRole } from '../roles/index.ts';
 import { KeyAccess } from './index.ts';
@@ -268,5 +270,50 @@ describe('KeyAccess cache', () => {
     const config = loadConfig({}, { auth: 'off' });
     await accessFromConfig({ config, logger, deps: new Dependencies(config, logger) });
     expect(lines).toEqual([expect.objectContaining({ msg: expect.stringContaining('AUTH=off') })]);
+  });
+});
+
+describe('logs', () => {
+  it('name the client on every line of an accepted request and never carry the key', async () => {
+    const secret = 'S'.repeat(43);
+    const record: KeyRecord = {
+      id: 'abcdefabcdef',
+      name: 'billing',
+      secretHash: createHash('sha256').update(secret).digest(),
+      sync: false,
+      schedule: false,
+      createdAt: new Date(0),
+    };
+    const access = new KeyAccess({
+      find: async (id) => (id === record.id ? record : undefined),
+      cacheTtlMs: 1_000,
+      horizonMs: 1_000,
+      limiter: () => {
+        throw new Error('no rate here');
+      },
+    });
+    const { logger, lines } = capturingLogger('debug');
+    const written: string[] = [];
+    const app = createApi(
+      {
+        submit: async (_key, value) => void written.push(value),
+        ingressLog: logger.child({ role: 'ingress' }),
+      },
+      { maxBodyBytes: 10_000, syncTimeoutMs: 1_000, longPollMaxMs: 1_000, access },
+      logger,
+    );
+    const send = (token: string) =>
+      app.request('/request', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+        body: JSON.stringify(call('log-1')),
+      });
+    expect((await send(`rqk_${record.id}_${secret}`)).status).toBe(202);
+    expect((await send(`rqk_${record.id}_${'T'.repeat(43)}`)).status).toBe(401);
+    expect(lines.find((l) => l.status === 202)).toMatchObject({ client: 'billing', requestId: 'log-1' });
+    expect(JSON.parse(written[0]!).meta.client).toBe('billing');
+    const everything = JSON.stringify(lines) + written.join('');
+    expect(everything).not.toContain(secret);
+    expect(everything).not.toContain('T'.repeat(43));
   });
 });
