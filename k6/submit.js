@@ -1,5 +1,7 @@
 // Load test of the HTTP API with k6 (https://k6.io), for machines that have it:
-//   k6 run -e BASE_URL=http://127.0.0.1:8080 -e TARGET=http://127.0.0.1:9000/echo k6/submit.js
+//   k6 run -e BASE_URL=http://127.0.0.1:8080 -e TARGET=http://127.0.0.1:9000/echo \
+//     -e API_KEY="$(cat .run/local-api-key)" k6/submit.js
+// API_KEY: a key with --sync (./dev start makes one), unless the server runs with AUTH=off.
 // Each iteration submits one async request (a wake-up when TARGET is empty) and, for a tenth of
 // them, a sync one. Thresholds: no 5xx from the ingress, p95 of the 202 under 50 ms.
 // k6 is not on this project's CI machine (no registry ships it): the in-repo benchmarks are scripts
@@ -10,6 +12,7 @@ import http from 'k6/http';
 
 const BASE_URL = __ENV.BASE_URL || 'http://127.0.0.1:8080';
 const TARGET = __ENV.TARGET || '';
+const AUTH = __ENV.API_KEY ? { authorization: `Bearer ${__ENV.API_KEY}` } : {};
 
 export const options = {
   scenarios: {
@@ -35,7 +38,7 @@ export default function () {
     meta: { requestId: id, sync, proxyData: { vu: __VU } },
   });
   const res = http.post(`${BASE_URL}/request`, body, {
-    headers: { 'content-type': 'application/json' },
+    headers: Object.assign({ 'content-type': 'application/json' }, AUTH),
     tags: { kind: sync ? 'sync' : 'async' },
   });
   check(res, { accepted: (r) => (sync ? r.status === 200 || r.status === 202 : r.status === 202) });
