@@ -4,6 +4,9 @@
 #   infra/kafka.sh start | stop | status | restart
 # Jars are resolved once by Maven (infra/kafka/pom.xml) into .run/kafka/libs; data lives in
 # .run/kafka/data and survives restarts; the broker logs to .run/kafka/broker.log.
+# KAFKA_SASL_USERS="admin:secret,alice:other" makes the client listener SASL_PLAINTEXT with
+# SCRAM-SHA-256 and SCRAM-SHA-512: the users are added when the storage is formatted (KRaft keeps
+# SCRAM credentials in its metadata), and the first one is the broker's own (inter-broker) user.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
@@ -20,6 +23,7 @@ HOST="${BROKER%:*}"
 PORT="${BROKER##*:}"
 CONTROLLER_PORT="${KAFKA_CONTROLLER_PORT:-$((PORT + 1))}"
 HEAP="${KAFKA_HEAP:-512m}"
+SASL_USERS="${KAFKA_SASL_USERS:-}"
 
 resolve_jars() {
   local stamp="$LIBS/.pom.sha"
@@ -36,17 +40,51 @@ resolve_jars() {
   echo "$want" >"$stamp"
 }
 
+# The listener of clients (and of the broker to itself): PLAINTEXT, or SASL_PLAINTEXT with SCRAM.
+listener_props() {
+  if [ -z "$SASL_USERS" ]; then
+    cat <<PROPS
+listeners=PLAINTEXT://$HOST:$PORT,CONTROLLER://$HOST:$CONTROLLER_PORT
+advertised.listeners=PLAINTEXT://$HOST:$PORT
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+PROPS
+    return
+  fi
+  local first=${SASL_USERS%%,*}
+  cat <<PROPS
+listeners=SASL_PLAINTEXT://$HOST:$PORT,CONTROLLER://$HOST:$CONTROLLER_PORT
+advertised.listeners=SASL_PLAINTEXT://$HOST:$PORT
+inter.broker.listener.name=SASL_PLAINTEXT
+listener.security.protocol.map=SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT
+sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512
+sasl.mechanism.inter.broker.protocol=SCRAM-SHA-256
+listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="${first%%:*}" password="${first#*:}";
+listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="${first%%:*}" password="${first#*:}";
+PROPS
+}
+
+# --add-scram arguments of `kafka-storage format`: every user, both SCRAM mechanisms.
+scram_args() {
+  local user
+  IFS=',' read -ra users <<<"$SASL_USERS"
+  for user in "${users[@]}"; do
+    for mechanism in SCRAM-SHA-256 SCRAM-SHA-512; do
+      printf '%s\n' --add-scram "$mechanism=[name=${user%%:*},password=${user#*:}]"
+    done
+  done
+}
+
 write_props() {
+  # It may hold the broker's own SASL password: readable by its owner only.
+  (umask 077 && : >"$PROPS")
   cat >"$PROPS" <<PROPS
 # Written by infra/kafka.sh: one node that is both broker and KRaft controller.
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@$HOST:$CONTROLLER_PORT
-listeners=PLAINTEXT://$HOST:$PORT,CONTROLLER://$HOST:$CONTROLLER_PORT
-advertised.listeners=PLAINTEXT://$HOST:$PORT
+$(listener_props)
 controller.listener.names=CONTROLLER
-inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
 log.dirs=$DATA
 num.partitions=1
 auto.create.topics.enable=false
@@ -79,7 +117,9 @@ start() {
     say "formatting KRaft storage in $DATA"
     local id
     id=$(java -cp "$cp" kafka.tools.StorageTool random-uuid 2>/dev/null | tail -n 1)
-    java -cp "$cp" kafka.tools.StorageTool format -t "$id" -c "$PROPS" >>"$LOG" 2>&1 ||
+    local scram=()
+    [ -n "$SASL_USERS" ] && mapfile -t scram < <(scram_args)
+    java -cp "$cp" kafka.tools.StorageTool format -t "$id" -c "$PROPS" "${scram[@]}" >>"$LOG" 2>&1 ||
       { tail -n 20 "$LOG" >&2; fail "kafka storage format failed (see $LOG)"; }
   fi
   say "starting Kafka broker on $HOST:$PORT (log: $LOG)"

@@ -1,5 +1,11 @@
 import { queueFromConfig } from '@requester/scheduler';
-import { createFetcher, Outbox, type RoleDefinition, type RoleHandle } from '@requester/shared';
+import {
+  createFetcher,
+  kafkaSecurityFrom,
+  Outbox,
+  type RoleDefinition,
+  type RoleHandle,
+} from '@requester/shared';
 import { breakerFromConfig } from './breaker/index.ts';
 import { bulkheadFromConfig } from './bulkhead/index.ts';
 import { ResponseCache } from './cache/index.ts';
@@ -35,6 +41,7 @@ export const executorRole: RoleDefinition = {
       clientId: config.kafkaClientId,
       logger,
       cacheBytes: config.executorRecordCacheBytes,
+      security: kafkaSecurityFrom(config),
     });
     const http = createHttpClient({
       connectTimeoutMs: config.targetConnectTimeout,

@@ -2,4 +2,12 @@
  * @requester/ingress: the `ingress` and `sync-gateway` roles (DESIGN.md §3), loaded by the
  * requester CLI. Both serve one HTTP API per process (see `server/`).
  */
+export {
+  type CreateKey,
+  type IssuedKey,
+  type KeyInfo,
+  type KeyScopes,
+  KeyStore,
+  parseToken,
+} from './keys/index.ts';
 export { type HttpRoleHandle, ingressRole, syncGatewayRole } from './roles/index.ts';

@@ -4,6 +4,7 @@ import {
   ConfigError,
   type ConfigOverrides,
   createLogger,
+  explainDependencyError,
   loadConfig,
 } from '@requester/shared';
 import yargs, { type Argv } from 'yargs';
@@ -127,7 +128,7 @@ function explain(err: Error): string {
   // ioredis gives up on a command after its retries without naming the server it could not reach.
   if (err.name === 'MaxRetriesPerRequestError')
     return 'Redis does not answer: check REDIS_URL (and that Redis is up)';
-  return err.message;
+  return explainDependencyError(err) ?? err.message;
 }
 
 function isUsageError(err: Error): boolean {

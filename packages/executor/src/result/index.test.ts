@@ -1,6 +1,6 @@
-import { buildResult } from '@requester/shared';
+import { buildResult, parseRequestEnvelope } from '@requester/shared';
 import { describe, expect, it } from 'vitest';
-import { resultMessage } from './index.ts';
+import { ownedBy, resultMessage } from './index.ts';
 
 describe('resultMessage', () => {
   const result = buildResult({
@@ -37,5 +37,21 @@ describe('resultMessage', () => {
     expect(tooLarge.meta.error.message).toMatch(
       /target status 201\) is 20\d{3} bytes, more than KAFKA_MAX_MESSAGE_BYTES \(15000\)/,
     );
+  });
+});
+
+describe('ownedBy', () => {
+  const envelope = (client?: string) =>
+    parseRequestEnvelope({ request: { uri: '' }, meta: { requestId: 'r-2', ...(client ? { client } : {}) } });
+  const result = buildResult({ requestId: 'r-2', status: 200, body: 'x'.repeat(100), tryCount: 1 });
+
+  it("stamps the request's client on its result, which keeps it when answered as too large", () => {
+    const owned = ownedBy(envelope('billing'), result);
+    expect(owned.meta.client).toBe('billing');
+    expect(JSON.parse(String(resultMessage(owned, 1_050).value)).meta).toMatchObject({
+      client: 'billing',
+      error: { code: 'payload_too_large' },
+    });
+    expect(ownedBy(envelope(), result)).toBe(result);
   });
 });

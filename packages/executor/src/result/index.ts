@@ -69,6 +69,15 @@ export function unreadableResult(requestId: string, error: RequesterError, tryCo
   return errorResult(requestId, error.code, error.message, { status: 500, tryCount });
 }
 
+/**
+ * The result carrying its request's `meta.client`: the sync-gateway answers a result only to the
+ * API key of that name, and logs, metrics and dead letters say whose request it was.
+ */
+export function ownedBy(envelope: RequestEnvelope, result: ResultEnvelope): ResultEnvelope {
+  const client = envelope.meta.client;
+  return client === undefined ? result : { ...result, meta: { ...result.meta, client } };
+}
+
 /** Room left in a record for its key, headers and framing besides the value. */
 const RECORD_OVERHEAD_BYTES = 1024;
 
@@ -104,5 +113,6 @@ export function tooLargeResultMessage(result: ResultEnvelope, why: string): Mess
     waitTimeNs: meta.waitTime,
     proxyData: meta.proxyData,
   });
+  if (meta.client !== undefined) tooLarge.meta.client = meta.client;
   return { key: meta.requestId ?? null, value: JSON.stringify(tooLarge) };
 }

@@ -27,7 +27,7 @@ import {
 import pLimit, { type LimitFunction } from 'p-limit';
 import { deadLetterMessage } from '../dlq/index.ts';
 import { executorMetrics as metrics } from '../metrics.ts';
-import { resultMessage, tooLargeResultMessage, unreadableResult } from '../result/index.ts';
+import { ownedBy, resultMessage, tooLargeResultMessage, unreadableResult } from '../result/index.ts';
 import { placeOf } from './decide.ts';
 import { type Ending, Policies, type PolicyModules, type Progress } from './policies.ts';
 
@@ -249,7 +249,8 @@ export class Executor {
       const parsed = this.parse(fetched.record.value, requestId, job.task.tryCount);
       if (!parsed.ok) return this.unprocessable(job, fetched.record, parsed.result);
       const { envelope } = parsed;
-      return this.settlementOf(job, envelope, await this.policies.attempt(envelope, progress, log));
+      const taskLog = envelope.meta.client ? log.child({ client: envelope.meta.client }) : log;
+      return this.settlementOf(job, envelope, await this.policies.attempt(envelope, progress, taskLog));
     } catch (err) {
       log.error({ err }, 'executor failed on a task: answering with an internal error');
       const message = err instanceof Error ? err.message : String(err);
@@ -302,7 +303,8 @@ export class Executor {
    */
   private settlementOf(job: Job, envelope: RequestEnvelope, ending: Ending): Settlement {
     if (ending.kind === 'result') {
-      const { result, label, deadLetter } = ending;
+      const { label, deadLetter } = ending;
+      const result = ownedBy(envelope, ending.result);
       const { topicDlq } = this.options;
       if (!deadLetter || !topicDlq) return deliver(result, label);
       const message = deadLetterMessage({ envelope, result, reason: deadLetter, source: job.task.ref });

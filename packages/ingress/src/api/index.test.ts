@@ -2,11 +2,17 @@ import { createServer } from 'node:net';
 import { createKafka, createProducer, type Logger } from '@requester/shared';
 import { describe, expect, it } from 'vitest';
 import { silent } from '../../test/kit.ts';
+import { openAccess } from '../auth/index.ts';
 import { Hub } from '../hub/index.ts';
 import { kafkaSubmit } from '../submit/index.ts';
 import { type ApiParts, createApi, retryAfterSeconds } from './index.ts';
 
-const SETTINGS = { maxBodyBytes: 64 * 1024, syncTimeoutMs: 1_000, longPollMaxMs: 5_000 };
+const SETTINGS = {
+  maxBodyBytes: 64 * 1024,
+  syncTimeoutMs: 1_000,
+  longPollMaxMs: 5_000,
+  access: openAccess(), // AUTH=off: these tests are about the API itself (auth/ tests the keys)
+};
 const VALID = { request: { uri: 'https://example.test/x' }, meta: { requestId: 'r-1' } };
 
 function api(parts: ApiParts = {}) {

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import {
   counter,
   formatRfc3339,
@@ -13,6 +14,7 @@ import {
 import { type Context, Hono } from 'hono';
 import { requestId } from 'hono/request-id';
 import { routePath } from 'hono/route';
+import { type Access, authenticate, type Caller, callerBindings, type Refusal } from '../auth/index.ts';
 import { ByteBudget, isJsonMediaType, readJsonBody } from '../body/index.ts';
 import { type ClaimRequestId, requestFingerprint } from '../claims/index.ts';
 import type { Hub } from '../hub/index.ts';
@@ -53,9 +55,11 @@ export interface ApiSettings {
   longPollMaxMs: number;
   /** Retry-After of a 503 (seconds). */
   unavailableRetryAfterSeconds?: number;
+  /** API keys and their scopes (`auth/`): `openAccess()` when AUTH=off. */
+  access: Access;
 }
 
-type Env = { Variables: { requestId: string; log: Logger } };
+type Env = { Variables: { requestId: string; log: Logger; caller?: Caller } };
 
 const requests = counter('http_requests_total', 'HTTP requests answered by the API, by route and status', [
   'method',
@@ -75,6 +79,9 @@ export function createApi(parts: ApiParts, settings: ApiSettings, logger: Logger
   // x-request-id: the caller's correlation id (or a fresh one), echoed and put on every log line.
   app.use(requestId());
   app.use(observe(parts, logger));
+  const auth = authenticate<Env>(settings.access, refuse);
+  app.use('/request', auth);
+  app.use('/requests/*', auth);
   const bodies = new ByteBudget(settings.maxBodyBytesInFlight ?? Number.POSITIVE_INFINITY);
   app.post('/request', (c) => submitRequest(c, parts, settings, bodies));
   app.get('/requests/:id', (c) => getResult(c, parts, settings));
@@ -109,7 +116,8 @@ function observe(parts: ApiParts, logger: Logger) {
 
 /** From here on, the request logs as the role serving it, with the task's requestId. */
 function useLog(c: Context<Env>, roleLog: Logger | undefined, requestId: string): void {
-  const base = roleLog?.child({ httpRequestId: c.get('requestId') }) ?? c.get('log');
+  const base =
+    roleLog?.child({ httpRequestId: c.get('requestId'), ...callerBindings(c.get('caller')) }) ?? c.get('log');
   c.set('log', base.child({ requestId }));
 }
 
@@ -132,7 +140,8 @@ async function submitRequest(
     const got = contentType ? `got ${JSON.stringify(contentType.slice(0, 100))}` : 'none was given';
     return problem(c, 415, 'unsupported_media_type', `Content-Type must be application/json; ${got}`);
   }
-  const body = await readJsonBody(c.req.raw, settings.maxBodyBytes, bodies);
+  const limit = settings.access.bodyLimit(c.get('caller'), settings.maxBodyBytes);
+  const body = await readJsonBody(c.req.raw, limit, bodies);
   if (!body.ok) {
     if (body.status === 503) c.header('Retry-After', '1');
     return problem(c, body.status, BODY_CODES[body.status], body.message);
@@ -146,7 +155,8 @@ async function submitRequest(
   }
   if (accepted instanceof Response) return accepted;
   if (!accepted.result) return c.json({ requestId: accepted.id }, 202);
-  return reply(c, accepted.id, await accepted.result, 'sync');
+  const json = await readable(c, settings.access, await accepted.result, accepted.until);
+  return reply(c, accepted.id, json, 'sync');
 }
 
 const BODY_CODES = { 400: 'invalid_request', 413: 'payload_too_large', 503: 'overloaded' } as const;
@@ -154,6 +164,8 @@ const BODY_CODES = { 400: 'invalid_request', 413: 'payload_too_large', 503: 'ove
 /** A request written to `in`; `result` is the sync wait for it, when the caller waits. */
 interface Accepted {
   id: string;
+  /** When the sync wait ends (see `readable`). */
+  until: number;
   result: Promise<string | undefined> | undefined;
 }
 
@@ -167,16 +179,20 @@ async function accept(
 ): Promise<Accepted | Response> {
   const parsed = safeParseRequestEnvelope(input);
   if (!parsed.ok) return problem(c, 400, 'invalid_request', parsed.error.message, parsed.error.issues);
-  const envelope = stamp(parsed.value);
+  const admitted = await settings.access.admit(c.get('caller'), parsed.value);
+  if (!admitted.ok) return refuse(c, admitted.refusal);
+  const envelope = stamp(admitted.envelope);
   const id = envelope.meta.requestId;
   useLog(c, parts.ingressLog, id);
-  const refused = await claimRequestId(c, parts.claim, parsed.value, settings);
+  // The fingerprint covers meta.client: another key reusing a requestId is a different request.
+  const refused = await claimRequestId(c, parts.claim, admitted.envelope, settings);
   if (refused) return refused;
 
   // The waiter is registered before the produce: a result that comes back fast cannot slip past.
   const hub = envelope.meta.sync && !parts.closing ? parts.hub : undefined;
   const abandon = new AbortController();
   const signal = AbortSignal.any([abandon.signal, c.req.raw.signal]);
+  const until = Date.now() + (hub ? settings.syncTimeoutMs : 0);
   const result = hub?.wait(id, { timeoutMs: settings.syncTimeoutMs, signal });
   try {
     await inSpan('ingress.submit', envelope.meta.traceparent, { requestId: id }, () =>
@@ -193,7 +209,11 @@ async function accept(
       'the request could not be written to Kafka; nothing was accepted, retry later',
     );
   }
-  return { id, result: envelope.meta.sync ? (result ?? Promise.resolve(undefined)) : undefined };
+  return {
+    id,
+    until,
+    result: envelope.meta.sync ? (result ?? Promise.resolve(undefined)) : undefined,
+  };
 }
 
 /**
@@ -257,8 +277,27 @@ async function getResult(c: Context<Env>, parts: ApiParts, settings: ApiSettings
     c.header('Retry-After', '1');
     return problem(c, 503, 'overloaded', 'too many callers are waiting on this sync-gateway; retry later');
   }
-  const json = await hub.wait(id, { timeoutMs: parts.closing ? 0 : wait, signal: c.req.raw.signal });
-  return reply(c, id, json, 'poll');
+  const timeoutMs = parts.closing ? 0 : wait;
+  const until = Date.now() + timeoutMs;
+  const json = await hub.wait(id, { timeoutMs, signal: c.req.raw.signal });
+  return reply(c, id, await readable(c, settings.access, json, until), 'poll');
+}
+
+/**
+ * A result only for the key that sent its request. Another key's result is answered as no result,
+ * and not before `until`, when no result would have been: an early answer would tell that the
+ * requestId exists.
+ */
+async function readable(
+  c: Context<Env>,
+  access: Access,
+  json: string | undefined,
+  until: number,
+): Promise<string | undefined> {
+  if (json === undefined || access.mayRead(c.get('caller'), json)) return json;
+  const ms = until - Date.now();
+  if (ms > 0) await sleep(ms, undefined, { signal: c.req.raw.signal }).catch(() => {});
+  return undefined;
 }
 
 /** `?wait=` as milliseconds, capped; a string says why it was refused. Absent = do not wait. */
@@ -331,10 +370,15 @@ function notServed(c: Context<Env>, route: string, role: string): Response {
   );
 }
 
+function refuse(c: Context<Env>, refusal: Refusal): Response {
+  for (const [name, value] of Object.entries(refusal.headers ?? {})) c.header(name, value);
+  return problem(c, refusal.status, refusal.code, refusal.detail, refusal.issues);
+}
+
 /** An RFC 9457 problem body; `code` is the stable machine code of RequesterError. */
 function problem(
   c: Context<Env>,
-  status: 400 | 404 | 409 | 413 | 415 | 500 | 503,
+  status: 400 | 401 | 403 | 404 | 409 | 413 | 415 | 429 | 500 | 503,
   code: string,
   detail: string,
   issues?: ReadonlyArray<{ path: string; message: string }>,
@@ -352,10 +396,13 @@ function problem(
 
 const TITLES: Record<number, string> = {
   400: 'Bad Request',
+  401: 'Unauthorized',
+  403: 'Forbidden',
   404: 'Not Found',
   409: 'Conflict',
   413: 'Content Too Large',
   415: 'Unsupported Media Type',
+  429: 'Too Many Requests',
   500: 'Internal Server Error',
   503: 'Service Unavailable',
 };

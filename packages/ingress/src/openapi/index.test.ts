@@ -2,6 +2,7 @@ import { requestJsonSchema } from '@requester/shared';
 import { describe, expect, it } from 'vitest';
 import { silent } from '../../test/kit.ts';
 import { createApi } from '../api/index.ts';
+import { openAccess } from '../auth/index.ts';
 import { openApiDocument } from './index.ts';
 
 type Json = Record<string, unknown>;
@@ -27,9 +28,11 @@ function resolve(doc: Json, ref: string): unknown {
 
 describe('GET /openapi.json', () => {
   it('serves an OpenAPI 3.1 document built from the shared request schema', async () => {
-    const res = await createApi({}, { maxBodyBytes: 1, syncTimeoutMs: 1, longPollMaxMs: 1 }, silent).request(
-      '/openapi.json',
-    );
+    const res = await createApi(
+      {},
+      { maxBodyBytes: 1, syncTimeoutMs: 1, longPollMaxMs: 1, access: openAccess() },
+      silent,
+    ).request('/openapi.json');
     expect(res.status).toBe(200);
     const doc = (await res.json()) as Json & { paths: Json; components: { schemas: Json } };
     expect(doc['openapi']).toBe('3.1.0');
@@ -41,11 +44,14 @@ describe('GET /openapi.json', () => {
 
     expect(
       Object.keys((doc.paths['/request'] as { post: { responses: Json } }).post.responses).sort(),
-    ).toEqual(['200', '202', '400', '409', '413', '415', '503']);
+    ).toEqual(['200', '202', '400', '401', '403', '409', '413', '415', '429', '503']);
     expect(
       Object.keys((doc.paths['/requests/{id}'] as { get: { responses: Json } }).get.responses).sort(),
-    ).toEqual(['200', '400', '404', '503']);
+    ).toEqual(['200', '400', '401', '404', '503']);
     for (const ref of refs(doc)) expect(resolve(doc, ref), ref).toBeDefined();
+    // Every operation needs an API key (Authorization: Bearer rqk_…).
+    expect(doc['security']).toEqual([{ apiKey: [] }]);
+    expect(doc.components).toMatchObject({ securitySchemes: { apiKey: { type: 'http', scheme: 'bearer' } } });
   });
 
   it('documents the request body and the result of both routes by reference', () => {

@@ -19,6 +19,19 @@ const retryAfter = (description: string): Json => ({
   schema: { type: 'integer', minimum: 0 },
 });
 
+/** Responses of the access control (`auth/`), shared by both operations. */
+const UNAUTHORIZED: Json = {
+  ...problem('No API key, or one that is unknown, revoked or replaced by a rotation (`code: unauthorized`).'),
+  headers: { 'WWW-Authenticate': { description: '`Bearer realm="requester"`', schema: { type: 'string' } } },
+};
+const API_KEY_SCHEME: Json = {
+  type: 'http',
+  scheme: 'bearer',
+  bearerFormat: 'rqk_<id>_<secret>',
+  description:
+    'An API key made by `requester keys create` (AUTH=on, the default). Its scopes decide the target hosts, sync calls, scheduling beyond REDIS_HORIZON, a rate and a body size; its name becomes `meta.client` of every request it sends, and only it reads their results.',
+};
+
 const PROBLEM: Json = {
   type: 'object',
   description: 'RFC 9457 problem details.',
@@ -92,13 +105,21 @@ const POST_REQUEST: Json = {
       content: json('Accepted'),
     },
     '400': problem('Malformed JSON, or an envelope that breaks the contract (every bad field is named).'),
+    '401': UNAUTHORIZED,
+    '403': problem(
+      'The API key may not ask for this (`code: forbidden`): a target host outside its hosts, a sync call, or scheduling beyond REDIS_HORIZON; `issues` names the field. Nothing was written.',
+    ),
     '409': problem(
       'meta.requestId was already used by a different request within the dedup window (QUEUE_DEDUP_WINDOW). An identical retry is accepted (202).',
     ),
-    '413': problem('The body is larger than MAX_BODY_BYTES.'),
+    '413': problem('The body is larger than MAX_BODY_BYTES, or than the API key allows.'),
     '415': problem(
       'The Content-Type is not `application/json` (or `application/…+json`); forms and text/plain are refused.',
     ),
+    '429': {
+      ...problem('The API key is over its rate (`code: rate_limited`); nothing was written.'),
+      headers: { 'Retry-After': retryAfter('Seconds (rounded up) until the key may send again.') },
+    },
     '503': {
       ...problem(
         'Kafka did not acknowledge the write in time, Redis did not answer the requestId check, or too many request bytes are in flight on this instance (MAX_BODY_BYTES_IN_FLIGHT); nothing was accepted. Retry later.',
@@ -127,9 +148,10 @@ const GET_REQUEST: Json = {
   responses: {
     '200': RESULT_200,
     '400': problem('`wait` is not a valid Go duration.'),
+    '401': UNAUTHORIZED,
     '404': {
       description:
-        'No result yet (still pending, unknown, or older than the recent-results cache). Ask again with `wait`.',
+        'No result yet (still pending, unknown, older than the recent-results cache, or sent with another API key: a result is only its key’s). Ask again with `wait`.',
       content: json('Pending'),
     },
     '503': {
@@ -153,12 +175,14 @@ export function openApiDocument(): Json {
         'Outgoing HTTP requests on behalf of other services: submit a request, get its result on Kafka `out` or, in sync mode, in the HTTP reply.',
     },
     jsonSchemaDialect: 'https://json-schema.org/draft/2020-12/schema',
+    security: [{ apiKey: [] }],
     paths: {
       '/request': { post: POST_REQUEST },
       '/requests/{id}': { get: GET_REQUEST },
     },
     components: {
       schemas: { ...openApiComponents().schemas, Problem: PROBLEM, Accepted: ACCEPTED, Pending: PENDING },
+      securitySchemes: { apiKey: API_KEY_SCHEME },
     },
   };
   return cached;

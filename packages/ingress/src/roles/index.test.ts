@@ -28,6 +28,7 @@ async function startRoles(names: RoleName[], overrides: ConfigOverrides = {}) {
       httpPort: '0',
       logLevel: 'silent',
       redisPrefix: unique('ing'),
+      auth: 'off', // explicit: these tests are about the roles; auth/index.test.ts covers the keys
       ...overrides,
     },
   );

@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { createAdaptorServer } from '@hono/node-server';
 import type { Dependencies, RoleContext } from '@requester/shared';
 import { type ApiParts, createApi } from '../api/index.ts';
+import { accessFromConfig } from '../auth/index.ts';
 
 /**
  * The one HTTP server of a process. When ingress and sync-gateway run together they must share
@@ -54,6 +55,7 @@ async function listen(ctx: RoleContext, parts: ApiParts): Promise<SharedServer> 
       maxBodyBytesInFlight: config.maxBodyBytesInFlight,
       syncTimeoutMs: config.syncTimeout,
       longPollMaxMs: config.longPollMax,
+      access: await accessFromConfig(ctx),
     },
     logger,
   );

@@ -6,6 +6,7 @@ import {
   deadLetterRequestId,
   formatRecordRef,
   type Kafka,
+  kafkaSecurityFrom,
   type Logger,
   tryParseRfc3339,
 } from '@requester/shared';
@@ -78,6 +79,7 @@ export function registerDlqCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): vo
         brokers: config.kafkaBrokers,
         clientId: `${config.kafkaClientId}-dlq`,
         logger,
+        security: kafkaSecurityFrom(config),
       });
       const source = dlqSource(kafka, config.topicDlq, args.action);
       if (args.action === 'list') return runList(source, filter, args);
@@ -156,6 +158,7 @@ async function runReplay(
     brokers: config.kafkaBrokers,
     clientId: `${config.kafkaClientId}-dlq`,
     logger,
+    security: kafkaSecurityFrom(config),
   });
   try {
     if (!args.dryRun) await producer.connect();

@@ -14,6 +14,7 @@ import {
 } from '@requester/shared';
 import type { Argv } from 'yargs';
 import { registerDlqCommands } from './dlq.ts';
+import { registerKeysCommands } from './keys.ts';
 import { registerQueueCommands } from './queue.ts';
 
 type ConfigFrom = (argv: Record<string, unknown>) => Config;
@@ -37,6 +38,7 @@ export function commandRedis(config: Config, logger: Logger): RedisClient {
 export function registerAdminCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): void {
   registerQueueCommands(cli, configFrom);
   registerDlqCommands(cli, configFrom);
+  registerKeysCommands(cli, configFrom);
   cli.command(
     'topics',
     'create the Kafka topics (in, out, dlq) when missing',

@@ -72,6 +72,7 @@ export async function startProcess(
       handles.push({ name, handle });
       logger.info({ role: name }, 'role started');
     }
+    await deps.checkCredentials();
     started = true;
   } catch (err) {
     await shutdown('a role failed to start').catch(() => {});

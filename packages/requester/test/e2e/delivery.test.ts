@@ -8,6 +8,7 @@ import {
   ResultCollector,
   type StackEnv,
   stackEnv,
+  stackKey,
   startStack,
   waitReady,
 } from './stack.ts';
@@ -23,12 +24,14 @@ describe('end to end: delivery policies through every role', () => {
   let running: RunningProcess;
   let target: Target;
   let results: ResultCollector;
+  let key: Awaited<ReturnType<typeof stackKey>>;
 
   beforeAll(async () => {
     target = await startTarget();
     stack = await stackEnv({ MAX_WORKERS: '16', REDIS_HORIZON: '1s', SIGNING_KEYS: `partner=${secret}` });
     running = await startStack(stack);
     await waitReady(stack);
+    key = await stackKey(stack);
     results = new ResultCollector(stack.config.topicOut);
     await results.start();
   }, 120_000);
@@ -43,7 +46,7 @@ describe('end to end: delivery policies through every role', () => {
   const post = async (body: unknown) => {
     const reply = await fetch(`${stack.httpUrl}/request`, {
       method: 'POST',
-      headers: { 'content-type': 'application/json' },
+      headers: { 'content-type': 'application/json', ...key.headers },
       body: JSON.stringify(body),
     });
     expect(reply.status).toBe(202);
@@ -97,7 +100,7 @@ describe('end to end: delivery policies through every role', () => {
     expect(replayEnvelope(record)).toMatchObject({ tryCount: 1, retryBase: 1 });
   });
 
-  it('signs with a server-side key (verified independently); an unknown key id is refused; the secret is in no topic', async () => {
+  it('signs with a server-side key (verified independently); an unknown key id is refused; the secret and the API key are in no topic', async () => {
     const body = '{"shipment":7}';
     await post({
       request: { uri: `${target.url}/echo?id=e2e-signed`, method: 'POST', body },
@@ -130,6 +133,9 @@ describe('end to end: delivery policies through every role', () => {
     expect(text).toContain('e2e-signed');
     for (const part of [secret, secret.slice(6), 'an-end-to-end-signing-secret'])
       expect(text).not.toContain(part);
+    // The caller's API key neither: only its name travels (meta.client), in the dead letter too.
+    expect(text).not.toContain(key.token.split('_')[2]);
+    expect(text).toContain(`"client":"${key.name}"`);
   });
 });
 

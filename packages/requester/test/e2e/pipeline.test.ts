@@ -8,6 +8,7 @@ import {
   ResultCollector,
   type StackEnv,
   stackEnv,
+  stackKey,
   stackSql,
   startStack,
   waitReady,
@@ -19,6 +20,7 @@ describe('end to end: ingress → in → router → queue/outbox → executor �
   let running: RunningProcess;
   let target: Target;
   let results: ResultCollector;
+  let key: Awaited<ReturnType<typeof stackKey>>;
   let producer: Producer;
 
   beforeAll(async () => {
@@ -26,6 +28,7 @@ describe('end to end: ingress → in → router → queue/outbox → executor �
     stack = await stackEnv({ MAX_WORKERS: '32', SYNC_TIMEOUT: '2s' });
     running = await startStack(stack);
     await waitReady(stack);
+    key = await stackKey(stack);
     results = new ResultCollector(stack.config.topicOut);
     await results.start();
     producer = await kafkaProducer();
@@ -42,7 +45,7 @@ describe('end to end: ingress → in → router → queue/outbox → executor �
   const post = (body: unknown) =>
     fetch(`${stack.httpUrl}/request`, {
       method: 'POST',
-      headers: { 'content-type': 'application/json' },
+      headers: { 'content-type': 'application/json', ...key.headers },
       body: JSON.stringify(body),
     });
 
@@ -57,6 +60,7 @@ describe('end to end: ingress → in → router → queue/outbox → executor �
     expect(result.response).toMatchObject({ status: 201, body: 'hello', headers: { 'x-target': 'test' } });
     expect(result.meta).toMatchObject({
       requestId: 'async-1',
+      client: key.name, // the API key's name, stamped by the ingress, echoed by the executor
       tryCount: 1,
       cached: false,
       proxyData: { service: 'billing', n: [1, 2] },
@@ -100,7 +104,7 @@ describe('end to end: ingress → in → router → queue/outbox → executor �
     expect(slow.status).toBe(202);
     const location = slow.headers.get('location');
     expect(location).toBe('/requests/sync-2');
-    const polled = await fetch(`${stack.httpUrl}${location}?wait=20s`);
+    const polled = await fetch(`${stack.httpUrl}${location}?wait=20s`, { headers: key.headers });
     expect(polled.status).toBe(200);
     expect(await polled.json()).toMatchObject({ response: { status: 200 }, meta: { requestId: 'sync-2' } });
   });

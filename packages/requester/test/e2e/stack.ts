@@ -1,10 +1,12 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import path from 'node:path';
+import { type KeyScopes, KeyStore } from '@requester/ingress';
 import {
   type Config,
   createConsumer,
   createPg,
   createProducer,
+  Dependencies,
   isRetriableKafkaError,
   type Kafka,
   type KafkaMessage,
@@ -65,6 +67,29 @@ export async function startStack(
   roles: readonly RoleName[] = ROLE_NAMES,
 ): Promise<RunningProcess> {
   return startProcess([...roles], stack.config, silentLogger);
+}
+
+/**
+ * An API key in the stack's database (created and migrated when missing), allowed everything
+ * unless `scopes` says otherwise: what a caller of the stack's HTTP API sends as a Bearer token.
+ */
+export async function stackKey(
+  stack: StackEnv,
+  scopes: Partial<KeyScopes> = {},
+): Promise<{ name: string; token: string; headers: Record<string, string> }> {
+  const deps = new Dependencies(stack.config, silentLogger);
+  try {
+    const store = new KeyStore(await deps.sql());
+    const { name, token } = await store.create({
+      name: uniqueName('key'),
+      sync: true,
+      schedule: true,
+      ...scopes,
+    });
+    return { name, token, headers: { authorization: `Bearer ${token}` } };
+  } finally {
+    await deps.close();
+  }
 }
 
 /** The real `requester` binary in a child process, with the stack's environment. */

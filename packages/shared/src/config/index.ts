@@ -197,6 +197,31 @@ export const CONFIG_VARIABLES = {
     goDuration.refine((ms) => ms >= 6_000, 'must be at least 6s (the broker refuses shorter sessions)'),
     'consumer group session of routers and sync-gateways: how long a dead member (a killed process, or one lost in a broker crash) holds its partitions before the group moves on',
   ),
+  kafkaSsl: variable(
+    'KAFKA_SSL',
+    'false',
+    bool,
+    'TLS to the Kafka brokers (the system CAs are trusted, or KAFKA_SSL_CA)',
+  ),
+  kafkaSslCa: variable(
+    'KAFKA_SSL_CA',
+    undefined,
+    z.string().optional(),
+    'PEM file of the CA certificates to trust for the Kafka brokers (implies KAFKA_SSL)',
+  ),
+  kafkaSaslMechanism: variable(
+    'KAFKA_SASL_MECHANISM',
+    undefined,
+    z.enum(['plain', 'scram-sha-256', 'scram-sha-512']).optional(),
+    'SASL authentication to Kafka: plain, scram-sha-256 or scram-sha-512 (use TLS with plain); unset = none',
+  ),
+  kafkaSaslUsername: variable('KAFKA_SASL_USERNAME', undefined, z.string().optional(), 'SASL user name'),
+  kafkaSaslPassword: variable(
+    'KAFKA_SASL_PASSWORD',
+    undefined,
+    secretText.optional(),
+    'SASL password. Never printed',
+  ),
   createTopics: variable('KAFKA_CREATE_TOPICS', 'true', bool, 'create missing topics at start'),
   kafkaProduceTimeout: variable(
     'KAFKA_PRODUCE_TIMEOUT',
@@ -254,6 +279,18 @@ export const CONFIG_VARIABLES = {
   pgStatementTimeout: variable('PG_STATEMENT_TIMEOUT', '10s', goDuration, 'bound on one SQL statement'),
   httpHost: variable('HTTP_HOST', '127.0.0.1', z.string().min(1), 'address the ingress HTTP API listens on'),
   httpPort: variable('HTTP_PORT', '8080', port, 'port of the ingress HTTP API (ingress, sync-gateway)'),
+  auth: variable(
+    'AUTH',
+    'on',
+    z.enum(['on', 'off']),
+    'API keys on the HTTP API (`requester keys create`); `off` lets every caller in without a key and is logged as a warning at start',
+  ),
+  authCacheTtl: variable(
+    'AUTH_CACHE_TTL',
+    '5s',
+    goDuration,
+    'how long an ingress trusts an API key it read from PostgreSQL: a revoked or rotated-out key stops working everywhere within this',
+  ),
   adminPort: variable('ADMIN_PORT', '9464', port, 'port of /healthz, /readyz and /metrics'),
   maxBodyBytes: variable(
     'MAX_BODY_BYTES',

@@ -216,6 +216,16 @@ function partitionField() {
   ).refine((partition) => partition !== '!', { error: 'an ordered partition needs a key after "!"' });
 }
 
+/** Longest client name (an API key's name): it is a label of logs, metrics and results. */
+export const MAX_CLIENT_LENGTH = 64;
+
+function clientField() {
+  return printableId(
+    MAX_CLIENT_LENGTH,
+    'Who sent the request, echoed in the result. Over HTTP the ingress sets it to the name of the API key and refuses a caller-sent value; on Kafka it is whatever the producer writes (Requester does not authenticate producers: the broker ACLs on `in` decide who may write).',
+  );
+}
+
 function metaSchema(limits: ContractLimits) {
   return strictObject({
     requestId: printableId(
@@ -231,6 +241,7 @@ function metaSchema(limits: ContractLimits) {
     retry: retrySchema.optional(),
     cache: cacheSchema.optional(),
     signing: signingSchema.optional(),
+    client: clientField().optional(),
   }).meta({ title: 'RequestMeta', description: 'How, when and under which policies to make the call.' });
 }
 

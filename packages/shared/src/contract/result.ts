@@ -105,6 +105,10 @@ const resultMetaSchema = z
       .optional(),
     waitTime: wireNs('Time spent waiting on the rate limiter before the call.'),
     proxyData: z.unknown().meta({ description: 'The request’s proxyData, echoed untouched.' }).optional(),
+    client: z
+      .string()
+      .meta({ description: 'The request’s meta.client (over HTTP: the name of the API key that sent it).' })
+      .optional(),
     error: resultErrorSchema.optional(),
   })
   .meta({ title: 'ResultMeta', description: 'What happened to the request.' });

@@ -4,7 +4,7 @@ import { LRUCache } from 'lru-cache';
 import { RequesterError } from '../errors/index.ts';
 import type { Logger } from '../log/index.ts';
 import type { KafkaRef } from '../task/index.ts';
-import { kafkaLogCreator, withTimeout } from './index.ts';
+import { type KafkaSecurity, kafkaLogCreator, withTimeout } from './index.ts';
 
 /**
  * Reads records of a topic by offset (DESIGN.md §9). kafkajs has no public API for it and the
@@ -92,6 +92,8 @@ export interface FetcherSettings {
   brokers: string;
   clientId: string;
   logger: Logger;
+  /** TLS and SASL towards the brokers (`kafkaSecurityFrom(config)`). */
+  security?: KafkaSecurity;
   /** Independent broker connections used round-robin: one slow fetch does not queue the others. */
   connections?: number;
   /** How long the broker may hold a fetch when no data is available (only at the partition end). */
@@ -160,6 +162,7 @@ class KafkaFetcher implements Fetcher {
       }),
       socketFactory: socketFactory(),
       brokers: settings.brokers.split(',').map((b) => b.trim()),
+      ...settings.security,
       clientId: `${settings.clientId}-fetcher`,
       connectionTimeout: 3_000,
       requestTimeout: this.options.timeoutMs,

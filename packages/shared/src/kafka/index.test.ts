@@ -1,5 +1,6 @@
 import { logLevel } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../config/index.ts';
 import { createLogger } from '../log/index.ts';
 import {
   capturingLogger,
@@ -17,6 +18,7 @@ import {
   isRetriableKafkaError,
   type Kafka,
   kafkaLogCreator,
+  kafkaSecurityFrom,
   PRODUCE_CHUNK_BYTES,
   produce,
 } from './index.ts';
@@ -203,5 +205,31 @@ describe('isRetriableKafkaError', () => {
     expect(isRetriableKafkaError(exhausted)).toBe(true);
     expect(isRetriableKafkaError(Object.assign(new Error('bad request'), { retriable: false }))).toBe(false);
     expect(isRetriableKafkaError('not an error')).toBe(false);
+  });
+});
+
+describe('kafkaSecurityFrom', () => {
+  it('reads TLS and SASL from the configuration; the password never prints with it', () => {
+    const config = loadConfig({
+      KAFKA_SSL: 'true',
+      KAFKA_SASL_MECHANISM: 'scram-sha-256',
+      KAFKA_SASL_USERNAME: 'app',
+      KAFKA_SASL_PASSWORD: 'p4ss-word',
+    });
+    expect(kafkaSecurityFrom(config)).toEqual({
+      ssl: true,
+      sasl: { mechanism: 'scram-sha-256', username: 'app', password: 'p4ss-word' },
+    });
+    expect(JSON.stringify(config)).not.toContain('p4ss-word');
+    expect(kafkaSecurityFrom(loadConfig({}))).toEqual({});
+  });
+
+  it('refuses a mechanism without its credentials, and a CA file it cannot read, by name', () => {
+    expect(() => kafkaSecurityFrom(loadConfig({ KAFKA_SASL_MECHANISM: 'plain' }))).toThrow(
+      /KAFKA_SASL_MECHANISM=plain needs KAFKA_SASL_USERNAME and KAFKA_SASL_PASSWORD/,
+    );
+    expect(() => kafkaSecurityFrom(loadConfig({ KAFKA_SSL_CA: '/nonexistent/ca.pem' }))).toThrow(
+      /KAFKA_SSL_CA=\/nonexistent\/ca.pem/,
+    );
   });
 });

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import {
   type Admin,
   type Consumer,
@@ -9,8 +10,10 @@ import {
   Partitioners,
   type Producer,
   type RecordMetadata,
+  type SASLOptions,
 } from 'kafkajs';
-import { RequesterError } from '../errors/index.ts';
+import type { Config } from '../config/index.ts';
+import { ConfigError, RequesterError } from '../errors/index.ts';
 import type { Logger } from '../log/index.ts';
 
 export type { Admin, Consumer, EachBatchPayload, Kafka, KafkaMessage, Message, Producer } from 'kafkajs';
@@ -25,6 +28,56 @@ export interface KafkaSettings {
   logger: Logger;
   /** Bound on one produce round trip (acks from all in-sync replicas). */
   produceTimeoutMs?: number;
+  /** TLS and SASL towards the brokers (default: neither). */
+  security?: KafkaSecurity;
+}
+
+export type SaslMechanism = 'plain' | 'scram-sha-256' | 'scram-sha-512';
+
+export interface KafkaSecurity {
+  /** TLS to the brokers: `true` trusts the system CAs, `{ ca }` these PEM certificates. */
+  ssl?: boolean | { ca: string[] };
+  sasl?: SASLOptions;
+}
+
+/**
+ * TLS and SASL of every Kafka client of a process, from KAFKA_SSL, KAFKA_SSL_CA and KAFKA_SASL_*.
+ * A SASL mechanism without its username and password is a configuration error (named), not a
+ * broker that refuses every connection later.
+ */
+export function kafkaSecurityFrom(config: Config): KafkaSecurity {
+  const security: KafkaSecurity = {};
+  if (config.kafkaSslCa) {
+    try {
+      security.ssl = { ca: [readFileSync(config.kafkaSslCa, 'utf8')] };
+    } catch (err) {
+      throw new ConfigError(`KAFKA_SSL_CA=${config.kafkaSslCa}: ${(err as Error).message}`);
+    }
+  } else if (config.kafkaSsl) security.ssl = true;
+  const mechanism = config.kafkaSaslMechanism;
+  if (mechanism) {
+    const username = config.kafkaSaslUsername;
+    const password = config.kafkaSaslPassword?.reveal();
+    if (!username || !password)
+      throw new ConfigError(
+        `KAFKA_SASL_MECHANISM=${mechanism} needs KAFKA_SASL_USERNAME and KAFKA_SASL_PASSWORD`,
+      );
+    security.sasl = { mechanism, username, password } as SASLOptions;
+  }
+  return security;
+}
+
+/**
+ * What a Kafka error means for the operator: kafkajs names the SASL mechanism that failed, not
+ * the system, and a refused login must not look like a broker that is merely down.
+ */
+export function explainKafkaError(err: unknown): string | undefined {
+  for (let e = err, depth = 0; e && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
+    const { name, message } = e as Error;
+    if (name === 'KafkaJSSASLAuthenticationError' || /SASL .*authentication failed/i.test(message ?? ''))
+      return `Kafka refused the credentials (KAFKA_SASL_MECHANISM, KAFKA_SASL_USERNAME, KAFKA_SASL_PASSWORD): ${message}`;
+  }
+  return undefined;
 }
 
 const LEVELS: Record<number, 'error' | 'warn' | 'info' | 'debug'> = {
@@ -39,6 +92,7 @@ export function createKafka(settings: KafkaSettings): Kafka {
   return new Kafka({
     clientId: settings.clientId,
     brokers: settings.brokers.split(',').map((b) => b.trim()),
+    ...settings.security,
     connectionTimeout: 3_000,
     requestTimeout: 30_000,
     retry: { initialRetryTime: 100, retries: 8, maxRetryTime: 5_000 },

@@ -60,6 +60,19 @@ function fetchTypesOnce(sql: Sql): void {
   });
 }
 
+/**
+ * What a PostgreSQL error means for the operator when the server refused our credentials or our
+ * TLS settings (its messages name the user, never the password).
+ */
+export function explainPgError(err: unknown): string | undefined {
+  const { code, message } = err as { code?: string; message?: string };
+  if (code === '28P01' || code === '28000')
+    return `PostgreSQL refused the credentials in DATABASE_URL: ${message}`;
+  if (/\bSSL\b/i.test(message ?? '') && (err as { name?: string }).name !== 'PostgresError')
+    return `PostgreSQL TLS failed (DATABASE_URL sslmode): ${message}`;
+  return undefined;
+}
+
 /** Creates the database named in `url` when it does not exist (connecting to `postgres`). */
 export async function ensureDatabase(url: string): Promise<boolean> {
   const target = new URL(url);

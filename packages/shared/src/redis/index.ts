@@ -50,10 +50,38 @@ function connect(seeds: string[], common: RedisOptions, cluster: boolean): Redis
         const u = new URL(seed);
         return { host: u.hostname, port: Number(u.port || 6379) };
       }),
-      { redisOptions: common, enableAutoPipelining: true, scaleReads: 'master' },
+      {
+        redisOptions: { ...common, ...clusterSecurity(seeds[0] ?? '') },
+        enableAutoPipelining: true,
+        scaleReads: 'master',
+      },
     );
   }
   return new Redis(seeds[0] ?? 'redis://127.0.0.1:6379', common);
+}
+
+/**
+ * The credentials and TLS of the first seed, for every node of a cluster: the nodes a cluster
+ * client discovers have no URL of their own, so `rediss://user:password@seed` must apply to all.
+ */
+function clusterSecurity(seed: string): RedisOptions {
+  const u = new URL(seed);
+  return {
+    ...(u.username ? { username: decodeURIComponent(u.username) } : {}),
+    ...(u.password ? { password: decodeURIComponent(u.password) } : {}),
+    ...(u.protocol === 'rediss:' ? { tls: {} } : {}),
+  };
+}
+
+/**
+ * What a Redis error means for the operator when the server refused our credentials (Redis's
+ * messages never echo them): waiting would not fix it, so the process says so and stops.
+ */
+export function explainRedisError(err: unknown): string | undefined {
+  const message = err instanceof Error ? err.message : '';
+  if (/^(WRONGPASS|NOAUTH|NOPERM)\b/.test(message))
+    return `Redis refused the credentials in REDIS_URL (password, or ACL user and password): ${message}`;
+  return undefined;
 }
 
 /** One warning per outage (ioredis emits an error for every reconnect attempt), one line at recovery. */

@@ -1,10 +1,17 @@
 import type { Admin, Kafka, Producer } from 'kafkajs';
 import type { Config } from '../config/index.ts';
+import { RequesterError } from '../errors/index.ts';
 import { ConsumerHealth } from '../kafka/health.ts';
-import { createKafka, createProducer, ensureTopics } from '../kafka/index.ts';
+import {
+  createKafka,
+  createProducer,
+  ensureTopics,
+  explainKafkaError,
+  kafkaSecurityFrom,
+} from '../kafka/index.ts';
 import type { Logger } from '../log/index.ts';
-import { createPg, ensureDatabase, migrate, type Sql } from '../pg/index.ts';
-import { checkRedisPersistence, createRedis, type RedisClient } from '../redis/index.ts';
+import { createPg, ensureDatabase, explainPgError, migrate, type Sql } from '../pg/index.ts';
+import { checkRedisPersistence, createRedis, explainRedisError, type RedisClient } from '../redis/index.ts';
 
 /** The roles one `requester` process can run (DESIGN.md §3). */
 export const ROLE_NAMES = ['ingress', 'sync-gateway', 'router', 'executor', 'relay'] as const;
@@ -61,6 +68,7 @@ export class Dependencies {
       clientId: this.config.kafkaClientId,
       logger: this.logger,
       produceTimeoutMs: this.config.kafkaProduceTimeout,
+      security: kafkaSecurityFrom(this.config),
     });
     return this.kafkaClient;
   }
@@ -147,6 +155,22 @@ export class Dependencies {
   }
 
   /**
+   * Fails when Redis refuses this process's credentials. Kafka and PostgreSQL already fail the
+   * roles' start on a refused login; a Redis client only meets it at its first command, and a
+   * process that waits for a password to become right would wait forever. Other errors (Redis
+   * down) pass: the roles wait for Redis to come back, as they always did.
+   */
+  async checkCredentials(): Promise<void> {
+    if (!this.redisClient) return;
+    try {
+      await this.redisClient.ping();
+    } catch (err) {
+      const why = explainRedisError(err);
+      if (why) throw new RequesterError('dependency_unavailable', why, { cause: err });
+    }
+  }
+
+  /**
    * Each dependency this process has opened, and whether it answers now; `consumers`: whether the
    * watched Kafka consumers run (none crash-loops, see ConsumerHealth).
    */
@@ -198,6 +222,18 @@ export class Dependencies {
     for (const r of results)
       if (r.status === 'rejected') this.logger.warn({ err: r.reason }, 'error while closing a client');
   }
+}
+
+/**
+ * A dependency error in the operator's terms, naming the system and the variables to check, when
+ * it is one of the known refusals (credentials, TLS); looks through wrapped causes.
+ */
+export function explainDependencyError(err: unknown): string | undefined {
+  for (let e = err, depth = 0; e && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
+    const why = explainKafkaError(e) ?? explainRedisError(e) ?? explainPgError(e);
+    if (why) return why;
+  }
+  return undefined;
 }
 
 /** Runs `create` once; when it fails, `forget` clears the memo so the next caller tries again. */

@@ -11,8 +11,23 @@ const KAFKA_SH = path.resolve(import.meta.dirname, '../../../../infra/kafka.sh')
 export interface PrivateKafka extends PrivateServer {
   /** `127.0.0.1:<port>` */
   brokers: string;
+  /** The SCRAM users of a broker started with `sasl` (the first one is the broker's own). */
+  saslUsers?: SaslUser[];
   /** `infra/kafka.sh restart`: a graceful stop, then a start. */
   gracefulRestart(): Promise<void>;
+}
+
+export interface SaslUser {
+  username: string;
+  password: string;
+}
+
+export interface PrivateKafkaOptions {
+  /**
+   * A SASL_PLAINTEXT listener (SCRAM-SHA-256 and SCRAM-SHA-512) instead of PLAINTEXT, with these
+   * users (added when the storage is formatted: `kafka-storage format --add-scram`).
+   */
+  sasl?: SaslUser[];
 }
 
 /**
@@ -20,7 +35,7 @@ export interface PrivateKafka extends PrivateServer {
  * on free loopback ports with a throwaway data folder: for tests that stop or crash the broker
  * without disturbing the shared one. Takes ~10 s to start.
  */
-export async function startPrivateKafka(): Promise<PrivateKafka> {
+export async function startPrivateKafka(options: PrivateKafkaOptions = {}): Promise<PrivateKafka> {
   const [port, controllerPort] = [await freePort(), await freePort()];
   const brokers = `127.0.0.1:${port}`;
   const runDir = await mkdtemp(path.join(tmpdir(), 'requester-kafka-'));
@@ -30,11 +45,15 @@ export async function startPrivateKafka(): Promise<PrivateKafka> {
     KAFKA_CONTROLLER_PORT: String(controllerPort),
     REQUESTER_RUN_DIR: runDir,
     KAFKA_HEAP: '384m',
+    ...(options.sasl
+      ? { KAFKA_SASL_USERS: options.sasl.map((u) => `${u.username}:${u.password}`).join(',') }
+      : {}),
   };
   const kafkaSh = (command: string) => run('bash', [KAFKA_SH, command], { env, timeout: 150_000 });
   await kafkaSh('start');
   return {
     brokers,
+    ...(options.sasl ? { saslUsers: options.sasl } : {}),
     async stop() {
       await kafkaSh('stop').catch(() => {});
       await rm(runDir, { recursive: true, force: true });

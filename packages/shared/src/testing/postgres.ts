@@ -1,6 +1,6 @@
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { readdirSync } from 'node:fs';
-import { chown, mkdtemp, rm } from 'node:fs/promises';
+import { chown, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -16,6 +16,8 @@ export interface PrivatePostgres extends PrivateServer {
 export interface PrivatePostgresOptions {
   /** Folder of initdb and postgres; default the newest `/usr/lib/postgresql/<version>/bin`. */
   binDir?: string;
+  /** Password authentication (SCRAM-SHA-256) over TCP for user `postgres`, instead of trust. */
+  password?: string;
 }
 
 const run = promisify(execFile);
@@ -31,24 +33,35 @@ const START_TIMEOUT_MS = 30_000;
 export async function startPrivatePostgres(options: PrivatePostgresOptions = {}): Promise<PrivatePostgres> {
   const bin = options.binDir ?? newestBinDir();
   const port = await freePort();
-  const url = `postgres://postgres@127.0.0.1:${port}`;
+  const { password } = options;
+  const url = `postgres://postgres${password ? `:${encodeURIComponent(password)}` : ''}@127.0.0.1:${port}`;
   const dir = await mkdtemp(path.join(tmpdir(), 'requester-pg-'));
   // PostgreSQL refuses to run as root. As root, run it as the `postgres` user — by uid/gid on the
   // child itself rather than through `runuser`, which forks and would stand between us and the
   // postmaster: kill() must signal the postmaster, not a wrapper that leaves it running.
   const user = process.getuid?.() === 0 ? await postgresUser() : undefined;
   if (user) await chown(dir, user.uid, user.gid);
+  // The password goes through a file in the cluster's own folder (not argv, which `ps` shows).
+  const pwfile = path.join(dir, 'pwfile');
+  const data = path.join(dir, 'data');
+  const auth = password
+    ? ['--auth-local=trust', '--auth-host=scram-sha-256', `--pwfile=${pwfile}`]
+    : ['--auth=trust'];
   try {
+    if (password) {
+      await writeFile(pwfile, `${password}\n`, { mode: 0o600 });
+      if (user) await chown(pwfile, user.uid, user.gid);
+    }
     await run(
       path.join(bin, 'initdb'),
-      ['-D', dir, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--locale=C', '--no-sync'],
+      ['-D', data, '-U', 'postgres', ...auth, '-E', 'UTF8', '--locale=C', '--no-sync'],
       { ...(user ?? {}), env: { ...process.env, LC_ALL: 'C' } },
     );
   } catch (err) {
     await rm(dir, { recursive: true, force: true });
     throw err;
   }
-  const args = ['-D', dir, '-h', '127.0.0.1', '-p', String(port), '-k', dir];
+  const args = ['-D', data, '-h', '127.0.0.1', '-p', String(port), '-k', dir];
   let child: ChildProcess | undefined;
   let log = '';
 

@@ -7,6 +7,7 @@ import { freePort, type PrivateServer } from './index.ts';
 
 /** `stop` is SIGTERM; a server without persistence comes back empty from `restart`. */
 export interface PrivateRedis extends PrivateServer {
+  /** With the credentials when the server requires them (`redis://[user]:password@…`). */
   url: string;
 }
 
@@ -18,6 +19,12 @@ export interface PrivateRedisOptions {
    * persistence (benchmarks).
    */
   persistent?: boolean;
+  /**
+   * Require a password: alone, it is the default user's (`requirepass`); with `user`, that ACL
+   * user gets every right and the default user is disabled.
+   */
+  password?: string;
+  user?: string;
 }
 
 /**
@@ -28,12 +35,17 @@ export interface PrivateRedisOptions {
 export async function startPrivateRedis(options: PrivateRedisOptions = {}): Promise<PrivateRedis> {
   const binary = options.binary ?? '/usr/bin/redis-server';
   const port = await freePort();
-  const url = `redis://127.0.0.1:${port}`;
+  const { password, user } = options;
+  const credentials = password ? `${encodeURIComponent(user ?? '')}:${encodeURIComponent(password)}@` : '';
+  const url = `redis://${credentials}127.0.0.1:${port}`;
   const dir = options.persistent ? await mkdtemp(path.join(tmpdir(), 'requester-redis-')) : undefined;
   const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', ''];
   args.push(
     ...(dir ? ['--dir', dir, '--appendonly', 'yes', '--appendfsync', 'everysec'] : ['--appendonly', 'no']),
   );
+  if (password && user)
+    args.push('--user', user, 'on', `>${password}`, '~*', '&*', '+@all', '--user', 'default', 'off');
+  else if (password) args.push('--requirepass', password);
   let child: ChildProcess | undefined;
 
   const halt = async (signal: NodeJS.Signals) => {

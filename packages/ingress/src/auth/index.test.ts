@@ -1,0 +1,323 @@
+import { createHash } from 'node:crypto';
+import {
+  buildResult,
+  type ConfigOverrides,
+  createPg,
+  Dependencies,
+  loadConfig,
+  type RequestEnvelope,
+} from '@requester/shared';
+import { capturingLogger, uniqueName } from '@requester/shared/testing';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { BROKERS, closeProducer, reader, send, silent, topics } from '../../test/kit.ts';
+import { createApi } from '../api/index.ts';
+import { type KeyRecord, type KeyScopes, KeyStore } from '../keys/index.ts';
+import { ingressRole, syncGatewayRole } from '../roles/index.ts';
+import { KeyAccess } from './index.ts';
+
+const database = uniqueName('auth').replaceAll('-', '_');
+const DATABASE_URL = `postgres://postgres@127.0.0.1:5432/${database}`;
+
+interface Stack {
+  url: string;
+  topics: { in: string; out: string };
+  keys: KeyStore;
+  stop(): Promise<void>;
+}
+
+/** ingress + sync-gateway with AUTH on (the default), on fresh topics and their own database. */
+async function startStack(overrides: ConfigOverrides = {}): Promise<Stack> {
+  const t = await topics(1); // one partition: what reaches `in` is read in the order it was written
+  const config = loadConfig(
+    {},
+    {
+      kafkaBrokers: BROKERS,
+      topicIn: t.in,
+      topicOut: t.out,
+      createTopics: 'false',
+      httpPort: '0',
+      databaseUrl: DATABASE_URL,
+      redisPrefix: uniqueName('auth'),
+      syncTimeout: '3s',
+      ...overrides,
+    },
+  );
+  const deps = new Dependencies(config, silent);
+  const ctx = { config, logger: silent, deps };
+  const ingress = await ingressRole.start(ctx);
+  const gateway = await syncGatewayRole.start(ctx);
+  return {
+    url: ingress.url,
+    topics: t,
+    keys: new KeyStore(await deps.sql()),
+    async stop() {
+      await Promise.all([ingress.stopAccepting?.(), gateway.stopAccepting?.()]);
+      await Promise.all([ingress.drain(), gateway.drain()]);
+      await deps.close();
+    },
+  };
+}
+
+const post = (url: string, body: unknown, token?: string) =>
+  fetch(`${url}/request`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
+    body: JSON.stringify(body),
+  });
+const get = (url: string, path: string, token: string) =>
+  fetch(`${url}${path}`, { headers: { authorization: `Bearer ${token}` } });
+
+const call = (requestId: string, uri = 'https://api.partner.example/x', meta: object = {}) => ({
+  request: { uri },
+  meta: { requestId, ...meta },
+});
+
+let stack: Stack;
+beforeAll(async () => {
+  stack = await startStack({ authCacheTtl: '1s' });
+}, 60_000);
+afterAll(async () => {
+  await stack?.stop();
+  await closeProducer();
+  const admin = createPg({ url: 'postgres://postgres@127.0.0.1:5432/postgres', max: 1 });
+  await admin.unsafe(`drop database if exists "${database}" with (force)`).catch(() => {});
+  await admin.end({ timeout: 5 });
+});
+
+describe('API keys at the door', () => {
+  it('answers 401 problem+json without a key, with a wrong one, and with a revoked one (within AUTH_CACHE_TTL)', async () => {
+    const none = await post(stack.url, call('a-1'));
+    expect(none.status).toBe(401);
+    expect(none.headers.get('content-type')).toBe('application/problem+json');
+    expect(none.headers.get('www-authenticate')).toMatch(/^Bearer/);
+    expect(await none.json()).toMatchObject({ status: 401, code: 'unauthorized' });
+
+    const { token, id } = await stack.keys.create({ name: uniqueName('k') });
+    const wrongSecret = token.replace(/.$/, (last) => (last === 'A' ? 'B' : 'A'));
+    for (const bad of ['nonsense', wrongSecret, `rqk_ffffffffffff_${'a'.repeat(43)}`]) {
+      const res = await post(stack.url, call('a-2'), bad);
+      expect(res.status).toBe(401);
+      expect(await res.json()).toMatchObject({ code: 'unauthorized' });
+    }
+    expect((await get(stack.url, '/requests/a-2', wrongSecret)).status).toBe(401);
+
+    expect((await post(stack.url, call('a-3'), token)).status).toBe(202);
+    await stack.keys.revoke(id);
+    // AUTH_CACHE_TTL is 1s here: the revocation must have taken effect after it (margin for a busy machine).
+    await new Promise((resolve) => setTimeout(resolve, 1_100));
+    const revoked = await post(stack.url, call('a-4'), token);
+    expect(revoked.status).toBe(401);
+  });
+
+  it('refuses a host outside the key scope with 403 before anything reaches in', async () => {
+    const { token } = await stack.keys.create({ name: uniqueName('k'), hosts: ['*.partner.example'] });
+    const seen = await reader(stack.topics.in);
+    try {
+      const refused = await post(stack.url, call('h-1', 'https://api.other.example/x'), token);
+      expect(refused.status).toBe(403);
+      expect(await refused.json()).toMatchObject({
+        code: 'forbidden',
+        issues: [{ path: 'request.uri', message: expect.stringContaining('api.other.example') }],
+      });
+      // The apex is not under *.partner.example either.
+      expect((await post(stack.url, call('h-2', 'https://partner.example/'), token)).status).toBe(403);
+      expect((await post(stack.url, call('h-3', 'https://a.b.partner.example/'), token)).status).toBe(202);
+      const before: string[] = [];
+      for (let record = await seen.next(); record.key !== 'h-3'; record = await seen.next())
+        before.push(record.key ?? '');
+      expect(before).not.toContain('h-1'); // the refused ones were never produced
+      expect(before).not.toContain('h-2');
+    } finally {
+      await seen.close();
+    }
+  });
+
+  it('checks the sync, schedule and body-size scopes, and refuses a caller-sent meta.client', async () => {
+    const name = uniqueName('k');
+    const { token } = await stack.keys.create({ name, maxBodyBytes: 300 });
+    const sync = await post(stack.url, call('s-1', undefined, { sync: true }), token);
+    expect(sync.status).toBe(403);
+    expect(await sync.json()).toMatchObject({ issues: [{ path: 'meta.sync' }] });
+
+    const farAway = new Date(Date.now() + 3_600_000).toISOString();
+    const far = await post(stack.url, call('s-2', undefined, { scheduled: farAway }), token);
+    expect(far.status).toBe(403);
+    expect(await far.json()).toMatchObject({ issues: [{ path: 'meta.scheduled' }] });
+    const soon = new Date(Date.now() + 200).toISOString(); // within REDIS_HORIZON (1s)
+    expect((await post(stack.url, call('s-3', undefined, { scheduled: soon }), token)).status).toBe(202);
+
+    const big = await post(stack.url, call('s-4', undefined, { proxyData: 'x'.repeat(400) }), token);
+    expect(big.status).toBe(413);
+
+    const spoofed = await post(stack.url, call('s-5', undefined, { client: 'someone-else' }), token);
+    expect(spoofed.status).toBe(400);
+    expect(await spoofed.json()).toMatchObject({ issues: [{ path: 'meta.client' }] });
+
+    const { token: scheduler } = await stack.keys.create({ name: uniqueName('k'), schedule: true });
+    expect((await post(stack.url, call('s-6', undefined, { scheduled: farAway }), scheduler)).status).toBe(
+      202,
+    );
+  });
+
+  it('answers 429 with an honest Retry-After above the key rate: waiting that long is enough', async () => {
+    const { token } = await stack.keys.create({ name: uniqueName('k'), rate: '1/2s' });
+    expect((await post(stack.url, call('r-1'), token)).status).toBe(202);
+    const limited = await post(stack.url, call('r-2'), token);
+    expect(limited.status).toBe(429);
+    expect(await limited.json()).toMatchObject({ code: 'rate_limited' });
+    const retryAfter = Number(limited.headers.get('retry-after'));
+    expect(retryAfter).toBeGreaterThanOrEqual(1);
+    expect(retryAfter).toBeLessThanOrEqual(2);
+    await new Promise((resolve) => setTimeout(resolve, retryAfter * 1000));
+    expect((await post(stack.url, call('r-3'), token)).status).toBe(202);
+  });
+});
+
+describe('results only for their owner', () => {
+  it("answers key A's result to A (sync and long-poll) and to B as if it did not exist", async () => {
+    const scopes: Partial<KeyScopes> = { sync: true };
+    const a = await stack.keys.create({ name: uniqueName('a'), ...scopes });
+    const b = await stack.keys.create({ name: uniqueName('b'), ...scopes });
+    // Plays the executor: answers each request on `in` with a result carrying its meta.client,
+    // once per requestId (the router's dedup refuses a replayed requestId).
+    const seen = await reader(stack.topics.in);
+    const answered = new Set<string>();
+    const answering = (async () => {
+      for (;;) {
+        const record = await seen.next(30_000).catch(() => undefined);
+        if (!record) return;
+        const envelope = JSON.parse(record.value) as RequestEnvelope;
+        if (answered.has(envelope.meta.requestId)) continue;
+        answered.add(envelope.meta.requestId);
+        const result = buildResult({
+          requestId: envelope.meta.requestId,
+          status: 200,
+          body: 'secret',
+          tryCount: 1,
+        });
+        await send(stack.topics.out, envelope.meta.requestId, {
+          ...result,
+          meta: { ...result.meta, client: envelope.meta.client },
+        });
+      }
+    })();
+    try {
+      const id = uniqueName('owned');
+      const mine = await post(stack.url, call(id, undefined, { sync: true }), a.token);
+      expect(mine.status).toBe(200);
+      expect(await mine.json()).toMatchObject({ response: { body: 'secret' }, meta: { client: a.name } });
+
+      const polled = await get(stack.url, `/requests/${id}?wait=1s`, b.token);
+      expect(polled.status).toBe(404);
+      expect(await polled.json()).toMatchObject({ requestId: id, status: 'pending' });
+      // B re-using A's requestId: a different request (another client) within the dedup window is
+      // a 409 that carries nothing of A's request or result; the router would otherwise drop it.
+      const reused = await post(stack.url, call(id, undefined, { sync: true }), b.token);
+      expect(reused.status).toBe(409);
+      const refusal = await reused.text();
+      expect(refusal).toContain('request_id_conflict');
+      expect(refusal).not.toContain('secret');
+      expect(refusal).not.toContain(a.name);
+
+      const again = await get(stack.url, `/requests/${id}`, a.token);
+      expect(again.status).toBe(200);
+    } finally {
+      await seen.close();
+      await answering;
+    }
+  }, 60_000);
+});
+
+describe('KeyAccess cache', () => {
+  const record = (revoked: boolean): KeyRecord => ({
+    id: '0123456789ab',
+    name: 'billing',
+    secretHash: Buffer.alloc(32),
+    sync: false,
+    schedule: false,
+    createdAt: new Date(0),
+    ...(revoked ? { revokedAt: new Date(0) } : {}),
+  });
+
+  it('reads a key once per TTL, concurrent calls included; a revocation counts from the next read', async () => {
+    let now = 0;
+    let revoked = false;
+    let reads = 0;
+    const access = new KeyAccess({
+      find: async () => {
+        reads++;
+        return record(revoked);
+      },
+      cacheTtlMs: 5_000,
+      horizonMs: 1_000,
+      limiter: () => {
+        throw new Error('no rate here');
+      },
+      now: () => now,
+    });
+    const token = `Bearer rqk_0123456789ab_${'a'.repeat(43)}`;
+    // The secret does not match the all-zero hash: every answer is a 401, but the reads are what counts.
+    await Promise.all([access.identify(token), access.identify(token), access.identify(token)]);
+    expect(reads).toBe(1);
+    revoked = true;
+    now = 4_999;
+    await access.identify(token);
+    expect(reads).toBe(1);
+    now = 5_000;
+    await access.identify(token);
+    expect(reads).toBe(2);
+  });
+
+  it('warns at start when AUTH=off', async () => {
+    const { logger, lines } = capturingLogger('warn');
+    const { accessFromConfig } = await import('./index.ts');
+    const config = loadConfig({}, { auth: 'off' });
+    await accessFromConfig({ config, logger, deps: new Dependencies(config, logger) });
+    expect(lines).toEqual([expect.objectContaining({ msg: expect.stringContaining('AUTH=off') })]);
+  });
+});
+
+describe('logs', () => {
+  it('name the client on every line of an accepted request and never carry the key', async () => {
+    const secret = 'S'.repeat(43);
+    const record: KeyRecord = {
+      id: 'abcdefabcdef',
+      name: 'billing',
+      secretHash: createHash('sha256').update(secret).digest(),
+      sync: false,
+      schedule: false,
+      createdAt: new Date(0),
+    };
+    const access = new KeyAccess({
+      find: async (id) => (id === record.id ? record : undefined),
+      cacheTtlMs: 1_000,
+      horizonMs: 1_000,
+      limiter: () => {
+        throw new Error('no rate here');
+      },
+    });
+    const { logger, lines } = capturingLogger('debug');
+    const written: string[] = [];
+    const app = createApi(
+      {
+        submit: async (_key, value) => void written.push(value),
+        ingressLog: logger.child({ role: 'ingress' }),
+      },
+      { maxBodyBytes: 10_000, syncTimeoutMs: 1_000, longPollMaxMs: 1_000, access },
+      logger,
+    );
+    const send = (token: string) =>
+      app.request('/request', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+        body: JSON.stringify(call('log-1')),
+      });
+    expect((await send(`rqk_${record.id}_${secret}`)).status).toBe(202);
+    expect((await send(`rqk_${record.id}_${'T'.repeat(43)}`)).status).toBe(401);
+    expect(lines.find((l) => l.status === 202)).toMatchObject({ client: 'billing', requestId: 'log-1' });
+    expect(JSON.parse(written[0]!).meta.client).toBe('billing');
+    const everything = JSON.stringify(lines) + written.join('');
+    expect(everything).not.toContain(secret);
+    expect(everything).not.toContain('T'.repeat(43));
+  });
+});

@@ -1,0 +1,340 @@
+import { RateLimiter } from '@requester/executor/limiter';
+import {
+  counter,
+  type LimiterSpec,
+  type Logger,
+  type RequestEnvelope,
+  type RoleContext,
+  tryParseRfc3339,
+} from '@requester/shared';
+import type { Context, MiddlewareHandler } from 'hono';
+import {
+  type KeyRecord,
+  type KeyScopes,
+  KeyStore,
+  parseRate,
+  parseToken,
+  secretMatches,
+} from '../keys/index.ts';
+
+/**
+ * Access control of the HTTP API (AUTH=on): who is calling (an API key in `Authorization:
+ * Bearer`), what that key may ask for (target hosts, sync calls, far scheduling, a rate, a body
+ * size), and which results it may read (those of its own requests). Everything is decided here,
+ * before anything is written to Kafka; the key's name then travels as `meta.client`.
+ */
+
+/** An authenticated caller: the key's id (its rate quota) and name (its requests and results). */
+export interface Caller {
+  keyId: string;
+  name: string;
+  scopes: KeyScopes;
+  limiter?: LimiterSpec;
+}
+
+/** Why a call is refused; rendered by the API as an RFC 9457 problem. */
+export interface Refusal {
+  status: 400 | 401 | 403 | 429 | 503;
+  code: 'invalid_request' | 'unauthorized' | 'forbidden' | 'rate_limited' | 'dependency_unavailable';
+  detail: string;
+  headers?: Record<string, string>;
+  issues?: Array<{ path: string; message: string }>;
+}
+
+export type Admission = { ok: true; envelope: RequestEnvelope } | { ok: false; refusal: Refusal };
+
+export interface Access {
+  /** The caller of `authorization` (the header's value), or why it is refused; undefined = AUTH=off. */
+  identify(authorization: string | undefined): Promise<Caller | Refusal | undefined>;
+  /** The envelope with `meta.client` set, once the caller's scopes and rate allow it. */
+  admit(caller: Caller | undefined, envelope: RequestEnvelope): Promise<Admission>;
+  /** The body limit for this caller: its key's, when below the server's. */
+  bodyLimit(caller: Caller | undefined, serverMax: number): number;
+  /** Whether the caller may read this result (raw JSON from `out`). */
+  mayRead(caller: Caller | undefined, resultJson: string): boolean;
+}
+
+const decisions = counter(
+  'auth_decisions_total',
+  'HTTP API access decisions, by client (API key name) and outcome',
+  ['client', 'outcome'],
+);
+
+/** The Hono middleware: identifies the caller (`c.var.caller`) or answers the refusal. */
+export function authenticate<E extends { Variables: { caller?: Caller; log: Logger } }>(
+  access: Access,
+  render: (c: Context<E>, refusal: Refusal) => Response,
+): MiddlewareHandler<E> {
+  return async (c, next) => {
+    const identified = await access.identify(c.req.header('authorization'));
+    if (identified && 'status' in identified) {
+      decisions.inc({ client: '', outcome: identified.code });
+      return render(c, identified);
+    }
+    if (identified) {
+      c.set('caller', identified);
+      c.set('log', c.get('log').child({ client: identified.name }));
+    }
+    await next();
+  };
+}
+
+/** The log bindings of a caller (merged into the role's logger once the role is known). */
+export function callerBindings(caller: Caller | undefined): { client?: string } {
+  return caller ? { client: caller.name } : {};
+}
+
+const CLIENT_IS_OURS: Refusal = {
+  status: 400,
+  code: 'invalid_request',
+  detail: 'meta.client: set by Requester from the API key; leave it out',
+  issues: [{ path: 'meta.client', message: 'set by Requester from the API key; leave it out' }],
+};
+
+/** AUTH=off: every caller is let in, reads every result, and no request carries a client. */
+export function openAccess(): Access {
+  return {
+    identify: async () => undefined,
+    admit: async (_caller, envelope) =>
+      envelope.meta.client === undefined ? { ok: true, envelope } : { ok: false, refusal: CLIENT_IS_OURS },
+    bodyLimit: (_caller, serverMax) => serverMax,
+    mayRead: () => true,
+  };
+}
+
+export interface KeyAccessOptions {
+  /** The key with this id, revoked or not (the store's `find`). */
+  find(id: string): Promise<KeyRecord | undefined>;
+  /** How long a looked-up key (or its absence) is trusted: the bound on a revocation's delay. */
+  cacheTtlMs: number;
+  /** REDIS_HORIZON: a request scheduled further ahead needs the `schedule` scope. */
+  horizonMs: number;
+  /** The per-key rate limiter, made on first use (only keys with a rate need Redis). */
+  limiter(): Pick<RateLimiter, 'take'>;
+  now?: () => number;
+  /** Most keys (and unknown ids) remembered; the oldest are forgotten first. */
+  maxCached?: number;
+}
+
+const UNAUTHORIZED_HEADERS = { 'WWW-Authenticate': 'Bearer realm="requester"' };
+const MISSING: Refusal = {
+  status: 401,
+  code: 'unauthorized',
+  detail: 'an API key is required: send Authorization: Bearer rqk_… (see `requester keys create`)',
+  headers: UNAUTHORIZED_HEADERS,
+};
+/** One answer for a malformed, unknown, wrong, revoked or expired key: none tells which. */
+const INVALID: Refusal = {
+  status: 401,
+  code: 'unauthorized',
+  detail: 'the API key is not valid (unknown, revoked, or replaced by a rotation)',
+  headers: { 'WWW-Authenticate': 'Bearer realm="requester", error="invalid_token"' },
+};
+const KEYS_UNAVAILABLE: Refusal = {
+  status: 503,
+  code: 'dependency_unavailable',
+  detail: 'API keys cannot be checked now (PostgreSQL does not answer); retry later',
+  headers: { 'Retry-After': '5' },
+};
+
+interface Cached {
+  record: KeyRecord | undefined;
+  expiresAt: number;
+}
+
+/** AUTH=on: API keys from the store, looked up at most once per AUTH_CACHE_TTL per key and process. */
+export class KeyAccess implements Access {
+  readonly #options: KeyAccessOptions;
+  readonly #now: () => number;
+  readonly #cache = new Map<string, Cached>();
+  readonly #lookups = new Map<string, Promise<KeyRecord | undefined>>();
+
+  constructor(options: KeyAccessOptions) {
+    this.#options = options;
+    this.#now = options.now ?? Date.now;
+  }
+
+  async identify(authorization: string | undefined): Promise<Caller | Refusal> {
+    const match = /^Bearer +(\S+) *$/i.exec(authorization ?? '');
+    if (!match) return MISSING;
+    const token = parseToken(match[1] as string);
+    if (!token) return INVALID;
+    let record: KeyRecord | undefined;
+    try {
+      record = await this.#record(token.id);
+    } catch {
+      return KEYS_UNAVAILABLE;
+    }
+    if (!record || record.revokedAt || !secretMatches(record, token.secret, this.#now())) return INVALID;
+    return callerOf(record);
+  }
+
+  async admit(caller: Caller | undefined, envelope: RequestEnvelope): Promise<Admission> {
+    if (envelope.meta.client !== undefined) return { ok: false, refusal: CLIENT_IS_OURS };
+    if (!caller) return { ok: false, refusal: MISSING };
+    const forbidden = this.#outOfScope(caller, envelope);
+    if (forbidden) {
+      decisions.inc({ client: caller.name, outcome: 'forbidden' });
+      return {
+        ok: false,
+        refusal: { status: 403, code: 'forbidden', detail: forbidden.message, issues: [forbidden] },
+      };
+    }
+    const limited = await this.#overRate(caller);
+    if (limited) {
+      decisions.inc({ client: caller.name, outcome: limited.code });
+      return { ok: false, refusal: limited };
+    }
+    decisions.inc({ client: caller.name, outcome: 'accepted' });
+    return { ok: true, envelope: { ...envelope, meta: { ...envelope.meta, client: caller.name } } };
+  }
+
+  bodyLimit(caller: Caller | undefined, serverMax: number): number {
+    return Math.min(serverMax, caller?.scopes.maxBodyBytes ?? serverMax);
+  }
+
+  /** A result is its key's: another key (or a result without a client) reads nothing. */
+  mayRead(caller: Caller | undefined, resultJson: string): boolean {
+    return caller !== undefined && clientOf(resultJson) === caller.name;
+  }
+
+  #outOfScope(caller: Caller, envelope: RequestEnvelope): { path: string; message: string } | undefined {
+    const { scopes } = caller;
+    if (scopes.hosts && envelope.request.uri !== '') {
+      const host = hostOf(envelope.request.uri);
+      if (!scopes.hosts.some((pattern) => hostMatches(pattern, host)))
+        return { path: 'request.uri', message: `host ${host} is not among the hosts this API key may call` };
+    }
+    if (envelope.meta.sync && !scopes.sync)
+      return { path: 'meta.sync', message: 'this API key may not make sync calls' };
+    const scheduled = envelope.meta.scheduled ? tryParseRfc3339(envelope.meta.scheduled) : undefined;
+    if (scheduled?.ok && scheduled.epochMs - this.#now() > this.#options.horizonMs && !scopes.schedule)
+      return {
+        path: 'meta.scheduled',
+        message: 'this API key may not schedule beyond the Redis horizon (REDIS_HORIZON)',
+      };
+    return undefined;
+  }
+
+  async #overRate(caller: Caller): Promise<Refusal | undefined> {
+    if (!caller.limiter) return undefined;
+    let decision: Awaited<ReturnType<RateLimiter['take']>>;
+    try {
+      decision = await this.#options.limiter().take(caller.limiter);
+    } catch {
+      return {
+        ...KEYS_UNAVAILABLE,
+        detail: 'the rate of this API key cannot be checked now (Redis); retry later',
+      };
+    }
+    if (decision.allowed) return undefined;
+    // Whole seconds, rounded up: a client that waits this long is admitted (if nobody else took it).
+    const seconds = Math.max(1, Math.ceil(decision.retryAfterMs / 1000));
+    return {
+      status: 429,
+      code: 'rate_limited',
+      detail: `this API key may send ${caller.scopes.rate}; retry in ${seconds} s`,
+      headers: { 'Retry-After': String(seconds) },
+    };
+  }
+
+  /** A cached lookup, one query at a time per id (a burst of calls with a new key makes one). */
+  async #record(id: string): Promise<KeyRecord | undefined> {
+    const now = this.#now();
+    const cached = this.#cache.get(id);
+    if (cached && cached.expiresAt > now) return cached.record;
+    let lookup = this.#lookups.get(id);
+    if (!lookup) {
+      lookup = this.#options.find(id).finally(() => this.#lookups.delete(id));
+      this.#lookups.set(id, lookup);
+    }
+    const record = await lookup;
+    this.#remember(id, { record, expiresAt: now + this.#options.cacheTtlMs });
+    return record;
+  }
+
+  #remember(id: string, entry: Cached): void {
+    this.#cache.delete(id);
+    this.#cache.set(id, entry);
+    const max = this.#options.maxCached ?? 10_000;
+    for (const oldest of this.#cache.keys()) {
+      if (this.#cache.size <= max) break;
+      this.#cache.delete(oldest);
+    }
+  }
+}
+
+function callerOf(record: KeyRecord): Caller {
+  const scopes: KeyScopes = {
+    sync: record.sync,
+    schedule: record.schedule,
+    ...(record.hosts ? { hosts: record.hosts } : {}),
+    ...(record.rate ? { rate: record.rate } : {}),
+    ...(record.maxBodyBytes === undefined ? {} : { maxBodyBytes: record.maxBodyBytes }),
+  };
+  const caller: Caller = { keyId: record.id, name: record.name, scopes };
+  if (record.rate) {
+    const { value, duration } = parseRate(record.rate);
+    caller.limiter = { key: record.id, algorithm: 'token-bucket', rates: [{ duration, value }] };
+  }
+  return caller;
+}
+
+/** The host of a (validated) request URI, lower-case (an IPv6 literal keeps its brackets). */
+function hostOf(uri: string): string {
+  return new URL(uri).hostname.toLowerCase();
+}
+
+/** `*.partner.example` covers every name under partner.example (not partner.example itself). */
+export function hostMatches(pattern: string, host: string): boolean {
+  if (pattern.startsWith('*.')) return host.endsWith(pattern.slice(1)) && host.length > pattern.length - 1;
+  return host === pattern;
+}
+
+function clientOf(resultJson: string): string | undefined {
+  try {
+    const client = (JSON.parse(resultJson) as { meta?: { client?: unknown } }).meta?.client;
+    return typeof client === 'string' ? client : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The access control of one HTTP server, from the configuration. AUTH=on needs PostgreSQL at
+ * start (fail fast: without the keys nobody could be let in); Redis only once a key with a rate
+ * calls. AUTH=off is said loudly: the API is then an open proxy for whoever reaches the port.
+ */
+export async function accessFromConfig(ctx: RoleContext): Promise<Access> {
+  const { config, deps, logger } = ctx;
+  if (config.auth === 'off') {
+    logger.warn(
+      'AUTH=off: the HTTP API lets every caller in without an API key, and any caller reads any result',
+    );
+    return openAccess();
+  }
+  let sql: Awaited<ReturnType<typeof deps.sql>>;
+  try {
+    sql = await deps.sql();
+  } catch (err) {
+    const reason = err instanceof Error ? err.message : String(err);
+    throw new Error(
+      `API keys (AUTH=on) are kept in PostgreSQL, which does not answer at DATABASE_URL: ${reason}`,
+      {
+        cause: err,
+      },
+    );
+  }
+  const store = new KeyStore(sql);
+  let limiter: RateLimiter | undefined;
+  return new KeyAccess({
+    find: (id) => store.find(id),
+    cacheTtlMs: config.authCacheTtl,
+    horizonMs: config.redisHorizon,
+    // Its own prefix: a caller's meta.limiter.key can never name (and spend) a key's quota.
+    limiter: () => {
+      limiter ??= new RateLimiter({ redis: deps.redis(), prefix: `${config.redisPrefix}:auth:` });
+      return limiter;
+    },
+  });
+}

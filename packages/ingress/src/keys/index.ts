@@ -1,0 +1,249 @@
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { durationToMs, MAX_CLIENT_LENGTH, type Sql, ValidationError } from '@requester/shared';
+
+/**
+ * API keys of the HTTP API, kept in PostgreSQL (`requester_api_keys`, migration 002). A key is
+ * shown once as `rqk_<id>_<secret>`: the id is public (it finds the row), the secret is 256
+ * random bits of which only the SHA-256 is stored. A stolen table does not give a usable key, and
+ * a fast hash is enough for a secret nobody can guess.
+ */
+export const TOKEN_PREFIX = 'rqk_';
+const ID_BYTES = 6;
+const SECRET_BYTES = 32;
+const TOKEN_PATTERN = /^rqk_([0-9a-f]{12})_([A-Za-z0-9_-]{43})$/;
+const NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
+
+/** What a key may do: checked by the ingress before anything is written to Kafka. */
+export interface KeyScopes {
+  /** Target host patterns (`api.x.com`, `*.partner.example`); undefined = any host. */
+  hosts?: string[];
+  /** Requests per window, e.g. `200/s`, `1000/10m`; undefined = no per-key rate. */
+  rate?: string;
+  /** May make sync calls (`meta.sync: true`). */
+  sync: boolean;
+  /** May schedule beyond REDIS_HORIZON (the PostgreSQL outbox). */
+  schedule: boolean;
+  /** Largest request envelope (bytes); undefined = MAX_BODY_BYTES. */
+  maxBodyBytes?: number;
+}
+
+export interface KeyInfo extends KeyScopes {
+  id: string;
+  name: string;
+  createdAt: Date;
+  rotatedAt?: Date;
+  revokedAt?: Date;
+  /** Until when the secret replaced by the last rotation still works. */
+  previousExpiresAt?: Date;
+}
+
+/** A key as the ingress checks it: the info plus the hashes of the secrets it accepts. */
+export interface KeyRecord extends KeyInfo {
+  secretHash: Buffer;
+  previousHash?: Buffer;
+}
+
+/** A parsed `--rate`: `value` requests per `duration` (a Go duration). */
+export interface KeyRate {
+  value: number;
+  duration: string;
+}
+
+const RATE_UNITS: Record<string, string> = { ms: 'ms', s: 's', sec: 's', m: 'm', min: 'm', h: 'h' };
+
+/** `200/s`, `50/100ms`, `1000/10m`, `5000/h`; throws a ValidationError naming `rate` otherwise. */
+export function parseRate(text: string): KeyRate {
+  const match = /^(\d+)\/(\d*)([a-z]+)$/.exec(text.trim());
+  const unit = match ? RATE_UNITS[match[3] ?? ''] : undefined;
+  const value = Number(match?.[1]);
+  if (!match || !unit || !Number.isSafeInteger(value) || value < 1) {
+    throw new ValidationError([
+      { path: 'rate', message: `${JSON.stringify(text)} is not <count>/<unit>, e.g. 200/s or 1000/10m` },
+    ]);
+  }
+  const duration = `${match[2] || '1'}${unit}`;
+  if (durationToMs(duration) < 1)
+    throw new ValidationError([{ path: 'rate', message: 'the window must be at least 1ms' }]);
+  return { value, duration };
+}
+
+/** Host patterns: a host name, or `*.` + a domain (any name under it, not the domain itself). */
+export function checkHostPattern(pattern: string): string {
+  const host = pattern.trim().toLowerCase();
+  const bare = host.startsWith('*.') ? host.slice(2) : host;
+  if (!/^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$/.test(bare) && !isIpLiteral(bare)) {
+    throw new ValidationError([
+      { path: 'hosts', message: `${JSON.stringify(pattern)} is not a host name or *.domain` },
+    ]);
+  }
+  return host;
+}
+
+function isIpLiteral(text: string): boolean {
+  return /^[0-9.]+$/.test(text) || /^\[[0-9a-f:.]+\]$/.test(text);
+}
+
+export function checkKeyName(name: string): string {
+  if (name.length > MAX_CLIENT_LENGTH || !NAME_PATTERN.test(name)) {
+    throw new ValidationError([
+      {
+        path: 'name',
+        message: `must be 1-${MAX_CLIENT_LENGTH} letters, digits, '.', '_' or '-', starting with a letter or digit`,
+      },
+    ]);
+  }
+  return name;
+}
+
+/** The id and secret of a presented token; undefined when it is not shaped like one of ours. */
+export function parseToken(token: string): { id: string; secret: string } | undefined {
+  const match = TOKEN_PATTERN.exec(token);
+  return match ? { id: match[1] as string, secret: match[2] as string } : undefined;
+}
+
+function hashSecret(secret: string): Buffer {
+  return createHash('sha256').update(secret, 'utf8').digest();
+}
+
+/**
+ * Whether `secret` opens `record` at `now`: its current secret, or the one replaced by a rotation
+ * within its grace period. Both hashes are compared in constant time, always, so the answer's
+ * timing tells nothing about which one matched or how much of it.
+ */
+export function secretMatches(record: KeyRecord, secret: string, now = Date.now()): boolean {
+  const presented = hashSecret(secret);
+  const current = timingSafeEqual(presented, record.secretHash);
+  const previous = record.previousHash ?? Buffer.alloc(presented.length);
+  const graceOpen = (record.previousExpiresAt?.getTime() ?? 0) > now;
+  const old = timingSafeEqual(presented, previous) && graceOpen && record.previousHash !== undefined;
+  return current || old;
+}
+
+interface KeyRow {
+  id: string;
+  name: string;
+  secret_hash: Buffer;
+  previous_hash: Buffer | null;
+  previous_expires_at: Date | null;
+  hosts: string[] | null;
+  rate: string | null;
+  sync: boolean;
+  schedule: boolean;
+  max_body_bytes: number | null;
+  created_at: Date;
+  rotated_at: Date | null;
+  revoked_at: Date | null;
+}
+
+function recordOf(row: KeyRow): KeyRecord {
+  return {
+    id: row.id,
+    name: row.name,
+    secretHash: row.secret_hash,
+    ...(row.previous_hash ? { previousHash: row.previous_hash } : {}),
+    ...(row.previous_expires_at ? { previousExpiresAt: row.previous_expires_at } : {}),
+    ...(row.hosts ? { hosts: row.hosts } : {}),
+    ...(row.rate ? { rate: row.rate } : {}),
+    sync: row.sync,
+    schedule: row.schedule,
+    ...(row.max_body_bytes === null ? {} : { maxBodyBytes: row.max_body_bytes }),
+    createdAt: row.created_at,
+    ...(row.rotated_at ? { rotatedAt: row.rotated_at } : {}),
+    ...(row.revoked_at ? { revokedAt: row.revoked_at } : {}),
+  };
+}
+
+/** The info of a record, without the hashes (what `keys list` prints). */
+export function infoOf(record: KeyRecord): KeyInfo {
+  const { secretHash: _s, previousHash: _p, ...info } = record;
+  return info;
+}
+
+export interface CreateKey extends Partial<KeyScopes> {
+  name: string;
+}
+
+/** A key as created or rotated: the token is shown this once and never stored. */
+export interface IssuedKey {
+  id: string;
+  name: string;
+  token: string;
+}
+
+function newToken(id: string): { token: string; secret: string } {
+  const secret = randomBytes(SECRET_BYTES).toString('base64url');
+  return { token: `${TOKEN_PREFIX}${id}_${secret}`, secret };
+}
+
+/** The store of API keys in PostgreSQL (`sql` must be migrated: `Dependencies.sql()` is). */
+export class KeyStore {
+  readonly #sql: Sql;
+
+  constructor(sql: Sql) {
+    this.#sql = sql;
+  }
+
+  async create(spec: CreateKey): Promise<IssuedKey> {
+    const name = checkKeyName(spec.name);
+    const hosts = spec.hosts?.map(checkHostPattern);
+    if (spec.rate !== undefined) parseRate(spec.rate);
+    if (
+      spec.maxBodyBytes !== undefined &&
+      !(Number.isSafeInteger(spec.maxBodyBytes) && spec.maxBodyBytes > 0)
+    )
+      throw new ValidationError([{ path: 'maxBodyBytes', message: 'must be a whole number of bytes > 0' }]);
+    const id = randomBytes(ID_BYTES).toString('hex');
+    const { token, secret } = newToken(id);
+    try {
+      await this.#sql`insert into requester_api_keys
+        (id, name, secret_hash, hosts, rate, sync, schedule, max_body_bytes)
+        values (${id}, ${name}, ${hashSecret(secret)}, ${hosts ?? null}, ${spec.rate ?? null},
+                ${spec.sync ?? false}, ${spec.schedule ?? false}, ${spec.maxBodyBytes ?? null})`;
+    } catch (err) {
+      if ((err as { code?: string }).code === '23505')
+        throw new ValidationError([{ path: 'name', message: `a live key named ${name} exists already` }]);
+      throw err;
+    }
+    return { id, name, token };
+  }
+
+  /** Every key, newest first; revoked ones only with `all`. */
+  async list(all = false): Promise<KeyInfo[]> {
+    const rows = await this.#sql<KeyRow[]>`select * from requester_api_keys
+      where ${all} or revoked_at is null order by created_at desc`;
+    return rows.map((row) => infoOf(recordOf(row)));
+  }
+
+  /** The key with this id (revoked or not), or undefined. */
+  async find(id: string): Promise<KeyRecord | undefined> {
+    const [row] = await this.#sql<KeyRow[]>`select * from requester_api_keys where id = ${id}`;
+    return row ? recordOf(row) : undefined;
+  }
+
+  /** Revokes the live key with this id or name; false when there is none. */
+  async revoke(idOrName: string): Promise<boolean> {
+    const rows = await this.#sql`update requester_api_keys set revoked_at = now()
+      where (id = ${idOrName} or name = ${idOrName}) and revoked_at is null returning id`;
+    return rows.length > 0;
+  }
+
+  /**
+   * A new secret for the live key with this id or name (same id, name and scopes: its results
+   * and rate stay its own); the old secret keeps working for `graceMs`. Undefined when no such key.
+   */
+  async rotate(idOrName: string, graceMs: number): Promise<IssuedKey | undefined> {
+    return this.#sql.begin(async (tx) => {
+      const [row] = await tx<KeyRow[]>`select * from requester_api_keys
+        where (id = ${idOrName} or name = ${idOrName}) and revoked_at is null for update`;
+      if (!row) return undefined;
+      const { token, secret } = newToken(row.id);
+      await tx`update requester_api_keys set
+          previous_hash = secret_hash,
+          previous_expires_at = now() + ${graceMs} * interval '1 millisecond',
+          secret_hash = ${hashSecret(secret)},
+          rotated_at = now()
+        where id = ${row.id}`;
+      return { id: row.id, name: row.name, token };
+    }) as Promise<IssuedKey | undefined>;
+  }
+}

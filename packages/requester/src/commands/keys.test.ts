@@ -1,0 +1,57 @@
+import { createPg } from '@requester/shared';
+import { uniqueName } from '@requester/shared/testing';
+import { afterAll, describe, expect, it } from 'vitest';
+import { requester } from '../../test/cli.ts';
+
+const database = uniqueName('keys').replaceAll('-', '_');
+const env = { DATABASE_URL: `postgres://postgres@127.0.0.1:5432/${database}` };
+const cli = (...args: string[]) => requester(['keys', ...args], env).exit;
+
+afterAll(async () => {
+  const admin = createPg({ url: 'postgres://postgres@127.0.0.1:5432/postgres', max: 1 });
+  await admin.unsafe(`drop database if exists "${database}" with (force)`).catch(() => {});
+  await admin.end({ timeout: 5 });
+});
+
+describe('requester keys', () => {
+  it('creates a key (token alone on stdout), lists it without its secret, rotates and revokes it', async () => {
+    const created = await cli(
+      'create',
+      '--name',
+      'billing',
+      '--hosts',
+      '*.partner.example',
+      '--rate',
+      '5/s',
+      '--sync',
+    );
+    expect(created.code).toBe(0);
+    const token = created.stdout.trim();
+    expect(token).toMatch(/^rqk_[0-9a-f]{12}_[A-Za-z0-9_-]{43}$/);
+    const id = token.split('_')[1];
+
+    const listed = await cli('list', '--json');
+    expect(listed.code).toBe(0);
+    expect(listed.stdout).not.toContain(token.slice(17));
+    expect(JSON.parse(listed.stdout)).toEqual([
+      expect.objectContaining({ id, name: 'billing', hosts: ['*.partner.example'], rate: '5/s', sync: true }),
+    ]);
+
+    const rotated = await cli('rotate', 'billing', '--grace', '1m');
+    expect(rotated.code).toBe(0);
+    expect(rotated.stdout.trim()).toMatch(new RegExp(`^rqk_${id}_`));
+    expect(rotated.stdout.trim()).not.toBe(token);
+
+    expect((await cli('revoke', id!)).code).toBe(0);
+    expect(JSON.parse((await cli('list', '--json')).stdout)).toEqual([]);
+    const again = await cli('revoke', id!);
+    expect(again.code).toBe(2);
+    expect(again.stderr).toContain(`no live key with id or name ${id}`);
+  });
+
+  it('refuses bad scopes as usage errors naming the field', async () => {
+    const bad = await cli('create', '--name', 'x', '--rate', 'lots');
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('rate: "lots" is not <count>/<unit>');
+  });
+});

@@ -1,0 +1,139 @@
+import { type IssuedKey, KeyStore } from '@requester/ingress';
+import { type Config, Dependencies, durationToMs, ValidationError } from '@requester/shared';
+import type { Argv } from 'yargs';
+import { UsageError } from '../cli-roles.ts';
+import { commandLogger, progress } from './index.ts';
+
+type ConfigFrom = (argv: Record<string, unknown>) => Config;
+
+interface KeysArgs {
+  action: 'create' | 'list' | 'revoke' | 'rotate';
+  key?: string;
+  name?: string;
+  hosts?: string;
+  rate?: string;
+  sync: boolean;
+  schedule: boolean;
+  maxBodyBytes?: number;
+  grace: string;
+  all: boolean;
+  json: boolean;
+}
+
+/**
+ * `requester keys create|list|revoke|rotate`: the API keys of the HTTP API, in PostgreSQL
+ * (DATABASE_URL; the database and its migrations are applied first, as the roles do). A token is
+ * printed once, alone on stdout (`TOKEN=$(requester keys create --name x)`), and never again.
+ */
+export function registerKeysCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): void {
+  cli.command(
+    'keys <action> [key]',
+    'API keys of the HTTP API: create, list, revoke, rotate',
+    (y) =>
+      y
+        .positional('action', {
+          choices: ['create', 'list', 'revoke', 'rotate'] as const,
+          describe:
+            'create: a new key (printed once); list: the live keys; revoke: refuse a key from now on ' +
+            '(within AUTH_CACHE_TTL); rotate: a new secret, the old one valid for --grace',
+        })
+        .positional('key', { type: 'string', describe: 'revoke, rotate: the key id or name' })
+        .option('name', { type: 'string', describe: 'create: the client name (meta.client of its requests)' })
+        .option('hosts', {
+          type: 'string',
+          describe:
+            "create: allowed target hosts, comma-separated ('*.partner.example,api.x.com'); default any",
+        })
+        .option('rate', { type: 'string', describe: 'create: requests per window, e.g. 200/s, 1000/10m' })
+        .option('sync', { type: 'boolean', default: false, describe: 'create: may make sync calls' })
+        .option('schedule', {
+          type: 'boolean',
+          default: false,
+          describe: 'create: may schedule beyond REDIS_HORIZON (the outbox)',
+        })
+        .option('max-body-bytes', {
+          type: 'number',
+          describe: 'create: largest request envelope (default MAX_BODY_BYTES)',
+        })
+        .option('grace', {
+          type: 'string',
+          default: '24h',
+          describe: 'rotate: how long the old secret keeps working',
+        })
+        .option('all', { type: 'boolean', default: false, describe: 'list: revoked keys too' })
+        .option('json', { type: 'boolean', default: false, describe: 'list: JSON instead of a table' })
+        .example("$0 keys create --name billing --hosts '*.partner.example' --rate 200/s --sync", '')
+        .example('$0 keys rotate billing --grace 1h', ''),
+    async (argv) => {
+      const args = argv as unknown as KeysArgs;
+      const config = configFrom(argv);
+      const deps = new Dependencies(config, commandLogger(config));
+      try {
+        await runAction(new KeyStore(await deps.sql()), args);
+      } catch (err) {
+        if (err instanceof ValidationError) throw new UsageError(err.message);
+        throw err;
+      } finally {
+        await deps.close();
+      }
+    },
+  );
+}
+
+async function runAction(store: KeyStore, args: KeysArgs): Promise<void> {
+  switch (args.action) {
+    case 'create': {
+      if (!args.name) throw new UsageError('keys create needs --name');
+      const issued = await store.create({
+        name: args.name,
+        ...(args.hosts === undefined ? {} : { hosts: args.hosts.split(',').filter((h) => h.trim()) }),
+        ...(args.rate === undefined ? {} : { rate: args.rate }),
+        sync: args.sync,
+        schedule: args.schedule,
+        ...(args.maxBodyBytes === undefined ? {} : { maxBodyBytes: args.maxBodyBytes }),
+      });
+      return printToken(issued, 'created');
+    }
+    case 'list': {
+      const keys = await store.list(args.all);
+      if (args.json) {
+        process.stdout.write(`${JSON.stringify(keys, null, 2)}\n`);
+        return;
+      }
+      if (keys.length === 0) progress('no keys');
+      else console.table(keys.map((k) => ({ ...k, hosts: k.hosts?.join(',') ?? '*' })));
+      return;
+    }
+    case 'revoke': {
+      const key = keyArg(args);
+      if (!(await store.revoke(key))) throw new UsageError(`no live key with id or name ${key}`);
+      progress(`revoked ${key}; ingresses refuse it within AUTH_CACHE_TTL`);
+      return;
+    }
+    case 'rotate': {
+      const key = keyArg(args);
+      const graceMs = graceArg(args.grace);
+      const issued = await store.rotate(key, graceMs);
+      if (!issued) throw new UsageError(`no live key with id or name ${key}`);
+      return printToken(issued, `rotated (the old secret works for ${args.grace} more)`);
+    }
+  }
+}
+
+function keyArg(args: KeysArgs): string {
+  if (!args.key) throw new UsageError(`keys ${args.action} needs a key id or name`);
+  return args.key;
+}
+
+function graceArg(text: string): number {
+  try {
+    return durationToMs(text);
+  } catch (err) {
+    throw new UsageError(`--grace: ${err instanceof Error ? err.message : String(err)}`);
+  }
+}
+
+function printToken(issued: IssuedKey, what: string): void {
+  progress(`key ${issued.id} (${issued.name}) ${what}; the token below is shown this once`);
+  process.stdout.write(`${issued.token}\n`);
+}
