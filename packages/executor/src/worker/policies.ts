@@ -26,6 +26,7 @@ import { callResult } from '../result/index.ts';
 import { type SigningKeys, signRequest } from '../signing/index.ts';
 import { batched } from './batch.ts';
 import {
+  addWait,
   breakerStep,
   CALL,
   type DeadLetterReason,
@@ -233,7 +234,7 @@ export class Policies {
   /** A gate stop: a wait adds to the task's waitTime; an oversized take is a permanent error. */
   private stopped(envelope: RequestEnvelope, progress: Progress, stop: Stopped['stop']): Ending {
     if (stop.kind === 'wait') {
-      const waitedMs = progress.waitedMs + stop.delayMs;
+      const waitedMs = addWait(progress.waitedMs, stop.delayMs);
       return {
         kind: 'reschedule',
         delayMs: stop.delayMs,
