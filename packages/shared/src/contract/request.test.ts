@@ -432,7 +432,7 @@ describe('invalid fields name their path', () => {
     ['tryCount', 1.5, 'tryCount', /expected an integer/],
     ['tryCount', '1', 'tryCount', /expected number/],
     ['retryBase', 1, 'retryBase', /must not exceed tryCount/],
-    ['tryCount', 2 ** 31, 'tryCount', /must be <= 2147483647/],
+    ['tryCount', 2 ** 31 - 100, 'tryCount', /must be <= 2147483547/],
     // attempts already made must leave one to make (meta.retry.max is 5 in the example)
     ['tryCount', 5, 'tryCount', /leaves no attempt to make: 5 attempts already made, 5 allowed/],
     ['tryCount', 1000, 'tryCount', /leaves no attempt to make/],

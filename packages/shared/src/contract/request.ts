@@ -35,8 +35,11 @@ export const MAX_ID_LENGTH = 256;
 export const MAX_SIGNING_KEY_ID_LENGTH = 128;
 export const MAX_LIMITER_RATES = 8;
 export const MAX_RETRY_ATTEMPTS = 100;
-/** Bound of the service-set attempt counters (`tryCount`, `retryBase`): an int32 in any language. */
-export const MAX_TRY_COUNT = 2_147_483_647;
+/**
+ * Bound of the service-set attempt counters (`tryCount`, `retryBase`): with a full retry budget on
+ * top, a result's `tryCount` still fits an int32 in any consumer's language.
+ */
+export const MAX_TRY_COUNT = 2_147_483_647 - MAX_RETRY_ATTEMPTS;
 export const MAX_METHOD_LENGTH = 32;
 
 export const LIMITER_ALGORITHMS = [
