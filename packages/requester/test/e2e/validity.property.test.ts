@@ -373,7 +373,10 @@ describe('validity: the schema is the one truth for the HTTP API, the router and
           expect(await queue.publish([route.task])).toEqual(['queued']);
           const result = await h.resultOf(envelope.meta.requestId);
           awaited.push({ envelope });
+          // Accepted means the later stages carry it out: none refuses it (only a signing key the
+          // service lacks is a refusal the schema cannot know of).
           expect(result.meta.error?.code).not.toBe('internal');
+          if (result.meta.error?.code === 'invalid_request') expect(envelope.meta.signing).toBeDefined();
           expect(result.meta.tryCount - (envelope.retryBase ?? 0)).toBeLessThanOrEqual(
             attemptBudget(envelope),
           );
