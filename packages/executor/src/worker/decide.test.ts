@@ -1,11 +1,16 @@
-import { RequesterError, type RetrySpec } from '@requester/shared';
+import { durationToMs, RequesterError, type RetrySpec, safeParseRequestEnvelope } from '@requester/shared';
+import { goDurationText } from '@requester/shared/testing';
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { CallOutcome } from '../http/index.ts';
 import {
+  addWait,
   backoffMs,
   breakerStep,
+  isQueueDelay,
   isRetryable,
   limiterStep,
+  MAX_DELAY_MS,
   type OutcomeFacts,
   outcomeStep,
   placeOf,
@@ -140,6 +145,56 @@ describe('backoffMs', () => {
   it('a zero delay retries at once', () => {
     expect(backoffMs({ ...RETRY, delay: '0s' }, 3, 0.9)).toBe(0);
   });
+
+  // delay 0 · multiplier^n = 0 · Infinity was NaN: the queue refused the reschedule and the lease lapsed.
+  it('stays finite and within maxDelay at the extremes', () => {
+    const huge = {
+      max: 100,
+      delay: '2562047h',
+      maxDelay: '2562047h47m16.854775807s',
+      multiplier: 1e308,
+      jitter: 1,
+    };
+    expect(backoffMs({ ...RETRY, delay: '0s', multiplier: 1e308 }, 2, 0.5)).toBe(0);
+    expect(backoffMs({ ...RETRY, delay: '0s', multiplier: 1e308, jitter: 1 }, 100, 0.999)).toBe(0);
+    expect(backoffMs({ ...RETRY, multiplier: 1e308 }, 100, 0.5)).toBe(1_000);
+    expect(backoffMs(huge, 1, 0.5)).toBe(2562047 * 3_600_000);
+    expect(backoffMs(huge, 100, 0.999_999)).toBe(MAX_DELAY_MS);
+    expect(backoffMs(huge, 100, 0)).toBe(0);
+    expect(backoffMs({ ...huge, jitter: 0 }, 100, 0)).toBe(MAX_DELAY_MS);
+  });
+
+  it('is whole ms within [0, maxDelay] for every retry spec the contract accepts', () => {
+    const retrySpec = fc.record({
+      max: fc.integer({ min: 1, max: 100 }),
+      delay: goDurationText(0n),
+      maxDelay: goDurationText(1n),
+      multiplier: fc.oneof(
+        fc.constantFrom(1, 2, 1e308, Number.MAX_VALUE),
+        fc.double({ min: 1, noNaN: true }),
+      ),
+      jitter: fc.oneof(fc.constantFrom(0, 1), fc.double({ min: 0, max: 1, noNaN: true })),
+    });
+    const dice = fc.oneof(
+      fc.constantFrom(0, 0.5, 1 - Number.EPSILON),
+      fc.double({ min: 0, max: 1, maxExcluded: true, noNaN: true }),
+    );
+    fc.assert(
+      fc.property(retrySpec, fc.integer({ min: 0, max: 100 }), dice, (input, attempt, random) => {
+        const parsed = safeParseRequestEnvelope({
+          request: { uri: '' },
+          meta: { requestId: 'r', retry: input },
+        });
+        fc.pre(parsed.ok);
+        if (!parsed.ok || !parsed.value.meta.retry) return;
+        const retry = parsed.value.meta.retry;
+        const pause = backoffMs(retry, attempt, random);
+        expect(isQueueDelay(pause)).toBe(true);
+        expect(pause).toBeLessThanOrEqual(durationToMs(retry.maxDelay));
+      }),
+      { numRuns: 2_000 },
+    );
+  });
 });
 
 describe('retryAfterMs', () => {
@@ -151,6 +206,41 @@ describe('retryAfterMs', () => {
     expect(retryAfterMs(undefined, NOW)).toBeUndefined();
     expect(retryAfterMs('-5', NOW)).toBeUndefined();
     expect(retryAfterMs('', NOW)).toBeUndefined();
+  });
+
+  it('is at most MAX_DELAY_MS, however many digits', () => {
+    expect(retryAfterMs('9'.repeat(400), NOW)).toBe(MAX_DELAY_MS);
+    expect(retryAfterMs('99999999999999', NOW)).toBe(MAX_DELAY_MS);
+    expect(retryAfterMs(new Date(8.64e15).toUTCString(), NOW)).toBe(MAX_DELAY_MS);
+    const step = after(answer(503, { 'retry-after': '9'.repeat(400) }), {
+      retryAfterMaxMs: Number.POSITIVE_INFINITY,
+    });
+    expect(step).toMatchObject({ kind: 'retry', delayMs: MAX_DELAY_MS });
+  });
+});
+
+describe('waits are bounded', () => {
+  it('limiter and breaker waits are whole ms in [1, MAX_DELAY_MS]', () => {
+    expect(limiterStep({ outcome: 'limited', retryAfterMs: 2 * MAX_DELAY_MS })).toMatchObject({
+      delayMs: MAX_DELAY_MS,
+    });
+    expect(limiterStep({ outcome: 'limited', retryAfterMs: 0.2 })).toMatchObject({ delayMs: 1 });
+    const farOpen = breakerStep({ admitted: false, retryAtMs: Number.MAX_VALUE, state: 'open' }, NOW);
+    expect(farOpen).toMatchObject({ delayMs: MAX_DELAY_MS });
+    expect(breakerStep({ admitted: false, retryAtMs: NOW + 0.5, state: 'open' }, NOW)).toMatchObject({
+      delayMs: 1,
+    });
+  });
+
+  it('the time waited adds up within MAX_DELAY_MS', () => {
+    expect(addWait(1_000, 500)).toBe(1_500);
+    expect(addWait(MAX_DELAY_MS, MAX_DELAY_MS)).toBe(MAX_DELAY_MS);
+  });
+
+  it('isQueueDelay: whole ms within [0, MAX_DELAY_MS] only', () => {
+    for (const ok of [0, 1, MAX_DELAY_MS]) expect(isQueueDelay(ok)).toBe(true);
+    for (const bad of [Number.NaN, -1, 1.5, Number.POSITIVE_INFINITY, MAX_DELAY_MS + 1])
+      expect(isQueueDelay(bad)).toBe(false);
   });
 });
 

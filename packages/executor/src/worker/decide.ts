@@ -1,4 +1,4 @@
-import { DEAD_LETTER_REASONS, durationToMs, type RetrySpec } from '@requester/shared';
+import { DEAD_LETTER_REASONS, durationToMs, MAX_DURATION_NS, type RetrySpec, toMs } from '@requester/shared';
 import type { Admission } from '../breaker/index.ts';
 import { countsAsFailure } from '../breaker/index.ts';
 import type { CallOutcome } from '../http/index.ts';
@@ -14,6 +14,28 @@ import type { LimitDecision } from '../limiter/index.ts';
  */
 
 export type DeadLetterReason = (typeof DEAD_LETTER_REASONS)[keyof typeof DEAD_LETTER_REASONS];
+
+/**
+ * The longest wait any step asks for: the range of a Go duration (~292 years), so no accepted
+ * `delay`, `maxDelay`, limiter window or `Retry-After` is cut shorter than it says, and the queue
+ * (due times up to year 2527) and the outbox can hold now + this.
+ */
+export const MAX_DELAY_MS = toMs(MAX_DURATION_NS);
+
+/** A wait the queue accepts: whole ms in [0, MAX_DELAY_MS]. Anything else is a bug upstream. */
+export function isQueueDelay(delayMs: number): boolean {
+  return Number.isSafeInteger(delayMs) && delayMs >= 0 && delayMs <= MAX_DELAY_MS;
+}
+
+/** Whole ms within [min, MAX_DELAY_MS]: an infinite ask becomes the longest wait. */
+function clampDelay(ms: number, min: number): number {
+  return Math.min(Math.max(Math.ceil(ms), min), MAX_DELAY_MS);
+}
+
+/** Time waited so far plus one more wait, kept within the same bound. */
+export function addWait(waitedMs: number, delayMs: number): number {
+  return Math.min(waitedMs + delayMs, MAX_DELAY_MS);
+}
 
 /** What happens to a task next. */
 export type Step =
@@ -38,7 +60,7 @@ export const CALL: GateStep = { kind: 'call' };
 export function limiterStep(decision: Pick<LimitDecision, 'outcome' | 'retryAfterMs'>): GateStep {
   if (decision.outcome === 'allowed') return CALL;
   if (decision.outcome === 'limited')
-    return { kind: 'wait', delayMs: Math.max(1, decision.retryAfterMs), reason: 'rate_limited' };
+    return { kind: 'wait', delayMs: clampDelay(decision.retryAfterMs, 1), reason: 'rate_limited' };
   return { kind: 'deliver', deadLetter: DEAD_LETTER_REASONS.permanent };
 }
 
@@ -47,7 +69,7 @@ export function breakerStep(admission: Admission, nowMs: number): GateStep {
   if (admission.admitted) return CALL;
   return {
     kind: 'wait',
-    delayMs: Math.max(1, Math.ceil(admission.retryAtMs - nowMs)),
+    delayMs: clampDelay(admission.retryAtMs - nowMs, 1),
     reason: 'circuit_open',
   };
 }
@@ -115,25 +137,30 @@ export function outcomeStep(facts: OutcomeFacts): Step {
  * The pause after the `attempt`-th attempt failed: `delay · multiplier^(attempt−1)`, capped at
  * `maxDelay`, then moved by up to ±`jitter` of itself (so executors retrying together spread out)
  * and capped again: `maxDelay` is never exceeded, so at the cap the jitter only shortens.
+ * Total: whole ms in [0, maxDelay] for every accepted spec and `random` in [0, 1), however large
+ * the multiplier (its power may be Infinity, and 0 · Infinity would be NaN).
  */
 export function backoffMs(retry: RetrySpec, attempt: number, random: number): number {
   const maxDelay = durationToMs(retry.maxDelay);
-  const base = Math.min(durationToMs(retry.delay) * retry.multiplier ** Math.max(0, attempt - 1), maxDelay);
+  const delay = durationToMs(retry.delay);
+  const growth = retry.multiplier ** Math.max(0, attempt - 1);
+  const base = delay === 0 ? 0 : Math.min(delay * growth, maxDelay);
   const jittered = base * (1 + retry.jitter * (2 * random - 1));
   return Math.max(0, Math.round(Math.min(jittered, maxDelay)));
 }
 
 /**
  * A `Retry-After` header (RFC 9110 §10.2.3) as ms from `nowMs`: delay-seconds or an HTTP-date
- * (a past date = 0). undefined when absent or unreadable: then only the backoff applies.
+ * (a past date = 0), at most MAX_DELAY_MS. undefined when absent or unreadable: then only the backoff applies.
  */
 export function retryAfterMs(value: string | undefined, nowMs: number): number | undefined {
   const text = value?.trim();
   if (!text) return undefined;
-  if (/^\d+$/.test(text)) return Number(text) * 1000;
+  // Within MAX_DELAY_MS: a 400-digit delay-seconds is Infinity as a number.
+  if (/^\d+$/.test(text)) return clampDelay(Number(text) * 1000, 0);
   // An HTTP-date names its month; Date.parse alone would read e.g. "-5" as a year.
   const at = /[a-z]{3}/i.test(text) ? Date.parse(text) : Number.NaN;
-  return Number.isNaN(at) ? undefined : Math.max(0, at - nowMs);
+  return Number.isNaN(at) ? undefined : clampDelay(at - nowMs, 0);
 }
 
 /**

@@ -21,6 +21,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHttpClient } from '../http/index.ts';
 import { idempotencyKey } from '../http/request.ts';
 import { executorRole } from '../index.ts';
+import { RateLimiter } from '../limiter/index.ts';
 import { ExecutorHarness } from './harness.fixture.ts';
 import { Executor } from './index.ts';
 
@@ -38,6 +39,11 @@ describe('executor (end to end)', () => {
 
   beforeAll(() => h.open(), 60_000);
   afterAll(() => h.close(), 60_000);
+  // Made before any test runs: a Lua command defined while ioredis auto-pipelines is missing from that pipeline.
+  let limiter: RateLimiter;
+  beforeAll(() => {
+    limiter = new RateLimiter({ redis: h.redis, prefix: h.prefix('lim') });
+  });
 
   describe('through the executor role', () => {
     let queue: FairQueue;
@@ -340,4 +346,51 @@ describe('executor (end to end)', () => {
     expect(called()).toHaveLength(envelopes.length);
     for (const e of envelopes) expect(results.get(e.meta.requestId)).toHaveLength(1);
   });
+
+  // multiplier^n was Infinity and 0 · Infinity NaN: the queue refused the reschedule, the lease lapsed
+  // and the same attempt ran again (7 calls for max 4), with no result and no dead letter.
+  it('retries a 500 with delay 0s and multiplier 1e308 exactly retry.max times, then dead-letters it', async () => {
+    const { queue } = startExecutor({ leaseTtlMs: 2_000 });
+    const requestId = uniqueName('nan');
+    const retry = { max: 4, delay: '0s', multiplier: 1e308, jitter: 0 };
+    await submit(queue, [
+      { request: { uri: `${h.target.url}/status/500?id=${requestId}` }, meta: { requestId, retry } },
+    ]);
+    const result = await resultOf(requestId);
+    expect(result.response.status).toBe(500);
+    expect(result.meta.tryCount).toBe(4);
+    await h.until(() => h.deadLetters.get(requestId));
+    expect(h.deadLetters.get(requestId)?.[0]?.headers['requester-dlq-reason']).toBe('retries_exhausted');
+    expect(h.callsWith(requestId)).toHaveLength(4);
+  }, 20_000);
+
+  it('confines a reschedule the queue would refuse to its own task: an internal result, the batch goes on', async () => {
+    const queue = h.newQueue();
+    const bad = uniqueName('bad-delay');
+    const waiting = uniqueName('waits');
+    const spec = {
+      key: waiting,
+      algorithm: 'fixed-window-counter' as const,
+      rates: [{ duration: '1s', value: 1 }],
+    };
+    await limiter.take(spec); // the window is spent: `waiting` is rescheduled by the limiter
+    await submit(queue, [
+      {
+        request: { uri: `${h.target.url}/status/500?id=${bad}` },
+        meta: { requestId: bad, retry: { max: 3 } },
+      },
+      { request: { uri: `${h.target.url}/echo?id=${waiting}` }, meta: { requestId: waiting, limiter: spec } },
+    ]);
+    // Dice outside [0, 1) make the backoff NaN: the stand-in for any bug in the delay arithmetic.
+    startExecutor({ queue, limiter, random: () => Number.NaN, leaseTtlMs: 2_000 });
+    const [broken, waited] = await Promise.all([resultOf(bad), resultOf(waiting)]);
+    expect(broken.meta.error).toMatchObject({
+      code: 'internal',
+      message: expect.stringMatching(/cannot reschedule: NaN/),
+    });
+    expect(waited.response.status).toBe(200);
+    expect(waited.meta.waitTime).toBeGreaterThan(0);
+    expect(h.callsWith(bad)).toHaveLength(1);
+    expect(results.get(bad)).toHaveLength(1);
+  }, 20_000);
 });

@@ -28,7 +28,7 @@ import pLimit, { type LimitFunction } from 'p-limit';
 import { deadLetterMessage } from '../dlq/index.ts';
 import { executorMetrics as metrics } from '../metrics.ts';
 import { ownedBy, resultMessage, tooLargeResultMessage, unreadableResult } from '../result/index.ts';
-import { placeOf } from './decide.ts';
+import { isQueueDelay, placeOf } from './decide.ts';
 import { type Ending, Policies, type PolicyModules, type Progress } from './policies.ts';
 
 /** What the executor needs of the queue (FairQueue provides it). */
@@ -311,6 +311,8 @@ export class Executor {
       return { kind: 'deliver', result, outcome: label, deadLetter: message };
     }
     const { delayMs, reason, progress } = ending;
+    // The queue refuses such a delay for the whole reject batch: fail this task alone (internal result).
+    if (!isQueueDelay(delayMs)) throw new RangeError(`cannot reschedule: ${delayMs} is not a delay in ms`);
     const payload = encodeQueuedTask({ ...job.task, ...progress });
     const { outbox, horizonMs = Number.POSITIVE_INFINITY } = this.options;
     if (!outbox || placeOf(delayMs, job.lease.ordered, horizonMs) === 'redis')

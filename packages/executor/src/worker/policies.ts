@@ -29,6 +29,7 @@ import { callResult } from '../result/index.ts';
 import { requireSigningKey, type SigningKeys, signRequest } from '../signing/index.ts';
 import { batched } from './batch.ts';
 import {
+  addWait,
   breakerStep,
   bulkheadStep,
   CALL,
@@ -263,7 +264,7 @@ export class Policies {
   /** A gate stop: a wait adds to the task's waitTime; an oversized take is a permanent error. */
   private stopped(envelope: RequestEnvelope, progress: Progress, stop: Stopped['stop']): Ending {
     if (stop.kind === 'wait') {
-      const waitedMs = progress.waitedMs + stop.delayMs;
+      const waitedMs = addWait(progress.waitedMs, stop.delayMs);
       return {
         kind: 'reschedule',
         delayMs: stop.delayMs,

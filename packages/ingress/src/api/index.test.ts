@@ -84,6 +84,42 @@ describe('POST /request refusals', () => {
     }
   });
 
+  // Each was answered 202, then refused downstream on every attempt (queue, executor) or made a call too many.
+  it.each([
+    ['a scheduled instant before 1970', { scheduled: '0000-01-01T00:00:00Z' }, {}, 'meta.scheduled'],
+    [
+      'a limiter window under 1 ms',
+      { limiter: { key: 'k', algorithm: 'token-bucket', rates: [{ duration: '999us', value: 1 }] } },
+      {},
+      'meta.limiter.rates.0.duration',
+    ],
+    ['a tryCount past the retry budget', { retry: { max: 3 } }, { tryCount: 1000 }, 'tryCount'],
+    [
+      'proxyData nested past 64 levels',
+      { proxyData: JSON.parse(`${'['.repeat(65)}${']'.repeat(65)}`) },
+      {},
+      'meta.proxyData',
+    ],
+  ])('answers 400 for %s, naming the field', async (_, meta, extra, field) => {
+    const body = JSON.stringify({ ...VALID, meta: { ...VALID.meta, ...meta }, ...extra });
+    const res = await api(parts).request('/request', post(body));
+    expect(res.status).toBe(400);
+    const problem = (await res.json()) as { issues: Array<{ path: string; message: string }> };
+    expect(problem.issues.map((i) => i.path)).toEqual([field]);
+  });
+
+  it('answers 400 naming the depth limit, not a crash, for a body nested a million levels deep', async () => {
+    const deep = `${'['.repeat(1_000_000)}${']'.repeat(1_000_000)}`;
+    const deepProxyData = JSON.stringify(VALID).replace('"meta":{', `"meta":{"proxyData":${deep},`);
+    const roomy = createApi(parts, { ...SETTINGS, maxBodyBytes: 4 << 20 }, silent);
+    expect((await roomy.request('/request', post(deep))).status).toBe(400);
+    const res = await roomy.request('/request', post(deepProxyData));
+    expect(res.status).toBe(400);
+    expect(await res.json()).toMatchObject({
+      detail: /meta\.proxyData: nests objects\/arrays deeper than the limit of 64 levels/,
+    });
+  });
+
   it('answers 413 above the body limit', async () => {
     const big = JSON.stringify({ ...VALID, pad: 'x'.repeat(SETTINGS.maxBodyBytes) });
     const res = await api(parts).request('/request', post(big));

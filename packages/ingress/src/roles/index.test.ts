@@ -72,7 +72,7 @@ describe('ingress', () => {
         request: { uri: 'https://api.example.test/orders', method: 'POST', body: '{"id":42}' },
         meta: { requestId: 'ord-42', partition: '!order-42', proxyData: { tenant: 't1' } },
         tryCount: 9,
-        retryBase: 4,
+        retryBase: 9,
         createdAt: '2000-01-01T00:00:00Z',
       };
       const before = Date.now();

@@ -34,7 +34,7 @@ describe('routeRecord', () => {
     const route = routeRecord(
       record(
         envelope(
-          { partition: '!order-42' },
+          { partition: '!order-42', retry: { max: 3 } },
           { tryCount: 2, createdAt: '2026-12-01T08:59:59Z', waitTime: 2_000_000_000 },
         ),
       ),
@@ -109,4 +109,68 @@ describe('routeRecord', () => {
       expect(bad.result.meta.error?.message).toMatch(/meta\.retry\.max/);
     }
   });
+
+  // Each of these was accepted, then refused by the queue (or the executor) on every attempt.
+  it.each([
+    ['a scheduled instant before 1970', { scheduled: '0000-01-01T00:00:00Z' }, 'meta.scheduled'],
+    [
+      'a scheduled instant a minute before 1970',
+      { scheduled: '1970-01-01T00:00:00+00:01' },
+      'meta.scheduled',
+    ],
+    ['a limiter window under 1 ms', limiterWith('999us'), 'meta.limiter.rates.0.duration'],
+    ['a limiter window of 1 ns', limiterWith('1ns'), 'meta.limiter.rates.0.duration'],
+  ])('answers %s as invalid, naming the field', (_, meta, field) => {
+    const route = routeRecord(record(envelope(meta)), contract, NOW, HORIZON);
+    expect(route).toMatchObject({ kind: 'invalid', result: { meta: { requestId: 'r-1' } } });
+    if (route.kind === 'invalid') expect(route.result.meta.error?.message).toContain(`${field}: `);
+  });
+
+  it('answers a producer-set tryCount that leaves no attempt as invalid instead of making a call', () => {
+    const route = routeRecord(
+      record(envelope({ retry: { max: 3 } }, { tryCount: 1000 })),
+      contract,
+      NOW,
+      HORIZON,
+    );
+    expect(route).toMatchObject({
+      kind: 'invalid',
+      result: { meta: { error: { code: 'invalid_request' } } },
+    });
+    if (route.kind === 'invalid')
+      expect(route.result.meta.error?.message).toMatch(/^tryCount: leaves no attempt/);
+  });
+
+  it('answers deeply nested JSON anywhere in the record as invalid, without overflowing the stack', () => {
+    const deep = `${'['.repeat(100_000)}${']'.repeat(100_000)}`;
+    const valid = JSON.stringify(envelope());
+    for (const text of [
+      deep,
+      valid.replace('"meta":{', `"meta":{"proxyData":${deep},`),
+      valid.replace('"meta":{', `"meta":{"x":${deep},`),
+      valid.replace('"request":{', `"request":{"headers":${deep},`),
+      valid.replace(/}$/, `,"extra":${deep}}`),
+    ]) {
+      const route = routeRecord(record(text), contract, NOW, HORIZON);
+      expect(route.kind).toBe('invalid');
+      if (route.kind === 'invalid') {
+        expect(() => JSON.stringify(route.result)).not.toThrow();
+        expect(JSON.stringify(route.result).length).toBeLessThan(2_000);
+      }
+    }
+    const proxied = routeRecord(
+      record(valid.replace('"meta":{', `"meta":{"proxyData":${deep},`)),
+      contract,
+      NOW,
+      HORIZON,
+    );
+    if (proxied.kind === 'invalid')
+      expect(proxied.result.meta.error?.message).toMatch(
+        /meta\.proxyData: nests objects\/arrays deeper than the limit of 64 levels/,
+      );
+  });
 });
+
+function limiterWith(duration: string) {
+  return { limiter: { key: 'k', algorithm: 'token-bucket', rates: [{ duration, value: 1 }] } };
+}

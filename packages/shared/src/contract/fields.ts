@@ -35,7 +35,17 @@ export function printableId(maxLength: number, description: string) {
     .meta({ description });
 }
 
-export type DurationRule = 'positive' | 'non-negative';
+/**
+ * What a duration field accepts beyond the Go grammar. `at-least-1ms`: the field becomes whole
+ * milliseconds downstream (a limiter window), where anything shorter truncates to nothing.
+ */
+export type DurationRule = 'positive' | 'non-negative' | 'at-least-1ms';
+
+const DURATION_RULES: Readonly<Record<DurationRule, { minNs: bigint; text: string }>> = {
+  'non-negative': { minNs: 0n, text: '0 or more' },
+  positive: { minNs: 1n, text: 'greater than 0' },
+  'at-least-1ms': { minNs: 1_000_000n, text: 'at least 1ms' },
+};
 
 const UNSIGNED_GO_DURATION = new RegExp(UNSIGNED_GO_DURATION_PATTERN, 'u');
 
@@ -48,7 +58,7 @@ function durationSyntaxMessage(text: string): string {
 
 /** A Go duration string (`300ms`, `1.5h`, `2h45m`), kept as text on the wire. */
 export function goDuration(rule: DurationRule, description: string) {
-  const range = rule === 'positive' ? 'greater than 0' : '0 or more';
+  const { minNs, text: range } = DURATION_RULES[rule];
   return z
     .string()
     .max(MAX_DURATION_TEXT_LENGTH, { abort: true })
@@ -59,11 +69,8 @@ export function goDuration(rule: DurationRule, description: string) {
     .superRefine((text, ctx) => {
       const parsed = tryParseDuration(text); // the grammar passed; only int64 overflow is left
       if (!parsed.ok) return ctx.addIssue({ code: 'custom', message: parsed.message });
-      if (rule === 'positive' && parsed.ns === 0n) {
-        ctx.addIssue({
-          code: 'custom',
-          message: `Go duration ${JSON.stringify(text)} must be greater than 0`,
-        });
+      if (parsed.ns < minNs) {
+        ctx.addIssue({ code: 'custom', message: `Go duration ${JSON.stringify(text)} must be ${range}` });
       }
     })
     .meta({
@@ -72,7 +79,17 @@ export function goDuration(rule: DurationRule, description: string) {
     });
 }
 
-/** An RFC 3339 date-time with a mandatory offset (`Z` or `±hh:mm`). */
+/**
+ * The instants the service holds: the queue counts due times in ms from the Unix epoch (nothing
+ * before it), and the last one is the last instant RFC 3339 writes in UTC (a later one, e.g.
+ * `9999-12-31T23:00:00-02:00`, could not be written back as RFC 3339 by `formatRfc3339`).
+ */
+export const MIN_INSTANT = '1970-01-01T00:00:00Z';
+export const MAX_INSTANT = '9999-12-31T23:59:59.999Z';
+export const MIN_INSTANT_MS = 0;
+export const MAX_INSTANT_MS = Date.UTC(9999, 11, 31, 23, 59, 59, 999);
+
+/** An RFC 3339 date-time with a mandatory offset (`Z` or `±hh:mm`), within MIN/MAX_INSTANT. */
 export function rfc3339(description: string) {
   return z
     .string()
@@ -80,9 +97,15 @@ export function rfc3339(description: string) {
     .superRefine((text, ctx) => {
       const parsed = tryParseRfc3339(text);
       if (!parsed.ok) ctx.addIssue({ code: 'custom', message: parsed.message });
+      else if (parsed.epochMs < MIN_INSTANT_MS || parsed.epochMs > MAX_INSTANT_MS) {
+        ctx.addIssue({
+          code: 'custom',
+          message: `${JSON.stringify(text)} is outside the instants the service can hold (${MIN_INSTANT} to ${MAX_INSTANT})`,
+        });
+      }
     })
     .meta({
-      description: `${description} RFC 3339 date-time with offset, e.g. 2026-12-01T09:00:00Z.`,
+      description: `${description} RFC 3339 date-time with offset, e.g. 2026-12-01T09:00:00Z, from ${MIN_INSTANT} to ${MAX_INSTANT}.`,
       format: 'date-time',
       pattern: RFC3339_PATTERN,
       maxLength: 64,
@@ -116,11 +139,36 @@ export function traceparent(description: string) {
     .meta({ description, pattern: TRACEPARENT_PATTERN, maxLength: MAX_TRACEPARENT_LENGTH });
 }
 
-/** Any JSON value, refused when its serialized UTF-8 size exceeds `maxBytes`. */
+/**
+ * Deepest nesting of objects and arrays in a JSON field. Serializers and parsers recurse (JSON.stringify
+ * overflows the stack near 5k levels here; Python's json near 1k), so depth is checked first, without
+ * recursion, and refused with a message saying so.
+ */
+export const MAX_JSON_DEPTH = 64;
+
+/** Whether objects/arrays nest deeper than `maxDepth` (iterative; a cycle counts as too deep). */
+export function nestsDeeperThan(value: unknown, maxDepth: number): boolean {
+  const stack: Array<{ node: unknown; depth: number }> = [{ node: value, depth: 0 }];
+  for (let top = stack.pop(); top !== undefined; top = stack.pop()) {
+    const { node, depth } = top;
+    if (typeof node !== 'object' || node === null) continue;
+    if (depth >= maxDepth) return true;
+    for (const child of Object.values(node)) stack.push({ node: child, depth: depth + 1 });
+  }
+  return false;
+}
+
+/** Any JSON value, refused when nested deeper than MAX_JSON_DEPTH or its serialized UTF-8 size exceeds `maxBytes`. */
 export function boundedJson(maxBytes: number, description: string) {
   return z
     .unknown()
     .superRefine((value, ctx) => {
+      if (nestsDeeperThan(value, MAX_JSON_DEPTH)) {
+        return ctx.addIssue({
+          code: 'custom',
+          message: `nests objects/arrays deeper than the limit of ${MAX_JSON_DEPTH} levels`,
+        });
+      }
       const size = serializedSize(value);
       if (size === undefined) ctx.addIssue({ code: 'custom', message: 'must be a JSON value' });
       else if (size > maxBytes) {
@@ -130,7 +178,9 @@ export function boundedJson(maxBytes: number, description: string) {
         });
       }
     })
-    .meta({ description: `${description} At most ${maxBytes} bytes once serialized as JSON.` });
+    .meta({
+      description: `${description} At most ${maxBytes} bytes once serialized as JSON, and at most ${MAX_JSON_DEPTH} levels of nested objects/arrays.`,
+    });
 }
 
 function serializedSize(value: unknown): number | undefined {

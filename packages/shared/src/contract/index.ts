@@ -1,7 +1,13 @@
 export * from './dead-letter.ts';
 export {
   MAX_DURATION_TEXT_LENGTH,
+  MAX_INSTANT,
+  MAX_INSTANT_MS,
+  MAX_JSON_DEPTH,
   MAX_TRACEPARENT_LENGTH,
+  MIN_INSTANT,
+  MIN_INSTANT_MS,
+  nestsDeeperThan,
   TRACEPARENT_PATTERN,
   traceparentProblem,
 } from './fields.ts';

@@ -34,6 +34,19 @@ function withField(path: string, value: unknown): unknown {
   return envelope;
 }
 
+/** `depth` arrays, each inside the previous one. */
+function nested(depth: number): unknown {
+  let value: unknown = 0;
+  for (let i = 0; i < depth; i++) value = [value];
+  return value;
+}
+
+function cyclic(): unknown {
+  const node: Record<string, unknown> = {};
+  node.self = node;
+  return node;
+}
+
 function expectIssue(input: unknown, path: string, message: RegExp): void {
   const result = safeParseRequestEnvelope(input);
   expect(result.ok).toBe(false);
@@ -96,12 +109,20 @@ describe('valid fields', () => {
     ['meta.scheduled', '2026-12-01T11:00:00+02:00'],
     ['meta.scheduled', '2026-12-01T09:00:00.123456Z'],
     ['meta.scheduled', REMOVE],
+    ['meta.scheduled', '1970-01-01T00:00:00Z'],
+    ['meta.scheduled', '1970-01-01T01:00:00+01:00'],
+    ['meta.scheduled', '9999-12-31T23:59:59.999Z'],
+    ['meta.scheduled', '9999-12-31T23:59:59+00:00'],
     ['meta.proxyData', null],
+    ['meta.proxyData', nested(64)],
     ['meta.proxyData', 'a string'],
     ['meta.proxyData', [1, { a: [true] }]],
     ['meta.proxyData', 'x'.repeat(maxProxyDataBytes - 2)],
     ['meta.limiter', REMOVE],
     ['meta.limiter.rates', [{ duration: '1.5h', value: 1 }]],
+    ['meta.limiter.rates', [{ duration: '1ms', value: 1 }]],
+    ['meta.limiter.rates', [{ duration: '1000us', value: 1 }]],
+    ['meta.limiter.rates', [{ duration: '2562047h', value: 1 }]],
     ['meta.limiter.rates', Array.from({ length: 8 }, () => ({ duration: '1s', value: 1 }))],
     ['meta.retry', REMOVE],
     ['meta.retry', { max: 1 }],
@@ -116,7 +137,7 @@ describe('valid fields', () => {
     ['meta.cache.ttl', '2h45m'],
     ['meta.signing', { keyId: 'partner-a-2026' }],
     ['tryCount', 0],
-    ['tryCount', 3],
+    ['tryCount', 4],
     ['retryBase', 0],
     ['createdAt', '2026-11-30T06:00:00.000Z'],
   ])('%s = %j', (path, value) => {
@@ -287,6 +308,17 @@ describe('invalid fields name their path', () => {
     ['meta.scheduled', '2026-02-30T09:00:00Z', 'meta.scheduled', /day 30 does not exist/],
     ['meta.scheduled', '2026-12-01T25:00:00Z', 'meta.scheduled', /hour 25/],
     ['meta.scheduled', 1796115600000, 'meta.scheduled', /expected string, received 1796115600000/],
+    // before the Unix epoch, or past what RFC 3339 writes in UTC: the queue cannot hold them
+    [
+      'meta.scheduled',
+      '0000-01-01T00:00:00Z',
+      'meta.scheduled',
+      /outside the instants the service can hold \(1970-01-01T00:00:00Z to 9999-12-31T23:59:59.999Z\)/,
+    ],
+    ['meta.scheduled', '1969-12-31T23:59:59.999Z', 'meta.scheduled', /outside the instants/],
+    ['meta.scheduled', '1970-01-01T00:00:00+00:01', 'meta.scheduled', /outside the instants/],
+    ['meta.scheduled', '9999-12-31T23:59:59-00:01', 'meta.scheduled', /outside the instants/],
+    ['createdAt', '1900-01-01T00:00:00Z', 'createdAt', /outside the instants/],
     // meta.proxyData
     [
       'meta.proxyData',
@@ -301,6 +333,7 @@ describe('invalid fields name their path', () => {
       /over the limit of 65536/,
     ],
     ['meta.proxyData', () => 1, 'meta.proxyData', /must be a JSON value/],
+    ['meta.proxyData', nested(65), 'meta.proxyData', /deeper than the limit of 64 levels/],
     // meta.limiter
     ['meta.limiter', 'partner-a', 'meta.limiter', /expected object/],
     ['meta.limiter.key', REMOVE, 'meta.limiter.key', /^required$/],
@@ -331,8 +364,16 @@ describe('invalid fields name their path', () => {
     ['meta.limiter.rates.0.duration', '1d', 'meta.limiter.rates.0.duration', /unknown unit "d"/],
     ['meta.limiter.rates.0.duration', '10', 'meta.limiter.rates.0.duration', /missing unit/],
     ['meta.limiter.rates.0.duration', '', 'meta.limiter.rates.0.duration', /invalid Go duration ""/],
-    ['meta.limiter.rates.0.duration', '0s', 'meta.limiter.rates.0.duration', /must be greater than 0/],
-    ['meta.limiter.rates.0.duration', '0', 'meta.limiter.rates.0.duration', /must be greater than 0/],
+    ['meta.limiter.rates.0.duration', '0s', 'meta.limiter.rates.0.duration', /must be at least 1ms/],
+    ['meta.limiter.rates.0.duration', '0', 'meta.limiter.rates.0.duration', /must be at least 1ms/],
+    // the limiter counts whole milliseconds: a shorter window would be refused by the executor
+    [
+      'meta.limiter.rates.0.duration',
+      '999us',
+      'meta.limiter.rates.0.duration',
+      /"999us" must be at least 1ms/,
+    ],
+    ['meta.limiter.rates.1.duration', '1ns', 'meta.limiter.rates.1.duration', /must be at least 1ms/],
     ['meta.limiter.rates.0.duration', '-1s', 'meta.limiter.rates.0.duration', /must not be negative/],
     ['meta.limiter.rates.0.duration', '3000000h', 'meta.limiter.rates.0.duration', /out of range/],
     [
@@ -391,6 +432,10 @@ describe('invalid fields name their path', () => {
     ['tryCount', 1.5, 'tryCount', /expected an integer/],
     ['tryCount', '1', 'tryCount', /expected number/],
     ['retryBase', 1, 'retryBase', /must not exceed tryCount/],
+    ['tryCount', 2 ** 31 - 100, 'tryCount', /must be <= 2147483547/],
+    // attempts already made must leave one to make (meta.retry.max is 5 in the example)
+    ['tryCount', 5, 'tryCount', /leaves no attempt to make: 5 attempts already made, 5 allowed/],
+    ['tryCount', 1000, 'tryCount', /leaves no attempt to make/],
     ['retryBase', -1, 'retryBase', /must be >= 0/],
     ['createdAt', 'yesterday', 'createdAt', /invalid RFC 3339 time/],
     ['createdAt', '2026-11-30 06:00:00Z', 'createdAt', /invalid RFC 3339 time/],
@@ -489,5 +534,51 @@ describe('helpers', () => {
     expect(attemptsInBudget({}, 3)).toBe(3);
     expect(attemptsInBudget({ retryBase: 5 }, 7)).toBe(2);
     expect(attemptsInBudget({ retryBase: 5 }, 5)).toBe(0);
+  });
+});
+
+describe('nesting depth', () => {
+  // Deep enough to overflow JSON.stringify (and Python's json): refused for its depth, not as "not JSON".
+  it.each([
+    ['10 000 levels', nested(10_000)],
+    ['1 000 000 levels', nested(1_000_000)],
+    ['a cycle', cyclic()],
+  ])('proxyData of %s is refused with a message naming the limit', (_, proxyData) => {
+    expectIssue(
+      withField('meta.proxyData', proxyData),
+      'meta.proxyData',
+      /deeper than the limit of 64 levels/,
+    );
+  });
+
+  it('deep nesting anywhere else is refused without recursing into it', () => {
+    const deep = nested(1_000_000);
+    for (const path of [
+      'extra',
+      'meta.extra',
+      'request',
+      'request.headers',
+      'meta.retry',
+      'meta.limiter.rates',
+    ])
+      expect(safeParseRequestEnvelope(withField(path, deep)).ok).toBe(false);
+  });
+});
+
+describe('the attempt counters leave an attempt to make', () => {
+  const envelope = (counters: { tryCount?: number; retryBase?: number }, retry?: { max: number }) => ({
+    request: { uri: 'http://x.example/' },
+    meta: { requestId: 'r', ...(retry ? { retry } : {}) },
+    ...counters,
+  });
+
+  it('counts the budget from retryBase, 1 attempt without meta.retry', () => {
+    expectValid(envelope({ tryCount: 2 }, { max: 3 }));
+    expectIssue(envelope({ tryCount: 3 }, { max: 3 }), 'tryCount', /3 attempts already made, 3 allowed/);
+    expectValid(envelope({ tryCount: 1000, retryBase: 998 }, { max: 3 }));
+    expectIssue(envelope({ tryCount: 1000, retryBase: 997 }, { max: 3 }), 'tryCount', /1000 − retryBase 997/);
+    expectValid(envelope({ tryCount: 0 }));
+    expectIssue(envelope({ tryCount: 1 }), 'tryCount', /1 allowed/);
+    expectValid(envelope({ tryCount: 7, retryBase: 7 }));
   });
 });

@@ -35,6 +35,11 @@ export const MAX_ID_LENGTH = 256;
 export const MAX_SIGNING_KEY_ID_LENGTH = 128;
 export const MAX_LIMITER_RATES = 8;
 export const MAX_RETRY_ATTEMPTS = 100;
+/**
+ * Bound of the service-set attempt counters (`tryCount`, `retryBase`): with a full retry budget on
+ * top, a result's `tryCount` still fits an int32 in any consumer's language.
+ */
+export const MAX_TRY_COUNT = 2_147_483_647 - MAX_RETRY_ATTEMPTS;
 export const MAX_METHOD_LENGTH = 32;
 
 export const LIMITER_ALGORITHMS = [
@@ -135,7 +140,7 @@ function httpRequestSchema(limits: ContractLimits) {
 }
 
 const rateSchema = strictObject({
-  duration: goDuration('positive', 'Window length.'),
+  duration: goDuration('at-least-1ms', 'Window length (the limiter counts whole milliseconds).'),
   value: z.number().int().positive().meta({ description: 'Calls allowed per window.' }),
 }).meta({ title: 'Rate', description: 'One window of a limiter: at most `value` calls per `duration`.' });
 
@@ -245,6 +250,44 @@ function metaSchema(limits: ContractLimits) {
   }).meta({ title: 'RequestMeta', description: 'How, when and under which policies to make the call.' });
 }
 
+/** Attempts a request may make within one retry budget: `meta.retry.max`, or 1 without `retry`. */
+export function attemptBudget(envelope: { meta: { retry?: { max: number } | undefined } }): number {
+  return envelope.meta.retry?.max ?? 1;
+}
+
+/**
+ * The service-set counters must leave an attempt to make: the executor would otherwise call the
+ * target once more than `meta.retry.max` allows (a producer copying `tryCount` from a result, say).
+ */
+function checkAttemptCounters(
+  envelope: {
+    tryCount?: number | undefined;
+    retryBase?: number | undefined;
+    meta: { retry?: { max: number } | undefined };
+  },
+  ctx: z.RefinementCtx,
+): void {
+  const tryCount = envelope.tryCount ?? 0;
+  const retryBase = envelope.retryBase ?? 0;
+  if (retryBase > tryCount) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['retryBase'],
+      message: 'must not exceed tryCount (attempts made)',
+    });
+    return;
+  }
+  const budget = attemptBudget(envelope);
+  if (tryCount - retryBase >= budget) {
+    const made = envelope.retryBase === undefined ? `${tryCount}` : `${tryCount} − retryBase ${retryBase}`;
+    ctx.addIssue({
+      code: 'custom',
+      path: ['tryCount'],
+      message: `leaves no attempt to make: ${made} attempts already made, ${budget} allowed (meta.retry.max, 1 without retry); producers leave tryCount out`,
+    });
+  }
+}
+
 export function createRequestEnvelopeSchema(limits: Partial<ContractLimits> = {}) {
   const effective = { ...DEFAULT_CONTRACT_LIMITS, ...limits };
   return strictObject({
@@ -254,6 +297,7 @@ export function createRequestEnvelopeSchema(limits: Partial<ContractLimits> = {}
       .number()
       .int()
       .min(0)
+      .max(MAX_TRY_COUNT)
       .meta({
         description:
           'Set by the service on the Kafka copy: attempts already made (0 or absent = none yet). Producers leave it out.',
@@ -273,16 +317,14 @@ export function createRequestEnvelopeSchema(limits: Partial<ContractLimits> = {}
       .number()
       .int()
       .min(0)
+      .max(MAX_TRY_COUNT)
       .meta({
         description:
           'Set by `requester dlq replay`: attempts made before the replay. `meta.retry.max` and the backoff count attempts from here, so a replayed request gets a fresh retry budget while `tryCount` keeps growing. Producers leave it out.',
       })
       .optional(),
   })
-    .refine((envelope) => (envelope.retryBase ?? 0) <= (envelope.tryCount ?? 0), {
-      path: ['retryBase'],
-      error: 'must not exceed tryCount (attempts made)',
-    })
+    .superRefine(checkAttemptCounters)
     .meta({
       title: 'RequestEnvelope',
       description:

@@ -158,6 +158,7 @@ export async function eventually(
   }
   throw new Error(`${what}: not reached within ${timeoutMs} ms`);
 }
+export * from './arbitraries.ts';
 export * from './kafka-broker.ts';
 export * from './postgres.ts';
 export * from './redis.ts';
