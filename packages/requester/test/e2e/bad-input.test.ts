@@ -6,10 +6,18 @@ import {
   parseAnyDeadLetter,
   type ResultEnvelope,
 } from '@requester/shared';
-import { testKafka, uniqueName } from '@requester/shared/testing';
+import { startTarget, type Target, testKafka, uniqueName } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningProcess } from '../../src/runtime/index.ts';
-import { dropStackDatabase, kafkaProducer, type StackEnv, stackEnv, startStack, waitReady } from './stack.ts';
+import {
+  dropStackDatabase,
+  kafkaProducer,
+  type StackEnv,
+  stackEnv,
+  stackKey,
+  startStack,
+  waitReady,
+} from './stack.ts';
 
 /**
  * The bad-input corpus: every kind of bad input found by probing, sent by HTTP and by Kafka, with
@@ -19,7 +27,8 @@ import { dropStackDatabase, kafkaProducer, type StackEnv, stackEnv, startStack, 
  * One row per case. `kafka` is the record put on `in`; its answer is an error result on `out`
  * keyed by the requestId when readable, else by the record's key (`answerKey`), carrying the
  * record's offset, plus a dead letter (reason `unprocessable`). `http` is the same input posted
- * to POST /request. Cases whose intended answer is not given yet are listed as `it.todo`.
+ * to POST /request (with a valid API key). Cases that are accepted but hostile (a backoff that
+ * overflows, a requestId reused for another request) have their own tests below the table.
  */
 interface Case {
   name: string;
@@ -102,6 +111,77 @@ const CASES: Case[] = [
       code: 'invalid_request',
       status: 400,
     },
+    http: {
+      body: valid(`${run}-year0`, { scheduled: '0000-01-01T00:00:00Z' }),
+      status: 400,
+      code: 'invalid_request',
+    },
+  },
+  {
+    // The executor wants windows of 1 ms or more: refused at the door, not after the queue.
+    name: 'a limiter window of 999us',
+    kafka: {
+      key: `${run}-999us`,
+      value: valid(`${run}-999us`, {
+        limiter: { key: 'k', algorithm: 'token-bucket', rates: [{ duration: '999us', value: 1 }] },
+      }),
+      requestId: `${run}-999us`,
+      code: 'invalid_request',
+      status: 400,
+    },
+    http: {
+      body: valid(`${run}-1ns`, {
+        limiter: { key: 'k', algorithm: 'token-bucket', rates: [{ duration: '1ns', value: 1 }] },
+      }),
+      status: 400,
+      code: 'invalid_request',
+    },
+  },
+  {
+    name: 'a tryCount of 1000 with retry.max 3 (no attempt left: no call)',
+    kafka: {
+      key: `${run}-tries`,
+      value: JSON.stringify({ ...JSON.parse(valid(`${run}-tries`, { retry: { max: 3 } })), tryCount: 1000 }),
+      requestId: `${run}-tries`,
+      code: 'invalid_request',
+      status: 400,
+    },
+    http: {
+      body: JSON.stringify({ ...JSON.parse(valid(`${run}-tries-h`, { retry: { max: 3 } })), tryCount: 1000 }),
+      status: 400,
+      code: 'invalid_request',
+    },
+  },
+  {
+    name: 'proxyData nested 5,000 levels deep',
+    kafka: {
+      key: `${run}-deep`,
+      value: valid(`${run}-deep`).replace(
+        '"meta":{',
+        `"meta":{"proxyData":${'['.repeat(5000)}${']'.repeat(5000)},`,
+      ),
+      requestId: `${run}-deep`,
+      code: 'invalid_request',
+      status: 400,
+    },
+    http: {
+      body: valid(`${run}-deep-h`).replace(
+        '"meta":{',
+        `"meta":{"proxyData":${'['.repeat(5000)}${']'.repeat(5000)},`,
+      ),
+      status: 400,
+      code: 'invalid_request',
+    },
+  },
+  {
+    // A web page may post text/plain or a form cross-site without a CORS preflight.
+    name: 'a body declared text/plain',
+    http: {
+      body: valid(`${run}-text`),
+      contentType: 'text/plain',
+      status: 415,
+      code: 'unsupported_media_type',
+    },
   },
   {
     name: 'a Kafka key the outbox refuses (a NUL byte in PostgreSQL text)',
@@ -114,17 +194,6 @@ const CASES: Case[] = [
       status: 400,
     },
   },
-];
-
-/** Other developers' cases: the expected answer is in the name; the integrator turns them into rows. */
-const TODO = [
-  'meta.scheduled before 1970 by HTTP → 400 invalid_request',
-  'meta.retry with a NaN backoff → 400 invalid_request (HTTP) / error result + dead letter (Kafka)',
-  'meta.limiter window of 999us → 400 invalid_request (HTTP) / error result + dead letter (Kafka)',
-  'tryCount 1000 on in → error result invalid_request + dead letter; the next record completes',
-  'deeply nested proxyData → 400 invalid_request (HTTP) / error result + dead letter (Kafka)',
-  'text/plain body → 415 (HTTP)',
-  'requestId reused with a different request → 409 (HTTP)',
 ];
 
 /** Every record of a topic, as it arrives. */
@@ -147,6 +216,8 @@ describe('bad input: every case gets its exact answer, and never stops the recor
   let stack: StackEnv;
   let running: RunningProcess;
   let producer: Producer;
+  let key: Awaited<ReturnType<typeof stackKey>>;
+  let target: Target;
   const out = new Tail();
   const dlq = new Tail();
 
@@ -156,10 +227,13 @@ describe('bad input: every case gets its exact answer, and never stops the recor
     await waitReady(stack);
     await Promise.all([out.start(stack.config.topicOut), dlq.start(stack.config.topicDlq)]);
     producer = await kafkaProducer();
+    key = await stackKey(stack);
+    target = await startTarget();
   }, 120_000);
 
   afterAll(async () => {
     await producer?.disconnect();
+    await target?.close();
     await Promise.all([out.stop(), dlq.stop()]);
     await running?.shutdown('test over');
     if (stack) await dropStackDatabase(stack);
@@ -214,13 +288,53 @@ describe('bad input: every case gets its exact answer, and never stops the recor
       const h = c.http as NonNullable<Case['http']>;
       const reply = await fetch(`${stack.httpUrl}/request`, {
         method: 'POST',
-        headers: { 'content-type': h.contentType ?? 'application/json' },
+        headers: { ...key.headers, 'content-type': h.contentType ?? 'application/json' },
         body: h.body,
       });
       expect(reply.status).toBe(h.status);
       expect(await reply.json()).toMatchObject({ status: h.status, code: h.code });
     });
   }
+
+  const postRequest = (body: unknown) =>
+    fetch(`${stack.httpUrl}/request`, {
+      method: 'POST',
+      headers: { ...key.headers, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
+
+  it('a backoff that overflows (multiplier 1e308, delay 0s) still makes exactly retry.max calls, then one result and a dead letter', async () => {
+    const requestId = uniqueName('overflow');
+    const retry = { max: 4, delay: '0s', multiplier: 1e308, jitter: 0 };
+    const uri = `${target.url}/status/500?id=${requestId}`;
+    const accepted = await postRequest({ request: { uri }, meta: { requestId, retry } });
+    expect(accepted.status).toBe(202);
+    const answerOf = () => out.messages.find((m) => m.key?.toString() === requestId);
+    await expect.poll(answerOf, { timeout: 30_000 }).toBeDefined();
+    const result = resultOf(answerOf() as KafkaMessage);
+    expect(result.response.status).toBe(500);
+    expect(result.meta.tryCount).toBe(4);
+    expect(target.calls.filter((call) => call.path.includes(requestId))).toHaveLength(4);
+    const letterOf = () => dlq.messages.find((m) => m.key?.toString() === requestId);
+    await expect.poll(letterOf, { timeout: 30_000 }).toBeDefined();
+    expect(parseAnyDeadLetter((letterOf() as KafkaMessage).value)).toMatchObject({
+      reason: 'retries_exhausted',
+    });
+    expect(out.messages.filter((m) => m.key?.toString() === requestId)).toHaveLength(1);
+  });
+
+  it('a requestId reused for a different request is a 409; the identical retry stays a 202', async () => {
+    const requestId = uniqueName('reused');
+    const first = { request: { uri: '', body: 'first' }, meta: { requestId } };
+    expect((await postRequest(first)).status).toBe(202);
+    const other = await postRequest({ request: { uri: '', body: 'second' }, meta: { requestId } });
+    expect(other.status).toBe(409);
+    expect(await other.json()).toMatchObject({ status: 409, code: 'request_id_conflict' });
+    expect((await postRequest(first)).status).toBe(202);
+    const answers = () => out.messages.filter((m) => m.key?.toString() === requestId);
+    await expect.poll(() => answers().length, { timeout: 30_000 }).toBe(1);
+    expect(resultOf(answers()[0] as KafkaMessage).response.body).toBe('first');
+  });
 
   it('no consumer restarted on any of it: /readyz stays ready', async () => {
     const ready = await fetch(`${stack.adminUrl}/readyz`);
@@ -231,6 +345,4 @@ describe('bad input: every case gets its exact answer, and never stops the recor
       new RegExp(`kafka_consumer_crashes_total\\{group="${stack.name}[^"]*"\\} [1-9]`),
     );
   });
-
-  for (const name of TODO) it.todo(name);
 });
