@@ -52,15 +52,15 @@ describe('requester CLI', () => {
     expect(stderr.match(/Redis connection lost/g)).toHaveLength(1);
   });
 
-  it('prints the effective configuration without any password', async () => {
+  it('prints the effective configuration without the Kafka SASL password either', async () => {
     const { code, stdout } = await requester(['config', '--effective'], {
       REDIS_URL: 'redis://:redis-pw-1@127.0.0.1:6379',
       DATABASE_URL: 'postgres://app:pg-pw-2@127.0.0.1:5432/x?sslmode=require',
       KAFKA_SASL_PASSWORD: 'kafka-pw-3',
     }).exit;
     expect(code).toBe(0);
-    expect(stdout).toContain('redis://:***@127.0.0.1:6379');
-    expect(stdout).toContain('postgres://app:***@127.0.0.1:5432/x?sslmode=require');
+    expect(stdout).toContain('redis://:[redacted]@127.0.0.1:6379');
+    expect(stdout).toContain('postgres://app:[redacted]@127.0.0.1:5432/x?sslmode=require');
     expect(stdout).not.toMatch(/redis-pw-1|pg-pw-2|kafka-pw-3/);
   });
 

@@ -18,7 +18,7 @@ describe('requestFingerprint', () => {
         ...base,
         meta: { ...base.meta, traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01' },
       },
-      { ...base, createdAt: '2000-01-01T00:00:00Z', tryCount: 3, retryBase: 1 },
+      { ...base, createdAt: '2000-01-01T00:00:00Z', tryCount: 3, retryBase: 3 },
     ];
     for (const input of same)
       expect(requestFingerprint(envelope(input))).toBe(requestFingerprint(envelope(base)));
