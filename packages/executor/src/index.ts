@@ -27,7 +27,7 @@ export { callResult, unreadableResult } from './result/index.ts';
 export { Executor, type ExecutorOptions, type TaskQueue } from './worker/index.ts';
 
 /**
- * The executor role (DESIGN.md §3, §5): leases tasks from the Redis fair queue, reads their `in`
+ * The executor role (docs/architecture.md §3, §5): leases tasks from the Redis fair queue, reads their `in`
  * records by offset, applies the delivery policies (cache, rate limiter, circuit breaker, signing,
  * retries) around each call, writes every outcome to `out` (and failures to the DLQ), then acks.
  * Long waits of unordered tasks go to the PostgreSQL outbox.

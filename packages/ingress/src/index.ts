@@ -1,5 +1,5 @@
 /**
- * @requester/ingress: the `ingress` and `sync-gateway` roles (DESIGN.md §3), loaded by the
+ * @requester/ingress: the `ingress` and `sync-gateway` roles (docs/architecture.md §3), loaded by the
  * requester CLI. Both serve one HTTP API per process (see `server/`).
  */
 export {

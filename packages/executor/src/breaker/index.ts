@@ -7,7 +7,7 @@ import { breakerMetrics, MAX_ORIGIN_LABELS } from './metrics.ts';
 import { loadBreakerScripts } from './scripts.ts';
 
 /**
- * The shared circuit breaker (DESIGN.md §5 outbound hygiene, §9): one per target origin, its state
+ * The shared circuit breaker (docs/architecture.md §5 outbound hygiene, §9): one per target origin, its state
  * in Redis so that every executor sees the same breaker.
  *
  *   closed ──threshold consecutive failures──▶ open ──openMs──▶ half-open ──probe ok──▶ closed

@@ -1,5 +1,5 @@
 /**
- * The bulkhead (DESIGN.md §5 outbound hygiene): at most `maxPerOrigin` calls in flight to one
+ * The bulkhead (docs/architecture.md §5 outbound hygiene): at most `maxPerOrigin` calls in flight to one
  * target origin, so a target that hangs can hold a few workers, never all of them. The circuit
  * breaker does not cover this case: a target that answered before and now hangs produces no
  * failure until its calls time out, so its breaker stays closed while every worker waits on it.

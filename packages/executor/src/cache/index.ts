@@ -69,7 +69,7 @@ interface Fill<O> {
 }
 
 /**
- * The response cache with coalescing (DESIGN.md §4 `meta.cache`, §5, §9). Only 2xx answers are
+ * The response cache with coalescing (docs/architecture.md §4 `meta.cache`, §5, §9). Only 2xx answers are
  * stored, for the request's TTL. A miss is filled by one call:
  * - within a process, concurrent fetches of one key share one in-flight fill (singleflight);
  * - across processes, the fill takes a short Redis lock (`SET NX PX`, checked atomically with the

@@ -4,7 +4,7 @@ import { networkInterfaces } from 'node:os';
 import { type Config, parseAddressEntry } from '@requester/shared';
 
 /**
- * The SSRF guard (DESIGN.md §7): targets in private, loopback, link-local and other special
+ * The SSRF guard (docs/architecture.md §7): targets in private, loopback, link-local and other special
  * ranges are refused unless the operator allows them (ALLOW_PRIVATE_TARGETS). Hostnames are
  * judged by the addresses they resolve to, inside the socket's own DNS lookup, so the address
  * checked is the address connected to (no second resolution an attacker's DNS could answer

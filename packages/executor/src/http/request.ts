@@ -4,7 +4,7 @@ import type { HttpCall } from './index.ts';
 
 /**
  * The outgoing call of a request envelope. Adds an `Idempotency-Key` derived from the requestId
- * (DESIGN.md §5, outbound hygiene): the same on every attempt and every executor, so a target that
+ * (docs/architecture.md §5, outbound hygiene): the same on every attempt and every executor, so a target that
  * honours it can drop the duplicates at-least-once delivery may cause. A caller's own key wins.
  */
 export function toHttpCall(envelope: RequestEnvelope): HttpCall {

@@ -253,7 +253,7 @@ describe.each(targets)('RateLimiter on $name', (target) => {
   });
 });
 
-/** retryAfterMs against the formulas of DESIGN.md §9, from the Redis clock of each decision. */
+/** retryAfterMs against the formulas of docs/architecture.md §9, from the Redis clock of each decision. */
 describe('retryAfterMs formulas', () => {
   let redis: RedisClient;
   let limiter: RateLimiter;

@@ -85,7 +85,7 @@ function unavailable(err: unknown): RequesterError {
 }
 
 /**
- * Rate limits of DESIGN.md §9 in Redis: one Lua script per take checks every window of the
+ * Rate limits of docs/architecture.md §9 in Redis: one Lua script per take checks every window of the
  * limiter and consumes from all of them only when all allow. Time is the Redis clock.
  */
 export class RateLimiter {

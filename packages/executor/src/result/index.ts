@@ -10,7 +10,7 @@ import {
 import type { CallOutcome, FailureCode } from '../http/index.ts';
 
 /**
- * Result envelopes of the executor (DESIGN.md §4). Synthetic statuses for failures of the path to
+ * Result envelopes of the executor (docs/architecture.md §4). Synthetic statuses for failures of the path to
  * the target: 504 when it did not answer in time, 502 for anything else on the way (refused,
  * reset, DNS, TLS, refused by the SSRF guard, a response over the size cap); `meta.error` says which.
  */
@@ -82,7 +82,7 @@ export function ownedBy(envelope: RequestEnvelope, result: ResultEnvelope): Resu
 const RECORD_OVERHEAD_BYTES = 1024;
 
 /**
- * The `out` record of a result: keyed by requestId (DESIGN.md §4). A result whose record would
+ * The `out` record of a result: keyed by requestId (docs/architecture.md §4). A result whose record would
  * not fit in `maxRecordBytes` (KAFKA_MAX_MESSAGE_BYTES) is answered as too large instead (see
  * tooLargeResultMessage). A body is capped by TARGET_MAX_RESPONSE_BYTES, but JSON escaping can
  * make it several times bigger.

@@ -4,7 +4,7 @@ import type { HttpCall } from '../http/index.ts';
 import { idempotencyKey } from '../http/request.ts';
 
 /**
- * Request signing (DESIGN.md §5 outbound hygiene), opt-in per request by `meta.signing.keyId`.
+ * Request signing (docs/architecture.md §5 outbound hygiene), opt-in per request by `meta.signing.keyId`.
  * Secrets live only in server config (SIGNING_KEYS) and only ever leave the process as HMACs.
  *
  * SIGNING_KEYS: `;`-separated entries `<keyId>=<secret>` (whitespace around entries ignored):

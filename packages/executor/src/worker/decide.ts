@@ -5,7 +5,7 @@ import type { CallOutcome } from '../http/index.ts';
 import type { LimitDecision } from '../limiter/index.ts';
 
 /**
- * The executor's decisions (DESIGN.md §5 "Executor decisions") as pure functions of the facts:
+ * The executor's decisions (docs/architecture.md §5 "Executor decisions") as pure functions of the facts:
  * no I/O, no clock and no randomness of their own (both are passed in), so each rule is tested on
  * its own (decide.test.ts). The worker gathers the facts and carries the steps out.
  *
@@ -165,7 +165,7 @@ export function retryAfterMs(value: string | undefined, nowMs: number): number |
 
 /**
  * Where a rescheduled task waits. Ordered partitions stay in Redis whatever the delay: the task
- * keeps its place at the head and the partition stays blocked (DESIGN.md §9). Unordered ones stay
+ * keeps its place at the head and the partition stays blocked (docs/architecture.md §9). Unordered ones stay
  * in Redis within the horizon; beyond it they go to the outbox with their full envelope, so a long
  * wait neither holds Redis memory nor outlives the `in` record's retention.
  */

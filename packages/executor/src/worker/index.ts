@@ -94,7 +94,7 @@ const MIN_IDLE_MS = 10;
 const KAFKA_RETRY_MS = 1_000;
 
 /**
- * The executor loop (DESIGN.md §3, §5). It holds at most `maxWorkers` leases; each turn it leases
+ * The executor loop (docs/architecture.md §3, §5). It holds at most `maxWorkers` leases; each turn it leases
  * as many tasks as it has free slots, reads their `in` records with one batched fetch, and runs
  * each task's attempt under the delivery policies (p-limit; see policies.ts, decide.ts). Results
  * (and dead letters) are produced in batches — whatever finished while the previous batch was

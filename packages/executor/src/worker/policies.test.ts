@@ -21,7 +21,7 @@ import { ExecutorHarness } from './harness.fixture.ts';
 import type { Tried } from './policies.ts';
 
 /**
- * The delivery policies of DESIGN.md §5 through the executor, over the real Kafka, Redis and
+ * The delivery policies of docs/architecture.md §5 through the executor, over the real Kafka, Redis and
  * PostgreSQL and a real HTTP target (see ExecutorHarness). Timing assertions are lower bounds only.
  */
 describe('executor delivery policies (end to end)', () => {

@@ -41,13 +41,13 @@ import {
 } from './decide.ts';
 
 /**
- * The delivery policies around one attempt (DESIGN.md §5): response cache, rate limiter, circuit
+ * The delivery policies around one attempt (docs/architecture.md §5): response cache, rate limiter, circuit
  * breaker, signing, the call, and the retry decision. The rules live in decide.ts; this module
  * gathers their facts (Redis, the target) and says how the attempt ended. Queue, outbox and Kafka
  * writes are the worker's.
  *
  * Order: **cache → sign → bulkhead → limiter → breaker → HTTP → record**.
- * - The cache comes first, unlike DESIGN.md's "limiter → cache → HTTP": a hit does not reach the
+ * - The cache comes first, unlike the founding design's "limiter → cache → HTTP": a hit does not reach the
  *   target, so it must not spend the target's quota nor wait for its breaker, and the limiter and
  *   breaker run inside the cache fill, so N concurrent misses of one key cost one token and one
  *   call (the limiter protects the target's quota; requests the cache answers never touch it).

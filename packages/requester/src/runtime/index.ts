@@ -21,7 +21,7 @@ export interface RunningProcess {
 
 /**
  * Starts the given roles in one process, with the shared clients, the admin server and the
- * three-phase graceful shutdown of DESIGN.md §5.
+ * three-phase graceful shutdown of docs/architecture.md §5.
  */
 export async function startProcess(
   roles: RoleName[],

@@ -14,7 +14,7 @@ import {
 } from './stack.ts';
 
 /**
- * The delivery policies across every role (DESIGN.md §5): waits beyond the Redis horizon leave
+ * The delivery policies across every role (docs/architecture.md §5): waits beyond the Redis horizon leave
  * through the PostgreSQL outbox and come back through relay → in → router → queue; failures for
  * good land on the DLQ topic beside their result; signing secrets stay in the server's config.
  */

@@ -18,7 +18,7 @@ import {
 } from './stack.ts';
 
 /**
- * DESIGN.md §7: no task is lost when a dependency restarts. The broker carries `in` (read by the
+ * docs/architecture.md §7: no task is lost when a dependency restarts. The broker carries `in` (read by the
  * router, and by offset by the executor's fetcher) and `out`: it is killed with SIGKILL while
  * tasks are queued and in flight, and started again on the same data. The running requester rides
  * it out — producers, consumers and the fetcher reconnect — and every task is answered.

@@ -19,7 +19,7 @@ import {
 } from './stack.ts';
 
 /**
- * DESIGN.md §7: no task is lost when a dependency restarts. PostgreSQL holds the outbox (tasks due
+ * docs/architecture.md §7: no task is lost when a dependency restarts. PostgreSQL holds the outbox (tasks due
  * beyond the Redis horizon). It is killed with SIGKILL while scheduled tasks wait in the outbox and
  * more arrive on `in`, and started again a moment later on the same data (WAL recovery): the
  * running requester — router writing rows, relay moving due rows back to `in` — rides it out and

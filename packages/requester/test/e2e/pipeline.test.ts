@@ -14,7 +14,7 @@ import {
   waitReady,
 } from './stack.ts';
 
-/** The whole path of DESIGN.md §3–§5 in one process: every role, real Kafka, Redis, PostgreSQL. */
+/** The whole path of docs/architecture.md §3–§5 in one process: every role, real Kafka, Redis, PostgreSQL. */
 describe('end to end: ingress → in → router → queue/outbox → executor → out', () => {
   let stack: StackEnv;
   let running: RunningProcess;

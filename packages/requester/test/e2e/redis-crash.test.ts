@@ -18,7 +18,7 @@ import {
 } from './stack.ts';
 
 /**
- * DESIGN.md §7: no task is lost when a dependency restarts. Redis holds the queue, so it must
+ * docs/architecture.md §7: no task is lost when a dependency restarts. Redis holds the queue, so it must
  * persist (append-only file, fsync every second: a crash of the process loses no acknowledged
  * write). Redis is killed with SIGKILL while tasks are queued and in flight, and started again a
  * moment later on the same data: the running requester rides it out and every task is answered.

@@ -243,7 +243,7 @@ export function unanswered(
 }
 
 /**
- * The crash drill of DESIGN.md §7: a requester child process gets `count` slow requests; once 30
+ * The crash drill of docs/architecture.md §7: a requester child process gets `count` slow requests; once 30
  * results are out, `dependency` is killed (kill -9), left down 1.5 s and restarted; then every
  * request must be answered within `recoveryMs`. Returns the requestIds and how many results were
  * out at the crash (fewer than all, or the drill proved nothing).

@@ -106,7 +106,7 @@ const DAY_MS = 24 * 60 * 60 * 1000;
 const MAX_DUE_MS = 0xfff_ffff_ffff;
 
 /**
- * The Redis fair queue (DESIGN.md §6): N shards, each a Redis Cluster slot; fair round-robin over
+ * The Redis fair queue (docs/architecture.md §6): N shards, each a Redis Cluster slot; fair round-robin over
  * partitions with a due head; ordered partitions with one task in flight; leases with tokens and
  * reclaim; idempotent publish with a post-ack dedup window. Every operation is batched per shard
  * and pipelined over shards.

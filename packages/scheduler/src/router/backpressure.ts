@@ -4,7 +4,7 @@ import { shardKey } from '../queue/keys.ts';
 import { queueMetrics } from '../queue/metrics.ts';
 
 /**
- * Router backpressure (DESIGN.md §5): when the Redis queue is deep, or a target origin's circuit
+ * Router backpressure (docs/architecture.md §5): when the Redis queue is deep, or a target origin's circuit
  * breaker stays open long, the router pauses consuming `in` — Kafka keeps the backlog — instead of
  * flooding Redis with tasks the executors cannot run yet. Two rules, each its own pause reason:
  *

@@ -13,7 +13,7 @@ import {
 import { type RecordRef, type ResultEnvelope, recordRefSchema, resultEnvelopeSchema } from './result.ts';
 
 /**
- * The dead-letter record (DESIGN.md §5 "Exhausted / permanent"): the value of a record on the DLQ
+ * The dead-letter record (docs/architecture.md §5 "Exhausted / permanent"): the value of a record on the DLQ
  * topic (`KAFKA_TOPIC_DLQ`), keyed by requestId. It keeps what is needed to understand the failure
  * and to re-submit the request unchanged: the envelope as it was read from `in`, the final result
  * that went to `out`, why it was dead-lettered, when, and where the `in` record was.

@@ -72,7 +72,7 @@ describe('request.schema.json', () => {
     ]);
   });
 
-  it('validates the DESIGN.md §4 example', () => {
+  it('validates the docs/architecture.md §4 example', () => {
     expect(validateJsonSchema(designRequestExample(), schema)).toEqual([]);
   });
 
@@ -117,7 +117,7 @@ describe('result.schema.json', () => {
     expect(schema.additionalProperties).toBeUndefined();
   });
 
-  it('validates the DESIGN.md §4 example and the synthetic results', () => {
+  it('validates the docs/architecture.md §4 example and the synthetic results', () => {
     expect(validateJsonSchema(designResultExample(), schema)).toEqual([]);
     const issues = [{ path: 'meta.requestId', message: 'required' }];
     expect(validateJsonSchema(errorResult(undefined, 'invalid_request', 'x', { issues }), schema)).toEqual(

@@ -19,7 +19,7 @@ const REMOVE = Symbol('remove');
 const { maxBodyBytes, maxHeaderCount, maxHeadersBytes, maxProxyDataBytes, maxUriLength } =
   DEFAULT_CONTRACT_LIMITS;
 
-/** The DESIGN.md example with one dotted path set to `value` (or removed). */
+/** The docs/architecture.md §4 example with one dotted path set to `value` (or removed). */
 function withField(path: string, value: unknown): unknown {
   const envelope: Record<string, unknown> = designRequestExample();
   const keys = path.split('.');
@@ -68,7 +68,7 @@ const manyHeaders = (count: number) =>
 const traceId = '4bf92f3577b34da6a3ce929d0e0e4736';
 const parentId = '00f067aa0ba902b7';
 
-describe('the DESIGN.md §4 example', () => {
+describe('the docs/architecture.md §4 example', () => {
   it('is valid and keeps every field', () => {
     expect(parseRequestEnvelope(designRequestExample())).toEqual(designRequestExample());
   });

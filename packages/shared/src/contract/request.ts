@@ -5,7 +5,7 @@ import { outgoingHeaders } from './headers.ts';
 import { parseWith, type SafeParse, safeParseWith } from './issues.ts';
 
 /**
- * The request envelope of DESIGN.md §4: the same JSON on HTTP (`POST /request`) and on Kafka
+ * The request envelope of docs/architecture.md §4: the same JSON on HTTP (`POST /request`) and on Kafka
  * (`in`). Every object is strict, so a misspelt option (`retires`) is an error instead of a
  * silently ignored wish.
  */

@@ -19,7 +19,7 @@ function expectIssue(input: unknown, path: string, message: RegExp): void {
     expect(result.error.issues).toContainEqual({ path, message: expect.stringMatching(message) });
 }
 
-describe('the DESIGN.md §4 result example', () => {
+describe('the docs/architecture.md §4 result example', () => {
   it('is valid', () => {
     expect(parseResultEnvelope(designResultExample())).toEqual(designResultExample());
   });

@@ -5,7 +5,7 @@ import { type FieldIssue, parseWith, type SafeParse, safeParseWith } from './iss
 import { DEFAULT_CONTRACT_LIMITS, isWakeUp, MAX_ID_LENGTH, type RequestEnvelope } from './request.ts';
 
 /**
- * The result envelope of DESIGN.md §4: the value on `out` (keyed by requestId) and the body of a
+ * The result envelope of docs/architecture.md §4: the value on `out` (keyed by requestId) and the body of a
  * sync reply. Objects here are not strict: the service writes them, and readers must tolerate
  * fields added later, so unknown keys are dropped on parse instead of failing old consumers.
  *

@@ -7,7 +7,7 @@ import type { KafkaRef } from '../task/index.ts';
 import { type KafkaSecurity, kafkaLogCreator, withTimeout } from './index.ts';
 
 /**
- * Reads records of a topic by offset (DESIGN.md §9). kafkajs has no public API for it and the
+ * Reads records of a topic by offset (docs/architecture.md §9). kafkajs has no public API for it and the
  * consumer-group-plus-seek route costs a group join per read, so this module drives kafkajs's
  * low-level cluster directly: leader lookup from metadata, then one Fetch request per broker
  * carrying one range per topic-partition. Everything kafkajs-internal stays in this file.

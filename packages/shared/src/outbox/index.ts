@@ -2,7 +2,7 @@ import type { Sql } from '../pg/index.ts';
 
 /**
  * The PostgreSQL outbox: tasks due later than the Redis horizon wait here with their full payload
- * (DESIGN.md §2). The router (and, for long backoffs, the executor) add rows; the relay claims due
+ * (docs/architecture.md §2). The router (and, for long backoffs, the executor) add rows; the relay claims due
  * rows with FOR UPDATE SKIP LOCKED (a lease), produces them to Kafka `in`, and deletes them only
  * after the broker acknowledged them.
  */

@@ -104,7 +104,7 @@ export type RedisPersistence = 'aof' | 'snapshots' | 'none';
 
 /**
  * Reads how each Redis node (each master of a cluster) persists, and warns when a restart would
- * lose queued tasks: DESIGN.md §7 promises none is lost when a dependency restarts, which holds
+ * lose queued tasks: docs/architecture.md §7 promises none is lost when a dependency restarts, which holds
  * only for an append-only file. Managed services often refuse CONFIG: then nothing is said.
  */
 export async function checkRedisPersistence(client: RedisClient, log: Logger): Promise<RedisPersistence[]> {

@@ -13,12 +13,12 @@ import type { Logger } from '../log/index.ts';
 import { createPg, ensureDatabase, explainPgError, migrate, type Sql } from '../pg/index.ts';
 import { checkRedisPersistence, createRedis, explainRedisError, type RedisClient } from '../redis/index.ts';
 
-/** The roles one `requester` process can run (DESIGN.md §3). */
+/** The roles one `requester` process can run (docs/architecture.md §3). */
 export const ROLE_NAMES = ['ingress', 'sync-gateway', 'router', 'executor', 'relay'] as const;
 export type RoleName = (typeof ROLE_NAMES)[number];
 
 /**
- * A running role. Shutdown happens in phases across all roles of the process (DESIGN.md §5):
+ * A running role. Shutdown happens in phases across all roles of the process (docs/architecture.md §5):
  * first every role stops accepting (HTTP closes), then every role drains what it holds, then the
  * shared clients close.
  */

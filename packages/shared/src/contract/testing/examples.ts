@@ -1,4 +1,4 @@
-/** The examples of DESIGN.md §4, verbatim; tests clone them before changing anything. */
+/** The examples of docs/architecture.md §4, verbatim; tests clone them before changing anything. */
 
 export function designRequestExample() {
   return {
