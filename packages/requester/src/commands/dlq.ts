@@ -20,9 +20,7 @@ import {
   ReplayMarks,
   replayDeadLetters,
 } from '../dlq/index.ts';
-import { commandLogger, commandRedis, progress } from './index.ts';
-
-type ConfigFrom = (argv: Record<string, unknown>) => Config;
+import { type ConfigFrom, commandLogger, commandRedis, progress } from './common.ts';
 
 interface DlqArgs {
   action: 'list' | 'replay';
