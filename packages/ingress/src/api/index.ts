@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
   counter,
+  type ErrorCode,
   formatRfc3339,
   histogram,
   inSpan,
@@ -379,7 +380,7 @@ function refuse(c: Context<Env>, refusal: Refusal): Response {
 function problem(
   c: Context<Env>,
   status: 400 | 401 | 403 | 404 | 409 | 413 | 415 | 429 | 500 | 503,
-  code: string,
+  code: ErrorCode,
   detail: string,
   issues?: ReadonlyArray<{ path: string; message: string }>,
 ): Response {

@@ -9,9 +9,9 @@ import {
   kafkaSecurityFrom,
   type Logger,
   tryParseRfc3339,
+  UsageError,
 } from '@requester/shared';
 import type { Argv } from 'yargs';
-import { UsageError } from '../cli-roles.ts';
 import {
   type DlqEntry,
   type DlqFilter,

@@ -1,7 +1,6 @@
 import { type IssuedKey, KeyStore } from '@requester/ingress';
-import { Dependencies, durationToMs, ValidationError } from '@requester/shared';
+import { Dependencies, durationToMs, UsageError, ValidationError } from '@requester/shared';
 import type { Argv } from 'yargs';
-import { UsageError } from '../cli-roles.ts';
 import { type ConfigFrom, commandLogger, progress } from './common.ts';
 
 interface KeysArgs {

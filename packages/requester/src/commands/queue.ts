@@ -1,6 +1,6 @@
 import { QueueAdmin, queueFromConfig } from '@requester/scheduler';
+import { UsageError } from '@requester/shared';
 import type { Argv } from 'yargs';
-import { UsageError } from '../cli-roles.ts';
 import { type ConfigFrom, commandLogger, commandRedis } from './common.ts';
 
 /** `requester queue info|purge|retry|dlq|verify`: the operator's view of the Redis fair queue. */

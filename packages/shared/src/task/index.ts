@@ -1,3 +1,5 @@
+import { RequesterError } from '../errors/index.ts';
+
 /**
  * What the router puts in the Redis queue for one task, and what the executor reads back.
  *
@@ -74,7 +76,7 @@ export function decodeQueuedTask(payload: string): QueuedTask {
     typeof wire.o !== 'string' ||
     typeof wire.r !== 'string'
   ) {
-    throw new Error(`not a queued task: ${payload.slice(0, 200)}`);
+    throw new RequesterError('internal', `not a queued task: ${payload.slice(0, 200)}`);
   }
   const task: QueuedTask = {
     ref: { topic: wire.t, partition: wire.p, offset: wire.o },
