@@ -1,3 +1,17 @@
+/**
+ * The HTTP API shared by the ingress and sync-gateway roles:
+ *
+ * - `POST /request` (ingress): validate, stamp, write to `in`, answer `202 {requestId}`; with
+ *   `meta.sync: true` and a Hub in this process, wait for the result and answer `200` + envelope.
+ * - `GET /requests/:id?wait=30s` (sync-gateway): the result from the Hub, or `404 pending`.
+ * - `GET /openapi.json`: the OpenAPI 3.1 document.
+ *
+ * Which roles run is read from `parts` on every request, so roles can attach to one server in any
+ * order and a route of a role that does not run answers a 404 that says so.
+ *
+ * @module
+ */
+
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
   counter,
@@ -21,17 +35,7 @@ import { type ClaimRequestId, requestFingerprint } from '../claims/index.ts';
 import type { Hub } from '../hub/index.ts';
 import { openApiDocument } from '../openapi/index.ts';
 
-/**
- * The HTTP API shared by the ingress and sync-gateway roles:
- *
- * - `POST /request` (ingress): validate, stamp, write to `in`, answer `202 {requestId}`; with
- *   `meta.sync: true` and a Hub in this process, wait for the result and answer `200` + envelope.
- * - `GET /requests/:id?wait=30s` (sync-gateway): the result from the Hub, or `404 pending`.
- * - `GET /openapi.json`: the OpenAPI 3.1 document.
- *
- * Which roles run is read from `parts` on every request, so roles can attach to one server in any
- * order and a route of a role that does not run answers a 404 that says so.
- */
+/** Writes one record (Kafka key, JSON text) to `in`. */
 export type Submit = (key: string, value: string) => Promise<void>;
 
 export interface ApiParts {

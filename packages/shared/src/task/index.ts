@@ -1,12 +1,15 @@
-import { RequesterError } from '../errors/index.ts';
-
 /**
  * What the router puts in the Redis queue for one task, and what the executor reads back.
  *
  * Redis is a coordinator, not a document store (DESIGN.md §2): the task body stays in Kafka and the
  * queue holds an **offset-ref** to the `in` record. The ref also carries the few fields that change
  * without a new Kafka record (`tryCount` on a Redis retry), so a retry re-reads the same record.
+ *
+ * @module
  */
+
+import { RequesterError } from '../errors/index.ts';
+
 export interface KafkaRef {
   topic: string;
   partition: number;
