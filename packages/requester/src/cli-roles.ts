@@ -1,9 +1,4 @@
-import { ROLE_NAMES, type RoleName } from '@requester/shared';
-
-/** A mistake in how the command was called: exit code 2, with the message and a pointer to --help. */
-export class UsageError extends Error {
-  override name = 'UsageError';
-}
+import { ROLE_NAMES, type RoleName, UsageError } from '@requester/shared';
 
 /** Parses `--role a,b` / `all` into role names; a clear message names any unknown one. */
 export function parseRoles(text: string): RoleName[] {

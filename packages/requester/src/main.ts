@@ -6,10 +6,11 @@ import {
   createLogger,
   explainDependencyError,
   loadConfig,
+  UsageError,
 } from '@requester/shared';
 import yargs, { type Argv } from 'yargs';
 import { hideBin } from 'yargs/helpers';
-import { parseRoles, UsageError } from './cli-roles.ts';
+import { parseRoles } from './cli-roles.ts';
 import { registerAdminCommands } from './commands/index.ts';
 import { startProcess } from './runtime/index.ts';
 
@@ -114,7 +115,7 @@ export async function main(args: string[]): Promise<void> {
     .wrap(Math.min(110, process.stdout.columns ?? 110))
     .fail((message, err, y) => {
       void y;
-      const usage = err instanceof ConfigError || !err || isUsageError(err);
+      const usage = !err || isUsageError(err);
       const hint = usage ? "\n\nRun 'requester --help' for usage." : '';
       process.stderr.write(`requester: ${err ? explain(err) : message}${hint}\n`);
       process.exit(usage ? EXIT.usage : EXIT.failed);
@@ -131,14 +132,15 @@ function explain(err: Error): string {
   return explainDependencyError(err) ?? err.message;
 }
 
-function isUsageError(err: Error): boolean {
-  return err instanceof UsageError;
+/** A call the user can correct (exit code 2): a bad flag or command, or a bad configuration value. */
+function isUsageError(err: unknown): boolean {
+  return err instanceof UsageError || err instanceof ConfigError;
 }
 
 if (import.meta.main) {
   main(hideBin(process.argv)).catch((err: unknown) => {
     const message = err instanceof Error ? err.message : String(err);
     process.stderr.write(`requester: ${message}\n`);
-    process.exit(err instanceof ConfigError ? EXIT.usage : EXIT.failed);
+    process.exit(isUsageError(err) ? EXIT.usage : EXIT.failed);
   });
 }

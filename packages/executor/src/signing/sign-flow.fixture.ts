@@ -4,7 +4,7 @@ import { parseSigningKeys, signingKeysFromConfig, signRequest } from './index.ts
 
 /**
  * A full sign flow as an executor would run it, logging everything a careless worker might log,
- * at the most verbose level. Run as a child process by index.test.ts, which reads its stdout and
+ * at the most verbose level. Run as a child process by index.unit.test.ts, which reads its stdout and
  * stderr (the real pino output) and looks for the secrets of SIGNING_KEYS.
  */
 const config = loadConfig(process.env);

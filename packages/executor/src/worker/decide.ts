@@ -7,7 +7,7 @@ import type { LimitDecision } from '../limiter/index.ts';
 /**
  * The executor's decisions (docs/architecture.md §5 "Executor decisions") as pure functions of the facts:
  * no I/O, no clock and no randomness of their own (both are passed in), so each rule is tested on
- * its own (decide.test.ts). The worker gathers the facts and carries the steps out.
+ * its own (decide.unit.test.ts). The worker gathers the facts and carries the steps out.
  *
  *   gate (limiter, breaker) ──call──▶ HTTP ──▶ outcome ──▶ deliver | retry
  *        └─wait───────────────────────────────────────────▶ reschedule, not an attempt

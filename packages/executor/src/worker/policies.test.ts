@@ -104,7 +104,7 @@ describe('executor delivery policies (end to end)', () => {
       expect(result.meta).toMatchObject({ tryCount: 3, waitTime: 0 });
       const calls = h.callsWith(requestId);
       expect(calls).toHaveLength(3);
-      // delay · multiplier^(n−1) capped at maxDelay: 200 ms, then 300 ms (not 400: decide.test.ts)
+      // delay · multiplier^(n−1) capped at maxDelay: 200 ms, then 300 ms (not 400: decide.unit.test.ts)
       expect(calls[1]!.at - calls[0]!.at).toBeGreaterThanOrEqual(200);
       expect(calls[2]!.at - calls[1]!.at).toBeGreaterThanOrEqual(300);
       expect(new Set(calls.map((c) => c.headers['idempotency-key']))).toEqual(

@@ -1,6 +1,21 @@
+/**
+ * The HTTP API shared by the ingress and sync-gateway roles:
+ *
+ * - `POST /request` (ingress): validate, stamp, write to `in`, answer `202 {requestId}`; with
+ *   `meta.sync: true` and a Hub in this process, wait for the result and answer `200` + envelope.
+ * - `GET /requests/:id?wait=30s` (sync-gateway): the result from the Hub, or `404 pending`.
+ * - `GET /openapi.json`: the OpenAPI 3.1 document.
+ *
+ * Which roles run is read from `parts` on every request, so roles can attach to one server in any
+ * order and a route of a role that does not run answers a 404 that says so.
+ *
+ * @module
+ */
+
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
   counter,
+  type ErrorCode,
   formatRfc3339,
   histogram,
   inSpan,
@@ -20,17 +35,7 @@ import { type ClaimRequestId, requestFingerprint } from '../claims/index.ts';
 import type { Hub } from '../hub/index.ts';
 import { openApiDocument } from '../openapi/index.ts';
 
-/**
- * The HTTP API shared by the ingress and sync-gateway roles:
- *
- * - `POST /request` (ingress): validate, stamp, write to `in`, answer `202 {requestId}`; with
- *   `meta.sync: true` and a Hub in this process, wait for the result and answer `200` + envelope.
- * - `GET /requests/:id?wait=30s` (sync-gateway): the result from the Hub, or `404 pending`.
- * - `GET /openapi.json`: the OpenAPI 3.1 document.
- *
- * Which roles run is read from `parts` on every request, so roles can attach to one server in any
- * order and a route of a role that does not run answers a 404 that says so.
- */
+/** Writes one record (Kafka key, JSON text) to `in`. */
 export type Submit = (key: string, value: string) => Promise<void>;
 
 export interface ApiParts {
@@ -379,7 +384,7 @@ function refuse(c: Context<Env>, refusal: Refusal): Response {
 function problem(
   c: Context<Env>,
   status: 400 | 401 | 403 | 404 | 409 | 413 | 415 | 429 | 500 | 503,
-  code: string,
+  code: ErrorCode,
   detail: string,
   issues?: ReadonlyArray<{ path: string; message: string }>,
 ): Response {

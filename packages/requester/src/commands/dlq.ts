@@ -9,9 +9,9 @@ import {
   kafkaSecurityFrom,
   type Logger,
   tryParseRfc3339,
+  UsageError,
 } from '@requester/shared';
 import type { Argv } from 'yargs';
-import { UsageError } from '../cli-roles.ts';
 import {
   type DlqEntry,
   type DlqFilter,
@@ -20,9 +20,7 @@ import {
   ReplayMarks,
   replayDeadLetters,
 } from '../dlq/index.ts';
-import { commandLogger, commandRedis, progress } from './index.ts';
-
-type ConfigFrom = (argv: Record<string, unknown>) => Config;
+import { type ConfigFrom, commandLogger, commandRedis, progress } from './common.ts';
 
 interface DlqArgs {
   action: 'list' | 'replay';

@@ -4,35 +4,16 @@ import {
   configMarkdownTable,
   createLogger,
   createPg,
-  createRedis,
   Dependencies,
   ensureDatabase,
-  type Logger,
   migrate,
-  type RedisClient,
   redactConfigValue,
 } from '@requester/shared';
 import type { Argv } from 'yargs';
+import { type ConfigFrom, progress } from './common.ts';
 import { registerDlqCommands } from './dlq.ts';
 import { registerKeysCommands } from './keys.ts';
 import { registerQueueCommands } from './queue.ts';
-
-type ConfigFrom = (argv: Record<string, unknown>) => Config;
-
-/** The log of an admin command: JSON on stderr (stdout carries the results), warnings and up by default. */
-export function commandLogger(config: Config): Logger {
-  return createLogger({ level: config.logLevel === 'info' ? 'warn' : config.logLevel, destination: 2 });
-}
-
-/** The Redis client of an admin command: long command timeout, connection trouble logged once. */
-export function commandRedis(config: Config, logger: Logger): RedisClient {
-  return createRedis({
-    url: config.redisUrl,
-    cluster: config.redisCluster,
-    commandTimeoutMs: 30_000,
-    logger,
-  });
-}
 
 /** Admin subcommands: each one short-lived, printing progress on stderr and results on stdout. */
 export function registerAdminCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): void {
@@ -98,8 +79,4 @@ export function registerAdminCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): 
       process.stdout.write(`${JSON.stringify(Object.fromEntries(rows), null, 2)}\n`);
     },
   );
-}
-
-export function progress(message: string): void {
-  process.stderr.write(`requester: ${message}\n`);
 }

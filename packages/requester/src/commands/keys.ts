@@ -1,10 +1,7 @@
 import { type IssuedKey, KeyStore } from '@requester/ingress';
-import { type Config, Dependencies, durationToMs, ValidationError } from '@requester/shared';
+import { Dependencies, durationToMs, UsageError, ValidationError } from '@requester/shared';
 import type { Argv } from 'yargs';
-import { UsageError } from '../cli-roles.ts';
-import { commandLogger, progress } from './index.ts';
-
-type ConfigFrom = (argv: Record<string, unknown>) => Config;
+import { type ConfigFrom, commandLogger, progress } from './common.ts';
 
 interface KeysArgs {
   action: 'create' | 'list' | 'revoke' | 'rotate';

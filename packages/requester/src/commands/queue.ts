@@ -1,10 +1,7 @@
 import { QueueAdmin, queueFromConfig } from '@requester/scheduler';
-import type { Config } from '@requester/shared';
+import { UsageError } from '@requester/shared';
 import type { Argv } from 'yargs';
-import { UsageError } from '../cli-roles.ts';
-import { commandLogger, commandRedis } from './index.ts';
-
-type ConfigFrom = (argv: Record<string, unknown>) => Config;
+import { type ConfigFrom, commandLogger, commandRedis } from './common.ts';
 
 /** `requester queue info|purge|retry|dlq|verify`: the operator's view of the Redis fair queue. */
 export function registerQueueCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): void {

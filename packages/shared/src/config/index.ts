@@ -1,13 +1,15 @@
-import { isIP } from 'node:net';
-import { z } from 'zod';
-import { ConfigError } from '../errors/index.ts';
-import { durationToMs } from '../time/duration.ts';
-
 /**
  * The one configuration schema. Every setting is an environment variable (the same name is
  * documented in the README table, generated from `CONFIG_VARIABLES` below); CLI flags override
  * the environment. Validation happens once at start; a bad value fails with the variable's name.
+ *
+ * @module
  */
+
+import { isIP } from 'node:net';
+import { z } from 'zod';
+import { ConfigError } from '../errors/index.ts';
+import { durationToMs } from '../time/duration.ts';
 
 const goDuration = z.string().transform((text, ctx) => {
   try {

@@ -14,6 +14,15 @@ export type ErrorCode =
   | 'record_expired'
   | 'target_refused'
   | 'not_found'
+  // Refusals of the HTTP API (problem bodies).
+  | 'unauthorized'
+  | 'forbidden'
+  | 'rate_limited'
+  | 'unsupported_media_type'
+  | 'request_id_conflict'
+  | 'overloaded'
+  // A command line the `requester` CLI cannot run (exit code 2).
+  | 'invalid_usage'
   | 'internal';
 
 export class RequesterError extends Error {
@@ -57,6 +66,14 @@ export class ValidationError extends RequesterError {
     });
     this.name = 'ValidationError';
     this.issues = issues;
+  }
+}
+
+/** A mistake in how the `requester` command was called: exit code 2, with a pointer to --help. */
+export class UsageError extends RequesterError {
+  constructor(message: string) {
+    super('invalid_usage', message);
+    this.name = 'UsageError';
   }
 }
 

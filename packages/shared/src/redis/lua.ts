@@ -7,6 +7,7 @@ import type { RedisClient } from './index.ts';
  * scripts in a `commands/` directory, BullMQ style: `<op>-<numKeys>.lua`, where numKeys is a
  * number, or `n` for a variable number of keys (e.g. one per limiter window); shared code lives in
  * `commands/includes/` and `--- @include "includes/x"` lines are inlined, each at most once.
+ * Code every module needs (`nowMs`) lives here, in `redis/includes/`: `--- @include "shared/x"`.
  * Scripts run by EVALSHA; ioredis loads them when Redis does not know them (first use, restart).
  */
 export interface LuaCommand {
@@ -20,11 +21,21 @@ export interface LuaCommand {
 const INCLUDE = /^--- @include "([\w/-]+)"\s*$/gm;
 const FILE_NAME = /^(\w+)-(\d+|n)\.lua$/;
 
+const SHARED_PREFIX = 'shared/';
+const SHARED_INCLUDES = join(import.meta.dirname, 'includes');
+
+/** The file of an include: `shared/x` from redis/includes/, anything else from the module's `dir`. */
+function includeFile(dir: string, name: string): string {
+  return name.startsWith(SHARED_PREFIX)
+    ? join(SHARED_INCLUDES, `${name.slice(SHARED_PREFIX.length)}.lua`)
+    : join(dir, `${name}.lua`);
+}
+
 function expand(dir: string, source: string, seen: Set<string>): string {
   return source.replace(INCLUDE, (_line, name: string) => {
     if (seen.has(name)) return '';
     seen.add(name);
-    return expand(dir, readFileSync(join(dir, `${name}.lua`), 'utf8'), seen);
+    return expand(dir, readFileSync(includeFile(dir, name), 'utf8'), seen);
   });
 }
 

@@ -4,7 +4,12 @@
  * Redis is a coordinator, not a document store (docs/architecture.md §2): the task body stays in Kafka and the
  * queue holds an **offset-ref** to the `in` record. The ref also carries the few fields that change
  * without a new Kafka record (`tryCount` on a Redis retry), so a retry re-reads the same record.
+ *
+ * @module
  */
+
+import { RequesterError } from '../errors/index.ts';
+
 export interface KafkaRef {
   topic: string;
   partition: number;
@@ -74,7 +79,7 @@ export function decodeQueuedTask(payload: string): QueuedTask {
     typeof wire.o !== 'string' ||
     typeof wire.r !== 'string'
   ) {
-    throw new Error(`not a queued task: ${payload.slice(0, 200)}`);
+    throw new RequesterError('internal', `not a queued task: ${payload.slice(0, 200)}`);
   }
   const task: QueuedTask = {
     ref: { topic: wire.t, partition: wire.p, offset: wire.o },

@@ -31,19 +31,6 @@ export function capturingLogger(level = 'debug'): { logger: Logger; lines: Logge
   return { logger: pino({ level }, stream), lines };
 }
 
-/**
- * A server of a test's own (startPrivateRedis, startPrivatePostgres, startPrivateKafka) that the
- * test may crash and start again on the same port and data.
- */
-export interface PrivateServer {
-  /** Graceful stop, waits for the exit; removes the data folder. */
-  stop(): Promise<void>;
-  /** `kill -9` the server (a crash: nothing flushed on the way out), waits for the exit. */
-  kill(): Promise<void>;
-  /** Starts the server again on the same port and data (after `kill`). */
-  restart(): Promise<void>;
-}
-
 export function uniqueName(prefix: string): string {
   return `${prefix}-${Date.now().toString(36)}-${randomBytes(3).toString('hex')}`;
 }
@@ -129,21 +116,8 @@ export async function readTopic(
 export function json<T = Record<string, unknown>>(message: KafkaMessage): T {
   return JSON.parse(message.value?.toString() ?? 'null') as T;
 }
+export * from './server.ts';
 export * from './target.ts';
-
-/** A TCP port that was free a moment ago (for servers whose port must be known before they start). */
-export async function freePort(): Promise<number> {
-  const { createServer } = await import('node:net');
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 /** Polls `check` every 100 ms until it holds; fails after `timeoutMs` with `what`. */
 export async function eventually(

@@ -3,7 +3,7 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { freePort, type PrivateServer } from './index.ts';
+import { freePort, type PrivateServer } from './server.ts';
 
 const run = promisify(execFile);
 const KAFKA_SH = path.resolve(import.meta.dirname, '../../../../infra/kafka.sh');

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { createPg } from '../pg/index.ts';
-import { freePort, type PrivateServer } from './index.ts';
+import { freePort, type PrivateServer } from './server.ts';
 
 /** `stop` is the fast shutdown (SIGINT); `kill` hits the postmaster, and `restart` replays the WAL. */
 export interface PrivatePostgres extends PrivateServer {

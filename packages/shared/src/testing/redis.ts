@@ -3,7 +3,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createRedis } from '../redis/index.ts';
-import { freePort, type PrivateServer } from './index.ts';
+import { freePort, type PrivateServer } from './server.ts';
 
 /** `stop` is SIGTERM; a server without persistence comes back empty from `restart`. */
 export interface PrivateRedis extends PrivateServer {

@@ -13,8 +13,8 @@
 ]]
 local cap = tonumber(ARGV[1])
 local leaseMs = tonumber(ARGV[2])
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+--- @include "shared/now"
+local now = nowMs()
 
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 local inFlight = redis.call('ZCARD', KEYS[1])

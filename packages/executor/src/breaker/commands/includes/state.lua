@@ -26,10 +26,7 @@ local OPEN = 1
 local HALF_OPEN = 2
 
 -- Redis time, never the caller's clock: every executor agrees on when an origin half-opens.
-local function nowMs()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
+--- @include "shared/now"
 
 -- Returns state, failures (nil = not seen), open-until (nil when closed).
 local function readState(now)

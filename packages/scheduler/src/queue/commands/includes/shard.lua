@@ -54,10 +54,7 @@ local R_REASON = 7
 local R_DEAD_AT = 8
 
 -- Redis time, never the caller's clock: every process agrees on what is due.
-local function nowMs()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
+--- @include "shared/now"
 
 local function nextSeq()
   return redis.call('INCR', K_SEQ)

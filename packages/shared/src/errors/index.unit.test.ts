@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { isOutage, RequesterError, ValidationError } from './index.ts';
+import { isOutage, RequesterError, UsageError, ValidationError } from './index.ts';
 
 /** Errors as the clients raise them (names, codes and shapes of kafkajs, postgres.js, ioredis, Node). */
 function like(name: string, fields: Record<string, unknown>, cause?: unknown): Error {
@@ -70,4 +70,13 @@ describe('isOutage', () => {
   ];
   it.each(outages)('%s is an outage', (_, err) => expect(isOutage(err)).toBe(true));
   it.each(refusals)('%s is a refusal of the data', (_, err) => expect(isOutage(err)).toBe(false));
+});
+
+describe('UsageError', () => {
+  it('is a RequesterError with its own code, so the CLI tells it apart (exit code 2)', () => {
+    const err = new UsageError('retry needs task ids or --all');
+    expect(err).toBeInstanceOf(RequesterError);
+    expect(err.toJSON()).toEqual({ code: 'invalid_usage', message: 'retry needs task ids or --all' });
+    expect(err.name).toBe('UsageError');
+  });
 });

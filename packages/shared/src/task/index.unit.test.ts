@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { RequesterError } from '../errors/index.ts';
 import { decodeQueuedTask, encodeQueuedTask, queuePartition, taskId } from './index.ts';
 
 describe('queued task encoding', () => {
@@ -15,6 +16,7 @@ describe('queued task encoding', () => {
 
   it('refuses a payload that is not a task, naming it', () => {
     expect(() => decodeQueuedTask('{"x":1}')).toThrow(/not a queued task: \{"x":1\}/);
+    expect(() => decodeQueuedTask('{"x":1}')).toThrow(RequesterError);
   });
 
   it('derives ids and partitions', () => {

@@ -1,0 +1,30 @@
+import { createServer } from 'node:net';
+
+// The servers of a test's own (redis.ts, postgres.ts, kafka-broker.ts) need these two and are
+// re-exported by index.ts: here, not in index.ts, so that they do not import their own importer.
+
+/**
+ * A server of a test's own (startPrivateRedis, startPrivatePostgres, startPrivateKafka) that the
+ * test may crash and start again on the same port and data.
+ */
+export interface PrivateServer {
+  /** Graceful stop, waits for the exit; removes the data folder. */
+  stop(): Promise<void>;
+  /** `kill -9` the server (a crash: nothing flushed on the way out), waits for the exit. */
+  kill(): Promise<void>;
+  /** Starts the server again on the same port and data (after `kill`). */
+  restart(): Promise<void>;
+}
+
+/** A TCP port that was free a moment ago (for servers whose port must be known before they start). */
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      const port = typeof address === 'object' && address ? address.port : 0;
+      server.close(() => resolve(port));
+    });
+  });
+}
