@@ -1,9 +1,5 @@
 import { queueFromConfig } from '@requester/scheduler';
-import {
-  Outbox,
-  type RoleDefinition,
-  type RoleHandle,
-} from '@requester/shared';
+import { Outbox, type RoleDefinition, type RoleHandle } from '@requester/shared';
 import { breakerFromConfig } from './breaker/index.ts';
 import { bulkheadFromConfig } from './bulkhead/index.ts';
 import { ResponseCache } from './cache/index.ts';

@@ -87,7 +87,10 @@ const RECORD_OVERHEAD_BYTES = 1024;
  * tooLargeResultMessage). A body is capped by TARGET_MAX_RESPONSE_BYTES, but JSON escaping can
  * make it several times bigger.
  */
-export function resultMessage(result: ResultEnvelope, maxRecordBytes = Number.POSITIVE_INFINITY): OutgoingRecord {
+export function resultMessage(
+  result: ResultEnvelope,
+  maxRecordBytes = Number.POSITIVE_INFINITY,
+): OutgoingRecord {
   const value = JSON.stringify(result);
   const bytes = Buffer.byteLength(value);
   if (bytes + RECORD_OVERHEAD_BYTES <= maxRecordBytes) return { key: result.meta.requestId ?? null, value };

@@ -10,7 +10,11 @@ import type { Submit } from '../api/index.ts';
  * answered 503 is still written, and the caller's retry (same requestId) is a duplicate that the
  * router's dedup absorbs. The reverse, a 202 for a request that was not written, cannot happen.
  */
-export function kafkaSubmit(producer: () => Promise<KafkaProducer>, topic: string, timeoutMs: number): Submit {
+export function kafkaSubmit(
+  producer: () => Promise<KafkaProducer>,
+  topic: string,
+  timeoutMs: number,
+): Submit {
   return async (key, value) => {
     const send = producer().then((p) => p.send(topic, [{ key, value }], timeoutMs));
     send.catch(() => {}); // a late rejection after the timeout already answered is not unhandled

@@ -11,8 +11,8 @@ import {
   isOutage,
   type KafkaProducer,
   type Logger,
-  type OutgoingRecord,
   Outbox,
+  type OutgoingRecord,
   type RoleDefinition,
   type RoleHandle,
 } from '@requester/shared';

@@ -1,6 +1,6 @@
-import type { OutgoingRecord } from '../kafka/types.ts';
 import { z } from 'zod';
 import { ValidationError } from '../errors/index.ts';
+import type { OutgoingRecord } from '../kafka/types.ts';
 import { formatRfc3339 } from '../time/rfc3339.ts';
 import { rfc3339 } from './fields.ts';
 import { parseWith } from './issues.ts';

@@ -58,7 +58,9 @@ export class ConsumerHealth {
       if (!payload.restart) watched.stopped = true;
       this.options.logger.error(
         { err: payload.error, group, restart: payload.restart, recentCrashes: watched.crashedAt.length },
-        payload.restart ? 'Kafka consumer crashed; the client restarts it' : 'Kafka consumer crashed for good',
+        payload.restart
+          ? 'Kafka consumer crashed; the client restarts it'
+          : 'Kafka consumer crashed for good',
       );
     });
     return () => {

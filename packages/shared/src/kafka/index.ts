@@ -3,9 +3,9 @@
  * chosen here, once: everything else imports this module, never a Kafka client.
  */
 export { chunksOf, PRODUCE_CHUNK_BYTES, withTimeout } from './batching.ts';
-export { CRASH_LIMIT, CRASH_WINDOW_MS, ConsumerHealth, type ConsumerHealthOptions } from './health.ts';
-export { createKafka, type KafkaSettings } from './kafkajs/index.ts';
+export { ConsumerHealth, type ConsumerHealthOptions, CRASH_LIMIT, CRASH_WINDOW_MS } from './health.ts';
 export { explainKafkaError, isMessageTooLargeError, isRetriableKafkaError } from './kafkajs/errors.ts';
+export { createKafka, type KafkaSettings } from './kafkajs/index.ts';
 export { type ScanOptions, type ScanResult, scanTopic } from './scan.ts';
 export { type KafkaSecurity, kafkaSecurityFrom, type SaslMechanism } from './security.ts';
 export {

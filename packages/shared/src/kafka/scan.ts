@@ -58,7 +58,11 @@ async function endOffsets(
   }
 }
 
-export async function scanTopic(kafka: KafkaClient, topic: string, options: ScanOptions): Promise<ScanResult> {
+export async function scanTopic(
+  kafka: KafkaClient,
+  topic: string,
+  options: ScanOptions,
+): Promise<ScanResult> {
   const { ends, expected } = await endOffsets(kafka, topic);
   if (ends.size === 0) return { read: 0, failed: 0, incomplete: [] };
   const groupId = `${options.groupPrefix ?? 'requester-scan'}-${randomBytes(6).toString('hex')}`;

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { Writable } from 'node:stream';
 import pino from 'pino';
-import { createKafka, type KafkaClient, type KafkaRecord } from '../kafka/index.ts';
+import { createKafka, type KafkaClient, type KafkaConsumer, type KafkaRecord } from '../kafka/index.ts';
 import { createLogger, type Logger } from '../log/index.ts';
 import { createPg, ensureDatabase, migrate, type Sql } from '../pg/index.ts';
 
@@ -55,9 +55,7 @@ export async function createTestTopics(topics: string[], numPartitions = 3): Pro
   const admin = testKafka().admin();
   await admin.connect();
   try {
-    await admin.ensureTopics(
-      topics.map((topic) => ({ topic, numPartitions, replicationFactor: 1 })),
-    );
+    await admin.ensureTopics(topics.map((topic) => ({ topic, numPartitions, replicationFactor: 1 })));
   } finally {
     await admin.disconnect();
   }
@@ -127,6 +125,23 @@ export async function readTopic(
     await consumer.stop();
   }
   return seen;
+}
+
+/** Starts `consumer` on `topic`, handing each record to `onRecord` in order; offsets committed after each batch. */
+export function consumeEach(
+  consumer: KafkaConsumer,
+  topic: string,
+  onRecord: (record: KafkaRecord) => void | Promise<void>,
+  fromBeginning = true,
+): Promise<void> {
+  return consumer.start({
+    topics: [topic],
+    fromBeginning,
+    commit: 'after-batch',
+    onBatch: async ({ records }) => {
+      for (const record of records) await onRecord(record);
+    },
+  });
 }
 
 export function json<T = Record<string, unknown>>(message: Pick<KafkaRecord, 'value'>): T {

@@ -47,7 +47,10 @@ export class KafkajsAdmin implements KafkaAdmin {
     return offsets.map(({ partition, low, high }) => ({ partition, low, high }));
   }
 
-  async committedOffsets(groupId: string, topic: string): Promise<Array<{ partition: number; offset: string }>> {
+  async committedOffsets(
+    groupId: string,
+    topic: string,
+  ): Promise<Array<{ partition: number; offset: string }>> {
     const [committed] = await this.admin.fetchOffsets({ groupId, topics: [topic] });
     return (committed?.partitions ?? []).map(({ partition, offset }) => ({ partition, offset }));
   }

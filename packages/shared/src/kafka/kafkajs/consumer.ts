@@ -24,7 +24,9 @@ export class KafkajsConsumer implements KafkaConsumer {
       heartbeatInterval: 3_000,
       // An idle fetch waits at most this long: disconnect (shutdown phase 2) waits for it to return.
       maxWaitTimeInMs: options.maxWaitMs ?? 500,
-      ...(options.retries === undefined ? {} : { retry: { retries: options.retries, initialRetryTime: 100 } }),
+      ...(options.retries === undefined
+        ? {}
+        : { retry: { retries: options.retries, initialRetryTime: 100 } }),
     });
   }
 

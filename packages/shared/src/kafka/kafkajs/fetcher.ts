@@ -13,7 +13,7 @@ import {
   type FetchOutcome,
   RecordUnavailableError,
 } from '../types.ts';
-import { brokerList, kafkaLogCreator, kafkajsSecurity } from './options.ts';
+import { brokerList, kafkajsSecurity, kafkaLogCreator } from './options.ts';
 
 /**
  * Reads records of a topic by offset (DESIGN.md §9). kafkajs has no public API for it and the

@@ -1,11 +1,18 @@
 import { Kafka, logLevel } from 'kafkajs';
 import type { Logger } from '../../log/index.ts';
 import type { KafkaSecurity } from '../security.ts';
-import type { ConsumerOptions, FetcherOptions, KafkaAdmin, KafkaClient, KafkaConsumer, KafkaProducer } from '../types.ts';
+import type {
+  ConsumerOptions,
+  FetcherOptions,
+  KafkaAdmin,
+  KafkaClient,
+  KafkaConsumer,
+  KafkaProducer,
+} from '../types.ts';
 import { KafkajsAdmin } from './admin.ts';
 import { KafkajsConsumer } from './consumer.ts';
 import { createFetcher } from './fetcher.ts';
-import { brokerList, kafkaLogCreator, kafkajsSecurity } from './options.ts';
+import { brokerList, kafkajsSecurity, kafkaLogCreator } from './options.ts';
 import { KafkajsProducer } from './producer.ts';
 
 /**

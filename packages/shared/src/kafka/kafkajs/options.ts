@@ -7,7 +7,10 @@ export function brokerList(brokers: string): string[] {
 }
 
 /** Requester's security settings as kafkajs's client options. */
-export function kafkajsSecurity(security: KafkaSecurity = {}): { ssl?: boolean | { ca: string[] }; sasl?: SASLOptions } {
+export function kafkajsSecurity(security: KafkaSecurity = {}): {
+  ssl?: boolean | { ca: string[] };
+  sasl?: SASLOptions;
+} {
   return {
     ...(security.ssl === undefined ? {} : { ssl: security.ssl }),
     ...(security.sasl ? { sasl: security.sasl as SASLOptions } : {}),

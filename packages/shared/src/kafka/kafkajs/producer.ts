@@ -26,7 +26,11 @@ export class KafkajsProducer implements KafkaProducer {
     return this.producer.disconnect();
   }
 
-  async send(topic: string, records: OutgoingRecord[], timeoutMs = this.defaultTimeoutMs): Promise<ProducedBatch[]> {
+  async send(
+    topic: string,
+    records: OutgoingRecord[],
+    timeoutMs = this.defaultTimeoutMs,
+  ): Promise<ProducedBatch[]> {
     if (records.length === 0) return [];
     const produced: ProducedBatch[] = [];
     for (const chunk of chunksOf(records, PRODUCE_CHUNK_BYTES)) {
