@@ -1,11 +1,5 @@
 import { queueFromConfig } from '@requester/scheduler';
-import {
-  createFetcher,
-  kafkaSecurityFrom,
-  Outbox,
-  type RoleDefinition,
-  type RoleHandle,
-} from '@requester/shared';
+import { Outbox, type RoleDefinition, type RoleHandle } from '@requester/shared';
 import { breakerFromConfig } from './breaker/index.ts';
 import { bulkheadFromConfig } from './bulkhead/index.ts';
 import { ResponseCache } from './cache/index.ts';
@@ -36,13 +30,7 @@ export const executorRole: RoleDefinition = {
   name: 'executor',
   async start({ config, logger, deps }): Promise<RoleHandle> {
     const producer = await deps.producer();
-    const fetcher = createFetcher({
-      brokers: config.kafkaBrokers,
-      clientId: config.kafkaClientId,
-      logger,
-      cacheBytes: config.executorRecordCacheBytes,
-      security: kafkaSecurityFrom(config),
-    });
+    const fetcher = deps.kafka().fetcher({ cacheBytes: config.executorRecordCacheBytes });
     const http = createHttpClient({
       connectTimeoutMs: config.targetConnectTimeout,
       responseTimeoutMs: config.targetResponseTimeout,

@@ -9,14 +9,13 @@ import {
   type FetchOutcome,
   invalidRequestResult,
   isMessageTooLargeError,
+  type KafkaProducer,
   kafkaKeyFor,
   type Logger,
-  type Message,
   msToNs,
   type Outbox,
   type OutboxRow,
-  type Producer,
-  produce,
+  type OutgoingRecord,
   type QueuedTask,
   type RequestContract,
   type RequestEnvelope,
@@ -45,7 +44,7 @@ export type TaskQueue = Pick<
 export interface ExecutorOptions extends Omit<PolicyModules, 'retryAfterMaxMs'> {
   queue: TaskQueue;
   fetcher: Pick<Fetcher, 'fetchMany'>;
-  producer: Producer;
+  producer: KafkaProducer;
   topicOut: string;
   /** max.message.bytes of `out` (KAFKA_MAX_MESSAGE_BYTES): a bigger result is answered as too large. */
   maxResultBytes?: number;
@@ -67,7 +66,7 @@ export interface ExecutorOptions extends Omit<PolicyModules, 'retryAfterMaxMs'> 
 /** How a task leaves this executor. */
 type Settlement =
   /** `deadLetter`: the DLQ record written in the same flush as the result. */
-  | { kind: 'deliver'; result: ResultEnvelope; outcome: string; deadLetter?: Message }
+  | { kind: 'deliver'; result: ResultEnvelope; outcome: string; deadLetter?: OutgoingRecord }
   /**
    * Back to the queue for `delayMs`. `payload`: the queued task rewritten with its new progress
    * (absent = unchanged). `outbox`: wait in the outbox instead (then the lease is acked).
@@ -390,7 +389,7 @@ export class Executor {
   /** true once every result is on `out` and every dead letter on the DLQ; retried for up to a lease TTL. */
   private async produceResults(deliveries: Pending[]): Promise<boolean> {
     const results: ResultEnvelope[] = [];
-    const deadLetters: Message[] = [];
+    const deadLetters: OutgoingRecord[] = [];
     for (const { settlement } of deliveries) {
       if (settlement.kind !== 'deliver') continue;
       results.push(settlement.result);
@@ -403,7 +402,7 @@ export class Executor {
       try {
         await Promise.all([
           this.writeResults(results),
-          topicDlq ? produce(producer, topicDlq, deadLetters, produceTimeoutMs) : undefined,
+          topicDlq ? producer.send(topicDlq, deadLetters, produceTimeoutMs) : undefined,
         ]);
         return true;
       } catch (err) {
@@ -430,7 +429,7 @@ export class Executor {
     const { producer, topicOut, produceTimeoutMs, maxResultBytes } = this.options;
     const messages = results.map((result) => resultMessage(result, maxResultBytes));
     try {
-      await produce(producer, topicOut, messages, produceTimeoutMs);
+      await producer.send(topicOut, messages, produceTimeoutMs);
       return;
     } catch (err) {
       if (!isMessageTooLargeError(err)) throw err;
@@ -438,12 +437,12 @@ export class Executor {
     await Promise.all(
       results.map(async (result, i) => {
         try {
-          await produce(producer, topicOut, [messages[i] as Message], produceTimeoutMs);
+          await producer.send(topicOut, [messages[i] as OutgoingRecord], produceTimeoutMs);
         } catch (err) {
           if (!isMessageTooLargeError(err)) throw err;
           const refused = 'was refused by the out topic as too large (its max.message.bytes)';
           this.log.warn({ requestId: result.meta.requestId }, 'result too large for out: answering 502');
-          await produce(producer, topicOut, [tooLargeResultMessage(result, refused)], produceTimeoutMs);
+          await producer.send(topicOut, [tooLargeResultMessage(result, refused)], produceTimeoutMs);
         }
       }),
     );

@@ -1,11 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import {
-  type Consumer,
   type ConsumerHealth,
   counter,
-  createConsumer,
-  type createKafka,
+  isRetriableKafkaError,
+  type KafkaClient,
+  type KafkaConsumer,
+  type KafkaRecord,
   type Logger,
   withTimeout,
 } from '@requester/shared';
@@ -16,8 +17,6 @@ const skipped = counter(
   ['reason'],
 );
 
-type Kafka = ReturnType<typeof createKafka>;
-
 /**
  * Follows the `out` topic for the sync-gateway. Every instance reads every result (its own
  * consumer group, so instances never split partitions between them) and only what arrives after
@@ -25,7 +24,7 @@ type Kafka = ReturnType<typeof createKafka>;
  * lives as long as the instance.
  */
 export interface FollowOptions {
-  kafka: Kafka;
+  kafka: KafkaClient;
   topic: string;
   logger: Logger;
   /** Called with the requestId and the raw JSON of each result (parsed only when someone asks). */
@@ -58,24 +57,26 @@ export async function followResults(options: FollowOptions): Promise<Following> 
   const ends = await endOffsets(kafka, topic);
   const groupId = instanceGroupId();
   // A short fetch wait: disconnecting waits for the fetch in flight, and shutdown should be quick.
-  const consumer = createConsumer(kafka, {
+  const consumer = kafka.consumer({
     groupId,
-    maxWaitTimeInMs: 1_000,
-    ...(options.sessionTimeoutMs === undefined ? {} : { sessionTimeout: options.sessionTimeoutMs }),
+    maxWaitMs: 1_000,
+    ...(options.sessionTimeoutMs === undefined ? {} : { sessionTimeoutMs: options.sessionTimeoutMs }),
   });
   const unwatch = options.health?.watch(consumer, groupId);
   const joined = firstJoin(consumer, topic, ends);
-  await consumer.connect();
   try {
-    await consumer.subscribe({ topic, fromBeginning: false });
-    await consumer.run({
-      autoCommit: false,
-      eachMessage: async ({ message }) => deliver(message, options),
+    await consumer.start({
+      topics: [topic],
+      fromBeginning: false,
+      commit: 'never',
+      onBatch: async ({ records }) => {
+        for (const record of records) deliver(record, options);
+      },
     });
     await withTimeout(joined, options.joinTimeoutMs ?? 30_000, `joining consumer group ${groupId} timed out`);
   } catch (err) {
     unwatch?.();
-    await consumer.disconnect().catch(() => {});
+    await consumer.stop().catch(() => {});
     throw err;
   }
   logger.info({ groupId, topic }, 'following results');
@@ -83,7 +84,7 @@ export async function followResults(options: FollowOptions): Promise<Following> 
     groupId,
     stop: async () => {
       unwatch?.();
-      await consumer.disconnect();
+      await consumer.stop();
     },
   };
 }
@@ -93,16 +94,16 @@ export async function followResults(options: FollowOptions): Promise<Following> 
  * Retried on retriable errors: right after a topic is created the broker may still answer
  * NOT_LEADER for a moment, and that must not fail the role's start.
  */
-async function endOffsets(kafka: Kafka, topic: string, attempts = 20): Promise<Map<number, string>> {
+async function endOffsets(kafka: KafkaClient, topic: string, attempts = 20): Promise<Map<number, string>> {
   const admin = kafka.admin();
   await admin.connect();
   try {
     for (let attempt = 1; ; attempt++) {
       try {
-        const offsets = await admin.fetchTopicOffsets(topic);
+        const offsets = await admin.topicOffsets(topic);
         return new Map(offsets.map((p) => [p.partition, p.high]));
       } catch (err) {
-        if (attempt >= attempts || !(err as { retriable?: boolean }).retriable) throw err;
+        if (attempt >= attempts || !isRetriableKafkaError(err)) throw err;
         await new Promise((resolve) => setTimeout(resolve, Math.min(100 * attempt, 1_000)));
       }
     }
@@ -113,27 +114,23 @@ async function endOffsets(kafka: Kafka, topic: string, attempts = 20): Promise<M
 
 /**
  * Seeks every assigned partition to the end offsets read earlier, from inside the join event:
- * kafkajs would otherwise resolve "latest" lazily at its first fetch, and a result written in
+ * a consumer may resolve "latest" lazily at its first fetch (kafkajs does), and a result written in
  * between would be lost to a caller already waiting for it.
  */
-function firstJoin(consumer: Consumer, topic: string, ends: Map<number, string>): Promise<void> {
+function firstJoin(consumer: KafkaConsumer, topic: string, ends: Map<number, string>): Promise<void> {
   return new Promise((resolve) => {
-    const off = consumer.on(consumer.events.GROUP_JOIN, (event) => {
+    const off = consumer.onAssigned((assignment) => {
       off();
-      const assigned: number[] = event.payload.memberAssignment[topic] ?? [];
-      for (const partition of assigned) {
+      for (const partition of assignment[topic] ?? []) {
         const offset = ends.get(partition);
-        if (offset !== undefined) consumer.seek({ topic, partition, offset });
+        if (offset !== undefined) consumer.seek(topic, partition, offset);
       }
       resolve();
     });
   });
 }
 
-interface OutMessage {
-  key: Buffer | null;
-  value: Buffer | null;
-}
+type OutMessage = Pick<KafkaRecord, 'key' | 'value'>;
 
 /**
  * `out` is keyed by requestId; an unkeyed record falls back to its `meta.requestId`. A record that

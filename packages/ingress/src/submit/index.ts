@@ -1,4 +1,4 @@
-import { type Producer, produce, withTimeout } from '@requester/shared';
+import { type KafkaProducer, withTimeout } from '@requester/shared';
 import type { Submit } from '../api/index.ts';
 
 /**
@@ -6,13 +6,17 @@ import type { Submit } from '../api/index.ts';
  * whole step (getting a connected producer included) bounded by `timeoutMs`, so an unreachable
  * broker turns into a prompt 503 instead of a hung caller.
  *
- * A timeout does not cancel a send kafkajs already has in flight: in the worst case a request
+ * A timeout does not cancel a send the Kafka client already has in flight: in the worst case a request
  * answered 503 is still written, and the caller's retry (same requestId) is a duplicate that the
  * router's dedup absorbs. The reverse, a 202 for a request that was not written, cannot happen.
  */
-export function kafkaSubmit(producer: () => Promise<Producer>, topic: string, timeoutMs: number): Submit {
+export function kafkaSubmit(
+  producer: () => Promise<KafkaProducer>,
+  topic: string,
+  timeoutMs: number,
+): Submit {
   return async (key, value) => {
-    const send = producer().then((p) => produce(p, topic, [{ key, value }], timeoutMs));
+    const send = producer().then((p) => p.send(topic, [{ key, value }], timeoutMs));
     send.catch(() => {}); // a late rejection after the timeout already answered is not unhandled
     await withTimeout(send, timeoutMs, `produce to ${topic} timed out after ${timeoutMs} ms`);
   };

@@ -9,11 +9,10 @@ import {
   errorResult,
   isMessageTooLargeError,
   isOutage,
+  type KafkaProducer,
   type Logger,
-  type Message,
   Outbox,
-  type Producer,
-  produce,
+  type OutgoingRecord,
   type RoleDefinition,
   type RoleHandle,
 } from '@requester/shared';
@@ -32,7 +31,7 @@ const ERROR_LOG_INTERVAL_MS = 60_000;
 
 export interface RelayOptions {
   outbox: Outbox;
-  producer: Producer;
+  producer: KafkaProducer;
   logger: Logger;
   workers: number;
   batch: number;
@@ -139,7 +138,7 @@ export class Relay {
 
   private async produceRows(topic: string, rows: ClaimedRow[]): Promise<void> {
     try {
-      await produce(this.options.producer, topic, rows.map(inRecord), this.options.produceTimeoutMs);
+      await this.options.producer.send(topic, rows.map(inRecord), this.options.produceTimeoutMs);
     } catch (err) {
       if (isOutage(err) || !this.options.topicOut) throw err;
       this.options.logger.warn(
@@ -149,7 +148,7 @@ export class Relay {
       const refused: Array<{ row: ClaimedRow; err: unknown }> = [];
       for (const row of rows) {
         try {
-          await produce(this.options.producer, topic, [inRecord(row)], this.options.produceTimeoutMs);
+          await this.options.producer.send(topic, [inRecord(row)], this.options.produceTimeoutMs);
         } catch (rowErr) {
           if (isOutage(rowErr)) throw rowErr;
           refused.push({ row, err: rowErr });
@@ -163,8 +162,8 @@ export class Relay {
   private async answerRefused(refused: Array<{ row: ClaimedRow; err: unknown }>): Promise<void> {
     const { producer, topicOut, topicDlq, produceTimeoutMs, logger } = this.options;
     if (refused.length === 0 || !topicOut) return;
-    const results: Message[] = [];
-    const deadLetters: Message[] = [];
+    const results: OutgoingRecord[] = [];
+    const deadLetters: OutgoingRecord[] = [];
     for (const { row, err } of refused) {
       const refusal = asRequesterError(err);
       logger.error(
@@ -185,8 +184,8 @@ export class Relay {
       deadLetters.push(deadLetterMessage({ ...(envelope ? { envelope } : { record }), result, reason }));
     }
     await Promise.all([
-      produce(producer, topicOut, results, produceTimeoutMs),
-      topicDlq ? produce(producer, topicDlq, deadLetters, produceTimeoutMs) : undefined,
+      producer.send(topicOut, results, produceTimeoutMs),
+      topicDlq ? producer.send(topicDlq, deadLetters, produceTimeoutMs) : undefined,
     ]);
   }
 
@@ -236,7 +235,7 @@ export const relayRole: RoleDefinition = {
   },
 };
 
-function inRecord(row: ClaimedRow): Message {
+function inRecord(row: ClaimedRow): OutgoingRecord {
   return {
     key: row.key,
     value: row.payload,

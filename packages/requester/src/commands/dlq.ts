@@ -1,11 +1,9 @@
 import {
   type Config,
-  createFetcher,
   createKafka,
-  createProducer,
   deadLetterRequestId,
   formatRecordRef,
-  type Kafka,
+  type KafkaClient,
   kafkaSecurityFrom,
   type Logger,
   tryParseRfc3339,
@@ -105,7 +103,7 @@ function timeArg(flag: string, text: string): number {
   return parsed.epochMs;
 }
 
-function dlqSource(kafka: Kafka, topic: string, action: string): DlqSource {
+function dlqSource(kafka: KafkaClient, topic: string, action: string): DlqSource {
   return {
     kafka,
     topic,
@@ -151,13 +149,8 @@ async function runReplay(
   logger: Logger,
 ): Promise<void> {
   const redis = commandRedis(config, logger);
-  const producer = createProducer(source.kafka);
-  const reader = createFetcher({
-    brokers: config.kafkaBrokers,
-    clientId: `${config.kafkaClientId}-dlq`,
-    logger,
-    security: kafkaSecurityFrom(config),
-  });
+  const producer = source.kafka.producer();
+  const reader = source.kafka.fetcher();
   try {
     if (!args.dryRun) await producer.connect();
     const summary = await replayDeadLetters(

@@ -2,14 +2,11 @@ import { deadLetterMessage } from '@requester/executor/dlq';
 import { FairQueue, Router } from '@requester/scheduler';
 import {
   buildResult,
-  createConsumer,
-  createFetcher,
-  createProducer,
   createRedis,
   decodeQueuedTask,
   type Fetcher,
+  type KafkaProducer,
   Outbox,
-  type Producer,
   parseRequestEnvelope,
   type RedisClient,
   type RequestEnvelope,
@@ -20,7 +17,6 @@ import {
   json,
   readTopic,
   silentLogger,
-  TEST_KAFKA_BROKERS,
   testKafka,
   testPg,
   uniqueName,
@@ -40,7 +36,7 @@ describe('requester dlq over real Kafka, Redis and a Router', () => {
   const topics = { in: `${name}.in`, out: `${name}.out`, dlq: `${name}.dlq` };
   const id = (suffix: string) => `${name}-${suffix}`;
   let redis: RedisClient;
-  let producer: Producer;
+  let producer: KafkaProducer;
   let source: DlqSource & { reader: Fetcher };
   let reader: Fetcher;
   let target: ReplayTarget;
@@ -71,17 +67,14 @@ describe('requester dlq over real Kafka, Redis and a Router', () => {
   beforeAll(async () => {
     await createTestTopics([topics.in, topics.out, topics.dlq], 2);
     redis = createRedis({ url: 'redis://127.0.0.1:6379' });
-    producer = createProducer(testKafka());
+    producer = testKafka().producer();
     await producer.connect();
-    await producer.send({
-      topic: topics.dlq,
-      messages: [
-        deadLetter(id('a'), 3, '2026-11-30T06:01:00Z', '!order-a'),
-        deadLetter(id('b'), 3, '2026-11-30T06:02:00Z'),
-        deadLetter(id('c'), 1, '2026-11-30T06:03:00Z'),
-      ],
-    });
-    reader = createFetcher({ brokers: TEST_KAFKA_BROKERS, clientId: name, logger: silentLogger });
+    await producer.send(topics.dlq, [
+      deadLetter(id('a'), 3, '2026-11-30T06:01:00Z', '!order-a'),
+      deadLetter(id('b'), 3, '2026-11-30T06:02:00Z'),
+      deadLetter(id('c'), 1, '2026-11-30T06:03:00Z'),
+    ]);
+    reader = testKafka().fetcher();
     source = { kafka: testKafka(), topic: topics.dlq, reader };
     target = { producer, topicIn: topics.in, marks: new ReplayMarks(redis, name), produceTimeoutMs: 10_000 };
   });
@@ -96,7 +89,7 @@ describe('requester dlq over real Kafka, Redis and a Router', () => {
   const inCount = async () => {
     const admin = testKafka().admin();
     await admin.connect();
-    const offsets = await admin.fetchTopicOffsets(topics.in);
+    const offsets = await admin.topicOffsets(topics.in);
     await admin.disconnect();
     return offsets.reduce((sum, p) => sum + Number(p.high), 0);
   };
@@ -155,7 +148,7 @@ describe('requester dlq over real Kafka, Redis and a Router', () => {
     expect(String(record?.headers?.['requester-replay-of'])).toMatch(new RegExp(`^${topics.dlq}/\\d/\\d+$`));
 
     const router = new Router({
-      consumer: createConsumer(testKafka(), { groupId: uniqueName('dlq-router') }),
+      consumer: testKafka().consumer({ groupId: uniqueName('dlq-router') }),
       queue,
       outbox: new Outbox(pg.sql),
       producer,
@@ -208,10 +201,7 @@ describe('requester dlq over real Kafka, Redis and a Router', () => {
   });
 
   it('replays only the latest dead letter of a request, in arrival order, within --limit', async () => {
-    await producer.send({
-      topic: topics.dlq,
-      messages: [deadLetter(id('a'), 6, '2026-11-30T07:00:00Z', '!order-a')],
-    });
+    await producer.send(topics.dlq, [deadLetter(id('a'), 6, '2026-11-30T07:00:00Z', '!order-a')]);
     const summary = await replayDeadLetters(source, target, {
       filter: { requestIds: new Set([id('a'), id('c')]) },
       limit: 1,

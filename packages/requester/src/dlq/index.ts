@@ -4,14 +4,13 @@ import {
   deadLetterRequestId,
   type Fetcher,
   formatRecordRef,
-  type Kafka,
-  type KafkaMessage,
+  type KafkaClient,
+  type KafkaProducer,
+  type KafkaRecord,
   kafkaKeyFor,
-  type Message,
-  type Producer,
+  type OutgoingRecord,
   parseAnyDeadLetter,
   parseDeadLetter,
-  produce,
   type RecordRef,
   type RedisClient,
   type RequestContract,
@@ -49,7 +48,7 @@ export interface DlqEntry<R extends AnyDeadLetter = AnyDeadLetter> {
 }
 
 export interface DlqSource {
-  kafka: Kafka;
+  kafka: KafkaClient;
   topic: string;
   /** Reads chosen records again by offset (a replay keeps only references while it selects). */
   reader?: Pick<Fetcher, 'fetchMany'>;
@@ -89,7 +88,7 @@ async function scanMatching(
   onMatch: (entry: DlqEntry) => void,
 ): Promise<ScanCounts> {
   const counts = { unreadable: 0, matched: 0 };
-  const onMessage = (message: KafkaMessage, partition: number) => {
+  const onMessage = (message: KafkaRecord, partition: number) => {
     const at = { topic: source.topic, partition, offset: message.offset };
     let record: AnyDeadLetter;
     try {
@@ -144,7 +143,7 @@ export interface ReplayOptions {
 }
 
 export interface ReplayTarget {
-  producer: Producer;
+  producer: KafkaProducer;
   topicIn: string;
   marks: ReplayMarks;
   produceTimeoutMs: number;
@@ -277,12 +276,12 @@ function replayedItem({ entry, envelope }: PlannedReplay): ReplayedItem {
 /** Produces one chunk of replays to `in`, and marks them once Kafka acknowledged it. */
 async function writeReplays(replays: PlannedReplay[], target: ReplayTarget): Promise<void> {
   if (replays.length === 0) return;
-  await produce(target.producer, target.topicIn, replays.map(replayMessage), target.produceTimeoutMs);
+  await target.producer.send(target.topicIn, replays.map(replayMessage), target.produceTimeoutMs);
   await target.marks.mark(replays);
 }
 
 /** The `in` record of a replay: keyed like the ingress does (partition, else requestId). */
-export function replayMessage({ entry, envelope }: PlannedReplay): Message {
+export function replayMessage({ entry, envelope }: PlannedReplay): OutgoingRecord {
   return {
     key: kafkaKeyFor(envelope),
     value: JSON.stringify(envelope),

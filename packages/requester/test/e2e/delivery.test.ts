@@ -1,4 +1,4 @@
-import { type KafkaMessage, parseDeadLetter, replayEnvelope } from '@requester/shared';
+import { type KafkaRecord, parseDeadLetter, replayEnvelope } from '@requester/shared';
 import { readTopic, startTarget, type Target } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { verifyStandardWebhook } from '../../../executor/src/signing/verify.fixture.ts';
@@ -140,5 +140,5 @@ describe('end to end: delivery policies through every role', () => {
 });
 
 function keyed(requestId: string) {
-  return (message: KafkaMessage) => message.key?.toString() === requestId;
+  return (message: KafkaRecord) => message.key?.toString() === requestId;
 }

@@ -1,4 +1,4 @@
-import type { Producer, ResultEnvelope } from '@requester/shared';
+import type { KafkaProducer, ResultEnvelope } from '@requester/shared';
 import { startTarget, type Target } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningProcess } from '../../src/runtime/index.ts';
@@ -21,7 +21,7 @@ describe('end to end: ingress → in → router → queue/outbox → executor �
   let target: Target;
   let results: ResultCollector;
   let key: Awaited<ReturnType<typeof stackKey>>;
-  let producer: Producer;
+  let producer: KafkaProducer;
 
   beforeAll(async () => {
     target = await startTarget();
@@ -72,18 +72,15 @@ describe('end to end: ingress → in → router → queue/outbox → executor �
   });
 
   it('direct Kafka producer → result on out, no HTTP involved', async () => {
-    await producer.send({
-      topic: stack.config.topicIn,
-      messages: [
-        {
-          key: 'kafka-1',
-          value: JSON.stringify({
-            request: { uri: `${target.url}/echo`, body: 'via kafka', method: 'POST' },
-            meta: { requestId: 'kafka-1' },
-          }),
-        },
-      ],
-    });
+    await producer.send(stack.config.topicIn, [
+      {
+        key: 'kafka-1',
+        value: JSON.stringify({
+          request: { uri: `${target.url}/echo`, body: 'via kafka', method: 'POST' },
+          meta: { requestId: 'kafka-1' },
+        }),
+      },
+    ]);
     const result = await results.one('kafka-1');
     expect(result.response).toMatchObject({ status: 200, body: 'via kafka' });
   });
@@ -154,16 +151,16 @@ describe('end to end: ingress → in → router → queue/outbox → executor �
 
   it('ordered partition: 200 tasks on !k reach a randomly slow target in publish order (32 workers)', async () => {
     const partition = `!k-${stack.name}`;
-    await producer.send({
-      topic: stack.config.topicIn,
-      messages: Array.from({ length: 200 }, (_, i) => ({
+    await producer.send(
+      stack.config.topicIn,
+      Array.from({ length: 200 }, (_, i) => ({
         key: partition,
         value: JSON.stringify({
           request: { uri: `${target.url}/random-delay/20?seq=${i}` },
           meta: { requestId: `ord-${i}`, partition },
         }),
       })),
-    });
+    );
     await results.until(
       () => Array.from({ length: 200 }, (_, i) => `ord-${i}`).every((id) => results.byId.has(id)),
       90_000,
@@ -176,20 +173,17 @@ describe('end to end: ingress → in → router → queue/outbox → executor �
   }, 120_000);
 
   it('invalid JSON and invalid schema on in → error results on out; the router keeps running', async () => {
-    await producer.send({
-      topic: stack.config.topicIn,
-      messages: [
-        { key: 'x', value: '{"request":' },
-        {
-          key: 'bad-1',
-          value: JSON.stringify({ request: { uri: 'ftp://nope' }, meta: { requestId: 'bad-1' } }),
-        },
-        {
-          key: 'after-bad',
-          value: JSON.stringify({ request: { uri: '' }, meta: { requestId: 'after-bad' } }),
-        },
-      ],
-    });
+    await producer.send(stack.config.topicIn, [
+      { key: 'x', value: '{"request":' },
+      {
+        key: 'bad-1',
+        value: JSON.stringify({ request: { uri: 'ftp://nope' }, meta: { requestId: 'bad-1' } }),
+      },
+      {
+        key: 'after-bad',
+        value: JSON.stringify({ request: { uri: '' }, meta: { requestId: 'after-bad' } }),
+      },
+    ]);
     const bad = await results.one('bad-1');
     expect(bad.response.status).toBe(400);
     expect(bad.meta.error).toMatchObject({

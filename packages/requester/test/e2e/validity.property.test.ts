@@ -6,7 +6,6 @@ import {
   MAX_INSTANT_MS,
   MAX_JSON_DEPTH,
   MAX_TRY_COUNT,
-  produce,
   type RequestEnvelope,
 } from '@requester/shared';
 import {
@@ -374,7 +373,7 @@ describe('validity: the schema is the one truth for the HTTP API, the router and
           const parsed = contract.safeParse(JSON.parse(text));
           if (!parsed.ok) return; // the refusal property covers these
           const envelope = parsed.value;
-          const [meta] = await produce(h.producer, h.inTopic, [{ partition: 0, value: text }]);
+          const [meta] = await h.producer.send(h.inTopic, [{ partition: 0, value: text }]);
           const record = { ...sourceRecord(text, String(meta?.baseOffset ?? '0')), topic: h.inTopic };
           const route = routeRecord(record, contract, Date.now(), HORIZON_MS);
           if (route.kind === 'outbox') {

@@ -1,11 +1,9 @@
 import {
-  type Admin,
   ConfigError,
-  createConsumer,
-  createProducer,
   createRedis,
+  type KafkaAdmin,
+  type KafkaProducer,
   Outbox,
-  type Producer,
   type RedisClient,
 } from '@requester/shared';
 import {
@@ -29,14 +27,14 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe('router backpressure over real Kafka and Redis', () => {
   let redis: RedisClient;
-  let producer: Producer;
-  let admin: Admin;
+  let producer: KafkaProducer;
+  let admin: KafkaAdmin;
   let pg: Awaited<ReturnType<typeof testPg>>;
   const cleanups: Array<() => Promise<unknown>> = [];
 
   beforeAll(async () => {
     redis = createRedis({ url: 'redis://127.0.0.1:6379' });
-    producer = createProducer(testKafka());
+    producer = testKafka().producer();
     await producer.connect();
     admin = testKafka().admin();
     await admin.connect();
@@ -59,7 +57,7 @@ describe('router backpressure over real Kafka and Redis', () => {
     await createTestTopics([topicIn, `${name}.out`], 2);
     const queue = new FairQueue({ redis, prefix: `${name}:`, shards: 4, refreshMs: 0, notify: false });
     const router = new Router({
-      consumer: createConsumer(testKafka(), { groupId }),
+      consumer: testKafka().consumer({ groupId }),
       queue,
       outbox: new Outbox(pg.sql),
       producer,
@@ -82,12 +80,12 @@ describe('router backpressure over real Kafka and Redis', () => {
         const requestId = `${name}-${sent++}`;
         return { key: requestId, value: JSON.stringify({ request: { uri: '' }, meta: { requestId } }) };
       });
-      await producer.send({ topic: topicIn, messages });
+      await producer.send(topicIn, messages);
     };
     /** Records of `in` the router has committed (routed and written). */
     const committed = async () => {
-      const [offsets] = await admin.fetchOffsets({ groupId, topics: [topicIn] });
-      return offsets?.partitions.reduce((sum, p) => sum + Math.max(0, Number(p.offset)), 0) ?? 0;
+      const offsets = await admin.committedOffsets(groupId, topicIn);
+      return offsets.reduce((sum, p) => sum + Math.max(0, Number(p.offset)), 0);
     };
     return { router, queue, send, committed };
   }

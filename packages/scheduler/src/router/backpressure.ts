@@ -109,7 +109,7 @@ export class Backpressure {
     const [depth, longOpen] = await Promise.all([this.sampleDepth(), this.sampleOrigins()]);
     if (depth !== undefined) this.applyDepth(depth);
     if (longOpen !== undefined) this.applyOrigins(longOpen);
-    // Re-applied each round: kafkajs forgets a pause when its consumer restarts after a crash.
+    // Re-applied each round: a consumer may forget a pause when it restarts after a crash (kafkajs does).
     if (this.paused) this.call('pause', () => this.options.pause());
   }
 

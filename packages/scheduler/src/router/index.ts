@@ -1,18 +1,17 @@
 import {
   asRequesterError,
-  type Consumer,
+  type BatchContext,
   counter,
-  createConsumer,
   createRequestContract,
-  type EachBatchPayload,
   errorResult,
   histogram,
   isOutage,
+  type KafkaConsumer,
+  type KafkaProducer,
   type Logger,
   Outbox,
   type OutboxRow,
-  type Producer,
-  produce,
+  type RecordBatch,
   type RequestContract,
   type RoleContext,
   type RoleDefinition,
@@ -44,10 +43,10 @@ export interface TaskSink {
 }
 
 export interface RouterOptions {
-  consumer: Consumer;
+  consumer: KafkaConsumer;
   queue: TaskSink;
   outbox: Outbox;
-  producer: Producer;
+  producer: KafkaProducer;
   topicIn: string;
   topicOut: string;
   /** Dead letters of unprocessable records go here; none are written without it. */
@@ -76,7 +75,7 @@ export interface RouterBackpressure extends BackpressureRules {
  * No record stops its partition: one that cannot be read or is not a valid request, or that the
  * queue or outbox refuses (isOutage says it is about the data, not a dependency away), is answered
  * — an error result on `out` and a dead letter (see unprocessableAnswer) — and committed past. An
- * outage fails the batch instead, uncommitted, for kafkajs to retry.
+ * outage fails the batch instead, uncommitted, for the consumer to deliver again.
  */
 export class Router {
   private readonly options: RouterOptions;
@@ -86,7 +85,7 @@ export class Router {
   constructor(options: RouterOptions) {
     this.options = options;
     this.contract = options.contract ?? createRequestContract();
-    const topics = [{ topic: options.topicIn }];
+    const topics = [options.topicIn];
     this.backpressure =
       options.backpressure &&
       new Backpressure({
@@ -104,49 +103,30 @@ export class Router {
 
   async start(): Promise<void> {
     const { consumer, topicIn } = this.options;
-    await consumer.connect();
-    await consumer.subscribe({ topic: topicIn, fromBeginning: true });
-    await consumer.run({
-      // Offsets are resolved by hand after the writes; kafkajs then commits what was resolved
-      // (autoCommit must stay on for commitOffsetsIfNecessary to commit anything).
-      eachBatchAutoResolve: false,
+    await consumer.start({
+      topics: [topicIn],
+      fromBeginning: true,
+      // The batch's offsets are committed once onBatch wrote everything (not when it throws).
+      commit: 'after-batch',
       partitionsConsumedConcurrently: 4,
-      eachBatch: (payload) => this.onBatch(payload),
+      onBatch: (batch, context) => this.onBatch(batch, context),
     });
-    // After run(): kafkajs can pause a topic only once its consumer group exists.
+    // After start(): a topic can be paused only once the consumer runs.
     this.backpressure?.start();
   }
 
   /** Stops consuming; the batch in hand finishes and is committed first. */
   async stop(): Promise<void> {
     await this.backpressure?.stop();
-    await this.options.consumer.disconnect();
+    await this.options.consumer.stop();
   }
 
-  private async onBatch({
-    batch,
-    resolveOffset,
-    commitOffsetsIfNecessary,
-    heartbeat,
-    isRunning,
-  }: EachBatchPayload) {
-    if (!isRunning() || batch.messages.length === 0) return;
+  private async onBatch(batch: RecordBatch, { isRunning }: BatchContext) {
+    if (!isRunning() || batch.records.length === 0) return;
     const timer = batchSeconds.startTimer();
     const now = Date.now();
-    const routes = batch.messages.map((message) => {
-      const record: SourceRecord = {
-        topic: batch.topic,
-        partition: batch.partition,
-        offset: message.offset,
-        key: message.key,
-        value: message.value,
-      };
-      return { record, route: this.route(record, now) };
-    });
+    const routes = batch.records.map((record) => ({ record, route: this.route(record, now) }));
     await this.write(routes);
-    resolveOffset(batch.lastOffset());
-    await commitOffsetsIfNecessary();
-    await heartbeat();
     timer();
   }
 
@@ -224,15 +204,13 @@ export class Router {
   private async answer(answers: UnprocessableAnswer[]): Promise<void> {
     const { producer, topicOut, topicDlq, produceTimeoutMs } = this.options;
     await Promise.all([
-      produce(
-        producer,
+      producer.send(
         topicOut,
         answers.map((a) => a.result),
         produceTimeoutMs,
       ),
       topicDlq
-        ? produce(
-            producer,
+        ? producer.send(
             topicDlq,
             answers.map((a) => a.deadLetter),
             produceTimeoutMs,
@@ -301,7 +279,7 @@ export function createRouterRole(extras: RouterRoleExtras = {}): RoleDefinition 
       if (rules.breakerPauseAfterMs > 0 && !openOrigins)
         logger.warn('ROUTER_BREAKER_PAUSE_AFTER is set but no breaker listing was wired: rule off');
       const groupId = `${config.kafkaClientId}-router`;
-      const consumer = createConsumer(deps.kafka(), { groupId, sessionTimeout: config.kafkaSessionTimeout });
+      const consumer = deps.kafka().consumer({ groupId, sessionTimeoutMs: config.kafkaSessionTimeout });
       deps.consumers.watch(consumer, groupId);
       const router = new Router({
         consumer,

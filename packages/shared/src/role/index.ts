@@ -1,12 +1,12 @@
-import type { Admin, Kafka, Producer } from 'kafkajs';
 import type { Config } from '../config/index.ts';
 import { RequesterError } from '../errors/index.ts';
-import { ConsumerHealth } from '../kafka/health.ts';
 import {
+  ConsumerHealth,
   createKafka,
-  createProducer,
-  ensureTopics,
   explainKafkaError,
+  type KafkaAdmin,
+  type KafkaClient,
+  type KafkaProducer,
   kafkaSecurityFrom,
 } from '../kafka/index.ts';
 import type { Logger } from '../log/index.ts';
@@ -47,12 +47,12 @@ export interface RoleDefinition {
 export class Dependencies {
   private readonly config: Config;
   private readonly logger: Logger;
-  private kafkaClient: Kafka | undefined;
-  private producerPromise: Promise<Producer> | undefined;
+  private kafkaClient: KafkaClient | undefined;
+  private producerPromise: Promise<KafkaProducer> | undefined;
   private redisClient: RedisClient | undefined;
   private sqlPromise: Promise<Sql> | undefined;
   private topicsPromise: Promise<void> | undefined;
-  private probeAdmin: { admin: Admin; connected: Promise<void>; up: boolean } | undefined;
+  private probeAdmin: { admin: KafkaAdmin; connected: Promise<void>; up: boolean } | undefined;
   /** The crash record of the process's consumers: roles `watch` theirs, /readyz reports it. */
   readonly consumers: ConsumerHealth;
 
@@ -62,7 +62,7 @@ export class Dependencies {
     this.consumers = new ConsumerHealth({ logger });
   }
 
-  kafka(): Kafka {
+  kafka(): KafkaClient {
     this.kafkaClient ??= createKafka({
       brokers: this.config.kafkaBrokers,
       clientId: this.config.kafkaClientId,
@@ -82,8 +82,7 @@ export class Dependencies {
         await admin.connect();
         try {
           const { topicPartitions: numPartitions, topicReplication: replicationFactor } = this.config;
-          const created = await ensureTopics(
-            admin,
+          const created = await admin.ensureTopics(
             [this.config.topicIn, this.config.topicOut, this.config.topicDlq].map((topic) => ({
               topic,
               numPartitions,
@@ -103,11 +102,11 @@ export class Dependencies {
     return this.topicsPromise;
   }
 
-  producer(): Promise<Producer> {
+  producer(): Promise<KafkaProducer> {
     this.producerPromise ??= retryable(
       async () => {
         await this.topics();
-        const producer = createProducer(this.kafka());
+        const producer = this.kafka().producer();
         await producer.connect();
         return producer;
       },
@@ -200,7 +199,7 @@ export class Dependencies {
     const probe = this.probeAdmin;
     try {
       await probe.connected;
-      await probe.admin.describeCluster();
+      await probe.admin.ping();
     } catch (err) {
       if (this.probeAdmin === probe) this.probeAdmin = undefined;
       void probe.admin.disconnect().catch(() => {});
@@ -212,7 +211,7 @@ export class Dependencies {
   async close(): Promise<void> {
     const closing: Array<Promise<unknown>> = [];
     if (this.producerPromise) closing.push(this.producerPromise.then((p) => p.disconnect()));
-    // A probe connection still trying to reach a dead broker would hold shutdown for kafkajs's
+    // A probe connection still trying to reach a dead broker would hold shutdown for the client's
     // whole retry schedule: let it go instead of waiting for it.
     if (this.probeAdmin?.up) closing.push(this.probeAdmin.admin.disconnect());
     else void this.probeAdmin?.admin.disconnect().catch(() => {});

@@ -1,30 +1,19 @@
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import type { Producer } from 'kafkajs';
+import { Kafka } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { KafkaRef } from '../task/index.ts';
-import {
-  createTestTopics,
-  silentLogger,
-  TEST_KAFKA_BROKERS,
-  testKafka,
-  uniqueName,
-} from '../testing/index.ts';
-import { createFetcher, type FetchOutcome, RecordUnavailableError } from './fetcher.ts';
-import { createProducer, produce } from './index.ts';
+import type { KafkaRef } from '../../task/index.ts';
+import { createTestTopics, TEST_KAFKA_BROKERS, testKafka, uniqueName } from '../../testing/index.ts';
+import { type FetchOutcome, type KafkaProducer, RecordUnavailableError } from '../types.ts';
 
 /** Against the real local broker: every topic is new, so offsets are known from what we write. */
 describe('Kafka fetcher (read by offset)', () => {
   const kafka = testKafka();
-  let producer: Producer;
-  const fetcher = createFetcher({
-    brokers: TEST_KAFKA_BROKERS,
-    clientId: 'fetcher-test',
-    logger: silentLogger,
-  });
+  let producer: KafkaProducer;
+  const fetcher = kafka.fetcher();
 
   beforeAll(async () => {
-    producer = createProducer(kafka);
+    producer = kafka.producer();
     await producer.connect();
   });
   afterAll(async () => {
@@ -40,8 +29,8 @@ describe('Kafka fetcher (read by offset)', () => {
       value: `v-${partition}-${i}`.padEnd(size, '.'),
       headers: { n: String(i) },
     }));
-    if (batch) await produce(producer, topic, messages);
-    else for (const m of messages) await produce(producer, topic, [m]);
+    if (batch) await producer.send(topic, messages);
+    else for (const m of messages) await producer.send(topic, [m]);
     return messages;
   }
 
@@ -50,8 +39,7 @@ describe('Kafka fetcher (read by offset)', () => {
     const admin = kafka.admin();
     await admin.connect();
     try {
-      await admin.fetchTopicMetadata({ topics: [topic] }); // deleteTopicRecords needs it loaded
-      await admin.deleteTopicRecords({ topic, partitions: [{ partition: 0, offset: String(offset) }] });
+      await admin.deleteRecordsBefore(topic, 0, String(offset));
     } finally {
       await admin.disconnect();
     }
@@ -63,7 +51,7 @@ describe('Kafka fetcher (read by offset)', () => {
     await admin.connect();
     try {
       for (let i = 0; i < 200; i++) {
-        const [p0] = await admin.fetchTopicOffsets(topic);
+        const [p0] = await admin.topicOffsets(topic);
         if (Number(p0?.high) >= offset) return;
         await new Promise((resolve) => setTimeout(resolve, 25));
       }
@@ -108,10 +96,7 @@ describe('Kafka fetcher (read by offset)', () => {
     await createTestTopics([topic], 2);
     await write(topic, 0, 60, 4_000, true);
     await write(topic, 1, 60, 4_000);
-    const small = createFetcher({
-      brokers: TEST_KAFKA_BROKERS,
-      clientId: 'fetcher-test-small',
-      logger: silentLogger,
+    const small = kafka.fetcher({
       partitionMaxBytes: 16_000, // a few records per round
       cacheBytes: 0,
     });
@@ -165,7 +150,8 @@ describe('Kafka fetcher (read by offset)', () => {
   it('skips transaction markers: the marker offset holds no data record', async () => {
     const topic = uniqueName('fetch-txn');
     await createTestTopics([topic], 1);
-    const txProducer = kafka.producer({
+    // Transactions are no part of Requester's interface: kafkajs itself writes the markers.
+    const txProducer = new Kafka({ brokers: [TEST_KAFKA_BROKERS], clientId: uniqueName('tx') }).producer({
       transactionalId: uniqueName('tx'),
       idempotent: true,
       maxInFlightRequests: 1,
@@ -215,15 +201,12 @@ describe('Kafka fetcher (read by offset)', () => {
     await createTestTopics([topic], partitions);
     // Per partition, one batch: a small record and a big one. The big one never fits the cache.
     for (let p = 0; p < partitions; p++) {
-      await produce(producer, topic, [
+      await producer.send(topic, [
         { partition: p, key: 'small', value: `s-${p}` },
         { partition: p, key: 'big', value: 'b'.repeat(600_000) },
       ]);
     }
-    const bounded = createFetcher({
-      brokers: TEST_KAFKA_BROKERS,
-      clientId: 'fetcher-test-bounded',
-      logger: silentLogger,
+    const bounded = kafka.fetcher({
       cacheBytes: 64 * 1024,
     });
     try {

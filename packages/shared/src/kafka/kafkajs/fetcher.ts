@@ -1,10 +1,19 @@
 import { createRequire } from 'node:module';
 import type { IHeaders, logCreator as LogCreator } from 'kafkajs';
 import { LRUCache } from 'lru-cache';
-import { RequesterError } from '../errors/index.ts';
-import type { Logger } from '../log/index.ts';
-import type { KafkaRef } from '../task/index.ts';
-import { type KafkaSecurity, kafkaLogCreator, withTimeout } from './index.ts';
+import { RequesterError } from '../../errors/index.ts';
+import type { Logger } from '../../log/index.ts';
+import type { KafkaRef } from '../../task/index.ts';
+import { withTimeout } from '../batching.ts';
+import type { KafkaSecurity } from '../security.ts';
+import {
+  type FetchedRecord,
+  type Fetcher,
+  type FetcherOptions,
+  type FetchOutcome,
+  RecordUnavailableError,
+} from '../types.ts';
+import { brokerList, kafkajsSecurity, kafkaLogCreator } from './options.ts';
 
 /**
  * Reads records of a topic by offset (docs/architecture.md §9). kafkajs has no public API for it and the
@@ -61,61 +70,12 @@ interface LowLevelCluster {
   ): Promise<Array<{ topic: string; partitions: Array<{ partition: number; offset: string }> }>>;
 }
 
-export interface FetchedRecord {
-  ref: KafkaRef;
-  key: Buffer | null;
-  value: Buffer | null;
-  headers: IHeaders;
-  /** Epoch ms, as kafkajs reports it (a decimal string). */
-  timestamp: string;
-}
-
-/**
- * A record that cannot be read and never will be: `record_expired` when retention removed it
- * (the queue held the ref longer than the topic keeps data), `not_found` when the offset never
- * held a data record (beyond the end, a control record, a compacted gap, an unknown topic).
- * The executor answers these with an error result; they are not worth retrying.
- */
-export class RecordUnavailableError extends RequesterError {
-  readonly ref: KafkaRef;
-
-  constructor(code: 'record_expired' | 'not_found', ref: KafkaRef, message: string) {
-    super(code, `${message} (${ref.topic}/${ref.partition}@${ref.offset})`, { details: { ref } });
-    this.name = 'RecordUnavailableError';
-    this.ref = ref;
-  }
-}
-
-export type FetchOutcome = { ok: true; record: FetchedRecord } | { ok: false; error: RequesterError };
-
-export interface FetcherSettings {
+export interface FetcherSettings extends FetcherOptions {
   brokers: string;
   clientId: string;
   logger: Logger;
   /** TLS and SASL towards the brokers (`kafkaSecurityFrom(config)`). */
   security?: KafkaSecurity;
-  /** Independent broker connections used round-robin: one slow fetch does not queue the others. */
-  connections?: number;
-  /** How long the broker may hold a fetch when no data is available (only at the partition end). */
-  maxWaitMs?: number;
-  /** Bytes asked per partition range (the broker always returns at least one whole batch). */
-  partitionMaxBytes?: number;
-  /** Bytes asked per request (one request per broker). */
-  requestMaxBytes?: number;
-  /** Bound on one `fetch`/`fetchMany`: what is unresolved by then fails as `dependency_unavailable`. */
-  timeoutMs?: number;
-  /** Bytes of recently fetched records kept in memory (retries and neighbours re-read them); 0 = none. */
-  cacheBytes?: number;
-}
-
-export interface Fetcher {
-  /** One record; throws RecordUnavailableError, or `dependency_unavailable` when Kafka does not answer. */
-  fetch(ref: KafkaRef): Promise<FetchedRecord>;
-  /** Many records, answers aligned with `refs`; never throws. */
-  fetchMany(refs: readonly KafkaRef[]): Promise<FetchOutcome[]>;
-  /** Bytes the kept records are charged (never above `cacheBytes`). */
-  cachedBytes(): number;
-  close(): Promise<void>;
 }
 
 export function createFetcher(settings: FetcherSettings): Fetcher {
@@ -161,8 +121,8 @@ class KafkaFetcher implements Fetcher {
         logCreator: kafkaLogCreator(this.log),
       }),
       socketFactory: socketFactory(),
-      brokers: settings.brokers.split(',').map((b) => b.trim()),
-      ...settings.security,
+      brokers: brokerList(settings.brokers),
+      ...kafkajsSecurity(settings.security),
       clientId: `${settings.clientId}-fetcher`,
       connectionTimeout: 3_000,
       requestTimeout: this.options.timeoutMs,

@@ -1,27 +1,20 @@
 import { logLevel } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../config/index.ts';
-import { createLogger } from '../log/index.ts';
+import { loadConfig } from '../../config/index.ts';
+import { createLogger } from '../../log/index.ts';
 import {
   capturingLogger,
   type PrivateKafka,
   startPrivateKafka,
   TEST_KAFKA_BROKERS,
   uniqueName,
-} from '../testing/index.ts';
-import {
-  chunksOf,
-  createConsumer,
-  createKafka,
-  createProducer,
-  ensureTopics,
-  isRetriableKafkaError,
-  type Kafka,
-  kafkaLogCreator,
-  kafkaSecurityFrom,
-  PRODUCE_CHUNK_BYTES,
-  produce,
-} from './index.ts';
+} from '../../testing/index.ts';
+import { chunksOf, PRODUCE_CHUNK_BYTES } from '../batching.ts';
+import { kafkaSecurityFrom } from '../security.ts';
+import type { KafkaClient } from '../types.ts';
+import { isRetriableKafkaError } from './errors.ts';
+import { createKafka } from './index.ts';
+import { kafkaLogCreator } from './options.ts';
 
 /**
  * Proves the local broker is a real Kafka: this test starts its own broker with infra/kafka.sh on
@@ -31,7 +24,7 @@ import {
  */
 describe('local Kafka broker (infra/kafka.sh)', () => {
   let broker: PrivateKafka;
-  let kafka: Kafka;
+  let kafka: KafkaClient;
   const topic = 'broker-test';
   const group = 'broker-test-group';
 
@@ -47,25 +40,27 @@ describe('local Kafka broker (infra/kafka.sh)', () => {
   afterAll(() => broker?.stop(), 60_000);
 
   async function consumeAll(expected: number): Promise<string[]> {
-    const consumer = createConsumer(kafka, { groupId: group });
+    const consumer = kafka.consumer({ groupId: group });
     // A set: a group rebalance during the first join may deliver a record twice (at-least-once).
     const seen = new Set<string>();
-    await consumer.connect();
-    await consumer.subscribe({ topic, fromBeginning: true });
     await new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`consumed ${seen.size} of ${expected}`)), 30_000);
-      void consumer.run({
-        autoCommit: true,
-        eachMessage: async ({ message }) => {
-          seen.add(message.value?.toString() ?? '');
-          if (seen.size >= expected) {
-            clearTimeout(timer);
-            resolve();
-          }
-        },
-      });
+      consumer
+        .start({
+          topics: [topic],
+          fromBeginning: true,
+          commit: 'after-batch',
+          onBatch: async ({ records }) => {
+            for (const record of records) seen.add(record.value?.toString() ?? '');
+            if (seen.size >= expected) {
+              clearTimeout(timer);
+              resolve();
+            }
+          },
+        })
+        .catch(reject);
     });
-    await consumer.disconnect(); // commits the consumed offsets
+    await consumer.stop(); // the batches' offsets are committed
     return [...seen];
   }
 
@@ -86,22 +81,21 @@ describe('local Kafka broker (infra/kafka.sh)', () => {
   it('produces, consumes in a group, commits offsets, and keeps both across a restart', async () => {
     const admin = kafka.admin();
     await admin.connect();
-    expect(await ensureTopics(admin, [{ topic, numPartitions: 2, replicationFactor: 1 }])).toEqual([topic]);
-    expect(await ensureTopics(admin, [{ topic, numPartitions: 2, replicationFactor: 1 }])).toEqual([]);
+    expect(await admin.ensureTopics([{ topic, numPartitions: 2, replicationFactor: 1 }])).toEqual([topic]);
+    expect(await admin.ensureTopics([{ topic, numPartitions: 2, replicationFactor: 1 }])).toEqual([]);
 
-    const producer = createProducer(kafka);
+    const producer = kafka.producer();
     await producer.connect();
     const values = Array.from({ length: 50 }, (_, i) => `m-${i}`);
-    await produce(
-      producer,
+    await producer.send(
       topic,
       values.map((value) => ({ key: value, value })),
     );
     await producer.disconnect();
 
     expect((await consumeAll(values.length)).sort()).toEqual([...values].sort());
-    const committed = await admin.fetchOffsets({ groupId: group, topics: [topic] });
-    const committedTotal = committed[0]!.partitions.reduce((sum, p) => sum + Number(p.offset), 0);
+    const committed = await admin.committedOffsets(group, topic);
+    const committedTotal = committed.reduce((sum, p) => sum + Number(p.offset), 0);
     expect(committedTotal).toBe(values.length);
     await admin.disconnect();
 
@@ -109,11 +103,11 @@ describe('local Kafka broker (infra/kafka.sh)', () => {
 
     const after = kafka.admin();
     await after.connect();
-    const offsets = await retryWhileLoading(() => after.fetchTopicOffsets(topic));
+    const offsets = await retryWhileLoading(() => after.topicOffsets(topic));
     expect(offsets.reduce((sum, p) => sum + Number(p.high), 0)).toBe(values.length);
     // Right after a restart the group coordinator may still be loading its state: ask again.
-    const again = await retryWhileLoading(() => after.fetchOffsets({ groupId: group, topics: [topic] }));
-    expect(again[0]!.partitions.reduce((sum, p) => sum + Number(p.offset), 0)).toBe(values.length);
+    const again = await retryWhileLoading(() => after.committedOffsets(group, topic));
+    expect(again.reduce((sum, p) => sum + Number(p.offset), 0)).toBe(values.length);
     await after.disconnect();
   }, 180_000);
 });
@@ -127,22 +121,21 @@ describe('produce', () => {
     });
     const topic = uniqueName('big-batch');
     const admin = kafka.admin();
-    const producer = createProducer(kafka);
+    const producer = kafka.producer();
     await Promise.all([admin.connect(), producer.connect()]);
     try {
       // The broker's default limit, which a topic created outside Requester has.
       const limit = { name: 'max.message.bytes', value: '1048588' };
-      await ensureTopics(admin, [{ topic, numPartitions: 1, replicationFactor: 1, configEntries: [limit] }]);
+      await admin.ensureTopics([{ topic, numPartitions: 1, replicationFactor: 1, configEntries: [limit] }]);
       // 24 × 100 KiB to one partition: 2.4 MB, more than twice what one record batch may hold.
       const values = Array.from({ length: 24 }, (_, i) => `${i}:`.padEnd(100 * 1024, 'x'));
-      const metadata = await produce(
-        producer,
+      const metadata = await producer.send(
         topic,
         values.map((value) => ({ partition: 0, value })),
       );
       expect(metadata.length).toBeGreaterThan(1);
       expect(metadata[0]).toMatchObject({ partition: 0, baseOffset: '0' });
-      const [offsets] = await admin.fetchTopicOffsets(topic);
+      const [offsets] = await admin.topicOffsets(topic);
       expect(offsets?.high).toBe(String(values.length));
     } finally {
       await Promise.all([admin.disconnect(), producer.disconnect()]);
