@@ -161,3 +161,4 @@ export async function eventually(
 export * from './kafka-broker.ts';
 export * from './postgres.ts';
 export * from './redis.ts';
+export * from './redis-cluster.ts';

@@ -1,5 +1,5 @@
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -16,7 +16,22 @@ export function redisServerAvailable(): boolean {
 export interface TestCluster {
   /** Seeds for createRedis({ url, cluster: true }). */
   url: string;
+  /** The redis-server processes, one per master. */
+  pids: number[];
   stop(): Promise<void>;
+}
+
+export interface RedisClusterOptions {
+  /**
+   * Where the nodes keep their cluster config and write their logs (kept on `stop`); default a
+   * temporary folder removed on `stop`.
+   */
+  dir?: string;
+  /**
+   * Detached from this process (own process group, not waited for): the cluster outlives the
+   * script that started it (`./dev cluster`); stop it by its `pids`.
+   */
+  detached?: boolean;
 }
 
 function portFree(port: number): Promise<boolean> {
@@ -38,14 +53,18 @@ async function freePorts(from: number): Promise<number[]> {
 }
 
 /**
- * Starts a throw-away 3-master Redis Cluster (no persistence) in a temp dir and waits until every
- * slot is served. `stop()` kills exactly the processes started here and removes the dir.
+ * Starts a throw-away 3-master Redis Cluster (no persistence) and waits until every slot is
+ * served. `stop()` kills exactly the processes started here (and removes a temporary dir).
  */
-export async function startRedisCluster(fromPort = 7101): Promise<TestCluster> {
-  const dir = mkdtempSync(join(tmpdir(), 'rq-cluster-'));
+export async function startRedisCluster(
+  fromPort = 7101,
+  options: RedisClusterOptions = {},
+): Promise<TestCluster> {
+  const dir = options.dir ?? mkdtempSync(join(tmpdir(), 'rq-cluster-'));
+  mkdirSync(dir, { recursive: true });
   const ports = await freePorts(fromPort);
-  const children: ChildProcess[] = ports.map((port) =>
-    spawn(
+  const children: ChildProcess[] = ports.map((port) => {
+    const child = spawn(
       REDIS_SERVER,
       [
         '--port',
@@ -66,10 +85,13 @@ export async function startRedisCluster(fromPort = 7101): Promise<TestCluster> {
         'no',
         '--protected-mode',
         'no',
+        ...(options.dir ? ['--logfile', join(dir, `redis-${port}.log`)] : []),
       ],
-      { stdio: 'ignore' },
-    ),
-  );
+      { stdio: 'ignore', detached: options.detached ?? false },
+    );
+    if (options.detached) child.unref();
+    return child;
+  });
   const stop = async () => {
     for (const child of children) if (child.exitCode === null) child.kill('SIGKILL');
     await Promise.all(
@@ -77,7 +99,7 @@ export async function startRedisCluster(fromPort = 7101): Promise<TestCluster> {
         child.exitCode === null ? new Promise((resolve) => child.once('exit', resolve)) : undefined,
       ),
     );
-    rmSync(dir, { recursive: true, force: true });
+    if (!options.dir) rmSync(dir, { recursive: true, force: true });
   };
   try {
     for (const port of ports) await waitFor(async () => (await cli(port, 'PING')) === 'PONG');
@@ -96,7 +118,8 @@ export async function startRedisCluster(fromPort = 7101): Promise<TestCluster> {
     await stop();
     throw err;
   }
-  return { url: ports.map((p) => `redis://127.0.0.1:${p}`).join(','), stop };
+  const pids = children.map((child) => child.pid ?? 0);
+  return { url: ports.map((p) => `redis://127.0.0.1:${p}`).join(','), pids, stop };
 }
 
 async function cli(port: number, ...args: string[]): Promise<string> {
