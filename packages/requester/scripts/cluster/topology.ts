@@ -10,7 +10,7 @@ import {
   loadConfig,
   migrate,
 } from '@requester/shared';
-import { freePort, startRedisCluster, type TestCluster } from '@requester/shared/testing';
+import { freePort, startRedisCluster } from '@requester/shared/testing';
 import { type Front, startFront } from './front.ts';
 
 /**
