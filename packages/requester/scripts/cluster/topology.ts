@@ -72,10 +72,14 @@ export interface Topology {
   frontUrl: string;
   gatewayUrls: string[];
   redisUrl: string;
+  /** The redis-server processes of the Redis Cluster (for CPU accounting). */
+  redisPids: number[];
   processes: ClusterProcess[];
   byRole(role: ClusterRole): ClusterProcess[];
   /** `kill -9` one process and wait for its exit. */
   kill(process: ClusterProcess): Promise<void>;
+  /** SIGTERM one process (a graceful stop) and wait for its exit. */
+  terminate(process: ClusterProcess): Promise<void>;
   /** Starts one more process of a role (e.g. to replace a killed one) and waits until it is ready. */
   add(role: ClusterRole): Promise<ClusterProcess>;
   /** SIGTERM to every process (SIGKILL after `graceMs`), then the Redis Cluster. */
@@ -180,8 +184,10 @@ export async function startTopology(options: TopologyOptions): Promise<Topology>
     await Promise.all(spawned.map((p) => ready(p, options.readyTimeoutMs)));
     const gatewayPorts = spawned.filter((p) => p.httpUrl).map((p) => Number(new URL(p.httpUrl ?? '').port));
     const frontPort = options.frontPort ?? 0;
-    let frontUrl: string;
-    if (options.detached) {
+    let frontUrl = '';
+    if (gatewayPorts.length === 0) {
+      // Nothing to front (a topology without gateways, e.g. the executor benchmark).
+    } else if (options.detached) {
       const port = frontPort || (await freePort());
       const log = openSync(path.join(options.runDir, 'front.log'), 'a');
       const child = spawn(process.execPath, [FRONT, String(port), gatewayPorts.join(',')], {
@@ -203,10 +209,15 @@ export async function startTopology(options: TopologyOptions): Promise<Topology>
       frontUrl,
       gatewayUrls: spawned.flatMap((p) => (p.httpUrl ? [p.httpUrl] : [])),
       redisUrl: redis.url,
+      redisPids: redis.pids,
       processes,
       byRole: (role) => processes.filter((p) => p.role === role),
       async kill(target) {
         children.get(target)?.kill('SIGKILL');
+        await target.exited;
+      },
+      async terminate(target) {
+        children.get(target)?.kill('SIGTERM');
         await target.exited;
       },
       async add(role) {
