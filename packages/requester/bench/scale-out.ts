@@ -217,7 +217,7 @@ async function executorsPart(): Promise<void> {
 }
 
 /** `calls` sync calls spread round-robin over the gateways running; what each one read meanwhile. */
-async function fanInPhase(topology: Topology, gateways: ClusterProcess[], calls: number, body: string) {
+async function fanInPhase(gateways: ClusterProcess[], calls: number, body: string) {
   const before = gateways.map((g) => bytesRead(g.pid));
   const delivered = gateways.map(() => 0);
   const prefix = uniqueName('s');
@@ -256,8 +256,8 @@ async function fanInPart(): Promise<void> {
     const rows: string[] = [];
     for (let n = 1; n <= 3; n++) {
       if (gateways.length < n) gateways.push(await topology.add('gateway'));
-      await fanInPhase(topology, gateways, 30 * n, body); // warm-up: JIT, connections
-      const phase = await fanInPhase(topology, gateways, calls, body);
+      await fanInPhase(gateways, 30 * n, body); // warm-up: JIT, connections
+      const phase = await fanInPhase(gateways, calls, body);
       const perResult = phase.map((p) => Math.round(p.read / Math.max(1, p.delivered)));
       const total = sum(phase.map((p) => p.read));
       console.error(JSON.stringify({ gateways: n, phase }));

@@ -17,6 +17,7 @@ import {
 } from '@requester/shared';
 import { freePort, type PrivateServer, silentLogger, testKafka, uniqueName } from '@requester/shared/testing';
 import { type RunningProcess, startProcess } from '../../src/runtime/index.ts';
+import { clusterTopology, startClusterStack } from './cluster-stack.ts';
 
 /**
  * A whole Requester (every role, or some) on its own topics, Redis prefix and database, so end-to-
@@ -60,10 +61,12 @@ export async function stackEnv(overrides: Record<string, string> = {}): Promise<
   };
 }
 
+/** Every role: the multi-process scale-out topology instead when E2E_TOPOLOGY=cluster. */
 export async function startStack(
   stack: StackEnv,
   roles: readonly RoleName[] = ROLE_NAMES,
 ): Promise<RunningProcess> {
+  if (clusterTopology && ROLE_NAMES.every((role) => roles.includes(role))) return startClusterStack(stack);
   return startProcess([...roles], stack.config, silentLogger);
 }
 

@@ -62,64 +62,91 @@ export async function startRedisCluster(
 ): Promise<TestCluster> {
   const dir = options.dir ?? mkdtempSync(join(tmpdir(), 'rq-cluster-'));
   mkdirSync(dir, { recursive: true });
-  const ports = await freePorts(fromPort);
-  const children: ChildProcess[] = ports.map((port) => {
-    const child = spawn(
-      REDIS_SERVER,
-      [
-        '--port',
-        String(port),
-        '--bind',
-        '127.0.0.1',
-        '--cluster-enabled',
-        'yes',
-        '--cluster-config-file',
-        join(dir, `nodes-${port}.conf`),
-        '--cluster-node-timeout',
-        '2000',
-        '--dir',
-        dir,
-        '--save',
-        '',
-        '--appendonly',
-        'no',
-        '--protected-mode',
-        'no',
-        ...(options.dir ? ['--logfile', join(dir, `redis-${port}.log`)] : []),
-      ],
-      { stdio: 'ignore', detached: options.detached ?? false },
-    );
-    if (options.detached) child.unref();
-    return child;
-  });
-  const stop = async () => {
-    for (const child of children) if (child.exitCode === null) child.kill('SIGKILL');
-    await Promise.all(
-      children.map((child) =>
-        child.exitCode === null ? new Promise((resolve) => child.once('exit', resolve)) : undefined,
-      ),
-    );
-    if (!options.dir) rmSync(dir, { recursive: true, force: true });
-  };
-  try {
-    for (const port of ports) await waitFor(async () => (await cli(port, 'PING')) === 'PONG');
-    await run(REDIS_CLI, [
-      '--cluster',
-      'create',
-      ...ports.map((p) => `127.0.0.1:${p}`),
-      '--cluster-replicas',
-      '0',
-      '--cluster-yes',
-    ]);
-    for (const port of ports) {
-      await waitFor(async () => (await cli(port, 'CLUSTER', 'INFO')).includes('cluster_state:ok'));
+  // Test files running in parallel may pick the same free ports at the same moment: the loser's
+  // nodes fail to bind, and it tries the next ports rather than joining the winner's nodes.
+  let base = fromPort;
+  for (let attempt = 1; ; attempt++) {
+    const ports = await freePorts(base);
+    const nodes = ports.map((port) => spawnNode(port, dir, options));
+    const stop = async () => {
+      await killAll(nodes);
+      if (!options.dir) rmSync(dir, { recursive: true, force: true });
+    };
+    const ours = await Promise.all(nodes.map((node, i) => answersAs(node, ports[i] as number)));
+    if (!ours.every(Boolean)) {
+      await killAll(nodes);
+      if (attempt >= 5) throw new Error(`no 3 ports from ${fromPort} where redis-server could listen`);
+      base = (ports[2] as number) + 1;
+      continue;
     }
-  } catch (err) {
-    await stop();
-    throw err;
+    try {
+      await run(REDIS_CLI, [
+        '--cluster',
+        'create',
+        ...ports.map((p) => `127.0.0.1:${p}`),
+        '--cluster-replicas',
+        '0',
+        '--cluster-yes',
+      ]);
+      for (const port of ports) {
+        await waitFor(async () => (await cli(port, 'CLUSTER', 'INFO')).includes('cluster_state:ok'));
+      }
+    } catch (err) {
+      await stop();
+      throw err;
+    }
+    const pids = nodes.map((node) => node.pid ?? 0);
+    return { url: ports.map((p) => `redis://127.0.0.1:${p}`).join(','), pids, stop };
   }
-  const pids = children.map((child) => child.pid ?? 0);
-  return { url: ports.map((p) => `redis://127.0.0.1:${p}`).join(','), pids, stop };
+}
+
+function spawnNode(port: number, dir: string, options: RedisClusterOptions): ChildProcess {
+  const child = spawn(
+    REDIS_SERVER,
+    [
+      '--port',
+      String(port),
+      '--bind',
+      '127.0.0.1',
+      '--cluster-enabled',
+      'yes',
+      '--cluster-config-file',
+      join(dir, `nodes-${port}.conf`),
+      '--cluster-node-timeout',
+      '2000',
+      '--dir',
+      dir,
+      '--save',
+      '',
+      '--appendonly',
+      'no',
+      '--protected-mode',
+      'no',
+      ...(options.dir ? ['--logfile', join(dir, `redis-${port}.log`)] : []),
+    ],
+    { stdio: 'ignore', detached: options.detached ?? false },
+  );
+  if (options.detached) child.unref();
+  return child;
+}
+
+/** The node answers on its port — itself, not another test's node that won the port. */
+async function answersAs(node: ChildProcess, port: number): Promise<boolean> {
+  const deadline = Date.now() + 15_000;
+  while (Date.now() < deadline && node.exitCode === null && node.signalCode === null) {
+    const info = await cli(port, 'INFO', 'server');
+    const pid = /process_id:(\d+)/.exec(info)?.[1];
+    if (pid !== undefined) return Number(pid) === node.pid;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return false;
+}
+
+async function killAll(nodes: ChildProcess[]): Promise<void> {
+  const running = nodes.filter((node) => node.exitCode === null && node.signalCode === null);
+  const exits = running.map((node) => new Promise((resolve) => node.once('exit', resolve)));
+  for (const node of running) node.kill('SIGKILL');
+  await Promise.all(exits);
 }
 
 async function cli(port: number, ...args: string[]): Promise<string> {
