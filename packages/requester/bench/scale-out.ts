@@ -84,6 +84,8 @@ interface Round {
   executors: number;
   tasksPerSecond: number;
   cpuPerTaskUs: { executors: number; routers: number; redis: number; bench: number };
+  /** What the executors read (sockets included: Kafka fetches by offset, Redis, HTTP) per task. */
+  executorBytesReadPerTask: number;
 }
 
 /**
@@ -149,6 +151,7 @@ async function executorRound(
   });
   try {
     const before = cpuNow();
+    const readBefore = sum(pidsOf.executors.map(bytesRead));
     for (let from = 0; from < tasks; from += 500) {
       await producer.send({
         topic: topology.config.topicIn,
@@ -164,6 +167,7 @@ async function executorRound(
     await results.until(tasks, 600_000);
     const seconds = (results.last - results.first) / 1000;
     const after = cpuNow();
+    const readAfter = sum(pidsOf.executors.map(bytesRead));
     const perTask = (k: keyof typeof before) => Math.round(((after[k] - before[k]) / tasks) * 1e6);
     return {
       executors: n,
@@ -174,6 +178,7 @@ async function executorRound(
         redis: perTask('redis'),
         bench: perTask('bench'),
       },
+      executorBytesReadPerTask: Math.round((readAfter - readBefore) / tasks),
     };
   } finally {
     await producer.disconnect();
@@ -198,16 +203,17 @@ async function executorsPart(): Promise<void> {
       }
       console.log(`\n### Executors: ${tasks} tasks per round, rounds ${order.join(',')}\n`);
       console.log(
-        '| executor processes | tasks/s (median) | rounds | ratio to 1 | CPU µs/task: executors · routers · Redis · bench (target + reader) |',
+        '| executor processes | tasks/s (median) | rounds | ratio to 1 | CPU µs/task: executors · routers · Redis · bench (target + reader) | bytes read by executors per task |',
       );
-      console.log('|---:|---:|---|---:|---|');
+      console.log('|---:|---:|---|---:|---|---:|');
       const base = median(all.filter((r) => r.executors === 1).map((r) => r.tasksPerSecond));
       for (const n of [1, 2, 3]) {
         const mine = all.filter((r) => r.executors === n);
         const rate = median(mine.map((r) => r.tasksPerSecond));
         const cpu = (k: keyof Round['cpuPerTaskUs']) => median(mine.map((r) => r.cpuPerTaskUs[k]));
+        const read = median(mine.map((r) => r.executorBytesReadPerTask));
         console.log(
-          `| ${n} | ${rate} | ${mine.map((r) => r.tasksPerSecond).join(' / ')} | ${(rate / base).toFixed(2)} | ${cpu('executors')} · ${cpu('routers')} · ${cpu('redis')} · ${cpu('bench')} |`,
+          `| ${n} | ${rate} | ${mine.map((r) => r.tasksPerSecond).join(' / ')} | ${(rate / base).toFixed(2)} | ${cpu('executors')} · ${cpu('routers')} · ${cpu('redis')} · ${cpu('bench')} | ${read} |`,
         );
       }
     });

@@ -24,17 +24,21 @@ function recordedPids(): Array<{ name: string; pid: number }> {
     });
 }
 
-function alive(pid: number): boolean {
+/**
+ * Running, and still the process we started: a pid recorded long ago may belong to something else
+ * by now, which `down` must never signal.
+ */
+function alive(p: { name: string; pid: number }): boolean {
+  const expected = p.name.startsWith('redis') ? 'redis-server' : p.name === 'front' ? 'front.ts' : 'main.ts';
   try {
-    process.kill(pid, 0);
-    return true;
+    return readFileSync(`/proc/${p.pid}/cmdline`, 'utf8').includes(expected);
   } catch {
     return false;
   }
 }
 
 async function up(): Promise<void> {
-  const running = recordedPids().filter((p) => alive(p.pid));
+  const running = recordedPids().filter(alive);
   if (running.length) {
     console.error(`the cluster is already running (${running.length} processes); ./dev cluster down first`);
     process.exit(1);
@@ -81,13 +85,13 @@ ${lines.join('\n')}
 
 async function down(): Promise<void> {
   const recorded = recordedPids();
-  const running = recorded.filter((p) => alive(p.pid));
+  const running = recorded.filter(alive);
   for (const p of running) process.kill(p.pid, 'SIGTERM');
   const deadline = Date.now() + 40_000;
-  while (running.some((p) => alive(p.pid)) && Date.now() < deadline) {
+  while (running.some(alive) && Date.now() < deadline) {
     await new Promise((r) => setTimeout(r, 200));
   }
-  for (const p of running.filter((q) => alive(q.pid))) {
+  for (const p of running.filter(alive)) {
     console.error(`${p.name} (pid ${p.pid}) did not stop in time: SIGKILL`);
     process.kill(p.pid, 'SIGKILL');
   }
@@ -96,8 +100,7 @@ async function down(): Promise<void> {
 }
 
 function status(): void {
-  for (const p of recordedPids())
-    console.log(`${p.name.padEnd(11)} ${p.pid} ${alive(p.pid) ? 'up' : 'down'}`);
+  for (const p of recordedPids()) console.log(`${p.name.padEnd(11)} ${p.pid} ${alive(p) ? 'up' : 'down'}`);
 }
 
 const command = process.argv[2] ?? 'up';
