@@ -100,6 +100,7 @@ async function down(): Promise<void> {
 }
 
 function status(): void {
+  if (recordedPids().length === 0) console.error('the cluster is not running');
   for (const p of recordedPids()) console.log(`${p.name.padEnd(11)} ${p.pid} ${alive(p) ? 'up' : 'down'}`);
 }
 
