@@ -32,6 +32,8 @@ beforeAll(async () => {
       KAFKA_SESSION_TIMEOUT: '6s',
       QUEUE_SHARDS: '16',
       SHUTDOWN_TIMEOUT: '10s',
+      // Few workers per executor, so the 40 ordered partitions' heads cannot all sit in one of them.
+      MAX_WORKERS: '8',
     },
   });
   results = new ResultCollector(topology.config.topicOut);
