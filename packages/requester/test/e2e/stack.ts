@@ -24,6 +24,7 @@ import {
   uniqueName,
 } from '@requester/shared/testing';
 import { type RunningProcess, startProcess } from '../../src/runtime/index.ts';
+import { clusterTopology, startClusterStack } from './cluster-stack.ts';
 
 /**
  * A whole Requester (every role, or some) on its own topics, Redis prefix and database, so end-to-
@@ -67,10 +68,12 @@ export async function stackEnv(overrides: Record<string, string> = {}): Promise<
   };
 }
 
+/** Every role: the multi-process scale-out topology instead when E2E_TOPOLOGY=cluster. */
 export async function startStack(
   stack: StackEnv,
   roles: readonly RoleName[] = ROLE_NAMES,
 ): Promise<RunningProcess> {
+  if (clusterTopology && ROLE_NAMES.every((role) => roles.includes(role))) return startClusterStack(stack);
   return startProcess([...roles], stack.config, silentLogger);
 }
 
@@ -204,7 +207,7 @@ export function stackSql(stack: StackEnv): Sql {
 }
 
 /** Drops the stack's database (topics and Redis keys are left: they are uniquely named). */
-export async function dropStackDatabase(stack: StackEnv): Promise<void> {
+export async function dropStackDatabase(stack: Pick<StackEnv, 'config'>): Promise<void> {
   const admin = createPg({ url: 'postgres://postgres@127.0.0.1:5432/postgres', max: 1 });
   const db = new URL(stack.config.databaseUrl).pathname.slice(1);
   await admin.unsafe(`drop database if exists "${db}" with (force)`).catch(() => {});

@@ -1,7 +1,7 @@
 import { createRedis, type RedisClient, RequesterError } from '@requester/shared';
+import { redisServerAvailable, startRedisCluster, type TestCluster } from '@requester/shared/testing';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { expireLeases, leaseAll, sleep, uniquePrefix } from '../../test/queue-helpers.ts';
-import { redisServerAvailable, startRedisCluster, type TestCluster } from '../../test/redis-cluster.ts';
 import { QueueAdmin } from './admin.ts';
 import { FairQueue, type FairQueueOptions, type LeasedTask } from './index.ts';
 
