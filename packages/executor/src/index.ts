@@ -1,4 +1,4 @@
-import { queueFromConfig } from '@requester/scheduler';
+import { queueFromConfig } from '@requester/queue';
 import {
   createFetcher,
   kafkaSecurityFrom,

@@ -2,12 +2,8 @@ import { randomBytes } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createRedis, Redis, type RedisClient, registry } from '@requester/shared';
+import { redisServerAvailable, startRedisCluster, type TestCluster } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  redisServerAvailable,
-  startRedisCluster,
-  type TestCluster,
-} from '../../../scheduler/test/redis-cluster.ts';
 import type { CallOutcome } from '../http/index.ts';
 import {
   type Admission,

@@ -9,12 +9,8 @@ import {
   RequesterError,
   registry,
 } from '@requester/shared';
+import { redisServerAvailable, startRedisCluster, type TestCluster } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  redisServerAvailable,
-  startRedisCluster,
-  type TestCluster,
-} from '../../../scheduler/test/redis-cluster.ts';
 import { type LimitDecision, limiterKeys, limiterWindows, RateLimiter } from './index.ts';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));

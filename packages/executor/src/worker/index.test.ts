@@ -1,4 +1,4 @@
-import { type FairQueue, QueueAdmin, queueFromConfig } from '@requester/scheduler';
+import { type FairQueue, QueueAdmin, queueFromConfig } from '@requester/queue';
 import {
   createFetcher,
   Dependencies,

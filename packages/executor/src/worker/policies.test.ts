@@ -1,5 +1,5 @@
 import { inspect } from 'node:util';
-import { type FairQueue, QueueAdmin } from '@requester/scheduler';
+import { type FairQueue, QueueAdmin } from '@requester/queue';
 import {
   durationToMs,
   LIMITER_ALGORITHMS,

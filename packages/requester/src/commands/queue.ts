@@ -1,4 +1,4 @@
-import { QueueAdmin, queueFromConfig } from '@requester/scheduler';
+import { QueueAdmin, queueFromConfig } from '@requester/queue';
 import type { Config } from '@requester/shared';
 import type { Argv } from 'yargs';
 import { UsageError } from '../cli-roles.ts';

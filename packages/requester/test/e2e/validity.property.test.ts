@@ -1,4 +1,4 @@
-import { QueueAdmin } from '@requester/scheduler';
+import { QueueAdmin } from '@requester/queue';
 import {
   attemptBudget,
   createRequestContract,

@@ -1,3 +1,4 @@
+import { queueFromConfig } from '@requester/queue';
 import {
   asRequesterError,
   type Consumer,
@@ -20,13 +21,11 @@ import {
   type UnprocessableAnswer,
   unprocessableAnswer,
 } from '@requester/shared';
-import { queueFromConfig } from '../queue-config.ts';
 import {
   Backpressure,
   type BackpressureRules,
   backpressureRules,
   type OpenOriginInfo,
-  pendingDepth,
 } from './backpressure.ts';
 import { type QueueTask, type Route, routeRecord, type SourceRecord } from './route.ts';
 
@@ -61,7 +60,7 @@ export interface RouterOptions {
 }
 
 export interface RouterBackpressure extends BackpressureRules {
-  /** Pending tasks in the queue (pendingDepth of the FairQueue). */
+  /** Pending tasks in the queue (FairQueue.pendingDepth). */
   depth: () => Promise<number>;
   /** Origins whose circuit breaker is open; without it the breaker rule is off. */
   openOrigins?: () => Promise<readonly OpenOriginInfo[]>;
@@ -314,7 +313,11 @@ export function createRouterRole(extras: RouterRoleExtras = {}): RoleDefinition 
         horizonMs: config.redisHorizon,
         produceTimeoutMs: config.kafkaProduceTimeout,
         logger,
-        backpressure: { ...rules, depth: () => pendingDepth(queue), ...(openOrigins ? { openOrigins } : {}) },
+        backpressure: {
+          ...rules,
+          depth: () => queue.pendingDepth(),
+          ...(openOrigins ? { openOrigins } : {}),
+        },
       });
       await router.start();
       return { drain: () => router.stop() };

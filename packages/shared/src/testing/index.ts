@@ -162,3 +162,4 @@ export * from './arbitraries.ts';
 export * from './kafka-broker.ts';
 export * from './postgres.ts';
 export * from './redis.ts';
+export * from './redis-cluster.ts';
