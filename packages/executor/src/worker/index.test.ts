@@ -1,3 +1,4 @@
+import { RateLimiter } from '@requester/policies';
 import { type FairQueue, QueueAdmin, queueFromConfig } from '@requester/queue';
 import {
   createFetcher,
@@ -21,7 +22,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHttpClient } from '../http/index.ts';
 import { idempotencyKey } from '../http/request.ts';
 import { executorRole } from '../index.ts';
-import { RateLimiter } from '../limiter/index.ts';
 import { ExecutorHarness } from './harness.fixture.ts';
 import { Executor } from './index.ts';
 

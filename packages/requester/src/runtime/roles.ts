@@ -18,7 +18,7 @@ const ROLE_LOADERS: Record<RoleName, () => Promise<RoleDefinition>> = {
 async function routerWithBreaker(): Promise<RoleDefinition> {
   const [{ createRouterRole }, { breakerFromConfig }] = await Promise.all([
     import('@requester/scheduler'),
-    import('@requester/executor/breaker'),
+    import('@requester/policies'),
   ]);
   return createRouterRole({
     openOrigins: ({ config, deps }) => {

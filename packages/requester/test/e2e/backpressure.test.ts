@@ -1,4 +1,4 @@
-import { breakerFromConfig, type CircuitBreaker } from '@requester/executor/breaker';
+import { breakerFromConfig, type CircuitBreaker } from '@requester/policies';
 import { queueFromConfig } from '@requester/queue';
 import { createRedis, type Producer, type RedisClient } from '@requester/shared';
 import { eventually, uniqueName } from '@requester/shared/testing';
