@@ -1,3 +1,4 @@
+import { breakerFromConfig } from '@requester/policies';
 import { queueFromConfig } from '@requester/queue';
 import {
   asRequesterError,
@@ -15,7 +16,6 @@ import {
   type Producer,
   produce,
   type RequestContract,
-  type RoleContext,
   type RoleDefinition,
   type RoleHandle,
   type UnprocessableAnswer,
@@ -279,51 +279,38 @@ export class Router {
 }
 
 /**
- * What the router role needs from outside its package. The breaker lives in the executor package,
- * which depends on this one; so the process wiring (`@requester/requester`) hands its open-origins
- * listing in, instead of this package importing the executor (a cycle).
+ * The router role. With ROUTER_BREAKER_PAUSE_AFTER set, its backpressure also reads the circuit
+ * breaker's open origins (the breaker the executors keep, in @requester/policies).
  */
-export interface RouterRoleExtras {
-  /** Builds the open-origins listing; called only when ROUTER_BREAKER_PAUSE_AFTER is set. */
-  openOrigins?: (ctx: RoleContext) => () => Promise<readonly OpenOriginInfo[]>;
-}
-
-export function createRouterRole(extras: RouterRoleExtras = {}): RoleDefinition {
-  return {
-    name: 'router',
-    async start(ctx): Promise<RoleHandle> {
-      const { config, logger, deps } = ctx;
-      const producer = await deps.producer();
-      const queue = queueFromConfig(config, deps.redis(), { logger });
-      const rules = backpressureRules(config);
-      const openOrigins = rules.breakerPauseAfterMs > 0 ? extras.openOrigins?.(ctx) : undefined;
-      if (rules.breakerPauseAfterMs > 0 && !openOrigins)
-        logger.warn('ROUTER_BREAKER_PAUSE_AFTER is set but no breaker listing was wired: rule off');
-      const groupId = `${config.kafkaClientId}-router`;
-      const consumer = createConsumer(deps.kafka(), { groupId, sessionTimeout: config.kafkaSessionTimeout });
-      deps.consumers.watch(consumer, groupId);
-      const router = new Router({
-        consumer,
-        queue,
-        outbox: new Outbox(await deps.sql()),
-        producer,
-        topicIn: config.topicIn,
-        topicOut: config.topicOut,
-        topicDlq: config.topicDlq,
-        horizonMs: config.redisHorizon,
-        produceTimeoutMs: config.kafkaProduceTimeout,
-        logger,
-        backpressure: {
-          ...rules,
-          depth: () => queue.pendingDepth(),
-          ...(openOrigins ? { openOrigins } : {}),
-        },
-      });
-      await router.start();
-      return { drain: () => router.stop() };
-    },
-  };
-}
-
-/** The router without the breaker rule (for processes that wire nothing else). */
-export const routerRole: RoleDefinition = createRouterRole();
+export const routerRole: RoleDefinition = {
+  name: 'router',
+  async start(ctx): Promise<RoleHandle> {
+    const { config, logger, deps } = ctx;
+    const producer = await deps.producer();
+    const queue = queueFromConfig(config, deps.redis(), { logger });
+    const rules = backpressureRules(config);
+    const breaker = rules.breakerPauseAfterMs > 0 ? breakerFromConfig(config, deps.redis()) : undefined;
+    const groupId = `${config.kafkaClientId}-router`;
+    const consumer = createConsumer(deps.kafka(), { groupId, sessionTimeout: config.kafkaSessionTimeout });
+    deps.consumers.watch(consumer, groupId);
+    const router = new Router({
+      consumer,
+      queue,
+      outbox: new Outbox(await deps.sql()),
+      producer,
+      topicIn: config.topicIn,
+      topicOut: config.topicOut,
+      topicDlq: config.topicDlq,
+      horizonMs: config.redisHorizon,
+      produceTimeoutMs: config.kafkaProduceTimeout,
+      logger,
+      backpressure: {
+        ...rules,
+        depth: () => queue.pendingDepth(),
+        ...(breaker ? { openOrigins: () => breaker.openOrigins() } : {}),
+      },
+    });
+    await router.start();
+    return { drain: () => router.stop() };
+  },
+};
