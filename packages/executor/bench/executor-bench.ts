@@ -20,7 +20,7 @@
  *   a lease, a fetch, the call, a produce and an ack in sequence)
  */
 import { readFileSync } from 'node:fs';
-import { FairQueue, QueueAdmin } from '@requester/scheduler';
+import { FairQueue, QueueAdmin } from '@requester/queue';
 import { createRedis, encodeQueuedTask, type KafkaRef, queuePartition, taskId } from '@requester/shared';
 import {
   createTestTopics,

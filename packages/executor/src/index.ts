@@ -1,10 +1,9 @@
-import { queueFromConfig } from '@requester/scheduler';
+import { breakerFromConfig, RateLimiter } from '@requester/policies';
+import { queueFromConfig } from '@requester/queue';
 import { Outbox, type RoleDefinition, type RoleHandle } from '@requester/shared';
-import { breakerFromConfig } from './breaker/index.ts';
 import { bulkheadFromConfig } from './bulkhead/index.ts';
 import { ResponseCache } from './cache/index.ts';
 import { createHttpClient, reservedPortsOf } from './http/index.ts';
-import { RateLimiter } from './limiter/index.ts';
 import { signingKeysFromConfig } from './signing/index.ts';
 import { Executor } from './worker/index.ts';
 import type { Tried } from './worker/policies.ts';

@@ -1,8 +1,6 @@
+import { type Admission, countsAsFailure, type LimitDecision } from '@requester/policies';
 import { DEAD_LETTER_REASONS, durationToMs, MAX_DURATION_NS, type RetrySpec, toMs } from '@requester/shared';
-import type { Admission } from '../breaker/index.ts';
-import { countsAsFailure } from '../breaker/index.ts';
 import type { CallOutcome } from '../http/index.ts';
-import type { LimitDecision } from '../limiter/index.ts';
 
 /**
  * The executor's decisions (docs/architecture.md §5 "Executor decisions") as pure functions of the facts:

@@ -1,4 +1,4 @@
-import { FairQueue, QueueAdmin } from '@requester/scheduler';
+import { FairQueue, QueueAdmin } from '@requester/queue';
 import {
   createRedis,
   encodeQueuedTask,

@@ -1,4 +1,5 @@
-import { type FairQueue, QueueAdmin, queueFromConfig } from '@requester/scheduler';
+import { RateLimiter } from '@requester/policies';
+import { type FairQueue, QueueAdmin, queueFromConfig } from '@requester/queue';
 import { Dependencies, encodeQueuedTask, loadConfig, parseAnyDeadLetter, taskId } from '@requester/shared';
 import {
   createTestTopics,
@@ -13,7 +14,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHttpClient } from '../http/index.ts';
 import { idempotencyKey } from '../http/request.ts';
 import { executorRole } from '../index.ts';
-import { RateLimiter } from '../limiter/index.ts';
 import { ExecutorHarness } from './harness.fixture.ts';
 import { Executor } from './index.ts';
 

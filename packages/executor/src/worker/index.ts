@@ -1,4 +1,4 @@
-import type { FairQueue, LeasedTask } from '@requester/scheduler';
+import type { FairQueue, LeasedTask } from '@requester/queue';
 import {
   createRequestContract,
   DEAD_LETTER_REASONS,

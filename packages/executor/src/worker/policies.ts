@@ -1,4 +1,14 @@
 import {
+  type Admission,
+  type CallReport,
+  type CircuitBreaker,
+  countsAsFailure,
+  type LimitDecision,
+  limiterWindows,
+  originOf,
+  type RateLimiter,
+} from '@requester/policies';
+import {
   attemptsInBudget,
   errorResult,
   inSpan,
@@ -12,18 +22,10 @@ import {
   type Span,
   wakeUpResult,
 } from '@requester/shared';
-import {
-  type Admission,
-  type CallReport,
-  type CircuitBreaker,
-  countsAsFailure,
-  originOf,
-} from '../breaker/index.ts';
 import type { Bulkhead } from '../bulkhead/index.ts';
 import type { ResponseCache } from '../cache/index.ts';
 import type { CallOutcome, HttpCall, HttpClient } from '../http/index.ts';
 import { toHttpCall } from '../http/request.ts';
-import { type LimitDecision, limiterWindows, type RateLimiter } from '../limiter/index.ts';
 import { executorMetrics as metrics, outcomeLabel } from '../metrics.ts';
 import { callResult } from '../result/index.ts';
 import { requireSigningKey, type SigningKeys, signRequest } from '../signing/index.ts';

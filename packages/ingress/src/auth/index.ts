@@ -1,4 +1,4 @@
-import { RateLimiter } from '@requester/executor/limiter';
+import { RateLimiter } from '@requester/policies';
 import {
   counter,
   type LimiterSpec,

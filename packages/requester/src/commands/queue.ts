@@ -1,4 +1,4 @@
-import { QueueAdmin, queueFromConfig } from '@requester/scheduler';
+import { QueueAdmin, queueFromConfig } from '@requester/queue';
 import { UsageError } from '@requester/shared';
 import type { Argv } from 'yargs';
 import { type ConfigFrom, commandLogger, commandRedis } from './common.ts';

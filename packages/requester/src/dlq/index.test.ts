@@ -1,5 +1,6 @@
 import { deadLetterMessage } from '@requester/executor/dlq';
-import { FairQueue, Router } from '@requester/scheduler';
+import { FairQueue } from '@requester/queue';
+import { Router } from '@requester/scheduler';
 import {
   buildResult,
   createRedis,

@@ -1,5 +1,5 @@
-import { breakerFromConfig, type CircuitBreaker } from '@requester/executor/breaker';
-import { pendingDepth, queueFromConfig } from '@requester/scheduler';
+import { breakerFromConfig, type CircuitBreaker } from '@requester/policies';
+import { queueFromConfig } from '@requester/queue';
 import { createRedis, type KafkaProducer, type RedisClient } from '@requester/shared';
 import { eventually, uniqueName } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -52,7 +52,7 @@ describe('router backpressure in a running process', () => {
     const metrics = await (await fetch(`${stack.adminUrl}/metrics`)).text();
     return metrics.includes(`requester_router_paused{reason="${reason}"} 1`);
   };
-  const pending = () => pendingDepth(queueFromConfig(stack.config, redis, { notify: false }));
+  const pending = () => queueFromConfig(stack.config, redis, { notify: false }).pendingDepth();
   const send = (count: number) =>
     producer.send(
       stack.config.topicIn,

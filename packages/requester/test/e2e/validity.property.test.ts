@@ -1,4 +1,5 @@
-import { QueueAdmin } from '@requester/scheduler';
+import { RateLimiter } from '@requester/policies';
+import { QueueAdmin } from '@requester/queue';
 import {
   attemptBudget,
   createRequestContract,
@@ -19,7 +20,6 @@ import {
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ResponseCache } from '../../../executor/src/cache/index.ts';
-import { RateLimiter } from '../../../executor/src/limiter/index.ts';
 import { ExecutorHarness } from '../../../executor/src/worker/harness.fixture.ts';
 import { createApi } from '../../../ingress/src/api/index.ts';
 import { openAccess } from '../../../ingress/src/auth/index.ts';

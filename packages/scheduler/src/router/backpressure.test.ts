@@ -1,3 +1,4 @@
+import { FairQueue } from '@requester/queue';
 import {
   ConfigError,
   createRedis,
@@ -15,8 +16,7 @@ import {
   uniqueName,
 } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { FairQueue } from '../queue/index.ts';
-import { Backpressure, backpressureRules, type OpenOriginInfo, pendingDepth } from './backpressure.ts';
+import { Backpressure, backpressureRules, type OpenOriginInfo } from './backpressure.ts';
 import { Router, type RouterBackpressure } from './index.ts';
 
 const INTERVAL_MS = 50;
@@ -66,7 +66,7 @@ describe('router backpressure over real Kafka and Redis', () => {
       horizonMs: 1_000,
       produceTimeoutMs: 5_000,
       logger: silentLogger,
-      backpressure: { ...backpressure, intervalMs: INTERVAL_MS, depth: () => pendingDepth(queue) },
+      backpressure: { ...backpressure, intervalMs: INTERVAL_MS, depth: () => queue.pendingDepth() },
     });
     await router.start();
     cleanups.push(async () => {
@@ -97,18 +97,18 @@ describe('router backpressure over real Kafka and Redis', () => {
       breakerPauseAfterMs: 0,
     });
     await send(4);
-    await eventually(async () => (await pendingDepth(queue)) === 4, 20_000, '4 tasks queued');
+    await eventually(async () => (await queue.pendingDepth()) === 4, 20_000, '4 tasks queued');
     await eventually(() => router.pausedBy.includes('queue_depth'), 20_000, 'paused by depth');
 
     await send(3);
     await sleep(SEVERAL_SAMPLES_MS);
-    expect(await pendingDepth(queue)).toBe(4); // nothing routed while paused
+    expect(await queue.pendingDepth()).toBe(4); // nothing routed while paused
     expect(await committed()).toBe(4); // the 3 new records wait in Kafka (consumer lag)
 
     const leased = await queue.lease(10, 30_000);
     await queue.ackMany(leased.tasks.map((t) => t.token)); // the executors catch up: depth 0 ≤ low
     await eventually(async () => (await committed()) === 7, 20_000, 'held records routed after the resume');
-    expect(await pendingDepth(queue)).toBe(3); // below the high watermark: consuming
+    expect(await queue.pendingDepth()).toBe(3); // below the high watermark: consuming
     expect(router.pausedBy).toEqual([]);
   });
 
@@ -136,7 +136,7 @@ describe('router backpressure over real Kafka and Redis', () => {
 
     open = [];
     await eventually(async () => (await committed()) === 3, 20_000, 'routed after the breaker closed');
-    expect(await pendingDepth(queue)).toBe(3);
+    expect(await queue.pendingDepth()).toBe(3);
   });
 });
 

@@ -1,3 +1,4 @@
+import { FairQueue, type LeasedTask } from '@requester/queue';
 import {
   createRedis,
   decodeQueuedTask,
@@ -16,7 +17,6 @@ import {
   uniqueName,
 } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { FairQueue, type LeasedTask } from '../queue/index.ts';
 import { Router } from './index.ts';
 
 describe('router over real Kafka, Redis and PostgreSQL', () => {

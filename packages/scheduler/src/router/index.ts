@@ -1,3 +1,5 @@
+import { breakerFromConfig } from '@requester/policies';
+import { queueFromConfig } from '@requester/queue';
 import {
   asRequesterError,
   type BatchContext,
@@ -13,19 +15,16 @@ import {
   type OutboxRow,
   type RecordBatch,
   type RequestContract,
-  type RoleContext,
   type RoleDefinition,
   type RoleHandle,
   type UnprocessableAnswer,
   unprocessableAnswer,
 } from '@requester/shared';
-import { queueFromConfig } from '../queue-config.ts';
 import {
   Backpressure,
   type BackpressureRules,
   backpressureRules,
   type OpenOriginInfo,
-  pendingDepth,
 } from './backpressure.ts';
 import { type QueueTask, type Route, routeRecord, type SourceRecord } from './route.ts';
 
@@ -60,7 +59,7 @@ export interface RouterOptions {
 }
 
 export interface RouterBackpressure extends BackpressureRules {
-  /** Pending tasks in the queue (pendingDepth of the FairQueue). */
+  /** Pending tasks in the queue (FairQueue.pendingDepth). */
   depth: () => Promise<number>;
   /** Origins whose circuit breaker is open; without it the breaker rule is off. */
   openOrigins?: () => Promise<readonly OpenOriginInfo[]>;
@@ -258,47 +257,38 @@ export class Router {
 }
 
 /**
- * What the router role needs from outside its package. The breaker lives in the executor package,
- * which depends on this one; so the process wiring (`@requester/requester`) hands its open-origins
- * listing in, instead of this package importing the executor (a cycle).
+ * The router role. With ROUTER_BREAKER_PAUSE_AFTER set, its backpressure also reads the circuit
+ * breaker's open origins (the breaker the executors keep, in @requester/policies).
  */
-export interface RouterRoleExtras {
-  /** Builds the open-origins listing; called only when ROUTER_BREAKER_PAUSE_AFTER is set. */
-  openOrigins?: (ctx: RoleContext) => () => Promise<readonly OpenOriginInfo[]>;
-}
-
-export function createRouterRole(extras: RouterRoleExtras = {}): RoleDefinition {
-  return {
-    name: 'router',
-    async start(ctx): Promise<RoleHandle> {
-      const { config, logger, deps } = ctx;
-      const producer = await deps.producer();
-      const queue = queueFromConfig(config, deps.redis(), { logger });
-      const rules = backpressureRules(config);
-      const openOrigins = rules.breakerPauseAfterMs > 0 ? extras.openOrigins?.(ctx) : undefined;
-      if (rules.breakerPauseAfterMs > 0 && !openOrigins)
-        logger.warn('ROUTER_BREAKER_PAUSE_AFTER is set but no breaker listing was wired: rule off');
-      const groupId = `${config.kafkaClientId}-router`;
-      const consumer = deps.kafka().consumer({ groupId, sessionTimeoutMs: config.kafkaSessionTimeout });
-      deps.consumers.watch(consumer, groupId);
-      const router = new Router({
-        consumer,
-        queue,
-        outbox: new Outbox(await deps.sql()),
-        producer,
-        topicIn: config.topicIn,
-        topicOut: config.topicOut,
-        topicDlq: config.topicDlq,
-        horizonMs: config.redisHorizon,
-        produceTimeoutMs: config.kafkaProduceTimeout,
-        logger,
-        backpressure: { ...rules, depth: () => pendingDepth(queue), ...(openOrigins ? { openOrigins } : {}) },
-      });
-      await router.start();
-      return { drain: () => router.stop() };
-    },
-  };
-}
-
-/** The router without the breaker rule (for processes that wire nothing else). */
-export const routerRole: RoleDefinition = createRouterRole();
+export const routerRole: RoleDefinition = {
+  name: 'router',
+  async start(ctx): Promise<RoleHandle> {
+    const { config, logger, deps } = ctx;
+    const producer = await deps.producer();
+    const queue = queueFromConfig(config, deps.redis(), { logger });
+    const rules = backpressureRules(config);
+    const breaker = rules.breakerPauseAfterMs > 0 ? breakerFromConfig(config, deps.redis()) : undefined;
+    const groupId = `${config.kafkaClientId}-router`;
+    const consumer = deps.kafka().consumer({ groupId, sessionTimeoutMs: config.kafkaSessionTimeout });
+    deps.consumers.watch(consumer, groupId);
+    const router = new Router({
+      consumer,
+      queue,
+      outbox: new Outbox(await deps.sql()),
+      producer,
+      topicIn: config.topicIn,
+      topicOut: config.topicOut,
+      topicDlq: config.topicDlq,
+      horizonMs: config.redisHorizon,
+      produceTimeoutMs: config.kafkaProduceTimeout,
+      logger,
+      backpressure: {
+        ...rules,
+        depth: () => queue.pendingDepth(),
+        ...(breaker ? { openOrigins: () => breaker.openOrigins() } : {}),
+      },
+    });
+    await router.start();
+    return { drain: () => router.stop() };
+  },
+};

@@ -1,3 +1,4 @@
+import { FairQueue } from '@requester/queue';
 import {
   createRedis,
   type KafkaProducer,
@@ -19,7 +20,6 @@ import {
   uniqueName,
 } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { FairQueue } from '../queue/index.ts';
 import { Router, type TaskSink } from './index.ts';
 import type { QueueTask } from './route.ts';
 

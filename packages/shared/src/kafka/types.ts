@@ -178,7 +178,7 @@ export class RecordUnavailableError extends RequesterError {
 
 export type FetchOutcome = { ok: true; record: FetchedRecord } | { ok: false; error: RequesterError };
 
-/** Reads records by topic, partition and offset, without a consumer group (DESIGN.md §9). */
+/** Reads records by topic, partition and offset, without a consumer group (docs/architecture.md §9). */
 export interface Fetcher {
   /** One record; throws RecordUnavailableError, or `dependency_unavailable` when Kafka does not answer. */
   fetch(ref: KafkaRef): Promise<FetchedRecord>;

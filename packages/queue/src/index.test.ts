@@ -1,7 +1,7 @@
-import { createRedis, type RedisClient, RequesterError } from '@requester/shared';
+import { createRedis, type RedisClient, RequesterError, registry } from '@requester/shared';
 import { redisServerAvailable, startRedisCluster, type TestCluster } from '@requester/shared/testing';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { expireLeases, leaseAll, sleep, uniquePrefix } from '../../test/queue-helpers.ts';
+import { expireLeases, leaseAll, sleep, uniquePrefix } from '../test/queue-helpers.ts';
 import { QueueAdmin } from './admin.ts';
 import { FairQueue, type FairQueueOptions, type LeasedTask } from './index.ts';
 
@@ -433,6 +433,23 @@ describe.each([single, clustered])('FairQueue on $name', (target) => {
       expect(ids((await queue.lease(1, 10_000)).tasks)).toEqual(['next']);
       const [dead] = await new QueueAdmin(queue).listDead(5);
       expect(dead).toMatchObject({ id: 'poison', reason: 'lease expired 2 times', deliveries: 2 });
+    });
+  });
+
+  describe('pendingDepth', () => {
+    test('counts the tasks waiting to be leased on every shard, due or not, and sets the gauge', async () => {
+      const queue = makeQueue({ shards: 4 });
+      expect(await queue.pendingDepth()).toBe(0);
+      await queue.publish([
+        ...Array.from({ length: 5 }, (_, i) => ({ id: `t${i}`, partition: `p${i}`, payload: '' })),
+        { id: 'later', partition: 'delayed', payload: '', delayMs: 60_000 },
+      ]);
+      expect(await queue.pendingDepth()).toBe(6);
+      const leased = await queue.lease(2, 30_000);
+      expect(leased.tasks).toHaveLength(2);
+      expect(await queue.pendingDepth()).toBe(4); // leased tasks are in flight, not pending
+      const gauge = await registry.getSingleMetric('requester_queue_depth')?.get();
+      expect(gauge?.values).toContainEqual({ labels: { queue: queue.name, state: 'pending' }, value: 4 });
     });
   });
 

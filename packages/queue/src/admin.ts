@@ -1,5 +1,5 @@
-import type { FairQueue } from './index.ts';
 import { queueMetrics } from './metrics.ts';
+import type { FairQueue } from './queue.ts';
 
 /** Called after each step of a long operation (shards visited, or dead letters handled). */
 export type Progress = (done: number, total: number) => void;

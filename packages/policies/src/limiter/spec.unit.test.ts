@@ -1,9 +1,17 @@
-import { LIMITER_ALGORITHMS, type LimiterSpec, safeParseRequestEnvelope } from '@requester/shared';
+import {
+  LIMITER_ALGORITHMS,
+  type LimiterSpec,
+  MAX_DURATION_NS,
+  safeParseRequestEnvelope,
+  toMs,
+} from '@requester/shared';
 import { goDurationText } from '@requester/shared/testing';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { MAX_DELAY_MS } from '../worker/decide.ts';
 import { limiterCall, limiterWindows } from './spec.ts';
+
+/** The longest wait anything asks for (the executor's MAX_DELAY_MS): the range of a Go duration. */
+const MAX_DELAY_MS = toMs(MAX_DURATION_NS);
 
 describe('limiter spec', () => {
   // One truth: a window the contract accepts is one the limiter can count (whole ms, >= 1).

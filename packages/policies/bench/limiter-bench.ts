@@ -2,7 +2,7 @@
  * Rate limiter benchmark: decisions per second per algorithm (one take at a time, concurrent
  * takes, and takeMany batches), and Redis memory per limiter key.
  *
- *   pnpm exec node packages/executor/bench/limiter-bench.ts [--seconds 3] [--keys 10000]
+ *   pnpm exec node packages/policies/bench/limiter-bench.ts [--seconds 3] [--keys 10000]
  *
  * Runs against a private redis-server it starts on a free port (no persistence), so that the
  * memory figures are not polluted by other work on the shared Redis; it stops exactly that process.

@@ -1,7 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { Config, Logger, RedisClient } from '@requester/shared';
 import { LRUCache } from 'lru-cache';
-import type { CallOutcome } from '../http/index.ts';
 import { openIndexKey, originKeys } from './keys.ts';
 import { breakerMetrics, MAX_ORIGIN_LABELS } from './metrics.ts';
 import { loadBreakerScripts } from './scripts.ts';
@@ -345,11 +344,19 @@ export function originOf(uri: string | URL): string {
 const DEFAULT_PORTS: Record<string, string> = { 'http:': '80', 'https:': '443' };
 
 /**
+ * What `countsAsFailure` judges: the shape of an HTTP call's outcome (the executor's `CallOutcome`
+ * is one), so that this package needs nothing of the executor's.
+ */
+export type JudgedOutcome =
+  | { kind: 'response'; status: number }
+  | { kind: 'failure'; error: { code: string } };
+
+/**
  * The failures a breaker counts (the worker's default judgement): transport errors and timeouts,
  * 5xx, 429 and 408: the target is down, overloaded or too slow. Other answers, 4xx included, show
  * a live target; a refused (SSRF) or oversized call is not the target's fault.
  */
-export function countsAsFailure(outcome: CallOutcome): boolean {
+export function countsAsFailure(outcome: JudgedOutcome): boolean {
   if (outcome.kind === 'failure')
     return outcome.error.code === 'timeout' || outcome.error.code === 'transport_error';
   return outcome.status >= 500 || outcome.status === 429 || outcome.status === 408;

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import type { FairQueue, LeasedTask } from '../src/queue/index.ts';
-import { shardKey } from '../src/queue/keys.ts';
+import { shardKey } from '../src/keys.ts';
+import type { FairQueue, LeasedTask } from '../src/queue.ts';
 
 /** A key prefix of its own per test, so test files may share one Redis. */
 export function uniquePrefix(): string {

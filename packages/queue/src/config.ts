@@ -1,5 +1,5 @@
 import type { Config, Logger, RedisClient } from '@requester/shared';
-import { FairQueue, type FairQueueOptions } from './queue/index.ts';
+import { FairQueue, type FairQueueOptions } from './queue.ts';
 
 /**
  * The task queue of a deployment, built from its configuration. Every process that touches the

@@ -4,12 +4,12 @@ import type { AddressInfo } from 'node:net';
 import { createRedis, Redis, type RedisClient, registry } from '@requester/shared';
 import { redisServerAvailable, startRedisCluster, type TestCluster } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { CallOutcome } from '../http/index.ts';
 import {
   type Admission,
   CircuitBreaker,
   type CircuitBreakerOptions,
   countsAsFailure,
+  type JudgedOutcome,
   originOf,
 } from './index.ts';
 import { openIndexKey, originKeys } from './keys.ts';
@@ -427,15 +427,8 @@ describe('origins and failures', () => {
   });
 
   it('counts transport errors, timeouts, 5xx, 429 and 408 as failures, not other answers', () => {
-    const response = (status: number): CallOutcome => ({
-      kind: 'response',
-      status,
-      headers: {},
-      body: '',
-      durationNs: 1,
-    });
-    const failure = (code: string) =>
-      ({ kind: 'failure', error: { code }, durationNs: 1 }) as unknown as CallOutcome;
+    const response = (status: number): JudgedOutcome => ({ kind: 'response', status });
+    const failure = (code: string): JudgedOutcome => ({ kind: 'failure', error: { code } });
     for (const status of [500, 502, 503, 504, 429, 408])
       expect(countsAsFailure(response(status)), `${status}`).toBe(true);
     for (const status of [200, 201, 204, 301, 400, 401, 404, 409, 422])

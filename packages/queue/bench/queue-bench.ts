@@ -2,8 +2,8 @@
  * Fair queue benchmarks (issue 3). Every comparison runs side by side in one invocation and is
  * reported as a ratio; the figures go into the "Queue" section of the repo-root BENCHMARKS.md.
  *
- *   pnpm exec node packages/scheduler/bench/queue-bench.ts            full sizes (a few minutes)
- *   pnpm exec node packages/scheduler/bench/queue-bench.ts --quick    small sizes (seconds)
+ *   pnpm exec node packages/queue/bench/queue-bench.ts            full sizes (a few minutes)
+ *   pnpm exec node packages/queue/bench/queue-bench.ts --quick    small sizes (seconds)
  *   options: --url redis://host:port   use that Redis instead of a private one
  *            --no-write                print only
  *
@@ -19,8 +19,7 @@ import { join } from 'node:path';
 import { createRedis, type RedisClient } from '@requester/shared';
 import { type PrivateRedis, startPrivateRedis } from '@requester/shared/testing';
 import { Queue, Worker } from 'bullmq';
-import { QueueAdmin } from '../src/queue/admin.ts';
-import { FairQueue, type PublishTask } from '../src/queue/index.ts';
+import { FairQueue, type PublishTask, QueueAdmin } from '../src/index.ts';
 
 const args = process.argv.slice(2);
 const quick = args.includes('--quick');
@@ -358,7 +357,7 @@ async function main() {
     const dedup = await dedupMemory(redis);
     log('dedup memory', dedup);
 
-    const command = `pnpm exec node packages/scheduler/bench/queue-bench.ts${quick ? ' --quick' : ''}${urlArg ? ` --url ${urlArg}` : ''}`;
+    const command = `pnpm exec node packages/queue/bench/queue-bench.ts${quick ? ' --quick' : ''}${urlArg ? ` --url ${urlArg}` : ''}`;
     const section = render({ machine, tp, fair, vs, dedup, command, privateRedis: !urlArg });
     console.log(section);
     if (write) writeSection(section);
@@ -384,7 +383,7 @@ function render({ machine, tp, fair, vs, dedup, command, privateRedis }: Results
   const date = new Date().toISOString().slice(0, 10);
   return `## Queue
 
-Redis fair queue (\`packages/scheduler/src/queue\`, issue 3). Recorded ${date}${quick ? ' with **--quick** sizes' : ''}.
+Redis fair queue (\`packages/queue\`, issue 3). Recorded ${date}${quick ? ' with **--quick** sizes' : ''}.
 
 - Command: \`${command}\`
 - Machine: ${machine.nproc} CPUs (\`nproc\`), ${machine.cpu}, ${machine.memory}; Node ${machine.node}; Redis ${machine.redis}
