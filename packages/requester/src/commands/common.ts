@@ -78,13 +78,16 @@ export function formatTable(rows: ReadonlyArray<Record<string, Cell>>, columns?:
   if (rows.length === 0) return '(none)\n';
   const text = (cell: Cell) => (cell === null || cell === undefined ? '-' : String(cell));
   const numeric = names.map((name) => rows.every((r) => typeof r[name] === 'number' || r[name] == null));
-  const widths = names.map((name) => Math.max(name.length, ...rows.map((r) => text(r[name]).length)));
+  const headers = names.map((name) => name.replace(/([a-z])([A-Z])/g, '$1 $2').toUpperCase());
+  const widths = names.map((name, i) =>
+    Math.max(headers[i]?.length ?? 0, ...rows.map((r) => text(r[name]).length)),
+  );
   const line = (cells: string[]) =>
     cells
       .map((cell, i) => (numeric[i] ? cell.padStart(widths[i] ?? 0) : cell.padEnd(widths[i] ?? 0)))
       .join('  ')
       .trimEnd();
-  return `${[line(names.map((n) => n.toUpperCase())), ...rows.map((r) => line(names.map((n) => text(r[n]))))].join('\n')}\n`;
+  return `${[line(headers), ...rows.map((r) => line(names.map((n) => text(r[n]))))].join('\n')}\n`;
 }
 
 export function printTable(rows: ReadonlyArray<Record<string, Cell>>, columns?: readonly string[]): void {
