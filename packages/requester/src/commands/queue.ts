@@ -21,16 +21,17 @@ import {
  * `requester queue info|verify|purge` and `requester queue dead list|retry|purge`: the operator's
  * view of the Redis fair queue.
  *
- * Vocabulary: a *dead task* is one the queue itself gave up on (a lease that kept expiring, a
- * payload that is not a task): it sits in the queue's dead set in Redis, see `queue dead`. A
+ * Vocabulary: a *dead task* is one the queue itself gave up on (a payload that is not a task; a
+ * lease that kept expiring, where maxDeliveries is set): it sits in the queue's dead set in Redis, see `queue dead`. A
  * *dead-lettered request* failed for good (retries exhausted, permanent error): it is a record on the
  * DLQ topic, see `requester dlq`. The old names `queue dlq` and `queue retry` (and `purge
  * --dead-only`) still work, hidden, with a deprecation notice on stderr.
  */
 const DEAD_TASKS =
-  'Dead tasks are tasks the queue itself gave up on (e.g. a lease that kept expiring: a worker ' +
-  'crashing on it); they wait in the queue in Redis until retried or purged. Requests that failed ' +
-  'for good are not here: they are dead letters on the DLQ topic (`requester dlq`).';
+  'Dead tasks are tasks the queue itself gave up on (a payload that is not a task; or, with ' +
+  'maxDeliveries set, a lease that kept expiring); they wait in the queue in Redis until retried ' +
+  'or purged. Requests that failed for good are not here: they are dead letters on the DLQ topic ' +
+  '(`requester dlq`).';
 
 interface QueueArgs {
   json: boolean;
