@@ -76,6 +76,27 @@ describe('requester admin commands', () => {
     expect(await json('keys', 'revoke', created.id)).toEqual({ revoked: created.id });
   }, 120_000);
 
+  it('--json of the Kafka commands: topics, dlq list, dlq replay', async () => {
+    const name = uniqueName('h14cli');
+    const kafka = {
+      ...env,
+      KAFKA_TOPIC_IN: `${name}.in`,
+      KAFKA_TOPIC_OUT: `${name}.out`,
+      KAFKA_TOPIC_DLQ: `${name}.dlq`,
+      KAFKA_TOPIC_PARTITIONS: '1',
+    };
+    const run = async (...args: string[]) => {
+      const { code, stdout, stderr } = await requester([...args, '--json'], kafka).exit;
+      expect(code, stderr).toBe(0);
+      return JSON.parse(stdout) as unknown;
+    };
+    expect(await run('topics')).toEqual({
+      topics: [kafka.KAFKA_TOPIC_IN, kafka.KAFKA_TOPIC_OUT, kafka.KAFKA_TOPIC_DLQ],
+    });
+    expect(await run('dlq', 'list')).toEqual([]);
+    expect(await run('dlq', 'replay', '--all', '--dry-run')).toMatchObject({ dryRun: true, replayed: [] });
+  }, 60_000);
+
   it('lists a breaker opened by failures through the real breaker, and reset lets the next call through', async () => {
     const breaker = new CircuitBreaker({
       redis,
