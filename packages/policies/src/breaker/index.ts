@@ -255,6 +255,21 @@ export class CircuitBreaker {
     };
   }
 
+  /**
+   * Closes an origin's breaker by hand (`requester breakers reset`): its shared state is forgotten,
+   * so the next call is admitted as for a new origin. Executors that cached the open state keep
+   * refusing for at most stateCacheMs. Returns whether there was a state to forget.
+   */
+  async reset(origin: string): Promise<boolean> {
+    const keys = originKeys(this.prefix, origin);
+    const [removed] = await Promise.all([
+      this.redis.del(...keys),
+      this.redis.zrem(openIndexKey(this.prefix), origin),
+    ]);
+    this.cache?.delete(origin);
+    return removed > 0;
+  }
+
   /** Forgets the locally cached states (tests, admin after a manual reset). */
   clearCache(): void {
     this.cache?.clear();

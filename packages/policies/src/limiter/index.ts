@@ -12,6 +12,7 @@ import {
 } from '@requester/shared';
 import { type LimiterCall, limiterCall } from './spec.ts';
 
+export { inspectLimiter, type LimiterWindowState } from './inspect.ts';
 export { type LimiterWindow, limiterKeys, limiterWindows } from './spec.ts';
 
 /**

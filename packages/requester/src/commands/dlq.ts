@@ -18,7 +18,17 @@ import {
   ReplayMarks,
   replayDeadLetters,
 } from '../dlq/index.ts';
-import { type ConfigFrom, commandLogger, commandRedis, progress } from './common.ts';
+import {
+  type ConfigFrom,
+  commandLogger,
+  commandRedis,
+  EXIT_CODES_HELP,
+  humanTime,
+  printJson,
+  printTable,
+  progress,
+  withJson,
+} from './common.ts';
 
 interface DlqArgs {
   action: 'list' | 'replay';
@@ -32,13 +42,17 @@ interface DlqArgs {
   force: boolean;
 }
 
-/** `requester dlq list|replay`: the dead-letter topic (KAFKA_TOPIC_DLQ), read once up to its current end. */
+/**
+ * `requester dlq list|replay`: the dead-letter topic (KAFKA_TOPIC_DLQ), read once up to its current
+ * end. Its records are dead-lettered *requests* (failed for good); the queue's own dead *tasks* are
+ * `requester queue dead` (see queue.ts).
+ */
 export function registerDlqCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): void {
   cli.command(
     'dlq <action>',
-    'list dead-lettered requests, or replay them to the in topic',
+    'dead-lettered requests (failed for good, on the DLQ topic): list, or replay them to in',
     (y) =>
-      y
+      withJson(y)
         .positional('action', {
           choices: ['list', 'replay'] as const,
           describe:
@@ -52,7 +66,6 @@ export function registerDlqCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): vo
           type: 'number',
           describe: 'list: how many (default 50, the most recent); replay: at most this many',
         })
-        .option('json', { type: 'boolean', default: false, describe: 'list: JSON lines instead of a table' })
         .option('dry-run', {
           type: 'boolean',
           default: false,
@@ -65,7 +78,14 @@ export function registerDlqCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): vo
           describe: 'replay: again those replayed before (under a new task id)',
         })
         .example('$0 dlq list --since 2026-12-01T00:00:00Z', 'what failed since midnight UTC')
-        .example('$0 dlq replay --request-id ord-42 --dry-run', 'what a replay of ord-42 would send'),
+        .example('$0 dlq replay --request-id ord-42 --dry-run', 'what a replay of ord-42 would send')
+        .example('$0 dlq list --json --limit 500 | jq length', 'JSON: one array of dead letters')
+        .epilogue(
+          'A dead letter is a request that failed for good (retries exhausted or a permanent error): its ' +
+            'final result is on out and a record on KAFKA_TOPIC_DLQ. Tasks the Redis queue itself gave up ' +
+            'on are something else: `requester queue dead`.\n\n' +
+            EXIT_CODES_HELP,
+        ),
     async (argv) => {
       const args = argv as unknown as DlqArgs;
       const filter = filterFrom(args);
@@ -122,16 +142,14 @@ async function runList(source: DlqSource, filter: DlqFilter, args: DlqArgs): Pro
       (result.unreadable ? `, ${result.unreadable} unreadable` : ''),
   );
   warnIncomplete(result.incomplete);
-  if (args.json) {
-    for (const entry of result.entries)
-      process.stdout.write(`${JSON.stringify({ dlq: entry.at, ...entry.record })}\n`);
-  } else if (result.entries.length > 0) console.table(result.entries.map(row));
+  if (args.json) return printJson(result.entries.map((entry) => ({ dlq: entry.at, ...entry.record })));
+  printTable(result.entries.map(row));
 }
 
 /** One table row: what an operator scans for. */
 function row({ record, at }: DlqEntry) {
   return {
-    failedAt: record.failedAt,
+    failed: humanTime(Date.parse(record.failedAt)),
     requestId: deadLetterRequestId(record) ?? '',
     reason: record.reason,
     status: record.result.response.status,
@@ -177,7 +195,8 @@ async function runReplay(
         `${unprocessable} unprocessable records with no request to replay)`,
     );
     warnIncomplete(summary.incomplete);
-    process.stdout.write(`${JSON.stringify(summary, null, 2)}\n`);
+    if (args.json) printJson(summary);
+    else printTable(summary.replayed.map((r) => ({ requestId: r.requestId, taskId: r.taskId, dlq: r.dlq })));
   } finally {
     await Promise.all([producer.disconnect(), reader.close()]);
     redis.disconnect();

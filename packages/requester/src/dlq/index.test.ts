@@ -227,24 +227,22 @@ describe('requester dlq over real Kafka, Redis and a Router', () => {
       LOG_LEVEL: 'error',
     };
 
-    it('dlq list --json prints one record per line on stdout and its progress on stderr', async () => {
+    it('dlq list --json prints one JSON array on stdout and its progress on stderr', async () => {
       const { code, stdout, stderr } = await requester(['dlq', 'list', '--json', '--limit', '2'], env).exit;
       expect(code).toBe(0);
-      const lines = stdout
-        .trim()
-        .split('\n')
-        .map((line) => JSON.parse(line));
+      const lines = JSON.parse(stdout) as Array<{ envelope: { meta: { requestId: string } }; dlq: unknown }>;
       expect(lines.map((l) => l.envelope.meta.requestId)).toEqual([id('c'), id('a')]);
-      expect(lines[0].dlq).toMatchObject({ topic: topics.dlq });
+      expect(lines[0]?.dlq).toMatchObject({ topic: topics.dlq });
       expect(stderr).toMatch(/dlq list: read 4 records, 4 matched, showing 2/);
     });
 
-    it('dlq replay needs a selection (exit 2), and --dry-run prints the summary', async () => {
+    it('dlq replay needs a selection (exit 2), and --dry-run --json prints the summary', async () => {
       const refused = await requester(['dlq', 'replay'], env).exit;
       expect(refused.code).toBe(2);
       expect(refused.stderr).toMatch(/replay needs a selection/);
 
-      const dry = await requester(['dlq', 'replay', '--request-id', id('c'), '--dry-run'], env).exit;
+      const dry = await requester(['dlq', 'replay', '--request-id', id('c'), '--dry-run', '--json'], env)
+        .exit;
       expect(dry.code).toBe(0);
       expect(JSON.parse(dry.stdout)).toMatchObject({ dryRun: true, replayed: [{ taskId: `${id('c')}:1` }] });
       expect(dry.stderr).toMatch(/would replay 1/);

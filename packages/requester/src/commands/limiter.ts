@@ -1,0 +1,114 @@
+import { inspectLimiter, type LimiterWindow, type LimiterWindowState } from '@requester/policies';
+import { durationToMs, UsageError } from '@requester/shared';
+import type { Argv } from 'yargs';
+import {
+  type ConfigFrom,
+  commandLogger,
+  commandRedis,
+  EXIT_CODES_HELP,
+  humanSpan,
+  humanTime,
+  isoTime,
+  printJson,
+  printTable,
+  withJson,
+} from './common.ts';
+
+interface LimiterArgs {
+  key: string;
+  rate?: string[];
+  apiKey: boolean;
+  json: boolean;
+}
+
+const ABOUT =
+  "A limiter key is a request's meta.limiter.key; its state lives in Redis per algorithm and window " +
+  "duration. Redis does not hold the windows' values (each request carries them): give them with " +
+  '--rate to see used/remaining; without, counts and reset times only (buckets show when they are ' +
+  'full again). The reset is when the window has forgotten every call counted now.';
+
+/** `requester limiter show <key>`: the current windows of one rate-limiter key. */
+export function registerLimiterCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): void {
+  cli.command('limiter <command>', 'rate limiters: show the windows of a key', (l) =>
+    l
+      .command(
+        'show <key>',
+        'the current windows of a rate-limiter key: used, remaining, reset time',
+        (y) =>
+          withJson(y)
+            .positional('key', {
+              type: 'string',
+              demandOption: true,
+              describe: 'the limiter key (meta.limiter.key)',
+            })
+            .option('rate', {
+              type: 'string',
+              array: true,
+              describe: 'the windows as the requests give them, <value>/<duration>: 100/1s, 5000/1h, 10/s',
+            })
+            .option('api-key', {
+              type: 'boolean',
+              default: false,
+              describe: 'the key is an API key id: its per-key rate of the HTTP API (keys create --rate)',
+            })
+            .example(
+              '$0 limiter show partner-api --rate 100/1s --rate 5000/1h',
+              'used and remaining per window',
+            )
+            .example('$0 limiter show partner-api --json', 'the raw view, as JSON')
+            .epilogue(`${ABOUT}\n\n${EXIT_CODES_HELP}`),
+        async (argv) => {
+          const args = argv as unknown as LimiterArgs;
+          const rates = (args.rate ?? []).map(String).map(rateArg);
+          const config = configFrom(argv);
+          const redis = commandRedis(config, commandLogger(config));
+          try {
+            // The prefixes of the executor's limiter and of the ingress's per-API-key limiter.
+            const prefix = `${config.redisPrefix}:${args.apiKey ? 'auth:' : ''}`;
+            const windows = await inspectLimiter(redis, prefix, String(args.key), rates);
+            print(windows, args.json);
+          } finally {
+            redis.disconnect();
+          }
+        },
+      )
+      .demandCommand(1, 'limiter: give show')
+      .epilogue(`${ABOUT}\n\n${EXIT_CODES_HELP}`),
+  );
+}
+
+function print(windows: LimiterWindowState[], json: boolean): void {
+  if (json) {
+    printJson(windows.map(({ resetAtMs, ...w }) => ({ ...w, resetAt: isoTime(resetAtMs) })));
+    return;
+  }
+  printTable(
+    windows.map((w) => ({
+      algorithm: w.algorithm,
+      window: w.durationMs === null ? 'all' : humanSpan(w.durationMs),
+      value: w.value,
+      used: w.used,
+      remaining: w.remaining,
+      reset: humanTime(w.resetAtMs),
+    })),
+  );
+}
+
+/** `100/1s`, `5000/1h`, `10/s` (a bare unit means one of it). */
+function rateArg(text: string): LimiterWindow {
+  const match = /^(\d+)\/(\d*\.?\d*[a-zµ]+)$/.exec(text.trim());
+  const value = Number(match?.[1]);
+  if (!match || !Number.isSafeInteger(value) || value < 1)
+    throw new UsageError(`--rate ${JSON.stringify(text)} is not <value>/<duration>, e.g. 100/1s or 5000/1h`);
+  const duration = /^\d/.test(match[2] ?? '') ? (match[2] ?? '') : `1${match[2]}`;
+  let durationMs: number;
+  try {
+    durationMs = durationToMs(duration);
+  } catch (err) {
+    throw new UsageError(
+      `--rate ${JSON.stringify(text)}: ${err instanceof Error ? err.message : String(err)}`,
+    );
+  }
+  if (durationMs < 1) throw new UsageError(`--rate ${JSON.stringify(text)}: a window is at least 1ms`);
+  return { durationMs, value };
+}
