@@ -168,7 +168,9 @@ function retryArb(runnable: boolean) {
   const max = runnable
     ? fc.integer({ min: 1, max: 4 })
     : mostly(fc.integer({ min: 1, max: 100 }), fc.constantFrom(0, 101, 1.5));
-  return fc.record({ max, delay, maxDelay, multiplier, jitter }, { requiredKeys: ['max'] });
+  // Runnable: maxDelay always given, or the default (5m) would park a retry past the test's wait.
+  const requiredKeys: Array<'max' | 'maxDelay'> = runnable ? ['max', 'maxDelay'] : ['max'];
+  return fc.record({ max, delay, maxDelay, multiplier, jitter }, { requiredKeys });
 }
 
 function limiterArb(runnable: boolean, key: string) {
