@@ -78,6 +78,8 @@ type Settlement =
 interface Pending {
   lease: LeasedTask;
   settlement: Settlement;
+  /** Epoch ms the request was accepted (the task's createdAt), for the end-to-end latency. */
+  createdAt?: number | undefined;
   done: () => void;
 }
 
@@ -222,7 +224,7 @@ export class Executor {
       settled.push(
         this.limit(async () => {
           const settlement = await this.attempt(job, fetched[i]);
-          await this.settle(job.lease, settlement);
+          await this.settle(job.lease, settlement, job.task.createdAt);
         }),
       );
     });
@@ -322,9 +324,9 @@ export class Executor {
   }
 
   /** Queues the settlement for the next flush; resolves once it is written and the lease settled. */
-  private settle(lease: LeasedTask, settlement: Settlement): Promise<void> {
+  private settle(lease: LeasedTask, settlement: Settlement, createdAt?: number): Promise<void> {
     return new Promise((done) => {
-      this.pending.push({ lease, settlement, done });
+      this.pending.push({ lease, settlement, createdAt, done });
       this.flushSoon();
     });
   }
@@ -376,8 +378,12 @@ export class Executor {
       this.settleLeases('reject', rejects, () => queue.rejectMany(rejects)),
       this.settleLeases('dead-letter', dead, () => queue.deadLetterMany(dead)),
     ]);
-    for (const { lease, settlement, done } of batch) {
-      metrics.tasks.inc({ outcome: outcomeOf(settlement, produced) });
+    const now = Date.now();
+    for (const { lease, settlement, createdAt, done } of batch) {
+      const outcome = outcomeOf(settlement, produced);
+      metrics.tasks.inc({ outcome });
+      if (settlement.kind === 'deliver' && produced && createdAt !== undefined)
+        metrics.endToEndSeconds.observe({ outcome }, Math.max(0, now - createdAt) / 1000);
       this.held.delete(lease.token);
       done();
     }

@@ -29,6 +29,7 @@ import {
   pendingDepth,
 } from './backpressure.ts';
 import { type QueueTask, type Route, routeRecord, type SourceRecord } from './route.ts';
+import { startRouterSamplers } from './samplers.ts';
 
 const routed = counter('router_records_total', 'records of in routed, by destination', ['destination']);
 const refused = counter(
@@ -317,7 +318,20 @@ export function createRouterRole(extras: RouterRoleExtras = {}): RoleDefinition 
         backpressure: { ...rules, depth: () => pendingDepth(queue), ...(openOrigins ? { openOrigins } : {}) },
       });
       await router.start();
-      return { drain: () => router.stop() };
+      const samplers = startRouterSamplers({
+        queue,
+        admin: deps.kafka().admin(),
+        groupId,
+        topicIn: config.topicIn,
+        intervalMs: config.metricsSampleInterval,
+        logger,
+      });
+      return {
+        drain: async () => {
+          await samplers.stop();
+          await router.stop();
+        },
+      };
     },
   };
 }

@@ -1,0 +1,79 @@
+import { type Admin, gauge, type Logger, type Sampler, startSampler } from '@requester/shared';
+import { QueueAdmin } from '../queue/admin.ts';
+import type { FairQueue } from '../queue/index.ts';
+
+/**
+ * What the routers sample into /metrics on a timer (METRICS_SAMPLE_INTERVAL), for dashboards,
+ * alerts and the executors' autoscaler — never on the hot path:
+ * - the queue: QueueAdmin.info (one script per shard: task counts by state, partitions by state,
+ *   oldest pending task), so every state is exported by the running service;
+ * - the consumer lag of `in`: the group's committed offsets against the high watermarks, two
+ *   small admin requests per interval whatever the traffic.
+ * Every router samples the same numbers: aggregate with max(), not sum().
+ */
+const lag = gauge(
+  'kafka_consumer_lag',
+  'records of a topic partition not yet committed by a consumer group (high watermark − committed offset; sampled by the routers for in)',
+  ['group', 'topic', 'partition'],
+);
+
+export interface ConsumerLag {
+  partition: number;
+  lag: number;
+}
+
+/**
+ * Lag of `groupId` on each partition of `topic`. A partition the group never committed counts
+ * every record it still holds (high − low watermark): that is what the group would read.
+ */
+export async function consumerLag(admin: Admin, groupId: string, topic: string): Promise<ConsumerLag[]> {
+  const [watermarks, committed] = await Promise.all([
+    admin.fetchTopicOffsets(topic),
+    admin.fetchOffsets({ groupId, topics: [topic] }),
+  ]);
+  const commits = new Map(
+    (committed.find((t) => t.topic === topic)?.partitions ?? []).map((p) => [p.partition, Number(p.offset)]),
+  );
+  return watermarks.map((w) => {
+    const high = Number(w.high);
+    const commit = commits.get(w.partition) ?? -1;
+    const from = commit >= 0 ? commit : Number(w.low);
+    return { partition: w.partition, lag: Math.max(0, high - from) };
+  });
+}
+
+export interface RouterSamplerOptions {
+  queue: FairQueue;
+  /** An admin client of the cluster; connected by the sampler, disconnected when it stops. */
+  admin: Admin;
+  groupId: string;
+  topicIn: string;
+  intervalMs: number;
+  logger: Logger;
+}
+
+export function startRouterSamplers(options: RouterSamplerOptions): Sampler {
+  const { queue, admin, groupId, topicIn, intervalMs, logger } = options;
+  const queueAdmin = new QueueAdmin(queue);
+  const queueSampler = startSampler('queue', intervalMs, async () => void (await queueAdmin.info()), logger);
+  let connected = false;
+  const lagSampler = startSampler(
+    'in consumer lag',
+    intervalMs,
+    async () => {
+      if (!connected) {
+        await admin.connect();
+        connected = true;
+      }
+      for (const { partition, lag: records } of await consumerLag(admin, groupId, topicIn))
+        lag.set({ group: groupId, topic: topicIn, partition: String(partition) }, records);
+    },
+    logger,
+  );
+  return {
+    async stop() {
+      await Promise.all([queueSampler.stop(), lagSampler.stop()]);
+      if (connected) await admin.disconnect().catch(() => undefined);
+    },
+  };
+}
