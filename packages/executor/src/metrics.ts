@@ -17,6 +17,11 @@ export const executorMetrics = {
     ['outcome'],
   ),
   httpSeconds: histogram('executor_http_seconds', 'duration of calls to targets', ['outcome']),
+  deadLetters: counter(
+    'executor_dead_letters_total',
+    'dead-letter records written to the DLQ topic beside their result, by reason (permanent, retries_exhausted, unprocessable)',
+    ['reason'],
+  ),
   inFlight: gauge('executor_in_flight', 'tasks leased by this process and not yet settled'),
   originCalls: counter(
     'executor_origin_calls_total',

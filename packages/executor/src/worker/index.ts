@@ -67,7 +67,13 @@ export interface ExecutorOptions extends Omit<PolicyModules, 'retryAfterMaxMs'> 
 /** How a task leaves this executor. */
 type Settlement =
   /** `deadLetter`: the DLQ record written in the same flush as the result. */
-  | { kind: 'deliver'; result: ResultEnvelope; outcome: string; deadLetter?: Message }
+  | {
+      kind: 'deliver';
+      result: ResultEnvelope;
+      outcome: string;
+      deadLetter?: Message;
+      deadLetterReason?: string;
+    }
   /**
    * Back to the queue for `delayMs`. `payload`: the queued task rewritten with its new progress
    * (absent = unchanged). `outbox`: wait in the outbox instead (then the lease is acked).
@@ -277,7 +283,13 @@ export class Executor {
     if (!this.options.topicDlq) return deliver(sourced, 'invalid_request');
     const reason = DEAD_LETTER_REASONS.unprocessable;
     const deadLetter = deadLetterMessage({ record, result: sourced, reason, source });
-    return { kind: 'deliver', result: sourced, outcome: 'invalid_request', deadLetter };
+    return {
+      kind: 'deliver',
+      result: sourced,
+      outcome: 'invalid_request',
+      deadLetter,
+      deadLetterReason: reason,
+    };
   }
 
   /** The envelope of a record, or the invalid_request result answering it (keyed by the task's requestId). */
@@ -310,7 +322,7 @@ export class Executor {
       const { topicDlq } = this.options;
       if (!deadLetter || !topicDlq) return deliver(result, label);
       const message = deadLetterMessage({ envelope, result, reason: deadLetter, source: job.task.ref });
-      return { kind: 'deliver', result, outcome: label, deadLetter: message };
+      return { kind: 'deliver', result, outcome: label, deadLetter: message, deadLetterReason: deadLetter };
     }
     const { delayMs, reason, progress } = ending;
     // The queue refuses such a delay for the whole reject batch: fail this task alone (internal result).
@@ -382,8 +394,11 @@ export class Executor {
     for (const { lease, settlement, createdAt, done } of batch) {
       const outcome = outcomeOf(settlement, produced);
       metrics.tasks.inc({ outcome });
-      if (settlement.kind === 'deliver' && produced && createdAt !== undefined)
-        metrics.endToEndSeconds.observe({ outcome }, Math.max(0, now - createdAt) / 1000);
+      if (settlement.kind === 'deliver' && produced) {
+        if (createdAt !== undefined)
+          metrics.endToEndSeconds.observe({ outcome }, Math.max(0, now - createdAt) / 1000);
+        if (settlement.deadLetterReason) metrics.deadLetters.inc({ reason: settlement.deadLetterReason });
+      }
       this.held.delete(lease.token);
       done();
     }
