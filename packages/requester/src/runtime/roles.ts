@@ -12,8 +12,9 @@ const ROLE_LOADERS: Record<RoleName, () => Promise<RoleDefinition>> = {
 };
 
 /**
- * The router, with the executor's circuit breaker listing wired in for its breaker rule (the
- * scheduler package cannot import the executor's: the executor depends on the scheduler).
+ * The router, with the executor's circuit breaker listing wired in for its breaker rule and the
+ * `breaker_open*` gauges (the scheduler package cannot import the executor's: the executor
+ * depends on the scheduler).
  */
 async function routerWithBreaker(): Promise<RoleDefinition> {
   const [{ createRouterRole }, { breakerFromConfig }] = await Promise.all([

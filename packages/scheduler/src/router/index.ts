@@ -286,7 +286,10 @@ export class Router {
  * listing in, instead of this package importing the executor (a cycle).
  */
 export interface RouterRoleExtras {
-  /** Builds the open-origins listing; called only when ROUTER_BREAKER_PAUSE_AFTER is set. */
+  /**
+   * Builds the open-origins listing: for the breaker rule (when ROUTER_BREAKER_PAUSE_AFTER is set)
+   * and, every METRICS_SAMPLE_INTERVAL, for the `breaker_open*` gauges.
+   */
   openOrigins?: (ctx: RoleContext) => () => Promise<readonly OpenOriginInfo[]>;
 }
 
@@ -298,7 +301,8 @@ export function createRouterRole(extras: RouterRoleExtras = {}): RoleDefinition 
       const producer = await deps.producer();
       const queue = queueFromConfig(config, deps.redis(), { logger });
       const rules = backpressureRules(config);
-      const openOrigins = rules.breakerPauseAfterMs > 0 ? extras.openOrigins?.(ctx) : undefined;
+      const listOpen = extras.openOrigins?.(ctx);
+      const openOrigins = rules.breakerPauseAfterMs > 0 ? listOpen : undefined;
       if (rules.breakerPauseAfterMs > 0 && !openOrigins)
         logger.warn('ROUTER_BREAKER_PAUSE_AFTER is set but no breaker listing was wired: rule off');
       const groupId = `${config.kafkaClientId}-router`;
@@ -325,6 +329,7 @@ export function createRouterRole(extras: RouterRoleExtras = {}): RoleDefinition 
         topicIn: config.topicIn,
         intervalMs: config.metricsSampleInterval,
         logger,
+        ...(listOpen ? { openOrigins: listOpen } : {}),
       });
       return {
         drain: async () => {

@@ -8,7 +8,8 @@ import type { FairQueue } from '../queue/index.ts';
  * - the queue: QueueAdmin.info (one script per shard: task counts by state, partitions by state,
  *   oldest pending task), so every state is exported by the running service;
  * - the consumer lag of `in`: the group's committed offsets against the high watermarks, two
- *   small admin requests per interval whatever the traffic.
+ *   small admin requests per interval whatever the traffic;
+ * - the open circuit breakers, when the process wires their listing in (it sets `breaker_open*`).
  * Every router samples the same numbers: aggregate with max(), not sum().
  */
 const lag = gauge(
@@ -50,10 +51,12 @@ export interface RouterSamplerOptions {
   topicIn: string;
   intervalMs: number;
   logger: Logger;
+  /** CircuitBreaker.openOrigins, which samples the `breaker_open*` gauges itself. */
+  openOrigins?: () => Promise<unknown>;
 }
 
 export function startRouterSamplers(options: RouterSamplerOptions): Sampler {
-  const { queue, admin, groupId, topicIn, intervalMs, logger } = options;
+  const { queue, admin, groupId, topicIn, intervalMs, logger, openOrigins } = options;
   const queueAdmin = new QueueAdmin(queue);
   const queueSampler = startSampler('queue', intervalMs, async () => void (await queueAdmin.info()), logger);
   let connected = false;
@@ -70,9 +73,11 @@ export function startRouterSamplers(options: RouterSamplerOptions): Sampler {
     },
     logger,
   );
+  const breakerSampler =
+    openOrigins && startSampler('open breakers', intervalMs, async () => void (await openOrigins()), logger);
   return {
     async stop() {
-      await Promise.all([queueSampler.stop(), lagSampler.stop()]);
+      await Promise.all([queueSampler.stop(), lagSampler.stop(), breakerSampler?.stop()]);
       if (connected) await admin.disconnect().catch(() => undefined);
     },
   };
