@@ -370,6 +370,7 @@ export class Executor {
     const deliveries = batch.filter((p) => p.settlement.kind === 'deliver');
     const rows = batch.flatMap((p) => (p.settlement.kind === 'reschedule' && p.settlement.outbox) || []);
     const [produced, outboxed] = await Promise.all([this.produceResults(deliveries), this.addToOutbox(rows)]);
+    if (produced) observeProduced(deliveries, Date.now());
     const acks: string[] = [];
     const rejects: Array<{ token: string; delayMs: number; payload?: string }> = [];
     const dead: Array<{ token: string; reason: string }> = [];
@@ -390,15 +391,8 @@ export class Executor {
       this.settleLeases('reject', rejects, () => queue.rejectMany(rejects)),
       this.settleLeases('dead-letter', dead, () => queue.deadLetterMany(dead)),
     ]);
-    const now = Date.now();
-    for (const { lease, settlement, createdAt, done } of batch) {
-      const outcome = outcomeOf(settlement, produced);
-      metrics.tasks.inc({ outcome });
-      if (settlement.kind === 'deliver' && produced) {
-        if (createdAt !== undefined)
-          metrics.endToEndSeconds.observe({ outcome }, Math.max(0, now - createdAt) / 1000);
-        if (settlement.deadLetterReason) metrics.deadLetters.inc({ reason: settlement.deadLetterReason });
-      }
+    for (const { lease, settlement, done } of batch) {
+      metrics.tasks.inc({ outcome: outcomeOf(settlement, produced) });
       this.held.delete(lease.token);
       done();
     }
@@ -525,6 +519,16 @@ export class Executor {
 
 function deliver(result: ResultEnvelope, outcome: string): Settlement {
   return { kind: 'deliver', result, outcome };
+}
+
+/** End-to-end latency (measured when the result is on `out`, before the ack) and dead letters written. */
+function observeProduced(deliveries: Pending[], nowMs: number): void {
+  for (const { settlement, createdAt } of deliveries) {
+    if (settlement.kind !== 'deliver') continue;
+    if (createdAt !== undefined)
+      metrics.endToEndSeconds.observe({ outcome: settlement.outcome }, Math.max(0, nowMs - createdAt) / 1000);
+    if (settlement.deadLetterReason) metrics.deadLetters.inc({ reason: settlement.deadLetterReason });
+  }
 }
 
 function outcomeOf(settlement: Settlement, produced: boolean): string {
