@@ -96,6 +96,9 @@ export interface Sampler {
   stop(): Promise<void>;
 }
 
+/** How long stop() waits for a sample in progress: a dependency that hangs must not hold up a drain. */
+const STOP_WAIT_MS = 1_000;
+
 /**
  * Runs `sample` now and then every `intervalMs`, never two at once. A failing sample is logged
  * (once until it works again) and leaves the gauges at their last value; it never throws.
@@ -128,7 +131,9 @@ export function startSampler(
     async stop() {
       stopped = true;
       clearTimeout(timer);
-      await running;
+      let wait: NodeJS.Timeout | undefined;
+      await Promise.race([running, new Promise((resolve) => (wait = setTimeout(resolve, STOP_WAIT_MS)))]);
+      clearTimeout(wait);
     },
   };
 }

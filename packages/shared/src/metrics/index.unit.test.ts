@@ -56,3 +56,14 @@ describe('startSampler', () => {
     expect(calls).toBe(stoppedAt);
   });
 });
+
+describe('startSampler stop', () => {
+  it('does not wait for a sample that hangs', async () => {
+    const sampler = startSampler('hanging', 10, () => new Promise<void>(() => {}), silentLogger);
+    const stopped = await Promise.race([
+      sampler.stop().then(() => 'stopped'),
+      new Promise((resolve) => setTimeout(() => resolve('still waiting'), 10_000)),
+    ]);
+    expect(stopped).toBe('stopped');
+  });
+});
