@@ -58,7 +58,10 @@ export class QueueAdmin {
     this.queue = queue;
   }
 
-  /** Depth per shard and in total; also sets the `queue_depth` gauge. O(shards), no task scan. */
+  /**
+   * Depth per shard and in total; also sets the `queue_depth`, `queue_partitions` and
+   * `queue_oldest_task_age_seconds` gauges. O(shards + partitions in flight), no task scan.
+   */
   async info(options: { onProgress?: Progress } = {}): Promise<QueueInfo> {
     let redisNow = 0;
     const shards = await this.eachShard(options.onProgress, async (shard) => {
@@ -92,11 +95,9 @@ export class QueueAdmin {
       for (const key of Object.keys(totals) as Array<keyof typeof totals>) totals[key] += s[key];
       if (s.oldestPublishedAt !== null) oldest = Math.min(oldest ?? s.oldestPublishedAt, s.oldestPublishedAt);
     }
-    const queue = this.queue.name;
-    queueMetrics.depth.set({ queue, state: 'pending' }, totals.pending);
-    queueMetrics.depth.set({ queue, state: 'in_flight' }, totals.inFlight);
-    queueMetrics.depth.set({ queue, state: 'dead' }, totals.dead);
-    return { shards, totals, oldestTaskAgeMs: oldest === null ? null : Math.max(0, redisNow - oldest) };
+    const oldestTaskAgeMs = oldest === null ? null : Math.max(0, redisNow - oldest);
+    setQueueGauges(this.queue.name, totals, oldestTaskAgeMs);
+    return { shards, totals, oldestTaskAgeMs };
   }
 
   /**
@@ -231,4 +232,15 @@ export class QueueAdmin {
     await Promise.all(Array.from({ length: Math.min(CONCURRENT_SHARDS, total) }, worker));
     return results;
   }
+}
+
+function setQueueGauges(queue: string, totals: QueueInfo['totals'], oldestTaskAgeMs: number | null): void {
+  const { depth, partitions, oldestAge } = queueMetrics;
+  depth.set({ queue, state: 'pending' }, totals.pending);
+  depth.set({ queue, state: 'leased' }, totals.inFlight);
+  depth.set({ queue, state: 'dead' }, totals.dead);
+  partitions.set({ queue, state: 'ready' }, totals.readyPartitions);
+  partitions.set({ queue, state: 'waiting' }, totals.waitingPartitions);
+  partitions.set({ queue, state: 'blocked' }, totals.blockedPartitions);
+  oldestAge.set({ queue }, (oldestTaskAgeMs ?? 0) / 1000);
 }

@@ -1,2 +1,3 @@
 export * from './router/backpressure.ts';
 export * from './router/index.ts';
+export * from './router/samplers.ts';

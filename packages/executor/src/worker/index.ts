@@ -66,7 +66,13 @@ export interface ExecutorOptions extends Omit<PolicyModules, 'retryAfterMaxMs'> 
 /** How a task leaves this executor. */
 type Settlement =
   /** `deadLetter`: the DLQ record written in the same flush as the result. */
-  | { kind: 'deliver'; result: ResultEnvelope; outcome: string; deadLetter?: OutgoingRecord }
+  | {
+      kind: 'deliver';
+      result: ResultEnvelope;
+      outcome: string;
+      deadLetter?: OutgoingRecord;
+      deadLetterReason?: string;
+    }
   /**
    * Back to the queue for `delayMs`. `payload`: the queued task rewritten with its new progress
    * (absent = unchanged). `outbox`: wait in the outbox instead (then the lease is acked).
@@ -77,6 +83,8 @@ type Settlement =
 interface Pending {
   lease: LeasedTask;
   settlement: Settlement;
+  /** Epoch ms the request was accepted (the task's createdAt), for the end-to-end latency. */
+  createdAt?: number | undefined;
   done: () => void;
 }
 
@@ -221,7 +229,7 @@ export class Executor {
       settled.push(
         this.limit(async () => {
           const settlement = await this.attempt(job, fetched[i]);
-          await this.settle(job.lease, settlement);
+          await this.settle(job.lease, settlement, job.task.createdAt);
         }),
       );
     });
@@ -274,7 +282,13 @@ export class Executor {
     if (!this.options.topicDlq) return deliver(sourced, 'invalid_request');
     const reason = DEAD_LETTER_REASONS.unprocessable;
     const deadLetter = deadLetterMessage({ record, result: sourced, reason, source });
-    return { kind: 'deliver', result: sourced, outcome: 'invalid_request', deadLetter };
+    return {
+      kind: 'deliver',
+      result: sourced,
+      outcome: 'invalid_request',
+      deadLetter,
+      deadLetterReason: reason,
+    };
   }
 
   /** The envelope of a record, or the invalid_request result answering it (keyed by the task's requestId). */
@@ -307,7 +321,7 @@ export class Executor {
       const { topicDlq } = this.options;
       if (!deadLetter || !topicDlq) return deliver(result, label);
       const message = deadLetterMessage({ envelope, result, reason: deadLetter, source: job.task.ref });
-      return { kind: 'deliver', result, outcome: label, deadLetter: message };
+      return { kind: 'deliver', result, outcome: label, deadLetter: message, deadLetterReason: deadLetter };
     }
     const { delayMs, reason, progress } = ending;
     // The queue refuses such a delay for the whole reject batch: fail this task alone (internal result).
@@ -321,9 +335,9 @@ export class Executor {
   }
 
   /** Queues the settlement for the next flush; resolves once it is written and the lease settled. */
-  private settle(lease: LeasedTask, settlement: Settlement): Promise<void> {
+  private settle(lease: LeasedTask, settlement: Settlement, createdAt?: number): Promise<void> {
     return new Promise((done) => {
-      this.pending.push({ lease, settlement, done });
+      this.pending.push({ lease, settlement, createdAt, done });
       this.flushSoon();
     });
   }
@@ -355,6 +369,7 @@ export class Executor {
     const deliveries = batch.filter((p) => p.settlement.kind === 'deliver');
     const rows = batch.flatMap((p) => (p.settlement.kind === 'reschedule' && p.settlement.outbox) || []);
     const [produced, outboxed] = await Promise.all([this.produceResults(deliveries), this.addToOutbox(rows)]);
+    if (produced) observeProduced(deliveries, Date.now());
     const acks: string[] = [];
     const rejects: Array<{ token: string; delayMs: number; payload?: string }> = [];
     const dead: Array<{ token: string; reason: string }> = [];
@@ -503,6 +518,16 @@ export class Executor {
 
 function deliver(result: ResultEnvelope, outcome: string): Settlement {
   return { kind: 'deliver', result, outcome };
+}
+
+/** End-to-end latency (measured when the result is on `out`, before the ack) and dead letters written. */
+function observeProduced(deliveries: Pending[], nowMs: number): void {
+  for (const { settlement, createdAt } of deliveries) {
+    if (settlement.kind !== 'deliver') continue;
+    if (createdAt !== undefined)
+      metrics.endToEndSeconds.observe({ outcome: settlement.outcome }, Math.max(0, nowMs - createdAt) / 1000);
+    if (settlement.deadLetterReason) metrics.deadLetters.inc({ reason: settlement.deadLetterReason });
+  }
 }
 
 function outcomeOf(settlement: Settlement, produced: boolean): string {

@@ -26,7 +26,7 @@ import type { Bulkhead } from '../bulkhead/index.ts';
 import type { ResponseCache } from '../cache/index.ts';
 import type { CallOutcome, HttpCall, HttpClient } from '../http/index.ts';
 import { toHttpCall } from '../http/request.ts';
-import { executorMetrics as metrics, outcomeLabel } from '../metrics.ts';
+import { executorMetrics as metrics, originLabel, outcomeLabel } from '../metrics.ts';
 import { callResult } from '../result/index.ts';
 import { requireSigningKey, type SigningKeys, signRequest } from '../signing/index.ts';
 import { batched } from './batch.ts';
@@ -232,7 +232,11 @@ export class Policies {
       this.modules.http.call(withTraceparent(call, span, envelope.meta.traceparent)),
     );
     const label = outcomeLabel(outcome);
-    metrics.httpSeconds.observe({ outcome: label }, outcome.durationNs / 1e9);
+    const seconds = outcome.durationNs / 1e9;
+    const originName = originLabel.of(origin);
+    metrics.httpSeconds.observe({ outcome: label }, seconds);
+    metrics.originSeconds.observe({ origin: originName }, seconds);
+    metrics.originCalls.inc({ origin: originName, outcome: label });
     if (outcome.kind === 'failure') log.warn({ err: outcome.error, tryCount }, 'call to the target failed');
     else log.debug({ status: outcome.status, tryCount }, 'target answered');
     if (this.record && admission?.admitted)

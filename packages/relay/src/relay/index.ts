@@ -7,6 +7,7 @@ import {
   DEFAULT_LEASE_MS,
   deadLetterMessage,
   errorResult,
+  gauge,
   isMessageTooLargeError,
   isOutage,
   type KafkaProducer,
@@ -15,6 +16,7 @@ import {
   type OutgoingRecord,
   type RoleDefinition,
   type RoleHandle,
+  startSampler,
 } from '@requester/shared';
 
 const moved = counter('relay_moved_total', 'outbox rows produced to Kafka in and deleted');
@@ -22,6 +24,16 @@ const failures = counter('relay_failures_total', 'failed outbox deliveries (rows
 const refusedRows = counter(
   'relay_refused_total',
   'outbox rows Kafka refused for good (answered with an error result and dead-lettered, then deleted)',
+);
+
+const outboxRows = gauge('outbox_rows', 'rows waiting in the PostgreSQL outbox (sampled by the relays)');
+const outboxDue = gauge(
+  'outbox_due_rows',
+  'outbox rows already due, not yet relayed (sampled by the relays)',
+);
+const outboxOverdue = gauge(
+  'outbox_oldest_overdue_seconds',
+  'how long ago the earliest due outbox row fell due; 0 when none is due (sampled by the relays)',
 );
 
 /** Longest a relay sleeps without news: a safety net for a lost NOTIFY, not the wake-up mechanism. */
@@ -231,7 +243,24 @@ export const relayRole: RoleDefinition = {
       topicDlq: config.topicDlq,
     });
     await relay.start();
-    return { drain: () => relay.stop() };
+    const outbox = new Outbox(await deps.sql());
+    const sampler = startSampler(
+      'outbox',
+      config.metricsSampleInterval,
+      async () => {
+        const { rows, due, oldestOverdueMs } = await outbox.backlog();
+        outboxRows.set(rows);
+        outboxDue.set(due);
+        outboxOverdue.set(oldestOverdueMs / 1000);
+      },
+      logger,
+    );
+    return {
+      drain: async () => {
+        await sampler.stop();
+        await relay.stop();
+      },
+    };
   },
 };
 

@@ -27,6 +27,7 @@ import {
   type OpenOriginInfo,
 } from './backpressure.ts';
 import { type QueueTask, type Route, routeRecord, type SourceRecord } from './route.ts';
+import { startRouterSamplers } from './samplers.ts';
 
 const routed = counter('router_records_total', 'records of in routed, by destination', ['destination']);
 const refused = counter(
@@ -267,7 +268,10 @@ export const routerRole: RoleDefinition = {
     const producer = await deps.producer();
     const queue = queueFromConfig(config, deps.redis(), { logger });
     const rules = backpressureRules(config);
-    const breaker = rules.breakerPauseAfterMs > 0 ? breakerFromConfig(config, deps.redis()) : undefined;
+    // The listing feeds the pause rule (when ROUTER_BREAKER_PAUSE_AFTER is set) and, every
+    // METRICS_SAMPLE_INTERVAL, the `breaker_open*` gauges.
+    const breaker = breakerFromConfig(config, deps.redis());
+    const openOrigins = () => breaker.openOrigins();
     const groupId = `${config.kafkaClientId}-router`;
     const consumer = deps.kafka().consumer({ groupId, sessionTimeoutMs: config.kafkaSessionTimeout });
     deps.consumers.watch(consumer, groupId);
@@ -285,10 +289,24 @@ export const routerRole: RoleDefinition = {
       backpressure: {
         ...rules,
         depth: () => queue.pendingDepth(),
-        ...(breaker ? { openOrigins: () => breaker.openOrigins() } : {}),
+        ...(rules.breakerPauseAfterMs > 0 ? { openOrigins } : {}),
       },
     });
     await router.start();
-    return { drain: () => router.stop() };
+    const samplers = startRouterSamplers({
+      queue,
+      admin: deps.kafka().admin(),
+      groupId,
+      topicIn: config.topicIn,
+      intervalMs: config.metricsSampleInterval,
+      logger,
+      openOrigins,
+    });
+    return {
+      drain: async () => {
+        await samplers.stop();
+        await router.stop();
+      },
+    };
   },
 };

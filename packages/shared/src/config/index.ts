@@ -271,6 +271,12 @@ export const CONFIG_VARIABLES = {
     goDuration.refine((ms) => ms > 0, 'must be a positive duration'),
     'how often routers sample the queue depth and open breakers for backpressure',
   ),
+  metricsSampleInterval: variable(
+    'METRICS_SAMPLE_INTERVAL',
+    '10s',
+    goDuration.refine((ms) => ms > 0, 'must be a positive duration'),
+    'how often routers sample queue depths and the consumer lag of in, and relays the outbox backlog, into /metrics',
+  ),
   databaseUrl: variable(
     'DATABASE_URL',
     'postgres://postgres@127.0.0.1:5432/requester',

@@ -170,6 +170,25 @@ export class Outbox {
     };
   }
 
+  /**
+   * Backlog for /metrics, by PostgreSQL's clock: rows, rows due now (or claimed ones whose lease
+   * ran out), and how long ago the earliest due row fell due (0 when none is due). `min(due_at)` and
+   * the due count walk the due_at index; `count(*)` visits every row, fine for an outbox of waits
+   * (thousands to a few million rows) sampled every few seconds by each relay.
+   */
+  async backlog(): Promise<{ rows: number; due: number; oldestOverdueMs: number }> {
+    const [row] = await this.sql`
+      select count(*)::int as rows,
+        count(*) filter (where due_at <= now())::int as due,
+        coalesce(extract(epoch from (now() - min(due_at))) * 1000, 0)::float8 as overdue
+      from outbox`;
+    return {
+      rows: Number(row?.rows ?? 0),
+      due: Number(row?.due ?? 0),
+      oldestOverdueMs: Math.max(0, Number(row?.overdue ?? 0)),
+    };
+  }
+
   async count(): Promise<number> {
     const [row] = await this.sql`select count(*)::int as n from outbox`;
     return (row?.n as number) ?? 0;
