@@ -30,7 +30,12 @@ describe('tracing', () => {
     initTracing('requester-test', `http://127.0.0.1:${port}`);
     const traceparent = newTraceparent();
     const traceId = traceparent.split('-')[1] as string;
-    const value = await inSpan('test.work', traceparent, { requestId: 'r-1' }, async () => 42);
+    const value = await inSpan(
+      'test.work',
+      traceparent,
+      { attributes: { requestId: 'r-1' } },
+      async () => 42,
+    );
     expect(value).toBe(42);
     await shutdownTracing(); // flushes the batch
     const exported = bodies.join('\n');
