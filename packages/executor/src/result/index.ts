@@ -117,5 +117,6 @@ export function tooLargeResultMessage(result: ResultEnvelope, why: string): Outg
     proxyData: meta.proxyData,
   });
   if (meta.client !== undefined) tooLarge.meta.client = meta.client;
+  if (meta.traceId !== undefined) tooLarge.meta.traceId = meta.traceId;
   return { key: meta.requestId ?? null, value: JSON.stringify(tooLarge) };
 }

@@ -5,11 +5,15 @@ import {
   decodeQueuedTask,
   encodeQueuedTask,
   errorResult,
+  type FetchedRecord,
   type Fetcher,
   type FetchOutcome,
+  firstTraceparent,
+  inSpan,
   invalidRequestResult,
   isMessageTooLargeError,
   type KafkaProducer,
+  kafkaAttributes,
   kafkaKeyFor,
   type Logger,
   msToNs,
@@ -20,8 +24,16 @@ import {
   type RequestContract,
   type RequestEnvelope,
   type ResultEnvelope,
+  type Span,
+  SpanKind,
+  SpanStatusCode,
   sourcedResult,
+  startSpan,
   taskId,
+  traceIdOf,
+  traceparentHeader,
+  traceparentOf,
+  tracingEnabled,
 } from '@requester/shared';
 import pLimit, { type LimitFunction } from 'p-limit';
 import { deadLetterMessage } from '../dlq/index.ts';
@@ -72,6 +84,8 @@ type Settlement =
       outcome: string;
       deadLetter?: OutgoingRecord;
       deadLetterReason?: string;
+      /** The attempt's span: the parent of the `out` PRODUCER span and the record's header. */
+      traceparent?: string;
     }
   /**
    * Back to the queue for `delayMs`. `payload`: the queued task rewritten with its new progress
@@ -93,6 +107,8 @@ type Parsed = { ok: true; envelope: RequestEnvelope } | { ok: false; result: Res
 interface Job {
   lease: LeasedTask;
   task: QueuedTask;
+  /** Epoch ms when the lease was taken: where the task's queue wait ends. */
+  leasedAt: number;
 }
 
 /** Shortest idle sleep: `nextWakeMs` may be 0 while nothing is leasable (e.g. a blocked partition). */
@@ -219,9 +235,10 @@ export class Executor {
   private async runBatch(leases: LeasedTask[]): Promise<void> {
     const jobs: Job[] = [];
     const settled: Array<Promise<void>> = [];
+    const leasedAt = Date.now();
     for (const lease of leases) {
       const task = decode(lease.payload);
-      if (task) jobs.push({ lease, task });
+      if (task) jobs.push({ lease, task, leasedAt });
       else settled.push(this.settle(lease, { kind: 'dead', reason: 'queue payload is not a queued task' }));
     }
     const fetched = await this.options.fetcher.fetchMany(jobs.map((job) => job.task.ref));
@@ -257,7 +274,11 @@ export class Executor {
       if (!parsed.ok) return this.unprocessable(job, fetched.record, parsed.result);
       const { envelope } = parsed;
       const taskLog = envelope.meta.client ? log.child({ client: envelope.meta.client }) : log;
-      return this.settlementOf(job, envelope, await this.policies.attempt(envelope, progress, taskLog));
+      return await this.traced(job, fetched.record, envelope, (traced) =>
+        this.policies
+          .attempt(traced, progress, taskLog)
+          .then((ending) => this.settlementOf(job, traced, ending)),
+      );
     } catch (err) {
       log.error({ err }, 'executor failed on a task: answering with an internal error');
       const message = err instanceof Error ? err.message : String(err);
@@ -266,6 +287,43 @@ export class Executor {
         'internal',
       );
     }
+  }
+
+  /**
+   * Runs the attempt in its span, after recording the task's wait in the queue. The parent is the
+   * span that queued the task (router, or the previous attempt), else the record's `traceparent`
+   * header, else its `meta.traceparent`. The envelope handed on carries the attempt's span in
+   * `meta.traceparent` (the CLIENT span and an outbox row continue it); a result carries the trace id.
+   */
+  private traced(
+    job: Job,
+    record: FetchedRecord,
+    envelope: RequestEnvelope,
+    run: (traced: RequestEnvelope) => Promise<Settlement>,
+  ): Promise<Settlement> {
+    const parent = firstTraceparent(
+      job.task.traceparent,
+      traceparentHeader(record.headers),
+      envelope.meta.traceparent,
+    );
+    const { requestId } = envelope.meta;
+    const attributes = { 'requester.request_id': requestId, 'requester.try_count': job.task.tryCount };
+    startSpan('queue wait', parent, {
+      // Dates, not numbers: a number before this process started would be read as performance time.
+      startTime: new Date(Math.min(job.task.requeuedAt ?? job.lease.publishedAt, job.leasedAt)),
+      attributes: { ...attributes, 'requester.deliveries': job.lease.deliveries },
+    }).end(new Date(job.leasedAt));
+    return inSpan('execute', parent, { attributes }, async (span) => {
+      const traceparent = traceparentOf(span) ?? parent;
+      const traced = traceparent ? { ...envelope, meta: { ...envelope.meta, traceparent } } : envelope;
+      const settlement = await run(traced);
+      if (settlement.kind !== 'deliver') return settlement;
+      const traceId = traceIdOf(traceparent);
+      const result = traceId
+        ? { ...settlement.result, meta: { ...settlement.result.meta, traceId } }
+        : settlement.result;
+      return { ...settlement, result, ...(traceparent ? { traceparent } : {}) };
+    });
   }
 
   /**
@@ -326,7 +384,7 @@ export class Executor {
     const { delayMs, reason, progress } = ending;
     // The queue refuses such a delay for the whole reject batch: fail this task alone (internal result).
     if (!isQueueDelay(delayMs)) throw new RangeError(`cannot reschedule: ${delayMs} is not a delay in ms`);
-    const payload = encodeQueuedTask({ ...job.task, ...progress });
+    const payload = encodeQueuedTask({ ...job.task, ...progress, ...requeueTrace(envelope) });
     const { outbox, horizonMs = Number.POSITIVE_INFINITY } = this.options;
     if (!outbox || placeOf(delayMs, job.lease.ordered, horizonMs) === 'redis')
       return { kind: 'reschedule', delayMs, outcome: reason, payload };
@@ -404,10 +462,12 @@ export class Executor {
   /** true once every result is on `out` and every dead letter on the DLQ; retried for up to a lease TTL. */
   private async produceResults(deliveries: Pending[]): Promise<boolean> {
     const results: ResultEnvelope[] = [];
+    const traceparents: Array<string | undefined> = [];
     const deadLetters: OutgoingRecord[] = [];
     for (const { settlement } of deliveries) {
       if (settlement.kind !== 'deliver') continue;
       results.push(settlement.result);
+      traceparents.push(settlement.traceparent);
       if (settlement.deadLetter) deadLetters.push(settlement.deadLetter);
     }
     if (results.length === 0) return true;
@@ -416,7 +476,7 @@ export class Executor {
     for (let attempt = 1; ; attempt++) {
       try {
         await Promise.all([
-          this.writeResults(results),
+          this.writeResults(results, traceparents),
           topicDlq ? producer.send(topicDlq, deadLetters, produceTimeoutMs) : undefined,
         ]);
         return true;
@@ -440,13 +500,21 @@ export class Executor {
    * own, and the ones still refused are answered as too large: one oversized result must neither
    * hold back the results of its batch nor be retried forever.
    */
-  private async writeResults(results: ResultEnvelope[]): Promise<void> {
+  private async writeResults(
+    results: ResultEnvelope[],
+    traceparents: Array<string | undefined>,
+  ): Promise<void> {
     const { producer, topicOut, produceTimeoutMs, maxResultBytes } = this.options;
-    const messages = results.map((result) => resultMessage(result, maxResultBytes));
+    const spans = traceparents.map((parent) => sendSpan(topicOut, parent));
+    const messages = results.map((result, i) =>
+      withTraceHeader(resultMessage(result, maxResultBytes), spans[i]),
+    );
     try {
       await producer.send(topicOut, messages, produceTimeoutMs);
+      endAll(spans);
       return;
     } catch (err) {
+      endAll(spans, err);
       if (!isMessageTooLargeError(err)) throw err;
     }
     await Promise.all(
@@ -516,6 +584,28 @@ export class Executor {
   }
 }
 
+/** The PRODUCER span of one result written to `out`; none for a result outside any trace. */
+function sendSpan(topic: string, parent: string | undefined): Span | undefined {
+  if (!parent || !tracingEnabled()) return undefined;
+  return startSpan(`send ${topic}`, parent, {
+    kind: SpanKind.PRODUCER,
+    attributes: kafkaAttributes('send', topic),
+  });
+}
+
+/** The record with the `traceparent` header of its PRODUCER span: the sync-gateway continues it. */
+function withTraceHeader(record: OutgoingRecord, span: Span | undefined): OutgoingRecord {
+  const traceparent = span && traceparentOf(span);
+  return traceparent ? { ...record, headers: { ...record.headers, traceparent } } : record;
+}
+
+function endAll(spans: Array<Span | undefined>, err?: unknown): void {
+  for (const span of spans) {
+    if (err) span?.setStatus({ code: SpanStatusCode.ERROR, message: String(err) });
+    span?.end();
+  }
+}
+
 function deliver(result: ResultEnvelope, outcome: string): Settlement {
   return { kind: 'deliver', result, outcome };
 }
@@ -528,6 +618,12 @@ function observeProduced(deliveries: Pending[], nowMs: number): void {
       metrics.endToEndSeconds.observe({ outcome: settlement.outcome }, Math.max(0, nowMs - createdAt) / 1000);
     if (settlement.deadLetterReason) metrics.deadLetters.inc({ reason: settlement.deadLetterReason });
   }
+}
+
+/** What a task put back carries for its next queue wait and attempt (nothing while tracing is off). */
+function requeueTrace(envelope: RequestEnvelope): Pick<QueuedTask, 'traceparent' | 'requeuedAt'> {
+  const { traceparent } = envelope.meta;
+  return tracingEnabled() && traceparent ? { traceparent, requeuedAt: Date.now() } : {};
 }
 
 function outcomeOf(settlement: Settlement, produced: boolean): string {

@@ -20,6 +20,9 @@ import {
   RequesterError,
   type ResultEnvelope,
   type Span,
+  SpanKind,
+  type SpanOptions,
+  SpanStatusCode,
   wakeUpResult,
 } from '@requester/shared';
 import type { Bulkhead } from '../bulkhead/index.ts';
@@ -227,9 +230,11 @@ export class Policies {
     const opened = admission ? breakerStep(admission, Date.now()) : CALL;
     if (opened.kind !== 'call') return { kind: 'failure', stop: opened };
 
-    const attributes = { 'requester.request_id': envelope.meta.requestId, 'requester.try_count': tryCount };
-    const outcome = await inSpan('executor.call', envelope.meta.traceparent, attributes, (span) =>
-      this.modules.http.call(withTraceparent(call, span, envelope.meta.traceparent)),
+    const outcome = await inSpan(call.method, envelope.meta.traceparent, clientSpanOptions(call), (span) =>
+      this.modules.http.call(withTraceparent(call, span, envelope.meta.traceparent)).then((outcome) => {
+        endClientSpan(span, outcome);
+        return outcome;
+      }),
     );
     const label = outcomeLabel(outcome);
     const seconds = outcome.durationNs / 1e9;
@@ -290,6 +295,41 @@ export class Policies {
 
 function deadLetterOf(step: Step): DeadLetterReason | undefined {
   return step.kind === 'deliver' ? step.deadLetter : undefined;
+}
+
+/**
+ * The CLIENT span of a call to the target (HTTP semantic conventions). The URL loses its userinfo
+ * and its query values: a collector is no place for the credentials they may hold.
+ */
+function clientSpanOptions(call: HttpCall): SpanOptions {
+  const url = new URL(call.uri);
+  const port = url.port ? Number(url.port) : url.protocol === 'https:' ? 443 : 80;
+  url.username = '';
+  url.password = '';
+  for (const key of new Set(url.searchParams.keys())) url.searchParams.set(key, 'REDACTED');
+  return {
+    kind: SpanKind.CLIENT,
+    attributes: {
+      'http.request.method': call.method,
+      'url.full': url.toString(),
+      'server.address': url.hostname,
+      'server.port': port,
+    },
+  };
+}
+
+/** A response of 4xx/5xx, or no response, is an error of the CLIENT span. */
+function endClientSpan(span: Span, outcome: CallOutcome): void {
+  if (outcome.kind === 'response') {
+    span.setAttribute('http.response.status_code', outcome.status);
+    if (outcome.status >= 400) {
+      span.setAttribute('error.type', String(outcome.status));
+      span.setStatus({ code: SpanStatusCode.ERROR });
+    }
+    return;
+  }
+  span.setAttribute('error.type', outcome.error.code);
+  span.setStatus({ code: SpanStatusCode.ERROR, message: outcome.error.message });
 }
 
 /**

@@ -16,14 +16,19 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import {
   counter,
   type ErrorCode,
+  firstTraceparent,
   formatRfc3339,
   histogram,
-  inSpan,
   kafkaKeyFor,
   type Logger,
   newTraceparent,
   type RequestEnvelope,
+  type Span,
+  SpanKind,
+  SpanStatusCode,
   safeParseRequestEnvelope,
+  startSpan,
+  traceparentOf,
   tryParseDuration,
 } from '@requester/shared';
 import { type Context, Hono } from 'hono';
@@ -64,7 +69,13 @@ export interface ApiSettings {
   access: Access;
 }
 
-type Env = { Variables: { requestId: string; log: Logger; caller?: Caller } };
+type Env = { Variables: { requestId: string; log: Logger; caller?: Caller; trace: ServerTrace } };
+
+/** The SERVER span of one API request, started once its parent is known (see serverSpan). */
+interface ServerTrace {
+  startTime: Date;
+  span?: Span;
+}
 
 const requests = counter('http_requests_total', 'HTTP requests answered by the API, by route and status', [
   'method',
@@ -83,6 +94,7 @@ export function createApi(parts: ApiParts, settings: ApiSettings, logger: Logger
   const app = new Hono<Env>();
   // x-request-id: the caller's correlation id (or a fresh one), echoed and put on every log line.
   app.use(requestId());
+  app.use(traced());
   app.use(observe(parts, logger));
   const auth = authenticate<Env>(settings.access, refuse);
   app.use('/request', auth);
@@ -97,6 +109,47 @@ export function createApi(parts: ApiParts, settings: ApiSettings, logger: Logger
     return problem(c, 500, 'internal', 'internal error');
   });
   return app;
+}
+
+/** A SERVER span per API request (HTTP semantic conventions), ended with the response. */
+function traced() {
+  return async (c: Context<Env>, next: () => Promise<void>): Promise<void> => {
+    c.set('trace', { startTime: new Date() });
+    try {
+      await next();
+    } finally {
+      const span = serverSpan(c);
+      const status = c.res.status;
+      span.updateName(`${c.req.method} ${routeLabel(c)}`);
+      span.setAttribute('http.route', routeLabel(c));
+      span.setAttribute('http.response.status_code', status);
+      if (status >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
+      span.end();
+    }
+  };
+}
+
+/**
+ * The request's SERVER span, started (back-dated to the request's arrival) on first use: its
+ * parent is the caller's `traceparent` header, else `bodyTraceparent` (`meta.traceparent`), which
+ * is only known once the body is read.
+ */
+function serverSpan(c: Context<Env>, bodyTraceparent?: string): Span {
+  const trace = c.get('trace');
+  trace.span ??= startSpan(
+    `${c.req.method} ${routeLabel(c)}`,
+    firstTraceparent(c.req.header('traceparent'), bodyTraceparent),
+    {
+      kind: SpanKind.SERVER,
+      startTime: trace.startTime,
+      attributes: {
+        'http.request.method': c.req.method,
+        'url.path': c.req.path,
+        'url.scheme': new URL(c.req.url).protocol.replace(':', ''),
+      },
+    },
+  );
+  return trace.span;
 }
 
 /** Access log, metrics, and `Connection: close` once shutdown began. */
@@ -186,7 +239,12 @@ async function accept(
   if (!parsed.ok) return problem(c, 400, 'invalid_request', parsed.error.message, parsed.error.issues);
   const admitted = await settings.access.admit(c.get('caller'), parsed.value);
   if (!admitted.ok) return refuse(c, admitted.refusal);
-  const envelope = stamp(admitted.envelope);
+  // The PRODUCER span's context goes in meta.traceparent: the router's span continues it.
+  const sending = startSpan('send in', serverSpan(c, admitted.envelope.meta.traceparent), {
+    kind: SpanKind.PRODUCER,
+    attributes: { 'messaging.system': 'kafka', 'messaging.operation.type': 'send' },
+  });
+  const envelope = stamp(admitted.envelope, traceparentOf(sending));
   const id = envelope.meta.requestId;
   useLog(c, parts.ingressLog, id);
   // The fingerprint covers meta.client: another key reusing a requestId is a different request.
@@ -200,10 +258,9 @@ async function accept(
   const until = Date.now() + (hub ? settings.syncTimeoutMs : 0);
   const result = hub?.wait(id, { timeoutMs: settings.syncTimeoutMs, signal });
   try {
-    await inSpan('ingress.submit', envelope.meta.traceparent, { requestId: id }, () =>
-      submit(kafkaKeyFor(envelope), JSON.stringify(envelope)),
-    );
+    await submit(kafkaKeyFor(envelope), JSON.stringify(envelope));
   } catch (err) {
+    sending.setStatus({ code: SpanStatusCode.ERROR });
     abandon.abort();
     c.get('log').warn({ err }, 'Kafka did not acknowledge the request; refused with 503');
     c.header('Retry-After', String(settings.unavailableRetryAfterSeconds ?? 5));
@@ -213,6 +270,8 @@ async function accept(
       'dependency_unavailable',
       'the request could not be written to Kafka; nothing was accepted, retry later',
     );
+  } finally {
+    sending.end();
   }
   return {
     id,
@@ -258,14 +317,16 @@ async function claimRequestId(
 
 /**
  * What the ingress adds to the Kafka copy: `createdAt` is when *this* service accepted the request
- * (so a client cannot backdate it), `tryCount`, `waitTime` and `retryBase` start over, and a trace
- * starts when none is given.
+ * (so a client cannot backdate it), `tryCount`, `waitTime` and `retryBase` start over, and
+ * `traceparent` becomes the ingress's own span (a child of the caller's), or starts a trace when
+ * there is neither a span nor a caller's.
  */
-function stamp(envelope: RequestEnvelope): RequestEnvelope {
+function stamp(envelope: RequestEnvelope, spanTraceparent: string | undefined): RequestEnvelope {
   const { tryCount: _attempts, waitTime: _waited, retryBase: _base, ...rest } = envelope;
+  const traceparent = spanTraceparent ?? rest.meta.traceparent ?? newTraceparent();
   return {
     ...rest,
-    meta: { ...rest.meta, traceparent: rest.meta.traceparent ?? newTraceparent() },
+    meta: { ...rest.meta, traceparent },
     createdAt: formatRfc3339(Date.now()),
   };
 }

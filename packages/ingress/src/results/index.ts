@@ -8,6 +8,7 @@ import {
   type KafkaConsumer,
   type KafkaRecord,
   type Logger,
+  traceparentHeader,
   withTimeout,
 } from '@requester/shared';
 
@@ -27,8 +28,11 @@ export interface FollowOptions {
   kafka: KafkaClient;
   topic: string;
   logger: Logger;
-  /** Called with the requestId and the raw JSON of each result (parsed only when someone asks). */
-  onResult(requestId: string, json: string): void;
+  /**
+   * Called with the requestId and the raw JSON of each result (parsed only when someone asks), and
+   * the record's `traceparent` header (the executor's PRODUCER span) when it has one.
+   */
+  onResult(requestId: string, json: string, traceparent?: string): void;
   /** Bound on joining the group at start. */
   joinTimeoutMs?: number;
   /** KAFKA_SESSION_TIMEOUT (default: the adapter's). */
@@ -130,7 +134,7 @@ function firstJoin(consumer: KafkaConsumer, topic: string, ends: Map<number, str
   });
 }
 
-type OutMessage = Pick<KafkaRecord, 'key' | 'value'>;
+type OutMessage = Pick<KafkaRecord, 'key' | 'value'> & Partial<Pick<KafkaRecord, 'headers'>>;
 
 /**
  * `out` is keyed by requestId; an unkeyed record falls back to its `meta.requestId`. A record that
@@ -143,7 +147,7 @@ function deliver(message: OutMessage, options: FollowOptions): void {
     const json = message.value?.toString('utf8') ?? '';
     const result = readResult(json);
     const requestId = result && (message.key?.toString('utf8') || requestIdOf(result));
-    if (requestId) options.onResult(requestId, json);
+    if (requestId) options.onResult(requestId, json, traceparentHeader(message.headers));
     else skip(message, options, !result ? (message.value ? 'unreadable' : 'empty') : 'no_request_id');
   } catch (err) {
     options.logger.error({ err }, 'a result of out could not be handed over: skipped');

@@ -1,4 +1,12 @@
-import type { RoleContext, RoleDefinition, RoleHandle } from '@requester/shared';
+import {
+  kafkaAttributes,
+  type RoleContext,
+  type RoleDefinition,
+  type RoleHandle,
+  SpanKind,
+  startSpan,
+  tracingEnabled,
+} from '@requester/shared';
 import { redisRequestIds } from '../claims/index.ts';
 import { Hub } from '../hub/index.ts';
 import { followResults } from '../results/index.ts';
@@ -51,7 +59,7 @@ export const syncGatewayRole = {
       logger,
       sessionTimeoutMs: config.kafkaSessionTimeout,
       health: deps.consumers,
-      onResult: (id, json) => hub.publish(id, json),
+      onResult: (id, json, traceparent) => traceReply(config.topicOut, traceparent, hub.publish(id, json)),
     });
     try {
       const server = await attach(ctx, { hub, gatewayLog: logger });
@@ -62,3 +70,15 @@ export const syncGatewayRole = {
     }
   },
 } satisfies RoleDefinition;
+
+/**
+ * The sync reply's hop: a CONSUMER span under the result's PRODUCER span, recorded only by the
+ * gateway that had callers waiting (every gateway reads every result).
+ */
+function traceReply(topic: string, traceparent: string | undefined, woken: number): void {
+  if (woken === 0 || !traceparent || !tracingEnabled()) return;
+  startSpan(`receive ${topic}`, traceparent, {
+    kind: SpanKind.CONSUMER,
+    attributes: { ...kafkaAttributes('receive', topic), 'requester.callers_woken': woken },
+  }).end();
+}

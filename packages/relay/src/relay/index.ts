@@ -11,12 +11,19 @@ import {
   isMessageTooLargeError,
   isOutage,
   type KafkaProducer,
+  kafkaAttributes,
   type Logger,
   Outbox,
   type OutgoingRecord,
   type RoleDefinition,
   type RoleHandle,
+  type Span,
+  SpanKind,
+  SpanStatusCode,
   startSampler,
+  startSpan,
+  traceparentOf,
+  tracingEnabled,
 } from '@requester/shared';
 
 const moved = counter('relay_moved_total', 'outbox rows produced to Kafka in and deleted');
@@ -149,8 +156,25 @@ export class Relay {
   }
 
   private async produceRows(topic: string, rows: ClaimedRow[]): Promise<void> {
+    const spans = rows.map((row) => relaySpan(topic, row));
     try {
-      await this.options.producer.send(topic, rows.map(inRecord), this.options.produceTimeoutMs);
+      await this.produceRecords(topic, rows, spans);
+    } catch (err) {
+      for (const span of spans) span?.setStatus({ code: SpanStatusCode.ERROR });
+      throw err;
+    } finally {
+      for (const span of spans) span?.end();
+    }
+  }
+
+  private async produceRecords(
+    topic: string,
+    rows: ClaimedRow[],
+    spans: Array<Span | undefined>,
+  ): Promise<void> {
+    const records = rows.map((row, i) => inRecord(row, spans[i]));
+    try {
+      await this.options.producer.send(topic, records, this.options.produceTimeoutMs);
     } catch (err) {
       if (isOutage(err) || !this.options.topicOut) throw err;
       this.options.logger.warn(
@@ -158,9 +182,13 @@ export class Relay {
         'Kafka refused a batch of outbox rows: producing them one by one',
       );
       const refused: Array<{ row: ClaimedRow; err: unknown }> = [];
-      for (const row of rows) {
+      for (const [i, row] of rows.entries()) {
         try {
-          await this.options.producer.send(topic, [inRecord(row)], this.options.produceTimeoutMs);
+          await this.options.producer.send(
+            topic,
+            [records[i] as OutgoingRecord],
+            this.options.produceTimeoutMs,
+          );
         } catch (rowErr) {
           if (isOutage(rowErr)) throw rowErr;
           refused.push({ row, err: rowErr });
@@ -264,10 +292,34 @@ export const relayRole: RoleDefinition = {
   },
 };
 
-function inRecord(row: ClaimedRow): OutgoingRecord {
+function inRecord(row: ClaimedRow, span: Span | undefined): OutgoingRecord {
+  const traceparent = span && traceparentOf(span);
   return {
     key: row.key,
     value: row.payload,
-    headers: { 'requester-relayed-from': 'outbox', 'requester-due-at': row.dueAt.toISOString() },
+    headers: {
+      'requester-relayed-from': 'outbox',
+      'requester-due-at': row.dueAt.toISOString(),
+      ...(traceparent ? { traceparent } : {}),
+    },
   };
+}
+
+/**
+ * The PRODUCER span of a row going back to `in`, under the span that wrote the row (its envelope's
+ * `meta.traceparent`, see the router's outbox row); its context rides in the record's header.
+ */
+function relaySpan(topic: string, row: ClaimedRow): Span | undefined {
+  if (!tracingEnabled()) return undefined;
+  let parent: string | undefined;
+  try {
+    parent = (JSON.parse(row.payload.toString('utf8')) as { meta?: { traceparent?: string } }).meta
+      ?.traceparent;
+  } catch {
+    parent = undefined; // a poison row: answered elsewhere; its span starts a trace of its own
+  }
+  return startSpan(`send ${topic}`, parent, {
+    kind: SpanKind.PRODUCER,
+    attributes: { ...kafkaAttributes('send', topic), 'requester.request_id': row.requestId },
+  });
 }

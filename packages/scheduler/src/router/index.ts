@@ -6,10 +6,12 @@ import {
   counter,
   createRequestContract,
   errorResult,
+  firstTraceparent,
   histogram,
   isOutage,
   type KafkaConsumer,
   type KafkaProducer,
+  kafkaAttributes,
   type Logger,
   Outbox,
   type OutboxRow,
@@ -17,6 +19,13 @@ import {
   type RequestContract,
   type RoleDefinition,
   type RoleHandle,
+  type Span,
+  SpanKind,
+  SpanStatusCode,
+  startSpan,
+  traceparentHeader,
+  traceparentOf,
+  tracingEnabled,
   type UnprocessableAnswer,
   unprocessableAnswer,
 } from '@requester/shared';
@@ -26,7 +35,7 @@ import {
   backpressureRules,
   type OpenOriginInfo,
 } from './backpressure.ts';
-import { type QueueTask, type Route, routeRecord, type SourceRecord } from './route.ts';
+import { type QueueTask, type Route, routeRecord, type SourceRecord, type TraceRoute } from './route.ts';
 import { startRouterSamplers } from './samplers.ts';
 
 const routed = counter('router_records_total', 'records of in routed, by destination', ['destination']);
@@ -125,15 +134,50 @@ export class Router {
     if (!isRunning() || batch.records.length === 0) return;
     const timer = batchSeconds.startTimer();
     const now = Date.now();
-    const routes = batch.records.map((record) => ({ record, route: this.route(record, now) }));
-    await this.write(routes);
+    const spans: Span[] = [];
+    const routes = batch.records.map((record) => ({
+      record,
+      route: this.route(record, now, this.traceRoute(record, spans)),
+    }));
+    try {
+      await this.write(routes);
+    } catch (err) {
+      for (const span of spans) span.setStatus({ code: SpanStatusCode.ERROR });
+      throw err;
+    } finally {
+      for (const span of spans) span.end();
+    }
     timer();
   }
 
+  /**
+   * A CONSUMER span per record routed (not one per batch with links): each record is its own
+   * trace, and the queue wait and attempt hang under this span, so the trace stays one tree. Its
+   * parent is the record's `traceparent` header (a direct producer's, or the relay's), else
+   * `meta.traceparent` (the ingress's).
+   */
+  private traceRoute(record: RecordBatch['records'][number], spans: Span[]): TraceRoute {
+    return (envelope) => {
+      if (!tracingEnabled()) return undefined;
+      const parent = firstTraceparent(traceparentHeader(record.headers), envelope.meta.traceparent);
+      const span = startSpan(`process ${record.topic}`, parent, {
+        kind: SpanKind.CONSUMER,
+        attributes: {
+          ...kafkaAttributes('process', record.topic),
+          'messaging.destination.partition.id': String(record.partition),
+          'messaging.kafka.offset': Number(record.offset),
+          'requester.request_id': envelope.meta.requestId,
+        },
+      });
+      spans.push(span);
+      return traceparentOf(span);
+    };
+  }
+
   /** routeRecord, with a bug on strange input confined to its record (answered `internal`). */
-  private route(record: SourceRecord, now: number): Route {
+  private route(record: SourceRecord, now: number, trace: TraceRoute): Route {
     try {
-      return routeRecord(record, this.contract, now, this.options.horizonMs);
+      return routeRecord(record, this.contract, now, this.options.horizonMs, trace);
     } catch (err) {
       this.options.logger.error(
         { err, partition: record.partition, offset: record.offset },

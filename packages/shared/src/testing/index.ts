@@ -134,6 +134,7 @@ export function consumeEach(
 export function json<T = Record<string, unknown>>(message: Pick<KafkaRecord, 'value'>): T {
   return JSON.parse(message.value?.toString() ?? 'null') as T;
 }
+export * from './collector.ts';
 export * from './server.ts';
 export * from './target.ts';
 
