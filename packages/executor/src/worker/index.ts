@@ -318,10 +318,7 @@ export class Executor {
       const traced = traceparent ? { ...envelope, meta: { ...envelope.meta, traceparent } } : envelope;
       const settlement = await run(traced);
       if (settlement.kind !== 'deliver') return settlement;
-      const traceId = traceIdOf(traceparent);
-      const result = traceId
-        ? { ...settlement.result, meta: { ...settlement.result.meta, traceId } }
-        : settlement.result;
+      const result = withTraceId(settlement.result, traceparent);
       return { ...settlement, result, ...(traceparent ? { traceparent } : {}) };
     });
   }
@@ -375,7 +372,8 @@ export class Executor {
   private settlementOf(job: Job, envelope: RequestEnvelope, ending: Ending): Settlement {
     if (ending.kind === 'result') {
       const { label, deadLetter } = ending;
-      const result = ownedBy(envelope, ending.result);
+      // The trace id goes in before the dead letter copies the result: both must say the same.
+      const result = withTraceId(ownedBy(envelope, ending.result), envelope.meta.traceparent);
       const { topicDlq } = this.options;
       if (!deadLetter || !topicDlq) return deliver(result, label);
       const message = deadLetterMessage({ envelope, result, reason: deadLetter, source: job.task.ref });
@@ -618,6 +616,13 @@ function observeProduced(deliveries: Pending[], nowMs: number): void {
       metrics.endToEndSeconds.observe({ outcome: settlement.outcome }, Math.max(0, nowMs - createdAt) / 1000);
     if (settlement.deadLetterReason) metrics.deadLetters.inc({ reason: settlement.deadLetterReason });
   }
+}
+
+/** The result with the trace id of `traceparent` (unchanged without one, or when it has it). */
+function withTraceId(result: ResultEnvelope, traceparent: string | undefined): ResultEnvelope {
+  const traceId = traceIdOf(traceparent);
+  if (!traceId || result.meta.traceId === traceId) return result;
+  return { ...result, meta: { ...result.meta, traceId } };
 }
 
 /** What a task put back carries for its next queue wait and attempt (nothing while tracing is off). */
