@@ -64,6 +64,8 @@ export class AdminConsole {
 
   constructor(options: AdminConsoleOptions) {
     this.#options = options;
+    // From the start, so the overview's chart has history when someone opens it.
+    this.live.start();
   }
 
   get config(): Config {

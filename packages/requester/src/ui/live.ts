@@ -52,7 +52,10 @@ async function readTotals(): Promise<Totals> {
     const le = v.labels.le === '+Inf' ? Number.POSITIVE_INFINITY : Number(v.labels.le);
     buckets.set(le, (buckets.get(le) ?? 0) + v.value);
   }
-  const lagMetrics = metrics.filter((m) => /lag/.test(m.name) && String(m.type) === 'gauge');
+  // Consumer lag gauges (records behind), not the event loop's lag (seconds).
+  const lagMetrics = metrics.filter(
+    (m) => /lag/.test(m.name) && !/eventloop/.test(m.name) && String(m.type) === 'gauge',
+  );
   return {
     settled: sum('requester_executor_tasks_total'),
     http: sum('requester_http_requests_total'),
@@ -90,8 +93,10 @@ export class LiveMetrics {
   /** Starts sampling (idempotent); the timer never keeps the process alive. */
   start(): void {
     if (this.#timer) return;
-    void this.sample();
-    this.#timer = setInterval(() => void this.sample(), this.#everyMs);
+    // A failed read (a collector that threw) only leaves a gap in the chart.
+    const sample = () => void this.sample().catch(() => {});
+    sample();
+    this.#timer = setInterval(sample, this.#everyMs);
     this.#timer.unref();
   }
 

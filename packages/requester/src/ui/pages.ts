@@ -247,13 +247,13 @@ export function breakersPage(operator: Operator): Html {
 
 export function breakersTable(operator: Operator, rows: BreakerView[]): Html {
   if (rows.length === 0) return html`<p class="muted">Every breaker is closed.</p>`;
-  return html`<table><tr><th>origin</th><th>state</th><th>opens in a row</th><th>open since</th><th>open until</th><th>probing</th>${operator.admin === 'write' ? html`<th></th>` : ''}</tr>
+  return html`<table><tr><th>origin</th><th>state</th><th>failures in a row</th><th>opens in a row</th><th>open since</th><th>open until</th><th>probing</th>${operator.admin === 'write' ? html`<th></th>` : ''}</tr>
 ${rows.map((b) => breakerRow(operator, b))}</table>`;
 }
 
 function breakerRow(operator: Operator, b: BreakerView): Html {
   return html`<tr><td>${b.origin}</td><td class="${b.state === 'open' ? 'bad' : b.state === 'closed' ? 'ok' : 'warn'}">${b.state}</td>
-<td class="n">${b.opensInARow}</td><td>${at(b.openSince)}</td><td>${at(b.openUntil)}</td><td>${b.slots > 0 ? 'yes' : 'no'}</td>${
+<td class="n">${b.failures ?? '–'}</td><td class="n">${b.opensInARow}</td><td>${at(b.openSince)}</td><td>${at(b.openUntil)}</td><td>${b.slots > 0 ? 'yes' : 'no'}</td>${
     operator.admin === 'write'
       ? html`<td><button hx-post="/admin/api/breakers/reset" hx-vals='${JSON.stringify({ origin: b.origin })}' hx-target="#flash" data-action="reset">Reset</button></td>`
       : ''
@@ -293,7 +293,7 @@ ${
             ? html`<p class="muted">No state in Redis for this key (never used, or every window forgotten).</p>`
             : html`<table><tr><th>algorithm</th><th>window</th><th>value</th><th>used</th><th>remaining</th><th>reset</th></tr>${views.map(
                 (w) =>
-                  html`<tr><td>${w.algorithm}</td><td>${w.durationMs === null ? 'all' : humanSpan(w.durationMs)}</td><td class="n">${w.value ?? '–'}</td><td class="n">${w.used ?? '–'}</td><td class="n">${w.remaining ?? '–'}</td><td>${at(w.resetAt)}</td></tr>`,
+                  html`<tr><td>${w.algorithm}</td><td>${w.durationMs === null ? 'all' : humanSpan(w.durationMs)}</td><td class="n">${w.value ?? '–'}</td><td class="n">${w.used === null ? '–' : Math.round(w.used * 100) / 100}</td><td class="n">${w.remaining ?? '–'}</td><td>${at(w.resetAt)}</td></tr>`,
               )}</table>`
         }<p class="muted">Redis does not hold the windows' values (each request carries them): give them to see used and remaining.</p></section>`
 }`,
