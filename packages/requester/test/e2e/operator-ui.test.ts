@@ -172,7 +172,7 @@ describe('operator UI (admin port /ui)', () => {
     });
     await until('two dead letters listed', async () => {
       const body = (await (
-        await admin('/admin/api/dlq?origin=' + encodeURIComponent(targetA.url), writer.token)
+        await admin(`/admin/api/dlq?origin=${encodeURIComponent(targetA.url)}`, writer.token)
       ).json()) as {
         entries: unknown[];
       };
