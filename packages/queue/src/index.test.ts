@@ -312,13 +312,18 @@ describe.each([single, clustered])('FairQueue on $name', (target) => {
       ]);
       // !ord: its head leased (blocked: one at a time); !wait: its head rejected for a while
       const leased = await queue.lease(10, 10_000);
-      for (const task of leased.tasks.filter((t) => t.partition === 'heavy')) await queue.reject(task.token, 0);
+      for (const task of leased.tasks.filter((t) => t.partition === 'heavy'))
+        await queue.reject(task.token, 0);
       const w1 = leased.tasks.find((t) => t.id === 'w1') as LeasedTask;
       await queue.reject(w1.token, 60_000);
       const { partitions, nowMs } = await new QueueAdmin(queue).partitions(5);
       const by = new Map(partitions.map((p) => [p.partition, p]));
       expect(partitions[0]?.partition).toBe('heavy');
-      expect(by.get('heavy')).toMatchObject({ state: 'ready', pending: 3, head: { id: 'h1', payload: 'p-h1' } });
+      expect(by.get('heavy')).toMatchObject({
+        state: 'ready',
+        pending: 3,
+        head: { id: 'h1', payload: 'p-h1' },
+      });
       expect(by.get('!ord')).toMatchObject({ state: 'blocked', pending: 1, inFlight: 1, head: { id: 'o2' } });
       const wait = by.get('!wait');
       expect(wait).toMatchObject({ state: 'waiting', pending: 1, head: { id: 'w1', deliveries: 1 } });
