@@ -44,6 +44,30 @@ export interface DeadTask {
   shard: number;
 }
 
+/** One partition of the sample `partitions` takes, and the task at its head. */
+export interface PartitionView {
+  partition: string;
+  shard: number;
+  /**
+   * ready: in the round-robin now; waiting: its head is due later (a schedule, a retry backoff, a
+   * wait for a limiter or an open breaker, or an ordered partition held after a reject); blocked:
+   * its in-flight limit is reached (ordered: one at a time); idle: nothing pending.
+   */
+  state: 'ready' | 'waiting' | 'blocked' | 'idle';
+  pending: number;
+  inFlight: number;
+  /** When a waiting partition's head becomes due (epoch ms). */
+  wakeAt: number | null;
+  head: {
+    id: string;
+    dueAt: number;
+    deliveries: number;
+    publishedAt: number;
+    /** The queued task (JSON of `encodeQueuedTask`): its try count and time waited. */
+    payload: string;
+  } | null;
+}
+
 const CONCURRENT_SHARDS = 16;
 const BATCH = 500;
 
@@ -162,6 +186,44 @@ export class QueueAdmin {
       }
     });
     return { retried: retried.reduce((a, b) => a + b, 0) };
+  }
+
+  /**
+   * A bounded sample of the partitions, at most `limit` of each kind per shard (those waiting
+   * longest in the round-robin, those waking last, those with tasks in flight): O(shards · limit),
+   * no scan of the tasks, so it is safe on a busy queue. Not every partition: the heavy and the
+   * held-back ones that a look at the queue needs. Heaviest (most pending) first.
+   */
+  async partitions(limit = 20): Promise<{ nowMs: number; partitions: PartitionView[] }> {
+    let nowMs = 0;
+    const perShard = await this.eachShard(undefined, async (shard) => {
+      const reply = await this.queue.script('partitions', shard, [this.queue.partitionConcurrency, limit]);
+      nowMs = Math.max(nowMs, Number(reply[0]));
+      const views: PartitionView[] = [];
+      for (let i = 0, at = 2; i < Number(reply[1]); i++, at += 10) {
+        const [partition, state, pending, inFlight, wakeAt, id, due, deliveries, published, payload] =
+          reply.slice(at, at + 10);
+        views.push({
+          partition: String(partition),
+          shard,
+          state: String(state) as PartitionView['state'],
+          pending: Number(pending),
+          inFlight: Number(inFlight),
+          wakeAt: Number(wakeAt) >= 0 ? Number(wakeAt) : null,
+          head: id
+            ? {
+                id: String(id),
+                dueAt: Number(due),
+                deliveries: Number(deliveries),
+                publishedAt: Number(published),
+                payload: String(payload),
+              }
+            : null,
+        });
+      }
+      return views;
+    });
+    return { nowMs, partitions: perShard.flat().sort((a, b) => b.pending - a.pending) };
   }
 
   /** The most recent dead letters over all shards, newest first. */

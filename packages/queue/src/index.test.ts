@@ -300,6 +300,40 @@ describe.each([single, clustered])('FairQueue on $name', (target) => {
       expect(ids(await leaseAll(queue, 10))).toEqual(['o2']);
     });
 
+    test('partitions: the heavy and the held-back ones, each with its head and why it waits', async () => {
+      const queue = makeQueue();
+      await queue.publish([
+        { id: 'h1', partition: 'heavy', payload: 'p-h1' },
+        { id: 'h2', partition: 'heavy', payload: 'p-h2' },
+        { id: 'h3', partition: 'heavy', payload: 'p-h3' },
+        { id: 'o1', partition: '!ord', payload: 'p-o1' },
+        { id: 'o2', partition: '!ord', payload: 'p-o2' },
+        { id: 'w1', partition: '!wait', payload: 'p-w1' },
+      ]);
+      // !ord: its head leased (blocked: one at a time); !wait: its head rejected for a while
+      const leased = await queue.lease(10, 10_000);
+      for (const task of leased.tasks.filter((t) => t.partition === 'heavy'))
+        await queue.reject(task.token, 0);
+      const w1 = leased.tasks.find((t) => t.id === 'w1') as LeasedTask;
+      await queue.reject(w1.token, 60_000);
+      const { partitions, nowMs } = await new QueueAdmin(queue).partitions(5);
+      const by = new Map(partitions.map((p) => [p.partition, p]));
+      expect(partitions[0]?.partition).toBe('heavy');
+      expect(by.get('heavy')).toMatchObject({
+        state: 'ready',
+        pending: 3,
+        head: { id: 'h1', payload: 'p-h1' },
+      });
+      expect(by.get('!ord')).toMatchObject({ state: 'blocked', pending: 1, inFlight: 1, head: { id: 'o2' } });
+      const wait = by.get('!wait');
+      expect(wait).toMatchObject({ state: 'waiting', pending: 1, head: { id: 'w1', deliveries: 1 } });
+      expect(wait?.wakeAt).toBeGreaterThan(nowMs + 50_000);
+      await queue.ack(leased.tasks.find((t) => t.id === 'o1')?.token ?? '');
+      const later = await new QueueAdmin(queue).partitions(1);
+      // k = 1 per set and shard: still bounded, still finds the waiting one
+      expect(later.partitions.some((p) => p.partition === '!wait')).toBe(true);
+    });
+
     test('reject on an unordered partition makes the task due later; the rest go on', async () => {
       const queue = makeQueue();
       await queue.publish([

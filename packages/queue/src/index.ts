@@ -4,7 +4,14 @@
  * single shards, so it runs on a Redis Cluster. Its Redis layout is its own: callers use these
  * classes, never its keys.
  */
-export { type DeadTask, type Progress, QueueAdmin, type QueueInfo, type ShardInfo } from './admin.ts';
+export {
+  type DeadTask,
+  type PartitionView,
+  type Progress,
+  QueueAdmin,
+  type QueueInfo,
+  type ShardInfo,
+} from './admin.ts';
 export { queueFromConfig } from './config.ts';
 export {
   FairQueue,

@@ -25,6 +25,7 @@ export type ScriptName =
   | 'purge'
   | 'retryDead'
   | 'listDead'
+  | 'partitions'
   | 'verify';
 
 type Reply = Array<string | number>;

@@ -16,6 +16,8 @@ import { kafkaSubmit } from '../submit/index.ts';
 /** A running HTTP role; `url` is where its (shared) server listens, handy when HTTP_PORT is 0. */
 export interface HttpRoleHandle extends RoleHandle {
   url: string;
+  /** sync-gateway: the result (raw JSON from `out`) this process holds for a requestId, if any. */
+  peekResult?(requestId: string): string | undefined;
 }
 
 /**
@@ -63,7 +65,12 @@ export const syncGatewayRole = {
     });
     try {
       const server = await attach(ctx, { hub, gatewayLog: logger });
-      return { url: server.url, stopAccepting: () => server.close(), drain: () => following.stop() };
+      return {
+        url: server.url,
+        stopAccepting: () => server.close(),
+        drain: () => following.stop(),
+        peekResult: (requestId) => hub.peek(requestId),
+      };
     } catch (err) {
       await following.stop().catch(() => {});
       throw err;

@@ -1,13 +1,14 @@
-import { breakerFromConfig, type CircuitBreaker, originOf } from '@requester/policies';
-import { UsageError } from '@requester/shared';
+import { breakerFromConfig, type CircuitBreaker } from '@requester/policies';
+import type { Config } from '@requester/shared';
 import type { Argv } from 'yargs';
+import { listBreakers, originArg, recordAdminAction, resetBreaker, showBreaker } from '../ops/index.ts';
 import {
   type ConfigFrom,
+  cliActor,
   commandLogger,
   commandRedis,
   EXIT_CODES_HELP,
   humanTime,
-  isoTime,
   printFields,
   printJson,
   printTable,
@@ -20,6 +21,7 @@ interface BreakersArgs {
   origin?: string;
   limit: number;
   json: boolean;
+  config: Config;
 }
 
 const ABOUT =
@@ -56,7 +58,7 @@ export function registerBreakersCommands<T>(cli: Argv<T>, configFrom: ConfigFrom
       const logger = commandLogger(config);
       const redis = commandRedis(config, logger);
       try {
-        await runAction(breakerFromConfig(config, redis, { stateCacheMs: 0 }), args);
+        await runAction(breakerFromConfig(config, redis, { stateCacheMs: 0 }), { ...args, config });
       } finally {
         redis.disconnect();
       }
@@ -66,75 +68,52 @@ export function registerBreakersCommands<T>(cli: Argv<T>, configFrom: ConfigFrom
 
 async function runAction(breaker: CircuitBreaker, args: BreakersArgs): Promise<void> {
   if (args.action === 'list') return list(breaker, args);
-  const origin = originArg(args);
+  const origin = originArg(args.origin, args.action);
   if (args.action === 'show') return show(breaker, origin, args.json);
-  const existed = await breaker.reset(origin);
+  const result = await resetBreaker(breaker, origin);
+  await recordAdminAction(commandLogger(args.config), {
+    action: 'breaker.reset',
+    actor: cliActor(),
+    target: { origin },
+    outcome: 'done',
+  });
   progress(
-    existed
+    result.reset
       ? `closed the breaker of ${origin}; executors follow within BREAKER_STATE_CACHE`
       : `${origin} had no breaker state (closed already)`,
   );
-  if (args.json) printJson({ origin, reset: existed });
+  if (args.json) printJson(result);
 }
 
 async function list(breaker: CircuitBreaker, args: BreakersArgs): Promise<void> {
-  if (!Number.isInteger(args.limit) || args.limit < 1)
-    throw new UsageError(`--limit must be a whole number ≥ 1, got ${args.limit}`);
-  const open = await breaker.openOrigins(args.limit);
-  const rows = await Promise.all(
-    open.map(async (o) => ({ ...o, snapshot: await breaker.snapshot(o.origin) })),
-  );
-  if (args.json)
-    return printJson(
-      rows.map(({ origin, state, retryAtMs, openSinceMs, snapshot }) => ({
-        origin,
-        state,
-        opensInARow: snapshot.opens,
-        openSince: isoTime(openSinceMs),
-        openUntil: isoTime(retryAtMs),
-        slots: snapshot.slots,
-      })),
-    );
+  const rows = await listBreakers(breaker, args.limit);
+  if (args.json) return printJson(rows.map(({ failures: _f, ...row }) => row));
   printTable(
-    rows.map(({ origin, state, retryAtMs, openSinceMs, snapshot }) => ({
-      origin,
-      state,
-      opens: snapshot.opens,
-      openSince: humanTime(openSinceMs),
-      openUntil: humanTime(retryAtMs),
-      probing: snapshot.slots > 0,
+    rows.map((row) => ({
+      origin: row.origin,
+      state: row.state,
+      opens: row.opensInARow,
+      openSince: humanTime(epoch(row.openSince)),
+      openUntil: humanTime(epoch(row.openUntil)),
+      probing: row.slots > 0,
     })),
   );
 }
 
 async function show(breaker: CircuitBreaker, origin: string, json: boolean): Promise<void> {
-  const s = await breaker.snapshot(origin);
-  if (json)
-    return printJson({
-      origin,
-      state: s.state,
-      failures: s.failures ?? null,
-      opensInARow: s.opens,
-      openSince: isoTime(s.openSinceMs),
-      openUntil: isoTime(s.openUntilMs),
-      slots: s.slots,
-    });
+  const s = await showBreaker(breaker, origin);
+  if (json) return printJson(s);
   printFields({
     origin,
     state: s.state,
     'failures in a row': s.failures ?? (s.state === 'closed' ? 'not seen (or forgotten)' : '-'),
-    'opens in a row': s.opens,
-    'open since': humanTime(s.openSinceMs),
-    'open until': humanTime(s.openUntilMs),
+    'opens in a row': s.opensInARow,
+    'open since': humanTime(epoch(s.openSince)),
+    'open until': humanTime(epoch(s.openUntil)),
     'trial slots held': s.slots,
   });
 }
 
-function originArg(args: BreakersArgs): string {
-  if (!args.origin) throw new UsageError(`breakers ${args.action} needs an origin, e.g. https://api.x.com`);
-  try {
-    return originOf(args.origin);
-  } catch {
-    throw new UsageError(`not an origin or URL: ${JSON.stringify(args.origin)} (e.g. https://api.x.com)`);
-  }
+function epoch(isoText: string | null): number | null {
+  return isoText === null ? null : Date.parse(isoText);
 }

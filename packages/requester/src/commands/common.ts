@@ -1,3 +1,4 @@
+import { userInfo } from 'node:os';
 import { type Config, createLogger, createRedis, type Logger, type RedisClient } from '@requester/shared';
 import type { Argv } from 'yargs';
 
@@ -25,6 +26,15 @@ export function commandRedis(config: Config, logger: Logger): RedisClient {
     commandTimeoutMs: 30_000,
     logger,
   });
+}
+
+/** Who runs an admin command, as operator actions record it: `cli:<os user>`. */
+export function cliActor(): string {
+  try {
+    return `cli:${userInfo().username}`;
+  } catch {
+    return 'cli:unknown';
+  }
 }
 
 /** One line of progress or notice on stderr. */

@@ -1,4 +1,4 @@
-import { type IssuedKey, KeyStore } from '@requester/ingress';
+import { ADMIN_SCOPES, type AdminScope, type IssuedKey, KeyStore } from '@requester/ingress';
 import { Dependencies, durationToMs, UsageError, ValidationError } from '@requester/shared';
 import type { Argv } from 'yargs';
 import {
@@ -22,6 +22,7 @@ interface KeysArgs {
   sync: boolean;
   schedule: boolean;
   maxBodyBytes?: number;
+  admin?: AdminScope;
   grace: string;
   all: boolean;
   json: boolean;
@@ -62,6 +63,11 @@ export function registerKeysCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): v
           type: 'number',
           describe: 'create: largest request envelope (default MAX_BODY_BYTES)',
         })
+        .option('admin', {
+          choices: ADMIN_SCOPES,
+          describe:
+            'create: may use the admin API and operator UI of the admin port (/ui): read sees, write also acts',
+        })
         .option('grace', {
           type: 'string',
           default: '24h',
@@ -69,6 +75,7 @@ export function registerKeysCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): v
         })
         .option('all', { type: 'boolean', default: false, describe: 'list: revoked keys too' })
         .example("$0 keys create --name billing --hosts '*.partner.example' --rate 200/s --sync", '')
+        .example('$0 keys create --name ops-alice --admin write', 'an operator: the /ui of the admin port')
         .example('$0 keys rotate billing --grace 1h', '')
         .example('TOKEN=$($0 keys create --name ci)', 'the token alone on stdout')
         .example('$0 keys create --name ci --json', '{id, name, token} as JSON')
@@ -100,6 +107,7 @@ async function runAction(store: KeyStore, args: KeysArgs): Promise<void> {
         sync: args.sync,
         schedule: args.schedule,
         ...(args.maxBodyBytes === undefined ? {} : { maxBodyBytes: args.maxBodyBytes }),
+        ...(args.admin === undefined ? {} : { admin: args.admin }),
       });
       return printToken(issued, 'created', args.json);
     }
@@ -118,6 +126,7 @@ async function runAction(store: KeyStore, args: KeysArgs): Promise<void> {
           sync: k.sync,
           schedule: k.schedule,
           maxBody: k.maxBodyBytes === undefined ? 'default' : humanSize(k.maxBodyBytes),
+          admin: k.admin ?? '-',
           created: humanTime(k.createdAt.getTime()),
           rotated: humanTime(k.rotatedAt?.getTime()),
           revoked: humanTime(k.revokedAt?.getTime()),

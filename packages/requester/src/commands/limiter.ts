@@ -1,6 +1,6 @@
-import { inspectLimiter, type LimiterWindow, type LimiterWindowState } from '@requester/policies';
-import { durationToMs, UsageError } from '@requester/shared';
+import type { LimiterWindowState } from '@requester/policies';
 import type { Argv } from 'yargs';
+import { rateArg, showLimiter } from '../ops/index.ts';
 import {
   type ConfigFrom,
   commandLogger,
@@ -8,7 +8,6 @@ import {
   EXIT_CODES_HELP,
   humanSpan,
   humanTime,
-  isoTime,
   printJson,
   printTable,
   withJson,
@@ -63,10 +62,9 @@ export function registerLimiterCommands<T>(cli: Argv<T>, configFrom: ConfigFrom)
           const config = configFrom(argv);
           const redis = commandRedis(config, commandLogger(config));
           try {
-            // The prefixes of the executor's limiter and of the ingress's per-API-key limiter.
-            const prefix = `${config.redisPrefix}:${args.apiKey ? 'auth:' : ''}`;
-            const windows = await inspectLimiter(redis, prefix, String(args.key), rates);
-            print(windows, args.json);
+            const { windows, views } = await showLimiter(redis, config, String(args.key), rates, args.apiKey);
+            if (args.json) printJson(views);
+            else print(windows);
           } finally {
             redis.disconnect();
           }
@@ -77,11 +75,7 @@ export function registerLimiterCommands<T>(cli: Argv<T>, configFrom: ConfigFrom)
   );
 }
 
-function print(windows: LimiterWindowState[], json: boolean): void {
-  if (json) {
-    printJson(windows.map(({ resetAtMs, ...w }) => ({ ...w, resetAt: isoTime(resetAtMs) })));
-    return;
-  }
+function print(windows: LimiterWindowState[]): void {
   printTable(
     windows.map((w) => ({
       algorithm: w.algorithm,
@@ -92,23 +86,4 @@ function print(windows: LimiterWindowState[], json: boolean): void {
       reset: humanTime(w.resetAtMs),
     })),
   );
-}
-
-/** `100/1s`, `5000/1h`, `10/s` (a bare unit means one of it). */
-function rateArg(text: string): LimiterWindow {
-  const match = /^(\d+)\/(\d*\.?\d*[a-zµ]+)$/.exec(text.trim());
-  const value = Number(match?.[1]);
-  if (!match || !Number.isSafeInteger(value) || value < 1)
-    throw new UsageError(`--rate ${JSON.stringify(text)} is not <value>/<duration>, e.g. 100/1s or 5000/1h`);
-  const duration = /^\d/.test(match[2] ?? '') ? (match[2] ?? '') : `1${match[2]}`;
-  let durationMs: number;
-  try {
-    durationMs = durationToMs(duration);
-  } catch (err) {
-    throw new UsageError(
-      `--rate ${JSON.stringify(text)}: ${err instanceof Error ? err.message : String(err)}`,
-    );
-  }
-  if (durationMs < 1) throw new UsageError(`--rate ${JSON.stringify(text)}: a window is at least 1ms`);
-  return { durationMs, value };
 }

@@ -1,12 +1,12 @@
 import { Dependencies, Outbox } from '@requester/shared';
 import type { Argv } from 'yargs';
+import { outboxInfo } from '../ops/index.ts';
 import {
   type ConfigFrom,
   commandLogger,
   EXIT_CODES_HELP,
   humanSize,
   humanTime,
-  isoTime,
   printFields,
   printJson,
   progress,
@@ -35,18 +35,10 @@ export function registerOutboxCommands<T>(cli: Argv<T>, configFrom: ConfigFrom):
       const deps = new Dependencies(config, commandLogger(config));
       try {
         progress('outbox info: counting rows');
-        const stats = await new Outbox(await deps.sql()).stats();
-        if (argv.json)
-          return printJson({
-            rows: stats.rows,
-            overdue: stats.overdue,
-            oldestDueAt: isoTime(stats.oldestDueAt),
-            nextDueAt: isoTime(stats.nextDueAt),
-            lastDueAt: isoTime(stats.lastDueAt),
-            payloadBytes: stats.payloadBytes,
-            at: isoTime(stats.nowMs),
-          });
-        const at = (ms: number | null) => humanTime(ms, stats.nowMs);
+        const stats = await outboxInfo(new Outbox(await deps.sql()));
+        if (argv.json) return printJson(stats);
+        const nowMs = Date.parse(stats.at ?? '') || Date.now();
+        const at = (text: string | null) => humanTime(text === null ? null : Date.parse(text), nowMs);
         printFields({
           rows: stats.rows,
           overdue: stats.overdue,

@@ -1,3 +1,4 @@
+import { originOf } from '@requester/policies';
 import {
   type AnyDeadLetter,
   type DeadLetter,
@@ -39,6 +40,14 @@ export interface DlqFilter {
   sinceMs?: number;
   /** failedAt < untilMs. */
   untilMs?: number;
+  /** The target origin of the request (`https://api.x.com:443`, as `originOf` writes it). */
+  origin?: string;
+  /** The error code of the final result (`timeout`, `circuit_open`…). */
+  errorCode?: string;
+  /** The client (API key name) that sent the request. */
+  client?: string;
+  /** DLQ positions (`topic/partition/offset`) left out: those an operator marked as handled. */
+  exclude?: ReadonlySet<string>;
 }
 
 /** A dead letter and where it is on the DLQ topic. */
@@ -73,12 +82,31 @@ const REPLAY_CHUNK = 500;
 /** Header of a replayed `in` record: the DLQ record it came from (`topic/partition/offset`). */
 export const REPLAY_OF_HEADER = 'requester-replay-of';
 
-export function matches(record: AnyDeadLetter, filter: DlqFilter): boolean {
+export function matches(record: AnyDeadLetter, filter: DlqFilter, at?: RecordRef): boolean {
   const { requestIds, sinceMs, untilMs } = filter;
   if (requestIds && !requestIds.has(deadLetterRequestId(record) ?? '')) return false;
+  if (filter.exclude && at && filter.exclude.has(formatRecordRef(at))) return false;
+  if (filter.errorCode !== undefined && record.result.meta.error?.code !== filter.errorCode) return false;
+  if (
+    filter.client !== undefined &&
+    (record.envelope?.meta.client ?? record.result.meta.client) !== filter.client
+  )
+    return false;
+  if (filter.origin !== undefined && deadLetterOrigin(record) !== filter.origin) return false;
   if (sinceMs === undefined && untilMs === undefined) return true;
   const failedAt = Date.parse(record.failedAt);
   return (sinceMs === undefined || failedAt >= sinceMs) && (untilMs === undefined || failedAt < untilMs);
+}
+
+/** The target origin of a dead letter's request; undefined for a record that held no request. */
+export function deadLetterOrigin(record: AnyDeadLetter): string | undefined {
+  const uri = record.envelope?.request.uri;
+  if (!uri) return undefined;
+  try {
+    return originOf(uri);
+  } catch {
+    return undefined;
+  }
 }
 
 /** Scans the DLQ topic once (bounded by its end at the start), handing each matching record on. */
@@ -98,7 +126,7 @@ async function scanMatching(
       source.onUnreadable?.(at, err instanceof Error ? err.message : String(err));
       return;
     }
-    if (!matches(record, filter)) return;
+    if (!matches(record, filter, at)) return;
     counts.matched++;
     onMatch({ record, at });
   };
