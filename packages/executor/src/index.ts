@@ -67,6 +67,11 @@ export const executorRole: RoleDefinition = {
       leaseTtlMs: config.executorLeaseTtl,
       produceTimeoutMs: config.kafkaProduceTimeout,
       logger,
+      replies: {
+        redis,
+        prefix: config.redisPrefix,
+        ...(config.syncFollowOut ? {} : { keepMs: config.syncCacheTtl }),
+      },
     });
     executor.start();
     logger.info({ maxWorkers: config.maxWorkers }, 'executor started');

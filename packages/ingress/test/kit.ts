@@ -49,6 +49,7 @@ export interface Seen {
   key: string | undefined;
   value: string;
   partition: number;
+  headers: Record<string, string>;
 }
 
 /**
@@ -72,6 +73,7 @@ export async function reader(
       key: message.key?.toString(),
       value: message.value?.toString() ?? '',
       partition: message.partition,
+      headers: Object.fromEntries(Object.entries(message.headers).map(([k, v]) => [k, String(v)])),
     });
     wake?.();
   });

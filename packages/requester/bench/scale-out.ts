@@ -7,7 +7,7 @@
  *              evenly over them: bytes read per gateway per result it delivers
  *
  *   node packages/requester/bench/scale-out.ts [--part executors|fan-in|all] [--tasks 3000]
- *        [--rounds 2] [--calls 300]
+ *        [--rounds 2] [--calls 300] [--follow-out true|false]
  */
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { cpus, tmpdir, totalmem } from 'node:os';
@@ -23,6 +23,8 @@ const { values: args } = parseArgs({
     tasks: { type: 'string', default: '3000' },
     rounds: { type: 'string', default: '2' },
     calls: { type: 'string', default: '300' },
+    // SYNC_FOLLOW_OUT of every process: false = gateways read only their reply channel, not out.
+    'follow-out': { type: 'string', default: 'true' },
   },
 });
 const TICKS_PER_SECOND = 100; // USER_HZ on Linux
@@ -68,7 +70,7 @@ async function withTopology<T>(
     runDir,
     counts,
     redisFromPort: 7701,
-    env: { LOG_LEVEL: 'warn', AUTH: 'off', MAX_WORKERS: '64' },
+    env: { LOG_LEVEL: 'warn', AUTH: 'off', MAX_WORKERS: '64', SYNC_FOLLOW_OUT: args['follow-out'] },
   });
   try {
     return await run(topology);
@@ -265,7 +267,7 @@ async function fanInPart(): Promise<void> {
       );
     }
     console.log(
-      `\n### Sync-gateway fan-in: ${calls} sync calls per step, 1 KiB bodies, round-robin over the gateways\n`,
+      `\n### Sync-gateway fan-in: ${calls} sync calls per step, 1 KiB bodies, round-robin over the gateways, SYNC_FOLLOW_OUT=${args['follow-out']}\n`,
     );
     console.log(
       '| gateways | sync calls | delivered per gateway | KiB read per gateway | bytes read per result delivered, per gateway | bytes read by all gateways per call |',

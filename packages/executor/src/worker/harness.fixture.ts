@@ -132,13 +132,18 @@ export class ExecutorHarness {
    */
   async submitRaw(
     queue: FairQueue,
-    items: Array<{ requestId: string; partition?: string; value: string }>,
+    items: Array<{ requestId: string; partition?: string; value: string; headers?: Record<string, string> }>,
     offsetShift = 0,
   ): Promise<void> {
     const kafkaPartition = Math.floor(Math.random() * 3);
     const [meta] = await this.producer.send(
       this.inTopic,
-      items.map((item) => ({ partition: kafkaPartition, key: item.requestId, value: item.value })),
+      items.map((item) => ({
+        partition: kafkaPartition,
+        key: item.requestId,
+        value: item.value,
+        ...(item.headers && { headers: item.headers }),
+      })),
     );
     const base = BigInt(meta?.baseOffset ?? '0');
     await queue.publish(

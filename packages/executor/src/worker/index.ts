@@ -21,9 +21,13 @@ import {
   type OutboxRow,
   type OutgoingRecord,
   type QueuedTask,
+  type RedisClient,
   type RequestContract,
   type RequestEnvelope,
   type ResultEnvelope,
+  replyChannel,
+  replyToHeader,
+  resultKey,
   type Span,
   SpanKind,
   SpanStatusCode,
@@ -73,6 +77,16 @@ export interface ExecutorOptions extends Omit<PolicyModules, 'retryAfterMaxMs'> 
   produceTimeoutMs: number;
   logger: Logger;
   contract?: RequestContract;
+  /** Where sync results are routed to their gateway (see `publishReplies`); none are without it. */
+  replies?: ReplyOptions;
+}
+
+export interface ReplyOptions {
+  redis: RedisClient;
+  /** REDIS_PREFIX, without the colon. */
+  prefix: string;
+  /** SYNC_CACHE_TTL when sync results are also kept for long-polls (SYNC_FOLLOW_OUT=false). */
+  keepMs?: number;
 }
 
 /** How a task leaves this executor. */
@@ -86,6 +100,8 @@ type Settlement =
       deadLetterReason?: string;
       /** The attempt's span: the parent of the `out` PRODUCER span and the record's header. */
       traceparent?: string;
+      /** The gateway waiting for this result (the `in` record's reply-to header). */
+      replyTo?: string;
     }
   /**
    * Back to the queue for `delayMs`. `payload`: the queued task rewritten with its new progress
@@ -245,7 +261,7 @@ export class Executor {
     jobs.forEach((job, i) => {
       settled.push(
         this.limit(async () => {
-          const settlement = await this.attempt(job, fetched[i]);
+          const settlement = withReplyTo(await this.attempt(job, fetched[i]), fetched[i]);
           await this.settle(job.lease, settlement, job.task.createdAt);
         }),
       );
@@ -424,7 +440,8 @@ export class Executor {
   private async flush(batch: Pending[]): Promise<void> {
     const deliveries = batch.filter((p) => p.settlement.kind === 'deliver');
     const rows = batch.flatMap((p) => (p.settlement.kind === 'reschedule' && p.settlement.outbox) || []);
-    const [produced, outboxed] = await Promise.all([this.produceResults(deliveries), this.addToOutbox(rows)]);
+    const [written, outboxed] = await Promise.all([this.produceResults(deliveries), this.addToOutbox(rows)]);
+    const produced = written !== undefined;
     if (produced) observeProduced(deliveries, Date.now());
     const acks: string[] = [];
     const rejects: Array<{ token: string; delayMs: number; payload?: string }> = [];
@@ -442,6 +459,7 @@ export class Executor {
     }
     const { queue } = this.options;
     await Promise.all([
+      written && this.publishReplies(written),
       this.settleLeases('ack', acks, () => queue.ackMany(acks)),
       this.settleLeases('reject', rejects, () => queue.rejectMany(rejects)),
       this.settleLeases('dead-letter', dead, () => queue.deadLetterMany(dead)),
@@ -457,34 +475,43 @@ export class Executor {
     this.idleWake?.abort();
   }
 
-  /** true once every result is on `out` and every dead letter on the DLQ; retried for up to a lease TTL. */
-  private async produceResults(deliveries: Pending[]): Promise<boolean> {
+  /**
+   * The results as written, once every result is on `out` and every dead letter on the DLQ
+   * (`undefined` when that failed); retried for up to a lease TTL.
+   */
+  private async produceResults(deliveries: Pending[]): Promise<Written[] | undefined> {
     const results: ResultEnvelope[] = [];
     const traceparents: Array<string | undefined> = [];
+    const replyTos: Array<string | undefined> = [];
     const deadLetters: OutgoingRecord[] = [];
     for (const { settlement } of deliveries) {
       if (settlement.kind !== 'deliver') continue;
       results.push(settlement.result);
       traceparents.push(settlement.traceparent);
+      replyTos.push(settlement.replyTo);
       if (settlement.deadLetter) deadLetters.push(settlement.deadLetter);
     }
-    if (results.length === 0) return true;
+    if (results.length === 0) return [];
     const { producer, topicDlq, produceTimeoutMs, leaseTtlMs } = this.options;
     const deadline = Date.now() + leaseTtlMs;
     for (let attempt = 1; ; attempt++) {
       try {
-        await Promise.all([
+        const [values] = await Promise.all([
           this.writeResults(results, traceparents),
           topicDlq ? producer.send(topicDlq, deadLetters, produceTimeoutMs) : undefined,
         ]);
-        return true;
+        return values.map((value, i) => ({
+          value,
+          replyTo: replyTos[i],
+          requestId: results[i]?.meta.requestId,
+        }));
       } catch (err) {
         if (Date.now() >= deadline) {
           this.log.error(
             { err, results: results.length },
             'cannot write results to out: giving the tasks back',
           );
-          return false;
+          return undefined;
         }
         this.log.warn({ err, attempt }, 'writing results to out failed; retrying');
         await new Promise((resolve) => setTimeout(resolve, Math.min(100 * 2 ** attempt, 2_000)));
@@ -496,12 +523,12 @@ export class Executor {
    * Writes results to `out`. If the broker refuses the batch as too large — the topic's limit can
    * be below KAFKA_MAX_MESSAGE_BYTES when it was created elsewhere — each result is written on its
    * own, and the ones still refused are answered as too large: one oversized result must neither
-   * hold back the results of its batch nor be retried forever.
+   * hold back the results of its batch nor be retried forever. Returns each record's value as written.
    */
   private async writeResults(
     results: ResultEnvelope[],
     traceparents: Array<string | undefined>,
-  ): Promise<void> {
+  ): Promise<Array<OutgoingRecord['value']>> {
     const { producer, topicOut, produceTimeoutMs, maxResultBytes } = this.options;
     const spans = traceparents.map((parent) => sendSpan(topicOut, parent));
     const messages = results.map((result, i) =>
@@ -510,23 +537,49 @@ export class Executor {
     try {
       await producer.send(topicOut, messages, produceTimeoutMs);
       endAll(spans);
-      return;
+      return messages.map((message) => message.value);
     } catch (err) {
       endAll(spans, err);
       if (!isMessageTooLargeError(err)) throw err;
     }
-    await Promise.all(
+    return await Promise.all(
       results.map(async (result, i) => {
+        const message = messages[i] as OutgoingRecord;
         try {
-          await producer.send(topicOut, [messages[i] as OutgoingRecord], produceTimeoutMs);
+          await producer.send(topicOut, [message], produceTimeoutMs);
+          return message.value;
         } catch (err) {
           if (!isMessageTooLargeError(err)) throw err;
           const refused = 'was refused by the out topic as too large (its max.message.bytes)';
           this.log.warn({ requestId: result.meta.requestId }, 'result too large for out: answering 502');
-          await producer.send(topicOut, [tooLargeResultMessage(result, refused)], produceTimeoutMs);
+          const tooLarge = tooLargeResultMessage(result, refused);
+          await producer.send(topicOut, [tooLarge], produceTimeoutMs);
+          return tooLarge.value;
         }
       }),
     );
+  }
+
+  /**
+   * Hands the sync results just written to `out` to the gateways holding their callers (SPUBLISH on
+   * each one's channel) and, when long-polls need them, keeps them in Redis for `keepMs`. The
+   * commands of one flush go out together (the client's auto-pipelining, per node on a cluster).
+   * Best effort: `out` stays the journal, and a caller whose gateway is gone or that Redis failed
+   * gets the usual 202 + Location.
+   */
+  private async publishReplies(written: Written[]): Promise<void> {
+    const { replies } = this.options;
+    if (!replies) return;
+    const { redis, prefix, keepMs } = replies;
+    const sends: Array<Promise<unknown>> = [];
+    for (const { value, replyTo, requestId } of written) {
+      if (!replyTo || value === null) continue;
+      sends.push(redis.spublish(replyChannel(prefix, replyTo), value));
+      if (keepMs !== undefined && requestId)
+        sends.push(redis.set(resultKey(prefix, requestId), value, 'PX', keepMs));
+    }
+    const failed = (await Promise.allSettled(sends)).find((s) => s.status === 'rejected');
+    if (failed) this.log.warn({ err: failed.reason }, 'sync replies not published: their callers get 202');
   }
 
   /** true once the rows are in the outbox; one try (on failure the waits stay in Redis instead). */
@@ -602,6 +655,20 @@ function endAll(spans: Array<Span | undefined>, err?: unknown): void {
     if (err) span?.setStatus({ code: SpanStatusCode.ERROR, message: String(err) });
     span?.end();
   }
+}
+
+/** A result as written to `out`, with the gateway waiting for it. */
+interface Written {
+  value: OutgoingRecord['value'];
+  replyTo: string | undefined;
+  requestId: string | undefined;
+}
+
+/** A delivery carries its `in` record's reply-to header (only a record read can have one). */
+function withReplyTo(settlement: Settlement, fetched: FetchOutcome | undefined): Settlement {
+  if (settlement.kind !== 'deliver' || !fetched?.ok) return settlement;
+  const replyTo = replyToHeader(fetched.record.headers);
+  return replyTo ? { ...settlement, replyTo } : settlement;
 }
 
 function deliver(result: ResultEnvelope, outcome: string): Settlement {

@@ -22,6 +22,7 @@ import {
   kafkaKeyFor,
   type Logger,
   newTraceparent,
+  REPLY_TO_HEADER,
   type RequestEnvelope,
   type Span,
   SpanKind,
@@ -40,16 +41,20 @@ import { type ClaimRequestId, requestFingerprint } from '../claims/index.ts';
 import type { Hub } from '../hub/index.ts';
 import { openApiDocument } from '../openapi/index.ts';
 
-/** Writes one record (Kafka key, JSON text) to `in`. */
-export type Submit = (key: string, value: string) => Promise<void>;
+/** Writes one record (Kafka key, JSON text, service-set headers) to `in`. */
+export type Submit = (key: string, value: string, headers?: Record<string, string>) => Promise<void>;
 
 export interface ApiParts {
   /** Writes an accepted envelope to `in`; rejects unless Kafka acknowledged it (ingress role). */
   submit?: Submit;
   /** Claims a requestId for one request within the dedup window (ingress role; absent = no check). */
   claim?: ClaimRequestId;
-  /** Results from `out` (sync-gateway role). */
+  /** Results from `out` or this gateway's reply channel (sync-gateway role). */
   hub?: Hub<string>;
+  /** This process's gateway id: sync requests are stamped with it so their results come to its Hub. */
+  replyTo?: string;
+  /** A result kept in Redis by the executors (SYNC_FOLLOW_OUT=false), for long-polls. */
+  lookup?: (requestId: string) => Promise<string | undefined>;
   /** Each role's logger, so a request's log lines carry the role that served it. */
   ingressLog?: Logger;
   gatewayLog?: Logger;
@@ -258,7 +263,8 @@ async function accept(
   const until = Date.now() + (hub ? settings.syncTimeoutMs : 0);
   const result = hub?.wait(id, { timeoutMs: settings.syncTimeoutMs, signal });
   try {
-    await submit(kafkaKeyFor(envelope), JSON.stringify(envelope));
+    const replyTo = hub && parts.replyTo ? { [REPLY_TO_HEADER]: parts.replyTo } : undefined;
+    await submit(kafkaKeyFor(envelope), JSON.stringify(envelope), replyTo);
   } catch (err) {
     sending.setStatus({ code: SpanStatusCode.ERROR });
     abandon.abort();
@@ -345,8 +351,38 @@ async function getResult(c: Context<Env>, parts: ApiParts, settings: ApiSettings
   }
   const timeoutMs = parts.closing ? 0 : wait;
   const until = Date.now() + timeoutMs;
-  const json = await hub.wait(id, { timeoutMs, signal: c.req.raw.signal });
+  const json = await (parts.lookup
+    ? lookOut(hub, parts.lookup, id, until, c.req.raw.signal)
+    : hub.wait(id, { timeoutMs, signal: c.req.raw.signal }));
   return reply(c, id, await readable(c, settings.access, json, until), 'poll');
+}
+
+/** How often a waiting long-poll re-reads the result kept in Redis (SYNC_FOLLOW_OUT=false). */
+const LOOKUP_INTERVAL_MS = 1_000;
+
+/**
+ * A long-poll when this gateway does not follow `out`: the result passed here (a sync call of its
+ * own), or was kept in Redis by the executor (a sync call taken by any gateway), else it is waited
+ * for on the Hub and looked up again every LOOKUP_INTERVAL_MS until `until`.
+ */
+async function lookOut(
+  hub: Hub<string>,
+  lookup: (requestId: string) => Promise<string | undefined>,
+  id: string,
+  until: number,
+  signal: AbortSignal,
+): Promise<string | undefined> {
+  for (;;) {
+    const json = hub.peek(id) ?? (await lookup(id));
+    const left = until - Date.now();
+    if (json !== undefined || left <= 0 || signal.aborted) return json;
+    const timeoutMs = Math.min(left, LOOKUP_INTERVAL_MS);
+    // A crowded Hub answers at once: pause instead, or this loop would hammer Redis.
+    const woken = hub.crowded()
+      ? await sleep(timeoutMs, undefined, { signal }).catch(() => undefined)
+      : await hub.wait(id, { timeoutMs, signal });
+    if (woken !== undefined) return woken;
+  }
 }
 
 /**

@@ -8,6 +8,7 @@ import {
   type KafkaConsumer,
   type KafkaRecord,
   type Logger,
+  type RedisClient,
   traceparentHeader,
   withTimeout,
 } from '@requester/shared';
@@ -49,6 +50,43 @@ export interface Following {
 /** One group per instance: host and pid for the operator, random bytes for uniqueness. */
 export function instanceGroupId(): string {
   return `requester-sync-${hostname()}-${process.pid}-${randomBytes(4).toString('hex')}`;
+}
+
+export interface ReplyOptions {
+  /** A connection of its own (`redisSubscriber`): it serves nothing else once subscribed. */
+  subscriber: RedisClient;
+  /** This gateway's `replyChannel`. */
+  channel: string;
+  logger: Logger;
+  /** Called with the requestId and the raw JSON of each result published to this gateway. */
+  onResult(requestId: string, json: string): void;
+}
+
+/**
+ * Follows this gateway's reply channel: the results of the sync requests its ingress stamped with
+ * its id, published by the executors after `out` (O(its own callers), whatever the gateway count).
+ * Resolves once Redis confirmed the subscription.
+ */
+export async function followReplies(options: ReplyOptions): Promise<Pick<Following, 'stop'>> {
+  const { subscriber, channel, logger } = options;
+  const onMessage = (from: Buffer, message: Buffer) => {
+    if (from.toString() === channel) deliver({ key: null, value: message }, options);
+  };
+  subscriber.on('smessageBuffer', onMessage);
+  try {
+    await subscriber.ssubscribe(channel);
+  } catch (err) {
+    subscriber.off('smessageBuffer', onMessage);
+    subscriber.disconnect();
+    throw err;
+  }
+  logger.info({ channel }, 'following sync replies');
+  return {
+    stop: async () => {
+      subscriber.off('smessageBuffer', onMessage);
+      subscriber.disconnect();
+    },
+  };
 }
 
 /**
@@ -142,7 +180,7 @@ type OutMessage = Pick<KafkaRecord, 'key' | 'value'> & Partial<Pick<KafkaRecord,
  * (logged and counted in `sync_skipped_results_total`), so the caller still gets the real result when
  * it comes, and nothing on `out` can stop the consumer.
  */
-function deliver(message: OutMessage, options: FollowOptions): void {
+function deliver(message: OutMessage, options: Pick<FollowOptions, 'onResult' | 'logger'>): void {
   try {
     const json = message.value?.toString('utf8') ?? '';
     const result = readResult(json);
@@ -155,7 +193,7 @@ function deliver(message: OutMessage, options: FollowOptions): void {
   }
 }
 
-function skip(message: OutMessage, options: FollowOptions, reason: string): void {
+function skip(message: OutMessage, options: Pick<FollowOptions, 'logger'>, reason: string): void {
   skipped.inc({ reason });
   options.logger.warn(
     { key: message.key?.toString('utf8').slice(0, 256), reason },

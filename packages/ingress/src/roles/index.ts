@@ -1,15 +1,20 @@
 import {
   kafkaAttributes,
+  newGatewayId,
+  type RedisClient,
   type RoleContext,
   type RoleDefinition,
   type RoleHandle,
+  redisSubscriber,
+  replyChannel,
+  resultKey,
   SpanKind,
   startSpan,
   tracingEnabled,
 } from '@requester/shared';
 import { redisRequestIds } from '../claims/index.ts';
 import { Hub } from '../hub/index.ts';
-import { followResults } from '../results/index.ts';
+import { type Following, followReplies, followResults } from '../results/index.ts';
 import { attach } from '../server/index.ts';
 import { kafkaSubmit } from '../submit/index.ts';
 
@@ -41,9 +46,11 @@ export const ingressRole = {
 } satisfies RoleDefinition;
 
 /**
- * `sync-gateway`: follows `out` into a Hub that answers sync calls (when ingress runs in the same
- * process) and `GET /requests/:id` long-polls. Started only once the consumer is positioned, so a
- * result produced after the role reports started is never missed.
+ * `sync-gateway`: a Hub that answers sync calls (when ingress runs in the same process) and
+ * `GET /requests/:id` long-polls. It is fed by its own reply channel (the results of the sync
+ * requests stamped with its id) and, with SYNC_FOLLOW_OUT=true, by all of `out`; with false,
+ * long-polls also read the results the executors keep in Redis. Started only once it is
+ * subscribed and positioned, so a result produced after the role reports started is never missed.
  */
 export const syncGatewayRole = {
   name: 'sync-gateway',
@@ -55,28 +62,65 @@ export const syncGatewayRole = {
       ttlMs: config.syncCacheTtl,
       maxWaiters: config.syncMaxWaiters,
     });
-    const following = await followResults({
-      kafka: deps.kafka(),
-      topic: config.topicOut,
-      logger,
-      sessionTimeoutMs: config.kafkaSessionTimeout,
-      health: deps.consumers,
-      onResult: (id, json, traceparent) => traceReply(config.topicOut, traceparent, hub.publish(id, json)),
-    });
+    const redis = deps.redis();
+    const gatewayId = newGatewayId();
+    const sources: Array<Pick<Following, 'stop'>> = [];
+    const stopAll = () => Promise.all(sources.map((s) => s.stop())).then(() => {});
     try {
-      const server = await attach(ctx, { hub, gatewayLog: logger });
+      sources.push(
+        await followReplies({
+          subscriber: redisSubscriber(redis, logger),
+          channel: replyChannel(config.redisPrefix, gatewayId),
+          logger,
+          onResult: (id, json) => hub.publish(id, json),
+        }),
+      );
+      if (config.syncFollowOut) sources.push(await followOut(ctx, hub));
+      const lookup = config.syncFollowOut ? undefined : keptResults(redis, config.redisPrefix, logger);
+      const server = await attach(ctx, {
+        hub,
+        replyTo: gatewayId,
+        ...(lookup && { lookup }),
+        gatewayLog: logger,
+      });
+      logger.info({ gatewayId, followOut: config.syncFollowOut }, 'sync-gateway started');
       return {
         url: server.url,
         stopAccepting: () => server.close(),
-        drain: () => following.stop(),
+        drain: stopAll,
         peekResult: (requestId) => hub.peek(requestId),
       };
     } catch (err) {
-      await following.stop().catch(() => {});
+      await stopAll().catch(() => {});
       throw err;
     }
   },
 } satisfies RoleDefinition;
+
+/** SYNC_FOLLOW_OUT=true: every result of `out` passes through this gateway's Hub. */
+function followOut(ctx: RoleContext, hub: Hub<string>): Promise<Following> {
+  const { deps, config, logger } = ctx;
+  return followResults({
+    kafka: deps.kafka(),
+    topic: config.topicOut,
+    logger,
+    sessionTimeoutMs: config.kafkaSessionTimeout,
+    health: deps.consumers,
+    onResult: (id, json, traceparent) => traceReply(config.topicOut, traceparent, hub.publish(id, json)),
+  });
+}
+
+/** The sync results the executors keep in Redis; a Redis failure reads as "not there yet". */
+function keptResults(redis: RedisClient, prefix: string, logger: RoleContext['logger']) {
+  return async (requestId: string): Promise<string | undefined> => {
+    try {
+      return (await redis.get(resultKey(prefix, requestId))) ?? undefined;
+    } catch (err) {
+      logger.warn({ err }, 'kept sync results unreadable in Redis: answering from this gateway alone');
+      return undefined;
+    }
+  };
+}
 
 /**
  * The sync reply's hop: a CONSUMER span under the result's PRODUCER span, recorded only by the

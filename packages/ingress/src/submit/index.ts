@@ -15,8 +15,10 @@ export function kafkaSubmit(
   topic: string,
   timeoutMs: number,
 ): Submit {
-  return async (key, value) => {
-    const send = producer().then((p) => p.send(topic, [{ key, value }], timeoutMs));
+  return async (key, value, headers) => {
+    const send = producer().then((p) =>
+      p.send(topic, [{ key, value, ...(headers && { headers }) }], timeoutMs),
+    );
     send.catch(() => {}); // a late rejection after the timeout already answered is not unhandled
     await withTimeout(send, timeoutMs, `produce to ${topic} timed out after ${timeoutMs} ms`);
   };

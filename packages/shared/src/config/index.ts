@@ -446,6 +446,12 @@ export const CONFIG_VARIABLES = {
     goDuration,
     'how long the sync-gateway keeps a result for callers that ask after the fact',
   ),
+  syncFollowOut: variable(
+    'SYNC_FOLLOW_OUT',
+    'true',
+    bool,
+    'how sync results reach the gateways (set it alike on gateways and executors). Sync calls are answered through Redis sharded pub/sub to the gateway that took them either way. true: each sync-gateway also reads all of `out`, so a long-poll on any gateway sees every result, async ones included, but with N gateways every result is read N times (N² reads when gateways grow with callers). false: a gateway reads only its own channel, and executors also keep each sync result in Redis for SYNC_CACHE_TTL, where a long-poll on any gateway finds it (re-read every second while it waits); long-polls of async requests get 404 pending',
+  ),
   longPollMax: variable(
     'LONG_POLL_MAX',
     '60s',
