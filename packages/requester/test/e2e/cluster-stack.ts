@@ -22,7 +22,8 @@ export async function startClusterStack(stack: StackEnv): Promise<RunningProcess
   const topology = await startTopology({
     name: stack.name,
     runDir,
-    env: { AUTH: 'off', ...env, LOG_LEVEL: env.LOG_LEVEL === 'silent' ? 'warn' : (env.LOG_LEVEL ?? 'warn') },
+    // AUTH as the stack says (on by default): the tests' keys (stackKey) live in its database.
+    env: { ...env, LOG_LEVEL: env.LOG_LEVEL === 'silent' ? 'warn' : (env.LOG_LEVEL ?? 'warn') },
     frontPort: Number(HTTP_PORT),
     redisFromPort: 7801,
   });
