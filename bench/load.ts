@@ -53,7 +53,7 @@ const extraEnv = Object.fromEntries(
   (args.env ?? '')
     .split(',')
     .filter(Boolean)
-    .map((kv) => kv.split('=') as [string, string]),
+    .map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]),
 );
 const here = path.resolve(import.meta.dirname, '..');
 const silent = createLogger({ level: 'silent' });
@@ -452,8 +452,7 @@ async function main(): Promise<void> {
   );
   if (Object.keys(extraEnv).length) console.log(`extra env: ${JSON.stringify(extraEnv)}`);
   const target = await startTarget();
-  const broker = pidListeningOn(Number(args.brokers.split(',')[0]?.split(':')[1] ?? 9092));
-  const redis = pidListeningOn(6379);
+  const brokerPort = Number(args.brokers.split(',')[0]?.split(':')[1] ?? 9092);
   const sides = [await startRequester('new', here)];
   if (args.baseline) sides.push(await startRequester('baseline', path.resolve(args.baseline)));
   // A short warm-up per side: JIT, connections, topic metadata.
@@ -462,6 +461,9 @@ async function main(): Promise<void> {
   for (let n = 1; n <= rounds; n++) {
     const order = n % 2 ? sides : [...sides].reverse();
     for (const side of order) {
+      // Looked up each round: another developer may have restarted the shared broker meanwhile.
+      const broker = pidListeningOn(brokerPort);
+      const redis = pidListeningOn(6379);
       const pids = { node: side.pid, target: target.pid, broker, redis };
       const r = await round(side, n, target, pids);
       all.push(r);
