@@ -46,9 +46,9 @@ class CountingProducer {
   };
 }
 
-const settledState = (promise: Promise<unknown>) => {
+const settledState = (promise: unknown) => {
   const state = { settled: false as boolean | 'ok' | 'failed' };
-  promise.then(
+  Promise.resolve(promise).then(
     () => {
       state.settled = 'ok';
     },
