@@ -439,7 +439,11 @@ const median = (xs: number[]) => {
 
 function line(r: RoundResult): string {
   const cpu = Object.entries(r.cpu)
-    .map(([k, s]) => `${k} ${((s / Math.max(r.completed, 1)) * 1e6).toFixed(0)}µs`)
+    // Per accept when nothing runs the requests (--roles without the pipeline).
+    .map(
+      ([k, s]) =>
+        `${k} ${((s / Math.max(args.roles === 'all' ? r.completed : r.accepted, 1)) * 1e6).toFixed(0)}µs`,
+    )
     .join(', ');
   const lat = `latency→out p50 ${ms(r.latency, 50)} p99 ${ms(r.latency, 99)} ms`;
   const rtt = r.rtt ? `, reply p50 ${ms(r.rtt, 50)} p99 ${ms(r.rtt, 99)} ms` : '';
