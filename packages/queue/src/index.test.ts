@@ -259,6 +259,27 @@ describe.each([single, clustered])('FairQueue on $name', (target) => {
     });
   });
 
+  describe('lost wake-ups', () => {
+    it('an announcement that came while a lease was under way ends the next wait at once', async () => {
+      const prefix = uniquePrefix();
+      const worker = makeQueue({ refreshMs: 60_000 }, prefix);
+      const publisher = makeQueue({}, prefix);
+      const listener = makeQueue({}, prefix);
+      await worker.waitForWork(1); // subscribes
+      await listener.waitForWork(1);
+      expect((await worker.lease(1, 1_000)).tasks).toEqual([]);
+      // Published after the worker's lease looked, announced before the worker waits again.
+      const heard = listener.waitForWork(30_000);
+      await publisher.publish([{ id: 'late', partition: 'p', payload: '' }]);
+      expect(await heard).toBe(true);
+      await sleep(200); // the worker's subscriber got the same message
+      expect(await worker.waitForWork(2_000)).toBe(true);
+      expect(ids((await worker.lease(1, 1_000)).tasks)).toEqual(['late']);
+      // Seen by that lease: the next wait waits again.
+      expect(await worker.waitForWork(50)).toBe(false);
+    });
+  });
+
   describe('settling leases', () => {
     test('an ack that unblocks an ordered partition wakes idle workers of other processes', async () => {
       const prefix = uniquePrefix();

@@ -133,6 +133,9 @@ export class FairQueue {
   private cursor: number;
   private subscriber: RedisClient | undefined;
   private readonly waiters = new Set<(woken: boolean) => void>();
+  /** Wake messages received so far, and how many of them the latest lease call started after. */
+  private announcements = 0;
+  private announcementsLeaseSaw = 0;
 
   constructor(options: FairQueueOptions) {
     this.redis = options.redis;
@@ -209,7 +212,9 @@ export class FairQueue {
     if (tasks.length > queued) {
       queueMetrics.published.inc({ queue: this.name, result: 'duplicate' }, tasks.length - queued);
     }
-    await this.announce(woke);
+    // Not awaited: a hint to idle workers (who find the work on their next refresh anyway), and
+    // its round trip would sit on the path of every record the router writes.
+    void this.announce(woke);
     return results;
   }
 
@@ -222,6 +227,7 @@ export class FairQueue {
     positiveInt('k', k);
     positiveInt('leaseMs', leaseMs);
     const started = performance.now();
+    this.announcementsLeaseSaw = this.announcements;
     if (Date.now() - this.view.refreshedAt >= this.refreshMs) await this.refreshView();
     const tasks: LeasedTask[] = [];
     const first = this.allocate(k, this.shardsPerLease);
@@ -364,11 +370,14 @@ export class FairQueue {
   /**
    * Resolves after ms, or earlier when some process announces new work (pub/sub) — what an idle
    * worker does with `nextWakeMs`. Resolves true when woken by an announcement, false on timeout
-   * or abort.
+   * or abort. An announcement that arrived while the latest `lease` was under way (after it began)
+   * answers true at once: that lease may not have seen the work, and waiting for the next
+   * announcement would leave it queued for as long (a lost wake-up).
    */
   async waitForWork(ms: number, signal?: AbortSignal): Promise<boolean> {
     if (ms <= 0 || signal?.aborted) return false;
     if (this.notify) await this.subscribe();
+    if (this.announcements !== this.announcementsLeaseSaw) return true;
     return new Promise<boolean>((resolve) => {
       const finish = (woken: boolean) => {
         clearTimeout(timer);
@@ -451,7 +460,8 @@ export class FairQueue {
       }),
     );
     // e.g. an ordered partition unblocked by this ack, on a shard other workers believe idle
-    await this.announce(woke);
+    // (not awaited, as in publish)
+    void this.announce(woke);
     const ok = results.filter((r) => r === 'ok').length;
     if (ok > 0) queueMetrics.settled.inc({ queue: this.name, op, result: 'ok' }, ok);
     if (ok < results.length) {
@@ -579,6 +589,7 @@ export class FairQueue {
     const subscriber = this.redis.duplicate();
     this.subscriber = subscriber;
     subscriber.on('message', (_channel: string, message: string) => {
+      this.announcements++;
       for (const entry of message.split(',')) {
         const [shard, inMs] = entry.split(':').map(Number);
         if (shard !== undefined && inMs !== undefined && shard < this.shards) this.view.wake(shard, inMs);

@@ -38,7 +38,10 @@ export const ingressRole = {
     await deps.producer();
     const redis = deps.redis();
     await redis.ping();
-    const submit = kafkaSubmit(() => deps.producer(), config.topicIn, config.kafkaProduceTimeout);
+    const submit = kafkaSubmit(() => deps.producer(), config.topicIn, config.kafkaProduceTimeout, {
+      lingerMs: config.ingressLinger,
+      maxBatchBytes: config.ingressBatchBytes,
+    });
     const claim = redisRequestIds(redis, `${config.redisPrefix}:`, config.queueDedupWindow);
     const server = await attach(ctx, { submit, claim, ingressLog: ctx.logger });
     return { url: server.url, stopAccepting: () => server.close(), drain: async () => {} };

@@ -287,6 +287,18 @@ export const CONFIG_VARIABLES = {
   pgStatementTimeout: variable('PG_STATEMENT_TIMEOUT', '10s', goDuration, 'bound on one SQL statement'),
   httpHost: variable('HTTP_HOST', '127.0.0.1', z.string().min(1), 'address the ingress HTTP API listens on'),
   httpPort: variable('HTTP_PORT', '8080', port, 'port of the ingress HTTP API (ingress, sync-gateway)'),
+  ingressLinger: variable(
+    'INGRESS_LINGER',
+    '2ms',
+    goDuration,
+    'how long the ingress holds accepted requests to send them to `in` in one produce while an earlier produce is in flight (none in flight: sent at once); each caller is answered when its batch is acked',
+  ),
+  ingressBatchBytes: variable(
+    'INGRESS_BATCH_BYTES',
+    '262144',
+    positiveInt,
+    'bytes of accepted requests after which the ingress sends its batch to `in` without waiting for INGRESS_LINGER',
+  ),
   auth: variable(
     'AUTH',
     'on',

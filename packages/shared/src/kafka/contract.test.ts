@@ -96,6 +96,22 @@ describe.each(adapters)('Kafka interface contract: %s adapter', (_name, connect)
     await eventually(async () => (await committed(c.groupId, name)) === 20, 20_000, '20 committed');
   });
 
+  it('stop commits the batches already handled before leaving (commits run off the fetch loop)', async () => {
+    const name = await topic();
+    await producer.send(
+      name,
+      Array.from({ length: 10 }, (_, i) => ({ key: `k${i}`, value: `v${i}` })),
+    );
+    const c = consumer();
+    let seen = 0;
+    await consume(c, name, async ({ records }) => {
+      seen += records.length;
+    });
+    await eventually(async () => seen >= 10, 20_000, 'all 10 records');
+    await c.stop();
+    expect(await committed(c.groupId, name)).toBe(10);
+  });
+
   it('does not commit a batch whose handler throws: it is delivered again', async () => {
     const name = await topic();
     await producer.send(name, [{ value: 'a' }, { value: 'b' }]);

@@ -60,8 +60,10 @@ export interface ConsumeOptions {
   /** Where a group without committed offsets starts: the log start, or its end. */
   fromBeginning: boolean;
   /**
-   * `after-batch`: once `onBatch` resolves, the batch's last offset is committed (a batch whose
-   * handler throws is not, and is delivered again). `never`: nothing is ever committed.
+   * `after-batch`: once `onBatch` resolves, the batch's last offset is committed — in the
+   * background, not before the next fetch (a batch whose handler throws is not, and is delivered
+   * again; a commit lost to a rebalance or crash delivers its records again; `stop` commits what
+   * was handled before leaving). `never`: nothing is ever committed.
    */
   commit: 'after-batch' | 'never';
   /** Partitions whose batches are handled at the same time (default 1). */

@@ -11,9 +11,11 @@ import type {
 export class KafkajsConsumer implements KafkaConsumer {
   readonly groupId: string;
   private readonly consumer: Consumer;
+  private readonly commits: BackgroundCommits;
 
   constructor(kafka: Kafka, options: ConsumerOptions) {
     this.groupId = options.groupId;
+    this.commits = new BackgroundCommits((offsets) => this.consumer.commitOffsets(offsets));
     this.consumer = kafka.consumer({
       groupId: options.groupId,
       allowAutoTopicCreation: false,
@@ -36,9 +38,11 @@ export class KafkajsConsumer implements KafkaConsumer {
     try {
       await this.consumer.subscribe({ topics: options.topics, fromBeginning: options.fromBeginning });
       await this.consumer.run({
-        autoCommit: explicit,
-        // With explicit commits the offset is resolved by hand after the handler succeeded; kafkajs
-        // then commits what was resolved when the batch ends (autoCommit must stay on for that).
+        // kafkajs's own commits would be awaited after every batch, before the next fetch: a
+        // broker round trip on the path of every record (the router's, so every sync call's).
+        // Commits go in the background instead (see BackgroundCommits).
+        autoCommit: false,
+        // With explicit commits the offset is resolved by hand after the handler succeeded.
         eachBatchAutoResolve: !explicit,
         partitionsConsumedConcurrently: options.partitionsConsumedConcurrently ?? 1,
         eachBatch: (payload) => this.handle(payload, options, explicit),
@@ -50,7 +54,7 @@ export class KafkajsConsumer implements KafkaConsumer {
   }
 
   private async handle(
-    { batch, resolveOffset, commitOffsetsIfNecessary, heartbeat, isRunning }: EachBatchPayload,
+    { batch, resolveOffset, heartbeat, isRunning }: EachBatchPayload,
     options: ConsumeOptions,
     explicit: boolean,
   ): Promise<void> {
@@ -58,8 +62,9 @@ export class KafkajsConsumer implements KafkaConsumer {
     await options.onBatch(recordBatch(batch), { heartbeat, isRunning });
     if (!explicit) return;
     resolveOffset(batch.lastOffset());
-    await commitOffsetsIfNecessary();
-    await heartbeat();
+    this.commits.add(batch.topic, batch.partition, (BigInt(batch.lastOffset()) + 1n).toString());
+    // Stopping: the batch in hand is committed before the member leaves the group.
+    if (!isRunning()) await this.commits.flush();
   }
 
   pause(topics: string[]): void {
@@ -86,8 +91,46 @@ export class KafkajsConsumer implements KafkaConsumer {
     );
   }
 
-  stop(): Promise<void> {
-    return this.consumer.disconnect();
+  async stop(): Promise<void> {
+    await this.commits.flush();
+    await this.consumer.disconnect();
+  }
+}
+
+type OffsetToCommit = { topic: string; partition: number; offset: string };
+
+/**
+ * Commits after-batch offsets off the fetch loop: the latest offset of each partition, one commit
+ * request at a time, what arrived meanwhile in the next. Only offsets whose batch was handled are
+ * ever committed, so at-least-once holds; a commit lost to a rebalance, a crash or an outage only
+ * means the records after the last commit that went through are delivered again.
+ */
+export class BackgroundCommits {
+  private readonly commit: (offsets: OffsetToCommit[]) => Promise<void>;
+  private readonly latest = new Map<string, OffsetToCommit>();
+  private running: Promise<void> | undefined;
+
+  constructor(commit: (offsets: OffsetToCommit[]) => Promise<void>) {
+    this.commit = commit;
+  }
+
+  add(topic: string, partition: number, offset: string): void {
+    this.latest.set(`${topic}\0${partition}`, { topic, partition, offset });
+    this.running ??= this.drain();
+  }
+
+  /** Resolves once everything added so far was committed (or failed to be). */
+  async flush(): Promise<void> {
+    while (this.running) await this.running;
+  }
+
+  private async drain(): Promise<void> {
+    while (this.latest.size > 0) {
+      const offsets = [...this.latest.values()];
+      this.latest.clear();
+      await this.commit(offsets).catch(() => {}); // delivered again later: see above
+    }
+    this.running = undefined;
   }
 }
 
