@@ -1,5 +1,7 @@
 import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
+import { KeyStore } from '@requester/ingress';
+import { createLogger, Dependencies, loadConfig } from '@requester/shared';
 import { PIDS_FILE, startTopology } from './topology.ts';
 
 /**
@@ -53,8 +55,12 @@ async function up(): Promise<void> {
     detached: true,
     frontPort,
     redisFromPort: Number(process.env.CLUSTER_REDIS_PORT ?? 7601),
-    env: { LOG_LEVEL: process.env.LOG_LEVEL ?? 'info', AUTH: process.env.AUTH ?? 'off' },
+    env: {
+      LOG_LEVEL: process.env.LOG_LEVEL ?? 'info',
+      ...(process.env.AUTH ? { AUTH: process.env.AUTH } : {}),
+    },
   });
+  const apiKey = topology.env.AUTH === 'off' ? undefined : await createLocalKey(topology.env);
   const envFile = path.join(RUN_DIR, 'env');
   writeFileSync(
     envFile,
@@ -74,13 +80,30 @@ ${lines.join('\n')}
   Redis Cluster  ${topology.redisUrl}
   topics         ${topology.env.KAFKA_TOPIC_IN} (${topology.env.KAFKA_TOPIC_PARTITIONS} partitions), ${topology.env.KAFKA_TOPIC_OUT}
 
-    curl -s -X POST ${topology.frontUrl}/request -H 'content-type: application/json' \\
+    curl -s -X POST ${topology.frontUrl}/request -H 'content-type: application/json'${apiKey ? ` -H 'authorization: Bearer ${apiKey}'` : ''} \\
       -d '{"request":{"uri":"","body":"hello"},"meta":{"requestId":"c-1","sync":true}}'
-
+${apiKey ? `  (the key is kept in ${path.relative(ROOT, path.join(RUN_DIR, 'api-key'))}; AUTH=off ./dev cluster runs without keys)\n` : ''}
   Admin commands on it: (. ${path.relative(ROOT, envFile)} && packages/requester/bin/requester queue info)
   Stop it: ./dev cluster down
 `);
   process.exit(0);
+}
+
+/** A key of the topology's database for the printed curl (API keys are required by default). */
+async function createLocalKey(env: Record<string, string>): Promise<string> {
+  const deps = new Dependencies(loadConfig(env), createLogger({ level: 'warn' }));
+  try {
+    const store = new KeyStore(await deps.sql());
+    const { token } = await store.create({
+      name: `cluster-${Date.now().toString(36)}`,
+      sync: true,
+      schedule: true,
+    });
+    writeFileSync(path.join(RUN_DIR, 'api-key'), `${token}\n`, { mode: 0o600 });
+    return token;
+  } finally {
+    await deps.close();
+  }
 }
 
 async function down(): Promise<void> {
