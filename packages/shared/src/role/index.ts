@@ -1,6 +1,7 @@
 import type { Admin, Kafka, Producer } from 'kafkajs';
 import type { Config } from '../config/index.ts';
 import { RequesterError } from '../errors/index.ts';
+import { createJournal, type Journal } from '../journal/index.ts';
 import { ConsumerHealth } from '../kafka/health.ts';
 import {
   createKafka,
@@ -52,6 +53,7 @@ export class Dependencies {
   private redisClient: RedisClient | undefined;
   private sqlPromise: Promise<Sql> | undefined;
   private topicsPromise: Promise<void> | undefined;
+  private journalWriter: Journal | undefined;
   private probeAdmin: { admin: Admin; connected: Promise<void>; up: boolean } | undefined;
   /** The crash record of the process's consumers: roles `watch` theirs, /readyz reports it. */
   readonly consumers: ConsumerHealth;
@@ -84,12 +86,16 @@ export class Dependencies {
           const { topicPartitions: numPartitions, topicReplication: replicationFactor } = this.config;
           const created = await ensureTopics(
             admin,
-            [this.config.topicIn, this.config.topicOut, this.config.topicDlq].map((topic) => ({
-              topic,
-              numPartitions,
-              replicationFactor,
-              configEntries: [{ name: 'max.message.bytes', value: String(this.config.kafkaMaxMessageBytes) }],
-            })),
+            [this.config.topicIn, this.config.topicOut, this.config.topicDlq, this.config.topicEvents].map(
+              (topic) => ({
+                topic,
+                numPartitions,
+                replicationFactor,
+                configEntries: [
+                  { name: 'max.message.bytes', value: String(this.config.kafkaMaxMessageBytes) },
+                ],
+              }),
+            ),
           );
           if (created.length > 0) this.logger.info({ topics: created }, 'created Kafka topics');
         } finally {
@@ -101,6 +107,18 @@ export class Dependencies {
       },
     );
     return this.topicsPromise;
+  }
+
+  /** The process's task journal writer (EVENTS), one for all its roles; flushed at close. */
+  journal(): Journal {
+    this.journalWriter ??= createJournal({
+      producer: () => this.producer(),
+      topic: this.config.topicEvents,
+      mode: this.config.events,
+      logger: this.logger.child({ component: 'journal' }),
+      produceTimeoutMs: this.config.kafkaProduceTimeout,
+    });
+    return this.journalWriter;
   }
 
   producer(): Promise<Producer> {
@@ -210,6 +228,7 @@ export class Dependencies {
 
   /** Phase 3 of shutdown: close every client that was opened. */
   async close(): Promise<void> {
+    await this.journalWriter?.close();
     const closing: Array<Promise<unknown>> = [];
     if (this.producerPromise) closing.push(this.producerPromise.then((p) => p.disconnect()));
     // A probe connection still trying to reach a dead broker would hold shutdown for kafkajs's

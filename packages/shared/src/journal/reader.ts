@@ -1,0 +1,51 @@
+import type { Fetcher } from '../kafka/fetcher.ts';
+import { type JournalEvent, journalEventSchema } from './event.ts';
+
+/** How far back a lookup reads when the caller does not say (the events of the last hour). */
+export const DEFAULT_LOOKBACK_MS = 3_600_000;
+
+export interface JournalLookup {
+  requestId: string;
+  /** Read the events written at or after this time (epoch ms); default: an hour ago. */
+  sinceMs?: number;
+}
+
+/**
+ * The story of one request: its events from KAFKA_TOPIC_EVENTS, in the order they happened. One
+ * partition is read from `sinceMs` on (Fetcher.readKey); events are ordered by `at`, then by
+ * offset — the processes' clocks differ a little, and one process's events keep their order.
+ * Records that are not journal events (or of a type this version does not know) are skipped.
+ */
+export async function readJournal(
+  fetcher: Pick<Fetcher, 'readKey'>,
+  topic: string,
+  lookup: JournalLookup,
+  now = Date.now(),
+): Promise<JournalEvent[]> {
+  const since = lookup.sinceMs ?? now - DEFAULT_LOOKBACK_MS;
+  const records = await fetcher.readKey(topic, lookup.requestId, since);
+  const events: JournalEvent[] = [];
+  for (const record of records) {
+    const event = parseEvent(record.value);
+    if (event?.requestId === lookup.requestId) events.push(event);
+  }
+  return events
+    .map((event, i) => ({ event, i }))
+    .sort((a, b) => a.event.at - b.event.at || a.i - b.i)
+    .map((e) => e.event);
+}
+
+function parseEvent(value: Buffer | null): JournalEvent | undefined {
+  if (!value) return undefined;
+  try {
+    const parsed = journalEventSchema.safeParse(JSON.parse(value.toString('utf8')));
+    return parsed.success ? parsed.data : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The client named by a story (its first event that names one): whose request it is. */
+export function clientOfStory(events: readonly JournalEvent[]): string | undefined {
+  return events.find((event) => event.client !== undefined)?.client;
+}
