@@ -80,6 +80,7 @@ export const executorRole: RoleDefinition = {
       leaseTtlMs: config.executorLeaseTtl,
       produceTimeoutMs: config.kafkaProduceTimeout,
       logger,
+      journal: deps.journal(),
     });
     executor.start();
     logger.info({ maxWorkers: config.maxWorkers }, 'executor started');

@@ -19,6 +19,7 @@ import {
   formatRfc3339,
   histogram,
   inSpan,
+  type Journal,
   kafkaKeyFor,
   type Logger,
   newTraceparent,
@@ -45,6 +46,8 @@ export interface ApiParts {
   claim?: ClaimRequestId;
   /** Results from `out` (sync-gateway role). */
   hub?: Hub<string>;
+  /** The task journal: `accepted` (ingress); absent = none. */
+  journal?: Journal;
   /** Each role's logger, so a request's log lines carry the role that served it. */
   ingressLog?: Logger;
   gatewayLog?: Logger;
@@ -214,6 +217,7 @@ async function accept(
       'the request could not be written to Kafka; nothing was accepted, retry later',
     );
   }
+  parts.journal?.emit({ type: 'accepted', requestId: id, client: envelope.meta.client, channel: 'http' });
   return {
     id,
     until,

@@ -25,7 +25,7 @@ export const ingressRole = {
     await redis.ping();
     const submit = kafkaSubmit(() => deps.producer(), config.topicIn, config.kafkaProduceTimeout);
     const claim = redisRequestIds(redis, `${config.redisPrefix}:`, config.queueDedupWindow);
-    const server = await attach(ctx, { submit, claim, ingressLog: ctx.logger });
+    const server = await attach(ctx, { submit, claim, ingressLog: ctx.logger, journal: deps.journal() });
     return { url: server.url, stopAccepting: () => server.close(), drain: async () => {} };
   },
 } satisfies RoleDefinition;

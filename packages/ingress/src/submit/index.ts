@@ -12,7 +12,9 @@ import type { Submit } from '../api/index.ts';
  */
 export function kafkaSubmit(producer: () => Promise<Producer>, topic: string, timeoutMs: number): Submit {
   return async (key, value) => {
-    const send = producer().then((p) => produce(p, topic, [{ key, value }], timeoutMs));
+    // The header tells the router that this request's journal began here (`accepted` over http).
+    const headers = { 'requester-channel': 'http' };
+    const send = producer().then((p) => produce(p, topic, [{ key, value, headers }], timeoutMs));
     send.catch(() => {}); // a late rejection after the timeout already answered is not unhandled
     await withTimeout(send, timeoutMs, `produce to ${topic} timed out after ${timeoutMs} ms`);
   };

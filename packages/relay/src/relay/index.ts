@@ -9,6 +9,7 @@ import {
   errorResult,
   isMessageTooLargeError,
   isOutage,
+  type Journal,
   type Logger,
   type Message,
   Outbox,
@@ -41,6 +42,8 @@ export interface RelayOptions {
   topicOut?: string;
   /** Its dead letter goes here. */
   topicDlq?: string;
+  /** The task journal (`relayed`); absent = none. */
+  journal?: Journal;
 }
 
 /**
@@ -140,6 +143,7 @@ export class Relay {
   private async produceRows(topic: string, rows: ClaimedRow[]): Promise<void> {
     try {
       await produce(this.options.producer, topic, rows.map(inRecord), this.options.produceTimeoutMs);
+      for (const { requestId } of rows) this.options.journal?.emit({ type: 'relayed', requestId });
     } catch (err) {
       if (isOutage(err) || !this.options.topicOut) throw err;
       this.options.logger.warn(
@@ -230,6 +234,7 @@ export const relayRole: RoleDefinition = {
       produceTimeoutMs: config.kafkaProduceTimeout,
       topicOut: config.topicOut,
       topicDlq: config.topicDlq,
+      journal: deps.journal(),
     });
     await relay.start();
     return { drain: () => relay.stop() };

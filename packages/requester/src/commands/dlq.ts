@@ -1,6 +1,7 @@
 import {
   type Config,
   createFetcher,
+  createJournal,
   createKafka,
   createProducer,
   deadLetterRequestId,
@@ -158,6 +159,13 @@ async function runReplay(
     logger,
     security: kafkaSecurityFrom(config),
   });
+  const journal = createJournal({
+    producer: async () => producer,
+    topic: config.topicEvents,
+    mode: config.events,
+    logger,
+    produceTimeoutMs: config.kafkaProduceTimeout,
+  });
   try {
     if (!args.dryRun) await producer.connect();
     const summary = await replayDeadLetters(
@@ -167,6 +175,7 @@ async function runReplay(
         topicIn: config.topicIn,
         marks: new ReplayMarks(redis, config.redisPrefix),
         produceTimeoutMs: config.kafkaProduceTimeout,
+        journal,
         onReplayed: (done, total) => progress(`dlq replay: replayed ${done}/${total} to ${config.topicIn}`),
       },
       {
@@ -186,6 +195,7 @@ async function runReplay(
     warnIncomplete(summary.incomplete);
     process.stdout.write(`${JSON.stringify(summary, null, 2)}\n`);
   } finally {
+    await journal.close();
     await Promise.all([producer.disconnect(), reader.close()]);
     redis.disconnect();
   }

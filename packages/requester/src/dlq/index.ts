@@ -4,6 +4,7 @@ import {
   deadLetterRequestId,
   type Fetcher,
   formatRecordRef,
+  type Journal,
   type Kafka,
   type KafkaMessage,
   kafkaKeyFor,
@@ -149,6 +150,8 @@ export interface ReplayTarget {
   marks: ReplayMarks;
   produceTimeoutMs: number;
   onReplayed?(done: number, total: number): void;
+  /** The task journal (`replayed`); absent = none. */
+  journal?: Journal;
 }
 
 export interface ReplayedItem {
@@ -279,6 +282,10 @@ async function writeReplays(replays: PlannedReplay[], target: ReplayTarget): Pro
   if (replays.length === 0) return;
   await produce(target.producer, target.topicIn, replays.map(replayMessage), target.produceTimeoutMs);
   await target.marks.mark(replays);
+  for (const { envelope } of replays) {
+    const { requestId, client } = envelope.meta;
+    target.journal?.emit({ type: 'replayed', requestId, client, by: 'requester dlq replay' });
+  }
 }
 
 /** The `in` record of a replay: keyed like the ingress does (partition, else requestId). */

@@ -8,6 +8,8 @@ import {
   errorResult,
   histogram,
   isOutage,
+  type Journal,
+  type KafkaMessage,
   type Logger,
   Outbox,
   type OutboxRow,
@@ -36,6 +38,9 @@ const refused = counter(
   'records of in the queue or outbox refused (answered with an error result and dead-lettered)',
   ['destination'],
 );
+/** Headers of the `in` records whose journal began before `in`: ingress, relay, DLQ replay. */
+const JOURNALED_BY_HEADER = new Set(['requester-channel', 'requester-relayed-from', 'requester-replay-of']);
+
 const batchSeconds = histogram('router_batch_seconds', 'time to route one fetched batch of in');
 
 /** Where routed tasks go: the Redis queue (FairQueue.publish satisfies this). */
@@ -56,6 +61,8 @@ export interface RouterOptions {
   produceTimeoutMs: number;
   logger: Logger;
   contract?: RequestContract;
+  /** The task journal (accepted over Kafka, routed); absent = none. */
+  journal?: Journal;
   /** When to pause consuming `in` (absent = never): see backpressure.ts. */
   backpressure?: RouterBackpressure;
 }
@@ -141,13 +148,30 @@ export class Router {
         key: message.key,
         value: message.value,
       };
-      return { record, route: this.route(record, now) };
+      return { record, route: this.route(record, now), message };
     });
     await this.write(routes);
+    for (const { route, message } of routes) this.journalRouted(route, message);
     resolveOffset(batch.lastOffset());
     await commitOffsetsIfNecessary();
     await heartbeat();
     timer();
+  }
+
+  /**
+   * A record that did not come from the ingress (POST /request marks its records), the relay or a
+   * DLQ replay was written to `in` straight by a producer: its journal starts here, `accepted`
+   * over Kafka. Then where it went.
+   */
+  private journalRouted(route: Route, message: KafkaMessage): void {
+    const { journal } = this.options;
+    if (!journal || route.kind === 'invalid') return;
+    const { requestId, client } = route.envelope.meta;
+    const headers = message.headers ?? {};
+    if (!Object.keys(headers).some((name) => JOURNALED_BY_HEADER.has(name)))
+      journal.emit({ type: 'accepted', requestId, client, channel: 'kafka' });
+    const due = route.kind === 'queue' ? route.task.dueAt : route.row.dueAt.getTime();
+    journal.emit({ type: 'routed', requestId, client, to: route.kind === 'queue' ? 'redis' : 'outbox', due });
   }
 
   /** routeRecord, with a bug on strange input confined to its record (answered `internal`). */
@@ -314,6 +338,7 @@ export function createRouterRole(extras: RouterRoleExtras = {}): RoleDefinition 
         horizonMs: config.redisHorizon,
         produceTimeoutMs: config.kafkaProduceTimeout,
         logger,
+        journal: deps.journal(),
         backpressure: { ...rules, depth: () => pendingDepth(queue), ...(openOrigins ? { openOrigins } : {}) },
       });
       await router.start();

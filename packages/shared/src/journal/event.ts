@@ -15,13 +15,10 @@ const epochMs = z.number().int().nonnegative().meta({ description: 'Epoch millis
 const common = {
   requestId,
   at: epochMs.meta({ description: 'When the step happened (epoch ms, clock of the process that saw it).' }),
-  client: z
-    .string()
-    .optional()
-    .meta({
-      description:
-        'meta.client of the request when the process knew it (owner check of GET /requests/{id}/events).',
-    }),
+  client: z.string().optional().meta({
+    description:
+      'meta.client of the request when the process knew it (owner check of GET /requests/{id}/events).',
+  }),
 };
 
 export const journalEventSchema = z
