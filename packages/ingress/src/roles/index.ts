@@ -1,4 +1,12 @@
-import type { RoleContext, RoleDefinition, RoleHandle } from '@requester/shared';
+import {
+  createFetcher,
+  type JournalLookup,
+  kafkaSecurityFrom,
+  type RoleContext,
+  type RoleDefinition,
+  type RoleHandle,
+  readJournal,
+} from '@requester/shared';
 import { redisRequestIds } from '../claims/index.ts';
 import { Hub } from '../hub/index.ts';
 import { followResults } from '../results/index.ts';
@@ -54,8 +62,18 @@ export const syncGatewayRole = {
       onResult: (id, json) => hub.publish(id, json),
     });
     try {
-      const server = await attach(ctx, { hub, gatewayLog: logger });
-      return { url: server.url, stopAccepting: () => server.close(), drain: () => following.stop() };
+      const journalFetcher = createFetcher({
+        brokers: config.kafkaBrokers,
+        clientId: `${config.kafkaClientId}-journal`,
+        logger,
+        security: kafkaSecurityFrom(config),
+        connections: 1,
+        cacheBytes: 0,
+      });
+      const readEvents = (lookup: JournalLookup) => readJournal(journalFetcher, config.topicEvents, lookup);
+      const server = await attach(ctx, { hub, gatewayLog: logger, readJournal: readEvents });
+      const drain = () => Promise.all([following.stop(), journalFetcher.close()]).then(() => {});
+      return { url: server.url, stopAccepting: () => server.close(), drain };
     } catch (err) {
       await following.stop().catch(() => {});
       throw err;

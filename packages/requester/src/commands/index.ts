@@ -14,15 +14,17 @@ import { type ConfigFrom, progress } from './common.ts';
 import { registerDlqCommands } from './dlq.ts';
 import { registerKeysCommands } from './keys.ts';
 import { registerQueueCommands } from './queue.ts';
+import { registerTraceCommand } from './trace.ts';
 
 /** Admin subcommands: each one short-lived, printing progress on stderr and results on stdout. */
 export function registerAdminCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): void {
   registerQueueCommands(cli, configFrom);
   registerDlqCommands(cli, configFrom);
   registerKeysCommands(cli, configFrom);
+  registerTraceCommand(cli, configFrom);
   cli.command(
     'topics',
-    'create the Kafka topics (in, out, dlq) when missing',
+    'create the Kafka topics (in, out, dlq, events) when missing',
     (y) => y,
     async (argv) => {
       const config = configFrom(argv);
@@ -32,7 +34,7 @@ export function registerAdminCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): 
       );
       try {
         progress(
-          `ensuring topics ${config.topicIn}, ${config.topicOut}, ${config.topicDlq} on ${config.kafkaBrokers}`,
+          `ensuring topics ${config.topicIn}, ${config.topicOut}, ${config.topicDlq}, ${config.topicEvents} on ${config.kafkaBrokers}`,
         );
         await deps.topics();
         progress('topics ready');

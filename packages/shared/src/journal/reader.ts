@@ -1,4 +1,7 @@
-import type { Fetcher } from '../kafka/fetcher.ts';
+import { RequesterError } from '../errors/index.ts';
+import type { FetchedRecord, Fetcher } from '../kafka/fetcher.ts';
+import { tryParseDuration } from '../time/duration.ts';
+import { tryParseRfc3339 } from '../time/rfc3339.ts';
 import { type JournalEvent, journalEventSchema } from './event.ts';
 
 /** How far back a lookup reads when the caller does not say (the events of the last hour). */
@@ -23,7 +26,13 @@ export async function readJournal(
   now = Date.now(),
 ): Promise<JournalEvent[]> {
   const since = lookup.sinceMs ?? now - DEFAULT_LOOKBACK_MS;
-  const records = await fetcher.readKey(topic, lookup.requestId, since);
+  let records: FetchedRecord[];
+  try {
+    records = await fetcher.readKey(topic, lookup.requestId, since);
+  } catch (err) {
+    if (err instanceof RequesterError && err.code === 'not_found') return []; // no journal topic yet
+    throw err;
+  }
   const events: JournalEvent[] = [];
   for (const record of records) {
     const event = parseEvent(record.value);
@@ -48,4 +57,19 @@ function parseEvent(value: Buffer | null): JournalEvent | undefined {
 /** The client named by a story (its first event that names one): whose request it is. */
 export function clientOfStory(events: readonly JournalEvent[]): string | undefined {
   return events.find((event) => event.client !== undefined)?.client;
+}
+
+/**
+ * Where a lookup starts, from what an operator writes: a duration back from now (`2h`, `90m`) or
+ * an RFC 3339 time. A string says why the text was refused.
+ */
+export function lookupSince(text: string, now = Date.now()): number | string {
+  const duration = tryParseDuration(text);
+  if (duration.ok) {
+    if (duration.ns < 0n) return `must not be negative (got ${text})`;
+    return now - Number(duration.ns / 1_000_000n);
+  }
+  const time = tryParseRfc3339(text);
+  if (time.ok) return time.epochMs;
+  return `expected a duration back from now (e.g. 2h) or an RFC 3339 time, got ${JSON.stringify(text)}`;
 }
