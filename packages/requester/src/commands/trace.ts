@@ -66,7 +66,9 @@ export function formatStory(events: readonly JournalEvent[], requestId: string):
   const first = events[0];
   if (!first) return `no journal events for ${requestId} (EVENTS=off, older than --since, or unknown)\n`;
   const width = String(Math.max(...events.map((e) => e.at - first.at))).length;
-  const lines = events.map((e) => `+${String(e.at - first.at).padStart(width)} ms  ${describe(e, first.at)}`);
+  const lines = events.map(
+    (e) => `${`+${e.at - first.at}`.padStart(width + 1)} ms  ${describe(e, first.at)}`,
+  );
   return `${requestId} — ${new Date(first.at).toISOString()}\n${lines.join('\n')}\n`;
 }
 
