@@ -92,7 +92,11 @@ export const journalEventSchema = z
       by: z.string().meta({ description: 'What re-submitted the request (`requester dlq replay`).' }),
     }),
   ])
-  .meta({ title: 'JournalEvent', description: 'One step of one request, on KAFKA_TOPIC_EVENTS.' });
+  .meta({
+    title: 'JournalEvent',
+    description:
+      'One step of one request. A record of KAFKA_TOPIC_EVENTS (key: requestId) holds a JSON array of these, the steps of that request one process saw in one flush, in order.',
+  });
 
 export type JournalEvent = z.infer<typeof journalEventSchema>;
 export type JournalEventType = JournalEvent['type'];

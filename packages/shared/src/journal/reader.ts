@@ -34,24 +34,28 @@ export async function readJournal(
     throw err;
   }
   const events: JournalEvent[] = [];
-  for (const record of records) {
-    const event = parseEvent(record.value);
-    if (event?.requestId === lookup.requestId) events.push(event);
-  }
+  for (const record of records)
+    for (const event of parseEvents(record.value))
+      if (event.requestId === lookup.requestId) events.push(event);
   return events
     .map((event, i) => ({ event, i }))
     .sort((a, b) => a.event.at - b.event.at || a.i - b.i)
     .map((e) => e.event);
 }
 
-function parseEvent(value: Buffer | null): JournalEvent | undefined {
-  if (!value) return undefined;
+/** A record's value: a JSON array of events (see writer.ts); unknown or broken ones are skipped. */
+function parseEvents(value: Buffer | null): JournalEvent[] {
+  let items: unknown;
   try {
-    const parsed = journalEventSchema.safeParse(JSON.parse(value.toString('utf8')));
-    return parsed.success ? parsed.data : undefined;
+    items = JSON.parse(value?.toString('utf8') ?? '');
   } catch {
-    return undefined;
+    return [];
   }
+  if (!Array.isArray(items)) return [];
+  return items.flatMap((item) => {
+    const parsed = journalEventSchema.safeParse(item);
+    return parsed.success ? [parsed.data] : [];
+  });
 }
 
 /** The client named by a story (its first event that names one): whose request it is. */
