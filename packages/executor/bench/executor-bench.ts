@@ -205,8 +205,11 @@ async function benchExecutor(
   });
   const eventsTopic = `${outTopic}.events`;
   if (events !== 'off') await createTestTopics([eventsTopic], 12);
+  // As in a process (Dependencies.journal): a producer of its own, beside the results' one.
+  const journalProducer = createProducer(testKafka());
+  if (events !== 'off') await journalProducer.connect();
   const journal = createJournal({
-    producer: async () => producer,
+    producer: async () => journalProducer,
     topic: eventsTopic,
     mode: events,
     logger: silentLogger,
@@ -262,6 +265,7 @@ async function benchExecutor(
   );
   await slow('executor.drain', executor.drain());
   await slow('journal.close', journal.close());
+  if (events !== 'off') await journalProducer.disconnect();
   await Promise.all([slow('reader.disconnect', reader.disconnect()), slow('fetcher.close', fetcher.close())]);
   http.close();
   await new QueueAdmin(queue).purge();

@@ -54,6 +54,7 @@ export class Dependencies {
   private sqlPromise: Promise<Sql> | undefined;
   private topicsPromise: Promise<void> | undefined;
   private journalWriter: Journal | undefined;
+  private journalProducerPromise: Promise<Producer> | undefined;
   private probeAdmin: { admin: Admin; connected: Promise<void>; up: boolean } | undefined;
   /** The crash record of the process's consumers: roles `watch` theirs, /readyz reports it. */
   readonly consumers: ConsumerHealth;
@@ -109,16 +110,35 @@ export class Dependencies {
     return this.topicsPromise;
   }
 
-  /** The process's task journal writer (EVENTS), one for all its roles; flushed at close. */
+  /**
+   * The process's task journal writer (EVENTS), one for all its roles; flushed at close. It has a
+   * producer of its own: on the shared one, its batches would queue the results and `in` records
+   * behind them on the same broker connection.
+   */
   journal(): Journal {
     this.journalWriter ??= createJournal({
-      producer: () => this.producer(),
+      producer: () => this.journalProducer(),
       topic: this.config.topicEvents,
       mode: this.config.events,
       logger: this.logger.child({ component: 'journal' }),
       produceTimeoutMs: this.config.kafkaProduceTimeout,
     });
     return this.journalWriter;
+  }
+
+  private journalProducer(): Promise<Producer> {
+    this.journalProducerPromise ??= retryable(
+      async () => {
+        await this.topics();
+        const producer = createProducer(this.kafka());
+        await producer.connect();
+        return producer;
+      },
+      () => {
+        this.journalProducerPromise = undefined;
+      },
+    );
+    return this.journalProducerPromise;
   }
 
   producer(): Promise<Producer> {
@@ -231,6 +251,7 @@ export class Dependencies {
     await this.journalWriter?.close();
     const closing: Array<Promise<unknown>> = [];
     if (this.producerPromise) closing.push(this.producerPromise.then((p) => p.disconnect()));
+    if (this.journalProducerPromise) closing.push(this.journalProducerPromise.then((p) => p.disconnect()));
     // A probe connection still trying to reach a dead broker would hold shutdown for kafkajs's
     // whole retry schedule: let it go instead of waiting for it.
     if (this.probeAdmin?.up) closing.push(this.probeAdmin.admin.disconnect());
