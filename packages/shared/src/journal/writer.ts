@@ -95,8 +95,11 @@ class JournalWriter implements Journal {
     this.closed = true;
     clearTimeout(this.timer);
     this.held.clear();
-    await this.flushing;
-    if (this.buffered > 0) await this.flushNow();
+    while (this.flushing || this.buffered > 0) {
+      await this.flushing;
+      clearTimeout(this.timer);
+      if (this.buffered > 0) await this.flushNow();
+    }
   }
 
   private filterFailures(event: JournalEvent): void {
@@ -153,22 +156,23 @@ class JournalWriter implements Journal {
 
   private flushNow(): Promise<void> {
     this.flushing ??= (async () => {
-      while (this.buffered > 0) {
-        const batch = this.buffer;
-        const events = this.buffered;
-        this.buffer = new Map();
-        this.buffered = 0;
-        try {
-          const producer = await this.options.producer();
-          await produce(producer, this.options.topic, records(batch), this.options.produceTimeoutMs);
-        } catch (err) {
-          dropped.inc({ reason: 'unavailable' }, events);
-          this.warnAtMostEvery10s(err, events);
-        }
+      const batch = this.buffer;
+      const events = this.buffered;
+      this.buffer = new Map();
+      this.buffered = 0;
+      try {
+        const producer = await this.options.producer();
+        await produce(producer, this.options.topic, records(batch), this.options.produceTimeoutMs);
+      } catch (err) {
+        dropped.inc({ reason: 'unavailable' }, events);
+        this.warnAtMostEvery10s(err, events);
       }
     })().finally(() => {
       this.flushing = undefined;
-      if (this.buffered > 0) this.flushSoon(0);
+      // What came meanwhile waits for its own flushMs (or a full batch): right away would make one
+      // produce per round trip, and the per-request cost is what the journal must keep low.
+      if (this.buffered >= this.options.batchSize) this.flushSoon(0);
+      else if (this.buffered > 0) this.flushSoon(this.options.flushMs);
     });
     return this.flushing;
   }
