@@ -3,9 +3,11 @@
  * a journal topic holding a million events of the last hour.
  *
  *   node packages/shared/bench/journal-lookup-bench.ts [--events 1000000] [--partitions 12] [--lookups 20]
+ *       [--one-per-record]
  *
- * Writes `--events` journal events (5 per request: accepted, routed, leased, attempt, completed),
- * their timestamps spread evenly over the last hour, to a new topic of `--partitions` partitions
+ * Writes `--events` journal events (5 per request: accepted, routed, leased, attempt, completed, in
+ * 3 records as the ingress, the router and the executor write them), their timestamps spread
+ * evenly over the last hour, to a new topic of `--partitions` partitions
  * with batched produce; then looks up `--lookups` random requests the way the tools do
  * (readJournal: the key's one partition, from ListOffsets(now − 1 h), scanned forward in 16 MiB
  * fetches), each with a new fetcher (cold: connect and metadata included) and again with a warm
@@ -34,6 +36,8 @@ const EVENTS = option('--events', 1_000_000);
 const PARTITIONS = option('--partitions', 12);
 const LOOKUPS = option('--lookups', 20);
 const PER_REQUEST = 5;
+/** Every event in a record of its own (a journal of slow requests: no two steps share a flush). */
+const ONE_PER_RECORD = args.includes('--one-per-record');
 const HOUR = 3_600_000;
 
 const topic = uniqueName('bench-events');
@@ -61,8 +65,17 @@ async function fill(start: number): Promise<string[]> {
     const messages: Message[] = [];
     for (let i = first; i < Math.min(first + BATCH, requests); i++) {
       const at = Math.round(start + i * step);
-      for (const event of storyOf(ids[i] as string, at))
-        messages.push({ key: event.requestId, value: JSON.stringify(event), timestamp: String(event.at) });
+      // As the processes write them: ingress [accepted], router [routed], executor [leased, attempt, completed].
+      const [accepted, routed, ...executed] = storyOf(ids[i] as string, at);
+      const records = ONE_PER_RECORD
+        ? [accepted, routed, ...executed].map((e) => [e])
+        : [[accepted], [routed], executed];
+      for (const events of records)
+        messages.push({
+          key: ids[i] as string,
+          value: JSON.stringify(events),
+          timestamp: String(events[0]?.at),
+        });
     }
     const sent = produce(producer, topic, messages, 60_000);
     inFlight.add(sent);
@@ -71,7 +84,9 @@ async function fill(start: number): Promise<string[]> {
   }
   await Promise.all(inFlight);
   const seconds = (performance.now() - began) / 1000;
-  console.log(`wrote ${requests * PER_REQUEST} events (${requests} requests) in ${seconds.toFixed(1)} s`);
+  console.log(
+    `wrote ${requests * PER_REQUEST} events (${requests} requests, ${requests * (ONE_PER_RECORD ? 5 : 3)} records) in ${seconds.toFixed(1)} s`,
+  );
   return ids;
 }
 
