@@ -1,5 +1,5 @@
-import { createFetcher, type JournalEvent, readJournal } from '@requester/shared';
-import { eventually, silentLogger, startTarget, type Target } from '@requester/shared/testing';
+import { createFetcher, createProducer, type JournalEvent, produce, readJournal } from '@requester/shared';
+import { eventually, silentLogger, startTarget, type Target, testKafka } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningProcess } from '../../src/runtime/index.ts';
 import { requester } from '../cli.ts';
@@ -122,6 +122,36 @@ describe('end to end: the task journal', () => {
       'dead_lettered',
     ]);
     expect(story.at(-1)).toMatchObject({ reason: 'permanent' });
+  });
+
+  it('a record written straight to in is accepted over Kafka by the router; a DLQ replay is not accepted again', async () => {
+    const producer = createProducer(testKafka());
+    await producer.connect();
+    try {
+      const envelope = { request: { uri: `${target.url}/echo?id=j-kafka` }, meta: { requestId: 'j-kafka' } };
+      await produce(producer, stack.config.topicIn, [{ key: 'j-kafka', value: JSON.stringify(envelope) }]);
+    } finally {
+      await producer.disconnect();
+    }
+    const story = await storyOf('j-kafka');
+    expect(steps(story)).toEqual(['accepted', 'routed redis', 'leased', 'attempt 1 200', 'completed 200']);
+    expect(story[0]).toMatchObject({ channel: 'kafka' });
+
+    await storyOf('j-dead', (events) => events.some((e) => e.type === 'dead_lettered'));
+    const replay = await requester(['dlq', 'replay', '--request-id', 'j-dead'], stack.env).exit;
+    expect(replay.code).toBe(0);
+    const again = await storyOf(
+      'j-dead',
+      (events) => events.filter((e) => e.type === 'dead_lettered').length === 2,
+    );
+    expect(steps(again).slice(6)).toEqual([
+      'replayed',
+      'routed redis',
+      'leased',
+      'attempt 2 404', // a replay counts on from the attempts made (retryBase)
+      'completed 404',
+      'dead_lettered',
+    ]);
   });
 
   it('a trip through the outbox: scheduled beyond the horizon, relayed back, then run', async () => {
