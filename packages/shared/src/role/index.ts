@@ -14,6 +14,9 @@ import type { Logger } from '../log/index.ts';
 import { createPg, ensureDatabase, explainPgError, migrate, type Sql } from '../pg/index.ts';
 import { checkRedisPersistence, createRedis, explainRedisError, type RedisClient } from '../redis/index.ts';
 
+/** Longest shutdown waits for the task journal's last events. */
+const JOURNAL_CLOSE_MS = 2_000;
+
 /** The roles one `requester` process can run (docs/architecture.md §3). */
 export const ROLE_NAMES = ['ingress', 'sync-gateway', 'router', 'executor', 'relay'] as const;
 export type RoleName = (typeof ROLE_NAMES)[number];
@@ -248,7 +251,16 @@ export class Dependencies {
 
   /** Phase 3 of shutdown: close every client that was opened. */
   async close(): Promise<void> {
-    await this.journalWriter?.close();
+    // The journal's last events, but not at any price: with Kafka away, shutdown must not wait a
+    // produce timeout for them (they are counted as dropped by then anyway).
+    if (this.journalWriter) {
+      let timer: NodeJS.Timeout | undefined;
+      const bound = new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, JOURNAL_CLOSE_MS);
+      });
+      await Promise.race([this.journalWriter.close(), bound]);
+      clearTimeout(timer);
+    }
     const closing: Array<Promise<unknown>> = [];
     if (this.producerPromise) closing.push(this.producerPromise.then((p) => p.disconnect()));
     if (this.journalProducerPromise) closing.push(this.journalProducerPromise.then((p) => p.disconnect()));
