@@ -22,17 +22,13 @@
  *   a lease, a fetch, the call, a produce and an ack in sequence)
  */
 import { readFileSync } from 'node:fs';
-import { FairQueue, QueueAdmin } from '@requester/scheduler';
+import { FairQueue, QueueAdmin } from '@requester/queue';
 import {
-  createConsumer,
-  createFetcher,
   createJournal,
-  createProducer,
   createRedis,
   encodeQueuedTask,
   type JournalMode,
   type KafkaRef,
-  produce,
   queuePartition,
   taskId,
 } from '@requester/shared';
@@ -40,7 +36,6 @@ import {
   createTestTopics,
   silentLogger,
   startTarget,
-  TEST_KAFKA_BROKERS,
   testKafka,
   uniqueName,
 } from '@requester/shared/testing';
@@ -97,7 +92,7 @@ const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.len
 const inTopic = uniqueName('bench-in');
 const outTopic = uniqueName('bench-out');
 await createTestTopics([inTopic, outTopic], 3);
-const producer = createProducer(testKafka());
+const producer = testKafka().producer();
 await producer.connect();
 const redis = createRedis({ url: 'redis://127.0.0.1:6379' });
 const target = await startTarget();
@@ -108,8 +103,7 @@ async function writeIn(count: number, envelope: (i: number) => object): Promise<
   for (let p = 0; p < 3; p++) {
     const indexes = Array.from({ length: count }, (_, i) => i).filter((i) => i % 3 === p);
     if (indexes.length === 0) continue;
-    const [meta] = await produce(
-      producer,
+    const [meta] = await producer.send(
       inTopic,
       indexes.map((i) => ({ partition: p, value: JSON.stringify(envelope(i)) })),
     );
@@ -126,12 +120,7 @@ async function benchFetcher(): Promise<void> {
     meta: { requestId: `f-${i}` },
     pad: 'x'.repeat(300),
   }));
-  const fetcher = createFetcher({
-    brokers: TEST_KAFKA_BROKERS,
-    clientId: 'bench',
-    logger: silentLogger,
-    cacheBytes: 0,
-  });
+  const fetcher = testKafka().fetcher({ cacheBytes: 0 });
   await fetcher.fetchMany([refs[0]!]); // connect + metadata
   const one: number[] = [];
   for (let i = 0; i < 50; i++) {
@@ -185,17 +174,18 @@ async function benchExecutor(
   const finished = new Promise<void>((resolve) => {
     done = resolve;
   });
-  const reader = createConsumer(testKafka(), { groupId: uniqueName('bench-reader') });
-  await reader.connect();
-  await reader.subscribe({ topic: outTopic, fromBeginning: false });
-  await reader.run({
-    eachBatch: async ({ batch }) => {
-      for (const m of batch.messages) if (m.key?.toString().startsWith(run)) seen++;
+  const reader = testKafka().consumer({ groupId: uniqueName('bench-reader') });
+  await reader.start({
+    topics: [outTopic],
+    fromBeginning: false,
+    commit: 'after-batch',
+    onBatch: async ({ records }) => {
+      for (const m of records) if (m.key?.toString().startsWith(run)) seen++;
       if (seen >= count) done();
     },
   });
   await new Promise((resolve) => setTimeout(resolve, 3_000)); // let the reader's group settle first
-  const fetcher = createFetcher({ brokers: TEST_KAFKA_BROKERS, clientId: 'bench', logger: silentLogger });
+  const fetcher = testKafka().fetcher();
   const http = createHttpClient({
     connectTimeoutMs: 2_000,
     responseTimeoutMs: 10_000,
@@ -206,7 +196,7 @@ async function benchExecutor(
   const eventsTopic = `${outTopic}.events`;
   if (events !== 'off') await createTestTopics([eventsTopic], 12);
   // As in a process (Dependencies.journal): a producer of its own, beside the results' one.
-  const journalProducer = createProducer(testKafka());
+  const journalProducer = testKafka().producer();
   if (events !== 'off') await journalProducer.connect();
   const journal = createJournal({
     producer: async () => journalProducer,
@@ -266,7 +256,7 @@ async function benchExecutor(
   await slow('executor.drain', executor.drain());
   await slow('journal.close', journal.close());
   if (events !== 'off') await journalProducer.disconnect();
-  await Promise.all([slow('reader.disconnect', reader.disconnect()), slow('fetcher.close', fetcher.close())]);
+  await Promise.all([slow('reader.disconnect', reader.stop()), slow('fetcher.close', fetcher.close())]);
   http.close();
   await new QueueAdmin(queue).purge();
   await queue.close();

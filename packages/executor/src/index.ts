@@ -1,16 +1,9 @@
-import { queueFromConfig } from '@requester/scheduler';
-import {
-  createFetcher,
-  kafkaSecurityFrom,
-  Outbox,
-  type RoleDefinition,
-  type RoleHandle,
-} from '@requester/shared';
-import { breakerFromConfig } from './breaker/index.ts';
+import { breakerFromConfig, RateLimiter } from '@requester/policies';
+import { queueFromConfig } from '@requester/queue';
+import { Outbox, type RoleDefinition, type RoleHandle } from '@requester/shared';
 import { bulkheadFromConfig } from './bulkhead/index.ts';
 import { ResponseCache } from './cache/index.ts';
 import { createHttpClient, reservedPortsOf } from './http/index.ts';
-import { RateLimiter } from './limiter/index.ts';
 import { signingKeysFromConfig } from './signing/index.ts';
 import { Executor } from './worker/index.ts';
 import type { Tried } from './worker/policies.ts';
@@ -36,13 +29,7 @@ export const executorRole: RoleDefinition = {
   name: 'executor',
   async start({ config, logger, deps }): Promise<RoleHandle> {
     const producer = await deps.producer();
-    const fetcher = createFetcher({
-      brokers: config.kafkaBrokers,
-      clientId: config.kafkaClientId,
-      logger,
-      cacheBytes: config.executorRecordCacheBytes,
-      security: kafkaSecurityFrom(config),
-    });
+    const fetcher = deps.kafka().fetcher({ cacheBytes: config.executorRecordCacheBytes });
     const http = createHttpClient({
       connectTimeoutMs: config.targetConnectTimeout,
       responseTimeoutMs: config.targetResponseTimeout,
@@ -81,6 +68,11 @@ export const executorRole: RoleDefinition = {
       produceTimeoutMs: config.kafkaProduceTimeout,
       logger,
       journal: deps.journal(),
+      replies: {
+        redis,
+        prefix: config.redisPrefix,
+        ...(config.syncFollowOut ? {} : { keepMs: config.syncCacheTtl }),
+      },
     });
     executor.start();
     logger.info({ maxWorkers: config.maxWorkers }, 'executor started');

@@ -1,15 +1,48 @@
-import { counter, gauge, histogram } from '@requester/shared';
+import { BoundedLabel, counter, gauge, histogram } from '@requester/shared';
+
+/** Target origins with a label of their own in the per-origin metrics; later ones are `other`. */
+export const MAX_ORIGIN_LABELS = 50;
+
+/**
+ * From acceptance to the result on `out`: retries and waits included, so beyond the call buckets
+ * (a retried request takes minutes; beyond the Redis horizon, hours).
+ */
+const END_TO_END_BUCKETS = [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 21600];
 
 /** The executor's metrics (one registry per process, see @requester/shared metrics). */
 export const executorMetrics = {
   tasks: counter(
     'executor_tasks_total',
-    'tasks settled by the executor, by outcome (status class, wake_up, an error code, retry, dead_letter)',
+    'tasks settled by the executor, by outcome (status class, wake_up, an error code, a wait or retry reason, dead_letter)',
     ['outcome'],
   ),
   httpSeconds: histogram('executor_http_seconds', 'duration of calls to targets', ['outcome']),
+  deadLetters: counter(
+    'executor_dead_letters_total',
+    'dead-letter records written to the DLQ topic beside their result, by reason (permanent, retries_exhausted, unprocessable)',
+    ['reason'],
+  ),
   inFlight: gauge('executor_in_flight', 'tasks leased by this process and not yet settled'),
+  originCalls: counter(
+    'executor_origin_calls_total',
+    `calls to targets by origin (at most ${MAX_ORIGIN_LABELS} origins per process, the rest "other") and outcome`,
+    ['origin', 'outcome'],
+  ),
+  originSeconds: histogram(
+    'executor_origin_call_seconds',
+    `duration of calls to targets by origin (at most ${MAX_ORIGIN_LABELS} origins per process, the rest "other")`,
+    ['origin'],
+  ),
+  endToEndSeconds: histogram(
+    'executor_end_to_end_seconds',
+    'from the request accepted (createdAt) to its result written to out, by outcome class',
+    ['outcome'],
+    END_TO_END_BUCKETS,
+  ),
 };
+
+/** Origins are user input: bounded (see BoundedLabel). */
+export const originLabel = new BoundedLabel(MAX_ORIGIN_LABELS);
 
 /** `2xx`…`5xx` for answers, the error code for failures. */
 export function outcomeLabel(

@@ -1,5 +1,6 @@
-import { type Consumer, createConsumer, createProducer, type Producer, produce } from '@requester/shared';
+import type { KafkaConsumer, KafkaProducer } from '@requester/shared';
 import {
+  consumeEach,
   createTestTopics,
   silentLogger,
   TEST_KAFKA_BROKERS,
@@ -25,10 +26,10 @@ export async function topics(partitions = 3): Promise<{ in: string; out: string 
   return names;
 }
 
-let sharedProducer: Promise<Producer> | undefined;
-export function producer(): Promise<Producer> {
+let sharedProducer: Promise<KafkaProducer> | undefined;
+export function producer(): Promise<KafkaProducer> {
   sharedProducer ??= (async () => {
-    const p = createProducer(kafka);
+    const p = kafka.producer();
     await p.connect();
     return p;
   })();
@@ -41,13 +42,14 @@ export async function closeProducer(): Promise<void> {
 }
 
 export async function send(topic: string, key: string, value: unknown): Promise<void> {
-  await produce(await producer(), topic, [{ key, value: JSON.stringify(value) }]);
+  await (await producer()).send(topic, [{ key, value: JSON.stringify(value) }]);
 }
 
 export interface Seen {
   key: string | undefined;
   value: string;
   partition: number;
+  headers: Record<string, string>;
 }
 
 /**
@@ -58,21 +60,22 @@ export async function reader(
   topic: string,
 ): Promise<{ next(timeoutMs?: number): Promise<Seen>; close(): Promise<void> }> {
   // A short fetch wait: disconnect waits for the fetch in flight.
-  const consumer: Consumer = createConsumer(kafka, { groupId: unique('g'), maxWaitTimeInMs: 200 });
+  const consumer: KafkaConsumer = kafka.consumer({ groupId: unique('g'), maxWaitMs: 200 });
   const queue: Seen[] = [];
   const positions = new Set<string>(); // a rebalance may deliver a record again: keep each offset once
   let wake: (() => void) | undefined;
   let closed = false;
-  await consumer.connect();
-  await consumer.subscribe({ topic, fromBeginning: true });
-  await consumer.run({
-    eachMessage: async ({ message, partition }) => {
-      const position = `${partition}:${message.offset}`;
-      if (positions.has(position)) return;
-      positions.add(position);
-      queue.push({ key: message.key?.toString(), value: message.value?.toString() ?? '', partition });
-      wake?.();
-    },
+  await consumeEach(consumer, topic, (message) => {
+    const position = `${message.partition}:${message.offset}`;
+    if (positions.has(position)) return;
+    positions.add(position);
+    queue.push({
+      key: message.key?.toString(),
+      value: message.value?.toString() ?? '',
+      partition: message.partition,
+      headers: Object.fromEntries(Object.entries(message.headers).map(([k, v]) => [k, String(v)])),
+    });
+    wake?.();
   });
   return {
     async next(timeoutMs = 20_000) {
@@ -90,7 +93,7 @@ export async function reader(
     async close() {
       closed = true;
       wake?.();
-      await consumer.disconnect();
+      await consumer.stop();
     },
   };
 }

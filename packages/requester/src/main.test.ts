@@ -18,9 +18,10 @@ describe('requester CLI', () => {
     for (const child of running) child.kill('SIGKILL');
   });
 
-  it('explains itself with --help', async () => {
+  it('explains itself with --help, exit codes included', async () => {
     const { code, stdout } = await requester(['--help']).exit;
     expect(code).toBe(0);
+    expect(stdout).toMatch(/Exit codes: 0 done; 1 failed at run time/);
     expect(stdout).toMatch(/--role/);
     expect(stdout).toMatch(/ingress, sync-gateway, router, executor, relay/);
   });
@@ -71,7 +72,7 @@ describe('requester CLI', () => {
   });
 
   it('config --effective hides the password of every URL and every secret', async () => {
-    const { code, stdout } = await requester(['config', '--effective'], {
+    const { code, stdout } = await requester(['config', '--effective', '--json'], {
       REDIS_URL: 'redis://:redis-pw-1@127.0.0.1:6379',
       DATABASE_URL: 'postgres://app:pg-pw-2@127.0.0.1:5432/requester',
       SIGNING_KEYS: 'k=text:signing-secret-3456789',

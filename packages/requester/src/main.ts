@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import {
   CONFIG_VARIABLES,
   type Config,
@@ -11,6 +12,7 @@ import {
 import yargs, { type Argv } from 'yargs';
 import { hideBin } from 'yargs/helpers';
 import { parseRoles } from './cli-roles.ts';
+import { EXIT_CODES_HELP } from './commands/common.ts';
 import { registerAdminCommands } from './commands/index.ts';
 import { startProcess } from './runtime/index.ts';
 
@@ -26,6 +28,14 @@ const FLAG_OVERRIDES: Record<string, keyof ConfigOverrides> = {
   'redis-url': 'redisUrl',
   'database-url': 'databaseUrl',
 };
+
+/** `requester 0.1.0 (node v24.1.0)`: the package version, and the Node that runs it (bin/requester picks one). */
+export function versionLine(): string {
+  const manifest = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as {
+    version: string;
+  };
+  return `requester ${manifest.version} (node ${process.version})`;
+}
 
 export function configFrom(argv: Record<string, unknown>): Config {
   const overrides: ConfigOverrides = {};
@@ -111,7 +121,8 @@ export async function main(args: string[]): Promise<void> {
     .recommendCommands()
     .help()
     .alias('h', 'help')
-    .version(false)
+    .version('version', 'print the version (and the Node version) and exit', versionLine())
+    .epilogue(EXIT_CODES_HELP)
     .wrap(Math.min(110, process.stdout.columns ?? 110))
     .fail((message, err, y) => {
       void y;

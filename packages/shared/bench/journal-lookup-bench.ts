@@ -13,21 +13,8 @@
  * fetches), each with a new fetcher (cold: connect and metadata included) and again with a warm
  * one, and once more with a 10 min window. The topic is deleted at the end.
  */
-import {
-  createFetcher,
-  createProducer,
-  type JournalEvent,
-  type Message,
-  produce,
-  readJournal,
-} from '../src/index.ts';
-import {
-  createTestTopics,
-  silentLogger,
-  TEST_KAFKA_BROKERS,
-  testKafka,
-  uniqueName,
-} from '../src/testing/index.ts';
+import { type JournalEvent, type OutgoingRecord, readJournal } from '../src/index.ts';
+import { createTestTopics, testKafka, uniqueName } from '../src/testing/index.ts';
 
 const args = process.argv.slice(2);
 const option = (name: string, fallback: number) =>
@@ -42,7 +29,7 @@ const HOUR = 3_600_000;
 
 const topic = uniqueName('bench-events');
 const kafka = testKafka();
-const producer = createProducer(kafka);
+const producer = kafka.producer();
 
 function storyOf(requestId: string, at: number): JournalEvent[] {
   return [
@@ -62,7 +49,7 @@ async function fill(start: number): Promise<string[]> {
   const inFlight = new Set<Promise<unknown>>();
   const began = performance.now();
   for (let first = 0; first < requests; first += BATCH) {
-    const messages: Message[] = [];
+    const messages: OutgoingRecord[] = [];
     for (let i = first; i < Math.min(first + BATCH, requests); i++) {
       const at = Math.round(start + i * step);
       // As the processes write them: ingress [accepted], router [routed], executor [leased, attempt, completed].
@@ -77,7 +64,7 @@ async function fill(start: number): Promise<string[]> {
           timestamp: String(events[0]?.at),
         });
     }
-    const sent = produce(producer, topic, messages, 60_000);
+    const sent = producer.send(topic, messages, 60_000);
     inFlight.add(sent);
     void sent.finally(() => inFlight.delete(sent));
     if (inFlight.size >= 4) await Promise.race(inFlight);
@@ -90,13 +77,7 @@ async function fill(start: number): Promise<string[]> {
   return ids;
 }
 
-const fetcherSettings = () => ({
-  brokers: TEST_KAFKA_BROKERS,
-  clientId: uniqueName('lookup'),
-  logger: silentLogger,
-  connections: 1,
-  cacheBytes: 0,
-});
+const newFetcher = () => testKafka(uniqueName('lookup')).fetcher({ connections: 1, cacheBytes: 0 });
 
 async function timed(lookup: () => Promise<JournalEvent[]>): Promise<number> {
   const began = performance.now();
@@ -122,7 +103,7 @@ try {
   const chosen = Array.from({ length: LOOKUPS }, () => ids[Math.floor(Math.random() * ids.length)] as string);
   const cold: number[] = [];
   for (const requestId of chosen) {
-    const fetcher = createFetcher(fetcherSettings());
+    const fetcher = newFetcher();
     try {
       cold.push(await timed(() => readJournal(fetcher, topic, { requestId })));
     } finally {
@@ -130,7 +111,7 @@ try {
     }
   }
   summary('lookup, last hour, new fetcher each', cold);
-  const fetcher = createFetcher(fetcherSettings());
+  const fetcher = newFetcher();
   try {
     const warm: number[] = [];
     for (const requestId of chosen) warm.push(await timed(() => readJournal(fetcher, topic, { requestId })));
@@ -150,8 +131,13 @@ try {
 } finally {
   const admin = kafka.admin();
   await admin.connect();
-  await admin.deleteTopics({ topics: [topic] }).catch((err: unknown) => console.error('delete topic:', err));
+  await emptyTopic(admin, topic).catch((err: unknown) => console.error('empty topic:', err));
   await admin.disconnect();
   await producer.disconnect();
 }
 process.exit(0);
+
+async function emptyTopic(admin: ReturnType<typeof kafka.admin>, name: string): Promise<void> {
+  for (const { partition, high } of await admin.topicOffsets(name))
+    await admin.deleteRecordsBefore(name, partition, high);
+}

@@ -8,7 +8,7 @@
  * 2,000 tasks/s, with EVENTS=all and EVENTS=off in turn (`--rounds` each, interleaved), and prints
  * the process CPU (all threads) per task of each round; the difference is the journal's cost.
  */
-import { createJournal, createProducer, type JournalMode } from '../src/index.ts';
+import { createJournal, type JournalMode } from '../src/index.ts';
 import { createTestTopics, silentLogger, testKafka, uniqueName } from '../src/testing/index.ts';
 
 const args = process.argv.slice(2);
@@ -20,7 +20,7 @@ const ROUNDS = option('--rounds', 4);
 const topic = uniqueName('bench-journal');
 await createTestTopics([topic], 12);
 const kafka = testKafka();
-const producer = createProducer(kafka);
+const producer = kafka.producer();
 await producer.connect();
 
 async function round(mode: JournalMode): Promise<number> {
@@ -54,6 +54,7 @@ console.log(`journal cost: ${cost.toFixed(1)} µs per task, ${(cost / 3).toFixed
 await producer.disconnect();
 const admin = kafka.admin();
 await admin.connect();
-await admin.deleteTopics({ topics: [topic] }).catch(() => {});
+for (const { partition, high } of await admin.topicOffsets(topic))
+  await admin.deleteRecordsBefore(topic, partition, high).catch(() => {});
 await admin.disconnect();
 process.exit(0);

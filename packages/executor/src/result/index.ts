@@ -2,7 +2,7 @@ import {
   buildResult,
   ERROR_STATUS,
   errorResult,
-  type Message,
+  type OutgoingRecord,
   type RequestEnvelope,
   type RequesterError,
   type ResultEnvelope,
@@ -87,7 +87,10 @@ const RECORD_OVERHEAD_BYTES = 1024;
  * tooLargeResultMessage). A body is capped by TARGET_MAX_RESPONSE_BYTES, but JSON escaping can
  * make it several times bigger.
  */
-export function resultMessage(result: ResultEnvelope, maxRecordBytes = Number.POSITIVE_INFINITY): Message {
+export function resultMessage(
+  result: ResultEnvelope,
+  maxRecordBytes = Number.POSITIVE_INFINITY,
+): OutgoingRecord {
   const value = JSON.stringify(result);
   const bytes = Buffer.byteLength(value);
   if (bytes + RECORD_OVERHEAD_BYTES <= maxRecordBytes) return { key: result.meta.requestId ?? null, value };
@@ -103,7 +106,7 @@ export function resultMessage(result: ResultEnvelope, maxRecordBytes = Number.PO
  * and the task would otherwise go round the queue forever without its caller ever hearing of it.
  * `why` completes "the result (target status N) …".
  */
-export function tooLargeResultMessage(result: ResultEnvelope, why: string): Message {
+export function tooLargeResultMessage(result: ResultEnvelope, why: string): OutgoingRecord {
   const { meta, response } = result;
   const message = `the result (target status ${response.status}) ${why}; its body was dropped`;
   const tooLarge = errorResult(meta.requestId, 'payload_too_large', message, {
@@ -114,5 +117,6 @@ export function tooLargeResultMessage(result: ResultEnvelope, why: string): Mess
     proxyData: meta.proxyData,
   });
   if (meta.client !== undefined) tooLarge.meta.client = meta.client;
+  if (meta.traceId !== undefined) tooLarge.meta.traceId = meta.traceId;
   return { key: meta.requestId ?? null, value: JSON.stringify(tooLarge) };
 }

@@ -1,8 +1,6 @@
+import { type Admission, countsAsFailure, type LimitDecision } from '@requester/policies';
 import { DEAD_LETTER_REASONS, durationToMs, MAX_DURATION_NS, type RetrySpec, toMs } from '@requester/shared';
-import type { Admission } from '../breaker/index.ts';
-import { countsAsFailure } from '../breaker/index.ts';
 import type { CallOutcome } from '../http/index.ts';
-import type { LimitDecision } from '../limiter/index.ts';
 
 /**
  * The executor's decisions (docs/architecture.md §5 "Executor decisions") as pure functions of the facts:
@@ -45,7 +43,7 @@ export type Step =
    * Not now, and not an attempt (tryCount unchanged): the limiter, the breaker or the bulkhead
    * said when to come back. The wait is added to the task's waitTime.
    */
-  | { kind: 'wait'; delayMs: number; reason: 'rate_limited' | 'circuit_open' | 'bulkhead' }
+  | { kind: 'wait'; delayMs: number; reason: 'rate_limited' | 'circuit_open' | 'breaker_busy' | 'bulkhead' }
   /** The attempt failed in a way another one may fix, and the retry budget has one left. */
   | { kind: 'retry'; delayMs: number; reason: string }
   /** Final: the result goes to `out`; with `deadLetter`, a dead-letter record beside it. */
@@ -64,13 +62,17 @@ export function limiterStep(decision: Pick<LimitDecision, 'outcome' | 'retryAfte
   return { kind: 'deliver', deadLetter: DEAD_LETTER_REASONS.permanent };
 }
 
-/** An origin whose breaker refuses is come back to when it half-opens (its `retryAtMs`). */
+/**
+ * An origin whose breaker refuses is come back to at its `retryAtMs`. `circuit_open` only when the
+ * breaker is open; a closed or half-open breaker refuses when its trial or probe slots are all
+ * held by calls in flight (`breaker_busy`): the origin is not known to be down.
+ */
 export function breakerStep(admission: Admission, nowMs: number): GateStep {
   if (admission.admitted) return CALL;
   return {
     kind: 'wait',
     delayMs: clampDelay(admission.retryAtMs - nowMs, 1),
-    reason: 'circuit_open',
+    reason: admission.state === 'open' ? 'circuit_open' : 'breaker_busy',
   };
 }
 

@@ -67,6 +67,15 @@ describe('breakerStep', () => {
       delayMs: 1,
     });
   });
+
+  it('says breaker_busy, not circuit_open, when a closed or half-open breaker has no slot free', () => {
+    expect(breakerStep({ admitted: false, retryAtMs: NOW + 1_000, state: 'closed' }, NOW)).toMatchObject({
+      reason: 'breaker_busy',
+    });
+    expect(breakerStep({ admitted: false, retryAtMs: NOW + 1_000, state: 'half_open' }, NOW)).toMatchObject({
+      reason: 'breaker_busy',
+    });
+  });
 });
 
 describe('outcomeStep', () => {

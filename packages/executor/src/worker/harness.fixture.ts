@@ -1,13 +1,9 @@
-import { FairQueue, QueueAdmin } from '@requester/scheduler';
+import { FairQueue, QueueAdmin } from '@requester/queue';
 import {
-  type Consumer,
-  createConsumer,
-  createFetcher,
-  createProducer,
   createRedis,
   encodeQueuedTask,
-  type Producer,
-  produce,
+  type KafkaConsumer,
+  type KafkaProducer,
   queuePartition,
   type Redis,
   type RedisClient,
@@ -16,11 +12,11 @@ import {
   taskId,
 } from '@requester/shared';
 import {
+  consumeEach,
   createTestTopics,
   silentLogger,
   startTarget,
   type Target,
-  TEST_KAFKA_BROKERS,
   testKafka,
   uniqueName,
 } from '@requester/shared/testing';
@@ -40,16 +36,16 @@ export class ExecutorHarness {
   /** Every record of `out` / the DLQ by key (all copies kept: duplicates are visible). */
   readonly results = new Map<string, ResultEnvelope[]>();
   readonly deadLetters = new Map<string, Array<{ value: string; headers: Record<string, string> }>>();
-  producer!: Producer;
+  producer!: KafkaProducer;
   redis!: RedisClient;
   target!: Target;
   private readonly waiters = new Set<() => void>();
-  private readonly collectors: Consumer[] = [];
+  private readonly collectors: KafkaConsumer[] = [];
   private readonly cleanups: Array<() => Promise<void>> = [];
 
   async open(): Promise<void> {
     await createTestTopics([this.inTopic, this.outTopic, this.dlqTopic], 3);
-    this.producer = createProducer(testKafka());
+    this.producer = testKafka().producer();
     await this.producer.connect();
     this.redis = createRedis({ url: 'redis://127.0.0.1:6379' });
     this.target = await startTarget();
@@ -63,7 +59,7 @@ export class ExecutorHarness {
 
   async close(): Promise<void> {
     for (const cleanup of this.cleanups.reverse()) await cleanup();
-    for (const collector of this.collectors) await collector.disconnect();
+    for (const collector of this.collectors) await collector.stop();
     await this.producer.disconnect();
     await this.target.close();
     this.redis.disconnect();
@@ -136,14 +132,18 @@ export class ExecutorHarness {
    */
   async submitRaw(
     queue: FairQueue,
-    items: Array<{ requestId: string; partition?: string; value: string }>,
+    items: Array<{ requestId: string; partition?: string; value: string; headers?: Record<string, string> }>,
     offsetShift = 0,
   ): Promise<void> {
     const kafkaPartition = Math.floor(Math.random() * 3);
-    const [meta] = await produce(
-      this.producer,
+    const [meta] = await this.producer.send(
       this.inTopic,
-      items.map((item) => ({ partition: kafkaPartition, key: item.requestId, value: item.value })),
+      items.map((item) => ({
+        partition: kafkaPartition,
+        key: item.requestId,
+        value: item.value,
+        ...(item.headers && { headers: item.headers }),
+      })),
     );
     const base = BigInt(meta?.baseOffset ?? '0');
     await queue.publish(
@@ -187,7 +187,7 @@ export class ExecutorHarness {
   ) {
     const { allow, responseTimeoutMs, ...overrides } = options;
     const queue = options.queue ?? this.newQueue();
-    const fetcher = createFetcher({ brokers: TEST_KAFKA_BROKERS, clientId: 'ex-test', logger: silentLogger });
+    const fetcher = testKafka().fetcher();
     const http = createHttpClient({
       connectTimeoutMs: 2_000,
       responseTimeoutMs: responseTimeoutMs ?? 10_000,
@@ -225,18 +225,14 @@ export class ExecutorHarness {
     topic: string,
     add: (key: string, value: string, headers: Record<string, string>) => void,
   ): Promise<void> {
-    const collector = createConsumer(testKafka(), { groupId: uniqueName('ex-collector') });
+    const collector = testKafka().consumer({ groupId: uniqueName('ex-collector') });
     this.collectors.push(collector);
-    await collector.connect();
-    await collector.subscribe({ topic, fromBeginning: true });
-    await collector.run({
-      eachMessage: async ({ message }) => {
-        const headers = Object.fromEntries(
-          Object.entries(message.headers ?? {}).map(([name, value]) => [name, String(value)]),
-        );
-        add(message.key?.toString() ?? '', message.value?.toString() ?? 'null', headers);
-        for (const wake of [...this.waiters]) wake();
-      },
+    await consumeEach(collector, topic, (message) => {
+      const headers = Object.fromEntries(
+        Object.entries(message.headers).map(([name, value]) => [name, String(value)]),
+      );
+      add(message.key?.toString() ?? '', message.value?.toString() ?? 'null', headers);
+      for (const wake of [...this.waiters]) wake();
     });
   }
 }

@@ -1,13 +1,6 @@
-import { type FairQueue, QueueAdmin, queueFromConfig } from '@requester/scheduler';
-import {
-  createFetcher,
-  Dependencies,
-  encodeQueuedTask,
-  loadConfig,
-  parseAnyDeadLetter,
-  produce,
-  taskId,
-} from '@requester/shared';
+import { RateLimiter } from '@requester/policies';
+import { type FairQueue, QueueAdmin, queueFromConfig } from '@requester/queue';
+import { Dependencies, encodeQueuedTask, loadConfig, parseAnyDeadLetter, taskId } from '@requester/shared';
 import {
   createTestTopics,
   silentLogger,
@@ -21,7 +14,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHttpClient } from '../http/index.ts';
 import { idempotencyKey } from '../http/request.ts';
 import { executorRole } from '../index.ts';
-import { RateLimiter } from '../limiter/index.ts';
 import { ExecutorHarness } from './harness.fixture.ts';
 import { Executor } from './index.ts';
 
@@ -212,11 +204,10 @@ describe('executor (end to end)', () => {
       const expired = uniqueName('expired');
       const topic = uniqueName('ex-expired');
       await createTestTopics([topic], 1);
-      await produce(h.producer, topic, [{ value: 'old' }, { value: 'new' }]);
+      await h.producer.send(topic, [{ value: 'old' }, { value: 'new' }]);
       const admin = testKafka().admin();
       await admin.connect();
-      await admin.fetchTopicMetadata({ topics: [topic] });
-      await admin.deleteTopicRecords({ topic, partitions: [{ partition: 0, offset: '1' }] }); // as retention would
+      await admin.deleteRecordsBefore(topic, 0, '1'); // as retention would
       await admin.disconnect();
       await queue.publish([
         {
@@ -326,7 +317,7 @@ describe('executor (end to end)', () => {
     // A second executor on the same queue finishes the rest: nothing lost, nothing run twice.
     const second = new Executor({
       queue: first.queue,
-      fetcher: createFetcher({ brokers: TEST_KAFKA_BROKERS, clientId: 'ex-test-2', logger: silentLogger }),
+      fetcher: testKafka().fetcher(),
       http: createHttpClient({
         connectTimeoutMs: 2_000,
         responseTimeoutMs: 10_000,

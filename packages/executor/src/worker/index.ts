@@ -1,5 +1,5 @@
 import { hostname } from 'node:os';
-import type { FairQueue, LeasedTask } from '@requester/scheduler';
+import type { FairQueue, LeasedTask } from '@requester/queue';
 import {
   createRequestContract,
   DEAD_LETTER_HEADERS,
@@ -7,25 +7,40 @@ import {
   decodeQueuedTask,
   encodeQueuedTask,
   errorResult,
+  type FetchedRecord,
   type Fetcher,
   type FetchOutcome,
+  firstTraceparent,
+  inSpan,
   invalidRequestResult,
   isMessageTooLargeError,
   type Journal,
+  type KafkaProducer,
+  kafkaAttributes,
   kafkaKeyFor,
   type Logger,
-  type Message,
   msToNs,
   type Outbox,
   type OutboxRow,
-  type Producer,
-  produce,
+  type OutgoingRecord,
   type QueuedTask,
+  type RedisClient,
   type RequestContract,
   type RequestEnvelope,
   type ResultEnvelope,
+  replyChannel,
+  replyToHeader,
+  resultKey,
+  type Span,
+  SpanKind,
+  SpanStatusCode,
   sourcedResult,
+  startSpan,
   taskId,
+  traceIdOf,
+  traceparentHeader,
+  traceparentOf,
+  tracingEnabled,
 } from '@requester/shared';
 import pLimit, { type LimitFunction } from 'p-limit';
 import { deadLetterMessage } from '../dlq/index.ts';
@@ -48,7 +63,7 @@ export type TaskQueue = Pick<
 export interface ExecutorOptions extends Omit<PolicyModules, 'retryAfterMaxMs'> {
   queue: TaskQueue;
   fetcher: Pick<Fetcher, 'fetchMany'>;
-  producer: Producer;
+  producer: KafkaProducer;
   topicOut: string;
   /** max.message.bytes of `out` (KAFKA_MAX_MESSAGE_BYTES): a bigger result is answered as too large. */
   maxResultBytes?: number;
@@ -67,12 +82,32 @@ export interface ExecutorOptions extends Omit<PolicyModules, 'retryAfterMaxMs'> 
   contract?: RequestContract;
   /** Names this executor in the journal's `leased` events. */
   executorId?: string;
+  /** Where sync results are routed to their gateway (see `publishReplies`); none are without it. */
+  replies?: ReplyOptions;
+}
+
+export interface ReplyOptions {
+  redis: RedisClient;
+  /** REDIS_PREFIX, without the colon. */
+  prefix: string;
+  /** SYNC_CACHE_TTL when sync results are also kept for long-polls (SYNC_FOLLOW_OUT=false). */
+  keepMs?: number;
 }
 
 /** How a task leaves this executor. */
 type Settlement =
   /** `deadLetter`: the DLQ record written in the same flush as the result. */
-  | { kind: 'deliver'; result: ResultEnvelope; outcome: string; deadLetter?: Message }
+  | {
+      kind: 'deliver';
+      result: ResultEnvelope;
+      outcome: string;
+      deadLetter?: OutgoingRecord;
+      deadLetterReason?: string;
+      /** The attempt's span: the parent of the `out` PRODUCER span and the record's header. */
+      traceparent?: string;
+      /** The gateway waiting for this result (the `in` record's reply-to header). */
+      replyTo?: string;
+    }
   /**
    * Back to the queue for `delayMs`. `payload`: the queued task rewritten with its new progress
    * (absent = unchanged). `outbox`: wait in the outbox instead (then the lease is acked).
@@ -83,6 +118,8 @@ type Settlement =
 interface Pending {
   lease: LeasedTask;
   settlement: Settlement;
+  /** Epoch ms the request was accepted (the task's createdAt), for the end-to-end latency. */
+  createdAt?: number | undefined;
   done: () => void;
 }
 
@@ -91,6 +128,8 @@ type Parsed = { ok: true; envelope: RequestEnvelope } | { ok: false; result: Res
 interface Job {
   lease: LeasedTask;
   task: QueuedTask;
+  /** Epoch ms when the lease was taken: where the task's queue wait ends. */
+  leasedAt: number;
 }
 
 /** Shortest idle sleep: `nextWakeMs` may be 0 while nothing is leasable (e.g. a blocked partition). */
@@ -221,9 +260,10 @@ export class Executor {
   private async runBatch(leases: LeasedTask[]): Promise<void> {
     const jobs: Job[] = [];
     const settled: Array<Promise<void>> = [];
+    const leasedAt = Date.now();
     for (const lease of leases) {
       const task = decode(lease.payload);
-      if (task) jobs.push({ lease, task });
+      if (task) jobs.push({ lease, task, leasedAt });
       else settled.push(this.settle(lease, { kind: 'dead', reason: 'queue payload is not a queued task' }));
     }
     for (const { task } of jobs)
@@ -237,8 +277,8 @@ export class Executor {
     jobs.forEach((job, i) => {
       settled.push(
         this.limit(async () => {
-          const settlement = await this.attempt(job, fetched[i]);
-          await this.settle(job.lease, settlement);
+          const settlement = withReplyTo(await this.attempt(job, fetched[i]), fetched[i]);
+          await this.settle(job.lease, settlement, job.task.createdAt);
         }),
       );
     });
@@ -266,7 +306,11 @@ export class Executor {
       if (!parsed.ok) return this.unprocessable(job, fetched.record, parsed.result);
       const { envelope } = parsed;
       const taskLog = envelope.meta.client ? log.child({ client: envelope.meta.client }) : log;
-      return this.settlementOf(job, envelope, await this.policies.attempt(envelope, progress, taskLog));
+      return await this.traced(job, fetched.record, envelope, (traced) =>
+        this.policies
+          .attempt(traced, progress, taskLog)
+          .then((ending) => this.settlementOf(job, traced, ending)),
+      );
     } catch (err) {
       log.error({ err }, 'executor failed on a task: answering with an internal error');
       const message = err instanceof Error ? err.message : String(err);
@@ -275,6 +319,40 @@ export class Executor {
         'internal',
       );
     }
+  }
+
+  /**
+   * Runs the attempt in its span, after recording the task's wait in the queue. The parent is the
+   * span that queued the task (router, or the previous attempt), else the record's `traceparent`
+   * header, else its `meta.traceparent`. The envelope handed on carries the attempt's span in
+   * `meta.traceparent` (the CLIENT span and an outbox row continue it); a result carries the trace id.
+   */
+  private traced(
+    job: Job,
+    record: FetchedRecord,
+    envelope: RequestEnvelope,
+    run: (traced: RequestEnvelope) => Promise<Settlement>,
+  ): Promise<Settlement> {
+    const parent = firstTraceparent(
+      job.task.traceparent,
+      traceparentHeader(record.headers),
+      envelope.meta.traceparent,
+    );
+    const { requestId } = envelope.meta;
+    const attributes = { 'requester.request_id': requestId, 'requester.try_count': job.task.tryCount };
+    startSpan('queue wait', parent, {
+      // Dates, not numbers: a number before this process started would be read as performance time.
+      startTime: new Date(Math.min(job.task.requeuedAt ?? job.lease.publishedAt, job.leasedAt)),
+      attributes: { ...attributes, 'requester.deliveries': job.lease.deliveries },
+    }).end(new Date(job.leasedAt));
+    return inSpan('execute', parent, { attributes }, async (span) => {
+      const traceparent = traceparentOf(span) ?? parent;
+      const traced = traceparent ? { ...envelope, meta: { ...envelope.meta, traceparent } } : envelope;
+      const settlement = await run(traced);
+      if (settlement.kind !== 'deliver') return settlement;
+      const result = withTraceId(settlement.result, traceparent);
+      return { ...settlement, result, ...(traceparent ? { traceparent } : {}) };
+    });
   }
 
   /**
@@ -291,7 +369,13 @@ export class Executor {
     if (!this.options.topicDlq) return deliver(sourced, 'invalid_request');
     const reason = DEAD_LETTER_REASONS.unprocessable;
     const deadLetter = deadLetterMessage({ record, result: sourced, reason, source });
-    return { kind: 'deliver', result: sourced, outcome: 'invalid_request', deadLetter };
+    return {
+      kind: 'deliver',
+      result: sourced,
+      outcome: 'invalid_request',
+      deadLetter,
+      deadLetterReason: reason,
+    };
   }
 
   /** The envelope of a record, or the invalid_request result answering it (keyed by the task's requestId). */
@@ -320,16 +404,17 @@ export class Executor {
   private settlementOf(job: Job, envelope: RequestEnvelope, ending: Ending): Settlement {
     if (ending.kind === 'result') {
       const { label, deadLetter } = ending;
-      const result = ownedBy(envelope, ending.result);
+      // The trace id goes in before the dead letter copies the result: both must say the same.
+      const result = withTraceId(ownedBy(envelope, ending.result), envelope.meta.traceparent);
       const { topicDlq } = this.options;
       if (!deadLetter || !topicDlq) return deliver(result, label);
       const message = deadLetterMessage({ envelope, result, reason: deadLetter, source: job.task.ref });
-      return { kind: 'deliver', result, outcome: label, deadLetter: message };
+      return { kind: 'deliver', result, outcome: label, deadLetter: message, deadLetterReason: deadLetter };
     }
     const { delayMs, reason, progress } = ending;
     // The queue refuses such a delay for the whole reject batch: fail this task alone (internal result).
     if (!isQueueDelay(delayMs)) throw new RangeError(`cannot reschedule: ${delayMs} is not a delay in ms`);
-    const payload = encodeQueuedTask({ ...job.task, ...progress });
+    const payload = encodeQueuedTask({ ...job.task, ...progress, ...requeueTrace(envelope) });
     const { outbox, horizonMs = Number.POSITIVE_INFINITY } = this.options;
     const where = !outbox || placeOf(delayMs, job.lease.ordered, horizonMs) === 'redis' ? 'redis' : 'outbox';
     if (reason === 'retry')
@@ -346,9 +431,9 @@ export class Executor {
   }
 
   /** Queues the settlement for the next flush; resolves once it is written and the lease settled. */
-  private settle(lease: LeasedTask, settlement: Settlement): Promise<void> {
+  private settle(lease: LeasedTask, settlement: Settlement, createdAt?: number): Promise<void> {
     return new Promise((done) => {
-      this.pending.push({ lease, settlement, done });
+      this.pending.push({ lease, settlement, createdAt, done });
       this.flushSoon();
     });
   }
@@ -379,7 +464,9 @@ export class Executor {
   private async flush(batch: Pending[]): Promise<void> {
     const deliveries = batch.filter((p) => p.settlement.kind === 'deliver');
     const rows = batch.flatMap((p) => (p.settlement.kind === 'reschedule' && p.settlement.outbox) || []);
-    const [produced, outboxed] = await Promise.all([this.produceResults(deliveries), this.addToOutbox(rows)]);
+    const [written, outboxed] = await Promise.all([this.produceResults(deliveries), this.addToOutbox(rows)]);
+    const produced = written !== undefined;
+    if (produced) observeProduced(deliveries, Date.now());
     const acks: string[] = [];
     const rejects: Array<{ token: string; delayMs: number; payload?: string }> = [];
     const dead: Array<{ token: string; reason: string }> = [];
@@ -397,6 +484,7 @@ export class Executor {
     if (produced) for (const { settlement } of deliveries) this.journalDelivered(settlement);
     const { queue } = this.options;
     await Promise.all([
+      written && this.publishReplies(written),
       this.settleLeases('ack', acks, () => queue.ackMany(acks)),
       this.settleLeases('reject', rejects, () => queue.rejectMany(rejects)),
       this.settleLeases('dead-letter', dead, () => queue.deadLetterMany(dead)),
@@ -432,32 +520,43 @@ export class Executor {
       this.journal.emit({ type: 'dead_lettered', requestId, client, reason: String(reason) });
   }
 
-  /** true once every result is on `out` and every dead letter on the DLQ; retried for up to a lease TTL. */
-  private async produceResults(deliveries: Pending[]): Promise<boolean> {
+  /**
+   * The results as written, once every result is on `out` and every dead letter on the DLQ
+   * (`undefined` when that failed); retried for up to a lease TTL.
+   */
+  private async produceResults(deliveries: Pending[]): Promise<Written[] | undefined> {
     const results: ResultEnvelope[] = [];
-    const deadLetters: Message[] = [];
+    const traceparents: Array<string | undefined> = [];
+    const replyTos: Array<string | undefined> = [];
+    const deadLetters: OutgoingRecord[] = [];
     for (const { settlement } of deliveries) {
       if (settlement.kind !== 'deliver') continue;
       results.push(settlement.result);
+      traceparents.push(settlement.traceparent);
+      replyTos.push(settlement.replyTo);
       if (settlement.deadLetter) deadLetters.push(settlement.deadLetter);
     }
-    if (results.length === 0) return true;
+    if (results.length === 0) return [];
     const { producer, topicDlq, produceTimeoutMs, leaseTtlMs } = this.options;
     const deadline = Date.now() + leaseTtlMs;
     for (let attempt = 1; ; attempt++) {
       try {
-        await Promise.all([
-          this.writeResults(results),
-          topicDlq ? produce(producer, topicDlq, deadLetters, produceTimeoutMs) : undefined,
+        const [values] = await Promise.all([
+          this.writeResults(results, traceparents),
+          topicDlq ? producer.send(topicDlq, deadLetters, produceTimeoutMs) : undefined,
         ]);
-        return true;
+        return values.map((value, i) => ({
+          value,
+          replyTo: replyTos[i],
+          requestId: results[i]?.meta.requestId,
+        }));
       } catch (err) {
         if (Date.now() >= deadline) {
           this.log.error(
             { err, results: results.length },
             'cannot write results to out: giving the tasks back',
           );
-          return false;
+          return undefined;
         }
         this.log.warn({ err, attempt }, 'writing results to out failed; retrying');
         await new Promise((resolve) => setTimeout(resolve, Math.min(100 * 2 ** attempt, 2_000)));
@@ -469,29 +568,63 @@ export class Executor {
    * Writes results to `out`. If the broker refuses the batch as too large — the topic's limit can
    * be below KAFKA_MAX_MESSAGE_BYTES when it was created elsewhere — each result is written on its
    * own, and the ones still refused are answered as too large: one oversized result must neither
-   * hold back the results of its batch nor be retried forever.
+   * hold back the results of its batch nor be retried forever. Returns each record's value as written.
    */
-  private async writeResults(results: ResultEnvelope[]): Promise<void> {
+  private async writeResults(
+    results: ResultEnvelope[],
+    traceparents: Array<string | undefined>,
+  ): Promise<Array<OutgoingRecord['value']>> {
     const { producer, topicOut, produceTimeoutMs, maxResultBytes } = this.options;
-    const messages = results.map((result) => resultMessage(result, maxResultBytes));
+    const spans = traceparents.map((parent) => sendSpan(topicOut, parent));
+    const messages = results.map((result, i) =>
+      withTraceHeader(resultMessage(result, maxResultBytes), spans[i]),
+    );
     try {
-      await produce(producer, topicOut, messages, produceTimeoutMs);
-      return;
+      await producer.send(topicOut, messages, produceTimeoutMs);
+      endAll(spans);
+      return messages.map((message) => message.value);
     } catch (err) {
+      endAll(spans, err);
       if (!isMessageTooLargeError(err)) throw err;
     }
-    await Promise.all(
+    return await Promise.all(
       results.map(async (result, i) => {
+        const message = messages[i] as OutgoingRecord;
         try {
-          await produce(producer, topicOut, [messages[i] as Message], produceTimeoutMs);
+          await producer.send(topicOut, [message], produceTimeoutMs);
+          return message.value;
         } catch (err) {
           if (!isMessageTooLargeError(err)) throw err;
           const refused = 'was refused by the out topic as too large (its max.message.bytes)';
           this.log.warn({ requestId: result.meta.requestId }, 'result too large for out: answering 502');
-          await produce(producer, topicOut, [tooLargeResultMessage(result, refused)], produceTimeoutMs);
+          const tooLarge = tooLargeResultMessage(result, refused);
+          await producer.send(topicOut, [tooLarge], produceTimeoutMs);
+          return tooLarge.value;
         }
       }),
     );
+  }
+
+  /**
+   * Hands the sync results just written to `out` to the gateways holding their callers (SPUBLISH on
+   * each one's channel) and, when long-polls need them, keeps them in Redis for `keepMs`. The
+   * commands of one flush go out together (the client's auto-pipelining, per node on a cluster).
+   * Best effort: `out` stays the journal, and a caller whose gateway is gone or that Redis failed
+   * gets the usual 202 + Location.
+   */
+  private async publishReplies(written: Written[]): Promise<void> {
+    const { replies } = this.options;
+    if (!replies) return;
+    const { redis, prefix, keepMs } = replies;
+    const sends: Array<Promise<unknown>> = [];
+    for (const { value, replyTo, requestId } of written) {
+      if (!replyTo || value === null) continue;
+      sends.push(redis.spublish(replyChannel(prefix, replyTo), value));
+      if (keepMs !== undefined && requestId)
+        sends.push(redis.set(resultKey(prefix, requestId), value, 'PX', keepMs));
+    }
+    const failed = (await Promise.allSettled(sends)).find((s) => s.status === 'rejected');
+    if (failed) this.log.warn({ err: failed.reason }, 'sync replies not published: their callers get 202');
   }
 
   /** true once the rows are in the outbox; one try (on failure the waits stay in Redis instead). */
@@ -547,8 +680,67 @@ export class Executor {
   }
 }
 
+/** The PRODUCER span of one result written to `out`; none for a result outside any trace. */
+function sendSpan(topic: string, parent: string | undefined): Span | undefined {
+  if (!parent || !tracingEnabled()) return undefined;
+  return startSpan(`send ${topic}`, parent, {
+    kind: SpanKind.PRODUCER,
+    attributes: kafkaAttributes('send', topic),
+  });
+}
+
+/** The record with the `traceparent` header of its PRODUCER span: the sync-gateway continues it. */
+function withTraceHeader(record: OutgoingRecord, span: Span | undefined): OutgoingRecord {
+  const traceparent = span && traceparentOf(span);
+  return traceparent ? { ...record, headers: { ...record.headers, traceparent } } : record;
+}
+
+function endAll(spans: Array<Span | undefined>, err?: unknown): void {
+  for (const span of spans) {
+    if (err) span?.setStatus({ code: SpanStatusCode.ERROR, message: String(err) });
+    span?.end();
+  }
+}
+
+/** A result as written to `out`, with the gateway waiting for it. */
+interface Written {
+  value: OutgoingRecord['value'];
+  replyTo: string | undefined;
+  requestId: string | undefined;
+}
+
+/** A delivery carries its `in` record's reply-to header (only a record read can have one). */
+function withReplyTo(settlement: Settlement, fetched: FetchOutcome | undefined): Settlement {
+  if (settlement.kind !== 'deliver' || !fetched?.ok) return settlement;
+  const replyTo = replyToHeader(fetched.record.headers);
+  return replyTo ? { ...settlement, replyTo } : settlement;
+}
+
 function deliver(result: ResultEnvelope, outcome: string): Settlement {
   return { kind: 'deliver', result, outcome };
+}
+
+/** End-to-end latency (measured when the result is on `out`, before the ack) and dead letters written. */
+function observeProduced(deliveries: Pending[], nowMs: number): void {
+  for (const { settlement, createdAt } of deliveries) {
+    if (settlement.kind !== 'deliver') continue;
+    if (createdAt !== undefined)
+      metrics.endToEndSeconds.observe({ outcome: settlement.outcome }, Math.max(0, nowMs - createdAt) / 1000);
+    if (settlement.deadLetterReason) metrics.deadLetters.inc({ reason: settlement.deadLetterReason });
+  }
+}
+
+/** The result with the trace id of `traceparent` (unchanged without one, or when it has it). */
+function withTraceId(result: ResultEnvelope, traceparent: string | undefined): ResultEnvelope {
+  const traceId = traceIdOf(traceparent);
+  if (!traceId || result.meta.traceId === traceId) return result;
+  return { ...result, meta: { ...result.meta, traceId } };
+}
+
+/** What a task put back carries for its next queue wait and attempt (nothing while tracing is off). */
+function requeueTrace(envelope: RequestEnvelope): Pick<QueuedTask, 'traceparent' | 'requeuedAt'> {
+  const { traceparent } = envelope.meta;
+  return tracingEnabled() && traceparent ? { traceparent, requeuedAt: Date.now() } : {};
 }
 
 function outcomeOf(settlement: Settlement, produced: boolean): string {

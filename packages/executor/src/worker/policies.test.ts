@@ -1,5 +1,6 @@
 import { inspect } from 'node:util';
-import { type FairQueue, QueueAdmin } from '@requester/scheduler';
+import { CircuitBreaker, originOf, RateLimiter } from '@requester/policies';
+import { type FairQueue, QueueAdmin } from '@requester/queue';
 import {
   durationToMs,
   LIMITER_ALGORITHMS,
@@ -11,10 +12,8 @@ import {
 } from '@requester/shared';
 import { startTarget, testPg, uniqueName } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CircuitBreaker, originOf } from '../breaker/index.ts';
 import { ResponseCache } from '../cache/index.ts';
 import { idempotencyKey } from '../http/request.ts';
-import { RateLimiter } from '../limiter/index.ts';
 import { parseSigningKeys } from '../signing/index.ts';
 import { verifyPlain, verifyStandardWebhook } from '../signing/verify.fixture.ts';
 import { ExecutorHarness } from './harness.fixture.ts';

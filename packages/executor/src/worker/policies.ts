@@ -1,4 +1,14 @@
 import {
+  type Admission,
+  type CallReport,
+  type CircuitBreaker,
+  countsAsFailure,
+  type LimitDecision,
+  limiterWindows,
+  originOf,
+  type RateLimiter,
+} from '@requester/policies';
+import {
   attemptsInBudget,
   errorResult,
   inSpan,
@@ -11,21 +21,16 @@ import {
   RequesterError,
   type ResultEnvelope,
   type Span,
+  SpanKind,
+  type SpanOptions,
+  SpanStatusCode,
   wakeUpResult,
 } from '@requester/shared';
-import {
-  type Admission,
-  type CallReport,
-  type CircuitBreaker,
-  countsAsFailure,
-  originOf,
-} from '../breaker/index.ts';
 import type { Bulkhead } from '../bulkhead/index.ts';
 import type { ResponseCache } from '../cache/index.ts';
 import type { CallOutcome, HttpCall, HttpClient } from '../http/index.ts';
 import { toHttpCall } from '../http/request.ts';
-import { type LimitDecision, limiterWindows, type RateLimiter } from '../limiter/index.ts';
-import { executorMetrics as metrics, outcomeLabel } from '../metrics.ts';
+import { executorMetrics as metrics, originLabel, outcomeLabel } from '../metrics.ts';
 import { callResult } from '../result/index.ts';
 import { requireSigningKey, type SigningKeys, signRequest } from '../signing/index.ts';
 import { batched } from './batch.ts';
@@ -104,7 +109,12 @@ export type Tried = CallOutcome | Stopped;
 
 type OriginReport = CallReport & { origin: string };
 
-const HELD_BY = { rate_limited: 'limiter', circuit_open: 'breaker', bulkhead: 'bulkhead' } as const;
+const HELD_BY = {
+  rate_limited: 'limiter',
+  circuit_open: 'breaker',
+  breaker_busy: 'breaker',
+  bulkhead: 'bulkhead',
+} as const;
 
 /** A Redis hiccup of the gate: come back soon; neither an attempt nor a wait. */
 const GATE_UNAVAILABLE_RETRY_MS = 1_000;
@@ -231,13 +241,19 @@ export class Policies {
     const opened = admission ? breakerStep(admission, Date.now()) : CALL;
     if (opened.kind !== 'call') return { kind: 'failure', stop: opened };
 
-    const attributes = { 'requester.request_id': envelope.meta.requestId, 'requester.try_count': tryCount };
-    const outcome = await inSpan('executor.call', envelope.meta.traceparent, attributes, (span) =>
-      this.modules.http.call(withTraceparent(call, span, envelope.meta.traceparent)),
+    const outcome = await inSpan(call.method, envelope.meta.traceparent, clientSpanOptions(call), (span) =>
+      this.modules.http.call(withTraceparent(call, span, envelope.meta.traceparent)).then((outcome) => {
+        endClientSpan(span, outcome);
+        return outcome;
+      }),
     );
     this.journalAttempt(envelope, tryCount, outcome);
     const label = outcomeLabel(outcome);
-    metrics.httpSeconds.observe({ outcome: label }, outcome.durationNs / 1e9);
+    const seconds = outcome.durationNs / 1e9;
+    const originName = originLabel.of(origin);
+    metrics.httpSeconds.observe({ outcome: label }, seconds);
+    metrics.originSeconds.observe({ origin: originName }, seconds);
+    metrics.originCalls.inc({ origin: originName, outcome: label });
     if (outcome.kind === 'failure') log.warn({ err: outcome.error, tryCount }, 'call to the target failed');
     else log.debug({ status: outcome.status, tryCount }, 'target answered');
     if (this.record && admission?.admitted)
@@ -311,6 +327,41 @@ export class Policies {
 
 function deadLetterOf(step: Step): DeadLetterReason | undefined {
   return step.kind === 'deliver' ? step.deadLetter : undefined;
+}
+
+/**
+ * The CLIENT span of a call to the target (HTTP semantic conventions). The URL loses its userinfo
+ * and its query values: a collector is no place for the credentials they may hold.
+ */
+function clientSpanOptions(call: HttpCall): SpanOptions {
+  const url = new URL(call.uri);
+  const port = url.port ? Number(url.port) : url.protocol === 'https:' ? 443 : 80;
+  url.username = '';
+  url.password = '';
+  for (const key of new Set(url.searchParams.keys())) url.searchParams.set(key, 'REDACTED');
+  return {
+    kind: SpanKind.CLIENT,
+    attributes: {
+      'http.request.method': call.method,
+      'url.full': url.toString(),
+      'server.address': url.hostname,
+      'server.port': port,
+    },
+  };
+}
+
+/** A response of 4xx/5xx, or no response, is an error of the CLIENT span. */
+function endClientSpan(span: Span, outcome: CallOutcome): void {
+  if (outcome.kind === 'response') {
+    span.setAttribute('http.response.status_code', outcome.status);
+    if (outcome.status >= 400) {
+      span.setAttribute('error.type', String(outcome.status));
+      span.setStatus({ code: SpanStatusCode.ERROR });
+    }
+    return;
+  }
+  span.setAttribute('error.type', outcome.error.code);
+  span.setStatus({ code: SpanStatusCode.ERROR, message: outcome.error.message });
 }
 
 /**

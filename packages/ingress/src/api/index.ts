@@ -17,9 +17,9 @@ import {
   clientOfStory,
   counter,
   type ErrorCode,
+  firstTraceparent,
   formatRfc3339,
   histogram,
-  inSpan,
   type Journal,
   type JournalEvent,
   type JournalLookup,
@@ -27,8 +27,14 @@ import {
   type Logger,
   lookupSince,
   newTraceparent,
+  REPLY_TO_HEADER,
   type RequestEnvelope,
+  type Span,
+  SpanKind,
+  SpanStatusCode,
   safeParseRequestEnvelope,
+  startSpan,
+  traceparentOf,
   tryParseDuration,
 } from '@requester/shared';
 import { type Context, Hono } from 'hono';
@@ -40,20 +46,24 @@ import { type ClaimRequestId, requestFingerprint } from '../claims/index.ts';
 import type { Hub } from '../hub/index.ts';
 import { openApiDocument } from '../openapi/index.ts';
 
-/** Writes one record (Kafka key, JSON text) to `in`. */
-export type Submit = (key: string, value: string) => Promise<void>;
+/** Writes one record (Kafka key, JSON text, service-set headers) to `in`. */
+export type Submit = (key: string, value: string, headers?: Record<string, string>) => Promise<void>;
 
 export interface ApiParts {
   /** Writes an accepted envelope to `in`; rejects unless Kafka acknowledged it (ingress role). */
   submit?: Submit;
   /** Claims a requestId for one request within the dedup window (ingress role; absent = no check). */
   claim?: ClaimRequestId;
-  /** Results from `out` (sync-gateway role). */
+  /** Results from `out` or this gateway's reply channel (sync-gateway role). */
   hub?: Hub<string>;
   /** The task journal: `accepted` (ingress); absent = none. */
   journal?: Journal;
   /** Reads one request's journal (sync-gateway: GET /requests/{id}/events). */
   readJournal?: (lookup: JournalLookup) => Promise<JournalEvent[]>;
+  /** This process's gateway id: sync requests are stamped with it so their results come to its Hub. */
+  replyTo?: string;
+  /** A result kept in Redis by the executors (SYNC_FOLLOW_OUT=false), for long-polls. */
+  lookup?: (requestId: string) => Promise<string | undefined>;
   /** Each role's logger, so a request's log lines carry the role that served it. */
   ingressLog?: Logger;
   gatewayLog?: Logger;
@@ -73,7 +83,13 @@ export interface ApiSettings {
   access: Access;
 }
 
-type Env = { Variables: { requestId: string; log: Logger; caller?: Caller } };
+type Env = { Variables: { requestId: string; log: Logger; caller?: Caller; trace: ServerTrace } };
+
+/** The SERVER span of one API request, started once its parent is known (see serverSpan). */
+interface ServerTrace {
+  startTime: Date;
+  span?: Span;
+}
 
 const requests = counter('http_requests_total', 'HTTP requests answered by the API, by route and status', [
   'method',
@@ -92,6 +108,7 @@ export function createApi(parts: ApiParts, settings: ApiSettings, logger: Logger
   const app = new Hono<Env>();
   // x-request-id: the caller's correlation id (or a fresh one), echoed and put on every log line.
   app.use(requestId());
+  app.use(traced());
   app.use(observe(parts, logger));
   const auth = authenticate<Env>(settings.access, refuse);
   app.use('/request', auth);
@@ -107,6 +124,47 @@ export function createApi(parts: ApiParts, settings: ApiSettings, logger: Logger
     return problem(c, 500, 'internal', 'internal error');
   });
   return app;
+}
+
+/** A SERVER span per API request (HTTP semantic conventions), ended with the response. */
+function traced() {
+  return async (c: Context<Env>, next: () => Promise<void>): Promise<void> => {
+    c.set('trace', { startTime: new Date() });
+    try {
+      await next();
+    } finally {
+      const span = serverSpan(c);
+      const status = c.res.status;
+      span.updateName(`${c.req.method} ${routeLabel(c)}`);
+      span.setAttribute('http.route', routeLabel(c));
+      span.setAttribute('http.response.status_code', status);
+      if (status >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
+      span.end();
+    }
+  };
+}
+
+/**
+ * The request's SERVER span, started (back-dated to the request's arrival) on first use: its
+ * parent is the caller's `traceparent` header, else `bodyTraceparent` (`meta.traceparent`), which
+ * is only known once the body is read.
+ */
+function serverSpan(c: Context<Env>, bodyTraceparent?: string): Span {
+  const trace = c.get('trace');
+  trace.span ??= startSpan(
+    `${c.req.method} ${routeLabel(c)}`,
+    firstTraceparent(c.req.header('traceparent'), bodyTraceparent),
+    {
+      kind: SpanKind.SERVER,
+      startTime: trace.startTime,
+      attributes: {
+        'http.request.method': c.req.method,
+        'url.path': c.req.path,
+        'url.scheme': new URL(c.req.url).protocol.replace(':', ''),
+      },
+    },
+  );
+  return trace.span;
 }
 
 /** Access log, metrics, and `Connection: close` once shutdown began. */
@@ -196,7 +254,12 @@ async function accept(
   if (!parsed.ok) return problem(c, 400, 'invalid_request', parsed.error.message, parsed.error.issues);
   const admitted = await settings.access.admit(c.get('caller'), parsed.value);
   if (!admitted.ok) return refuse(c, admitted.refusal);
-  const envelope = stamp(admitted.envelope);
+  // The PRODUCER span's context goes in meta.traceparent: the router's span continues it.
+  const sending = startSpan('send in', serverSpan(c, admitted.envelope.meta.traceparent), {
+    kind: SpanKind.PRODUCER,
+    attributes: { 'messaging.system': 'kafka', 'messaging.operation.type': 'send' },
+  });
+  const envelope = stamp(admitted.envelope, traceparentOf(sending));
   const id = envelope.meta.requestId;
   useLog(c, parts.ingressLog, id);
   // The fingerprint covers meta.client: another key reusing a requestId is a different request.
@@ -210,10 +273,10 @@ async function accept(
   const until = Date.now() + (hub ? settings.syncTimeoutMs : 0);
   const result = hub?.wait(id, { timeoutMs: settings.syncTimeoutMs, signal });
   try {
-    await inSpan('ingress.submit', envelope.meta.traceparent, { requestId: id }, () =>
-      submit(kafkaKeyFor(envelope), JSON.stringify(envelope)),
-    );
+    const replyTo = hub && parts.replyTo ? { [REPLY_TO_HEADER]: parts.replyTo } : undefined;
+    await submit(kafkaKeyFor(envelope), JSON.stringify(envelope), replyTo);
   } catch (err) {
+    sending.setStatus({ code: SpanStatusCode.ERROR });
     abandon.abort();
     c.get('log').warn({ err }, 'Kafka did not acknowledge the request; refused with 503');
     c.header('Retry-After', String(settings.unavailableRetryAfterSeconds ?? 5));
@@ -223,6 +286,8 @@ async function accept(
       'dependency_unavailable',
       'the request could not be written to Kafka; nothing was accepted, retry later',
     );
+  } finally {
+    sending.end();
   }
   parts.journal?.emit({ type: 'accepted', requestId: id, client: envelope.meta.client, channel: 'http' });
   return {
@@ -269,14 +334,16 @@ async function claimRequestId(
 
 /**
  * What the ingress adds to the Kafka copy: `createdAt` is when *this* service accepted the request
- * (so a client cannot backdate it), `tryCount`, `waitTime` and `retryBase` start over, and a trace
- * starts when none is given.
+ * (so a client cannot backdate it), `tryCount`, `waitTime` and `retryBase` start over, and
+ * `traceparent` becomes the ingress's own span (a child of the caller's), or starts a trace when
+ * there is neither a span nor a caller's.
  */
-function stamp(envelope: RequestEnvelope): RequestEnvelope {
+function stamp(envelope: RequestEnvelope, spanTraceparent: string | undefined): RequestEnvelope {
   const { tryCount: _attempts, waitTime: _waited, retryBase: _base, ...rest } = envelope;
+  const traceparent = spanTraceparent ?? rest.meta.traceparent ?? newTraceparent();
   return {
     ...rest,
-    meta: { ...rest.meta, traceparent: rest.meta.traceparent ?? newTraceparent() },
+    meta: { ...rest.meta, traceparent },
     createdAt: formatRfc3339(Date.now()),
   };
 }
@@ -295,8 +362,38 @@ async function getResult(c: Context<Env>, parts: ApiParts, settings: ApiSettings
   }
   const timeoutMs = parts.closing ? 0 : wait;
   const until = Date.now() + timeoutMs;
-  const json = await hub.wait(id, { timeoutMs, signal: c.req.raw.signal });
+  const json = await (parts.lookup
+    ? lookOut(hub, parts.lookup, id, until, c.req.raw.signal)
+    : hub.wait(id, { timeoutMs, signal: c.req.raw.signal }));
   return reply(c, id, await readable(c, settings.access, json, until), 'poll');
+}
+
+/** How often a waiting long-poll re-reads the result kept in Redis (SYNC_FOLLOW_OUT=false). */
+const LOOKUP_INTERVAL_MS = 1_000;
+
+/**
+ * A long-poll when this gateway does not follow `out`: the result passed here (a sync call of its
+ * own), or was kept in Redis by the executor (a sync call taken by any gateway), else it is waited
+ * for on the Hub and looked up again every LOOKUP_INTERVAL_MS until `until`.
+ */
+async function lookOut(
+  hub: Hub<string>,
+  lookup: (requestId: string) => Promise<string | undefined>,
+  id: string,
+  until: number,
+  signal: AbortSignal,
+): Promise<string | undefined> {
+  for (;;) {
+    const json = hub.peek(id) ?? (await lookup(id));
+    const left = until - Date.now();
+    if (json !== undefined || left <= 0 || signal.aborted) return json;
+    const timeoutMs = Math.min(left, LOOKUP_INTERVAL_MS);
+    // A crowded Hub answers at once: pause instead, or this loop would hammer Redis.
+    const woken = hub.crowded()
+      ? await sleep(timeoutMs, undefined, { signal }).catch(() => undefined)
+      : await hub.wait(id, { timeoutMs, signal });
+    if (woken !== undefined) return woken;
+  }
 }
 
 /**

@@ -1,5 +1,5 @@
 import { createServer } from 'node:net';
-import { createKafka, createProducer, type Logger } from '@requester/shared';
+import { createKafka, type Logger } from '@requester/shared';
 import { describe, expect, it } from 'vitest';
 import { silent } from '../../test/kit.ts';
 import { openAccess } from '../auth/index.ts';
@@ -133,7 +133,7 @@ describe('POST /request refusals', () => {
       clientId: 'closed',
       logger: silent,
     });
-    const producer = createProducer(kafka);
+    const producer = kafka.producer();
     const connecting = producer.connect();
     connecting.catch(() => {});
     const submit = kafkaSubmit(() => connecting.then(() => producer), 't-never.in', 300);

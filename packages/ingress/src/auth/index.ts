@@ -1,4 +1,4 @@
-import { RateLimiter } from '@requester/executor/limiter';
+import { RateLimiter } from '@requester/policies';
 import {
   counter,
   type LimiterSpec,
@@ -271,6 +271,7 @@ function callerOf(record: KeyRecord): Caller {
     ...(record.hosts ? { hosts: record.hosts } : {}),
     ...(record.rate ? { rate: record.rate } : {}),
     ...(record.maxBodyBytes === undefined ? {} : { maxBodyBytes: record.maxBodyBytes }),
+    ...(record.admin ? { admin: record.admin } : {}),
   };
   const caller: Caller = { keyId: record.id, name: record.name, scopes };
   if (record.rate) {

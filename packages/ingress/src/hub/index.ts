@@ -57,15 +57,19 @@ export class Hub<T extends {} = string> {
     });
   }
 
-  /** Hands a result to everyone waiting for it and keeps it for late callers (when it fits). */
-  publish(id: string, value: T): void {
+  /**
+   * Hands a result to everyone waiting for it and keeps it for late callers (when it fits).
+   * Returns how many callers it woke.
+   */
+  publish(id: string, value: T): number {
     // lru-cache refuses an entry bigger than maxBytes (and drops an older copy): nothing else to do.
     this.recent.set(id, value);
     const waiting = this.waiters.get(id);
-    if (!waiting) return;
+    if (!waiting) return 0;
     this.waiters.delete(id);
     this.blocked -= waiting.size;
     for (const wake of waiting) wake(value);
+    return waiting.size;
   }
 
   /** A result that already passed (and is still kept), without waiting. */

@@ -25,7 +25,12 @@ export interface KeyScopes {
   schedule: boolean;
   /** Largest request envelope (bytes); undefined = MAX_BODY_BYTES. */
   maxBodyBytes?: number;
+  /** The admin API and operator UI of the admin port: `read` sees, `write` also acts; undefined = none. */
+  admin?: AdminScope;
 }
+
+export type AdminScope = 'read' | 'write';
+export const ADMIN_SCOPES: readonly AdminScope[] = ['read', 'write'];
 
 export interface KeyInfo extends KeyScopes {
   id: string;
@@ -130,6 +135,7 @@ interface KeyRow {
   sync: boolean;
   schedule: boolean;
   max_body_bytes: number | null;
+  admin: AdminScope | null;
   created_at: Date;
   rotated_at: Date | null;
   revoked_at: Date | null;
@@ -147,6 +153,7 @@ function recordOf(row: KeyRow): KeyRecord {
     sync: row.sync,
     schedule: row.schedule,
     ...(row.max_body_bytes === null ? {} : { maxBodyBytes: row.max_body_bytes }),
+    ...(row.admin ? { admin: row.admin } : {}),
     createdAt: row.created_at,
     ...(row.rotated_at ? { rotatedAt: row.rotated_at } : {}),
     ...(row.revoked_at ? { revokedAt: row.revoked_at } : {}),
@@ -192,13 +199,16 @@ export class KeyStore {
       !(Number.isSafeInteger(spec.maxBodyBytes) && spec.maxBodyBytes > 0)
     )
       throw new ValidationError([{ path: 'maxBodyBytes', message: 'must be a whole number of bytes > 0' }]);
+    if (spec.admin !== undefined && !ADMIN_SCOPES.includes(spec.admin))
+      throw new ValidationError([{ path: 'admin', message: `must be ${ADMIN_SCOPES.join(' or ')}` }]);
     const id = randomBytes(ID_BYTES).toString('hex');
     const { token, secret } = newToken(id);
     try {
       await this.#sql`insert into requester_api_keys
-        (id, name, secret_hash, hosts, rate, sync, schedule, max_body_bytes)
+        (id, name, secret_hash, hosts, rate, sync, schedule, max_body_bytes, admin)
         values (${id}, ${name}, ${hashSecret(secret)}, ${hosts ?? null}, ${spec.rate ?? null},
-                ${spec.sync ?? false}, ${spec.schedule ?? false}, ${spec.maxBodyBytes ?? null})`;
+                ${spec.sync ?? false}, ${spec.schedule ?? false}, ${spec.maxBodyBytes ?? null},
+                ${spec.admin ?? null})`;
     } catch (err) {
       if ((err as { code?: string }).code === '23505')
         throw new ValidationError([{ path: 'name', message: `a live key named ${name} exists already` }]);

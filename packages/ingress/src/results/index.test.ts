@@ -1,4 +1,3 @@
-import { produce } from '@requester/shared';
 import { afterAll, describe, expect, it } from 'vitest';
 import { closeProducer, kafka, producer, send, silent, topics } from '../../test/kit.ts';
 import { followResults } from './index.ts';
@@ -40,7 +39,7 @@ describe('followResults', () => {
     });
     try {
       const value = JSON.stringify({ meta: { requestId: 'unkeyed' } });
-      await produce(await producer(), out, [{ value }, { value: 'not json' }]);
+      await (await producer()).send(out, [{ value }, { value: 'not json' }]);
       await expect.poll(() => seen, { timeout: 20_000 }).toEqual([['unkeyed', value]]);
     } finally {
       await following.stop();
@@ -61,7 +60,7 @@ describe('followResults', () => {
         response: { status: 200, body: '', headers: {} },
         meta: { requestId: 'x' },
       });
-      await produce(await producer(), out, [
+      await (await producer()).send(out, [
         { key: 'x', value: '{garbage' },
         { key: 'x', value: '[1,2]' },
         { key: 'x', value: null },

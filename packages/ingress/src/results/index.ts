@@ -1,12 +1,15 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import {
-  type Consumer,
   type ConsumerHealth,
   counter,
-  createConsumer,
-  type createKafka,
+  isRetriableKafkaError,
+  type KafkaClient,
+  type KafkaConsumer,
+  type KafkaRecord,
   type Logger,
+  type RedisClient,
+  traceparentHeader,
   withTimeout,
 } from '@requester/shared';
 
@@ -16,8 +19,6 @@ const skipped = counter(
   ['reason'],
 );
 
-type Kafka = ReturnType<typeof createKafka>;
-
 /**
  * Follows the `out` topic for the sync-gateway. Every instance reads every result (its own
  * consumer group, so instances never split partitions between them) and only what arrives after
@@ -25,11 +26,14 @@ type Kafka = ReturnType<typeof createKafka>;
  * lives as long as the instance.
  */
 export interface FollowOptions {
-  kafka: Kafka;
+  kafka: KafkaClient;
   topic: string;
   logger: Logger;
-  /** Called with the requestId and the raw JSON of each result (parsed only when someone asks). */
-  onResult(requestId: string, json: string): void;
+  /**
+   * Called with the requestId and the raw JSON of each result (parsed only when someone asks), and
+   * the record's `traceparent` header (the executor's PRODUCER span) when it has one.
+   */
+  onResult(requestId: string, json: string, traceparent?: string): void;
   /** Bound on joining the group at start. */
   joinTimeoutMs?: number;
   /** KAFKA_SESSION_TIMEOUT (default: the adapter's). */
@@ -48,6 +52,43 @@ export function instanceGroupId(): string {
   return `requester-sync-${hostname()}-${process.pid}-${randomBytes(4).toString('hex')}`;
 }
 
+export interface ReplyOptions {
+  /** A connection of its own (`redisSubscriber`): it serves nothing else once subscribed. */
+  subscriber: RedisClient;
+  /** This gateway's `replyChannel`. */
+  channel: string;
+  logger: Logger;
+  /** Called with the requestId and the raw JSON of each result published to this gateway. */
+  onResult(requestId: string, json: string): void;
+}
+
+/**
+ * Follows this gateway's reply channel: the results of the sync requests its ingress stamped with
+ * its id, published by the executors after `out` (O(its own callers), whatever the gateway count).
+ * Resolves once Redis confirmed the subscription.
+ */
+export async function followReplies(options: ReplyOptions): Promise<Pick<Following, 'stop'>> {
+  const { subscriber, channel, logger } = options;
+  const onMessage = (from: Buffer, message: Buffer) => {
+    if (from.toString() === channel) deliver({ key: null, value: message }, options);
+  };
+  subscriber.on('smessageBuffer', onMessage);
+  try {
+    await subscriber.ssubscribe(channel);
+  } catch (err) {
+    subscriber.off('smessageBuffer', onMessage);
+    subscriber.disconnect();
+    throw err;
+  }
+  logger.info({ channel }, 'following sync replies');
+  return {
+    stop: async () => {
+      subscriber.off('smessageBuffer', onMessage);
+      subscriber.disconnect();
+    },
+  };
+}
+
 /**
  * Resolves once the consumer is assigned every partition and positioned at the end offsets read
  * before it joined: a result produced after this resolves is always seen (a sync caller that
@@ -58,24 +99,26 @@ export async function followResults(options: FollowOptions): Promise<Following> 
   const ends = await endOffsets(kafka, topic);
   const groupId = instanceGroupId();
   // A short fetch wait: disconnecting waits for the fetch in flight, and shutdown should be quick.
-  const consumer = createConsumer(kafka, {
+  const consumer = kafka.consumer({
     groupId,
-    maxWaitTimeInMs: 1_000,
-    ...(options.sessionTimeoutMs === undefined ? {} : { sessionTimeout: options.sessionTimeoutMs }),
+    maxWaitMs: 1_000,
+    ...(options.sessionTimeoutMs === undefined ? {} : { sessionTimeoutMs: options.sessionTimeoutMs }),
   });
   const unwatch = options.health?.watch(consumer, groupId);
   const joined = firstJoin(consumer, topic, ends);
-  await consumer.connect();
   try {
-    await consumer.subscribe({ topic, fromBeginning: false });
-    await consumer.run({
-      autoCommit: false,
-      eachMessage: async ({ message }) => deliver(message, options),
+    await consumer.start({
+      topics: [topic],
+      fromBeginning: false,
+      commit: 'never',
+      onBatch: async ({ records }) => {
+        for (const record of records) deliver(record, options);
+      },
     });
     await withTimeout(joined, options.joinTimeoutMs ?? 30_000, `joining consumer group ${groupId} timed out`);
   } catch (err) {
     unwatch?.();
-    await consumer.disconnect().catch(() => {});
+    await consumer.stop().catch(() => {});
     throw err;
   }
   logger.info({ groupId, topic }, 'following results');
@@ -83,7 +126,7 @@ export async function followResults(options: FollowOptions): Promise<Following> 
     groupId,
     stop: async () => {
       unwatch?.();
-      await consumer.disconnect();
+      await consumer.stop();
     },
   };
 }
@@ -93,16 +136,16 @@ export async function followResults(options: FollowOptions): Promise<Following> 
  * Retried on retriable errors: right after a topic is created the broker may still answer
  * NOT_LEADER for a moment, and that must not fail the role's start.
  */
-async function endOffsets(kafka: Kafka, topic: string, attempts = 20): Promise<Map<number, string>> {
+async function endOffsets(kafka: KafkaClient, topic: string, attempts = 20): Promise<Map<number, string>> {
   const admin = kafka.admin();
   await admin.connect();
   try {
     for (let attempt = 1; ; attempt++) {
       try {
-        const offsets = await admin.fetchTopicOffsets(topic);
+        const offsets = await admin.topicOffsets(topic);
         return new Map(offsets.map((p) => [p.partition, p.high]));
       } catch (err) {
-        if (attempt >= attempts || !(err as { retriable?: boolean }).retriable) throw err;
+        if (attempt >= attempts || !isRetriableKafkaError(err)) throw err;
         await new Promise((resolve) => setTimeout(resolve, Math.min(100 * attempt, 1_000)));
       }
     }
@@ -113,27 +156,23 @@ async function endOffsets(kafka: Kafka, topic: string, attempts = 20): Promise<M
 
 /**
  * Seeks every assigned partition to the end offsets read earlier, from inside the join event:
- * kafkajs would otherwise resolve "latest" lazily at its first fetch, and a result written in
+ * a consumer may resolve "latest" lazily at its first fetch (kafkajs does), and a result written in
  * between would be lost to a caller already waiting for it.
  */
-function firstJoin(consumer: Consumer, topic: string, ends: Map<number, string>): Promise<void> {
+function firstJoin(consumer: KafkaConsumer, topic: string, ends: Map<number, string>): Promise<void> {
   return new Promise((resolve) => {
-    const off = consumer.on(consumer.events.GROUP_JOIN, (event) => {
+    const off = consumer.onAssigned((assignment) => {
       off();
-      const assigned: number[] = event.payload.memberAssignment[topic] ?? [];
-      for (const partition of assigned) {
+      for (const partition of assignment[topic] ?? []) {
         const offset = ends.get(partition);
-        if (offset !== undefined) consumer.seek({ topic, partition, offset });
+        if (offset !== undefined) consumer.seek(topic, partition, offset);
       }
       resolve();
     });
   });
 }
 
-interface OutMessage {
-  key: Buffer | null;
-  value: Buffer | null;
-}
+type OutMessage = Pick<KafkaRecord, 'key' | 'value'> & Partial<Pick<KafkaRecord, 'headers'>>;
 
 /**
  * `out` is keyed by requestId; an unkeyed record falls back to its `meta.requestId`. A record that
@@ -141,12 +180,12 @@ interface OutMessage {
  * (logged and counted in `sync_skipped_results_total`), so the caller still gets the real result when
  * it comes, and nothing on `out` can stop the consumer.
  */
-function deliver(message: OutMessage, options: FollowOptions): void {
+function deliver(message: OutMessage, options: Pick<FollowOptions, 'onResult' | 'logger'>): void {
   try {
     const json = message.value?.toString('utf8') ?? '';
     const result = readResult(json);
     const requestId = result && (message.key?.toString('utf8') || requestIdOf(result));
-    if (requestId) options.onResult(requestId, json);
+    if (requestId) options.onResult(requestId, json, traceparentHeader(message.headers));
     else skip(message, options, !result ? (message.value ? 'unreadable' : 'empty') : 'no_request_id');
   } catch (err) {
     options.logger.error({ err }, 'a result of out could not be handed over: skipped');
@@ -154,7 +193,7 @@ function deliver(message: OutMessage, options: FollowOptions): void {
   }
 }
 
-function skip(message: OutMessage, options: FollowOptions, reason: string): void {
+function skip(message: OutMessage, options: Pick<FollowOptions, 'logger'>, reason: string): void {
   skipped.inc({ reason });
   options.logger.warn(
     { key: message.key?.toString('utf8').slice(0, 256), reason },

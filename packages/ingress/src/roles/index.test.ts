@@ -2,9 +2,13 @@ import { request as httpRequest } from 'node:http';
 import {
   buildResult,
   type ConfigOverrides,
+  createRedis,
   Dependencies,
   loadConfig,
+  REPLY_TO_HEADER,
   type RoleHandle,
+  replyChannel,
+  resultKey,
 } from '@requester/shared';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { BROKERS, closeProducer, reader, send, silent, topics, unique } from '../../test/kit.ts';
@@ -15,8 +19,12 @@ const ROLES = { ingress: ingressRole, 'sync-gateway': syncGatewayRole };
 const running: Array<() => Promise<void>> = [];
 
 /** Starts roles the way the CLI does: one Dependencies per process, phases on stop. */
-async function startRoles(names: RoleName[], overrides: ConfigOverrides = {}) {
-  const topicNames = await topics();
+async function startRoles(
+  names: RoleName[],
+  overrides: ConfigOverrides = {},
+  shared?: { in: string; out: string },
+) {
+  const topicNames = shared ?? (await topics());
   const config = loadConfig(
     {},
     {
@@ -45,7 +53,7 @@ async function startRoles(names: RoleName[], overrides: ConfigOverrides = {}) {
     return stopping;
   };
   running.push(stop);
-  return { url: handles[0]!.url, handles, topics: topicNames, stop };
+  return { url: handles[0]!.url, handles, topics: topicNames, stop, prefix: config.redisPrefix };
 }
 
 afterEach(async () => {
@@ -254,6 +262,44 @@ describe('sync-gateway', () => {
     const again = await fetch(`${url}/requests/past-1`); // no wait: must come from the cache
     expect(again.status).toBe(200);
     expect(await again.json()).toEqual(result);
+  });
+
+  it('with SYNC_FOLLOW_OUT=false, answers sync calls from its reply channel alone; other gateways read kept results', async () => {
+    const prefix = unique('rp');
+    const follow = { syncTimeout: '30s', syncFollowOut: 'false', redisPrefix: prefix };
+    const a = await startRoles(['ingress', 'sync-gateway'], follow);
+    const b = await startRoles(['sync-gateway'], follow, a.topics);
+    const redis = createRedis({ url: 'redis://127.0.0.1:6379' });
+    const seen = await reader(a.topics.in);
+    try {
+      const result = buildResult({ requestId: 'ch-1', status: 200, body: 'via channel', tryCount: 1 });
+      const call = postJson(a.url, { request: { uri: '' }, meta: { requestId: 'ch-1', sync: true } });
+      const record = await seen.next();
+      const gateway = record.headers[REPLY_TO_HEADER];
+      expect(gateway).toMatch(/^[0-9a-f]{16}$/); // stamped by the service
+      // Nothing is written to out: the answer can only come through the gateway's channel.
+      await redis.spublish(replyChannel(prefix, gateway!), JSON.stringify(result));
+      const answered = await call;
+      expect(answered.status).toBe(200);
+      expect(await answered.json()).toEqual(result);
+
+      // Gateway b is not the reply-to: its channel never carried ch-1, and it does not follow out.
+      expect((await fetch(`${b.url}/requests/ch-1`)).status).toBe(404);
+      // A long-poll there finds the result once the executor keeps it in Redis.
+      const poll = fetch(`${b.url}/requests/ch-1?wait=20s`);
+      await redis.set(resultKey(prefix, 'ch-1'), JSON.stringify(result), 'PX', 60_000);
+      const polled = await poll;
+      expect(polled.status).toBe(200);
+      expect(await polled.json()).toEqual(result);
+
+      // An async request is not stamped: no gateway waits for it.
+      expect((await postJson(a.url, { request: { uri: '' }, meta: { requestId: 'as-1' } })).status).toBe(202);
+      expect((await seen.next()).headers[REPLY_TO_HEADER]).toBeUndefined();
+    } finally {
+      await seen.close();
+      await redis.del(resultKey(prefix, 'ch-1'));
+      redis.disconnect();
+    }
   });
 
   it('on stopAccepting, releases waiting sync calls with 202 + Location and stops listening', async () => {

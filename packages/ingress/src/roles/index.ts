@@ -1,21 +1,30 @@
 import {
-  createFetcher,
   type JournalLookup,
-  kafkaSecurityFrom,
+  kafkaAttributes,
+  newGatewayId,
+  type RedisClient,
   type RoleContext,
   type RoleDefinition,
   type RoleHandle,
   readJournal,
+  redisSubscriber,
+  replyChannel,
+  resultKey,
+  SpanKind,
+  startSpan,
+  tracingEnabled,
 } from '@requester/shared';
 import { redisRequestIds } from '../claims/index.ts';
 import { Hub } from '../hub/index.ts';
-import { followResults } from '../results/index.ts';
+import { type Following, followReplies, followResults } from '../results/index.ts';
 import { attach } from '../server/index.ts';
 import { kafkaSubmit } from '../submit/index.ts';
 
 /** A running HTTP role; `url` is where its (shared) server listens, handy when HTTP_PORT is 0. */
 export interface HttpRoleHandle extends RoleHandle {
   url: string;
+  /** sync-gateway: the result (raw JSON from `out`) this process holds for a requestId, if any. */
+  peekResult?(requestId: string): string | undefined;
 }
 
 /**
@@ -31,7 +40,10 @@ export const ingressRole = {
     await deps.producer();
     const redis = deps.redis();
     await redis.ping();
-    const submit = kafkaSubmit(() => deps.producer(), config.topicIn, config.kafkaProduceTimeout);
+    const submit = kafkaSubmit(() => deps.producer(), config.topicIn, config.kafkaProduceTimeout, {
+      lingerMs: config.ingressLinger,
+      maxBatchBytes: config.ingressBatchBytes,
+    });
     const claim = redisRequestIds(redis, `${config.redisPrefix}:`, config.queueDedupWindow);
     const server = await attach(ctx, { submit, claim, ingressLog: ctx.logger, journal: deps.journal() });
     return { url: server.url, stopAccepting: () => server.close(), drain: async () => {} };
@@ -39,9 +51,11 @@ export const ingressRole = {
 } satisfies RoleDefinition;
 
 /**
- * `sync-gateway`: follows `out` into a Hub that answers sync calls (when ingress runs in the same
- * process) and `GET /requests/:id` long-polls. Started only once the consumer is positioned, so a
- * result produced after the role reports started is never missed.
+ * `sync-gateway`: a Hub that answers sync calls (when ingress runs in the same process) and
+ * `GET /requests/:id` long-polls. It is fed by its own reply channel (the results of the sync
+ * requests stamped with its id) and, with SYNC_FOLLOW_OUT=true, by all of `out`; with false,
+ * long-polls also read the results the executors keep in Redis. Started only once it is
+ * subscribed and positioned, so a result produced after the role reports started is never missed.
  */
 export const syncGatewayRole = {
   name: 'sync-gateway',
@@ -53,30 +67,78 @@ export const syncGatewayRole = {
       ttlMs: config.syncCacheTtl,
       maxWaiters: config.syncMaxWaiters,
     });
-    const following = await followResults({
-      kafka: deps.kafka(),
-      topic: config.topicOut,
-      logger,
-      sessionTimeoutMs: config.kafkaSessionTimeout,
-      health: deps.consumers,
-      onResult: (id, json) => hub.publish(id, json),
-    });
+    const redis = deps.redis();
+    const gatewayId = newGatewayId();
+    const sources: Array<Pick<Following, 'stop'>> = [];
+    const stopAll = () => Promise.all(sources.map((s) => s.stop())).then(() => {});
     try {
-      const journalFetcher = createFetcher({
-        brokers: config.kafkaBrokers,
-        clientId: `${config.kafkaClientId}-journal`,
-        logger,
-        security: kafkaSecurityFrom(config),
-        connections: 1,
-        cacheBytes: 0,
-      });
+      const journalFetcher = deps.kafka().fetcher({ connections: 1, cacheBytes: 0 });
+      sources.push({ stop: () => journalFetcher.close() });
       const readEvents = (lookup: JournalLookup) => readJournal(journalFetcher, config.topicEvents, lookup);
-      const server = await attach(ctx, { hub, gatewayLog: logger, readJournal: readEvents });
-      const drain = () => Promise.all([following.stop(), journalFetcher.close()]).then(() => {});
-      return { url: server.url, stopAccepting: () => server.close(), drain };
+      sources.push(
+        await followReplies({
+          subscriber: redisSubscriber(redis, logger),
+          channel: replyChannel(config.redisPrefix, gatewayId),
+          logger,
+          onResult: (id, json) => hub.publish(id, json),
+        }),
+      );
+      if (config.syncFollowOut) sources.push(await followOut(ctx, hub));
+      const lookup = config.syncFollowOut ? undefined : keptResults(redis, config.redisPrefix, logger);
+      const server = await attach(ctx, {
+        hub,
+        replyTo: gatewayId,
+        ...(lookup && { lookup }),
+        gatewayLog: logger,
+        readJournal: readEvents,
+      });
+      logger.info({ gatewayId, followOut: config.syncFollowOut }, 'sync-gateway started');
+      return {
+        url: server.url,
+        stopAccepting: () => server.close(),
+        drain: stopAll,
+        peekResult: (requestId) => hub.peek(requestId),
+      };
     } catch (err) {
-      await following.stop().catch(() => {});
+      await stopAll().catch(() => {});
       throw err;
     }
   },
 } satisfies RoleDefinition;
+
+/** SYNC_FOLLOW_OUT=true: every result of `out` passes through this gateway's Hub. */
+function followOut(ctx: RoleContext, hub: Hub<string>): Promise<Following> {
+  const { deps, config, logger } = ctx;
+  return followResults({
+    kafka: deps.kafka(),
+    topic: config.topicOut,
+    logger,
+    sessionTimeoutMs: config.kafkaSessionTimeout,
+    health: deps.consumers,
+    onResult: (id, json, traceparent) => traceReply(config.topicOut, traceparent, hub.publish(id, json)),
+  });
+}
+
+/** The sync results the executors keep in Redis; a Redis failure reads as "not there yet". */
+function keptResults(redis: RedisClient, prefix: string, logger: RoleContext['logger']) {
+  return async (requestId: string): Promise<string | undefined> => {
+    try {
+      return (await redis.get(resultKey(prefix, requestId))) ?? undefined;
+    } catch (err) {
+      logger.warn({ err }, 'kept sync results unreadable in Redis: answering from this gateway alone');
+      return undefined;
+    }
+  };
+}
+
+/**
+ * The sync reply's hop: a CONSUMER span under the result's PRODUCER span, recorded only by the
+ * gateway that had callers waiting (every gateway reads every result).
+ */
+function traceReply(topic: string, traceparent: string | undefined, woken: number): void {
+  if (woken === 0 || !traceparent || !tracingEnabled()) return;
+  startSpan(`receive ${topic}`, traceparent, {
+    kind: SpanKind.CONSUMER,
+    attributes: { ...kafkaAttributes('receive', topic), 'requester.callers_woken': woken },
+  }).end();
+}

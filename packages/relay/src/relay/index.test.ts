@@ -1,4 +1,4 @@
-import { createProducer, Outbox, type Producer } from '@requester/shared';
+import { type KafkaProducer, Outbox } from '@requester/shared';
 import {
   capturingLogger,
   createTestTopics,
@@ -17,7 +17,7 @@ const PRODUCE_TIMEOUT_MS = 1_000;
 describe('relay: outbox → Kafka in', () => {
   const topic = uniqueName('relay.in');
   let pg: Awaited<ReturnType<typeof testPg>>;
-  let producer: Producer;
+  let producer: KafkaProducer;
   let outbox: Outbox;
   let relay: Relay;
   const { logger, lines: logged } = capturingLogger('info');
@@ -26,7 +26,7 @@ describe('relay: outbox → Kafka in', () => {
     await createTestTopics([topic], 2);
     pg = await testPg();
     outbox = new Outbox(pg.sql);
-    producer = createProducer(testKafka());
+    producer = testKafka().producer();
     await producer.connect();
     relay = new Relay({
       outbox,

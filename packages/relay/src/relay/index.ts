@@ -7,16 +7,24 @@ import {
   DEFAULT_LEASE_MS,
   deadLetterMessage,
   errorResult,
+  gauge,
   isMessageTooLargeError,
   isOutage,
   type Journal,
+  type KafkaProducer,
+  kafkaAttributes,
   type Logger,
-  type Message,
   Outbox,
-  type Producer,
-  produce,
+  type OutgoingRecord,
   type RoleDefinition,
   type RoleHandle,
+  type Span,
+  SpanKind,
+  SpanStatusCode,
+  startSampler,
+  startSpan,
+  traceparentOf,
+  tracingEnabled,
 } from '@requester/shared';
 
 const moved = counter('relay_moved_total', 'outbox rows produced to Kafka in and deleted');
@@ -26,6 +34,16 @@ const refusedRows = counter(
   'outbox rows Kafka refused for good (answered with an error result and dead-lettered, then deleted)',
 );
 
+const outboxRows = gauge('outbox_rows', 'rows waiting in the PostgreSQL outbox (sampled by the relays)');
+const outboxDue = gauge(
+  'outbox_due_rows',
+  'outbox rows already due, not yet relayed (sampled by the relays)',
+);
+const outboxOverdue = gauge(
+  'outbox_oldest_overdue_seconds',
+  'how long ago the earliest due outbox row fell due; 0 when none is due (sampled by the relays)',
+);
+
 /** Longest a relay sleeps without news: a safety net for a lost NOTIFY, not the wake-up mechanism. */
 const MAX_IDLE_MS = 5_000;
 /** Shortest time between two error lines of a lasting outage. */
@@ -33,7 +51,7 @@ const ERROR_LOG_INTERVAL_MS = 60_000;
 
 export interface RelayOptions {
   outbox: Outbox;
-  producer: Producer;
+  producer: KafkaProducer;
   logger: Logger;
   workers: number;
   batch: number;
@@ -141,8 +159,25 @@ export class Relay {
   }
 
   private async produceRows(topic: string, rows: ClaimedRow[]): Promise<void> {
+    const spans = rows.map((row) => relaySpan(topic, row));
     try {
-      await produce(this.options.producer, topic, rows.map(inRecord), this.options.produceTimeoutMs);
+      await this.produceRecords(topic, rows, spans);
+    } catch (err) {
+      for (const span of spans) span?.setStatus({ code: SpanStatusCode.ERROR });
+      throw err;
+    } finally {
+      for (const span of spans) span?.end();
+    }
+  }
+
+  private async produceRecords(
+    topic: string,
+    rows: ClaimedRow[],
+    spans: Array<Span | undefined>,
+  ): Promise<void> {
+    const records = rows.map((row, i) => inRecord(row, spans[i]));
+    try {
+      await this.options.producer.send(topic, records, this.options.produceTimeoutMs);
       for (const { requestId } of rows) this.options.journal?.emit({ type: 'relayed', requestId });
     } catch (err) {
       if (isOutage(err) || !this.options.topicOut) throw err;
@@ -151,9 +186,14 @@ export class Relay {
         'Kafka refused a batch of outbox rows: producing them one by one',
       );
       const refused: Array<{ row: ClaimedRow; err: unknown }> = [];
-      for (const row of rows) {
+      for (const [i, row] of rows.entries()) {
         try {
-          await produce(this.options.producer, topic, [inRecord(row)], this.options.produceTimeoutMs);
+          await this.options.producer.send(
+            topic,
+            [records[i] as OutgoingRecord],
+            this.options.produceTimeoutMs,
+          );
+          this.options.journal?.emit({ type: 'relayed', requestId: row.requestId });
         } catch (rowErr) {
           if (isOutage(rowErr)) throw rowErr;
           refused.push({ row, err: rowErr });
@@ -167,8 +207,8 @@ export class Relay {
   private async answerRefused(refused: Array<{ row: ClaimedRow; err: unknown }>): Promise<void> {
     const { producer, topicOut, topicDlq, produceTimeoutMs, logger } = this.options;
     if (refused.length === 0 || !topicOut) return;
-    const results: Message[] = [];
-    const deadLetters: Message[] = [];
+    const results: OutgoingRecord[] = [];
+    const deadLetters: OutgoingRecord[] = [];
     for (const { row, err } of refused) {
       const refusal = asRequesterError(err);
       logger.error(
@@ -189,8 +229,8 @@ export class Relay {
       deadLetters.push(deadLetterMessage({ ...(envelope ? { envelope } : { record }), result, reason }));
     }
     await Promise.all([
-      produce(producer, topicOut, results, produceTimeoutMs),
-      topicDlq ? produce(producer, topicDlq, deadLetters, produceTimeoutMs) : undefined,
+      producer.send(topicOut, results, produceTimeoutMs),
+      topicDlq ? producer.send(topicDlq, deadLetters, produceTimeoutMs) : undefined,
     ]);
   }
 
@@ -237,14 +277,55 @@ export const relayRole: RoleDefinition = {
       journal: deps.journal(),
     });
     await relay.start();
-    return { drain: () => relay.stop() };
+    const outbox = new Outbox(await deps.sql());
+    const sampler = startSampler(
+      'outbox',
+      config.metricsSampleInterval,
+      async () => {
+        const { rows, due, oldestOverdueMs } = await outbox.backlog();
+        outboxRows.set(rows);
+        outboxDue.set(due);
+        outboxOverdue.set(oldestOverdueMs / 1000);
+      },
+      logger,
+    );
+    return {
+      drain: async () => {
+        await sampler.stop();
+        await relay.stop();
+      },
+    };
   },
 };
 
-function inRecord(row: ClaimedRow): Message {
+function inRecord(row: ClaimedRow, span: Span | undefined): OutgoingRecord {
+  const traceparent = span && traceparentOf(span);
   return {
     key: row.key,
     value: row.payload,
-    headers: { 'requester-relayed-from': 'outbox', 'requester-due-at': row.dueAt.toISOString() },
+    headers: {
+      'requester-relayed-from': 'outbox',
+      'requester-due-at': row.dueAt.toISOString(),
+      ...(traceparent ? { traceparent } : {}),
+    },
   };
+}
+
+/**
+ * The PRODUCER span of a row going back to `in`, under the span that wrote the row (its envelope's
+ * `meta.traceparent`, see the router's outbox row); its context rides in the record's header.
+ */
+function relaySpan(topic: string, row: ClaimedRow): Span | undefined {
+  if (!tracingEnabled()) return undefined;
+  let parent: string | undefined;
+  try {
+    parent = (JSON.parse(row.payload.toString('utf8')) as { meta?: { traceparent?: string } }).meta
+      ?.traceparent;
+  } catch {
+    parent = undefined; // a poison row: answered elsewhere; its span starts a trace of its own
+  }
+  return startSpan(`send ${topic}`, parent, {
+    kind: SpanKind.PRODUCER,
+    attributes: { ...kafkaAttributes('send', topic), 'requester.request_id': row.requestId },
+  });
 }

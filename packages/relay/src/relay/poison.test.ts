@@ -1,10 +1,4 @@
-import {
-  createProducer,
-  ensureTopics,
-  Outbox,
-  parseAnyDeadLetter,
-  type ResultEnvelope,
-} from '@requester/shared';
+import { Outbox, parseAnyDeadLetter, type ResultEnvelope } from '@requester/shared';
 import {
   eventually,
   json,
@@ -25,13 +19,13 @@ describe('relay: a row Kafka refuses is confined to itself', () => {
   const name = uniqueName('relay-poison');
   const [topicIn, topicOut, topicDlq] = [`${name}.in`, `${name}.out`, `${name}.dlq`];
   let pg: Awaited<ReturnType<typeof testPg>>;
-  const producer = createProducer(testKafka());
+  const producer = testKafka().producer();
   let relay: Relay;
 
   beforeAll(async () => {
     const admin = testKafka().admin();
     await admin.connect();
-    await ensureTopics(admin, [
+    await admin.ensureTopics([
       {
         topic: topicIn,
         numPartitions: 1,

@@ -1,6 +1,11 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { getRequestListener } from '@hono/node-server';
 import { registry } from '@requester/shared';
+import { adminApp } from './app.ts';
+import type { AdminConsole } from './console.ts';
+
+export { AdminConsole, type AdminConsoleOptions, type JournalEvent, type Operator } from './console.ts';
 
 export interface AdminProbes {
   /** Alive: the event loop answers. */
@@ -11,18 +16,24 @@ export interface AdminProbes {
 
 /**
  * The admin port of every process: `/healthz` (alive), `/readyz` (dependencies answer) and
- * `/metrics` (Prometheus). Kept apart from the public HTTP API so probes and scrapes never queue
- * behind user traffic and the API can close first on shutdown.
+ * `/metrics` (Prometheus); with a `console`, also the operator UI (`/ui`) and the admin API
+ * (`/admin/api/…`, `/admin/openapi.json`), behind admin API keys (see app.ts). Kept apart from the
+ * public HTTP API so probes, scrapes and operators never queue behind user traffic, and ingress
+ * scaling is not the UI's concern.
  */
 export async function startAdminServer(
   host: string,
   port: number,
   probes: AdminProbes,
+  console?: AdminConsole,
 ): Promise<Server & { port: number }> {
+  const operatorApp = console ? getRequestListener(adminApp(console).fetch) : undefined;
   const server = createServer(async (req, res) => {
-    const path = (req.url ?? '/').split('?')[0];
+    const path = (req.url ?? '/').split('?')[0] ?? '/';
     try {
-      if (path === '/healthz') {
+      if (operatorApp && (path === '/ui' || path.startsWith('/ui/') || path.startsWith('/admin/'))) {
+        await operatorApp(req, res);
+      } else if (path === '/healthz') {
         const alive = probes.live();
         res
           .writeHead(alive ? 200 : 503, { 'content-type': 'application/json' })

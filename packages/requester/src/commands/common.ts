@@ -1,8 +1,13 @@
+import { userInfo } from 'node:os';
 import { type Config, createLogger, createRedis, type Logger, type RedisClient } from '@requester/shared';
+import type { Argv } from 'yargs';
 
 /**
  * What every admin subcommand uses, apart from the registry in index.ts (which imports the
  * subcommand modules, so they cannot import it back without a cycle).
+ *
+ * The output rule of every admin command: stdout carries the result only — a table for people,
+ * or with `--json` exactly one JSON document for programs; progress, notices and logs go to stderr.
  */
 
 /** How a subcommand reads its configuration: environment, then its parsed flags. */
@@ -23,6 +28,129 @@ export function commandRedis(config: Config, logger: Logger): RedisClient {
   });
 }
 
+/** Who runs an admin command, as operator actions record it: `cli:<os user>`. */
+export function cliActor(): string {
+  try {
+    return `cli:${userInfo().username}`;
+  } catch {
+    return 'cli:unknown';
+  }
+}
+
+/** One line of progress or notice on stderr. */
 export function progress(message: string): void {
   process.stderr.write(`requester: ${message}\n`);
+}
+
+/** Progress of a long operation on stderr: one line rewritten in place on a terminal, else a line now and then. */
+export function progressCounter(label: string, unit: string): (done: number, total: number) => void {
+  let lastLineMs = 0;
+  return (done, total) => {
+    const line = `requester ${label}: ${unit} ${done}/${total}`;
+    if (process.stderr.isTTY) {
+      process.stderr.write(`\r${line}${done === total ? '\n' : ''}`);
+      return;
+    }
+    const now = Date.now();
+    if (done < total && now - lastLineMs < 1_000) return;
+    lastLineMs = now;
+    process.stderr.write(`${line}\n`);
+  };
+}
+
+/** The `--json` flag, the same on every admin command. */
+export function withJson<T>(y: Argv<T>): Argv<T & { json: boolean }> {
+  return y.option('json', {
+    type: 'boolean',
+    default: false,
+    describe: 'one JSON document on stdout instead of a table (progress and logs stay on stderr)',
+  });
+}
+
+/** Exit codes, shown under every command's --help. */
+export const EXIT_CODES_HELP =
+  'Exit codes: 0 done; 1 failed at run time (a dependency that does not answer is named); ' +
+  '2 bad usage or configuration (the flag or variable is named).';
+
+/** The machine output of a command: one JSON document on stdout. */
+export function printJson(value: unknown): void {
+  process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
+}
+
+export type Cell = string | number | boolean | null | undefined;
+
+/**
+ * A table for people: a header, aligned columns (numbers to the right), no index column. An empty
+ * table prints `(none)` so that "nothing" is visibly an answer.
+ */
+export function formatTable(rows: ReadonlyArray<Record<string, Cell>>, columns?: readonly string[]): string {
+  const names = columns ?? [...new Set(rows.flatMap((r) => Object.keys(r)))];
+  if (rows.length === 0) return '(none)\n';
+  const text = (cell: Cell) => (cell === null || cell === undefined ? '-' : String(cell));
+  const numeric = names.map((name) => rows.every((r) => typeof r[name] === 'number' || r[name] == null));
+  const headers = names.map((name) => name.replace(/([a-z])([A-Z])/g, '$1 $2').toUpperCase());
+  const widths = names.map((name, i) =>
+    Math.max(headers[i]?.length ?? 0, ...rows.map((r) => text(r[name]).length)),
+  );
+  const line = (cells: string[]) =>
+    cells
+      .map((cell, i) => (numeric[i] ? cell.padStart(widths[i] ?? 0) : cell.padEnd(widths[i] ?? 0)))
+      .join('  ')
+      .trimEnd();
+  return `${[line(headers), ...rows.map((r) => line(names.map((n) => text(r[n]))))].join('\n')}\n`;
+}
+
+export function printTable(rows: ReadonlyArray<Record<string, Cell>>, columns?: readonly string[]): void {
+  process.stdout.write(formatTable(rows, columns));
+}
+
+/** `name  value` lines for one record (a summary), keys aligned. */
+export function printFields(fields: Record<string, Cell>): void {
+  const width = Math.max(...Object.keys(fields).map((k) => k.length));
+  for (const [key, value] of Object.entries(fields))
+    process.stdout.write(`${key.padEnd(width)}  ${value === null || value === undefined ? '-' : value}\n`);
+}
+
+const UNITS: ReadonlyArray<[string, number]> = [
+  ['d', 86_400_000],
+  ['h', 3_600_000],
+  ['m', 60_000],
+  ['s', 1_000],
+];
+
+/** A span for people, two units at most: `3m`, `2h5m`, `1d3h`, `450ms`. */
+export function humanSpan(ms: number): string {
+  const abs = Math.abs(ms);
+  const first = UNITS.findIndex(([, size]) => abs >= size);
+  if (first < 0) return `${Math.round(abs)}ms`;
+  const [unit, size] = UNITS[first] as [string, number];
+  const whole = Math.floor(abs / size);
+  const next = UNITS[first + 1];
+  const part = next ? Math.floor((abs - whole * size) / next[1]) : 0;
+  return `${whole}${unit}${next && part > 0 ? `${part}${next[0]}` : ''}`;
+}
+
+/** An instant relative to now: `3m ago`, `in 2h`, `now`; `-` when absent. */
+export function humanTime(epochMs: number | null | undefined, nowMs = Date.now()): string {
+  if (epochMs === null || epochMs === undefined) return '-';
+  const delta = epochMs - nowMs;
+  if (Math.abs(delta) < 1_000) return 'now';
+  return delta < 0 ? `${humanSpan(-delta)} ago` : `in ${humanSpan(delta)}`;
+}
+
+/** Bytes for people: `512 B`, `1.5 KiB`, `3.2 MiB`. */
+export function humanSize(bytes: number): string {
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let value = bytes;
+  let unit = 0;
+  while (value >= 1024 && unit < units.length - 1) {
+    value /= 1024;
+    unit += 1;
+  }
+  return unit === 0 ? `${value} B` : `${value.toFixed(value < 10 ? 1 : 0)} ${units[unit]}`;
+}
+
+/** An ISO timestamp for JSON output (null when absent). */
+export function isoTime(epochMs: number | null | undefined): string | null {
+  return epochMs === null || epochMs === undefined ? null : new Date(epochMs).toISOString();
 }

@@ -1,33 +1,46 @@
 import {
   type Config,
-  createFetcher,
   createJournal,
   createKafka,
-  createProducer,
+  Dependencies,
   deadLetterRequestId,
   formatRecordRef,
-  type Kafka,
+  type KafkaClient,
   kafkaSecurityFrom,
   type Logger,
-  tryParseRfc3339,
   UsageError,
 } from '@requester/shared';
 import type { Argv } from 'yargs';
+import { type DlqEntry, type DlqFilter, type DlqSource, listDeadLetters } from '../dlq/index.ts';
 import {
-  type DlqEntry,
-  type DlqFilter,
-  type DlqSource,
-  listDeadLetters,
-  ReplayMarks,
-  replayDeadLetters,
-} from '../dlq/index.ts';
-import { type ConfigFrom, commandLogger, commandRedis, progress } from './common.ts';
+  dlqFilterFrom,
+  HandledDeadLetters,
+  listDeadLetterViews,
+  recordAdminAction,
+  replayFromDlq,
+} from '../ops/index.ts';
+import {
+  type ConfigFrom,
+  cliActor,
+  commandLogger,
+  commandRedis,
+  EXIT_CODES_HELP,
+  humanTime,
+  printJson,
+  printTable,
+  progress,
+  withJson,
+} from './common.ts';
 
 interface DlqArgs {
-  action: 'list' | 'replay';
+  action: 'list' | 'replay' | 'delete';
   requestId?: string[];
   since?: string;
   until?: string;
+  origin?: string;
+  errorCode?: string;
+  client?: string;
+  hideHandled: boolean;
   limit?: number;
   json: boolean;
   dryRun: boolean;
@@ -35,27 +48,40 @@ interface DlqArgs {
   force: boolean;
 }
 
-/** `requester dlq list|replay`: the dead-letter topic (KAFKA_TOPIC_DLQ), read once up to its current end. */
+/**
+ * `requester dlq list|replay`: the dead-letter topic (KAFKA_TOPIC_DLQ), read once up to its current
+ * end. Its records are dead-lettered *requests* (failed for good); the queue's own dead *tasks* are
+ * `requester queue dead` (see queue.ts).
+ */
 export function registerDlqCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): void {
   cli.command(
     'dlq <action>',
-    'list dead-lettered requests, or replay them to the in topic',
+    'dead-lettered requests (failed for good, on the DLQ topic): list, or replay them to in',
     (y) =>
-      y
+      withJson(y)
         .positional('action', {
-          choices: ['list', 'replay'] as const,
+          choices: ['list', 'replay', 'delete'] as const,
           describe:
             'list: the most recent dead letters; replay: re-submit the selected requests to in ' +
-            '(same requestId, a fresh retry budget; each dead letter once unless --force)',
+            '(same requestId, a fresh retry budget; each dead letter once unless --force); delete: ' +
+            'mark the selected dead letters as handled (the records stay on the topic until its ' +
+            'retention; lists with --hide-handled and the operator UI leave them out)',
         })
         .option('request-id', { type: 'string', array: true, describe: 'only these requestIds' })
         .option('since', { type: 'string', describe: 'only dead letters failed at or after (RFC 3339)' })
         .option('until', { type: 'string', describe: 'only dead letters failed before (RFC 3339)' })
+        .option('origin', { type: 'string', describe: 'only requests to this origin (or any URL on it)' })
+        .option('error-code', { type: 'string', describe: 'only results with this error code (timeout…)' })
+        .option('client', { type: 'string', describe: 'only requests of this client (API key name)' })
+        .option('hide-handled', {
+          type: 'boolean',
+          default: false,
+          describe: 'list, replay: leave out dead letters marked as handled (needs PostgreSQL)',
+        })
         .option('limit', {
           type: 'number',
           describe: 'list: how many (default 50, the most recent); replay: at most this many',
         })
-        .option('json', { type: 'boolean', default: false, describe: 'list: JSON lines instead of a table' })
         .option('dry-run', {
           type: 'boolean',
           default: false,
@@ -68,18 +94,37 @@ export function registerDlqCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): vo
           describe: 'replay: again those replayed before (under a new task id)',
         })
         .example('$0 dlq list --since 2026-12-01T00:00:00Z', 'what failed since midnight UTC')
-        .example('$0 dlq replay --request-id ord-42 --dry-run', 'what a replay of ord-42 would send'),
+        .example('$0 dlq replay --request-id ord-42 --dry-run', 'what a replay of ord-42 would send')
+        .example('$0 dlq list --json --limit 500 | jq length', 'JSON: one array of dead letters')
+        .epilogue(
+          'A dead letter is a request that failed for good (retries exhausted or a permanent error): its ' +
+            'final result is on out and a record on KAFKA_TOPIC_DLQ. Tasks the Redis queue itself gave up ' +
+            'on are something else: `requester queue dead`.\n\n' +
+            EXIT_CODES_HELP,
+        ),
     async (argv) => {
       const args = argv as unknown as DlqArgs;
       const filter = filterFrom(args);
       const config = configFrom(argv);
       const logger = commandLogger(config);
-      const kafka = createKafka({
-        brokers: config.kafkaBrokers,
-        clientId: `${config.kafkaClientId}-dlq`,
-        logger,
-        security: kafkaSecurityFrom(config),
-      });
+      if (args.hideHandled || args.action === 'delete') {
+        const deps = new Dependencies(config, logger);
+        try {
+          const handled = new HandledDeadLetters(await deps.sql());
+          if (args.action !== 'delete') filter.exclude = await handled.refs(config.topicDlq);
+          else
+            return await runDelete(
+              dlqSource(createKafkaFor(config, logger), config.topicDlq, 'delete'),
+              handled,
+              filter,
+              args,
+              logger,
+            );
+        } finally {
+          await deps.close();
+        }
+      }
+      const kafka = createKafkaFor(config, logger);
       const source = dlqSource(kafka, config.topicDlq, args.action);
       if (args.action === 'list') return runList(source, filter, args);
       return runReplay(source, config, filter, args, logger);
@@ -88,25 +133,57 @@ export function registerDlqCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): vo
 }
 
 function filterFrom(args: DlqArgs): DlqFilter {
-  const filter: DlqFilter = {};
-  if (args.requestId?.length) filter.requestIds = new Set(args.requestId.map(String));
-  if (args.since !== undefined) filter.sinceMs = timeArg('--since', args.since);
-  if (args.until !== undefined) filter.untilMs = timeArg('--until', args.until);
+  const filter = dlqFilterFrom({
+    ...(args.requestId ? { requestIds: args.requestId.map(String) } : {}),
+    ...(args.since === undefined ? {} : { since: args.since }),
+    ...(args.until === undefined ? {} : { until: args.until }),
+    ...(args.origin === undefined ? {} : { origin: args.origin }),
+    ...(args.errorCode === undefined ? {} : { errorCode: args.errorCode }),
+    ...(args.client === undefined ? {} : { client: args.client }),
+  });
   const limit = args.limit;
   if (limit !== undefined && !(Number.isInteger(limit) && limit >= 0))
     throw new UsageError(`--limit must be a whole number ≥ 0, got ${limit}`);
-  if (args.action === 'replay' && !args.all && Object.keys(filter).length === 0)
-    throw new UsageError('replay needs a selection: --request-id, --since/--until, or --all');
+  if (args.action !== 'list' && !args.all && Object.keys(filter).length === 0)
+    throw new UsageError(
+      `${args.action} needs a selection: --request-id, --since/--until, --origin, --error-code, --client, or --all`,
+    );
   return filter;
 }
 
-function timeArg(flag: string, text: string): number {
-  const parsed = tryParseRfc3339(text);
-  if (!parsed.ok) throw new UsageError(`${flag}: ${parsed.message}`);
-  return parsed.epochMs;
+function createKafkaFor(config: Config, logger: Logger): KafkaClient {
+  return createKafka({
+    brokers: config.kafkaBrokers,
+    clientId: `${config.kafkaClientId}-dlq`,
+    logger,
+    security: kafkaSecurityFrom(config),
+  });
 }
 
-function dlqSource(kafka: Kafka, topic: string, action: string): DlqSource {
+async function runDelete(
+  source: DlqSource,
+  handled: HandledDeadLetters,
+  filter: DlqFilter,
+  args: DlqArgs,
+  logger: Logger,
+): Promise<void> {
+  const listed = await listDeadLetterViews(source, filter, args.limit ?? Number.MAX_SAFE_INTEGER);
+  const marked = args.dryRun ? 0 : await handled.mark(listed.entries, cliActor());
+  if (!args.dryRun)
+    await recordAdminAction(logger, {
+      action: 'dlq.delete',
+      actor: cliActor(),
+      target: { refs: listed.entries.map((e) => e.ref) },
+      outcome: 'done',
+    });
+  progress(
+    `dlq delete: ${args.dryRun ? 'would mark' : 'marked'} ${args.dryRun ? listed.entries.length : marked} dead letters as handled`,
+  );
+  if (args.json) printJson({ dryRun: args.dryRun, marked, refs: listed.entries.map((e) => e.ref) });
+  else printTable(listed.entries.map((e) => ({ requestId: e.requestId, dlq: e.ref })));
+}
+
+function dlqSource(kafka: KafkaClient, topic: string, action: string): DlqSource {
   return {
     kafka,
     topic,
@@ -125,16 +202,14 @@ async function runList(source: DlqSource, filter: DlqFilter, args: DlqArgs): Pro
       (result.unreadable ? `, ${result.unreadable} unreadable` : ''),
   );
   warnIncomplete(result.incomplete);
-  if (args.json) {
-    for (const entry of result.entries)
-      process.stdout.write(`${JSON.stringify({ dlq: entry.at, ...entry.record })}\n`);
-  } else if (result.entries.length > 0) console.table(result.entries.map(row));
+  if (args.json) return printJson(result.entries.map((entry) => ({ dlq: entry.at, ...entry.record })));
+  printTable(result.entries.map(row));
 }
 
 /** One table row: what an operator scans for. */
 function row({ record, at }: DlqEntry) {
   return {
-    failedAt: record.failedAt,
+    failed: humanTime(Date.parse(record.failedAt)),
     requestId: deadLetterRequestId(record) ?? '',
     reason: record.reason,
     status: record.result.response.status,
@@ -152,13 +227,7 @@ async function runReplay(
   logger: Logger,
 ): Promise<void> {
   const redis = commandRedis(config, logger);
-  const producer = createProducer(source.kafka);
-  const reader = createFetcher({
-    brokers: config.kafkaBrokers,
-    clientId: `${config.kafkaClientId}-dlq`,
-    logger,
-    security: kafkaSecurityFrom(config),
-  });
+  const producer = source.kafka.producer();
   const journal = createJournal({
     producer: async () => producer,
     topic: config.topicEvents,
@@ -168,13 +237,12 @@ async function runReplay(
   });
   try {
     if (!args.dryRun) await producer.connect();
-    const summary = await replayDeadLetters(
-      { ...source, reader },
+    const summary = await replayFromDlq(
+      source,
       {
         producer,
-        topicIn: config.topicIn,
-        marks: new ReplayMarks(redis, config.redisPrefix),
-        produceTimeoutMs: config.kafkaProduceTimeout,
+        redis,
+        config,
         journal,
         onReplayed: (done, total) => progress(`dlq replay: replayed ${done}/${total} to ${config.topicIn}`),
       },
@@ -185,6 +253,13 @@ async function runReplay(
         force: args.force,
       },
     );
+    if (!args.dryRun)
+      await recordAdminAction(logger, {
+        action: 'dlq.replay',
+        actor: cliActor(),
+        target: { requestIds: summary.replayed.map((r) => r.requestId) },
+        outcome: 'done',
+      });
     const { alreadyReplayed, superseded, overLimit, unprocessable } = summary.skipped;
     progress(
       `dlq replay: read ${summary.read} records, ${summary.matched} matched, ` +
@@ -193,10 +268,11 @@ async function runReplay(
         `${unprocessable} unprocessable records with no request to replay)`,
     );
     warnIncomplete(summary.incomplete);
-    process.stdout.write(`${JSON.stringify(summary, null, 2)}\n`);
+    if (args.json) printJson(summary);
+    else printTable(summary.replayed.map((r) => ({ requestId: r.requestId, taskId: r.taskId, dlq: r.dlq })));
   } finally {
     await journal.close();
-    await Promise.all([producer.disconnect(), reader.close()]);
+    await producer.disconnect();
     redis.disconnect();
   }
 }

@@ -2,7 +2,6 @@ import {
   CONFIG_VARIABLES,
   type Config,
   configMarkdownTable,
-  createLogger,
   createPg,
   Dependencies,
   ensureDatabase,
@@ -10,9 +9,20 @@ import {
   redactConfigValue,
 } from '@requester/shared';
 import type { Argv } from 'yargs';
-import { type ConfigFrom, progress } from './common.ts';
+import { registerBreakersCommands } from './breakers.ts';
+import {
+  type ConfigFrom,
+  commandLogger,
+  EXIT_CODES_HELP,
+  printJson,
+  printTable,
+  progress,
+  withJson,
+} from './common.ts';
 import { registerDlqCommands } from './dlq.ts';
 import { registerKeysCommands } from './keys.ts';
+import { registerLimiterCommands } from './limiter.ts';
+import { registerOutboxCommands } from './outbox.ts';
 import { registerQueueCommands } from './queue.ts';
 import { registerTraceCommand } from './trace.ts';
 
@@ -22,22 +32,25 @@ export function registerAdminCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): 
   registerDlqCommands(cli, configFrom);
   registerKeysCommands(cli, configFrom);
   registerTraceCommand(cli, configFrom);
+  registerBreakersCommands(cli, configFrom);
+  registerOutboxCommands(cli, configFrom);
+  registerLimiterCommands(cli, configFrom);
   cli.command(
     'topics',
     'create the Kafka topics (in, out, dlq, events) when missing',
-    (y) => y,
+    (y) =>
+      withJson(y)
+        .example('$0 topics', 'before the first start, when KAFKA_CREATE_TOPICS=false for the roles')
+        .epilogue(EXIT_CODES_HELP),
     async (argv) => {
       const config = configFrom(argv);
-      const deps = new Dependencies(
-        { ...config, createTopics: true },
-        createLogger({ level: config.logLevel }),
-      );
+      const deps = new Dependencies({ ...config, createTopics: true }, commandLogger(config));
+      const topics = [config.topicIn, config.topicOut, config.topicDlq, config.topicEvents];
       try {
-        progress(
-          `ensuring topics ${config.topicIn}, ${config.topicOut}, ${config.topicDlq}, ${config.topicEvents} on ${config.kafkaBrokers}`,
-        );
+        progress(`ensuring topics ${topics.join(', ')} on ${config.kafkaBrokers}`);
         await deps.topics();
         progress('topics ready');
+        if (argv.json) printJson({ topics });
       } finally {
         await deps.close();
       }
@@ -46,14 +59,16 @@ export function registerAdminCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): 
   cli.command(
     'migrate',
     'create the PostgreSQL database when missing and apply pending migrations',
-    (y) => y,
+    (y) => withJson(y).example('$0 migrate', 'before a deployment, once').epilogue(EXIT_CODES_HELP),
     async (argv) => {
       const config = configFrom(argv);
-      if (await ensureDatabase(config.databaseUrl)) progress('created the database');
+      const created = await ensureDatabase(config.databaseUrl);
+      if (created) progress('created the database');
       const sql = createPg({ url: config.databaseUrl, max: 1 });
       try {
         const applied = await migrate(sql);
         progress(applied.length ? `applied ${applied.join(', ')}` : 'schema up to date');
+        if (argv.json) printJson({ createdDatabase: created, applied });
       } finally {
         await sql.end({ timeout: 5 });
       }
@@ -61,24 +76,42 @@ export function registerAdminCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): 
   );
   cli.command(
     'config',
-    'print the configuration variables (table) or the effective values',
+    'print the configuration variables (Markdown table) or the effective values',
     (y) =>
-      y.option('effective', {
-        type: 'boolean',
-        default: false,
-        describe: 'print the values this process would use',
-      }),
+      withJson(y)
+        .option('effective', {
+          type: 'boolean',
+          default: false,
+          describe: 'the values this process would use (passwords and secrets shown as [redacted])',
+        })
+        .example('$0 config', 'every variable, its default and meaning (Markdown)')
+        .example('$0 config --effective --json', '{VARIABLE: value} as this environment sets them')
+        .epilogue(EXIT_CODES_HELP),
     (argv) => {
       if (!argv.effective) {
+        if (argv.json)
+          return printJson(
+            Object.values(CONFIG_VARIABLES).map((spec) => ({
+              env: spec.env,
+              default: spec.default ?? null,
+              description: spec.description,
+            })),
+          );
         process.stdout.write(`${configMarkdownTable()}\n`);
         return;
       }
       const config = configFrom(argv);
-      const rows = Object.entries(CONFIG_VARIABLES).map(([key, spec]) => [
-        spec.env,
-        redactConfigValue(config[key as keyof Config]),
-      ]);
-      process.stdout.write(`${JSON.stringify(Object.fromEntries(rows), null, 2)}\n`);
+      const rows = Object.entries(CONFIG_VARIABLES).map(([key, spec]) => ({
+        variable: spec.env,
+        value: redactConfigValue(config[key as keyof Config]),
+      }));
+      if (argv.json) return printJson(Object.fromEntries(rows.map((r) => [r.variable, r.value])));
+      printTable(
+        rows.map((r) => ({
+          variable: r.variable,
+          value: typeof r.value === 'string' ? r.value : JSON.stringify(r.value),
+        })),
+      );
     },
   );
 }

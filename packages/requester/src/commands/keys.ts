@@ -1,7 +1,17 @@
-import { type IssuedKey, KeyStore } from '@requester/ingress';
+import { ADMIN_SCOPES, type AdminScope, type IssuedKey, KeyStore } from '@requester/ingress';
 import { Dependencies, durationToMs, UsageError, ValidationError } from '@requester/shared';
 import type { Argv } from 'yargs';
-import { type ConfigFrom, commandLogger, progress } from './common.ts';
+import {
+  type ConfigFrom,
+  commandLogger,
+  EXIT_CODES_HELP,
+  humanSize,
+  humanTime,
+  printJson,
+  printTable,
+  progress,
+  withJson,
+} from './common.ts';
 
 interface KeysArgs {
   action: 'create' | 'list' | 'revoke' | 'rotate';
@@ -12,6 +22,7 @@ interface KeysArgs {
   sync: boolean;
   schedule: boolean;
   maxBodyBytes?: number;
+  admin?: AdminScope;
   grace: string;
   all: boolean;
   json: boolean;
@@ -27,7 +38,7 @@ export function registerKeysCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): v
     'keys <action> [key]',
     'API keys of the HTTP API: create, list, revoke, rotate',
     (y) =>
-      y
+      withJson(y)
         .positional('action', {
           choices: ['create', 'list', 'revoke', 'rotate'] as const,
           describe:
@@ -52,15 +63,23 @@ export function registerKeysCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): v
           type: 'number',
           describe: 'create: largest request envelope (default MAX_BODY_BYTES)',
         })
+        .option('admin', {
+          choices: ADMIN_SCOPES,
+          describe:
+            'create: may use the admin API and operator UI of the admin port (/ui): read sees, write also acts',
+        })
         .option('grace', {
           type: 'string',
           default: '24h',
           describe: 'rotate: how long the old secret keeps working',
         })
         .option('all', { type: 'boolean', default: false, describe: 'list: revoked keys too' })
-        .option('json', { type: 'boolean', default: false, describe: 'list: JSON instead of a table' })
         .example("$0 keys create --name billing --hosts '*.partner.example' --rate 200/s --sync", '')
-        .example('$0 keys rotate billing --grace 1h', ''),
+        .example('$0 keys create --name ops-alice --admin write', 'an operator: the /ui of the admin port')
+        .example('$0 keys rotate billing --grace 1h', '')
+        .example('TOKEN=$($0 keys create --name ci)', 'the token alone on stdout')
+        .example('$0 keys create --name ci --json', '{id, name, token} as JSON')
+        .epilogue(EXIT_CODES_HELP),
     async (argv) => {
       const args = argv as unknown as KeysArgs;
       const config = configFrom(argv);
@@ -88,8 +107,9 @@ async function runAction(store: KeyStore, args: KeysArgs): Promise<void> {
         sync: args.sync,
         schedule: args.schedule,
         ...(args.maxBodyBytes === undefined ? {} : { maxBodyBytes: args.maxBodyBytes }),
+        ...(args.admin === undefined ? {} : { admin: args.admin }),
       });
-      return printToken(issued, 'created');
+      return printToken(issued, 'created', args.json);
     }
     case 'list': {
       const keys = await store.list(args.all);
@@ -97,14 +117,28 @@ async function runAction(store: KeyStore, args: KeysArgs): Promise<void> {
         process.stdout.write(`${JSON.stringify(keys, null, 2)}\n`);
         return;
       }
-      if (keys.length === 0) progress('no keys');
-      else console.table(keys.map((k) => ({ ...k, hosts: k.hosts?.join(',') ?? '*' })));
+      printTable(
+        keys.map((k) => ({
+          id: k.id,
+          name: k.name,
+          hosts: k.hosts?.join(',') ?? '*',
+          rate: k.rate ?? '-',
+          sync: k.sync,
+          schedule: k.schedule,
+          maxBody: k.maxBodyBytes === undefined ? 'default' : humanSize(k.maxBodyBytes),
+          admin: k.admin ?? '-',
+          created: humanTime(k.createdAt.getTime()),
+          rotated: humanTime(k.rotatedAt?.getTime()),
+          revoked: humanTime(k.revokedAt?.getTime()),
+        })),
+      );
       return;
     }
     case 'revoke': {
       const key = keyArg(args);
       if (!(await store.revoke(key))) throw new UsageError(`no live key with id or name ${key}`);
       progress(`revoked ${key}; ingresses refuse it within AUTH_CACHE_TTL`);
+      if (args.json) printJson({ revoked: key });
       return;
     }
     case 'rotate': {
@@ -112,7 +146,7 @@ async function runAction(store: KeyStore, args: KeysArgs): Promise<void> {
       const graceMs = graceArg(args.grace);
       const issued = await store.rotate(key, graceMs);
       if (!issued) throw new UsageError(`no live key with id or name ${key}`);
-      return printToken(issued, `rotated (the old secret works for ${args.grace} more)`);
+      return printToken(issued, `rotated (the old secret works for ${args.grace} more)`, args.json);
     }
   }
 }
@@ -130,7 +164,8 @@ function graceArg(text: string): number {
   }
 }
 
-function printToken(issued: IssuedKey, what: string): void {
-  progress(`key ${issued.id} (${issued.name}) ${what}; the token below is shown this once`);
-  process.stdout.write(`${issued.token}\n`);
+function printToken(issued: IssuedKey, what: string, json: boolean): void {
+  progress(`key ${issued.id} (${issued.name}) ${what}; the token is shown this once`);
+  if (json) printJson({ id: issued.id, name: issued.name, token: issued.token });
+  else process.stdout.write(`${issued.token}\n`);
 }

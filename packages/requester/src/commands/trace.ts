@@ -1,6 +1,6 @@
 import {
   type Config,
-  createFetcher,
+  createKafka,
   type JournalEvent,
   kafkaSecurityFrom,
   lookupSince,
@@ -46,14 +46,12 @@ export async function traceRequest(
 ): Promise<JournalEvent[]> {
   const sinceMs = lookupSince(since);
   if (typeof sinceMs === 'string') throw new UsageError(`--since: ${sinceMs}`);
-  const fetcher = createFetcher({
+  const fetcher = createKafka({
     brokers: config.kafkaBrokers,
     clientId: `${config.kafkaClientId}-trace`,
     logger: commandLogger(config),
     security: kafkaSecurityFrom(config),
-    connections: 1,
-    cacheBytes: 0,
-  });
+  }).fetcher({ connections: 1, cacheBytes: 0 });
   try {
     return await readJournal(fetcher, config.topicEvents, { requestId, sinceMs });
   } finally {
@@ -97,5 +95,7 @@ function describe(e: JournalEvent, origin: number): string {
       return `dead-lettered (${e.reason})`;
     case 'replayed':
       return `replayed by ${e.by}`;
+    case 'admin_action':
+      return `${e.action} by ${e.actor}${e.outcome === 'failed' ? ' (failed)' : ''}`;
   }
 }

@@ -1,15 +1,13 @@
 import { deadLetterMessage } from '@requester/executor/dlq';
-import { FairQueue, Router } from '@requester/scheduler';
+import { FairQueue } from '@requester/queue';
+import { Router } from '@requester/scheduler';
 import {
   buildResult,
-  createConsumer,
-  createFetcher,
-  createProducer,
   createRedis,
   decodeQueuedTask,
   type Fetcher,
+  type KafkaProducer,
   Outbox,
-  type Producer,
   parseRequestEnvelope,
   type RedisClient,
   type RequestEnvelope,
@@ -20,7 +18,6 @@ import {
   json,
   readTopic,
   silentLogger,
-  TEST_KAFKA_BROKERS,
   testKafka,
   testPg,
   uniqueName,
@@ -40,7 +37,7 @@ describe('requester dlq over real Kafka, Redis and a Router', () => {
   const topics = { in: `${name}.in`, out: `${name}.out`, dlq: `${name}.dlq` };
   const id = (suffix: string) => `${name}-${suffix}`;
   let redis: RedisClient;
-  let producer: Producer;
+  let producer: KafkaProducer;
   let source: DlqSource & { reader: Fetcher };
   let reader: Fetcher;
   let target: ReplayTarget;
@@ -71,17 +68,14 @@ describe('requester dlq over real Kafka, Redis and a Router', () => {
   beforeAll(async () => {
     await createTestTopics([topics.in, topics.out, topics.dlq], 2);
     redis = createRedis({ url: 'redis://127.0.0.1:6379' });
-    producer = createProducer(testKafka());
+    producer = testKafka().producer();
     await producer.connect();
-    await producer.send({
-      topic: topics.dlq,
-      messages: [
-        deadLetter(id('a'), 3, '2026-11-30T06:01:00Z', '!order-a'),
-        deadLetter(id('b'), 3, '2026-11-30T06:02:00Z'),
-        deadLetter(id('c'), 1, '2026-11-30T06:03:00Z'),
-      ],
-    });
-    reader = createFetcher({ brokers: TEST_KAFKA_BROKERS, clientId: name, logger: silentLogger });
+    await producer.send(topics.dlq, [
+      deadLetter(id('a'), 3, '2026-11-30T06:01:00Z', '!order-a'),
+      deadLetter(id('b'), 3, '2026-11-30T06:02:00Z'),
+      deadLetter(id('c'), 1, '2026-11-30T06:03:00Z'),
+    ]);
+    reader = testKafka().fetcher();
     source = { kafka: testKafka(), topic: topics.dlq, reader };
     target = { producer, topicIn: topics.in, marks: new ReplayMarks(redis, name), produceTimeoutMs: 10_000 };
   });
@@ -96,7 +90,7 @@ describe('requester dlq over real Kafka, Redis and a Router', () => {
   const inCount = async () => {
     const admin = testKafka().admin();
     await admin.connect();
-    const offsets = await admin.fetchTopicOffsets(topics.in);
+    const offsets = await admin.topicOffsets(topics.in);
     await admin.disconnect();
     return offsets.reduce((sum, p) => sum + Number(p.high), 0);
   };
@@ -155,7 +149,7 @@ describe('requester dlq over real Kafka, Redis and a Router', () => {
     expect(String(record?.headers?.['requester-replay-of'])).toMatch(new RegExp(`^${topics.dlq}/\\d/\\d+$`));
 
     const router = new Router({
-      consumer: createConsumer(testKafka(), { groupId: uniqueName('dlq-router') }),
+      consumer: testKafka().consumer({ groupId: uniqueName('dlq-router') }),
       queue,
       outbox: new Outbox(pg.sql),
       producer,
@@ -208,10 +202,7 @@ describe('requester dlq over real Kafka, Redis and a Router', () => {
   });
 
   it('replays only the latest dead letter of a request, in arrival order, within --limit', async () => {
-    await producer.send({
-      topic: topics.dlq,
-      messages: [deadLetter(id('a'), 6, '2026-11-30T07:00:00Z', '!order-a')],
-    });
+    await producer.send(topics.dlq, [deadLetter(id('a'), 6, '2026-11-30T07:00:00Z', '!order-a')]);
     const summary = await replayDeadLetters(source, target, {
       filter: { requestIds: new Set([id('a'), id('c')]) },
       limit: 1,
@@ -236,24 +227,22 @@ describe('requester dlq over real Kafka, Redis and a Router', () => {
       LOG_LEVEL: 'error',
     };
 
-    it('dlq list --json prints one record per line on stdout and its progress on stderr', async () => {
+    it('dlq list --json prints one JSON array on stdout and its progress on stderr', async () => {
       const { code, stdout, stderr } = await requester(['dlq', 'list', '--json', '--limit', '2'], env).exit;
       expect(code).toBe(0);
-      const lines = stdout
-        .trim()
-        .split('\n')
-        .map((line) => JSON.parse(line));
+      const lines = JSON.parse(stdout) as Array<{ envelope: { meta: { requestId: string } }; dlq: unknown }>;
       expect(lines.map((l) => l.envelope.meta.requestId)).toEqual([id('c'), id('a')]);
-      expect(lines[0].dlq).toMatchObject({ topic: topics.dlq });
+      expect(lines[0]?.dlq).toMatchObject({ topic: topics.dlq });
       expect(stderr).toMatch(/dlq list: read 4 records, 4 matched, showing 2/);
     });
 
-    it('dlq replay needs a selection (exit 2), and --dry-run prints the summary', async () => {
+    it('dlq replay needs a selection (exit 2), and --dry-run --json prints the summary', async () => {
       const refused = await requester(['dlq', 'replay'], env).exit;
       expect(refused.code).toBe(2);
       expect(refused.stderr).toMatch(/replay needs a selection/);
 
-      const dry = await requester(['dlq', 'replay', '--request-id', id('c'), '--dry-run'], env).exit;
+      const dry = await requester(['dlq', 'replay', '--request-id', id('c'), '--dry-run', '--json'], env)
+        .exit;
       expect(dry.code).toBe(0);
       expect(JSON.parse(dry.stdout)).toMatchObject({ dryRun: true, replayed: [{ taskId: `${id('c')}:1` }] });
       expect(dry.stderr).toMatch(/would replay 1/);

@@ -1,3 +1,4 @@
+import { originOf } from '@requester/policies';
 import {
   type AnyDeadLetter,
   type DeadLetter,
@@ -5,14 +6,13 @@ import {
   type Fetcher,
   formatRecordRef,
   type Journal,
-  type Kafka,
-  type KafkaMessage,
+  type KafkaClient,
+  type KafkaProducer,
+  type KafkaRecord,
   kafkaKeyFor,
-  type Message,
-  type Producer,
+  type OutgoingRecord,
   parseAnyDeadLetter,
   parseDeadLetter,
-  produce,
   type RecordRef,
   type RedisClient,
   type RequestContract,
@@ -41,6 +41,14 @@ export interface DlqFilter {
   sinceMs?: number;
   /** failedAt < untilMs. */
   untilMs?: number;
+  /** The target origin of the request (`https://api.x.com:443`, as `originOf` writes it). */
+  origin?: string;
+  /** The error code of the final result (`timeout`, `circuit_open`…). */
+  errorCode?: string;
+  /** The client (API key name) that sent the request. */
+  client?: string;
+  /** DLQ positions (`topic/partition/offset`) left out: those an operator marked as handled. */
+  exclude?: ReadonlySet<string>;
 }
 
 /** A dead letter and where it is on the DLQ topic. */
@@ -50,7 +58,7 @@ export interface DlqEntry<R extends AnyDeadLetter = AnyDeadLetter> {
 }
 
 export interface DlqSource {
-  kafka: Kafka;
+  kafka: KafkaClient;
   topic: string;
   /** Reads chosen records again by offset (a replay keeps only references while it selects). */
   reader?: Pick<Fetcher, 'fetchMany'>;
@@ -75,12 +83,31 @@ const REPLAY_CHUNK = 500;
 /** Header of a replayed `in` record: the DLQ record it came from (`topic/partition/offset`). */
 export const REPLAY_OF_HEADER = 'requester-replay-of';
 
-export function matches(record: AnyDeadLetter, filter: DlqFilter): boolean {
+export function matches(record: AnyDeadLetter, filter: DlqFilter, at?: RecordRef): boolean {
   const { requestIds, sinceMs, untilMs } = filter;
   if (requestIds && !requestIds.has(deadLetterRequestId(record) ?? '')) return false;
+  if (filter.exclude && at && filter.exclude.has(formatRecordRef(at))) return false;
+  if (filter.errorCode !== undefined && record.result.meta.error?.code !== filter.errorCode) return false;
+  if (
+    filter.client !== undefined &&
+    (record.envelope?.meta.client ?? record.result.meta.client) !== filter.client
+  )
+    return false;
+  if (filter.origin !== undefined && deadLetterOrigin(record) !== filter.origin) return false;
   if (sinceMs === undefined && untilMs === undefined) return true;
   const failedAt = Date.parse(record.failedAt);
   return (sinceMs === undefined || failedAt >= sinceMs) && (untilMs === undefined || failedAt < untilMs);
+}
+
+/** The target origin of a dead letter's request; undefined for a record that held no request. */
+export function deadLetterOrigin(record: AnyDeadLetter): string | undefined {
+  const uri = record.envelope?.request.uri;
+  if (!uri) return undefined;
+  try {
+    return originOf(uri);
+  } catch {
+    return undefined;
+  }
 }
 
 /** Scans the DLQ topic once (bounded by its end at the start), handing each matching record on. */
@@ -90,7 +117,7 @@ async function scanMatching(
   onMatch: (entry: DlqEntry) => void,
 ): Promise<ScanCounts> {
   const counts = { unreadable: 0, matched: 0 };
-  const onMessage = (message: KafkaMessage, partition: number) => {
+  const onMessage = (message: KafkaRecord, partition: number) => {
     const at = { topic: source.topic, partition, offset: message.offset };
     let record: AnyDeadLetter;
     try {
@@ -100,7 +127,7 @@ async function scanMatching(
       source.onUnreadable?.(at, err instanceof Error ? err.message : String(err));
       return;
     }
-    if (!matches(record, filter)) return;
+    if (!matches(record, filter, at)) return;
     counts.matched++;
     onMatch({ record, at });
   };
@@ -145,7 +172,7 @@ export interface ReplayOptions {
 }
 
 export interface ReplayTarget {
-  producer: Producer;
+  producer: KafkaProducer;
   topicIn: string;
   marks: ReplayMarks;
   produceTimeoutMs: number;
@@ -280,7 +307,7 @@ function replayedItem({ entry, envelope }: PlannedReplay): ReplayedItem {
 /** Produces one chunk of replays to `in`, and marks them once Kafka acknowledged it. */
 async function writeReplays(replays: PlannedReplay[], target: ReplayTarget): Promise<void> {
   if (replays.length === 0) return;
-  await produce(target.producer, target.topicIn, replays.map(replayMessage), target.produceTimeoutMs);
+  await target.producer.send(target.topicIn, replays.map(replayMessage), target.produceTimeoutMs);
   await target.marks.mark(replays);
   for (const { envelope } of replays) {
     const { requestId, client } = envelope.meta;
@@ -289,7 +316,7 @@ async function writeReplays(replays: PlannedReplay[], target: ReplayTarget): Pro
 }
 
 /** The `in` record of a replay: keyed like the ingress does (partition, else requestId). */
-export function replayMessage({ entry, envelope }: PlannedReplay): Message {
+export function replayMessage({ entry, envelope }: PlannedReplay): OutgoingRecord {
   return {
     key: kafkaKeyFor(envelope),
     value: JSON.stringify(envelope),

@@ -10,7 +10,8 @@ import {
   type RoleName,
   shutdownTracing,
 } from '@requester/shared';
-import { startAdminServer } from '../admin-server/index.ts';
+import { AdminConsole, startAdminServer } from '../admin-server/index.ts';
+import { type JournalHooks, journalHooks } from './journal.ts';
 import { loadRole } from './roles.ts';
 
 export interface RunningProcess {
@@ -27,22 +28,43 @@ export async function startProcess(
   roles: RoleName[],
   config: Config,
   logger: Logger,
+  /**
+   * The task journal's hooks of the operator UI (the request timeline, operator actions); by
+   * default this process's journal (see journalHooks).
+   */
+  journal?: JournalHooks,
 ): Promise<RunningProcess> {
   collectProcessMetrics();
   initTracing(`requester-${roles.join('+')}`, config.otelEndpoint);
   const deps = new Dependencies(config, logger);
+  const ownJournal = journalHooks(config, deps);
   const handles: Array<{ name: RoleName; handle: RoleHandle }> = [];
   let started = false;
   let stopping = false;
 
-  const admin: Server & { port: number } = await startAdminServer(config.httpHost, config.adminPort, {
-    live: () => true,
-    ready: async () => {
-      const checks = await deps.readiness();
-      const ready = started && !stopping && Object.values(checks).every(Boolean);
-      return { ready, checks: { ...checks, roles: started && !stopping } };
-    },
+  const operatorConsole = new AdminConsole({
+    config,
+    deps,
+    logger: logger.child({ component: 'admin' }),
+    // The result of a request, when this process runs a sync-gateway (its cache of `out`).
+    ...(roles.includes('sync-gateway')
+      ? { peekResult: (requestId: string) => peekResult(handles, requestId) }
+      : {}),
+    ...(journal ?? ownJournal.hooks),
   });
+  const admin: Server & { port: number } = await startAdminServer(
+    config.httpHost,
+    config.adminPort,
+    {
+      live: () => true,
+      ready: async () => {
+        const checks = await deps.readiness();
+        const ready = started && !stopping && Object.values(checks).every(Boolean);
+        return { ready, checks: { ...checks, roles: started && !stopping } };
+      },
+    },
+    operatorConsole,
+  );
 
   const shutdown = async (reason: string): Promise<void> => {
     if (stopping) return;
@@ -58,6 +80,8 @@ export async function startProcess(
       logger,
     );
     logger.info('shutting down: 3/3 close clients');
+    await operatorConsole.close().catch((err: unknown) => logger.warn({ err }, 'admin console close failed'));
+    await ownJournal.close().catch((err: unknown) => logger.warn({ err }, 'journal reader close failed'));
     await deps.close();
     await shutdownTracing();
     await new Promise<void>((resolve) => admin.close(() => resolve()));
@@ -79,6 +103,14 @@ export async function startProcess(
     throw err;
   }
   return { adminPort: admin.port, shutdown };
+}
+
+function peekResult(handles: ReadonlyArray<{ handle: RoleHandle }>, requestId: string): string | undefined {
+  for (const { handle } of handles) {
+    const peek = (handle as { peekResult?: (id: string) => string | undefined }).peekResult;
+    if (peek) return peek(requestId);
+  }
+  return undefined;
 }
 
 async function settleAll(steps: Array<[RoleName, Promise<void> | undefined]>, logger: Logger): Promise<void> {

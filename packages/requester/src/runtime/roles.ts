@@ -6,27 +6,10 @@ import type { RoleDefinition, RoleName } from '@requester/shared';
 const ROLE_LOADERS: Record<RoleName, () => Promise<RoleDefinition>> = {
   ingress: async () => (await import('@requester/ingress')).ingressRole,
   'sync-gateway': async () => (await import('@requester/ingress')).syncGatewayRole,
-  router: routerWithBreaker,
+  router: async () => (await import('@requester/scheduler')).routerRole,
   executor: async () => (await import('@requester/executor')).executorRole,
   relay: async () => (await import('@requester/relay')).relayRole,
 };
-
-/**
- * The router, with the executor's circuit breaker listing wired in for its breaker rule (the
- * scheduler package cannot import the executor's: the executor depends on the scheduler).
- */
-async function routerWithBreaker(): Promise<RoleDefinition> {
-  const [{ createRouterRole }, { breakerFromConfig }] = await Promise.all([
-    import('@requester/scheduler'),
-    import('@requester/executor/breaker'),
-  ]);
-  return createRouterRole({
-    openOrigins: ({ config, deps }) => {
-      const breaker = breakerFromConfig(config, deps.redis());
-      return () => breaker.openOrigins();
-    },
-  });
-}
 
 export function loadRole(name: RoleName): Promise<RoleDefinition> {
   return ROLE_LOADERS[name]();

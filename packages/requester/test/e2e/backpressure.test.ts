@@ -1,6 +1,6 @@
-import { breakerFromConfig, type CircuitBreaker } from '@requester/executor/breaker';
-import { pendingDepth, queueFromConfig } from '@requester/scheduler';
-import { createRedis, type Producer, type RedisClient } from '@requester/shared';
+import { breakerFromConfig, type CircuitBreaker } from '@requester/policies';
+import { queueFromConfig } from '@requester/queue';
+import { createRedis, type KafkaProducer, type RedisClient } from '@requester/shared';
 import { eventually, uniqueName } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningProcess } from '../../src/runtime/index.ts';
@@ -18,7 +18,7 @@ const ORIGIN = 'https://down.example:443';
 describe('router backpressure in a running process', () => {
   let stack: StackEnv;
   let running: RunningProcess;
-  let producer: Producer;
+  let producer: KafkaProducer;
   let redis: RedisClient;
   let breaker: CircuitBreaker;
 
@@ -52,15 +52,15 @@ describe('router backpressure in a running process', () => {
     const metrics = await (await fetch(`${stack.adminUrl}/metrics`)).text();
     return metrics.includes(`requester_router_paused{reason="${reason}"} 1`);
   };
-  const pending = () => pendingDepth(queueFromConfig(stack.config, redis, { notify: false }));
+  const pending = () => queueFromConfig(stack.config, redis, { notify: false }).pendingDepth();
   const send = (count: number) =>
-    producer.send({
-      topic: stack.config.topicIn,
-      messages: Array.from({ length: count }, () => {
+    producer.send(
+      stack.config.topicIn,
+      Array.from({ length: count }, () => {
         const requestId = uniqueName('bp');
         return { key: requestId, value: JSON.stringify({ request: { uri: '' }, meta: { requestId } }) };
       }),
-    });
+    );
 
   async function failTwice(): Promise<void> {
     for (let i = 0; i < 2; i++) {

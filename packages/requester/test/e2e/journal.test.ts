@@ -1,5 +1,5 @@
-import { createFetcher, createProducer, type JournalEvent, produce, readJournal } from '@requester/shared';
-import { eventually, silentLogger, startTarget, type Target, testKafka } from '@requester/shared/testing';
+import { type Fetcher, type JournalEvent, readJournal } from '@requester/shared';
+import { eventually, startTarget, type Target, testKafka } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningProcess } from '../../src/runtime/index.ts';
 import { requester } from '../cli.ts';
@@ -16,7 +16,7 @@ describe('end to end: the task journal', () => {
   let target: Target;
   let owner: Awaited<ReturnType<typeof stackKey>>;
   let other: Awaited<ReturnType<typeof stackKey>>;
-  let fetcher: ReturnType<typeof createFetcher>;
+  let fetcher: Fetcher;
 
   beforeAll(async () => {
     target = await startTarget();
@@ -24,11 +24,7 @@ describe('end to end: the task journal', () => {
     running = await startStack(stack);
     await waitReady(stack);
     [owner, other] = [await stackKey(stack), await stackKey(stack)];
-    fetcher = createFetcher({
-      brokers: stack.config.kafkaBrokers,
-      clientId: stack.name,
-      logger: silentLogger,
-    });
+    fetcher = testKafka(stack.name).fetcher();
   }, 120_000);
 
   afterAll(async () => {
@@ -125,11 +121,11 @@ describe('end to end: the task journal', () => {
   });
 
   it('a record written straight to in is accepted over Kafka by the router; a DLQ replay is not accepted again', async () => {
-    const producer = createProducer(testKafka());
+    const producer = testKafka().producer();
     await producer.connect();
     try {
       const envelope = { request: { uri: `${target.url}/echo?id=j-kafka` }, meta: { requestId: 'j-kafka' } };
-      await produce(producer, stack.config.topicIn, [{ key: 'j-kafka', value: JSON.stringify(envelope) }]);
+      await producer.send(stack.config.topicIn, [{ key: 'j-kafka', value: JSON.stringify(envelope) }]);
     } finally {
       await producer.disconnect();
     }

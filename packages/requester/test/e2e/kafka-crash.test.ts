@@ -1,4 +1,4 @@
-import { createKafka, ensureTopics, type Kafka, type Producer } from '@requester/shared';
+import { createKafka, type KafkaClient, type KafkaProducer } from '@requester/shared';
 import {
   type PrivateKafka,
   silentLogger,
@@ -26,11 +26,11 @@ import {
 describe('Kafka broker killed (kill -9) and restarted while 300 tasks are in flight', () => {
   const TASKS = 300;
   let broker: PrivateKafka;
-  let kafka: Kafka;
+  let kafka: KafkaClient;
   let stack: StackEnv;
   let target: Target;
   let results: ResultCollector;
-  let producer: Producer;
+  let producer: KafkaProducer;
 
   beforeAll(async () => {
     broker = await startPrivateKafka();
@@ -40,8 +40,7 @@ describe('Kafka broker killed (kill -9) and restarted while 300 tasks are in fli
     const admin = kafka.admin();
     await admin.connect();
     const { topicIn, topicOut, topicDlq } = stack.config;
-    await ensureTopics(
-      admin,
+    await admin.ensureTopics(
       [topicIn, topicOut, topicDlq].map((topic) => ({ topic, numPartitions: 3, replicationFactor: 1 })),
     );
     await admin.disconnect();

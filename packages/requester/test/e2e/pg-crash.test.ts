@@ -1,4 +1,4 @@
-import type { Producer } from '@requester/shared';
+import type { KafkaProducer } from '@requester/shared';
 import {
   createTestTopics,
   eventually,
@@ -35,7 +35,7 @@ describe('PostgreSQL killed (kill -9) and restarted while scheduled tasks wait i
   let stack: StackEnv;
   let target: Target;
   let results: ResultCollector;
-  let producer: Producer;
+  let producer: KafkaProducer;
 
   beforeAll(async () => {
     pg = await startPrivatePostgres();
@@ -75,7 +75,7 @@ describe('PostgreSQL killed (kill -9) and restarted while scheduled tasks wait i
     for (let i = scheduled[0]; i < scheduled[1]; i++)
       messages.push(envelope(`s-${i}`, 3_000 + Math.round(((i - scheduled[0]) / count) * 3_000)));
     for (let i = immediate[0]; i < immediate[1]; i++) messages.push(envelope(`i-${i}`));
-    return producer.send({ topic: stack.config.topicIn, messages });
+    return producer.send(stack.config.topicIn, messages);
   };
 
   it('every task ends up on out', async () => {

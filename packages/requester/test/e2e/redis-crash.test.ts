@@ -1,4 +1,4 @@
-import type { Producer } from '@requester/shared';
+import type { KafkaProducer } from '@requester/shared';
 import {
   createTestTopics,
   type PrivateRedis,
@@ -29,7 +29,7 @@ describe('Redis killed (kill -9) and restarted while 300 tasks are queued', () =
   let stack: StackEnv;
   let target: Target;
   let results: ResultCollector;
-  let producer: Producer;
+  let producer: KafkaProducer;
 
   beforeAll(async () => {
     redis = await startPrivateRedis({ persistent: true });

@@ -1,4 +1,4 @@
-import type { Producer } from '@requester/shared';
+import type { KafkaProducer } from '@requester/shared';
 import { createTestTopics, startTarget, type Target } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -26,7 +26,7 @@ describe.each([
   let stack: StackEnv;
   let target: Target;
   let results: ResultCollector;
-  let producer: Producer;
+  let producer: KafkaProducer;
 
   beforeAll(async () => {
     target = await startTarget();

@@ -1,4 +1,4 @@
-import { createKafka, createProducer, type ResultEnvelope } from '@requester/shared';
+import { createKafka, type ResultEnvelope } from '@requester/shared';
 import {
   type PrivateKafka,
   type PrivatePostgres,
@@ -96,21 +96,18 @@ describe('authenticated Kafka (SCRAM), Redis (ACL user) and PostgreSQL (password
       logger: silentLogger,
       security: { sasl: { mechanism: 'scram-sha-256', ...KAFKA_USERS[1]! } },
     });
-    const producer = createProducer(producerKafka);
+    const producer = producerKafka.producer();
     await producer.connect();
     try {
-      await producer.send({
-        topic: stack.config.topicIn,
-        messages: [
-          {
-            key: 'sec-kafka',
-            value: JSON.stringify({
-              request: { uri: '', body: 'by kafka' },
-              meta: { requestId: 'sec-kafka', client: key.name },
-            }),
-          },
-        ],
-      });
+      await producer.send(stack.config.topicIn, [
+        {
+          key: 'sec-kafka',
+          value: JSON.stringify({
+            request: { uri: '', body: 'by kafka' },
+            meta: { requestId: 'sec-kafka', client: key.name },
+          }),
+        },
+      ]);
     } finally {
       await producer.disconnect();
     }

@@ -3,22 +3,28 @@ import path from 'node:path';
 import { type KeyScopes, KeyStore } from '@requester/ingress';
 import {
   type Config,
-  createConsumer,
   createPg,
-  createProducer,
   Dependencies,
   isRetriableKafkaError,
-  type Kafka,
-  type KafkaMessage,
+  type KafkaClient,
+  type KafkaProducer,
+  type KafkaRecord,
   loadConfig,
-  type Producer,
   type ResultEnvelope,
   ROLE_NAMES,
   type RoleName,
   type Sql,
 } from '@requester/shared';
-import { freePort, type PrivateServer, silentLogger, testKafka, uniqueName } from '@requester/shared/testing';
+import {
+  consumeEach,
+  freePort,
+  type PrivateServer,
+  silentLogger,
+  testKafka,
+  uniqueName,
+} from '@requester/shared/testing';
 import { type RunningProcess, startProcess } from '../../src/runtime/index.ts';
+import { clusterTopology, startClusterStack } from './cluster-stack.ts';
 
 /**
  * A whole Requester (every role, or some) on its own topics, Redis prefix and database, so end-to-
@@ -63,10 +69,12 @@ export async function stackEnv(overrides: Record<string, string> = {}): Promise<
   };
 }
 
+/** Every role: the multi-process scale-out topology instead when E2E_TOPOLOGY=cluster. */
 export async function startStack(
   stack: StackEnv,
   roles: readonly RoleName[] = ROLE_NAMES,
 ): Promise<RunningProcess> {
+  if (clusterTopology && ROLE_NAMES.every((role) => roles.includes(role))) return startClusterStack(stack);
   return startProcess([...roles], stack.config, silentLogger);
 }
 
@@ -127,33 +135,31 @@ export class ResultCollector {
   private listeners = new Set<() => void>();
 
   /** `kafka`: the cluster to read (default the shared test broker). */
-  constructor(topic: string, kafka: Kafka = testKafka()) {
-    this.consumer = createConsumer(kafka, { groupId: uniqueName('collector') });
+  constructor(topic: string, kafka: KafkaClient = testKafka()) {
+    this.consumer = kafka.consumer({ groupId: uniqueName('collector') });
     this.topic = topic;
   }
 
   private readonly topic: string;
 
   async start(): Promise<void> {
-    await this.consumer.connect();
     // Right after the topic was created the broker may not host its partitions yet (a retriable
-    // error): subscribe again for a while before giving up.
+    // error): start again for a while before giving up.
     for (let attempt = 1; ; attempt++) {
       try {
-        await this.consumer.subscribe({ topic: this.topic, fromBeginning: true });
+        await consumeEach(this.consumer, this.topic, (message) => this.add(message.partition, message));
         break;
       } catch (err) {
         if (!isRetriableKafkaError(err) || attempt >= 40) throw err;
         await new Promise((resolve) => setTimeout(resolve, 250));
       }
     }
-    await this.consumer.run({ eachMessage: async ({ partition, message }) => this.add(partition, message) });
   }
 
   /** Records read again after a rebalance of this reader's group (same offset) are not new results. */
   private readonly offsetsSeen = new Set<string>();
 
-  private add(partition: number, message: KafkaMessage): void {
+  private add(partition: number, message: KafkaRecord): void {
     const position = `${partition}:${message.offset}`;
     if (this.offsetsSeen.has(position)) return;
     this.offsetsSeen.add(position);
@@ -187,12 +193,12 @@ export class ResultCollector {
   }
 
   stop(): Promise<void> {
-    return this.consumer.disconnect();
+    return this.consumer.stop();
   }
 }
 
-export async function kafkaProducer(kafka: Kafka = testKafka()): Promise<Producer> {
-  const producer = createProducer(kafka);
+export async function kafkaProducer(kafka: KafkaClient = testKafka()): Promise<KafkaProducer> {
+  const producer = kafka.producer();
   await producer.connect();
   return producer;
 }
@@ -202,7 +208,7 @@ export function stackSql(stack: StackEnv): Sql {
 }
 
 /** Drops the stack's database (topics and Redis keys are left: they are uniquely named). */
-export async function dropStackDatabase(stack: StackEnv): Promise<void> {
+export async function dropStackDatabase(stack: Pick<StackEnv, 'config'>): Promise<void> {
   const admin = createPg({ url: 'postgres://postgres@127.0.0.1:5432/postgres', max: 1 });
   const db = new URL(stack.config.databaseUrl).pathname.slice(1);
   await admin.unsafe(`drop database if exists "${db}" with (force)`).catch(() => {});
@@ -214,21 +220,21 @@ export async function dropStackDatabase(stack: StackEnv): Promise<void> {
  * that they keep the executor busy, keyed and identified `<prefix>-<i>`. Returns their requestIds.
  */
 export async function sendSlowRequests(
-  producer: Producer,
+  producer: KafkaProducer,
   stack: StackEnv,
   target: { url: string; prefix: string; count: number; slowMs: number },
 ): Promise<string[]> {
   const ids = Array.from({ length: target.count }, (_, i) => `${target.prefix}-${i}`);
-  await producer.send({
-    topic: stack.config.topicIn,
-    messages: ids.map((id, i) => ({
+  await producer.send(
+    stack.config.topicIn,
+    ids.map((id, i) => ({
       key: id,
       value: JSON.stringify({
         request: { uri: `${target.url}/slow/${target.slowMs}?n=${i}` },
         meta: { requestId: id },
       }),
     })),
-  });
+  );
   return ids;
 }
 
@@ -252,7 +258,7 @@ export function unanswered(
 export async function crashDrill(options: {
   stack: StackEnv;
   results: ResultCollector;
-  producer: Producer;
+  producer: KafkaProducer;
   targetUrl: string;
   dependency: Pick<PrivateServer, 'kill' | 'restart'>;
   prefix: string;

@@ -1,11 +1,10 @@
+import { FairQueue } from '@requester/queue';
 import {
-  type Admin,
   ConfigError,
-  createConsumer,
-  createProducer,
   createRedis,
+  type KafkaAdmin,
+  type KafkaProducer,
   Outbox,
-  type Producer,
   type RedisClient,
 } from '@requester/shared';
 import {
@@ -17,8 +16,7 @@ import {
   uniqueName,
 } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { FairQueue } from '../queue/index.ts';
-import { Backpressure, backpressureRules, type OpenOriginInfo, pendingDepth } from './backpressure.ts';
+import { Backpressure, backpressureRules, type OpenOriginInfo } from './backpressure.ts';
 import { Router, type RouterBackpressure } from './index.ts';
 
 const INTERVAL_MS = 50;
@@ -29,14 +27,14 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe('router backpressure over real Kafka and Redis', () => {
   let redis: RedisClient;
-  let producer: Producer;
-  let admin: Admin;
+  let producer: KafkaProducer;
+  let admin: KafkaAdmin;
   let pg: Awaited<ReturnType<typeof testPg>>;
   const cleanups: Array<() => Promise<unknown>> = [];
 
   beforeAll(async () => {
     redis = createRedis({ url: 'redis://127.0.0.1:6379' });
-    producer = createProducer(testKafka());
+    producer = testKafka().producer();
     await producer.connect();
     admin = testKafka().admin();
     await admin.connect();
@@ -59,7 +57,7 @@ describe('router backpressure over real Kafka and Redis', () => {
     await createTestTopics([topicIn, `${name}.out`], 2);
     const queue = new FairQueue({ redis, prefix: `${name}:`, shards: 4, refreshMs: 0, notify: false });
     const router = new Router({
-      consumer: createConsumer(testKafka(), { groupId }),
+      consumer: testKafka().consumer({ groupId }),
       queue,
       outbox: new Outbox(pg.sql),
       producer,
@@ -68,7 +66,7 @@ describe('router backpressure over real Kafka and Redis', () => {
       horizonMs: 1_000,
       produceTimeoutMs: 5_000,
       logger: silentLogger,
-      backpressure: { ...backpressure, intervalMs: INTERVAL_MS, depth: () => pendingDepth(queue) },
+      backpressure: { ...backpressure, intervalMs: INTERVAL_MS, depth: () => queue.pendingDepth() },
     });
     await router.start();
     cleanups.push(async () => {
@@ -82,12 +80,12 @@ describe('router backpressure over real Kafka and Redis', () => {
         const requestId = `${name}-${sent++}`;
         return { key: requestId, value: JSON.stringify({ request: { uri: '' }, meta: { requestId } }) };
       });
-      await producer.send({ topic: topicIn, messages });
+      await producer.send(topicIn, messages);
     };
     /** Records of `in` the router has committed (routed and written). */
     const committed = async () => {
-      const [offsets] = await admin.fetchOffsets({ groupId, topics: [topicIn] });
-      return offsets?.partitions.reduce((sum, p) => sum + Math.max(0, Number(p.offset)), 0) ?? 0;
+      const offsets = await admin.committedOffsets(groupId, topicIn);
+      return offsets.reduce((sum, p) => sum + Math.max(0, Number(p.offset)), 0);
     };
     return { router, queue, send, committed };
   }
@@ -99,18 +97,18 @@ describe('router backpressure over real Kafka and Redis', () => {
       breakerPauseAfterMs: 0,
     });
     await send(4);
-    await eventually(async () => (await pendingDepth(queue)) === 4, 20_000, '4 tasks queued');
+    await eventually(async () => (await queue.pendingDepth()) === 4, 20_000, '4 tasks queued');
     await eventually(() => router.pausedBy.includes('queue_depth'), 20_000, 'paused by depth');
 
     await send(3);
     await sleep(SEVERAL_SAMPLES_MS);
-    expect(await pendingDepth(queue)).toBe(4); // nothing routed while paused
+    expect(await queue.pendingDepth()).toBe(4); // nothing routed while paused
     expect(await committed()).toBe(4); // the 3 new records wait in Kafka (consumer lag)
 
     const leased = await queue.lease(10, 30_000);
     await queue.ackMany(leased.tasks.map((t) => t.token)); // the executors catch up: depth 0 ≤ low
     await eventually(async () => (await committed()) === 7, 20_000, 'held records routed after the resume');
-    expect(await pendingDepth(queue)).toBe(3); // below the high watermark: consuming
+    expect(await queue.pendingDepth()).toBe(3); // below the high watermark: consuming
     expect(router.pausedBy).toEqual([]);
   });
 
@@ -138,7 +136,7 @@ describe('router backpressure over real Kafka and Redis', () => {
 
     open = [];
     await eventually(async () => (await committed()) === 3, 20_000, 'routed after the breaker closed');
-    expect(await pendingDepth(queue)).toBe(3);
+    expect(await queue.pendingDepth()).toBe(3);
   });
 });
 

@@ -1,7 +1,4 @@
 import { type Config, ConfigError, counter, gauge, type Logger } from '@requester/shared';
-import type { FairQueue } from '../queue/index.ts';
-import { shardKey } from '../queue/keys.ts';
-import { queueMetrics } from '../queue/metrics.ts';
 
 /**
  * Router backpressure (docs/architecture.md §5): when the Redis queue is deep, or a target origin's circuit
@@ -38,7 +35,7 @@ export interface BackpressureRules {
 }
 
 export interface BackpressureOptions extends BackpressureRules {
-  /** Pending tasks in the queue now (see pendingDepth). */
+  /** Pending tasks in the queue now (FairQueue.pendingDepth). */
   depth: () => Promise<number>;
   /** Origins whose breaker is open or half-open (CircuitBreaker.openOrigins). */
   openOrigins?: () => Promise<readonly OpenOriginInfo[]>;
@@ -109,7 +106,7 @@ export class Backpressure {
     const [depth, longOpen] = await Promise.all([this.sampleDepth(), this.sampleOrigins()]);
     if (depth !== undefined) this.applyDepth(depth);
     if (longOpen !== undefined) this.applyOrigins(longOpen);
-    // Re-applied each round: kafkajs forgets a pause when its consumer restarts after a crash.
+    // Re-applied each round: a consumer may forget a pause when it restarts after a crash (kafkajs does).
     if (this.paused) this.call('pause', () => this.options.pause());
   }
 
@@ -178,24 +175,6 @@ export class Backpressure {
       this.log.warn({ err, what }, 'backpressure: could not apply');
     }
   }
-}
-
-/**
- * Pending tasks of the whole queue: one ZCARD of each shard's `pending` set, auto-pipelined (and
- * split by slot on a cluster). O(shards), O(1) each — cheaper than QueueAdmin.info(), which also
- * walks the partitions in flight. Also samples the `queue_depth{state="pending"}` gauge.
- */
-export async function pendingDepth(
-  queue: Pick<FairQueue, 'redis' | 'prefix' | 'shards' | 'name'>,
-): Promise<number> {
-  const counts = await Promise.all(
-    Array.from({ length: queue.shards }, (_, shard) =>
-      queue.redis.zcard(shardKey(queue.prefix, shard, 'pending')),
-    ),
-  );
-  const pending = counts.reduce((sum, n) => sum + n, 0);
-  queueMetrics.depth.set({ queue: queue.name, state: 'pending' }, pending);
-  return pending;
 }
 
 /** The rules configured by QUEUE_*_WATERMARK and ROUTER_*; a low watermark at or above the high one is refused. */

@@ -1,10 +1,9 @@
+import { FairQueue, type LeasedTask } from '@requester/queue';
 import {
-  createConsumer,
-  createProducer,
   createRedis,
   decodeQueuedTask,
+  type KafkaProducer,
   Outbox,
-  type Producer,
   type RedisClient,
 } from '@requester/shared';
 import {
@@ -18,7 +17,6 @@ import {
   uniqueName,
 } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { FairQueue, type LeasedTask } from '../queue/index.ts';
 import { Router } from './index.ts';
 
 describe('router over real Kafka, Redis and PostgreSQL', () => {
@@ -29,12 +27,12 @@ describe('router over real Kafka, Redis and PostgreSQL', () => {
   let queue: FairQueue;
   let pg: Awaited<ReturnType<typeof testPg>>;
   let outbox: Outbox;
-  let producer: Producer;
+  let producer: KafkaProducer;
   const routers: Router[] = [];
 
   function startRouter(groupId: string): Promise<void> {
     const router = new Router({
-      consumer: createConsumer(testKafka(), { groupId }),
+      consumer: testKafka().consumer({ groupId }),
       queue,
       outbox,
       producer,
@@ -54,7 +52,7 @@ describe('router over real Kafka, Redis and PostgreSQL', () => {
     queue = new FairQueue({ redis, prefix: `${name}:`, shards: 4, refreshMs: 0 });
     pg = await testPg();
     outbox = new Outbox(pg.sql);
-    producer = createProducer(testKafka());
+    producer = testKafka().producer();
     await producer.connect();
   });
 
@@ -73,17 +71,14 @@ describe('router over real Kafka, Redis and PostgreSQL', () => {
   it('queues due tasks as offset-refs, parks later ones in the outbox, answers invalid ones, and ignores replays', async () => {
     await startRouter(uniqueName('first'));
     const farAhead = new Date(Date.now() + 60_000).toISOString();
-    await producer.send({
-      topic: topicIn,
-      messages: [
-        { key: 'a', value: request('a') },
-        { key: '!k', value: request('b', { partition: '!k' }) },
-        { key: 'later', value: request('later', { scheduled: farAhead }) },
-        { key: 'junk', value: '{not json' },
-        { key: 'bad', value: JSON.stringify({ request: { uri: 'ftp://x' }, meta: { requestId: 'bad' } }) },
-        { key: 'c', value: request('c') },
-      ],
-    });
+    await producer.send(topicIn, [
+      { key: 'a', value: request('a') },
+      { key: '!k', value: request('b', { partition: '!k' }) },
+      { key: 'later', value: request('later', { scheduled: farAhead }) },
+      { key: 'junk', value: '{not json' },
+      { key: 'bad', value: JSON.stringify({ request: { uri: 'ftp://x' }, meta: { requestId: 'bad' } }) },
+      { key: 'c', value: request('c') },
+    ]);
 
     const errors = await readTopic(topicOut, (m) => m.length >= 2);
     const bad = errors.map((m) =>
@@ -122,7 +117,7 @@ describe('router over real Kafka, Redis and PostgreSQL', () => {
   it('commits offsets only after the writes: a new router in the same group starts after them', async () => {
     const group = uniqueName('group');
     await startRouter(group);
-    await producer.send({ topic: topicIn, messages: [{ key: 'd', value: request('d') }] });
+    await producer.send(topicIn, [{ key: 'd', value: request('d') }]);
     await eventually(
       async () => (await queue.lease(10, 30_000)).tasks.some((t) => t.id === 'd:0'),
       20_000,
@@ -132,9 +127,8 @@ describe('router over real Kafka, Redis and PostgreSQL', () => {
     await admin.connect();
     await eventually(
       async () => {
-        const offsets = await admin.fetchOffsets({ groupId: group, topics: [topicIn] });
-        const committed =
-          offsets[0]?.partitions.reduce((sum, p) => sum + Math.max(0, Number(p.offset)), 0) ?? 0;
+        const offsets = await admin.committedOffsets(group, topicIn);
+        const committed = offsets.reduce((sum, p) => sum + Math.max(0, Number(p.offset)), 0);
         return committed === 7;
       },
       20_000,

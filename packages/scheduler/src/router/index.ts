@@ -1,36 +1,44 @@
+import { breakerFromConfig } from '@requester/policies';
+import { queueFromConfig } from '@requester/queue';
 import {
   asRequesterError,
-  type Consumer,
+  type BatchContext,
   counter,
-  createConsumer,
   createRequestContract,
-  type EachBatchPayload,
   errorResult,
+  firstTraceparent,
   histogram,
   isOutage,
   type Journal,
-  type KafkaMessage,
+  type KafkaConsumer,
+  type KafkaProducer,
+  type KafkaRecord,
+  kafkaAttributes,
   type Logger,
   Outbox,
   type OutboxRow,
-  type Producer,
-  produce,
+  type RecordBatch,
   type RequestContract,
-  type RoleContext,
   type RoleDefinition,
   type RoleHandle,
+  type Span,
+  SpanKind,
+  SpanStatusCode,
+  startSpan,
+  traceparentHeader,
+  traceparentOf,
+  tracingEnabled,
   type UnprocessableAnswer,
   unprocessableAnswer,
 } from '@requester/shared';
-import { queueFromConfig } from '../queue-config.ts';
 import {
   Backpressure,
   type BackpressureRules,
   backpressureRules,
   type OpenOriginInfo,
-  pendingDepth,
 } from './backpressure.ts';
-import { type QueueTask, type Route, routeRecord, type SourceRecord } from './route.ts';
+import { type QueueTask, type Route, routeRecord, type SourceRecord, type TraceRoute } from './route.ts';
+import { startRouterSamplers } from './samplers.ts';
 
 const routed = counter('router_records_total', 'records of in routed, by destination', ['destination']);
 const refused = counter(
@@ -49,10 +57,10 @@ export interface TaskSink {
 }
 
 export interface RouterOptions {
-  consumer: Consumer;
+  consumer: KafkaConsumer;
   queue: TaskSink;
   outbox: Outbox;
-  producer: Producer;
+  producer: KafkaProducer;
   topicIn: string;
   topicOut: string;
   /** Dead letters of unprocessable records go here; none are written without it. */
@@ -68,7 +76,7 @@ export interface RouterOptions {
 }
 
 export interface RouterBackpressure extends BackpressureRules {
-  /** Pending tasks in the queue (pendingDepth of the FairQueue). */
+  /** Pending tasks in the queue (FairQueue.pendingDepth). */
   depth: () => Promise<number>;
   /** Origins whose circuit breaker is open; without it the breaker rule is off. */
   openOrigins?: () => Promise<readonly OpenOriginInfo[]>;
@@ -83,7 +91,7 @@ export interface RouterBackpressure extends BackpressureRules {
  * No record stops its partition: one that cannot be read or is not a valid request, or that the
  * queue or outbox refuses (isOutage says it is about the data, not a dependency away), is answered
  * — an error result on `out` and a dead letter (see unprocessableAnswer) — and committed past. An
- * outage fails the batch instead, uncommitted, for kafkajs to retry.
+ * outage fails the batch instead, uncommitted, for the consumer to deliver again.
  */
 export class Router {
   private readonly options: RouterOptions;
@@ -93,7 +101,7 @@ export class Router {
   constructor(options: RouterOptions) {
     this.options = options;
     this.contract = options.contract ?? createRequestContract();
-    const topics = [{ topic: options.topicIn }];
+    const topics = [options.topicIn];
     this.backpressure =
       options.backpressure &&
       new Backpressure({
@@ -111,50 +119,42 @@ export class Router {
 
   async start(): Promise<void> {
     const { consumer, topicIn } = this.options;
-    await consumer.connect();
-    await consumer.subscribe({ topic: topicIn, fromBeginning: true });
-    await consumer.run({
-      // Offsets are resolved by hand after the writes; kafkajs then commits what was resolved
-      // (autoCommit must stay on for commitOffsetsIfNecessary to commit anything).
-      eachBatchAutoResolve: false,
+    await consumer.start({
+      topics: [topicIn],
+      fromBeginning: true,
+      // The batch's offsets are committed once onBatch wrote everything (not when it throws).
+      commit: 'after-batch',
       partitionsConsumedConcurrently: 4,
-      eachBatch: (payload) => this.onBatch(payload),
+      onBatch: (batch, context) => this.onBatch(batch, context),
     });
-    // After run(): kafkajs can pause a topic only once its consumer group exists.
+    // After start(): a topic can be paused only once the consumer runs.
     this.backpressure?.start();
   }
 
   /** Stops consuming; the batch in hand finishes and is committed first. */
   async stop(): Promise<void> {
     await this.backpressure?.stop();
-    await this.options.consumer.disconnect();
+    await this.options.consumer.stop();
   }
 
-  private async onBatch({
-    batch,
-    resolveOffset,
-    commitOffsetsIfNecessary,
-    heartbeat,
-    isRunning,
-  }: EachBatchPayload) {
-    if (!isRunning() || batch.messages.length === 0) return;
+  private async onBatch(batch: RecordBatch, { isRunning }: BatchContext) {
+    if (!isRunning() || batch.records.length === 0) return;
     const timer = batchSeconds.startTimer();
     const now = Date.now();
-    const routes = batch.messages.map((message) => {
-      const record: SourceRecord = {
-        topic: batch.topic,
-        partition: batch.partition,
-        offset: message.offset,
-        key: message.key,
-        value: message.value,
-      };
-      return { record, route: this.route(record, now), message };
-    });
-    await this.write(routes);
-    for (const { route, message } of routes) this.journalRouted(route, message);
-    resolveOffset(batch.lastOffset());
-    await commitOffsetsIfNecessary();
-    await heartbeat();
+    const spans: Span[] = [];
+    const routes = batch.records.map((record) => ({
+      record,
+      route: this.route(record, now, this.traceRoute(record, spans)),
+    }));
+    try {
+      await this.write(routes);
+      for (const { record, route } of routes) this.journalRouted(route, record);
+    } catch (err) {
+      for (const span of spans) span.setStatus({ code: SpanStatusCode.ERROR });
+      throw err;
+    } finally {
+      for (const span of spans) span.end();
+    }
     timer();
   }
 
@@ -163,21 +163,44 @@ export class Router {
    * DLQ replay was written to `in` straight by a producer: its journal starts here, `accepted`
    * over Kafka. Then where it went.
    */
-  private journalRouted(route: Route, message: KafkaMessage): void {
+  private journalRouted(route: Route, record: KafkaRecord): void {
     const { journal } = this.options;
     if (!journal || route.kind === 'invalid') return;
     const { requestId, client } = route.envelope.meta;
-    const headers = message.headers ?? {};
-    if (!Object.keys(headers).some((name) => JOURNALED_BY_HEADER.has(name)))
+    if (!Object.keys(record.headers).some((name) => JOURNALED_BY_HEADER.has(name)))
       journal.emit({ type: 'accepted', requestId, client, channel: 'kafka' });
     const due = route.kind === 'queue' ? route.task.dueAt : route.row.dueAt.getTime();
     journal.emit({ type: 'routed', requestId, client, to: route.kind === 'queue' ? 'redis' : 'outbox', due });
   }
 
+  /**
+   * A CONSUMER span per record routed (not one per batch with links): each record is its own
+   * trace, and the queue wait and attempt hang under this span, so the trace stays one tree. Its
+   * parent is the record's `traceparent` header (a direct producer's, or the relay's), else
+   * `meta.traceparent` (the ingress's).
+   */
+  private traceRoute(record: RecordBatch['records'][number], spans: Span[]): TraceRoute {
+    return (envelope) => {
+      if (!tracingEnabled()) return undefined;
+      const parent = firstTraceparent(traceparentHeader(record.headers), envelope.meta.traceparent);
+      const span = startSpan(`process ${record.topic}`, parent, {
+        kind: SpanKind.CONSUMER,
+        attributes: {
+          ...kafkaAttributes('process', record.topic),
+          'messaging.destination.partition.id': String(record.partition),
+          'messaging.kafka.offset': Number(record.offset),
+          'requester.request_id': envelope.meta.requestId,
+        },
+      });
+      spans.push(span);
+      return traceparentOf(span);
+    };
+  }
+
   /** routeRecord, with a bug on strange input confined to its record (answered `internal`). */
-  private route(record: SourceRecord, now: number): Route {
+  private route(record: SourceRecord, now: number, trace: TraceRoute): Route {
     try {
-      return routeRecord(record, this.contract, now, this.options.horizonMs);
+      return routeRecord(record, this.contract, now, this.options.horizonMs, trace);
     } catch (err) {
       this.options.logger.error(
         { err, partition: record.partition, offset: record.offset },
@@ -248,15 +271,13 @@ export class Router {
   private async answer(answers: UnprocessableAnswer[]): Promise<void> {
     const { producer, topicOut, topicDlq, produceTimeoutMs } = this.options;
     await Promise.all([
-      produce(
-        producer,
+      producer.send(
         topicOut,
         answers.map((a) => a.result),
         produceTimeoutMs,
       ),
       topicDlq
-        ? produce(
-            producer,
+        ? producer.send(
             topicDlq,
             answers.map((a) => a.deadLetter),
             produceTimeoutMs,
@@ -304,48 +325,56 @@ export class Router {
 }
 
 /**
- * What the router role needs from outside its package. The breaker lives in the executor package,
- * which depends on this one; so the process wiring (`@requester/requester`) hands its open-origins
- * listing in, instead of this package importing the executor (a cycle).
+ * The router role. With ROUTER_BREAKER_PAUSE_AFTER set, its backpressure also reads the circuit
+ * breaker's open origins (the breaker the executors keep, in @requester/policies).
  */
-export interface RouterRoleExtras {
-  /** Builds the open-origins listing; called only when ROUTER_BREAKER_PAUSE_AFTER is set. */
-  openOrigins?: (ctx: RoleContext) => () => Promise<readonly OpenOriginInfo[]>;
-}
-
-export function createRouterRole(extras: RouterRoleExtras = {}): RoleDefinition {
-  return {
-    name: 'router',
-    async start(ctx): Promise<RoleHandle> {
-      const { config, logger, deps } = ctx;
-      const producer = await deps.producer();
-      const queue = queueFromConfig(config, deps.redis(), { logger });
-      const rules = backpressureRules(config);
-      const openOrigins = rules.breakerPauseAfterMs > 0 ? extras.openOrigins?.(ctx) : undefined;
-      if (rules.breakerPauseAfterMs > 0 && !openOrigins)
-        logger.warn('ROUTER_BREAKER_PAUSE_AFTER is set but no breaker listing was wired: rule off');
-      const groupId = `${config.kafkaClientId}-router`;
-      const consumer = createConsumer(deps.kafka(), { groupId, sessionTimeout: config.kafkaSessionTimeout });
-      deps.consumers.watch(consumer, groupId);
-      const router = new Router({
-        consumer,
-        queue,
-        outbox: new Outbox(await deps.sql()),
-        producer,
-        topicIn: config.topicIn,
-        topicOut: config.topicOut,
-        topicDlq: config.topicDlq,
-        horizonMs: config.redisHorizon,
-        produceTimeoutMs: config.kafkaProduceTimeout,
-        logger,
-        journal: deps.journal(),
-        backpressure: { ...rules, depth: () => pendingDepth(queue), ...(openOrigins ? { openOrigins } : {}) },
-      });
-      await router.start();
-      return { drain: () => router.stop() };
-    },
-  };
-}
-
-/** The router without the breaker rule (for processes that wire nothing else). */
-export const routerRole: RoleDefinition = createRouterRole();
+export const routerRole: RoleDefinition = {
+  name: 'router',
+  async start(ctx): Promise<RoleHandle> {
+    const { config, logger, deps } = ctx;
+    const producer = await deps.producer();
+    const queue = queueFromConfig(config, deps.redis(), { logger });
+    const rules = backpressureRules(config);
+    // The listing feeds the pause rule (when ROUTER_BREAKER_PAUSE_AFTER is set) and, every
+    // METRICS_SAMPLE_INTERVAL, the `breaker_open*` gauges.
+    const breaker = breakerFromConfig(config, deps.redis());
+    const openOrigins = () => breaker.openOrigins();
+    const groupId = `${config.kafkaClientId}-router`;
+    const consumer = deps.kafka().consumer({ groupId, sessionTimeoutMs: config.kafkaSessionTimeout });
+    deps.consumers.watch(consumer, groupId);
+    const router = new Router({
+      consumer,
+      queue,
+      outbox: new Outbox(await deps.sql()),
+      producer,
+      topicIn: config.topicIn,
+      topicOut: config.topicOut,
+      topicDlq: config.topicDlq,
+      horizonMs: config.redisHorizon,
+      produceTimeoutMs: config.kafkaProduceTimeout,
+      logger,
+      journal: deps.journal(),
+      backpressure: {
+        ...rules,
+        depth: () => queue.pendingDepth(),
+        ...(rules.breakerPauseAfterMs > 0 ? { openOrigins } : {}),
+      },
+    });
+    await router.start();
+    const samplers = startRouterSamplers({
+      queue,
+      admin: deps.kafka().admin(),
+      groupId,
+      topicIn: config.topicIn,
+      intervalMs: config.metricsSampleInterval,
+      logger,
+      openOrigins,
+    });
+    return {
+      drain: async () => {
+        await samplers.stop();
+        await router.stop();
+      },
+    };
+  },
+};

@@ -1,10 +1,9 @@
+import { FairQueue } from '@requester/queue';
 import {
-  createConsumer,
-  createProducer,
   createRedis,
-  type KafkaMessage,
+  type KafkaProducer,
+  type KafkaRecord,
   Outbox,
-  type Producer,
   parseAnyDeadLetter,
   type RedisClient,
   RequesterError,
@@ -21,7 +20,6 @@ import {
   uniqueName,
 } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { FairQueue } from '../queue/index.ts';
 import { Router, type TaskSink } from './index.ts';
 import type { QueueTask } from './route.ts';
 
@@ -35,7 +33,7 @@ describe('router: a record it cannot write is confined to itself', () => {
   let redis: RedisClient;
   let queue: FairQueue;
   let pg: Awaited<ReturnType<typeof testPg>>;
-  let producer: Producer;
+  let producer: KafkaProducer;
   const routers: Router[] = [];
   let crashes = 0;
 
@@ -55,8 +53,8 @@ describe('router: a record it cannot write is confined to itself', () => {
     sink: TaskSink,
     outbox: Outbox,
   ): Promise<void> {
-    const consumer = createConsumer(testKafka(), { groupId: uniqueName('g') });
-    consumer.on(consumer.events.CRASH, () => crashes++);
+    const consumer = testKafka().consumer({ groupId: uniqueName('g') });
+    consumer.onCrash(() => crashes++);
     const router = new Router({
       consumer,
       queue: sink,
@@ -77,7 +75,7 @@ describe('router: a record it cannot write is confined to itself', () => {
     redis = createRedis({ url: 'redis://127.0.0.1:6379' });
     queue = new FairQueue({ redis, prefix: `${name}:`, shards: 2, refreshMs: 0 });
     pg = await testPg();
-    producer = createProducer(testKafka());
+    producer = testKafka().producer();
     await producer.connect();
   });
 
@@ -92,7 +90,7 @@ describe('router: a record it cannot write is confined to itself', () => {
 
   const request = (requestId: string, meta: Record<string, unknown> = {}) =>
     JSON.stringify({ request: { uri: 'https://example.com/x' }, meta: { requestId, ...meta } });
-  const byOffset = (messages: KafkaMessage[]) => (offset: string) =>
+  const byOffset = (messages: KafkaRecord[]) => (offset: string) =>
     messages.find((m) => json<ResultEnvelope>(m).meta.error?.source?.offset === offset);
 
   it('answers and dead-letters records the queue and the outbox refuse, unreadable ones too, and routes the next ones', async () => {
@@ -112,9 +110,9 @@ describe('router: a record it cannot write is confined to itself', () => {
     const { topicIn, topicOut, topicDlq } = t;
     await startRouter(t, sink, new Outbox(pg.sql));
     const farAhead = new Date(Date.now() + 3_600_000).toISOString();
-    const sent = await producer.send({
-      topic: topicIn,
-      messages: [
+    const sent = await producer.send(
+      topicIn,
+      [
         { key: 'first', value: request('first') },
         { key: 'refused', value: request('refused') },
         // PostgreSQL refuses a NUL in a text column (SQLSTATE 22021): a real poison for the outbox.
@@ -124,24 +122,24 @@ describe('router: a record it cannot write is confined to itself', () => {
         { key: 'later', value: request('later', { scheduled: farAhead }) },
         { key: 'next', value: request('next') },
       ].map((m) => ({ ...m, partition: 0 })),
-    });
+    );
     const base = BigInt(sent[0]?.baseOffset ?? '0');
     const offset = (i: number) => String(base + BigInt(i));
 
     const out = await readTopic(topicOut, (m) => m.length >= 4);
     const answer = byOffset(out);
     expect(answer(offset(1))?.key?.toString()).toBe('refused');
-    expect(json<ResultEnvelope>(answer(offset(1)) as KafkaMessage).meta).toMatchObject({
+    expect(json<ResultEnvelope>(answer(offset(1)) as KafkaRecord).meta).toMatchObject({
       requestId: 'refused',
       error: { code: 'invalid_request', source: { topic: topicIn, partition: 0, offset: offset(1) } },
     });
-    expect(json<ResultEnvelope>(answer(offset(2)) as KafkaMessage).meta).toMatchObject({
+    expect(json<ResultEnvelope>(answer(offset(2)) as KafkaRecord).meta).toMatchObject({
       requestId: 'nul',
       error: { code: 'invalid_request', message: expect.stringMatching(/outbox refused/) },
     });
     // No readable requestId: keyed by the record's own key (or none when it had none).
     expect(answer(offset(3))?.key?.toString()).toBe('garbage');
-    expect(json<ResultEnvelope>(answer(offset(3)) as KafkaMessage).meta.requestId).toBeUndefined();
+    expect(json<ResultEnvelope>(answer(offset(3)) as KafkaRecord).meta.requestId).toBeUndefined();
     expect(answer(offset(4))?.key).toBeNull();
 
     const dlq = await readTopic(topicDlq, (m) => m.length >= 4);
@@ -173,15 +171,12 @@ describe('router: a record it cannot write is confined to itself', () => {
       },
     };
     const t = await topics('outage');
-    await producer.send({
-      topic: t.topicIn,
-      messages: [{ key: 'blip', value: request('blip'), partition: 0 }],
-    });
+    await producer.send(t.topicIn, [{ key: 'blip', value: request('blip'), partition: 0 }]);
     await startRouter(t, sink, new Outbox(pg.sql));
     await new Promise((resolve) => setTimeout(resolve, 1_500));
     outage = false;
     await eventually(async () => published.includes('blip:0'), 30_000, 'blip published once Redis is back');
-    await producer.send({ topic: t.topicIn, messages: [{ key: 'after', value: '{not json', partition: 0 }] });
+    await producer.send(t.topicIn, [{ key: 'after', value: '{not json', partition: 0 }]);
     // The only answer on out is the one for the garbage sent after: the outage answered nothing.
     const out = await readTopic(t.topicOut, (m) => m.length >= 1);
     expect(out.map((m) => m.key?.toString())).toEqual(['after']);

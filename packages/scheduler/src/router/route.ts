@@ -26,6 +26,12 @@ export type Route =
   | { kind: 'outbox'; row: OutboxRow; envelope: RequestEnvelope }
   | { kind: 'invalid'; result: ResultEnvelope };
 
+/**
+ * Starts the trace span of a valid request being routed and returns its traceparent for the task
+ * or outbox row to carry (undefined = carry nothing new).
+ */
+export type TraceRoute = (envelope: RequestEnvelope) => string | undefined;
+
 export interface SourceRecord {
   topic: string;
   partition: number;
@@ -44,6 +50,7 @@ export function routeRecord(
   contract: RequestContract,
   now: number,
   horizonMs: number,
+  trace: TraceRoute = () => undefined,
 ): Route {
   const source = { topic: record.topic, partition: record.partition, offset: record.offset };
   if (!record.value || record.value.length === 0) {
@@ -68,11 +75,18 @@ export function routeRecord(
   }
   const envelope = parsed.value;
   const dueAt = envelope.meta.scheduled ? parseRfc3339(envelope.meta.scheduled) : now;
-  if (dueAt - now > horizonMs) return { kind: 'outbox', row: outboxRow(record, envelope, dueAt), envelope };
-  return { kind: 'queue', task: queueTask(record, envelope, dueAt), envelope };
+  const traceparent = trace(envelope);
+  if (dueAt - now > horizonMs)
+    return { kind: 'outbox', row: outboxRow(record, envelope, dueAt, traceparent), envelope };
+  return { kind: 'queue', task: queueTask(record, envelope, dueAt, traceparent), envelope };
 }
 
-function queueTask(record: SourceRecord, envelope: RequestEnvelope, dueAt: number): QueueTask {
+function queueTask(
+  record: SourceRecord,
+  envelope: RequestEnvelope,
+  dueAt: number,
+  traceparent: string | undefined,
+): QueueTask {
   const { requestId, partition } = envelope.meta;
   const tryCount = envelope.tryCount ?? 0;
   const createdAt = envelope.createdAt ? parseRfc3339(envelope.createdAt) : undefined;
@@ -86,20 +100,35 @@ function queueTask(record: SourceRecord, envelope: RequestEnvelope, dueAt: numbe
       tryCount,
       ...(createdAt === undefined ? {} : { createdAt }),
       ...(waitedMs === 0 ? {} : { waitedMs }),
+      ...(traceparent === undefined ? {} : { traceparent }),
     }),
     dueAt,
   };
 }
 
-function outboxRow(record: SourceRecord, envelope: RequestEnvelope, dueAt: number): OutboxRow {
+function outboxRow(
+  record: SourceRecord,
+  envelope: RequestEnvelope,
+  dueAt: number,
+  traceparent: string | undefined,
+): OutboxRow {
   return {
     taskId: taskIdOf(envelope),
     requestId: envelope.meta.requestId,
     dueAt: new Date(dueAt),
     topic: record.topic,
     key: record.key?.toString('utf8') ?? kafkaKeyFor(envelope),
-    payload: record.value as Buffer,
+    payload: traceparent ? withTraceparent(record.value as Buffer, traceparent) : (record.value as Buffer),
   };
+}
+
+/**
+ * The record's JSON with `meta.traceparent` set: the outbox keeps no headers, so the router's span
+ * rides in the envelope to the relay, which continues it. Fields the contract does not know stay.
+ */
+function withTraceparent(value: Buffer, traceparent: string): Buffer {
+  const input = JSON.parse(value.toString('utf8')) as { meta: Record<string, unknown> };
+  return Buffer.from(JSON.stringify({ ...input, meta: { ...input.meta, traceparent } }));
 }
 
 /** The envelope's queue and outbox id (see taskId: a rescheduled request comes back with a new one). */

@@ -283,6 +283,12 @@ export const CONFIG_VARIABLES = {
     goDuration.refine((ms) => ms > 0, 'must be a positive duration'),
     'how often routers sample the queue depth and open breakers for backpressure',
   ),
+  metricsSampleInterval: variable(
+    'METRICS_SAMPLE_INTERVAL',
+    '10s',
+    goDuration.refine((ms) => ms > 0, 'must be a positive duration'),
+    'how often routers sample queue depths and the consumer lag of in, and relays the outbox backlog, into /metrics',
+  ),
   databaseUrl: variable(
     'DATABASE_URL',
     'postgres://postgres@127.0.0.1:5432/requester',
@@ -293,6 +299,18 @@ export const CONFIG_VARIABLES = {
   pgStatementTimeout: variable('PG_STATEMENT_TIMEOUT', '10s', goDuration, 'bound on one SQL statement'),
   httpHost: variable('HTTP_HOST', '127.0.0.1', z.string().min(1), 'address the ingress HTTP API listens on'),
   httpPort: variable('HTTP_PORT', '8080', port, 'port of the ingress HTTP API (ingress, sync-gateway)'),
+  ingressLinger: variable(
+    'INGRESS_LINGER',
+    '2ms',
+    goDuration,
+    'how long the ingress holds accepted requests to send them to `in` in one produce while an earlier produce is in flight (none in flight: sent at once); each caller is answered when its batch is acked',
+  ),
+  ingressBatchBytes: variable(
+    'INGRESS_BATCH_BYTES',
+    '262144',
+    positiveInt,
+    'bytes of accepted requests after which the ingress sends its batch to `in` without waiting for INGRESS_LINGER',
+  ),
   auth: variable(
     'AUTH',
     'on',
@@ -451,6 +469,12 @@ export const CONFIG_VARIABLES = {
     '5m',
     goDuration,
     'how long the sync-gateway keeps a result for callers that ask after the fact',
+  ),
+  syncFollowOut: variable(
+    'SYNC_FOLLOW_OUT',
+    'true',
+    bool,
+    'how sync results reach the gateways (set it alike on gateways and executors). Sync calls are answered through Redis sharded pub/sub to the gateway that took them either way. true: each sync-gateway also reads all of `out`, so a long-poll on any gateway sees every result, async ones included, but with N gateways every result is read N times (N² reads when gateways grow with callers). false: a gateway reads only its own channel, and executors also keep each sync result in Redis for SYNC_CACHE_TTL, where a long-poll on any gateway finds it (re-read every second while it waits); long-polls of async requests get 404 pending',
   ),
   longPollMax: variable(
     'LONG_POLL_MAX',

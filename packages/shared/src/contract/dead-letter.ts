@@ -1,6 +1,6 @@
-import type { Message } from 'kafkajs';
 import { z } from 'zod';
 import { ValidationError } from '../errors/index.ts';
+import type { OutgoingRecord } from '../kafka/types.ts';
 import { formatRfc3339 } from '../time/rfc3339.ts';
 import { rfc3339 } from './fields.ts';
 import { parseWith } from './issues.ts';
@@ -267,7 +267,7 @@ export function deadLetterRecord(
 export function deadLetterMessage(
   input: DeadLetterInput,
   maxBodyBytes = MAX_DEAD_LETTER_BODY_BYTES,
-): Message {
+): OutgoingRecord {
   const record = deadLetterRecord(input, maxBodyBytes);
   const headers: Record<string, string> = {
     [DEAD_LETTER_HEADERS.reason]: record.reason,
@@ -334,9 +334,9 @@ export interface ReadRecord extends RecordRef {
 /** The two records answering a record that could not be processed. */
 export interface UnprocessableAnswer {
   /** The error result for `out`. */
-  result: Message;
+  result: OutgoingRecord;
   /** Its dead letter (reason `unprocessable`), for the DLQ topic. */
-  deadLetter: Message;
+  deadLetter: OutgoingRecord;
 }
 
 /**

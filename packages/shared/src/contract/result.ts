@@ -110,6 +110,14 @@ const resultMetaSchema = z
       .meta({ description: 'The request’s meta.client (over HTTP: the name of the API key that sent it).' })
       .optional(),
     error: resultErrorSchema.optional(),
+    traceId: z
+      .string()
+      .regex(/^[0-9a-f]{32}$/)
+      .meta({
+        description:
+          'W3C trace id of the request’s trace (the caller’s `traceparent`, else one the service started): look the request up in a tracing backend by it.',
+      })
+      .optional(),
   })
   .meta({ title: 'ResultMeta', description: 'What happened to the request.' });
 

@@ -3,7 +3,7 @@ import { z } from 'zod';
 /**
  * The task journal's event (one record of `KAFKA_TOPIC_EVENTS`, keyed by requestId): one step of
  * one request — accepted, routed, leased, held, attempted, retried, answered from the cache,
- * completed, dead-lettered, replayed. Only ids, codes and timings: never a header, a body or a URL,
+ * completed, dead-lettered, replayed, acted on by an operator. Only ids, codes and timings: never a header, a body or a URL,
  * so the journal holds nothing secret and may be kept and read more widely than `in` and `out`.
  *
  * Not strict (readers ignore fields added later); readers must skip event types they do not know.
@@ -90,6 +90,17 @@ export const journalEventSchema = z
       ...common,
       type: z.literal('replayed'),
       by: z.string().meta({ description: 'What re-submitted the request (`requester dlq replay`).' }),
+    }),
+    z.object({
+      ...common,
+      type: z.literal('admin_action'),
+      action: z
+        .string()
+        .meta({ description: 'The operator action on this request (`dlq.replay`, `dlq.delete`).' }),
+      actor: z
+        .string()
+        .meta({ description: 'Who: the admin API key’s name (operator UI, admin API), or `cli:<os user>`.' }),
+      outcome: z.enum(['done', 'failed']),
     }),
   ])
   .meta({

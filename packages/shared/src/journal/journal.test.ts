@@ -1,30 +1,19 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createFetcher, partitionOfKey } from '../kafka/fetcher.ts';
-import { createProducer, type Producer, produce } from '../kafka/index.ts';
+import { partitionOfKey } from '../kafka/kafkajs/fetcher.ts';
+import type { KafkaProducer } from '../kafka/types.ts';
 import { registry } from '../metrics/index.ts';
-import {
-  createTestTopics,
-  silentLogger,
-  TEST_KAFKA_BROKERS,
-  testKafka,
-  uniqueName,
-} from '../testing/index.ts';
+import { createTestTopics, silentLogger, testKafka, uniqueName } from '../testing/index.ts';
 import type { JournalEventInput } from './event.ts';
 import { readJournal } from './reader.ts';
 import { createJournal, type JournalMode } from './writer.ts';
 
 /** The journal's writer and reader on the shared Kafka, each test on a topic of its own. */
 describe('task journal (real Kafka)', () => {
-  let producer: Producer;
-  const fetcher = createFetcher({
-    brokers: TEST_KAFKA_BROKERS,
-    clientId: uniqueName('journal'),
-    logger: silentLogger,
-    cacheBytes: 0,
-  });
+  let producer: KafkaProducer;
+  const fetcher = testKafka(uniqueName('journal')).fetcher({ cacheBytes: 0 });
 
   beforeAll(async () => {
-    producer = createProducer(testKafka());
+    producer = testKafka().producer();
     await producer.connect();
   });
   afterAll(async () => {
@@ -94,7 +83,7 @@ describe('task journal (real Kafka)', () => {
 
   it('records that are not arrays of known events are skipped, not fatal', async () => {
     const topic = await topicWith('all', happy('r-mixed', Date.now()));
-    await produce(producer, topic, [
+    await producer.send(topic, [
       { key: 'r-mixed', value: '{"type":"accepted"}' },
       { key: 'r-mixed', value: 'not json' },
       {
@@ -158,7 +147,7 @@ async function recordsIn(topic: string): Promise<number> {
   const admin = testKafka().admin();
   await admin.connect();
   try {
-    const offsets = await admin.fetchTopicOffsets(topic);
+    const offsets = await admin.topicOffsets(topic);
     return offsets.reduce((sum, p) => sum + Number(p.high) - Number(p.low), 0);
   } finally {
     await admin.disconnect();

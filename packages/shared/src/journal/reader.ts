@@ -1,5 +1,5 @@
 import { RequesterError } from '../errors/index.ts';
-import type { FetchedRecord, Fetcher } from '../kafka/fetcher.ts';
+import type { FetchedRecord, Fetcher } from '../kafka/types.ts';
 import { tryParseDuration } from '../time/duration.ts';
 import { tryParseRfc3339 } from '../time/rfc3339.ts';
 import { type JournalEvent, journalEventSchema } from './event.ts';

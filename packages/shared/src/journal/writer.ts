@@ -1,5 +1,4 @@
-import type { Message, Producer } from 'kafkajs';
-import { produce } from '../kafka/index.ts';
+import type { KafkaProducer, OutgoingRecord } from '../kafka/types.ts';
 import type { Logger } from '../log/index.ts';
 import { counter } from '../metrics/index.ts';
 import { isFinalStep, isHappyStep, type JournalEvent, type JournalEventInput } from './event.ts';
@@ -30,7 +29,7 @@ export interface Journal {
 }
 
 export interface JournalWriterOptions {
-  producer: () => Promise<Producer>;
+  producer: () => Promise<KafkaProducer>;
   topic: string;
   mode: JournalMode;
   logger: Logger;
@@ -162,7 +161,7 @@ class JournalWriter implements Journal {
       this.buffered = 0;
       try {
         const producer = await this.options.producer();
-        await produce(producer, this.options.topic, records(batch), this.options.produceTimeoutMs);
+        await producer.send(this.options.topic, records(batch), this.options.produceTimeoutMs);
       } catch (err) {
         dropped.inc({ reason: 'unavailable' }, events);
         this.warnAtMostEvery10s(err, events);
@@ -190,7 +189,7 @@ class JournalWriter implements Journal {
  * order; its timestamp the first one's time. Kafka's cost is mostly per record (encoding, the
  * partitioner's hash), and a fast task's leased, attempt and completed usually share a flush.
  */
-function records(batch: Map<string, JournalEvent[]>): Message[] {
+function records(batch: Map<string, JournalEvent[]>): OutgoingRecord[] {
   return [...batch].map(([requestId, events]) => ({
     key: requestId,
     value: JSON.stringify(events),

@@ -2,7 +2,6 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { registry } from '../metrics/index.ts';
 import { createTestTopics, eventually, silentLogger, testKafka, uniqueName } from '../testing/index.ts';
 import { ConsumerHealth } from './health.ts';
-import { createConsumer, createProducer } from './index.ts';
 
 async function crashCount(group: string): Promise<number> {
   const metric = await registry.getSingleMetric('requester_kafka_consumer_crashes_total')?.get();
@@ -16,9 +15,9 @@ describe('ConsumerHealth over a real consumer that fails on every batch', () => 
 
   it('counts the crashes, turns not ready while they repeat, and ready again once they stop', async () => {
     await createTestTopics([topic], 1);
-    const producer = createProducer(testKafka());
+    const producer = testKafka().producer();
     await producer.connect();
-    await producer.send({ topic, messages: [{ key: 'k', value: 'poison' }] });
+    await producer.send(topic, [{ key: 'k', value: 'poison' }]);
     await producer.disconnect();
 
     let now = Date.now();
@@ -29,19 +28,17 @@ describe('ConsumerHealth over a real consumer that fails on every batch', () => 
       now: () => now,
     });
     const group = uniqueName('crashing');
-    // No retries inside kafkajs: each failing batch is a crash, restarted after 100 ms.
-    const consumer = createConsumer(testKafka(), {
-      groupId: group,
-      retry: { retries: 0, initialRetryTime: 100 },
-    });
-    stops.push(() => consumer.disconnect());
+    // No retries inside the client: each failing batch is a crash, and a restart.
+    const consumer = testKafka().consumer({ groupId: group, retries: 0 });
+    stops.push(() => consumer.stop());
     health.watch(consumer, group);
     expect(health.ready).toBe(true);
     let failing = true;
-    await consumer.connect();
-    await consumer.subscribe({ topic, fromBeginning: true });
-    await consumer.run({
-      eachBatch: async () => {
+    await consumer.start({
+      topics: [topic],
+      fromBeginning: true,
+      commit: 'after-batch',
+      onBatch: async () => {
         if (failing) throw new Error('cannot process this record');
       },
     });

@@ -1,10 +1,10 @@
-import type { Consumer } from 'kafkajs';
 import type { Logger } from '../log/index.ts';
 import { counter } from '../metrics/index.ts';
+import type { KafkaConsumer } from './types.ts';
 
 const crashes = counter(
   'kafka_consumer_crashes_total',
-  'consumer crashes (kafkajs restarts the consumer after most of them), by consumer group',
+  'consumer crashes (the client restarts the consumer after most of them), by consumer group',
   ['group'],
 );
 
@@ -23,15 +23,15 @@ export interface ConsumerHealthOptions {
 interface Watched {
   group: string;
   crashedAt: number[];
-  /** kafkajs gave up on it (a crash it does not restart after): it consumes nothing any more. */
+  /** The client gave up on it (a crash it does not restart after): it consumes nothing any more. */
   stopped: boolean;
 }
 
 /**
- * The crash record of a process's consumers, for /readyz. kafkajs restarts a consumer after a crash
+ * The crash record of a process's consumers, for /readyz. The client restarts a consumer after a crash
  * on its own, so a consumer that fails on every batch never dies: it loops, restarting every few
  * seconds, and the partitions it holds stop moving. Counted in `kafka_consumer_crashes_total{group}`;
- * a consumer that crashed `crashLimit` times within `windowMs`, or that kafkajs stopped restarting,
+ * a consumer that crashed `crashLimit` times within `windowMs`, or that the client stopped restarting,
  * makes the process not ready.
  */
 export class ConsumerHealth {
@@ -47,18 +47,20 @@ export class ConsumerHealth {
     };
   }
 
-  /** Follows the crashes of `consumer` (call before `run`); the returned function stops following. */
-  watch(consumer: Consumer, group: string): () => void {
+  /** Follows the crashes of `consumer` (call before `start`); the returned function stops following. */
+  watch(consumer: KafkaConsumer, group: string = consumer.groupId): () => void {
     const watched: Watched = { group, crashedAt: [], stopped: false };
     this.watched.push(watched);
-    const off = consumer.on(consumer.events.CRASH, ({ payload }) => {
+    const off = consumer.onCrash((payload) => {
       crashes.inc({ group });
       const now = this.options.now();
       watched.crashedAt = [...watched.crashedAt.filter((at) => now - at < this.options.windowMs), now];
       if (!payload.restart) watched.stopped = true;
       this.options.logger.error(
         { err: payload.error, group, restart: payload.restart, recentCrashes: watched.crashedAt.length },
-        payload.restart ? 'Kafka consumer crashed; kafkajs restarts it' : 'Kafka consumer crashed for good',
+        payload.restart
+          ? 'Kafka consumer crashed; the client restarts it'
+          : 'Kafka consumer crashed for good',
       );
     });
     return () => {

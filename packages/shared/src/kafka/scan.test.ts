@@ -1,13 +1,13 @@
 import { createTestTopics, testKafka, uniqueName } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createProducer, type Producer } from './index.ts';
 import { scanTopic } from './scan.ts';
+import type { KafkaProducer } from './types.ts';
 
 describe('scanTopic over real Kafka', () => {
-  let producer: Producer;
+  let producer: KafkaProducer;
 
   beforeAll(async () => {
-    producer = createProducer(testKafka());
+    producer = testKafka().producer();
     await producer.connect();
   });
 
@@ -19,7 +19,10 @@ describe('scanTopic over real Kafka', () => {
     const topic = uniqueName('scan');
     await createTestTopics([topic], 3);
     const values = Array.from({ length: 30 }, (_, i) => `v${i}`);
-    await producer.send({ topic, messages: values.map((value, i) => ({ key: `k${i % 7}`, value })) });
+    await producer.send(
+      topic,
+      values.map((value, i) => ({ key: `k${i % 7}`, value })),
+    );
 
     const seen: Array<{ partition: number; offset: number; value: string }> = [];
     const progress: number[] = [];
@@ -27,7 +30,7 @@ describe('scanTopic over real Kafka', () => {
       onMessage: async (message, partition) => {
         seen.push({ partition, offset: Number(message.offset), value: String(message.value) });
         // Written during the scan: past the end offsets, so not part of it.
-        if (seen.length === 1) await producer.send({ topic, messages: [{ key: 'late', value: 'late' }] });
+        if (seen.length === 1) await producer.send(topic, [{ key: 'late', value: 'late' }]);
       },
       onProgress: (read) => progress.push(read),
     });
@@ -57,7 +60,10 @@ describe('scanTopic over real Kafka', () => {
   it('skips a record its handler throws for and reads on, without a consumer crash', async () => {
     const topic = uniqueName('scan-poison');
     await createTestTopics([topic], 1);
-    await producer.send({ topic, messages: ['a', 'poison', 'b'].map((value) => ({ value })) });
+    await producer.send(
+      topic,
+      ['a', 'poison', 'b'].map((value) => ({ value })),
+    );
     const seen: string[] = [];
     const failed: string[] = [];
     const result = await scanTopic(testKafka(), topic, {

@@ -1,7 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import type { Kafka, KafkaMessage } from 'kafkajs';
 import { RequesterError } from '../errors/index.ts';
-import { createConsumer } from './index.ts';
+import type { KafkaClient, KafkaRecord } from './types.ts';
 
 /**
  * Reads a whole topic once, from its first retained record up to the end offsets it had when the
@@ -12,12 +11,12 @@ import { createConsumer } from './index.ts';
 
 export interface ScanOptions {
   /** Called for each record, in offset order within a partition. */
-  onMessage(message: KafkaMessage, partition: number): void | Promise<void>;
+  onMessage(message: KafkaRecord, partition: number): void | Promise<void>;
   /**
    * Called when `onMessage` threw for a record: the scan skips it and goes on (one record a tool
-   * cannot handle must not end the scan, nor make kafkajs restart it over and over).
+   * cannot handle must not end the scan, nor make the client restart it over and over).
    */
-  onFailed?(message: KafkaMessage, partition: number, err: unknown): void;
+  onFailed?(message: KafkaRecord, partition: number, err: unknown): void;
   /** Called after each batch: records read so far, and the count the scan expects. */
   onProgress?(read: number, expected: number): void;
   /** Group id prefix (a random suffix is added). */
@@ -39,7 +38,7 @@ export interface ScanResult {
 
 /** End offset (exclusive) per partition that holds records now. */
 async function endOffsets(
-  kafka: Kafka,
+  kafka: KafkaClient,
   topic: string,
 ): Promise<{ ends: Map<number, bigint>; expected: number }> {
   const admin = kafka.admin();
@@ -49,7 +48,7 @@ async function endOffsets(
       throw new RequesterError('not_found', `topic ${topic} does not exist`);
     const ends = new Map<number, bigint>();
     let expected = 0;
-    for (const { partition, high, low } of await admin.fetchTopicOffsets(topic)) {
+    for (const { partition, high, low } of await admin.topicOffsets(topic)) {
       if (BigInt(high) > BigInt(low)) ends.set(partition, BigInt(high));
       expected += Number(BigInt(high) - BigInt(low));
     }
@@ -59,16 +58,19 @@ async function endOffsets(
   }
 }
 
-export async function scanTopic(kafka: Kafka, topic: string, options: ScanOptions): Promise<ScanResult> {
+export async function scanTopic(
+  kafka: KafkaClient,
+  topic: string,
+  options: ScanOptions,
+): Promise<ScanResult> {
   const { ends, expected } = await endOffsets(kafka, topic);
   if (ends.size === 0) return { read: 0, failed: 0, incomplete: [] };
   const groupId = `${options.groupPrefix ?? 'requester-scan'}-${randomBytes(6).toString('hex')}`;
-  const consumer = createConsumer(kafka, { groupId, maxWaitTimeInMs: 500 });
+  const consumer = kafka.consumer({ groupId, maxWaitMs: 500 });
   let read = 0;
   let failed = 0;
-  await consumer.connect();
+  const offs: Array<() => void> = [];
   try {
-    await consumer.subscribe({ topic, fromBeginning: true });
     await new Promise<void>((resolve, reject) => {
       const idleMs = options.idleMs ?? 5_000;
       let idle: NodeJS.Timeout | undefined;
@@ -76,31 +78,35 @@ export async function scanTopic(kafka: Kafka, topic: string, options: ScanOption
         clearTimeout(idle);
         idle = setTimeout(resolve, idleMs);
       };
-      consumer.on(consumer.events.GROUP_JOIN, touch);
-      // kafkajs restarts the consumer itself after a retriable crash (e.g. "the coordinator is
+      offs.push(consumer.onAssigned(touch));
+      // The client restarts the consumer itself after a retriable crash (e.g. "the coordinator is
       // loading" on a broker that just started): only a crash it gives up on ends the scan.
-      consumer.on(consumer.events.CRASH, ({ payload }) => {
-        if (!payload.restart) reject(payload.error);
-      });
+      offs.push(
+        consumer.onCrash(({ error, restart }) => {
+          if (!restart) reject(error);
+        }),
+      );
       consumer
-        .run({
-          autoCommit: false,
-          eachBatch: async ({ batch }) => {
+        .start({
+          topics: [topic],
+          fromBeginning: true,
+          commit: 'never',
+          onBatch: async (batch) => {
             touch();
             const end = ends.get(batch.partition);
             if (end === undefined) return;
-            for (const message of batch.messages) {
-              if (BigInt(message.offset) >= end) break;
+            for (const record of batch.records) {
+              if (BigInt(record.offset) >= end) break;
               try {
-                await options.onMessage(message, batch.partition);
+                await options.onMessage(record, batch.partition);
               } catch (err) {
                 failed++;
-                options.onFailed?.(message, batch.partition, err);
+                options.onFailed?.(record, batch.partition, err);
               }
               read++;
             }
             options.onProgress?.(read, expected);
-            if (BigInt(batch.lastOffset()) >= end - 1n) ends.delete(batch.partition);
+            if (BigInt(batch.lastOffset) >= end - 1n) ends.delete(batch.partition);
             if (ends.size === 0) {
               clearTimeout(idle);
               resolve();
@@ -110,7 +116,8 @@ export async function scanTopic(kafka: Kafka, topic: string, options: ScanOption
         .catch(reject);
     });
   } finally {
-    await consumer.disconnect();
+    for (const off of offs) off();
+    await consumer.stop();
   }
   return { read, failed, incomplete: [...ends.keys()] };
 }

@@ -35,6 +35,18 @@ describe('outbox: claim, deliver, delete', () => {
     expect(await outbox.deliverDue(10, async () => {})).toBe(0);
   });
 
+  it('stats: rows, rows due, and how long the earliest due one is overdue (0 when none is due)', async () => {
+    expect(await outbox.backlog()).toEqual({ rows: 0, due: 0, oldestOverdueMs: 0 });
+    await outbox.add([row('later', 60_000)]);
+    expect(await outbox.backlog()).toEqual({ rows: 1, due: 0, oldestOverdueMs: 0 });
+    await outbox.add([row('old', -90_000), row('recent', -1_000)]);
+    const stats = await outbox.backlog();
+    expect(stats).toMatchObject({ rows: 3, due: 2 });
+    // PostgreSQL's clock against this process's: a few seconds of skew at most.
+    expect(stats.oldestOverdueMs).toBeGreaterThan(80_000);
+    expect(stats.oldestOverdueMs).toBeLessThan(100_000);
+  });
+
   it('hides rows from other claimers while they are being delivered', async () => {
     await outbox.add([row('a', -10), row('b', -10)]);
     let meanwhile = -1;

@@ -16,6 +16,18 @@ export interface OutboxRow {
   payload: Buffer;
 }
 
+/** Epoch ms at the database's clock; null when no row qualifies. */
+export interface OutboxStats {
+  rows: number;
+  overdue: number;
+  oldestDueAt: number | null;
+  nextDueAt: number | null;
+  lastDueAt: number | null;
+  payloadBytes: number;
+  /** The database's clock when counted (for "overdue by" and "due in"). */
+  nowMs: number;
+}
+
 export interface ClaimedRow extends OutboxRow {
   id: string;
 }
@@ -129,6 +141,52 @@ export class Outbox {
   async nextDueAt(): Promise<number | undefined> {
     const [row] = await this.sql`select extract(epoch from min(due_at)) * 1000 as due from outbox`;
     return row?.due == null ? undefined : Number(row.due);
+  }
+
+  /**
+   * What `requester outbox info` shows, at the database's clock: rows, how many are overdue (due
+   * and not yet claimed by a relay: a claim moves a row's due time ahead by its lease), the oldest
+   * due time (in the past when relays lag), the next due time ahead, the last one, and the payload bytes.
+   */
+  async stats(): Promise<OutboxStats> {
+    const [row] = await this.sql`
+      select count(*)::int as rows,
+             (count(*) filter (where due_at <= now()))::int as overdue,
+             extract(epoch from min(due_at)) * 1000 as oldest_due,
+             extract(epoch from min(due_at) filter (where due_at > now())) * 1000 as next_due,
+             extract(epoch from max(due_at)) * 1000 as last_due,
+             coalesce(sum(octet_length(payload)), 0)::bigint as payload_bytes,
+             extract(epoch from now()) * 1000 as now
+      from outbox`;
+    const ms = (value: unknown) => (value == null ? null : Number(value));
+    return {
+      rows: Number(row?.rows ?? 0),
+      overdue: Number(row?.overdue ?? 0),
+      oldestDueAt: ms(row?.oldest_due),
+      nextDueAt: ms(row?.next_due),
+      lastDueAt: ms(row?.last_due),
+      payloadBytes: Number(row?.payload_bytes ?? 0),
+      nowMs: Number(row?.now),
+    };
+  }
+
+  /**
+   * Backlog for /metrics, by PostgreSQL's clock: rows, rows due now (or claimed ones whose lease
+   * ran out), and how long ago the earliest due row fell due (0 when none is due). `min(due_at)` and
+   * the due count walk the due_at index; `count(*)` visits every row, fine for an outbox of waits
+   * (thousands to a few million rows) sampled every few seconds by each relay.
+   */
+  async backlog(): Promise<{ rows: number; due: number; oldestOverdueMs: number }> {
+    const [row] = await this.sql`
+      select count(*)::int as rows,
+        count(*) filter (where due_at <= now())::int as due,
+        coalesce(extract(epoch from (now() - min(due_at))) * 1000, 0)::float8 as overdue
+      from outbox`;
+    return {
+      rows: Number(row?.rows ?? 0),
+      due: Number(row?.due ?? 0),
+      oldestOverdueMs: Math.max(0, Number(row?.overdue ?? 0)),
+    };
   }
 
   async count(): Promise<number> {

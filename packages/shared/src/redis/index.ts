@@ -84,6 +84,17 @@ export function explainRedisError(err: unknown): string | undefined {
   return undefined;
 }
 
+/**
+ * A connection of its own for sharded pub/sub (a subscribed connection serves nothing else). On a
+ * cluster its SSUBSCRIBEs go to the node owning each channel's slot, and follow the slot when it moves.
+ */
+export function redisSubscriber(client: RedisClient, logger?: Logger): RedisClient {
+  const subscriber =
+    client instanceof Cluster ? client.duplicate([], { shardedSubscribers: true }) : client.duplicate();
+  if (logger) reportOutages(subscriber, logger.child({ component: 'redis-subscriber' }));
+  return subscriber;
+}
+
 /** One warning per outage (ioredis emits an error for every reconnect attempt), one line at recovery. */
 function reportOutages(client: RedisClient, log: Logger): void {
   let down = false;

@@ -1,13 +1,13 @@
-import type { Admin, Kafka, Producer } from 'kafkajs';
 import type { Config } from '../config/index.ts';
 import { RequesterError } from '../errors/index.ts';
 import { createJournal, type Journal } from '../journal/index.ts';
-import { ConsumerHealth } from '../kafka/health.ts';
 import {
+  ConsumerHealth,
   createKafka,
-  createProducer,
-  ensureTopics,
   explainKafkaError,
+  type KafkaAdmin,
+  type KafkaClient,
+  type KafkaProducer,
   kafkaSecurityFrom,
 } from '../kafka/index.ts';
 import type { Logger } from '../log/index.ts';
@@ -51,14 +51,14 @@ export interface RoleDefinition {
 export class Dependencies {
   private readonly config: Config;
   private readonly logger: Logger;
-  private kafkaClient: Kafka | undefined;
-  private producerPromise: Promise<Producer> | undefined;
+  private kafkaClient: KafkaClient | undefined;
+  private producerPromise: Promise<KafkaProducer> | undefined;
   private redisClient: RedisClient | undefined;
   private sqlPromise: Promise<Sql> | undefined;
   private topicsPromise: Promise<void> | undefined;
   private journalWriter: Journal | undefined;
-  private journalProducerPromise: Promise<Producer> | undefined;
-  private probeAdmin: { admin: Admin; connected: Promise<void>; up: boolean } | undefined;
+  private journalProducerPromise: Promise<KafkaProducer> | undefined;
+  private probeAdmin: { admin: KafkaAdmin; connected: Promise<void>; up: boolean } | undefined;
   /** The crash record of the process's consumers: roles `watch` theirs, /readyz reports it. */
   readonly consumers: ConsumerHealth;
 
@@ -68,7 +68,7 @@ export class Dependencies {
     this.consumers = new ConsumerHealth({ logger });
   }
 
-  kafka(): Kafka {
+  kafka(): KafkaClient {
     this.kafkaClient ??= createKafka({
       brokers: this.config.kafkaBrokers,
       clientId: this.config.kafkaClientId,
@@ -88,8 +88,7 @@ export class Dependencies {
         await admin.connect();
         try {
           const { topicPartitions: numPartitions, topicReplication: replicationFactor } = this.config;
-          const created = await ensureTopics(
-            admin,
+          const created = await admin.ensureTopics(
             [this.config.topicIn, this.config.topicOut, this.config.topicDlq, this.config.topicEvents].map(
               (topic) => ({
                 topic,
@@ -129,11 +128,11 @@ export class Dependencies {
     return this.journalWriter;
   }
 
-  private journalProducer(): Promise<Producer> {
+  private journalProducer(): Promise<KafkaProducer> {
     this.journalProducerPromise ??= retryable(
       async () => {
         await this.topics();
-        const producer = createProducer(this.kafka());
+        const producer = this.kafka().producer();
         await producer.connect();
         return producer;
       },
@@ -144,11 +143,11 @@ export class Dependencies {
     return this.journalProducerPromise;
   }
 
-  producer(): Promise<Producer> {
+  producer(): Promise<KafkaProducer> {
     this.producerPromise ??= retryable(
       async () => {
         await this.topics();
-        const producer = createProducer(this.kafka());
+        const producer = this.kafka().producer();
         await producer.connect();
         return producer;
       },
@@ -241,7 +240,7 @@ export class Dependencies {
     const probe = this.probeAdmin;
     try {
       await probe.connected;
-      await probe.admin.describeCluster();
+      await probe.admin.ping();
     } catch (err) {
       if (this.probeAdmin === probe) this.probeAdmin = undefined;
       void probe.admin.disconnect().catch(() => {});
@@ -264,7 +263,7 @@ export class Dependencies {
     const closing: Array<Promise<unknown>> = [];
     if (this.producerPromise) closing.push(this.producerPromise.then((p) => p.disconnect()));
     if (this.journalProducerPromise) closing.push(this.journalProducerPromise.then((p) => p.disconnect()));
-    // A probe connection still trying to reach a dead broker would hold shutdown for kafkajs's
+    // A probe connection still trying to reach a dead broker would hold shutdown for the client's
     // whole retry schedule: let it go instead of waiting for it.
     if (this.probeAdmin?.up) closing.push(this.probeAdmin.admin.disconnect());
     else void this.probeAdmin?.admin.disconnect().catch(() => {});

@@ -26,6 +26,13 @@ export interface QueuedTask {
   createdAt?: number;
   /** Ms already spent waiting for rate limits or an open breaker (reported as waitTime). */
   waitedMs?: number;
+  /**
+   * W3C traceparent of the span that queued the task (router, or the executor's attempt before a
+   * retry): the parent of the queue wait and of the next attempt. Only while tracing is on.
+   */
+  traceparent?: string;
+  /** Epoch ms when the executor put the task back (a retry or a wait): where its queue wait starts. */
+  requeuedAt?: number;
 }
 
 /**
@@ -56,6 +63,9 @@ interface WireTask {
   n: number;
   c?: number;
   w?: number;
+  /** traceparent without its `00-` version prefix. */
+  x?: string;
+  q?: number;
 }
 
 export function encodeQueuedTask(task: QueuedTask): string {
@@ -68,6 +78,8 @@ export function encodeQueuedTask(task: QueuedTask): string {
   };
   if (task.createdAt !== undefined) wire.c = task.createdAt;
   if (task.waitedMs) wire.w = task.waitedMs;
+  if (task.traceparent?.startsWith('00-')) wire.x = task.traceparent.slice(3);
+  if (task.requeuedAt !== undefined) wire.q = task.requeuedAt;
   return JSON.stringify(wire);
 }
 
@@ -88,5 +100,7 @@ export function decodeQueuedTask(payload: string): QueuedTask {
   };
   if (wire.c !== undefined) task.createdAt = wire.c;
   if (wire.w !== undefined) task.waitedMs = wire.w;
+  if (typeof wire.x === 'string') task.traceparent = `00-${wire.x}`;
+  if (typeof wire.q === 'number') task.requeuedAt = wire.q;
   return task;
 }

@@ -14,6 +14,24 @@ describe('queued task encoding', () => {
     expect(decodeQueuedTask(encodeQueuedTask(task))).toEqual(task);
   });
 
+  it('carries the trace context compactly: the traceparent without its version, and the requeue time', () => {
+    const traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+    const task = {
+      ref: { topic: 'requester.in', partition: 0, offset: '1' },
+      requestId: 'r-1',
+      tryCount: 1,
+      traceparent,
+      requeuedAt: 1_764_000_000_000,
+    };
+    const payload = encodeQueuedTask(task);
+    expect(JSON.parse(payload)).toMatchObject({ x: traceparent.slice(3), q: 1_764_000_000_000 });
+    expect(decodeQueuedTask(payload)).toEqual(task);
+    // A task queued while tracing is off carries none of it.
+    expect(encodeQueuedTask({ ...task, traceparent: undefined, requeuedAt: undefined })).not.toMatch(
+      /"[xq]"/,
+    );
+  });
+
   it('refuses a payload that is not a task, naming it', () => {
     expect(() => decodeQueuedTask('{"x":1}')).toThrow(/not a queued task: \{"x":1\}/);
     expect(() => decodeQueuedTask('{"x":1}')).toThrow(RequesterError);

@@ -1,8 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { Writable } from 'node:stream';
-import type { KafkaMessage } from 'kafkajs';
 import pino from 'pino';
-import { createConsumer, createKafka, ensureTopics } from '../kafka/index.ts';
+import { createKafka, type KafkaClient, type KafkaConsumer, type KafkaRecord } from '../kafka/index.ts';
 import { createLogger, type Logger } from '../log/index.ts';
 import { createPg, ensureDatabase, migrate, type Sql } from '../pg/index.ts';
 
@@ -35,7 +34,7 @@ export function uniqueName(prefix: string): string {
   return `${prefix}-${Date.now().toString(36)}-${randomBytes(3).toString('hex')}`;
 }
 
-export function testKafka(clientId = uniqueName('test')) {
+export function testKafka(clientId = uniqueName('test')): KafkaClient {
   return createKafka({ brokers: TEST_KAFKA_BROKERS, clientId, logger: silentLogger });
 }
 
@@ -43,10 +42,7 @@ export async function createTestTopics(topics: string[], numPartitions = 3): Pro
   const admin = testKafka().admin();
   await admin.connect();
   try {
-    await ensureTopics(
-      admin,
-      topics.map((topic) => ({ topic, numPartitions, replicationFactor: 1 })),
-    );
+    await admin.ensureTopics(topics.map((topic) => ({ topic, numPartitions, replicationFactor: 1 })));
   } finally {
     await admin.disconnect();
   }
@@ -74,15 +70,13 @@ export async function testPg(): Promise<{ sql: Sql; schema: string; drop(): Prom
  */
 export async function readTopic(
   topic: string,
-  until: (messages: KafkaMessage[]) => boolean,
+  until: (messages: KafkaRecord[]) => boolean,
   timeoutMs = 30_000,
-): Promise<KafkaMessage[]> {
-  const consumer = createConsumer(testKafka(), { groupId: uniqueName('reader') });
-  const seen: KafkaMessage[] = [];
+): Promise<KafkaRecord[]> {
+  const consumer = testKafka().consumer({ groupId: uniqueName('reader') });
+  const seen: KafkaRecord[] = [];
   const positions = new Set<string>();
-  await consumer.connect();
   try {
-    await consumer.subscribe({ topic, fromBeginning: true });
     await new Promise<void>((resolve, reject) => {
       const timer = setTimeout(
         () =>
@@ -93,29 +87,54 @@ export async function readTopic(
           ),
         timeoutMs,
       );
-      void consumer.run({
-        eachMessage: async ({ partition, message }) => {
-          // A rebalance of this throwaway group may deliver a record again: keep each offset once.
-          const position = `${partition}:${message.offset}`;
-          if (positions.has(position)) return;
-          positions.add(position);
-          seen.push(message);
-          if (until(seen)) {
-            clearTimeout(timer);
-            resolve();
-          }
-        },
-      });
+      consumer
+        .start({
+          topics: [topic],
+          fromBeginning: true,
+          commit: 'after-batch',
+          onBatch: async ({ partition, records }) => {
+            for (const record of records) {
+              // A rebalance of this throwaway group may deliver a record again: keep each offset once.
+              const position = `${partition}:${record.offset}`;
+              if (positions.has(position)) continue;
+              positions.add(position);
+              seen.push(record);
+              if (until(seen)) {
+                clearTimeout(timer);
+                resolve();
+              }
+            }
+          },
+        })
+        .catch(reject);
     });
   } finally {
-    await consumer.disconnect();
+    await consumer.stop();
   }
   return seen;
 }
 
-export function json<T = Record<string, unknown>>(message: KafkaMessage): T {
+/** Starts `consumer` on `topic`, handing each record to `onRecord` in order; offsets committed after each batch. */
+export function consumeEach(
+  consumer: KafkaConsumer,
+  topic: string,
+  onRecord: (record: KafkaRecord) => void | Promise<void>,
+  fromBeginning = true,
+): Promise<void> {
+  return consumer.start({
+    topics: [topic],
+    fromBeginning,
+    commit: 'after-batch',
+    onBatch: async ({ records }) => {
+      for (const record of records) await onRecord(record);
+    },
+  });
+}
+
+export function json<T = Record<string, unknown>>(message: Pick<KafkaRecord, 'value'>): T {
   return JSON.parse(message.value?.toString() ?? 'null') as T;
 }
+export * from './collector.ts';
 export * from './server.ts';
 export * from './target.ts';
 
@@ -136,3 +155,4 @@ export * from './arbitraries.ts';
 export * from './kafka-broker.ts';
 export * from './postgres.ts';
 export * from './redis.ts';
+export * from './redis-cluster.ts';

@@ -1,7 +1,17 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
-import { initTracing, inSpan, newTraceparent, shutdownTracing } from './index.ts';
+import {
+  firstTraceparent,
+  initTracing,
+  inSpan,
+  newTraceparent,
+  shutdownTracing,
+  startSpan,
+  traceIdOf,
+  traceparentHeader,
+  traceparentOf,
+} from './index.ts';
 
 /** Spans reach an OTLP/HTTP collector (a real local server here) and continue the caller's trace. */
 describe('tracing', () => {
@@ -24,13 +34,35 @@ describe('tracing', () => {
     expect(newTraceparent()).not.toBe(newTraceparent());
   });
 
+  it('reads traceparents, skipping invalid ones, and hands a parent on with tracing off', () => {
+    const valid = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+    expect(traceIdOf(valid)).toBe('4bf92f3577b34da6a3ce929d0e0e4736');
+    for (const invalid of [
+      undefined,
+      'junk',
+      `00-${'0'.repeat(32)}-00f067aa0ba902b7-01`,
+      valid.replace(/^00/, 'ff'),
+    ])
+      expect(traceIdOf(invalid)).toBeUndefined();
+    expect(firstTraceparent('junk', undefined, valid)).toBe(valid);
+    expect(traceparentHeader({ traceparent: [Buffer.from(valid), 'other'] })).toBe(valid);
+    // No provider: a non-recording span with its parent's context, so the trace id still travels.
+    expect(traceparentOf(startSpan('x', valid, {}))).toBe(valid);
+    expect(traceparentOf(startSpan('x', undefined, {}))).toBeUndefined();
+  });
+
   it('exports spans that continue the trace of meta.traceparent', async () => {
     await new Promise<void>((resolve) => collector.listen(0, '127.0.0.1', resolve));
     const { port } = collector.address() as AddressInfo;
     initTracing('requester-test', `http://127.0.0.1:${port}`);
     const traceparent = newTraceparent();
     const traceId = traceparent.split('-')[1] as string;
-    const value = await inSpan('test.work', traceparent, { requestId: 'r-1' }, async () => 42);
+    const value = await inSpan(
+      'test.work',
+      traceparent,
+      { attributes: { requestId: 'r-1' } },
+      async () => 42,
+    );
     expect(value).toBe(42);
     await shutdownTracing(); // flushes the batch
     const exported = bodies.join('\n');

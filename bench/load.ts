@@ -1,0 +1,554 @@
+// End-to-end load harness: a whole Requester (`requester --role all`, a child process on its own
+// topics, Redis prefix and database) against the project's test target (another child process),
+// driven over HTTP (async or sync) or straight into Kafka, results counted on `out`.
+//
+//   pnpm run bench:load -- --mode ...   (or: node bench/load.ts, on the project's Node 24)
+//   node bench/load.ts --mode http-async|sync|kafka [--count 20000] [--connections 64]
+//        [--body 100] [--rounds 3] [--baseline /tmp/baseline] [--limit 120 (s)] [--env K=V,...]
+//        [--roles all]   (e.g. ingress,sync-gateway: accepts alone, nothing consumes `in`)
+//
+// With --baseline <checkout>, a second Requester runs from that checkout (e.g. a git worktree of
+// main with its node_modules installed) and the rounds alternate between the two, the order
+// flipped each round, so that the shared machine's noise hits both sides alike; the report gives
+// the ratio new / baseline of the medians.
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
+import { createServer } from 'node:net';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import * as hdr from 'hdr-histogram-js';
+import { Pool } from 'undici';
+import {
+  createKafka,
+  createLogger,
+  type KafkaClient,
+  type KafkaConsumer,
+} from '../packages/shared/src/index.ts';
+
+type Mode = 'http-async' | 'sync' | 'kafka';
+
+const { values: args } = parseArgs({
+  options: {
+    mode: { type: 'string', default: 'http-async' },
+    count: { type: 'string', default: '20000' },
+    connections: { type: 'string', default: '64' },
+    body: { type: 'string', default: '100' },
+    rounds: { type: 'string', default: '1' },
+    baseline: { type: 'string' },
+    limit: { type: 'string', default: '120' },
+    env: { type: 'string', default: '' },
+    /** Roles of the Requester(s) under test: e.g. `ingress` alone measures accepts without the pipeline. */
+    roles: { type: 'string', default: 'all' },
+    brokers: { type: 'string', default: '127.0.0.1:9092' },
+  },
+});
+
+const mode = args.mode as Mode;
+if (!['http-async', 'sync', 'kafka'].includes(mode)) throw new Error(`unknown --mode ${mode}`);
+const count = Number(args.count);
+const connections = Number(args.connections);
+const bodyBytes = Number(args.body);
+const rounds = Number(args.rounds);
+/** Seconds one round may take at most: what is unfinished by then is reported as such. */
+const limitMs = Number(args.limit) * 1000;
+const extraEnv = Object.fromEntries(
+  (args.env ?? '')
+    .split(',')
+    .filter(Boolean)
+    .map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]),
+);
+const here = path.resolve(import.meta.dirname, '..');
+const silent = createLogger({ level: 'silent' });
+const kafka: KafkaClient = createKafka({ brokers: args.brokers, clientId: 'bench-load', logger: silent });
+
+// ---------------------------------------------------------------------------------------------
+// Processes
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+    server.on('error', reject);
+  });
+}
+
+const children: ChildProcess[] = [];
+function cleanup(): void {
+  for (const child of children) if (child.exitCode === null) child.kill('SIGTERM');
+}
+process.on('exit', cleanup);
+process.on('SIGINT', () => process.exit(130));
+
+async function waitFor(what: string, check: () => Promise<boolean>, timeoutMs = 90_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (await check().catch(() => false)) return;
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+  throw new Error(`${what} not ready within ${timeoutMs} ms`);
+}
+
+async function startTarget(): Promise<{ url: string; pid: number }> {
+  const port = await freePort();
+  const child = spawn(process.execPath, [path.join(here, 'k6/target/serve.ts'), String(port)], {
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+  children.push(child);
+  const url = `http://127.0.0.1:${port}`;
+  await waitFor('target', async () => (await fetch(`${url}/echo`)).ok);
+  return { url, pid: child.pid as number };
+}
+
+interface Side {
+  label: string;
+  pid: number;
+  env: Record<string, string>;
+  httpUrl: string;
+  token: string;
+  pool: Pool;
+  results: ResultReader;
+}
+
+/** A Requester from `root` on topics, prefix and database of its own. */
+async function startRequester(label: string, root: string): Promise<Side> {
+  const name = `bench-${label}-${randomBytes(3).toString('hex')}`;
+  const [httpPort, adminPort] = [await freePort(), await freePort()];
+  const env: Record<string, string> = {
+    KAFKA_BROKERS: args.brokers,
+    KAFKA_CLIENT_ID: name,
+    KAFKA_TOPIC_IN: `${name}.in`,
+    KAFKA_TOPIC_OUT: `${name}.out`,
+    KAFKA_TOPIC_DLQ: `${name}.dlq`,
+    KAFKA_TOPIC_PARTITIONS: '3',
+    REDIS_PREFIX: name,
+    QUEUE_SHARDS: '8',
+    DATABASE_URL: `postgres://postgres@127.0.0.1:5432/${name.replaceAll('-', '_')}`,
+    HTTP_PORT: String(httpPort),
+    ADMIN_PORT: String(adminPort),
+    ALLOW_PRIVATE_TARGETS: '127.0.0.1',
+    LOG_LEVEL: 'warn',
+    ...extraEnv,
+  };
+  const bin = path.join(root, 'packages/requester/bin/requester');
+  const child = spawn(bin, ['--role', args.roles ?? 'all'], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+  children.push(child);
+  const adminUrl = `http://127.0.0.1:${adminPort}`;
+  await waitFor(`requester ${label}`, async () => (await fetch(`${adminUrl}/readyz`)).status === 200);
+  const token = await createKey(bin, env);
+  const results = new ResultReader(env.KAFKA_TOPIC_OUT as string);
+  await results.start();
+  const httpUrl = `http://127.0.0.1:${httpPort}`;
+  const pool = new Pool(httpUrl, { connections, pipelining: 1, keepAliveTimeout: 60_000 });
+  return { label, pid: child.pid as number, env, httpUrl, token, pool, results };
+}
+
+/** An API key allowed sync calls, made with the CLI as an operator would. */
+function createKey(bin: string, env: Record<string, string>): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(bin, ['keys', 'create', '--name', 'bench', '--sync'], {
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    let out = '';
+    child.stdout.on('data', (chunk: Buffer) => {
+      out += chunk.toString();
+    });
+    child.on('exit', (code) =>
+      code === 0 ? resolve(out.trim()) : reject(new Error(`keys create exited ${code}`)),
+    );
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Results on `out`
+
+interface Tracker {
+  prefix: string;
+  sentAt: Map<string, number>;
+  histogram: hdr.Histogram;
+  done: number;
+  lastAt: number;
+  onDone?: () => void;
+}
+
+/** Reads `out` from its start; hands each result of the current round to its tracker. */
+class ResultReader {
+  private readonly consumer: KafkaConsumer;
+  private readonly seen = new Set<string>();
+  private readonly topic: string;
+  current: Tracker | undefined;
+
+  constructor(topic: string) {
+    this.topic = topic;
+    this.consumer = kafka.consumer({
+      groupId: `${topic}-reader-${randomBytes(3).toString('hex')}`,
+      maxWaitMs: 100,
+    });
+  }
+
+  async start(): Promise<void> {
+    await this.consumer.start({
+      topics: [this.topic],
+      fromBeginning: true,
+      commit: 'never',
+      partitionsConsumedConcurrently: 3,
+      onBatch: async ({ records }) => {
+        const now = performance.now();
+        for (const record of records) this.take(record.key?.toString() ?? '', now);
+      },
+    });
+  }
+
+  private take(id: string, now: number): void {
+    const tracker = this.current;
+    if (!tracker || !id.startsWith(tracker.prefix) || this.seen.has(id)) return;
+    const sent = tracker.sentAt.get(id);
+    if (sent === undefined) return;
+    this.seen.add(id);
+    tracker.histogram.recordValue(Math.max(1, Math.round((now - sent) * 1000)));
+    tracker.done++;
+    tracker.lastAt = now;
+    if (tracker.done === tracker.sentAt.size) tracker.onDone?.();
+  }
+
+  stop(): Promise<void> {
+    return this.consumer.stop();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// CPU
+
+const CLOCK_TICKS = 100;
+
+/** utime + stime of a process, in seconds (fields 14 and 15 of /proc/<pid>/stat). */
+function cpuSeconds(pid: number): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
+  } catch {
+    return Number.NaN;
+  }
+}
+
+/** The pid listening on a local TCP port (from /proc/net/tcp and the fds of each process). */
+function pidListeningOn(port: number): number | undefined {
+  const inodes = new Set<string>();
+  for (const file of ['/proc/net/tcp', '/proc/net/tcp6']) {
+    for (const line of readFileSync(file, 'utf8').split('\n').slice(1)) {
+      const cols = line.trim().split(/\s+/);
+      if (cols.length < 10 || cols[3] !== '0A') continue;
+      if (Number.parseInt(cols[1]?.split(':')[1] ?? '', 16) === port) inodes.add(cols[9] as string);
+    }
+  }
+  for (const pid of readdirSync('/proc').filter((p: string) => /^\d+$/.test(p))) {
+    try {
+      for (const fd of readdirSync(`/proc/${pid}/fd`)) {
+        const link = readlinkSync(`/proc/${pid}/fd/${fd}`);
+        const m = /^socket:\[(\d+)\]$/.exec(link);
+        if (m && inodes.has(m[1] as string)) return Number(pid);
+      }
+    } catch {}
+  }
+  return undefined;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Load
+
+function bodyOf(id: string, targetUrl: string, sync: boolean): string {
+  return JSON.stringify({
+    request: { uri: `${targetUrl}/echo`, method: 'POST', body: 'x'.repeat(bodyBytes) },
+    meta: { requestId: id, ...(sync ? { sync: true } : {}) },
+  });
+}
+
+interface RoundResult {
+  side: string;
+  sent: number;
+  accepted: number;
+  completed: number;
+  errors: number;
+  acceptedPerSec: number;
+  completedPerSec: number;
+  latency: hdr.Histogram;
+  /** sync: the HTTP round trip per call. */
+  rtt?: hdr.Histogram;
+  cpu: Record<string, number>;
+  timedOut: boolean;
+}
+
+const newHistogram = () =>
+  hdr.build({
+    lowestDiscernibleValue: 1,
+    highestTrackableValue: 600_000_000,
+    numberOfSignificantValueDigits: 3,
+  });
+
+async function round(
+  side: Side,
+  n: number,
+  target: { url: string; pid: number },
+  pids: Record<string, number | undefined>,
+): Promise<RoundResult> {
+  const prefix = `${side.label}-r${n}-${randomBytes(2).toString('hex')}-`;
+  const tracker: Tracker = { prefix, sentAt: new Map(), histogram: newHistogram(), done: 0, lastAt: 0 };
+  side.results.current = tracker;
+  const allDone = new Promise<void>((resolve) => {
+    tracker.onDone = resolve;
+  });
+  const cpuBefore = Object.fromEntries(
+    Object.entries(pids).map(([k, pid]) => [k, pid ? cpuSeconds(pid) : Number.NaN]),
+  );
+  const deadline = performance.now() + limitMs;
+  const start = performance.now();
+  let accepted = 0;
+  let errors = 0;
+  let firstAccept = Number.POSITIVE_INFINITY;
+  let lastAccept = 0;
+  const rtt = newHistogram();
+
+  if (mode === 'kafka') {
+    const producer = kafka.producer();
+    await producer.connect();
+    const batch = 100;
+    let next = 0;
+    const loop = async () => {
+      while (next < count && performance.now() < deadline) {
+        const from = next;
+        next = Math.min(count, next + batch);
+        const records = [];
+        const createdAt = new Date().toISOString();
+        for (let i = from; i < next; i++) {
+          const id = `${prefix}${i}`;
+          tracker.sentAt.set(id, performance.now());
+          const value = JSON.parse(bodyOf(id, target.url, false));
+          records.push({ key: id, value: JSON.stringify({ ...value, createdAt }) });
+        }
+        const t0 = performance.now();
+        await producer.send(side.env.KAFKA_TOPIC_IN as string, records, 30_000);
+        firstAccept = Math.min(firstAccept, t0);
+        lastAccept = performance.now();
+        accepted += records.length;
+      }
+    };
+    await Promise.all(Array.from({ length: 8 }, loop));
+    await producer.disconnect();
+  } else {
+    const sync = mode === 'sync';
+    let next = 0;
+    const headers = { 'content-type': 'application/json', authorization: `Bearer ${side.token}` };
+    const loop = async () => {
+      while (next < count && performance.now() < deadline) {
+        const id = `${prefix}${next++}`;
+        const t0 = performance.now();
+        tracker.sentAt.set(id, t0);
+        try {
+          const res = await side.pool.request({
+            path: '/request',
+            method: 'POST',
+            headers,
+            body: bodyOf(id, target.url, sync),
+          });
+          await res.body.dump();
+          const t1 = performance.now();
+          if (res.statusCode === (sync ? 200 : 202)) {
+            accepted++;
+            firstAccept = Math.min(firstAccept, t0);
+            lastAccept = t1;
+            rtt.recordValue(Math.max(1, Math.round((t1 - t0) * 1000)));
+          } else {
+            errors++;
+            tracker.sentAt.delete(id);
+          }
+        } catch {
+          errors++;
+          tracker.sentAt.delete(id);
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: connections }, loop));
+  }
+  const sent = tracker.sentAt.size;
+  // Nothing reads `in` without the router and executor: results are not waited for.
+  if (tracker.done < sent && args.roles === 'all') {
+    const remaining = deadline - performance.now();
+    await Promise.race([allDone, new Promise((resolve) => setTimeout(resolve, Math.max(remaining, 5_000)))]);
+  }
+  side.results.current = undefined;
+  const cpu = Object.fromEntries(
+    Object.entries(pids).map(([k, pid]) => [
+      k,
+      pid ? cpuSeconds(pid) - (cpuBefore[k] as number) : Number.NaN,
+    ]),
+  );
+  const acceptSpan = (lastAccept - (Number.isFinite(firstAccept) ? firstAccept : start)) / 1000;
+  const completeSpan =
+    ((tracker.lastAt || performance.now()) - (Number.isFinite(firstAccept) ? firstAccept : start)) / 1000;
+  return {
+    side: side.label,
+    sent,
+    accepted,
+    completed: tracker.done,
+    errors,
+    acceptedPerSec: accepted / acceptSpan,
+    completedPerSec: tracker.done / completeSpan,
+    latency: tracker.histogram,
+    ...(mode === 'sync' ? { rtt } : {}),
+    cpu,
+    timedOut: tracker.done < sent,
+  };
+}
+
+/** The target's own latency at the same concurrency (what sync overhead is measured against). */
+async function targetLatency(target: { url: string }, n: number): Promise<hdr.Histogram> {
+  const pool = new Pool(target.url, { connections, pipelining: 1 });
+  const histogram = newHistogram();
+  let next = 0;
+  const loop = async () => {
+    while (next++ < n) {
+      const t0 = performance.now();
+      const res = await pool.request({ path: '/echo', method: 'POST', body: 'x'.repeat(bodyBytes) });
+      await res.body.dump();
+      histogram.recordValue(Math.max(1, Math.round((performance.now() - t0) * 1000)));
+    }
+  };
+  await Promise.all(Array.from({ length: connections }, loop));
+  await pool.close();
+  return histogram;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Report
+
+const ms = (h: hdr.Histogram, p: number) => (h.getValueAtPercentile(p) / 1000).toFixed(1);
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2
+    ? (s[(s.length - 1) / 2] as number)
+    : ((s[s.length / 2 - 1] as number) + (s[s.length / 2] as number)) / 2;
+};
+
+function line(r: RoundResult): string {
+  const cpu = Object.entries(r.cpu)
+    // Per accept when nothing runs the requests (--roles without the pipeline).
+    .map(
+      ([k, s]) =>
+        `${k} ${((s / Math.max(args.roles === 'all' ? r.completed : r.accepted, 1)) * 1e6).toFixed(0)}µs`,
+    )
+    .join(', ');
+  const lat = `latency→out p50 ${ms(r.latency, 50)} p99 ${ms(r.latency, 99)} ms`;
+  const rtt = r.rtt ? `, reply p50 ${ms(r.rtt, 50)} p99 ${ms(r.rtt, 99)} ms` : '';
+  return (
+    `${r.side.padEnd(9)} accepted ${r.accepted}/${r.sent} (${r.acceptedPerSec.toFixed(0)}/s), completed ${r.completed} ` +
+    `(${r.completedPerSec.toFixed(0)}/s), errors ${r.errors}${r.timedOut ? ' TIMED OUT' : ''}; ${lat}${rtt}; CPU/task: ${cpu}`
+  );
+}
+
+async function main(): Promise<void> {
+  const loadavg = readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
+  console.log(
+    `mode ${mode}, ${count} requests of ${bodyBytes} B, ${connections} connections, ${rounds} round(s); load average ${loadavg}`,
+  );
+  if (Object.keys(extraEnv).length) console.log(`extra env: ${JSON.stringify(extraEnv)}`);
+  const target = await startTarget();
+  const brokerPort = Number(args.brokers.split(',')[0]?.split(':')[1] ?? 9092);
+  const sides = [await startRequester('new', here)];
+  if (args.baseline) sides.push(await startRequester('baseline', path.resolve(args.baseline)));
+  // A short warm-up per side: JIT, connections, topic metadata.
+  const all: RoundResult[] = [];
+  for (const side of sides) await warmUp(side, target);
+  for (let n = 1; n <= rounds; n++) {
+    const order = n % 2 ? sides : [...sides].reverse();
+    for (const side of order) {
+      // Looked up each round: another developer may have restarted the shared broker meanwhile.
+      const broker = pidListeningOn(brokerPort);
+      const redis = pidListeningOn(6379);
+      const pids = { node: side.pid, target: target.pid, broker, redis };
+      const r = await round(side, n, target, pids);
+      all.push(r);
+      console.log(`round ${n} ${line(r)}`);
+    }
+  }
+  if (mode === 'sync') {
+    const own = await targetLatency(target, Math.min(count, 5_000));
+    console.log(`target alone (${connections} connections): p50 ${ms(own, 50)} p99 ${ms(own, 99)} ms`);
+  }
+  const by = (label: string) => all.filter((r) => r.side === label);
+  for (const side of sides) {
+    const rs = by(side.label);
+    const lat = (p: number) => median(rs.map((r) => (r.rtt ?? r.latency).getValueAtPercentile(p) / 1000));
+    console.log(
+      `median ${side.label}: accepted ${median(rs.map((r) => r.acceptedPerSec)).toFixed(0)}/s, completed ` +
+        `${median(rs.map((r) => r.completedPerSec)).toFixed(0)}/s, ${mode === 'sync' ? 'reply' : 'latency→out'} ` +
+        `p50 ${lat(50).toFixed(1)} ms p99 ${lat(99).toFixed(1)} ms`,
+    );
+  }
+  if (sides.length === 2) {
+    const [a, b] = [by('new'), by('baseline')];
+    const ratio = (f: (r: RoundResult) => number) => (median(a.map(f)) / median(b.map(f))).toFixed(2);
+    const p = (q: number) => (r: RoundResult) => (r.rtt ?? r.latency).getValueAtPercentile(q);
+    console.log(
+      `ratio new/baseline: accepted/s ${ratio((r) => r.acceptedPerSec)}, completed/s ${ratio((r) => r.completedPerSec)}, ` +
+        `p50 ${ratio(p(50))}, p99 ${ratio(p(99))}`,
+    );
+  }
+  for (const side of sides) {
+    await side.pool.close();
+    await side.results.stop();
+  }
+}
+
+async function warmUp(side: Side, target: { url: string; pid: number }): Promise<void> {
+  const tracker: Tracker = {
+    prefix: `${side.label}-warm-`,
+    sentAt: new Map(),
+    histogram: newHistogram(),
+    done: 0,
+    lastAt: 0,
+  };
+  side.results.current = tracker;
+  const done = new Promise<void>((resolve) => {
+    tracker.onDone = resolve;
+  });
+  const headers = { 'content-type': 'application/json', authorization: `Bearer ${side.token}` };
+  await Promise.all(
+    Array.from({ length: 200 }, async (_, i) => {
+      const id = `${tracker.prefix}${i}`;
+      tracker.sentAt.set(id, performance.now());
+      const res = await side.pool.request({
+        path: '/request',
+        method: 'POST',
+        headers,
+        body: bodyOf(id, target.url, false),
+      });
+      await res.body.dump();
+      if (res.statusCode !== 202) throw new Error(`warm-up: ${side.label} answered ${res.statusCode}`);
+    }),
+  );
+  if (args.roles === 'all') await Promise.race([done, new Promise((resolve) => setTimeout(resolve, 30_000))]);
+  side.results.current = undefined;
+}
+
+const timer = setTimeout(
+  () => {
+    console.error('bench: overall time bound reached');
+    process.exit(2);
+  },
+  (rounds * 2 + 3) * limitMs + 180_000,
+);
+timer.unref();
+try {
+  await main();
+} finally {
+  cleanup();
+}
+process.exit(0);

@@ -1,0 +1,405 @@
+import { randomBytes } from 'node:crypto';
+import type { Config, Logger, RedisClient } from '@requester/shared';
+import { LRUCache } from 'lru-cache';
+import { openIndexKey, originKeys } from './keys.ts';
+import { breakerMetrics, MAX_ORIGIN_LABELS } from './metrics.ts';
+import { loadBreakerScripts } from './scripts.ts';
+
+/**
+ * The shared circuit breaker (docs/architecture.md §5 outbound hygiene, §9): one per target origin, its state
+ * in Redis so that every executor sees the same breaker.
+ *
+ *   closed ──threshold consecutive failures──▶ open ──openMs──▶ half-open ──probe ok──▶ closed
+ *                                               ▲                   │
+ *                                               └──probe failed─────┘ (open time doubles, capped)
+ *
+ * A closed origin whose last outcome was a success is "proven": its calls go through freely, and
+ * executors remember that for stateCacheMs without asking Redis. Until proven (a new origin, or
+ * after a failure) at most `threshold − failures` calls are out at once, each holding a slot, so a
+ * dead origin costs at most `threshold` calls however many executors and workers hit it at once,
+ * then one probe per open period. The Lua scripts in `commands/` hold the exact rules.
+ *
+ * Redis errors fail open (the call goes ahead): the breaker protects targets, it must not become
+ * an outage of its own.
+ */
+
+export type BreakerState = 'closed' | 'open' | 'half_open';
+
+export type Admission =
+  /** `ticket`: hand it back to `record` (it frees the call's slot); absent for proven origins. */
+  | { admitted: true; probe: boolean; ticket?: string }
+  /** `retryAtMs`: local epoch ms when the origin may take calls again (reschedule the task there). */
+  | { admitted: false; retryAtMs: number; state: BreakerState };
+
+/** What `record` needs: `{ ...admission, success }`. */
+export interface CallReport {
+  success: boolean;
+  probe: boolean;
+  ticket?: string | undefined;
+}
+
+export interface CircuitBreakerOptions {
+  redis: RedisClient;
+  /** Key prefix, e.g. `rq:breaker:`. */
+  prefix: string;
+  failureThreshold: number;
+  /** First open period; each failed probe doubles it, up to maxOpenMs. */
+  openMs: number;
+  /** How long an executor trusts what it last learnt of an origin (0 = ask Redis every time). */
+  stateCacheMs: number;
+  /** Cap on the open period (default 10 × openMs). */
+  maxOpenMs?: number;
+  /** How long a probe or trial slot is held when its caller never reports (default 60 s): longer than any call. */
+  trialLeaseMs?: number;
+  /** When a caller refused by a busy origin (probe or trial slots taken) should come back (default 1 s). */
+  busyRetryMs?: number;
+  /** An origin not heard of for this long (beyond its open period) is forgotten (default 1 h). */
+  stateTtlMs?: number;
+  /** Origins remembered locally (LRU), default 10,000. */
+  maxCachedOrigins?: number;
+  logger?: Logger;
+}
+
+export interface OpenOrigin {
+  origin: string;
+  state: 'open' | 'half_open';
+  /** Local epoch ms when it half-opens (past for half-open). */
+  retryAtMs: number;
+  /** Local epoch ms when its current run of opens began. */
+  openSinceMs: number;
+}
+
+export interface BreakerSnapshot {
+  state: BreakerState;
+  /** Consecutive failures while closed; undefined = not seen yet (or forgotten). */
+  failures: number | undefined;
+  /** Opens in a row (0 when closed). */
+  opens: number;
+  /** Local epoch ms; set when open or half-open. */
+  openUntilMs: number | undefined;
+  openSinceMs: number | undefined;
+  /** Probe / trial slots held now. */
+  slots: number;
+}
+
+const STATES: readonly BreakerState[] = ['closed', 'open', 'half_open'];
+const TRANSITIONS = [
+  undefined,
+  { from: 'closed', to: 'open' },
+  { from: 'half_open', to: 'open' },
+  { from: 'half_open', to: 'closed' },
+] as const;
+/** Bound on the open-origins index: origins are user input. */
+const MAX_INDEXED = 10_000;
+const ERROR_LOG_EVERY_MS = 10_000;
+
+type CacheEntry = { healthy: true } | { healthy: false; state: BreakerState; retryAtMs: number };
+const HEALTHY: CacheEntry = { healthy: true };
+
+export class CircuitBreaker {
+  readonly prefix: string;
+  private readonly redis: RedisClient;
+  private readonly run: ReturnType<typeof loadBreakerScripts>;
+  private readonly threshold: number;
+  private readonly openMs: number;
+  private readonly maxOpenMs: number;
+  private readonly trialLeaseMs: number;
+  private readonly busyRetryMs: number;
+  private readonly stateTtlMs: number;
+  private readonly cache: LRUCache<string, CacheEntry> | undefined;
+  private readonly logger: Logger | undefined;
+  private readonly ticketPrefix = randomBytes(6).toString('hex');
+  private ticketSeq = 0;
+  private lastErrorLogMs = 0;
+
+  constructor(options: CircuitBreakerOptions) {
+    if (!Number.isInteger(options.failureThreshold) || options.failureThreshold < 1)
+      throw new RangeError('failureThreshold must be a positive integer');
+    this.redis = options.redis;
+    this.prefix = options.prefix;
+    this.run = loadBreakerScripts(options.redis);
+    this.threshold = options.failureThreshold;
+    this.openMs = Math.max(1, Math.round(options.openMs));
+    this.maxOpenMs = Math.max(this.openMs, Math.round(options.maxOpenMs ?? 10 * this.openMs));
+    this.trialLeaseMs = Math.max(1, Math.round(options.trialLeaseMs ?? 60_000));
+    this.busyRetryMs = Math.max(1, Math.round(options.busyRetryMs ?? 1_000));
+    this.stateTtlMs = Math.max(1, Math.round(options.stateTtlMs ?? 3_600_000));
+    this.logger = options.logger;
+    this.cache =
+      options.stateCacheMs > 0
+        ? new LRUCache({ max: options.maxCachedOrigins ?? 10_000, ttl: options.stateCacheMs })
+        : undefined;
+  }
+
+  /** May a call to `origin` go ahead now? A refusal says when to come back. */
+  async admit(origin: string): Promise<Admission> {
+    const local = this.fromCache(origin);
+    if (local) return local;
+    const ticket = `${this.ticketPrefix}:${(++this.ticketSeq).toString(36)}`;
+    let reply: number[];
+    try {
+      reply = await this.run('admit', originKeys(this.prefix, origin), [
+        this.threshold,
+        this.trialLeaseMs,
+        ticket,
+        this.busyRetryMs,
+      ]);
+    } catch (err) {
+      this.failedOpen('admit', origin, err);
+      return { admitted: true, probe: false };
+    }
+    const [admitted, probe, retryAt = 0, now = 0, stateCode = 0, proven] = reply;
+    const state = STATES[stateCode] ?? 'closed';
+    if (admitted === 1) {
+      this.remember(origin, proven === 1 ? HEALTHY : undefined);
+      if (proven === 1) return { admitted: true, probe: false };
+      if (probe === 1) this.transition(origin, 'open', 'half_open');
+      return { admitted: true, probe: probe === 1, ticket };
+    }
+    const retryAtMs = toLocal(retryAt, now);
+    this.remember(origin, { healthy: false, state, retryAtMs });
+    breakerMetrics.rejected.inc({ state, source: 'redis' });
+    return { admitted: false, retryAtMs, state };
+  }
+
+  /** Reports the outcome of an admitted call (`{ ...admission, success }`). Never throws. */
+  async record(origin: string, report: CallReport): Promise<void> {
+    let reply: number[];
+    try {
+      reply = await this.run('record', originKeys(this.prefix, origin), [
+        this.threshold,
+        this.openMs,
+        this.maxOpenMs,
+        this.stateTtlMs,
+        report.success ? 1 : 0,
+        report.probe ? 1 : 0,
+        report.ticket ?? '',
+        origin,
+      ]);
+    } catch (err) {
+      this.failedOpen('record', origin, err);
+      return;
+    }
+    const [stateCode = 0, retryAt = 0, now = 0, proven, transition = 0] = reply;
+    const state = STATES[stateCode] ?? 'closed';
+    if (proven === 1) this.remember(origin, HEALTHY);
+    else if (state === 'open')
+      this.remember(origin, { healthy: false, state, retryAtMs: toLocal(retryAt, now) });
+    else this.remember(origin, undefined);
+    const change = TRANSITIONS[transition];
+    if (change) {
+      this.transition(origin, change.from, change.to, toLocal(retryAt, now));
+      await this.updateIndex(origin, change.to, retryAt);
+    }
+  }
+
+  /** `admit` for a lease batch (one Redis round trip with auto-pipelining). */
+  admitMany(origins: readonly string[]): Promise<Admission[]> {
+    return Promise.all(origins.map((origin) => this.admit(origin)));
+  }
+
+  /** `record` for a lease batch. */
+  async recordMany(reports: ReadonlyArray<CallReport & { origin: string }>): Promise<void> {
+    await Promise.all(reports.map((report) => this.record(report.origin, report)));
+  }
+
+  /**
+   * Origins whose breaker is open or half-open, latest open-until first (for backpressure: e.g.
+   * pause when one stays open long). Also samples the `breaker_open*` gauges.
+   */
+  async openOrigins(limit = 1_000): Promise<OpenOrigin[]> {
+    const index = openIndexKey(this.prefix);
+    const now = await this.redisNow();
+    // Half-open origins nobody probed: their state has expired by now.
+    await this.redis.zremrangebyscore(index, '-inf', now - this.stateTtlMs);
+    const members = await this.redis.zrevrange(index, 0, limit - 1);
+    const states = await Promise.all(
+      members.map((origin) => this.redis.hmget(originKeys(this.prefix, origin)[0], 'u', 's')),
+    );
+    const open: OpenOrigin[] = [];
+    const stale: string[] = [];
+    for (const [i, origin] of members.entries()) {
+      const [u, s] = (states[i] ?? []).map(Number);
+      if (!u) {
+        stale.push(origin); // closed by a process that died before unlisting it
+        continue;
+      }
+      open.push({
+        origin,
+        state: now < u ? 'open' : 'half_open',
+        retryAtMs: toLocal(u, now),
+        openSinceMs: toLocal(s || u, now),
+      });
+    }
+    if (stale.length > 0) await this.redis.zrem(index, ...stale);
+    sampleGauges(open);
+    return open;
+  }
+
+  /** The shared state of one origin, read from Redis (admin, tests). */
+  async snapshot(origin: string): Promise<BreakerSnapshot> {
+    const [stateKey, trialsKey] = originKeys(this.prefix, origin);
+    const now = await this.redisNow();
+    const [fields, slots] = await Promise.all([
+      this.redis.hgetall(stateKey),
+      this.redis.zcount(trialsKey, `(${now}`, '+inf'),
+    ]);
+    const u = fields.u === undefined ? undefined : Number(fields.u);
+    return {
+      state: u === undefined ? 'closed' : now < u ? 'open' : 'half_open',
+      failures: fields.f === undefined ? undefined : Number(fields.f),
+      opens: Number(fields.n ?? 0),
+      openUntilMs: u === undefined ? undefined : toLocal(u, now),
+      openSinceMs: fields.s === undefined ? undefined : toLocal(Number(fields.s), now),
+      slots,
+    };
+  }
+
+  /**
+   * Closes an origin's breaker by hand (`requester breakers reset`): its shared state is forgotten,
+   * so the next call is admitted as for a new origin. Executors that cached the open state keep
+   * refusing for at most stateCacheMs. Returns whether there was a state to forget.
+   */
+  async reset(origin: string): Promise<boolean> {
+    const keys = originKeys(this.prefix, origin);
+    const [removed] = await Promise.all([
+      this.redis.del(...keys),
+      this.redis.zrem(openIndexKey(this.prefix), origin),
+    ]);
+    this.cache?.delete(origin);
+    return removed > 0;
+  }
+
+  /** Forgets the locally cached states (tests, admin after a manual reset). */
+  clearCache(): void {
+    this.cache?.clear();
+  }
+
+  private fromCache(origin: string): Admission | undefined {
+    const entry = this.cache?.get(origin);
+    if (!entry) return undefined;
+    if (entry.healthy) return { admitted: true, probe: false };
+    if (Date.now() < entry.retryAtMs) {
+      breakerMetrics.rejected.inc({ state: entry.state, source: 'cache' });
+      return { admitted: false, retryAtMs: entry.retryAtMs, state: entry.state };
+    }
+    this.cache?.delete(origin); // its time has come: ask Redis
+    return undefined;
+  }
+
+  private remember(origin: string, entry: CacheEntry | undefined): void {
+    if (!this.cache) return;
+    if (entry) this.cache.set(origin, entry);
+    else this.cache.delete(origin);
+  }
+
+  private transition(origin: string, from: BreakerState, to: BreakerState, retryAtMs?: number): void {
+    breakerMetrics.transitions.inc({ from, to });
+    if (to === 'open')
+      this.logger?.warn({ origin, from, retryAt: new Date(retryAtMs ?? 0) }, 'circuit opened');
+    else this.logger?.info({ origin, from, to }, 'circuit breaker state changed');
+  }
+
+  /** Keeps the open-origins index after a transition (best effort: repaired when listed). */
+  private async updateIndex(origin: string, to: BreakerState, untilRedisMs: number): Promise<void> {
+    const index = openIndexKey(this.prefix);
+    try {
+      if (to === 'closed') {
+        await this.redis.zrem(index, origin);
+        return;
+      }
+      await this.redis.zadd(index, untilRedisMs, origin);
+      await this.redis.zremrangebyrank(index, 0, -(MAX_INDEXED + 1));
+    } catch (err) {
+      this.failedOpen('index', origin, err);
+    }
+  }
+
+  private failedOpen(op: string, origin: string, err: unknown): void {
+    breakerMetrics.errors.inc({ op });
+    const now = Date.now();
+    if (now - this.lastErrorLogMs < ERROR_LOG_EVERY_MS) return; // a Redis outage must not flood the log
+    this.lastErrorLogMs = now;
+    this.logger?.warn(
+      { origin, op, err: err instanceof Error ? err.message : String(err) },
+      'circuit breaker unavailable: letting calls through',
+    );
+  }
+
+  private async redisNow(): Promise<number> {
+    const [seconds, micros] = await this.redis.time();
+    return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+  }
+}
+
+/** A Redis-time instant on the local clock (the script replied `now` alongside it). */
+function toLocal(redisMs: number, redisNowMs: number): number {
+  return Date.now() + (redisMs - redisNowMs);
+}
+
+function sampleGauges(open: readonly OpenOrigin[]): void {
+  breakerMetrics.openOrigins.set(open.length);
+  breakerMetrics.open.reset();
+  const now = Date.now();
+  const longest = [...open].sort((a, b) => a.openSinceMs - b.openSinceMs).slice(0, MAX_ORIGIN_LABELS);
+  for (const o of longest)
+    breakerMetrics.open.set({ origin: o.origin }, Math.max(0, (now - o.openSinceMs) / 1000));
+}
+
+/**
+ * The breaker key of a target: `scheme://host:port` (default ports spelled out, so that
+ * `https://a` and `https://a:443` share a breaker). Userinfo, path and query never enter it.
+ */
+export function originOf(uri: string | URL): string {
+  const url = new URL(uri);
+  const port = url.port || DEFAULT_PORTS[url.protocol] || '';
+  return `${url.protocol}//${url.hostname}${port ? `:${port}` : ''}`;
+}
+
+const DEFAULT_PORTS: Record<string, string> = { 'http:': '80', 'https:': '443' };
+
+/**
+ * What `countsAsFailure` judges: the shape of an HTTP call's outcome (the executor's `CallOutcome`
+ * is one), so that this package needs nothing of the executor's.
+ */
+export type JudgedOutcome =
+  | { kind: 'response'; status: number }
+  | { kind: 'failure'; error: { code: string } };
+
+/**
+ * The failures a breaker counts (the worker's default judgement): transport errors and timeouts,
+ * 5xx, 429 and 408: the target is down, overloaded or too slow. Other answers, 4xx included, show
+ * a live target; a refused (SSRF) or oversized call is not the target's fault.
+ */
+export function countsAsFailure(outcome: JudgedOutcome): boolean {
+  if (outcome.kind === 'failure')
+    return outcome.error.code === 'timeout' || outcome.error.code === 'transport_error';
+  return outcome.status >= 500 || outcome.status === 429 || outcome.status === 408;
+}
+
+/** The breaker configured by BREAKER_* (slot leases outlast the longest possible call). */
+export function breakerFromConfig(
+  config: Pick<
+    Config,
+    | 'redisPrefix'
+    | 'breakerFailureThreshold'
+    | 'breakerOpenDuration'
+    | 'breakerMaxOpenDuration'
+    | 'breakerStateCache'
+    | 'targetConnectTimeout'
+    | 'targetResponseTimeout'
+  >,
+  redis: RedisClient,
+  options: Partial<CircuitBreakerOptions> = {},
+): CircuitBreaker {
+  return new CircuitBreaker({
+    redis,
+    prefix: `${config.redisPrefix}:breaker:`,
+    failureThreshold: config.breakerFailureThreshold,
+    openMs: config.breakerOpenDuration,
+    maxOpenMs: config.breakerMaxOpenDuration,
+    stateCacheMs: config.breakerStateCache,
+    trialLeaseMs: config.targetConnectTimeout + 2 * config.targetResponseTimeout + 5_000,
+    ...options,
+  });
+}

@@ -1,0 +1,48 @@
+import {
+  LIMITER_ALGORITHMS,
+  type LimiterSpec,
+  MAX_DURATION_NS,
+  safeParseRequestEnvelope,
+  toMs,
+} from '@requester/shared';
+import { goDurationText } from '@requester/shared/testing';
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { limiterCall, limiterWindows } from './spec.ts';
+
+/** The longest wait anything asks for (the executor's MAX_DELAY_MS): the range of a Go duration. */
+const MAX_DELAY_MS = toMs(MAX_DURATION_NS);
+
+describe('limiter spec', () => {
+  // One truth: a window the contract accepts is one the limiter can count (whole ms, >= 1).
+  it('every limiter the contract accepts has windows of 1 ms to MAX_DELAY_MS, and integer script arguments', () => {
+    const rate = fc.record({
+      duration: goDurationText(),
+      value: fc.oneof(fc.constantFrom(1, Number.MAX_SAFE_INTEGER), fc.integer({ min: 1 })),
+    });
+    const limiter = fc.record({
+      key: fc.constant('k'),
+      algorithm: fc.constantFrom(...LIMITER_ALGORITHMS),
+      rates: fc.array(rate, { minLength: 1, maxLength: 8 }),
+    });
+    fc.assert(
+      fc.property(limiter, (input) => {
+        const parsed = safeParseRequestEnvelope({
+          request: { uri: '' },
+          meta: { requestId: 'r', limiter: input },
+        });
+        if (!parsed.ok) {
+          expect(parsed.error.issues.every((i) => i.path.startsWith('meta.limiter.rates.'))).toBe(true);
+          return;
+        }
+        const spec = parsed.value.meta.limiter as LimiterSpec;
+        for (const window of limiterWindows(spec)) {
+          expect(window.durationMs).toBeGreaterThanOrEqual(1);
+          expect(window.durationMs).toBeLessThanOrEqual(MAX_DELAY_MS);
+        }
+        expect(limiterCall('p:', spec, 1).args.every(Number.isSafeInteger)).toBe(true);
+      }),
+      { numRuns: 1_000 },
+    );
+  });
+});

@@ -1,0 +1,308 @@
+import { queueMetrics } from './metrics.ts';
+import type { FairQueue } from './queue.ts';
+
+/** Called after each step of a long operation (shards visited, or dead letters handled). */
+export type Progress = (done: number, total: number) => void;
+
+export interface ShardInfo {
+  shard: number;
+  /** Tasks waiting to be leased (due or not). */
+  pending: number;
+  /** Tasks leased and not yet settled. */
+  inFlight: number;
+  dead: number;
+  /** Partitions in the round-robin now. */
+  readyPartitions: number;
+  /** Partitions waiting for a due time (delayed head, ordered partition blocked after a reject). */
+  waitingPartitions: number;
+  /** Partitions with pending tasks held back by their in-flight limit (ordered: one at a time). */
+  blockedPartitions: number;
+  /** Publish time (epoch ms, second resolution) of the oldest pending (not leased) task. */
+  oldestPublishedAt: number | null;
+  /** Acked ids inside the dedup window. */
+  dedupIds: number;
+}
+
+export interface QueueInfo {
+  shards: ShardInfo[];
+  totals: Omit<ShardInfo, 'shard' | 'oldestPublishedAt'>;
+  /**
+   * Age of the oldest task waiting to be leased (second resolution, Redis clock; time since its
+   * first publish); null when nothing is pending.
+   */
+  oldestTaskAgeMs: number | null;
+}
+
+export interface DeadTask {
+  id: string;
+  partition: string;
+  payload: string;
+  reason: string;
+  deadAt: number;
+  deliveries: number;
+  publishedAt: number;
+  shard: number;
+}
+
+/** One partition of the sample `partitions` takes, and the task at its head. */
+export interface PartitionView {
+  partition: string;
+  shard: number;
+  /**
+   * ready: in the round-robin now; waiting: its head is due later (a schedule, a retry backoff, a
+   * wait for a limiter or an open breaker, or an ordered partition held after a reject); blocked:
+   * its in-flight limit is reached (ordered: one at a time); idle: nothing pending.
+   */
+  state: 'ready' | 'waiting' | 'blocked' | 'idle';
+  pending: number;
+  inFlight: number;
+  /** When a waiting partition's head becomes due (epoch ms). */
+  wakeAt: number | null;
+  head: {
+    id: string;
+    dueAt: number;
+    deliveries: number;
+    publishedAt: number;
+    /** The queued task (JSON of `encodeQueuedTask`): its try count and time waited. */
+    payload: string;
+  } | null;
+}
+
+const CONCURRENT_SHARDS = 16;
+const BATCH = 500;
+
+/**
+ * Operator view and maintenance of a FairQueue (what `requester queue info|purge|retry|dlq`
+ * runs). Every operation visits the shards a few at a time and reports progress per shard.
+ */
+export class QueueAdmin {
+  private readonly queue: FairQueue;
+
+  constructor(queue: FairQueue) {
+    this.queue = queue;
+  }
+
+  /**
+   * Depth per shard and in total; also sets the `queue_depth`, `queue_partitions` and
+   * `queue_oldest_task_age_seconds` gauges. O(shards + partitions in flight), no task scan.
+   */
+  async info(options: { onProgress?: Progress } = {}): Promise<QueueInfo> {
+    let redisNow = 0;
+    const shards = await this.eachShard(options.onProgress, async (shard) => {
+      const reply = (await this.queue.script('info', shard, [this.queue.partitionConcurrency])).map(Number);
+      const [pending, inFlight, dead, ready, waiting, blocked, oldestSecond, dedupIds, now] =
+        reply as number[];
+      redisNow = Math.max(redisNow, now ?? 0);
+      return {
+        shard,
+        pending: pending ?? 0,
+        inFlight: inFlight ?? 0,
+        dead: dead ?? 0,
+        readyPartitions: ready ?? 0,
+        waitingPartitions: waiting ?? 0,
+        blockedPartitions: blocked ?? 0,
+        oldestPublishedAt: oldestSecond !== undefined && oldestSecond >= 0 ? oldestSecond * 1000 : null,
+        dedupIds: dedupIds ?? 0,
+      };
+    });
+    const totals = {
+      pending: 0,
+      inFlight: 0,
+      dead: 0,
+      readyPartitions: 0,
+      waitingPartitions: 0,
+      blockedPartitions: 0,
+      dedupIds: 0,
+    };
+    let oldest: number | null = null;
+    for (const s of shards) {
+      for (const key of Object.keys(totals) as Array<keyof typeof totals>) totals[key] += s[key];
+      if (s.oldestPublishedAt !== null) oldest = Math.min(oldest ?? s.oldestPublishedAt, s.oldestPublishedAt);
+    }
+    const oldestTaskAgeMs = oldest === null ? null : Math.max(0, redisNow - oldest);
+    setQueueGauges(this.queue.name, totals, oldestTaskAgeMs);
+    return { shards, totals, oldestTaskAgeMs };
+  }
+
+  /**
+   * Deletes the whole queue (every key of every shard, dedup window included; only the sequence
+   * counters stay, so that lease tokens never repeat), or with `deadOnly` only the dead letters
+   * (their ids stay refused for the dedup window). Returns tasks removed.
+   */
+  async purge(options: { deadOnly?: boolean; onProgress?: Progress } = {}): Promise<{ removed: number }> {
+    const removed = await this.eachShard(options.onProgress, async (shard) => {
+      if (!options.deadOnly) return Number((await this.queue.script('purge', shard, ['all', 0]))[0]);
+      let count = 0;
+      for (;;) {
+        const [n, remaining] = (await this.queue.script('purge', shard, ['dead', BATCH])).map(Number);
+        count += n ?? 0;
+        if (!remaining) return count;
+      }
+    });
+    return { removed: removed.reduce((a, b) => a + b, 0) };
+  }
+
+  /**
+   * Removes every key of the queue, its sequence counters included: for a queue that is gone for
+   * good (tests, benchmarks), with no worker left holding a lease token.
+   */
+  async destroy(options: { onProgress?: Progress } = {}): Promise<{ removed: number }> {
+    const removed = await this.eachShard(options.onProgress, async (shard) =>
+      Number((await this.queue.script('purge', shard, ['destroy', 0]))[0]),
+    );
+    return { removed: removed.reduce((a, b) => a + b, 0) };
+  }
+
+  /**
+   * Puts dead letters back as new arrivals in their partitions: all of them, or the given ids
+   * (ids that are not dead are ignored). Returns how many were retried.
+   */
+  async retryDead(
+    ids: readonly string[] | 'all',
+    options: { onProgress?: Progress } = {},
+  ): Promise<{ retried: number }> {
+    const limit = this.queue.partitionConcurrency;
+    const retried = await this.eachShard(options.onProgress, async (shard) => {
+      if (ids !== 'all') {
+        let count = 0;
+        for (let at = 0; at < ids.length; at += BATCH) {
+          const reply = await this.queue.script('retryDead', shard, [
+            limit,
+            'ids',
+            0,
+            ...ids.slice(at, at + BATCH),
+          ]);
+          count += Number(reply[0]);
+        }
+        return count;
+      }
+      let count = 0;
+      for (;;) {
+        const [n, remaining] = (await this.queue.script('retryDead', shard, [limit, 'all', BATCH])).map(
+          Number,
+        );
+        count += n ?? 0;
+        if (!remaining || !n) return count;
+      }
+    });
+    return { retried: retried.reduce((a, b) => a + b, 0) };
+  }
+
+  /**
+   * A bounded sample of the partitions, at most `limit` of each kind per shard (those waiting
+   * longest in the round-robin, those waking last, those with tasks in flight): O(shards · limit),
+   * no scan of the tasks, so it is safe on a busy queue. Not every partition: the heavy and the
+   * held-back ones that a look at the queue needs. Heaviest (most pending) first.
+   */
+  async partitions(limit = 20): Promise<{ nowMs: number; partitions: PartitionView[] }> {
+    let nowMs = 0;
+    const perShard = await this.eachShard(undefined, async (shard) => {
+      const reply = await this.queue.script('partitions', shard, [this.queue.partitionConcurrency, limit]);
+      nowMs = Math.max(nowMs, Number(reply[0]));
+      const views: PartitionView[] = [];
+      for (let i = 0, at = 2; i < Number(reply[1]); i++, at += 10) {
+        const [partition, state, pending, inFlight, wakeAt, id, due, deliveries, published, payload] =
+          reply.slice(at, at + 10);
+        views.push({
+          partition: String(partition),
+          shard,
+          state: String(state) as PartitionView['state'],
+          pending: Number(pending),
+          inFlight: Number(inFlight),
+          wakeAt: Number(wakeAt) >= 0 ? Number(wakeAt) : null,
+          head: id
+            ? {
+                id: String(id),
+                dueAt: Number(due),
+                deliveries: Number(deliveries),
+                publishedAt: Number(published),
+                payload: String(payload),
+              }
+            : null,
+        });
+      }
+      return views;
+    });
+    return { nowMs, partitions: perShard.flat().sort((a, b) => b.pending - a.pending) };
+  }
+
+  /** The most recent dead letters over all shards, newest first. */
+  async listDead(limit = 100): Promise<DeadTask[]> {
+    const perShard = await this.eachShard(undefined, async (shard) => {
+      const reply = await this.queue.script('listDead', shard, [limit]);
+      const tasks: DeadTask[] = [];
+      for (let i = 0, at = 1; i < Number(reply[0]); i++, at += 7) {
+        tasks.push({
+          id: String(reply[at]),
+          partition: String(reply[at + 1]),
+          payload: String(reply[at + 2]),
+          reason: String(reply[at + 3]),
+          deadAt: Number(reply[at + 4]),
+          deliveries: Number(reply[at + 5]),
+          publishedAt: Number(reply[at + 6]),
+          shard,
+        });
+      }
+      return tasks;
+    });
+    return perShard
+      .flat()
+      .sort((a, b) => b.deadAt - a.deadAt)
+      .slice(0, limit);
+  }
+
+  /**
+   * Full consistency check (O(tasks): for tests and troubleshooting, not for a busy production
+   * queue). Returns the violations found, empty when the queue is consistent.
+   */
+  async verify(options: { onProgress?: Progress; maxReport?: number } = {}): Promise<{
+    tasks: number;
+    violations: string[];
+  }> {
+    const perShard = await this.eachShard(options.onProgress, async (shard) => {
+      const reply = await this.queue.script('verify', shard, [
+        this.queue.partitionConcurrency,
+        options.maxReport ?? 20,
+      ]);
+      return {
+        tasks: Number(reply[0]),
+        violations: reply.slice(1).map((v) => `shard ${shard}: ${String(v)}`),
+      };
+    });
+    return {
+      tasks: perShard.reduce((a, s) => a + s.tasks, 0),
+      violations: perShard.flatMap((s) => s.violations),
+    };
+  }
+
+  /** Runs fn for every shard, CONCURRENT_SHARDS at a time, results in shard order. */
+  private async eachShard<T>(
+    onProgress: Progress | undefined,
+    fn: (shard: number) => Promise<T>,
+  ): Promise<T[]> {
+    const total = this.queue.shards;
+    const results: T[] = new Array(total);
+    let next = 0;
+    let done = 0;
+    const worker = async () => {
+      while (next < total) {
+        const shard = next++;
+        results[shard] = await fn(shard);
+        onProgress?.(++done, total);
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(CONCURRENT_SHARDS, total) }, worker));
+    return results;
+  }
+}
+
+function setQueueGauges(queue: string, totals: QueueInfo['totals'], oldestTaskAgeMs: number | null): void {
+  const { depth, partitions, oldestAge } = queueMetrics;
+  depth.set({ queue, state: 'pending' }, totals.pending);
+  depth.set({ queue, state: 'leased' }, totals.inFlight);
+  depth.set({ queue, state: 'dead' }, totals.dead);
+  partitions.set({ queue, state: 'ready' }, totals.readyPartitions);
+  partitions.set({ queue, state: 'waiting' }, totals.waitingPartitions);
+  partitions.set({ queue, state: 'blocked' }, totals.blockedPartitions);
+  oldestAge.set({ queue }, (oldestTaskAgeMs ?? 0) / 1000);
+}

@@ -1,0 +1,20 @@
+import type { Config, Logger, RedisClient } from '@requester/shared';
+import { FairQueue, type FairQueueOptions } from './queue.ts';
+
+/**
+ * The task queue of a deployment, built from its configuration. Every process that touches the
+ * queue (router, executor, admin CLI) builds it here, so all of them address the same keys/shards.
+ */
+export function queueFromConfig(
+  config: Pick<Config, 'redisPrefix' | 'queueShards' | 'queueDedupWindow'>,
+  redis: RedisClient,
+  options: Partial<FairQueueOptions> & { logger?: Logger } = {},
+): FairQueue {
+  return new FairQueue({
+    redis,
+    prefix: `${config.redisPrefix}:`,
+    shards: config.queueShards,
+    dedupWindowMs: config.queueDedupWindow,
+    ...options,
+  });
+}

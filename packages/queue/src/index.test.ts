@@ -1,0 +1,588 @@
+import { createRedis, type RedisClient, RequesterError, registry } from '@requester/shared';
+import { redisServerAvailable, startRedisCluster, type TestCluster } from '@requester/shared/testing';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { expireLeases, leaseAll, sleep, uniquePrefix } from '../test/queue-helpers.ts';
+import { QueueAdmin } from './admin.ts';
+import { FairQueue, type FairQueueOptions, type LeasedTask } from './index.ts';
+
+const haveRedisServer = redisServerAvailable();
+if (!haveRedisServer) {
+  console.warn('SKIPPED: the Redis Cluster suite needs /usr/bin/redis-server and /usr/bin/redis-cli');
+}
+
+interface Target {
+  name: string;
+  skip: boolean;
+  connect(): Promise<RedisClient>;
+  stop(): Promise<void>;
+}
+
+const single: Target = {
+  name: 'single node',
+  skip: false,
+  connect: async () => createRedis({ url: 'redis://127.0.0.1:6379' }),
+  stop: async () => {},
+};
+
+let cluster: TestCluster | undefined;
+const clustered: Target = {
+  name: '3-node cluster',
+  skip: !haveRedisServer,
+  connect: async () => {
+    cluster = await startRedisCluster(7101);
+    return createRedis({ url: cluster.url, cluster: true });
+  },
+  stop: async () => cluster?.stop(),
+};
+
+const ids = (tasks: LeasedTask[]) => tasks.map((t) => t.id);
+
+describe.each([single, clustered])('FairQueue on $name', (target) => {
+  let redis: RedisClient;
+  const queues: FairQueue[] = [];
+
+  beforeAll(async () => {
+    if (target.skip) return;
+    redis = await target.connect();
+  });
+  afterAll(async () => {
+    if (target.skip) return;
+    redis.disconnect();
+    await target.stop();
+  });
+
+  /** A queue on a fresh prefix; checked for consistency and removed after the test. */
+  function makeQueue(options: Partial<FairQueueOptions> = {}, prefix = uniquePrefix()): FairQueue {
+    const queue = new FairQueue({ redis, prefix, shards: 8, refreshMs: 0, ...options });
+    queues.push(queue);
+    return queue;
+  }
+
+  afterEach(async () => {
+    if (target.skip) return;
+    const seen = new Set<string>();
+    for (const queue of queues.splice(0)) {
+      await queue.close();
+      if (seen.has(queue.prefix)) continue;
+      seen.add(queue.prefix);
+      const admin = new QueueAdmin(queue);
+      const { violations } = await admin.verify();
+      await admin.destroy();
+      expect(violations).toEqual([]);
+    }
+  });
+
+  const test = target.skip ? it.skip : it;
+
+  describe('publish', () => {
+    test('is idempotent by task id while the task is pending, leased, dead or recently acked', async () => {
+      const queue = makeQueue({ dedupWindowMs: 60_000 });
+      expect(
+        await queue.publish([
+          { id: 'a', partition: 'p', payload: '1' },
+          { id: 'a', partition: 'p', payload: '1' },
+          { id: 'b', partition: 'p', payload: '2' },
+        ]),
+      ).toEqual(['queued', 'duplicate', 'queued']);
+      expect(await queue.publish([{ id: 'a', partition: 'p', payload: '1' }])).toEqual(['duplicate']);
+
+      const { tasks } = await queue.lease(2, 10_000);
+      expect(ids(tasks).sort()).toEqual(['a', 'b']);
+      expect(await queue.publish([{ id: 'a', partition: 'p', payload: '1' }])).toEqual(['duplicate']);
+
+      const [a, b] = tasks.sort((x, y) => x.id.localeCompare(y.id)) as [LeasedTask, LeasedTask];
+      expect(await queue.ack(a.token)).toBe('ok');
+      expect(await queue.deadLetter(b.token, 'gave up')).toBe('ok');
+      expect(
+        await queue.publish([
+          { id: 'a', partition: 'p', payload: '1' },
+          { id: 'b', partition: 'p', payload: '2' },
+        ]),
+      ).toEqual(['duplicate', 'duplicate']);
+    });
+
+    test('accepts an acked id again once the dedup window has passed', async () => {
+      const queue = makeQueue({ dedupWindowMs: 50 });
+      await queue.publish([{ id: 'x', payload: '' }]);
+      const [task] = (await queue.lease(1, 10_000)).tasks;
+      expect(await queue.ack(task?.token ?? '')).toBe('ok');
+      expect(await queue.publish([{ id: 'x', payload: '' }])).toEqual(['duplicate']);
+      await sleep(80);
+      expect(await queue.publish([{ id: 'x', payload: '' }])).toEqual(['queued']);
+    });
+
+    test('splits large batches per shard and keeps results in input order', async () => {
+      const queue = makeQueue({ publishBatch: 3 });
+      const tasks = Array.from({ length: 40 }, (_, i) => ({
+        id: `t${i}`,
+        partition: `p${i % 7}`,
+        payload: `${i}`,
+      }));
+      const withDuplicates = [...tasks, tasks[5], tasks[39]].filter((t) => t !== undefined);
+      const results = await queue.publish(withDuplicates);
+      expect(results.slice(0, 40).every((r) => r === 'queued')).toBe(true);
+      expect(results.slice(40)).toEqual(['duplicate', 'duplicate']);
+      expect((await leaseAll(queue, 16)).length).toBe(40);
+    });
+
+    test('rejects malformed tasks with a clear error', async () => {
+      const queue = makeQueue();
+      await expect(queue.publish([{ id: '', payload: '' }])).rejects.toThrow(RequesterError);
+      await expect(queue.publish([{ id: 'a', partition: 'a\0b', payload: '' }])).rejects.toThrow(/NUL/);
+      await expect(queue.publish([{ id: 'a', payload: '', dueAt: -1 }])).rejects.toThrow(/dueAt/);
+      await expect(queue.ack('nonsense')).rejects.toThrow(/token/);
+      const small = makeQueue({ maxPayloadBytes: 10 });
+      await expect(small.publish([{ id: 'big', payload: 'ü'.repeat(6) }])).rejects.toMatchObject({
+        code: 'payload_too_large',
+      });
+    });
+  });
+
+  describe('lease', () => {
+    test('round-robins over partitions: a backlog does not starve the others', async () => {
+      const queue = makeQueue({ shards: 1 });
+      await queue.publish(
+        Array.from({ length: 10 }, (_, i) => ({ id: `hot${i}`, partition: 'hot', payload: '' })),
+      );
+      await queue.publish([
+        { id: 'c1', partition: 'cold1', payload: '' },
+        { id: 'c2', partition: 'cold2', payload: '' },
+      ]);
+      const order: string[] = [];
+      for (let i = 0; i < 6; i++) order.push(...ids((await queue.lease(1, 10_000)).tasks));
+      expect(order).toEqual(['hot0', 'c1', 'c2', 'hot1', 'hot2', 'hot3']);
+    });
+
+    test('few backlogged partitions share one lease call equally; a lone one fills it', async () => {
+      const queue = makeQueue({ shards: 16 });
+      await queue.publish(
+        ['a', 'b', 'c'].flatMap((p) =>
+          Array.from({ length: 30 }, (_, i) => ({ id: `${p}${i}`, partition: p, payload: '' })),
+        ),
+      );
+      const { tasks } = await queue.lease(30, 10_000);
+      const perPartition = new Map<string, number>();
+      for (const t of tasks) perPartition.set(t.partition, (perPartition.get(t.partition) ?? 0) + 1);
+      expect(Object.fromEntries(perPartition)).toEqual({ a: 10, b: 10, c: 10 });
+
+      await queue.ackMany(tasks.map((t) => t.token));
+      const solo = makeQueue({ shards: 16 }, uniquePrefix());
+      await solo.publish(
+        Array.from({ length: 50 }, (_, i) => ({ id: `s${i}`, partition: 'solo', payload: '' })),
+      );
+      expect((await solo.lease(40, 10_000)).tasks).toHaveLength(40);
+    });
+
+    test('ordered partitions: one task in flight, strict arrival order', async () => {
+      const queue = makeQueue();
+      await queue.publish(
+        Array.from({ length: 5 }, (_, i) => ({ id: `o${i}`, partition: '!order', payload: `${i}` })),
+      );
+      const seen: string[] = [];
+      for (;;) {
+        const { tasks } = await queue.lease(10, 10_000);
+        if (tasks.length === 0) break;
+        expect(tasks).toHaveLength(1);
+        const [task] = tasks as [LeasedTask];
+        expect(task.ordered).toBe(true);
+        expect((await queue.lease(10, 10_000)).tasks).toEqual([]);
+        seen.push(task.id);
+        expect(await queue.ack(task.token)).toBe('ok');
+      }
+      expect(seen).toEqual(['o0', 'o1', 'o2', 'o3', 'o4']);
+    });
+
+    test('unordered partitions: several in flight, by due time then arrival', async () => {
+      const queue = makeQueue();
+      const now = Date.now();
+      await queue.publish([
+        { id: 'late', partition: 'u', payload: '', dueAt: now - 1_000 },
+        { id: 'early', partition: 'u', payload: '', dueAt: now - 5_000 },
+        { id: 'n1', partition: 'u', payload: '' },
+        { id: 'n2', partition: 'u', payload: '' },
+      ]);
+      expect(ids(await leaseAll(queue, 10))).toEqual(['early', 'late', 'n1', 'n2']);
+    });
+
+    test('partitionConcurrency bounds unordered tasks in flight per partition', async () => {
+      const queue = makeQueue({ partitionConcurrency: 2 });
+      await queue.publish(
+        Array.from({ length: 5 }, (_, i) => ({ id: `u${i}`, partition: 'u', payload: '' })),
+      );
+      const first = await leaseAll(queue, 10);
+      expect(ids(first)).toEqual(['u0', 'u1']);
+      await queue.ack(first[0]?.token ?? '');
+      expect(ids(await leaseAll(queue, 10))).toEqual(['u2']);
+    });
+
+    test('a delayed task waits for its due time and nextWakeMs says how long', async () => {
+      const queue = makeQueue({ maxIdleMs: 5_000 });
+      await queue.publish([{ id: 'later', partition: 'p', payload: '', delayMs: 300 }]);
+      const idle = await queue.lease(5, 10_000);
+      expect(idle.tasks).toEqual([]);
+      expect(idle.nextWakeMs).toBeGreaterThan(0);
+      expect(idle.nextWakeMs).toBeLessThanOrEqual(300);
+      await sleep(idle.nextWakeMs + 20);
+      expect(ids((await queue.lease(5, 10_000)).tasks)).toEqual(['later']);
+    });
+
+    test('an empty queue tells the worker to sleep up to maxIdleMs', async () => {
+      const queue = makeQueue({ maxIdleMs: 700 });
+      expect(await queue.lease(5, 1_000)).toEqual({ tasks: [], nextWakeMs: 700 });
+    });
+
+    test('spreads leases over shards starting at a per-worker cursor', async () => {
+      const prefix = uniquePrefix();
+      const publisher = makeQueue({ shards: 16 }, prefix);
+      await publisher.publish(
+        Array.from({ length: 200 }, (_, i) => ({ id: `t${i}`, partition: `p${i}`, payload: '' })),
+      );
+      const worker = makeQueue({ shards: 16 }, prefix);
+      const shardsSeen = new Set<number>();
+      const tasks = await leaseAll(worker, 20);
+      for (const task of tasks) shardsSeen.add(worker.shardOf(task.partition));
+      expect(tasks).toHaveLength(200);
+      expect(shardsSeen.size).toBe(16);
+    });
+
+    test('an idle worker is woken when another process publishes', async () => {
+      const prefix = uniquePrefix();
+      const worker = makeQueue({ refreshMs: 60_000 }, prefix);
+      const publisher = makeQueue({}, prefix);
+      expect((await worker.lease(1, 1_000)).tasks).toEqual([]);
+      await worker.waitForWork(1); // subscribes
+      const woken = worker.waitForWork(30_000);
+      await publisher.publish([{ id: 'w', partition: 'p', payload: '' }]);
+      expect(await woken).toBe(true);
+      // the wake message also tells the worker which shard to visit, despite its stale view
+      expect(ids((await worker.lease(1, 1_000)).tasks)).toEqual(['w']);
+    });
+  });
+
+  describe('lost wake-ups', () => {
+    it('an announcement that came while a lease was under way ends the next wait at once', async () => {
+      const prefix = uniquePrefix();
+      const worker = makeQueue({ refreshMs: 60_000 }, prefix);
+      const publisher = makeQueue({}, prefix);
+      const listener = makeQueue({}, prefix);
+      await worker.waitForWork(1); // subscribes
+      await listener.waitForWork(1);
+      expect((await worker.lease(1, 1_000)).tasks).toEqual([]);
+      // Published after the worker's lease looked, announced before the worker waits again.
+      const heard = listener.waitForWork(30_000);
+      await publisher.publish([{ id: 'late', partition: 'p', payload: '' }]);
+      expect(await heard).toBe(true);
+      await sleep(200); // the worker's subscriber got the same message
+      expect(await worker.waitForWork(2_000)).toBe(true);
+      expect(ids((await worker.lease(1, 1_000)).tasks)).toEqual(['late']);
+      // Seen by that lease: the next wait waits again.
+      expect(await worker.waitForWork(50)).toBe(false);
+    });
+  });
+
+  describe('settling leases', () => {
+    test('an ack that unblocks an ordered partition wakes idle workers of other processes', async () => {
+      const prefix = uniquePrefix();
+      const busy = makeQueue({}, prefix);
+      const idle = makeQueue({ refreshMs: 60_000 }, prefix);
+      await busy.publish([
+        { id: 'o1', partition: '!o', payload: '' },
+        { id: 'o2', partition: '!o', payload: '' },
+      ]);
+      const [o1] = (await busy.lease(1, 10_000)).tasks as [LeasedTask];
+      expect((await idle.lease(1, 10_000)).tasks).toEqual([]); // its view: nothing anywhere
+      await idle.waitForWork(1); // subscribes
+      const woken = idle.waitForWork(30_000);
+      expect(await busy.ack(o1.token)).toBe('ok');
+      expect(await woken).toBe(true);
+      expect(ids((await idle.lease(1, 10_000)).tasks)).toEqual(['o2']);
+    });
+
+    test('reject on an ordered partition keeps the task at the head and blocks the partition', async () => {
+      const queue = makeQueue();
+      await queue.publish([
+        { id: 'o1', partition: '!o', payload: '' },
+        { id: 'o2', partition: '!o', payload: '' },
+        { id: 'x', partition: 'other', payload: '' },
+      ]);
+      const first = await leaseAll(queue, 10);
+      expect(ids(first).sort()).toEqual(['o1', 'x']);
+      const o1 = first.find((t) => t.id === 'o1') as LeasedTask;
+      expect(await queue.reject(o1.token, 250)).toBe('ok');
+      expect(await queue.publish([{ id: 'y', partition: 'other', payload: '' }])).toEqual(['queued']);
+      // the other partition runs; the ordered one stays blocked with o1 at its head
+      expect(ids(await leaseAll(queue, 10))).toEqual(['y']);
+      const info = await new QueueAdmin(queue).info();
+      expect(info.totals.waitingPartitions).toBe(1);
+      await sleep(300);
+      const again = await leaseAll(queue, 10);
+      expect(again.map((t) => [t.id, t.deliveries])).toEqual([['o1', 2]]);
+      await queue.ack(again[0]?.token ?? '');
+      expect(ids(await leaseAll(queue, 10))).toEqual(['o2']);
+    });
+
+    test('partitions: the heavy and the held-back ones, each with its head and why it waits', async () => {
+      const queue = makeQueue();
+      await queue.publish([
+        { id: 'h1', partition: 'heavy', payload: 'p-h1' },
+        { id: 'h2', partition: 'heavy', payload: 'p-h2' },
+        { id: 'h3', partition: 'heavy', payload: 'p-h3' },
+        { id: 'o1', partition: '!ord', payload: 'p-o1' },
+        { id: 'o2', partition: '!ord', payload: 'p-o2' },
+        { id: 'w1', partition: '!wait', payload: 'p-w1' },
+      ]);
+      // !ord: its head leased (blocked: one at a time); !wait: its head rejected for a while
+      const leased = await queue.lease(10, 10_000);
+      for (const task of leased.tasks.filter((t) => t.partition === 'heavy'))
+        await queue.reject(task.token, 0);
+      const w1 = leased.tasks.find((t) => t.id === 'w1') as LeasedTask;
+      await queue.reject(w1.token, 60_000);
+      const { partitions, nowMs } = await new QueueAdmin(queue).partitions(5);
+      const by = new Map(partitions.map((p) => [p.partition, p]));
+      expect(partitions[0]?.partition).toBe('heavy');
+      expect(by.get('heavy')).toMatchObject({
+        state: 'ready',
+        pending: 3,
+        head: { id: 'h1', payload: 'p-h1' },
+      });
+      expect(by.get('!ord')).toMatchObject({ state: 'blocked', pending: 1, inFlight: 1, head: { id: 'o2' } });
+      const wait = by.get('!wait');
+      expect(wait).toMatchObject({ state: 'waiting', pending: 1, head: { id: 'w1', deliveries: 1 } });
+      expect(wait?.wakeAt).toBeGreaterThan(nowMs + 50_000);
+      await queue.ack(leased.tasks.find((t) => t.id === 'o1')?.token ?? '');
+      const later = await new QueueAdmin(queue).partitions(1);
+      // k = 1 per set and shard: still bounded, still finds the waiting one
+      expect(later.partitions.some((p) => p.partition === '!wait')).toBe(true);
+    });
+
+    test('reject on an unordered partition makes the task due later; the rest go on', async () => {
+      const queue = makeQueue();
+      await queue.publish([
+        { id: 'u1', partition: 'u', payload: '' },
+        { id: 'u2', partition: 'u', payload: '' },
+      ]);
+      const [u1] = (await queue.lease(1, 10_000)).tasks as [LeasedTask];
+      expect(u1.id).toBe('u1');
+      expect(await queue.reject(u1.token, 200)).toBe('ok');
+      expect(ids(await leaseAll(queue, 10))).toEqual(['u2']);
+      await sleep(250);
+      const [retry] = await leaseAll(queue, 10);
+      expect([retry?.id, retry?.deliveries]).toEqual(['u1', 2]);
+      expect(retry?.dueAt).toBeGreaterThan(u1.dueAt);
+    });
+
+    test('reject can replace the payload (a retry carries its attempt count); empty is refused', async () => {
+      const queue = makeQueue();
+      await queue.publish([{ id: 'r1', partition: '!r', payload: 'try-0' }]);
+      const [first] = (await queue.lease(1, 10_000)).tasks as [LeasedTask];
+      await expect(queue.reject(first.token, 0, '')).rejects.toThrow(/non-empty/);
+      expect(await queue.reject(first.token, 0, 'try-1')).toBe('ok');
+      const [second] = await leaseAll(queue, 10);
+      expect([second?.id, second?.payload]).toEqual(['r1', 'try-1']);
+      expect(await queue.reject(second?.token ?? '', 0)).toBe('ok'); // no payload: kept
+      const [third] = await leaseAll(queue, 10);
+      expect(third?.payload).toBe('try-1');
+    });
+
+    test('deadLetter moves the task to the dlq and the ordered partition moves on', async () => {
+      const queue = makeQueue();
+      const admin = new QueueAdmin(queue);
+      await queue.publish([
+        { id: 'o1', partition: '!o', payload: 'first' },
+        { id: 'o2', partition: '!o', payload: 'second' },
+      ]);
+      const [o1] = (await queue.lease(5, 10_000)).tasks as [LeasedTask];
+      expect(await queue.deadLetter(o1.token, 'HTTP 400')).toBe('ok');
+      expect(ids((await queue.lease(5, 10_000)).tasks)).toEqual(['o2']);
+      const dead = await admin.listDead(10);
+      expect(dead).toMatchObject([
+        { id: 'o1', partition: '!o', payload: 'first', reason: 'HTTP 400', deliveries: 1 },
+      ]);
+      expect((await admin.info()).totals.dead).toBe(1);
+    });
+
+    test('extend keeps a lease alive past its first deadline', async () => {
+      const queue = makeQueue();
+      await queue.publish([{ id: 'long', partition: 'p', payload: '' }]);
+      const [task] = (await queue.lease(1, 150)).tasks as [LeasedTask];
+      expect(await queue.extend(task.token, 10_000)).toBe('ok');
+      await sleep(250);
+      expect(await queue.reclaim()).toEqual({ reclaimed: 0, deadLettered: 0 });
+      expect(await queue.ack(task.token)).toBe('ok');
+    });
+
+    test('batched settle calls return one result per token, in order', async () => {
+      const queue = makeQueue();
+      await queue.publish(
+        Array.from({ length: 30 }, (_, i) => ({ id: `t${i}`, partition: `p${i}`, payload: '' })),
+      );
+      const tasks = await leaseAll(queue, 30);
+      const tokens = tasks.map((t) => t.token);
+      expect(await queue.extendMany(tokens.map((token) => ({ token, leaseMs: 5_000 })))).toEqual(
+        tokens.map(() => 'ok'),
+      );
+      const half = tokens.slice(0, 15);
+      expect(await queue.ackMany(half)).toEqual(half.map(() => 'ok'));
+      expect(await queue.ackMany(tokens)).toEqual(tokens.map((_, i) => (i < 15 ? 'stale' : 'ok')));
+    });
+  });
+
+  describe('reclaim and crashed workers', () => {
+    test('a dead worker’s leases come back after expiry, in order, and its tokens are refused', async () => {
+      const prefix = uniquePrefix();
+      const crashed = makeQueue({}, prefix);
+      const survivor = makeQueue({}, prefix);
+      await crashed.publish([
+        ...Array.from({ length: 4 }, (_, i) => ({ id: `o${i}`, partition: '!ordered', payload: `${i}` })),
+        ...Array.from({ length: 3 }, (_, i) => ({ id: `u${i}`, partition: 'unordered', payload: `${i}` })),
+      ]);
+      // the worker leases and then "dies": it never acks, extends or rejects
+      const held = await leaseAll(crashed, 10, 200);
+      expect(ids(held).sort()).toEqual(['o0', 'u0', 'u1', 'u2']);
+      // while the leases live, the ordered partition stays locked and nothing is handed out twice
+      expect((await survivor.lease(10, 10_000)).tasks).toEqual([]);
+
+      await sleep(300);
+      const back = await leaseAll(survivor, 10, 10_000);
+      expect(ids(back).sort()).toEqual(['o0', 'u0', 'u1', 'u2']);
+      expect(back.every((t) => t.deliveries === 2)).toBe(true);
+      for (const task of held) {
+        expect(await crashed.ack(task.token)).toBe('stale');
+        expect(await crashed.extend(task.token, 1_000)).toBe('stale');
+        expect(await crashed.reject(task.token, 0)).toBe('stale');
+        expect(await crashed.deadLetter(task.token, 'late')).toBe('stale');
+      }
+      // the ordered partition continues in arrival order with the survivor
+      const order: string[] = [];
+      let current = back.find((t) => t.id === 'o0');
+      while (current) {
+        order.push(current.id);
+        expect(await survivor.ack(current.token)).toBe('ok');
+        current = (await survivor.lease(10, 10_000)).tasks.find((t) => t.partition === '!ordered');
+      }
+      expect(order).toEqual(['o0', 'o1', 'o2', 'o3']);
+    });
+
+    test('explicit reclaim returns expired leases everywhere', async () => {
+      const queue = makeQueue();
+      await queue.publish(
+        Array.from({ length: 20 }, (_, i) => ({ id: `t${i}`, partition: `!p${i % 4}`, payload: '' })),
+      );
+      const held = await leaseAll(queue, 20);
+      expect(held).toHaveLength(4);
+      await expireLeases(queue);
+      expect(await queue.reclaim()).toEqual({ reclaimed: 4, deadLettered: 0 });
+      expect(ids(await leaseAll(queue, 20)).sort()).toEqual(ids(held).sort());
+    });
+
+    test('a task whose lease keeps expiring is dead-lettered after maxDeliveries', async () => {
+      const queue = makeQueue({ maxDeliveries: 2 });
+      await queue.publish([
+        { id: 'poison', partition: '!p', payload: '' },
+        { id: 'next', partition: '!p', payload: '' },
+      ]);
+      for (let i = 0; i < 2; i++) {
+        expect(ids((await queue.lease(1, 10_000)).tasks)).toEqual(['poison']);
+        await expireLeases(queue);
+      }
+      expect(ids((await queue.lease(1, 10_000)).tasks)).toEqual(['next']);
+      const [dead] = await new QueueAdmin(queue).listDead(5);
+      expect(dead).toMatchObject({ id: 'poison', reason: 'lease expired 2 times', deliveries: 2 });
+    });
+  });
+
+  describe('pendingDepth', () => {
+    test('counts the tasks waiting to be leased on every shard, due or not, and sets the gauge', async () => {
+      const queue = makeQueue({ shards: 4 });
+      expect(await queue.pendingDepth()).toBe(0);
+      await queue.publish([
+        ...Array.from({ length: 5 }, (_, i) => ({ id: `t${i}`, partition: `p${i}`, payload: '' })),
+        { id: 'later', partition: 'delayed', payload: '', delayMs: 60_000 },
+      ]);
+      expect(await queue.pendingDepth()).toBe(6);
+      const leased = await queue.lease(2, 30_000);
+      expect(leased.tasks).toHaveLength(2);
+      expect(await queue.pendingDepth()).toBe(4); // leased tasks are in flight, not pending
+      const gauge = await registry.getSingleMetric('requester_queue_depth')?.get();
+      expect(gauge?.values).toContainEqual({ labels: { queue: queue.name, state: 'pending' }, value: 4 });
+    });
+  });
+
+  describe('admin', () => {
+    test('info reports depth, partitions by state, in-flight, dead letters and oldest age', async () => {
+      const queue = makeQueue({ shards: 4 });
+      const admin = new QueueAdmin(queue);
+      await queue.publish([
+        { id: 'o1', partition: '!o', payload: '' },
+        { id: 'o2', partition: '!o', payload: '' },
+        { id: 'later', partition: 'delayed', payload: '', delayMs: 60_000 },
+        { id: 'r1', partition: 'r', payload: '' },
+        { id: 'd1', partition: 'd', payload: '' },
+      ]);
+      expect((await admin.info()).totals).toMatchObject({
+        pending: 5,
+        readyPartitions: 3,
+        waitingPartitions: 1,
+      });
+      await sleep(1_100);
+      const leased = await leaseAll(queue, 10);
+      expect(ids(leased).sort()).toEqual(['d1', 'o1', 'r1']);
+      await queue.deadLetter(leased.find((t) => t.id === 'd1')?.token ?? '', 'no');
+      const progress: Array<[number, number]> = [];
+      const info = await admin.info({ onProgress: (done, total) => progress.push([done, total]) });
+      expect(info.totals).toEqual({
+        pending: 2,
+        inFlight: 2,
+        dead: 1,
+        readyPartitions: 0,
+        waitingPartitions: 1,
+        blockedPartitions: 1,
+        dedupIds: 0,
+      });
+      expect(info.shards).toHaveLength(4);
+      expect(info.oldestTaskAgeMs).toBeGreaterThanOrEqual(1_000);
+      expect(progress.at(-1)).toEqual([4, 4]);
+    });
+
+    test('retryDead brings dead letters back; purge removes dead letters or everything', async () => {
+      const queue = makeQueue();
+      const admin = new QueueAdmin(queue);
+      await queue.publish(
+        Array.from({ length: 6 }, (_, i) => ({ id: `t${i}`, partition: `p${i}`, payload: `${i}` })),
+      );
+      const leased = await leaseAll(queue, 10);
+      await queue.deadLetterMany(leased.map((t) => ({ token: t.token, reason: 'boom' })));
+      expect((await admin.listDead(100)).length).toBe(6);
+
+      expect(await admin.retryDead(['t0', 't1', 'missing'])).toEqual({ retried: 2 });
+      const retried = await leaseAll(queue, 10);
+      expect(retried.map((t) => [t.id, t.deliveries]).sort()).toEqual([
+        ['t0', 1],
+        ['t1', 1],
+      ]);
+      await queue.deadLetterMany(retried.map((t) => ({ token: t.token, reason: 'again' })));
+      expect(await admin.retryDead('all')).toEqual({ retried: 6 });
+      const all = await leaseAll(queue, 10);
+      await queue.deadLetterMany(all.map((t) => ({ token: t.token, reason: 'final' })));
+
+      expect(await admin.purge({ deadOnly: true })).toEqual({ removed: 6 });
+      expect((await admin.info()).totals.dead).toBe(0);
+      // purged dead letters stay refused inside the dedup window
+      expect(await queue.publish([{ id: 't0', partition: 'p0', payload: '' }])).toEqual(['duplicate']);
+
+      await queue.publish([{ id: 'n', partition: 'p', payload: '' }]);
+      const steps: number[] = [];
+      expect(await admin.purge({ onProgress: (done) => steps.push(done) })).toEqual({ removed: 1 });
+      expect(steps).toHaveLength(queue.shards);
+      expect((await admin.info()).totals).toMatchObject({ pending: 0, dedupIds: 0 });
+      // purge keeps the sequence counters (tokens never repeat); destroy removes them too
+      const seqKeys = () =>
+        Promise.all(
+          Array.from({ length: queue.shards }, (_, s) => queue.redis.exists(`${queue.prefix}{q:${s}}:seq`)),
+        ).then((found) => found.reduce((a, b) => a + b, 0));
+      expect(await seqKeys()).toBeGreaterThan(0);
+      await admin.destroy();
+      expect(await seqKeys()).toBe(0);
+    });
+  });
+});

@@ -1,0 +1,29 @@
+/**
+ * @requester/queue: the Redis fair queue (README.md). Tasks in partitions that take turns, ordered
+ * partitions, leases with tokens and reclaim, idempotent publish, dead letters; Lua scripts on
+ * single shards, so it runs on a Redis Cluster. Its Redis layout is its own: callers use these
+ * classes, never its keys.
+ */
+export {
+  type DeadTask,
+  type PartitionView,
+  type Progress,
+  QueueAdmin,
+  type QueueInfo,
+  type ShardInfo,
+} from './admin.ts';
+export { queueFromConfig } from './config.ts';
+export {
+  FairQueue,
+  type FairQueueOptions,
+  isOrderedPartition,
+  type LeasedTask,
+  type LeaseResult,
+  ORDERED_PREFIX,
+  type PublishResult,
+  type PublishTask,
+  parseToken,
+  type ReclaimResult,
+  type SettleResult,
+  shardOfPartition,
+} from './queue.ts';

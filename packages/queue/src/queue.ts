@@ -1,0 +1,691 @@
+import { type Logger, type RedisClient, RequesterError } from '@requester/shared';
+import { isOrderedPartition, parseToken, shardKey, shardKeys, shardOfPartition } from './keys.ts';
+import { queueMetrics } from './metrics.ts';
+import { loadScripts, type ScriptName } from './scripts.ts';
+
+export { isOrderedPartition, ORDERED_PREFIX, parseToken, shardOfPartition } from './keys.ts';
+
+export interface FairQueueOptions {
+  redis: RedisClient;
+  /** Prepended to every key (`<prefix>{q:S}:ready`, ...). Default `rq:`. */
+  prefix?: string;
+  /** Label of this queue's metrics. Default: the prefix. */
+  name?: string;
+  /** Shard count; every process of one queue must use the same value. Default 128. */
+  shards?: number;
+  /** How long an acked task id stays refused by publish. Default 24 h. */
+  dedupWindowMs?: number;
+  /**
+   * Most tasks of one unordered partition in flight at once; 0 = unlimited (default). Ordered
+   * partitions (`!` prefix) always have at most one. Must be the same in every process.
+   */
+  partitionConcurrency?: number;
+  /** A task whose lease expired this many times goes to the dead letters; 0 = never (default). */
+  maxDeliveries?: number;
+  /** Most timers promoted / leases reclaimed by one lease call per shard. Default 256. */
+  housekeepingBatch?: number;
+  /** Most tasks per publish script call (bounds one script's run time). Default 500. */
+  publishBatch?: number;
+  /**
+   * How often lease() re-reads the state of every shard (one small read script per shard,
+   * pipelined). Between refreshes it visits only shards it knows to have work; work published by
+   * other processes is announced on a pub/sub channel (`notify`). Default 1000 ms; 0 = every call.
+   */
+  refreshMs?: number;
+  /**
+   * How many shards one lease call aims to visit when partitions are few (fewer script calls, a
+   * coarser interleaving across shards). Default 8.
+   */
+  shardsPerLease?: number;
+  /** Upper bound of `nextWakeMs`. Default 1000 ms. */
+  maxIdleMs?: number;
+  /** Announce newly available work on `<prefix>wake` so idle workers wake early. Default true. */
+  notify?: boolean;
+  /**
+   * Largest payload accepted (bytes, UTF-8): Redis coordinates, it does not store fat documents
+   * (large bodies stay in Kafka as offset-refs). Default 64 KiB.
+   */
+  maxPayloadBytes?: number;
+  logger?: Logger;
+}
+
+export interface PublishTask {
+  /** Unique task id (`requestId:tryCount`): publish is idempotent by it. */
+  id: string;
+  /** Fairness unit; `!`-prefixed = ordered. Default: the task id (a partition of its own). */
+  partition?: string;
+  /** Small opaque string (an offset-ref JSON or a small inline task). */
+  payload: string;
+  /** Due time, epoch ms (the caller's clock). Default: now (Redis clock). */
+  dueAt?: number;
+  /** Due in this many ms from now (Redis clock); used when dueAt is not given. */
+  delayMs?: number;
+}
+
+export type PublishResult = 'queued' | 'duplicate';
+
+export interface LeasedTask {
+  id: string;
+  partition: string;
+  payload: string;
+  /** Present it to extend/ack/reject/deadLetter; refused once the lease was reclaimed. */
+  token: string;
+  /** How many times this task has been leased, this lease included (1 = first delivery). */
+  deliveries: number;
+  /** Epoch ms (Redis clock) of the first publish. */
+  publishedAt: number;
+  /** Epoch ms at which the task became due. */
+  dueAt: number;
+  ordered: boolean;
+}
+
+export interface LeaseResult {
+  tasks: LeasedTask[];
+  /** 0 when tasks were returned; else how long an idle worker may sleep (≤ maxIdleMs). */
+  nextWakeMs: number;
+}
+
+/** `ok`, or `stale`: the lease was reclaimed (expired) or already settled — the task is not yours. */
+export type SettleResult = 'ok' | 'stale';
+
+export interface ReclaimResult {
+  reclaimed: number;
+  deadLettered: number;
+}
+
+type Reply = Array<string | number>;
+
+/** One lease round trip: tasks to ask of each shard, and the most one partition may give. */
+interface Wave {
+  asks: Map<number, number>;
+  quantum: number;
+}
+
+const DAY_MS = 24 * 60 * 60 * 1000;
+// Due times are 11 hex digits in pending members (see shard.lua): beyond year 2500 is an error.
+const MAX_DUE_MS = 0xfff_ffff_ffff;
+
+/**
+ * The Redis fair queue (docs/architecture.md §6): N shards, each a Redis Cluster slot; fair round-robin over
+ * partitions with a due head; ordered partitions with one task in flight; leases with tokens and
+ * reclaim; idempotent publish with a post-ack dedup window. Every operation is batched per shard
+ * and pipelined over shards.
+ */
+export class FairQueue {
+  readonly redis: RedisClient;
+  readonly prefix: string;
+  readonly name: string;
+  readonly shards: number;
+  readonly dedupWindowMs: number;
+  readonly partitionConcurrency: number;
+  readonly maxDeliveries: number;
+  private readonly housekeepingBatch: number;
+  private readonly publishBatch: number;
+  private readonly refreshMs: number;
+  private readonly maxIdleMs: number;
+  private readonly shardsPerLease: number;
+  private readonly notify: boolean;
+  private readonly maxPayloadBytes: number;
+  private readonly logger: Logger | undefined;
+  private readonly call: ReturnType<typeof loadScripts>;
+  private readonly keysOf: string[][];
+  private readonly view: ShardView;
+  private cursor: number;
+  private subscriber: RedisClient | undefined;
+  private readonly waiters = new Set<(woken: boolean) => void>();
+  /** Wake messages received so far, and how many of them the latest lease call started after. */
+  private announcements = 0;
+  private announcementsLeaseSaw = 0;
+
+  constructor(options: FairQueueOptions) {
+    this.redis = options.redis;
+    this.prefix = options.prefix ?? 'rq:';
+    this.name = options.name ?? this.prefix;
+    this.shards = positiveInt('shards', options.shards ?? 128);
+    this.dedupWindowMs = nonNegativeInt('dedupWindowMs', options.dedupWindowMs ?? DAY_MS);
+    this.partitionConcurrency = nonNegativeInt('partitionConcurrency', options.partitionConcurrency ?? 0);
+    this.maxDeliveries = nonNegativeInt('maxDeliveries', options.maxDeliveries ?? 0);
+    this.housekeepingBatch = positiveInt('housekeepingBatch', options.housekeepingBatch ?? 256);
+    this.publishBatch = positiveInt('publishBatch', options.publishBatch ?? 500);
+    this.refreshMs = nonNegativeInt('refreshMs', options.refreshMs ?? 1000);
+    this.maxIdleMs = nonNegativeInt('maxIdleMs', options.maxIdleMs ?? 1000);
+    this.shardsPerLease = positiveInt('shardsPerLease', options.shardsPerLease ?? 8);
+    this.notify = options.notify ?? true;
+    this.maxPayloadBytes = positiveInt('maxPayloadBytes', options.maxPayloadBytes ?? 64 * 1024);
+    this.logger = options.logger;
+    this.call = loadScripts(this.redis);
+    this.keysOf = Array.from({ length: this.shards }, (_, shard) => shardKeys(this.prefix, shard));
+    this.view = new ShardView(this.shards);
+    // Workers start at different shards so that they do not all hit shard 0.
+    this.cursor = Math.floor(Math.random() * this.shards);
+  }
+
+  /** The shard of a partition (stable across processes). */
+  shardOf(partition: string): number {
+    return shardOfPartition(partition, this.shards);
+  }
+
+  /** Runs one queue script on one shard (low level: for the admin module and tests). */
+  script(name: ScriptName, shard: number, args: Array<string | number>): Promise<Reply> {
+    const keys = this.keysOf[shard];
+    if (!keys) throw new RequesterError('invalid_request', `no shard ${shard} (queue has ${this.shards})`);
+    return this.call(name, keys, args);
+  }
+
+  /** Publishes tasks; one result per task, in order. Refuses ids pending, leased, dead or recently acked. */
+  async publish(tasks: readonly PublishTask[]): Promise<PublishResult[]> {
+    const byShard = new Map<number, number[]>();
+    tasks.forEach((task, index) => {
+      validateTask(task, this.maxPayloadBytes);
+      const shard = this.shardOf(task.partition ?? task.id);
+      const list = byShard.get(shard);
+      if (list) list.push(index);
+      else byShard.set(shard, [index]);
+    });
+    const results: PublishResult[] = new Array(tasks.length);
+    const woke: string[] = [];
+    const calls: Promise<void>[] = [];
+    for (const [shard, indexes] of byShard) {
+      for (let at = 0; at < indexes.length; at += this.publishBatch) {
+        const chunk = indexes.slice(at, at + this.publishBatch);
+        const args: Array<string | number> = [this.partitionConcurrency, this.dedupWindowMs, chunk.length];
+        for (const index of chunk) {
+          const task = tasks[index] as PublishTask;
+          args.push(task.id, task.partition ?? task.id, task.payload, task.dueAt ?? 0, task.delayMs ?? 0);
+        }
+        calls.push(
+          this.script('publish', shard, args).then((reply) => {
+            const [readyCount, nextEvent, notify] = [num(reply, 0), num(reply, 1), num(reply, 2)];
+            this.view.update(shard, readyCount, nextEvent);
+            if (notify === 1) woke.push(`${shard}:${readyCount > 0 ? 0 : nextEvent}`);
+            chunk.forEach((index, i) => {
+              results[index] = Number(reply[3 + i]) === 1 ? 'queued' : 'duplicate';
+            });
+          }),
+        );
+      }
+    }
+    await Promise.all(calls);
+    let queued = 0;
+    for (const r of results) if (r === 'queued') queued++;
+    queueMetrics.published.inc({ queue: this.name, result: 'queued' }, queued);
+    if (tasks.length > queued) {
+      queueMetrics.published.inc({ queue: this.name, result: 'duplicate' }, tasks.length - queued);
+    }
+    // Not awaited: a hint to idle workers (who find the work on their next refresh anyway), and
+    // its round trip would sit on the path of every record the router writes.
+    void this.announce(woke);
+    return results;
+  }
+
+  /**
+   * Leases up to k tasks for leaseMs, fairly across partitions (one task per partition per turn)
+   * and across shards (a rotating cursor; one round trip for all shards visited, a second one only
+   * when the first could not fill k).
+   */
+  async lease(k: number, leaseMs: number): Promise<LeaseResult> {
+    positiveInt('k', k);
+    positiveInt('leaseMs', leaseMs);
+    const started = performance.now();
+    this.announcementsLeaseSaw = this.announcements;
+    if (Date.now() - this.view.refreshedAt >= this.refreshMs) await this.refreshView();
+    const tasks: LeasedTask[] = [];
+    const first = this.allocate(k, this.shardsPerLease);
+    await this.leaseWave(first, leaseMs, tasks);
+    if (tasks.length < k) {
+      // The partitions met had fewer due tasks than the quantum assumed: one more round trip,
+      // one task per ready partition over as many shards as it takes.
+      await this.leaseWave(this.allocate(k - tasks.length, this.shards), leaseMs, tasks);
+    }
+    queueMetrics.leaseLatency.observe({ queue: this.name }, (performance.now() - started) / 1000);
+    if (tasks.length > 0) queueMetrics.leased.inc({ queue: this.name }, tasks.length);
+    return { tasks, nextWakeMs: tasks.length > 0 ? 0 : this.idleFor() };
+  }
+
+  /** Heartbeat: the lease now ends leaseMs from now. */
+  async extend(token: string, leaseMs: number): Promise<SettleResult> {
+    const [result] = await this.extendMany([{ token, leaseMs }]);
+    return result as SettleResult;
+  }
+
+  async extendMany(leases: ReadonlyArray<{ token: string; leaseMs: number }>): Promise<SettleResult[]> {
+    return this.settle(
+      'extend',
+      leases.map((l) => ({ token: l.token, args: [positiveInt('leaseMs', l.leaseMs)] })),
+      () => [],
+      false,
+    );
+  }
+
+  /** Done: the task leaves the queue and its id stays refused for the dedup window. */
+  async ack(token: string): Promise<SettleResult> {
+    const [result] = await this.ackMany([token]);
+    return result as SettleResult;
+  }
+
+  async ackMany(tokens: readonly string[]): Promise<SettleResult[]> {
+    return this.settle(
+      'ack',
+      tokens.map((token) => ({ token })),
+      () => [this.partitionConcurrency, this.dedupWindowMs],
+      true,
+    );
+  }
+
+  /**
+   * Try again later. Ordered partition: the task stays at the head and the partition is blocked for
+   * delayMs. Unordered: the task becomes due at now + delayMs.
+   */
+  async reject(token: string, delayMs: number, payload?: string): Promise<SettleResult> {
+    const [result] = await this.rejectMany([
+      { token, delayMs, ...(payload === undefined ? {} : { payload }) },
+    ]);
+    return result as SettleResult;
+  }
+
+  /** `payload`, when given, replaces the task's payload (e.g. a retry carrying its attempt count). */
+  async rejectMany(
+    items: ReadonlyArray<{ token: string; delayMs: number; payload?: string }>,
+  ): Promise<SettleResult[]> {
+    return this.settle(
+      'reject',
+      items.map((i) => ({
+        token: i.token,
+        args: [
+          nonNegativeInt('delayMs', i.delayMs),
+          i.payload === undefined ? '' : checkedPayload(i.payload, this.maxPayloadBytes),
+        ],
+      })),
+      () => [this.partitionConcurrency],
+      true,
+    );
+  }
+
+  /** Give up on a task: it moves to the dead letters with the reason (see admin listDead/retryDead). */
+  async deadLetter(token: string, reason: string): Promise<SettleResult> {
+    const [result] = await this.deadLetterMany([{ token, reason }]);
+    return result as SettleResult;
+  }
+
+  async deadLetterMany(items: ReadonlyArray<{ token: string; reason: string }>): Promise<SettleResult[]> {
+    const results = await this.settle(
+      'deadLetter',
+      items.map((i) => ({ token: i.token, args: [i.reason] })),
+      () => [this.partitionConcurrency],
+      true,
+    );
+    const dead = results.filter((r) => r === 'ok').length;
+    if (dead > 0) queueMetrics.deadLettered.inc({ queue: this.name, cause: 'explicit' }, dead);
+    return results;
+  }
+
+  /** Takes back every expired lease on every shard (lease() also does it as it goes). */
+  async reclaim(): Promise<ReclaimResult> {
+    const total = { reclaimed: 0, deadLettered: 0 };
+    let shards = Array.from({ length: this.shards }, (_, s) => s);
+    while (shards.length > 0) {
+      const replies = await Promise.all(
+        shards.map((shard) =>
+          this.script('reclaim', shard, [
+            this.partitionConcurrency,
+            this.maxDeliveries,
+            this.housekeepingBatch,
+          ]),
+        ),
+      );
+      const again: number[] = [];
+      replies.forEach((reply, i) => {
+        const shard = shards[i] as number;
+        const [readyCount, nextEvent, reclaimed, deadLettered, more] = [0, 1, 2, 3, 4].map((i) =>
+          num(reply, i),
+        ) as [number, number, number, number, number];
+        this.view.update(shard, readyCount, nextEvent);
+        total.reclaimed += reclaimed;
+        total.deadLettered += deadLettered;
+        if (more === 1) again.push(shard);
+      });
+      shards = again;
+    }
+    this.countReclaimed(total.reclaimed, total.deadLettered);
+    return total;
+  }
+
+  /**
+   * Tasks waiting to be leased in the whole queue, due or not (what a producer throttles on): one
+   * ZCARD of each shard's `pending` set, auto-pipelined (and split by slot on a cluster).
+   * O(shards) of O(1) commands — cheaper than QueueAdmin.info(), which also walks the partitions
+   * in flight. Also sets the `queue_depth{state="pending"}` gauge.
+   */
+  async pendingDepth(): Promise<number> {
+    const counts = await Promise.all(
+      Array.from({ length: this.shards }, (_, shard) =>
+        this.redis.zcard(shardKey(this.prefix, shard, 'pending')),
+      ),
+    );
+    const pending = counts.reduce((sum, n) => sum + n, 0);
+    queueMetrics.depth.set({ queue: this.name, state: 'pending' }, pending);
+    return pending;
+  }
+
+  /**
+   * Resolves after ms, or earlier when some process announces new work (pub/sub) — what an idle
+   * worker does with `nextWakeMs`. Resolves true when woken by an announcement, false on timeout
+   * or abort. An announcement that arrived while the latest `lease` was under way (after it began)
+   * answers true at once: that lease may not have seen the work, and waiting for the next
+   * announcement would leave it queued for as long (a lost wake-up).
+   */
+  async waitForWork(ms: number, signal?: AbortSignal): Promise<boolean> {
+    if (ms <= 0 || signal?.aborted) return false;
+    if (this.notify) await this.subscribe();
+    if (this.announcements !== this.announcementsLeaseSaw) return true;
+    return new Promise<boolean>((resolve) => {
+      const finish = (woken: boolean) => {
+        clearTimeout(timer);
+        this.waiters.delete(finish);
+        signal?.removeEventListener('abort', abort);
+        resolve(woken);
+      };
+      const abort = () => finish(false);
+      const timer = setTimeout(abort, ms);
+      this.waiters.add(finish);
+      signal?.addEventListener('abort', abort, { once: true });
+    });
+  }
+
+  /** Stops the wake-up subscription (the caller owns and closes `redis`). */
+  async close(): Promise<void> {
+    for (const finish of [...this.waiters]) finish(false);
+    const subscriber = this.subscriber;
+    this.subscriber = undefined;
+    if (subscriber) await subscriber.quit().catch(() => subscriber.disconnect());
+  }
+
+  get wakeChannel(): string {
+    return `${this.prefix}wake`;
+  }
+
+  // ---------------------------------------------------------------------------------------------
+
+  /** Tells idle workers (`waitForWork`) which shards have work now (`shard:inMs`, comma-separated). */
+  private async announce(shards: string[]): Promise<void> {
+    if (!this.notify || shards.length === 0) return;
+    try {
+      await this.redis.publish(this.wakeChannel, shards.join(','));
+    } catch (err) {
+      // Only a latency hint: workers find the work on their next view refresh anyway.
+      this.logger?.warn({ err, queue: this.name }, 'wake announcement failed');
+    }
+  }
+
+  /** One settle script call per shard, all pipelined; results in the order of `items`. */
+  private async settle(
+    op: 'extend' | 'ack' | 'reject' | 'deadLetter',
+    items: ReadonlyArray<{ token: string; args?: ReadonlyArray<string | number> }>,
+    leadingArgs: () => Array<string | number>,
+    repliesWithState: boolean,
+  ): Promise<SettleResult[]> {
+    const byShard = new Map<number, number[]>();
+    items.forEach((item, index) => {
+      const { shard } = parseToken(item.token);
+      if (shard >= this.shards) {
+        throw new RequesterError(
+          'invalid_request',
+          `token of shard ${shard}, queue has ${this.shards} shards`,
+        );
+      }
+      const list = byShard.get(shard);
+      if (list) list.push(index);
+      else byShard.set(shard, [index]);
+    });
+    const results: SettleResult[] = new Array(items.length);
+    const woke: string[] = [];
+    await Promise.all(
+      [...byShard].map(async ([shard, indexes]) => {
+        const args = [...leadingArgs(), indexes.length];
+        for (const index of indexes) {
+          const item = items[index] as { token: string; args?: ReadonlyArray<string | number> };
+          args.push(item.token, ...(item.args ?? []));
+        }
+        const reply = await this.script(op, shard, args);
+        let offset = 0;
+        if (repliesWithState) {
+          const [readyCount, nextEvent, notify] = [num(reply, 0), num(reply, 1), num(reply, 2)];
+          this.view.update(shard, readyCount, nextEvent);
+          if (notify === 1) woke.push(`${shard}:0`);
+          offset = 3;
+        }
+        indexes.forEach((index, i) => {
+          results[index] = Number(reply[offset + i]) === 1 ? 'ok' : 'stale';
+        });
+      }),
+    );
+    // e.g. an ordered partition unblocked by this ack, on a shard other workers believe idle
+    // (not awaited, as in publish)
+    void this.announce(woke);
+    const ok = results.filter((r) => r === 'ok').length;
+    if (ok > 0) queueMetrics.settled.inc({ queue: this.name, op, result: 'ok' }, ok);
+    if (ok < results.length) {
+      queueMetrics.settled.inc({ queue: this.name, op, result: 'stale' }, results.length - ok);
+    }
+    return results;
+  }
+
+  /**
+   * Which shards to visit and how many tasks to ask of each. Walks the shards from the cursor,
+   * skipping those known to have nothing to do, until the ready partitions met could give k tasks
+   * at one task each, or `maxShards` shards were picked. When fewer than k partitions were met,
+   * each may give up to `quantum` = ceil(k / partitions met) tasks: few shards per lease (few script
+   * calls) while every partition still gets the same share per visit of its shard. The cursor then
+   * moves past the last shard picked, so that shards take turns.
+   */
+  private allocate(k: number, maxShards: number): Wave {
+    const now = Date.now();
+    const picked: number[] = [];
+    let partitionsMet = 0;
+    let last = this.cursor - 1;
+    for (let i = 0; i < this.shards && picked.length < maxShards && partitionsMet < k; i++) {
+      const shard = (this.cursor + i) % this.shards;
+      if (!this.view.hasWork(shard, now)) continue;
+      picked.push(shard);
+      partitionsMet += Math.max(1, this.view.ready[shard] ?? 0);
+      last = shard;
+    }
+    this.cursor = (last + 1) % this.shards;
+    const quantum = Math.max(1, Math.ceil(k / Math.max(1, partitionsMet)));
+    const asks = new Map<number, number>();
+    let remaining = k;
+    for (const shard of picked) {
+      if (remaining <= 0) break;
+      const ask = Math.min(remaining, Math.max(1, this.view.ready[shard] ?? 0) * quantum);
+      asks.set(shard, ask);
+      remaining -= ask;
+    }
+    return { asks, quantum };
+  }
+
+  private async leaseWave({ asks, quantum }: Wave, leaseMs: number, into: LeasedTask[]): Promise<void> {
+    if (asks.size === 0) return;
+    const args = (shard: number, ask: number) => [
+      this.partitionConcurrency,
+      shard,
+      ask,
+      leaseMs,
+      this.maxDeliveries,
+      this.housekeepingBatch,
+      quantum,
+    ];
+    const shards = [...asks.keys()];
+    const settled = await Promise.allSettled(
+      shards.map((shard) => this.script('lease', shard, args(shard, asks.get(shard) ?? 1))),
+    );
+    let failure: unknown;
+    let reclaimed = 0;
+    let deadLettered = 0;
+    settled.forEach((outcome, i) => {
+      const shard = shards[i] as number;
+      if (outcome.status === 'rejected') {
+        failure ??= outcome.reason;
+        return;
+      }
+      const reply = outcome.value;
+      const [readyCount, nextEvent, shardReclaimed, shardDead, n] = [0, 1, 2, 3, 4].map((i) =>
+        num(reply, i),
+      ) as [number, number, number, number, number];
+      this.view.update(shard, readyCount, nextEvent);
+      reclaimed += shardReclaimed;
+      deadLettered += shardDead;
+      for (let t = 0, at = 5; t < n; t++, at += 7) {
+        const partition = String(reply[at + 1]);
+        into.push({
+          id: String(reply[at]),
+          partition,
+          payload: String(reply[at + 2]),
+          token: String(reply[at + 3]),
+          deliveries: Number(reply[at + 4]),
+          publishedAt: Number(reply[at + 5]),
+          dueAt: Number(reply[at + 6]),
+          ordered: isOrderedPartition(partition),
+        });
+      }
+    });
+    this.countReclaimed(reclaimed, deadLettered);
+    if (failure !== undefined) {
+      // Tasks leased on the other shards are handed out anyway; the failed shard is retried later.
+      if (into.length === 0) throw failure;
+      this.logger?.warn({ err: failure, queue: this.name }, 'lease failed on a shard');
+    }
+  }
+
+  private countReclaimed(reclaimed: number, deadLettered: number): void {
+    if (reclaimed > 0) queueMetrics.reclaimed.inc({ queue: this.name }, reclaimed);
+    if (deadLettered > 0) {
+      queueMetrics.deadLettered.inc({ queue: this.name, cause: 'max_deliveries' }, deadLettered);
+    }
+  }
+
+  private idleFor(): number {
+    const now = Date.now();
+    let soonest = Number.POSITIVE_INFINITY;
+    for (let shard = 0; shard < this.shards; shard++)
+      soonest = Math.min(soonest, this.view.wakeAt[shard] ?? 0);
+    return Math.max(0, Math.min(soonest - now, this.maxIdleMs));
+  }
+
+  /** Re-reads the state of every shard (one small read-only script per shard, pipelined). */
+  private async refreshView(): Promise<void> {
+    const at = Date.now();
+    const replies = await Promise.all(
+      Array.from({ length: this.shards }, (_, shard) => this.script('peek', shard, [])),
+    );
+    replies.forEach((reply, shard) => {
+      const [readyCount, nextEvent] = [num(reply, 0), num(reply, 1)];
+      this.view.update(shard, readyCount, nextEvent, at);
+    });
+    this.view.refreshedAt = at;
+  }
+
+  private async subscribe(): Promise<void> {
+    if (this.subscriber) return;
+    const subscriber = this.redis.duplicate();
+    this.subscriber = subscriber;
+    subscriber.on('message', (_channel: string, message: string) => {
+      this.announcements++;
+      for (const entry of message.split(',')) {
+        const [shard, inMs] = entry.split(':').map(Number);
+        if (shard !== undefined && inMs !== undefined && shard < this.shards) this.view.wake(shard, inMs);
+      }
+      for (const finish of [...this.waiters]) finish(true);
+    });
+    subscriber.on('error', (err: Error) => this.logger?.warn({ err, queue: this.name }, 'wake subscription'));
+    await subscriber.subscribe(this.wakeChannel);
+  }
+}
+
+/**
+ * What this process knows about each shard: when it next has something to do (a ready partition,
+ * a timer or a lease deadline), in local ms, and how many partitions it had ready. Updated by every
+ * script reply, by wake messages, and by a periodic refresh.
+ */
+class ShardView {
+  readonly wakeAt: Float64Array;
+  readonly ready: Uint32Array;
+  refreshedAt = Number.NEGATIVE_INFINITY;
+
+  constructor(shards: number) {
+    // Unknown shards count as having work: the first lease looks everywhere.
+    this.wakeAt = new Float64Array(shards).fill(0);
+    this.ready = new Uint32Array(shards);
+  }
+
+  update(shard: number, readyCount: number, nextEventMs: number, now = Date.now()): void {
+    this.ready[shard] = readyCount;
+    this.wakeAt[shard] =
+      readyCount > 0 ? now : nextEventMs >= 0 ? now + nextEventMs : Number.POSITIVE_INFINITY;
+  }
+
+  wake(shard: number, inMs: number): void {
+    this.wakeAt[shard] = Math.min(this.wakeAt[shard] ?? 0, Date.now() + inMs);
+    if (inMs === 0) this.ready[shard] = Math.max(1, this.ready[shard] ?? 0);
+  }
+
+  hasWork(shard: number, now: number): boolean {
+    return (this.wakeAt[shard] ?? 0) <= now;
+  }
+}
+
+function num(reply: Reply, index: number): number {
+  return Number(reply[index] ?? 0);
+}
+
+function positiveInt(name: string, value: number): number {
+  if (!Number.isInteger(value) || value <= 0) {
+    throw new RequesterError('invalid_request', `${name} must be a positive integer, got ${value}`);
+  }
+  return value;
+}
+
+function nonNegativeInt(name: string, value: number): number {
+  if (!Number.isInteger(value) || value < 0) {
+    throw new RequesterError('invalid_request', `${name} must be a non-negative integer, got ${value}`);
+  }
+  return value;
+}
+
+/** A replacement payload: non-empty (empty means "keep" to the script) and within the size cap. */
+function checkedPayload(payload: string, maxPayloadBytes: number): string {
+  if (typeof payload !== 'string' || payload === '') {
+    throw new RequesterError('invalid_request', 'a replacement payload must be a non-empty string');
+  }
+  if (Buffer.byteLength(payload) > maxPayloadBytes) {
+    throw new RequesterError('payload_too_large', `replacement payload exceeds ${maxPayloadBytes} bytes`);
+  }
+  return payload;
+}
+
+function validateTask(task: PublishTask, maxPayloadBytes: number): void {
+  const bad = (message: string) =>
+    new RequesterError('invalid_request', `queue task ${JSON.stringify(task.id)}: ${message}`);
+  if (typeof task.id !== 'string' || task.id === '') throw bad('id must be a non-empty string');
+  if (task.partition !== undefined && (typeof task.partition !== 'string' || task.partition === '')) {
+    throw bad('partition must be a non-empty string when given');
+  }
+  // NUL separates the partition from the sort key in pending members (see shard.lua).
+  if ((task.partition ?? task.id).includes('\0'))
+    throw bad('partition (or id used as one) must not contain NUL');
+  if (typeof task.payload !== 'string') throw bad('payload must be a string');
+  if (task.payload.length > maxPayloadBytes / 3 && Buffer.byteLength(task.payload) > maxPayloadBytes) {
+    throw new RequesterError(
+      'payload_too_large',
+      `queue task ${JSON.stringify(task.id)}: payload of ${Buffer.byteLength(task.payload)} bytes exceeds ${maxPayloadBytes}`,
+    );
+  }
+  if (
+    task.dueAt !== undefined &&
+    (!Number.isInteger(task.dueAt) || task.dueAt < 0 || task.dueAt > MAX_DUE_MS)
+  ) {
+    throw bad('dueAt must be an integer epoch ms');
+  }
+  if (task.delayMs !== undefined && (!Number.isInteger(task.delayMs) || task.delayMs < 0)) {
+    throw bad('delayMs must be a non-negative integer');
+  }
+}

@@ -1,0 +1,238 @@
+import { KeyAccess, KeyStore } from '@requester/ingress';
+import { breakerFromConfig, type CircuitBreaker } from '@requester/policies';
+import { type FairQueue, QueueAdmin, queueFromConfig } from '@requester/queue';
+import { type Config, type Dependencies, type Logger, Outbox } from '@requester/shared';
+import type { DlqSource } from '../dlq/index.ts';
+import {
+  type AdminActionEvent,
+  type DeadLetterView,
+  type DlqSelection,
+  dlqFilterFrom,
+  HandledDeadLetters,
+  listBreakers,
+  listDeadLetterViews,
+  type OutboxView,
+  outboxInfo,
+  partitionsOverview,
+  rateArg,
+  recordAdminAction,
+  replayFromDlq,
+  resetBreaker,
+  showBreaker,
+  showLimiter,
+} from '../ops/index.ts';
+import { LiveMetrics } from '../ui/live.ts';
+
+/** One event of a request's journal (the task journal's reader, `readJournal`). */
+export type JournalEvent = Record<string, unknown>;
+
+export interface AdminConsoleOptions {
+  config: Config;
+  deps: Dependencies;
+  logger: Logger;
+  /** The result (raw JSON from `out`) this process's sync-gateway holds for a requestId. */
+  peekResult?(requestId: string): string | undefined;
+  /** The task journal's reader by requestId; without it the request page says "journal not enabled". */
+  events?(requestId: string): Promise<JournalEvent[]>;
+  /** The journal hook of operator actions (see recordAdminAction). */
+  journalAdminAction?(event: AdminActionEvent): Promise<void>;
+}
+
+/** An operator, from an API key with an admin scope. */
+export interface Operator {
+  name: string;
+  admin: 'read' | 'write';
+}
+
+/** How long outbox counts are reused (counting reads the whole table). */
+const OUTBOX_STATS_TTL_MS = 10_000;
+
+/**
+ * What the admin API and the operator UI read and do, on the clients of the process they run in
+ * (its Redis, PostgreSQL and Kafka): every call goes through the shared operations of ops/.
+ */
+export class AdminConsole {
+  readonly live = new LiveMetrics();
+  readonly #options: AdminConsoleOptions;
+  #queue: FairQueue | undefined;
+  #breaker: CircuitBreaker | undefined;
+  #access: KeyAccess | undefined;
+  #outboxCache: { at: number; view: Promise<OutboxView> } | undefined;
+
+  constructor(options: AdminConsoleOptions) {
+    this.#options = options;
+    // From the start, so the overview's chart has history when someone opens it.
+    this.live.start();
+  }
+
+  get config(): Config {
+    return this.#options.config;
+  }
+
+  get journalEnabled(): boolean {
+    return this.#options.events !== undefined;
+  }
+
+  /** The operator an API key token names, or undefined (unknown, revoked, no admin scope). */
+  async identify(token: string | undefined): Promise<Operator | undefined> {
+    if (!token) return undefined;
+    const { config, deps } = this.#options;
+    this.#access ??= new KeyAccess({
+      find: async (id) => new KeyStore(await deps.sql()).find(id),
+      cacheTtlMs: config.authCacheTtl,
+      horizonMs: config.redisHorizon,
+      limiter: () => {
+        throw new Error('the admin API has no per-key rate');
+      },
+    });
+    const caller = await this.#access.identify(`Bearer ${token}`);
+    if (!caller || 'status' in caller || !caller.scopes.admin) return undefined;
+    return { name: caller.name, admin: caller.scopes.admin };
+  }
+
+  private admin(): QueueAdmin {
+    this.#queue ??= queueFromConfig(this.config, this.#options.deps.redis(), { notify: false });
+    return new QueueAdmin(this.#queue);
+  }
+
+  private breaker(): CircuitBreaker {
+    this.#breaker ??= breakerFromConfig(this.config, this.#options.deps.redis(), { stateCacheMs: 0 });
+    return this.#breaker;
+  }
+
+  private dlqSource(): DlqSource {
+    return { kafka: this.#options.deps.kafka(), topic: this.config.topicDlq };
+  }
+
+  async overview() {
+    this.live.start();
+    const [queue, outbox, breakers] = await Promise.all([
+      this.admin().info(),
+      this.outbox().catch((err: unknown) => ({ error: String(err) })),
+      listBreakers(this.breaker(), 1_000),
+    ]);
+    const latest = this.live.latest();
+    return {
+      queue,
+      outbox,
+      breakersOpen: breakers.filter((b) => b.state === 'open').length,
+      breakersHalfOpen: breakers.filter((b) => b.state === 'half_open').length,
+      live: latest ?? null,
+    };
+  }
+
+  private outbox(): Promise<OutboxView> {
+    const now = Date.now();
+    if (!this.#outboxCache || now - this.#outboxCache.at > OUTBOX_STATS_TTL_MS) {
+      const view = this.#options.deps.sql().then((sql) => outboxInfo(new Outbox(sql)));
+      this.#outboxCache = { at: now, view };
+      view.catch(() => {
+        this.#outboxCache = undefined;
+      });
+    }
+    return this.#outboxCache.view;
+  }
+
+  async partitions(limit: number) {
+    const reader = this.#options.deps.kafka().fetcher();
+    try {
+      return await partitionsOverview(this.admin(), limit, { breaker: this.breaker(), inRecords: reader });
+    } finally {
+      await reader.close();
+    }
+  }
+
+  breakers(limit = 1_000) {
+    return listBreakers(this.breaker(), limit);
+  }
+
+  breaker1(origin: string) {
+    return showBreaker(this.breaker(), origin);
+  }
+
+  async resetBreaker(operator: Operator, origin: string) {
+    const result = await resetBreaker(this.breaker(), origin);
+    await this.record(operator, 'breaker.reset', { origin });
+    return result;
+  }
+
+  limiter(key: string, rates: string[], apiKey: boolean) {
+    return showLimiter(this.#options.deps.redis(), this.config, key, rates.map(rateArg), apiKey);
+  }
+
+  async deadLetters(selection: DlqSelection, limit: number) {
+    const filter = dlqFilterFrom(selection);
+    filter.exclude = await this.handled().then((h) => h.refs(this.config.topicDlq));
+    return listDeadLetterViews(this.dlqSource(), filter, limit);
+  }
+
+  async replay(operator: Operator, selection: DlqSelection & { force?: boolean }) {
+    const filter = dlqFilterFrom(selection);
+    if (!filter.requestIds && Object.keys(filter).length === 0)
+      throw new SelectionError(
+        'replay needs a selection: requestIds, since/until, origin, errorCode or client',
+      );
+    const summary = await replayFromDlq(
+      this.dlqSource(),
+      {
+        producer: await this.#options.deps.producer(),
+        redis: this.#options.deps.redis(),
+        config: this.config,
+      },
+      { filter, dryRun: false, force: selection.force ?? false },
+    );
+    await this.record(operator, 'dlq.replay', { requestIds: summary.replayed.map((r) => r.requestId) });
+    return summary;
+  }
+
+  /** Marks the dead letters at these DLQ positions as handled (see HandledDeadLetters). */
+  async deleteDeadLetters(operator: Operator, refs: string[]) {
+    const wanted = new Set(refs);
+    const entries: DeadLetterView[] = [];
+    for (const entry of (await this.deadLetters({}, Number.MAX_SAFE_INTEGER)).entries)
+      if (wanted.has(entry.ref)) entries.push(entry);
+    const marked = await (await this.handled()).mark(entries, operator.name);
+    await this.record(operator, 'dlq.delete', {
+      refs: entries.map((e) => e.ref),
+      requestIds: entries.flatMap((e) => (e.requestId ? [e.requestId] : [])),
+    });
+    return { marked, refs: entries.map((e) => e.ref) };
+  }
+
+  /** What is known of one request: its result here, its dead letters, its journal. */
+  async request(requestId: string) {
+    const result = this.#options.peekResult?.(requestId);
+    const dead = await this.deadLetters({ requestIds: [requestId] }, 20);
+    return {
+      requestId,
+      result: result === undefined ? null : (JSON.parse(result) as unknown),
+      resultSource: this.#options.peekResult ? 'sync-gateway' : null,
+      deadLetters: dead.entries,
+    };
+  }
+
+  async events(requestId: string): Promise<{ enabled: boolean; events: JournalEvent[] }> {
+    if (!this.#options.events) return { enabled: false, events: [] };
+    return { enabled: true, events: await this.#options.events(requestId) };
+  }
+
+  private async handled(): Promise<HandledDeadLetters> {
+    return new HandledDeadLetters(await this.#options.deps.sql());
+  }
+
+  private record(operator: Operator, action: string, target: Record<string, unknown>): Promise<void> {
+    return recordAdminAction(
+      this.#options.logger,
+      { action, actor: operator.name, target, outcome: 'done' },
+      this.#options.journalAdminAction,
+    );
+  }
+
+  async close(): Promise<void> {
+    this.live.stop();
+    await this.#queue?.close();
+  }
+}
+
+/** A request to act without saying on what (answered 400). */
+export class SelectionError extends Error {}

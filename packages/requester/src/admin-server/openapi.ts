@@ -1,0 +1,154 @@
+/**
+ * The OpenAPI document of the admin API (`GET /admin/openapi.json` on the admin port). Kept apart
+ * from the public API's document (packages/ingress/src/openapi): another port, another audience,
+ * other keys (an admin scope).
+ */
+type Op = {
+  summary: string;
+  write?: boolean;
+  params?: string[];
+  body?: Record<string, unknown>;
+  pathId?: boolean;
+};
+
+const OPERATIONS: Record<string, Record<'get' | 'post', Op | undefined>> = {
+  '/admin/api/whoami': {
+    get: { summary: 'The operator of this key: name and admin scope' },
+    post: undefined,
+  },
+  '/admin/api/overview': {
+    get: {
+      summary: 'Queue depth per shard, partitions by state, in flight, outbox, breakers, live throughput',
+    },
+    post: undefined,
+  },
+  '/admin/api/partitions': {
+    get: {
+      summary: 'The heaviest and the most held-back partitions, with their head task and why it waits',
+      params: ['limit'],
+    },
+    post: undefined,
+  },
+  '/admin/api/requests/{id}': {
+    get: {
+      summary: "A request's result (if this process's sync-gateway holds it) and its dead letters",
+      pathId: true,
+    },
+    post: undefined,
+  },
+  '/admin/api/requests/{id}/events': {
+    get: { summary: "A request's journal timeline; {enabled: false} when no journal is wired", pathId: true },
+    post: undefined,
+  },
+  '/admin/api/dlq': {
+    get: {
+      summary: 'Dead letters, newest first, without those marked handled (requester dlq list)',
+      params: ['requestId', 'since', 'until', 'origin', 'errorCode', 'client', 'limit'],
+    },
+    post: undefined,
+  },
+  '/admin/api/dlq/replay': {
+    get: undefined,
+    post: {
+      summary: 'Replay the selected dead letters to in (requester dlq replay); needs a write key',
+      write: true,
+      body: {
+        requestIds: { type: 'array', items: { type: 'string' } },
+        refs: {
+          type: 'array',
+          items: { type: 'string' },
+          description: 'DLQ positions topic/partition/offset',
+        },
+        since: { type: 'string', format: 'date-time' },
+        until: { type: 'string', format: 'date-time' },
+        origin: { type: 'string' },
+        errorCode: { type: 'string' },
+        client: { type: 'string' },
+        force: { type: 'boolean' },
+      },
+    },
+  },
+  '/admin/api/dlq/delete': {
+    get: undefined,
+    post: {
+      summary: 'Mark dead letters as handled (requester dlq delete): left out of lists from then on',
+      write: true,
+      body: { refs: { type: 'array', items: { type: 'string' } } },
+    },
+  },
+  '/admin/api/breakers': {
+    get: { summary: 'Open and half-open breakers (requester breakers list)', params: ['limit'] },
+    post: undefined,
+  },
+  '/admin/api/breakers/show': {
+    get: { summary: 'The breaker of one origin (requester breakers show)', params: ['origin'] },
+    post: undefined,
+  },
+  '/admin/api/breakers/reset': {
+    get: undefined,
+    post: {
+      summary: 'Close the breaker of an origin (requester breakers reset)',
+      write: true,
+      body: { origin: { type: 'string' } },
+    },
+  },
+  '/admin/api/limiters': {
+    get: {
+      summary: 'The windows of a limiter key (requester limiter show)',
+      params: ['key', 'rate', 'apiKey'],
+    },
+    post: undefined,
+  },
+};
+
+export function adminOpenApiDocument(): Record<string, unknown> {
+  const paths: Record<string, Record<string, unknown>> = {};
+  for (const [path, methods] of Object.entries(OPERATIONS)) {
+    paths[path] = {};
+    for (const method of ['get', 'post'] as const) {
+      const op = methods[method];
+      if (!op) continue;
+      const parameters = [
+        ...(op.pathId ? [{ name: 'id', in: 'path', required: true, schema: { type: 'string' } }] : []),
+        ...(op.params ?? []).map((name) => ({
+          name,
+          in: 'query',
+          required: false,
+          schema: { type: 'string' },
+        })),
+      ];
+      paths[path][method] = {
+        summary: op.summary,
+        ...(parameters.length ? { parameters } : {}),
+        ...(op.body
+          ? {
+              requestBody: {
+                content: { 'application/json': { schema: { type: 'object', properties: op.body } } },
+              },
+            }
+          : {}),
+        responses: {
+          '200': { description: 'JSON' },
+          '400': { description: 'a bad parameter (named)' },
+          '401': { description: 'no API key with an admin scope' },
+          ...(op.write ? { '403': { description: 'a read-only admin key, or a cross-site request' } } : {}),
+          '503': { description: 'a dependency (Redis, Kafka, PostgreSQL) does not answer' },
+        },
+      };
+    }
+  }
+  return {
+    openapi: '3.1.0',
+    info: {
+      title: 'Requester admin API',
+      version: '1',
+      description:
+        'The admin port: operator views and actions. Authorization: Bearer <API key with an admin scope> ' +
+        '(requester keys create --admin read|write); read keys see, write keys act. Every action is logged ' +
+        'with the key name and counted in requester_admin_actions_total.',
+    },
+    components: { securitySchemes: { adminKey: { type: 'http', scheme: 'bearer' } } },
+    security: [{ adminKey: [] }],
+    paths,
+  };
+}

@@ -1,0 +1,89 @@
+import type { LimiterWindowState } from '@requester/policies';
+import type { Argv } from 'yargs';
+import { rateArg, showLimiter } from '../ops/index.ts';
+import {
+  type ConfigFrom,
+  commandLogger,
+  commandRedis,
+  EXIT_CODES_HELP,
+  humanSpan,
+  humanTime,
+  printJson,
+  printTable,
+  withJson,
+} from './common.ts';
+
+interface LimiterArgs {
+  key: string;
+  rate?: string[];
+  apiKey: boolean;
+  json: boolean;
+}
+
+const ABOUT =
+  "A limiter key is a request's meta.limiter.key; its state lives in Redis per algorithm and window " +
+  "duration. Redis does not hold the windows' values (each request carries them): give them with " +
+  '--rate to see used/remaining; without, counts and reset times only (buckets show when they are ' +
+  'full again). The reset is when the window has forgotten every call counted now.';
+
+/** `requester limiter show <key>`: the current windows of one rate-limiter key. */
+export function registerLimiterCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): void {
+  cli.command('limiter <command>', 'rate limiters: show the windows of a key', (l) =>
+    l
+      .command(
+        'show <key>',
+        'the current windows of a rate-limiter key: used, remaining, reset time',
+        (y) =>
+          withJson(y)
+            .positional('key', {
+              type: 'string',
+              demandOption: true,
+              describe: 'the limiter key (meta.limiter.key)',
+            })
+            .option('rate', {
+              type: 'string',
+              array: true,
+              describe: 'the windows as the requests give them, <value>/<duration>: 100/1s, 5000/1h, 10/s',
+            })
+            .option('api-key', {
+              type: 'boolean',
+              default: false,
+              describe: 'the key is an API key id: its per-key rate of the HTTP API (keys create --rate)',
+            })
+            .example(
+              '$0 limiter show partner-api --rate 100/1s --rate 5000/1h',
+              'used and remaining per window',
+            )
+            .example('$0 limiter show partner-api --json', 'the raw view, as JSON')
+            .epilogue(`${ABOUT}\n\n${EXIT_CODES_HELP}`),
+        async (argv) => {
+          const args = argv as unknown as LimiterArgs;
+          const rates = (args.rate ?? []).map(String).map(rateArg);
+          const config = configFrom(argv);
+          const redis = commandRedis(config, commandLogger(config));
+          try {
+            const { windows, views } = await showLimiter(redis, config, String(args.key), rates, args.apiKey);
+            if (args.json) printJson(views);
+            else print(windows);
+          } finally {
+            redis.disconnect();
+          }
+        },
+      )
+      .demandCommand(1, 'limiter: give show')
+      .epilogue(`${ABOUT}\n\n${EXIT_CODES_HELP}`),
+  );
+}
+
+function print(windows: LimiterWindowState[]): void {
+  printTable(
+    windows.map((w) => ({
+      algorithm: w.algorithm,
+      window: w.durationMs === null ? 'all' : humanSpan(w.durationMs),
+      value: w.value,
+      used: w.used,
+      remaining: w.remaining,
+      reset: humanTime(w.resetAtMs),
+    })),
+  );
+}

@@ -1,0 +1,40 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { startFront } from '../../scripts/cluster/front.ts';
+import { startTopology } from '../../scripts/cluster/topology.ts';
+import type { RunningProcess } from '../../src/runtime/index.ts';
+import type { StackEnv } from './stack.ts';
+
+/**
+ * `E2E_TOPOLOGY=cluster`: a stack's "every role" is the scale-out topology of `./dev cluster`
+ * (2 gateways, 2 routers, 3 executors, 2 relays in processes of their own, a 3-master Redis
+ * Cluster, in with 12 partitions) on the stack's own topics, Redis prefix and database. Its front
+ * listens on the stack's HTTP port and a second front on its admin port (the gateways' /readyz and
+ * /metrics), so a test reads `httpUrl` and `adminUrl` as it does in-process.
+ */
+export const clusterTopology = process.env.E2E_TOPOLOGY === 'cluster';
+
+export async function startClusterStack(stack: StackEnv): Promise<RunningProcess> {
+  const runDir = mkdtempSync(path.join(tmpdir(), `rq-${stack.name}-`));
+  // Ports, client id and Redis are the topology's, per process; partitions its default 12.
+  const { HTTP_PORT, ADMIN_PORT, KAFKA_CLIENT_ID, REDIS_URL, KAFKA_TOPIC_PARTITIONS, ...env } = stack.env;
+  const topology = await startTopology({
+    name: stack.name,
+    runDir,
+    // AUTH as the stack says (on by default): the tests' keys (stackKey) live in its database.
+    env: { ...env, LOG_LEVEL: env.LOG_LEVEL === 'silent' ? 'warn' : (env.LOG_LEVEL ?? 'warn') },
+    frontPort: Number(HTTP_PORT),
+    redisFromPort: 7801,
+  });
+  const adminPorts = topology.byRole('gateway').map((p) => Number(new URL(p.adminUrl).port));
+  const admin = await startFront(adminPorts, Number(ADMIN_PORT));
+  return {
+    adminPort: admin.port,
+    async shutdown() {
+      await admin.close();
+      await topology.stop();
+      rmSync(runDir, { recursive: true, force: true });
+    },
+  };
+}

@@ -1,0 +1,604 @@
+import { createRequire } from 'node:module';
+import { type IHeaders, type logCreator as LogCreator, Partitioners } from 'kafkajs';
+import { LRUCache } from 'lru-cache';
+import { RequesterError } from '../../errors/index.ts';
+import type { Logger } from '../../log/index.ts';
+import type { KafkaRef } from '../../task/index.ts';
+import { withTimeout } from '../batching.ts';
+import type { KafkaSecurity } from '../security.ts';
+import {
+  type FetchedRecord,
+  type Fetcher,
+  type FetcherOptions,
+  type FetchOutcome,
+  RecordUnavailableError,
+} from '../types.ts';
+import { brokerList, kafkajsSecurity, kafkaLogCreator } from './options.ts';
+
+/**
+ * Reads records of a topic by offset (docs/architecture.md §9). kafkajs has no public API for it and the
+ * consumer-group-plus-seek route costs a group join per read, so this module drives kafkajs's
+ * low-level cluster directly: leader lookup from metadata, then one Fetch request per broker
+ * carrying one range per topic-partition. Everything kafkajs-internal stays in this file.
+ */
+
+// kafkajs has no `exports` map, so its internals are reachable by path; they are CommonJS.
+const require = createRequire(import.meta.url);
+const Cluster = require('kafkajs/src/cluster') as new (options: Record<string, unknown>) => LowLevelCluster;
+const socketFactory = require('kafkajs/src/network/socketFactory') as () => unknown;
+const kafkaLoggers = require('kafkajs/src/loggers') as {
+  createLogger(options: { level: number; logCreator: LogCreator }): unknown;
+  LEVELS: Record<'NOTHING' | 'ERROR' | 'WARN' | 'INFO' | 'DEBUG', number>;
+};
+const READ_COMMITTED = 1;
+
+interface RawRecord {
+  offset: string;
+  key: Buffer | null;
+  value: Buffer | null;
+  headers: IHeaders;
+  timestamp: string;
+  isControlRecord: boolean;
+}
+
+interface FetchResponse {
+  responses: Array<{ topicName: string; partitions: Array<{ partition: number; messages: RawRecord[] }> }>;
+}
+
+interface LowLevelBroker {
+  fetch(request: {
+    maxWaitTime: number;
+    minBytes: number;
+    maxBytes: number;
+    isolationLevel: number;
+    topics: Array<{
+      topic: string;
+      partitions: Array<{ partition: number; fetchOffset: string; maxBytes: number }>;
+    }>;
+  }): Promise<FetchResponse>;
+}
+
+interface LowLevelCluster {
+  connect(): Promise<void>;
+  disconnect(): Promise<void>;
+  refreshMetadata(): Promise<void>;
+  addMultipleTargetTopics(topics: string[]): Promise<void>;
+  findTopicPartitionMetadata(topic: string): Array<{ partitionId: number; leader: number | null }>;
+  findBroker(query: { nodeId: string }): Promise<LowLevelBroker>;
+  fetchTopicsOffset(
+    topics: Array<{
+      topic: string;
+      partitions: Array<{ partition: number }>;
+      fromBeginning?: boolean;
+      fromTimestamp?: number;
+    }>,
+  ): Promise<Array<{ topic: string; partitions: Array<{ partition: number; offset: string }> }>>;
+}
+
+export interface FetcherSettings extends FetcherOptions {
+  brokers: string;
+  clientId: string;
+  logger: Logger;
+  /** TLS and SASL towards the brokers (`kafkaSecurityFrom(config)`). */
+  security?: KafkaSecurity;
+}
+
+export function createFetcher(settings: FetcherSettings): Fetcher {
+  return new KafkaFetcher(settings);
+}
+
+const DEFAULTS = {
+  connections: 2,
+  maxWaitMs: 100,
+  partitionMaxBytes: 1 << 20,
+  requestMaxBytes: 16 << 20,
+  timeoutMs: 10_000,
+  cacheBytes: 32 << 20,
+};
+
+/** Pending offsets of one topic-partition, ascending. */
+interface PartitionWant {
+  topic: string;
+  partition: number;
+  offsets: bigint[];
+}
+
+class KafkaFetcher implements Fetcher {
+  private readonly options: typeof DEFAULTS;
+  private readonly log: Logger;
+  private readonly clusters: LowLevelCluster[];
+  private readonly connecting: Array<Promise<void> | undefined>;
+  private readonly cache: LRUCache<string, FetchedRecord> | undefined;
+  private next = 0;
+
+  constructor(settings: FetcherSettings) {
+    this.options = { ...DEFAULTS, ...definedOnly(settings) };
+    this.log = settings.logger.child({ component: 'kafka-fetcher' });
+    this.cache = recordCache(this.options.cacheBytes);
+    this.clusters = Array.from({ length: this.options.connections }, () => this.newCluster(settings));
+    this.connecting = this.clusters.map(() => undefined);
+  }
+
+  private newCluster(settings: FetcherSettings): LowLevelCluster {
+    return new Cluster({
+      logger: kafkaLoggers.createLogger({
+        level: kafkaLoggers.LEVELS.WARN,
+        logCreator: kafkaLogCreator(this.log),
+      }),
+      socketFactory: socketFactory(),
+      brokers: brokerList(settings.brokers),
+      ...kafkajsSecurity(settings.security),
+      clientId: `${settings.clientId}-fetcher`,
+      connectionTimeout: 3_000,
+      requestTimeout: this.options.timeoutMs,
+      enforceRequestTimeout: true,
+      metadataMaxAge: 300_000,
+      retry: { initialRetryTime: 100, retries: 3, maxRetryTime: 1_000 },
+      allowAutoTopicCreation: false,
+      maxInFlightRequests: null,
+      isolationLevel: READ_COMMITTED,
+    });
+  }
+
+  /** Round-robin over the pool; each cluster connects on first use (and again after a failure). */
+  private async cluster(): Promise<LowLevelCluster> {
+    const index = this.next++ % this.clusters.length;
+    const cluster = this.clusters[index]!;
+    this.connecting[index] ??= cluster.connect().catch((err: unknown) => {
+      this.connecting[index] = undefined;
+      throw err;
+    });
+    await this.connecting[index];
+    return cluster;
+  }
+
+  async fetch(ref: KafkaRef): Promise<FetchedRecord> {
+    const [outcome] = await this.fetchMany([ref]);
+    if (!outcome) throw new RequesterError('internal', 'fetchMany returned nothing');
+    if (!outcome.ok) throw outcome.error;
+    return outcome.record;
+  }
+
+  async fetchMany(refs: readonly KafkaRef[]): Promise<FetchOutcome[]> {
+    const found = new Map<string, FetchOutcome>();
+    const wants = new Map<string, PartitionWant>();
+    for (const ref of refs) {
+      const cached = this.cache?.get(refKey(ref));
+      if (cached) found.set(refKey(ref), { ok: true, record: cached });
+      else addWant(wants, ref);
+    }
+    if (wants.size > 0) await this.resolve(wants, found);
+    return refs.map(
+      (ref) =>
+        found.get(refKey(ref)) ?? {
+          ok: false,
+          error: new RequesterError('internal', `fetcher lost ${refKey(ref)}`),
+        },
+    );
+  }
+
+  cachedBytes(): number {
+    return this.cache?.calculatedSize ?? 0;
+  }
+
+  /**
+   * The task journal's lookup. A key lives in one partition — the one the producer's default
+   * partitioner (murmur2, as Kafka's Java client) gives it — and ListOffsets by timestamp says
+   * where `sinceMs` begins in it; so one partition is read, forward, in fetches of
+   * `scanMaxBytes`, keeping the records of the key. Records are copies (see ownedRecord).
+   */
+  async readKey(topic: string, key: string, sinceMs: number): Promise<FetchedRecord[]> {
+    const deadline = Date.now() + this.options.timeoutMs;
+    const left = () => Math.max(1, deadline - Date.now());
+    const cluster = await withTimeout(this.cluster(), left(), 'Kafka fetcher: connect timed out');
+    try {
+      await cluster.addMultipleTargetTopics([topic]);
+    } catch (err) {
+      if ((err as { type?: string }).type === 'UNKNOWN_TOPIC_OR_PARTITION')
+        throw new RequesterError('not_found', `topic ${topic} does not exist`);
+      throw err;
+    }
+    const partition = partitionOfKey(key, cluster.findTopicPartitionMetadata(topic).length);
+    const offsetAt = async (spec: { fromTimestamp: number } | { fromBeginning: false }) => {
+      const [answer] = await cluster.fetchTopicsOffset([{ topic, partitions: [{ partition }], ...spec }]);
+      return BigInt(answer?.partitions.find((p) => p.partition === partition)?.offset ?? '-1');
+    };
+    const [start, end] = await withTimeout(
+      Promise.all([offsetAt({ fromTimestamp: sinceMs }), offsetAt({ fromBeginning: false })]),
+      left(),
+      'Kafka fetcher: offsets not answered in time',
+    );
+    const wanted = Buffer.from(key);
+    const found: FetchedRecord[] = [];
+    for (let offset = start; offset >= 0n && offset < end; ) {
+      const messages = await withTimeout(
+        this.fetchFrom(cluster, topic, partition, offset),
+        left(),
+        `Kafka fetcher: ${topic}/${partition} not read within ${this.options.timeoutMs} ms`,
+      );
+      let next = offset;
+      for (const raw of messages) {
+        const at = BigInt(raw.offset);
+        if (at < offset || at >= end) continue;
+        next = at + 1n;
+        if (!raw.isControlRecord && raw.key?.equals(wanted)) found.push(ownedRecord(topic, partition, raw));
+      }
+      if (next === offset) break; // only transaction markers remain before the end
+      offset = next;
+    }
+    return found;
+  }
+
+  private async fetchFrom(
+    cluster: LowLevelCluster,
+    topic: string,
+    partition: number,
+    offset: bigint,
+  ): Promise<RawRecord[]> {
+    const leader = cluster.findTopicPartitionMetadata(topic).find((p) => p.partitionId === partition)?.leader;
+    if (leader === null || leader === undefined)
+      throw new RequesterError('dependency_unavailable', `no leader known for ${topic}/${partition}`);
+    const broker = await cluster.findBroker({ nodeId: String(leader) });
+    const maxBytes = this.options.requestMaxBytes;
+    const response = await broker.fetch({
+      maxWaitTime: 0,
+      minBytes: 1,
+      maxBytes,
+      isolationLevel: READ_COMMITTED,
+      topics: [{ topic, partitions: [{ partition, fetchOffset: offset.toString(), maxBytes }] }],
+    });
+    return response.responses[0]?.partitions[0]?.messages ?? [];
+  }
+
+  async close(): Promise<void> {
+    await Promise.allSettled(this.clusters.map((c) => c.disconnect()));
+    this.cache?.clear();
+  }
+
+  /**
+   * Rounds of one Fetch per broker until every wanted offset is resolved or the time is up. A
+   * round asks each partition from its smallest pending offset; a response may stop short of the
+   * largest (bytes limit), so the next round continues where it stopped.
+   */
+  private async resolve(wants: Map<string, PartitionWant>, found: Map<string, FetchOutcome>): Promise<void> {
+    const deadline = Date.now() + this.options.timeoutMs;
+    const settle = (want: PartitionWant, offset: bigint, outcome: FetchOutcome) => {
+      found.set(refKey({ topic: want.topic, partition: want.partition, offset: offset.toString() }), outcome);
+    };
+    let failure: unknown;
+    try {
+      const cluster = await withTimeout(
+        this.cluster(),
+        this.options.timeoutMs,
+        'Kafka fetcher: connect timed out',
+      );
+      await this.loadTopics(cluster, wants, settle);
+      for (let round = 0; wants.size > 0 && Date.now() < deadline; round++) {
+        if (round > 0 && failure !== undefined) await sleep(Math.min(50 * 2 ** Math.min(round, 5), 1_000));
+        failure = undefined;
+        try {
+          await withTimeout(
+            this.round(cluster, wants, settle),
+            Math.max(1, deadline - Date.now()),
+            'Kafka fetcher: fetch timed out',
+          );
+        } catch (err) {
+          failure = err;
+          await this.recover(cluster, err, wants, settle);
+        }
+      }
+    } catch (err) {
+      failure = err;
+    }
+    for (const want of wants.values()) {
+      const error = new RequesterError(
+        'dependency_unavailable',
+        `Kafka fetcher: ${want.topic}/${want.partition} not read within ${this.options.timeoutMs} ms${
+          failure instanceof Error ? `: ${failure.message}` : ''
+        }`,
+        { cause: failure },
+      );
+      for (const offset of want.offsets) settle(want, offset, { ok: false, error });
+    }
+  }
+
+  /** Metadata for the wanted topics; the refs of a topic that does not exist are `not_found`. */
+  private async loadTopics(
+    cluster: LowLevelCluster,
+    wants: Map<string, PartitionWant>,
+    settle: Settle,
+  ): Promise<void> {
+    const topics = [...new Set([...wants.values()].map((w) => w.topic))];
+    const missing = await Promise.all(
+      topics.map(async (topic) => {
+        try {
+          await cluster.addMultipleTargetTopics([topic]);
+          return undefined;
+        } catch (err) {
+          if ((err as { type?: string }).type === 'UNKNOWN_TOPIC_OR_PARTITION') return topic;
+          throw err;
+        }
+      }),
+    );
+    for (const [key, want] of wants) {
+      const known =
+        !missing.includes(want.topic) &&
+        cluster.findTopicPartitionMetadata(want.topic).some((p) => p.partitionId === want.partition);
+      if (known) continue;
+      wants.delete(key);
+      for (const offset of want.offsets)
+        settle(want, offset, unavailable('not_found', want, offset, 'no such topic or partition'));
+    }
+  }
+
+  /** One Fetch per leader broker, in parallel; then the records are matched against the wants. */
+  private async round(
+    cluster: LowLevelCluster,
+    wants: Map<string, PartitionWant>,
+    settle: Settle,
+  ): Promise<void> {
+    const byLeader = new Map<number, PartitionWant[]>();
+    for (const want of wants.values()) {
+      const leader = cluster
+        .findTopicPartitionMetadata(want.topic)
+        .find((p) => p.partitionId === want.partition)?.leader;
+      if (leader === null || leader === undefined) throw new LeaderUnknown(want);
+      byLeader.set(leader, [...(byLeader.get(leader) ?? []), want]);
+    }
+    await Promise.all(
+      [...byLeader].map(async ([leader, group]) => {
+        const broker = await cluster.findBroker({ nodeId: String(leader) });
+        const response = await broker.fetch({
+          maxWaitTime: this.options.maxWaitMs,
+          minBytes: 1,
+          maxBytes: this.options.requestMaxBytes,
+          isolationLevel: READ_COMMITTED,
+          topics: groupByTopic(group).map(([topic, list]) => ({
+            topic,
+            partitions: list.map((w) => ({
+              partition: w.partition,
+              fetchOffset: w.offsets[0]!.toString(),
+              maxBytes: this.options.partitionMaxBytes,
+            })),
+          })),
+        });
+        await this.absorb(cluster, response, wants, settle);
+      }),
+    );
+  }
+
+  /**
+   * Matches fetched records against the wants. The broker returns whole batches, so records
+   * below the asked offset are dropped; control records (transaction markers) are skipped. A
+   * wanted offset at or below the last returned record that did not come back holds no data
+   * record (a control record or a compacted gap). A partition that returned nothing at or after
+   * its asked offset is checked against its log bounds (expired below the start, missing past the end).
+   */
+  private async absorb(
+    cluster: LowLevelCluster,
+    response: FetchResponse,
+    wants: Map<string, PartitionWant>,
+    settle: Settle,
+  ): Promise<void> {
+    const stalled: PartitionWant[] = [];
+    for (const { topicName, partitions } of response.responses) {
+      for (const { partition, messages } of partitions) {
+        const key = tpKey(topicName, partition);
+        const want = wants.get(key);
+        if (!want) continue;
+        const from = want.offsets[0]!;
+        let last = -1n;
+        const byOffset = new Map<bigint, RawRecord>();
+        for (const raw of messages) {
+          const offset = BigInt(raw.offset);
+          if (offset < from) continue;
+          if (offset > last) last = offset;
+          if (raw.isControlRecord) continue;
+          byOffset.set(offset, raw);
+          if (this.cache) {
+            const record = ownedRecord(topicName, partition, raw);
+            this.cache.set(refKey(record.ref), record);
+          }
+        }
+        if (last < from) {
+          stalled.push(want);
+          continue;
+        }
+        want.offsets = want.offsets.filter((offset) => {
+          if (offset > last) return true;
+          const raw = byOffset.get(offset);
+          settle(
+            want,
+            offset,
+            raw
+              ? { ok: true, record: toRecord(topicName, partition, raw) }
+              : unavailable('not_found', want, offset, 'no data record at this offset'),
+          );
+          return false;
+        });
+        if (want.offsets.length === 0) wants.delete(key);
+      }
+    }
+    if (stalled.length > 0) await this.checkBounds(cluster, stalled, wants, settle);
+  }
+
+  /**
+   * Settles the wanted offsets outside a partition's log: below the log start → expired,
+   * at or past the end (last stable offset) → missing. Offsets inside stay pending.
+   */
+  private async checkBounds(
+    cluster: LowLevelCluster,
+    group: PartitionWant[],
+    wants: Map<string, PartitionWant>,
+    settle: Settle,
+  ): Promise<void> {
+    const query = (fromBeginning: boolean) =>
+      cluster.fetchTopicsOffset(
+        groupByTopic(group).map(([topic, list]) => ({
+          topic,
+          fromBeginning,
+          partitions: list.map((w) => ({ partition: w.partition })),
+        })),
+      );
+    const [starts, ends] = await Promise.all([query(true), query(false)]);
+    const bound = (answer: typeof starts, want: PartitionWant) =>
+      answer.find((t) => t.topic === want.topic)?.partitions.find((p) => p.partition === want.partition)
+        ?.offset;
+    for (const want of group) {
+      const start = BigInt(bound(starts, want) ?? '0');
+      const end = BigInt(bound(ends, want) ?? '-1');
+      want.offsets = want.offsets.filter((offset) => {
+        if (offset < start) {
+          settle(
+            want,
+            offset,
+            unavailable('record_expired', want, offset, `record expired (log starts at ${start})`),
+          );
+          return false;
+        }
+        if (end >= 0n && offset >= end) {
+          settle(want, offset, unavailable('not_found', want, offset, `no record yet (log ends at ${end})`));
+          return false;
+        }
+        return true;
+      });
+      if (want.offsets.length === 0) wants.delete(tpKey(want.topic, want.partition));
+    }
+    this.log.debug({ partitions: group.length }, 'checked log bounds of stalled partitions');
+  }
+
+  /** After a failed round: stale leadership → refresh metadata; out of range → check the bounds. */
+  private async recover(
+    cluster: LowLevelCluster,
+    err: unknown,
+    wants: Map<string, PartitionWant>,
+    settle: Settle,
+  ): Promise<void> {
+    const e = err as { name?: string; type?: string; topic?: string; partition?: number };
+    try {
+      if (e.name === 'KafkaJSOffsetOutOfRange' && e.topic !== undefined && e.partition !== undefined) {
+        // The broker fails the whole response for the first out-of-range partition; the others
+        // are simply asked again next round.
+        const want = wants.get(tpKey(e.topic, e.partition));
+        if (want) await this.checkBounds(cluster, [want], wants, settle);
+        return;
+      }
+      this.log.warn({ err }, 'Kafka fetch failed; refreshing metadata and retrying');
+      await cluster.refreshMetadata();
+    } catch (inner) {
+      this.log.warn({ err: inner }, 'Kafka fetcher could not recover yet');
+    }
+  }
+}
+
+type Settle = (want: PartitionWant, offset: bigint, outcome: FetchOutcome) => void;
+
+class LeaderUnknown extends Error {
+  constructor(want: PartitionWant) {
+    super(`no leader known for ${want.topic}/${want.partition}`);
+    this.name = 'LeaderUnknown';
+  }
+}
+
+function unavailable(
+  code: 'record_expired' | 'not_found',
+  want: PartitionWant,
+  offset: bigint,
+  message: string,
+): FetchOutcome {
+  const ref = { topic: want.topic, partition: want.partition, offset: offset.toString() };
+  return { ok: false, error: new RecordUnavailableError(code, ref, message) };
+}
+
+function addWant(wants: Map<string, PartitionWant>, ref: KafkaRef): void {
+  const key = tpKey(ref.topic, ref.partition);
+  let want = wants.get(key);
+  if (!want) {
+    want = { topic: ref.topic, partition: ref.partition, offsets: [] };
+    wants.set(key, want);
+  }
+  const offset = BigInt(ref.offset);
+  if (!want.offsets.includes(offset)) {
+    want.offsets.push(offset);
+    want.offsets.sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+  }
+}
+
+function groupByTopic(wants: PartitionWant[]): Array<[string, PartitionWant[]]> {
+  const byTopic = new Map<string, PartitionWant[]>();
+  for (const want of wants) byTopic.set(want.topic, [...(byTopic.get(want.topic) ?? []), want]);
+  return [...byTopic];
+}
+
+function toRecord(topic: string, partition: number, raw: RawRecord): FetchedRecord {
+  return {
+    ref: { topic, partition, offset: raw.offset },
+    key: raw.key,
+    value: raw.value,
+    headers: raw.headers,
+    timestamp: raw.timestamp,
+  };
+}
+
+/**
+ * A record with its own copies of key and value. kafkajs hands out views into the buffer of the
+ * whole fetch response (up to `requestMaxBytes`): a kept view would keep that whole buffer alive,
+ * and the cache's byte bound would mean nothing. Unpooled: a pooled copy would share (and keep)
+ * an 8 KiB slab.
+ */
+function ownedRecord(topic: string, partition: number, raw: RawRecord): FetchedRecord {
+  return { ...toRecord(topic, partition, raw), key: ownCopy(raw.key), value: ownCopy(raw.value) };
+}
+
+function ownCopy(view: Buffer | null): Buffer | null {
+  if (!view) return null;
+  const copy = Buffer.allocUnsafeSlow(view.length);
+  view.copy(copy);
+  return copy;
+}
+
+const defaultPartitioner = Partitioners.DefaultPartitioner();
+
+/** The partition the adapter's producer (kafkajs's default partitioner, murmur2) writes `key` to. */
+export function partitionOfKey(key: string, partitions: number): number {
+  const partitionMetadata = Array.from({ length: partitions }, (_, partitionId) => ({
+    partitionId,
+    leader: 0,
+    replicas: [0],
+    isr: [0],
+    partitionErrorCode: 0,
+  }));
+  return defaultPartitioner({ topic: '', partitionMetadata, message: { key, value: null } });
+}
+
+function tpKey(topic: string, partition: number): string {
+  return `${topic}\u0000${partition}`;
+}
+
+function refKey(ref: KafkaRef): string {
+  return `${ref.topic}\u0000${ref.partition}\u0000${BigInt(ref.offset)}`;
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+function definedOnly<T extends object>(value: T): Partial<T> {
+  return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as Partial<T>;
+}
+
+/**
+ * Recently fetched records, least recently used out first, bounded by their bytes: a record is
+ * charged its key and value plus RECORD_OVERHEAD_BYTES (ref, headers, the LRU's slots). A record
+ * bigger than the whole bound is not kept.
+ */
+function recordCache(maxBytes: number): LRUCache<string, FetchedRecord> | undefined {
+  if (maxBytes <= 0) return undefined;
+  return new LRUCache<string, FetchedRecord>({
+    maxSize: maxBytes,
+    sizeCalculation: (record) =>
+      (record.value?.length ?? 0) + (record.key?.length ?? 0) + RECORD_OVERHEAD_BYTES,
+  });
+}
+
+const RECORD_OVERHEAD_BYTES = 256;

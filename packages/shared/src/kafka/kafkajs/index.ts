@@ -1,0 +1,71 @@
+import { Kafka, logLevel } from 'kafkajs';
+import type { Logger } from '../../log/index.ts';
+import type { KafkaSecurity } from '../security.ts';
+import type {
+  ConsumerOptions,
+  FetcherOptions,
+  KafkaAdmin,
+  KafkaClient,
+  KafkaConsumer,
+  KafkaProducer,
+} from '../types.ts';
+import { KafkajsAdmin } from './admin.ts';
+import { KafkajsConsumer } from './consumer.ts';
+import { createFetcher } from './fetcher.ts';
+import { brokerList, kafkajsSecurity, kafkaLogCreator } from './options.ts';
+import { KafkajsProducer } from './producer.ts';
+
+/**
+ * The kafkajs adapter: the one place that imports kafkajs. It implements Requester's Kafka
+ * interface (../types.ts) and routes kafkajs logs into pino. See ../README.md for its sharp edges.
+ */
+export interface KafkaSettings {
+  brokers: string;
+  clientId: string;
+  logger: Logger;
+  /** Default bound on one produce round trip (acks from all in-sync replicas). */
+  produceTimeoutMs?: number;
+  /** TLS and SASL towards the brokers (default: neither). */
+  security?: KafkaSecurity;
+}
+
+export function createKafka(settings: KafkaSettings): KafkaClient {
+  return new KafkajsClient(settings);
+}
+
+class KafkajsClient implements KafkaClient {
+  private readonly kafka: Kafka;
+  private readonly settings: KafkaSettings;
+
+  constructor(settings: KafkaSettings) {
+    this.settings = settings;
+    const log = settings.logger.child({ component: 'kafkajs' });
+    this.kafka = new Kafka({
+      clientId: settings.clientId,
+      brokers: brokerList(settings.brokers),
+      ...kafkajsSecurity(settings.security),
+      connectionTimeout: 3_000,
+      requestTimeout: 30_000,
+      retry: { initialRetryTime: 100, retries: 8, maxRetryTime: 5_000 },
+      logLevel: logLevel.WARN,
+      logCreator: kafkaLogCreator(log),
+    });
+  }
+
+  consumer(options: ConsumerOptions): KafkaConsumer {
+    return new KafkajsConsumer(this.kafka, options);
+  }
+
+  producer(): KafkaProducer {
+    return new KafkajsProducer(this.kafka, this.settings.produceTimeoutMs);
+  }
+
+  admin(): KafkaAdmin {
+    return new KafkajsAdmin(this.kafka.admin());
+  }
+
+  fetcher(options: FetcherOptions = {}) {
+    const { brokers, clientId, logger, security } = this.settings;
+    return createFetcher({ ...options, brokers, clientId, logger, ...(security ? { security } : {}) });
+  }
+}
