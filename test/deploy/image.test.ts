@@ -59,6 +59,7 @@ describe('the production tree of the image', () => {
         KAFKA_TOPIC_IN: `${name}.in`,
         KAFKA_TOPIC_OUT: `${name}.out`,
         KAFKA_TOPIC_DLQ: `${name}.dlq`,
+        KAFKA_TOPIC_EVENTS: `${name}.events`,
         KAFKA_TOPIC_PARTITIONS: '1',
       },
       stdio: 'ignore',

@@ -2,7 +2,7 @@
  * Executor and fetcher benchmarks against the local Kafka and Redis and a local HTTP target.
  *
  *   pnpm exec node packages/executor/bench/executor-bench.ts [--tasks 2000] [--workers 32]
- *       [--bulkhead none,process,cluster [--rounds 3]]
+ *       [--bulkhead none,process,cluster [--rounds 3]] [--events off,all [--rounds 3]]
  *
  * Prints: fetcher latency for 1 and 100 refs (cold: its record cache disabled), then executor
  * throughput end to end (queue → fetch → HTTP → out → ack) for unordered tasks and for one
@@ -10,6 +10,8 @@
  * (`--rounds` times, interleaved so that the machine's drift hits every scope alike), with a cap of
  * `--workers` per origin: it never binds on the one target, so the difference is the bulkhead's own
  * cost (process: a counter; cluster: a Redis script per call and a ZREM), printed as ratios.
+ * With `--events`, the same for the task journal (EVENTS): the executor writes leased, attempt and
+ * completed events of every task to an events topic, batched by the journal writer, or nothing.
  * Topics and Redis keys are unique per run; queue keys are purged at the end.
  *
  * Recorded 2026-11-30, 2 CPUs shared with other work, Node 24.21, Kafka 4 (KRaft, local), Redis 7;
@@ -21,7 +23,15 @@
  */
 import { readFileSync } from 'node:fs';
 import { FairQueue, QueueAdmin } from '@requester/queue';
-import { createRedis, encodeQueuedTask, type KafkaRef, queuePartition, taskId } from '@requester/shared';
+import {
+  createJournal,
+  createRedis,
+  encodeQueuedTask,
+  type JournalMode,
+  type KafkaRef,
+  queuePartition,
+  taskId,
+} from '@requester/shared';
 import {
   createTestTopics,
   silentLogger,
@@ -41,6 +51,9 @@ const WORKERS = option('--workers', 32);
 const ORDERED = Math.min(TASKS, 300);
 const SCOPES = args.includes('--bulkhead') ? (args[args.indexOf('--bulkhead') + 1] ?? '').split(',') : [];
 const ROUNDS = option('--rounds', 3);
+const EVENT_MODES = args.includes('--events')
+  ? ((args[args.indexOf('--events') + 1] ?? '').split(',') as JournalMode[])
+  : [];
 
 /**
  * CPU time spent so far by each part of the pipeline: this process (executor, target, reader; all
@@ -148,6 +161,7 @@ async function benchExecutor(
   count: number,
   partition: (i: number) => string | undefined,
   bulkhead?: Bulkhead,
+  events: JournalMode = 'off',
 ): Promise<number> {
   const queue = new FairQueue({ redis, prefix: `${uniqueName('bench')}:`, shards: 128 });
   const run = uniqueName('run');
@@ -179,7 +193,19 @@ async function benchExecutor(
     followRedirects: false,
     allowPrivateTargets: ['127.0.0.1'],
   });
+  const eventsTopic = `${outTopic}.events`;
+  if (events !== 'off') await createTestTopics([eventsTopic], 12);
+  // As in a process (Dependencies.journal): a producer of its own, beside the results' one.
+  const journalProducer = testKafka().producer();
+  if (events !== 'off') await journalProducer.connect();
+  const journal = createJournal({
+    producer: async () => journalProducer,
+    topic: eventsTopic,
+    mode: events,
+    logger: silentLogger,
+  });
   const executor = new Executor({
+    journal,
     queue,
     fetcher,
     http,
@@ -228,6 +254,8 @@ async function benchExecutor(
       `kafka ${perTask(cpuBefore.kafka, cpuAfter.kafka)}`,
   );
   await slow('executor.drain', executor.drain());
+  await slow('journal.close', journal.close());
+  if (events !== 'off') await journalProducer.disconnect();
   await Promise.all([slow('reader.disconnect', reader.stop()), slow('fetcher.close', fetcher.close())]);
   http.close();
   await new QueueAdmin(queue).purge();
@@ -256,6 +284,25 @@ async function benchBulkheadScopes(): Promise<void> {
   }
 }
 
+/** The unordered run once per EVENTS mode, ROUNDS times interleaved; then each mode's ratio to the first. */
+async function benchEventModes(): Promise<void> {
+  const rates = new Map<JournalMode, number[]>(EVENT_MODES.map((mode) => [mode, []]));
+  for (let round = 1; round <= ROUNDS; round++)
+    for (const mode of EVENT_MODES)
+      rates
+        .get(mode)
+        ?.push(await benchExecutor(`unordered, EVENTS=${mode}`, TASKS, () => undefined, undefined, mode));
+  const [base = 'off', ...others] = EVENT_MODES;
+  const baseRates = rates.get(base) ?? [];
+  for (const mode of others) {
+    const ratios = (rates.get(mode) ?? []).map((rate, i) => rate / (baseRates[i] ?? rate));
+    console.log(
+      `EVENTS=${mode} / ${base}: median ${median(rates.get(mode) ?? []).toFixed(0)} / ${median(baseRates).toFixed(0)} tasks/s; ` +
+        `per-round ratios ${ratios.map((r) => r.toFixed(2)).join(', ')}; median ratio ${median(ratios).toFixed(2)}`,
+    );
+  }
+}
+
 /** Awaits a teardown step, saying so on stderr when it takes more than 5 s (a hang, not noise). */
 async function slow<T>(label: string, step: Promise<T>): Promise<T> {
   const warn = setTimeout(() => console.error(`${label} has not finished after 5 s`), 5_000);
@@ -268,6 +315,7 @@ async function slow<T>(label: string, step: Promise<T>): Promise<T> {
 
 try {
   if (SCOPES.length > 0) await benchBulkheadScopes();
+  else if (EVENT_MODES.length > 0) await benchEventModes();
   else {
     await benchFetcher();
     await benchExecutor('unordered', TASKS, () => undefined);

@@ -67,6 +67,7 @@ export const executorRole: RoleDefinition = {
       leaseTtlMs: config.executorLeaseTtl,
       produceTimeoutMs: config.kafkaProduceTimeout,
       logger,
+      journal: deps.journal(),
       replies: {
         redis,
         prefix: config.redisPrefix,

@@ -1,6 +1,7 @@
 export * from './config/index.ts';
 export * from './contract/index.ts';
 export * from './errors/index.ts';
+export * from './journal/index.ts';
 export * from './kafka/index.ts';
 export * from './log/index.ts';
 export * from './metrics/index.ts';

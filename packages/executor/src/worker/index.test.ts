@@ -54,6 +54,7 @@ describe('executor (end to end)', () => {
         KAFKA_TOPIC_OUT: outTopic,
         KAFKA_TOPIC_DLQ: h.dlqTopic,
         KAFKA_CREATE_TOPICS: 'false',
+        EVENTS: 'off', // no events topic here (KAFKA_CREATE_TOPICS=false)
         DATABASE_URL: TEST_DATABASE_URL,
         REDIS_PREFIX: uniqueName('ex'),
         QUEUE_SHARDS: '8',

@@ -1,6 +1,8 @@
+import { hostname } from 'node:os';
 import type { FairQueue, LeasedTask } from '@requester/queue';
 import {
   createRequestContract,
+  DEAD_LETTER_HEADERS,
   DEAD_LETTER_REASONS,
   decodeQueuedTask,
   encodeQueuedTask,
@@ -12,6 +14,7 @@ import {
   inSpan,
   invalidRequestResult,
   isMessageTooLargeError,
+  type Journal,
   type KafkaProducer,
   kafkaAttributes,
   kafkaKeyFor,
@@ -77,6 +80,8 @@ export interface ExecutorOptions extends Omit<PolicyModules, 'retryAfterMaxMs'> 
   produceTimeoutMs: number;
   logger: Logger;
   contract?: RequestContract;
+  /** Names this executor in the journal's `leased` events. */
+  executorId?: string;
   /** Where sync results are routed to their gateway (see `publishReplies`); none are without it. */
   replies?: ReplyOptions;
 }
@@ -160,6 +165,8 @@ export class Executor {
   private idleWake: AbortController | undefined;
   /** Flushes completed so far: tells the loop that settlements happened while it was leasing. */
   private flushes = 0;
+  private readonly journal: Journal | undefined;
+  private readonly executorId: string;
 
   constructor(options: ExecutorOptions) {
     this.options = options;
@@ -167,6 +174,8 @@ export class Executor {
     this.contract = options.contract ?? createRequestContract();
     this.log = options.logger.child({ component: 'executor' });
     this.limit = pLimit(options.maxWorkers);
+    this.journal = options.journal;
+    this.executorId = options.executorId ?? `${hostname()}/${process.pid}`;
   }
 
   start(): void {
@@ -257,6 +266,13 @@ export class Executor {
       if (task) jobs.push({ lease, task, leasedAt });
       else settled.push(this.settle(lease, { kind: 'dead', reason: 'queue payload is not a queued task' }));
     }
+    for (const { task } of jobs)
+      this.journal?.emit({
+        type: 'leased',
+        requestId: task.requestId,
+        executor: this.executorId,
+        tryCount: task.tryCount,
+      });
     const fetched = await this.options.fetcher.fetchMany(jobs.map((job) => job.task.ref));
     jobs.forEach((job, i) => {
       settled.push(
@@ -400,8 +416,16 @@ export class Executor {
     if (!isQueueDelay(delayMs)) throw new RangeError(`cannot reschedule: ${delayMs} is not a delay in ms`);
     const payload = encodeQueuedTask({ ...job.task, ...progress, ...requeueTrace(envelope) });
     const { outbox, horizonMs = Number.POSITIVE_INFINITY } = this.options;
-    if (!outbox || placeOf(delayMs, job.lease.ordered, horizonMs) === 'redis')
-      return { kind: 'reschedule', delayMs, outcome: reason, payload };
+    const where = !outbox || placeOf(delayMs, job.lease.ordered, horizonMs) === 'redis' ? 'redis' : 'outbox';
+    if (reason === 'retry')
+      this.journal?.emit({
+        type: 'retry_scheduled',
+        requestId: job.task.requestId,
+        client: envelope.meta.client,
+        delayMs,
+        where,
+      });
+    if (!outbox || where === 'redis') return { kind: 'reschedule', delayMs, outcome: reason, payload };
     const row = outboxRow(job.task, envelope, delayMs, progress);
     return { kind: 'reschedule', delayMs, outcome: reason, payload, outbox: row };
   }
@@ -457,6 +481,7 @@ export class Executor {
         else rejects.push({ token, delayMs, ...(payload === undefined ? {} : { payload }) });
       } else dead.push({ token, reason: settlement.reason });
     }
+    if (produced) for (const { settlement } of deliveries) this.journalDelivered(settlement);
     const { queue } = this.options;
     await Promise.all([
       written && this.publishReplies(written),
@@ -473,6 +498,26 @@ export class Executor {
     this.flushes++;
     this.wakeSlotWaiters();
     this.idleWake?.abort();
+  }
+
+  private journalDelivered(settlement: Settlement): void {
+    if (!this.journal || settlement.kind !== 'deliver') return;
+    const { response, meta } = settlement.result;
+    const requestId = meta.requestId;
+    if (!requestId) return;
+    const client = meta.client;
+    const error = meta.error?.code;
+    this.journal.emit({
+      type: 'completed',
+      requestId,
+      client,
+      status: response.status,
+      tryCount: meta.tryCount,
+      ...(error ? { error } : {}),
+    });
+    const reason = settlement.deadLetter?.headers?.[DEAD_LETTER_HEADERS.reason];
+    if (reason !== undefined)
+      this.journal.emit({ type: 'dead_lettered', requestId, client, reason: String(reason) });
   }
 
   /**

@@ -13,6 +13,7 @@ import {
   errorResult,
   inSpan,
   isWakeUp,
+  type Journal,
   type LimiterSpec,
   type Logger,
   msToNs,
@@ -80,6 +81,8 @@ export interface PolicyModules {
   retryAfterMaxMs: number;
   /** The jitter's dice (tests pin it). Default Math.random. */
   random?: () => number;
+  /** The task journal (held, attempt, cache steps); absent = none. */
+  journal?: Journal | undefined;
 }
 
 /** Where a task stands: attempts already made and time already waited (limiter, breaker). */
@@ -105,6 +108,13 @@ interface Stopped {
 export type Tried = CallOutcome | Stopped;
 
 type OriginReport = CallReport & { origin: string };
+
+const HELD_BY = {
+  rate_limited: 'limiter',
+  circuit_open: 'breaker',
+  breaker_busy: 'breaker',
+  bulkhead: 'bulkhead',
+} as const;
 
 /** A Redis hiccup of the gate: come back soon; neither an attempt nor a wait. */
 const GATE_UNAVAILABLE_RETRY_MS = 1_000;
@@ -143,6 +153,7 @@ export class Policies {
     try {
       if (isWakeUp(envelope)) return this.wakeUp(envelope, answer);
       const fetched = await this.fetch(envelope, tryCount, log);
+      if (fetched.cached || fetched.shared) this.journalCache(envelope, fetched.cached ? 'hit' : 'coalesced');
       if (fetched.cached) {
         const result = callResult(envelope, fetched.outcome, { ...answer, cached: true });
         return { kind: 'result', result, label: 'cached' };
@@ -236,6 +247,7 @@ export class Policies {
         return outcome;
       }),
     );
+    this.journalAttempt(envelope, tryCount, outcome);
     const label = outcomeLabel(outcome);
     const seconds = outcome.durationNs / 1e9;
     const originName = originLabel.of(origin);
@@ -247,6 +259,18 @@ export class Policies {
     if (this.record && admission?.admitted)
       await this.record({ origin, ...admission, success: !countsAsFailure(outcome) });
     return outcome;
+  }
+
+  private journalAttempt(envelope: RequestEnvelope, n: number, outcome: CallOutcome): void {
+    const { requestId, client } = envelope.meta;
+    const durationMs = Math.round(outcome.durationNs / 1e4) / 100;
+    const answer = outcome.kind === 'response' ? { status: outcome.status } : { error: outcome.error.code };
+    this.modules.journal?.emit({ type: 'attempt', requestId, client, n, durationMs, ...answer });
+  }
+
+  private journalCache(envelope: RequestEnvelope, outcome: 'hit' | 'coalesced'): void {
+    const { requestId, client } = envelope.meta;
+    this.modules.journal?.emit({ type: 'cache', requestId, client, outcome });
   }
 
   /** The outgoing call, signed when the request asks (per attempt: a fresh `webhook-timestamp`). */
@@ -275,6 +299,14 @@ export class Policies {
   /** A gate stop: a wait adds to the task's waitTime; an oversized take is a permanent error. */
   private stopped(envelope: RequestEnvelope, progress: Progress, stop: Stopped['stop']): Ending {
     if (stop.kind === 'wait') {
+      const { requestId, client } = envelope.meta;
+      this.modules.journal?.emit({
+        type: 'held',
+        requestId,
+        client,
+        by: HELD_BY[stop.reason],
+        until: Date.now() + stop.delayMs,
+      });
       const waitedMs = addWait(progress.waitedMs, stop.delayMs);
       return {
         kind: 'reschedule',

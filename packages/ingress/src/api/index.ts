@@ -14,13 +14,18 @@
 
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
+  clientOfStory,
   counter,
   type ErrorCode,
   firstTraceparent,
   formatRfc3339,
   histogram,
+  type Journal,
+  type JournalEvent,
+  type JournalLookup,
   kafkaKeyFor,
   type Logger,
+  lookupSince,
   newTraceparent,
   REPLY_TO_HEADER,
   type RequestEnvelope,
@@ -51,6 +56,10 @@ export interface ApiParts {
   claim?: ClaimRequestId;
   /** Results from `out` or this gateway's reply channel (sync-gateway role). */
   hub?: Hub<string>;
+  /** The task journal: `accepted` (ingress); absent = none. */
+  journal?: Journal;
+  /** Reads one request's journal (sync-gateway: GET /requests/{id}/events). */
+  readJournal?: (lookup: JournalLookup) => Promise<JournalEvent[]>;
   /** This process's gateway id: sync requests are stamped with it so their results come to its Hub. */
   replyTo?: string;
   /** A result kept in Redis by the executors (SYNC_FOLLOW_OUT=false), for long-polls. */
@@ -107,6 +116,7 @@ export function createApi(parts: ApiParts, settings: ApiSettings, logger: Logger
   const bodies = new ByteBudget(settings.maxBodyBytesInFlight ?? Number.POSITIVE_INFINITY);
   app.post('/request', (c) => submitRequest(c, parts, settings, bodies));
   app.get('/requests/:id', (c) => getResult(c, parts, settings));
+  app.get('/requests/:id/events', (c) => getEvents(c, parts, settings));
   app.get('/openapi.json', (c) => c.json(openApiDocument()));
   app.notFound((c) => problem(c, 404, 'not_found', `no route ${c.req.method} ${c.req.path}`));
   app.onError((err, c) => {
@@ -279,6 +289,7 @@ async function accept(
   } finally {
     sending.end();
   }
+  parts.journal?.emit({ type: 'accepted', requestId: id, client: envelope.meta.client, channel: 'http' });
   return {
     id,
     until,
@@ -383,6 +394,33 @@ async function lookOut(
       : await hub.wait(id, { timeoutMs, signal });
     if (woken !== undefined) return woken;
   }
+}
+
+/**
+ * The journal of one request (`?since=` as `requester trace --since`), only for the key named in
+ * its `meta.client`: another key, like an unknown requestId, gets 404.
+ */
+async function getEvents(c: Context<Env>, parts: ApiParts, settings: ApiSettings): Promise<Response> {
+  const read = parts.readJournal;
+  if (!read) return notServed(c, 'GET /requests/{id}/events', 'sync-gateway');
+  const id = c.req.param('id') ?? '';
+  useLog(c, parts.gatewayLog, id);
+  const since = c.req.query('since');
+  const sinceMs = since === undefined || since === '' ? undefined : lookupSince(since);
+  if (typeof sinceMs === 'string')
+    return problem(c, 400, 'invalid_request', `since: ${sinceMs}`, [{ path: 'since', message: sinceMs }]);
+  let events: JournalEvent[];
+  try {
+    events = await read({ requestId: id, ...(sinceMs === undefined ? {} : { sinceMs }) });
+  } catch (err) {
+    c.get('log').warn({ err }, 'the task journal could not be read');
+    c.header('Retry-After', String(settings.unavailableRetryAfterSeconds ?? 5));
+    return problem(c, 503, 'dependency_unavailable', 'the task journal could not be read; retry later');
+  }
+  const owner = JSON.stringify({ meta: { client: clientOfStory(events) } });
+  if (events.length === 0 || !settings.access.mayRead(c.get('caller'), owner))
+    return problem(c, 404, 'not_found', `no journal events for request ${JSON.stringify(id)}`);
+  return c.json({ requestId: id, events }, 200);
 }
 
 /**

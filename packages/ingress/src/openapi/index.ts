@@ -163,6 +163,50 @@ const GET_REQUEST: Json = {
   },
 };
 
+const GET_EVENTS: Json = {
+  operationId: 'getRequestEvents',
+  summary: 'What happened to a request (its task journal)',
+  description:
+    'The events of one request from the task journal (KAFKA_TOPIC_EVENTS; EVENTS=all by default), in the order they happened: accepted, routed, leased, held, attempt, retry_scheduled, cache, completed, dead_lettered, replayed... Only ids, codes and timings. Served by the sync-gateway; only to the API key named in the request’s meta.client.',
+  parameters: [
+    { name: 'id', in: 'path', required: true, description: 'meta.requestId', schema: { type: 'string' } },
+    {
+      name: 'since',
+      in: 'query',
+      required: false,
+      description:
+        'Read the journal from this far back (a Go duration, e.g. 24h) or from this RFC 3339 time. Default 1h.',
+      schema: { type: 'string', examples: ['24h'] },
+    },
+  ],
+  responses: {
+    '200': {
+      description: 'The events, oldest first.',
+      content: {
+        'application/json': {
+          schema: {
+            type: 'object',
+            required: ['requestId', 'events'],
+            properties: {
+              requestId: { type: 'string' },
+              events: { type: 'array', items: { $ref: '#/components/schemas/JournalEvent' } },
+            },
+          },
+        },
+      },
+    },
+    '400': problem('`since` is neither a Go duration nor an RFC 3339 time.'),
+    '401': UNAUTHORIZED,
+    '404': problem(
+      'No event of this request since `since` (unknown, older, EVENTS=off or failures), or the request was sent with another API key.',
+    ),
+    '503': {
+      ...problem('Kafka did not answer the journal lookup in time. Retry later.'),
+      headers: { 'Retry-After': retryAfter('Seconds to wait before retrying.') },
+    },
+  },
+};
+
 let cached: Json | undefined;
 
 export function openApiDocument(): Json {
@@ -179,6 +223,7 @@ export function openApiDocument(): Json {
     paths: {
       '/request': { post: POST_REQUEST },
       '/requests/{id}': { get: GET_REQUEST },
+      '/requests/{id}/events': { get: GET_EVENTS },
     },
     components: {
       schemas: { ...openApiComponents().schemas, Problem: PROBLEM, Accepted: ACCEPTED, Pending: PENDING },

@@ -1,10 +1,12 @@
 import {
+  type JournalLookup,
   kafkaAttributes,
   newGatewayId,
   type RedisClient,
   type RoleContext,
   type RoleDefinition,
   type RoleHandle,
+  readJournal,
   redisSubscriber,
   replyChannel,
   resultKey,
@@ -43,7 +45,7 @@ export const ingressRole = {
       maxBatchBytes: config.ingressBatchBytes,
     });
     const claim = redisRequestIds(redis, `${config.redisPrefix}:`, config.queueDedupWindow);
-    const server = await attach(ctx, { submit, claim, ingressLog: ctx.logger });
+    const server = await attach(ctx, { submit, claim, ingressLog: ctx.logger, journal: deps.journal() });
     return { url: server.url, stopAccepting: () => server.close(), drain: async () => {} };
   },
 } satisfies RoleDefinition;
@@ -70,6 +72,9 @@ export const syncGatewayRole = {
     const sources: Array<Pick<Following, 'stop'>> = [];
     const stopAll = () => Promise.all(sources.map((s) => s.stop())).then(() => {});
     try {
+      const journalFetcher = deps.kafka().fetcher({ connections: 1, cacheBytes: 0 });
+      sources.push({ stop: () => journalFetcher.close() });
+      const readEvents = (lookup: JournalLookup) => readJournal(journalFetcher, config.topicEvents, lookup);
       sources.push(
         await followReplies({
           subscriber: redisSubscriber(redis, logger),
@@ -85,6 +90,7 @@ export const syncGatewayRole = {
         replyTo: gatewayId,
         ...(lookup && { lookup }),
         gatewayLog: logger,
+        readJournal: readEvents,
       });
       logger.info({ gatewayId, followOut: config.syncFollowOut }, 'sync-gateway started');
       return {

@@ -31,7 +31,18 @@ const servers = new WeakMap<Dependencies, Entry>();
 
 export async function attach(
   ctx: RoleContext,
-  part: Pick<ApiParts, 'submit' | 'claim' | 'hub' | 'replyTo' | 'lookup' | 'ingressLog' | 'gatewayLog'>,
+  part: Pick<
+    ApiParts,
+    | 'submit'
+    | 'claim'
+    | 'hub'
+    | 'replyTo'
+    | 'lookup'
+    | 'ingressLog'
+    | 'gatewayLog'
+    | 'journal'
+    | 'readJournal'
+  >,
 ): Promise<SharedServer> {
   let entry = servers.get(ctx.deps);
   if (!entry) {

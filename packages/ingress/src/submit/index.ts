@@ -38,11 +38,14 @@ export function kafkaSubmit(
     batching,
   );
   return async (key, value, headers) => {
-    const sent = batcher.add({ key, value, ...(headers && { headers }) });
+    // The channel header tells the router that this request's journal began here (`accepted` over http).
+    const sent = batcher.add({ key, value, headers: { ...headers, ...CHANNEL_HEADER } });
     sent.catch(() => {}); // a late rejection after the timeout already answered is not unhandled
     await withTimeout(sent, timeoutMs, `produce to ${topic} timed out after ${timeoutMs} ms`);
   };
 }
+
+const CHANNEL_HEADER = { 'requester-channel': 'http' };
 
 interface Waiting {
   record: OutgoingRecord;

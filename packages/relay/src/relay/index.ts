@@ -10,6 +10,7 @@ import {
   gauge,
   isMessageTooLargeError,
   isOutage,
+  type Journal,
   type KafkaProducer,
   kafkaAttributes,
   type Logger,
@@ -59,6 +60,8 @@ export interface RelayOptions {
   topicOut?: string;
   /** Its dead letter goes here. */
   topicDlq?: string;
+  /** The task journal (`relayed`); absent = none. */
+  journal?: Journal;
 }
 
 /**
@@ -175,6 +178,7 @@ export class Relay {
     const records = rows.map((row, i) => inRecord(row, spans[i]));
     try {
       await this.options.producer.send(topic, records, this.options.produceTimeoutMs);
+      for (const { requestId } of rows) this.options.journal?.emit({ type: 'relayed', requestId });
     } catch (err) {
       if (isOutage(err) || !this.options.topicOut) throw err;
       this.options.logger.warn(
@@ -189,6 +193,7 @@ export class Relay {
             [records[i] as OutgoingRecord],
             this.options.produceTimeoutMs,
           );
+          this.options.journal?.emit({ type: 'relayed', requestId: row.requestId });
         } catch (rowErr) {
           if (isOutage(rowErr)) throw rowErr;
           refused.push({ row, err: rowErr });
@@ -269,6 +274,7 @@ export const relayRole: RoleDefinition = {
       produceTimeoutMs: config.kafkaProduceTimeout,
       topicOut: config.topicOut,
       topicDlq: config.topicDlq,
+      journal: deps.journal(),
     });
     await relay.start();
     const outbox = new Outbox(await deps.sql());

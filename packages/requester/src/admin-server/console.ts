@@ -23,7 +23,7 @@ import {
 } from '../ops/index.ts';
 import { LiveMetrics } from '../ui/live.ts';
 
-/** One event of a request's journal, as the journal module's reader returns it. */
+/** One event of a request's journal (the task journal's reader, `readJournal`). */
 export type JournalEvent = Record<string, unknown>;
 
 export interface AdminConsoleOptions {
@@ -32,10 +32,7 @@ export interface AdminConsoleOptions {
   logger: Logger;
   /** The result (raw JSON from `out`) this process's sync-gateway holds for a requestId. */
   peekResult?(requestId: string): string | undefined;
-  /**
-   * The task journal's reader by requestId. Not wired yet (the journal is another module): the
-   * request page then says "journal not enabled".
-   */
+  /** The task journal's reader by requestId; without it the request page says "journal not enabled". */
   events?(requestId: string): Promise<JournalEvent[]>;
   /** The journal hook of operator actions (see recordAdminAction). */
   journalAdminAction?(event: AdminActionEvent): Promise<void>;
@@ -195,7 +192,10 @@ export class AdminConsole {
     for (const entry of (await this.deadLetters({}, Number.MAX_SAFE_INTEGER)).entries)
       if (wanted.has(entry.ref)) entries.push(entry);
     const marked = await (await this.handled()).mark(entries, operator.name);
-    await this.record(operator, 'dlq.delete', { refs: entries.map((e) => e.ref) });
+    await this.record(operator, 'dlq.delete', {
+      refs: entries.map((e) => e.ref),
+      requestIds: entries.flatMap((e) => (e.requestId ? [e.requestId] : [])),
+    });
     return { marked, refs: entries.map((e) => e.ref) };
   }
 

@@ -1,5 +1,6 @@
 import {
   type Config,
+  createJournal,
   createKafka,
   Dependencies,
   deadLetterRequestId,
@@ -227,6 +228,13 @@ async function runReplay(
 ): Promise<void> {
   const redis = commandRedis(config, logger);
   const producer = source.kafka.producer();
+  const journal = createJournal({
+    producer: async () => producer,
+    topic: config.topicEvents,
+    mode: config.events,
+    logger,
+    produceTimeoutMs: config.kafkaProduceTimeout,
+  });
   try {
     if (!args.dryRun) await producer.connect();
     const summary = await replayFromDlq(
@@ -235,6 +243,7 @@ async function runReplay(
         producer,
         redis,
         config,
+        journal,
         onReplayed: (done, total) => progress(`dlq replay: replayed ${done}/${total} to ${config.topicIn}`),
       },
       {
@@ -262,6 +271,7 @@ async function runReplay(
     if (args.json) printJson(summary);
     else printTable(summary.replayed.map((r) => ({ requestId: r.requestId, taskId: r.taskId, dlq: r.dlq })));
   } finally {
+    await journal.close();
     await producer.disconnect();
     redis.disconnect();
   }

@@ -24,18 +24,20 @@ import { registerKeysCommands } from './keys.ts';
 import { registerLimiterCommands } from './limiter.ts';
 import { registerOutboxCommands } from './outbox.ts';
 import { registerQueueCommands } from './queue.ts';
+import { registerTraceCommand } from './trace.ts';
 
 /** Admin subcommands: each one short-lived, printing progress on stderr and results on stdout. */
 export function registerAdminCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): void {
   registerQueueCommands(cli, configFrom);
   registerDlqCommands(cli, configFrom);
   registerKeysCommands(cli, configFrom);
+  registerTraceCommand(cli, configFrom);
   registerBreakersCommands(cli, configFrom);
   registerOutboxCommands(cli, configFrom);
   registerLimiterCommands(cli, configFrom);
   cli.command(
     'topics',
-    'create the Kafka topics (in, out, dlq) when missing',
+    'create the Kafka topics (in, out, dlq, events) when missing',
     (y) =>
       withJson(y)
         .example('$0 topics', 'before the first start, when KAFKA_CREATE_TOPICS=false for the roles')
@@ -43,7 +45,7 @@ export function registerAdminCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): 
     async (argv) => {
       const config = configFrom(argv);
       const deps = new Dependencies({ ...config, createTopics: true }, commandLogger(config));
-      const topics = [config.topicIn, config.topicOut, config.topicDlq];
+      const topics = [config.topicIn, config.topicOut, config.topicDlq, config.topicEvents];
       try {
         progress(`ensuring topics ${topics.join(', ')} on ${config.kafkaBrokers}`);
         await deps.topics();

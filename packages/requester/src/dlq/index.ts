@@ -5,6 +5,7 @@ import {
   deadLetterRequestId,
   type Fetcher,
   formatRecordRef,
+  type Journal,
   type KafkaClient,
   type KafkaProducer,
   type KafkaRecord,
@@ -176,6 +177,8 @@ export interface ReplayTarget {
   marks: ReplayMarks;
   produceTimeoutMs: number;
   onReplayed?(done: number, total: number): void;
+  /** The task journal (`replayed`); absent = none. */
+  journal?: Journal;
 }
 
 export interface ReplayedItem {
@@ -306,6 +309,10 @@ async function writeReplays(replays: PlannedReplay[], target: ReplayTarget): Pro
   if (replays.length === 0) return;
   await target.producer.send(target.topicIn, replays.map(replayMessage), target.produceTimeoutMs);
   await target.marks.mark(replays);
+  for (const { envelope } of replays) {
+    const { requestId, client } = envelope.meta;
+    target.journal?.emit({ type: 'replayed', requestId, client, by: 'requester dlq replay' });
+  }
 }
 
 /** The `in` record of a replay: keyed like the ingress does (partition, else requestId). */

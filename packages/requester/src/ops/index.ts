@@ -14,6 +14,7 @@ import {
   decodeQueuedTask,
   durationToMs,
   type Fetcher,
+  type Journal,
   type KafkaProducer,
   type KafkaRef,
   type Logger,
@@ -392,6 +393,8 @@ export async function replayFromDlq(
     redis: RedisClient;
     config: Pick<Config, 'topicIn' | 'redisPrefix' | 'kafkaProduceTimeout'>;
     onReplayed?(done: number, total: number): void;
+    /** The task journal (`replayed`); absent = none. */
+    journal?: Journal;
   },
   options: ReplayOptions,
 ): Promise<ReplaySummary> {
@@ -405,6 +408,7 @@ export async function replayFromDlq(
         marks: new ReplayMarks(target.redis, target.config.redisPrefix),
         produceTimeoutMs: target.config.kafkaProduceTimeout,
         ...(target.onReplayed ? { onReplayed: target.onReplayed } : {}),
+        ...(target.journal ? { journal: target.journal } : {}),
       },
       options,
     );
@@ -462,8 +466,8 @@ export interface AdminActionEvent {
 
 /**
  * Records an operator action: a log line at info and the `admin_actions_total` metric, then
- * `journalAdminAction` when one is wired — the hook for the task journal (a journal event per
- * action), which the integrator connects once the journal module exists.
+ * `journalAdminAction` when one is wired — the task journal's hook: an `admin_action` event for
+ * each request the action names (runtime/journal.ts).
  */
 export async function recordAdminAction(
   logger: Logger,

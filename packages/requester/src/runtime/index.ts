@@ -10,7 +10,8 @@ import {
   type RoleName,
   shutdownTracing,
 } from '@requester/shared';
-import { AdminConsole, type AdminConsoleOptions, startAdminServer } from '../admin-server/index.ts';
+import { AdminConsole, startAdminServer } from '../admin-server/index.ts';
+import { type JournalHooks, journalHooks } from './journal.ts';
 import { loadRole } from './roles.ts';
 
 export interface RunningProcess {
@@ -27,12 +28,16 @@ export async function startProcess(
   roles: RoleName[],
   config: Config,
   logger: Logger,
-  /** The task journal's hooks of the operator UI (the request timeline, operator actions). */
-  journal: Pick<AdminConsoleOptions, 'events' | 'journalAdminAction'> = {},
+  /**
+   * The task journal's hooks of the operator UI (the request timeline, operator actions); by
+   * default this process's journal (see journalHooks).
+   */
+  journal?: JournalHooks,
 ): Promise<RunningProcess> {
   collectProcessMetrics();
   initTracing(`requester-${roles.join('+')}`, config.otelEndpoint);
   const deps = new Dependencies(config, logger);
+  const ownJournal = journalHooks(config, deps);
   const handles: Array<{ name: RoleName; handle: RoleHandle }> = [];
   let started = false;
   let stopping = false;
@@ -45,7 +50,7 @@ export async function startProcess(
     ...(roles.includes('sync-gateway')
       ? { peekResult: (requestId: string) => peekResult(handles, requestId) }
       : {}),
-    ...journal,
+    ...(journal ?? ownJournal.hooks),
   });
   const admin: Server & { port: number } = await startAdminServer(
     config.httpHost,
@@ -76,6 +81,7 @@ export async function startProcess(
     );
     logger.info('shutting down: 3/3 close clients');
     await operatorConsole.close().catch((err: unknown) => logger.warn({ err }, 'admin console close failed'));
+    await ownJournal.close().catch((err: unknown) => logger.warn({ err }, 'journal reader close failed'));
     await deps.close();
     await shutdownTracing();
     await new Promise<void>((resolve) => admin.close(() => resolve()));

@@ -223,9 +223,10 @@ describe('operator UI (admin port /ui)', () => {
     await page.goto(`${stack.adminUrl}/ui/dlq?origin=${encodeURIComponent(targetA.url)}`);
     expect(await page.textContent('main')).not.toContain(`${ref1}`);
 
-    // Request lookup: the dead letter, "journal not enabled", and Replay.
+    // Request lookup: the dead letter, its journal timeline, and Replay.
     await page.goto(`${stack.adminUrl}/ui/requests?id=ui-dead-2`);
-    await expect.poll(() => page.textContent('#timeline'), { timeout: 10_000 }).toBe('journal not enabled');
+    await expect.poll(() => page.textContent('#timeline'), { timeout: 10_000 }).toContain('dead_lettered');
+    expect(await page.textContent('#timeline')).toContain('accepted');
     expect(await page.textContent('main')).toContain('404');
     await shot(page, 'request');
     await page.click('button[data-action=replay]');
@@ -235,6 +236,21 @@ describe('operator UI (admin port /ui)', () => {
       30_000,
       'replayed ui-dead-2',
     );
+    // Operator actions are in the journal of the requests they named, with who did them.
+    const adminActions = async (requestId: string) => {
+      const res = await admin(`/admin/api/requests/${requestId}/events`, writer.token);
+      const body = (await res.json()) as { events: Array<Record<string, unknown>> };
+      return body.events.filter((e) => e.type === 'admin_action');
+    };
+    await expect
+      .poll(() => adminActions('ui-dead-2'), { timeout: 10_000 })
+      .toEqual([expect.objectContaining({ action: 'dlq.replay', actor: writer.name, outcome: 'done' })]);
+    await expect
+      .poll(() => adminActions('ui-dead-1'), { timeout: 10_000 })
+      .toEqual([
+        expect.objectContaining({ action: 'dlq.replay', actor: writer.name }),
+        expect.objectContaining({ action: 'dlq.delete', actor: writer.name }),
+      ]);
 
     // Breakers: open, reset from the UI, then the next call goes through.
     await page.goto(`${stack.adminUrl}/ui/breakers`);

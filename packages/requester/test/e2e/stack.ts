@@ -48,6 +48,7 @@ export async function stackEnv(overrides: Record<string, string> = {}): Promise<
     KAFKA_TOPIC_IN: `${name}.in`,
     KAFKA_TOPIC_OUT: `${name}.out`,
     KAFKA_TOPIC_DLQ: `${name}.dlq`,
+    KAFKA_TOPIC_EVENTS: `${name}.events`,
     KAFKA_TOPIC_PARTITIONS: '3',
     REDIS_PREFIX: name,
     QUEUE_SHARDS: '8',

@@ -9,8 +9,10 @@ import {
   firstTraceparent,
   histogram,
   isOutage,
+  type Journal,
   type KafkaConsumer,
   type KafkaProducer,
+  type KafkaRecord,
   kafkaAttributes,
   type Logger,
   Outbox,
@@ -44,6 +46,9 @@ const refused = counter(
   'records of in the queue or outbox refused (answered with an error result and dead-lettered)',
   ['destination'],
 );
+/** Headers of the `in` records whose journal began before `in`: ingress, relay, DLQ replay. */
+const JOURNALED_BY_HEADER = new Set(['requester-channel', 'requester-relayed-from', 'requester-replay-of']);
+
 const batchSeconds = histogram('router_batch_seconds', 'time to route one fetched batch of in');
 
 /** Where routed tasks go: the Redis queue (FairQueue.publish satisfies this). */
@@ -64,6 +69,8 @@ export interface RouterOptions {
   produceTimeoutMs: number;
   logger: Logger;
   contract?: RequestContract;
+  /** The task journal (accepted over Kafka, routed); absent = none. */
+  journal?: Journal;
   /** When to pause consuming `in` (absent = never): see backpressure.ts. */
   backpressure?: RouterBackpressure;
 }
@@ -141,6 +148,7 @@ export class Router {
     }));
     try {
       await this.write(routes);
+      for (const { record, route } of routes) this.journalRouted(route, record);
     } catch (err) {
       for (const span of spans) span.setStatus({ code: SpanStatusCode.ERROR });
       throw err;
@@ -148,6 +156,21 @@ export class Router {
       for (const span of spans) span.end();
     }
     timer();
+  }
+
+  /**
+   * A record that did not come from the ingress (POST /request marks its records), the relay or a
+   * DLQ replay was written to `in` straight by a producer: its journal starts here, `accepted`
+   * over Kafka. Then where it went.
+   */
+  private journalRouted(route: Route, record: KafkaRecord): void {
+    const { journal } = this.options;
+    if (!journal || route.kind === 'invalid') return;
+    const { requestId, client } = route.envelope.meta;
+    if (!Object.keys(record.headers).some((name) => JOURNALED_BY_HEADER.has(name)))
+      journal.emit({ type: 'accepted', requestId, client, channel: 'kafka' });
+    const due = route.kind === 'queue' ? route.task.dueAt : route.row.dueAt.getTime();
+    journal.emit({ type: 'routed', requestId, client, to: route.kind === 'queue' ? 'redis' : 'outbox', due });
   }
 
   /**
@@ -330,6 +353,7 @@ export const routerRole: RoleDefinition = {
       horizonMs: config.redisHorizon,
       produceTimeoutMs: config.kafkaProduceTimeout,
       logger,
+      journal: deps.journal(),
       backpressure: {
         ...rules,
         depth: () => queue.pendingDepth(),

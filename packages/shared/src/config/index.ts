@@ -175,6 +175,18 @@ export const CONFIG_VARIABLES = {
     z.string().min(1),
     'topic of dead-lettered requests',
   ),
+  topicEvents: variable(
+    'KAFKA_TOPIC_EVENTS',
+    'requester.events',
+    z.string().min(1),
+    'topic of the task journal (one event per step of a request, keyed by requestId; `requester trace`)',
+  ),
+  events: variable(
+    'EVENTS',
+    'all',
+    z.enum(['off', 'failures', 'all']),
+    'task journal: all = every step of every request; failures = only the requests that left the first-attempt-success path (held, retried, outboxed, failed); off = none',
+  ),
   topicPartitions: variable(
     'KAFKA_TOPIC_PARTITIONS',
     '12',

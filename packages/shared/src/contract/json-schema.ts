@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { journalEventSchema } from '../journal/event.ts';
 import { deadLetterSchema } from './dead-letter.ts';
 import { requestEnvelopeSchema } from './request.ts';
 import { resultEnvelopeSchema } from './result.ts';
@@ -15,6 +16,7 @@ export type JsonSchema = Record<string, unknown>;
 export const REQUEST_SCHEMA_ID = 'urn:requester:contract:request:v1';
 export const RESULT_SCHEMA_ID = 'urn:requester:contract:result:v1';
 export const DEAD_LETTER_SCHEMA_ID = 'urn:requester:contract:dead-letter:v1';
+export const EVENT_SCHEMA_ID = 'urn:requester:contract:event:v1';
 
 /**
  * `io: 'input'` describes what a producer may send: fields with defaults are optional, and
@@ -53,6 +55,11 @@ export function deadLetterJsonSchema(): JsonSchema {
   return schema;
 }
 
+/** A record of the task journal (KAFKA_TOPIC_EVENTS). */
+export function eventJsonSchema(): JsonSchema {
+  return withId(EVENT_SCHEMA_ID, toJsonSchema(journalEventSchema));
+}
+
 export interface ContractFile {
   /** Relative to the repository's `contracts/` folder. */
   fileName: string;
@@ -65,16 +72,23 @@ export function contractFiles(): ContractFile[] {
     { fileName: 'request.schema.json', text: `${JSON.stringify(requestJsonSchema(), null, 2)}\n` },
     { fileName: 'result.schema.json', text: `${JSON.stringify(resultJsonSchema(), null, 2)}\n` },
     { fileName: 'dead-letter.schema.json', text: `${JSON.stringify(deadLetterJsonSchema(), null, 2)}\n` },
+    { fileName: 'event.schema.json', text: `${JSON.stringify(eventJsonSchema(), null, 2)}\n` },
   ];
 }
 
 /** OpenAPI 3.1 `components` (Schema Objects are JSON Schema 2020-12, so no conversion is needed). */
-export function openApiComponents(): { schemas: Record<'RequestEnvelope' | 'ResultEnvelope', JsonSchema> } {
+export function openApiComponents(): {
+  schemas: Record<'RequestEnvelope' | 'ResultEnvelope' | 'JournalEvent', JsonSchema>;
+} {
   const bare = (schema: JsonSchema): JsonSchema => {
     const { $schema: _schema, $id: _id, ...rest } = schema;
     return rest;
   };
   return {
-    schemas: { RequestEnvelope: bare(requestJsonSchema()), ResultEnvelope: bare(resultJsonSchema()) },
+    schemas: {
+      RequestEnvelope: bare(requestJsonSchema()),
+      ResultEnvelope: bare(resultJsonSchema()),
+      JournalEvent: bare(eventJsonSchema()),
+    },
   };
 }

@@ -137,7 +137,7 @@ describe('result.schema.json', () => {
 describe('openApiComponents', () => {
   it('holds both envelopes as OpenAPI 3.1 schema objects', () => {
     const { schemas } = openApiComponents();
-    expect(Object.keys(schemas)).toEqual(['RequestEnvelope', 'ResultEnvelope']);
+    expect(Object.keys(schemas)).toEqual(['RequestEnvelope', 'ResultEnvelope', 'JournalEvent']);
     expect(schemas.RequestEnvelope.$schema).toBeUndefined();
     expect(schemas.RequestEnvelope.$id).toBeUndefined();
     expect(schemas.RequestEnvelope.properties).toEqual(requestJsonSchema().properties);

@@ -29,6 +29,8 @@ export interface OutgoingRecord {
   value: Buffer | string | null;
   headers?: Record<string, Buffer | string>;
   partition?: number;
+  /** Epoch ms, as a decimal string (what ListOffsets by time finds); default: when it is sent. */
+  timestamp?: string;
 }
 
 /** Where one produce request put its records: the first offset written to each partition. */
@@ -188,6 +190,13 @@ export interface Fetcher {
   fetchMany(refs: readonly KafkaRef[]): Promise<FetchOutcome[]>;
   /** Bytes the kept records are charged (never above `cacheBytes`). */
   cachedBytes(): number;
+  /**
+   * The records of one key written at or after `sinceMs`, in order, up to the partition's end when
+   * the read began: only the key's partition (the producer's key → partition mapping) is read.
+   * Throws `not_found` for a topic that does not exist, `dependency_unavailable` when Kafka does
+   * not answer within the fetcher's timeout.
+   */
+  readKey(topic: string, key: string, sinceMs: number): Promise<FetchedRecord[]>;
   close(): Promise<void>;
 }
 

@@ -1,5 +1,6 @@
 import type { Config } from '../config/index.ts';
 import { RequesterError } from '../errors/index.ts';
+import { createJournal, type Journal } from '../journal/index.ts';
 import {
   ConsumerHealth,
   createKafka,
@@ -12,6 +13,9 @@ import {
 import type { Logger } from '../log/index.ts';
 import { createPg, ensureDatabase, explainPgError, migrate, type Sql } from '../pg/index.ts';
 import { checkRedisPersistence, createRedis, explainRedisError, type RedisClient } from '../redis/index.ts';
+
+/** Longest shutdown waits for the task journal's last events. */
+const JOURNAL_CLOSE_MS = 2_000;
 
 /** The roles one `requester` process can run (docs/architecture.md §3). */
 export const ROLE_NAMES = ['ingress', 'sync-gateway', 'router', 'executor', 'relay'] as const;
@@ -52,6 +56,8 @@ export class Dependencies {
   private redisClient: RedisClient | undefined;
   private sqlPromise: Promise<Sql> | undefined;
   private topicsPromise: Promise<void> | undefined;
+  private journalWriter: Journal | undefined;
+  private journalProducerPromise: Promise<KafkaProducer> | undefined;
   private probeAdmin: { admin: KafkaAdmin; connected: Promise<void>; up: boolean } | undefined;
   /** The crash record of the process's consumers: roles `watch` theirs, /readyz reports it. */
   readonly consumers: ConsumerHealth;
@@ -83,12 +89,16 @@ export class Dependencies {
         try {
           const { topicPartitions: numPartitions, topicReplication: replicationFactor } = this.config;
           const created = await admin.ensureTopics(
-            [this.config.topicIn, this.config.topicOut, this.config.topicDlq].map((topic) => ({
-              topic,
-              numPartitions,
-              replicationFactor,
-              configEntries: [{ name: 'max.message.bytes', value: String(this.config.kafkaMaxMessageBytes) }],
-            })),
+            [this.config.topicIn, this.config.topicOut, this.config.topicDlq, this.config.topicEvents].map(
+              (topic) => ({
+                topic,
+                numPartitions,
+                replicationFactor,
+                configEntries: [
+                  { name: 'max.message.bytes', value: String(this.config.kafkaMaxMessageBytes) },
+                ],
+              }),
+            ),
           );
           if (created.length > 0) this.logger.info({ topics: created }, 'created Kafka topics');
         } finally {
@@ -100,6 +110,37 @@ export class Dependencies {
       },
     );
     return this.topicsPromise;
+  }
+
+  /**
+   * The process's task journal writer (EVENTS), one for all its roles; flushed at close. It has a
+   * producer of its own: on the shared one, its batches would queue the results and `in` records
+   * behind them on the same broker connection.
+   */
+  journal(): Journal {
+    this.journalWriter ??= createJournal({
+      producer: () => this.journalProducer(),
+      topic: this.config.topicEvents,
+      mode: this.config.events,
+      logger: this.logger.child({ component: 'journal' }),
+      produceTimeoutMs: this.config.kafkaProduceTimeout,
+    });
+    return this.journalWriter;
+  }
+
+  private journalProducer(): Promise<KafkaProducer> {
+    this.journalProducerPromise ??= retryable(
+      async () => {
+        await this.topics();
+        const producer = this.kafka().producer();
+        await producer.connect();
+        return producer;
+      },
+      () => {
+        this.journalProducerPromise = undefined;
+      },
+    );
+    return this.journalProducerPromise;
   }
 
   producer(): Promise<KafkaProducer> {
@@ -209,8 +250,19 @@ export class Dependencies {
 
   /** Phase 3 of shutdown: close every client that was opened. */
   async close(): Promise<void> {
+    // The journal's last events, but not at any price: with Kafka away, shutdown must not wait a
+    // produce timeout for them (they are counted as dropped by then anyway).
+    if (this.journalWriter) {
+      let timer: NodeJS.Timeout | undefined;
+      const bound = new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, JOURNAL_CLOSE_MS);
+      });
+      await Promise.race([this.journalWriter.close(), bound]);
+      clearTimeout(timer);
+    }
     const closing: Array<Promise<unknown>> = [];
     if (this.producerPromise) closing.push(this.producerPromise.then((p) => p.disconnect()));
+    if (this.journalProducerPromise) closing.push(this.journalProducerPromise.then((p) => p.disconnect()));
     // A probe connection still trying to reach a dead broker would hold shutdown for the client's
     // whole retry schedule: let it go instead of waiting for it.
     if (this.probeAdmin?.up) closing.push(this.probeAdmin.admin.disconnect());

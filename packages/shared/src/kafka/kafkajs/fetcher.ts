@@ -1,5 +1,5 @@
 import { createRequire } from 'node:module';
-import type { IHeaders, logCreator as LogCreator } from 'kafkajs';
+import { type IHeaders, type logCreator as LogCreator, Partitioners } from 'kafkajs';
 import { LRUCache } from 'lru-cache';
 import { RequesterError } from '../../errors/index.ts';
 import type { Logger } from '../../log/index.ts';
@@ -66,7 +66,12 @@ interface LowLevelCluster {
   findTopicPartitionMetadata(topic: string): Array<{ partitionId: number; leader: number | null }>;
   findBroker(query: { nodeId: string }): Promise<LowLevelBroker>;
   fetchTopicsOffset(
-    topics: Array<{ topic: string; partitions: Array<{ partition: number }>; fromBeginning: boolean }>,
+    topics: Array<{
+      topic: string;
+      partitions: Array<{ partition: number }>;
+      fromBeginning?: boolean;
+      fromTimestamp?: number;
+    }>,
   ): Promise<Array<{ topic: string; partitions: Array<{ partition: number; offset: string }> }>>;
 }
 
@@ -174,6 +179,75 @@ class KafkaFetcher implements Fetcher {
 
   cachedBytes(): number {
     return this.cache?.calculatedSize ?? 0;
+  }
+
+  /**
+   * The task journal's lookup. A key lives in one partition — the one the producer's default
+   * partitioner (murmur2, as Kafka's Java client) gives it — and ListOffsets by timestamp says
+   * where `sinceMs` begins in it; so one partition is read, forward, in fetches of
+   * `scanMaxBytes`, keeping the records of the key. Records are copies (see ownedRecord).
+   */
+  async readKey(topic: string, key: string, sinceMs: number): Promise<FetchedRecord[]> {
+    const deadline = Date.now() + this.options.timeoutMs;
+    const left = () => Math.max(1, deadline - Date.now());
+    const cluster = await withTimeout(this.cluster(), left(), 'Kafka fetcher: connect timed out');
+    try {
+      await cluster.addMultipleTargetTopics([topic]);
+    } catch (err) {
+      if ((err as { type?: string }).type === 'UNKNOWN_TOPIC_OR_PARTITION')
+        throw new RequesterError('not_found', `topic ${topic} does not exist`);
+      throw err;
+    }
+    const partition = partitionOfKey(key, cluster.findTopicPartitionMetadata(topic).length);
+    const offsetAt = async (spec: { fromTimestamp: number } | { fromBeginning: false }) => {
+      const [answer] = await cluster.fetchTopicsOffset([{ topic, partitions: [{ partition }], ...spec }]);
+      return BigInt(answer?.partitions.find((p) => p.partition === partition)?.offset ?? '-1');
+    };
+    const [start, end] = await withTimeout(
+      Promise.all([offsetAt({ fromTimestamp: sinceMs }), offsetAt({ fromBeginning: false })]),
+      left(),
+      'Kafka fetcher: offsets not answered in time',
+    );
+    const wanted = Buffer.from(key);
+    const found: FetchedRecord[] = [];
+    for (let offset = start; offset >= 0n && offset < end; ) {
+      const messages = await withTimeout(
+        this.fetchFrom(cluster, topic, partition, offset),
+        left(),
+        `Kafka fetcher: ${topic}/${partition} not read within ${this.options.timeoutMs} ms`,
+      );
+      let next = offset;
+      for (const raw of messages) {
+        const at = BigInt(raw.offset);
+        if (at < offset || at >= end) continue;
+        next = at + 1n;
+        if (!raw.isControlRecord && raw.key?.equals(wanted)) found.push(ownedRecord(topic, partition, raw));
+      }
+      if (next === offset) break; // only transaction markers remain before the end
+      offset = next;
+    }
+    return found;
+  }
+
+  private async fetchFrom(
+    cluster: LowLevelCluster,
+    topic: string,
+    partition: number,
+    offset: bigint,
+  ): Promise<RawRecord[]> {
+    const leader = cluster.findTopicPartitionMetadata(topic).find((p) => p.partitionId === partition)?.leader;
+    if (leader === null || leader === undefined)
+      throw new RequesterError('dependency_unavailable', `no leader known for ${topic}/${partition}`);
+    const broker = await cluster.findBroker({ nodeId: String(leader) });
+    const maxBytes = this.options.requestMaxBytes;
+    const response = await broker.fetch({
+      maxWaitTime: 0,
+      minBytes: 1,
+      maxBytes,
+      isolationLevel: READ_COMMITTED,
+      topics: [{ topic, partitions: [{ partition, fetchOffset: offset.toString(), maxBytes }] }],
+    });
+    return response.responses[0]?.partitions[0]?.messages ?? [];
   }
 
   async close(): Promise<void> {
@@ -481,6 +555,20 @@ function ownCopy(view: Buffer | null): Buffer | null {
   const copy = Buffer.allocUnsafeSlow(view.length);
   view.copy(copy);
   return copy;
+}
+
+const defaultPartitioner = Partitioners.DefaultPartitioner();
+
+/** The partition the adapter's producer (kafkajs's default partitioner, murmur2) writes `key` to. */
+export function partitionOfKey(key: string, partitions: number): number {
+  const partitionMetadata = Array.from({ length: partitions }, (_, partitionId) => ({
+    partitionId,
+    leader: 0,
+    replicas: [0],
+    isr: [0],
+    partitionErrorCode: 0,
+  }));
+  return defaultPartitioner({ topic: '', partitionMetadata, message: { key, value: null } });
 }
 
 function tpKey(topic: string, partition: number): string {

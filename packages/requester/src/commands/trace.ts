@@ -1,0 +1,101 @@
+import {
+  type Config,
+  createKafka,
+  type JournalEvent,
+  kafkaSecurityFrom,
+  lookupSince,
+  readJournal,
+  UsageError,
+} from '@requester/shared';
+import type { Argv } from 'yargs';
+import { type ConfigFrom, commandLogger } from './common.ts';
+
+/**
+ * `requester trace <requestId>`: what happened to one request, from the task journal
+ * (KAFKA_TOPIC_EVENTS), in order, with times relative to its first event. One partition of the
+ * journal is read from `--since` on (default: the last hour), see readJournal.
+ */
+export function registerTraceCommand<T>(cli: Argv<T>, configFrom: ConfigFrom): void {
+  cli.command(
+    'trace <requestId>',
+    'print what happened to one request (the task journal)',
+    (y) =>
+      y
+        .positional('requestId', { type: 'string', demandOption: true, describe: 'the request to trace' })
+        .option('since', {
+          type: 'string',
+          default: '1h',
+          describe: 'read the journal from this far back (duration, e.g. 6h) or this RFC 3339 time',
+        })
+        .option('json', { type: 'boolean', default: false, describe: 'print the events as JSON' })
+        .example('$0 trace 7d6f0c1e-… --since 24h', 'the story of one request of the last day'),
+    async (argv) => {
+      const config = configFrom(argv);
+      const events = await traceRequest(config, String(argv.requestId), String(argv.since));
+      if (argv.json) process.stdout.write(`${JSON.stringify(events, null, 2)}\n`);
+      else process.stdout.write(formatStory(events, String(argv.requestId)));
+      if (events.length === 0) process.exitCode = 1;
+    },
+  );
+}
+
+export async function traceRequest(
+  config: Config,
+  requestId: string,
+  since: string,
+): Promise<JournalEvent[]> {
+  const sinceMs = lookupSince(since);
+  if (typeof sinceMs === 'string') throw new UsageError(`--since: ${sinceMs}`);
+  const fetcher = createKafka({
+    brokers: config.kafkaBrokers,
+    clientId: `${config.kafkaClientId}-trace`,
+    logger: commandLogger(config),
+    security: kafkaSecurityFrom(config),
+  }).fetcher({ connections: 1, cacheBytes: 0 });
+  try {
+    return await readJournal(fetcher, config.topicEvents, { requestId, sinceMs });
+  } finally {
+    await fetcher.close();
+  }
+}
+
+/** The story as lines: `+12 ms  attempt 1: 503 in 4.2 ms`. */
+export function formatStory(events: readonly JournalEvent[], requestId: string): string {
+  const first = events[0];
+  if (!first) return `no journal events for ${requestId} (EVENTS=off, older than --since, or unknown)\n`;
+  const width = String(Math.max(...events.map((e) => e.at - first.at))).length;
+  const lines = events.map(
+    (e) => `${`+${e.at - first.at}`.padStart(width + 1)} ms  ${describe(e, first.at)}`,
+  );
+  return `${requestId} — ${new Date(first.at).toISOString()}\n${lines.join('\n')}\n`;
+}
+
+function describe(e: JournalEvent, origin: number): string {
+  const rel = (ms: number) => `+${ms - origin} ms`;
+  switch (e.type) {
+    case 'accepted':
+      return `accepted over ${e.channel}${e.client ? ` from ${e.client}` : ''}`;
+    case 'routed':
+      return `routed to ${e.to}, due ${e.due <= e.at ? 'now' : `at ${rel(e.due)}`}`;
+    case 'relayed':
+      return 'relayed from the outbox back to in';
+    case 'leased':
+      return `leased by ${e.executor} (attempts so far: ${e.tryCount})`;
+    case 'held':
+      return `held by the ${e.by} until ${rel(e.until)}`;
+    case 'attempt':
+      return `attempt ${e.n}: ${e.status ?? e.error ?? '?'} in ${e.durationMs} ms`;
+    case 'retry_scheduled':
+      return `retry scheduled in ${e.delayMs} ms (${e.where})`;
+    case 'cache':
+      return e.outcome === 'hit' ? 'answered from the cache' : 'coalesced with a call in flight';
+    case 'completed':
+      return `completed: ${e.status}${e.error ? ` ${e.error}` : ''} after ${e.tryCount} attempt(s)`;
+    case 'dead_lettered':
+      return `dead-lettered (${e.reason})`;
+    case 'replayed':
+      return `replayed by ${e.by}`;
+    case 'admin_action':
+      return `${e.action} by ${e.actor}${e.outcome === 'failed' ? ' (failed)' : ''}`;
+  }
+}

@@ -1,0 +1,148 @@
+import { z } from 'zod';
+
+/**
+ * The task journal's event (one record of `KAFKA_TOPIC_EVENTS`, keyed by requestId): one step of
+ * one request — accepted, routed, leased, held, attempted, retried, answered from the cache,
+ * completed, dead-lettered, replayed, acted on by an operator. Only ids, codes and timings: never a header, a body or a URL,
+ * so the journal holds nothing secret and may be kept and read more widely than `in` and `out`.
+ *
+ * Not strict (readers ignore fields added later); readers must skip event types they do not know.
+ */
+
+const requestId = z.string().min(1).max(256);
+const epochMs = z.number().int().nonnegative().meta({ description: 'Epoch milliseconds.' });
+
+const common = {
+  requestId,
+  at: epochMs.meta({ description: 'When the step happened (epoch ms, clock of the process that saw it).' }),
+  client: z.string().optional().meta({
+    description:
+      'meta.client of the request when the process knew it (owner check of GET /requests/{id}/events).',
+  }),
+};
+
+export const journalEventSchema = z
+  .discriminatedUnion('type', [
+    z.object({
+      ...common,
+      type: z.literal('accepted'),
+      channel: z.enum(['http', 'kafka']).meta({
+        description:
+          'http: POST /request accepted it; kafka: the router met a record of `in` written straight to Kafka.',
+      }),
+    }),
+    z.object({
+      ...common,
+      type: z.literal('routed'),
+      to: z.enum(['redis', 'outbox']),
+      due: epochMs.meta({ description: 'When the task may run (epoch ms).' }),
+    }),
+    z
+      .object({ ...common, type: z.literal('relayed') })
+      .meta({ description: 'The relay moved the task from the outbox back to `in`.' }),
+    z.object({
+      ...common,
+      type: z.literal('leased'),
+      executor: z.string().meta({ description: 'The executor process that leased the task.' }),
+      tryCount: z.number().int().nonnegative().meta({ description: 'Attempts made before this lease.' }),
+    }),
+    z.object({
+      ...common,
+      type: z.literal('held'),
+      by: z.enum(['limiter', 'breaker', 'bulkhead']),
+      until: epochMs,
+    }),
+    z.object({
+      ...common,
+      type: z.literal('attempt'),
+      n: z.number().int().positive().meta({ description: 'Which attempt (1 = the first).' }),
+      status: z.number().int().optional().meta({ description: 'HTTP status of the target.' }),
+      error: z.string().optional().meta({ description: 'Error code when the target gave no answer.' }),
+      durationMs: z.number().nonnegative(),
+    }),
+    z.object({
+      ...common,
+      type: z.literal('retry_scheduled'),
+      delayMs: z.number().int().nonnegative(),
+      where: z.enum(['redis', 'outbox']),
+    }),
+    z.object({
+      ...common,
+      type: z.literal('cache'),
+      outcome: z.enum(['hit', 'coalesced']),
+    }),
+    z.object({
+      ...common,
+      type: z.literal('completed'),
+      status: z
+        .number()
+        .int()
+        .meta({ description: 'HTTP status of the result (synthetic for an error result).' }),
+      error: z.string().optional().meta({ description: 'Error code of an error result.' }),
+      tryCount: z.number().int().nonnegative(),
+    }),
+    z.object({
+      ...common,
+      type: z.literal('dead_lettered'),
+      reason: z.string(),
+    }),
+    z.object({
+      ...common,
+      type: z.literal('replayed'),
+      by: z.string().meta({ description: 'What re-submitted the request (`requester dlq replay`).' }),
+    }),
+    z.object({
+      ...common,
+      type: z.literal('admin_action'),
+      action: z
+        .string()
+        .meta({ description: 'The operator action on this request (`dlq.replay`, `dlq.delete`).' }),
+      actor: z
+        .string()
+        .meta({ description: 'Who: the admin API key’s name (operator UI, admin API), or `cli:<os user>`.' }),
+      outcome: z.enum(['done', 'failed']),
+    }),
+  ])
+  .meta({
+    title: 'JournalEvent',
+    description:
+      'One step of one request. A record of KAFKA_TOPIC_EVENTS (key: requestId) holds a JSON array of these, the steps of that request one process saw in one flush, in order.',
+  });
+
+export type JournalEvent = z.infer<typeof journalEventSchema>;
+export type JournalEventType = JournalEvent['type'];
+
+/** Events as the hops write them: `at` defaults to now. */
+export type JournalEventInput = JournalEvent extends infer E
+  ? E extends JournalEvent
+    ? Omit<E, 'at'> & { at?: number }
+    : never
+  : never;
+
+/**
+ * Whether an event is a step of the happy path — accepted, routed to Redis to run now, leased for
+ * a first attempt, a first attempt answered below 400, a cache hit, completed below 400 in one
+ * attempt. With EVENTS=failures only the other stories are written (see writer.ts).
+ */
+export function isHappyStep(event: JournalEvent): boolean {
+  switch (event.type) {
+    case 'accepted':
+    case 'cache':
+      return true;
+    case 'routed':
+      return event.to === 'redis' && event.due <= event.at;
+    case 'leased':
+      return event.tryCount === 0;
+    case 'attempt':
+      return event.n === 1 && event.status !== undefined && event.status < 400;
+    case 'completed':
+      return event.tryCount <= 1 && event.error === undefined && event.status < 400;
+    default:
+      return false;
+  }
+}
+
+/** Events after which nothing more happens to the request (until a replay). */
+export function isFinalStep(event: JournalEvent): boolean {
+  return event.type === 'completed' || event.type === 'dead_lettered';
+}

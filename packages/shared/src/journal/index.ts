@@ -1,0 +1,3 @@
+export * from './event.ts';
+export * from './reader.ts';
+export * from './writer.ts';
