@@ -82,6 +82,7 @@ describe('requester admin commands', () => {
       KAFKA_TOPIC_IN: `${name}.in`,
       KAFKA_TOPIC_OUT: `${name}.out`,
       KAFKA_TOPIC_DLQ: `${name}.dlq`,
+      KAFKA_TOPIC_EVENTS: `${name}.events`,
       KAFKA_TOPIC_PARTITIONS: '1',
     };
     const run = async (...args: string[]) => {
@@ -90,7 +91,7 @@ describe('requester admin commands', () => {
       return JSON.parse(stdout) as unknown;
     };
     expect(await run('topics')).toEqual({
-      topics: [kafka.KAFKA_TOPIC_IN, kafka.KAFKA_TOPIC_OUT, kafka.KAFKA_TOPIC_DLQ],
+      topics: [kafka.KAFKA_TOPIC_IN, kafka.KAFKA_TOPIC_OUT, kafka.KAFKA_TOPIC_DLQ, kafka.KAFKA_TOPIC_EVENTS],
     });
     expect(await run('dlq', 'list')).toEqual([]);
     expect(await run('dlq', 'replay', '--all', '--dry-run')).toMatchObject({ dryRun: true, replayed: [] });
