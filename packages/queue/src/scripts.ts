@@ -152,6 +152,11 @@ function settledWithState(reply: Reply): Settled {
   };
 }
 
+/** The head of the lease and reclaim replies: the shard's state and what housekeeping did. */
+function housekept(reply: Reply): ShardState & Housekeeping {
+  return { ...shardState(reply), reclaimed: num(reply, 2), deadLettered: num(reply, 3) };
+}
+
 function leasedTasks(reply: Reply, count: number, from: number): LeasedTask[] {
   const tasks: LeasedTask[] = [];
   for (let t = 0, at = from; t < count; t++, at += 7) {
@@ -239,12 +244,7 @@ export function loadQueueScripts(redis: RedisClient): QueueScripts {
         a.housekeepingBatch,
         a.quantum,
       ]);
-      return {
-        ...shardState(reply),
-        reclaimed: num(reply, 2),
-        deadLettered: num(reply, 3),
-        tasks: leasedTasks(reply, num(reply, 4), 5),
-      };
+      return { ...housekept(reply), tasks: leasedTasks(reply, num(reply, 4), 5) };
     },
     async extend(keys, leases) {
       const reply = await run('extend', keys, [
@@ -272,12 +272,7 @@ export function loadQueueScripts(redis: RedisClient): QueueScripts {
         a.maxDeliveries,
         a.housekeepingBatch,
       ]);
-      return {
-        ...shardState(reply),
-        reclaimed: num(reply, 2),
-        deadLettered: num(reply, 3),
-        more: num(reply, 4) === 1,
-      };
+      return { ...housekept(reply), more: num(reply, 4) === 1 };
     },
     async peek(keys) {
       return shardState(await run('peek', keys, []));
