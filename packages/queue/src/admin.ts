@@ -89,21 +89,12 @@ export class QueueAdmin {
   async info(options: { onProgress?: Progress } = {}): Promise<QueueInfo> {
     let redisNow = 0;
     const shards = await this.eachShard(options.onProgress, async (shard) => {
-      const reply = (await this.queue.script('info', shard, [this.queue.partitionConcurrency])).map(Number);
-      const [pending, inFlight, dead, ready, waiting, blocked, oldestSecond, dedupIds, now] =
-        reply as number[];
-      redisNow = Math.max(redisNow, now ?? 0);
-      return {
-        shard,
-        pending: pending ?? 0,
-        inFlight: inFlight ?? 0,
-        dead: dead ?? 0,
-        readyPartitions: ready ?? 0,
-        waitingPartitions: waiting ?? 0,
-        blockedPartitions: blocked ?? 0,
-        oldestPublishedAt: oldestSecond !== undefined && oldestSecond >= 0 ? oldestSecond * 1000 : null,
-        dedupIds: dedupIds ?? 0,
-      };
+      const { nowMs, ...info } = await this.queue.scripts.info(
+        this.keys(shard),
+        this.queue.partitionConcurrency,
+      );
+      redisNow = Math.max(redisNow, nowMs);
+      return { shard, ...info };
     });
     const totals = {
       pending: 0,
@@ -131,11 +122,12 @@ export class QueueAdmin {
    */
   async purge(options: { deadOnly?: boolean; onProgress?: Progress } = {}): Promise<{ removed: number }> {
     const removed = await this.eachShard(options.onProgress, async (shard) => {
-      if (!options.deadOnly) return Number((await this.queue.script('purge', shard, ['all', 0]))[0]);
+      const keys = this.keys(shard);
+      if (!options.deadOnly) return (await this.queue.scripts.purge(keys, 'all', 0)).removed;
       let count = 0;
       for (;;) {
-        const [n, remaining] = (await this.queue.script('purge', shard, ['dead', BATCH])).map(Number);
-        count += n ?? 0;
+        const { removed, remaining } = await this.queue.scripts.purge(keys, 'dead', BATCH);
+        count += removed;
         if (!remaining) return count;
       }
     });
@@ -147,8 +139,9 @@ export class QueueAdmin {
    * good (tests, benchmarks), with no worker left holding a lease token.
    */
   async destroy(options: { onProgress?: Progress } = {}): Promise<{ removed: number }> {
-    const removed = await this.eachShard(options.onProgress, async (shard) =>
-      Number((await this.queue.script('purge', shard, ['destroy', 0]))[0]),
+    const removed = await this.eachShard(
+      options.onProgress,
+      async (shard) => (await this.queue.scripts.purge(this.keys(shard), 'destroy', 0)).removed,
     );
     return { removed: removed.reduce((a, b) => a + b, 0) };
   }
@@ -163,26 +156,18 @@ export class QueueAdmin {
   ): Promise<{ retried: number }> {
     const limit = this.queue.partitionConcurrency;
     const retried = await this.eachShard(options.onProgress, async (shard) => {
+      const keys = this.keys(shard);
+      let count = 0;
       if (ids !== 'all') {
-        let count = 0;
         for (let at = 0; at < ids.length; at += BATCH) {
-          const reply = await this.queue.script('retryDead', shard, [
-            limit,
-            'ids',
-            0,
-            ...ids.slice(at, at + BATCH),
-          ]);
-          count += Number(reply[0]);
+          count += await this.queue.scripts.retryDeadIds(keys, limit, ids.slice(at, at + BATCH));
         }
         return count;
       }
-      let count = 0;
       for (;;) {
-        const [n, remaining] = (await this.queue.script('retryDead', shard, [limit, 'all', BATCH])).map(
-          Number,
-        );
-        count += n ?? 0;
-        if (!remaining || !n) return count;
+        const { retried, remaining } = await this.queue.scripts.retryDeadAll(keys, limit, BATCH);
+        count += retried;
+        if (!remaining || !retried) return count;
       }
     });
     return { retried: retried.reduce((a, b) => a + b, 0) };
@@ -197,31 +182,13 @@ export class QueueAdmin {
   async partitions(limit = 20): Promise<{ nowMs: number; partitions: PartitionView[] }> {
     let nowMs = 0;
     const perShard = await this.eachShard(undefined, async (shard) => {
-      const reply = await this.queue.script('partitions', shard, [this.queue.partitionConcurrency, limit]);
-      nowMs = Math.max(nowMs, Number(reply[0]));
-      const views: PartitionView[] = [];
-      for (let i = 0, at = 2; i < Number(reply[1]); i++, at += 10) {
-        const [partition, state, pending, inFlight, wakeAt, id, due, deliveries, published, payload] =
-          reply.slice(at, at + 10);
-        views.push({
-          partition: String(partition),
-          shard,
-          state: String(state) as PartitionView['state'],
-          pending: Number(pending),
-          inFlight: Number(inFlight),
-          wakeAt: Number(wakeAt) >= 0 ? Number(wakeAt) : null,
-          head: id
-            ? {
-                id: String(id),
-                dueAt: Number(due),
-                deliveries: Number(deliveries),
-                publishedAt: Number(published),
-                payload: String(payload),
-              }
-            : null,
-        });
-      }
-      return views;
+      const reply = await this.queue.scripts.partitions(
+        this.keys(shard),
+        this.queue.partitionConcurrency,
+        limit,
+      );
+      nowMs = Math.max(nowMs, reply.nowMs);
+      return reply.partitions.map((view) => ({ ...view, shard }));
     });
     return { nowMs, partitions: perShard.flat().sort((a, b) => b.pending - a.pending) };
   }
@@ -229,21 +196,8 @@ export class QueueAdmin {
   /** The most recent dead letters over all shards, newest first. */
   async listDead(limit = 100): Promise<DeadTask[]> {
     const perShard = await this.eachShard(undefined, async (shard) => {
-      const reply = await this.queue.script('listDead', shard, [limit]);
-      const tasks: DeadTask[] = [];
-      for (let i = 0, at = 1; i < Number(reply[0]); i++, at += 7) {
-        tasks.push({
-          id: String(reply[at]),
-          partition: String(reply[at + 1]),
-          payload: String(reply[at + 2]),
-          reason: String(reply[at + 3]),
-          deadAt: Number(reply[at + 4]),
-          deliveries: Number(reply[at + 5]),
-          publishedAt: Number(reply[at + 6]),
-          shard,
-        });
-      }
-      return tasks;
+      const tasks = await this.queue.scripts.listDead(this.keys(shard), limit);
+      return tasks.map((task) => ({ ...task, shard }));
     });
     return perShard
       .flat()
@@ -260,19 +214,21 @@ export class QueueAdmin {
     violations: string[];
   }> {
     const perShard = await this.eachShard(options.onProgress, async (shard) => {
-      const reply = await this.queue.script('verify', shard, [
+      const { tasks, violations } = await this.queue.scripts.verify(
+        this.keys(shard),
         this.queue.partitionConcurrency,
         options.maxReport ?? 20,
-      ]);
-      return {
-        tasks: Number(reply[0]),
-        violations: reply.slice(1).map((v) => `shard ${shard}: ${String(v)}`),
-      };
+      );
+      return { tasks, violations: violations.map((v) => `shard ${shard}: ${v}`) };
     });
     return {
       tasks: perShard.reduce((a, s) => a + s.tasks, 0),
       violations: perShard.flatMap((s) => s.violations),
     };
+  }
+
+  private keys(shard: number): string[] {
+    return this.queue.keysOfShard(shard);
   }
 
   /** Runs fn for every shard, CONCURRENT_SHARDS at a time, results in shard order. */

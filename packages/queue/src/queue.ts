@@ -1,7 +1,7 @@
 import { type Logger, type RedisClient, RequesterError } from '@requester/shared';
-import { isOrderedPartition, parseToken, shardKey, shardKeys, shardOfPartition } from './keys.ts';
+import { parseToken, shardKey, shardKeys, shardOfPartition } from './keys.ts';
 import { queueMetrics } from './metrics.ts';
-import { loadScripts, type ScriptName } from './scripts.ts';
+import { loadQueueScripts, type QueueScripts, type Settled } from './scripts.ts';
 
 export { isOrderedPartition, ORDERED_PREFIX, parseToken, shardOfPartition } from './keys.ts';
 
@@ -93,8 +93,6 @@ export interface ReclaimResult {
   deadLettered: number;
 }
 
-type Reply = Array<string | number>;
-
 /** One lease round trip: tasks to ask of each shard, and the most one partition may give. */
 interface Wave {
   asks: Map<number, number>;
@@ -127,7 +125,8 @@ export class FairQueue {
   private readonly notify: boolean;
   private readonly maxPayloadBytes: number;
   private readonly logger: Logger | undefined;
-  private readonly call: ReturnType<typeof loadScripts>;
+  /** The queue's scripts (for the admin module and tests); `keysOfShard` gives their keys. */
+  readonly scripts: QueueScripts;
   private readonly keysOf: string[][];
   private readonly view: ShardView;
   private cursor: number;
@@ -153,7 +152,7 @@ export class FairQueue {
     this.notify = options.notify ?? true;
     this.maxPayloadBytes = positiveInt('maxPayloadBytes', options.maxPayloadBytes ?? 64 * 1024);
     this.logger = options.logger;
-    this.call = loadScripts(this.redis);
+    this.scripts = loadQueueScripts(this.redis);
     this.keysOf = Array.from({ length: this.shards }, (_, shard) => shardKeys(this.prefix, shard));
     this.view = new ShardView(this.shards);
     // Workers start at different shards so that they do not all hit shard 0.
@@ -165,11 +164,11 @@ export class FairQueue {
     return shardOfPartition(partition, this.shards);
   }
 
-  /** Runs one queue script on one shard (low level: for the admin module and tests). */
-  script(name: ScriptName, shard: number, args: Array<string | number>): Promise<Reply> {
+  /** The keys of one shard, which every script takes. */
+  keysOfShard(shard: number): string[] {
     const keys = this.keysOf[shard];
     if (!keys) throw new RequesterError('invalid_request', `no shard ${shard} (queue has ${this.shards})`);
-    return this.call(name, keys, args);
+    return keys;
   }
 
   /** Publishes tasks; one result per task, in order. Refuses ids pending, leased, dead or recently acked. */
@@ -188,20 +187,17 @@ export class FairQueue {
     for (const [shard, indexes] of byShard) {
       for (let at = 0; at < indexes.length; at += this.publishBatch) {
         const chunk = indexes.slice(at, at + this.publishBatch);
-        const args: Array<string | number> = [this.partitionConcurrency, this.dedupWindowMs, chunk.length];
-        for (const index of chunk) {
-          const task = tasks[index] as PublishTask;
-          args.push(task.id, task.partition ?? task.id, task.payload, task.dueAt ?? 0, task.delayMs ?? 0);
-        }
+        const published = chunk.map((index) => tasks[index] as PublishTask);
         calls.push(
-          this.script('publish', shard, args).then((reply) => {
-            const [readyCount, nextEvent, notify] = [num(reply, 0), num(reply, 1), num(reply, 2)];
-            this.view.update(shard, readyCount, nextEvent);
-            if (notify === 1) woke.push(`${shard}:${readyCount > 0 ? 0 : nextEvent}`);
-            chunk.forEach((index, i) => {
-              results[index] = Number(reply[3 + i]) === 1 ? 'queued' : 'duplicate';
-            });
-          }),
+          this.scripts
+            .publish(this.keysOfShard(shard), this.partitionConcurrency, this.dedupWindowMs, published)
+            .then(({ readyCount, nextEvent, notify, queued }) => {
+              this.view.update(shard, readyCount, nextEvent);
+              if (notify) woke.push(`${shard}:${readyCount > 0 ? 0 : nextEvent}`);
+              chunk.forEach((index, i) => {
+                results[index] = queued[i] ? 'queued' : 'duplicate';
+              });
+            }),
         );
       }
     }
@@ -249,12 +245,8 @@ export class FairQueue {
   }
 
   async extendMany(leases: ReadonlyArray<{ token: string; leaseMs: number }>): Promise<SettleResult[]> {
-    return this.settle(
-      'extend',
-      leases.map((l) => ({ token: l.token, args: [positiveInt('leaseMs', l.leaseMs)] })),
-      () => [],
-      false,
-    );
+    const checked = leases.map((l) => ({ token: l.token, leaseMs: positiveInt('leaseMs', l.leaseMs) }));
+    return this.settle('extend', checked, (keys, mine) => this.scripts.extend(keys, mine));
   }
 
   /** Done: the task leaves the queue and its id stays refused for the dedup window. */
@@ -267,8 +259,13 @@ export class FairQueue {
     return this.settle(
       'ack',
       tokens.map((token) => ({ token })),
-      () => [this.partitionConcurrency, this.dedupWindowMs],
-      true,
+      (keys, mine) =>
+        this.scripts.ack(
+          keys,
+          this.partitionConcurrency,
+          this.dedupWindowMs,
+          mine.map((i) => i.token),
+        ),
     );
   }
 
@@ -287,17 +284,13 @@ export class FairQueue {
   async rejectMany(
     items: ReadonlyArray<{ token: string; delayMs: number; payload?: string }>,
   ): Promise<SettleResult[]> {
-    return this.settle(
-      'reject',
-      items.map((i) => ({
-        token: i.token,
-        args: [
-          nonNegativeInt('delayMs', i.delayMs),
-          i.payload === undefined ? '' : checkedPayload(i.payload, this.maxPayloadBytes),
-        ],
-      })),
-      () => [this.partitionConcurrency],
-      true,
+    const checked = items.map((i) => ({
+      token: i.token,
+      delayMs: nonNegativeInt('delayMs', i.delayMs),
+      payload: i.payload === undefined ? '' : checkedPayload(i.payload, this.maxPayloadBytes),
+    }));
+    return this.settle('reject', checked, (keys, mine) =>
+      this.scripts.reject(keys, this.partitionConcurrency, mine),
     );
   }
 
@@ -308,11 +301,8 @@ export class FairQueue {
   }
 
   async deadLetterMany(items: ReadonlyArray<{ token: string; reason: string }>): Promise<SettleResult[]> {
-    const results = await this.settle(
-      'deadLetter',
-      items.map((i) => ({ token: i.token, args: [i.reason] })),
-      () => [this.partitionConcurrency],
-      true,
+    const results = await this.settle('deadLetter', items, (keys, mine) =>
+      this.scripts.deadLetter(keys, this.partitionConcurrency, mine),
     );
     const dead = results.filter((r) => r === 'ok').length;
     if (dead > 0) queueMetrics.deadLettered.inc({ queue: this.name, cause: 'explicit' }, dead);
@@ -326,23 +316,20 @@ export class FairQueue {
     while (shards.length > 0) {
       const replies = await Promise.all(
         shards.map((shard) =>
-          this.script('reclaim', shard, [
-            this.partitionConcurrency,
-            this.maxDeliveries,
-            this.housekeepingBatch,
-          ]),
+          this.scripts.reclaim(this.keysOfShard(shard), {
+            partitionConcurrency: this.partitionConcurrency,
+            maxDeliveries: this.maxDeliveries,
+            housekeepingBatch: this.housekeepingBatch,
+          }),
         ),
       );
       const again: number[] = [];
       replies.forEach((reply, i) => {
         const shard = shards[i] as number;
-        const [readyCount, nextEvent, reclaimed, deadLettered, more] = [0, 1, 2, 3, 4].map((i) =>
-          num(reply, i),
-        ) as [number, number, number, number, number];
-        this.view.update(shard, readyCount, nextEvent);
-        total.reclaimed += reclaimed;
-        total.deadLettered += deadLettered;
-        if (more === 1) again.push(shard);
+        this.view.update(shard, reply.readyCount, reply.nextEvent);
+        total.reclaimed += reply.reclaimed;
+        total.deadLettered += reply.deadLettered;
+        if (reply.more) again.push(shard);
       });
       shards = again;
     }
@@ -418,11 +405,10 @@ export class FairQueue {
   }
 
   /** One settle script call per shard, all pipelined; results in the order of `items`. */
-  private async settle(
+  private async settle<Item extends { token: string }>(
     op: 'extend' | 'ack' | 'reject' | 'deadLetter',
-    items: ReadonlyArray<{ token: string; args?: ReadonlyArray<string | number> }>,
-    leadingArgs: () => Array<string | number>,
-    repliesWithState: boolean,
+    items: readonly Item[],
+    run: (keys: string[], items: Item[]) => Promise<Settled>,
   ): Promise<SettleResult[]> {
     const byShard = new Map<number, number[]>();
     items.forEach((item, index) => {
@@ -441,21 +427,16 @@ export class FairQueue {
     const woke: string[] = [];
     await Promise.all(
       [...byShard].map(async ([shard, indexes]) => {
-        const args = [...leadingArgs(), indexes.length];
-        for (const index of indexes) {
-          const item = items[index] as { token: string; args?: ReadonlyArray<string | number> };
-          args.push(item.token, ...(item.args ?? []));
-        }
-        const reply = await this.script(op, shard, args);
-        let offset = 0;
-        if (repliesWithState) {
-          const [readyCount, nextEvent, notify] = [num(reply, 0), num(reply, 1), num(reply, 2)];
-          this.view.update(shard, readyCount, nextEvent);
-          if (notify === 1) woke.push(`${shard}:0`);
-          offset = 3;
+        const { ok, state } = await run(
+          this.keysOfShard(shard),
+          indexes.map((index) => items[index] as Item),
+        );
+        if (state) {
+          this.view.update(shard, state.readyCount, state.nextEvent);
+          if (state.notify) woke.push(`${shard}:0`);
         }
         indexes.forEach((index, i) => {
-          results[index] = Number(reply[offset + i]) === 1 ? 'ok' : 'stale';
+          results[index] = ok[i] ? 'ok' : 'stale';
         });
       }),
     );
@@ -505,18 +486,18 @@ export class FairQueue {
 
   private async leaseWave({ asks, quantum }: Wave, leaseMs: number, into: LeasedTask[]): Promise<void> {
     if (asks.size === 0) return;
-    const args = (shard: number, ask: number) => [
-      this.partitionConcurrency,
+    const args = (shard: number, ask: number) => ({
+      partitionConcurrency: this.partitionConcurrency,
       shard,
       ask,
       leaseMs,
-      this.maxDeliveries,
-      this.housekeepingBatch,
+      maxDeliveries: this.maxDeliveries,
+      housekeepingBatch: this.housekeepingBatch,
       quantum,
-    ];
+    });
     const shards = [...asks.keys()];
     const settled = await Promise.allSettled(
-      shards.map((shard) => this.script('lease', shard, args(shard, asks.get(shard) ?? 1))),
+      shards.map((shard) => this.scripts.lease(this.keysOfShard(shard), args(shard, asks.get(shard) ?? 1))),
     );
     let failure: unknown;
     let reclaimed = 0;
@@ -528,25 +509,10 @@ export class FairQueue {
         return;
       }
       const reply = outcome.value;
-      const [readyCount, nextEvent, shardReclaimed, shardDead, n] = [0, 1, 2, 3, 4].map((i) =>
-        num(reply, i),
-      ) as [number, number, number, number, number];
-      this.view.update(shard, readyCount, nextEvent);
-      reclaimed += shardReclaimed;
-      deadLettered += shardDead;
-      for (let t = 0, at = 5; t < n; t++, at += 7) {
-        const partition = String(reply[at + 1]);
-        into.push({
-          id: String(reply[at]),
-          partition,
-          payload: String(reply[at + 2]),
-          token: String(reply[at + 3]),
-          deliveries: Number(reply[at + 4]),
-          publishedAt: Number(reply[at + 5]),
-          dueAt: Number(reply[at + 6]),
-          ordered: isOrderedPartition(partition),
-        });
-      }
+      this.view.update(shard, reply.readyCount, reply.nextEvent);
+      reclaimed += reply.reclaimed;
+      deadLettered += reply.deadLettered;
+      into.push(...reply.tasks);
     });
     this.countReclaimed(reclaimed, deadLettered);
     if (failure !== undefined) {
@@ -575,10 +541,9 @@ export class FairQueue {
   private async refreshView(): Promise<void> {
     const at = Date.now();
     const replies = await Promise.all(
-      Array.from({ length: this.shards }, (_, shard) => this.script('peek', shard, [])),
+      Array.from({ length: this.shards }, (_, shard) => this.scripts.peek(this.keysOfShard(shard))),
     );
-    replies.forEach((reply, shard) => {
-      const [readyCount, nextEvent] = [num(reply, 0), num(reply, 1)];
+    replies.forEach(({ readyCount, nextEvent }, shard) => {
       this.view.update(shard, readyCount, nextEvent, at);
     });
     this.view.refreshedAt = at;
@@ -631,10 +596,6 @@ class ShardView {
   hasWork(shard: number, now: number): boolean {
     return (this.wakeAt[shard] ?? 0) <= now;
   }
-}
-
-function num(reply: Reply, index: number): number {
-  return Number(reply[index] ?? 0);
 }
 
 function positiveInt(name: string, value: number): number {

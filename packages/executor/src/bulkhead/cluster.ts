@@ -1,15 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { join } from 'node:path';
-import {
-  counter,
-  defineLuaCommands,
-  type Logger,
-  type RedisClient,
-  readLuaCommands,
-} from '@requester/shared';
+import { counter, type Logger, type RedisClient } from '@requester/shared';
 import { type Bulkhead, LocalBulkhead, OriginLoad, type SlotGrant, waitForSlotMs } from './local.ts';
-
-const COMMANDS = readLuaCommands(join(import.meta.dirname, 'commands'), 'bulkhead');
+import { type AcquireReply, type BulkheadScripts, loadBulkheadScripts } from './scripts.ts';
 
 const errors = counter(
   'bulkhead_errors_total',
@@ -45,7 +37,7 @@ const ERROR_LOG_EVERY_MS = 10_000;
  */
 export class ClusterBulkhead implements Bulkhead {
   private readonly options: ClusterBulkheadOptions;
-  private readonly call: ReturnType<typeof defineLuaCommands>;
+  private readonly scripts: BulkheadScripts;
   private readonly random: () => number;
   private readonly load = new OriginLoad();
   private readonly fallback: LocalBulkhead;
@@ -55,7 +47,7 @@ export class ClusterBulkhead implements Bulkhead {
 
   constructor(options: ClusterBulkheadOptions) {
     this.options = options;
-    this.call = defineLuaCommands(options.redis, COMMANDS, 1);
+    this.scripts = loadBulkheadScripts(options.redis);
     this.random = options.random ?? Math.random;
     // Counts every call of this process, those Redis granted included: during an outage the
     // local cap sees the calls already running.
@@ -70,15 +62,15 @@ export class ClusterBulkhead implements Bulkhead {
     const { redis, maxPerOrigin, leaseMs } = this.options;
     const key = slotsKey(this.options.prefix, origin);
     const lease = `${this.leasePrefix}:${(++this.leaseSeq).toString(36)}`;
-    let reply: number[];
+    let reply: AcquireReply;
     try {
-      reply = (await this.call(redis, 'acquire', [key], [maxPerOrigin, leaseMs, lease])) as number[];
+      reply = await this.scripts.acquire(key, maxPerOrigin, leaseMs, lease);
     } catch (err) {
       this.failed('acquire', err);
       return this.fallback.acquire(origin);
     }
-    const [granted, inFlight = 0, oldestAgeMs = 0] = reply;
-    if (granted !== 1) {
+    const { granted, inFlight, oldestAgeMs } = reply;
+    if (!granted) {
       const typicalMs = Math.max(this.load.typicalCallMs(origin), oldestAgeMs);
       return { granted: false, retryInMs: waitForSlotMs(typicalMs, inFlight, this.random()) };
     }

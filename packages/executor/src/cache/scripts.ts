@@ -1,5 +1,5 @@
 import { join } from 'node:path';
-import { defineLuaCommands, type RedisClient, readLuaCommands } from '@requester/shared';
+import { luaScripts, type RedisClient, readLuaCommands } from '@requester/shared';
 import type { CacheKeys } from './keys.ts';
 
 /** `commands/acquire-2.lua`, `settle-2.lua`, `extend-1.lua`, read once per process. */
@@ -25,12 +25,10 @@ export interface CacheScripts {
 }
 
 export function loadCacheScripts(redis: RedisClient): CacheScripts {
-  const call = defineLuaCommands(redis, CACHE_COMMANDS, 2);
-  const run = (op: 'acquire' | 'settle' | 'extend', keys: string[], ...args: Array<string | number>) =>
-    call(redis, op, keys, args) as Promise<Reply | number>;
+  const run = luaScripts<'acquire' | 'settle' | 'extend'>(redis, CACHE_COMMANDS, 2);
   return {
     async acquire(keys, token, lockTtlMs) {
-      const reply = (await run('acquire', [keys.value, keys.lock], token, lockTtlMs)) as Reply;
+      const reply = (await run('acquire', [keys.value, keys.lock], [token, lockTtlMs])) as Reply;
       if (reply[0] === 1) return { kind: 'hit', entry: String(reply[1]) };
       if (reply[0] === 2) return { kind: 'won' };
       return { kind: 'busy', lockPttlMs: Number(reply[1]) };
@@ -39,15 +37,12 @@ export function loadCacheScripts(redis: RedisClient): CacheScripts {
       const reply = (await run(
         'settle',
         [keys.value, keys.lock],
-        token,
-        keys.channel,
-        entry ?? '',
-        ttlMs,
+        [token, keys.channel, entry ?? '', ttlMs],
       )) as Reply;
       return { stored: reply[0] === 1, released: reply[1] === 1 };
     },
     async extend(keys, token, lockTtlMs) {
-      return (await run('extend', [keys.lock], token, lockTtlMs)) === 1;
+      return (await run('extend', [keys.lock], [token, lockTtlMs])) === 1;
     },
   };
 }

@@ -3,7 +3,7 @@ import type { Config, Logger, RedisClient } from '@requester/shared';
 import { LRUCache } from 'lru-cache';
 import { openIndexKey, originKeys } from './keys.ts';
 import { breakerMetrics, MAX_ORIGIN_LABELS } from './metrics.ts';
-import { loadBreakerScripts } from './scripts.ts';
+import { type AdmitReply, type BreakerScripts, loadBreakerScripts, type RecordReply } from './scripts.ts';
 
 /**
  * The shared circuit breaker (docs/architecture.md §5 outbound hygiene, §9): one per target origin, its state
@@ -99,7 +99,7 @@ const HEALTHY: CacheEntry = { healthy: true };
 export class CircuitBreaker {
   readonly prefix: string;
   private readonly redis: RedisClient;
-  private readonly run: ReturnType<typeof loadBreakerScripts>;
+  private readonly scripts: BreakerScripts;
   private readonly threshold: number;
   private readonly openMs: number;
   private readonly maxOpenMs: number;
@@ -117,7 +117,7 @@ export class CircuitBreaker {
       throw new RangeError('failureThreshold must be a positive integer');
     this.redis = options.redis;
     this.prefix = options.prefix;
-    this.run = loadBreakerScripts(options.redis);
+    this.scripts = loadBreakerScripts(options.redis);
     this.threshold = options.failureThreshold;
     this.openMs = Math.max(1, Math.round(options.openMs));
     this.maxOpenMs = Math.max(this.openMs, Math.round(options.maxOpenMs ?? 10 * this.openMs));
@@ -136,25 +136,25 @@ export class CircuitBreaker {
     const local = this.fromCache(origin);
     if (local) return local;
     const ticket = `${this.ticketPrefix}:${(++this.ticketSeq).toString(36)}`;
-    let reply: number[];
+    let reply: AdmitReply;
     try {
-      reply = await this.run('admit', originKeys(this.prefix, origin), [
-        this.threshold,
-        this.trialLeaseMs,
+      reply = await this.scripts.admit(originKeys(this.prefix, origin), {
+        threshold: this.threshold,
+        trialLeaseMs: this.trialLeaseMs,
         ticket,
-        this.busyRetryMs,
-      ]);
+        busyRetryMs: this.busyRetryMs,
+      });
     } catch (err) {
       this.failedOpen('admit', origin, err);
       return { admitted: true, probe: false };
     }
-    const [admitted, probe, retryAt = 0, now = 0, stateCode = 0, proven] = reply;
+    const { admitted, probe, retryAtMs: retryAt, nowMs: now, stateCode, proven } = reply;
     const state = STATES[stateCode] ?? 'closed';
-    if (admitted === 1) {
-      this.remember(origin, proven === 1 ? HEALTHY : undefined);
-      if (proven === 1) return { admitted: true, probe: false };
-      if (probe === 1) this.transition(origin, 'open', 'half_open');
-      return { admitted: true, probe: probe === 1, ticket };
+    if (admitted) {
+      this.remember(origin, proven ? HEALTHY : undefined);
+      if (proven) return { admitted: true, probe: false };
+      if (probe) this.transition(origin, 'open', 'half_open');
+      return { admitted: true, probe, ticket };
     }
     const retryAtMs = toLocal(retryAt, now);
     this.remember(origin, { healthy: false, state, retryAtMs });
@@ -164,25 +164,25 @@ export class CircuitBreaker {
 
   /** Reports the outcome of an admitted call (`{ ...admission, success }`). Never throws. */
   async record(origin: string, report: CallReport): Promise<void> {
-    let reply: number[];
+    let reply: RecordReply;
     try {
-      reply = await this.run('record', originKeys(this.prefix, origin), [
-        this.threshold,
-        this.openMs,
-        this.maxOpenMs,
-        this.stateTtlMs,
-        report.success ? 1 : 0,
-        report.probe ? 1 : 0,
-        report.ticket ?? '',
+      reply = await this.scripts.record(originKeys(this.prefix, origin), {
+        threshold: this.threshold,
+        openMs: this.openMs,
+        maxOpenMs: this.maxOpenMs,
+        stateTtlMs: this.stateTtlMs,
+        success: report.success,
+        probe: report.probe,
+        ticket: report.ticket ?? '',
         origin,
-      ]);
+      });
     } catch (err) {
       this.failedOpen('record', origin, err);
       return;
     }
-    const [stateCode = 0, retryAt = 0, now = 0, proven, transition = 0] = reply;
+    const { stateCode, retryAtMs: retryAt, nowMs: now, proven, transition } = reply;
     const state = STATES[stateCode] ?? 'closed';
-    if (proven === 1) this.remember(origin, HEALTHY);
+    if (proven) this.remember(origin, HEALTHY);
     else if (state === 'open')
       this.remember(origin, { healthy: false, state, retryAtMs: toLocal(retryAt, now) });
     else this.remember(origin, undefined);

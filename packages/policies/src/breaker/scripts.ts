@@ -1,15 +1,86 @@
 import { join } from 'node:path';
-import { defineLuaCommands, type RedisClient, readLuaCommands } from '@requester/shared';
+import { luaScripts, type RedisClient, readLuaCommands } from '@requester/shared';
 
 /** `commands/admit-2.lua` and `commands/record-2.lua`, read once per process. */
 const BREAKER_COMMANDS = readLuaCommands(join(import.meta.dirname, 'commands'), 'breaker');
 
-export type BreakerScript = 'admit' | 'record';
+/** Times are the Redis clock (`nowMs` is its reading at the call); `stateCode` indexes STATES. */
+export interface AdmitReply {
+  admitted: boolean;
+  probe: boolean;
+  retryAtMs: number;
+  nowMs: number;
+  stateCode: number;
+  /** The origin is known healthy: the answer may be cached. */
+  proven: boolean;
+}
 
-/** Defines the breaker scripts on a client once and returns a caller. */
-export function loadBreakerScripts(
-  redis: RedisClient,
-): (name: BreakerScript, keys: readonly string[], args: ReadonlyArray<string | number>) => Promise<number[]> {
-  const call = defineLuaCommands(redis, BREAKER_COMMANDS, 2);
-  return (name, keys, args) => call(redis, name, [...keys], [...args]) as Promise<number[]>;
+export interface RecordReply {
+  stateCode: number;
+  retryAtMs: number;
+  nowMs: number;
+  proven: boolean;
+  /** Indexes TRANSITIONS; 0: none. */
+  transition: number;
+}
+
+export interface AdmitArgs {
+  threshold: number;
+  trialLeaseMs: number;
+  ticket: string;
+  busyRetryMs: number;
+}
+
+export interface RecordArgs {
+  threshold: number;
+  openMs: number;
+  maxOpenMs: number;
+  stateTtlMs: number;
+  success: boolean;
+  probe: boolean;
+  ticket: string;
+  origin: string;
+}
+
+export interface BreakerScripts {
+  admit(keys: readonly string[], args: AdmitArgs): Promise<AdmitReply>;
+  record(keys: readonly string[], args: RecordArgs): Promise<RecordReply>;
+}
+
+/** Defines the breaker scripts on a client once; `keys` are the origin's (`originKeys`). */
+export function loadBreakerScripts(redis: RedisClient): BreakerScripts {
+  const run = luaScripts<'admit' | 'record'>(redis, BREAKER_COMMANDS, 2);
+  return {
+    async admit(keys, a) {
+      const reply = (await run('admit', keys, [
+        a.threshold,
+        a.trialLeaseMs,
+        a.ticket,
+        a.busyRetryMs,
+      ])) as number[];
+      const [admitted, probe, retryAtMs = 0, nowMs = 0, stateCode = 0, proven] = reply;
+      return {
+        admitted: admitted === 1,
+        probe: probe === 1,
+        retryAtMs,
+        nowMs,
+        stateCode,
+        proven: proven === 1,
+      };
+    },
+    async record(keys, a) {
+      const reply = (await run('record', keys, [
+        a.threshold,
+        a.openMs,
+        a.maxOpenMs,
+        a.stateTtlMs,
+        a.success ? 1 : 0,
+        a.probe ? 1 : 0,
+        a.ticket,
+        a.origin,
+      ])) as number[];
+      const [stateCode = 0, retryAtMs = 0, nowMs = 0, proven, transition = 0] = reply;
+      return { stateCode, retryAtMs, nowMs, proven: proven === 1, transition };
+    },
+  };
 }

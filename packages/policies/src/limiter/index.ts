@@ -1,26 +1,16 @@
-import { join } from 'node:path';
 import {
   counter,
-  defineLuaCommands,
   type LimiterAlgorithm,
   type LimiterSpec,
-  type LuaCaller,
-  MAX_LIMITER_RATES,
   type RedisClient,
   RequesterError,
-  readLuaCommands,
 } from '@requester/shared';
-import { type LimiterCall, limiterCall } from './spec.ts';
+import { type LimiterScripts, type LimitOutcome, loadLimiterScripts, type TakeReply } from './scripts.ts';
+import { limiterCall } from './spec.ts';
 
 export { inspectLimiter, type LimiterWindowState } from './inspect.ts';
+export type { LimitOutcome } from './scripts.ts';
 export { type LimiterWindow, limiterKeys, limiterWindows } from './spec.ts';
-
-/**
- * `allowed`: consumed from every window. `limited`: nothing consumed; retry after `retryAfterMs`.
- * `oversized`: the cost exceeds a window's value, so no wait can ever admit it: answer with an
- * error instead of rescheduling.
- */
-export type LimitOutcome = 'allowed' | 'limited' | 'oversized';
 
 export interface LimitDecision {
   outcome: LimitOutcome;
@@ -46,13 +36,6 @@ export interface RateLimiterOptions {
   prefix: string;
 }
 
-const COMMANDS = readLuaCommands(join(import.meta.dirname, 'commands'), 'rateLimiter');
-const OUTCOMES: ReadonlyMap<number, LimitOutcome> = new Map([
-  [1, 'allowed'],
-  [0, 'limited'],
-  [-1, 'oversized'],
-]);
-
 const decisions = counter('limiter_decisions_total', 'rate limiter decisions, by algorithm and outcome', [
   'algorithm',
   'outcome',
@@ -64,19 +47,9 @@ function checkedCost(cost: number): number {
   return cost;
 }
 
-function decode(algorithm: LimiterAlgorithm, reply: unknown): LimitDecision {
-  const [code, retryAfterMs, remaining, nowUs] = reply as number[];
-  const outcome = OUTCOMES.get(Number(code));
-  if (!outcome)
-    throw new RequesterError('internal', `rate limiter: unexpected reply ${JSON.stringify(reply)}`);
-  decisions.inc({ algorithm, outcome });
-  return {
-    outcome,
-    allowed: outcome === 'allowed',
-    retryAfterMs: Number(retryAfterMs),
-    remaining: Number(remaining),
-    atMs: Number(nowUs) / 1000,
-  };
+function decided(algorithm: LimiterAlgorithm, reply: TakeReply): LimitDecision {
+  decisions.inc({ algorithm, outcome: reply.outcome });
+  return { ...reply, allowed: reply.outcome === 'allowed' };
 }
 
 function unavailable(err: unknown): RequesterError {
@@ -90,63 +63,38 @@ function unavailable(err: unknown): RequesterError {
  * limiter and consumes from all of them only when all allow. Time is the Redis clock.
  */
 export class RateLimiter {
-  readonly #redis: RedisClient;
   readonly #prefix: string;
-  readonly #call: LuaCaller;
+  readonly #scripts: LimiterScripts;
 
   constructor(options: RateLimiterOptions) {
     if (/[{}]/.test(options.prefix)) {
       throw new RangeError(`limiter prefix must not contain braces: ${JSON.stringify(options.prefix)}`);
     }
-    this.#redis = options.redis;
     this.#prefix = options.prefix;
-    this.#call = defineLuaCommands(options.redis, COMMANDS, MAX_LIMITER_RATES);
+    this.#scripts = loadLimiterScripts(options.redis);
   }
 
   /** Takes `cost` calls from the limiter `spec` names, or says how long to wait. */
   async take(spec: LimiterSpec, cost = 1): Promise<LimitDecision> {
     const call = limiterCall(this.#prefix, spec, checkedCost(cost));
-    let reply: unknown;
+    let reply: TakeReply;
     try {
-      reply = await this.#send(this.#redis, call);
+      reply = await this.#scripts.take(call);
     } catch (err) {
       throw unavailable(err);
     }
-    return decode(spec.algorithm, reply);
+    return decided(spec.algorithm, reply);
   }
 
-  /**
-   * Several takes in one round trip (a lease batch), decided in array order. On one node it is a
-   * pipeline; on a cluster the takes go out together and ioredis pipelines them per node (the
-   * limiters live in different slots, which one cluster pipeline may not span).
-   */
+  /** Several takes in one round trip (a lease batch), decided in array order (`LimiterScripts.takeMany`). */
   async takeMany(requests: readonly LimitRequest[]): Promise<LimitDecision[]> {
     const calls = requests.map((r) => limiterCall(this.#prefix, r.spec, checkedCost(r.cost ?? 1)));
-    if (calls.length === 0) return [];
-    let replies: unknown[];
+    let replies: TakeReply[];
     try {
-      replies = await (this.#redis.isCluster ? this.#parallel(calls) : this.#pipelined(calls));
+      replies = await this.#scripts.takeMany(calls);
     } catch (err) {
       throw unavailable(err);
     }
-    return replies.map((reply, i) => decode(requests[i]!.spec.algorithm, reply));
-  }
-
-  #send(target: RedisClient | ReturnType<RedisClient['pipeline']>, call: LimiterCall): unknown {
-    return this.#call(target, call.op, call.keys, call.args);
-  }
-
-  #parallel(calls: LimiterCall[]): Promise<unknown[]> {
-    return Promise.all(calls.map((call) => this.#send(this.#redis, call)));
-  }
-
-  async #pipelined(calls: LimiterCall[]): Promise<unknown[]> {
-    const pipeline = this.#redis.pipeline();
-    for (const call of calls) this.#send(pipeline, call);
-    const results = (await pipeline.exec()) ?? [];
-    return results.map(([err, reply]) => {
-      if (err) throw err;
-      return reply;
-    });
+    return replies.map((reply, i) => decided(requests[i]!.spec.algorithm, reply));
   }
 }

@@ -93,3 +93,25 @@ export function defineLuaCommands(
     return fn.call(target, ...keys, ...args);
   };
 }
+
+/** Runs one script of a module: on the client, or queued on one of its pipelines (`target`). */
+export type LuaRun<Op extends string> = (
+  op: Op,
+  keys: readonly string[],
+  args: ReadonlyArray<string | number>,
+  target?: Target,
+) => Promise<unknown>;
+
+/**
+ * What every module's `scripts.ts` starts from: its commands defined on `redis`, and a runner by op.
+ * The module's `load<Module>Scripts(redis)` wraps it in one typed function per script (KEYS/ARGV
+ * built from arguments, the reply decoded), and nothing else in the module calls scripts.
+ */
+export function luaScripts<Op extends string>(
+  redis: RedisClient,
+  commands: ReadonlyMap<string, LuaCommand>,
+  maxKeys: number,
+): LuaRun<Op> {
+  const call = defineLuaCommands(redis, commands, maxKeys);
+  return (op, keys, args, target = redis) => call(target, op, [...keys], [...args]) as Promise<unknown>;
+}
