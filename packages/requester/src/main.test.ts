@@ -117,7 +117,8 @@ describe('requester CLI', () => {
     expect(stderr).toContain('--processes runs only router, executor, relay');
   });
 
-  it('--processes 2: two ready executors; one killed is replaced; SIGTERM drains both, exit 0', async () => {
+  /** `requester --role executor --processes 2` on topics and a prefix of its own; the pids it logs. */
+  function supervisedExecutors() {
     const name = uniqueName('cli');
     const adminPort = 20000 + Math.floor(Math.random() * 20000);
     const { child, exit } = requester(
@@ -140,6 +141,22 @@ describe('requester CLI', () => {
       [...out.matchAll(/"childPid":(\d+)[^\n]*"process started"/g)].map((m) => Number(m[1]));
     const ready = (port: number) => async () =>
       (await fetch(`http://127.0.0.1:${port}/readyz`)).status === 200;
+    const alive = (pid: number) => {
+      try {
+        process.kill(pid, 0);
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    const killAll = () => {
+      for (const pid of childPids()) if (alive(pid)) process.kill(pid, 'SIGKILL');
+    };
+    return { child, exit, adminPort, output: () => out, childPids, ready, alive, killAll };
+  }
+
+  it('--processes 2: two ready executors; one killed is replaced; SIGTERM drains both, exit 0', async () => {
+    const { child, exit, adminPort, output, childPids, ready, alive, killAll } = supervisedExecutors();
     try {
       await until(ready(adminPort), 30_000);
       await until(ready(adminPort + 1), 30_000);
@@ -148,20 +165,29 @@ describe('requester CLI', () => {
 
       process.kill(first as number, 'SIGKILL');
       await until(async () => childPids().length === 3, 10_000);
-      expect(out).toContain('process died unexpectedly: restarting it');
+      expect(output()).toContain('process died unexpectedly: restarting it');
       await until(ready(adminPort), 30_000);
 
       child.kill('SIGTERM');
       const { code } = await exit;
       expect(code).toBe(0);
-      expect(out.match(/shutting down: 3\/3 close clients/g)).toHaveLength(2);
-      for (const pid of childPids()) expect(() => process.kill(pid, 0)).toThrow();
+      expect(output().match(/shutting down: 3\/3 close clients/g)).toHaveLength(2);
+      for (const pid of childPids()) expect(alive(pid)).toBe(false);
     } finally {
-      for (const pid of childPids()) {
-        try {
-          process.kill(pid, 'SIGKILL');
-        } catch {}
-      }
+      killAll();
+    }
+  }, 90_000);
+
+  it('--processes 2: the children drain and stop when the parent is killed (-9)', async () => {
+    const { child, adminPort, output, childPids, ready, alive, killAll } = supervisedExecutors();
+    try {
+      await until(ready(adminPort), 30_000);
+      await until(ready(adminPort + 1), 30_000);
+      child.kill('SIGKILL');
+      await until(async () => childPids().every((pid) => !alive(pid)), 30_000);
+      expect(output().match(/shutting down: 3\/3 close clients/g)).toHaveLength(2);
+    } finally {
+      killAll();
     }
   }, 90_000);
 });
