@@ -6,6 +6,9 @@
 //   node bench/load.ts --mode http-async|sync|kafka [--count 20000] [--connections 64]
 //        [--body 100] [--rounds 3] [--baseline /tmp/baseline] [--limit 120 (s)] [--env K=V,...]
 //        [--roles all]   (e.g. ingress,sync-gateway: accepts alone, nothing consumes `in`)
+//        [--executors 1,2]   (one side per count, all from this checkout: `--role ingress,
+//        sync-gateway,router,relay` plus `requester --role executor --processes N`; CPU of the
+//        executors summed over the supervisor and its children)
 //
 // With --baseline <checkout>, a second Requester runs from that checkout (e.g. a git worktree of
 // main with its node_modules installed) and the rounds alternate between the two, the order
@@ -40,6 +43,7 @@ const { values: args } = parseArgs({
     env: { type: 'string', default: '' },
     /** Roles of the Requester(s) under test: e.g. `ingress` alone measures accepts without the pipeline. */
     roles: { type: 'string', default: 'all' },
+    executors: { type: 'string' },
     brokers: { type: 'string', default: '127.0.0.1:9092' },
   },
 });
@@ -58,6 +62,10 @@ const extraEnv = Object.fromEntries(
     .filter(Boolean)
     .map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]),
 );
+/** Executor process counts to compare (--executors): one Requester per count, same checkout. */
+const executorCounts = (args.executors ?? '').split(',').filter(Boolean).map(Number);
+/** Whether the Requester(s) run the whole pipeline (results are counted per completed task). */
+const pipeline = args.roles === 'all' || executorCounts.length > 0;
 const here = path.resolve(import.meta.dirname, '..');
 const silent = createLogger({ level: 'silent' });
 const kafka: KafkaClient = createKafka({ brokers: args.brokers, clientId: 'bench-load', logger: silent });
@@ -106,6 +114,8 @@ async function startTarget(): Promise<{ url: string; pid: number }> {
 interface Side {
   label: string;
   pid: number;
+  /** The `--processes N` executor supervisor, with --executors. */
+  executorPid?: number;
   env: Record<string, string>;
   httpUrl: string;
   token: string;
@@ -114,7 +124,7 @@ interface Side {
 }
 
 /** A Requester from `root` on topics, prefix and database of its own. */
-async function startRequester(label: string, root: string): Promise<Side> {
+async function startRequester(label: string, root: string, executors?: number): Promise<Side> {
   const name = `bench-${label}-${randomBytes(3).toString('hex')}`;
   const [httpPort, adminPort] = [await freePort(), await freePort()];
   const env: Record<string, string> = {
@@ -134,19 +144,41 @@ async function startRequester(label: string, root: string): Promise<Side> {
     ...extraEnv,
   };
   const bin = path.join(root, 'packages/requester/bin/requester');
-  const child = spawn(bin, ['--role', args.roles ?? 'all'], {
+  const roles = executors ? 'ingress,sync-gateway,router,relay' : (args.roles ?? 'all');
+  const child = spawn(bin, ['--role', roles], {
     env: { ...process.env, ...env },
     stdio: ['ignore', 'ignore', 'inherit'],
   });
   children.push(child);
   const adminUrl = `http://127.0.0.1:${adminPort}`;
   await waitFor(`requester ${label}`, async () => (await fetch(`${adminUrl}/readyz`)).status === 200);
+  const executorPid = executors ? await startExecutors(label, bin, env, executors) : undefined;
   const token = await createKey(bin, env);
   const results = new ResultReader(env.KAFKA_TOPIC_OUT as string);
   await results.start();
   const httpUrl = `http://127.0.0.1:${httpPort}`;
   const pool = new Pool(httpUrl, { connections, pipelining: 1, keepAliveTimeout: 60_000 });
-  return { label, pid: child.pid as number, env, httpUrl, token, pool, results };
+  return { label, pid: child.pid as number, executorPid, env, httpUrl, token, pool, results };
+}
+
+/** `requester --role executor --processes n` beside a Requester; resolves when every child is ready. */
+async function startExecutors(
+  label: string,
+  bin: string,
+  env: Record<string, string>,
+  n: number,
+): Promise<number> {
+  const adminPort = await freePort();
+  const child = spawn(bin, ['--role', 'executor', '--processes', String(n)], {
+    env: { ...process.env, ...env, ADMIN_PORT: String(adminPort) },
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+  children.push(child);
+  for (let i = 0; i < n; i++) {
+    const url = `http://127.0.0.1:${adminPort + i}/readyz`;
+    await waitFor(`executor ${i} of ${label}`, async () => (await fetch(url)).status === 200);
+  }
+  return child.pid as number;
 }
 
 /** An API key allowed sync calls, made with the CLI as an operator would. */
@@ -228,15 +260,31 @@ class ResultReader {
 
 const CLOCK_TICKS = 100;
 
-/** utime + stime of a process, in seconds (fields 14 and 15 of /proc/<pid>/stat). */
-function cpuSeconds(pid: number): number {
+function statFields(pid: number): string[] | undefined {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   } catch {
-    return Number.NaN;
+    return undefined;
   }
+}
+
+/** utime + stime of a process, in seconds (fields 14 and 15 of /proc/<pid>/stat). */
+function cpuSeconds(pid: number): number {
+  const fields = statFields(pid);
+  return fields ? (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS : Number.NaN;
+}
+
+/** The executors' supervisor counts with its children; every other process alone. */
+const cpuOf = (key: string, pid: number) => (key === 'executors' ? treeCpuSeconds(pid) : cpuSeconds(pid));
+
+/** CPU of a process and of its live children (field 4 of their stat is the parent pid). */
+function treeCpuSeconds(pid: number): number {
+  let total = cpuSeconds(pid);
+  for (const other of readdirSync('/proc').filter((p: string) => /^\d+$/.test(p))) {
+    if (statFields(Number(other))?.[1] === String(pid)) total += cpuSeconds(Number(other));
+  }
+  return total;
 }
 
 /** The pid listening on a local TCP port (from /proc/net/tcp and the fds of each process). */
@@ -306,7 +354,7 @@ async function round(
     tracker.onDone = resolve;
   });
   const cpuBefore = Object.fromEntries(
-    Object.entries(pids).map(([k, pid]) => [k, pid ? cpuSeconds(pid) : Number.NaN]),
+    Object.entries(pids).map(([k, pid]) => [k, pid ? cpuOf(k, pid) : Number.NaN]),
   );
   const deadline = performance.now() + limitMs;
   const start = performance.now();
@@ -379,16 +427,13 @@ async function round(
   }
   const sent = tracker.sentAt.size;
   // Nothing reads `in` without the router and executor: results are not waited for.
-  if (tracker.done < sent && args.roles === 'all') {
+  if (tracker.done < sent && pipeline) {
     const remaining = deadline - performance.now();
     await Promise.race([allDone, new Promise((resolve) => setTimeout(resolve, Math.max(remaining, 5_000)))]);
   }
   side.results.current = undefined;
   const cpu = Object.fromEntries(
-    Object.entries(pids).map(([k, pid]) => [
-      k,
-      pid ? cpuSeconds(pid) - (cpuBefore[k] as number) : Number.NaN,
-    ]),
+    Object.entries(pids).map(([k, pid]) => [k, pid ? cpuOf(k, pid) - (cpuBefore[k] as number) : Number.NaN]),
   );
   const acceptSpan = (lastAccept - (Number.isFinite(firstAccept) ? firstAccept : start)) / 1000;
   const completeSpan =
@@ -440,10 +485,7 @@ const median = (xs: number[]) => {
 function line(r: RoundResult): string {
   const cpu = Object.entries(r.cpu)
     // Per accept when nothing runs the requests (--roles without the pipeline).
-    .map(
-      ([k, s]) =>
-        `${k} ${((s / Math.max(args.roles === 'all' ? r.completed : r.accepted, 1)) * 1e6).toFixed(0)}µs`,
-    )
+    .map(([k, s]) => `${k} ${((s / Math.max(pipeline ? r.completed : r.accepted, 1)) * 1e6).toFixed(0)}µs`)
     .join(', ');
   const lat = `latency→out p50 ${ms(r.latency, 50)} p99 ${ms(r.latency, 99)} ms`;
   const rtt = r.rtt ? `, reply p50 ${ms(r.rtt, 50)} p99 ${ms(r.rtt, 99)} ms` : '';
@@ -461,8 +503,11 @@ async function main(): Promise<void> {
   if (Object.keys(extraEnv).length) console.log(`extra env: ${JSON.stringify(extraEnv)}`);
   const target = await startTarget();
   const brokerPort = Number(args.brokers.split(',')[0]?.split(':')[1] ?? 9092);
-  const sides = [await startRequester('new', here)];
-  if (args.baseline) sides.push(await startRequester('baseline', path.resolve(args.baseline)));
+  const sides = executorCounts.length
+    ? await Promise.all(executorCounts.map((n) => startRequester(`x${n}`, here, n)))
+    : [await startRequester('new', here)];
+  if (args.baseline && !executorCounts.length)
+    sides.push(await startRequester('baseline', path.resolve(args.baseline)));
   // A short warm-up per side: JIT, connections, topic metadata.
   const all: RoundResult[] = [];
   for (const side of sides) await warmUp(side, target);
@@ -472,7 +517,13 @@ async function main(): Promise<void> {
       // Looked up each round: another developer may have restarted the shared broker meanwhile.
       const broker = pidListeningOn(brokerPort);
       const redis = pidListeningOn(6379);
-      const pids = { node: side.pid, target: target.pid, broker, redis };
+      const pids = {
+        node: side.pid,
+        ...(side.executorPid ? { executors: side.executorPid } : {}),
+        target: target.pid,
+        broker,
+        redis,
+      };
       const r = await round(side, n, target, pids);
       all.push(r);
       console.log(`round ${n} ${line(r)}`);
@@ -493,11 +544,11 @@ async function main(): Promise<void> {
     );
   }
   if (sides.length === 2) {
-    const [a, b] = [by('new'), by('baseline')];
+    const [a, b] = [by(sides[0]?.label ?? ''), by(sides[1]?.label ?? '')];
     const ratio = (f: (r: RoundResult) => number) => (median(a.map(f)) / median(b.map(f))).toFixed(2);
     const p = (q: number) => (r: RoundResult) => (r.rtt ?? r.latency).getValueAtPercentile(q);
     console.log(
-      `ratio new/baseline: accepted/s ${ratio((r) => r.acceptedPerSec)}, completed/s ${ratio((r) => r.completedPerSec)}, ` +
+      `ratio ${sides[0]?.label}/${sides[1]?.label}: accepted/s ${ratio((r) => r.acceptedPerSec)}, completed/s ${ratio((r) => r.completedPerSec)}, ` +
         `p50 ${ratio(p(50))}, p99 ${ratio(p(99))}`,
     );
   }
@@ -534,7 +585,7 @@ async function warmUp(side: Side, target: { url: string; pid: number }): Promise
       if (res.statusCode !== 202) throw new Error(`warm-up: ${side.label} answered ${res.statusCode}`);
     }),
   );
-  if (args.roles === 'all') await Promise.race([done, new Promise((resolve) => setTimeout(resolve, 30_000))]);
+  if (pipeline) await Promise.race([done, new Promise((resolve) => setTimeout(resolve, 30_000))]);
   side.results.current = undefined;
 }
 

@@ -111,4 +111,84 @@ describe('requester CLI', () => {
     expect(Date.now() - stoppedAt).toBeLessThan(20_000);
     expect(stdout).toContain('shutting down: 3/3 close clients');
   }, 60_000);
+
+  it('refuses --processes for a role with an HTTP listener (exit 2)', async () => {
+    const { code, stderr } = await requester(['--role', 'ingress,executor', '--processes', '2']).exit;
+    expect(code).toBe(2);
+    expect(stderr).toContain('--processes runs only router, executor, relay');
+  });
+
+  /** `requester --role executor --processes 2` on topics and a prefix of its own; the pids it logs. */
+  function supervisedExecutors() {
+    const name = uniqueName('cli');
+    const adminPort = 20000 + Math.floor(Math.random() * 20000);
+    const { child, exit } = requester(
+      ['--role', 'executor', '--processes', '2', '--admin-port', String(adminPort)],
+      {
+        KAFKA_TOPIC_IN: `${name}.in`,
+        KAFKA_TOPIC_OUT: `${name}.out`,
+        KAFKA_TOPIC_DLQ: `${name}.dlq`,
+        KAFKA_TOPIC_PARTITIONS: '1',
+        REDIS_PREFIX: name.slice(-24),
+        SHUTDOWN_TIMEOUT: '20s',
+      },
+    );
+    running.push(child);
+    let out = '';
+    child.stdout?.on('data', (d) => {
+      out += d;
+    });
+    const childPids = () =>
+      [...out.matchAll(/"childPid":(\d+)[^\n]*"process started"/g)].map((m) => Number(m[1]));
+    const ready = (port: number) => async () =>
+      (await fetch(`http://127.0.0.1:${port}/readyz`)).status === 200;
+    const alive = (pid: number) => {
+      try {
+        process.kill(pid, 0);
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    const killAll = () => {
+      for (const pid of childPids()) if (alive(pid)) process.kill(pid, 'SIGKILL');
+    };
+    return { child, exit, adminPort, output: () => out, childPids, ready, alive, killAll };
+  }
+
+  it('--processes 2: two ready executors; one killed is replaced; SIGTERM drains both, exit 0', async () => {
+    const { child, exit, adminPort, output, childPids, ready, alive, killAll } = supervisedExecutors();
+    try {
+      await until(ready(adminPort), 30_000);
+      await until(ready(adminPort + 1), 30_000);
+      const [first] = childPids();
+      expect(childPids()).toHaveLength(2);
+
+      process.kill(first as number, 'SIGKILL');
+      await until(async () => childPids().length === 3, 10_000);
+      expect(output()).toContain('process died unexpectedly: restarting it');
+      await until(ready(adminPort), 30_000);
+
+      child.kill('SIGTERM');
+      const { code } = await exit;
+      expect(code).toBe(0);
+      expect(output().match(/shutting down: 3\/3 close clients/g)).toHaveLength(2);
+      for (const pid of childPids()) expect(alive(pid)).toBe(false);
+    } finally {
+      killAll();
+    }
+  }, 90_000);
+
+  it('--processes 2: the children drain and stop when the parent is killed (-9)', async () => {
+    const { child, adminPort, output, childPids, ready, alive, killAll } = supervisedExecutors();
+    try {
+      await until(ready(adminPort), 30_000);
+      await until(ready(adminPort + 1), 30_000);
+      child.kill('SIGKILL');
+      await until(async () => childPids().every((pid) => !alive(pid)), 30_000);
+      expect(output().match(/shutting down: 3\/3 close clients/g)).toHaveLength(2);
+    } finally {
+      killAll();
+    }
+  }, 90_000);
 });

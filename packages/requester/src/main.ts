@@ -7,6 +7,7 @@ import {
   createLogger,
   explainDependencyError,
   loadConfig,
+  type RoleName,
   UsageError,
 } from '@requester/shared';
 import yargs, { type Argv } from 'yargs';
@@ -14,6 +15,7 @@ import { hideBin } from 'yargs/helpers';
 import { parseRoles } from './cli-roles.ts';
 import { EXIT_CODES_HELP } from './commands/common.ts';
 import { registerAdminCommands } from './commands/index.ts';
+import { childAdminPort, parseProcesses, stopWhenOrphaned, superviseProcesses } from './processes.ts';
 import { startProcess } from './runtime/index.ts';
 
 /** Exit codes: 0 done, 1 failed at run time, 2 bad usage or configuration. */
@@ -61,7 +63,11 @@ function withConfigFlags<T>(y: Argv<T>): Argv<T> {
 async function runRoles(argv: Record<string, unknown>): Promise<void> {
   const roles = parseRoles(String(argv.role));
   const config = configFrom(argv);
-  const logger = createLogger({ level: config.logLevel });
+  const processes = parseProcesses(String(argv.processes), roles);
+  if (processes > 1) return runProcesses(argv, roles, config, processes);
+  const index = process.env.REQUESTER_PROCESS_INDEX;
+  const root = createLogger({ level: config.logLevel });
+  const logger = index === undefined ? root : root.child({ process: Number(index) });
   const running = await startProcess(roles, config, logger);
   logger.info({ roles, adminPort: running.adminPort, httpPort: config.httpPort }, 'requester is running');
 
@@ -87,6 +93,31 @@ async function runRoles(argv: Record<string, unknown>): Promise<void> {
   };
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
+  stopWhenOrphaned(onSignal);
+}
+
+/** `--processes N`: this process only supervises N children that run the roles (./processes.ts). */
+async function runProcesses(
+  argv: Record<string, unknown>,
+  roles: RoleName[],
+  config: Config,
+  count: number,
+): Promise<void> {
+  const logger = createLogger({ level: config.logLevel });
+  const flags = Object.keys(FLAG_OVERRIDES).filter(
+    (flag) => flag !== 'admin-port' && argv[flag] !== undefined,
+  );
+  const code = await superviseProcesses(import.meta.filename, {
+    count,
+    argsOf: (i) => [
+      ...['--role', roles.join(','), '--processes', '1'],
+      ...flags.flatMap((flag) => [`--${flag}`, String(argv[flag])]),
+      ...['--admin-port', String(childAdminPort(config.adminPort, i))],
+    ],
+    shutdownTimeoutMs: config.shutdownTimeout,
+    logger,
+  });
+  process.exit(code);
 }
 
 export async function main(args: string[]): Promise<void> {
@@ -104,19 +135,29 @@ export async function main(args: string[]): Promise<void> {
       'run one or more roles in this process',
       (y) =>
         withConfigFlags(
-          y.option('role', {
-            alias: 'r',
-            type: 'string',
-            default: process.env.REQUESTER_ROLE ?? 'all',
-            describe:
-              'roles to run: ingress, sync-gateway, router, executor, relay, or all (env REQUESTER_ROLE)',
-          }),
+          y
+            .option('role', {
+              alias: 'r',
+              type: 'string',
+              default: process.env.REQUESTER_ROLE ?? 'all',
+              describe:
+                'roles to run: ingress, sync-gateway, router, executor, relay, or all (env REQUESTER_ROLE)',
+            })
+            .option('processes', {
+              alias: 'p',
+              type: 'string',
+              default: '1',
+              describe:
+                'run the roles in N child processes (auto: one per core), each with admin port ADMIN_PORT+i; ' +
+                'only for router, executor and relay; dead ones are restarted',
+            }),
         ),
       runRoles,
     )
     .example('$0 --role all', 'everything in one process (local development)')
     .example('$0 --role ingress,sync-gateway --http-port 8080', 'the HTTP front only')
     .example('$0 --role executor', 'one executor; scale it with more processes')
+    .example('$0 --role executor --processes auto', 'one executor per core, supervised by this process')
     .strict()
     .recommendCommands()
     .help()
