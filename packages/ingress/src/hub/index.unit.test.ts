@@ -1,5 +1,4 @@
-import { setFlagsFromString } from 'node:v8';
-import { runInNewContext } from 'node:vm';
+import { settledMemory } from '@requester/shared/testing';
 import { describe, expect, it } from 'vitest';
 import { ENTRY_OVERHEAD_BYTES, Hub } from './index.ts';
 
@@ -16,21 +15,6 @@ function hub(maxBytes = 1 << 20, ttlMs = 60_000, maxWaiters?: number) {
 
 /** A result of `bytes` ASCII characters, decoded from a Buffer as one read from Kafka is. */
 const resultOf = (bytes: number, seed: number) => Buffer.alloc(bytes, 97 + (seed % 26)).toString('utf8');
-
-/**
- * Memory after a full collection, counting `external` too: Node keeps a large ASCII string
- * decoded from a Buffer outside the V8 heap. A few rounds let freed Buffers be finalized.
- */
-async function settledMemory(): Promise<number> {
-  setFlagsFromString('--expose-gc'); // the test process was not started with it
-  const gc = runInNewContext('gc') as () => void;
-  for (let i = 0; i < 3; i++) {
-    gc();
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-  const { heapUsed, external } = process.memoryUsage();
-  return heapUsed + external;
-}
 
 describe('Hub', () => {
   it('wakes a waiter registered before the result arrives, and every waiter of that id', async () => {

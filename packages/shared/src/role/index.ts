@@ -130,12 +130,7 @@ export class Dependencies {
 
   private journalProducer(): Promise<KafkaProducer> {
     this.journalProducerPromise ??= retryable(
-      async () => {
-        await this.topics();
-        const producer = this.kafka().producer();
-        await producer.connect();
-        return producer;
-      },
+      () => this.connectedProducer(),
       () => {
         this.journalProducerPromise = undefined;
       },
@@ -145,17 +140,20 @@ export class Dependencies {
 
   producer(): Promise<KafkaProducer> {
     this.producerPromise ??= retryable(
-      async () => {
-        await this.topics();
-        const producer = this.kafka().producer();
-        await producer.connect();
-        return producer;
-      },
+      () => this.connectedProducer(),
       () => {
         this.producerPromise = undefined;
       },
     );
     return this.producerPromise;
+  }
+
+  /** A producer of its own, once the topics exist. */
+  private async connectedProducer(): Promise<KafkaProducer> {
+    await this.topics();
+    const producer = this.kafka().producer();
+    await producer.connect();
+    return producer;
   }
 
   redis(): RedisClient {

@@ -1,9 +1,13 @@
-import { setFlagsFromString } from 'node:v8';
-import { runInNewContext } from 'node:vm';
 import { Kafka } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { KafkaRef } from '../../task/index.ts';
-import { createTestTopics, TEST_KAFKA_BROKERS, testKafka, uniqueName } from '../../testing/index.ts';
+import {
+  createTestTopics,
+  settledMemory,
+  TEST_KAFKA_BROKERS,
+  testKafka,
+  uniqueName,
+} from '../../testing/index.ts';
 import { type FetchOutcome, type KafkaProducer, RecordUnavailableError } from '../types.ts';
 
 /** Against the real local broker: every topic is new, so offsets are known from what we write. */
@@ -225,15 +229,3 @@ describe('Kafka fetcher (read by offset)', () => {
     }
   });
 });
-
-/** Memory after full collections (V8 heap and the Buffers outside it). */
-async function settledMemory(): Promise<number> {
-  setFlagsFromString('--expose-gc'); // the test process was not started with it
-  const gc = runInNewContext('gc') as () => void;
-  for (let i = 0; i < 3; i++) {
-    gc();
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-  const { heapUsed, external } = process.memoryUsage();
-  return heapUsed + external;
-}
