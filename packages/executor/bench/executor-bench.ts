@@ -3,6 +3,7 @@
  *
  *   pnpm exec node packages/executor/bench/executor-bench.ts [--tasks 2000] [--workers 32]
  *       [--bulkhead none,process,cluster [--rounds 3]] [--events off,all [--rounds 3]]
+ *       [--body-bytes 100,65536 [--rounds 3]] [--partitions none,distinct [--rounds 3]]
  *
  * Prints: fetcher latency for 1 and 100 refs (cold: its record cache disabled), then executor
  * throughput end to end (queue → fetch → HTTP → out → ack) for unordered tasks and for one
@@ -12,6 +13,10 @@
  * cost (process: a counter; cluster: a Redis script per call and a ZREM), printed as ratios.
  * With `--events`, the same for the task journal (EVENTS): the executor writes leased, attempt and
  * completed events of every task to an events topic, batched by the journal writer, or nothing.
+ * With `--body-bytes 100,65536`, the same per request body size (bytes of the POST body; the echo
+ * target returns it, so the result carries it too). With `--partitions none,distinct`, the same
+ * unordered against every request on an ordered partition of its own (`!p-<i>`, `--tasks` distinct
+ * keys in the queue at once).
  * Topics and Redis keys are unique per run; queue keys are purged at the end.
  *
  * Recorded 2026-11-30, 2 CPUs shared with other work, Node 24.21, Kafka 4 (KRaft, local), Redis 7;
@@ -54,6 +59,9 @@ const ROUNDS = option('--rounds', 3);
 const EVENT_MODES = args.includes('--events')
   ? ((args[args.indexOf('--events') + 1] ?? '').split(',') as JournalMode[])
   : [];
+const list = (name: string) => (args.includes(name) ? (args[args.indexOf(name) + 1] ?? '').split(',') : []);
+const BODY_SIZES = list('--body-bytes').map(Number);
+const PARTITION_MODES = list('--partitions');
 
 /**
  * CPU time spent so far by each part of the pipeline: this process (executor, target, reader; all
@@ -162,11 +170,16 @@ async function benchExecutor(
   partition: (i: number) => string | undefined,
   bulkhead?: Bulkhead,
   events: JournalMode = 'off',
+  bodyBytes?: number,
 ): Promise<number> {
   const queue = new FairQueue({ redis, prefix: `${uniqueName('bench')}:`, shards: 128 });
   const run = uniqueName('run');
   const refs = await writeIn(count, (i) => ({
-    request: { uri: `${target.url}/echo?run=${run}`, method: 'POST', body: `{"i":${i}}` },
+    request: {
+      uri: `${target.url}/echo?run=${run}`,
+      method: 'POST',
+      body: bodyBytes === undefined ? `{"i":${i}}` : `${i}:`.padEnd(bodyBytes, 'x'),
+    },
     meta: { requestId: `${run}-${i}`, ...(partition(i) ? { partition: partition(i) } : {}) },
   }));
   let seen = 0;
@@ -303,6 +316,50 @@ async function benchEventModes(): Promise<void> {
   }
 }
 
+/** The unordered run once per body size, ROUNDS times interleaved; then each size's ratio to the first. */
+async function benchBodySizes(): Promise<void> {
+  await compareVariants(
+    BODY_SIZES.map((bytes) => `body ${bytes} B`),
+    (i) =>
+      benchExecutor(
+        `unordered, body ${BODY_SIZES[i]} B`,
+        TASKS,
+        () => undefined,
+        undefined,
+        'off',
+        BODY_SIZES[i],
+      ),
+  );
+}
+
+/** Unordered against a partition of its own per request (`!p-<i>`), ROUNDS times interleaved. */
+async function benchPartitionModes(): Promise<void> {
+  const partitionOf = (mode: string) => {
+    if (mode === 'none') return () => undefined;
+    if (mode === 'distinct') return (i: number) => `!p-${i}`;
+    throw new Error(`unknown partition mode ${mode}`);
+  };
+  await compareVariants(
+    PARTITION_MODES.map((mode) => `partitions ${mode}`),
+    (i) => benchExecutor(`partitions ${PARTITION_MODES[i]}`, TASKS, partitionOf(PARTITION_MODES[i] ?? '')),
+  );
+}
+
+/** Runs each variant once per round, ROUNDS rounds; prints each variant's per-round ratio to the first. */
+async function compareVariants(labels: string[], run: (variant: number) => Promise<number>): Promise<void> {
+  const rates = labels.map((): number[] => []);
+  for (let round = 1; round <= ROUNDS; round++)
+    for (let v = 0; v < labels.length; v++) rates[v]?.push(await run(v));
+  const baseRates = rates[0] ?? [];
+  for (let v = 1; v < labels.length; v++) {
+    const ratios = (rates[v] ?? []).map((rate, i) => rate / (baseRates[i] ?? rate));
+    console.log(
+      `${labels[v]} / ${labels[0]}: median ${median(rates[v] ?? []).toFixed(0)} / ${median(baseRates).toFixed(0)} tasks/s; ` +
+        `per-round ratios ${ratios.map((r) => r.toFixed(2)).join(', ')}; median ratio ${median(ratios).toFixed(2)}`,
+    );
+  }
+}
+
 /** Awaits a teardown step, saying so on stderr when it takes more than 5 s (a hang, not noise). */
 async function slow<T>(label: string, step: Promise<T>): Promise<T> {
   const warn = setTimeout(() => console.error(`${label} has not finished after 5 s`), 5_000);
@@ -316,6 +373,8 @@ async function slow<T>(label: string, step: Promise<T>): Promise<T> {
 try {
   if (SCOPES.length > 0) await benchBulkheadScopes();
   else if (EVENT_MODES.length > 0) await benchEventModes();
+  else if (BODY_SIZES.length > 0) await benchBodySizes();
+  else if (PARTITION_MODES.length > 0) await benchPartitionModes();
   else {
     await benchFetcher();
     await benchExecutor('unordered', TASKS, () => undefined);
