@@ -307,11 +307,14 @@ function replayedItem({ entry, envelope }: PlannedReplay): ReplayedItem {
 /** Produces one chunk of replays to `in`, and marks them once Kafka acknowledged it. */
 async function writeReplays(replays: PlannedReplay[], target: ReplayTarget): Promise<void> {
   if (replays.length === 0) return;
+  // The replay happens when the record is written: a router may route it before this process
+  // gets to journal it, and the journal orders a request's events by their time.
+  const at = Date.now();
   await target.producer.send(target.topicIn, replays.map(replayMessage), target.produceTimeoutMs);
   await target.marks.mark(replays);
   for (const { envelope } of replays) {
     const { requestId, client } = envelope.meta;
-    target.journal?.emit({ type: 'replayed', requestId, client, by: 'requester dlq replay' });
+    target.journal?.emit({ type: 'replayed', requestId, client, by: 'requester dlq replay', at });
   }
 }
 
