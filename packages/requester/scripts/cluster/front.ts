@@ -14,6 +14,10 @@ export interface Front {
   close(): Promise<void>;
 }
 
+/**
+ * `backendPorts` is read at each connection, so a caller may listen first (holding its port while
+ * the backends start) and fill the array later; a connection before any backend is refused.
+ */
 export async function startFront(backendPorts: readonly number[], listenPort = 0): Promise<Front> {
   let next = 0;
   const sockets = new Set<net.Socket>();
@@ -22,6 +26,10 @@ export async function startFront(backendPorts: readonly number[], listenPort = 0
     client.on('close', () => sockets.delete(client));
     client.on('error', () => {});
     client.pause();
+    if (backendPorts.length === 0) {
+      client.destroy();
+      return;
+    }
     const first = next++ % backendPorts.length;
     connect(first, 0);
 

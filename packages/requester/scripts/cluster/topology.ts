@@ -175,7 +175,11 @@ export async function startTopology(options: TopologyOptions): Promise<Topology>
     await redis.stop();
   };
 
+  // In process, the front listens before the processes start: a port chosen free long before it
+  // is bound can be taken meanwhile (an outgoing connection's ephemeral port), and listen fails.
+  const backends: number[] = [];
   try {
+    if (!options.detached && counts.gateway > 0) front = await startFront(backends, options.frontPort ?? 0);
     await prepare(config);
     const spawned: ClusterProcess[] = [];
     for (const role of Object.keys(counts) as ClusterRole[]) {
@@ -199,8 +203,8 @@ export async function startTopology(options: TopologyOptions): Promise<Topology>
       pids.push(`front ${child.pid}`);
       savePids();
       frontUrl = `http://127.0.0.1:${port}`;
-    } else {
-      front = await startFront(gatewayPorts, frontPort);
+    } else if (front) {
+      backends.push(...gatewayPorts);
       frontUrl = front.url;
     }
     return {

@@ -19,6 +19,10 @@ export async function startClusterStack(stack: StackEnv): Promise<RunningProcess
   const runDir = mkdtempSync(path.join(tmpdir(), `rq-${stack.name}-`));
   // Ports, client id and Redis are the topology's, per process; partitions its default 12.
   const { HTTP_PORT, ADMIN_PORT, KAFKA_CLIENT_ID, REDIS_URL, KAFKA_TOPIC_PARTITIONS, ...env } = stack.env;
+  // The admin front holds the stack's admin port from the start (see topology.ts: a port left
+  // unbound for the topology's start-up can be taken meanwhile).
+  const adminBackends: number[] = [];
+  const admin = await startFront(adminBackends, Number(ADMIN_PORT));
   const topology = await startTopology({
     name: stack.name,
     runDir,
@@ -26,9 +30,11 @@ export async function startClusterStack(stack: StackEnv): Promise<RunningProcess
     env: { ...env, LOG_LEVEL: env.LOG_LEVEL === 'silent' ? 'warn' : (env.LOG_LEVEL ?? 'warn') },
     frontPort: Number(HTTP_PORT),
     redisFromPort: 7801,
+  }).catch(async (err: unknown) => {
+    await admin.close();
+    throw err;
   });
-  const adminPorts = topology.byRole('gateway').map((p) => Number(new URL(p.adminUrl).port));
-  const admin = await startFront(adminPorts, Number(ADMIN_PORT));
+  adminBackends.push(...topology.byRole('gateway').map((p) => Number(new URL(p.adminUrl).port)));
   return {
     adminPort: admin.port,
     async shutdown() {
