@@ -17,17 +17,18 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
-import { createServer } from 'node:net';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import * as hdr from 'hdr-histogram-js';
 import { Pool } from 'undici';
+import { stackEnv } from '../packages/requester/test/e2e/stack.ts';
 import {
   createKafka,
   createLogger,
   type KafkaClient,
   type KafkaConsumer,
 } from '../packages/shared/src/index.ts';
+import { freePort } from '../packages/shared/src/testing/index.ts';
 
 type Mode = 'http-async' | 'sync' | 'kafka';
 
@@ -73,17 +74,6 @@ const kafka: KafkaClient = createKafka({ brokers: args.brokers, clientId: 'bench
 // ---------------------------------------------------------------------------------------------
 // Processes
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-    server.on('error', reject);
-  });
-}
-
 const children: ChildProcess[] = [];
 function cleanup(): void {
   for (const child of children) if (child.exitCode === null) child.kill('SIGTERM');
@@ -125,24 +115,9 @@ interface Side {
 
 /** A Requester from `root` on topics, prefix and database of its own. */
 async function startRequester(label: string, root: string, executors?: number): Promise<Side> {
-  const name = `bench-${label}-${randomBytes(3).toString('hex')}`;
-  const [httpPort, adminPort] = [await freePort(), await freePort()];
-  const env: Record<string, string> = {
-    KAFKA_BROKERS: args.brokers,
-    KAFKA_CLIENT_ID: name,
-    KAFKA_TOPIC_IN: `${name}.in`,
-    KAFKA_TOPIC_OUT: `${name}.out`,
-    KAFKA_TOPIC_DLQ: `${name}.dlq`,
-    KAFKA_TOPIC_PARTITIONS: '3',
-    REDIS_PREFIX: name,
-    QUEUE_SHARDS: '8',
-    DATABASE_URL: `postgres://postgres@127.0.0.1:5432/${name.replaceAll('-', '_')}`,
-    HTTP_PORT: String(httpPort),
-    ADMIN_PORT: String(adminPort),
-    ALLOW_PRIVATE_TARGETS: '127.0.0.1',
-    LOG_LEVEL: 'warn',
-    ...extraEnv,
-  };
+  // The e2e stack's environment: topics (events included), Redis prefix and database of its own.
+  const stack = await stackEnv({ KAFKA_BROKERS: args.brokers, LOG_LEVEL: 'warn', ...extraEnv });
+  const { env } = stack;
   const bin = path.join(root, 'packages/requester/bin/requester');
   const roles = executors ? 'ingress,sync-gateway,router,relay' : (args.roles ?? 'all');
   const child = spawn(bin, ['--role', roles], {
@@ -150,13 +125,12 @@ async function startRequester(label: string, root: string, executors?: number): 
     stdio: ['ignore', 'ignore', 'inherit'],
   });
   children.push(child);
-  const adminUrl = `http://127.0.0.1:${adminPort}`;
-  await waitFor(`requester ${label}`, async () => (await fetch(`${adminUrl}/readyz`)).status === 200);
+  await waitFor(`requester ${label}`, async () => (await fetch(`${stack.adminUrl}/readyz`)).status === 200);
   const executorPid = executors ? await startExecutors(label, bin, env, executors) : undefined;
   const token = await createKey(bin, env);
   const results = new ResultReader(env.KAFKA_TOPIC_OUT as string);
   await results.start();
-  const httpUrl = `http://127.0.0.1:${httpPort}`;
+  const { httpUrl } = stack;
   const pool = new Pool(httpUrl, { connections, pipelining: 1, keepAliveTimeout: 60_000 });
   return { label, pid: child.pid as number, executorPid, env, httpUrl, token, pool, results };
 }
