@@ -33,6 +33,8 @@ import { freePort } from '../packages/shared/src/testing/index.ts';
 type Mode = 'http-async' | 'sync' | 'kafka';
 
 const { values: args } = parseArgs({
+  // `pnpm run bench:load -- --mode …` passes the `--` on.
+  args: process.argv.slice(2).filter((arg, i) => !(i === 0 && arg === '--')),
   options: {
     mode: { type: 'string', default: 'http-async' },
     count: { type: 'string', default: '20000' },
