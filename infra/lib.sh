@@ -33,3 +33,20 @@ url_host_port() {
   [ "$host" = localhost ] && host=127.0.0.1
   echo "$host $port"
 }
+
+# apt_install WHY PKG... — installs Debian packages as root, or with password-less sudo; otherwise
+# fails saying the command to run. Sets SUDO for the caller's own follow-up commands.
+apt_install() {
+  local why=$1
+  shift
+  command -v apt-get >/dev/null || fail "$why, and there is no apt-get here: install $* yourself"
+  SUDO=""
+  if [ "$(id -u)" != 0 ]; then
+    if command -v sudo >/dev/null && sudo -n true 2>/dev/null; then SUDO=sudo; else
+      fail "$why: run 'sudo apt-get update && sudo apt-get install -y --no-install-recommends $*'"
+    fi
+  fi
+  say "$why: apt-get install -y --no-install-recommends $*"
+  $SUDO apt-get update -qq >&2
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "$@" >&2
+}
