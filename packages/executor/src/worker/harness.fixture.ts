@@ -2,6 +2,7 @@ import { FairQueue, QueueAdmin } from '@requester/queue';
 import {
   createRedis,
   encodeQueuedTask,
+  type InlineRecord,
   type KafkaConsumer,
   type KafkaProducer,
   queuePartition,
@@ -132,7 +133,14 @@ export class ExecutorHarness {
    */
   async submitRaw(
     queue: FairQueue,
-    items: Array<{ requestId: string; partition?: string; value: string; headers?: Record<string, string> }>,
+    items: Array<{
+      requestId: string;
+      partition?: string;
+      value: string;
+      headers?: Record<string, string>;
+      /** Carried in the task as the router does for small records (QUEUE_INLINE_BYTES). */
+      inline?: InlineRecord;
+    }>,
     offsetShift = 0,
   ): Promise<void> {
     const kafkaPartition = Math.floor(Math.random() * 3);
@@ -158,6 +166,7 @@ export class ExecutorHarness {
           },
           requestId: item.requestId,
           tryCount: 0,
+          ...(item.inline && { inline: item.inline }),
         }),
       })),
     );

@@ -225,6 +225,51 @@ describe('executor (end to end)', () => {
     });
   });
 
+  describe('inline tasks (a small in-record carried in the task)', () => {
+    /** The harness's fetcher, counting the refs it is asked to read. */
+    function countingFetcher() {
+      const fetcher = testKafka().fetcher();
+      const counted = { refs: 0 };
+      const fetchMany: typeof fetcher.fetchMany = (refs) => {
+        counted.refs += refs.length;
+        return fetcher.fetchMany(refs);
+      };
+      return {
+        counted,
+        fetcher: { ...fetcher, fetchMany, fetch: fetcher.fetch.bind(fetcher), close: () => fetcher.close() },
+      };
+    }
+
+    it('runs from the task alone: nothing is read from Kafka', async () => {
+      const { counted, fetcher } = countingFetcher();
+      const { queue } = startExecutor({ fetcher });
+      const requestId = uniqueName('inline');
+      const value = JSON.stringify({
+        request: { uri: `${h.target.url}/echo`, body: 'carried' },
+        meta: { requestId },
+      });
+      const headers = { 'requester-reply-to': 'gateway-x' };
+      await submitRaw(queue, [{ requestId, value, headers, inline: { value, headers } }]);
+      const result = await resultOf(requestId);
+      expect(result.response).toMatchObject({ status: 200, body: 'carried' });
+      expect(counted.refs).toBe(0);
+    });
+
+    it('reads the record back from Kafka when the inline copy is not a request it can parse', async () => {
+      const { counted, fetcher } = countingFetcher();
+      const { queue } = startExecutor({ fetcher });
+      const requestId = uniqueName('inline-bad');
+      const value = JSON.stringify({
+        request: { uri: `${h.target.url}/echo`, body: 'from kafka' },
+        meta: { requestId },
+      });
+      await submitRaw(queue, [{ requestId, value, inline: { value: '{"not":"a request"}' } }]);
+      const result = await resultOf(requestId);
+      expect(result.response).toMatchObject({ status: 200, body: 'from kafka' });
+      expect(counted.refs).toBe(1);
+    });
+  });
+
   it('refuses a private target when not allowed: 502 target_refused, and the target never sees it', async () => {
     const { queue } = startExecutor({ allow: [] });
     const requestId = uniqueName('ssrf');

@@ -11,11 +11,13 @@ import {
   type Fetcher,
   type FetchOutcome,
   firstTraceparent,
+  type InlineRecord,
   inSpan,
   invalidRequestResult,
   isMessageTooLargeError,
   type Journal,
   type KafkaProducer,
+  type KafkaRef,
   kafkaAttributes,
   kafkaKeyFor,
   type Logger,
@@ -273,15 +275,20 @@ export class Executor {
         executor: this.executorId,
         tryCount: task.tryCount,
       });
-    const fetched = await this.options.fetcher.fetchMany(jobs.map((job) => job.task.ref));
-    jobs.forEach((job, i) => {
+    // Inline tasks carry their record; the others are read from `in` in one batched fetch.
+    const reads = jobs.filter((job) => !job.task.inline);
+    const read =
+      reads.length > 0 ? await this.options.fetcher.fetchMany(reads.map((job) => job.task.ref)) : [];
+    const fetched = new Map(reads.map((job, i) => [job, read[i]]));
+    for (const job of jobs) {
+      const source = job.task.inline ? inlineOutcome(job.task.ref, job.task.inline) : fetched.get(job);
       settled.push(
         this.limit(async () => {
-          const settlement = withReplyTo(await this.attempt(job, fetched[i]), fetched[i]);
+          const settlement = withReplyTo(await this.attempt(job, source), source);
           await this.settle(job.lease, settlement, job.task.createdAt);
         }),
       );
-    });
+    }
     await Promise.all(settled);
   }
 
@@ -303,6 +310,7 @@ export class Executor {
         return deliver(unreadableResult(requestId, error, job.task.tryCount), error.code);
       }
       const parsed = this.parse(fetched.record.value, requestId, job.task.tryCount);
+      if (!parsed.ok && job.task.inline) return await this.attemptFromKafka(job);
       if (!parsed.ok) return this.unprocessable(job, fetched.record, parsed.result);
       const { envelope } = parsed;
       const taskLog = envelope.meta.client ? log.child({ client: envelope.meta.client }) : log;
@@ -319,6 +327,16 @@ export class Executor {
         'internal',
       );
     }
+  }
+
+  /**
+   * An inline record this executor cannot read as a request (e.g. queued by a router of another
+   * version): the record in Kafka is the truth, so it is read back and answered from there.
+   */
+  private async attemptFromKafka(job: Job): Promise<Settlement> {
+    const { inline: _, ...task } = job.task;
+    const [fetched] = await this.options.fetcher.fetchMany([task.ref]);
+    return this.attempt({ ...job, task }, fetched);
   }
 
   /**
@@ -714,6 +732,18 @@ function withReplyTo(settlement: Settlement, fetched: FetchOutcome | undefined):
   if (settlement.kind !== 'deliver' || !fetched?.ok) return settlement;
   const replyTo = replyToHeader(fetched.record.headers);
   return replyTo ? { ...settlement, replyTo } : settlement;
+}
+
+/** An inline task's record, as if read from `in` (no key: only a record read back needs it). */
+function inlineOutcome(ref: KafkaRef, inline: InlineRecord): FetchOutcome {
+  const record = {
+    ref,
+    key: null,
+    value: Buffer.from(inline.value),
+    headers: inline.headers ?? {},
+    timestamp: '',
+  };
+  return { ok: true, record };
 }
 
 function deliver(result: ResultEnvelope, outcome: string): Settlement {

@@ -36,7 +36,7 @@ describe('executor: sync replies', () => {
     return { heard, close: () => subscriber.disconnect() };
   }
 
-  async function roundTrip(redis: RedisClient, keepMs?: number) {
+  async function roundTrip(redis: RedisClient, keepMs?: number, inline = false) {
     const prefix = uniqueName('rp');
     const gateways = ['gw-a', 'gw-b', 'gw-c'].map((g) => uniqueName(g));
     const { heard, close } = await listen(redis, prefix, gateways);
@@ -49,11 +49,11 @@ describe('executor: sync replies', () => {
       const envelope = (requestId: string) =>
         JSON.stringify({ request: { uri: `${h.target.url}/echo?id=${requestId}` }, meta: { requestId } });
       await h.submitRaw(queue, [
-        ...ids.map((requestId, i) => ({
-          requestId,
-          value: envelope(requestId),
-          headers: { [REPLY_TO_HEADER]: gateways[i] as string },
-        })),
+        ...ids.map((requestId, i) => {
+          const headers = { [REPLY_TO_HEADER]: gateways[i] as string };
+          const value = envelope(requestId);
+          return { requestId, value, headers, ...(inline && { inline: { value, headers } }) };
+        }),
         { requestId: unrouted, value: envelope(unrouted) },
       ]);
       await Promise.all([unrouted, ...ids].map((id) => h.resultOf(id)));
@@ -75,6 +75,10 @@ describe('executor: sync replies', () => {
     // Without keepMs (SYNC_FOLLOW_OUT=true) no result is kept in Redis.
     expect(await h.redis.exists(resultKey(prefix, ids[0] as string))).toBe(0);
     expect(await h.redis.exists(resultKey(prefix, unrouted))).toBe(0);
+  }, 60_000);
+
+  it('publishes the result of an inline task (its record carried in the queue) to its gateway too', async () => {
+    await roundTrip(h.redis, undefined, true);
   }, 60_000);
 
   it('keeps sync results (only) in Redis for keepMs when long-polls read them there', async () => {

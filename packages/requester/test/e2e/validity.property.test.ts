@@ -329,7 +329,7 @@ describe('validity: the schema is the one truth for the HTTP API, the router and
       fc.asyncProperty(envelopeArb({ runnable: false, targetUrl: 'http://127.0.0.1:9' }), async (spec) => {
         const text = jsonOf(spec);
         const parsed = contract.safeParse(JSON.parse(text));
-        const route = routeRecord(sourceRecord(text), contract, now, HORIZON_MS);
+        const route = routeRecord(sourceRecord(text), contract, { now, horizonMs: HORIZON_MS });
         const status = await httpStatus(text);
         if (parsed.ok) {
           accepted++;
@@ -370,36 +370,46 @@ describe('validity: the schema is the one truth for the HTTP API, the router and
       const awaited: Array<{ envelope: RequestEnvelope }> = [];
       let outboxed = 0;
       await fc.assert(
-        fc.asyncProperty(envelopeArb({ runnable: true, targetUrl: h.target.url }), async (spec) => {
-          const text = jsonOf(spec);
-          const parsed = contract.safeParse(JSON.parse(text));
-          if (!parsed.ok) return; // the refusal property covers these
-          const envelope = parsed.value;
-          const [meta] = await h.producer.send(h.inTopic, [{ partition: 0, value: text }]);
-          const record = { ...sourceRecord(text, String(meta?.baseOffset ?? '0')), topic: h.inTopic };
-          const route = routeRecord(record, contract, Date.now(), HORIZON_MS);
-          if (route.kind === 'outbox') {
-            outboxed++;
-            expect(route.row.dueAt.getTime()).toBeLessThanOrEqual(MAX_INSTANT_MS);
-            expect(route.row.dueAt.toISOString()).toMatch(/^\d{4}-/);
-            return;
-          }
-          expect(route.kind).toBe('queue');
-          if (route.kind !== 'queue') return;
-          expect(await queue.publish([route.task])).toEqual(['queued']);
-          const result = await resultWithin(h, envelope.meta.requestId, RESULT_BOUND_MS);
-          awaited.push({ envelope });
-          // Accepted means the later stages carry it out: none refuses it (only a signing key the
-          // service lacks is a refusal the schema cannot know of).
-          expect(result.meta.error?.code).not.toBe('internal');
-          if (result.meta.error?.code === 'invalid_request') expect(envelope.meta.signing).toBeDefined();
-          expect(result.meta.tryCount - (envelope.retryBase ?? 0)).toBeLessThanOrEqual(
-            attemptBudget(envelope),
-          );
-          const marker = `id=${encodeURIComponent(envelope.meta.requestId)}`;
-          const calls = h.target.calls.filter((call) => call.path.endsWith(marker));
-          expect(calls.length).toBeLessThanOrEqual(attemptBudget(envelope));
-        }),
+        fc.asyncProperty(
+          envelopeArb({ runnable: true, targetUrl: h.target.url }),
+          fc.boolean(),
+          async (spec, inline) => {
+            const text = jsonOf(spec);
+            const parsed = contract.safeParse(JSON.parse(text));
+            if (!parsed.ok) return; // the refusal property covers these
+            const envelope = parsed.value;
+            const [meta] = await h.producer.send(h.inTopic, [{ partition: 0, value: text }]);
+            const record = { ...sourceRecord(text, String(meta?.baseOffset ?? '0')), topic: h.inTopic };
+            // Read back from Kafka, or carried inline in the task: both must end alike.
+            const inlineMaxBytes = inline ? 1 << 20 : 0;
+            const route = routeRecord(record, contract, {
+              now: Date.now(),
+              horizonMs: HORIZON_MS,
+              inlineMaxBytes,
+            });
+            if (route.kind === 'outbox') {
+              outboxed++;
+              expect(route.row.dueAt.getTime()).toBeLessThanOrEqual(MAX_INSTANT_MS);
+              expect(route.row.dueAt.toISOString()).toMatch(/^\d{4}-/);
+              return;
+            }
+            expect(route.kind).toBe('queue');
+            if (route.kind !== 'queue') return;
+            expect(await queue.publish([route.task])).toEqual(['queued']);
+            const result = await resultWithin(h, envelope.meta.requestId, RESULT_BOUND_MS);
+            awaited.push({ envelope });
+            // Accepted means the later stages carry it out: none refuses it (only a signing key the
+            // service lacks is a refusal the schema cannot know of).
+            expect(result.meta.error?.code).not.toBe('internal');
+            if (result.meta.error?.code === 'invalid_request') expect(envelope.meta.signing).toBeDefined();
+            expect(result.meta.tryCount - (envelope.retryBase ?? 0)).toBeLessThanOrEqual(
+              attemptBudget(envelope),
+            );
+            const marker = `id=${encodeURIComponent(envelope.meta.requestId)}`;
+            const calls = h.target.calls.filter((call) => call.path.endsWith(marker));
+            expect(calls.length).toBeLessThanOrEqual(attemptBudget(envelope));
+          },
+        ),
         // No shrinking: each failing run may have waited RESULT_BOUND_MS; the counterexample is printed as is.
         { numRuns: 100, interruptAfterTimeLimit: 45_000, endOnFailure: true },
       );

@@ -66,6 +66,8 @@ export interface RouterOptions {
   /** Dead letters of unprocessable records go here; none are written without it. */
   topicDlq?: string;
   horizonMs: number;
+  /** Records of at most this many bytes ride in their queued task (QUEUE_INLINE_BYTES; 0 = none). */
+  inlineMaxBytes?: number;
   produceTimeoutMs: number;
   logger: Logger;
   contract?: RequestContract;
@@ -200,7 +202,8 @@ export class Router {
   /** routeRecord, with a bug on strange input confined to its record (answered `internal`). */
   private route(record: SourceRecord, now: number, trace: TraceRoute): Route {
     try {
-      return routeRecord(record, this.contract, now, this.options.horizonMs, trace);
+      const { horizonMs, inlineMaxBytes } = this.options;
+      return routeRecord(record, this.contract, { now, horizonMs, trace, inlineMaxBytes });
     } catch (err) {
       this.options.logger.error(
         { err, partition: record.partition, offset: record.offset },
@@ -351,6 +354,7 @@ export const routerRole: RoleDefinition = {
       topicOut: config.topicOut,
       topicDlq: config.topicDlq,
       horizonMs: config.redisHorizon,
+      inlineMaxBytes: config.queueInlineBytes,
       produceTimeoutMs: config.kafkaProduceTimeout,
       logger,
       journal: deps.journal(),

@@ -1,11 +1,14 @@
 import {
   encodeQueuedTask,
   errorResult,
+  type InlineRecord,
+  inlineRecord,
   invalidRequestResult,
   kafkaKeyFor,
   type OutboxRow,
   parseRfc3339,
   queuePartition,
+  type RecordHeaders,
   type RequestContract,
   type RequestEnvelope,
   type ResultEnvelope,
@@ -38,20 +41,26 @@ export interface SourceRecord {
   offset: string;
   key: Buffer | null;
   value: Buffer | null;
+  headers?: RecordHeaders;
+}
+
+export interface RouteOptions {
+  /** Epoch ms: what is due by then goes to the queue now. */
+  now: number;
+  /** How far ahead the Redis queue holds tasks; later ones wait in the outbox. */
+  horizonMs: number;
+  trace?: TraceRoute;
+  /** Records of at most this many bytes ride in their queued task (QUEUE_INLINE_BYTES; 0 = none). */
+  inlineMaxBytes?: number;
 }
 
 /**
  * Decides where one `in` record goes (pure: no I/O). Due within `horizonMs` of `now` → the Redis
- * queue as an offset-ref (the body stays in Kafka); due later → the PostgreSQL outbox with the full
- * record; unreadable or invalid → an error result.
+ * queue as an offset-ref (a small record rides along inline); due later → the PostgreSQL outbox
+ * with the full record; unreadable or invalid → an error result.
  */
-export function routeRecord(
-  record: SourceRecord,
-  contract: RequestContract,
-  now: number,
-  horizonMs: number,
-  trace: TraceRoute = () => undefined,
-): Route {
+export function routeRecord(record: SourceRecord, contract: RequestContract, options: RouteOptions): Route {
+  const { now, horizonMs, trace = () => undefined, inlineMaxBytes = 0 } = options;
   const source = { topic: record.topic, partition: record.partition, offset: record.offset };
   if (!record.value || record.value.length === 0) {
     return invalid(
@@ -78,7 +87,8 @@ export function routeRecord(
   const traceparent = trace(envelope);
   if (dueAt - now > horizonMs)
     return { kind: 'outbox', row: outboxRow(record, envelope, dueAt, traceparent), envelope };
-  return { kind: 'queue', task: queueTask(record, envelope, dueAt, traceparent), envelope };
+  const inline = inlineRecord(record.value, record.headers, inlineMaxBytes);
+  return { kind: 'queue', task: queueTask(record, envelope, dueAt, traceparent, inline), envelope };
 }
 
 function queueTask(
@@ -86,6 +96,7 @@ function queueTask(
   envelope: RequestEnvelope,
   dueAt: number,
   traceparent: string | undefined,
+  inline: InlineRecord | undefined,
 ): QueueTask {
   const { requestId, partition } = envelope.meta;
   const tryCount = envelope.tryCount ?? 0;
@@ -101,6 +112,7 @@ function queueTask(
       ...(createdAt === undefined ? {} : { createdAt }),
       ...(waitedMs === 0 ? {} : { waitedMs }),
       ...(traceparent === undefined ? {} : { traceparent }),
+      ...(inline === undefined ? {} : { inline }),
     }),
     dueAt,
   };

@@ -19,7 +19,7 @@ const envelope = (meta: Record<string, unknown> = {}, extra: Record<string, unkn
 
 describe('routeRecord', () => {
   it('queues a request due now as an offset-ref in its own unordered partition', () => {
-    const route = routeRecord(record(envelope()), contract, NOW, HORIZON);
+    const route = routeRecord(record(envelope()), contract, { now: NOW, horizonMs: HORIZON });
     expect(route.kind).toBe('queue');
     if (route.kind !== 'queue') return;
     expect(route.task).toMatchObject({ id: 'r-1:0', partition: '#r-1', dueAt: NOW });
@@ -28,6 +28,26 @@ describe('routeRecord', () => {
       requestId: 'r-1',
       tryCount: 0,
     });
+  });
+
+  it('carries a record of at most inlineMaxBytes in its task, with the headers the executor reads', () => {
+    const value = record(envelope());
+    const headers = { traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01', other: 'x' };
+    const size = value.value?.length ?? 0;
+    const route = routeRecord({ ...value, headers }, contract, {
+      now: NOW,
+      horizonMs: HORIZON,
+      inlineMaxBytes: size,
+    });
+    if (route.kind !== 'queue') throw new Error(route.kind);
+    expect(decodeQueuedTask(route.task.payload).inline).toEqual({
+      value: value.value?.toString(),
+      headers: { traceparent: headers.traceparent },
+    });
+    // One byte over the bound: the ref alone.
+    const over = routeRecord(value, contract, { now: NOW, horizonMs: HORIZON, inlineMaxBytes: size - 1 });
+    if (over.kind !== 'queue') throw new Error(over.kind);
+    expect(decodeQueuedTask(over.task.payload).inline).toBeUndefined();
   });
 
   it('keeps the partition key (ordered `!` included), tryCount and createdAt', () => {
@@ -39,8 +59,7 @@ describe('routeRecord', () => {
         ),
       ),
       contract,
-      NOW,
-      HORIZON,
+      { now: NOW, horizonMs: HORIZON },
     );
     if (route.kind !== 'queue') throw new Error(route.kind);
     expect(route.task.id).toBe('r-1:2:w2000'); // a waited task comes back under a new id
@@ -53,18 +72,16 @@ describe('routeRecord', () => {
   });
 
   it('queues a request scheduled within the horizon with its due time', () => {
-    const route = routeRecord(
-      record(envelope({ scheduled: '2026-12-01T09:00:00.500Z' })),
-      contract,
-      NOW,
-      HORIZON,
-    );
+    const route = routeRecord(record(envelope({ scheduled: '2026-12-01T09:00:00.500Z' })), contract, {
+      now: NOW,
+      horizonMs: HORIZON,
+    });
     expect(route).toMatchObject({ kind: 'queue', task: { dueAt: NOW + 500 } });
   });
 
   it('sends a request scheduled beyond the horizon to the outbox with the full record', () => {
     const value = envelope({ scheduled: '2026-12-01T11:00:00+01:00', partition: 'p' });
-    const route = routeRecord(record(value), contract, NOW, HORIZON);
+    const route = routeRecord(record(value), contract, { now: NOW, horizonMs: HORIZON });
     if (route.kind !== 'outbox') throw new Error(route.kind);
     expect(route.row).toMatchObject({ taskId: 'r-1:0', requestId: 'r-1', topic: 'in', key: 'k' });
     expect(route.row.dueAt.toISOString()).toBe('2026-12-01T10:00:00.000Z');
@@ -73,12 +90,15 @@ describe('routeRecord', () => {
 
   it('treats a past schedule as due now', () => {
     expect(
-      routeRecord(record(envelope({ scheduled: '2020-01-01T00:00:00Z' })), contract, NOW, HORIZON).kind,
+      routeRecord(record(envelope({ scheduled: '2020-01-01T00:00:00Z' })), contract, {
+        now: NOW,
+        horizonMs: HORIZON,
+      }).kind,
     ).toBe('queue');
   });
 
   it('answers bad JSON, an empty record and schema errors as invalid, keeping a readable requestId', () => {
-    expect(routeRecord(record('{nope'), contract, NOW, HORIZON)).toMatchObject({
+    expect(routeRecord(record('{nope'), contract, { now: NOW, horizonMs: HORIZON })).toMatchObject({
       kind: 'invalid',
       result: {
         response: { status: 400 },
@@ -91,14 +111,15 @@ describe('routeRecord', () => {
         },
       },
     });
-    expect(routeRecord({ ...record(''), value: null }, contract, NOW, HORIZON)).toMatchObject({
+    expect(
+      routeRecord({ ...record(''), value: null }, contract, { now: NOW, horizonMs: HORIZON }),
+    ).toMatchObject({
       kind: 'invalid',
     });
     const bad = routeRecord(
       record({ request: { uri: 'ftp://x' }, meta: { requestId: 'r-9', retry: { max: 0 } } }),
       contract,
-      NOW,
-      HORIZON,
+      { now: NOW, horizonMs: HORIZON },
     );
     expect(bad).toMatchObject({
       kind: 'invalid',
@@ -121,18 +142,16 @@ describe('routeRecord', () => {
     ['a limiter window under 1 ms', limiterWith('999us'), 'meta.limiter.rates.0.duration'],
     ['a limiter window of 1 ns', limiterWith('1ns'), 'meta.limiter.rates.0.duration'],
   ])('answers %s as invalid, naming the field', (_, meta, field) => {
-    const route = routeRecord(record(envelope(meta)), contract, NOW, HORIZON);
+    const route = routeRecord(record(envelope(meta)), contract, { now: NOW, horizonMs: HORIZON });
     expect(route).toMatchObject({ kind: 'invalid', result: { meta: { requestId: 'r-1' } } });
     if (route.kind === 'invalid') expect(route.result.meta.error?.message).toContain(`${field}: `);
   });
 
   it('answers a producer-set tryCount that leaves no attempt as invalid instead of making a call', () => {
-    const route = routeRecord(
-      record(envelope({ retry: { max: 3 } }, { tryCount: 1000 })),
-      contract,
-      NOW,
-      HORIZON,
-    );
+    const route = routeRecord(record(envelope({ retry: { max: 3 } }, { tryCount: 1000 })), contract, {
+      now: NOW,
+      horizonMs: HORIZON,
+    });
     expect(route).toMatchObject({
       kind: 'invalid',
       result: { meta: { error: { code: 'invalid_request' } } },
@@ -151,19 +170,17 @@ describe('routeRecord', () => {
       valid.replace('"request":{', `"request":{"headers":${deep},`),
       valid.replace(/}$/, `,"extra":${deep}}`),
     ]) {
-      const route = routeRecord(record(text), contract, NOW, HORIZON);
+      const route = routeRecord(record(text), contract, { now: NOW, horizonMs: HORIZON });
       expect(route.kind).toBe('invalid');
       if (route.kind === 'invalid') {
         expect(() => JSON.stringify(route.result)).not.toThrow();
         expect(JSON.stringify(route.result).length).toBeLessThan(2_000);
       }
     }
-    const proxied = routeRecord(
-      record(valid.replace('"meta":{', `"meta":{"proxyData":${deep},`)),
-      contract,
-      NOW,
-      HORIZON,
-    );
+    const proxied = routeRecord(record(valid.replace('"meta":{', `"meta":{"proxyData":${deep},`)), contract, {
+      now: NOW,
+      horizonMs: HORIZON,
+    });
     if (proxied.kind === 'invalid')
       expect(proxied.result.meta.error?.message).toMatch(
         /meta\.proxyData: nests objects\/arrays deeper than the limit of 64 levels/,

@@ -253,6 +253,12 @@ export const CONFIG_VARIABLES = {
   redisPrefix: variable('REDIS_PREFIX', 'rq', z.string().min(1).max(32), 'prefix of every Redis key'),
   redisCommandTimeout: variable('REDIS_COMMAND_TIMEOUT', '5s', goDuration, 'bound on one Redis command'),
   queueShards: variable('QUEUE_SHARDS', '128', positiveInt, 'number of Redis queue shards (hash-tagged)'),
+  queueInlineBytes: variable(
+    'QUEUE_INLINE_BYTES',
+    '1024',
+    nonNegativeInt,
+    'an `in` record of at most this many bytes rides in its Redis task, so the executor skips reading it back from Kafka (Redis memory per queued task grows by up to this much; 0 = always read from Kafka)',
+  ),
   queueDedupWindow: variable(
     'QUEUE_DEDUP_WINDOW',
     '1h',

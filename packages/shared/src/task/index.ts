@@ -1,14 +1,17 @@
 /**
  * What the router puts in the Redis queue for one task, and what the executor reads back.
  *
- * Redis is a coordinator, not a document store (docs/architecture.md §2): the task body stays in Kafka and the
- * queue holds an **offset-ref** to the `in` record. The ref also carries the few fields that change
- * without a new Kafka record (`tryCount` on a Redis retry), so a retry re-reads the same record.
+ * Redis is a coordinator, not a document store (docs/architecture.md §2): the task holds an
+ * **offset-ref** to the `in` record, and the few fields that change without a new Kafka record
+ * (`tryCount` on a Redis retry). A small record (QUEUE_INLINE_BYTES) also rides in the task itself,
+ * so the executor need not read it back from Kafka: that read is a round trip and a record-batch
+ * decode per lease batch, more than the bytes cost in Redis below the bound.
  *
  * @module
  */
 
 import { RequesterError } from '../errors/index.ts';
+import type { RecordHeaders } from '../kafka/types.ts';
 
 export interface KafkaRef {
   topic: string;
@@ -33,6 +36,41 @@ export interface QueuedTask {
   traceparent?: string;
   /** Epoch ms when the executor put the task back (a retry or a wait): where its queue wait starts. */
   requeuedAt?: number;
+  /** The `in` record itself, when it is small enough to ride in the task (the ref stays the truth). */
+  inline?: InlineRecord;
+}
+
+/** What the executor reads of an `in` record: its value, and the headers it acts on. */
+export interface InlineRecord {
+  /** The record's value (UTF-8 JSON text of the request envelope). */
+  value: string;
+  /** The record's headers the executor acts on (`traceparent`, `requester-reply-to`), when present. */
+  headers?: Record<string, string>;
+}
+
+/** Headers of an `in` record that the executor reads, and so an inline task must carry. */
+export const INLINE_HEADERS = ['traceparent', 'requester-reply-to'] as const;
+
+/**
+ * The record as an inline task carries it, when its value is at most `maxBytes` (0: never).
+ * Only the headers of INLINE_HEADERS are kept; the key is not (only a record the executor cannot
+ * parse needs it, and that one is read back from Kafka).
+ */
+export function inlineRecord(
+  value: Buffer | null,
+  headers: RecordHeaders | undefined,
+  maxBytes: number,
+): InlineRecord | undefined {
+  if (!value || value.length === 0 || value.length > maxBytes) return undefined;
+  const inline: InlineRecord = { value: value.toString('utf8') };
+  for (const name of INLINE_HEADERS) {
+    const raw = headers?.[name];
+    const first = Array.isArray(raw) ? raw[0] : raw;
+    if (first === undefined) continue;
+    inline.headers ??= {};
+    inline.headers[name] = first.toString();
+  }
+  return inline;
 }
 
 /**
@@ -66,6 +104,9 @@ interface WireTask {
   /** traceparent without its `00-` version prefix. */
   x?: string;
   q?: number;
+  /** The inline record's value, and its headers. */
+  v?: string;
+  h?: Record<string, string>;
 }
 
 export function encodeQueuedTask(task: QueuedTask): string {
@@ -80,6 +121,10 @@ export function encodeQueuedTask(task: QueuedTask): string {
   if (task.waitedMs) wire.w = task.waitedMs;
   if (task.traceparent?.startsWith('00-')) wire.x = task.traceparent.slice(3);
   if (task.requeuedAt !== undefined) wire.q = task.requeuedAt;
+  if (task.inline) {
+    wire.v = task.inline.value;
+    if (task.inline.headers) wire.h = task.inline.headers;
+  }
   return JSON.stringify(wire);
 }
 
@@ -102,5 +147,18 @@ export function decodeQueuedTask(payload: string): QueuedTask {
   if (wire.w !== undefined) task.waitedMs = wire.w;
   if (typeof wire.x === 'string') task.traceparent = `00-${wire.x}`;
   if (typeof wire.q === 'number') task.requeuedAt = wire.q;
+  if (typeof wire.v === 'string') {
+    task.inline = { value: wire.v };
+    if (isStringRecord(wire.h)) task.inline.headers = wire.h;
+  }
   return task;
+}
+
+function isStringRecord(value: unknown): value is Record<string, string> {
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    !Array.isArray(value) &&
+    Object.values(value).every((v) => typeof v === 'string')
+  );
 }

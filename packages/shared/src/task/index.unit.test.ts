@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { RequesterError } from '../errors/index.ts';
-import { decodeQueuedTask, encodeQueuedTask, queuePartition, taskId } from './index.ts';
+import { decodeQueuedTask, encodeQueuedTask, inlineRecord, queuePartition, taskId } from './index.ts';
 
 describe('queued task encoding', () => {
   it('round-trips a task with a 64-bit offset', () => {
@@ -30,6 +30,36 @@ describe('queued task encoding', () => {
     expect(encodeQueuedTask({ ...task, traceparent: undefined, requeuedAt: undefined })).not.toMatch(
       /"[xq]"/,
     );
+  });
+
+  it('carries a small in-record inline, with only the headers the executor reads', () => {
+    const value = Buffer.from('{"request":{"uri":"http://t.example/"},"meta":{"requestId":"r-1"}}');
+    const headers = {
+      traceparent: Buffer.from('00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01'),
+      'requester-reply-to': ['gw-1'],
+      'x-other': 'dropped',
+    };
+    const inline = inlineRecord(value, headers, value.length);
+    expect(inline).toEqual({
+      value: value.toString(),
+      headers: {
+        traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01',
+        'requester-reply-to': 'gw-1',
+      },
+    });
+    const task = { ref: { topic: 'in', partition: 0, offset: '5' }, requestId: 'r-1', tryCount: 0, inline };
+    expect(decodeQueuedTask(encodeQueuedTask(task))).toEqual(task);
+    // Over the bound, empty, or with the bound at 0: the task holds the ref alone.
+    expect(inlineRecord(value, headers, value.length - 1)).toBeUndefined();
+    expect(inlineRecord(Buffer.alloc(0), headers, 100)).toBeUndefined();
+    expect(inlineRecord(null, headers, 100)).toBeUndefined();
+    expect(inlineRecord(value, undefined, 0)).toBeUndefined();
+    expect(inlineRecord(value, undefined, 1000)).toEqual({ value: value.toString() });
+  });
+
+  it('ignores inline headers that are not strings (the value still counts)', () => {
+    const payload = JSON.stringify({ t: 'in', p: 0, o: '1', r: 'r', n: 0, v: '{}', h: { a: 1 } });
+    expect(decodeQueuedTask(payload).inline).toEqual({ value: '{}' });
   });
 
   it('refuses a payload that is not a task, naming it', () => {
