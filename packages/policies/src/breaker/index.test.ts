@@ -118,6 +118,24 @@ describe('circuit breaker', () => {
     for (let i = 0; i < 100; i++) expect(await breaker.admit(origin)).toEqual(refused);
   });
 
+  it("writes the successes of a proven origin once per stateCacheMs, so they reset others' failures that late at most", async () => {
+    const prefix = h.prefix();
+    const a = h.breaker(prefix, { stateCacheMs: 60_000 });
+    const b = h.breaker(prefix, { stateCacheMs: 60_000 });
+    const origin = 'https://mostly-fine.example:443';
+    await call(a, origin, true); // a new origin: admitted with a slot, its success proves it
+    await call(a, origin, true); // proven: admitted from the cache, its success written once
+    await call(b, origin, false);
+    expect(await a.snapshot(origin)).toMatchObject({ state: 'closed', failures: 1 });
+    // a trusts its state for stateCacheMs: its successes meanwhile write nothing...
+    for (let i = 0; i < 5; i++) await call(a, origin, true);
+    expect(await a.snapshot(origin)).toMatchObject({ state: 'closed', failures: 1 });
+    // ...its failures always do; and once its cached state lapses, a success resets the count again.
+    a.clearCache();
+    await call(a, origin, true);
+    expect(await a.snapshot(origin)).toMatchObject({ state: 'closed', failures: 0 });
+  });
+
   it('is shared by instances on separate connections; other origins are unaffected', async () => {
     const prefix = h.prefix();
     const a = h.breaker(prefix);

@@ -93,7 +93,10 @@ const TRANSITIONS = [
 const MAX_INDEXED = 10_000;
 const ERROR_LOG_EVERY_MS = 10_000;
 
-type CacheEntry = { healthy: true } | { healthy: false; state: BreakerState; retryAtMs: number };
+/** `successAt`: when this executor last wrote a success of the (proven) origin to Redis. */
+type CacheEntry =
+  | { healthy: true; successAt?: number }
+  | { healthy: false; state: BreakerState; retryAtMs: number };
 const HEALTHY: CacheEntry = { healthy: true };
 
 export class CircuitBreaker {
@@ -107,6 +110,7 @@ export class CircuitBreaker {
   private readonly busyRetryMs: number;
   private readonly stateTtlMs: number;
   private readonly cache: LRUCache<string, CacheEntry> | undefined;
+  private readonly stateCacheMs: number;
   private readonly logger: Logger | undefined;
   private readonly ticketPrefix = randomBytes(6).toString('hex');
   private ticketSeq = 0;
@@ -125,6 +129,7 @@ export class CircuitBreaker {
     this.busyRetryMs = Math.max(1, Math.round(options.busyRetryMs ?? 1_000));
     this.stateTtlMs = Math.max(1, Math.round(options.stateTtlMs ?? 3_600_000));
     this.logger = options.logger;
+    this.stateCacheMs = options.stateCacheMs;
     this.cache =
       options.stateCacheMs > 0
         ? new LRUCache({ max: options.maxCachedOrigins ?? 10_000, ttl: options.stateCacheMs })
@@ -164,6 +169,7 @@ export class CircuitBreaker {
 
   /** Reports the outcome of an admitted call (`{ ...admission, success }`). Never throws. */
   async record(origin: string, report: CallReport): Promise<void> {
+    if (this.successAlreadyWritten(origin, report)) return;
     let reply: RecordReply;
     try {
       reply = await this.scripts.record(originKeys(this.prefix, origin), {
@@ -182,7 +188,7 @@ export class CircuitBreaker {
     }
     const { stateCode, retryAtMs: retryAt, nowMs: now, proven, transition } = reply;
     const state = STATES[stateCode] ?? 'closed';
-    if (proven) this.remember(origin, HEALTHY);
+    if (proven) this.remember(origin, report.success ? { healthy: true, successAt: Date.now() } : HEALTHY);
     else if (state === 'open')
       this.remember(origin, { healthy: false, state, retryAtMs: toLocal(retryAt, now) });
     else this.remember(origin, undefined);
@@ -273,6 +279,22 @@ export class CircuitBreaker {
   /** Forgets the locally cached states (tests, admin after a manual reset). */
   clearCache(): void {
     this.cache?.clear();
+  }
+
+  /**
+   * A success of a proven origin, admitted without a slot, changes nothing in Redis but a failure
+   * count another executor may have started since, and the state's TTL. Written once per
+   * stateCacheMs per origin (as long as this executor trusts its cached state anyway), it still
+   * resets those, at most stateCacheMs late, and saves a script call per call to a healthy origin.
+   */
+  private successAlreadyWritten(origin: string, report: CallReport): boolean {
+    if (!report.success || report.probe || report.ticket !== undefined) return false;
+    const entry = this.cache?.get(origin);
+    return (
+      entry?.healthy === true &&
+      entry.successAt !== undefined &&
+      Date.now() - entry.successAt < this.stateCacheMs
+    );
   }
 
   private fromCache(origin: string): Admission | undefined {
