@@ -4,7 +4,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ResponseCache } from '../cache/index.ts';
 import { ExecutorHarness } from '../worker/harness.fixture.ts';
 import type { Tried } from '../worker/policies.ts';
-import { ClusterBulkhead, LocalBulkhead, MAX_WAIT_MS, MIN_WAIT_MS, waitForSlotMs } from './index.ts';
+import {
+  ClusterBulkhead,
+  LocalBulkhead,
+  MAX_WAIT_MS,
+  MIN_WAIT_MS,
+  OriginLoad,
+  waitForSlotMs,
+} from './index.ts';
 
 /** Tasks the executor sent back to the queue because their origin was full (this process). */
 async function bulkheadWaits(): Promise<number> {
@@ -23,7 +30,7 @@ describe('waitForSlotMs', () => {
 
 describe('LocalBulkhead', () => {
   it('grants up to the cap per origin; a release frees a slot', async () => {
-    const bulkhead = new LocalBulkhead({ maxPerOrigin: 2 });
+    const bulkhead = new LocalBulkhead({ maxPerOrigin: 2, maxWaitMs: 0 });
     const a = await bulkhead.acquire('http://a:80');
     const b = await bulkhead.acquire('http://a:80');
     expect([a.granted, b.granted]).toEqual([true, true]);
@@ -33,6 +40,34 @@ describe('LocalBulkhead', () => {
     if (a.granted) a.release(); // a second release is a no-op
     expect(bulkhead.inFlight('http://a:80')).toBe(1);
     expect((await bulkhead.acquire('http://a:80')).granted).toBe(true);
+  });
+
+  it('hands the slot a release frees to the call waiting for it, first come first served', async () => {
+    const bulkhead = new LocalBulkhead({ maxPerOrigin: 1, maxWaitMs: 60_000 });
+    const held = await bulkhead.acquire('http://a:80');
+    const order: string[] = [];
+    const first = bulkhead.acquire('http://a:80').then((grant) => (order.push('first'), grant));
+    const second = bulkhead.acquire('http://a:80').then((grant) => (order.push('second'), grant));
+    if (held.granted) held.release();
+    const grantedFirst = await first;
+    expect(grantedFirst.granted).toBe(true);
+    expect(bulkhead.inFlight('http://a:80')).toBe(1);
+    if (grantedFirst.granted) grantedFirst.release();
+    expect((await second).granted).toBe(true);
+    expect(order).toEqual(['first', 'second']);
+  });
+
+  it('waits at most maxWaitMs in the process, then sends the task back for the rest of its wait', async () => {
+    // One call in flight for 800 ms already: a slot is expected in 800 ms (random 0.5: no jitter).
+    const load = new OriginLoad();
+    load.start('http://slow:80', Date.now() - 800);
+    const bulkhead = new LocalBulkhead({ maxPerOrigin: 1, maxWaitMs: 30, random: () => 0.5, load });
+    const refused = await bulkhead.acquire('http://slow:80');
+    if (refused.granted) throw new Error('expected a refusal');
+    // 30 ms of the expected wait were spent here (give or take the timer's own lateness).
+    expect(refused.retryInMs).toBeGreaterThan(700);
+    expect(refused.retryInMs).toBeLessThanOrEqual(770);
+    expect(bulkhead.inFlight('http://slow:80')).toBe(1);
   });
 });
 

@@ -6,6 +6,7 @@ export { ClusterBulkhead, slotsKey } from './cluster.ts';
 export {
   type Bulkhead,
   defaultMaxPerOrigin,
+  IN_PROCESS_WAIT_MS,
   LocalBulkhead,
   MAX_WAIT_MS,
   MIN_WAIT_MS,

@@ -4,9 +4,11 @@
  * breaker does not cover this case: a target that answered before and now hangs produces no
  * failure until its calls time out, so its breaker stays closed while every worker waits on it.
  *
- * A call over the cap is not made to wait in the process (it would hold its worker, the very thing
- * the bulkhead protects): the task goes back to the queue for `retryInMs`, like a limiter wait,
- * and is no attempt. Two scopes:
+ * A call over the cap waits in the process only briefly (at most IN_PROCESS_WAIT_MS, for a slot
+ * its origin frees meanwhile): longer, it would hold its worker, the very thing the bulkhead
+ * protects. Past that, the task goes back to the queue for `retryInMs`, like a limiter wait, and
+ * is no attempt. The short wait is what keeps a fast origin at its cap cheap: its slots free every
+ * few ms, and without it each task over the cap would cost a reject and a lease more. Two scopes:
  * - `LocalBulkhead` (ORIGIN_CONCURRENCY_SCOPE=process): a counter per origin in this process;
  *   free, exact, but N executors may still send N × cap calls to one origin.
  * - `ClusterBulkhead` (=cluster, cluster.ts): the slots are leases in Redis shared by every
@@ -43,6 +45,13 @@ export function waitForSlotMs(typicalCallMs: number, inFlight: number, random: n
   const bounded = Math.min(MAX_WAIT_MS, Math.max(MIN_WAIT_MS, expected));
   return Math.round(bounded * (0.5 + random));
 }
+
+/**
+ * Longest wait in the process for a slot of a full origin (LocalBulkhead), before the task goes
+ * back to the queue. A fast origin frees a slot within it; a hanging one holds each waiting worker
+ * this long per lease of the task, against MIN_WAIT_MS–MAX_WAIT_MS spent back in the queue.
+ */
+export const IN_PROCESS_WAIT_MS = 50;
 
 /** Weight of the newest call in an origin's moving average of call durations. */
 const EWMA_WEIGHT = 0.2;
@@ -89,28 +98,84 @@ export class OriginLoad {
   }
 }
 
+/** A call waiting in the process for a slot of its origin. */
+interface Waiter {
+  grant: (grant: SlotGrant) => void;
+  timer: NodeJS.Timeout;
+}
+
 /** ORIGIN_CONCURRENCY_SCOPE=process: the cap counted in this process alone. */
 export class LocalBulkhead implements Bulkhead {
   private readonly maxPerOrigin: number;
   private readonly random: () => number;
   private readonly load: OriginLoad;
+  private readonly maxWaitMs: number;
+  /** Waiters per full origin, first come first served; an origin leaves the map with its last. */
+  private readonly waiters = new Map<string, Waiter[]>();
 
-  /** `load`: where calls are counted, when shared with a ClusterBulkhead (its fallback). */
-  constructor(options: { maxPerOrigin: number; random?: () => number; load?: OriginLoad }) {
+  /**
+   * `load`: where calls are counted, when shared with a ClusterBulkhead (its fallback).
+   * `maxWaitMs`: the longest in-process wait for a slot (IN_PROCESS_WAIT_MS; 0 = none).
+   */
+  constructor(options: {
+    maxPerOrigin: number;
+    random?: () => number;
+    load?: OriginLoad;
+    maxWaitMs?: number;
+  }) {
     if (!Number.isInteger(options.maxPerOrigin) || options.maxPerOrigin < 1)
       throw new RangeError('maxPerOrigin must be a positive integer');
     this.maxPerOrigin = options.maxPerOrigin;
     this.random = options.random ?? Math.random;
     this.load = options.load ?? new OriginLoad();
+    this.maxWaitMs = options.maxWaitMs ?? IN_PROCESS_WAIT_MS;
   }
 
   acquire(origin: string): Promise<SlotGrant> {
     const inFlight = this.load.inFlight(origin);
-    if (inFlight >= this.maxPerOrigin) {
-      const retryInMs = waitForSlotMs(this.load.typicalCallMs(origin), inFlight, this.random());
-      return Promise.resolve({ granted: false, retryInMs });
-    }
-    return Promise.resolve({ granted: true, release: this.load.start(origin) });
+    if (inFlight < this.maxPerOrigin) return Promise.resolve(this.grant(origin));
+    const retryInMs = waitForSlotMs(this.load.typicalCallMs(origin), inFlight, this.random());
+    const waitMs = Math.min(this.maxWaitMs, retryInMs);
+    if (waitMs <= 0) return Promise.resolve({ granted: false, retryInMs });
+    return new Promise((grant) => {
+      const line = this.waiters.get(origin) ?? [];
+      this.waiters.set(origin, line);
+      const waiter: Waiter = {
+        grant,
+        timer: setTimeout(() => {
+          this.leaveLine(origin, waiter);
+          grant({ granted: false, retryInMs: Math.max(1, retryInMs - waitMs) });
+        }, waitMs),
+      };
+      line.push(waiter);
+    });
+  }
+
+  /** A slot; its release hands it straight to the first waiter of the origin, if any. */
+  private grant(origin: string): SlotGrant {
+    const end = this.load.start(origin);
+    let released = false;
+    return {
+      granted: true,
+      release: () => {
+        if (released) return;
+        released = true;
+        end();
+        const next = this.waiters.get(origin)?.[0];
+        if (!next) return;
+        this.leaveLine(origin, next);
+        clearTimeout(next.timer);
+        next.grant(this.grant(origin));
+      },
+    };
+  }
+
+  private leaveLine(origin: string, waiter: Waiter): void {
+    const line = this.waiters.get(origin);
+    if (!line) return;
+    const at = line.indexOf(waiter);
+    if (at >= 0) line.splice(at, 1);
+    if (line.length === 0) this.waiters.delete(origin);
   }
 
   /** Calls to `origin` in flight now (tests, metrics). */
