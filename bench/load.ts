@@ -6,6 +6,7 @@
 //   node bench/load.ts --mode http-async|sync|kafka [--count 20000] [--connections 64]
 //        [--body 100] [--rounds 3] [--baseline /tmp/baseline] [--limit 120 (s)] [--env K=V,...]
 //        [--roles all]   (e.g. ingress,sync-gateway: accepts alone, nothing consumes `in`)
+//        [--stages]   (per-stage latencies of each side, from its task journal: see stageReport)
 //        [--executors 1,2]   (one side per count, all from this checkout: `--role ingress,
 //        sync-gateway,router,relay` plus `requester --role executor --processes N`; CPU of the
 //        executors summed over the supervisor and its children)
@@ -47,6 +48,8 @@ const { values: args } = parseArgs({
     /** Roles of the Requester(s) under test: e.g. `ingress` alone measures accepts without the pipeline. */
     roles: { type: 'string', default: 'all' },
     executors: { type: 'string' },
+    /** After the rounds, where the time went: per-stage latencies read back from the task journal. */
+    stages: { type: 'boolean', default: false },
     brokers: { type: 'string', default: '127.0.0.1:9092' },
   },
 });
@@ -528,10 +531,74 @@ async function main(): Promise<void> {
         `p50 ${ratio(p(50))}, p99 ${ratio(p(99))}`,
     );
   }
+  if (args.stages) for (const side of sides) await stageReport(side);
   for (const side of sides) {
     await side.pool.close();
     await side.results.stop();
   }
+}
+
+/** Journal steps between which a request's time is split, in pipeline order. */
+const STAGES: Array<[from: string, to: string]> = [
+  ['accepted', 'routed'],
+  ['routed', 'leased'],
+  ['leased', 'called'],
+  ['called', 'answered'],
+  ['answered', 'completed'],
+  ['accepted', 'completed'],
+];
+
+/**
+ * Where the time goes: each side's task journal (EVENTS=all, the default) read back from its
+ * events topic, and per stage the p50 and p90 over every request of the run (warm-up included).
+ * `called`/`answered` are the attempt's start and end (its event's time less its duration). The
+ * journal's times are epoch ms of one clock (one process), so a stage reads to the ms only.
+ */
+async function stageReport(side: Side): Promise<void> {
+  const topic = side.env.KAFKA_TOPIC_EVENTS as string;
+  const admin = kafka.admin();
+  await admin.connect();
+  const offsets = await admin.topicOffsets(topic);
+  await admin.disconnect();
+  let left = offsets.reduce((sum, p) => sum + Number(p.high) - Number(p.low), 0);
+  const steps = new Map<string, Record<string, number>>();
+  const consumer = kafka.consumer({
+    groupId: `${topic}-stages-${randomBytes(3).toString('hex')}`,
+    maxWaitMs: 100,
+  });
+  const read = new Promise<void>((resolve) => {
+    if (left <= 0) resolve();
+    void consumer.start({
+      topics: [topic],
+      fromBeginning: true,
+      commit: 'never',
+      onBatch: async ({ records }) => {
+        for (const record of records) {
+          left--;
+          for (const event of [JSON.parse(record.value?.toString() ?? '[]')].flat()) {
+            const at = steps.get(event.requestId) ?? {};
+            steps.set(event.requestId, at);
+            if (event.type === 'attempt') {
+              at.called ??= event.at - event.durationMs;
+              at.answered ??= event.at;
+            } else at[event.type] ??= event.at;
+          }
+        }
+        if (left <= 0) resolve();
+      },
+    });
+  });
+  await Promise.race([read, new Promise((resolve) => setTimeout(resolve, 60_000))]);
+  await consumer.stop();
+  const parts = STAGES.map(([from, to]) => {
+    const spans = [...steps.values()].flatMap((at) =>
+      at[from] !== undefined && at[to] !== undefined ? [at[to] - at[from]] : [],
+    );
+    spans.sort((a, b) => a - b);
+    const q = (p: number) => spans[Math.min(spans.length - 1, Math.floor(spans.length * p))] ?? Number.NaN;
+    return `${from}→${to} ${q(0.5).toFixed(0)}/${q(0.9).toFixed(0)}`;
+  });
+  console.log(`stages ${side.label} (ms p50/p90, ${steps.size} requests): ${parts.join(', ')}`);
 }
 
 async function warmUp(side: Side, target: { url: string; pid: number }): Promise<void> {
