@@ -2,7 +2,6 @@ import { RateLimiter } from '@requester/policies';
 import {
   counter,
   type LimiterSpec,
-  type Logger,
   type RequestEnvelope,
   type RoleContext,
   tryParseRfc3339,
@@ -61,7 +60,7 @@ const decisions = counter(
 );
 
 /** The Hono middleware: identifies the caller (`c.var.caller`) or answers the refusal. */
-export function authenticate<E extends { Variables: { caller?: Caller; log: Logger } }>(
+export function authenticate<E extends { Variables: { caller?: Caller } }>(
   access: Access,
   render: (c: Context<E>, refusal: Refusal) => Response,
 ): MiddlewareHandler<E> {
@@ -71,10 +70,8 @@ export function authenticate<E extends { Variables: { caller?: Caller; log: Logg
       decisions.inc({ client: '', outcome: identified.code });
       return render(c, identified);
     }
-    if (identified) {
-      c.set('caller', identified);
-      c.set('log', c.get('log').child({ client: identified.name }));
-    }
+    // The API's request log reads the caller from here (callerBindings): its lines name the client.
+    if (identified) c.set('caller', identified);
     await next();
   };
 }
