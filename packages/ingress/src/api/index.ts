@@ -12,6 +12,7 @@
  * @module
  */
 
+import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
   clientOfStory,
@@ -38,13 +39,13 @@ import {
   tryParseDuration,
 } from '@requester/shared';
 import { type Context, Hono } from 'hono';
-import { requestId } from 'hono/request-id';
 import { routePath } from 'hono/route';
 import { type Access, authenticate, type Caller, callerBindings, type Refusal } from '../auth/index.ts';
 import { ByteBudget, isJsonMediaType, readJsonBody } from '../body/index.ts';
 import { type ClaimRequestId, requestFingerprint } from '../claims/index.ts';
 import type { Hub } from '../hub/index.ts';
 import { openApiDocument } from '../openapi/index.ts';
+import { nodeRequest, requestHeader } from '../request/index.ts';
 
 /** Writes one record (Kafka key, JSON text, service-set headers) to `in`. */
 export type Submit = (key: string, value: string, headers?: Record<string, string>) => Promise<void>;
@@ -122,7 +123,7 @@ const syncReplies = counter('sync_replies_total', 'Sync calls and long-polls, by
 export function createApi(parts: ApiParts, settings: ApiSettings, logger: Logger): Hono<Env> {
   const app = new Hono<Env>();
   // x-request-id: the caller's correlation id (or a fresh one), echoed and put on every log line.
-  app.use(requestId());
+  app.use(correlated());
   app.use(traced());
   app.use(observe(parts, logger));
   const auth = authenticate<Env>(settings.access, refuse);
@@ -140,6 +141,23 @@ export function createApi(parts: ApiParts, settings: ApiSettings, logger: Logger
   });
   return app;
 }
+
+/**
+ * `hono/request-id` (same checks, same header) reading the header from Node's request: Hono's
+ * `c.req.header` builds a Web `Headers` of the whole request for it (see ../request).
+ */
+function correlated() {
+  return async (c: Context<Env>, next: () => Promise<void>): Promise<void> => {
+    let id = requestHeader(c, 'x-request-id');
+    if (!id || id.length > MAX_REQUEST_ID_HEADER || /[^\w\-=]/.test(id)) id = randomUUID();
+    c.set('requestId', id);
+    c.header('X-Request-Id', id);
+    await next();
+  };
+}
+
+/** Longest x-request-id taken from a caller (hono/request-id's default). */
+const MAX_REQUEST_ID_HEADER = 255;
 
 /** A SERVER span per API request (HTTP semantic conventions), ended with the response. */
 function traced() {
@@ -168,14 +186,14 @@ function serverSpan(c: Context<Env>, bodyTraceparent?: string): Span {
   const trace = c.get('trace');
   trace.span ??= startSpan(
     `${c.req.method} ${routeLabel(c)}`,
-    firstTraceparent(c.req.header('traceparent'), bodyTraceparent),
+    firstTraceparent(requestHeader(c, 'traceparent'), bodyTraceparent),
     {
       kind: SpanKind.SERVER,
       startTime: trace.startTime,
       attributes: {
         'http.request.method': c.req.method,
         'url.path': c.req.path,
-        'url.scheme': new URL(c.req.url).protocol.replace(':', ''),
+        'url.scheme': c.req.url.slice(0, c.req.url.indexOf(':')).toLowerCase(),
       },
     },
   );
@@ -245,13 +263,13 @@ async function submitRequest(
 ): Promise<Response> {
   const submit = parts.submit;
   if (!submit) return notServed(c, 'POST /request', 'ingress');
-  const contentType = c.req.header('content-type');
+  const contentType = requestHeader(c, 'content-type');
   if (!isJsonMediaType(contentType)) {
     const got = contentType ? `got ${JSON.stringify(contentType.slice(0, 100))}` : 'none was given';
     return problem(c, 415, 'unsupported_media_type', `Content-Type must be application/json; ${got}`);
   }
   const limit = settings.access.bodyLimit(c.get('caller'), settings.maxBodyBytes);
-  const body = await readJsonBody(c.req.raw, limit, bodies);
+  const body = await readJsonBody(nodeRequest(c) ?? c.req.raw, limit, bodies);
   if (!body.ok) {
     if (body.status === 503) c.header('Retry-After', '1');
     return problem(c, body.status, BODY_CODES[body.status], body.message);
@@ -306,9 +324,12 @@ async function accept(
   // The waiter is registered before the produce: a result that comes back fast cannot slip past.
   const hub = envelope.meta.sync && !parts.closing ? parts.hub : undefined;
   const abandon = new AbortController();
-  const signal = AbortSignal.any([abandon.signal, c.req.raw.signal]);
   const until = Date.now() + (hub ? settings.syncTimeoutMs : 0);
-  const result = hub?.wait(id, { timeoutMs: settings.syncTimeoutMs, signal });
+  // Without a hub the arguments are not evaluated: c.req.raw.signal builds the whole Web Request.
+  const result = hub?.wait(id, {
+    timeoutMs: settings.syncTimeoutMs,
+    signal: AbortSignal.any([abandon.signal, c.req.raw.signal]),
+  });
   try {
     const replyTo = hub && parts.replyTo ? { [REPLY_TO_HEADER]: parts.replyTo } : undefined;
     await submit(kafkaKeyFor(envelope), JSON.stringify(envelope), replyTo);

@@ -220,6 +220,13 @@ describe('routing and correlation', () => {
     expect(await given.json()).toEqual({ requestId: 'r-1' });
     const made = await app.request('/openapi.json');
     expect(made.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
+    // Not a usable id (hono/request-id's checks): replaced by a fresh one.
+    for (const bad of ['has space', 'a;b', 'x'.repeat(256)]) {
+      const replaced = await app.request('/openapi.json', { headers: { 'x-request-id': bad } });
+      expect(replaced.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
+    }
+    const longest = await app.request('/openapi.json', { headers: { 'x-request-id': 'x'.repeat(255) } });
+    expect(longest.headers.get('x-request-id')).toBe('x'.repeat(255));
   });
 
   it('says which role serves a route that does not run here', async () => {

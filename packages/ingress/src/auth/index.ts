@@ -15,6 +15,7 @@ import {
   parseToken,
   secretMatches,
 } from '../keys/index.ts';
+import { requestHeader } from '../request/index.ts';
 
 /**
  * Access control of the HTTP API (AUTH=on): who is calling (an API key in `Authorization:
@@ -65,7 +66,7 @@ export function authenticate<E extends { Variables: { caller?: Caller } }>(
   render: (c: Context<E>, refusal: Refusal) => Response,
 ): MiddlewareHandler<E> {
   return async (c, next) => {
-    const identified = await access.identify(c.req.header('authorization'));
+    const identified = await access.identify(requestHeader(c, 'authorization'));
     if (identified && 'status' in identified) {
       decisions.inc({ client: '', outcome: identified.code });
       return render(c, identified);
