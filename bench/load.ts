@@ -526,11 +526,18 @@ async function main(): Promise<void> {
     const [a, b] = [by(sides[0]?.label ?? ''), by(sides[1]?.label ?? '')];
     const ratio = (f: (r: RoundResult) => number) => (median(a.map(f)) / median(b.map(f))).toFixed(2);
     const p = (q: number) => (r: RoundResult) => (r.rtt ?? r.latency).getValueAtPercentile(q);
+    // The Requester's CPU per task (per accept without the pipeline), as `line` prints it.
+    const cpu = (r: RoundResult) =>
+      (r.cpu.node ?? Number.NaN) / Math.max(pipeline ? r.completed : r.accepted, 1);
     console.log(
       `ratio ${sides[0]?.label}/${sides[1]?.label}: accepted/s ${ratio((r) => r.acceptedPerSec)}, completed/s ${ratio((r) => r.completedPerSec)}, ` +
-        `p50 ${ratio(p(50))}, p99 ${ratio(p(99))}`,
+        `p50 ${ratio(p(50))}, p99 ${ratio(p(99))}, node CPU/task ${ratio(cpu)} ` +
+        `(medians ${(median(a.map(cpu)) * 1e6).toFixed(0)} / ${(median(b.map(cpu)) * 1e6).toFixed(0)} µs)`,
     );
   }
+  console.log(
+    `load average at the end ${readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')}`,
+  );
   if (args.stages) for (const side of sides) await stageReport(side);
   for (const side of sides) {
     await side.pool.close();

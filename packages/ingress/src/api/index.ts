@@ -12,6 +12,7 @@
  * @module
  */
 
+import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
   clientOfStory,
@@ -38,13 +39,13 @@ import {
   tryParseDuration,
 } from '@requester/shared';
 import { type Context, Hono } from 'hono';
-import { requestId } from 'hono/request-id';
 import { routePath } from 'hono/route';
 import { type Access, authenticate, type Caller, callerBindings, type Refusal } from '../auth/index.ts';
 import { ByteBudget, isJsonMediaType, readJsonBody } from '../body/index.ts';
 import { type ClaimRequestId, requestFingerprint } from '../claims/index.ts';
 import type { Hub } from '../hub/index.ts';
 import { openApiDocument } from '../openapi/index.ts';
+import { nodeRequest, requestHeader } from '../request/index.ts';
 
 /** Writes one record (Kafka key, JSON text, service-set headers) to `in`. */
 export type Submit = (key: string, value: string, headers?: Record<string, string>) => Promise<void>;
@@ -83,7 +84,22 @@ export interface ApiSettings {
   access: Access;
 }
 
-type Env = { Variables: { requestId: string; log: Logger; caller?: Caller; trace: ServerTrace } };
+type Env = { Variables: { requestId: string; logScope: LogScope; caller?: Caller; trace: ServerTrace } };
+
+/**
+ * Who a request's log lines are about: the logger (the API's, then the serving role's), and once
+ * known the task's requestId; with the x-request-id and the caller (see logBindings). No pino
+ * child is made up front: most requests write the access line alone, which carries the bindings
+ * as fields (pino writes them exactly as a child's), and four children per request (with their
+ * redaction) cost ~7 % of an accept's CPU. A child is made for the first other line (see log).
+ */
+interface LogScope {
+  logger: Logger;
+  requestId?: string;
+  child?: Logger;
+  /** The caller the child was made for: it is made again if one is set later. */
+  childCaller?: Caller;
+}
 
 /** The SERVER span of one API request, started once its parent is known (see serverSpan). */
 interface ServerTrace {
@@ -107,7 +123,7 @@ const syncReplies = counter('sync_replies_total', 'Sync calls and long-polls, by
 export function createApi(parts: ApiParts, settings: ApiSettings, logger: Logger): Hono<Env> {
   const app = new Hono<Env>();
   // x-request-id: the caller's correlation id (or a fresh one), echoed and put on every log line.
-  app.use(requestId());
+  app.use(correlated());
   app.use(traced());
   app.use(observe(parts, logger));
   const auth = authenticate<Env>(settings.access, refuse);
@@ -120,11 +136,28 @@ export function createApi(parts: ApiParts, settings: ApiSettings, logger: Logger
   app.get('/openapi.json', (c) => c.json(openApiDocument()));
   app.notFound((c) => problem(c, 404, 'not_found', `no route ${c.req.method} ${c.req.path}`));
   app.onError((err, c) => {
-    c.get('log').error({ err }, 'unhandled error in the HTTP API');
+    log(c).error({ err }, 'unhandled error in the HTTP API');
     return problem(c, 500, 'internal', 'internal error');
   });
   return app;
 }
+
+/**
+ * `hono/request-id` (same checks, same header) reading the header from Node's request: Hono's
+ * `c.req.header` builds a Web `Headers` of the whole request for it (see ../request).
+ */
+function correlated() {
+  return async (c: Context<Env>, next: () => Promise<void>): Promise<void> => {
+    let id = requestHeader(c, 'x-request-id');
+    if (!id || id.length > MAX_REQUEST_ID_HEADER || /[^\w\-=]/.test(id)) id = randomUUID();
+    c.set('requestId', id);
+    c.header('X-Request-Id', id);
+    await next();
+  };
+}
+
+/** Longest x-request-id taken from a caller (hono/request-id's default). */
+const MAX_REQUEST_ID_HEADER = 255;
 
 /** A SERVER span per API request (HTTP semantic conventions), ended with the response. */
 function traced() {
@@ -153,14 +186,14 @@ function serverSpan(c: Context<Env>, bodyTraceparent?: string): Span {
   const trace = c.get('trace');
   trace.span ??= startSpan(
     `${c.req.method} ${routeLabel(c)}`,
-    firstTraceparent(c.req.header('traceparent'), bodyTraceparent),
+    firstTraceparent(requestHeader(c, 'traceparent'), bodyTraceparent),
     {
       kind: SpanKind.SERVER,
       startTime: trace.startTime,
       attributes: {
         'http.request.method': c.req.method,
         'url.path': c.req.path,
-        'url.scheme': new URL(c.req.url).protocol.replace(':', ''),
+        'url.scheme': c.req.url.slice(0, c.req.url.indexOf(':')).toLowerCase(),
       },
     },
   );
@@ -171,7 +204,8 @@ function serverSpan(c: Context<Env>, bodyTraceparent?: string): Span {
 function observe(parts: ApiParts, logger: Logger) {
   return async (c: Context<Env>, next: () => Promise<void>): Promise<void> => {
     const started = performance.now();
-    c.set('log', logger.child({ httpRequestId: c.get('requestId') }));
+    const scope: LogScope = { logger };
+    c.set('logScope', scope);
     await next();
     if (parts.closing) c.header('Connection', 'close');
     const route = routeLabel(c);
@@ -180,18 +214,39 @@ function observe(parts: ApiParts, logger: Logger) {
     requests.inc({ method: c.req.method, route, status: String(status) });
     latency.observe({ method: c.req.method, route }, seconds);
     const level = status >= 500 ? 'warn' : 'info';
-    c.get('log')[level](
-      { method: c.req.method, route, status, ms: Math.round(seconds * 1000) },
-      'http request',
-    );
+    if (!scope.logger.isLevelEnabled(level)) return;
+    const line = { ...logBindings(c), method: c.req.method, route, status, ms: Math.round(seconds * 1000) };
+    scope.logger[level](line, 'http request');
   };
 }
 
 /** From here on, the request logs as the role serving it, with the task's requestId. */
 function useLog(c: Context<Env>, roleLog: Logger | undefined, requestId: string): void {
-  const base =
-    roleLog?.child({ httpRequestId: c.get('requestId'), ...callerBindings(c.get('caller')) }) ?? c.get('log');
-  c.set('log', base.child({ requestId }));
+  const scope = c.get('logScope');
+  scope.logger = roleLog ?? scope.logger;
+  scope.requestId = requestId;
+  scope.child = undefined;
+}
+
+/** The fields every line of a request carries, in the order its child logger would write them. */
+function logBindings(c: Context<Env>): Record<string, unknown> {
+  const { requestId } = c.get('logScope');
+  return {
+    httpRequestId: c.get('requestId'),
+    ...callerBindings(c.get('caller')),
+    ...(requestId === undefined ? {} : { requestId }),
+  };
+}
+
+/** The request's logger: a child of the scope's carrying logBindings, made on first use. */
+function log(c: Context<Env>): Logger {
+  const scope = c.get('logScope');
+  const caller = c.get('caller');
+  if (!scope.child || scope.childCaller !== caller) {
+    scope.child = scope.logger.child(logBindings(c));
+    scope.childCaller = caller;
+  }
+  return scope.child;
 }
 
 /** The route pattern (bounded label set), never the raw path. */
@@ -208,13 +263,13 @@ async function submitRequest(
 ): Promise<Response> {
   const submit = parts.submit;
   if (!submit) return notServed(c, 'POST /request', 'ingress');
-  const contentType = c.req.header('content-type');
+  const contentType = requestHeader(c, 'content-type');
   if (!isJsonMediaType(contentType)) {
     const got = contentType ? `got ${JSON.stringify(contentType.slice(0, 100))}` : 'none was given';
     return problem(c, 415, 'unsupported_media_type', `Content-Type must be application/json; ${got}`);
   }
   const limit = settings.access.bodyLimit(c.get('caller'), settings.maxBodyBytes);
-  const body = await readJsonBody(c.req.raw, limit, bodies);
+  const body = await readJsonBody(nodeRequest(c) ?? c.req.raw, limit, bodies);
   if (!body.ok) {
     if (body.status === 503) c.header('Retry-After', '1');
     return problem(c, body.status, BODY_CODES[body.status], body.message);
@@ -269,16 +324,19 @@ async function accept(
   // The waiter is registered before the produce: a result that comes back fast cannot slip past.
   const hub = envelope.meta.sync && !parts.closing ? parts.hub : undefined;
   const abandon = new AbortController();
-  const signal = AbortSignal.any([abandon.signal, c.req.raw.signal]);
   const until = Date.now() + (hub ? settings.syncTimeoutMs : 0);
-  const result = hub?.wait(id, { timeoutMs: settings.syncTimeoutMs, signal });
+  // Without a hub the arguments are not evaluated: c.req.raw.signal builds the whole Web Request.
+  const result = hub?.wait(id, {
+    timeoutMs: settings.syncTimeoutMs,
+    signal: AbortSignal.any([abandon.signal, c.req.raw.signal]),
+  });
   try {
     const replyTo = hub && parts.replyTo ? { [REPLY_TO_HEADER]: parts.replyTo } : undefined;
     await submit(kafkaKeyFor(envelope), JSON.stringify(envelope), replyTo);
   } catch (err) {
     sending.setStatus({ code: SpanStatusCode.ERROR });
     abandon.abort();
-    c.get('log').warn({ err }, 'Kafka did not acknowledge the request; refused with 503');
+    log(c).warn({ err }, 'Kafka did not acknowledge the request; refused with 503');
     c.header('Retry-After', String(settings.unavailableRetryAfterSeconds ?? 5));
     return problem(
       c,
@@ -314,7 +372,7 @@ async function claimRequestId(
   try {
     claimed = await claim(id, requestFingerprint(validated));
   } catch (err) {
-    c.get('log').warn({ err }, 'Redis did not answer the requestId check; refused with 503');
+    log(c).warn({ err }, 'Redis did not answer the requestId check; refused with 503');
     c.header('Retry-After', String(settings.unavailableRetryAfterSeconds ?? 5));
     return problem(
       c,
@@ -413,7 +471,7 @@ async function getEvents(c: Context<Env>, parts: ApiParts, settings: ApiSettings
   try {
     events = await read({ requestId: id, ...(sinceMs === undefined ? {} : { sinceMs }) });
   } catch (err) {
-    c.get('log').warn({ err }, 'the task journal could not be read');
+    log(c).warn({ err }, 'the task journal could not be read');
     c.header('Retry-After', String(settings.unavailableRetryAfterSeconds ?? 5));
     return problem(c, 503, 'dependency_unavailable', 'the task journal could not be read; retry later');
   }

@@ -1,9 +1,11 @@
+import { createHash } from 'node:crypto';
 import { createServer } from 'node:net';
-import { createKafka, type Logger } from '@requester/shared';
-import { describe, expect, it } from 'vitest';
+import { createKafka, createLogger, type Logger } from '@requester/shared';
+import { describe, expect, it, vi } from 'vitest';
 import { silent } from '../../test/kit.ts';
-import { openAccess } from '../auth/index.ts';
+import { KeyAccess, openAccess } from '../auth/index.ts';
 import { Hub } from '../hub/index.ts';
+import type { KeyRecord } from '../keys/index.ts';
 import { kafkaSubmit } from '../submit/index.ts';
 import { type ApiParts, createApi, retryAfterSeconds } from './index.ts';
 
@@ -218,6 +220,13 @@ describe('routing and correlation', () => {
     expect(await given.json()).toEqual({ requestId: 'r-1' });
     const made = await app.request('/openapi.json');
     expect(made.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
+    // Not a usable id (hono/request-id's checks): replaced by a fresh one.
+    for (const bad of ['has space', 'a;b', 'x'.repeat(256)]) {
+      const replaced = await app.request('/openapi.json', { headers: { 'x-request-id': bad } });
+      expect(replaced.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
+    }
+    const longest = await app.request('/openapi.json', { headers: { 'x-request-id': 'x'.repeat(255) } });
+    expect(longest.headers.get('x-request-id')).toBe('x'.repeat(255));
   });
 
   it('says which role serves a route that does not run here', async () => {
@@ -254,32 +263,47 @@ describe('routing and correlation', () => {
   });
 });
 
-/** A logger that records every line with its bindings (a stand-in for pino's JSON lines). */
-function recordingLogger(
-  lines: Array<Record<string, unknown>>,
-  bindings: Record<string, unknown> = {},
-): Logger {
-  const write = (obj: unknown, msg?: string) => lines.push({ ...bindings, ...(obj as object), msg });
-  const logger = {
-    child: (more: Record<string, unknown>) => recordingLogger(lines, { ...bindings, ...more }),
-    info: write,
-    warn: write,
-    error: write,
-    debug: write,
+/** The service's own logger (its redaction included), its raw JSON lines captured in order. */
+function capturedLogger(level = 'info'): { logger: Logger; raw: string[]; lines: () => LoggedLine[] } {
+  const raw: string[] = [];
+  const logger = createLogger({ level, destination: { write: (line: string) => void raw.push(line) } });
+  return { logger, raw, lines: () => raw.map((line) => JSON.parse(line) as LoggedLine) };
+}
+
+type LoggedLine = Record<string, unknown>;
+
+/** AUTH=on with one key in memory: `billing`, whose token is TOKEN. */
+const SECRET = 'S'.repeat(43);
+const TOKEN = `rqk_abcdefabcdef_${SECRET}`;
+function keyAccess() {
+  const record: KeyRecord = {
+    id: 'abcdefabcdef',
+    name: 'billing',
+    secretHash: createHash('sha256').update(SECRET).digest(),
+    sync: false,
+    schedule: false,
+    createdAt: new Date(0),
   };
-  return logger as unknown as Logger;
+  return new KeyAccess({
+    find: async (id) => (id === record.id ? record : undefined),
+    cacheTtlMs: 60_000,
+    horizonMs: 60_000,
+    limiter: () => {
+      throw new Error('no rate here');
+    },
+  });
 }
 
 describe('logging', () => {
   it("logs each request with its x-request-id, the task's requestId and the serving role", async () => {
-    const lines: Array<Record<string, unknown>> = [];
+    const { logger, lines } = capturedLogger();
     const app = createApi(
-      { submit: async () => {}, ingressLog: recordingLogger(lines, { role: 'ingress' }) },
+      { submit: async () => {}, ingressLog: logger.child({ role: 'ingress' }) },
       SETTINGS,
-      recordingLogger(lines, { role: 'base' }),
+      logger.child({ role: 'base' }),
     );
     await app.request('/request', post(JSON.stringify(VALID), { 'x-request-id': 'corr-9' }));
-    expect(lines).toEqual([
+    expect(lines()).toEqual([
       expect.objectContaining({
         role: 'ingress',
         httpRequestId: 'corr-9',
@@ -289,6 +313,82 @@ describe('logging', () => {
         msg: 'http request',
       }),
     ]);
+  });
+
+  it('writes the access line exactly as a child logger with the same bindings would', async () => {
+    const { logger, raw } = capturedLogger();
+    const ingressLog = logger.child({ role: 'ingress' });
+    const app = createApi(
+      { submit: async () => {}, ingressLog },
+      { ...SETTINGS, access: keyAccess() },
+      logger,
+    );
+    // Served by the ingress role (with a requestId); refused before it (bad JSON, no key).
+    await app.request(
+      '/request',
+      post(JSON.stringify(VALID), { 'x-request-id': 'c-1', authorization: `Bearer ${TOKEN}` }),
+    );
+    await app.request('/request', post('{', { 'x-request-id': 'c-2', authorization: `Bearer ${TOKEN}` }));
+    await app.request('/request', post('{', { 'x-request-id': 'c-3' }));
+    const withoutTime = (line: string | undefined) => line?.replace(/"time":"[^"]*"/, '"time":"-"');
+    const ms = (i: number) => (JSON.parse(raw[i] as string) as { ms: number }).ms;
+    ingressLog
+      .child({ httpRequestId: 'c-1' })
+      .child({ client: 'billing' })
+      .child({ requestId: 'r-1' })
+      .info({ method: 'POST', route: '/request', status: 202, ms: ms(0) }, 'http request');
+    logger
+      .child({ httpRequestId: 'c-2' })
+      .child({ client: 'billing' })
+      .info({ method: 'POST', route: '/request', status: 400, ms: ms(1) }, 'http request');
+    logger
+      .child({ httpRequestId: 'c-3' })
+      .info({ method: 'POST', route: '/request', status: 401, ms: ms(2) }, 'http request');
+    expect(raw).toHaveLength(6);
+    for (let i = 0; i < 3; i++) expect(withoutTime(raw[i])).toBe(withoutTime(raw[i + 3]));
+    expect(raw.join('')).not.toContain(SECRET);
+  });
+
+  it('carries requestId, httpRequestId, client and role on the lines written while serving', async () => {
+    const { logger, lines } = capturedLogger();
+    const app = createApi(
+      {
+        submit: async () => {
+          throw new Error('broker down');
+        },
+        ingressLog: logger.child({ role: 'ingress' }),
+      },
+      { ...SETTINGS, access: keyAccess() },
+      logger,
+    );
+    const res = await app.request(
+      '/request',
+      post(JSON.stringify(VALID), { 'x-request-id': 'corr-7', authorization: `Bearer ${TOKEN}` }),
+    );
+    expect(res.status).toBe(503);
+    const bound = { role: 'ingress', httpRequestId: 'corr-7', client: 'billing', requestId: 'r-1' };
+    expect(lines()).toEqual([
+      expect.objectContaining({ ...bound, level: 'warn', msg: expect.stringContaining('Kafka did not') }),
+      expect.objectContaining({ ...bound, level: 'warn', status: 503, msg: 'http request' }),
+    ]);
+  });
+
+  it('makes no child logger for a request that writes no line', async () => {
+    const { logger, raw } = capturedLogger('warn');
+    const ingressLog = logger.child({ role: 'ingress' });
+    const children = [vi.spyOn(logger, 'child'), vi.spyOn(ingressLog, 'child')];
+    const app = createApi(
+      { submit: async () => {}, ingressLog },
+      { ...SETTINGS, access: keyAccess() },
+      logger,
+    );
+    const res = await app.request(
+      '/request',
+      post(JSON.stringify(VALID), { authorization: `Bearer ${TOKEN}` }),
+    );
+    expect(res.status).toBe(202);
+    expect(raw).toEqual([]);
+    for (const child of children) expect(child).not.toHaveBeenCalled();
   });
 });
 

@@ -2,7 +2,6 @@ import { RateLimiter } from '@requester/policies';
 import {
   counter,
   type LimiterSpec,
-  type Logger,
   type RequestEnvelope,
   type RoleContext,
   tryParseRfc3339,
@@ -16,6 +15,7 @@ import {
   parseToken,
   secretMatches,
 } from '../keys/index.ts';
+import { requestHeader } from '../request/index.ts';
 
 /**
  * Access control of the HTTP API (AUTH=on): who is calling (an API key in `Authorization:
@@ -61,20 +61,18 @@ const decisions = counter(
 );
 
 /** The Hono middleware: identifies the caller (`c.var.caller`) or answers the refusal. */
-export function authenticate<E extends { Variables: { caller?: Caller; log: Logger } }>(
+export function authenticate<E extends { Variables: { caller?: Caller } }>(
   access: Access,
   render: (c: Context<E>, refusal: Refusal) => Response,
 ): MiddlewareHandler<E> {
   return async (c, next) => {
-    const identified = await access.identify(c.req.header('authorization'));
+    const identified = await access.identify(requestHeader(c, 'authorization'));
     if (identified && 'status' in identified) {
       decisions.inc({ client: '', outcome: identified.code });
       return render(c, identified);
     }
-    if (identified) {
-      c.set('caller', identified);
-      c.set('log', c.get('log').child({ client: identified.name }));
-    }
+    // The API's request log reads the caller from here (callerBindings): its lines name the client.
+    if (identified) c.set('caller', identified);
     await next();
   };
 }

@@ -1,3 +1,5 @@
+import { IncomingMessage } from 'node:http';
+
 /**
  * Reads a JSON request body with a hard size bound. The bound is enforced while reading: a
  * declared Content-Length above it is refused before a byte is read, and a chunked (or lying)
@@ -11,13 +13,16 @@ export type BodyRead =
   | { ok: false; status: 400 | 413 | 503; message: string };
 
 export async function readJsonBody(
-  request: Request,
+  request: Request | IncomingMessage,
   maxBytes: number,
   budget?: ByteBudget,
 ): Promise<BodyRead> {
-  const declared = request.headers.get('content-length');
-  if (declared !== null && Number(declared) > maxBytes) return tooLarge(maxBytes);
-  const read = await readBounded(request.body, maxBytes, budget ?? UNBOUNDED);
+  const node = request instanceof IncomingMessage;
+  const declared = node ? request.headers['content-length'] : request.headers.get('content-length');
+  if (declared != null && Number(declared) > maxBytes) return tooLarge(maxBytes);
+  const read = node
+    ? await readNodeBounded(request, maxBytes, budget ?? UNBOUNDED)
+    : await readBounded(request.body, maxBytes, budget ?? UNBOUNDED);
   if (read === 'too_large') return tooLarge(maxBytes);
   if (read === 'busy') return { ok: false, status: 503, message: BUSY };
   const failed = (message: string): BodyRead => {
@@ -105,6 +110,55 @@ async function readBounded(
     throw err;
   }
   return Buffer.concat(chunks, total);
+}
+
+/**
+ * readBounded on Node's request itself (no Web stream adapted from it, see ../request). What is
+ * not read stays unread: the stream is paused, not destroyed, so the answer still reaches the
+ * client (the server drains or drops the rest once it is sent).
+ */
+function readNodeBounded(
+  incoming: IncomingMessage,
+  maxBytes: number,
+  budget: ByteBudget,
+): Promise<Uint8Array | 'too_large' | 'busy'> {
+  if (incoming.readableEnded) return Promise.resolve(new Uint8Array());
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let total = 0;
+    const settle = () => {
+      incoming.off('data', onData);
+      incoming.off('end', onEnd);
+      incoming.off('error', onError);
+      incoming.off('close', onClose);
+    };
+    const stop = (why: 'too_large' | 'busy') => {
+      incoming.pause();
+      settle();
+      budget.give(total);
+      resolve(why);
+    };
+    const onData = (chunk: Buffer) => {
+      if (total + chunk.byteLength > maxBytes) return stop('too_large');
+      if (!budget.take(chunk.byteLength)) return stop('busy');
+      total += chunk.byteLength;
+      chunks.push(chunk);
+    };
+    const onEnd = () => {
+      settle();
+      resolve(chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, total));
+    };
+    const onError = (err: unknown) => {
+      settle();
+      budget.give(total); // the client went away mid-body
+      reject(err);
+    };
+    const onClose = () => onError(new Error('the request was closed before its body ended'));
+    incoming.on('data', onData);
+    incoming.on('end', onEnd);
+    incoming.on('error', onError);
+    incoming.on('close', onClose);
+  });
 }
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });

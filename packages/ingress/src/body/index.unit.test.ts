@@ -1,4 +1,6 @@
-import { describe, expect, it } from 'vitest';
+import { createServer, request as httpRequest } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { ByteBudget, readJsonBody } from './index.ts';
 
 function streamed(chunks: string[], onPull?: () => void): ReadableStream<Uint8Array> {
@@ -95,6 +97,89 @@ describe('readJsonBody', () => {
       { highWaterMark: 0 },
     );
     await expect(readJsonBody(post(broken), 1_000, budget)).rejects.toThrow('socket hang up');
+    expect(budget.inUse()).toBe(0);
+  });
+});
+
+/**
+ * The same reader on Node's own request (what the server hands it): a real HTTP server whose
+ * handler reads the body and answers with what it got, and a client that writes in pieces.
+ */
+describe('readJsonBody on a Node request', () => {
+  const budget = new ByteBudget(1_000);
+  let received: Array<Awaited<ReturnType<typeof readJsonBody>> | Error> = [];
+  const server = createServer(async (req, res) => {
+    let read: Awaited<ReturnType<typeof readJsonBody>>;
+    try {
+      read = await readJsonBody(req, 100, budget);
+    } catch (err) {
+      received.push(err as Error);
+      return;
+    }
+    received.push(read);
+    if (read.ok) budget.give(read.bytes);
+    res.writeHead(read.ok ? 200 : read.status).end(JSON.stringify(read));
+  });
+  let port = 0;
+
+  beforeAll(async () => {
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    port = (server.address() as AddressInfo).port;
+  });
+  afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  beforeEach(() => {
+    received = [];
+  });
+
+  /**
+   * POSTs `pieces` (chunked unless `length` is declared) on a connection of its own (what a cut
+   * body leaves unread stays on its connection); resolves with the status answered.
+   */
+  function send(pieces: string[], length?: number): Promise<number> {
+    return new Promise((resolve, reject) => {
+      const req = httpRequest({ port, host: '127.0.0.1', method: 'POST', path: '/', agent: false }, (res) => {
+        res.resume();
+        resolve(res.statusCode ?? 0);
+      });
+      req.on('error', reject);
+      if (length !== undefined) req.setHeader('content-length', length);
+      for (const piece of pieces) req.write(piece);
+      req.end();
+    });
+  }
+
+  it('parses a body sent in pieces', async () => {
+    expect(await send(['{"a":', '[1,2', ']}'])).toBe(200);
+    expect(received).toEqual([{ ok: true, value: { a: [1, 2] }, bytes: 11 }]);
+    expect(budget.inUse()).toBe(0);
+  });
+
+  it('answers 413 to a chunked body past the bound without waiting for its end, and to a declared one', async () => {
+    const pieces = Array.from({ length: 100 }, () => 'x'.repeat(1_000));
+    expect(await send(pieces)).toBe(413);
+    expect(await send(['{}'], 101)).toBe(413);
+    expect(received).toMatchObject([
+      { ok: false, status: 413 },
+      { ok: false, status: 413 },
+    ]);
+    expect(budget.inUse()).toBe(0);
+  });
+
+  it('answers 503 when the bodies in flight hold the budget, and gives back what it took', async () => {
+    budget.take(950);
+    expect(await send(['{"a":', '"', 'x'.repeat(60), '"}'])).toBe(503);
+    expect(budget.inUse()).toBe(950);
+    budget.give(950);
+  });
+
+  it('gives the bytes back when the client goes away mid-body', async () => {
+    const req = httpRequest({ port, host: '127.0.0.1', method: 'POST', path: '/', agent: false });
+    req.on('error', () => {});
+    req.write('{"a":"xxxxxxxxxx');
+    await vi.waitFor(() => expect(budget.inUse()).toBeGreaterThan(0));
+    req.destroy();
+    await vi.waitFor(() => expect(received).toHaveLength(1));
+    expect(received[0]).toBeInstanceOf(Error);
     expect(budget.inUse()).toBe(0);
   });
 });

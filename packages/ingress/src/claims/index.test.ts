@@ -33,6 +33,14 @@ describe('requestFingerprint', () => {
     for (const input of others)
       expect(requestFingerprint(envelope(input))).not.toBe(requestFingerprint(envelope(base)));
   });
+
+  it('keeps its value from one version to the next (instances of two versions share the claims)', () => {
+    const input = {
+      request: { uri: 'https://x.test/a', method: 'POST', body: 'b', headers: { 'X-B': '2', 'x-a': '1' } },
+      meta: { requestId: 'r', proxyData: { z: [1, { b: 2, a: null }], y: 'é' } },
+    };
+    expect(requestFingerprint(envelope(input))).toBe('mmJIuUGmjlKOifxM03J4LYWzeULf_hz0rcbXimlEEJg');
+  });
 });
 
 describe('redisRequestIds', () => {

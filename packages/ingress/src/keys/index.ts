@@ -1,4 +1,4 @@
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { hash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { durationToMs, MAX_CLIENT_LENGTH, type Sql, ValidationError } from '@requester/shared';
 
 /**
@@ -107,7 +107,7 @@ export function parseToken(token: string): { id: string; secret: string } | unde
 }
 
 function hashSecret(secret: string): Buffer {
-  return createHash('sha256').update(secret, 'utf8').digest();
+  return hash('sha256', secret, 'buffer');
 }
 
 /**

@@ -1,4 +1,4 @@
-import pino, { type Logger } from 'pino';
+import pino, { type DestinationStream, type Logger } from 'pino';
 
 export type { Logger } from 'pino';
 
@@ -19,8 +19,13 @@ const REDACT = [
   'secret',
 ];
 
-/** `destination: 2` writes to stderr (admin commands keep stdout for their output). */
-export function createLogger(options: { level?: string; name?: string; destination?: 1 | 2 } = {}): Logger {
+/**
+ * `destination: 2` writes to stderr (admin commands keep stdout for their output); a stream takes
+ * the lines instead (tests that read what the service's own settings write).
+ */
+export function createLogger(
+  options: { level?: string; name?: string; destination?: 1 | 2 | DestinationStream } = {},
+): Logger {
   const settings = {
     name: options.name ?? 'requester',
     level: options.level ?? 'info',
@@ -29,5 +34,7 @@ export function createLogger(options: { level?: string; name?: string; destinati
     redact: { paths: REDACT, censor: '[redacted]' },
     formatters: { level: (label: string) => ({ level: label }) },
   };
-  return options.destination === 2 ? pino(settings, pino.destination(2)) : pino(settings);
+  const { destination } = options;
+  if (destination === undefined || destination === 1) return pino(settings);
+  return pino(settings, destination === 2 ? pino.destination(2) : destination);
 }

@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto';
 import {
   type Context,
   context,
@@ -16,6 +15,7 @@ import { BatchSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
 import { ATTR_SERVICE_NAME } from '@opentelemetry/semantic-conventions';
 import type { RecordHeaders } from '../kafka/types.ts';
+import { RandomPool } from './random.ts';
 
 export { type Context, type Span, SpanKind, type SpanOptions, SpanStatusCode } from '@opentelemetry/api';
 
@@ -48,9 +48,11 @@ export function tracer(): Tracer {
   return trace.getTracer('requester');
 }
 
+const ids = new RandomPool();
+
 /** A fresh W3C traceparent, for requests that arrive without one. */
 export function newTraceparent(): string {
-  return `00-${randomBytes(16).toString('hex')}-${randomBytes(8).toString('hex')}-01`;
+  return `00-${ids.nonZeroHex(16)}-${ids.nonZeroHex(8)}-01`;
 }
 
 /** true once spans are exported (OTEL_EXPORTER_OTLP_ENDPOINT set). */
