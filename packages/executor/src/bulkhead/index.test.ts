@@ -46,8 +46,13 @@ describe('LocalBulkhead', () => {
     const bulkhead = new LocalBulkhead({ maxPerOrigin: 1, maxWaitMs: 60_000 });
     const held = await bulkhead.acquire('http://a:80');
     const order: string[] = [];
-    const first = bulkhead.acquire('http://a:80').then((grant) => (order.push('first'), grant));
-    const second = bulkhead.acquire('http://a:80').then((grant) => (order.push('second'), grant));
+    const inLine = (name: string) =>
+      bulkhead.acquire('http://a:80').then((grant) => {
+        order.push(name);
+        return grant;
+      });
+    const first = inLine('first');
+    const second = inLine('second');
     if (held.granted) held.release();
     const grantedFirst = await first;
     expect(grantedFirst.granted).toBe(true);
