@@ -249,7 +249,7 @@ describe('executor (end to end)', () => {
         meta: { requestId },
       });
       const headers = { 'requester-reply-to': 'gateway-x' };
-      await submitRaw(queue, [{ requestId, value, headers, inline: { value, headers } }]);
+      await submitRaw(queue, [{ requestId, value, headers, inline: { value: JSON.parse(value), headers } }]);
       const result = await resultOf(requestId);
       expect(result.response).toMatchObject({ status: 200, body: 'carried' });
       expect(counted.refs).toBe(0);
@@ -263,7 +263,7 @@ describe('executor (end to end)', () => {
         request: { uri: `${h.target.url}/echo`, body: 'from kafka' },
         meta: { requestId },
       });
-      await submitRaw(queue, [{ requestId, value, inline: { value: '{"not":"a request"}' } }]);
+      await submitRaw(queue, [{ requestId, value, inline: { value: { not: 'a request' } } }]);
       const result = await resultOf(requestId);
       expect(result.response).toMatchObject({ status: 200, body: 'from kafka' });
       expect(counted.refs).toBe(1);

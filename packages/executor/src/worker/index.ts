@@ -309,8 +309,11 @@ export class Executor {
         log.warn({ err: error }, 'in-record is gone: answering with an error result');
         return deliver(unreadableResult(requestId, error, job.task.tryCount), error.code);
       }
-      const parsed = this.parse(fetched.record.value, requestId, job.task.tryCount);
-      if (!parsed.ok && job.task.inline) return await this.attemptFromKafka(job);
+      const { inline, tryCount } = job.task;
+      const parsed = inline
+        ? this.validate(inline.value, requestId, tryCount)
+        : this.parse(fetched.record.value, requestId, tryCount);
+      if (!parsed.ok && inline) return await this.attemptFromKafka(job);
       if (!parsed.ok) return this.unprocessable(job, fetched.record, parsed.result);
       const { envelope } = parsed;
       const taskLog = envelope.meta.client ? log.child({ client: envelope.meta.client }) : log;
@@ -405,6 +408,11 @@ export class Executor {
       const message = `in-record is not JSON: ${err instanceof Error ? err.message : String(err)}`;
       return { ok: false, result: errorResult(requestId, 'invalid_request', message, { tryCount }) };
     }
+    return this.validate(input, requestId, tryCount);
+  }
+
+  /** `parse` for a value already parsed from JSON (an inline task's). */
+  private validate(input: unknown, requestId: string, tryCount: number): Parsed {
     const parsed = this.contract.safeParse(input);
     if (parsed.ok) return { ok: true, envelope: parsed.value };
     const result = invalidRequestResult(input, parsed.error);
@@ -734,15 +742,12 @@ function withReplyTo(settlement: Settlement, fetched: FetchOutcome | undefined):
   return replyTo ? { ...settlement, replyTo } : settlement;
 }
 
-/** An inline task's record, as if read from `in` (no key: only a record read back needs it). */
+/**
+ * An inline task's record, as if read from `in`, for its headers: the value rides parsed in the
+ * task (attempt validates it from there), and the key only a record read back needs.
+ */
 function inlineOutcome(ref: KafkaRef, inline: InlineRecord): FetchOutcome {
-  const record = {
-    ref,
-    key: null,
-    value: Buffer.from(inline.value),
-    headers: inline.headers ?? {},
-    timestamp: '',
-  };
+  const record = { ref, key: null, value: null, headers: inline.headers ?? {}, timestamp: '' };
   return { ok: true, record };
 }
 

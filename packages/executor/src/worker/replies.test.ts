@@ -52,7 +52,12 @@ describe('executor: sync replies', () => {
         ...ids.map((requestId, i) => {
           const headers = { [REPLY_TO_HEADER]: gateways[i] as string };
           const value = envelope(requestId);
-          return { requestId, value, headers, ...(inline && { inline: { value, headers } }) };
+          return {
+            requestId,
+            value,
+            headers,
+            ...(inline && { inline: { value: JSON.parse(value), headers } }),
+          };
         }),
         { requestId: unrouted, value: envelope(unrouted) },
       ]);

@@ -87,7 +87,7 @@ export function routeRecord(record: SourceRecord, contract: RequestContract, opt
   const traceparent = trace(envelope);
   if (dueAt - now > horizonMs)
     return { kind: 'outbox', row: outboxRow(record, envelope, dueAt, traceparent), envelope };
-  const inline = inlineRecord(record.value, record.headers, inlineMaxBytes);
+  const inline = inlineRecord(input, record.value.length, record.headers, inlineMaxBytes);
   return { kind: 'queue', task: queueTask(record, envelope, dueAt, traceparent, inline), envelope };
 }
 

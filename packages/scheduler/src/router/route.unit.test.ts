@@ -41,7 +41,7 @@ describe('routeRecord', () => {
     });
     if (route.kind !== 'queue') throw new Error(route.kind);
     expect(decodeQueuedTask(route.task.payload).inline).toEqual({
-      value: value.value?.toString(),
+      value: JSON.parse(value.value?.toString() ?? ''),
       headers: { traceparent: headers.traceparent },
     });
     // One byte over the bound: the ref alone.

@@ -42,8 +42,11 @@ export interface QueuedTask {
 
 /** What the executor reads of an `in` record: its value, and the headers it acts on. */
 export interface InlineRecord {
-  /** The record's value (UTF-8 JSON text of the request envelope). */
-  value: string;
+  /**
+   * The record's value as parsed JSON (the router parsed it already). It is written into the task
+   * as JSON, not as a string of JSON: no escaping, so the task grows by the value's own bytes.
+   */
+  value: unknown;
   /** The record's headers the executor acts on (`traceparent`, `requester-reply-to`), when present. */
   headers?: Record<string, string>;
 }
@@ -52,17 +55,18 @@ export interface InlineRecord {
 export const INLINE_HEADERS = ['traceparent', 'requester-reply-to'] as const;
 
 /**
- * The record as an inline task carries it, when its value is at most `maxBytes` (0: never).
- * Only the headers of INLINE_HEADERS are kept; the key is not (only a record the executor cannot
- * parse needs it, and that one is read back from Kafka).
+ * The record as an inline task carries it, when its value (`input`, parsed from `valueBytes`
+ * bytes) is at most `maxBytes` (0: never). Only the headers of INLINE_HEADERS are kept; the key
+ * is not (only a record the executor cannot parse needs it, and that one is read back from Kafka).
  */
 export function inlineRecord(
-  value: Buffer | null,
+  input: unknown,
+  valueBytes: number,
   headers: RecordHeaders | undefined,
   maxBytes: number,
 ): InlineRecord | undefined {
-  if (!value || value.length === 0 || value.length > maxBytes) return undefined;
-  const inline: InlineRecord = { value: value.toString('utf8') };
+  if (valueBytes === 0 || valueBytes > maxBytes) return undefined;
+  const inline: InlineRecord = { value: input };
   for (const name of INLINE_HEADERS) {
     const raw = headers?.[name];
     const first = Array.isArray(raw) ? raw[0] : raw;
@@ -104,8 +108,8 @@ interface WireTask {
   /** traceparent without its `00-` version prefix. */
   x?: string;
   q?: number;
-  /** The inline record's value, and its headers. */
-  v?: string;
+  /** The inline record's value (JSON as is), and its headers. */
+  v?: unknown;
   h?: Record<string, string>;
 }
 
@@ -147,7 +151,7 @@ export function decodeQueuedTask(payload: string): QueuedTask {
   if (wire.w !== undefined) task.waitedMs = wire.w;
   if (typeof wire.x === 'string') task.traceparent = `00-${wire.x}`;
   if (typeof wire.q === 'number') task.requeuedAt = wire.q;
-  if (typeof wire.v === 'string') {
+  if (wire.v !== undefined) {
     task.inline = { value: wire.v };
     if (isStringRecord(wire.h)) task.inline.headers = wire.h;
   }

@@ -32,34 +32,37 @@ describe('queued task encoding', () => {
     );
   });
 
-  it('carries a small in-record inline, with only the headers the executor reads', () => {
-    const value = Buffer.from('{"request":{"uri":"http://t.example/"},"meta":{"requestId":"r-1"}}');
+  it('carries a small in-record inline, as JSON, with only the headers the executor reads', () => {
+    const text = '{"request":{"uri":"http://t.example/","body":"say \\"hi\\""},"meta":{"requestId":"r-1"}}';
+    const input = JSON.parse(text);
     const headers = {
       traceparent: Buffer.from('00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01'),
       'requester-reply-to': ['gw-1'],
       'x-other': 'dropped',
     };
-    const inline = inlineRecord(value, headers, value.length);
+    const inline = inlineRecord(input, text.length, headers, text.length);
     expect(inline).toEqual({
-      value: value.toString(),
+      value: input,
       headers: {
         traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01',
         'requester-reply-to': 'gw-1',
       },
     });
     const task = { ref: { topic: 'in', partition: 0, offset: '5' }, requestId: 'r-1', tryCount: 0, inline };
-    expect(decodeQueuedTask(encodeQueuedTask(task))).toEqual(task);
+    const payload = encodeQueuedTask(task);
+    expect(decodeQueuedTask(payload)).toEqual(task);
+    // The value is embedded as JSON, not as an escaped string: the task grows by its bytes alone.
+    expect(payload).toContain(`"v":${text}`);
     // Over the bound, empty, or with the bound at 0: the task holds the ref alone.
-    expect(inlineRecord(value, headers, value.length - 1)).toBeUndefined();
-    expect(inlineRecord(Buffer.alloc(0), headers, 100)).toBeUndefined();
-    expect(inlineRecord(null, headers, 100)).toBeUndefined();
-    expect(inlineRecord(value, undefined, 0)).toBeUndefined();
-    expect(inlineRecord(value, undefined, 1000)).toEqual({ value: value.toString() });
+    expect(inlineRecord(input, text.length, headers, text.length - 1)).toBeUndefined();
+    expect(inlineRecord(input, 0, headers, 100)).toBeUndefined();
+    expect(inlineRecord(input, text.length, undefined, 0)).toBeUndefined();
+    expect(inlineRecord(input, text.length, undefined, 1000)).toEqual({ value: input });
   });
 
   it('ignores inline headers that are not strings (the value still counts)', () => {
-    const payload = JSON.stringify({ t: 'in', p: 0, o: '1', r: 'r', n: 0, v: '{}', h: { a: 1 } });
-    expect(decodeQueuedTask(payload).inline).toEqual({ value: '{}' });
+    const payload = JSON.stringify({ t: 'in', p: 0, o: '1', r: 'r', n: 0, v: {}, h: { a: 1 } });
+    expect(decodeQueuedTask(payload).inline).toEqual({ value: {} });
   });
 
   it('refuses a payload that is not a task, naming it', () => {
