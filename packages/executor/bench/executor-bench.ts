@@ -4,6 +4,7 @@
  *   pnpm exec node packages/executor/bench/executor-bench.ts [--tasks 2000] [--workers 32]
  *       [--bulkhead none,process,cluster [--rounds 3]] [--events off,all [--rounds 3]]
  *       [--body-bytes 100,65536 [--rounds 3]] [--partitions none,distinct [--rounds 3]]
+ *       [--inline off,on [--rounds 3]]
  *
  * Prints: fetcher latency for 1 and 100 refs (cold: its record cache disabled), then executor
  * throughput end to end (queue → fetch → HTTP → out → ack) for unordered tasks and for one
@@ -16,7 +17,9 @@
  * With `--body-bytes 100,65536`, the same per request body size (bytes of the POST body; the echo
  * target returns it, so the result carries it too). With `--partitions none,distinct`, the same
  * unordered against every request on an ordered partition of its own (`!p-<i>`, `--tasks` distinct
- * keys in the queue at once).
+ * keys in the queue at once). With `--inline off,on`, the same with every task's `in` record read
+ * back by offset against carried in the task (QUEUE_INLINE_BYTES), with the Redis memory each
+ * queued task takes (`used_memory` delta over the publish, divided by the tasks).
  * Topics and Redis keys are unique per run; queue keys are purged at the end.
  *
  * Recorded 2026-11-30, 2 CPUs shared with other work, Node 24.21, Kafka 4 (KRaft, local), Redis 7;
@@ -62,6 +65,7 @@ const EVENT_MODES = args.includes('--events')
 const list = (name: string) => (args.includes(name) ? (args[args.indexOf(name) + 1] ?? '').split(',') : []);
 const BODY_SIZES = list('--body-bytes').map(Number);
 const PARTITION_MODES = list('--partitions');
+const INLINE_MODES = list('--inline');
 
 /**
  * CPU time spent so far by each part of the pipeline: this process (executor, target, reader; all
@@ -122,6 +126,11 @@ async function writeIn(count: number, envelope: (i: number) => object): Promise<
   return refs;
 }
 
+/** Redis `used_memory` (bytes): its delta over a publish is what the queued tasks take. */
+async function usedMemory(): Promise<number> {
+  return Number(/used_memory:(\d+)/.exec(await redis.info('memory'))?.[1] ?? 0);
+}
+
 async function benchFetcher(): Promise<void> {
   const refs = await writeIn(300, (i) => ({
     request: { uri: '' },
@@ -171,17 +180,19 @@ async function benchExecutor(
   bulkhead?: Bulkhead,
   events: JournalMode = 'off',
   bodyBytes?: number,
+  inline = false,
 ): Promise<number> {
   const queue = new FairQueue({ redis, prefix: `${uniqueName('bench')}:`, shards: 128 });
   const run = uniqueName('run');
-  const refs = await writeIn(count, (i) => ({
+  const envelope = (i: number) => ({
     request: {
       uri: `${target.url}/echo?run=${run}`,
       method: 'POST',
       body: bodyBytes === undefined ? `{"i":${i}}` : `${i}:`.padEnd(bodyBytes, 'x'),
     },
     meta: { requestId: `${run}-${i}`, ...(partition(i) ? { partition: partition(i) } : {}) },
-  }));
+  });
+  const refs = await writeIn(count, envelope);
   let seen = 0;
   let done: () => void = () => {};
   const finished = new Promise<void>((resolve) => {
@@ -230,15 +241,22 @@ async function benchExecutor(
     logger: silentLogger,
     bulkhead,
   });
+  const memoryBefore = await usedMemory();
   const started = performance.now();
   const cpuBefore = await cpuMs();
   await queue.publish(
     refs.map((ref, i) => ({
       id: taskId(`${run}-${i}`, 0),
       partition: queuePartition(partition(i), `${run}-${i}`),
-      payload: encodeQueuedTask({ ref, requestId: `${run}-${i}`, tryCount: 0 }),
+      payload: encodeQueuedTask({
+        ref,
+        requestId: `${run}-${i}`,
+        tryCount: 0,
+        ...(inline ? { inline: { value: envelope(i) } } : {}),
+      }),
     })),
   );
+  const bytesPerTask = ((await usedMemory()) - memoryBefore) / count;
   executor.start();
   // A run that stops making progress says where it stands instead of hanging.
   let lastSeen = -1;
@@ -264,7 +282,7 @@ async function benchExecutor(
   console.log(
     `executor ${label}: ${count} tasks in ${seconds.toFixed(2)} s = ${(count / seconds).toFixed(0)} tasks/s (${WORKERS} workers); ` +
       `CPU per task: node ${perTask(cpuBefore.node, cpuAfter.node)} (main thread ${perTask(cpuBefore.main, cpuAfter.main)}), redis ${perTask(cpuBefore.redis, cpuAfter.redis)}, ` +
-      `kafka ${perTask(cpuBefore.kafka, cpuAfter.kafka)}`,
+      `kafka ${perTask(cpuBefore.kafka, cpuAfter.kafka)}; Redis memory per queued task ${bytesPerTask.toFixed(0)} B`,
   );
   await slow('executor.drain', executor.drain());
   await slow('journal.close', journal.close());
@@ -345,6 +363,23 @@ async function benchPartitionModes(): Promise<void> {
   );
 }
 
+/** The `in` record read back by offset against carried in the task, ROUNDS times interleaved. */
+async function benchInlineModes(): Promise<void> {
+  await compareVariants(
+    INLINE_MODES.map((mode) => `inline ${mode}`),
+    (i) =>
+      benchExecutor(
+        `inline ${INLINE_MODES[i]}`,
+        TASKS,
+        () => undefined,
+        undefined,
+        'off',
+        undefined,
+        INLINE_MODES[i] === 'on',
+      ),
+  );
+}
+
 /** Runs each variant once per round, ROUNDS rounds; prints each variant's per-round ratio to the first. */
 async function compareVariants(labels: string[], run: (variant: number) => Promise<number>): Promise<void> {
   const rates = labels.map((): number[] => []);
@@ -375,6 +410,7 @@ try {
   else if (EVENT_MODES.length > 0) await benchEventModes();
   else if (BODY_SIZES.length > 0) await benchBodySizes();
   else if (PARTITION_MODES.length > 0) await benchPartitionModes();
+  else if (INLINE_MODES.length > 0) await benchInlineModes();
   else {
     await benchFetcher();
     await benchExecutor('unordered', TASKS, () => undefined);
