@@ -79,6 +79,11 @@ export interface ConsumerOptions {
   sessionTimeoutMs?: number;
   /** Longest a fetch waits for data when there is none: bounds how long `stop` waits for it. */
   maxWaitMs?: number;
+  /**
+   * Bytes a fetch waits for (up to maxWaitMs) before it returns (default 1: at once). More makes
+   * fewer, larger batches under load, for maxWaitMs more latency when records trickle in.
+   */
+  minBytes?: number;
   /** Retries of a failing batch inside the client before the consumer crashes (and restarts). */
   retries?: number;
 }

@@ -26,6 +26,7 @@ export class KafkajsConsumer implements KafkaConsumer {
       heartbeatInterval: 3_000,
       // An idle fetch waits at most this long: disconnect (shutdown phase 2) waits for it to return.
       maxWaitTimeInMs: options.maxWaitMs ?? 500,
+      minBytes: options.minBytes ?? 1,
       ...(options.retries === undefined
         ? {}
         : { retry: { retries: options.retries, initialRetryTime: 100 } }),
