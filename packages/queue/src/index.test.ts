@@ -245,17 +245,36 @@ describe.each([single, clustered])('FairQueue on $name', (target) => {
       expect(shardsSeen.size).toBe(16);
     });
 
-    test('an idle worker is woken when another process publishes', async () => {
+    test('an idle worker is woken when another process publishes (Redis pub/sub)', async () => {
       const prefix = uniquePrefix();
       const worker = makeQueue({ refreshMs: 60_000 }, prefix);
-      const publisher = makeQueue({}, prefix);
+      // Announces nothing itself: the announcement below is what another process would send.
+      const publisher = makeQueue({ notify: false }, prefix);
       expect((await worker.lease(1, 1_000)).tasks).toEqual([]);
       await worker.waitForWork(1); // subscribes
       const woken = worker.waitForWork(30_000);
       await publisher.publish([{ id: 'w', partition: 'p', payload: '' }]);
+      await redis.publish(worker.wakeChannel, `${worker.shardOf('p')}:0`);
       expect(await woken).toBe(true);
       // the wake message also tells the worker which shard to visit, despite its stale view
       expect(ids((await worker.lease(1, 1_000)).tasks)).toEqual(['w']);
+    });
+
+    test('an idle worker is woken by a publisher of its own process without Redis pub/sub', async () => {
+      const prefix = uniquePrefix();
+      const worker = makeQueue({ refreshMs: 60_000 }, prefix);
+      const mute = redis.duplicate();
+      mute.publish = () => Promise.reject(new Error('no pub/sub here'));
+      const publisher = makeQueue({ redis: mute }, prefix);
+      try {
+        await worker.waitForWork(1); // subscribes
+        const woken = worker.waitForWork(30_000);
+        await publisher.publish([{ id: 'local', partition: 'p', payload: '' }]);
+        expect(await woken).toBe(true);
+        expect(ids((await worker.lease(1, 1_000)).tasks)).toEqual(['local']);
+      } finally {
+        mute.disconnect();
+      }
     });
   });
 

@@ -1,3 +1,4 @@
+import { EventEmitter } from 'node:events';
 import { type Logger, type RedisClient, RequesterError } from '@requester/shared';
 import { parseToken, shardKey, shardKeys, shardOfPartition } from './keys.ts';
 import { queueMetrics } from './metrics.ts';
@@ -381,6 +382,7 @@ export class FairQueue {
 
   /** Stops the wake-up subscription (the caller owns and closes `redis`). */
   async close(): Promise<void> {
+    localWakes.off(this.wakeChannel, this.heardLocally);
     for (const finish of [...this.waiters]) finish(false);
     const subscriber = this.subscriber;
     this.subscriber = undefined;
@@ -396,8 +398,12 @@ export class FairQueue {
   /** Tells idle workers (`waitForWork`) which shards have work now (`shard:inMs`, comma-separated). */
   private async announce(shards: string[]): Promise<void> {
     if (!this.notify || shards.length === 0) return;
+    const message = shards.join(',');
+    // Workers of this process (another instance on the same queue, e.g. `--role all`) hear it at
+    // once; the others, and these again, through Redis.
+    localWakes.emit(this.wakeChannel, message);
     try {
-      await this.redis.publish(this.wakeChannel, shards.join(','));
+      await this.redis.publish(this.wakeChannel, message);
     } catch (err) {
       // Only a latency hint: workers find the work on their next view refresh anyway.
       this.logger?.warn({ err, queue: this.name }, 'wake announcement failed');
@@ -537,6 +543,18 @@ export class FairQueue {
     return Math.max(0, Math.min(soonest - now, this.maxIdleMs));
   }
 
+  /** A wake announcement (`shard:inMs`, comma-separated): the shards' views, then idle workers. */
+  private heard(message: string): void {
+    this.announcements++;
+    for (const entry of message.split(',')) {
+      const [shard, inMs] = entry.split(':').map(Number);
+      if (shard !== undefined && inMs !== undefined && shard < this.shards) this.view.wake(shard, inMs);
+    }
+    for (const finish of [...this.waiters]) finish(true);
+  }
+
+  private readonly heardLocally = (message: string) => this.heard(message);
+
   /** Re-reads the state of every shard (one small read-only script per shard, pipelined). */
   private async refreshView(): Promise<void> {
     const at = Date.now();
@@ -553,18 +571,18 @@ export class FairQueue {
     if (this.subscriber) return;
     const subscriber = this.redis.duplicate();
     this.subscriber = subscriber;
-    subscriber.on('message', (_channel: string, message: string) => {
-      this.announcements++;
-      for (const entry of message.split(',')) {
-        const [shard, inMs] = entry.split(':').map(Number);
-        if (shard !== undefined && inMs !== undefined && shard < this.shards) this.view.wake(shard, inMs);
-      }
-      for (const finish of [...this.waiters]) finish(true);
-    });
+    subscriber.on('message', (_channel: string, message: string) => this.heard(message));
+    localWakes.on(this.wakeChannel, this.heardLocally);
     subscriber.on('error', (err: Error) => this.logger?.warn({ err, queue: this.name }, 'wake subscription'));
     await subscriber.subscribe(this.wakeChannel);
   }
 }
+
+/**
+ * Wake announcements inside this process, by wake channel: a queue instance that publishes wakes
+ * the idle workers of the others on the same queue without the round trip through Redis pub/sub.
+ */
+const localWakes = new EventEmitter().setMaxListeners(0);
 
 /**
  * What this process knows about each shard: when it next has something to do (a ready partition,
