@@ -42,9 +42,21 @@ export class KafkajsAdmin implements KafkaAdmin {
     }
   }
 
-  async topicOffsets(topic: string): Promise<PartitionOffsets[]> {
-    const offsets = await this.admin.fetchTopicOffsets(topic);
-    return offsets.map(({ partition, low, high }) => ({ partition, low, high }));
+  /**
+   * Asked again on retriable errors for up to `patienceMs`: right after a topic is created (or a
+   * broker restarted) ListOffsets may answer "not the leader" until leadership settles.
+   */
+  async topicOffsets(topic: string, patienceMs = 5_000): Promise<PartitionOffsets[]> {
+    const deadline = Date.now() + patienceMs;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const offsets = await this.admin.fetchTopicOffsets(topic);
+        return offsets.map(({ partition, low, high }) => ({ partition, low, high }));
+      } catch (err) {
+        if (!isRetriableKafkaError(err) || Date.now() > deadline) throw err;
+        await new Promise((resolve) => setTimeout(resolve, Math.min(100 * attempt, 1_000)));
+      }
+    }
   }
 
   async committedOffsets(
