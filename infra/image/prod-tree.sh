@@ -13,6 +13,8 @@ pnpm="${PNPM:-pnpm}"
 rm -rf "$out"
 mkdir -p "$out"
 cp "$root"/package.json "$root"/pnpm-lock.yaml "$root"/pnpm-workspace.yaml "$root"/.npmrc "$out"/
+# pnpm-workspace.yaml's patchedDependencies name these files; without them the install fails.
+cp -R "$root"/patches "$out"/
 for pkg in "$root"/packages/*/; do
   name="$(basename "$pkg")"
   mkdir -p "$out/packages/$name"

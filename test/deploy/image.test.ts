@@ -39,6 +39,18 @@ describe('the production tree of the image', () => {
       expect(() => execFileSync('test', ['-e', join(tree, 'node_modules', dev)])).toThrow();
   });
 
+  it('installs kafkajs with the patch of patches/ and the native CRC-32C', () => {
+    const probe =
+      "const crc = require('kafkajs/src/protocol/recordBatch/crc32C'); require('@node-rs/crc32');" +
+      'process.stdout.write(typeof crc.use)';
+    const kind = execFileSync('node', ['-e', probe], {
+      cwd: join(tree, 'packages/shared'),
+      encoding: 'utf8',
+      env: { ...process.env, PATH: PATH_WITH_NODE_24 },
+    });
+    expect(kind).toBe('function');
+  });
+
   it('answers --help', () => {
     const help = execFileSync(bin, ['--help'], {
       encoding: 'utf8',

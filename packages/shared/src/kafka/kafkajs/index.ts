@@ -11,6 +11,7 @@ import type {
 } from '../types.ts';
 import { KafkajsAdmin } from './admin.ts';
 import { KafkajsConsumer } from './consumer.ts';
+import { installCrc32c } from './crc32c.ts';
 import { createFetcher } from './fetcher.ts';
 import { brokerList, kafkajsSecurity, kafkaLogCreator } from './options.ts';
 import { KafkajsProducer } from './producer.ts';
@@ -28,6 +29,9 @@ export interface KafkaSettings {
   /** TLS and SASL towards the brokers (default: neither). */
   security?: KafkaSecurity;
 }
+
+// Before any produce: record batch checksums are computed natively when the binary is there.
+installCrc32c();
 
 export function createKafka(settings: KafkaSettings): KafkaClient {
   return new KafkajsClient(settings);
