@@ -1,0 +1,86 @@
+import { createRequire } from 'node:module';
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { pureCrc32c } from './crc32c.ts';
+
+/**
+ * kafkajs's Encoder as patches/kafkajs@2.2.4.patch leaves it: nested encoders of 8 KiB and more
+ * are appended by reference and copied once, when the outermost buffer is read. What a produce
+ * request carries must be byte for byte what kafkajs's own decoder reads back.
+ */
+
+const require = createRequire(import.meta.url);
+
+interface Encoder {
+  buffer: Buffer;
+  size(): number;
+  writeInt32(value: number): Encoder;
+  writeString(value: string): Encoder;
+  writeEncoder(value: Encoder): Encoder;
+  writeArray(values: Encoder[]): Encoder;
+}
+const Encoder = require('kafkajs/src/protocol/encoder') as new () => Encoder;
+const Decoder = require('kafkajs/src/protocol/decoder') as new (buffer: Buffer) => unknown;
+const { RecordBatch } = require('kafkajs/src/protocol/recordBatch/v0') as {
+  RecordBatch(options: { records: unknown[]; lastOffsetDelta: number }): Promise<Encoder>;
+};
+const decodeRecordBatch = require('kafkajs/src/protocol/recordBatch/v0/decoder') as (
+  decoder: unknown,
+) => Promise<{ records: Array<{ key: Buffer | null; value: Buffer | null; offset: string }> }>;
+const Record = require('kafkajs/src/protocol/recordBatch/record/v0') as (record: object) => Encoder;
+
+const value = fc.oneof(
+  fc.string({ maxLength: 50 }),
+  fc.integer({ min: 0, max: 40_000 }).map((n) => 'é'.repeat(n)),
+  fc.uint8Array({ maxLength: 30_000 }).map((bytes) => Buffer.from(bytes)),
+  fc.constant(null),
+);
+
+describe('kafkajs Encoder (patched)', () => {
+  it('a produce request nesting record batches decodes to the records written', async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.array(value, { minLength: 1, maxLength: 8 }), async (values) => {
+        const records = values.map((v, offsetDelta) =>
+          Record({ offsetDelta, key: `k${offsetDelta}`, value: v }),
+        );
+        const batch = await RecordBatch({ records, lastOffsetDelta: records.length - 1 });
+        // As produce v3 nests it: partition, topic, request, then the size-prefixed frame.
+        const partition = new Encoder().writeInt32(7).writeInt32(batch.size()).writeEncoder(batch);
+        const topic = new Encoder().writeString('topic').writeArray([partition]);
+        const payload = new Encoder().writeString('client').writeArray([topic]);
+        const frame = new Encoder().writeInt32(payload.size()).writeEncoder(payload);
+        const bytes = frame.buffer;
+        expect(bytes.length).toBe(frame.size());
+        expect(frame.buffer.equals(bytes)).toBe(true);
+
+        const payloadStart = 4 + 2 + 'client'.length + 4;
+        const partitionStart = payloadStart + 2 + 'topic'.length + 4;
+        expect(bytes.readInt32BE(0)).toBe(bytes.length - 4);
+        expect(bytes.readInt32BE(partitionStart)).toBe(7);
+        const batchBytes = bytes.subarray(partitionStart + 8);
+        expect(batchBytes.length).toBe(bytes.readInt32BE(partitionStart + 4));
+        expect(batchBytes.readUInt32BE(17)).toBe(pureCrc32c(batchBytes.subarray(21)));
+
+        const decoded = await decodeRecordBatch(new Decoder(batchBytes));
+        expect(decoded.records.map((r) => r.key?.toString())).toEqual(values.map((_, i) => `k${i}`));
+        expect(decoded.records.map((r) => r.value)).toEqual(
+          values.map((v) => (v === null ? null : Buffer.from(v))),
+        );
+      }),
+      { numRuns: 50 },
+    );
+  });
+
+  it('writes after a nested encoder follow it, and reading the buffer twice changes nothing', () => {
+    const big = new Encoder().writeString('x'.repeat(10_000));
+    const outer = new Encoder().writeInt32(1).writeEncoder(big).writeInt32(2);
+    const first = outer.buffer;
+    outer.writeInt32(3);
+    const second = outer.buffer;
+    expect(second.length).toBe(4 + 2 + 10_000 + 4 + 4);
+    expect(second.subarray(0, first.length)).toEqual(first);
+    expect([second.readInt32BE(0), second.readInt32BE(10_006), second.readInt32BE(10_010)]).toEqual([
+      1, 2, 3,
+    ]);
+  });
+});
