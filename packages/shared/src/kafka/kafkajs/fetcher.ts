@@ -109,6 +109,8 @@ class KafkaFetcher implements Fetcher {
   private readonly clusters: LowLevelCluster[];
   private readonly connecting: Array<Promise<void> | undefined>;
   private readonly cache: LRUCache<string, FetchedRecord> | undefined;
+  /** Bytes per record last seen in each topic's responses: what sizes the next fetches. */
+  private readonly recordBytes = new Map<string, number>();
   private next = 0;
 
   constructor(settings: FetcherSettings) {
@@ -358,7 +360,7 @@ class KafkaFetcher implements Fetcher {
             partitions: list.map((w) => ({
               partition: w.partition,
               fetchOffset: w.offsets[0]!.toString(),
-              maxBytes: this.options.partitionMaxBytes,
+              maxBytes: this.rangeBytes(w),
             })),
           })),
         });
@@ -368,11 +370,39 @@ class KafkaFetcher implements Fetcher {
   }
 
   /**
+   * Bytes to ask of a partition: enough for the span of its wanted offsets at the topic's record
+   * size last seen, at least READ_AHEAD_BYTES, at most `partitionMaxBytes` (all of it while the
+   * size is unknown). Wants spread over a partition take a round each whatever is asked, and with
+   * large records a full-size range per round was mostly bytes that nobody wanted: the broker
+   * read and sent them, kafkajs received and decoded them.
+   */
+  private rangeBytes(want: PartitionWant): number {
+    const max = this.options.partitionMaxBytes;
+    const perRecord = this.recordBytes.get(want.topic);
+    if (perRecord === undefined) return max;
+    const span = Number(want.offsets.at(-1)! - want.offsets[0]!) + 1;
+    return Math.min(max, Math.max(READ_AHEAD_BYTES, Math.ceil(perRecord * span)));
+  }
+
+  private learnRecordBytes(topic: string, messages: RawRecord[]): void {
+    if (messages.length === 0) return;
+    let bytes = 0;
+    for (const raw of messages)
+      bytes += (raw.value?.length ?? 0) + (raw.key?.length ?? 0) + RECORD_FRAMING_BYTES;
+    // Only as many topics as the process reads; a bound all the same (topics made per test run).
+    if (this.recordBytes.size >= 10_000 && !this.recordBytes.has(topic)) this.recordBytes.clear();
+    this.recordBytes.set(topic, bytes / messages.length);
+  }
+
+  /**
    * Matches fetched records against the wants. The broker returns whole batches, so records
    * below the asked offset are dropped; control records (transaction markers) are skipped. A
    * wanted offset at or below the last returned record that did not come back holds no data
    * record (a control record or a compacted gap). A partition that returned nothing at or after
    * its asked offset is checked against its log bounds (expired below the start, missing past the end).
+   * The cache gets copies (see ownedRecord) of the wanted records, which are also what is answered,
+   * and of the records that follow within READ_AHEAD_BYTES: copying all of a response (up to
+   * `partitionMaxBytes`) for one wanted offset cost more than the later hits saved.
    */
   private async absorb(
     cluster: LowLevelCluster,
@@ -387,18 +417,28 @@ class KafkaFetcher implements Fetcher {
         const want = wants.get(key);
         if (!want) continue;
         const from = want.offsets[0]!;
+        this.learnRecordBytes(topicName, messages);
+        const wanted = new Set(want.offsets);
+        let readAhead = READ_AHEAD_BYTES;
         let last = -1n;
-        const byOffset = new Map<bigint, RawRecord>();
+        const byOffset = new Map<bigint, FetchedRecord>();
         for (const raw of messages) {
           const offset = BigInt(raw.offset);
           if (offset < from) continue;
           if (offset > last) last = offset;
           if (raw.isControlRecord) continue;
-          byOffset.set(offset, raw);
+          const isWanted = wanted.has(offset);
+          let record: FetchedRecord | undefined;
           if (this.cache) {
-            const record = ownedRecord(topicName, partition, raw);
-            this.cache.set(refKey(record.ref), record);
+            const charge = chargedBytes(raw);
+            const keep = charge <= this.options.cacheBytes && (isWanted || charge <= readAhead);
+            if (keep) {
+              if (!isWanted) readAhead -= charge;
+              record = ownedRecord(topicName, partition, raw);
+              this.cache.set(refKey(record.ref), record);
+            }
           }
+          if (isWanted) byOffset.set(offset, record ?? toRecord(topicName, partition, raw));
         }
         if (last < from) {
           stalled.push(want);
@@ -406,12 +446,12 @@ class KafkaFetcher implements Fetcher {
         }
         want.offsets = want.offsets.filter((offset) => {
           if (offset > last) return true;
-          const raw = byOffset.get(offset);
+          const record = byOffset.get(offset);
           settle(
             want,
             offset,
-            raw
-              ? { ok: true, record: toRecord(topicName, partition, raw) }
+            record
+              ? { ok: true, record }
               : unavailable('not_found', want, offset, 'no data record at this offset'),
           );
           return false;
@@ -596,9 +636,18 @@ function recordCache(maxBytes: number): LRUCache<string, FetchedRecord> | undefi
   if (maxBytes <= 0) return undefined;
   return new LRUCache<string, FetchedRecord>({
     maxSize: maxBytes,
-    sizeCalculation: (record) =>
-      (record.value?.length ?? 0) + (record.key?.length ?? 0) + RECORD_OVERHEAD_BYTES,
+    sizeCalculation: chargedBytes,
   });
 }
 
 const RECORD_OVERHEAD_BYTES = 256;
+
+function chargedBytes(record: { key: Buffer | null; value: Buffer | null }): number {
+  return (record.value?.length ?? 0) + (record.key?.length ?? 0) + RECORD_OVERHEAD_BYTES;
+}
+
+/** Bytes of the records following the wanted ones that are kept per partition of a response. */
+const READ_AHEAD_BYTES = 256 * 1024;
+
+/** A record's framing in a batch besides key and value (lengths, deltas, attributes), about. */
+const RECORD_FRAMING_BYTES = 20;
