@@ -210,7 +210,10 @@ export interface FetcherOptions {
   connections?: number;
   /** How long the broker may hold a fetch when no data is available (only at the partition end). */
   maxWaitMs?: number;
-  /** Bytes asked per partition range (the broker always returns at least one whole batch). */
+  /**
+   * Bytes asked per partition range at most (the broker always returns at least one whole batch);
+   * less when the wanted offsets span fewer records of the topic's size last seen.
+   */
   partitionMaxBytes?: number;
   /** Bytes asked per request (one request per broker). */
   requestMaxBytes?: number;
