@@ -10,10 +10,13 @@ import { createRequire } from 'node:module';
 
 const require = createRequire(import.meta.url);
 
-type Crc = (buffer: Buffer) => number;
+/** The CRC-32C of `buffer` following bytes whose CRC was `previous` (0: none), unsigned. */
+type Crc = (buffer: Buffer, previous?: number) => number;
 
 interface KafkajsCrc32C {
-  (buffer: Buffer): number;
+  (buffer: Buffer, previous?: number): number;
+  /** The CRC of the chunks one after the other. Added by the patch. */
+  ofChunks?: (chunks: Buffer[]) => number;
   /** Replaces the implementation (not a function: kafkajs's own again). Added by the patch. */
   use?: (implementation: Crc | null) => void;
   /** kafkajs's own implementation. Added by the patch. */
@@ -26,7 +29,7 @@ const kafkajsCrc = require('kafkajs/src/protocol/recordBatch/crc32C') as Kafkajs
 export function nativeCrc32c(): Crc | null {
   try {
     const { crc32c } = require('@node-rs/crc32') as { crc32c(input: Buffer, initialState?: number): number };
-    return (buffer) => crc32c(buffer);
+    return (buffer, previous = 0) => crc32c(buffer, previous);
   } catch {
     return null;
   }

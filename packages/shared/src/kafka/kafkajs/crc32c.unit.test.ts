@@ -40,6 +40,15 @@ describe('CRC-32C of kafkajs record batches', () => {
         expect(native(buffer)).toBe(pureCrc32c(buffer));
       }),
     );
+    // In pieces (a record batch's CRC runs over its chunks): the CRC so far carries over.
+    fc.assert(
+      fc.property(buffers, buffers, (a, b) => {
+        const [first, second] = [Buffer.from(a), Buffer.from(b)];
+        const whole = pureCrc32c(Buffer.concat([first, second]));
+        expect(native(second, native(first))).toBe(whole);
+        expect(pureCrc32c(second, pureCrc32c(first))).toBe(whole);
+      }),
+    );
     // The known answer of CRC-32C (RFC 3720, iSCSI) for "123456789".
     expect(native(Buffer.from('123456789'))).toBe(0xe3069283);
     expect(pureCrc32c(Buffer.from('123456789'))).toBe(0xe3069283);
