@@ -12,6 +12,7 @@
 
 import { RequesterError } from '../errors/index.ts';
 import type { RecordHeaders } from '../kafka/types.ts';
+import { REPLY_TO_HEADER } from '../replies/index.ts';
 
 export interface KafkaRef {
   topic: string;
@@ -52,7 +53,7 @@ export interface InlineRecord {
 }
 
 /** Headers of an `in` record that the executor reads, and so an inline task must carry. */
-export const INLINE_HEADERS = ['traceparent', 'requester-reply-to'] as const;
+export const INLINE_HEADERS = ['traceparent', REPLY_TO_HEADER] as const;
 
 /**
  * The record as an inline task carries it, when its value (`input`, parsed from `valueBytes`
