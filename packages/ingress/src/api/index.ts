@@ -309,17 +309,18 @@ async function accept(
   if (!parsed.ok) return problem(c, 400, 'invalid_request', parsed.error.message, parsed.error.issues);
   const admitted = await settings.access.admit(c.get('caller'), parsed.value);
   if (!admitted.ok) return refuse(c, admitted.refusal);
-  // The PRODUCER span's context goes in meta.traceparent: the router's span continues it.
+  const id = admitted.envelope.meta.requestId;
+  useLog(c, parts.ingressLog, id);
+  // The fingerprint covers meta.client: another key reusing a requestId is a different request.
+  const refused = await claimRequestId(c, parts.claim, admitted.envelope, settings);
+  if (refused) return refused;
+  // The PRODUCER span's context goes in meta.traceparent: the router's span continues it. Started
+  // only now: a refused claim sends nothing (and would leave the span open).
   const sending = startSpan('send in', serverSpan(c, admitted.envelope.meta.traceparent), {
     kind: SpanKind.PRODUCER,
     attributes: { 'messaging.system': 'kafka', 'messaging.operation.type': 'send' },
   });
   const envelope = stamp(admitted.envelope, traceparentOf(sending));
-  const id = envelope.meta.requestId;
-  useLog(c, parts.ingressLog, id);
-  // The fingerprint covers meta.client: another key reusing a requestId is a different request.
-  const refused = await claimRequestId(c, parts.claim, admitted.envelope, settings);
-  if (refused) return refused;
 
   // The waiter is registered before the produce: a result that comes back fast cannot slip past.
   const hub = envelope.meta.sync && !parts.closing ? parts.hub : undefined;
