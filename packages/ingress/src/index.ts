@@ -2,7 +2,7 @@
  * @requester/ingress: the `ingress` and `sync-gateway` roles (docs/architecture.md §3), loaded by the
  * requester CLI. Both serve one HTTP API per process (see `server/`).
  */
-export { type Access, type Caller, KeyAccess, type Refusal } from './auth/index.ts';
+export { type Access, apiKeyLimiterPrefix, type Caller, KeyAccess, type Refusal } from './auth/index.ts';
 export {
   ADMIN_SCOPES,
   type AdminScope,

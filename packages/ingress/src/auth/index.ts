@@ -332,8 +332,13 @@ export async function accessFromConfig(ctx: RoleContext): Promise<Access> {
     horizonMs: config.redisHorizon,
     // Its own prefix: a caller's meta.limiter.key can never name (and spend) a key's quota.
     limiter: () => {
-      limiter ??= new RateLimiter({ redis: deps.redis(), prefix: `${config.redisPrefix}:auth:` });
+      limiter ??= new RateLimiter({ redis: deps.redis(), prefix: apiKeyLimiterPrefix(config.redisPrefix) });
       return limiter;
     },
   });
+}
+
+/** The Redis prefix of the API keys' rate limiter (`requester limiter show --api-key` reads it). */
+export function apiKeyLimiterPrefix(redisPrefix: string): string {
+  return `${redisPrefix}:auth:`;
 }

@@ -1,4 +1,4 @@
-import { type KafkaProducer, type OutgoingRecord, withTimeout } from '@requester/shared';
+import { CHANNEL_HEADER, type KafkaProducer, type OutgoingRecord, withTimeout } from '@requester/shared';
 import type { Submit } from '../api/index.ts';
 
 export interface SubmitBatching {
@@ -39,13 +39,13 @@ export function kafkaSubmit(
   );
   return async (key, value, headers) => {
     // The channel header tells the router that this request's journal began here (`accepted` over http).
-    const sent = batcher.add({ key, value, headers: { ...headers, ...CHANNEL_HEADER } });
+    const sent = batcher.add({ key, value, headers: { ...headers, ...CHANNEL } });
     sent.catch(() => {}); // a late rejection after the timeout already answered is not unhandled
     await withTimeout(sent, timeoutMs, `produce to ${topic} timed out after ${timeoutMs} ms`);
   };
 }
 
-const CHANNEL_HEADER = { 'requester-channel': 'http' };
+const CHANNEL = { [CHANNEL_HEADER]: 'http' };
 
 interface Waiting {
   record: OutgoingRecord;

@@ -16,6 +16,7 @@ import {
   type Logger,
   Outbox,
   type OutgoingRecord,
+  RELAYED_FROM_HEADER,
   type RoleDefinition,
   type RoleHandle,
   type Span,
@@ -304,7 +305,7 @@ function inRecord(row: ClaimedRow, span: Span | undefined): OutgoingRecord {
     key: row.key,
     value: row.payload,
     headers: {
-      'requester-relayed-from': 'outbox',
+      [RELAYED_FROM_HEADER]: 'outbox',
       'requester-due-at': row.dueAt.toISOString(),
       ...(traceparent ? { traceparent } : {}),
     },

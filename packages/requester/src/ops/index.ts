@@ -1,3 +1,4 @@
+import { apiKeyLimiterPrefix } from '@requester/ingress';
 import {
   type BreakerSnapshot,
   type CircuitBreaker,
@@ -143,7 +144,7 @@ export async function showLimiter(
   rates: LimiterWindow[],
   apiKey = false,
 ): Promise<{ windows: LimiterWindowState[]; views: LimiterView[] }> {
-  const prefix = `${config.redisPrefix}:${apiKey ? 'auth:' : ''}`;
+  const prefix = apiKey ? apiKeyLimiterPrefix(config.redisPrefix) : `${config.redisPrefix}:`;
   const windows = await inspectLimiter(redis, prefix, key, rates);
   return { windows, views: windows.map(({ resetAtMs, ...w }) => ({ ...w, resetAt: iso(resetAtMs) })) };
 }

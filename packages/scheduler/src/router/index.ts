@@ -9,6 +9,7 @@ import {
   firstTraceparent,
   histogram,
   isOutage,
+  JOURNALED_BY_HEADERS,
   type Journal,
   type KafkaConsumer,
   type KafkaProducer,
@@ -46,9 +47,6 @@ const refused = counter(
   'records of in the queue or outbox refused (answered with an error result and dead-lettered)',
   ['destination'],
 );
-/** Headers of the `in` records whose journal began before `in`: ingress, relay, DLQ replay. */
-const JOURNALED_BY_HEADER = new Set(['requester-channel', 'requester-relayed-from', 'requester-replay-of']);
-
 const batchSeconds = histogram('router_batch_seconds', 'time to route one fetched batch of in');
 
 /** Where routed tasks go: the Redis queue (FairQueue.publish satisfies this). */
@@ -169,7 +167,7 @@ export class Router {
     const { journal } = this.options;
     if (!journal || route.kind === 'invalid') return;
     const { requestId, client } = route.envelope.meta;
-    if (!Object.keys(record.headers).some((name) => JOURNALED_BY_HEADER.has(name)))
+    if (!Object.keys(record.headers).some((name) => JOURNALED_BY_HEADERS.has(name)))
       journal.emit({ type: 'accepted', requestId, client, channel: 'kafka' });
     const due = route.kind === 'queue' ? route.task.dueAt : route.row.dueAt.getTime();
     journal.emit({ type: 'routed', requestId, client, to: route.kind === 'queue' ? 'redis' : 'outbox', due });

@@ -146,3 +146,18 @@ export function isHappyStep(event: JournalEvent): boolean {
 export function isFinalStep(event: JournalEvent): boolean {
   return event.type === 'completed' || event.type === 'dead_lettered';
 }
+
+/**
+ * Headers the service's own writers of `in` set on a record: the ingress (`requester-channel`),
+ * the relay (`requester-relayed-from`) and a DLQ replay (`requester-replay-of`, the dead letter's
+ * `topic/partition/offset`). A record with one of them had its journal story begun where it was
+ * written; the router journals `accepted` (over Kafka) for the others.
+ */
+export const CHANNEL_HEADER = 'requester-channel';
+export const RELAYED_FROM_HEADER = 'requester-relayed-from';
+export const REPLAY_OF_HEADER = 'requester-replay-of';
+export const JOURNALED_BY_HEADERS: ReadonlySet<string> = new Set([
+  CHANNEL_HEADER,
+  RELAYED_FROM_HEADER,
+  REPLAY_OF_HEADER,
+]);
