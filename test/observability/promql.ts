@@ -10,7 +10,7 @@ export const ALERTS = join(ROOT, 'infra/prometheus/alerts.yml');
 export const ALERT_TESTS = join(ROOT, 'infra/prometheus/alerts.test.yml');
 
 const INSTALL_HINT =
-  "it comes from Debian's prometheus package: run `bash infra/promtool.sh` (./dev test does, through infra/up.sh) or `apt-get install -y prometheus`";
+  "it comes from Debian's prometheus package: run `bash infra/promtool.sh` (./dev test does) or `apt-get install -y prometheus`";
 
 /** The path of a Prometheus binary (`promtool`, `prometheus`); throws, saying how to install it, when missing. */
 export function prometheusBinary(name: 'promtool' | 'prometheus'): string {
