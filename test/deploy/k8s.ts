@@ -9,6 +9,7 @@ import { Secret } from 'kubernetes-models/v1/Secret';
 import { Service } from 'kubernetes-models/v1/Service';
 import { ServiceAccount } from 'kubernetes-models/v1/ServiceAccount';
 import { parseAllDocuments } from 'yaml';
+import { durationToMs } from '../../packages/shared/src/time/duration.ts';
 
 /**
  * Offline checks of the Kubernetes manifests (infra/k8s): each overlay is rendered with
@@ -67,12 +68,6 @@ function withoutWrappedBase64(object: Manifest): Manifest {
   return { ...object, data };
 }
 
-function durationSeconds(text: string): number {
-  const match = /^(\d+)(s|m)$/.exec(text);
-  if (!match) throw new Error(`SHUTDOWN_TIMEOUT ${text}: the check reads only whole s or m`);
-  return Number(match[1]) * (match[2] === 'm' ? 60 : 1);
-}
-
 function matches(selector: Record<string, string>, labels: Record<string, string>): boolean {
   return Object.entries(selector).every(([key, value]) => labels[key] === value);
 }
@@ -82,7 +77,8 @@ export function ruleProblems(objects: Manifest[], roleNames: readonly string[]):
   const problems: string[] = [];
   const of = (kind: string) => objects.filter((object) => object.kind === kind);
   const config = of('ConfigMap').find((map) => map.metadata.name.startsWith('requester-config'));
-  const shutdownSeconds = durationSeconds(config?.data?.SHUTDOWN_TIMEOUT ?? '30s');
+  // Read as the service reads it (SHUTDOWN_TIMEOUT is a Go-style duration).
+  const shutdownSeconds = durationToMs(config?.data?.SHUTDOWN_TIMEOUT ?? '30s') / 1000;
   const partitions = Number(config?.data?.KAFKA_TOPIC_PARTITIONS ?? 12);
   for (const deployment of of('Deployment')) {
     const name = deployment.metadata.name;

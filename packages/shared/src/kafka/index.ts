@@ -18,6 +18,7 @@ export {
   type Fetcher,
   type FetcherOptions,
   type FetchOutcome,
+  headerText,
   type KafkaAdmin,
   type KafkaClient,
   type KafkaConsumer,

@@ -10,6 +10,13 @@ import type { KafkaRef } from '../task/index.ts';
 /** Header values as read: the broker returns bytes; a header repeated under one name is a list. */
 export type RecordHeaders = Record<string, Buffer | string | Array<Buffer | string> | undefined>;
 
+/** The text of a record header (its first value when repeated); undefined when absent. */
+export function headerText(headers: RecordHeaders | undefined, name: string): string | undefined {
+  const value = headers?.[name];
+  const first = Array.isArray(value) ? value[0] : value;
+  return first === undefined ? undefined : first.toString();
+}
+
 /** A record read from a topic. */
 export interface KafkaRecord {
   topic: string;

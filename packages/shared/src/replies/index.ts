@@ -7,7 +7,7 @@
  * channel with Redis sharded pub/sub, so each gateway reads only its own callers' results.
  */
 import { randomBytes } from 'node:crypto';
-import type { RecordHeaders } from '../kafka/types.ts';
+import { headerText, type RecordHeaders } from '../kafka/types.ts';
 
 /** The `in` record header naming the gateway waiting for the result. */
 export const REPLY_TO_HEADER = 'requester-reply-to';
@@ -19,10 +19,7 @@ export function newGatewayId(): string {
 
 /** The reply-to of a fetched `in` record, when it has one. */
 export function replyToHeader(headers: RecordHeaders | undefined): string | undefined {
-  const value = headers?.[REPLY_TO_HEADER];
-  const first = Array.isArray(value) ? value[0] : value;
-  const text = first?.toString();
-  return text ? text : undefined;
+  return headerText(headers, REPLY_TO_HEADER) || undefined;
 }
 
 /**

@@ -250,14 +250,7 @@ export class Dependencies {
   async close(): Promise<void> {
     // The journal's last events, but not at any price: with Kafka away, shutdown must not wait a
     // produce timeout for them (they are counted as dropped by then anyway).
-    if (this.journalWriter) {
-      let timer: NodeJS.Timeout | undefined;
-      const bound = new Promise<void>((resolve) => {
-        timer = setTimeout(resolve, JOURNAL_CLOSE_MS);
-      });
-      await Promise.race([this.journalWriter.close(), bound]);
-      clearTimeout(timer);
-    }
+    if (this.journalWriter) await withDeadline(this.journalWriter.close(), JOURNAL_CLOSE_MS);
     const closing: Array<Promise<unknown>> = [];
     if (this.producerPromise) closing.push(this.producerPromise.then((p) => p.disconnect()));
     if (this.journalProducerPromise) closing.push(this.journalProducerPromise.then((p) => p.disconnect()));

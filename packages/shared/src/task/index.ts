@@ -11,7 +11,7 @@
  */
 
 import { RequesterError } from '../errors/index.ts';
-import type { RecordHeaders } from '../kafka/types.ts';
+import { headerText, type RecordHeaders } from '../kafka/types.ts';
 import { REPLY_TO_HEADER } from '../replies/index.ts';
 
 export interface KafkaRef {
@@ -69,11 +69,10 @@ export function inlineRecord(
   if (valueBytes === 0 || valueBytes > maxBytes) return undefined;
   const inline: InlineRecord = { value: input };
   for (const name of INLINE_HEADERS) {
-    const raw = headers?.[name];
-    const first = Array.isArray(raw) ? raw[0] : raw;
-    if (first === undefined) continue;
+    const text = headerText(headers, name);
+    if (text === undefined) continue;
     inline.headers ??= {};
-    inline.headers[name] = first.toString();
+    inline.headers[name] = text;
   }
   return inline;
 }

@@ -14,7 +14,7 @@ import { resourceFromAttributes } from '@opentelemetry/resources';
 import { BatchSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
 import { ATTR_SERVICE_NAME } from '@opentelemetry/semantic-conventions';
-import type { RecordHeaders } from '../kafka/types.ts';
+import { headerText, type RecordHeaders } from '../kafka/types.ts';
 import { RandomPool } from './random.ts';
 
 export { type Context, type Span, SpanKind, type SpanOptions, SpanStatusCode } from '@opentelemetry/api';
@@ -136,9 +136,7 @@ export async function inSpan<T>(
 
 /** The `traceparent` header of a Kafka record (the first, when repeated), as text. */
 export function traceparentHeader(headers: RecordHeaders | undefined): string | undefined {
-  const value = headers?.traceparent;
-  const first = Array.isArray(value) ? value[0] : value;
-  return first === undefined ? undefined : first.toString();
+  return headerText(headers, 'traceparent');
 }
 
 /** Attributes of a Kafka span (messaging semantic conventions). */
