@@ -54,7 +54,7 @@ interface Waiting {
 }
 
 /** Gathers records into batches and hands each batch to `send`; see SubmitBatching for when. */
-export class ProduceBatcher {
+class ProduceBatcher {
   private readonly send: (records: OutgoingRecord[]) => Promise<unknown>;
   private readonly batching: SubmitBatching;
   private waiting: Waiting[] = [];
@@ -75,11 +75,6 @@ export class ProduceBatcher {
       if (this.batching.maxBatchBytes > 0 && this.bytes >= this.batching.maxBatchBytes) this.flush();
       else this.schedule();
     });
-  }
-
-  /** Produce requests under way (a gauge for tests and metrics). */
-  get pending(): number {
-    return this.inFlight;
   }
 
   private schedule(): void {

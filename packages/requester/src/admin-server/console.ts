@@ -69,10 +69,6 @@ export class AdminConsole {
     return this.#options.config;
   }
 
-  get journalEnabled(): boolean {
-    return this.#options.events !== undefined;
-  }
-
   /** The operator an API key token names, or undefined (unknown, revoked, no admin scope). */
   async identify(token: string | undefined): Promise<Operator | undefined> {
     if (!token) return undefined;
@@ -109,7 +105,8 @@ export class AdminConsole {
     const [queue, outbox, breakers] = await Promise.all([
       this.admin().info(),
       this.outbox().catch((err: unknown) => ({ error: String(err) })),
-      listBreakers(this.breaker(), 1_000),
+      // Counts only: the index says open or half-open, no per-origin snapshot needed (polled every 3 s).
+      this.breaker().openOrigins(1_000),
     ]);
     const latest = this.live.latest();
     return {

@@ -149,8 +149,3 @@ export function humanSize(bytes: number): string {
   }
   return unit === 0 ? `${value} B` : `${value.toFixed(value < 10 ? 1 : 0)} ${units[unit]}`;
 }
-
-/** An ISO timestamp for JSON output (null when absent). */
-export function isoTime(epochMs: number | null | undefined): string | null {
-  return epochMs === null || epochMs === undefined ? null : new Date(epochMs).toISOString();
-}

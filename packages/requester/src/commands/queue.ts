@@ -1,6 +1,7 @@
 import { QueueAdmin, queueFromConfig } from '@requester/queue';
 import { UsageError } from '@requester/shared';
 import type { Argv } from 'yargs';
+import { isoTime } from '../ops/index.ts';
 import {
   type ConfigFrom,
   commandLogger,
@@ -8,7 +9,6 @@ import {
   EXIT_CODES_HELP,
   humanSpan,
   humanTime,
-  isoTime,
   printFields,
   printJson,
   printTable,

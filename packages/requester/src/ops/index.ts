@@ -45,8 +45,10 @@ import {
  * renders it as a table, the API as JSON, the UI as HTML.
  */
 
-const iso = (epochMs: number | null | undefined): string | null =>
-  epochMs === null || epochMs === undefined ? null : new Date(epochMs).toISOString();
+/** An ISO timestamp for JSON output (null when absent). */
+export function isoTime(epochMs: number | null | undefined): string | null {
+  return epochMs === null || epochMs === undefined ? null : new Date(epochMs).toISOString();
+}
 
 // ---- circuit breakers -------------------------------------------------------------------------
 
@@ -68,8 +70,8 @@ function breakerView(origin: string, s: BreakerSnapshot): BreakerView {
     state: s.state,
     failures: s.failures ?? null,
     opensInARow: s.opens,
-    openSince: iso(s.openSinceMs),
-    openUntil: iso(s.openUntilMs),
+    openSince: isoTime(s.openSinceMs),
+    openUntil: isoTime(s.openUntilMs),
     slots: s.slots,
   };
 }
@@ -121,11 +123,11 @@ export async function outboxInfo(outbox: Pick<Outbox, 'stats'>): Promise<OutboxV
   return {
     rows: stats.rows,
     overdue: stats.overdue,
-    oldestDueAt: iso(stats.oldestDueAt),
-    nextDueAt: iso(stats.nextDueAt),
-    lastDueAt: iso(stats.lastDueAt),
+    oldestDueAt: isoTime(stats.oldestDueAt),
+    nextDueAt: isoTime(stats.nextDueAt),
+    lastDueAt: isoTime(stats.lastDueAt),
     payloadBytes: stats.payloadBytes,
-    at: iso(stats.nowMs),
+    at: isoTime(stats.nowMs),
   };
 }
 
@@ -146,7 +148,7 @@ export async function showLimiter(
 ): Promise<{ windows: LimiterWindowState[]; views: LimiterView[] }> {
   const prefix = apiKey ? apiKeyLimiterPrefix(config.redisPrefix) : `${config.redisPrefix}:`;
   const windows = await inspectLimiter(redis, prefix, key, rates);
-  return { windows, views: windows.map(({ resetAtMs, ...w }) => ({ ...w, resetAt: iso(resetAtMs) })) };
+  return { windows, views: windows.map(({ resetAtMs, ...w }) => ({ ...w, resetAt: isoTime(resetAtMs) })) };
 }
 
 /** `100/1s`, `5000/1h`, `10/s` (a bare unit means one of it). */
@@ -202,7 +204,7 @@ export async function partitionsOverview(
     (await explainHeads(unique, nowMs, context)).map((row) => [row.partition, row] as const),
   );
   const pick = (p: PartitionView) => explained.get(p.partition) as PartitionRow;
-  return { heaviest: heaviest.map(pick), held: held.map(pick), at: iso(nowMs) };
+  return { heaviest: heaviest.map(pick), held: held.map(pick), at: isoTime(nowMs) };
 }
 
 interface HeadRequest {
