@@ -1,3 +1,4 @@
+import { longestCallMs } from '@requester/policies';
 import type { Config, Logger, RedisClient } from '@requester/shared';
 import { ClusterBulkhead } from './cluster.ts';
 import { type Bulkhead, defaultMaxPerOrigin, LocalBulkhead } from './local.ts';
@@ -35,8 +36,7 @@ export function bulkheadFromConfig(
     redis,
     prefix: `${config.redisPrefix}:bulkhead:`,
     maxPerOrigin,
-    // As the breaker's trial slots: the longest a call can last (connect, headers, body), and a margin.
-    leaseMs: config.targetConnectTimeout + 2 * config.targetResponseTimeout + 5_000,
+    leaseMs: longestCallMs(config),
     ...(logger ? { logger } : {}),
   });
 }

@@ -2,7 +2,6 @@ import { hostname } from 'node:os';
 import type { FairQueue, LeasedTask } from '@requester/queue';
 import {
   createRequestContract,
-  DEAD_LETTER_HEADERS,
   DEAD_LETTER_REASONS,
   decodeQueuedTask,
   encodeQueuedTask,
@@ -370,9 +369,8 @@ export class Executor {
       const traceparent = traceparentOf(span) ?? parent;
       const traced = traceparent ? { ...envelope, meta: { ...envelope.meta, traceparent } } : envelope;
       const settlement = await run(traced);
-      if (settlement.kind !== 'deliver') return settlement;
-      const result = withTraceId(settlement.result, traceparent);
-      return { ...settlement, result, ...(traceparent ? { traceparent } : {}) };
+      // settlementOf put the trace id in the result already (the dead letter copies it from there).
+      return settlement.kind === 'deliver' && traceparent ? { ...settlement, traceparent } : settlement;
     });
   }
 
@@ -541,9 +539,8 @@ export class Executor {
       tryCount: meta.tryCount,
       ...(error ? { error } : {}),
     });
-    const reason = settlement.deadLetter?.headers?.[DEAD_LETTER_HEADERS.reason];
-    if (reason !== undefined)
-      this.journal.emit({ type: 'dead_lettered', requestId, client, reason: String(reason) });
+    const reason = settlement.deadLetterReason;
+    if (reason !== undefined) this.journal.emit({ type: 'dead_lettered', requestId, client, reason });
   }
 
   /**

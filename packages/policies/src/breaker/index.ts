@@ -421,7 +421,18 @@ export function breakerFromConfig(
     openMs: config.breakerOpenDuration,
     maxOpenMs: config.breakerMaxOpenDuration,
     stateCacheMs: config.breakerStateCache,
-    trialLeaseMs: config.targetConnectTimeout + 2 * config.targetResponseTimeout + 5_000,
+    trialLeaseMs: longestCallMs(config),
     ...options,
   });
+}
+
+/**
+ * The longest one call to a target can last (connect, then headers and body each within the
+ * response timeout), and a margin: how long a slot held for a call that never reports (breaker
+ * trial, cluster bulkhead) stays taken.
+ */
+export function longestCallMs(
+  config: Pick<Config, 'targetConnectTimeout' | 'targetResponseTimeout'>,
+): number {
+  return config.targetConnectTimeout + 2 * config.targetResponseTimeout + 5_000;
 }

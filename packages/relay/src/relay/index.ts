@@ -266,8 +266,9 @@ export class Relay {
 export const relayRole: RoleDefinition = {
   name: 'relay',
   async start({ config, logger, deps }): Promise<RoleHandle> {
+    const outbox = new Outbox(await deps.sql());
     const relay = new Relay({
-      outbox: new Outbox(await deps.sql()),
+      outbox,
       producer: await deps.producer(),
       logger,
       workers: config.relayWorkers,
@@ -278,7 +279,6 @@ export const relayRole: RoleDefinition = {
       journal: deps.journal(),
     });
     await relay.start();
-    const outbox = new Outbox(await deps.sql());
     const sampler = startSampler(
       'outbox',
       config.metricsSampleInterval,
