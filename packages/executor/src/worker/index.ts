@@ -3,6 +3,7 @@ import type { FairQueue, LeasedTask } from '@requester/queue';
 import {
   createRequestContract,
   DEAD_LETTER_REASONS,
+  deadLetterMessage,
   decodeQueuedTask,
   encodeQueuedTask,
   errorResult,
@@ -44,7 +45,6 @@ import {
   tracingEnabled,
 } from '@requester/shared';
 import pLimit, { type LimitFunction } from 'p-limit';
-import { deadLetterMessage } from '../dlq/index.ts';
 import { executorMetrics as metrics } from '../metrics.ts';
 import { ownedBy, resultMessage, tooLargeResultMessage, unreadableResult } from '../result/index.ts';
 import { isQueueDelay, placeOf } from './decide.ts';

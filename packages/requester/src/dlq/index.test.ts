@@ -1,9 +1,9 @@
-import { deadLetterMessage } from '@requester/executor/dlq';
 import { FairQueue } from '@requester/queue';
 import { Router } from '@requester/scheduler';
 import {
   buildResult,
   createRedis,
+  deadLetterMessage,
   decodeQueuedTask,
   type Fetcher,
   type KafkaProducer,

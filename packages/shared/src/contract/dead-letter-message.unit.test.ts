@@ -1,6 +1,12 @@
-import { buildResult, parseRequestEnvelope } from '@requester/shared';
 import { describe, expect, it } from 'vitest';
-import { DEAD_LETTER_HEADERS, DEAD_LETTER_REASONS, deadLetterMessage, parseDeadLetter } from './index.ts';
+import {
+  DEAD_LETTER_HEADERS,
+  DEAD_LETTER_REASONS,
+  deadLetterMessage,
+  parseDeadLetter,
+} from './dead-letter.ts';
+import { parseRequestEnvelope } from './request.ts';
+import { buildResult } from './result.ts';
 
 const envelope = parseRequestEnvelope({
   request: { uri: 'https://api.partner.example/orders', method: 'POST', body: '{"id":42}' },
