@@ -1,5 +1,14 @@
 import { userInfo } from 'node:os';
-import { type Config, createLogger, createRedis, type Logger, type RedisClient } from '@requester/shared';
+import {
+  type Config,
+  createKafka,
+  createLogger,
+  createRedis,
+  type KafkaClient,
+  kafkaSecurityFrom,
+  type Logger,
+  type RedisClient,
+} from '@requester/shared';
 import type { Argv } from 'yargs';
 
 /**
@@ -25,6 +34,16 @@ export function commandRedis(config: Config, logger: Logger): RedisClient {
     cluster: config.redisCluster,
     commandTimeoutMs: 30_000,
     logger,
+  });
+}
+
+/** The Kafka client of an admin command (`purpose` ends its client id: `requester-dlq`, `-trace`). */
+export function commandKafka(config: Config, logger: Logger, purpose: string): KafkaClient {
+  return createKafka({
+    brokers: config.kafkaBrokers,
+    clientId: `${config.kafkaClientId}-${purpose}`,
+    logger,
+    security: kafkaSecurityFrom(config),
   });
 }
 

@@ -1,12 +1,10 @@
 import {
   type Config,
   createJournal,
-  createKafka,
   Dependencies,
   deadLetterRequestId,
   formatRecordRef,
   type KafkaClient,
-  kafkaSecurityFrom,
   type Logger,
   UsageError,
 } from '@requester/shared';
@@ -22,6 +20,7 @@ import {
 import {
   type ConfigFrom,
   cliActor,
+  commandKafka,
   commandLogger,
   commandRedis,
   EXIT_CODES_HELP,
@@ -114,7 +113,7 @@ export function registerDlqCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): vo
           if (args.action !== 'delete') filter.exclude = await handled.refs(config.topicDlq);
           else
             return await runDelete(
-              dlqSource(createKafkaFor(config, logger), config.topicDlq, 'delete'),
+              dlqSource(commandKafka(config, logger, 'dlq'), config.topicDlq, 'delete'),
               handled,
               filter,
               args,
@@ -124,7 +123,7 @@ export function registerDlqCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): vo
           await deps.close();
         }
       }
-      const kafka = createKafkaFor(config, logger);
+      const kafka = commandKafka(config, logger, 'dlq');
       const source = dlqSource(kafka, config.topicDlq, args.action);
       if (args.action === 'list') return runList(source, filter, args);
       return runReplay(source, config, filter, args, logger);
@@ -149,15 +148,6 @@ function filterFrom(args: DlqArgs): DlqFilter {
       `${args.action} needs a selection: --request-id, --since/--until, --origin, --error-code, --client, or --all`,
     );
   return filter;
-}
-
-function createKafkaFor(config: Config, logger: Logger): KafkaClient {
-  return createKafka({
-    brokers: config.kafkaBrokers,
-    clientId: `${config.kafkaClientId}-dlq`,
-    logger,
-    security: kafkaSecurityFrom(config),
-  });
 }
 
 async function runDelete(

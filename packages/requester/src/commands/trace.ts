@@ -1,14 +1,6 @@
-import {
-  type Config,
-  createKafka,
-  type JournalEvent,
-  kafkaSecurityFrom,
-  lookupSince,
-  readJournal,
-  UsageError,
-} from '@requester/shared';
+import { type Config, type JournalEvent, lookupSince, readJournal, UsageError } from '@requester/shared';
 import type { Argv } from 'yargs';
-import { type ConfigFrom, commandLogger } from './common.ts';
+import { type ConfigFrom, commandKafka, commandLogger } from './common.ts';
 
 /**
  * `requester trace <requestId>`: what happened to one request, from the task journal
@@ -46,12 +38,10 @@ export async function traceRequest(
 ): Promise<JournalEvent[]> {
   const sinceMs = lookupSince(since);
   if (typeof sinceMs === 'string') throw new UsageError(`--since: ${sinceMs}`);
-  const fetcher = createKafka({
-    brokers: config.kafkaBrokers,
-    clientId: `${config.kafkaClientId}-trace`,
-    logger: commandLogger(config),
-    security: kafkaSecurityFrom(config),
-  }).fetcher({ connections: 1, cacheBytes: 0 });
+  const fetcher = commandKafka(config, commandLogger(config), 'trace').fetcher({
+    connections: 1,
+    cacheBytes: 0,
+  });
   try {
     return await readJournal(fetcher, config.topicEvents, { requestId, sinceMs });
   } finally {
