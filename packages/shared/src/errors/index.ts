@@ -1,3 +1,5 @@
+import { isKafkaClientError, isKafkaRecordRefusal } from '../kafka/kafkajs/errors.ts';
+
 /**
  * The one error hierarchy of Requester. Every error a role raises on purpose is a
  * RequesterError with a stable machine `code` (it travels in `meta.error.code` on `out` and in
@@ -88,8 +90,6 @@ export function asRequesterError(err: unknown): RequesterError {
 const PG_DATA_CLASSES = new Set(['22', '23']);
 /** Redis error replies that say the server is busy or failing over, not that the command was wrong. */
 const REDIS_BUSY_REPLY = /^(LOADING|BUSY|TRYAGAIN|CLUSTERDOWN|MASTERDOWN|READONLY|OOM|NOREPLICAS|MISCONF)\b/;
-/** Kafka error types that refuse one record (its size or format): the same record fails again. */
-const KAFKA_RECORD_REFUSALS = new Set(['MESSAGE_TOO_LARGE', 'INVALID_RECORD', 'CORRUPT_MESSAGE']);
 /** Client-side signs of a connection that failed, dropped or timed out (Node, postgres.js, ioredis). */
 const OUTAGE_MESSAGE =
   /connection is closed|command timed out|stream isn't writeable|connection (terminated|ended|closed|destroyed)|timed out|timeout|econnrefused|econnreset/i;
@@ -114,7 +114,7 @@ const OUTAGE_MESSAGE =
 export function isOutage(err: unknown): boolean {
   const chain = causeChain(err);
   // kafkajs wraps the broker's refusal of a record in its own retry errors: the refusal decides.
-  if (chain.some((e) => typeof e.type === 'string' && KAFKA_RECORD_REFUSALS.has(e.type))) return false;
+  if (isKafkaRecordRefusal(err)) return false;
   for (const e of chain) {
     const verdict = outageVerdict(e);
     if (verdict !== undefined) return verdict;
@@ -133,7 +133,6 @@ interface ErrorLike {
   name?: unknown;
   code?: unknown;
   message?: unknown;
-  type?: unknown;
   severity?: unknown;
 }
 
@@ -145,7 +144,7 @@ function outageVerdict(e: ErrorLike): boolean | undefined {
     if (e.code === 'dependency_unavailable' || e.code === 'timeout') return true;
     return e.code === 'internal' ? undefined : false;
   }
-  if (name.startsWith('KafkaJS')) return true;
+  if (isKafkaClientError(e)) return true;
   if (name === 'PostgresError' || (typeof e.severity === 'string' && typeof e.code === 'string')) {
     return !PG_DATA_CLASSES.has(String(e.code).slice(0, 2));
   }
