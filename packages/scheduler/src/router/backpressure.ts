@@ -1,4 +1,12 @@
-import { type Config, ConfigError, counter, gauge, type Logger } from '@requester/shared';
+import {
+  type Config,
+  ConfigError,
+  counter,
+  gauge,
+  type Logger,
+  type Sampler,
+  startSampler,
+} from '@requester/shared';
 
 /**
  * Router backpressure (docs/architecture.md §5): when the Redis queue is deep, or a target origin's circuit
@@ -56,9 +64,7 @@ export class Backpressure {
   private readonly log: Logger;
   private readonly reasons = new Set<PauseReason>();
   private readonly failing = new Set<string>();
-  private timer: NodeJS.Timeout | undefined;
-  private running: Promise<void> | undefined;
-  private stopped = false;
+  private sampler: Sampler | undefined;
 
   constructor(options: BackpressureOptions) {
     if (options.highWatermark > 0 && options.lowWatermark >= options.highWatermark)
@@ -84,21 +90,12 @@ export class Backpressure {
 
   /** Samples now, then every intervalMs (a sample never overlaps the previous one). */
   start(): void {
-    if (!this.enabled || this.running) return;
-    this.running = this.sample().finally(() => this.schedule());
+    if (!this.enabled || this.sampler) return;
+    this.sampler = startSampler('backpressure', this.options.intervalMs, () => this.sample(), this.log);
   }
 
   async stop(): Promise<void> {
-    this.stopped = true;
-    clearTimeout(this.timer);
-    await this.running;
-  }
-
-  private schedule(): void {
-    if (this.stopped) return;
-    this.timer = setTimeout(() => {
-      this.running = this.sample().finally(() => this.schedule());
-    }, this.options.intervalMs);
+    await this.sampler?.stop();
   }
 
   /** One round of both rules (a rule that is off, or whose read failed, keeps its state). Never throws. */
