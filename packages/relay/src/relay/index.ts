@@ -3,9 +3,7 @@ import {
   type ClaimedRow,
   counter,
   createRequestContract,
-  DEAD_LETTER_REASONS,
   DEFAULT_LEASE_MS,
-  deadLetterMessage,
   errorResult,
   gauge,
   isMessageTooLargeError,
@@ -26,6 +24,7 @@ import {
   startSpan,
   traceparentOf,
   tracingEnabled,
+  unprocessableAnswer,
 } from '@requester/shared';
 
 const moved = counter('relay_moved_total', 'outbox rows produced to Kafka in and deleted');
@@ -224,10 +223,10 @@ export class Relay {
         tryCount: envelope?.tryCount ?? 0,
         proxyData: envelope?.meta.proxyData,
       });
-      results.push({ key: row.requestId, value: JSON.stringify(result) });
-      const reason = DEAD_LETTER_REASONS.unprocessable;
       const record = { key: row.key === null ? null : Buffer.from(row.key), value: row.payload };
-      deadLetters.push(deadLetterMessage({ ...(envelope ? { envelope } : { record }), result, reason }));
+      const answer = unprocessableAnswer(record, result, envelope);
+      results.push(answer.result);
+      deadLetters.push(answer.deadLetter);
     }
     await Promise.all([
       producer.send(topicOut, results, produceTimeoutMs),

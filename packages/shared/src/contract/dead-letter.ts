@@ -344,15 +344,16 @@ export interface UnprocessableAnswer {
  * stopping its partition: its error `result` goes to `out` — with `meta.error.source` naming the
  * record, keyed by its requestId, else by the record's own key (capped, see answerKey) so a producer
  * can match it — and a dead letter to the DLQ with the envelope, or the raw record when it held no
- * valid request. The consumer then commits past it.
+ * valid request. The consumer then commits past it. A record with no position (an outbox row the
+ * relay could not put back on `in`) is answered alike, without `source`.
  */
 export function unprocessableAnswer(
-  record: ReadRecord,
+  record: ReadRecord | { key: Buffer | null; value: Buffer | null },
   result: ResultEnvelope,
   envelope?: RequestEnvelope,
 ): UnprocessableAnswer {
-  const source = recordRef(record);
-  const answered = sourcedResult(result, source);
+  const source = 'topic' in record ? recordRef(record) : undefined;
+  const answered = source ? sourcedResult(result, source) : result;
   const key = answered.meta.requestId ?? answerKey(record.key);
   return {
     result: { key, value: JSON.stringify(answered) },
@@ -360,7 +361,7 @@ export function unprocessableAnswer(
       ...(envelope ? { envelope } : { record: { key: record.key, value: record.value } }),
       result: answered,
       reason: DEAD_LETTER_REASONS.unprocessable,
-      source,
+      ...(source ? { source } : {}),
     }),
   };
 }
