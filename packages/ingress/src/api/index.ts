@@ -476,8 +476,7 @@ async function getEvents(c: Context<Env>, parts: ApiParts, settings: ApiSettings
     c.header('Retry-After', String(settings.unavailableRetryAfterSeconds ?? 5));
     return problem(c, 503, 'dependency_unavailable', 'the task journal could not be read; retry later');
   }
-  const owner = JSON.stringify({ meta: { client: clientOfStory(events) } });
-  if (events.length === 0 || !settings.access.mayRead(c.get('caller'), owner))
+  if (events.length === 0 || !settings.access.mayReadClient(c.get('caller'), clientOfStory(events)))
     return problem(c, 404, 'not_found', `no journal events for request ${JSON.stringify(id)}`);
   return c.json({ requestId: id, events }, 200);
 }

@@ -52,6 +52,8 @@ export interface Access {
   bodyLimit(caller: Caller | undefined, serverMax: number): number;
   /** Whether the caller may read this result (raw JSON from `out`). */
   mayRead(caller: Caller | undefined, resultJson: string): boolean;
+  /** Whether the caller may read what belongs to `client` (a request's `meta.client`). */
+  mayReadClient(caller: Caller | undefined, client: string | undefined): boolean;
 }
 
 const decisions = counter(
@@ -97,6 +99,7 @@ export function openAccess(): Access {
       envelope.meta.client === undefined ? { ok: true, envelope } : { ok: false, refusal: CLIENT_IS_OURS },
     bodyLimit: (_caller, serverMax) => serverMax,
     mayRead: () => true,
+    mayReadClient: () => true,
   };
 }
 
@@ -193,7 +196,11 @@ export class KeyAccess implements Access {
 
   /** A result is its key's: another key (or a result without a client) reads nothing. */
   mayRead(caller: Caller | undefined, resultJson: string): boolean {
-    return caller !== undefined && clientOf(resultJson) === caller.name;
+    return this.mayReadClient(caller, clientOf(resultJson));
+  }
+
+  mayReadClient(caller: Caller | undefined, client: string | undefined): boolean {
+    return caller !== undefined && client === caller.name;
   }
 
   #outOfScope(caller: Caller, envelope: RequestEnvelope): { path: string; message: string } | undefined {
