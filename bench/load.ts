@@ -29,7 +29,12 @@ import {
   type KafkaClient,
   type KafkaConsumer,
 } from '../packages/shared/src/index.ts';
-import { freePort } from '../packages/shared/src/testing/index.ts';
+import {
+  freePort,
+  median,
+  processCpuSeconds,
+  processTreeCpuSeconds,
+} from '../packages/shared/src/testing/index.ts';
 
 type Mode = 'http-async' | 'sync' | 'kafka';
 
@@ -237,34 +242,9 @@ class ResultReader {
 // ---------------------------------------------------------------------------------------------
 // CPU
 
-const CLOCK_TICKS = 100;
-
-function statFields(pid: number): string[] | undefined {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  } catch {
-    return undefined;
-  }
-}
-
-/** utime + stime of a process, in seconds (fields 14 and 15 of /proc/<pid>/stat). */
-function cpuSeconds(pid: number): number {
-  const fields = statFields(pid);
-  return fields ? (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS : Number.NaN;
-}
-
 /** The executors' supervisor counts with its children; every other process alone. */
-const cpuOf = (key: string, pid: number) => (key === 'executors' ? treeCpuSeconds(pid) : cpuSeconds(pid));
-
-/** CPU of a process and of its live children (field 4 of their stat is the parent pid). */
-function treeCpuSeconds(pid: number): number {
-  let total = cpuSeconds(pid);
-  for (const other of readdirSync('/proc').filter((p: string) => /^\d+$/.test(p))) {
-    if (statFields(Number(other))?.[1] === String(pid)) total += cpuSeconds(Number(other));
-  }
-  return total;
-}
+const cpuOf = (key: string, pid: number) =>
+  (key === 'executors' ? processTreeCpuSeconds(pid) : processCpuSeconds(pid)) ?? Number.NaN;
 
 /** The pid listening on a local TCP port (from /proc/net/tcp and the fds of each process). */
 function pidListeningOn(port: number): number | undefined {
@@ -454,12 +434,6 @@ async function targetLatency(target: { url: string }, n: number): Promise<hdr.Hi
 // Report
 
 const ms = (h: hdr.Histogram, p: number) => (h.getValueAtPercentile(p) / 1000).toFixed(1);
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2
-    ? (s[(s.length - 1) / 2] as number)
-    : ((s[s.length / 2 - 1] as number) + (s[s.length / 2] as number)) / 2;
-};
 
 function line(r: RoundResult): string {
   const cpu = Object.entries(r.cpu)

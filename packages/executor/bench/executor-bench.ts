@@ -42,6 +42,8 @@ import {
 } from '@requester/shared';
 import {
   createTestTopics,
+  median,
+  processCpuSeconds,
   silentLogger,
   startTarget,
   testKafka,
@@ -90,16 +92,12 @@ async function cpuMs(): Promise<{ node: number; main: number; redis: number; kaf
 function brokerCpuMs(): number | undefined {
   try {
     const runDir = process.env.REQUESTER_RUN_DIR ?? new URL('../../../.run', import.meta.url).pathname;
-    const pid = readFileSync(`${runDir}/kafka/broker.pid`, 'utf8').trim();
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
-    const ticks = Number(fields[11]) + Number(fields[12]); // utime, stime (fields 14 and 15)
-    return Number.isFinite(ticks) ? ticks * 10 : undefined; // USER_HZ = 100 on Linux
+    const seconds = processCpuSeconds(Number(readFileSync(`${runDir}/kafka/broker.pid`, 'utf8').trim()));
+    return seconds === undefined ? undefined : seconds * 1000;
   } catch {
     return undefined;
   }
 }
-
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? 0;
 
 const inTopic = uniqueName('bench-in');
 const outTopic = uniqueName('bench-out');

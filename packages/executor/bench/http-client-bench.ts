@@ -15,6 +15,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { Agent as HttpAgent, request as httpRequest } from 'node:http';
 import path from 'node:path';
+import { median } from '@requester/shared/testing';
 import got from 'got';
 import { Agent, request } from 'undici';
 import { createHttpClient } from '../src/http/index.ts';
@@ -68,12 +69,6 @@ async function measure(client: string, call: Call): Promise<Result> {
     mainUs: (main.user + main.system) / CALLS,
   };
 }
-
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  const mid = Math.floor(s.length / 2);
-  return s.length % 2 ? (s[mid] as number) : ((s[mid - 1] as number) + (s[mid] as number)) / 2;
-};
 
 const target = await startTargetProcess();
 const uri = `${target.url}/echo`;

@@ -17,7 +17,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { createRedis, type RedisClient } from '@requester/shared';
-import { type PrivateRedis, startPrivateRedis } from '@requester/shared/testing';
+import { median, type PrivateRedis, startPrivateRedis } from '@requester/shared/testing';
 import { Queue, Worker } from 'bullmq';
 import { FairQueue, type PublishTask, QueueAdmin } from '../src/index.ts';
 
@@ -326,12 +326,6 @@ async function versusBullmq(redis: RedisClient, url: string) {
     oursRates,
     bytesPerJob,
   };
-}
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = Math.floor(sorted.length / 2);
-  return sorted.length % 2 ? (sorted[mid] ?? 0) : ((sorted[mid - 1] ?? 0) + (sorted[mid] ?? 0)) / 2;
 }
 
 // ------------------------------------------------------------------------------------------------

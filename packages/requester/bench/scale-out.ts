@@ -13,7 +13,14 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { cpus, tmpdir, totalmem } from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { consumeEach, startTarget, testKafka, uniqueName } from '@requester/shared/testing';
+import {
+  consumeEach,
+  median,
+  processCpuSeconds,
+  startTarget,
+  testKafka,
+  uniqueName,
+} from '@requester/shared/testing';
 import { type ClusterProcess, startTopology, type Topology } from '../scripts/cluster/topology.ts';
 import { dropStackDatabase, kafkaProducer } from '../test/e2e/stack.ts';
 
@@ -27,18 +34,8 @@ const { values: args } = parseArgs({
     'follow-out': { type: 'string', default: 'true' },
   },
 });
-const TICKS_PER_SECOND = 100; // USER_HZ on Linux
-
-/** CPU seconds (user + system) a process has used so far, from /proc/<pid>/stat. */
-function cpuSeconds(pid: number): number {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return (Number(fields[11]) + Number(fields[12])) / TICKS_PER_SECOND;
-  } catch {
-    return 0;
-  }
-}
+/** CPU seconds (user + system) a process has used so far; 0 once it is gone. */
+const cpuSeconds = (pid: number): number => processCpuSeconds(pid) ?? 0;
 
 /** Bytes a process has read through read(2)-like calls (sockets included), from /proc/<pid>/io. */
 function bytesRead(pid: number): number {
@@ -46,13 +43,8 @@ function bytesRead(pid: number): number {
   return Number(/^rchar: (\d+)$/m.exec(io)?.[1] ?? 0);
 }
 
-function median(xs: number[]): number {
-  const sorted = [...xs].sort((a, b) => a - b);
-  const mid = Math.floor(sorted.length / 2);
-  return sorted.length % 2
-    ? (sorted[mid] ?? 0)
-    : Math.round(((sorted[mid - 1] ?? 0) + (sorted[mid] ?? 0)) / 2);
-}
+/** The median, rounded (the tables print whole numbers). */
+const roundedMedian = (xs: number[]): number => Math.round(median(xs));
 const sum = (xs: number[]) => xs.reduce((a, b) => a + b, 0);
 
 function machine(): string {
@@ -203,12 +195,12 @@ async function executorsPart(): Promise<void> {
         '| executor processes | tasks/s (median) | rounds | ratio to 1 | CPU µs/task: executors · routers · Redis · bench (target + reader) | bytes read by executors per task |',
       );
       console.log('|---:|---:|---|---:|---|---:|');
-      const base = median(all.filter((r) => r.executors === 1).map((r) => r.tasksPerSecond));
+      const base = roundedMedian(all.filter((r) => r.executors === 1).map((r) => r.tasksPerSecond));
       for (const n of [1, 2, 3]) {
         const mine = all.filter((r) => r.executors === n);
-        const rate = median(mine.map((r) => r.tasksPerSecond));
-        const cpu = (k: keyof Round['cpuPerTaskUs']) => median(mine.map((r) => r.cpuPerTaskUs[k]));
-        const read = median(mine.map((r) => r.executorBytesReadPerTask));
+        const rate = roundedMedian(mine.map((r) => r.tasksPerSecond));
+        const cpu = (k: keyof Round['cpuPerTaskUs']) => roundedMedian(mine.map((r) => r.cpuPerTaskUs[k]));
+        const read = roundedMedian(mine.map((r) => r.executorBytesReadPerTask));
         console.log(
           `| ${n} | ${rate} | ${mine.map((r) => r.tasksPerSecond).join(' / ')} | ${(rate / base).toFixed(2)} | ${cpu('executors')} · ${cpu('routers')} · ${cpu('redis')} · ${cpu('bench')} | ${read} |`,
         );

@@ -135,6 +135,7 @@ export function json<T = Record<string, unknown>>(message: Pick<KafkaRecord, 'va
   return JSON.parse(message.value?.toString() ?? 'null') as T;
 }
 export * from './collector.ts';
+export * from './cpu.ts';
 export * from './memory.ts';
 export * from './server.ts';
 export * from './target.ts';
