@@ -30,8 +30,9 @@ export interface FollowOptions {
   topic: string;
   logger: Logger;
   /**
-   * Called with the requestId and the raw JSON of each result (parsed only when someone asks), and
-   * the record's `traceparent` header (the executor's PRODUCER span) when it has one.
+   * Called with the requestId and the raw JSON of each result (a JSON object with `meta`; anything
+   * else on `out` is skipped), and the record's `traceparent` header (the executor's PRODUCER span)
+   * when it has one.
    */
   onResult(requestId: string, json: string, traceparent?: string): void;
   /** Bound on joining the group at start. */

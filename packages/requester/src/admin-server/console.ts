@@ -1,7 +1,7 @@
 import { KeyAccess, KeyStore } from '@requester/ingress';
 import { breakerFromConfig, type CircuitBreaker } from '@requester/policies';
 import { type FairQueue, QueueAdmin, queueFromConfig } from '@requester/queue';
-import { type Config, type Dependencies, type Logger, Outbox } from '@requester/shared';
+import { type Config, type Dependencies, type Fetcher, type Logger, Outbox } from '@requester/shared';
 import type { DlqSource } from '../dlq/index.ts';
 import {
   type AdminActionEvent,
@@ -55,6 +55,8 @@ export class AdminConsole {
   readonly live = new LiveMetrics();
   readonly #options: AdminConsoleOptions;
   #queue: FairQueue | undefined;
+  /** Reads head requests from `in` for the partitions page (polled every 5 s): one, kept open. */
+  #inReader: Fetcher | undefined;
   #breaker: CircuitBreaker | undefined;
   #access: KeyAccess | undefined;
   #outboxCache: { at: number; view: Promise<OutboxView> } | undefined;
@@ -131,12 +133,8 @@ export class AdminConsole {
   }
 
   async partitions(limit: number) {
-    const reader = this.#options.deps.kafka().fetcher();
-    try {
-      return await partitionsOverview(this.admin(), limit, { breaker: this.breaker(), inRecords: reader });
-    } finally {
-      await reader.close();
-    }
+    this.#inReader ??= this.#options.deps.kafka().fetcher({ connections: 1, cacheBytes: 0 });
+    return partitionsOverview(this.admin(), limit, { breaker: this.breaker(), inRecords: this.#inReader });
   }
 
   breakers(limit = 1_000) {
@@ -227,7 +225,7 @@ export class AdminConsole {
 
   async close(): Promise<void> {
     this.live.stop();
-    await this.#queue?.close();
+    await Promise.all([this.#queue?.close(), this.#inReader?.close()]);
   }
 }
 
