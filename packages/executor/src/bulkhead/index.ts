@@ -3,7 +3,7 @@ import type { Config, Logger, RedisClient } from '@requester/shared';
 import { ClusterBulkhead } from './cluster.ts';
 import { type Bulkhead, defaultMaxPerOrigin, LocalBulkhead } from './local.ts';
 
-export { ClusterBulkhead, slotsKey } from './cluster.ts';
+export { ClusterBulkhead } from './cluster.ts';
 export {
   type Bulkhead,
   defaultMaxPerOrigin,

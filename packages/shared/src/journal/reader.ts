@@ -5,7 +5,7 @@ import { tryParseRfc3339 } from '../time/rfc3339.ts';
 import { type JournalEvent, journalEventSchema } from './event.ts';
 
 /** How far back a lookup reads when the caller does not say (the events of the last hour). */
-export const DEFAULT_LOOKBACK_MS = 3_600_000;
+const DEFAULT_LOOKBACK_MS = 3_600_000;
 
 export interface JournalLookup {
   requestId: string;

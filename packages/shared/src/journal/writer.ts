@@ -51,7 +51,7 @@ const dropped = counter(
   ['reason'],
 );
 
-export const NO_JOURNAL: Journal = { emit: () => {}, close: async () => {} };
+const NO_JOURNAL: Journal = { emit: () => {}, close: async () => {} };
 
 export function createJournal(options: JournalWriterOptions): Journal {
   return options.mode === 'off' ? NO_JOURNAL : new JournalWriter(options);
