@@ -30,6 +30,7 @@ import {
   type KafkaConsumer,
 } from '../packages/shared/src/index.ts';
 import {
+  eventually,
   freePort,
   median,
   processCpuSeconds,
@@ -91,13 +92,9 @@ function cleanup(): void {
 process.on('exit', cleanup);
 process.on('SIGINT', () => process.exit(130));
 
-async function waitFor(what: string, check: () => Promise<boolean>, timeoutMs = 90_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (await check().catch(() => false)) return;
-    await new Promise((resolve) => setTimeout(resolve, 200));
-  }
-  throw new Error(`${what} not ready within ${timeoutMs} ms`);
+/** Waits until `check` holds (a failing check counts as not yet), for at most 90 s. */
+function ready(what: string, check: () => Promise<boolean>): Promise<void> {
+  return eventually(() => check().catch(() => false), 90_000, `${what} ready`);
 }
 
 async function startTarget(): Promise<{ url: string; pid: number }> {
@@ -107,7 +104,7 @@ async function startTarget(): Promise<{ url: string; pid: number }> {
   });
   children.push(child);
   const url = `http://127.0.0.1:${port}`;
-  await waitFor('target', async () => (await fetch(`${url}/echo`)).ok);
+  await ready('target', async () => (await fetch(`${url}/echo`)).ok);
   return { url, pid: child.pid as number };
 }
 
@@ -135,7 +132,7 @@ async function startRequester(label: string, root: string, executors?: number): 
     stdio: ['ignore', 'ignore', 'inherit'],
   });
   children.push(child);
-  await waitFor(`requester ${label}`, async () => (await fetch(`${stack.adminUrl}/readyz`)).status === 200);
+  await ready(`requester ${label}`, async () => (await fetch(`${stack.adminUrl}/readyz`)).status === 200);
   const executorPid = executors ? await startExecutors(label, bin, env, executors) : undefined;
   const token = await createKey(bin, env);
   const results = new ResultReader(env.KAFKA_TOPIC_OUT as string);
@@ -160,7 +157,7 @@ async function startExecutors(
   children.push(child);
   for (let i = 0; i < n; i++) {
     const url = `http://127.0.0.1:${adminPort + i}/readyz`;
-    await waitFor(`executor ${i} of ${label}`, async () => (await fetch(url)).status === 200);
+    await ready(`executor ${i} of ${label}`, async () => (await fetch(url)).status === 200);
   }
   return child.pid as number;
 }

@@ -134,27 +134,14 @@ export function consumeEach(
 export function json<T = Record<string, unknown>>(message: Pick<KafkaRecord, 'value'>): T {
   return JSON.parse(message.value?.toString() ?? 'null') as T;
 }
+
+export * from './arbitraries.ts';
 export * from './collector.ts';
 export * from './cpu.ts';
-export * from './memory.ts';
-export * from './server.ts';
-export * from './target.ts';
-
-/** Polls `check` every 100 ms until it holds; fails after `timeoutMs` with `what`. */
-export async function eventually(
-  check: () => boolean | Promise<boolean>,
-  timeoutMs: number,
-  what: string,
-): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (await check()) return;
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  throw new Error(`${what}: not reached within ${timeoutMs} ms`);
-}
-export * from './arbitraries.ts';
 export * from './kafka-broker.ts';
+export * from './memory.ts';
 export * from './postgres.ts';
 export * from './redis.ts';
 export * from './redis-cluster.ts';
+export * from './server.ts';
+export * from './target.ts';

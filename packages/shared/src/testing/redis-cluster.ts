@@ -4,6 +4,7 @@ import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { eventually } from './server.ts';
 
 const run = promisify(execFile);
 export const REDIS_SERVER = '/usr/bin/redis-server';
@@ -89,7 +90,8 @@ export async function startRedisCluster(
         '--cluster-yes',
       ]);
       for (const port of ports) {
-        await waitFor(async () => (await cli(port, 'CLUSTER', 'INFO')).includes('cluster_state:ok'));
+        const ok = async () => (await cli(port, 'CLUSTER', 'INFO')).includes('cluster_state:ok');
+        await eventually(ok, 15_000, `redis cluster node ${port} ok`);
       }
     } catch (err) {
       await stop();
@@ -155,13 +157,5 @@ async function cli(port: number, ...args: string[]): Promise<string> {
     return stdout.trim();
   } catch {
     return '';
-  }
-}
-
-async function waitFor(check: () => Promise<boolean>, timeoutMs = 15_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error('redis cluster did not come up in time');
-    await new Promise((r) => setTimeout(r, 50));
   }
 }

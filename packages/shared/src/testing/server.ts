@@ -1,6 +1,6 @@
 import { createServer } from 'node:net';
 
-// The servers of a test's own (redis.ts, postgres.ts, kafka-broker.ts) need these two and are
+// The servers of a test's own (redis.ts, postgres.ts, kafka-broker.ts, redis-cluster.ts) need these and are
 // re-exported by index.ts: here, not in index.ts, so that they do not import their own importer.
 
 /**
@@ -27,4 +27,18 @@ export async function freePort(): Promise<number> {
       server.close(() => resolve(port));
     });
   });
+}
+
+/** Polls `check` every 100 ms until it holds; fails after `timeoutMs` with `what`. */
+export async function eventually(
+  check: () => boolean | Promise<boolean>,
+  timeoutMs: number,
+  what: string,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (await check()) return;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  throw new Error(`${what}: not reached within ${timeoutMs} ms`);
 }
