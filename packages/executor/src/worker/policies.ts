@@ -24,6 +24,7 @@ import {
   SpanKind,
   type SpanOptions,
   SpanStatusCode,
+  tracingEnabled,
   wakeUpResult,
 } from '@requester/shared';
 import type { Bulkhead } from '../bulkhead/index.ts';
@@ -241,7 +242,9 @@ export class Policies {
     const opened = admission ? breakerStep(admission, Date.now()) : CALL;
     if (opened.kind !== 'call') return { kind: 'failure', stop: opened };
 
-    const outcome = await inSpan(call.method, envelope.meta.traceparent, clientSpanOptions(call), (span) =>
+    // The span's attributes parse and redact the URL: not worth it for a span nobody records.
+    const spanOptions = tracingEnabled() ? clientSpanOptions(call) : {};
+    const outcome = await inSpan(call.method, envelope.meta.traceparent, spanOptions, (span) =>
       this.modules.http.call(withTraceparent(call, span, envelope.meta.traceparent)).then((outcome) => {
         endClientSpan(span, outcome);
         return outcome;

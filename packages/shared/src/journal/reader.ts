@@ -37,10 +37,8 @@ export async function readJournal(
   for (const record of records)
     for (const event of parseEvents(record.value))
       if (event.requestId === lookup.requestId) events.push(event);
-  return events
-    .map((event, i) => ({ event, i }))
-    .sort((a, b) => a.event.at - b.event.at || a.i - b.i)
-    .map((e) => e.event);
+  // Stable (as Array.prototype.sort is): events of one millisecond keep the order they were read in.
+  return events.sort((a, b) => a.at - b.at);
 }
 
 /** A record's value: a JSON array of events (see writer.ts); unknown or broken ones are skipped. */
