@@ -63,17 +63,22 @@ export function progress(message: string): void {
 
 /** Progress of a long operation on stderr: one line rewritten in place on a terminal, else a line now and then. */
 export function progressCounter(label: string, unit: string): (done: number, total: number) => void {
-  let lastLineMs = 0;
+  const line = (done: number, total: number) => `requester ${label}: ${unit} ${done}/${total}`;
+  if (process.stderr.isTTY)
+    return (done, total) => process.stderr.write(`\r${line(done, total)}${done === total ? '\n' : ''}`);
+  return throttled((done, total) => process.stderr.write(`${line(done, total)}\n`));
+}
+
+/** `report`, called at most once a second, and always for the last step (done = total). */
+export function throttled(
+  report: (done: number, total: number) => void,
+): (done: number, total: number) => void {
+  let last = 0;
   return (done, total) => {
-    const line = `requester ${label}: ${unit} ${done}/${total}`;
-    if (process.stderr.isTTY) {
-      process.stderr.write(`\r${line}${done === total ? '\n' : ''}`);
-      return;
-    }
     const now = Date.now();
-    if (done < total && now - lastLineMs < 1_000) return;
-    lastLineMs = now;
-    process.stderr.write(`${line}\n`);
+    if (done < total && now - last < 1_000) return;
+    last = now;
+    report(done, total);
   };
 }
 

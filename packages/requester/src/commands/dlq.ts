@@ -28,6 +28,7 @@ import {
   printJson,
   printTable,
   progress,
+  throttled,
   withJson,
 } from './common.ts';
 
@@ -270,15 +271,4 @@ async function runReplay(
 function warnIncomplete(partitions: number[]): void {
   if (partitions.length > 0)
     progress(`warning: stopped before the end of partition(s) ${partitions.join(', ')} (no data came)`);
-}
-
-/** At most one progress line a second, plus the last one. */
-function throttled(report: (done: number, total: number) => void): (done: number, total: number) => void {
-  let last = 0;
-  return (done, total) => {
-    const now = Date.now();
-    if (done < total && now - last < 1_000) return;
-    last = now;
-    report(done, total);
-  };
 }
