@@ -15,7 +15,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { Agent as HttpAgent, request as httpRequest } from 'node:http';
 import path from 'node:path';
-import { median } from '@requester/shared/testing';
+import { freePortRange, median } from '@requester/shared/testing';
 import got from 'got';
 import { Agent, request } from 'undici';
 import { createHttpClient } from '../src/http/index.ts';
@@ -37,7 +37,7 @@ interface Result {
 }
 
 async function startTargetProcess(): Promise<{ url: string; child: ChildProcess }> {
-  const port = 20000 + Math.floor(Math.random() * 20000);
+  const port = await freePortRange(1);
   const serve = path.resolve(import.meta.dirname, '../../../k6/target/serve.ts');
   const child = spawn(process.execPath, [serve, String(port)], { stdio: ['ignore', 'pipe', 'inherit'] });
   await new Promise<void>((resolve, reject) => {

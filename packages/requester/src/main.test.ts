@@ -1,15 +1,17 @@
 import type { ChildProcess } from 'node:child_process';
-import { freePort, TEST_DATABASE_URL, uniqueName } from '@requester/shared/testing';
+import { freePort, freePortRange, TEST_DATABASE_URL, uniqueName } from '@requester/shared/testing';
 import { afterEach, describe, expect, it } from 'vitest';
 import { requester } from '../test/cli.ts';
 
-async function until(check: () => Promise<boolean>, timeoutMs: number): Promise<void> {
+/** Polls `check` until it holds; the failure shows what the process printed (its last lines). */
+async function until(check: () => Promise<boolean>, timeoutMs: number, output = () => ''): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     if (await check().catch(() => false)) return;
     await new Promise((r) => setTimeout(r, 200));
   }
-  throw new Error(`condition not met within ${timeoutMs} ms`);
+  const tail = output().split('\n').slice(-30).join('\n');
+  throw new Error(`condition not met within ${timeoutMs} ms${tail ? `; the process printed:\n${tail}` : ''}`);
 }
 
 describe('requester CLI', () => {
@@ -87,7 +89,7 @@ describe('requester CLI', () => {
 
   it('becomes ready, then exits 0 on SIGTERM within the shutdown timeout', async () => {
     const name = uniqueName('cli');
-    const adminPort = String(20000 + Math.floor(Math.random() * 20000));
+    const adminPort = String(await freePortRange(1));
     const { child, exit } = requester(['--role', 'relay', '--admin-port', adminPort], {
       DATABASE_URL: TEST_DATABASE_URL,
       KAFKA_TOPIC_IN: `${name}.in`,
@@ -119,9 +121,9 @@ describe('requester CLI', () => {
   });
 
   /** `requester --role executor --processes 2` on topics and a prefix of its own; the pids it logs. */
-  function supervisedExecutors() {
+  async function supervisedExecutors() {
     const name = uniqueName('cli');
-    const adminPort = 20000 + Math.floor(Math.random() * 20000);
+    const adminPort = await freePortRange(2);
     const { child, exit } = requester(
       ['--role', 'executor', '--processes', '2', '--admin-port', String(adminPort)],
       {
@@ -138,6 +140,10 @@ describe('requester CLI', () => {
     child.stdout?.on('data', (d) => {
       out += d;
     });
+    let err = '';
+    child.stderr?.on('data', (d) => {
+      err += d;
+    });
     const childPids = () =>
       [...out.matchAll(/"childPid":(\d+)[^\n]*"process started"/g)].map((m) => Number(m[1]));
     const ready = (port: number) => async () =>
@@ -153,21 +159,23 @@ describe('requester CLI', () => {
     const killAll = () => {
       for (const pid of childPids()) if (alive(pid)) process.kill(pid, 'SIGKILL');
     };
-    return { child, exit, adminPort, output: () => out, childPids, ready, alive, killAll };
+    const printed = () => `${out}${err ? `\n(stderr)\n${err}` : ''}`;
+    return { child, exit, adminPort, output: () => out, printed, childPids, ready, alive, killAll };
   }
 
   it('--processes 2: two ready executors; one killed is replaced; SIGTERM drains both, exit 0', async () => {
-    const { child, exit, adminPort, output, childPids, ready, alive, killAll } = supervisedExecutors();
+    const { child, exit, adminPort, output, printed, childPids, ready, alive, killAll } =
+      await supervisedExecutors();
     try {
-      await until(ready(adminPort), 30_000);
-      await until(ready(adminPort + 1), 30_000);
+      await until(ready(adminPort), 30_000, printed);
+      await until(ready(adminPort + 1), 30_000, printed);
       const [first] = childPids();
       expect(childPids()).toHaveLength(2);
 
       process.kill(first as number, 'SIGKILL');
-      await until(async () => childPids().length === 3, 10_000);
+      await until(async () => childPids().length === 3, 10_000, printed);
       expect(output()).toContain('process died unexpectedly: restarting it');
-      await until(ready(adminPort), 30_000);
+      await until(ready(adminPort), 30_000, printed);
 
       child.kill('SIGTERM');
       const { code } = await exit;
@@ -180,12 +188,13 @@ describe('requester CLI', () => {
   }, 90_000);
 
   it('--processes 2: the children drain and stop when the parent is killed (-9)', async () => {
-    const { child, adminPort, output, childPids, ready, alive, killAll } = supervisedExecutors();
+    const { child, adminPort, output, printed, childPids, ready, alive, killAll } =
+      await supervisedExecutors();
     try {
-      await until(ready(adminPort), 30_000);
-      await until(ready(adminPort + 1), 30_000);
+      await until(ready(adminPort), 30_000, printed);
+      await until(ready(adminPort + 1), 30_000, printed);
       child.kill('SIGKILL');
-      await until(async () => childPids().every((pid) => !alive(pid)), 30_000);
+      await until(async () => childPids().every((pid) => !alive(pid)), 30_000, printed);
       expect(output().match(/shutting down: 3\/3 close clients/g)).toHaveLength(2);
     } finally {
       killAll();

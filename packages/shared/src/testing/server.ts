@@ -29,6 +29,29 @@ export async function freePort(): Promise<number> {
   });
 }
 
+/**
+ * `count` consecutive TCP ports that were free a moment ago, for a process that takes ports BASE,
+ * BASE+1, … (`requester --processes N --admin-port BASE`). Drawn below Linux's ephemeral range
+ * (32768+), where `freePort`'s listeners and every outgoing connection's local port live, so nothing
+ * else in a test run takes them in between.
+ */
+export async function freePortRange(count: number): Promise<number> {
+  for (let attempt = 0; attempt < 100; attempt++) {
+    const base = 10_000 + Math.floor(Math.random() * (22_000 - count));
+    const ports = Array.from({ length: count }, (_, i) => base + i);
+    if ((await Promise.all(ports.map(canListen))).every(Boolean)) return base;
+  }
+  throw new Error(`no ${count} consecutive free ports found in 10000–32000`);
+}
+
+function canListen(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.once('error', () => resolve(false));
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
+  });
+}
+
 /** Polls `check` every 100 ms until it holds; fails after `timeoutMs` with `what`. */
 export async function eventually(
   check: () => boolean | Promise<boolean>,
