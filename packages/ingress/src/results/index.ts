@@ -90,15 +90,15 @@ export async function followReplies(options: ReplyOptions): Promise<Pick<Followi
   };
 }
 
+/** How long a fetch of `out` waits for FOLLOW_MIN_BYTES when results trickle in. */
+const FOLLOW_WAIT_MS = 50;
+const FOLLOW_MIN_BYTES = 64 * 1024;
+
 /**
  * Resolves once the consumer is assigned every partition and positioned at the end offsets read
  * before it joined: a result produced after this resolves is always seen (a sync caller that
  * starts right after the role reports started cannot miss its result).
  */
-/** How long a fetch of `out` waits for FOLLOW_MIN_BYTES when results trickle in. */
-const FOLLOW_WAIT_MS = 50;
-const FOLLOW_MIN_BYTES = 64 * 1024;
-
 export async function followResults(options: FollowOptions): Promise<Following> {
   const { kafka, topic, logger } = options;
   const ends = await endOffsets(kafka, topic);

@@ -82,9 +82,6 @@ export const REPLAY_MARK_TTL_MS = 30 * 24 * 3600 * 1000;
 /** Dead letters read back, and replays produced to `in`, per round of a replay. */
 const REPLAY_CHUNK = 500;
 
-/** Header of a replayed `in` record: the DLQ record it came from (`topic/partition/offset`). */
-export { REPLAY_OF_HEADER };
-
 export function matches(record: AnyDeadLetter, filter: DlqFilter, at?: RecordRef): boolean {
   const { requestIds, sinceMs, untilMs } = filter;
   if (requestIds && !requestIds.has(deadLetterRequestId(record) ?? '')) return false;
