@@ -1,18 +1,20 @@
 import type { ChildProcess } from 'node:child_process';
-import { freePort, freePortRange, TEST_DATABASE_URL, uniqueName } from '@requester/shared/testing';
+import {
+  eventually,
+  freePort,
+  freePortRange,
+  TEST_DATABASE_URL,
+  uniqueName,
+} from '@requester/shared/testing';
 import { afterEach, describe, expect, it } from 'vitest';
 import { requester } from '../test/cli.ts';
 
-/** Polls `check` until it holds; the failure shows what the process printed (its last lines). */
-async function until(check: () => Promise<boolean>, timeoutMs: number, output = () => ''): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (await check().catch(() => false)) return;
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  const tail = output().split('\n').slice(-30).join('\n');
-  throw new Error(`condition not met within ${timeoutMs} ms${tail ? `; the process printed:\n${tail}` : ''}`);
-}
+/** Whether the admin server on `port` answers /readyz with 200 (false while nothing listens). */
+const isReady = (port: number | string) => () =>
+  fetch(`http://127.0.0.1:${port}/readyz`).then(
+    (res) => res.status === 200,
+    () => false,
+  );
 
 describe('requester CLI', () => {
   const running: ChildProcess[] = [];
@@ -100,7 +102,7 @@ describe('requester CLI', () => {
       SHUTDOWN_TIMEOUT: '20s',
     });
     running.push(child);
-    await until(async () => (await fetch(`http://127.0.0.1:${adminPort}/readyz`)).status === 200, 30_000);
+    await eventually(isReady(adminPort), 30_000, 'relay ready');
     const health = await fetch(`http://127.0.0.1:${adminPort}/healthz`);
     expect(health.status).toBe(200);
     const metrics = await (await fetch(`http://127.0.0.1:${adminPort}/metrics`)).text();
@@ -146,8 +148,6 @@ describe('requester CLI', () => {
     });
     const childPids = () =>
       [...out.matchAll(/"childPid":(\d+)[^\n]*"process started"/g)].map((m) => Number(m[1]));
-    const ready = (port: number) => async () =>
-      (await fetch(`http://127.0.0.1:${port}/readyz`)).status === 200;
     const alive = (pid: number) => {
       try {
         process.kill(pid, 0);
@@ -159,23 +159,27 @@ describe('requester CLI', () => {
     const killAll = () => {
       for (const pid of childPids()) if (alive(pid)) process.kill(pid, 'SIGKILL');
     };
-    const printed = () => `${out}${err ? `\n(stderr)\n${err}` : ''}`;
-    return { child, exit, adminPort, output: () => out, printed, childPids, ready, alive, killAll };
+    // What a failed wait shows after its condition: the last lines the processes printed.
+    const printed = () => {
+      const all = err ? `${out}\n(stderr)\n${err}` : out;
+      return `the processes printed:\n${all.split('\n').slice(-30).join('\n')}`;
+    };
+    return { child, exit, adminPort, output: () => out, printed, childPids, alive, killAll };
   }
 
   it('--processes 2: two ready executors; one killed is replaced; SIGTERM drains both, exit 0', async () => {
-    const { child, exit, adminPort, output, printed, childPids, ready, alive, killAll } =
+    const { child, exit, adminPort, output, printed, childPids, alive, killAll } =
       await supervisedExecutors();
     try {
-      await until(ready(adminPort), 30_000, printed);
-      await until(ready(adminPort + 1), 30_000, printed);
+      await eventually(isReady(adminPort), 30_000, 'child 0 ready', printed);
+      await eventually(isReady(adminPort + 1), 30_000, 'child 1 ready', printed);
       const [first] = childPids();
       expect(childPids()).toHaveLength(2);
 
       process.kill(first as number, 'SIGKILL');
-      await until(async () => childPids().length === 3, 10_000, printed);
+      await eventually(() => childPids().length === 3, 10_000, 'a third child started', printed);
       expect(output()).toContain('process died unexpectedly: restarting it');
-      await until(ready(adminPort), 30_000, printed);
+      await eventually(isReady(adminPort), 30_000, 'child 0 ready', printed);
 
       child.kill('SIGTERM');
       const { code } = await exit;
@@ -188,13 +192,12 @@ describe('requester CLI', () => {
   }, 90_000);
 
   it('--processes 2: the children drain and stop when the parent is killed (-9)', async () => {
-    const { child, adminPort, output, printed, childPids, ready, alive, killAll } =
-      await supervisedExecutors();
+    const { child, adminPort, output, printed, childPids, alive, killAll } = await supervisedExecutors();
     try {
-      await until(ready(adminPort), 30_000, printed);
-      await until(ready(adminPort + 1), 30_000, printed);
+      await eventually(isReady(adminPort), 30_000, 'child 0 ready', printed);
+      await eventually(isReady(adminPort + 1), 30_000, 'child 1 ready', printed);
       child.kill('SIGKILL');
-      await until(async () => childPids().every((pid) => !alive(pid)), 30_000, printed);
+      await eventually(() => childPids().every((pid) => !alive(pid)), 30_000, 'every child gone', printed);
       expect(output().match(/shutting down: 3\/3 close clients/g)).toHaveLength(2);
     } finally {
       killAll();

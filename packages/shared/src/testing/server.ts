@@ -52,16 +52,20 @@ function canListen(port: number): Promise<boolean> {
   });
 }
 
-/** Polls `check` every 100 ms until it holds; fails after `timeoutMs` with `what`. */
+/**
+ * Polls `check` every 100 ms until it holds; fails after `timeoutMs` with `what`, then what
+ * `context` says at that moment (e.g. the last lines a child process printed).
+ */
 export async function eventually(
   check: () => boolean | Promise<boolean>,
   timeoutMs: number,
   what: string,
+  context?: () => string,
 ): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     if (await check()) return;
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
-  throw new Error(`${what}: not reached within ${timeoutMs} ms`);
+  throw new Error(`${what}: not reached within ${timeoutMs} ms${context ? `\n${context()}` : ''}`);
 }
