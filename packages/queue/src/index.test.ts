@@ -1,5 +1,10 @@
 import { createRedis, type RedisClient, RequesterError, registry } from '@requester/shared';
-import { redisServerAvailable, startRedisCluster, type TestCluster } from '@requester/shared/testing';
+import {
+  eventually,
+  redisServerAvailable,
+  startRedisCluster,
+  type TestCluster,
+} from '@requester/shared/testing';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { expireLeases, leaseAll, sleep, uniquePrefix } from '../test/queue-helpers.ts';
 import { QueueAdmin } from './admin.ts';
@@ -274,6 +279,29 @@ describe.each([single, clustered])('FairQueue on $name', (target) => {
         expect(ids((await worker.lease(1, 1_000)).tasks)).toEqual(['local']);
       } finally {
         mute.disconnect();
+      }
+    });
+    test('an announcement wakes the workers of its own process once: its echo through Redis is skipped', async () => {
+      const prefix = uniquePrefix();
+      const worker = makeQueue({ refreshMs: 60_000 }, prefix);
+      const publisher = makeQueue({}, prefix);
+      // Another process's view of the channel: the announcement does go out on Redis.
+      const elsewhere = redis.duplicate();
+      const heardElsewhere: string[] = [];
+      elsewhere.on('message', (_channel: string, message: string) => heardElsewhere.push(message));
+      await elsewhere.subscribe(worker.wakeChannel);
+      try {
+        await worker.waitForWork(1); // subscribes
+        const woken = worker.waitForWork(30_000);
+        await publisher.publish([{ id: 'once', partition: 'p', payload: '' }]);
+        expect(await woken).toBe(true);
+        expect(ids((await worker.lease(1, 1_000)).tasks)).toEqual(['once']);
+        await eventually(() => heardElsewhere.length === 1, 5_000, 'the announcement on Redis');
+        await sleep(50); // the worker's own subscription has had it too
+        // Heard a second time (the echo), it would wake the worker for a lease that finds nothing.
+        expect(await worker.waitForWork(300)).toBe(false);
+      } finally {
+        elsewhere.disconnect();
       }
     });
   });

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { type Logger, type RedisClient, RequesterError } from '@requester/shared';
 import { parseToken, shardKey, shardKeys, shardOfPartition } from './keys.ts';
@@ -400,10 +401,10 @@ export class FairQueue {
     if (!this.notify || shards.length === 0) return;
     const message = shards.join(',');
     // Workers of this process (another instance on the same queue, e.g. `--role all`) hear it at
-    // once; the others, and these again, through Redis.
+    // once; the others through Redis, tagged so that this process skips its own echo.
     localWakes.emit(this.wakeChannel, message);
     try {
-      await this.redis.publish(this.wakeChannel, message);
+      await this.redis.publish(this.wakeChannel, `${message},${PROCESS_TAG}`);
     } catch (err) {
       // Only a latency hint: workers find the work on their next view refresh anyway.
       this.logger?.warn({ err, queue: this.name }, 'wake announcement failed');
@@ -571,7 +572,10 @@ export class FairQueue {
     if (this.subscriber) return;
     const subscriber = this.redis.duplicate();
     this.subscriber = subscriber;
-    subscriber.on('message', (_channel: string, message: string) => this.heard(message));
+    subscriber.on('message', (_channel: string, message: string) => {
+      // Our own announcement: heard already, through localWakes.
+      if (!message.endsWith(PROCESS_TAG)) this.heard(message);
+    });
     localWakes.on(this.wakeChannel, this.heardLocally);
     subscriber.on('error', (err: Error) => this.logger?.warn({ err, queue: this.name }, 'wake subscription'));
     await subscriber.subscribe(this.wakeChannel);
@@ -583,6 +587,13 @@ export class FairQueue {
  * the idle workers of the others on the same queue without the round trip through Redis pub/sub.
  */
 const localWakes = new EventEmitter().setMaxListeners(0);
+
+/**
+ * Ends this process's announcements on Redis (`,@<random>`), so that it skips their echo: without
+ * it each announcement woke its own idle workers twice, and each second wake cost a lease script
+ * that found nothing. Readers skip the entry as they skip any that is not `shard:inMs`.
+ */
+const PROCESS_TAG = `@${randomBytes(6).toString('hex')}`;
 
 /**
  * What this process knows about each shard: when it next has something to do (a ready partition,
