@@ -83,4 +83,38 @@ describe('kafkajs Encoder (patched)', () => {
       1, 2, 3,
     ]);
   });
+
+  it('the bytes an encoded record allocates grow linearly with its key', async () => {
+    // A partition key near the limit must cost in proportion to its size: the patched encoder
+    // copies each byte a bounded number of times. Counted in bytes allocated, not in time.
+    const allocatedFor = async (keyBytes: number) => {
+      const allocUnsafe = Buffer.allocUnsafe;
+      const concat = Buffer.concat;
+      let bytes = 0;
+      Buffer.allocUnsafe = (size: number) => {
+        bytes += size;
+        return allocUnsafe(size);
+      };
+      Buffer.concat = (list: readonly Uint8Array[], total?: number) => {
+        const joined = concat(list, total);
+        bytes += joined.length;
+        return joined;
+      };
+      try {
+        const record = Record({ offsetDelta: 0, key: Buffer.alloc(keyBytes, 1), value: 'v' });
+        const batch = await RecordBatch({ records: [record], lastOffsetDelta: 0 });
+        const frame = new Encoder().writeInt32(batch.size()).writeEncoder(batch);
+        expect(frame.buffer.length).toBeGreaterThan(keyBytes);
+      } finally {
+        Buffer.allocUnsafe = allocUnsafe;
+        Buffer.concat = concat;
+      }
+      return bytes;
+    };
+    const sizes = [50 * 1024, 100 * 1024, 200 * 1024, 400 * 1024];
+    const allocated = [];
+    for (const size of sizes) allocated.push(await allocatedFor(size));
+    for (const [i, size] of sizes.entries()) expect(allocated[i]).toBeLessThan(8 * size);
+    for (let i = 1; i < sizes.length; i++) expect(allocated[i] / allocated[i - 1]).toBeLessThan(2.6);
+  });
 });
