@@ -188,6 +188,31 @@ describe('kafkaLogCreator', () => {
       },
     ]);
   });
+
+  it('writes a retriable protocol error at debug, and any other response error at error', () => {
+    const { logger, lines } = capturingLogger();
+    const write = kafkaLogCreator(logger)(logLevel.ERROR);
+    const response = (error: string) => ({
+      namespace: 'Connection',
+      level: logLevel.ERROR,
+      label: 'ERROR',
+      log: {
+        timestamp: 'now',
+        logger: 'kafkajs',
+        message: 'Response ListOffsets(key: 2, version: 3)',
+        error,
+        correlationId: 7,
+      },
+    });
+    write(response('This server is not the leader for that topic-partition'));
+    write(response('The user-specified log directory is not found in the broker config'));
+    write(response('Not authorized to access topics: [Topic authorization failed]'));
+    expect(lines.map(({ level, error }) => ({ level, error }))).toEqual([
+      { level: 20, error: 'This server is not the leader for that topic-partition' },
+      { level: 50, error: 'The user-specified log directory is not found in the broker config' },
+      { level: 50, error: 'Not authorized to access topics: [Topic authorization failed]' },
+    ]);
+  });
 });
 
 describe('isRetriableKafkaError', () => {

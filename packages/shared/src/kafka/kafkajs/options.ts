@@ -1,3 +1,4 @@
+import { createRequire } from 'node:module';
 import { type logCreator as LogCreator, logLevel, type SASLOptions } from 'kafkajs';
 import type { Logger } from '../../log/index.ts';
 import type { KafkaSecurity } from '../security.ts';
@@ -24,6 +25,28 @@ const LEVELS: Record<number, 'error' | 'warn' | 'info' | 'debug'> = {
   [logLevel.DEBUG]: 'debug',
 };
 
+/**
+ * The messages of the protocol errors Kafka marks retriable (kafkajs's own table): "This server is
+ * not the leader for that topic-partition" while a new topic elects its leaders, a coordinator
+ * that is loading. kafkajs logs each failed response at `error` and then retries it; what an
+ * operator must act on is the error that remains once the retries run out, which the caller logs.
+ */
+const RETRIABLE_PROTOCOL_MESSAGES: ReadonlySet<string> = new Set(
+  (
+    createRequire(import.meta.url)('kafkajs/src/protocol/error') as {
+      errorCodes: Array<{ message: string; retriable: boolean }>;
+    }
+  ).errorCodes
+    .filter((e) => e.retriable)
+    .map((e) => e.message),
+);
+
+/** The level a kafkajs line is written at: a retriable protocol error in a response is `debug`. */
+function levelOf(level: number, error: unknown): 'error' | 'warn' | 'info' | 'debug' {
+  if (typeof error === 'string' && RETRIABLE_PROTOCOL_MESSAGES.has(error)) return 'debug';
+  return LEVELS[level] ?? 'info';
+}
+
 /** Distinct kafkajs lines remembered for folding repeats (oldest forgotten first). */
 const REMEMBERED_LINES = 1_000;
 
@@ -31,14 +54,14 @@ const REMEMBERED_LINES = 1_000;
  * Routes kafkajs logs into pino. In an outage kafkajs logs every failed connection attempt of
  * every client — dozens of identical lines a second — so a line already written within
  * `repeatWindowMs` is folded: the next one written after the window says how many it stands for
- * (`repeated`).
+ * (`repeated`). Retriable protocol errors, which kafkajs retries itself, are written at `debug`.
  */
 export function kafkaLogCreator(log: Logger, repeatWindowMs = 5_000): LogCreator {
   const written = new Map<string, { at: number; folded: number }>();
   return () =>
     ({ namespace, level, log: entry }) => {
       const { message, timestamp: _ts, logger: _l, ...extra } = entry;
-      const key = `${level}\0${namespace}\0${message}`;
+      const key = `${level}\0${namespace}\0${message}\0${String(extra.error ?? '')}`;
       const now = Date.now();
       const last = written.get(key);
       if (last && now - last.at < repeatWindowMs) {
@@ -49,6 +72,6 @@ export function kafkaLogCreator(log: Logger, repeatWindowMs = 5_000): LogCreator
       written.set(key, { at: now, folded: 0 });
       if (written.size > REMEMBERED_LINES) written.delete(written.keys().next().value as string);
       const repeated = last?.folded ? { repeated: last.folded } : {};
-      log[LEVELS[level] ?? 'info']({ namespace, ...extra, ...repeated }, String(message));
+      log[levelOf(level, extra.error)]({ namespace, ...extra, ...repeated }, String(message));
     };
 }
