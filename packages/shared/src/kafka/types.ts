@@ -152,12 +152,13 @@ export interface KafkaAdmin {
   disconnect(): Promise<void>;
   listTopics(): Promise<string[]>;
   /**
-   * Creates the topics that are missing (existing ones are left as they are) and returns their
-   * names; retriable broker errors are asked again for up to `patienceMs`.
+   * Creates the topics that are missing (existing ones are left as they are) and returns the
+   * names it created, once every partition of `topics` has a leader (whoever created them);
+   * retriable broker errors are asked again for up to `patienceMs`.
    */
   ensureTopics(topics: TopicSpec[], patienceMs?: number): Promise<string[]>;
-  /** Log start and end of each partition of `topic`. */
-  topicOffsets(topic: string): Promise<PartitionOffsets[]>;
+  /** Log start and end of each partition of `topic` (retriable errors asked again for `patienceMs`). */
+  topicOffsets(topic: string, patienceMs?: number): Promise<PartitionOffsets[]>;
   /** The committed offset of each partition of `topic` for `groupId` (-1: none). */
   committedOffsets(groupId: string, topic: string): Promise<Array<{ partition: number; offset: string }>>;
   /** Deletes the records of `partition` below `offset` (what retention does). */

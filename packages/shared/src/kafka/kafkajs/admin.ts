@@ -1,4 +1,6 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Admin } from 'kafkajs';
+import { RequesterError } from '../../errors/index.ts';
 import type { KafkaAdmin, PartitionOffsets, TopicSpec } from '../types.ts';
 import { isRetriableKafkaError } from './errors.ts';
 
@@ -22,23 +24,56 @@ export class KafkajsAdmin implements KafkaAdmin {
   }
 
   /**
+   * Creates the topics that are missing and returns once every partition of `topics` has a leader.
    * A broker that just started (or just created a topic) may answer retriable errors while it
-   * loads — e.g. "does not host this topic-partition" while kafkajs waits for leaders — so
-   * creation is asked again (an existing topic is no error).
+   * loads, so creation is asked again. Several processes may start at once: when another one
+   * created a topic first, kafkajs returns without waiting for its leaders, so they are awaited
+   * here whoever created them.
    */
   async ensureTopics(topics: TopicSpec[], patienceMs = 30_000): Promise<string[]> {
-    const existing = new Set(await this.admin.listTopics());
-    const missing = topics.filter((t) => !existing.has(t.topic));
-    if (missing.length === 0) return [];
     const deadline = Date.now() + patienceMs;
+    const created: string[] = [];
     for (;;) {
+      const existing = new Set(await this.admin.listTopics());
+      const missing = topics.filter((t) => !existing.has(t.topic));
+      if (missing.length === 0) break;
       try {
-        await this.admin.createTopics({ topics: missing, waitForLeaders: true });
-        return missing.map((t) => t.topic);
+        if (await this.admin.createTopics({ topics: missing, waitForLeaders: true })) {
+          created.push(...missing.map((t) => t.topic));
+          break;
+        }
+        // false: another process created them meanwhile; list again, then await their leaders.
       } catch (err) {
         if (!isRetriableKafkaError(err) || Date.now() > deadline) throw err;
-        await new Promise((resolve) => setTimeout(resolve, 250));
+        await sleep(250);
       }
+    }
+    await this.awaitLeaders(
+      topics.map((t) => t.topic),
+      deadline,
+    );
+    return created;
+  }
+
+  /** Returns once every partition of `topics` has a leader; retriable errors are asked again. */
+  private async awaitLeaders(topics: string[], deadline: number): Promise<void> {
+    for (;;) {
+      try {
+        const { topics: metadata } = await this.admin.fetchTopicMetadata({ topics });
+        const led = metadata.every(
+          (t) =>
+            t.partitions.length > 0 && t.partitions.every((p) => p.leader >= 0 && p.partitionErrorCode === 0),
+        );
+        if (led) return;
+      } catch (err) {
+        if (!isRetriableKafkaError(err)) throw err;
+      }
+      if (Date.now() > deadline)
+        throw new RequesterError(
+          'dependency_unavailable',
+          `Kafka elected no leader for ${topics.join(', ')}`,
+        );
+      await sleep(100);
     }
   }
 
@@ -54,7 +89,7 @@ export class KafkajsAdmin implements KafkaAdmin {
         return offsets.map(({ partition, low, high }) => ({ partition, low, high }));
       } catch (err) {
         if (!isRetriableKafkaError(err) || Date.now() > deadline) throw err;
-        await new Promise((resolve) => setTimeout(resolve, Math.min(100 * attempt, 1_000)));
+        await sleep(Math.min(100 * attempt, 1_000));
       }
     }
   }

@@ -112,9 +112,11 @@ describe('kafkajs Encoder (patched)', () => {
       return bytes;
     };
     const sizes = [50 * 1024, 100 * 1024, 200 * 1024, 400 * 1024];
-    const allocated = [];
+    const allocated: number[] = [];
     for (const size of sizes) allocated.push(await allocatedFor(size));
-    for (const [i, size] of sizes.entries()) expect(allocated[i]).toBeLessThan(8 * size);
-    for (let i = 1; i < sizes.length; i++) expect(allocated[i] / allocated[i - 1]).toBeLessThan(2.6);
+    allocated.forEach((bytes, i) => {
+      expect(bytes).toBeLessThan(8 * (sizes[i] as number));
+      if (i > 0) expect(bytes / (allocated[i - 1] as number)).toBeLessThan(2.6);
+    });
   });
 });

@@ -7,6 +7,7 @@ import {
   type PrivateKafka,
   startPrivateKafka,
   TEST_KAFKA_BROKERS,
+  testKafka,
   uniqueName,
 } from '../../testing/index.ts';
 import { chunksOf, PRODUCE_CHUNK_BYTES } from '../batching.ts';
@@ -110,6 +111,39 @@ describe('local Kafka broker (infra/kafka.sh)', () => {
     expect(again.reduce((sum, p) => sum + Number(p.offset), 0)).toBe(values.length);
     await after.disconnect();
   }, 180_000);
+});
+
+describe('ensureTopics', () => {
+  it('processes starting at once each return with every partition led, whoever created the topics', async () => {
+    const topics = [uniqueName('race'), uniqueName('race')].map((topic) => ({
+      topic,
+      numPartitions: 6,
+      replicationFactor: 1,
+    }));
+    const admins = [testKafka().admin(), testKafka().admin(), testKafka().admin()];
+    await Promise.all(admins.map((a) => a.connect()));
+    try {
+      // One creates the first topic alone while two others create both: some of their requests
+      // find a topic existing and another missing.
+      const created = await Promise.all([
+        admins[0]?.ensureTopics(topics.slice(0, 1)),
+        admins[1]?.ensureTopics(topics),
+        admins[2]?.ensureTopics(topics),
+      ]);
+      // Each is reported created by one process at most (kafkajs does not say which of a request's
+      // topics it created when another one already existed).
+      const reported = created.flat();
+      expect(new Set(reported).size).toBe(reported.length);
+      for (const admin of admins) {
+        for (const { topic } of topics) {
+          const offsets = await admin?.topicOffsets(topic, 0);
+          expect(offsets?.map((o) => o.partition).sort()).toEqual([0, 1, 2, 3, 4, 5]);
+        }
+      }
+    } finally {
+      await Promise.all(admins.map((a) => a.disconnect()));
+    }
+  }, 60_000);
 });
 
 describe('produce', () => {
