@@ -132,6 +132,7 @@ describe('requester CLI', () => {
         KAFKA_TOPIC_IN: `${name}.in`,
         KAFKA_TOPIC_OUT: `${name}.out`,
         KAFKA_TOPIC_DLQ: `${name}.dlq`,
+        KAFKA_TOPIC_EVENTS: `${name}.events`,
         KAFKA_TOPIC_PARTITIONS: '1',
         REDIS_PREFIX: name.slice(-24),
         SHUTDOWN_TIMEOUT: '20s',

@@ -96,6 +96,7 @@ export function topologyEnv(name: string, redisUrl: string, partitions: number):
     KAFKA_TOPIC_IN: `${name}.in`,
     KAFKA_TOPIC_OUT: `${name}.out`,
     KAFKA_TOPIC_DLQ: `${name}.dlq`,
+    KAFKA_TOPIC_EVENTS: `${name}.events`,
     KAFKA_TOPIC_PARTITIONS: String(partitions),
     REDIS_URL: redisUrl,
     REDIS_CLUSTER: 'true',

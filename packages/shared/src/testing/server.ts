@@ -16,24 +16,21 @@ export interface PrivateServer {
   restart(): Promise<void>;
 }
 
-/** A TCP port that was free a moment ago (for servers whose port must be known before they start). */
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
+/**
+ * A TCP port that was free a moment ago, for a server whose port must be known before it starts.
+ * Drawn like `freePortRange`, below the ephemeral range: a port the kernel handed out (listen on
+ * 0) is one it may hand out again as the local port of any outgoing connection before the server
+ * binds it, and then the server fails with EADDRINUSE.
+ */
+export function freePort(): Promise<number> {
+  return freePortRange(1);
 }
 
 /**
  * `count` consecutive TCP ports that were free a moment ago, for a process that takes ports BASE,
  * BASE+1, … (`requester --processes N --admin-port BASE`). Drawn below Linux's ephemeral range
- * (32768+), where `freePort`'s listeners and every outgoing connection's local port live, so nothing
- * else in a test run takes them in between.
+ * (32768+), where every outgoing connection's local port lives, so nothing but another test's
+ * draw takes them in between.
  */
 export async function freePortRange(count: number): Promise<number> {
   for (let attempt = 0; attempt < 100; attempt++) {
