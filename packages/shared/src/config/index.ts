@@ -72,6 +72,21 @@ const addressList = z.string().transform((text, ctx) => {
   }
   return items;
 });
+/** Comma-separated `host:port` (IPv6 as `[addr]:port`); at least one. */
+const hostPortList = z
+  .string()
+  .transform((text) =>
+    text
+      .split(',')
+      .map((item) => item.trim())
+      .filter(Boolean),
+  )
+  .refine(
+    (items) => items.length > 0 && items.every((item) => /^(\[[^\]]+\]|[^:[\]\s]+):\d{1,5}$/.test(item)),
+    {
+      message: 'must be host:port entries, comma-separated (IPv6 as [addr]:port)',
+    },
+  );
 const bool = z
   .enum(['true', 'false', '1', '0', 'yes', 'no'])
   .transform((v) => ['true', '1', 'yes'].includes(v));
@@ -160,6 +175,12 @@ export const CONFIG_VARIABLES = {
     '127.0.0.1:9092',
     z.string().min(1),
     'comma-separated Kafka bootstrap brokers',
+  ),
+  kafkaControllers: variable(
+    'KAFKA_CONTROLLERS',
+    undefined,
+    hostPortList.optional(),
+    "comma-separated KRaft controller listeners (host:port) of the Kafka cluster, which clients never use but a request could reach: refused as targets like the brokers. Default: each bootstrap broker's host at its port + 1 (infra/kafka.sh's layout, e.g. 9093 beside 9092)",
   ),
   kafkaClientId: variable(
     'KAFKA_CLIENT_ID',
@@ -402,7 +423,7 @@ export const CONFIG_VARIABLES = {
     'ALLOW_PRIVATE_TARGETS',
     '',
     addressList,
-    "private/loopback/link-local targets that may be called: comma-separated IPs or CIDRs, each with an optional port (`127.0.0.1:8081`, `10.0.0.0/8:443`, `[::1]:8080`; none = any port), or * for all. Requester's own HTTP_PORT and ADMIN_PORT and its Kafka, Redis and PostgreSQL ports are refused on loopback, this machine's addresses and their configured hosts whatever this says",
+    "private/loopback/link-local targets that may be called: comma-separated IPs or CIDRs, each with an optional port (`127.0.0.1:8081`, `10.0.0.0/8:443`, `[::1]:8080`; none = any port), or * for all. Requester's own HTTP_PORT and ADMIN_PORT and its Kafka (brokers and KAFKA_CONTROLLERS), Redis and PostgreSQL ports are refused on loopback, this machine's addresses and their configured hosts whatever this says",
   ),
   breakerFailureThreshold: variable(
     'BREAKER_FAILURE_THRESHOLD',
