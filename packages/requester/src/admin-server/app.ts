@@ -19,7 +19,7 @@ import {
   partitionsPage,
   requestPage,
 } from '../ui/pages.ts';
-import { type AdminConsole, type Operator, SelectionError } from './console.ts';
+import { type AdminConsole, type Operator, ScopeError, SelectionError } from './console.ts';
 import { adminOpenApiDocument } from './openapi.ts';
 
 /**
@@ -82,10 +82,16 @@ export function adminApp(console: AdminConsole): Hono<Env> {
   registerPages(app, console);
   registerApi(app, console);
   app.onError((err, c) => {
-    const status = err instanceof UsageError || err instanceof SelectionError ? 400 : 503;
+    const status =
+      err instanceof UsageError || err instanceof SelectionError
+        ? 400
+        : err instanceof ScopeError
+          ? 403
+          : 503;
     const detail = err instanceof Error ? err.message : String(err);
     if (c.req.header('hx-request')) return c.html(flash(detail, true), 200);
-    return c.json({ error: status === 400 ? 'invalid_request' : 'dependency_unavailable', detail }, status);
+    const error = { 400: 'invalid_request', 403: 'forbidden', 503: 'dependency_unavailable' }[status];
+    return c.json({ error, detail }, status);
   });
   return app;
 }
@@ -123,6 +129,14 @@ function authenticate(console: AdminConsole, kind: 'ui' | 'api') {
   };
 }
 
+/** The operator, when the query asks to reveal secrets (`reveal=true`); a read key gets 403. */
+function revealTo(c: Context<Env>): Operator | undefined {
+  const text = c.req.query('reveal');
+  if (text === undefined || text === '' || text === 'false' || text === '0') return undefined;
+  if (text !== 'true' && text !== '1') throw new UsageError(`reveal must be true or false, got ${text}`);
+  return c.get('operator');
+}
+
 function registerPages(app: Hono<Env>, console: AdminConsole): void {
   app.get('/ui', (c) => c.redirect('/ui/overview', 303));
   app.get('/ui/overview', (c) => c.html(overviewPage(c.get('operator'))));
@@ -132,7 +146,9 @@ function registerPages(app: Hono<Env>, console: AdminConsole): void {
   app.get('/ui/partitions/live', async (c) => c.html(partitionsLive(await console.partitions(10))));
   app.get('/ui/requests', async (c) => {
     const id = c.req.query('id')?.trim() ?? '';
-    return c.html(requestPage(c.get('operator'), id, id ? await console.request(id) : undefined));
+    const reveal = revealTo(c);
+    const data = id ? await console.request(id, reveal) : undefined;
+    return c.html(requestPage(c.get('operator'), id, data, reveal !== undefined));
   });
   app.get('/ui/dlq', async (c) => {
     const selection = selectionOf(c.req.query());
@@ -165,12 +181,16 @@ function registerApi(app: Hono<Env>, console: AdminConsole): void {
   app.get('/admin/api/whoami', (c) => c.json(c.get('operator')));
   app.get('/admin/api/overview', async (c) => c.json(await console.overview()));
   app.get('/admin/api/partitions', async (c) =>
-    c.json(await console.partitions(limitOf(c.req.query('limit'), 20))),
+    c.json(await console.partitions(limitOf(c.req.query('limit'), 20), revealTo(c))),
   );
-  app.get('/admin/api/requests/:id', async (c) => c.json(await console.request(c.req.param('id'))));
+  app.get('/admin/api/requests/:id', async (c) =>
+    c.json(await console.request(c.req.param('id'), revealTo(c))),
+  );
   app.get('/admin/api/requests/:id/events', async (c) => c.json(await console.events(c.req.param('id'))));
   app.get('/admin/api/dlq', async (c) =>
-    c.json(await console.deadLetters(selectionOf(c.req.query()), limitOf(c.req.query('limit'), 50))),
+    c.json(
+      await console.deadLetters(selectionOf(c.req.query()), limitOf(c.req.query('limit'), 50), revealTo(c)),
+    ),
   );
   app.post('/admin/api/dlq/replay', async (c) => {
     const body = await bodyOf(c);

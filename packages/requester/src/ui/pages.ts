@@ -163,8 +163,10 @@ export function requestPage(
   operator: Operator,
   id: string,
   data: { result: unknown; resultSource: string | null; deadLetters: DeadLetterView[] } | undefined,
+  revealed = false,
 ): Html {
   const canAct = operator.admin === 'write';
+  const revealHref = `/ui/requests?id=${encodeURIComponent(id)}&reveal=true`;
   return layout(
     'Request lookup',
     '/ui/requests',
@@ -172,7 +174,14 @@ export function requestPage(
     html`<section><form class="filters" method="get" action="/ui/requests"><label>requestId<input name="id" value="${id}" size="40"></label><button>Look up</button></form></section>
 ${
   data
-    ? html`<section><h2>Result</h2>${
+    ? html`<section><p class="muted" id="secrets">${
+        revealed
+          ? html`<span class="warn">Shown in full: this look-up is journaled as yours.</span>`
+          : html`Credentials (authorization, cookies, keys, tokens, URL passwords), bodies and proxyData are hidden.${
+              canAct ? html` <a href="${revealHref}" data-action="reveal">Show them (journaled)</a>` : ''
+            }`
+      }</p></section>
+<section><h2>Result</h2>${
         data.result
           ? html`<pre>${JSON.stringify(data.result, null, 2)}</pre>`
           : html`<p class="muted">${data.resultSource ? 'The sync-gateway of this process holds no result for it (never seen, or evicted).' : 'No sync-gateway runs in this process: results are on the out topic.'}</p>`
@@ -180,9 +189,9 @@ ${
 <section><h2>Dead letters</h2>${
         data.deadLetters.length === 0
           ? html`<p class="muted">None.</p>`
-          : html`<table><tr><th>failed</th><th>reason</th><th>status</th><th>error</th><th>tries</th><th>DLQ record</th></tr>${data.deadLetters.map(
+          : html`<table><tr><th>failed</th><th>reason</th><th>status</th><th>error</th><th>tries</th><th>URL</th><th>DLQ record</th></tr>${data.deadLetters.map(
               (d) =>
-                html`<tr><td>${at(d.failedAt)}</td><td>${d.reason}</td><td class="n">${d.status}</td><td>${d.errorCode ?? '–'}</td><td class="n">${d.tryCount}</td><td><code>${d.ref}</code></td></tr>`,
+                html`<tr><td>${at(d.failedAt)}</td><td>${d.reason}</td><td class="n">${d.status}</td><td>${d.errorCode ?? '–'}</td><td class="n">${d.tryCount}</td><td><code>${d.uri ?? '–'}</code></td><td><code>${d.ref}</code></td></tr>`,
             )}</table>
 ${canAct ? html`<p><button hx-post="/admin/api/dlq/replay" hx-vals='${JSON.stringify({ requestIds: [id] })}' hx-target="#flash" data-action="replay">Replay</button></p>` : ''}`
       }</section>
