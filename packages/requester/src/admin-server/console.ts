@@ -23,6 +23,7 @@ import {
   showLimiter,
 } from '../ops/index.ts';
 import { LiveMetrics } from '../ui/live.ts';
+import { AdminSessions } from './sessions.ts';
 
 /** One event of a request's journal (the task journal's reader, `readJournal`). */
 export type JournalEvent = Record<string, unknown>;
@@ -61,6 +62,7 @@ export class AdminConsole {
   #breaker: CircuitBreaker | undefined;
   #access: KeyAccess | undefined;
   #outboxCache: { at: number; view: Promise<OutboxView> } | undefined;
+  #sessions: AdminSessions | undefined;
 
   constructor(options: AdminConsoleOptions) {
     this.#options = options;
@@ -87,6 +89,12 @@ export class AdminConsole {
     const caller = await this.#access.identify(`Bearer ${token}`);
     if (!caller || 'status' in caller || !caller.scopes.admin) return undefined;
     return { name: caller.name, admin: caller.scopes.admin };
+  }
+
+  /** The operator UI's login sessions (ADMIN_SESSION_TTL). */
+  get sessions(): AdminSessions {
+    this.#sessions ??= new AdminSessions(() => this.#options.deps.sql(), this.config.adminSessionTtl);
+    return this.#sessions;
   }
 
   private admin(): QueueAdmin {

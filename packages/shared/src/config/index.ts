@@ -350,7 +350,24 @@ export const CONFIG_VARIABLES = {
     goDuration,
     'how long an ingress trusts an API key it read from PostgreSQL: a revoked or rotated-out key stops working everywhere within this',
   ),
-  adminPort: variable('ADMIN_PORT', '9464', port, 'port of /healthz, /readyz and /metrics'),
+  adminPort: variable(
+    'ADMIN_PORT',
+    '9464',
+    port,
+    'port of /healthz, /readyz and /metrics, the operator UI (/ui) and the admin API (/admin/api); internal: /metrics names every API key, and nothing there is for callers',
+  ),
+  adminSessionTtl: variable(
+    'ADMIN_SESSION_TTL',
+    '8h',
+    goDuration.refine((ms) => ms >= 60_000, 'must be at least 1m'),
+    'how long an operator UI login lasts (its session ends sooner at logout, or when its API key is revoked or rotated away)',
+  ),
+  adminTrustProxy: variable(
+    'ADMIN_TRUST_PROXY',
+    'false',
+    bool,
+    'the admin port is reached through a TLS-terminating proxy that sets X-Forwarded-Proto: a login it marks https gets a Secure session cookie (the admin port itself speaks plain HTTP)',
+  ),
   maxBodyBytes: variable(
     'MAX_BODY_BYTES',
     '1048576',
