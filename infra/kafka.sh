@@ -21,6 +21,8 @@ BROKER="${KAFKA_BROKERS:-127.0.0.1:9092}"
 BROKER="${BROKER%%,*}"
 HOST="${BROKER%:*}"
 PORT="${BROKER##*:}"
+# Requester refuses this port as a target (KAFKA_CONTROLLERS, by default each broker's port + 1):
+# when KAFKA_CONTROLLER_PORT moves it, give Requester KAFKA_CONTROLLERS=$HOST:<that port> too.
 CONTROLLER_PORT="${KAFKA_CONTROLLER_PORT:-$((PORT + 1))}"
 HEAP="${KAFKA_HEAP:-512m}"
 SASL_USERS="${KAFKA_SASL_USERS:-}"

@@ -7,10 +7,12 @@ export {
   ADMIN_SCOPES,
   type AdminScope,
   type CreateKey,
+  hashSecret,
   type IssuedKey,
   type KeyInfo,
   type KeyScopes,
   KeyStore,
   parseToken,
+  secretHashAccepted,
 } from './keys/index.ts';
 export { type HttpRoleHandle, ingressRole, syncGatewayRole } from './roles/index.ts';

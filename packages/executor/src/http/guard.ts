@@ -183,26 +183,42 @@ function refused(message: string): NodeJS.ErrnoException {
 }
 
 /**
- * The ports of this Requester (HTTP_PORT, ADMIN_PORT, served on HTTP_HOST) and of its Kafka
- * bootstrap brokers (KAFKA_BROKERS; other brokers the cluster advertises are not known here),
- * Redis and PostgreSQL, with the addresses of their configured hosts. Names are resolved
- * once, here (a name that does not resolve adds no address; loopback and this machine's own
- * addresses are refused for every reserved port anyway). Other Requester replicas or a load
- * balancer in front of them are not known here: do not allow their addresses and ports.
+ * The listeners of this deployment, the source of every reserved port: this Requester's
+ * (HTTP_PORT, ADMIN_PORT, served on HTTP_HOST), its Kafka bootstrap brokers (KAFKA_BROKERS; other
+ * brokers the cluster advertises are not known here) and KRaft controllers (KAFKA_CONTROLLERS,
+ * by default each bootstrap broker's port + 1), Redis and PostgreSQL, with the addresses of their
+ * configured hosts. Names are resolved once, here (a name that does not resolve adds no address;
+ * loopback and this machine's own addresses are refused for every reserved port anyway). Other
+ * Requester processes (replicas, the other children of `--processes`) or a load balancer in
+ * front of them are not known here: do not allow their addresses and ports.
  */
 export async function reservedPortsOf(
-  config: Pick<Config, 'httpHost' | 'httpPort' | 'adminPort' | 'kafkaBrokers' | 'redisUrl' | 'databaseUrl'>,
+  config: Pick<
+    Config,
+    'httpHost' | 'httpPort' | 'adminPort' | 'kafkaBrokers' | 'kafkaControllers' | 'redisUrl' | 'databaseUrl'
+  >,
 ): Promise<ReservedPort[]> {
+  const brokers = list(config.kafkaBrokers).map((broker) => hostPort(`kafka://${broker}`, 9092));
   const endpoints: Array<{ name: string; host: string; port: number }> = [
     { name: 'HTTP_PORT', host: config.httpHost, port: config.httpPort },
     { name: 'ADMIN_PORT', host: config.httpHost, port: config.adminPort },
-    ...list(config.kafkaBrokers).map((broker) => ({ name: 'Kafka', ...hostPort(`kafka://${broker}`, 9092) })),
+    ...brokers.map((broker) => ({ name: 'Kafka', ...broker })),
+    ...controllersOf(config.kafkaControllers, brokers).map((c) => ({ name: 'Kafka controller', ...c })),
     ...list(config.redisUrl).map((url) => ({ name: 'Redis', ...hostPort(url, 6379) })),
     { name: 'PostgreSQL', ...hostPort(config.databaseUrl, 5432) },
   ];
   return Promise.all(
     endpoints.map(async ({ name, host, port }) => ({ name, port, hosts: await addressesOf(host) })),
   );
+}
+
+/** KAFKA_CONTROLLERS, or KRaft's usual layout: each bootstrap broker's port + 1. */
+function controllersOf(
+  configured: readonly string[] | undefined,
+  brokers: ReadonlyArray<{ host: string; port: number }>,
+): Array<{ host: string; port: number }> {
+  if (configured) return configured.map((controller) => hostPort(`kafka://${controller}`, 9093));
+  return brokers.map(({ host, port }) => ({ host, port: port + 1 }));
 }
 
 const list = (text: string) =>

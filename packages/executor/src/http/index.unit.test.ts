@@ -283,6 +283,7 @@ describe('target guard', () => {
       httpPort: 8080,
       adminPort: 9464,
       kafkaBrokers: 'localhost:19092, 10.0.0.7:9093',
+      kafkaControllers: undefined,
       redisUrl: 'redis://10.0.0.8:6380,redis://10.0.0.9',
       databaseUrl: 'postgres://u:secret@[fd00::5]/db',
     });
@@ -291,12 +292,32 @@ describe('target guard', () => {
       'ADMIN_PORT:9464',
       'Kafka:19092',
       'Kafka:9093',
+      'Kafka controller:19093',
+      'Kafka controller:9094',
       'Redis:6380',
       'Redis:6379',
       'PostgreSQL:5432',
     ]);
     expect(reserved[2]?.hosts).toContain('127.0.0.1'); // localhost, resolved
     expect(reserved[3]?.hosts).toEqual(['10.0.0.7']);
-    expect(reserved[6]?.hosts).toEqual(['fd00::5']);
+    expect(reserved[5]?.hosts).toEqual(['10.0.0.7']);
+    expect(reserved[8]?.hosts).toEqual(['fd00::5']);
+  });
+
+  it('takes the KRaft controllers from KAFKA_CONTROLLERS when it is set', async () => {
+    const reserved = await reservedPortsOf({
+      httpHost: '127.0.0.1',
+      httpPort: 8080,
+      adminPort: 9464,
+      kafkaBrokers: '10.0.0.7:9092',
+      kafkaControllers: ['10.0.0.20:9193', '[fd00::6]:9193'],
+      redisUrl: 'redis://10.0.0.8:6379',
+      databaseUrl: 'postgres://10.0.0.9/db',
+    });
+    const controllers = reserved.filter((r) => r.name === 'Kafka controller');
+    expect(controllers).toEqual([
+      { name: 'Kafka controller', port: 9193, hosts: ['10.0.0.20'] },
+      { name: 'Kafka controller', port: 9193, hosts: ['fd00::6'] },
+    ]);
   });
 });

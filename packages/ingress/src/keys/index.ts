@@ -106,7 +106,8 @@ export function parseToken(token: string): { id: string; secret: string } | unde
   return match ? { id: match[1] as string, secret: match[2] as string } : undefined;
 }
 
-function hashSecret(secret: string): Buffer {
+/** SHA-256 of a 256-bit random secret (an API key's, or an operator UI session id). */
+export function hashSecret(secret: string): Buffer {
   return hash('sha256', secret, 'buffer');
 }
 
@@ -116,7 +117,14 @@ function hashSecret(secret: string): Buffer {
  * timing tells nothing about which one matched or how much of it.
  */
 export function secretMatches(record: KeyRecord, secret: string, now = Date.now()): boolean {
-  const presented = hashSecret(secret);
+  return secretHashAccepted(record, hashSecret(secret), now);
+}
+
+/**
+ * secretMatches for a secret known by its hash (hashSecret): what an operator UI session keeps of
+ * the secret it was opened with, so that it ends when that secret is rotated away.
+ */
+export function secretHashAccepted(record: KeyRecord, presented: Buffer, now = Date.now()): boolean {
   const current = timingSafeEqual(presented, record.secretHash);
   const previous = record.previousHash ?? Buffer.alloc(presented.length);
   const graceOpen = (record.previousExpiresAt?.getTime() ?? 0) > now;

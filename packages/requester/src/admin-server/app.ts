@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { UsageError } from '@requester/shared';
 import { type Context, Hono } from 'hono';
 import { deleteCookie, getCookie, setCookie } from 'hono/cookie';
+import { secureHeaders } from 'hono/secure-headers';
 import { type DlqSelection, originArg } from '../ops/index.ts';
 import {
   breakerDetail,
@@ -19,21 +20,47 @@ import {
   partitionsPage,
   requestPage,
 } from '../ui/pages.ts';
-import { type AdminConsole, type Operator, SelectionError } from './console.ts';
+import { type AdminConsole, type Operator, ScopeError, SelectionError } from './console.ts';
 import { adminOpenApiDocument } from './openapi.ts';
 
 /**
  * The admin API (`/admin/api/…`, JSON; `/admin/openapi.json`) and the operator UI (`/ui`) of the
  * admin port. Both need an API key with an admin scope (`keys create --admin read|write`): as
- * `Authorization: Bearer` (the API), or the UI's login cookie (HttpOnly, SameSite=Strict). A read
- * key sees; acting (every POST) needs a write key, else 403.
+ * `Authorization: Bearer` (the API), or the UI's session cookie, which logging in with such a key
+ * opens (./sessions.ts: a random id, never the key). A read key sees; acting (every POST) and
+ * revealing the secrets of requests (`?reveal=true`) need a write key, else 403.
  *
- * Cross-site requests: the cookie is SameSite=Strict (another site's page never sends it), and a
- * POST authenticated by the cookie must also carry `HX-Request` or a JSON content type (a plain
- * cross-site form can set neither without a CORS preflight, which this port never grants) and,
- * when the browser sends one, an Origin of this very host.
+ * Cross-site requests: the cookie is HttpOnly and SameSite=Strict (another site's page never sends
+ * it), Secure when the login came over https (ADMIN_TRUST_PROXY), and a POST authenticated by it
+ * must also carry `HX-Request` or a JSON content type (a plain cross-site form can set neither
+ * without a CORS preflight, which this port never grants) and, when the browser sends one, an
+ * Origin of this very host. Every answer carries SECURITY_HEADERS: no framing, no inline script,
+ * no referrer to other sites.
  */
 export const ADMIN_COOKIE = 'requester_admin';
+
+/**
+ * The UI needs nothing inline: its scripts and styles are files of /ui/assets, htmx evaluates no
+ * code (htmx-config in pages.ts), and uPlot styles through the CSSOM, which style-src allows.
+ */
+const SECURITY_HEADERS = secureHeaders({
+  contentSecurityPolicy: {
+    defaultSrc: ["'none'"],
+    scriptSrc: ["'self'"],
+    styleSrc: ["'self'"],
+    imgSrc: ["'self'", 'data:'],
+    connectSrc: ["'self'"],
+    formAction: ["'self'"],
+    frameAncestors: ["'none'"],
+    baseUri: ["'none'"],
+  },
+  xFrameOptions: 'DENY',
+  // Not no-referrer: under it a browser sends `Origin: null` with the page's own form posts,
+  // which the login's same-origin check must refuse. Other sites get no referrer either way.
+  referrerPolicy: 'same-origin',
+  // HSTS would bind every port of the host name, not only this one: the operator's proxy decides.
+  strictTransportSecurity: false,
+});
 
 type Env = { Variables: { operator: Operator; viaCookie: boolean } };
 
@@ -43,11 +70,18 @@ const ASSETS: Record<string, { file: string; type: string }> = {
   'uplot.js': { file: require.resolve('uplot/dist/uPlot.iife.min.js'), type: 'text/javascript' },
   'uplot.css': { file: require.resolve('uplot/dist/uPlot.min.css'), type: 'text/css' },
   'app.js': { file: join(import.meta.dirname, '../ui/assets/app.js'), type: 'text/javascript' },
+  'ui.css': { file: join(import.meta.dirname, '../ui/assets/ui.css'), type: 'text/css' },
 };
 const assetCache = new Map<string, string>();
 
 export function adminApp(console: AdminConsole): Hono<Env> {
   const app = new Hono<Env>();
+  app.use('*', SECURITY_HEADERS);
+  app.use('*', async (c, next) => {
+    await next();
+    // Views may hold what only an operator should see: no cache keeps a copy.
+    if (!c.req.path.startsWith('/ui/assets/')) c.res.headers.set('Cache-Control', 'no-store');
+  });
 
   app.get('/ui/assets/:name', (c) => {
     const asset = ASSETS[c.req.param('name')];
@@ -66,11 +100,19 @@ export function adminApp(console: AdminConsole): Hono<Env> {
     const token = typeof form.token === 'string' ? form.token.trim() : '';
     const operator = await console.identify(token).catch(() => undefined);
     if (!operator) return c.html(loginPage('Not an API key with an admin scope (or revoked).'), 401);
-    setCookie(c, ADMIN_COOKIE, token, { httpOnly: true, sameSite: 'Strict', path: '/', maxAge: 12 * 3600 });
+    const session = await console.sessions.open(token);
+    setCookie(c, ADMIN_COOKIE, session, {
+      httpOnly: true,
+      sameSite: 'Strict',
+      path: '/',
+      secure: overHttps(c, console),
+      maxAge: Math.floor(console.sessions.ttlMs / 1000),
+    });
     return c.redirect('/ui/overview', 303);
   });
-  app.post('/ui/logout', (c) => {
-    deleteCookie(c, ADMIN_COOKIE, { path: '/' });
+  app.post('/ui/logout', async (c) => {
+    await console.sessions.close(getCookie(c, ADMIN_COOKIE));
+    deleteCookie(c, ADMIN_COOKIE, { path: '/', secure: overHttps(c, console) });
     return c.redirect('/ui/login', 303);
   });
   app.get('/admin/openapi.json', (c) => c.json(adminOpenApiDocument()));
@@ -82,12 +124,29 @@ export function adminApp(console: AdminConsole): Hono<Env> {
   registerPages(app, console);
   registerApi(app, console);
   app.onError((err, c) => {
-    const status = err instanceof UsageError || err instanceof SelectionError ? 400 : 503;
+    const status =
+      err instanceof UsageError || err instanceof SelectionError
+        ? 400
+        : err instanceof ScopeError
+          ? 403
+          : 503;
     const detail = err instanceof Error ? err.message : String(err);
     if (c.req.header('hx-request')) return c.html(flash(detail, true), 200);
-    return c.json({ error: status === 400 ? 'invalid_request' : 'dependency_unavailable', detail }, status);
+    const error = { 400: 'invalid_request', 403: 'forbidden', 503: 'dependency_unavailable' }[status];
+    return c.json({ error, detail }, status);
   });
   return app;
+}
+
+/**
+ * Whether the browser reached this port over https: through the TLS-terminating proxy that
+ * ADMIN_TRUST_PROXY declares, whose X-Forwarded-Proto says so (the first value, the client's hop).
+ * Without that setting the header is ignored: the admin port itself speaks plain HTTP.
+ */
+function overHttps(c: Context, console: AdminConsole): boolean {
+  if (!console.config.adminTrustProxy) return false;
+  const proto = c.req.header('x-forwarded-proto')?.split(',')[0]?.trim().toLowerCase();
+  return proto === 'https';
 }
 
 function sameOrigin(c: Context): boolean {
@@ -104,7 +163,7 @@ function authenticate(console: AdminConsole, kind: 'ui' | 'api') {
   return async (c: Context<Env>, next: () => Promise<void>) => {
     const bearer = /^Bearer +(\S+) *$/i.exec(c.req.header('authorization') ?? '')?.[1];
     const cookie = bearer ? undefined : getCookie(c, ADMIN_COOKIE);
-    const operator = await console.identify(bearer ?? cookie);
+    const operator = bearer ? await console.identify(bearer) : await console.sessions.operator(cookie);
     if (!operator) {
       if (kind === 'ui') return c.redirect('/ui/login', 303);
       c.header('WWW-Authenticate', 'Bearer realm="requester-admin"');
@@ -123,6 +182,14 @@ function authenticate(console: AdminConsole, kind: 'ui' | 'api') {
   };
 }
 
+/** The operator, when the query asks to reveal secrets (`reveal=true`); a read key gets 403. */
+function revealTo(c: Context<Env>): Operator | undefined {
+  const text = c.req.query('reveal');
+  if (text === undefined || text === '' || text === 'false' || text === '0') return undefined;
+  if (text !== 'true' && text !== '1') throw new UsageError(`reveal must be true or false, got ${text}`);
+  return c.get('operator');
+}
+
 function registerPages(app: Hono<Env>, console: AdminConsole): void {
   app.get('/ui', (c) => c.redirect('/ui/overview', 303));
   app.get('/ui/overview', (c) => c.html(overviewPage(c.get('operator'))));
@@ -132,7 +199,9 @@ function registerPages(app: Hono<Env>, console: AdminConsole): void {
   app.get('/ui/partitions/live', async (c) => c.html(partitionsLive(await console.partitions(10))));
   app.get('/ui/requests', async (c) => {
     const id = c.req.query('id')?.trim() ?? '';
-    return c.html(requestPage(c.get('operator'), id, id ? await console.request(id) : undefined));
+    const reveal = revealTo(c);
+    const data = id ? await console.request(id, reveal) : undefined;
+    return c.html(requestPage(c.get('operator'), id, data, reveal !== undefined));
   });
   app.get('/ui/dlq', async (c) => {
     const selection = selectionOf(c.req.query());
@@ -165,12 +234,16 @@ function registerApi(app: Hono<Env>, console: AdminConsole): void {
   app.get('/admin/api/whoami', (c) => c.json(c.get('operator')));
   app.get('/admin/api/overview', async (c) => c.json(await console.overview()));
   app.get('/admin/api/partitions', async (c) =>
-    c.json(await console.partitions(limitOf(c.req.query('limit'), 20))),
+    c.json(await console.partitions(limitOf(c.req.query('limit'), 20), revealTo(c))),
   );
-  app.get('/admin/api/requests/:id', async (c) => c.json(await console.request(c.req.param('id'))));
+  app.get('/admin/api/requests/:id', async (c) =>
+    c.json(await console.request(c.req.param('id'), revealTo(c))),
+  );
   app.get('/admin/api/requests/:id/events', async (c) => c.json(await console.events(c.req.param('id'))));
   app.get('/admin/api/dlq', async (c) =>
-    c.json(await console.deadLetters(selectionOf(c.req.query()), limitOf(c.req.query('limit'), 50))),
+    c.json(
+      await console.deadLetters(selectionOf(c.req.query()), limitOf(c.req.query('limit'), 50), revealTo(c)),
+    ),
   );
   app.post('/admin/api/dlq/replay', async (c) => {
     const body = await bodyOf(c);

@@ -16,12 +16,14 @@ import {
   partitionsOverview,
   rateArg,
   recordAdminAction,
+  redactResult,
   replayFromDlq,
   resetBreaker,
   showBreaker,
   showLimiter,
 } from '../ops/index.ts';
 import { LiveMetrics } from '../ui/live.ts';
+import { AdminSessions } from './sessions.ts';
 
 /** One event of a request's journal (the task journal's reader, `readJournal`). */
 export type JournalEvent = Record<string, unknown>;
@@ -60,6 +62,7 @@ export class AdminConsole {
   #breaker: CircuitBreaker | undefined;
   #access: KeyAccess | undefined;
   #outboxCache: { at: number; view: Promise<OutboxView> } | undefined;
+  #sessions: AdminSessions | undefined;
 
   constructor(options: AdminConsoleOptions) {
     this.#options = options;
@@ -86,6 +89,12 @@ export class AdminConsole {
     const caller = await this.#access.identify(`Bearer ${token}`);
     if (!caller || 'status' in caller || !caller.scopes.admin) return undefined;
     return { name: caller.name, admin: caller.scopes.admin };
+  }
+
+  /** The operator UI's login sessions (ADMIN_SESSION_TTL). */
+  get sessions(): AdminSessions {
+    this.#sessions ??= new AdminSessions(() => this.#options.deps.sql(), this.config.adminSessionTtl);
+    return this.#sessions;
   }
 
   private admin(): QueueAdmin {
@@ -132,9 +141,22 @@ export class AdminConsole {
     return this.#outboxCache.view;
   }
 
-  async partitions(limit: number) {
+  /** `revealTo`: the operator who asked to see the requests' secrets (see reveal). */
+  async partitions(limit: number, revealTo?: Operator) {
     this.#inReader ??= this.#options.deps.kafka().fetcher({ connections: 1, cacheBytes: 0 });
-    return partitionsOverview(this.admin(), limit, { breaker: this.breaker(), inRecords: this.#inReader });
+    const reveal = mayReveal(revealTo);
+    const view = await partitionsOverview(this.admin(), limit, {
+      breaker: this.breaker(),
+      inRecords: this.#inReader,
+      reveal,
+    });
+    if (revealTo)
+      await this.reveal(
+        revealTo,
+        'partitions',
+        [...view.heaviest, ...view.held].map((row) => row.requestId),
+      );
+    return view;
   }
 
   breakers(limit = 1_000) {
@@ -155,10 +177,21 @@ export class AdminConsole {
     return showLimiter(this.#options.deps.redis(), this.config, key, rates.map(rateArg), apiKey);
   }
 
-  async deadLetters(selection: DlqSelection, limit: number) {
+  async deadLetters(selection: DlqSelection, limit: number, revealTo?: Operator) {
+    const view = await this.deadLetterViews(selection, limit, mayReveal(revealTo));
+    if (revealTo)
+      await this.reveal(
+        revealTo,
+        'dlq',
+        view.entries.map((e) => e.requestId),
+      );
+    return view;
+  }
+
+  private async deadLetterViews(selection: DlqSelection, limit: number, reveal: boolean) {
     const filter = dlqFilterFrom(selection);
     filter.exclude = await this.handled().then((h) => h.refs(this.config.topicDlq));
-    return listDeadLetterViews(this.dlqSource(), filter, limit);
+    return listDeadLetterViews(this.dlqSource(), filter, limit, reveal);
   }
 
   async replay(operator: Operator, selection: DlqSelection & { force?: boolean }) {
@@ -195,12 +228,15 @@ export class AdminConsole {
   }
 
   /** What is known of one request: its result here, its dead letters, its journal. */
-  async request(requestId: string) {
+  async request(requestId: string, revealTo?: Operator) {
+    const reveal = mayReveal(revealTo);
     const result = this.#options.peekResult?.(requestId);
-    const dead = await this.deadLetters({ requestIds: [requestId] }, 20);
+    const dead = await this.deadLetterViews({ requestIds: [requestId] }, 20, reveal);
+    const parsed = result === undefined ? null : (JSON.parse(result) as unknown);
+    if (revealTo) await this.reveal(revealTo, 'request', [requestId]);
     return {
       requestId,
-      result: result === undefined ? null : (JSON.parse(result) as unknown),
+      result: reveal ? parsed : redactResult(parsed),
       resultSource: this.#options.peekResult ? 'sync-gateway' : null,
       deadLetters: dead.entries,
     };
@@ -213,6 +249,12 @@ export class AdminConsole {
 
   private async handled(): Promise<HandledDeadLetters> {
     return new HandledDeadLetters(await this.#options.deps.sql());
+  }
+
+  /** A view shown with its secrets: an operator action of its own, on each request it showed. */
+  private reveal(operator: Operator, view: string, requestIds: Array<string | null>): Promise<void> {
+    const shown = [...new Set(requestIds.filter((id): id is string => id !== null && id !== ''))];
+    return this.record(operator, 'secrets.reveal', { view, requestIds: shown });
   }
 
   private record(operator: Operator, action: string, target: Record<string, unknown>): Promise<void> {
@@ -231,3 +273,16 @@ export class AdminConsole {
 
 /** A request to act without saying on what (answered 400). */
 export class SelectionError extends Error {}
+
+/** An action the operator's admin scope does not allow (answered 403). */
+export class ScopeError extends Error {}
+
+/**
+ * Whether a view shows the requests' secrets: only when an operator asked, and only a write key
+ * may (seeing a tenant's credentials is an act, journaled like a replay).
+ */
+function mayReveal(revealTo: Operator | undefined): boolean {
+  if (!revealTo) return false;
+  if (revealTo.admin !== 'write') throw new ScopeError('revealing secrets needs an admin write key');
+  return true;
+}

@@ -6,6 +6,8 @@
 type Op = {
   summary: string;
   write?: boolean;
+  /** Shows requests: secrets hidden unless `reveal=true` (a write key's journaled action). */
+  reveal?: boolean;
   params?: string[];
   body?: Record<string, unknown>;
   pathId?: boolean;
@@ -26,6 +28,7 @@ const OPERATIONS: Record<string, Record<'get' | 'post', Op | undefined>> = {
     get: {
       summary: 'The heaviest and the most held-back partitions, with their head task and why it waits',
       params: ['limit'],
+      reveal: true,
     },
     post: undefined,
   },
@@ -33,6 +36,7 @@ const OPERATIONS: Record<string, Record<'get' | 'post', Op | undefined>> = {
     get: {
       summary: "A request's result (if this process's sync-gateway holds it) and its dead letters",
       pathId: true,
+      reveal: true,
     },
     post: undefined,
   },
@@ -44,6 +48,7 @@ const OPERATIONS: Record<string, Record<'get' | 'post', Op | undefined>> = {
     get: {
       summary: 'Dead letters, newest first, without those marked handled (requester dlq list)',
       params: ['requestId', 'since', 'until', 'origin', 'errorCode', 'client', 'limit'],
+      reveal: true,
     },
     post: undefined,
   },
@@ -101,6 +106,16 @@ const OPERATIONS: Record<string, Record<'get' | 'post', Op | undefined>> = {
   },
 };
 
+const REVEAL_PARAMETER = {
+  name: 'reveal',
+  in: 'query',
+  required: false,
+  schema: { type: 'boolean', default: false },
+  description:
+    'Show the requests in full. By default credential headers and parameters, URL userinfo, bodies and ' +
+    'proxyData are hidden; revealing them needs a write key and is journaled (admin_action secrets.reveal).',
+};
+
 export function adminOpenApiDocument(): Record<string, unknown> {
   const paths: Record<string, Record<string, unknown>> = {};
   for (const [path, methods] of Object.entries(OPERATIONS)) {
@@ -116,6 +131,7 @@ export function adminOpenApiDocument(): Record<string, unknown> {
           required: false,
           schema: { type: 'string' },
         })),
+        ...(op.reveal ? [REVEAL_PARAMETER] : []),
       ];
       paths[path][method] = {
         summary: op.summary,
@@ -132,6 +148,7 @@ export function adminOpenApiDocument(): Record<string, unknown> {
           '400': { description: 'a bad parameter (named)' },
           '401': { description: 'no API key with an admin scope' },
           ...(op.write ? { '403': { description: 'a read-only admin key, or a cross-site request' } } : {}),
+          ...(op.reveal ? { '403': { description: 'reveal=true with a read-only admin key' } } : {}),
           '503': { description: 'a dependency (Redis, Kafka, PostgreSQL) does not answer' },
         },
       };
@@ -144,8 +161,9 @@ export function adminOpenApiDocument(): Record<string, unknown> {
       version: '1',
       description:
         'The admin port: operator views and actions. Authorization: Bearer <API key with an admin scope> ' +
-        '(requester keys create --admin read|write); read keys see, write keys act. Every action is logged ' +
-        'with the key name and counted in requester_admin_actions_total.',
+        '(requester keys create --admin read|write); read keys see, write keys act. Views hide the secrets ' +
+        'of requests unless a write key asks reveal=true. Every action (a reveal included) is logged with ' +
+        'the key name, counted in requester_admin_actions_total and journaled on the requests it named.',
     },
     components: { securitySchemes: { adminKey: { type: 'http', scheme: 'bearer' } } },
     security: [{ adminKey: [] }],

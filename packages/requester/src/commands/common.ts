@@ -4,12 +4,15 @@ import {
   createKafka,
   createLogger,
   createRedis,
+  Dependencies,
   type KafkaClient,
   kafkaSecurityFrom,
   type Logger,
   type RedisClient,
 } from '@requester/shared';
 import type { Argv } from 'yargs';
+import { recordAdminAction } from '../ops/index.ts';
+import { journalHooks } from '../runtime/journal.ts';
 
 /**
  * What every admin subcommand uses, apart from the registry in index.ts (which imports the
@@ -89,6 +92,41 @@ export function withJson<T>(y: Argv<T>): Argv<T & { json: boolean }> {
     default: false,
     describe: 'one JSON document on stdout instead of a table (progress and logs stay on stderr)',
   });
+}
+
+/** The `--reveal` flag of the commands that print requests (dlq list, queue dead list). */
+export function withReveal<T>(y: Argv<T>): Argv<T & { reveal: boolean }> {
+  return y.option('reveal', {
+    type: 'boolean',
+    default: false,
+    describe:
+      '--json: show the requests in full (credentials, bodies, proxyData; hidden otherwise), ' +
+      'recorded as an admin action of cli:<user> in the journal of each request shown',
+  });
+}
+
+/**
+ * Records that a command showed requests with their secrets (`--reveal`): an operator action like
+ * a replay — a log line, the admin_actions_total metric, and an `admin_action` event in the task
+ * journal of each request it showed (the admin API journals its `?reveal=true` the same way).
+ */
+export async function recordReveal(
+  config: Config,
+  logger: Logger,
+  view: string,
+  requestIds: ReadonlyArray<string | null | undefined>,
+): Promise<void> {
+  const deps = new Dependencies(config, logger);
+  try {
+    const shown = [...new Set(requestIds.filter((id): id is string => typeof id === 'string' && id !== ''))];
+    await recordAdminAction(
+      logger,
+      { action: 'secrets.reveal', actor: cliActor(), target: { view, requestIds: shown }, outcome: 'done' },
+      journalHooks(config, deps).hooks.journalAdminAction,
+    );
+  } finally {
+    await deps.close();
+  }
 }
 
 /** Exit codes, shown under every command's --help. */

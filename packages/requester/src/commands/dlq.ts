@@ -15,6 +15,7 @@ import {
   HandledDeadLetters,
   listDeadLetterViews,
   recordAdminAction,
+  redactDeadLetter,
   replayFromDlq,
 } from '../ops/index.ts';
 import {
@@ -28,8 +29,10 @@ import {
   printJson,
   printTable,
   progress,
+  recordReveal,
   throttled,
   withJson,
+  withReveal,
 } from './common.ts';
 
 interface DlqArgs {
@@ -46,6 +49,7 @@ interface DlqArgs {
   dryRun: boolean;
   all: boolean;
   force: boolean;
+  reveal: boolean;
 }
 
 /**
@@ -58,7 +62,7 @@ export function registerDlqCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): vo
     'dlq <action>',
     'dead-lettered requests (failed for good, on the DLQ topic): list, or replay them to in',
     (y) =>
-      withJson(y)
+      withReveal(withJson(y))
         .positional('action', {
           choices: ['list', 'replay', 'delete'] as const,
           describe:
@@ -126,7 +130,7 @@ export function registerDlqCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): vo
       }
       const kafka = commandKafka(config, logger, 'dlq');
       const source = dlqSource(kafka, config.topicDlq, args.action);
-      if (args.action === 'list') return runList(source, filter, args);
+      if (args.action === 'list') return runList(source, filter, args, config, logger);
       return runReplay(source, config, filter, args, logger);
     },
   );
@@ -186,14 +190,33 @@ function dlqSource(kafka: KafkaClient, topic: string, action: string): DlqSource
   };
 }
 
-async function runList(source: DlqSource, filter: DlqFilter, args: DlqArgs): Promise<void> {
+async function runList(
+  source: DlqSource,
+  filter: DlqFilter,
+  args: DlqArgs,
+  config: Config,
+  logger: Logger,
+): Promise<void> {
   const result = await listDeadLetters(source, filter, args.limit ?? 50);
   progress(
     `dlq list: read ${result.read} records, ${result.matched} matched, showing ${result.entries.length}` +
       (result.unreadable ? `, ${result.unreadable} unreadable` : ''),
   );
   warnIncomplete(result.incomplete);
-  if (args.json) return printJson(result.entries.map((entry) => ({ dlq: entry.at, ...entry.record })));
+  if (args.reveal)
+    await recordReveal(
+      config,
+      logger,
+      'dlq list',
+      result.entries.map((e) => deadLetterRequestId(e.record)),
+    );
+  if (args.json)
+    return printJson(
+      result.entries.map((entry) => ({
+        dlq: entry.at,
+        ...(args.reveal ? entry.record : redactDeadLetter(entry.record)),
+      })),
+    );
   printTable(result.entries.map(row));
 }
 

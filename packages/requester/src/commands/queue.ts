@@ -1,7 +1,7 @@
 import { QueueAdmin, queueFromConfig } from '@requester/queue';
-import { UsageError } from '@requester/shared';
+import { type Config, decodeQueuedTask, UsageError } from '@requester/shared';
 import type { Argv } from 'yargs';
-import { isoTime } from '../ops/index.ts';
+import { isoTime, redactQueuedPayload } from '../ops/index.ts';
 import {
   type ConfigFrom,
   commandLogger,
@@ -14,7 +14,9 @@ import {
   printTable,
   progress,
   progressCounter,
+  recordReveal,
   withJson,
+  withReveal,
 } from './common.ts';
 
 /**
@@ -40,9 +42,10 @@ interface QueueArgs {
   deadOnly: boolean;
   yes: boolean;
   limit: number;
+  reveal: boolean;
 }
 
-type Action = (admin: QueueAdmin, args: QueueArgs) => Promise<void>;
+type Action = (admin: QueueAdmin, args: QueueArgs, config: Config) => Promise<void>;
 
 export function registerQueueCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): void {
   const run = (action: Action) => async (argv: Record<string, unknown>) => {
@@ -50,7 +53,7 @@ export function registerQueueCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): 
     const redis = commandRedis(config, commandLogger(config));
     const queue = queueFromConfig(config, redis, { notify: false });
     try {
-      await action(new QueueAdmin(queue), argv as unknown as QueueArgs);
+      await action(new QueueAdmin(queue), argv as unknown as QueueArgs, config);
     } finally {
       await queue.close();
       redis.disconnect();
@@ -91,7 +94,7 @@ export function registerQueueCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): 
             'list',
             'the most recent dead tasks, newest first',
             (q) =>
-              withJson(q)
+              withReveal(withJson(q))
                 .option('limit', { type: 'number', default: 50, describe: 'how many' })
                 .example('$0 queue dead list --limit 10', '')
                 .epilogue(`${DEAD_TASKS}\n\n${EXIT_CODES_HELP}`),
@@ -124,7 +127,7 @@ export function registerQueueCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): 
       .command(
         'dlq',
         false,
-        (q) => withJson(q).option('limit', { type: 'number', default: 50 }),
+        (q) => withReveal(withJson(q)).option('limit', { type: 'number', default: 50 }),
         run(deprecated('queue dlq', 'queue dead list', deadList)),
       )
       .command(
@@ -147,9 +150,9 @@ function retryOptions<T>(y: Argv<T>) {
 }
 
 function deprecated(old: string, now: string, action: Action): Action {
-  return (admin, args) => {
+  return (admin, args, config) => {
     progress(`warning: \`requester ${old}\` is deprecated; use \`requester ${now}\``);
-    return action(admin, args);
+    return action(admin, args, config);
   };
 }
 
@@ -206,14 +209,21 @@ async function purge(admin: QueueAdmin, args: QueueArgs): Promise<void> {
   process.stdout.write(`removed ${result.removed} tasks\n`);
 }
 
-async function deadList(admin: QueueAdmin, args: QueueArgs): Promise<void> {
+async function deadList(admin: QueueAdmin, args: QueueArgs, config: Config): Promise<void> {
   const limit = args.limit;
   if (!Number.isInteger(limit) || limit < 0)
     throw new UsageError(`--limit must be a whole number ≥ 0, got ${limit}`);
   const dead = await admin.listDead(limit);
+  if (args.reveal)
+    await recordReveal(config, commandLogger(config), 'queue dead list', dead.map(requestIdOf));
   if (args.json)
     return printJson(
-      dead.map((t) => ({ ...t, deadAt: isoTime(t.deadAt), publishedAt: isoTime(t.publishedAt) })),
+      dead.map((t) => ({
+        ...t,
+        payload: args.reveal ? t.payload : redactQueuedPayload(t.payload),
+        deadAt: isoTime(t.deadAt),
+        publishedAt: isoTime(t.publishedAt),
+      })),
     );
   printTable(
     dead.map((t) => ({
@@ -226,6 +236,15 @@ async function deadList(admin: QueueAdmin, args: QueueArgs): Promise<void> {
       shard: t.shard,
     })),
   );
+}
+
+/** The request of a dead task, when its payload is a task (a dead one may be anything). */
+function requestIdOf(task: { payload: string }): string | undefined {
+  try {
+    return decodeQueuedTask(task.payload).requestId;
+  } catch {
+    return undefined;
+  }
 }
 
 async function deadRetry(admin: QueueAdmin, args: QueueArgs): Promise<void> {

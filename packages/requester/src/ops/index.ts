@@ -37,12 +37,16 @@ import {
   type ReplaySummary,
   replayDeadLetters,
 } from '../dlq/index.ts';
+import { redactQueuedPayload, redactUrl } from './redact.ts';
+
+export * from './redact.ts';
 
 /**
  * The operations an operator runs, shared by the admin CLI (`requester breakers|outbox|limiter|
  * dlq|queue …`) and the admin API of the admin port (`/admin/api/…`, behind the operator UI):
  * each one reads or acts through the same function, and returns the JSON view both print. The CLI
- * renders it as a table, the API as JSON, the UI as HTML.
+ * renders it as a table, the API as JSON, the UI as HTML. Views of requests hide their secrets
+ * (./redact.ts) unless asked to `reveal` them, which callers journal as an operator action.
  */
 
 /** An ISO timestamp for JSON output (null when absent). */
@@ -191,7 +195,7 @@ export interface PartitionRow extends PartitionView {
 export async function partitionsOverview(
   admin: QueueAdmin,
   limit: number,
-  context: { breaker?: CircuitBreaker; inRecords?: Pick<Fetcher, 'fetchMany'> },
+  context: { breaker?: CircuitBreaker; inRecords?: Pick<Fetcher, 'fetchMany'>; reveal?: boolean },
 ): Promise<{ heaviest: PartitionRow[]; held: PartitionRow[]; at: string | null }> {
   const { partitions, nowMs } = await admin.partitions(limit);
   const heaviest = partitions.filter((p) => p.pending > 0).slice(0, limit);
@@ -216,7 +220,7 @@ interface HeadRequest {
 async function explainHeads(
   views: PartitionView[],
   nowMs: number,
-  context: { breaker?: CircuitBreaker; inRecords?: Pick<Fetcher, 'fetchMany'> },
+  context: { breaker?: CircuitBreaker; inRecords?: Pick<Fetcher, 'fetchMany'>; reveal?: boolean },
 ): Promise<PartitionRow[]> {
   const tasks = views.map((v) => (v.head ? safeDecode(v.head.payload) : undefined));
   const refs = tasks.map((t) => t?.ref);
@@ -229,6 +233,10 @@ async function explainHeads(
     const request = requests[i];
     return {
       ...view,
+      head:
+        view.head && !context.reveal
+          ? { ...view.head, payload: redactQueuedPayload(view.head.payload) }
+          : view.head,
       requestId: request?.requestId ?? task?.requestId ?? null,
       origin: request?.origin ?? null,
       tryCount: task?.tryCount ?? null,
@@ -323,10 +331,12 @@ export interface DeadLetterView {
   errorCode: string | null;
   origin: string | null;
   client: string | null;
+  /** The request's URL, redacted (./redact.ts) unless revealed. */
   uri: string | null;
 }
 
-export function deadLetterView({ record, at }: DlqEntry): DeadLetterView {
+export function deadLetterView({ record, at }: DlqEntry, reveal = false): DeadLetterView {
+  const uri = record.envelope?.request.uri ?? null;
   return {
     dlq: at,
     ref: `${at.topic}/${at.partition}/${at.offset}`,
@@ -338,7 +348,7 @@ export function deadLetterView({ record, at }: DlqEntry): DeadLetterView {
     errorCode: record.result.meta.error?.code ?? null,
     origin: deadLetterOrigin(record) ?? null,
     client: record.envelope?.meta.client ?? record.result.meta.client ?? null,
-    uri: record.envelope?.request.uri ?? null,
+    uri: uri === null || reveal ? uri : redactUrl(uri),
   };
 }
 
@@ -369,11 +379,12 @@ function timeArg(name: string, text: string): number {
   return parsed.epochMs;
 }
 
-/** The most recent matching dead letters, newest first, as views. */
+/** The most recent matching dead letters, newest first, as views (secrets hidden unless `reveal`). */
 export async function listDeadLetterViews(
   source: DlqSource,
   filter: DlqFilter,
   limit: number,
+  reveal = false,
 ): Promise<{
   read: number;
   matched: number;
@@ -382,7 +393,7 @@ export async function listDeadLetterViews(
   entries: DeadLetterView[];
 }> {
   const { entries, ...counts } = await listDeadLetters(source, filter, limit);
-  return { ...counts, entries: entries.map(deadLetterView).reverse() };
+  return { ...counts, entries: entries.map((entry) => deadLetterView(entry, reveal)).reverse() };
 }
 
 /**

@@ -10,7 +10,9 @@ import type { LiveSample } from './live.ts';
  * The operator UI's HTML: server-rendered with Hono's `html` (every value escaped), htmx for the
  * live parts and the actions, uPlot for the chart; no build step, every asset served from
  * node_modules by the admin server (`/ui/assets/…`). Buttons that act are rendered only for a
- * write key; the API refuses a read key's actions anyway (403).
+ * write key; the API refuses a read key's actions anyway (403). Nothing is inline — no script, no
+ * style, no style attribute — so the Content-Security-Policy of the admin port (app.ts) allows
+ * only files of /ui/assets; htmx is told to evaluate no code and inject no style (htmx-config).
  */
 type Html = HtmlEscapedString | Promise<HtmlEscapedString>;
 
@@ -23,30 +25,13 @@ const NAV: ReadonlyArray<[string, string]> = [
   ['/ui/limiters', 'Limiters'],
 ];
 
-const STYLE = `
-*{box-sizing:border-box}body{margin:0;font:14px/1.4 system-ui,sans-serif;color:#1d2430;background:#f4f6f9}
-header{display:flex;align-items:center;gap:18px;background:#1d2a3a;color:#fff;padding:8px 18px}
-header b{font-size:16px}header nav a{color:#c9d6e6;text-decoration:none;margin-right:14px}
-header nav a.on{color:#fff;border-bottom:2px solid #5fb3ff}header .who{margin-left:auto;font-size:12px;color:#c9d6e6}
-main{padding:14px 18px}h2{font-size:16px;margin:14px 0 8px}section{background:#fff;border:1px solid #dde3ea;border-radius:6px;padding:10px 14px;margin-bottom:12px}
-.cards{display:flex;flex-wrap:wrap;gap:10px}.card{background:#fff;border:1px solid #dde3ea;border-radius:6px;padding:8px 12px;min-width:140px}
-.card .v{font-size:22px;font-weight:600}.card .k{font-size:12px;color:#5b6675}
-table{border-collapse:collapse;width:100%;font-size:13px}th,td{text-align:left;padding:4px 8px;border-bottom:1px solid #edf0f4;vertical-align:top}
-th{font-size:12px;color:#5b6675;font-weight:600}td.n{text-align:right;font-variant-numeric:tabular-nums}
-.bad{color:#b42318;font-weight:600}.warn{color:#b54708}.ok{color:#067647}.muted{color:#7a8595}
-button{background:#1f6feb;color:#fff;border:0;border-radius:4px;padding:4px 10px;cursor:pointer;font-size:13px}
-button.danger{background:#b42318}input,select{padding:4px 6px;border:1px solid #c5ced9;border-radius:4px;font-size:13px}
-form.filters{display:flex;flex-wrap:wrap;gap:8px;align-items:end}form.filters label{display:flex;flex-direction:column;font-size:12px;color:#5b6675}
-.flash{padding:6px 10px;border-radius:4px;background:#ecfdf3;border:1px solid #abefc6;margin:6px 0}.flash.err{background:#fef3f2;border-color:#fecdca}
-code{font-size:12px;background:#f0f2f5;padding:1px 4px;border-radius:3px}pre{font-size:12px;background:#f6f8fa;padding:8px;overflow:auto;max-height:260px}
-`;
-
 export function layout(title: string, path: string, operator: Operator | undefined, body: Html): Html {
   return html`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>${title} · Requester</title>
 <meta name="viewport" content="width=device-width,initial-scale=1">
+<meta name="htmx-config" content='{"allowEval":false,"allowScriptTags":false,"includeIndicatorStyles":false}'>
 <link rel="stylesheet" href="/ui/assets/uplot.css">
-<style>${STYLE}</style>
+<link rel="stylesheet" href="/ui/assets/ui.css">
 <script src="/ui/assets/htmx.js"></script>
 <script src="/ui/assets/uplot.js"></script>
 <script src="/ui/assets/app.js" defer></script>
@@ -56,7 +41,7 @@ export function layout(title: string, path: string, operator: Operator | undefin
   )}</nav>${
     operator
       ? html`<span class="who">${operator.name} · ${operator.admin === 'write' ? 'admin' : 'read-only'}
-<form method="post" action="/ui/logout" style="display:inline"><button style="margin-left:8px;padding:2px 8px">Log out</button></form></span>`
+<form method="post" action="/ui/logout" class="inline"><button class="small" id="logout">Log out</button></form></span>`
       : ''
   }</header>
 <main><div id="flash"></div>${body}</main></body></html>`;
@@ -67,12 +52,12 @@ export function loginPage(error?: string): Html {
     'Log in',
     '',
     undefined,
-    html`<section style="max-width:460px">
+    html`<section class="login">
 <h2>Operator login</h2>
 <p class="muted">An API key with an admin scope: <code>requester keys create --name you --admin read|write</code>.
-It is kept in an HttpOnly cookie of this admin port.</p>
+Logging in opens a session (an HttpOnly cookie of this admin port); the key itself is not kept.</p>
 ${error ? html`<div class="flash err">${error}</div>` : ''}
-<form method="post" action="/ui/login"><input name="token" type="password" placeholder="rqk_…" style="width:100%" autocomplete="off">
+<form method="post" action="/ui/login"><input name="token" type="password" placeholder="rqk_…" autocomplete="off">
 <p><button type="submit">Log in</button></p></form></section>`,
   );
 }
@@ -163,8 +148,10 @@ export function requestPage(
   operator: Operator,
   id: string,
   data: { result: unknown; resultSource: string | null; deadLetters: DeadLetterView[] } | undefined,
+  revealed = false,
 ): Html {
   const canAct = operator.admin === 'write';
+  const revealHref = `/ui/requests?id=${encodeURIComponent(id)}&reveal=true`;
   return layout(
     'Request lookup',
     '/ui/requests',
@@ -172,7 +159,14 @@ export function requestPage(
     html`<section><form class="filters" method="get" action="/ui/requests"><label>requestId<input name="id" value="${id}" size="40"></label><button>Look up</button></form></section>
 ${
   data
-    ? html`<section><h2>Result</h2>${
+    ? html`<section><p class="muted" id="secrets">${
+        revealed
+          ? html`<span class="warn">Shown in full: this look-up is journaled as yours.</span>`
+          : html`Credentials (authorization, cookies, keys, tokens, URL passwords), bodies and proxyData are hidden.${
+              canAct ? html` <a href="${revealHref}" data-action="reveal">Show them (journaled)</a>` : ''
+            }`
+      }</p></section>
+<section><h2>Result</h2>${
         data.result
           ? html`<pre>${JSON.stringify(data.result, null, 2)}</pre>`
           : html`<p class="muted">${data.resultSource ? 'The sync-gateway of this process holds no result for it (never seen, or evicted).' : 'No sync-gateway runs in this process: results are on the out topic.'}</p>`
@@ -180,9 +174,9 @@ ${
 <section><h2>Dead letters</h2>${
         data.deadLetters.length === 0
           ? html`<p class="muted">None.</p>`
-          : html`<table><tr><th>failed</th><th>reason</th><th>status</th><th>error</th><th>tries</th><th>DLQ record</th></tr>${data.deadLetters.map(
+          : html`<table><tr><th>failed</th><th>reason</th><th>status</th><th>error</th><th>tries</th><th>URL</th><th>DLQ record</th></tr>${data.deadLetters.map(
               (d) =>
-                html`<tr><td>${at(d.failedAt)}</td><td>${d.reason}</td><td class="n">${d.status}</td><td>${d.errorCode ?? '–'}</td><td class="n">${d.tryCount}</td><td><code>${d.ref}</code></td></tr>`,
+                html`<tr><td>${at(d.failedAt)}</td><td>${d.reason}</td><td class="n">${d.status}</td><td>${d.errorCode ?? '–'}</td><td class="n">${d.tryCount}</td><td><code>${d.uri ?? '–'}</code></td><td><code>${d.ref}</code></td></tr>`,
             )}</table>
 ${canAct ? html`<p><button hx-post="/admin/api/dlq/replay" hx-vals='${JSON.stringify({ requestIds: [id] })}' hx-target="#flash" data-action="replay">Replay</button></p>` : ''}`
       }</section>

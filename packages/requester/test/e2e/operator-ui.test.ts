@@ -1,7 +1,10 @@
+import { hash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { KeyStore } from '@requester/ingress';
+import type { Sql } from '@requester/shared';
 import { startTarget, type Target } from '@requester/shared/testing';
 import { type BrowserContext, chromium, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -12,6 +15,7 @@ import {
   type StackEnv,
   stackEnv,
   stackKey,
+  stackSql,
   startStack,
   waitReady,
 } from './stack.ts';
@@ -21,8 +25,10 @@ import {
  * against a whole running stack with real data: dead letters on the DLQ topic, an open breaker, a
  * blocked ordered partition, a limiter's windows. A write key acts from the browser (a replay puts
  * the result on out; a reset breaker lets the next call through); a read-only key sees no action
- * and its forged POST is refused. With UI_SCREENSHOTS=<dir>, each page is saved there as a PNG
- * (docs/ui/ holds the committed ones).
+ * and its forged POST is refused. Every page runs under the admin port's Content-Security-Policy
+ * without a violation, and cannot be framed; a login is a session (not the key) that logout,
+ * expiry, revocation and rotation end on the server. With UI_SCREENSHOTS=<dir>, each page is saved
+ * there as a PNG (docs/ui/ holds the committed ones).
  */
 const CHROMIUM = '/usr/bin/chromium';
 const SHOTS = process.env.UI_SCREENSHOTS;
@@ -38,6 +44,9 @@ describe('operator UI (admin port /ui)', () => {
   let reader: Awaited<ReturnType<typeof stackKey>>;
   let context: BrowserContext;
   let userDataDir: string;
+  let sql: Sql;
+  /** What Chromium reported about the Content-Security-Policy on any page (nothing, if the UI needs no exception). */
+  const cspViolations: string[] = [];
 
   beforeAll(async () => {
     if (!existsSync(CHROMIUM))
@@ -48,6 +57,8 @@ describe('operator UI (admin port /ui)', () => {
       BREAKER_OPEN_DURATION: '10m',
       BREAKER_STATE_CACHE: '100ms',
       AUTH_CACHE_TTL: '100ms',
+      ADMIN_SESSION_TTL: '2h',
+      ADMIN_TRUST_PROXY: 'true',
     });
     running = await startStack(stack);
     await waitReady(stack);
@@ -74,11 +85,16 @@ describe('operator UI (admin port /ui)', () => {
         '--disable-sync',
       ],
     });
+    context.on('console', (message) => {
+      if (/Content Security Policy|Refused to/i.test(message.text())) cspViolations.push(message.text());
+    });
+    sql = stackSql(stack);
     if (SHOTS) await mkdir(SHOTS, { recursive: true });
   }, 180_000);
 
   afterAll(async () => {
     await context?.close();
+    await sql?.end({ timeout: 5 });
     if (userDataDir) await rm(userDataDir, { recursive: true, force: true });
     await results?.stop();
     targetA?.release('ord');
@@ -271,6 +287,8 @@ describe('operator UI (admin port /ui)', () => {
     expect(await page.textContent('main')).toContain('token-bucket');
     await shot(page, 'limiters');
     await page.close();
+    // Every page above (htmx polling and actions, the chart, the timeline) ran under the CSP.
+    expect(cspViolations).toEqual([]);
   }, 240_000);
 
   it('a read-only key sees no action, and its forged actions get 403', async () => {
@@ -311,4 +329,134 @@ describe('operator UI (admin port /ui)', () => {
     const doc = (await (await fetch(`${stack.adminUrl}/admin/openapi.json`)).json()) as { paths: object };
     expect(Object.keys(doc.paths)).toContain('/admin/api/dlq/replay');
   }, 60_000);
+
+  /** The session id the browser holds for the admin port, and its cookie's attributes. */
+  async function sessionCookie() {
+    const cookies = await context.cookies(stack.adminUrl);
+    const cookie = cookies.find((c) => c.name === 'requester_admin');
+    if (!cookie) throw new Error(`no session cookie: ${cookies.map((c) => c.name).join(', ')}`);
+    return cookie;
+  }
+
+  /** Whether a cookie value opens the admin API (and the UI) now. */
+  async function opens(value: string): Promise<boolean> {
+    const api = await fetch(`${stack.adminUrl}/admin/api/whoami`, {
+      headers: { cookie: `requester_admin=${value}` },
+    });
+    const ui = await fetch(`${stack.adminUrl}/ui/overview`, {
+      headers: { cookie: `requester_admin=${value}` },
+      redirect: 'manual',
+    });
+    expect(api.status === 200, 'the admin API and the UI agree').toBe(ui.status === 200);
+    return api.status === 200;
+  }
+
+  it('every answer of the admin port carries a CSP, frame and referrer protections', async () => {
+    const routes = [
+      '/ui/login',
+      '/ui/overview',
+      '/ui/assets/app.js',
+      '/admin/api/overview',
+      '/admin/openapi.json',
+    ];
+    for (const route of routes) {
+      const res = await fetch(`${stack.adminUrl}${route}`, { redirect: 'manual' });
+      const csp = res.headers.get('content-security-policy') ?? '';
+      expect(csp, route).toContain("frame-ancestors 'none'");
+      expect(csp, route).toContain("script-src 'self'");
+      expect(csp, route).toContain("default-src 'none'");
+      expect(csp, route).not.toContain('unsafe-inline');
+      expect(csp, route).not.toContain('unsafe-eval');
+      expect(res.headers.get('x-frame-options'), route).toBe('DENY');
+      expect(res.headers.get('referrer-policy'), route).toBe('same-origin');
+      expect(res.headers.get('x-content-type-options'), route).toBe('nosniff');
+    }
+    // A page of another origin cannot frame the UI: Chromium refuses to render it.
+    const page = await context.newPage();
+    await page.setContent(`<iframe id="ui" src="${stack.adminUrl}/ui/login"></iframe>`);
+    const frame = await (await page.waitForSelector('#ui')).contentFrame();
+    await frame?.waitForLoadState();
+    expect(await frame?.content()).not.toContain('Operator login');
+    await page.close();
+    cspViolations.length = 0; // the refused frame is the one violation expected
+  }, 60_000);
+
+  it('a login is a random session, not the key; logout ends it on the server', async () => {
+    await context.clearCookies();
+    const page = await context.newPage();
+    await login(page, writer.token);
+    const session = await sessionCookie();
+    expect(session.value).not.toContain(writer.token);
+    expect(session.value).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    expect(session).toMatchObject({ httpOnly: true, sameSite: 'Strict', secure: false, path: '/' });
+    // ADMIN_SESSION_TTL=2h: the cookie lives as long as the session, not beyond.
+    expect(session.expires * 1000).toBeLessThanOrEqual(Date.now() + 2 * 3_600_000);
+    expect(session.expires * 1000).toBeGreaterThan(Date.now() + 3_600_000);
+    expect(await opens(session.value)).toBe(true);
+    // The key itself is not a session (it was, once: a stolen cookie was a stolen key).
+    expect(await opens(writer.token)).toBe(false);
+
+    await Promise.all([page.waitForURL('**/ui/login'), page.click('#logout')]);
+    expect(await opens(session.value)).toBe(false); // a copy of the cookie is worth nothing now
+    await page.goto(`${stack.adminUrl}/ui/overview`);
+    expect(page.url()).toContain('/ui/login');
+    await page.close();
+  }, 60_000);
+
+  it('revoking the key, or rotating its secret away, ends its sessions at once; so does expiry', async () => {
+    const keys = new KeyStore(sql);
+    const session = async (token: string) => {
+      await context.clearCookies();
+      const page = await context.newPage();
+      await login(page, token);
+      const { value } = await sessionCookie();
+      return { page, value };
+    };
+
+    const revoked = await stackKey(stack, { admin: 'read' });
+    const one = await session(revoked.token);
+    expect(await keys.revoke(revoked.name)).toBe(true);
+    await one.page.goto(`${stack.adminUrl}/ui/dlq`);
+    expect(one.page.url()).toContain('/ui/login');
+    expect(await opens(one.value)).toBe(false);
+    await one.page.close();
+
+    const rotated = await stackKey(stack, { admin: 'read' });
+    const two = await session(rotated.token);
+    await keys.rotate(rotated.name, 3_600_000); // the old secret keeps working for its grace: so does its session
+    await two.page.goto(`${stack.adminUrl}/ui/dlq`);
+    expect(two.page.url()).toContain('/ui/dlq');
+    await keys.rotate(rotated.name, 0); // the secret it logged in with is gone now
+    await two.page.goto(`${stack.adminUrl}/ui/breakers`);
+    expect(two.page.url()).toContain('/ui/login');
+    expect(await opens(two.value)).toBe(false);
+    await two.page.close();
+
+    const expiring = await session(writer.token);
+    expect(await opens(expiring.value)).toBe(true);
+    const idHash = hash('sha256', expiring.value, 'buffer');
+    const moved = await sql`update requester_admin_sessions set expires_at = now() - interval '1 second'
+      where id_hash = ${idHash}`;
+    expect(moved.count).toBe(1); // only a hash of the id is stored
+    expect(await opens(expiring.value)).toBe(false);
+    await expiring.page.close();
+  }, 60_000);
+
+  it('behind a TLS-terminating proxy (ADMIN_TRUST_PROXY), a login over https gets a Secure cookie', async () => {
+    const loginWith = (headers: Record<string, string>) =>
+      fetch(`${stack.adminUrl}/ui/login`, {
+        method: 'POST',
+        headers,
+        body: new URLSearchParams({ token: reader.token }),
+        redirect: 'manual',
+      });
+    const proxied = (await loginWith({ 'x-forwarded-proto': 'https' })).headers.get('set-cookie') ?? '';
+    expect(proxied).toMatch(/; Secure/);
+    expect(proxied).toMatch(/; HttpOnly/);
+    expect(proxied).toMatch(/; SameSite=Strict/);
+    expect(proxied).toMatch(/; Max-Age=7200/);
+    const plain = (await loginWith({})).headers.get('set-cookie') ?? '';
+    expect(plain).toMatch(/; HttpOnly/);
+    expect(plain).not.toMatch(/Secure/);
+  });
 });

@@ -72,6 +72,21 @@ const addressList = z.string().transform((text, ctx) => {
   }
   return items;
 });
+/** Comma-separated `host:port` (IPv6 as `[addr]:port`); at least one. */
+const hostPortList = z
+  .string()
+  .transform((text) =>
+    text
+      .split(',')
+      .map((item) => item.trim())
+      .filter(Boolean),
+  )
+  .refine(
+    (items) => items.length > 0 && items.every((item) => /^(\[[^\]]+\]|[^:[\]\s]+):\d{1,5}$/.test(item)),
+    {
+      message: 'must be host:port entries, comma-separated (IPv6 as [addr]:port)',
+    },
+  );
 const bool = z
   .enum(['true', 'false', '1', '0', 'yes', 'no'])
   .transform((v) => ['true', '1', 'yes'].includes(v));
@@ -160,6 +175,12 @@ export const CONFIG_VARIABLES = {
     '127.0.0.1:9092',
     z.string().min(1),
     'comma-separated Kafka bootstrap brokers',
+  ),
+  kafkaControllers: variable(
+    'KAFKA_CONTROLLERS',
+    undefined,
+    hostPortList.optional(),
+    "comma-separated KRaft controller listeners (host:port) of the Kafka cluster, which clients never use but a request could reach: refused as targets like the brokers. Default: each bootstrap broker's host at its port + 1 (infra/kafka.sh's layout, e.g. 9093 beside 9092)",
   ),
   kafkaClientId: variable(
     'KAFKA_CLIENT_ID',
@@ -329,7 +350,24 @@ export const CONFIG_VARIABLES = {
     goDuration,
     'how long an ingress trusts an API key it read from PostgreSQL: a revoked or rotated-out key stops working everywhere within this',
   ),
-  adminPort: variable('ADMIN_PORT', '9464', port, 'port of /healthz, /readyz and /metrics'),
+  adminPort: variable(
+    'ADMIN_PORT',
+    '9464',
+    port,
+    'port of /healthz, /readyz and /metrics, the operator UI (/ui) and the admin API (/admin/api); internal: /metrics names every API key, and nothing there is for callers',
+  ),
+  adminSessionTtl: variable(
+    'ADMIN_SESSION_TTL',
+    '8h',
+    goDuration.refine((ms) => ms >= 60_000, 'must be at least 1m'),
+    'how long an operator UI login lasts (its session ends sooner at logout, or when its API key is revoked or rotated away)',
+  ),
+  adminTrustProxy: variable(
+    'ADMIN_TRUST_PROXY',
+    'false',
+    bool,
+    'the admin port is reached through a TLS-terminating proxy that sets X-Forwarded-Proto: a login it marks https gets a Secure session cookie (the admin port itself speaks plain HTTP)',
+  ),
   maxBodyBytes: variable(
     'MAX_BODY_BYTES',
     '1048576',
@@ -402,7 +440,7 @@ export const CONFIG_VARIABLES = {
     'ALLOW_PRIVATE_TARGETS',
     '',
     addressList,
-    "private/loopback/link-local targets that may be called: comma-separated IPs or CIDRs, each with an optional port (`127.0.0.1:8081`, `10.0.0.0/8:443`, `[::1]:8080`; none = any port), or * for all. Requester's own HTTP_PORT and ADMIN_PORT and its Kafka, Redis and PostgreSQL ports are refused on loopback, this machine's addresses and their configured hosts whatever this says",
+    "private/loopback/link-local targets that may be called: comma-separated IPs or CIDRs, each with an optional port (`127.0.0.1:8081`, `10.0.0.0/8:443`, `[::1]:8080`; none = any port), or * for all. Requester's own HTTP_PORT and ADMIN_PORT and its Kafka (brokers and KAFKA_CONTROLLERS), Redis and PostgreSQL ports are refused on loopback, this machine's addresses and their configured hosts whatever this says",
   ),
   breakerFailureThreshold: variable(
     'BREAKER_FAILURE_THRESHOLD',

@@ -20,6 +20,18 @@ describe('loadConfig', () => {
   });
 });
 
+describe('KAFKA_CONTROLLERS', () => {
+  it('reads host:port entries; unset leaves the default (each broker port + 1) to the guard', () => {
+    expect(loadConfig({}).kafkaControllers).toBeUndefined();
+    expect(loadConfig({ KAFKA_CONTROLLERS: 'kafka-1:9093, [fd00::6]:9193' }).kafkaControllers).toEqual([
+      'kafka-1:9093',
+      '[fd00::6]:9193',
+    ]);
+    for (const bad of ['kafka-1', 'kafka-1:', ':9093', 'fd00::6:9193', ','])
+      expect(() => loadConfig({ KAFKA_CONTROLLERS: bad }), bad).toThrow(/KAFKA_CONTROLLERS=.*host:port/);
+  });
+});
+
 describe('ALLOW_PRIVATE_TARGETS', () => {
   it('reads IPs and CIDR ranges, each with an optional port (IPv6 in brackets), and *', () => {
     const value = '127.0.0.1:8081, 10.0.0.0/8:443, [::1]:8080, [fc00::/7]:443, 192.168.0.0/16, ::1, *';
