@@ -10,6 +10,7 @@ export default defineConfig({
   test: {
     ...sharedTestOptions,
     include: UNIT_TESTS,
+    isolate: false, // as the unit project of vitest.config.ts
     env: {
       KAFKA_BROKERS: NOWHERE,
       REDIS_URL: `redis://${NOWHERE}`,
