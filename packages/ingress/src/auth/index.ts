@@ -273,6 +273,7 @@ function callerOf(record: KeyRecord): Caller {
   const scopes: KeyScopes = {
     sync: record.sync,
     schedule: record.schedule,
+    kafkaEntry: record.kafkaEntry,
     ...(record.hosts ? { hosts: record.hosts } : {}),
     ...(record.rate ? { rate: record.rate } : {}),
     ...(record.maxBodyBytes === undefined ? {} : { maxBodyBytes: record.maxBodyBytes }),
