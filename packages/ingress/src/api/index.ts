@@ -307,7 +307,7 @@ async function accept(
 ): Promise<Accepted | Response> {
   const parsed = safeParseRequestEnvelope(input);
   if (!parsed.ok) return problem(c, 400, 'invalid_request', parsed.error.message, parsed.error.issues);
-  const admitted = await settings.access.admit(c.get('caller'), parsed.value);
+  const admitted = await settings.access.admit(c.get('caller'), parsed.value, input);
   if (!admitted.ok) return refuse(c, admitted.refusal);
   const id = admitted.envelope.meta.requestId;
   useLog(c, parts.ingressLog, id);
@@ -415,6 +415,8 @@ async function getResult(c: Context<Env>, parts: ApiParts, settings: ApiSettings
   const wait = waitMs(c.req.query('wait'), settings.longPollMaxMs);
   if (typeof wait === 'string')
     return problem(c, 400, 'invalid_request', `wait: ${wait}`, [{ path: 'wait', message: wait }]);
+  const mayNotWait = wait > 0 ? settings.access.mayNotWait(c.get('caller')) : undefined;
+  if (mayNotWait) return refuse(c, mayNotWait);
   if (wait > 0 && hub.crowded() && hub.peek(id) === undefined) {
     c.header('Retry-After', '1');
     return problem(c, 503, 'overloaded', 'too many callers are waiting on this sync-gateway; retry later');

@@ -107,7 +107,7 @@ const POST_REQUEST: Json = {
     '400': problem('Malformed JSON, or an envelope that breaks the contract (every bad field is named).'),
     '401': UNAUTHORIZED,
     '403': problem(
-      'The API key may not ask for this (`code: forbidden`): a target host outside its hosts, a sync call, or scheduling beyond REDIS_HORIZON; `issues` names the field. Nothing was written.',
+      'The API key may not ask for this (`code: forbidden`): a target host outside its hosts, a sync call, or — without the schedule scope — a wait beyond REDIS_HORIZON (`meta.scheduled`, a written `meta.retry.delay`/`maxDelay`, a limiter window); `issues` names each field. Nothing was written.',
     ),
     '409': problem(
       'meta.requestId was already used by a different request within the dedup window (QUEUE_DEDUP_WINDOW). An identical retry is accepted (202).',
@@ -149,6 +149,9 @@ const GET_REQUEST: Json = {
     '200': RESULT_200,
     '400': problem('`wait` is not a valid Go duration.'),
     '401': UNAUTHORIZED,
+    '403': problem(
+      'A `wait` above 0 from an API key without the sync scope (`code: forbidden`, `issues` names `wait`): a long-poll holds a caller as a sync call does. Ask without `wait`.',
+    ),
     '404': {
       description:
         'No result yet (still pending, unknown, older than the recent-results cache, or sent with another API key: a result is only its key’s). Ask again with `wait`.',

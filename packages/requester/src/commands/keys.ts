@@ -55,11 +55,17 @@ export function registerKeysCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): v
             "create: allowed target hosts, comma-separated ('*.partner.example,api.x.com'); default any",
         })
         .option('rate', { type: 'string', describe: 'create: requests per window, e.g. 200/s, 1000/10m' })
-        .option('sync', { type: 'boolean', default: false, describe: 'create: may make sync calls' })
+        .option('sync', {
+          type: 'boolean',
+          default: false,
+          describe: 'create: may wait for results: sync calls and long-polls (GET /requests/{id}?wait=)',
+        })
         .option('schedule', {
           type: 'boolean',
           default: false,
-          describe: 'create: may schedule beyond REDIS_HORIZON (the outbox)',
+          describe:
+            'create: may park tasks beyond REDIS_HORIZON (the outbox): scheduling, retry pauses, limiter waits; ' +
+            'without it they are refused or capped at REDIS_HORIZON',
         })
         .option('max-body-bytes', {
           type: 'number',
