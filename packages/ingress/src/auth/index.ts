@@ -50,12 +50,17 @@ export interface Access {
   identify(authorization: string | undefined): Promise<Caller | Refusal | undefined>;
   /**
    * The envelope with `meta.client` (and `withinHorizon` for a key without the `schedule` scope)
-   * set, once the caller's scopes and rate allow it. `written` is the body as the caller sent it
+   * set, once the caller's scopes allow it (its rate was taken before the body was read). `written` is the body as the caller sent it
    * (before defaults): a scope refuses what the caller asked for, not what a default brings.
    */
   admit(caller: Caller | undefined, envelope: RequestEnvelope, written?: unknown): Promise<Admission>;
   /** Why the caller may not wait for results (GET /requests/{id}?wait=, a long-poll), if it may not. */
   mayNotWait(caller: Caller | undefined): Refusal | undefined;
+  /**
+   * Takes one call from the caller's rate (its key's `--rate`), or says why not (429, or 503 when
+   * Redis cannot tell). Asked before the body is read: a key over its rate costs no body bytes.
+   */
+  takeRate(caller: Caller | undefined): Promise<Refusal | undefined>;
   /** The body limit for this caller: its key's, when below the server's. */
   bodyLimit(caller: Caller | undefined, serverMax: number): number;
   /** Whether the caller may read this result (raw JSON from `out`). */
@@ -108,6 +113,7 @@ export function openAccess(): Access {
         ? { ok: true, envelope: withoutMark(envelope) }
         : { ok: false, refusal: CLIENT_IS_OURS },
     mayNotWait: () => undefined,
+    takeRate: async () => undefined,
     bodyLimit: (_caller, serverMax) => serverMax,
     mayRead: () => true,
     mayReadClient: () => true,
@@ -205,11 +211,6 @@ export class KeyAccess implements Access {
       decisions.inc({ client: caller.name, outcome: 'forbidden' });
       return { ok: false, refusal: forbidden(outOfScope) };
     }
-    const limited = await this.#overRate(caller);
-    if (limited) {
-      decisions.inc({ client: caller.name, outcome: limited.code });
-      return { ok: false, refusal: limited };
-    }
     decisions.inc({ client: caller.name, outcome: 'accepted' });
     const meta = { ...envelope.meta, client: caller.name };
     // Without `schedule`, the executor caps every wait of the task at REDIS_HORIZON.
@@ -288,6 +289,12 @@ export class KeyAccess implements Access {
         });
     });
     return issues;
+  }
+
+  async takeRate(caller: Caller | undefined): Promise<Refusal | undefined> {
+    const limited = caller && (await this.#overRate(caller));
+    if (caller && limited) decisions.inc({ client: caller.name, outcome: limited.code });
+    return limited;
   }
 
   async #overRate(caller: Caller): Promise<Refusal | undefined> {
