@@ -438,7 +438,7 @@ export const CONFIG_VARIABLES = {
     'RETRY_AFTER_MAX',
     '1h',
     goDuration,
-    "longest Retry-After of a target that is honoured (a retry waits the longer of its backoff and the target's Retry-After, capped here; may exceed meta.retry.maxDelay)",
+    "longest Retry-After of a target that is honoured (a retry waits the longer of its backoff and the target's Retry-After, capped here; may exceed meta.retry.maxDelay). Requests of API keys without the schedule scope have every wait capped at REDIS_HORIZON instead",
   ),
   cacheWaitBudget: variable(
     'CACHE_WAIT_BUDGET',
