@@ -8,7 +8,7 @@
  * --kafka-entry`). The secret needs no configuration: it is generated once and kept in PostgreSQL
  * (`requester_secrets`, migration 005), which every role that writes or routes `in` reaches.
  */
-import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHmac, createSecretKey, type KeyObject, randomBytes, timingSafeEqual } from 'node:crypto';
 import { headerText, type RecordHeaders } from '../kafka/types.ts';
 import type { Sql } from '../pg/index.ts';
 
@@ -22,11 +22,12 @@ const SECRET_BYTES = 32;
 
 /** Signs and verifies `in` record values with the deployment's entry secret. */
 export class EntrySigner {
-  readonly #secret: Buffer;
+  /** A KeyObject: on Node 24 an HMAC keyed by one costs about a third of one keyed by raw bytes. */
+  readonly #secret: KeyObject;
 
   constructor(secret: Buffer) {
     if (secret.length < 16) throw new RangeError('the entry secret must be at least 16 bytes');
-    this.#secret = secret;
+    this.#secret = createSecretKey(secret);
   }
 
   /** The header value for a record whose value is `value` (the exact bytes produced). */

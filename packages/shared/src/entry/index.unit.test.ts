@@ -1,11 +1,18 @@
-import { randomBytes } from 'node:crypto';
+import { createHmac, randomBytes } from 'node:crypto';
 import { inspect } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { ENTRY_HEADER, EntrySigner } from './index.ts';
 
 describe('EntrySigner', () => {
-  const signer = new EntrySigner(randomBytes(32));
+  const secret = randomBytes(32);
+  const signer = new EntrySigner(secret);
   const value = JSON.stringify({ request: { uri: '' }, meta: { requestId: 'r-1', client: 'billing' } });
+
+  it('signs as `v1.` + base64url(HMAC-SHA256(secret, "requester-entry/v1\\n" + value))', () => {
+    const mac = createHmac('sha256', secret).update(`requester-entry/v1\n${value}`).digest('base64url');
+    expect(signer.sign(value)).toBe(`v1.${mac}`);
+    expect(signer.sign(Buffer.from(value))).toBe(`v1.${mac}`);
+  });
 
   it('verifies what it signed, as bytes read back from Kafka', () => {
     const headers = signer.signed(value, { 'requester-channel': 'http' });
