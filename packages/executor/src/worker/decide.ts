@@ -106,6 +106,8 @@ export interface OutcomeFacts {
   random: number;
   /** Longest `Retry-After` honoured (RETRY_AFTER_MAX). */
   retryAfterMaxMs: number;
+  /** Longest pause of any kind (see waitCap); undefined = none beyond the others. */
+  maxWaitMs?: number | undefined;
 }
 
 /**
@@ -128,11 +130,26 @@ export function outcomeStep(facts: OutcomeFacts): Step {
   const backoff = backoffMs(retry, facts.attempts, facts.random);
   const asked =
     outcome.kind === 'response' ? retryAfterMs(outcome.headers['retry-after'], facts.nowMs) : undefined;
+  const pause = asked === undefined ? backoff : Math.max(backoff, Math.min(asked, facts.retryAfterMaxMs));
   return {
     kind: 'retry',
-    delayMs: asked === undefined ? backoff : Math.max(backoff, Math.min(asked, facts.retryAfterMaxMs)),
+    delayMs: capped(pause, facts.maxWaitMs),
     reason: outcome.kind === 'response' ? `status_${outcome.status}` : outcome.error.code,
   };
+}
+
+/**
+ * The longest a task may wait at a time: REDIS_HORIZON when its API key lacks the `schedule` scope
+ * (the ingress marks its envelope `withinHorizon`), so that no path — retry pause, a target's
+ * Retry-After, a limiter or a breaker — parks it further ahead than the key may schedule.
+ */
+export function waitCap(envelope: { withinHorizon?: true | undefined }, horizonMs: number | undefined) {
+  return envelope.withinHorizon ? horizonMs : undefined;
+}
+
+/** `delayMs` within `capMs` (undefined = no cap). */
+export function capped(delayMs: number, capMs: number | undefined): number {
+  return capMs === undefined ? delayMs : Math.min(delayMs, capMs);
 }
 
 /**

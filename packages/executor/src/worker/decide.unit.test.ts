@@ -7,6 +7,7 @@ import {
   addWait,
   backoffMs,
   breakerStep,
+  capped,
   isQueueDelay,
   isRetryable,
   limiterStep,
@@ -15,6 +16,7 @@ import {
   outcomeStep,
   placeOf,
   retryAfterMs,
+  waitCap,
 } from './decide.ts';
 
 const RETRY: RetrySpec = { max: 5, delay: '200ms', maxDelay: '1s', multiplier: 2, jitter: 0 };
@@ -130,6 +132,24 @@ describe('outcomeStep', () => {
       delayMs: 60_000,
     });
     expect(after(answer(429, { 'retry-after': '5' }))).toMatchObject({ delayMs: 5_000 });
+  });
+
+  it('caps every pause at maxWaitMs (REDIS_HORIZON for a key without the schedule scope): backoff and Retry-After alike', () => {
+    const long = { ...RETRY, delay: '10m', maxDelay: '87600h' };
+    expect(after(answer(500), { retry: long, maxWaitMs: 1_000 })).toMatchObject({ delayMs: 1_000 });
+    expect(after(answer(429, { 'retry-after': '3600' }), { maxWaitMs: 1_000 })).toMatchObject({
+      delayMs: 1_000,
+    });
+    expect(after(answer(500), { maxWaitMs: 1_000 })).toMatchObject({ delayMs: 200 });
+  });
+});
+
+describe('waitCap', () => {
+  it('is the horizon for a task marked withinHorizon, none otherwise', () => {
+    expect(waitCap({ withinHorizon: true }, 1_000)).toBe(1_000);
+    expect(waitCap({}, 1_000)).toBeUndefined();
+    expect(capped(5_000, waitCap({ withinHorizon: true }, 1_000))).toBe(1_000);
+    expect(capped(5_000, undefined)).toBe(5_000);
   });
 });
 

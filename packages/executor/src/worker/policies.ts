@@ -40,11 +40,13 @@ import {
   breakerStep,
   bulkheadStep,
   CALL,
+  capped,
   type DeadLetterReason,
   type GateStep,
   limiterStep,
   outcomeStep,
   type Step,
+  waitCap,
 } from './decide.ts';
 
 /**
@@ -80,6 +82,8 @@ export interface PolicyModules {
   signingKeys?: SigningKeys | undefined;
   /** Longest Retry-After honoured (RETRY_AFTER_MAX). */
   retryAfterMaxMs: number;
+  /** REDIS_HORIZON: the longest wait of a task marked `withinHorizon` (see waitCap); absent = no cap. */
+  horizonMs?: number | undefined;
   /** The jitter's dice (tests pin it). Default Math.random. */
   random?: () => number;
   /** The task journal (held, attempt, cache steps); absent = none. */
@@ -168,6 +172,7 @@ export class Policies {
         nowMs: Date.now(),
         random: this.random(),
         retryAfterMaxMs: this.modules.retryAfterMaxMs,
+        maxWaitMs: waitCap(envelope, this.modules.horizonMs),
       });
       if (step.kind === 'retry') {
         log.info({ tryCount, delayMs: step.delayMs, reason: step.reason }, 'attempt failed; retrying later');
@@ -303,20 +308,17 @@ export class Policies {
   private stopped(envelope: RequestEnvelope, progress: Progress, stop: Stopped['stop']): Ending {
     if (stop.kind === 'wait') {
       const { requestId, client } = envelope.meta;
+      // Past the cap the task comes back earlier and asks the gate again.
+      const delayMs = capped(stop.delayMs, waitCap(envelope, this.modules.horizonMs));
       this.modules.journal?.emit({
         type: 'held',
         requestId,
         client,
         by: HELD_BY[stop.reason],
-        until: Date.now() + stop.delayMs,
+        until: Date.now() + delayMs,
       });
-      const waitedMs = addWait(progress.waitedMs, stop.delayMs);
-      return {
-        kind: 'reschedule',
-        delayMs: stop.delayMs,
-        reason: stop.reason,
-        progress: { ...progress, waitedMs },
-      };
+      const waitedMs = addWait(progress.waitedMs, delayMs);
+      return { kind: 'reschedule', delayMs, reason: stop.reason, progress: { ...progress, waitedMs } };
     }
     const message = 'the limiter can never admit this request: its cost exceeds a window';
     const result = errorResult(envelope.meta.requestId, 'invalid_request', message, {

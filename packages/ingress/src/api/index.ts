@@ -43,6 +43,7 @@ import { routePath } from 'hono/route';
 import { type Access, authenticate, type Caller, callerBindings, type Refusal } from '../auth/index.ts';
 import { ByteBudget, isJsonMediaType, readJsonBody } from '../body/index.ts';
 import { type ClaimRequestId, requestFingerprint } from '../claims/index.ts';
+import { BodyBudgets, KeySlots, type Slot } from '../fair/index.ts';
 import type { Hub } from '../hub/index.ts';
 import { openApiDocument } from '../openapi/index.ts';
 import { nodeRequest, requestHeader } from '../request/index.ts';
@@ -76,6 +77,12 @@ export interface ApiSettings {
   maxBodyBytes: number;
   /** Bytes of request bodies read and handled at once (MAX_BODY_BYTES_IN_FLIGHT); default unbounded. */
   maxBodyBytesInFlight?: number;
+  /** Of those, what one API key may hold (see bodyBytesPerKey); default unbounded. */
+  maxBodyBytesInFlightPerKey?: number;
+  /** Sync calls and long-polls of one API key waiting at once (SYNC_MAX_WAITERS_PER_KEY); default unbounded. */
+  maxWaitersPerKey?: number;
+  /** Journal lookups of one API key at once (EVENTS_MAX_LOOKUPS_PER_KEY); default unbounded. */
+  maxEventLookupsPerKey?: number;
   syncTimeoutMs: number;
   longPollMaxMs: number;
   /** Retry-After of a 503 (seconds). */
@@ -129,10 +136,10 @@ export function createApi(parts: ApiParts, settings: ApiSettings, logger: Logger
   const auth = authenticate<Env>(settings.access, refuse);
   app.use('/request', auth);
   app.use('/requests/*', auth);
-  const bodies = new ByteBudget(settings.maxBodyBytesInFlight ?? Number.POSITIVE_INFINITY);
-  app.post('/request', (c) => submitRequest(c, parts, settings, bodies));
-  app.get('/requests/:id', (c) => getResult(c, parts, settings));
-  app.get('/requests/:id/events', (c) => getEvents(c, parts, settings));
+  const fair = fairness(settings);
+  app.post('/request', (c) => submitRequest(c, parts, settings, fair));
+  app.get('/requests/:id', (c) => getResult(c, parts, settings, fair));
+  app.get('/requests/:id/events', (c) => getEvents(c, parts, settings, fair));
   app.get('/openapi.json', (c) => c.json(openApiDocument()));
   app.notFound((c) => problem(c, 404, 'not_found', `no route ${c.req.method} ${c.req.path}`));
   app.onError((err, c) => {
@@ -140,6 +147,29 @@ export function createApi(parts: ApiParts, settings: ApiSettings, logger: Logger
     return problem(c, 500, 'internal', 'internal error');
   });
   return app;
+}
+
+/** What the API holds for its callers, bounded for the instance and per API key (see ../fair). */
+interface Fairness {
+  bodies: BodyBudgets;
+  waits: KeySlots;
+  lookups: KeySlots;
+}
+
+function fairness(settings: ApiSettings): Fairness {
+  const unbounded = Number.POSITIVE_INFINITY;
+  const instance = new ByteBudget(settings.maxBodyBytesInFlight ?? unbounded);
+  return {
+    bodies: new BodyBudgets(instance, settings.maxBodyBytesInFlightPerKey ?? unbounded),
+    waits: new KeySlots(settings.maxWaitersPerKey ?? unbounded),
+    lookups: new KeySlots(settings.maxEventLookupsPerKey ?? unbounded),
+  };
+}
+
+/** A 429 for a key that holds its share of something already (the instance still has room). */
+function overShare(c: Context<Env>, detail: string): Response {
+  c.header('Retry-After', '1');
+  return problem(c, 429, 'rate_limited', detail);
 }
 
 /**
@@ -259,35 +289,49 @@ async function submitRequest(
   c: Context<Env>,
   parts: ApiParts,
   settings: ApiSettings,
-  bodies: ByteBudget,
+  fair: Fairness,
 ): Promise<Response> {
   const submit = parts.submit;
   if (!submit) return notServed(c, 'POST /request', 'ingress');
+  const caller = c.get('caller');
+  // Before a byte of the body is read: a key over its rate holds nothing of this instance.
+  const limited = await settings.access.takeRate(caller);
+  if (limited) return refuse(c, limited);
   const contentType = requestHeader(c, 'content-type');
   if (!isJsonMediaType(contentType)) {
     const got = contentType ? `got ${JSON.stringify(contentType.slice(0, 100))}` : 'none was given';
     return problem(c, 415, 'unsupported_media_type', `Content-Type must be application/json; ${got}`);
   }
-  const limit = settings.access.bodyLimit(c.get('caller'), settings.maxBodyBytes);
+  const limit = settings.access.bodyLimit(caller, settings.maxBodyBytes);
+  const bodies = fair.bodies.of(caller?.keyId);
   const body = await readJsonBody(nodeRequest(c) ?? c.req.raw, limit, bodies);
   if (!body.ok) {
-    if (body.status === 503) c.header('Retry-After', '1');
+    if (body.status === 503 || body.status === 429) c.header('Retry-After', '1');
     return problem(c, body.status, BODY_CODES[body.status], body.message);
   }
   let accepted: Accepted | Response;
   try {
-    accepted = await accept(c, parts, settings, submit, body.value);
+    accepted = await accept(c, parts, settings, submit, body.value, fair.waits);
   } finally {
     // The body's bytes are held until Kafka has its copy, not during a sync wait.
     bodies.give(body.bytes);
   }
   if (accepted instanceof Response) return accepted;
   if (!accepted.result) return c.json({ requestId: accepted.id }, 202);
-  const json = await readable(c, settings.access, await accepted.result, accepted.until);
-  return reply(c, accepted.id, json, 'sync');
+  try {
+    const json = await readable(c, settings.access, await accepted.result, accepted.until);
+    return reply(c, accepted.id, json, 'sync');
+  } finally {
+    accepted.slot?.leave();
+  }
 }
 
-const BODY_CODES = { 400: 'invalid_request', 413: 'payload_too_large', 503: 'overloaded' } as const;
+const BODY_CODES = {
+  400: 'invalid_request',
+  413: 'payload_too_large',
+  429: 'rate_limited',
+  503: 'overloaded',
+} as const;
 
 /** A request written to `in`; `result` is the sync wait for it, when the caller waits. */
 interface Accepted {
@@ -295,6 +339,8 @@ interface Accepted {
   /** When the sync wait ends (see `readable`). */
   until: number;
   result: Promise<string | undefined> | undefined;
+  /** The caller's waiting slot, given back once it is answered. */
+  slot?: Slot | undefined;
 }
 
 /** Validates, checks the requestId, and writes to `in`; a Response when it refuses. */
@@ -304,10 +350,11 @@ async function accept(
   settings: ApiSettings,
   submit: Submit,
   input: unknown,
+  waits: KeySlots,
 ): Promise<Accepted | Response> {
   const parsed = safeParseRequestEnvelope(input);
   if (!parsed.ok) return problem(c, 400, 'invalid_request', parsed.error.message, parsed.error.issues);
-  const admitted = await settings.access.admit(c.get('caller'), parsed.value);
+  const admitted = await settings.access.admit(c.get('caller'), parsed.value, input);
   if (!admitted.ok) return refuse(c, admitted.refusal);
   const id = admitted.envelope.meta.requestId;
   useLog(c, parts.ingressLog, id);
@@ -323,7 +370,11 @@ async function accept(
   const envelope = stamp(admitted.envelope, traceparentOf(sending));
 
   // The waiter is registered before the produce: a result that comes back fast cannot slip past.
-  const hub = envelope.meta.sync && !parts.closing ? parts.hub : undefined;
+  // A key holding its share of waiters already is answered 202 + Location at once, as when the
+  // gateway is crowded.
+  const slot =
+    envelope.meta.sync && !parts.closing && parts.hub ? waits.enter(c.get('caller')?.keyId) : undefined;
+  const hub = slot ? parts.hub : undefined;
   const abandon = new AbortController();
   const until = Date.now() + (hub ? settings.syncTimeoutMs : 0);
   // Without a hub the arguments are not evaluated: c.req.raw.signal builds the whole Web Request.
@@ -337,6 +388,7 @@ async function accept(
   } catch (err) {
     sending.setStatus({ code: SpanStatusCode.ERROR });
     abandon.abort();
+    slot?.leave();
     log(c).warn({ err }, 'Kafka did not acknowledge the request; refused with 503');
     c.header('Retry-After', String(settings.unavailableRetryAfterSeconds ?? 5));
     return problem(
@@ -353,6 +405,7 @@ async function accept(
     id,
     until,
     result: envelope.meta.sync ? (result ?? Promise.resolve(undefined)) : undefined,
+    slot,
   };
 }
 
@@ -407,7 +460,12 @@ function stamp(envelope: RequestEnvelope, spanTraceparent: string | undefined): 
   };
 }
 
-async function getResult(c: Context<Env>, parts: ApiParts, settings: ApiSettings): Promise<Response> {
+async function getResult(
+  c: Context<Env>,
+  parts: ApiParts,
+  settings: ApiSettings,
+  fair: Fairness,
+): Promise<Response> {
   const hub = parts.hub;
   if (!hub) return notServed(c, 'GET /requests/{id}', 'sync-gateway');
   const id = c.req.param('id') ?? '';
@@ -415,16 +473,29 @@ async function getResult(c: Context<Env>, parts: ApiParts, settings: ApiSettings
   const wait = waitMs(c.req.query('wait'), settings.longPollMaxMs);
   if (typeof wait === 'string')
     return problem(c, 400, 'invalid_request', `wait: ${wait}`, [{ path: 'wait', message: wait }]);
+  const mayNotWait = wait > 0 ? settings.access.mayNotWait(c.get('caller')) : undefined;
+  if (mayNotWait) return refuse(c, mayNotWait);
   if (wait > 0 && hub.crowded() && hub.peek(id) === undefined) {
     c.header('Retry-After', '1');
     return problem(c, 503, 'overloaded', 'too many callers are waiting on this sync-gateway; retry later');
   }
-  const timeoutMs = parts.closing ? 0 : wait;
-  const until = Date.now() + timeoutMs;
-  const json = await (parts.lookup
-    ? lookOut(hub, parts.lookup, id, until, c.req.raw.signal)
-    : hub.wait(id, { timeoutMs, signal: c.req.raw.signal }));
-  return reply(c, id, await readable(c, settings.access, json, until), 'poll');
+  // Every wait counts, another key's result included (it is answered only when `wait` ends).
+  const slot = wait > 0 ? fair.waits.enter(c.get('caller')?.keyId) : undefined;
+  if (wait > 0 && !slot)
+    return overShare(
+      c,
+      `this API key already has ${fair.waits.max} callers waiting on this sync-gateway (SYNC_MAX_WAITERS_PER_KEY); retry later`,
+    );
+  try {
+    const timeoutMs = parts.closing ? 0 : wait;
+    const until = Date.now() + timeoutMs;
+    const json = await (parts.lookup
+      ? lookOut(hub, parts.lookup, id, until, c.req.raw.signal)
+      : hub.wait(id, { timeoutMs, signal: c.req.raw.signal }));
+    return reply(c, id, await readable(c, settings.access, json, until), 'poll');
+  } finally {
+    slot?.leave();
+  }
 }
 
 /** How often a waiting long-poll re-reads the result kept in Redis (SYNC_FOLLOW_OUT=false). */
@@ -459,7 +530,12 @@ async function lookOut(
  * The journal of one request (`?since=` as `requester trace --since`), only for the key named in
  * its `meta.client`: another key, like an unknown requestId, gets 404.
  */
-async function getEvents(c: Context<Env>, parts: ApiParts, settings: ApiSettings): Promise<Response> {
+async function getEvents(
+  c: Context<Env>,
+  parts: ApiParts,
+  settings: ApiSettings,
+  fair: Fairness,
+): Promise<Response> {
   const read = parts.readJournal;
   if (!read) return notServed(c, 'GET /requests/{id}/events', 'sync-gateway');
   const id = c.req.param('id') ?? '';
@@ -468,6 +544,12 @@ async function getEvents(c: Context<Env>, parts: ApiParts, settings: ApiSettings
   const sinceMs = since === undefined || since === '' ? undefined : lookupSince(since);
   if (typeof sinceMs === 'string')
     return problem(c, 400, 'invalid_request', `since: ${sinceMs}`, [{ path: 'since', message: sinceMs }]);
+  const slot = fair.lookups.enter(c.get('caller')?.keyId);
+  if (!slot)
+    return overShare(
+      c,
+      `this API key already runs ${fair.lookups.max} journal lookups on this sync-gateway (EVENTS_MAX_LOOKUPS_PER_KEY); retry later`,
+    );
   let events: JournalEvent[];
   try {
     events = await read({ requestId: id, ...(sinceMs === undefined ? {} : { sinceMs }) });
@@ -475,6 +557,8 @@ async function getEvents(c: Context<Env>, parts: ApiParts, settings: ApiSettings
     log(c).warn({ err }, 'the task journal could not be read');
     c.header('Retry-After', String(settings.unavailableRetryAfterSeconds ?? 5));
     return problem(c, 503, 'dependency_unavailable', 'the task journal could not be read; retry later');
+  } finally {
+    slot.leave();
   }
   if (events.length === 0 || !settings.access.mayReadClient(c.get('caller'), clientOfStory(events)))
     return problem(c, 404, 'not_found', `no journal events for request ${JSON.stringify(id)}`);

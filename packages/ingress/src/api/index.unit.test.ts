@@ -282,6 +282,7 @@ function keyAccess() {
     secretHash: createHash('sha256').update(SECRET).digest(),
     sync: false,
     schedule: false,
+    kafkaEntry: false,
     createdAt: new Date(0),
   };
   return new KeyAccess({

@@ -235,6 +235,7 @@ describe('KeyAccess cache', () => {
     secretHash: Buffer.alloc(32),
     sync: false,
     schedule: false,
+    kafkaEntry: false,
     createdAt: new Date(0),
     ...(revoked ? { revokedAt: new Date(0) } : {}),
   });
@@ -286,6 +287,7 @@ describe('logs', () => {
       secretHash: createHash('sha256').update(secret).digest(),
       sync: false,
       schedule: false,
+      kafkaEntry: false,
       createdAt: new Date(0),
     };
     const access = new KeyAccess({

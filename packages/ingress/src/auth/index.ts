@@ -1,6 +1,8 @@
-import { RateLimiter } from '@requester/policies';
+import { longestWaitMs, RateLimiter } from '@requester/policies';
 import {
   counter,
+  durationToMs,
+  formatDuration,
   type LimiterSpec,
   type RequestEnvelope,
   type RoleContext,
@@ -46,8 +48,19 @@ export type Admission = { ok: true; envelope: RequestEnvelope } | { ok: false; r
 export interface Access {
   /** The caller of `authorization` (the header's value), or why it is refused; undefined = AUTH=off. */
   identify(authorization: string | undefined): Promise<Caller | Refusal | undefined>;
-  /** The envelope with `meta.client` set, once the caller's scopes and rate allow it. */
-  admit(caller: Caller | undefined, envelope: RequestEnvelope): Promise<Admission>;
+  /**
+   * The envelope with `meta.client` (and `withinHorizon` for a key without the `schedule` scope)
+   * set, once the caller's scopes allow it (its rate was taken before the body was read). `written` is the body as the caller sent it
+   * (before defaults): a scope refuses what the caller asked for, not what a default brings.
+   */
+  admit(caller: Caller | undefined, envelope: RequestEnvelope, written?: unknown): Promise<Admission>;
+  /** Why the caller may not wait for results (GET /requests/{id}?wait=, a long-poll), if it may not. */
+  mayNotWait(caller: Caller | undefined): Refusal | undefined;
+  /**
+   * Takes one call from the caller's rate (its key's `--rate`), or says why not (429, or 503 when
+   * Redis cannot tell). Asked before the body is read: a key over its rate costs no body bytes.
+   */
+  takeRate(caller: Caller | undefined): Promise<Refusal | undefined>;
   /** The body limit for this caller: its key's, when below the server's. */
   bodyLimit(caller: Caller | undefined, serverMax: number): number;
   /** Whether the caller may read this result (raw JSON from `out`). */
@@ -96,10 +109,30 @@ export function openAccess(): Access {
   return {
     identify: async () => undefined,
     admit: async (_caller, envelope) =>
-      envelope.meta.client === undefined ? { ok: true, envelope } : { ok: false, refusal: CLIENT_IS_OURS },
+      envelope.meta.client === undefined
+        ? { ok: true, envelope: withoutMark(envelope) }
+        : { ok: false, refusal: CLIENT_IS_OURS },
+    mayNotWait: () => undefined,
+    takeRate: async () => undefined,
     bodyLimit: (_caller, serverMax) => serverMax,
     mayRead: () => true,
     mayReadClient: () => true,
+  };
+}
+
+/** `withinHorizon` is the service's to set (from the key), never the caller's. */
+function withoutMark(envelope: RequestEnvelope): RequestEnvelope {
+  const { withinHorizon: _mark, ...rest } = envelope;
+  return rest;
+}
+
+/** A refusal of what the key's scopes do not allow, naming each field. */
+function forbidden(issues: Array<{ path: string; message: string }>): Refusal {
+  return {
+    status: 403,
+    code: 'forbidden',
+    detail: issues.map((issue) => `${issue.path}: ${issue.message}`).join('; '),
+    issues,
   };
 }
 
@@ -170,24 +203,28 @@ export class KeyAccess implements Access {
     return callerOf(record);
   }
 
-  async admit(caller: Caller | undefined, envelope: RequestEnvelope): Promise<Admission> {
+  async admit(caller: Caller | undefined, envelope: RequestEnvelope, written?: unknown): Promise<Admission> {
     if (envelope.meta.client !== undefined) return { ok: false, refusal: CLIENT_IS_OURS };
     if (!caller) return { ok: false, refusal: MISSING };
-    const forbidden = this.#outOfScope(caller, envelope);
-    if (forbidden) {
+    const outOfScope = this.#outOfScope(caller, envelope, written);
+    if (outOfScope.length > 0) {
       decisions.inc({ client: caller.name, outcome: 'forbidden' });
-      return {
-        ok: false,
-        refusal: { status: 403, code: 'forbidden', detail: forbidden.message, issues: [forbidden] },
-      };
-    }
-    const limited = await this.#overRate(caller);
-    if (limited) {
-      decisions.inc({ client: caller.name, outcome: limited.code });
-      return { ok: false, refusal: limited };
+      return { ok: false, refusal: forbidden(outOfScope) };
     }
     decisions.inc({ client: caller.name, outcome: 'accepted' });
-    return { ok: true, envelope: { ...envelope, meta: { ...envelope.meta, client: caller.name } } };
+    const meta = { ...envelope.meta, client: caller.name };
+    // Without `schedule`, the executor caps every wait of the task at REDIS_HORIZON.
+    const mark = caller.scopes.schedule ? {} : { withinHorizon: true as const };
+    return { ok: true, envelope: { ...withoutMark(envelope), meta, ...mark } };
+  }
+
+  mayNotWait(caller: Caller | undefined): Refusal | undefined {
+    if (!caller || caller.scopes.sync) return undefined;
+    decisions.inc({ client: caller.name, outcome: 'forbidden' });
+    // A long-poll gives what a sync call gives: the scope covers both (README, Access control).
+    return forbidden([
+      { path: 'wait', message: 'this API key may not wait for results (the sync scope); ask without wait' },
+    ]);
   }
 
   bodyLimit(caller: Caller | undefined, serverMax: number): number {
@@ -203,22 +240,61 @@ export class KeyAccess implements Access {
     return caller !== undefined && client === caller.name;
   }
 
-  #outOfScope(caller: Caller, envelope: RequestEnvelope): { path: string; message: string } | undefined {
+  #outOfScope(caller: Caller, envelope: RequestEnvelope, written: unknown): Issue[] {
     const { scopes } = caller;
+    const issues: Issue[] = [];
     if (scopes.hosts && envelope.request.uri !== '') {
       const host = hostOf(envelope.request.uri);
       if (!scopes.hosts.some((pattern) => hostMatches(pattern, host)))
-        return { path: 'request.uri', message: `host ${host} is not among the hosts this API key may call` };
+        issues.push({
+          path: 'request.uri',
+          message: `host ${host} is not among the hosts this API key may call`,
+        });
     }
     if (envelope.meta.sync && !scopes.sync)
-      return { path: 'meta.sync', message: 'this API key may not make sync calls' };
+      issues.push({ path: 'meta.sync', message: 'this API key may not make sync calls' });
+    if (!scopes.schedule) issues.push(...this.#beyondHorizon(envelope, written));
+    return issues;
+  }
+
+  /**
+   * What would park the task beyond REDIS_HORIZON, which a key without the `schedule` scope may
+   * not do: a `scheduled` instant, a retry pause the caller wrote (`delay`, `maxDelay`), a limiter
+   * window whose wait can be longer. What only the run tells (a default `maxDelay` reached, a
+   * target's Retry-After) is capped by the executor instead (the envelope's `withinHorizon`).
+   */
+  #beyondHorizon(envelope: RequestEnvelope, written: unknown): Issue[] {
+    const { horizonMs } = this.#options;
+    const horizon = `the Redis horizon (REDIS_HORIZON, ${formatDuration(horizonMs)}): this API key lacks the schedule scope`;
+    const issues: Issue[] = [];
     const scheduled = envelope.meta.scheduled ? tryParseRfc3339(envelope.meta.scheduled) : undefined;
-    if (scheduled?.ok && scheduled.epochMs - this.#now() > this.#options.horizonMs && !scopes.schedule)
-      return {
-        path: 'meta.scheduled',
-        message: 'this API key may not schedule beyond the Redis horizon (REDIS_HORIZON)',
-      };
-    return undefined;
+    if (scheduled?.ok && scheduled.epochMs - this.#now() > horizonMs)
+      issues.push({ path: 'meta.scheduled', message: `may not be beyond ${horizon}` });
+    const retry = writtenRetry(written);
+    for (const field of ['delay', 'maxDelay'] as const) {
+      const asked = retry[field];
+      if (asked !== undefined && durationToMs(asked) > horizonMs)
+        issues.push({ path: `meta.retry.${field}`, message: `${asked} is beyond ${horizon}` });
+    }
+    const limiter = envelope.meta.limiter;
+    limiter?.rates.forEach((rate, i) => {
+      const longest = longestWaitMs(limiter.algorithm, {
+        durationMs: durationToMs(rate.duration),
+        value: rate.value,
+      });
+      if (longest > horizonMs)
+        issues.push({
+          path: `meta.limiter.rates.${i}.duration`,
+          message: `${limiter.algorithm} at ${rate.value} per ${rate.duration} can hold a call ${formatDuration(longest)}, beyond ${horizon}`,
+        });
+    });
+    return issues;
+  }
+
+  async takeRate(caller: Caller | undefined): Promise<Refusal | undefined> {
+    const limited = caller && (await this.#overRate(caller));
+    if (caller && limited) decisions.inc({ client: caller.name, outcome: limited.code });
+    return limited;
   }
 
   async #overRate(caller: Caller): Promise<Refusal | undefined> {
@@ -273,6 +349,7 @@ function callerOf(record: KeyRecord): Caller {
   const scopes: KeyScopes = {
     sync: record.sync,
     schedule: record.schedule,
+    kafkaEntry: record.kafkaEntry,
     ...(record.hosts ? { hosts: record.hosts } : {}),
     ...(record.rate ? { rate: record.rate } : {}),
     ...(record.maxBodyBytes === undefined ? {} : { maxBodyBytes: record.maxBodyBytes }),
@@ -295,6 +372,18 @@ function hostOf(uri: string): string {
 export function hostMatches(pattern: string, host: string): boolean {
   if (pattern.startsWith('*.')) return host.endsWith(pattern.slice(1)) && host.length > pattern.length - 1;
   return host === pattern;
+}
+
+type Issue = { path: string; message: string };
+
+/** The retry pauses as the caller wrote them (the validated envelope has the defaults filled in). */
+function writtenRetry(written: unknown): { delay?: string; maxDelay?: string } {
+  const retry = (written as { meta?: { retry?: Record<string, unknown> } } | undefined)?.meta?.retry;
+  if (typeof retry !== 'object' || retry === null) return {};
+  return {
+    ...(typeof retry.delay === 'string' ? { delay: retry.delay } : {}),
+    ...(typeof retry.maxDelay === 'string' ? { maxDelay: retry.maxDelay } : {}),
+  };
 }
 
 function clientOf(resultJson: string): string | undefined {

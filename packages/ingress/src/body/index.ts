@@ -4,27 +4,39 @@ import { IncomingMessage } from 'node:http';
  * Reads a JSON request body with a hard size bound. The bound is enforced while reading: a
  * declared Content-Length above it is refused before a byte is read, and a chunked (or lying)
  * body is cut off as soon as the running total passes it, so an oversize upload never sits in
- * memory whole. With a `budget`, the bytes of all bodies in flight are bounded too: each chunk is
- * taken from it as it arrives, and a body that finds it spent is cut off (503). A body read whole
- * keeps its `bytes` taken: the caller gives them back when it is done with the request.
+ * memory whole. With a `budget`, the bytes of bodies in flight are bounded too: each chunk is
+ * taken from it as it arrives, and a body that finds it spent is cut off (the budget says with
+ * which status: 503 for the instance's, 429 for a key's share). A body read whole keeps its
+ * `bytes` taken: the caller gives them back when it is done with the request.
  */
 export type BodyRead =
   | { ok: true; value: unknown; bytes: number }
-  | { ok: false; status: 400 | 413 | 503; message: string };
+  | { ok: false; status: 400 | 413 | 429 | 503; message: string };
+
+/** Bytes a body may take as it is read; a refusal says why (nothing is taken then). */
+export interface BodyBudget {
+  take(bytes: number): true | BudgetRefusal;
+  give(bytes: number): void;
+}
+
+export interface BudgetRefusal {
+  status: 429 | 503;
+  message: string;
+}
 
 export async function readJsonBody(
   request: Request | IncomingMessage,
   maxBytes: number,
-  budget?: ByteBudget,
+  budget: BodyBudget = UNBOUNDED,
 ): Promise<BodyRead> {
   const node = request instanceof IncomingMessage;
   const declared = node ? request.headers['content-length'] : request.headers.get('content-length');
   if (declared != null && Number(declared) > maxBytes) return tooLarge(maxBytes);
   const read = node
-    ? await readNodeBounded(request, maxBytes, budget ?? UNBOUNDED)
-    : await readBounded(request.body, maxBytes, budget ?? UNBOUNDED);
+    ? await readNodeBounded(request, maxBytes, budget)
+    : await readBounded(request.body, maxBytes, budget);
   if (read === 'too_large') return tooLarge(maxBytes);
-  if (read === 'busy') return { ok: false, status: 503, message: BUSY };
+  if (!(read instanceof Uint8Array)) return { ok: false, ...read };
   const failed = (message: string): BodyRead => {
     budget?.give(read.length);
     return { ok: false, status: 400, message };
@@ -39,10 +51,13 @@ export async function readJsonBody(
   }
 }
 
-const BUSY = 'too many request bytes are in flight on this instance (MAX_BODY_BYTES_IN_FLIGHT); retry later';
+const BUSY: BudgetRefusal = {
+  status: 503,
+  message: 'too many request bytes are in flight on this instance (MAX_BODY_BYTES_IN_FLIGHT); retry later',
+};
 
 /** Bytes shared by the bodies being read and handled at once. */
-export class ByteBudget {
+export class ByteBudget implements BodyBudget {
   readonly maxBytes: number;
   private left: number;
 
@@ -52,8 +67,8 @@ export class ByteBudget {
   }
 
   /** Takes `bytes` when that many are left; else takes nothing. */
-  take(bytes: number): boolean {
-    if (bytes > this.left) return false;
+  take(bytes: number): true | BudgetRefusal {
+    if (bytes > this.left) return BUSY;
     this.left -= bytes;
     return true;
   }
@@ -85,15 +100,15 @@ function tooLarge(maxBytes: number): BodyRead {
 async function readBounded(
   body: ReadableStream<Uint8Array> | null,
   maxBytes: number,
-  budget: ByteBudget,
-): Promise<Uint8Array | 'too_large' | 'busy'> {
+  budget: BodyBudget,
+): Promise<Uint8Array | 'too_large' | BudgetRefusal> {
   if (!body) return new Uint8Array();
   const reader = body.getReader();
   const chunks: Uint8Array[] = [];
   let total = 0;
-  const stop = async (why: 'too_large' | 'busy') => {
+  const stop = async (why: 'too_large' | BudgetRefusal) => {
     budget.give(total);
-    await reader.cancel(why).catch(() => {});
+    await reader.cancel(why === 'too_large' ? why : 'busy').catch(() => {});
     return why;
   };
   try {
@@ -101,7 +116,8 @@ async function readBounded(
       const { done, value } = await reader.read();
       if (done) break;
       if (total + value.byteLength > maxBytes) return stop('too_large');
-      if (!budget.take(value.byteLength)) return stop('busy');
+      const taken = budget.take(value.byteLength);
+      if (taken !== true) return stop(taken);
       total += value.byteLength;
       chunks.push(value);
     }
@@ -120,8 +136,8 @@ async function readBounded(
 function readNodeBounded(
   incoming: IncomingMessage,
   maxBytes: number,
-  budget: ByteBudget,
-): Promise<Uint8Array | 'too_large' | 'busy'> {
+  budget: BodyBudget,
+): Promise<Uint8Array | 'too_large' | BudgetRefusal> {
   if (incoming.readableEnded) return Promise.resolve(new Uint8Array());
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
@@ -132,7 +148,7 @@ function readNodeBounded(
       incoming.off('error', onError);
       incoming.off('close', onClose);
     };
-    const stop = (why: 'too_large' | 'busy') => {
+    const stop = (why: 'too_large' | BudgetRefusal) => {
       incoming.pause();
       settle();
       budget.give(total);
@@ -140,7 +156,8 @@ function readNodeBounded(
     };
     const onData = (chunk: Buffer) => {
       if (total + chunk.byteLength > maxBytes) return stop('too_large');
-      if (!budget.take(chunk.byteLength)) return stop('busy');
+      const taken = budget.take(chunk.byteLength);
+      if (taken !== true) return stop(taken);
       total += chunk.byteLength;
       chunks.push(chunk);
     };

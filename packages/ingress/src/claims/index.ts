@@ -35,11 +35,11 @@ export function redisRequestIds(redis: RedisClient, prefix: string, windowMs: nu
 /**
  * A digest of what makes a request that request: the validated envelope (defaults applied), keys
  * sorted at every level, without what the service sets or resets (`createdAt`, `tryCount`,
- * `waitTime`, `retryBase`) and without how the caller follows it (`meta.sync`, a retry may wait
- * differently; `meta.traceparent`, a retry may start a new trace).
+ * `waitTime`, `retryBase`, `withinHorizon`) and without how the caller follows it (`meta.sync`, a
+ * retry may wait differently; `meta.traceparent`, a retry may start a new trace).
  */
 export function requestFingerprint(envelope: RequestEnvelope): string {
-  const { createdAt: _c, tryCount: _t, waitTime: _w, retryBase: _r, ...rest } = envelope;
+  const { createdAt: _c, tryCount: _t, waitTime: _w, retryBase: _r, withinHorizon: _h, ...rest } = envelope;
   const { sync: _s, traceparent: _p, ...meta } = rest.meta;
   // One-shot: a Hash object per request cost more than the digest itself.
   return hash('sha256', canonicalJson({ ...rest, meta }), 'base64url');

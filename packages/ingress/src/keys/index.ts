@@ -27,6 +27,11 @@ export interface KeyScopes {
   maxBodyBytes?: number;
   /** The admin API and operator UI of the admin port: `read` sees, `write` also acts; undefined = none. */
   admin?: AdminScope;
+  /**
+   * Records written straight to Kafka `in` may claim this key's name as `meta.client`
+   * (docs/architecture.md §10): whoever the broker lets write `in` may then act as this client.
+   */
+  kafkaEntry: boolean;
 }
 
 export type AdminScope = 'read' | 'write';
@@ -144,6 +149,7 @@ interface KeyRow {
   schedule: boolean;
   max_body_bytes: number | null;
   admin: AdminScope | null;
+  kafka_entry: boolean;
   created_at: Date;
   rotated_at: Date | null;
   revoked_at: Date | null;
@@ -162,6 +168,7 @@ function recordOf(row: KeyRow): KeyRecord {
     schedule: row.schedule,
     ...(row.max_body_bytes === null ? {} : { maxBodyBytes: row.max_body_bytes }),
     ...(row.admin ? { admin: row.admin } : {}),
+    kafkaEntry: row.kafka_entry,
     createdAt: row.created_at,
     ...(row.rotated_at ? { rotatedAt: row.rotated_at } : {}),
     ...(row.revoked_at ? { revokedAt: row.revoked_at } : {}),
@@ -213,10 +220,10 @@ export class KeyStore {
     const { token, secret } = newToken(id);
     try {
       await this.#sql`insert into requester_api_keys
-        (id, name, secret_hash, hosts, rate, sync, schedule, max_body_bytes, admin)
+        (id, name, secret_hash, hosts, rate, sync, schedule, max_body_bytes, admin, kafka_entry)
         values (${id}, ${name}, ${hashSecret(secret)}, ${hosts ?? null}, ${spec.rate ?? null},
                 ${spec.sync ?? false}, ${spec.schedule ?? false}, ${spec.maxBodyBytes ?? null},
-                ${spec.admin ?? null})`;
+                ${spec.admin ?? null}, ${spec.kafkaEntry ?? false})`;
     } catch (err) {
       if ((err as { code?: string }).code === '23505')
         throw new ValidationError([{ path: 'name', message: `a live key named ${name} exists already` }]);
@@ -241,6 +248,16 @@ export class KeyStore {
   /** Revokes the live key with this id or name; false when there is none. */
   async revoke(idOrName: string): Promise<boolean> {
     const rows = await this.#sql`update requester_api_keys set revoked_at = now()
+      where (id = ${idOrName} or name = ${idOrName}) and revoked_at is null returning id`;
+    return rows.length > 0;
+  }
+
+  /**
+   * Allows (or withdraws) Kafka entry for the live key with this id or name: routers see the
+   * change within AUTH_CACHE_TTL. False when there is no such key.
+   */
+  async setKafkaEntry(idOrName: string, allowed: boolean): Promise<boolean> {
+    const rows = await this.#sql`update requester_api_keys set kafka_entry = ${allowed}
       where (id = ${idOrName} or name = ${idOrName}) and revoked_at is null returning id`;
     return rows.length > 0;
   }

@@ -107,7 +107,7 @@ const POST_REQUEST: Json = {
     '400': problem('Malformed JSON, or an envelope that breaks the contract (every bad field is named).'),
     '401': UNAUTHORIZED,
     '403': problem(
-      'The API key may not ask for this (`code: forbidden`): a target host outside its hosts, a sync call, or scheduling beyond REDIS_HORIZON; `issues` names the field. Nothing was written.',
+      'The API key may not ask for this (`code: forbidden`): a target host outside its hosts, a sync call, or — without the schedule scope — a wait beyond REDIS_HORIZON (`meta.scheduled`, a written `meta.retry.delay`/`maxDelay`, a limiter window); `issues` names each field. Nothing was written.',
     ),
     '409': problem(
       'meta.requestId was already used by a different request within the dedup window (QUEUE_DEDUP_WINDOW). An identical retry is accepted (202).',
@@ -117,7 +117,9 @@ const POST_REQUEST: Json = {
       'The Content-Type is not `application/json` (or `application/…+json`); forms and text/plain are refused.',
     ),
     '429': {
-      ...problem('The API key is over its rate (`code: rate_limited`); nothing was written.'),
+      ...problem(
+        'The API key is over its rate (`code: rate_limited`; checked before the body is read), or already has its share of request bytes in flight on this instance (MAX_BODY_BYTES_IN_FLIGHT_PER_KEY); nothing was written.',
+      ),
       headers: { 'Retry-After': retryAfter('Seconds (rounded up) until the key may send again.') },
     },
     '503': {
@@ -149,10 +151,19 @@ const GET_REQUEST: Json = {
     '200': RESULT_200,
     '400': problem('`wait` is not a valid Go duration.'),
     '401': UNAUTHORIZED,
+    '403': problem(
+      'A `wait` above 0 from an API key without the sync scope (`code: forbidden`, `issues` names `wait`): a long-poll holds a caller as a sync call does. Ask without `wait`.',
+    ),
     '404': {
       description:
         'No result yet (still pending, unknown, older than the recent-results cache, or sent with another API key: a result is only its key’s). Ask again with `wait`.',
       content: json('Pending'),
+    },
+    '429': {
+      ...problem(
+        'This API key already has its share of callers waiting on this sync-gateway (`code: rate_limited`, SYNC_MAX_WAITERS_PER_KEY). Retry later.',
+      ),
+      headers: { 'Retry-After': retryAfter('Seconds to wait before retrying.') },
     },
     '503': {
       ...problem(
@@ -200,6 +211,12 @@ const GET_EVENTS: Json = {
     '404': problem(
       'No event of this request since `since` (unknown, older, EVENTS=off or failures), or the request was sent with another API key.',
     ),
+    '429': {
+      ...problem(
+        'This API key already runs its share of journal lookups on this sync-gateway (`code: rate_limited`, EVENTS_MAX_LOOKUPS_PER_KEY). Retry later.',
+      ),
+      headers: { 'Retry-After': retryAfter('Seconds to wait before retrying.') },
+    },
     '503': {
       ...problem('Kafka did not answer the journal lookup in time. Retry later.'),
       headers: { 'Retry-After': retryAfter('Seconds to wait before retrying.') },

@@ -47,7 +47,7 @@ describe('GET /openapi.json', () => {
     ).toEqual(['200', '202', '400', '401', '403', '409', '413', '415', '429', '503']);
     expect(
       Object.keys((doc.paths['/requests/{id}'] as { get: { responses: Json } }).get.responses).sort(),
-    ).toEqual(['200', '400', '401', '404', '503']);
+    ).toEqual(['200', '400', '401', '403', '404', '429', '503']);
     for (const ref of refs(doc)) expect(resolve(doc, ref), ref).toBeDefined();
     // Every operation needs an API key (Authorization: Bearer rqk_…).
     expect(doc['security']).toEqual([{ apiKey: [] }]);

@@ -40,15 +40,35 @@ export const ingressRole = {
     await deps.producer();
     const redis = deps.redis();
     await redis.ping();
-    const submit = kafkaSubmit(() => deps.producer(), config.topicIn, config.kafkaProduceTimeout, {
-      lingerMs: config.ingressLinger,
-      maxBatchBytes: config.ingressBatchBytes,
-    });
+    // With AUTH=off no record carries a client (nor a scope mark): nothing to vouch for.
+    const signer = config.auth === 'on' ? await entrySigner(ctx) : undefined;
+    const submit = kafkaSubmit(
+      () => deps.producer(),
+      config.topicIn,
+      config.kafkaProduceTimeout,
+      { lingerMs: config.ingressLinger, maxBatchBytes: config.ingressBatchBytes },
+      signer,
+    );
     const claim = redisRequestIds(redis, `${config.redisPrefix}:`, config.queueDedupWindow);
     const server = await attach(ctx, { submit, claim, ingressLog: ctx.logger, journal: deps.journal() });
     return { url: server.url, stopAccepting: () => server.close(), drain: async () => {} };
   },
 } satisfies RoleDefinition;
+
+/** The entry signer; AUTH=on needs PostgreSQL at start anyway (the keys), so say so when it fails. */
+async function entrySigner({ deps }: RoleContext) {
+  try {
+    return await deps.entrySigner();
+  } catch (err) {
+    const reason = err instanceof Error ? err.message : String(err);
+    throw new Error(
+      `the ingress signs its records with a secret kept in PostgreSQL (DATABASE_URL): ${reason}`,
+      {
+        cause: err,
+      },
+    );
+  }
+}
 
 /**
  * `sync-gateway`: a Hub that answers sync calls (when ingress runs in the same process) and

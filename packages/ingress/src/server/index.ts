@@ -4,6 +4,7 @@ import { createAdaptorServer } from '@hono/node-server';
 import type { Dependencies, RoleContext } from '@requester/shared';
 import { type ApiParts, createApi } from '../api/index.ts';
 import { accessFromConfig } from '../auth/index.ts';
+import { bodyBytesPerKey, waitersPerKey } from '../fair/index.ts';
 
 /**
  * The one HTTP server of a process. When ingress and sync-gateway run together they must share
@@ -64,6 +65,9 @@ async function listen(ctx: RoleContext, parts: ApiParts): Promise<SharedServer> 
     {
       maxBodyBytes: config.maxBodyBytes,
       maxBodyBytesInFlight: config.maxBodyBytesInFlight,
+      maxBodyBytesInFlightPerKey: bodyBytesPerKey(config),
+      maxWaitersPerKey: waitersPerKey(config),
+      maxEventLookupsPerKey: config.eventsMaxLookupsPerKey,
       syncTimeoutMs: config.syncTimeout,
       longPollMaxMs: config.longPollMax,
       access: await accessFromConfig(ctx),

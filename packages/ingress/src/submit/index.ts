@@ -1,4 +1,10 @@
-import { CHANNEL_HEADER, type KafkaProducer, type OutgoingRecord, withTimeout } from '@requester/shared';
+import {
+  CHANNEL_HEADER,
+  type EntrySigner,
+  type KafkaProducer,
+  type OutgoingRecord,
+  withTimeout,
+} from '@requester/shared';
 import type { Submit } from '../api/index.ts';
 
 export interface SubmitBatching {
@@ -26,12 +32,16 @@ export interface SubmitBatching {
  * A timeout does not cancel a send the Kafka client already has in flight: in the worst case a request
  * answered 503 is still written, and the caller's retry (same requestId) is a duplicate that the
  * router's dedup absorbs. The reverse, a 202 for a request that was not written, cannot happen.
+ *
+ * With a `signer` (AUTH=on), each record is signed (docs/architecture.md §10): the router then
+ * trusts the `meta.client` the ingress set; an unsigned record may claim only Kafka-entry clients.
  */
 export function kafkaSubmit(
   producer: () => Promise<KafkaProducer>,
   topic: string,
   timeoutMs: number,
   batching: SubmitBatching = { lingerMs: 0, maxBatchBytes: 0 },
+  signer?: EntrySigner,
 ): Submit {
   const batcher = new ProduceBatcher(
     (records) => producer().then((p) => p.send(topic, records, timeoutMs)),
@@ -39,7 +49,8 @@ export function kafkaSubmit(
   );
   return async (key, value, headers) => {
     // The channel header tells the router that this request's journal began here (`accepted` over http).
-    const sent = batcher.add({ key, value, headers: { ...headers, ...CHANNEL } });
+    const marked = { ...headers, ...CHANNEL };
+    const sent = batcher.add({ key, value, headers: signer ? signer.signed(value, marked) : marked });
     sent.catch(() => {}); // a late rejection after the timeout already answered is not unhandled
     await withTimeout(sent, timeoutMs, `produce to ${topic} timed out after ${timeoutMs} ms`);
   };

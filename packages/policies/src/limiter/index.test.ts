@@ -11,7 +11,7 @@ import {
 } from '@requester/shared';
 import { redisServerAvailable, startRedisCluster, type TestCluster } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type LimitDecision, limiterKeys, limiterWindows, RateLimiter } from './index.ts';
+import { type LimitDecision, limiterKeys, limiterWindows, longestWaitMs, RateLimiter } from './index.ts';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const unique = (what: string) => `${what}-${randomBytes(5).toString('hex')}`;
@@ -293,6 +293,13 @@ describe('retryAfterMs formulas', () => {
     // current = 3 = value: wait for the next window, where 3 · (1 − e/1h) + 1 <= 3 at e = 1h/3.
     const windowEnd = (Math.floor(denied / HOUR_US) + 1) * HOUR_US;
     expect(retryAfterMs).toBe(Math.ceil((windowEnd - denied + HOUR_US / 3) / 1000));
+  });
+
+  // The ingress refuses, for keys without the `schedule` scope, limiters whose wait can pass REDIS_HORIZON.
+  it.each(LIMITER_ALGORITHMS)('%s: never asks for more than longestWaitMs', async (algorithm) => {
+    const { retryAfterMs } = await exhaust(algorithm);
+    expect(retryAfterMs).toBeGreaterThan(0);
+    expect(retryAfterMs).toBeLessThanOrEqual(longestWaitMs(algorithm, { durationMs: 3_600_000, value: 3 }));
   });
 });
 

@@ -47,9 +47,17 @@ export function limiterWindows(spec: Pick<LimiterSpec, 'rates'>): LimiterWindow[
 }
 
 /**
- * Every key of one limiter carries the hash tag `{lim:<key>}`: one Redis Cluster slot, so that
- * a multi-window script is a single-slot operation.
+ * The longest a take of cost 1 can be told to wait by one window (README "Algorithms"): a bucket
+ * admits one call every d/v; the fixed window and the sliding log may have to wait for the whole
+ * window to pass, the sliding counter for what is left of its window plus d/v of the next.
  */
+export function longestWaitMs(algorithm: LimiterAlgorithm, window: LimiterWindow): number {
+  const { durationMs, value } = window;
+  const perCall = Math.ceil(durationMs / value);
+  if (algorithm === 'token-bucket' || algorithm === 'leaky-bucket') return perCall;
+  return algorithm === 'sliding-window-counter' ? durationMs + perCall : durationMs;
+}
+
 /**
  * Every key of one limiter carries the hash tag `{lim:<key>}`: one Redis Cluster slot, so that
  * a multi-window script is a single-slot operation. Layout: `<prefix>{lim:<key>}:<tag>:<duration ms>`

@@ -4,6 +4,7 @@ import {
   counter,
   createRequestContract,
   DEFAULT_LEASE_MS,
+  type EntrySigner,
   errorResult,
   gauge,
   isMessageTooLargeError,
@@ -62,6 +63,11 @@ export interface RelayOptions {
   topicDlq?: string;
   /** The task journal (`relayed`); absent = none. */
   journal?: Journal;
+  /**
+   * Signs the records put back on `in` (docs/architecture.md §10): only Requester writes the
+   * outbox, so what it holds was admitted once and keeps its `meta.client`.
+   */
+  signer?: EntrySigner;
 }
 
 /**
@@ -175,7 +181,7 @@ export class Relay {
     rows: ClaimedRow[],
     spans: Array<Span | undefined>,
   ): Promise<void> {
-    const records = rows.map((row, i) => inRecord(row, spans[i]));
+    const records = rows.map((row, i) => inRecord(row, spans[i], this.options.signer));
     try {
       await this.options.producer.send(topic, records, this.options.produceTimeoutMs);
       for (const { requestId } of rows) this.options.journal?.emit({ type: 'relayed', requestId });
@@ -276,6 +282,7 @@ export const relayRole: RoleDefinition = {
       topicOut: config.topicOut,
       topicDlq: config.topicDlq,
       journal: deps.journal(),
+      signer: await deps.entrySigner(),
     });
     await relay.start();
     const sampler = startSampler(
@@ -298,16 +305,17 @@ export const relayRole: RoleDefinition = {
   },
 };
 
-function inRecord(row: ClaimedRow, span: Span | undefined): OutgoingRecord {
+function inRecord(row: ClaimedRow, span: Span | undefined, signer: EntrySigner | undefined): OutgoingRecord {
   const traceparent = span && traceparentOf(span);
+  const headers = {
+    [RELAYED_FROM_HEADER]: 'outbox',
+    'requester-due-at': row.dueAt.toISOString(),
+    ...(traceparent ? { traceparent } : {}),
+  };
   return {
     key: row.key,
     value: row.payload,
-    headers: {
-      [RELAYED_FROM_HEADER]: 'outbox',
-      'requester-due-at': row.dueAt.toISOString(),
-      ...(traceparent ? { traceparent } : {}),
-    },
+    headers: signer ? signer.signed(row.payload, headers) : headers,
   };
 }
 

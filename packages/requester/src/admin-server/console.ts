@@ -206,6 +206,7 @@ export class AdminConsole {
         producer: await this.#options.deps.producer(),
         redis: this.#options.deps.redis(),
         config: this.config,
+        signer: () => this.#options.deps.entrySigner(),
       },
       { filter, dryRun: false, force: selection.force ?? false },
     );

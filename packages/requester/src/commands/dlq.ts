@@ -241,6 +241,8 @@ async function runReplay(
   logger: Logger,
 ): Promise<void> {
   const redis = commandRedis(config, logger);
+  // The replays are signed with the deployment's entry secret, in PostgreSQL (docs/architecture.md §10).
+  const deps = new Dependencies(config, logger);
   const producer = source.kafka.producer();
   const journal = createJournal({
     producer: async () => producer,
@@ -258,6 +260,7 @@ async function runReplay(
         redis,
         config,
         journal,
+        signer: () => deps.entrySigner(),
         onReplayed: (done, total) => progress(`dlq replay: replayed ${done}/${total} to ${config.topicIn}`),
       },
       {
@@ -288,6 +291,7 @@ async function runReplay(
     await journal.close();
     await producer.disconnect();
     redis.disconnect();
+    await deps.close();
   }
 }
 

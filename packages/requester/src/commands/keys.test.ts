@@ -49,6 +49,25 @@ describe('requester keys', () => {
     expect(again.stderr).toContain(`no live key with id or name ${id}`);
   });
 
+  it('allows and withdraws Kafka entry (create --kafka-entry, update --kafka-entry / --no-kafka-entry)', async () => {
+    expect((await cli('create', '--name', 'jobs', '--kafka-entry')).code).toBe(0);
+    expect((await cli('create', '--name', 'web')).code).toBe(0);
+    const entries = async () =>
+      Object.fromEntries(
+        (
+          JSON.parse((await cli('list', '--json')).stdout) as Array<{ name: string; kafkaEntry: boolean }>
+        ).map((k) => [k.name, k.kafkaEntry]),
+      );
+    expect(await entries()).toMatchObject({ jobs: true, web: false });
+    expect((await cli('update', 'web', '--kafka-entry')).code).toBe(0);
+    expect((await cli('update', 'jobs', '--no-kafka-entry')).code).toBe(0);
+    expect(await entries()).toMatchObject({ jobs: false, web: true });
+    const vague = await cli('update', 'web');
+    expect(vague.code).toBe(2);
+    expect(vague.stderr).toContain('--kafka-entry or --no-kafka-entry');
+    expect((await cli('update', 'nobody', '--kafka-entry')).code).toBe(2);
+  });
+
   it('refuses bad scopes as usage errors naming the field', async () => {
     const bad = await cli('create', '--name', 'x', '--rate', 'lots');
     expect(bad.code).toBe(2);

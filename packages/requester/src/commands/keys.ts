@@ -14,7 +14,7 @@ import {
 } from './common.ts';
 
 interface KeysArgs {
-  action: 'create' | 'list' | 'revoke' | 'rotate';
+  action: 'create' | 'list' | 'revoke' | 'rotate' | 'update';
   key?: string;
   name?: string;
   hosts?: string;
@@ -23,29 +23,31 @@ interface KeysArgs {
   schedule: boolean;
   maxBodyBytes?: number;
   admin?: AdminScope;
+  kafkaEntry?: boolean;
   grace: string;
   all: boolean;
   json: boolean;
 }
 
 /**
- * `requester keys create|list|revoke|rotate`: the API keys of the HTTP API, in PostgreSQL
+ * `requester keys create|list|revoke|rotate|update`: the API keys of the HTTP API, in PostgreSQL
  * (DATABASE_URL; the database and its migrations are applied first, as the roles do). A token is
  * printed once, alone on stdout (`TOKEN=$(requester keys create --name x)`), and never again.
  */
 export function registerKeysCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): void {
   cli.command(
     'keys <action> [key]',
-    'API keys of the HTTP API: create, list, revoke, rotate',
+    'API keys of the HTTP API: create, list, revoke, rotate, update',
     (y) =>
       withJson(y)
         .positional('action', {
-          choices: ['create', 'list', 'revoke', 'rotate'] as const,
+          choices: ['create', 'list', 'revoke', 'rotate', 'update'] as const,
           describe:
             'create: a new key (printed once); list: the live keys; revoke: refuse a key from now on ' +
-            '(within AUTH_CACHE_TTL); rotate: a new secret, the old one valid for --grace',
+            '(within AUTH_CACHE_TTL); rotate: a new secret, the old one valid for --grace; ' +
+            'update: allow or withdraw Kafka entry (--kafka-entry, --no-kafka-entry)',
         })
-        .positional('key', { type: 'string', describe: 'revoke, rotate: the key id or name' })
+        .positional('key', { type: 'string', describe: 'revoke, rotate, update: the key id or name' })
         .option('name', { type: 'string', describe: 'create: the client name (meta.client of its requests)' })
         .option('hosts', {
           type: 'string',
@@ -53,11 +55,17 @@ export function registerKeysCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): v
             "create: allowed target hosts, comma-separated ('*.partner.example,api.x.com'); default any",
         })
         .option('rate', { type: 'string', describe: 'create: requests per window, e.g. 200/s, 1000/10m' })
-        .option('sync', { type: 'boolean', default: false, describe: 'create: may make sync calls' })
+        .option('sync', {
+          type: 'boolean',
+          default: false,
+          describe: 'create: may wait for results: sync calls and long-polls (GET /requests/{id}?wait=)',
+        })
         .option('schedule', {
           type: 'boolean',
           default: false,
-          describe: 'create: may schedule beyond REDIS_HORIZON (the outbox)',
+          describe:
+            'create: may park tasks beyond REDIS_HORIZON (the outbox): scheduling, retry pauses, limiter waits; ' +
+            'without it they are refused or capped at REDIS_HORIZON',
         })
         .option('max-body-bytes', {
           type: 'number',
@@ -68,6 +76,13 @@ export function registerKeysCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): v
           describe:
             'create: may use the admin API and operator UI of the admin port (/ui): read sees, write also acts',
         })
+        .option('kafka-entry', {
+          type: 'boolean',
+          describe:
+            'create, update: records written straight to Kafka in may claim this key as meta.client ' +
+            '(whoever the broker lets write in may then act as this client; its HTTP scopes do not ' +
+            'apply there); update: --no-kafka-entry withdraws it (within AUTH_CACHE_TTL)',
+        })
         .option('grace', {
           type: 'string',
           default: '24h',
@@ -77,6 +92,7 @@ export function registerKeysCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): v
         .example("$0 keys create --name billing --hosts '*.partner.example' --rate 200/s --sync", '')
         .example('$0 keys create --name ops-alice --admin write', 'an operator: the /ui of the admin port')
         .example('$0 keys rotate billing --grace 1h', '')
+        .example('$0 keys update billing --kafka-entry', 'producers writing in may claim meta.client billing')
         .example('TOKEN=$($0 keys create --name ci)', 'the token alone on stdout')
         .example('$0 keys create --name ci --json', '{id, name, token} as JSON')
         .epilogue(EXIT_CODES_HELP),
@@ -108,6 +124,7 @@ async function runAction(store: KeyStore, args: KeysArgs): Promise<void> {
         schedule: args.schedule,
         ...(args.maxBodyBytes === undefined ? {} : { maxBodyBytes: args.maxBodyBytes }),
         ...(args.admin === undefined ? {} : { admin: args.admin }),
+        kafkaEntry: args.kafkaEntry ?? false,
       });
       return printToken(issued, 'created', args.json);
     }
@@ -127,6 +144,7 @@ async function runAction(store: KeyStore, args: KeysArgs): Promise<void> {
           schedule: k.schedule,
           maxBody: k.maxBodyBytes === undefined ? 'default' : humanSize(k.maxBodyBytes),
           admin: k.admin ?? '-',
+          kafkaEntry: k.kafkaEntry,
           created: humanTime(k.createdAt.getTime()),
           rotated: humanTime(k.rotatedAt?.getTime()),
           revoked: humanTime(k.revokedAt?.getTime()),
@@ -139,6 +157,17 @@ async function runAction(store: KeyStore, args: KeysArgs): Promise<void> {
       if (!(await store.revoke(key))) throw new UsageError(`no live key with id or name ${key}`);
       progress(`revoked ${key}; ingresses refuse it within AUTH_CACHE_TTL`);
       if (args.json) printJson({ revoked: key });
+      return;
+    }
+    case 'update': {
+      const key = keyArg(args);
+      if (args.kafkaEntry === undefined)
+        throw new UsageError('keys update changes Kafka entry: give --kafka-entry or --no-kafka-entry');
+      if (!(await store.setKafkaEntry(key, args.kafkaEntry)))
+        throw new UsageError(`no live key with id or name ${key}`);
+      const what = args.kafkaEntry ? 'allowed' : 'withdrawn';
+      progress(`Kafka entry ${what} for ${key}; routers apply it within AUTH_CACHE_TTL`);
+      if (args.json) printJson({ key, kafkaEntry: args.kafkaEntry });
       return;
     }
     case 'rotate': {

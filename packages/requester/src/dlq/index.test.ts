@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { FairQueue } from '@requester/queue';
 import { Router } from '@requester/scheduler';
 import {
@@ -5,6 +6,7 @@ import {
   createRedis,
   deadLetterMessage,
   decodeQueuedTask,
+  EntrySigner,
   type Fetcher,
   type KafkaProducer,
   Outbox,
@@ -41,6 +43,7 @@ describe('requester dlq over real Kafka, Redis and a Router', () => {
   let source: DlqSource & { reader: Fetcher };
   let reader: Fetcher;
   let target: ReplayTarget;
+  const signer = new EntrySigner(randomBytes(32));
 
   /** A request that failed for good after `attempts` attempts, as the executor dead-letters it. */
   function deadLetter(requestId: string, attempts: number, failedAt: string, partition?: string) {
@@ -77,7 +80,13 @@ describe('requester dlq over real Kafka, Redis and a Router', () => {
     ]);
     reader = testKafka().fetcher();
     source = { kafka: testKafka(), topic: topics.dlq, reader };
-    target = { producer, topicIn: topics.in, marks: new ReplayMarks(redis, name), produceTimeoutMs: 10_000 };
+    target = {
+      producer,
+      topicIn: topics.in,
+      marks: new ReplayMarks(redis, name),
+      produceTimeoutMs: 10_000,
+      signer: async () => signer,
+    };
   });
 
   afterAll(async () => {
@@ -147,6 +156,8 @@ describe('requester dlq over real Kafka, Redis and a Router', () => {
     expect(envelope.meta.requestId).toBe(id('b'));
     expect(envelope).toMatchObject({ tryCount: 3, retryBase: 3, request: { body: `{"id":"${id('b')}"}` } });
     expect(String(record?.headers?.['requester-replay-of'])).toMatch(new RegExp(`^${topics.dlq}/\\d/\\d+$`));
+    // Signed: the router keeps the replay's meta.client (docs/architecture.md §10).
+    expect(signer.verify(record?.value ?? null, record?.headers)).toBe(true);
 
     const router = new Router({
       consumer: testKafka().consumer({ groupId: uniqueName('dlq-router') }),

@@ -3,6 +3,7 @@ import {
   type AnyDeadLetter,
   type DeadLetter,
   deadLetterRequestId,
+  type EntrySigner,
   type Fetcher,
   formatRecordRef,
   type Journal,
@@ -178,6 +179,12 @@ export interface ReplayTarget {
   onReplayed?(done: number, total: number): void;
   /** The task journal (`replayed`); absent = none. */
   journal?: Journal;
+  /**
+   * Signs the replays (docs/architecture.md §10): a dead letter was written by Requester about a
+   * request it had admitted, so its replay keeps the `meta.client` it had. Asked for only when a
+   * replay is written (a dry run needs no PostgreSQL).
+   */
+  signer: () => Promise<EntrySigner>;
 }
 
 export interface ReplayedItem {
@@ -309,7 +316,9 @@ async function writeReplays(replays: PlannedReplay[], target: ReplayTarget): Pro
   // The replay happens when the record is written: a router may route it before this process
   // gets to journal it, and the journal orders a request's events by their time.
   const at = Date.now();
-  await target.producer.send(target.topicIn, replays.map(replayMessage), target.produceTimeoutMs);
+  const signer = await target.signer();
+  const messages = replays.map((replay) => replayMessage(replay, signer));
+  await target.producer.send(target.topicIn, messages, target.produceTimeoutMs);
   await target.marks.mark(replays);
   for (const { envelope } of replays) {
     const { requestId, client } = envelope.meta;
@@ -317,13 +326,11 @@ async function writeReplays(replays: PlannedReplay[], target: ReplayTarget): Pro
   }
 }
 
-/** The `in` record of a replay: keyed like the ingress does (partition, else requestId). */
-export function replayMessage({ entry, envelope }: PlannedReplay): OutgoingRecord {
-  return {
-    key: kafkaKeyFor(envelope),
-    value: JSON.stringify(envelope),
-    headers: { [REPLAY_OF_HEADER]: formatRecordRef(entry.at) },
-  };
+/** The `in` record of a replay: keyed like the ingress does (partition, else requestId), signed. */
+export function replayMessage({ entry, envelope }: PlannedReplay, signer: EntrySigner): OutgoingRecord {
+  const value = JSON.stringify(envelope);
+  const headers = { [REPLAY_OF_HEADER]: formatRecordRef(entry.at) };
+  return { key: kafkaKeyFor(envelope), value, headers: signer.signed(value, headers) };
 }
 
 /** Which DLQ records were replayed already (Redis keys with a TTL; see the module comment). */

@@ -14,6 +14,7 @@ import {
   deadLetterRequestId,
   decodeQueuedTask,
   durationToMs,
+  type EntrySigner,
   type Fetcher,
   type Journal,
   type KafkaProducer,
@@ -409,6 +410,8 @@ export async function replayFromDlq(
     onReplayed?(done: number, total: number): void;
     /** The task journal (`replayed`); absent = none. */
     journal?: Journal;
+    /** Signs the replays (`Dependencies.entrySigner`), asked for once one is written. */
+    signer: () => Promise<EntrySigner>;
   },
   options: ReplayOptions,
 ): Promise<ReplaySummary> {
@@ -421,6 +424,7 @@ export async function replayFromDlq(
         topicIn: target.config.topicIn,
         marks: new ReplayMarks(target.redis, target.config.redisPrefix),
         produceTimeoutMs: target.config.kafkaProduceTimeout,
+        signer: target.signer,
         ...(target.onReplayed ? { onReplayed: target.onReplayed } : {}),
         ...(target.journal ? { journal: target.journal } : {}),
       },

@@ -1,11 +1,10 @@
 import {
-  type KafkaConsumer,
   type KafkaProducer,
   type KafkaRecord,
   parseAnyDeadLetter,
   type ResultEnvelope,
 } from '@requester/shared';
-import { consumeEach, startTarget, type Target, testKafka, uniqueName } from '@requester/shared/testing';
+import { startTarget, type Target, uniqueName } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningProcess } from '../../src/runtime/index.ts';
 import {
@@ -15,6 +14,7 @@ import {
   stackEnv,
   stackKey,
   startStack,
+  Tail,
   waitReady,
 } from './stack.ts';
 
@@ -194,20 +194,6 @@ const CASES: Case[] = [
     },
   },
 ];
-
-/** Every record of a topic, as it arrives. */
-class Tail {
-  readonly messages: KafkaRecord[] = [];
-  private readonly consumer: KafkaConsumer = testKafka().consumer({ groupId: uniqueName('tail') });
-
-  async start(topic: string): Promise<void> {
-    await consumeEach(this.consumer, topic, (message) => void this.messages.push(message));
-  }
-
-  stop(): Promise<void> {
-    return this.consumer.stop();
-  }
-}
 
 describe('bad input: every case gets its exact answer, and never stops the records after it', () => {
   let stack: StackEnv;

@@ -53,7 +53,7 @@ describe('authenticated Kafka (SCRAM), Redis (ACL user) and PostgreSQL (password
     });
     running = await startStack(stack);
     await waitReady(stack);
-    key = await stackKey(stack);
+    key = await stackKey(stack, { kafkaEntry: true }); // the direct producer below claims its name
   }, 180_000);
 
   afterAll(async () => {
@@ -89,7 +89,7 @@ describe('authenticated Kafka (SCRAM), Redis (ACL user) and PostgreSQL (password
     expect(later.status).toBe(202);
 
     // A direct producer, authenticated by the broker as another user; it labels its request
-    // with the key's name, so that key may long-poll the result.
+    // with the key's name (allowed for Kafka entry), so that key may long-poll the result.
     const producerKafka = createKafka({
       brokers: kafka.brokers,
       clientId: 'sec-producer',

@@ -7,6 +7,7 @@ import {
   Dependencies,
   isRetriableKafkaError,
   type KafkaClient,
+  type KafkaConsumer,
   type KafkaProducer,
   type KafkaRecord,
   loadConfig,
@@ -190,6 +191,20 @@ export class ResultCollector {
   async one(requestId: string, timeoutMs = 30_000): Promise<ResultEnvelope> {
     await this.until(() => this.byId.has(requestId), timeoutMs, `result of ${requestId}`);
     return this.byId.get(requestId)?.[0] as ResultEnvelope;
+  }
+
+  stop(): Promise<void> {
+    return this.consumer.stop();
+  }
+}
+
+/** Every record of a topic, as it arrives (raw: for records that are not results, e.g. dead letters). */
+export class Tail {
+  readonly messages: KafkaRecord[] = [];
+  private readonly consumer: KafkaConsumer = testKafka().consumer({ groupId: uniqueName('tail') });
+
+  async start(topic: string): Promise<void> {
+    await consumeEach(this.consumer, topic, (message) => void this.messages.push(message));
   }
 
   stop(): Promise<void> {

@@ -5,6 +5,7 @@ import {
   type BatchContext,
   counter,
   createRequestContract,
+  type EntrySigner,
   errorResult,
   firstTraceparent,
   histogram,
@@ -12,6 +13,7 @@ import {
   JOURNALED_BY_HEADERS,
   type Journal,
   type KafkaConsumer,
+  type KafkaEntryClients,
   type KafkaProducer,
   type KafkaRecord,
   kafkaAttributes,
@@ -73,7 +75,24 @@ export interface RouterOptions {
   journal?: Journal;
   /** When to pause consuming `in` (absent = never): see backpressure.ts. */
   backpressure?: RouterBackpressure;
+  /**
+   * Kafka entry (docs/architecture.md §10): who may claim a `meta.client`. The role always gives
+   * it; without it every claim is trusted (tests of routing alone).
+   */
+  entry?: KafkaEntry;
 }
+
+export interface KafkaEntry {
+  /** Verifies the signature Requester's own writers of `in` put on their records. */
+  signer: Pick<EntrySigner, 'verify'>;
+  /** The clients an unsigned record may claim (keys marked for Kafka entry). */
+  clients: Pick<KafkaEntryClients, 'allowed'>;
+}
+
+const refusedClaims = counter(
+  'router_refused_claims_total',
+  'records written straight to in that claimed a meta.client not allowed for Kafka entry (answered forbidden and dead-lettered)',
+);
 
 export interface RouterBackpressure extends BackpressureRules {
   /** Pending tasks in the queue (FairQueue.pendingDepth). */
@@ -147,6 +166,7 @@ export class Router {
       route: this.route(record, now, this.traceRoute(record, spans)),
     }));
     try {
+      await this.admitClaims(routes);
       await this.write(routes);
       for (const { record, route } of routes) this.journalRouted(route, record);
     } catch (err) {
@@ -195,6 +215,46 @@ export class Router {
       spans.push(span);
       return traceparentOf(span);
     };
+  }
+
+  /**
+   * Kafka entry: a record with a `meta.client` that Requester's own writers did not sign came
+   * straight from a producer, and may claim only a client allowed for Kafka entry. Another claim
+   * is answered `forbidden` (without the client: the result is nobody's to read over HTTP) and
+   * dead-lettered with the raw record, not an envelope, so a DLQ replay (which signs) can never
+   * turn it into a trusted one. A PostgreSQL outage fails the batch (retried, uncommitted).
+   */
+  private async admitClaims(routes: Array<{ record: KafkaRecord; route: Route }>): Promise<void> {
+    const { entry } = this.options;
+    if (!entry) return;
+    const claims = routes.flatMap((routed) => {
+      const { record, route } = routed;
+      if (route.kind === 'invalid') return [];
+      const client = route.envelope.meta.client;
+      if (client === undefined || entry.signer.verify(record.value, record.headers)) return [];
+      return [{ routed, envelope: route.envelope, client }];
+    });
+    if (claims.length === 0) return;
+    const allowed = await entry.clients.allowed(new Set(claims.map((claim) => claim.client)));
+    for (const { routed, envelope, client } of claims) {
+      if (allowed.has(client)) continue;
+      refusedClaims.inc();
+      const { requestId, proxyData } = envelope.meta;
+      const { partition, offset } = routed.record;
+      this.options.logger.warn(
+        { requestId, claimedClient: client, partition, offset },
+        'a record written straight to in claimed a client not allowed for Kafka entry: refused',
+      );
+      const message =
+        `meta.client ${JSON.stringify(client)} may not be claimed by a record written straight to ` +
+        'in: only the ingress (from the API key), the relay and DLQ replays set a client, or a key an ' +
+        'operator allowed for Kafka entry (requester keys update <key> --kafka-entry); leave meta.client out';
+      const result = errorResult(requestId, 'forbidden', message, {
+        tryCount: envelope.tryCount ?? 0,
+        proxyData,
+      });
+      routed.route = { kind: 'invalid', result };
+    }
   }
 
   /** routeRecord, with a bug on strange input confined to its record (answered `internal`). */
@@ -356,6 +416,7 @@ export const routerRole: RoleDefinition = {
       produceTimeoutMs: config.kafkaProduceTimeout,
       logger,
       journal: deps.journal(),
+      entry: { signer: await deps.entrySigner(), clients: await deps.kafkaEntryClients() },
       backpressure: {
         ...rules,
         depth: () => queue.pendingDepth(),

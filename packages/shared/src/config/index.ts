@@ -380,6 +380,12 @@ export const CONFIG_VARIABLES = {
     positiveInt,
     'bytes of request bodies one ingress reads and handles at once, until Kafka has them (the heap holds a few times that: raw, text, parsed, re-serialized); a body that finds them taken is cut off with 503 + Retry-After',
   ),
+  maxBodyBytesInFlightPerKey: variable(
+    'MAX_BODY_BYTES_IN_FLIGHT_PER_KEY',
+    undefined,
+    positiveInt.optional(),
+    "bytes of request bodies one API key may have in flight on one ingress (inside MAX_BODY_BYTES_IN_FLIGHT), so that one key's stalled or slow uploads cannot take the others' share: beyond it that key's body is cut off with 429 + Retry-After; default MAX_BODY_BYTES_IN_FLIGHT / 8, never below MAX_BODY_BYTES (AUTH=off: no per-key share)",
+  ),
   shutdownTimeout: variable('SHUTDOWN_TIMEOUT', '30s', goDuration, 'bound on graceful shutdown before exit'),
   redisHorizon: variable(
     'REDIS_HORIZON',
@@ -470,7 +476,7 @@ export const CONFIG_VARIABLES = {
     'RETRY_AFTER_MAX',
     '1h',
     goDuration,
-    "longest Retry-After of a target that is honoured (a retry waits the longer of its backoff and the target's Retry-After, capped here; may exceed meta.retry.maxDelay)",
+    "longest Retry-After of a target that is honoured (a retry waits the longer of its backoff and the target's Retry-After, capped here; may exceed meta.retry.maxDelay). Requests of API keys without the schedule scope have every wait capped at REDIS_HORIZON instead",
   ),
   cacheWaitBudget: variable(
     'CACHE_WAIT_BUDGET',
@@ -507,6 +513,18 @@ export const CONFIG_VARIABLES = {
     '10000',
     positiveInt,
     'callers one sync-gateway holds waiting at once (sync calls and long-polls); beyond it a sync call gets 202 + Location at once and a long-poll 503 + Retry-After',
+  ),
+  syncMaxWaitersPerKey: variable(
+    'SYNC_MAX_WAITERS_PER_KEY',
+    undefined,
+    positiveInt.optional(),
+    "callers of one API key one sync-gateway holds waiting at once (inside SYNC_MAX_WAITERS): beyond it that key's sync call gets 202 + Location at once and its long-poll 429 + Retry-After; default SYNC_MAX_WAITERS / 10 rounded up (1000 with 10000)",
+  ),
+  eventsMaxLookupsPerKey: variable(
+    'EVENTS_MAX_LOOKUPS_PER_KEY',
+    '4',
+    positiveInt,
+    'GET /requests/{id}/events lookups of one API key one sync-gateway runs at once (each reads a partition of the journal topic); beyond it that key gets 429 + Retry-After',
   ),
   syncCacheTtl: variable(
     'SYNC_CACHE_TTL',

@@ -323,6 +323,13 @@ export function createRequestEnvelopeSchema(limits: Partial<ContractLimits> = {}
           'Set by `requester dlq replay`: attempts made before the replay. `meta.retry.max` and the backoff count attempts from here, so a replayed request gets a fresh retry budget while `tryCount` keeps growing. Producers leave it out.',
       })
       .optional(),
+    withinHorizon: z
+      .literal(true)
+      .meta({
+        description:
+          'Set by the service on the Kafka copy of a request whose API key lacks the `schedule` scope: no wait of the task (retry pause, a target’s Retry-After, rate limiter, circuit breaker) lasts longer than the service’s REDIS_HORIZON. Producers leave it out.',
+      })
+      .optional(),
   })
     .superRefine(checkAttemptCounters)
     .meta({

@@ -1,4 +1,5 @@
 import type { Config } from '../config/index.ts';
+import { type EntrySigner, KafkaEntryClients, loadEntrySigner } from '../entry/index.ts';
 import { RequesterError } from '../errors/index.ts';
 import { createJournal, type Journal } from '../journal/index.ts';
 import {
@@ -55,6 +56,8 @@ export class Dependencies {
   private producerPromise: Promise<KafkaProducer> | undefined;
   private redisClient: RedisClient | undefined;
   private sqlPromise: Promise<Sql> | undefined;
+  private entrySignerPromise: Promise<EntrySigner> | undefined;
+  private entryClients: Promise<KafkaEntryClients> | undefined;
   private topicsPromise: Promise<void> | undefined;
   private journalWriter: Journal | undefined;
   private journalProducerPromise: Promise<KafkaProducer> | undefined;
@@ -190,6 +193,31 @@ export class Dependencies {
       },
     );
     return this.sqlPromise;
+  }
+
+  /**
+   * The signer of the `in` records this process writes or routes (docs/architecture.md §10): its
+   * secret is read from PostgreSQL once, and created there by the first process that asks.
+   */
+  entrySigner(): Promise<EntrySigner> {
+    this.entrySignerPromise ??= retryable(
+      async () => loadEntrySigner(await this.sql()),
+      () => {
+        this.entrySignerPromise = undefined;
+      },
+    );
+    return this.entrySignerPromise;
+  }
+
+  /** The client names a record written straight to `in` may claim (keys marked for Kafka entry). */
+  kafkaEntryClients(): Promise<KafkaEntryClients> {
+    this.entryClients ??= retryable(
+      async () => new KafkaEntryClients(await this.sql(), { ttlMs: this.config.authCacheTtl }),
+      () => {
+        this.entryClients = undefined;
+      },
+    );
+    return this.entryClients;
   }
 
   /**

@@ -1,0 +1,133 @@
+/**
+ * @module
+ * Kafka entry (docs/architecture.md §10): who may put what on `in`. Requester's own writers of `in`
+ * (the ingress, the relay, DLQ replays) sign each record's value with a deployment secret (HMAC-
+ * SHA256 in the `requester-entry` header); the router trusts the `meta.client` of a signed record.
+ * A record without a valid signature was written straight to `in` by a producer: it may claim no
+ * client, or one whose API key an operator allowed for Kafka entry (`requester keys create|update
+ * --kafka-entry`). The secret needs no configuration: it is generated once and kept in PostgreSQL
+ * (`requester_secrets`, migration 005), which every role that writes or routes `in` reaches.
+ */
+import { createHmac, createSecretKey, type KeyObject, randomBytes, timingSafeEqual } from 'node:crypto';
+import { headerText, type RecordHeaders } from '../kafka/types.ts';
+import type { Sql } from '../pg/index.ts';
+
+/** The header carrying the signature of an `in` record's value. */
+export const ENTRY_HEADER = 'requester-entry';
+const VERSION = 'v1';
+/** Domain separation: this secret signs `in` values and nothing else. */
+const CONTEXT = 'requester-entry/v1\n';
+const SECRET_NAME = 'kafka-entry';
+const SECRET_BYTES = 32;
+
+/** Signs and verifies `in` record values with the deployment's entry secret. */
+export class EntrySigner {
+  /** A KeyObject: on Node 24 an HMAC keyed by one costs about a third of one keyed by raw bytes. */
+  readonly #secret: KeyObject;
+
+  constructor(secret: Buffer) {
+    if (secret.length < 16) throw new RangeError('the entry secret must be at least 16 bytes');
+    this.#secret = createSecretKey(secret);
+  }
+
+  /** The header value for a record whose value is `value` (the exact bytes produced). */
+  sign(value: Buffer | string): string {
+    return `${VERSION}.${this.#mac(value).toString('base64url')}`;
+  }
+
+  /** The record's headers with the signature of `value` added. */
+  signed(value: Buffer | string, headers?: Record<string, Buffer | string>): Record<string, Buffer | string> {
+    return { ...headers, [ENTRY_HEADER]: this.sign(value) };
+  }
+
+  /** Whether `headers` carry a valid signature of `value` (constant time). */
+  verify(value: Buffer | null, headers: RecordHeaders | undefined): boolean {
+    const header = headerText(headers, ENTRY_HEADER);
+    if (value === null || !header?.startsWith(`${VERSION}.`)) return false;
+    const presented = Buffer.from(header.slice(VERSION.length + 1), 'base64url');
+    const expected = this.#mac(value);
+    return presented.length === expected.length && timingSafeEqual(presented, expected);
+  }
+
+  #mac(value: Buffer | string): Buffer {
+    return createHmac('sha256', this.#secret).update(CONTEXT).update(value).digest();
+  }
+
+  toJSON(): string {
+    return '[redacted]';
+  }
+
+  [Symbol.for('nodejs.util.inspect.custom')](): string {
+    return 'EntrySigner [redacted]';
+  }
+}
+
+/**
+ * The deployment's entry signer: its secret is created by whichever process asks first (a race
+ * between processes is settled by the primary key: every one reads back the same row).
+ */
+export async function loadEntrySigner(sql: Sql): Promise<EntrySigner> {
+  await sql`insert into requester_secrets (name, secret) values (${SECRET_NAME}, ${randomBytes(SECRET_BYTES)})
+    on conflict (name) do nothing`;
+  const [row] = await sql<Array<{ secret: Buffer }>>`select secret from requester_secrets
+    where name = ${SECRET_NAME}`;
+  if (!row) throw new Error('the entry secret could not be read back from requester_secrets');
+  return new EntrySigner(row.secret);
+}
+
+interface Cached {
+  allowed: boolean;
+  expiresAt: number;
+}
+
+/**
+ * Which client names a record written straight to `in` may claim: those of live API keys marked
+ * for Kafka entry. Each answer is trusted for `ttlMs` (AUTH_CACHE_TTL: the bound on how long a
+ * revoked key, or one whose Kafka entry was withdrawn, is still accepted); at most `maxCached`
+ * names are remembered.
+ */
+export class KafkaEntryClients {
+  readonly #sql: Sql;
+  readonly #ttlMs: number;
+  readonly #maxCached: number;
+  readonly #now: () => number;
+  readonly #cache = new Map<string, Cached>();
+
+  constructor(sql: Sql, options: { ttlMs: number; maxCached?: number; now?: () => number }) {
+    this.#sql = sql;
+    this.#ttlMs = options.ttlMs;
+    this.#maxCached = options.maxCached ?? 10_000;
+    this.#now = options.now ?? Date.now;
+  }
+
+  /** The names among `names` that may be claimed; one query for those not cached. */
+  async allowed(names: Iterable<string>): Promise<Set<string>> {
+    const now = this.#now();
+    const allowed = new Set<string>();
+    const unknown = new Set<string>();
+    for (const name of names) {
+      const cached = this.#cache.get(name);
+      if (cached && cached.expiresAt > now) {
+        if (cached.allowed) allowed.add(name);
+      } else unknown.add(name);
+    }
+    if (unknown.size === 0) return allowed;
+    const rows = await this.#sql<Array<{ name: string }>>`select name from requester_api_keys
+      where name = any(${[...unknown]}) and kafka_entry and revoked_at is null`;
+    const found = new Set(rows.map((row) => row.name));
+    for (const name of unknown) {
+      this.#remember(name, { allowed: found.has(name), expiresAt: now + this.#ttlMs });
+      if (found.has(name)) allowed.add(name);
+    }
+    return allowed;
+  }
+
+  #remember(name: string, entry: Cached): void {
+    this.#cache.delete(name);
+    this.#cache.set(name, entry);
+    for (const oldest of this.#cache.keys()) {
+      if (this.#cache.size <= this.#maxCached) break;
+      this.#cache.delete(oldest);
+    }
+  }
+}
