@@ -799,7 +799,7 @@ function outboxRow(
     ...(waitedMs > 0 ? { waitTime: msToNs(waitedMs) } : {}),
   };
   return {
-    taskId: taskId(task.requestId, tryCount, waitedMs),
+    taskId: taskId(envelope.meta.client, task.requestId, tryCount, waitedMs),
     requestId: task.requestId,
     dueAt: new Date(Date.now() + delayMs),
     topic: task.ref.topic,
