@@ -1,6 +1,7 @@
 import { hostname } from 'node:os';
 import type { FairQueue, LeasedTask } from '@requester/queue';
 import {
+  clientScoped,
   createRequestContract,
   DEAD_LETTER_REASONS,
   deadLetterMessage,
@@ -572,6 +573,7 @@ export class Executor {
           value,
           replyTo: replyTos[i],
           requestId: results[i]?.meta.requestId,
+          client: results[i]?.meta.client,
         }));
       } catch (err) {
         if (Date.now() >= deadline) {
@@ -640,11 +642,12 @@ export class Executor {
     if (!replies) return;
     const { redis, prefix, keepMs } = replies;
     const sends: Array<Promise<unknown>> = [];
-    for (const { value, replyTo, requestId } of written) {
+    for (const { value, replyTo, requestId, client } of written) {
       if (!replyTo || value === null) continue;
       sends.push(redis.spublish(replyChannel(prefix, replyTo), value));
+      // Kept by result id, as gateways look it up: the requestId in its client's namespace.
       if (keepMs !== undefined && requestId)
-        sends.push(redis.set(resultKey(prefix, requestId), value, 'PX', keepMs));
+        sends.push(redis.set(resultKey(prefix, clientScoped(client, requestId)), value, 'PX', keepMs));
     }
     const failed = (await Promise.allSettled(sends)).find((s) => s.status === 'rejected');
     if (failed) this.log.warn({ err: failed.reason }, 'sync replies not published: their callers get 202');
@@ -730,6 +733,7 @@ interface Written {
   value: OutgoingRecord['value'];
   replyTo: string | undefined;
   requestId: string | undefined;
+  client: string | undefined;
 }
 
 /** A delivery carries its `in` record's reply-to header (only a record read can have one). */

@@ -132,7 +132,9 @@ function registerPages(app: Hono<Env>, console: AdminConsole): void {
   app.get('/ui/partitions/live', async (c) => c.html(partitionsLive(await console.partitions(10))));
   app.get('/ui/requests', async (c) => {
     const id = c.req.query('id')?.trim() ?? '';
-    return c.html(requestPage(c.get('operator'), id, id ? await console.request(id) : undefined));
+    const client = clientOf(c.req.query('client'));
+    const data = id ? await console.request(id, client) : undefined;
+    return c.html(requestPage(c.get('operator'), id, client ?? '', data));
   });
   app.get('/ui/dlq', async (c) => {
     const selection = selectionOf(c.req.query());
@@ -167,7 +169,9 @@ function registerApi(app: Hono<Env>, console: AdminConsole): void {
   app.get('/admin/api/partitions', async (c) =>
     c.json(await console.partitions(limitOf(c.req.query('limit'), 20))),
   );
-  app.get('/admin/api/requests/:id', async (c) => c.json(await console.request(c.req.param('id'))));
+  app.get('/admin/api/requests/:id', async (c) =>
+    c.json(await console.request(c.req.param('id'), clientOf(c.req.query('client')))),
+  );
   app.get('/admin/api/requests/:id/events', async (c) => c.json(await console.events(c.req.param('id'))));
   app.get('/admin/api/dlq', async (c) =>
     c.json(await console.deadLetters(selectionOf(c.req.query()), limitOf(c.req.query('limit'), 50))),
@@ -270,9 +274,20 @@ function originQuery(text: string | undefined): string {
   return originArg(text, 'show and reset');
 }
 
-function limiterQuery(query: Record<string, string>): { key: string; rates: string[]; apiKey: boolean } {
+/** `?client=`: whose requestId (requestIds are per client); blank = a request without a client. */
+function clientOf(text: string | undefined): string | undefined {
+  return text?.trim() || undefined;
+}
+
+function limiterQuery(query: Record<string, string>): {
+  key: string;
+  rates: string[];
+  apiKey: boolean;
+  client: string | undefined;
+} {
   return {
     key: (query.key ?? '').trim(),
+    client: clientOf(query.client),
     rates: (query.rate ?? '')
       .split(',')
       .map((r) => r.trim())

@@ -30,8 +30,11 @@ export interface AdminConsoleOptions {
   config: Config;
   deps: Dependencies;
   logger: Logger;
-  /** The result (raw JSON from `out`) this process's sync-gateway holds for a requestId. */
-  peekResult?(requestId: string): string | undefined;
+  /**
+   * The result (raw JSON from `out`) this process's sync-gateway holds for a client's requestId
+   * (requestIds are per client; `client` undefined: a request without `meta.client`).
+   */
+  peekResult?(requestId: string, client: string | undefined): string | undefined;
   /** The task journal's reader by requestId; without it the request page says "journal not enabled". */
   events?(requestId: string): Promise<JournalEvent[]>;
   /** The journal hook of operator actions (see recordAdminAction). */
@@ -194,12 +197,17 @@ export class AdminConsole {
     return { marked, refs: entries.map((e) => e.ref) };
   }
 
-  /** What is known of one request: its result here, its dead letters, its journal. */
-  async request(requestId: string) {
-    const result = this.#options.peekResult?.(requestId);
-    const dead = await this.deadLetters({ requestIds: [requestId] }, 20);
+  /**
+   * What is known of one request: its result here, its dead letters, its journal. A requestId is
+   * its client's: the result is the one of `client`'s request (none: a request without a client);
+   * dead letters are those of every client unless `client` is given.
+   */
+  async request(requestId: string, client?: string) {
+    const result = this.#options.peekResult?.(requestId, client);
+    const dead = await this.deadLetters({ requestIds: [requestId], ...(client ? { client } : {}) }, 20);
     return {
       requestId,
+      client: client ?? null,
       result: result === undefined ? null : (JSON.parse(result) as unknown),
       resultSource: this.#options.peekResult ? 'sync-gateway' : null,
       deadLetters: dead.entries,

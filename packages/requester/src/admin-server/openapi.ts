@@ -31,8 +31,10 @@ const OPERATIONS: Record<string, Record<'get' | 'post', Op | undefined>> = {
   },
   '/admin/api/requests/{id}': {
     get: {
-      summary: "A request's result (if this process's sync-gateway holds it) and its dead letters",
+      summary:
+        "A request's result (if this process's sync-gateway holds it) and its dead letters; requestIds are per client: `client` names whose (none: a request without meta.client; dead letters of every client)",
       pathId: true,
+      params: ['client'],
     },
     post: undefined,
   },

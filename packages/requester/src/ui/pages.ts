@@ -162,14 +162,16 @@ export function partitionsLive(data: { heaviest: PartitionRow[]; held: Partition
 export function requestPage(
   operator: Operator,
   id: string,
+  client: string,
   data: { result: unknown; resultSource: string | null; deadLetters: DeadLetterView[] } | undefined,
 ): Html {
   const canAct = operator.admin === 'write';
+  const replay = { requestIds: [id], ...(client ? { client } : {}) };
   return layout(
     'Request lookup',
     '/ui/requests',
     operator,
-    html`<section><form class="filters" method="get" action="/ui/requests"><label>requestId<input name="id" value="${id}" size="40"></label><button>Look up</button></form></section>
+    html`<section><form class="filters" method="get" action="/ui/requests"><label>requestId<input name="id" value="${id}" size="40"></label><label>client<input name="client" value="${client}" placeholder="API key name (requestIds are per client)"></label><button>Look up</button></form></section>
 ${
   data
     ? html`<section><h2>Result</h2>${
@@ -184,7 +186,7 @@ ${
               (d) =>
                 html`<tr><td>${at(d.failedAt)}</td><td>${d.reason}</td><td class="n">${d.status}</td><td>${d.errorCode ?? '–'}</td><td class="n">${d.tryCount}</td><td><code>${d.ref}</code></td></tr>`,
             )}</table>
-${canAct ? html`<p><button hx-post="/admin/api/dlq/replay" hx-vals='${JSON.stringify({ requestIds: [id] })}' hx-target="#flash" data-action="replay">Replay</button></p>` : ''}`
+${canAct ? html`<p><button hx-post="/admin/api/dlq/replay" hx-vals='${JSON.stringify(replay)}' hx-target="#flash" data-action="replay">Replay</button></p>` : ''}`
       }</section>
 <section><h2>Journal</h2><div id="timeline" data-events="/admin/api/requests/${encodeURIComponent(id)}/events">loading…</div></section>`
     : ''
