@@ -268,13 +268,6 @@ export class Executor {
       if (task) jobs.push({ lease, task, leasedAt });
       else settled.push(this.settle(lease, { kind: 'dead', reason: 'queue payload is not a queued task' }));
     }
-    for (const { task } of jobs)
-      this.journal?.emit({
-        type: 'leased',
-        requestId: task.requestId,
-        executor: this.executorId,
-        tryCount: task.tryCount,
-      });
     // Inline tasks carry their record; the others are read from `in` in one batched fetch.
     const reads = jobs.filter((job) => !job.task.inline);
     const read =
@@ -301,6 +294,7 @@ export class Executor {
     const log = this.log.child({ requestId });
     try {
       if (!fetched?.ok) {
+        this.journalLeased(job, undefined);
         const error = fetched?.error;
         if (!error || error.code === 'dependency_unavailable') {
           log.warn({ err: error }, 'in-record not readable now; the task will be tried again');
@@ -314,6 +308,7 @@ export class Executor {
         ? this.validate(inline.value, requestId, tryCount)
         : this.parse(fetched.record.value, requestId, tryCount);
       if (!parsed.ok && inline) return await this.attemptFromKafka(job);
+      this.journalLeased(job, parsed.ok ? parsed.envelope.meta.client : undefined);
       if (!parsed.ok) return this.unprocessable(job, fetched.record, parsed.result);
       const { envelope } = parsed;
       const taskLog = envelope.meta.client ? log.child({ client: envelope.meta.client }) : log;
@@ -330,6 +325,15 @@ export class Executor {
         'internal',
       );
     }
+  }
+
+  /**
+   * The lease, in the journal once the task's record is read: the event names the request's client,
+   * which only the record tells (the task does not carry it), so its owner reads it in the story.
+   */
+  private journalLeased(job: Job, client: string | undefined): void {
+    const { requestId, tryCount } = job.task;
+    this.journal?.emit({ type: 'leased', requestId, client, executor: this.executorId, tryCount });
   }
 
   /**
