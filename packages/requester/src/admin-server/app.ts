@@ -155,7 +155,7 @@ function registerPages(app: Hono<Env>, console: AdminConsole): void {
     const query = limiterQuery(c.req.query());
     const views = query.key
       ? await console
-          .limiter(query.key, query.rates, query.apiKey)
+          .limiter(query.key, query.rates, query.apiKey, query.client)
           .then((r) => r.views)
           .catch((err: unknown) => ({ error: err instanceof Error ? err.message : String(err) }))
       : undefined;
@@ -218,7 +218,7 @@ function registerApi(app: Hono<Env>, console: AdminConsole): void {
   app.get('/admin/api/limiters', async (c) => {
     const query = limiterQuery(c.req.query());
     if (!query.key) throw new UsageError('key is required');
-    return c.json((await console.limiter(query.key, query.rates, query.apiKey)).views);
+    return c.json((await console.limiter(query.key, query.rates, query.apiKey, query.client)).views);
   });
 }
 

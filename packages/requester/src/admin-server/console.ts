@@ -154,8 +154,9 @@ export class AdminConsole {
     return result;
   }
 
-  limiter(key: string, rates: string[], apiKey: boolean) {
-    return showLimiter(this.#options.deps.redis(), this.config, key, rates.map(rateArg), apiKey);
+  /** `client`: whose limiter key (a request's `meta.limiter.key` is its client's unless shared). */
+  limiter(key: string, rates: string[], apiKey: boolean, client?: string) {
+    return showLimiter(this.#options.deps.redis(), this.config, key, rates.map(rateArg), apiKey, client);
   }
 
   async deadLetters(selection: DlqSelection, limit: number) {

@@ -96,8 +96,9 @@ const OPERATIONS: Record<string, Record<'get' | 'post', Op | undefined>> = {
   },
   '/admin/api/limiters': {
     get: {
-      summary: 'The windows of a limiter key (requester limiter show)',
-      params: ['key', 'rate', 'apiKey'],
+      summary:
+        "The windows of a limiter key (requester limiter show); `client`: whose key (a request's limiter key is its client's, unless SHARED_LIMITER_KEYS declares it shared)",
+      params: ['key', 'client', 'rate', 'apiKey'],
     },
     post: undefined,
   },

@@ -273,7 +273,7 @@ export function breakerDetail(operator: Operator, b: BreakerView): Html {
 
 export function limitersPage(
   operator: Operator,
-  query: { key: string; rates: string[]; apiKey: boolean },
+  query: { key: string; rates: string[]; apiKey: boolean; client: string | undefined },
   views: LimiterView[] | { error: string } | undefined,
 ): Html {
   return layout(
@@ -282,6 +282,7 @@ export function limitersPage(
     operator,
     html`<section><form class="filters" method="get" action="/ui/limiters">
 <label>limiter key<input name="key" value="${query.key}" placeholder="partner-api"></label>
+<label>client<input name="client" value="${query.client ?? ''}" placeholder="API key name (keys are per client unless shared)"></label>
 <label>windows (comma-separated)<input name="rate" value="${query.rates.join(',')}" placeholder="100/1s,5000/1h"></label>
 <label>API key rate<select name="apiKey"><option value="">no</option><option value="1" ${query.apiKey ? 'selected' : ''}>yes</option></select></label>
 <button>Show</button></form></section>
