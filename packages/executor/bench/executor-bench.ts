@@ -247,8 +247,8 @@ async function benchExecutor(
   const cpuBefore = await cpuMs();
   await queue.publish(
     refs.map((ref, i) => ({
-      id: taskId(`${run}-${i}`, 0),
-      partition: queuePartition(partition(i), `${run}-${i}`),
+      id: taskId(undefined, `${run}-${i}`, 0),
+      partition: queuePartition(undefined, partition(i), `${run}-${i}`),
       payload: encodeQueuedTask({
         ref,
         requestId: `${run}-${i}`,

@@ -52,6 +52,7 @@ export const executorRole: RoleDefinition = {
       fetcher,
       http,
       limiter: new RateLimiter({ redis, prefix: `${config.redisPrefix}:` }),
+      sharedLimiterKeys: config.sharedLimiterKeys,
       breaker: breakerFromConfig(config, redis, { logger }),
       bulkhead: bulkheadFromConfig(config, redis, logger),
       cache,

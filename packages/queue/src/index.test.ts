@@ -197,6 +197,28 @@ describe.each([single, clustered])('FairQueue on $name', (target) => {
       expect(seen).toEqual(['o0', 'o1', 'o2', 'o3', 'o4']);
     });
 
+    test("clients' partitions of one name (`!order-42 @a`, `!order-42 @b`, `!order-42`) are three ordered partitions", async () => {
+      // One shard: their pending ranges sit side by side, and none may spill into another.
+      const queue = makeQueue({ shards: 1 });
+      const names = ['!order-42 @a', '!order-42 @b', '!order-42'];
+      await queue.publish(
+        names.flatMap((partition) =>
+          [0, 1].map((i) => ({ id: `${partition}#${i}`, partition, payload: '' })),
+        ),
+      );
+      const first = (await queue.lease(10, 10_000)).tasks;
+      expect(first.map((t) => [t.partition, t.ordered])).toEqual(
+        expect.arrayContaining(names.map((name) => [name, true])),
+      );
+      expect(first).toHaveLength(3);
+      // A's head held back for 10 minutes blocks A's partition alone.
+      const heldA = first.find((t) => t.partition === '!order-42 @a') as LeasedTask;
+      expect(await queue.reject(heldA.token, 600_000)).toBe('ok');
+      await queue.ackMany(first.filter((t) => t !== heldA).map((t) => t.token));
+      const next = (await queue.lease(10, 10_000)).tasks;
+      expect(ids(next).sort()).toEqual(['!order-42 @b#1', '!order-42#1']);
+    });
+
     test('unordered partitions: several in flight, by due time then arrival', async () => {
       const queue = makeQueue();
       const now = Date.now();

@@ -5,10 +5,12 @@ import { createRedis, Redis, type RedisClient, registry } from '@requester/share
 import { eventually, freePort, startTarget, type Target, uniqueName } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type CallOutcome, createHttpClient } from '../http/index.ts';
-import { type CacheFetch, ResponseCache, type ResponseCacheOptions } from './index.ts';
+import { type CacheFetch, ResponseCache, type ResponseCacheOptions, requestIdentity } from './index.ts';
 import { cacheKeys } from './keys.ts';
 
 const REDIS_URL = 'redis://127.0.0.1:6379';
+/** The request most tests fetch for: they share a key to share an entry. */
+const ONE_REQUEST = requestIdentity({ uri: 'https://x.test/one' });
 
 /** Current value of a cache counter (the registry is per process; tests in a file run in sequence). */
 async function metric(name: string, labels: Record<string, string> = {}): Promise<number> {
@@ -98,7 +100,7 @@ describe('ResponseCache', () => {
     const cache = newCache();
     const key = uniqueName('k');
     const path = `/echo?k=${key}`;
-    const spec = { key, ttl: '2s' };
+    const spec = { key, ttl: '2s', request: ONE_REQUEST };
     const results = await Promise.all(
       Array.from({ length: 50 }, () => cache.fetchThrough(spec, callTo(path, 'fx'))),
     );
@@ -134,9 +136,10 @@ describe('ResponseCache', () => {
     const children = await Promise.all([startChild(prefix, key, uri, 10), startChild(prefix, key, uri, 10)]);
     const local = [newCache(), newCache()];
     for (const child of children) child.go();
+    const request = requestIdentity({ method: 'GET', uri }); // the children's request
     const here = await Promise.all(
       local.flatMap((cache) =>
-        Array.from({ length: 10 }, () => cache.fetchThrough({ key, ttl: '1m' }, callTo(path))),
+        Array.from({ length: 10 }, () => cache.fetchThrough({ key, ttl: '1m', request }, callTo(path))),
       ),
     );
     const there = (await Promise.all(children.map((child) => child.results))).flat();
@@ -153,7 +156,7 @@ describe('ResponseCache', () => {
     const cache = newCache();
     const key = uniqueName('k');
     const path = `/status/${status}?k=${key}`;
-    const spec = { key, ttl: '1m' };
+    const spec = { key, ttl: '1m', request: ONE_REQUEST };
     const concurrent = await Promise.all(
       Array.from({ length: 5 }, () => cache.fetchThrough(spec, callTo(path))),
     );
@@ -174,7 +177,7 @@ describe('ResponseCache', () => {
     const winner = newCache();
     const waiter = newCache();
     const key = uniqueName('k');
-    const spec = { key, ttl: '1m' };
+    const spec = { key, ttl: '1m', request: ONE_REQUEST };
     const { lock, channel } = cacheKeys(prefix, key);
     const gate = deferred();
     const failed = winner.fetchThrough(spec, async () => {
@@ -208,7 +211,7 @@ describe('ResponseCache', () => {
   it('passes a thrown error to the fetches sharing the call and frees the lock', async () => {
     const cache = newCache();
     const key = uniqueName('k');
-    const spec = { key, ttl: '1m' };
+    const spec = { key, ttl: '1m', request: ONE_REQUEST };
     const boom = async (): Promise<CallOutcome> => {
       throw new Error('boom');
     };
@@ -223,7 +226,7 @@ describe('ResponseCache', () => {
     const winner = newCache();
     const impatient = newCache({ waitBudgetMs: 200 });
     const key = uniqueName('k');
-    const spec = { key, ttl: '1m' };
+    const spec = { key, ttl: '1m', request: ONE_REQUEST };
     const path = `/echo?k=${key}`;
     const gate = deferred();
     let winnerDone = false;
@@ -258,7 +261,7 @@ describe('ResponseCache', () => {
     const winner = newCache({ lockTtlMs: 150 });
     const waiter = newCache({ lockTtlMs: 150 });
     const key = uniqueName('k');
-    const spec = { key, ttl: '1m' };
+    const spec = { key, ttl: '1m', request: ONE_REQUEST };
     const path = `/echo?k=${key}`;
     const gate = deferred();
     const slow = winner.fetchThrough(spec, async () => {
@@ -291,10 +294,13 @@ describe('ResponseCache', () => {
     const cache = newCache({ lockTtlMs: 300 });
     const key = uniqueName('k');
     const { lock, value } = cacheKeys(prefix, key);
-    await redis.set(lock, 'holder-killed', 'PX', 300);
+    await redis.set(lock, 'holder-killed', 'PX', 300); // as an executor of an earlier version would
     const tookOver = await metric('waits', { outcome: 'took_over' });
 
-    const result = await cache.fetchThrough({ key, ttl: '1m' }, callTo(`/echo?k=${key}`, 'filled'));
+    const result = await cache.fetchThrough(
+      { key, ttl: '1m', request: ONE_REQUEST },
+      callTo(`/echo?k=${key}`, 'filled'),
+    );
     expect(result).toMatchObject({ cached: false, shared: false });
     expect(await metric('waits', { outcome: 'took_over' })).toBe(tookOver + 1);
     expect(await redis.exists(value)).toBe(1);
@@ -306,11 +312,14 @@ describe('ResponseCache', () => {
     const key = uniqueName('k');
     const path = `/echo?k=${key}`;
     const skipped = await metric('skipped', { reason: 'oversize' });
-    const big = await cache.fetchThrough({ key, ttl: '1m' }, callTo(path, 'x'.repeat(200)));
+    const big = await cache.fetchThrough(
+      { key, ttl: '1m', request: ONE_REQUEST },
+      callTo(path, 'x'.repeat(200)),
+    );
     expect(bodyOf(big)).toBe('x'.repeat(200));
     expect(await metric('skipped', { reason: 'oversize' })).toBe(skipped + 1);
     expect(await redis.exists(cacheKeys(prefix, key).value)).toBe(0);
-    await cache.fetchThrough({ key, ttl: '1m' }, callTo(path, 'x'.repeat(200)));
+    await cache.fetchThrough({ key, ttl: '1m', request: ONE_REQUEST }, callTo(path, 'x'.repeat(200)));
     expect(callsTo(path)).toBe(2);
   });
 
@@ -318,11 +327,94 @@ describe('ResponseCache', () => {
     const cache = newCache();
     const key = uniqueName('k');
     await redis.set(cacheKeys(prefix, key).value, 'not json', 'PX', 60_000);
-    const first = await cache.fetchThrough({ key, ttl: '1m' }, callTo(`/echo?k=${key}`, 'good'));
+    const first = await cache.fetchThrough(
+      { key, ttl: '1m', request: ONE_REQUEST },
+      callTo(`/echo?k=${key}`, 'good'),
+    );
     expect(first.cached).toBe(false);
-    expect(await cache.fetchThrough({ key, ttl: '1m' }, callTo(`/echo?k=${key}`))).toMatchObject({
+    expect(
+      await cache.fetchThrough({ key, ttl: '1m', request: ONE_REQUEST }, callTo(`/echo?k=${key}`)),
+    ).toMatchObject({
       cached: true,
       outcome: { body: 'good' },
+    });
+  });
+
+  it('serves an entry only to the request it answered: another request under the key is a miss that stores nothing', async () => {
+    const cache = newCache();
+    const key = uniqueName('k');
+    const mine = requestIdentity({ uri: `${target.url}/echo?who=a` });
+    const theirs = requestIdentity({ uri: `${target.url}/echo?who=b` });
+    const skipped = await metric('skipped', { reason: 'other_request' });
+    await cache.fetchThrough({ key, ttl: '1m', request: mine }, callTo(`/echo?k=${key}&who=a`, 'A'));
+
+    const other = await cache.fetchThrough(
+      { key, ttl: '1m', request: theirs },
+      callTo(`/echo?k=${key}&who=b`, 'B'),
+    );
+    expect(other).toMatchObject({ cached: false, shared: false, outcome: { body: 'B' } });
+    expect(await metric('skipped', { reason: 'other_request' })).toBe(skipped + 1);
+    // The entry still answers its own request, and still only it.
+    expect(await cache.fetchThrough({ key, ttl: '1m', request: mine }, callTo('/never'))).toMatchObject({
+      cached: true,
+      outcome: { body: 'A' },
+    });
+    const again = await cache.fetchThrough(
+      { key, ttl: '1m', request: theirs },
+      callTo(`/echo?k=${key}&who=b`, 'B2'),
+    );
+    expect(again).toMatchObject({ cached: false, outcome: { body: 'B2' } });
+    expect(callsTo('/never')).toBe(0);
+  });
+
+  it('does not make another request wait for a fill of the key that is not its own', async () => {
+    const winner = newCache();
+    const other = newCache();
+    const key = uniqueName('k');
+    const gate = deferred();
+    const slow = winner.fetchThrough({ key, ttl: '1m', request: ONE_REQUEST }, async () => {
+      await gate.promise;
+      return callTo(`/echo?k=${key}&who=winner`, 'winner')();
+    });
+    await eventually(
+      async () => (await redis.exists(cacheKeys(prefix, key).lock)) === 1,
+      5_000,
+      'lock taken',
+    );
+    const besides = await metric('waits', { outcome: 'other_request' });
+    const request = requestIdentity({ uri: 'https://x.test/another' });
+    // Answered while the winner's call is still held: it neither waited nor shared that call.
+    const own = await other.fetchThrough(
+      { key, ttl: '1m', request },
+      callTo(`/echo?k=${key}&who=other`, 'other'),
+    );
+    expect(own).toMatchObject({ cached: false, shared: false, outcome: { body: 'other' } });
+    expect(await metric('waits', { outcome: 'other_request' })).toBe(besides);
+    gate.resolve();
+    expect(bodyOf(await slow)).toBe('winner');
+    expect(
+      await winner.fetchThrough({ key, ttl: '1m', request: ONE_REQUEST }, callTo('/never')),
+    ).toMatchObject({
+      cached: true,
+      outcome: { body: 'winner' },
+    });
+  });
+
+  it('fills an entry of an earlier version (no request recorded) again, as if absent', async () => {
+    const cache = newCache();
+    const key = uniqueName('k');
+    const legacy = JSON.stringify({ status: 200, headers: {}, body: 'written by an earlier version' });
+    await redis.set(cacheKeys(prefix, key).value, legacy, 'PX', 60_000);
+    const first = await cache.fetchThrough(
+      { key, ttl: '1m', request: ONE_REQUEST },
+      callTo(`/echo?k=${key}`, 'now'),
+    );
+    expect(first).toMatchObject({ cached: false, outcome: { body: 'now' } });
+    expect(
+      await cache.fetchThrough({ key, ttl: '1m', request: ONE_REQUEST }, callTo('/never')),
+    ).toMatchObject({
+      cached: true,
+      outcome: { body: 'now' },
     });
   });
 
@@ -340,7 +432,7 @@ describe('ResponseCache', () => {
     const path = `/echo?k=${key}`;
     const errors = await metric('errors', { op: 'acquire' });
     const results = await Promise.all(
-      [1, 2].map(() => cache.fetchThrough({ key, ttl: '1m' }, callTo(path, 'direct'))),
+      [1, 2].map(() => cache.fetchThrough({ key, ttl: '1m', request: ONE_REQUEST }, callTo(path, 'direct'))),
     );
     expect(results.map(bodyOf)).toEqual(['direct', 'direct']);
     expect(results.every((r) => !r.cached)).toBe(true);
@@ -362,5 +454,36 @@ describe('cache keys', () => {
     }
     const names = all.flatMap(({ value, lock, channel }) => [value, lock, channel]);
     expect(new Set(names).size).toBe(names.length);
+  });
+});
+
+describe('requestIdentity', () => {
+  const base = {
+    method: 'POST',
+    uri: 'https://api.partner.example/fx?token=A',
+    headers: { 'x-owner': 'A-SECRET', accept: 'application/json' },
+    body: '{"ccy":"USD"}',
+  };
+
+  it('is the same for the same request, whatever the header names’ case and order', () => {
+    const same = { ...base, method: 'post', headers: { Accept: 'application/json', 'X-Owner': 'A-SECRET' } };
+    expect(requestIdentity(same)).toBe(requestIdentity(base));
+    expect(requestIdentity({ uri: base.uri })).toBe(
+      requestIdentity({ uri: base.uri, method: 'GET', headers: {} }),
+    );
+  });
+
+  it('differs with the method, the URL (its query too), the body or any header the caller set', () => {
+    const others = [
+      { ...base, method: 'PUT' },
+      { ...base, uri: 'https://api.partner.example/fx?token=B' },
+      { ...base, uri: 'https://other.example/fx?token=A' },
+      { ...base, body: '{"ccy":"EUR"}' },
+      { ...base, headers: { ...base.headers, 'x-owner': 'B-SECRET' } },
+      { ...base, headers: { accept: 'application/json' } },
+    ];
+    const identities = new Set([base, ...others].map(requestIdentity));
+    expect(identities.size).toBe(others.length + 1);
+    for (const identity of identities) expect(identity).toMatch(/^[\w-]{43}$/);
   });
 });

@@ -1,19 +1,26 @@
 import { randomUUID } from 'node:crypto';
-import {
-  type CacheSpec,
-  ConfigError,
-  durationToMs,
-  type Logger,
-  msToNs,
-  type RedisClient,
-} from '@requester/shared';
+import { ConfigError, durationToMs, type Logger, msToNs, type RedisClient } from '@requester/shared';
 import type { CallOutcome } from '../http/index.ts';
 import { FillChannels } from './channels.ts';
 import { type CacheKeys, cacheKeys } from './keys.ts';
 import { cacheMetrics as metrics } from './metrics.ts';
-import { type CacheScripts, loadCacheScripts } from './scripts.ts';
+import { type CacheScripts, type FillLock, loadCacheScripts } from './scripts.ts';
 
+export { type AnsweredRequest, requestIdentity } from './keys.ts';
 export { cacheMetrics } from './metrics.ts';
+
+/** Which entry a fetch reads or fills, and for which request. */
+export interface CacheLookup {
+  /** The entry's key: the request's `meta.cache.key` in its client's namespace (`clientScoped`). */
+  key: string;
+  /** How long a stored answer is served (Go duration, `meta.cache.ttl`). */
+  ttl: string;
+  /**
+   * The identity of the request (`requestIdentity`): an entry serves only the request it
+   * answered; another request under the same key calls the target and stores nothing.
+   */
+  request: string;
+}
 
 /** What the cache stores and serves: the target's answer. */
 export interface CachedResponse {
@@ -62,15 +69,17 @@ export interface ResponseCacheOptions {
 interface Fill<O> {
   keys: CacheKeys;
   ttlMs: number;
-  /** Identifies this fetch's hold on the lock. */
-  token: string;
+  /** This fetch's hold on the lock: its request's identity and a token of its own. */
+  lock: FillLock;
   call: () => Promise<O>;
   started: number;
 }
 
 /**
- * The response cache with coalescing (docs/architecture.md §4 `meta.cache`, §5, §9). Only 2xx answers are
- * stored, for the request's TTL. A miss is filled by one call:
+ * The response cache with coalescing (docs/architecture.md §4 `meta.cache`, §5, §9, §10). Only 2xx
+ * answers are stored, for the request's TTL. An entry is keyed by the client's cache key and
+ * records the request it answered (`requestIdentity`): a fetch for another request under the same
+ * key is a miss that calls the target and stores nothing. A miss is filled by one call:
  * - within a process, concurrent fetches of one key share one in-flight fill (singleflight);
  * - across processes, the fill takes a short Redis lock (`SET NX PX`, checked atomically with the
  *   value). The others subscribe to the key's pub/sub channel, check again, and wait for `stored`
@@ -89,7 +98,7 @@ export class ResponseCache<O extends CallResultLike = CallOutcome> {
   private readonly logger: Logger | undefined;
   private readonly scripts: CacheScripts;
   private readonly channels: FillChannels;
-  /** In-flight fills by value key: the singleflight of this process. */
+  /** In-flight fills by value key and request identity: the singleflight of this process. */
   private readonly flights = new Map<string, Promise<CacheFetch<O>>>();
 
   constructor(options: ResponseCacheOptions) {
@@ -107,20 +116,21 @@ export class ResponseCache<O extends CallResultLike = CallOutcome> {
    * stores its answer when it is a 2xx. `call` should not throw; if it does, the error reaches
    * this fetch and the ones sharing it, and waiting processes are released.
    */
-  async fetchThrough(spec: CacheSpec, call: () => Promise<O>): Promise<CacheFetch<O>> {
+  async fetchThrough(lookup: CacheLookup, call: () => Promise<O>): Promise<CacheFetch<O>> {
     const started = performance.now();
-    const keys = cacheKeys(this.prefix, spec.key);
-    const inFlight = this.flights.get(keys.value);
+    const keys = cacheKeys(this.prefix, lookup.key);
+    const flightKey = `${keys.value}\n${lookup.request}`;
+    const inFlight = this.flights.get(flightKey);
     if (inFlight) return share(inFlight, started);
     const fill: Fill<O> = {
       keys,
-      ttlMs: Math.max(1, durationToMs(spec.ttl)),
-      token: randomUUID(),
+      ttlMs: Math.max(1, durationToMs(lookup.ttl)),
+      lock: { identity: lookup.request, token: randomUUID() },
       call,
       started,
     };
-    const flight = this.fill(fill).finally(() => this.flights.delete(keys.value));
-    this.flights.set(keys.value, flight);
+    const flight = this.fill(fill).finally(() => this.flights.delete(flightKey));
+    this.flights.set(flightKey, flight);
     return flight;
   }
 
@@ -134,7 +144,19 @@ export class ResponseCache<O extends CallResultLike = CallOutcome> {
     if (!reply) return this.callAndStore(f, false);
     if (reply.kind === 'hit') return this.hit(f, reply.entry) ?? this.callAndStore(f, true);
     if (reply.kind === 'won') return this.callHoldingLock(f);
+    if (reply.kind === 'other') return this.callBeside(f);
     return this.waitForFill(f);
+  }
+
+  /**
+   * The key's entry, or its fill in progress, answers another request (another URL, method, body
+   * or header under the same key): a miss. This request calls the target and stores nothing, so
+   * the entry keeps answering its own request until it expires.
+   */
+  private async callBeside(f: Fill<O>): Promise<CacheFetch<O>> {
+    const fetched = await this.callAndStore(f, false);
+    if (isStorable(fetched.outcome)) metrics.skipped.inc({ reason: 'other_request' });
+    return fetched;
   }
 
   /**
@@ -159,6 +181,10 @@ export class ResponseCache<O extends CallResultLike = CallOutcome> {
           metrics.waits.inc({ outcome: 'took_over' });
           return this.callHoldingLock(f);
         }
+        if (reply.kind === 'other') {
+          metrics.waits.inc({ outcome: 'other_request' });
+          return this.callBeside(f);
+        }
         const left = deadline - performance.now();
         if (left <= 0) return this.endWait(f, 'timeout', true);
         // Wake at the latest when the lock would lapse: a holder that died announces nothing.
@@ -181,7 +207,7 @@ export class ResponseCache<O extends CallResultLike = CallOutcome> {
     const renew = setInterval(
       () => {
         this.scripts
-          .extend(f.keys, f.token, this.lockTtlMs)
+          .extend(f.keys, f.lock, this.lockTtlMs)
           .catch((err: unknown) => this.failed('extend', err));
       },
       Math.max(1, Math.floor(this.lockTtlMs / 3)),
@@ -211,7 +237,7 @@ export class ResponseCache<O extends CallResultLike = CallOutcome> {
   }
 
   private entryOf(outcome: O): string | undefined {
-    if (outcome.kind !== 'response' || outcome.status < 200 || outcome.status > 299) return undefined;
+    if (!isStorable(outcome)) return undefined;
     const { status, headers, body } = outcome;
     const entry = JSON.stringify({ status, headers, body });
     if (Buffer.byteLength(entry) <= this.maxEntryBytes) return entry;
@@ -222,7 +248,7 @@ export class ResponseCache<O extends CallResultLike = CallOutcome> {
   /** Never throws: a lock left behind lapses after `lockTtlMs`, and waiters then take over. */
   private async settle(f: Fill<O>, entry: string | undefined): Promise<void> {
     try {
-      const { stored } = await this.scripts.settle(f.keys, f.token, entry, f.ttlMs);
+      const { stored } = await this.scripts.settle(f.keys, f.lock, entry, f.ttlMs);
       if (stored) metrics.stores.inc();
     } catch (err) {
       this.failed('settle', err);
@@ -231,7 +257,7 @@ export class ResponseCache<O extends CallResultLike = CallOutcome> {
 
   private async acquire(f: Fill<O>) {
     try {
-      return await this.scripts.acquire(f.keys, f.token, this.lockTtlMs);
+      return await this.scripts.acquire(f.keys, f.lock, this.lockTtlMs);
     } catch (err) {
       this.failed('acquire', err);
       return undefined;
@@ -273,6 +299,11 @@ async function share<O extends CallResultLike>(
   }
   metrics.requests.inc({ result: 'coalesced' });
   return { cached: false, outcome: result.outcome, shared: true };
+}
+
+/** Only 2xx answers are stored. */
+function isStorable(outcome: CallResultLike): outcome is CachedResponse & { kind: 'response' } {
+  return outcome.kind === 'response' && outcome.status >= 200 && outcome.status <= 299;
 }
 
 function decodeEntry(entry: string): CachedResponse | undefined {

@@ -7,7 +7,7 @@
 import { once } from 'node:events';
 import { createRedis } from '@requester/shared';
 import { createHttpClient } from '../http/index.ts';
-import { ResponseCache } from './index.ts';
+import { ResponseCache, requestIdentity } from './index.ts';
 
 const [prefix = '', key = '', uri = '', fetches = '1'] = process.argv.slice(2);
 const redis = createRedis({ url: 'redis://127.0.0.1:6379', connectionName: 'cache-race-child' });
@@ -23,9 +23,10 @@ const http = createHttpClient({
 await redis.ping();
 process.stdout.write('ready\n');
 await once(process.stdin, 'data');
+const request = requestIdentity({ method: 'GET', uri });
 const results = await Promise.all(
   Array.from({ length: Number(fetches) }, () =>
-    cache.fetchThrough({ key, ttl: '1m' }, () => http.call({ method: 'GET', uri, headers: {} })),
+    cache.fetchThrough({ key, ttl: '1m', request }, () => http.call({ method: 'GET', uri, headers: {} })),
   ),
 );
 const summary = results.map(({ cached, outcome }) => ({

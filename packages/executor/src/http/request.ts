@@ -1,16 +1,17 @@
 import { createHash } from 'node:crypto';
-import type { RequestEnvelope } from '@requester/shared';
+import { clientScoped, type RequestEnvelope } from '@requester/shared';
 import type { HttpCall } from './index.ts';
 
 /**
- * The outgoing call of a request envelope. Adds an `Idempotency-Key` derived from the requestId
- * (docs/architecture.md §5, outbound hygiene): the same on every attempt and every executor, so a target that
- * honours it can drop the duplicates at-least-once delivery may cause. A caller's own key wins.
+ * The outgoing call of a request envelope. Adds an `Idempotency-Key` derived from the client's
+ * requestId (docs/architecture.md §5, outbound hygiene): the same on every attempt and every
+ * executor, so a target that honours it can drop the duplicates at-least-once delivery may cause.
+ * A caller's own key wins.
  */
 export function toHttpCall(envelope: RequestEnvelope): HttpCall {
   const headers = { ...(envelope.request.headers ?? {}) };
   if (!Object.keys(headers).some((name) => name.toLowerCase() === 'idempotency-key')) {
-    headers['idempotency-key'] = idempotencyKey(envelope.meta.requestId);
+    headers['idempotency-key'] = idempotencyKey(envelope.meta.requestId, envelope.meta.client);
   }
   const call: HttpCall = { method: envelope.request.method, uri: envelope.request.uri, headers };
   if (envelope.request.body !== undefined) call.body = envelope.request.body;
@@ -20,9 +21,15 @@ export function toHttpCall(envelope: RequestEnvelope): HttpCall {
 // A fixed namespace so every Requester deployment derives the same key from the same requestId.
 const NAMESPACE = Buffer.from('6f1d3c0e9a4b4d2f8e7a5b3c1d0e9f8a', 'hex');
 
-/** A name-based UUID (RFC 9562 version 5) of the requestId: opaque, stable, in the usual key format. */
-export function idempotencyKey(requestId: string): string {
-  const hash = createHash('sha1').update(NAMESPACE).update(requestId, 'utf8').digest();
+/**
+ * A name-based UUID (RFC 9562 version 5) of the requestId in its client's namespace: opaque,
+ * stable, in the usual key format. Two clients' requests of one requestId get two keys, so a
+ * target that remembers keys never answers one client's call with the other's; without a client
+ * the key is the one earlier versions derived.
+ */
+export function idempotencyKey(requestId: string, client?: string): string {
+  const name = clientScoped(client, requestId);
+  const hash = createHash('sha1').update(NAMESPACE).update(name, 'utf8').digest();
   hash[6] = ((hash[6] ?? 0) & 0x0f) | 0x50;
   hash[8] = ((hash[8] ?? 0) & 0x3f) | 0x80;
   const hex = hash.subarray(0, 16).toString('hex');

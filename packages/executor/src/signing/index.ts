@@ -152,7 +152,7 @@ const SIGNATURE_HEADERS = ['webhook-id', 'webhook-timestamp', 'webhook-signature
  */
 export function signRequest(
   call: HttpCall,
-  signing: { keyId: string; requestId: string },
+  signing: { keyId: string; requestId: string; client?: string | undefined },
   keys: SigningKeys,
   nowMs: number = Date.now(),
 ): HttpCall {
@@ -164,7 +164,7 @@ export function signRequest(
   if (key.scheme === 'hmac-sha256') {
     headers['x-signature'] = key.secrets.map((secret) => hmac(secret, [body]).toString('hex')).join(',');
   } else {
-    const id = webhookId(signing.requestId);
+    const id = webhookId(signing.requestId, signing.client);
     const timestamp = String(Math.floor(nowMs / 1000));
     const signed = [Buffer.from(`${id}.${timestamp}.`, 'utf8'), body];
     headers['webhook-id'] = id;
@@ -195,9 +195,12 @@ function keyOf(keys: SigningKeys, keyId: string): SigningKey {
   });
 }
 
-/** `msg_` + the request's Idempotency-Key UUID: one message id per request, across retries and executors. */
-export function webhookId(requestId: string): string {
-  return `msg_${idempotencyKey(requestId)}`;
+/**
+ * `msg_` + the request's Idempotency-Key UUID: one message id per request (a client's requestId),
+ * across retries and executors.
+ */
+export function webhookId(requestId: string, client?: string): string {
+  return `msg_${idempotencyKey(requestId, client)}`;
 }
 
 function hmac(secret: Buffer, parts: readonly Buffer[]): Buffer {

@@ -87,6 +87,18 @@ describe('Standard Webhooks signing', () => {
     expect(first.headers['webhook-id']).toBe(`msg_${CALL.headers['idempotency-key']}`);
   });
 
+  it("gives two clients' requests of one requestId two message ids and Idempotency-Keys (the client namespace)", () => {
+    const keys = parseSigningKeys(`partner=${whsec()}`);
+    const idOf = (client?: string) =>
+      signRequest(CALL, { keyId: 'partner', requestId: 'ord-42', client }, keys, NOW).headers['webhook-id'];
+    expect(idOf('probe-a')).not.toBe(idOf('probe-b'));
+    expect(idOf('probe-a')).toBe(webhookId('ord-42', 'probe-a'));
+    expect(idOf(undefined)).toBe(webhookId('ord-42')); // no client: the id earlier versions sent
+    expect(idempotencyKey('ord-42', 'probe-a')).not.toBe(idempotencyKey('ord-42'));
+    // Without a client, the value of earlier versions (a retry across the upgrade keeps its key).
+    expect(idempotencyKey('ord-42')).toBe('f0d7e6c5-edb1-5e5f-847d-8a0214c4cb93');
+  });
+
   it('replaces signature headers sent by the caller, whatever their case', () => {
     const secret = whsec();
     const keys = parseSigningKeys(`partner=${secret}`);

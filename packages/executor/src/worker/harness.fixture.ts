@@ -156,8 +156,8 @@ export class ExecutorHarness {
     const base = BigInt(meta?.baseOffset ?? '0');
     await queue.publish(
       items.map((item, i) => ({
-        id: taskId(item.requestId, 0),
-        partition: queuePartition(item.partition, item.requestId),
+        id: taskId(undefined, item.requestId, 0),
+        partition: queuePartition(undefined, item.partition, item.requestId),
         payload: encodeQueuedTask({
           ref: {
             topic: this.inTopic,

@@ -211,7 +211,7 @@ describe('executor (end to end)', () => {
       await admin.disconnect();
       await queue.publish([
         {
-          id: taskId(expired, 0),
+          id: taskId(undefined, expired, 0),
           payload: encodeQueuedTask({
             ref: { topic, partition: 0, offset: '0' },
             requestId: expired,

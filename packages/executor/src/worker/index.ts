@@ -1,6 +1,7 @@
 import { hostname } from 'node:os';
 import type { FairQueue, LeasedTask } from '@requester/queue';
 import {
+  clientScoped,
   createRequestContract,
   DEAD_LETTER_REASONS,
   deadLetterMessage,
@@ -267,13 +268,6 @@ export class Executor {
       if (task) jobs.push({ lease, task, leasedAt });
       else settled.push(this.settle(lease, { kind: 'dead', reason: 'queue payload is not a queued task' }));
     }
-    for (const { task } of jobs)
-      this.journal?.emit({
-        type: 'leased',
-        requestId: task.requestId,
-        executor: this.executorId,
-        tryCount: task.tryCount,
-      });
     // Inline tasks carry their record; the others are read from `in` in one batched fetch.
     const reads = jobs.filter((job) => !job.task.inline);
     const read =
@@ -300,6 +294,7 @@ export class Executor {
     const log = this.log.child({ requestId });
     try {
       if (!fetched?.ok) {
+        this.journalLeased(job, undefined);
         const error = fetched?.error;
         if (!error || error.code === 'dependency_unavailable') {
           log.warn({ err: error }, 'in-record not readable now; the task will be tried again');
@@ -313,6 +308,7 @@ export class Executor {
         ? this.validate(inline.value, requestId, tryCount)
         : this.parse(fetched.record.value, requestId, tryCount);
       if (!parsed.ok && inline) return await this.attemptFromKafka(job);
+      this.journalLeased(job, parsed.ok ? parsed.envelope.meta.client : undefined);
       if (!parsed.ok) return this.unprocessable(job, fetched.record, parsed.result);
       const { envelope } = parsed;
       const taskLog = envelope.meta.client ? log.child({ client: envelope.meta.client }) : log;
@@ -329,6 +325,15 @@ export class Executor {
         'internal',
       );
     }
+  }
+
+  /**
+   * The lease, in the journal once the task's record is read: the event names the request's client,
+   * which only the record tells (the task does not carry it), so its owner reads it in the story.
+   */
+  private journalLeased(job: Job, client: string | undefined): void {
+    const { requestId, tryCount } = job.task;
+    this.journal?.emit({ type: 'leased', requestId, client, executor: this.executorId, tryCount });
   }
 
   /**
@@ -572,6 +577,7 @@ export class Executor {
           value,
           replyTo: replyTos[i],
           requestId: results[i]?.meta.requestId,
+          client: results[i]?.meta.client,
         }));
       } catch (err) {
         if (Date.now() >= deadline) {
@@ -640,11 +646,12 @@ export class Executor {
     if (!replies) return;
     const { redis, prefix, keepMs } = replies;
     const sends: Array<Promise<unknown>> = [];
-    for (const { value, replyTo, requestId } of written) {
+    for (const { value, replyTo, requestId, client } of written) {
       if (!replyTo || value === null) continue;
       sends.push(redis.spublish(replyChannel(prefix, replyTo), value));
+      // Kept by result id, as gateways look it up: the requestId in its client's namespace.
       if (keepMs !== undefined && requestId)
-        sends.push(redis.set(resultKey(prefix, requestId), value, 'PX', keepMs));
+        sends.push(redis.set(resultKey(prefix, clientScoped(client, requestId)), value, 'PX', keepMs));
     }
     const failed = (await Promise.allSettled(sends)).find((s) => s.status === 'rejected');
     if (failed) this.log.warn({ err: failed.reason }, 'sync replies not published: their callers get 202');
@@ -730,6 +737,7 @@ interface Written {
   value: OutgoingRecord['value'];
   replyTo: string | undefined;
   requestId: string | undefined;
+  client: string | undefined;
 }
 
 /** A delivery carries its `in` record's reply-to header (only a record read can have one). */
@@ -799,7 +807,7 @@ function outboxRow(
     ...(waitedMs > 0 ? { waitTime: msToNs(waitedMs) } : {}),
   };
   return {
-    taskId: taskId(task.requestId, tryCount, waitedMs),
+    taskId: taskId(envelope.meta.client, task.requestId, tryCount, waitedMs),
     requestId: task.requestId,
     dueAt: new Date(Date.now() + delayMs),
     topic: task.ref.topic,

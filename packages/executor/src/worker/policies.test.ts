@@ -81,6 +81,53 @@ describe('executor delivery policies (end to end)', () => {
     );
   });
 
+  describe('rate limiter keys and clients', () => {
+    const shared = uniqueName('partner-quota');
+    let queue: FairQueue;
+
+    beforeAll(() => {
+      ({ queue } = h.startExecutor({
+        maxWorkers: 4,
+        limiter: limiter(),
+        sharedLimiterKeys: new Set([shared]),
+      }));
+    });
+
+    const call = (client: string, key: string, duration: string): RequestEnvelopeInput => {
+      const requestId = uniqueName(client);
+      return {
+        request: { uri: `${h.target.url}/echo?id=${requestId}` },
+        meta: {
+          requestId,
+          client,
+          limiter: { key, algorithm: 'sliding-window-log', rates: [{ duration, value: 1 }] },
+        },
+      };
+    };
+
+    it("a client's limiter key is its own: another client's calls under the same key neither spend nor wait on it", async () => {
+      const key = uniqueName('own');
+      const calls = [call('probe-a', key, '1h'), call('probe-b', key, '1h')];
+      await h.submit(queue, calls);
+      const results = await resultsOf(calls);
+      expect(results.map((r) => [r.response.status, r.meta.waitTime])).toEqual([
+        [200, 0],
+        [200, 0],
+      ]);
+    });
+
+    it('a key the operator declared shared (SHARED_LIMITER_KEYS) is one limiter for every client', async () => {
+      const first = call('probe-a', shared, '2s');
+      await h.submit(queue, [first]);
+      expect((await h.resultOf(first.meta.requestId)).meta.waitTime).toBe(0);
+      const second = call('probe-b', shared, '2s');
+      await h.submit(queue, [second]);
+      const held = await h.resultOf(second.meta.requestId);
+      expect(held.response.status).toBe(200);
+      expect(held.meta.waitTime).toBeGreaterThan(0); // waited for probe-a's call to leave the window
+    });
+  });
+
   describe('retries', () => {
     const RETRY = { max: 5, delay: '200ms', maxDelay: '300ms', multiplier: 2, jitter: 0 };
     let queue: FairQueue;

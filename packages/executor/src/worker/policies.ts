@@ -4,12 +4,14 @@ import {
   type CircuitBreaker,
   countsAsFailure,
   type LimitDecision,
+  limiterKeyOf,
   limiterWindows,
   originOf,
   type RateLimiter,
 } from '@requester/policies';
 import {
   attemptsInBudget,
+  clientScoped,
   errorResult,
   inSpan,
   isWakeUp,
@@ -28,7 +30,7 @@ import {
   wakeUpResult,
 } from '@requester/shared';
 import type { Bulkhead } from '../bulkhead/index.ts';
-import type { ResponseCache } from '../cache/index.ts';
+import { type ResponseCache, requestIdentity } from '../cache/index.ts';
 import type { CallOutcome, HttpCall, HttpClient } from '../http/index.ts';
 import { toHttpCall } from '../http/request.ts';
 import { executorMetrics as metrics, originLabel, outcomeLabel } from '../metrics.ts';
@@ -88,6 +90,11 @@ export interface PolicyModules {
   random?: () => number;
   /** The task journal (held, attempt, cache steps); absent = none. */
   journal?: Journal | undefined;
+  /**
+   * Limiter keys the operator declared one quota for every caller (SHARED_LIMITER_KEYS); any
+   * other `meta.limiter.key` is its client's own (`limiterKeyOf`). Default none.
+   */
+  sharedLimiterKeys?: ReadonlySet<string> | undefined;
 }
 
 /** Where a task stands: attempts already made and time already waited (limiter, breaker). */
@@ -120,6 +127,8 @@ const HELD_BY = {
   breaker_busy: 'breaker',
   bulkhead: 'bulkhead',
 } as const;
+
+const NONE_SHARED: ReadonlySet<string> = new Set();
 
 /** A Redis hiccup of the gate: come back soon; neither an attempt nor a wait. */
 const GATE_UNAVAILABLE_RETRY_MS = 1_000;
@@ -210,14 +219,22 @@ export class Policies {
 
   /**
    * The attempt through the response cache when the request asks for it (and this executor has
-   * one). Requests that share a fill share its outcome, a gate's stop included: one cache key
-   * names one request in practice, so they would all have been stopped alike.
+   * one). Requests that share a fill share its outcome, a gate's stop included: they are the same
+   * request of the same client (key and identity), so they would all have been stopped alike.
    */
   private fetch(envelope: RequestEnvelope, tryCount: number, log: Logger) {
     const attempt = () => this.gateAndCall(envelope, tryCount, log);
     const { cache } = this.modules;
-    const spec = envelope.meta.cache;
-    if (cache && spec) return cache.fetchThrough(spec, attempt);
+    const { cache: spec, client } = envelope.meta;
+    if (cache && spec) {
+      // The client's own entry, answering only this very request (docs/architecture.md §10).
+      const lookup = {
+        key: clientScoped(client, spec.key),
+        ttl: spec.ttl,
+        request: requestIdentity(envelope.request),
+      };
+      return cache.fetchThrough(lookup, attempt);
+    }
     return attempt().then((outcome) => ({ cached: false as const, outcome, shared: false }));
   }
 
@@ -241,7 +258,7 @@ export class Policies {
     tryCount: number,
     log: Logger,
   ): Promise<Tried> {
-    const limited = await this.limit(envelope.meta.limiter);
+    const limited = await this.limit(envelope);
     if (limited.kind !== 'call') return { kind: 'failure', stop: limited };
     const admission = this.admit && (await this.admit(origin));
     const opened = admission ? breakerStep(admission, Date.now()) : CALL;
@@ -287,7 +304,8 @@ export class Policies {
     const signing = envelope.meta.signing;
     if (!signing) return call;
     const keys = requireSigningKey(this.modules.signingKeys, signing.keyId);
-    return signRequest(call, { keyId: signing.keyId, requestId: envelope.meta.requestId }, keys);
+    const { requestId, client } = envelope.meta;
+    return signRequest(call, { keyId: signing.keyId, requestId, client }, keys);
   }
 
   /** A wake-up calls nobody, but the signing key it names must exist, as for a call. */
@@ -297,11 +315,13 @@ export class Policies {
     return { kind: 'result', result: wakeUpResult(envelope, answer), label: 'wake_up' };
   }
 
-  private async limit(spec: LimiterSpec | undefined): Promise<GateStep> {
+  private async limit(envelope: RequestEnvelope): Promise<GateStep> {
+    const { limiter: spec, client } = envelope.meta;
     if (!spec) return CALL;
     if (!this.take) throw new RequesterError('invalid_config', 'this executor has no rate limiter');
     limiterWindows(spec); // a bad spec fails this request alone, not the batch it would share a takeMany with
-    return limiterStep(await this.take(spec));
+    const key = limiterKeyOf(client, spec.key, this.modules.sharedLimiterKeys ?? NONE_SHARED);
+    return limiterStep(await this.take({ ...spec, key }));
   }
 
   /** A gate stop: a wait adds to the task's waitTime; an oversized take is a permanent error. */

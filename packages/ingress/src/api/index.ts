@@ -15,9 +15,10 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
-  clientOfStory,
+  clientScoped,
   counter,
   type ErrorCode,
+  eventsOfClient,
   firstTraceparent,
   formatRfc3339,
   histogram,
@@ -56,7 +57,10 @@ export interface ApiParts {
   submit?: Submit;
   /** Claims a requestId for one request within the dedup window (ingress role; absent = no check). */
   claim?: ClaimRequestId;
-  /** Results from `out` or this gateway's reply channel (sync-gateway role). */
+  /**
+   * Results from `out` or this gateway's reply channel (sync-gateway role), by result id: the
+   * requestId in its client's namespace (`clientScoped`, see results/resultIdOf).
+   */
   hub?: Hub<string>;
   /** The task journal: `accepted` (ingress); absent = none. */
   journal?: Journal;
@@ -64,8 +68,8 @@ export interface ApiParts {
   readJournal?: (lookup: JournalLookup) => Promise<JournalEvent[]>;
   /** This process's gateway id: sync requests are stamped with it so their results come to its Hub. */
   replyTo?: string;
-  /** A result kept in Redis by the executors (SYNC_FOLLOW_OUT=false), for long-polls. */
-  lookup?: (requestId: string) => Promise<string | undefined>;
+  /** A result kept in Redis by the executors (SYNC_FOLLOW_OUT=false), for long-polls; by result id. */
+  lookup?: (resultId: string) => Promise<string | undefined>;
   /** Each role's logger, so a request's log lines carry the role that served it. */
   ingressLog?: Logger;
   gatewayLog?: Logger;
@@ -358,7 +362,7 @@ async function accept(
   if (!admitted.ok) return refuse(c, admitted.refusal);
   const id = admitted.envelope.meta.requestId;
   useLog(c, parts.ingressLog, id);
-  // The fingerprint covers meta.client: another key reusing a requestId is a different request.
+  // A requestId is claimed in the caller's namespace: another key's same id is no conflict.
   const refused = await claimRequestId(c, parts.claim, admitted.envelope, settings);
   if (refused) return refused;
   // The PRODUCER span's context goes in meta.traceparent: the router's span continues it. Started
@@ -378,7 +382,7 @@ async function accept(
   const abandon = new AbortController();
   const until = Date.now() + (hub ? settings.syncTimeoutMs : 0);
   // Without a hub the arguments are not evaluated: c.req.raw.signal builds the whole Web Request.
-  const result = hub?.wait(id, {
+  const result = hub?.wait(clientScoped(envelope.meta.client, id), {
     timeoutMs: settings.syncTimeoutMs,
     signal: AbortSignal.any([abandon.signal, c.req.raw.signal]),
   });
@@ -421,10 +425,10 @@ async function claimRequestId(
   settings: ApiSettings,
 ): Promise<Response | undefined> {
   if (!claim) return undefined;
-  const id = validated.meta.requestId;
+  const { client, requestId: id } = validated.meta;
   let claimed: Awaited<ReturnType<ClaimRequestId>>;
   try {
-    claimed = await claim(id, requestFingerprint(validated));
+    claimed = await claim(client, id, requestFingerprint(validated));
   } catch (err) {
     log(c).warn({ err }, 'Redis did not answer the requestId check; refused with 503');
     c.header('Retry-After', String(settings.unavailableRetryAfterSeconds ?? 5));
@@ -473,9 +477,11 @@ async function getResult(
   const wait = waitMs(c.req.query('wait'), settings.longPollMaxMs);
   if (typeof wait === 'string')
     return problem(c, 400, 'invalid_request', `wait: ${wait}`, [{ path: 'wait', message: wait }]);
+  // The caller's own request of that id: another key's is another result, never looked at.
+  const resultId = clientScoped(callerClient(c), id);
   const mayNotWait = wait > 0 ? settings.access.mayNotWait(c.get('caller')) : undefined;
   if (mayNotWait) return refuse(c, mayNotWait);
-  if (wait > 0 && hub.crowded() && hub.peek(id) === undefined) {
+  if (wait > 0 && hub.crowded() && hub.peek(resultId) === undefined) {
     c.header('Retry-After', '1');
     return problem(c, 503, 'overloaded', 'too many callers are waiting on this sync-gateway; retry later');
   }
@@ -490,8 +496,8 @@ async function getResult(
     const timeoutMs = parts.closing ? 0 : wait;
     const until = Date.now() + timeoutMs;
     const json = await (parts.lookup
-      ? lookOut(hub, parts.lookup, id, until, c.req.raw.signal)
-      : hub.wait(id, { timeoutMs, signal: c.req.raw.signal }));
+      ? lookOut(hub, parts.lookup, resultId, until, c.req.raw.signal)
+      : hub.wait(resultId, { timeoutMs, signal: c.req.raw.signal }));
     return reply(c, id, await readable(c, settings.access, json, until), 'poll');
   } finally {
     slot?.leave();
@@ -508,7 +514,7 @@ const LOOKUP_INTERVAL_MS = 1_000;
  */
 async function lookOut(
   hub: Hub<string>,
-  lookup: (requestId: string) => Promise<string | undefined>,
+  lookup: (resultId: string) => Promise<string | undefined>,
   id: string,
   until: number,
   signal: AbortSignal,
@@ -527,8 +533,9 @@ async function lookOut(
 }
 
 /**
- * The journal of one request (`?since=` as `requester trace --since`), only for the key named in
- * its `meta.client`: another key, like an unknown requestId, gets 404.
+ * The journal of one request (`?since=` as `requester trace --since`): the events of the caller's
+ * own request of that id (the client namespace). Another key's request of the same id is not
+ * told; with none of its own the caller gets 404, as for an unknown requestId.
  */
 async function getEvents(
   c: Context<Env>,
@@ -560,9 +567,16 @@ async function getEvents(
   } finally {
     slot.leave();
   }
-  if (events.length === 0 || !settings.access.mayReadClient(c.get('caller'), clientOfStory(events)))
+  const client = callerClient(c);
+  const own = eventsOfClient(events, client);
+  if (own.length === 0 || !settings.access.mayReadClient(c.get('caller'), client))
     return problem(c, 404, 'not_found', `no journal events for request ${JSON.stringify(id)}`);
-  return c.json({ requestId: id, events }, 200);
+  return c.json({ requestId: id, events: own }, 200);
+}
+
+/** The namespace of the caller's requests: its key's name (`meta.client`), none with AUTH=off. */
+function callerClient(c: Context<Env>): string | undefined {
+  return c.get('caller')?.name;
 }
 
 /**

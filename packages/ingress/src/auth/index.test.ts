@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import {
   buildResult,
   type ConfigOverrides,
+  clientScoped,
   createPg,
   Dependencies,
   loadConfig,
@@ -179,7 +180,7 @@ describe('results only for their owner', () => {
     const a = await stack.keys.create({ name: uniqueName('a'), ...scopes });
     const b = await stack.keys.create({ name: uniqueName('b'), ...scopes });
     // Plays the executor: answers each request on `in` with a result carrying its meta.client,
-    // once per requestId (the router's dedup refuses a replayed requestId).
+    // once per client's requestId (the router's dedup refuses a replayed one).
     const seen = await reader(stack.topics.in);
     const answered = new Set<string>();
     const answering = (async () => {
@@ -187,12 +188,13 @@ describe('results only for their owner', () => {
         const record = await seen.next(30_000).catch(() => undefined);
         if (!record) return;
         const envelope = JSON.parse(record.value) as RequestEnvelope;
-        if (answered.has(envelope.meta.requestId)) continue;
-        answered.add(envelope.meta.requestId);
+        const request = clientScoped(envelope.meta.client, envelope.meta.requestId);
+        if (answered.has(request)) continue;
+        answered.add(request);
         const result = buildResult({
           requestId: envelope.meta.requestId,
           status: 200,
-          body: 'secret',
+          body: envelope.meta.client === a.name ? 'secret' : 'their own',
           tryCount: 1,
         });
         await send(stack.topics.out, envelope.meta.requestId, {
@@ -210,17 +212,18 @@ describe('results only for their owner', () => {
       const polled = await get(stack.url, `/requests/${id}?wait=1s`, b.token);
       expect(polled.status).toBe(404);
       expect(await polled.json()).toMatchObject({ requestId: id, status: 'pending' });
-      // B re-using A's requestId: a different request (another client) within the dedup window is
-      // a 409 that carries nothing of A's request or result; the router would otherwise drop it.
+      // B re-using A's requestId: requestIds are per client, so it is B's own request, answered
+      // with B's own result; nothing tells B that A used the id.
       const reused = await post(stack.url, call(id, undefined, { sync: true }), b.token);
-      expect(reused.status).toBe(409);
-      const refusal = await reused.text();
-      expect(refusal).toContain('request_id_conflict');
-      expect(refusal).not.toContain('secret');
-      expect(refusal).not.toContain(a.name);
+      expect(reused.status).toBe(200);
+      const theirs = await reused.text();
+      expect(JSON.parse(theirs)).toMatchObject({ response: { body: 'their own' }, meta: { client: b.name } });
+      expect(theirs).not.toContain('secret');
+      expect(theirs).not.toContain(a.name);
 
       const again = await get(stack.url, `/requests/${id}`, a.token);
       expect(again.status).toBe(200);
+      expect(await again.json()).toMatchObject({ response: { body: 'secret' }, meta: { client: a.name } });
     } finally {
       await seen.close();
       await answering;

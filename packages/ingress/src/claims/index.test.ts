@@ -49,19 +49,31 @@ describe('redisRequestIds', () => {
 
   it('claims an id once per window: new, then same for the same fingerprint, conflict for another', async () => {
     const claim = redisRequestIds(redis, `${uniqueName('rid')}:`, 60_000);
-    expect(await claim('r-1', 'fp-a')).toBe('new');
-    expect(await claim('r-1', 'fp-a')).toBe('same');
-    expect(await claim('r-1', 'fp-b')).toBe('conflict');
-    expect(await claim('r-2', 'fp-b')).toBe('new');
+    expect(await claim('probe-a', 'r-1', 'fp-a')).toBe('new');
+    expect(await claim('probe-a', 'r-1', 'fp-a')).toBe('same');
+    expect(await claim('probe-a', 'r-1', 'fp-b')).toBe('conflict');
+    expect(await claim('probe-a', 'r-2', 'fp-b')).toBe('new');
+  });
+
+  it("claims a requestId per client: another client's same id is new to it, and stays the first's", async () => {
+    const prefix = `${uniqueName('rid')}:`;
+    const claim = redisRequestIds(redis, prefix, 60_000);
+    expect(await claim('probe-a', 'rid-24431', 'fp-a')).toBe('new');
+    expect(await claim('probe-b', 'rid-24431', 'fp-b')).toBe('new');
+    expect(await claim(undefined, 'rid-24431', 'fp-c')).toBe('new');
+    expect(await claim('probe-a', 'rid-24431', 'fp-b')).toBe('conflict');
+    expect(await claim('probe-b', 'rid-24431', 'fp-b')).toBe('same');
+    // Without a client, the key is the one earlier versions wrote: their claims still hold.
+    expect(await redis.get(`${prefix}rid:rid-24431`)).toBe('fp-c');
   });
 
   it('forgets an id after the window; a window of 0 checks nothing', async () => {
     const prefix = `${uniqueName('rid')}:`;
     const claim = redisRequestIds(redis, prefix, 50);
-    expect(await claim('r-1', 'fp-a')).toBe('new');
+    expect(await claim(undefined, 'r-1', 'fp-a')).toBe('new');
     await new Promise((resolve) => setTimeout(resolve, 120));
-    expect(await claim('r-1', 'fp-b')).toBe('new');
+    expect(await claim(undefined, 'r-1', 'fp-b')).toBe('new');
     const off = redisRequestIds(redis, prefix, 0);
-    expect(await off('r-1', 'fp-c')).toBe('new');
+    expect(await off(undefined, 'r-1', 'fp-c')).toBe('new');
   });
 });

@@ -1,15 +1,17 @@
 import { hash } from 'node:crypto';
-import type { RedisClient, RequestEnvelope } from '@requester/shared';
+import { clientScoped, type RedisClient, type RequestEnvelope } from '@requester/shared';
 
 /**
  * Which request a requestId names, shared by every ingress instance through Redis, so that a
  * second, *different* request reusing an id is refused (HTTP 409) instead of being absorbed by the
  * router's dedup, which keeps the first and drops the second without a word.
  *
- * One key per requestId, `<prefix>rid:<requestId>` = the fingerprint of the request, for the dedup
- * window (QUEUE_DEDUP_WINDOW, the router's own): one `SET NX GET PX` claims the id or reads the
- * fingerprint already there, in one round trip (needs Redis 7.0+). Concurrent claims share the
- * connection's pipeline (ioredis auto-pipelining).
+ * A requestId is its client's (the client namespace, docs/architecture.md §10): another client
+ * using the same id claims another key, so it is no conflict and learns nothing of the first.
+ * One key per client's requestId, `<prefix>rid:<clientScoped(client, requestId)>` = the
+ * fingerprint of the request, for the dedup window (QUEUE_DEDUP_WINDOW, the router's own): one
+ * `SET NX GET PX` claims the id or reads the fingerprint already there, in one round trip (needs
+ * Redis 7.0+). Concurrent claims share the connection's pipeline (ioredis auto-pipelining).
  */
 export type Claim =
   /** First time in the window: the caller goes on. */
@@ -19,13 +21,17 @@ export type Claim =
   /** A different request already holds this id within the window. */
   | 'conflict';
 
-export type ClaimRequestId = (requestId: string, fingerprint: string) => Promise<Claim>;
+export type ClaimRequestId = (
+  client: string | undefined,
+  requestId: string,
+  fingerprint: string,
+) => Promise<Claim>;
 
 /** Claims in Redis; `windowMs` 0 disables the check (every claim is new). */
 export function redisRequestIds(redis: RedisClient, prefix: string, windowMs: number): ClaimRequestId {
-  return async (requestId, fingerprint) => {
+  return async (client, requestId, fingerprint) => {
     if (windowMs <= 0) return 'new';
-    const key = `${prefix}rid:${requestId}`;
+    const key = `${prefix}rid:${clientScoped(client, requestId)}`;
     const held = await redis.call('SET', key, fingerprint, 'NX', 'GET', 'PX', String(windowMs));
     if (held === null) return 'new';
     return held === fingerprint ? 'same' : 'conflict';

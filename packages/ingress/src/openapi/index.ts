@@ -110,7 +110,7 @@ const POST_REQUEST: Json = {
       'The API key may not ask for this (`code: forbidden`): a target host outside its hosts, a sync call, or — without the schedule scope — a wait beyond REDIS_HORIZON (`meta.scheduled`, a written `meta.retry.delay`/`maxDelay`, a limiter window); `issues` names each field. Nothing was written.',
     ),
     '409': problem(
-      'meta.requestId was already used by a different request within the dedup window (QUEUE_DEDUP_WINDOW). An identical retry is accepted (202).',
+      'meta.requestId was already used by a different request of this API key within the dedup window (QUEUE_DEDUP_WINDOW). An identical retry is accepted (202). requestIds are per client: another key using the same id is no conflict.',
     ),
     '413': problem('The body is larger than MAX_BODY_BYTES, or than the API key allows.'),
     '415': problem(
@@ -135,7 +135,7 @@ const GET_REQUEST: Json = {
   operationId: 'getResult',
   summary: 'Long-poll the result of a request',
   description:
-    'Answers from the sync-gateway: a result that already passed (kept for SYNC_CACHE_TTL, bounded by SYNC_CACHE_MAX_BYTES), else waits up to `wait` for it.',
+    'Answers from the sync-gateway: a result that already passed (kept for SYNC_CACHE_TTL, bounded by SYNC_CACHE_MAX_BYTES), else waits up to `wait` for it. requestIds are per client: the result is that of this API key’s own request of that id.',
   parameters: [
     { name: 'id', in: 'path', required: true, description: 'meta.requestId', schema: { type: 'string' } },
     {
@@ -156,7 +156,7 @@ const GET_REQUEST: Json = {
     ),
     '404': {
       description:
-        'No result yet (still pending, unknown, older than the recent-results cache, or sent with another API key: a result is only its key’s). Ask again with `wait`.',
+        'No result yet (still pending, unknown, or older than the recent-results cache; another API key’s request of the same id is another request, never answered here). Ask again with `wait`.',
       content: json('Pending'),
     },
     '429': {
@@ -178,7 +178,7 @@ const GET_EVENTS: Json = {
   operationId: 'getRequestEvents',
   summary: 'What happened to a request (its task journal)',
   description:
-    'The events of one request from the task journal (KAFKA_TOPIC_EVENTS; EVENTS=all by default), in the order they happened: accepted, routed, leased, held, attempt, retry_scheduled, cache, completed, dead_lettered, replayed... Only ids, codes and timings. Served by the sync-gateway; only to the API key named in the request’s meta.client.',
+    'The events of one request from the task journal (KAFKA_TOPIC_EVENTS; EVENTS=all by default), in the order they happened: accepted, routed, leased, held, attempt, retry_scheduled, cache, completed, dead_lettered, replayed... Only ids, codes and timings. Served by the sync-gateway; only the events of this API key’s own request of that id (requestIds are per client).',
   parameters: [
     { name: 'id', in: 'path', required: true, description: 'meta.requestId', schema: { type: 'string' } },
     {

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import {
   type ConsumerHealth,
+  clientScoped,
   counter,
   isRetriableKafkaError,
   type KafkaClient,
@@ -30,11 +31,11 @@ export interface FollowOptions {
   topic: string;
   logger: Logger;
   /**
-   * Called with the requestId and the raw JSON of each result (a JSON object with `meta`; anything
-   * else on `out` is skipped), and the record's `traceparent` header (the executor's PRODUCER span)
-   * when it has one.
+   * Called with the result's id (see `resultIdOf`) and its raw JSON (a JSON object with `meta`;
+   * anything else on `out` is skipped), and the record's `traceparent` header (the executor's
+   * PRODUCER span) when it has one.
    */
-  onResult(requestId: string, json: string, traceparent?: string): void;
+  onResult(resultId: string, json: string, traceparent?: string): void;
   /** Bound on joining the group at start. */
   joinTimeoutMs?: number;
   /** KAFKA_SESSION_TIMEOUT (default: the adapter's). */
@@ -59,8 +60,8 @@ export interface ReplyOptions {
   /** This gateway's `replyChannel`. */
   channel: string;
   logger: Logger;
-  /** Called with the requestId and the raw JSON of each result published to this gateway. */
-  onResult(requestId: string, json: string): void;
+  /** Called with the id (see `resultIdOf`) and the raw JSON of each result published to this gateway. */
+  onResult(resultId: string, json: string): void;
 }
 
 /**
@@ -194,7 +195,8 @@ function deliver(message: OutMessage, options: Pick<FollowOptions, 'onResult' | 
     const json = message.value?.toString('utf8') ?? '';
     const result = readResult(json);
     const requestId = result && (message.key?.toString('utf8') || requestIdOf(result));
-    if (requestId) options.onResult(requestId, json, traceparentHeader(message.headers));
+    if (result && requestId)
+      options.onResult(resultIdOf(result, requestId), json, traceparentHeader(message.headers));
     else skip(message, options, !result ? (message.value ? 'unreadable' : 'empty') : 'no_request_id');
   } catch (err) {
     options.logger.error({ err }, 'a result of out could not be handed over: skipped');
@@ -220,6 +222,16 @@ function readResult(json: string): { meta: Record<string, unknown> } | undefined
   } catch {
     return undefined;
   }
+}
+
+/**
+ * What a gateway keys a result by: its requestId in the namespace of its `meta.client`, the way
+ * callers look it up (`clientScoped(their client, requestId)`): two clients' results of one
+ * requestId are two results, and a caller meets only its own.
+ */
+export function resultIdOf(result: { meta: Record<string, unknown> }, requestId: string): string {
+  const client = result.meta.client;
+  return clientScoped(typeof client === 'string' ? client : undefined, requestId);
 }
 
 function requestIdOf(result: { meta: Record<string, unknown> }): string | undefined {

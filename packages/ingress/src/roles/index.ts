@@ -1,4 +1,5 @@
 import {
+  clientScoped,
   type JournalLookup,
   kafkaAttributes,
   newGatewayId,
@@ -23,8 +24,11 @@ import { kafkaSubmit } from '../submit/index.ts';
 /** A running HTTP role; `url` is where its (shared) server listens, handy when HTTP_PORT is 0. */
 export interface HttpRoleHandle extends RoleHandle {
   url: string;
-  /** sync-gateway: the result (raw JSON from `out`) this process holds for a requestId, if any. */
-  peekResult?(requestId: string): string | undefined;
+  /**
+   * sync-gateway: the result (raw JSON from `out`) this process holds for a client's requestId, if
+   * any (`client` undefined: a request without `meta.client`).
+   */
+  peekResult?(requestId: string, client: string | undefined): string | undefined;
 }
 
 /**
@@ -117,7 +121,7 @@ export const syncGatewayRole = {
         url: server.url,
         stopAccepting: () => server.close(),
         drain: stopAll,
-        peekResult: (requestId) => hub.peek(requestId),
+        peekResult: (requestId, client) => hub.peek(clientScoped(client, requestId)),
       };
     } catch (err) {
       await stopAll().catch(() => {});
@@ -139,11 +143,14 @@ function followOut(ctx: RoleContext, hub: Hub<string>): Promise<Following> {
   });
 }
 
-/** The sync results the executors keep in Redis; a Redis failure reads as "not there yet". */
+/**
+ * The sync results the executors keep in Redis, by result id (a client's requestId); a Redis
+ * failure reads as "not there yet".
+ */
 function keptResults(redis: RedisClient, prefix: string, logger: RoleContext['logger']) {
-  return async (requestId: string): Promise<string | undefined> => {
+  return async (resultId: string): Promise<string | undefined> => {
     try {
-      return (await redis.get(resultKey(prefix, requestId))) ?? undefined;
+      return (await redis.get(resultKey(prefix, resultId))) ?? undefined;
     } catch (err) {
       logger.warn({ err }, 'kept sync results unreadable in Redis: answering from this gateway alone');
       return undefined;

@@ -10,7 +10,7 @@ import { limiterCall } from './spec.ts';
 
 export { inspectLimiter, type LimiterWindowState } from './inspect.ts';
 export type { LimitOutcome } from './scripts.ts';
-export { type LimiterWindow, limiterKeys, limiterWindows, longestWaitMs } from './spec.ts';
+export { type LimiterWindow, limiterKeyOf, limiterKeys, limiterWindows, longestWaitMs } from './spec.ts';
 
 export interface LimitDecision {
   outcome: LimitOutcome;

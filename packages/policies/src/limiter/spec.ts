@@ -1,4 +1,10 @@
-import { durationToMs, type LimiterAlgorithm, type LimiterSpec, ValidationError } from '@requester/shared';
+import {
+  clientScoped,
+  durationToMs,
+  type LimiterAlgorithm,
+  type LimiterSpec,
+  ValidationError,
+} from '@requester/shared';
 
 /** One window of a limiter, normalized: whole milliseconds. */
 export interface LimiterWindow {
@@ -56,6 +62,16 @@ export function longestWaitMs(algorithm: LimiterAlgorithm, window: LimiterWindow
   const perCall = Math.ceil(durationMs / value);
   if (algorithm === 'token-bucket' || algorithm === 'leaky-bucket') return perCall;
   return algorithm === 'sliding-window-counter' ? durationMs + perCall : durationMs;
+}
+
+/**
+ * The limiter a request's `meta.limiter.key` names: its client's own (the client namespace,
+ * docs/architecture.md §10), so a caller can neither spend nor wait on another caller's quota;
+ * or, when the operator declared the key shared (SHARED_LIMITER_KEYS: one partner's quota for
+ * every caller), the one limiter of that name. A caller cannot make a key shared.
+ */
+export function limiterKeyOf(client: string | undefined, key: string, shared: ReadonlySet<string>): string {
+  return shared.has(key) ? key : clientScoped(client, key);
 }
 
 /**

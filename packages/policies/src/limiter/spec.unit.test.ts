@@ -8,7 +8,7 @@ import {
 import { goDurationText } from '@requester/shared/testing';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { limiterCall, limiterWindows } from './spec.ts';
+import { limiterCall, limiterKeyOf, limiterWindows } from './spec.ts';
 
 /** The longest wait anything asks for (the executor's MAX_DELAY_MS): the range of a Go duration. */
 const MAX_DELAY_MS = toMs(MAX_DURATION_NS);
@@ -44,5 +44,21 @@ describe('limiter spec', () => {
       }),
       { numRuns: 1_000 },
     );
+  });
+});
+
+describe('limiterKeyOf', () => {
+  const shared = new Set(['partner-quota']);
+
+  it("is the client's own key: another client's same key is another limiter", () => {
+    expect(limiterKeyOf('probe-a', 'k', shared)).toBe('k @probe-a');
+    expect(limiterKeyOf('probe-b', 'k', shared)).not.toBe(limiterKeyOf('probe-a', 'k', shared));
+    expect(limiterKeyOf(undefined, 'k', shared)).toBe('k'); // no client: the key as before
+  });
+
+  it('is the one key of its name for every client when the operator declared it shared', () => {
+    expect(limiterKeyOf('probe-a', 'partner-quota', shared)).toBe('partner-quota');
+    expect(limiterKeyOf('probe-b', 'partner-quota', shared)).toBe('partner-quota');
+    expect(limiterKeyOf('probe-a', 'partner-quota', new Set())).toBe('partner-quota @probe-a');
   });
 });

@@ -184,7 +184,7 @@ export class Relay {
     const records = rows.map((row, i) => inRecord(row, spans[i], this.options.signer));
     try {
       await this.options.producer.send(topic, records, this.options.produceTimeoutMs);
-      for (const { requestId } of rows) this.options.journal?.emit({ type: 'relayed', requestId });
+      for (const row of rows) this.journalRelayed(row);
     } catch (err) {
       if (isOutage(err) || !this.options.topicOut) throw err;
       this.options.logger.warn(
@@ -199,7 +199,7 @@ export class Relay {
             [records[i] as OutgoingRecord],
             this.options.produceTimeoutMs,
           );
-          this.options.journal?.emit({ type: 'relayed', requestId: row.requestId });
+          this.journalRelayed(row);
         } catch (rowErr) {
           if (isOutage(rowErr)) throw rowErr;
           refused.push({ row, err: rowErr });
@@ -207,6 +207,17 @@ export class Relay {
       }
       await this.answerRefused(refused);
     }
+  }
+
+  /**
+   * The row's step in the journal, naming its request's client: requestIds are per client, so the
+   * owner's story (GET /requests/{id}/events) holds only events that name it. The row keeps the
+   * client in its envelope alone, so it is read from there (only when the relay has a journal).
+   */
+  private journalRelayed(row: ClaimedRow): void {
+    const { journal } = this.options;
+    if (!journal) return;
+    journal.emit({ type: 'relayed', requestId: row.requestId, client: clientOfPayload(row.payload) });
   }
 
   /** Error results and dead letters of rows Kafka refused; once written, the rows may be deleted. */
@@ -317,6 +328,16 @@ function inRecord(row: ClaimedRow, span: Span | undefined, signer: EntrySigner |
     value: row.payload,
     headers: signer ? signer.signed(row.payload, headers) : headers,
   };
+}
+
+/** `meta.client` of a row's envelope; undefined when it has none (or is no envelope at all). */
+function clientOfPayload(payload: Buffer): string | undefined {
+  try {
+    const client = (JSON.parse(payload.toString('utf8')) as { meta?: { client?: unknown } }).meta?.client;
+    return typeof client === 'string' ? client : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /**

@@ -199,9 +199,10 @@ function registerPages(app: Hono<Env>, console: AdminConsole): void {
   app.get('/ui/partitions/live', async (c) => c.html(partitionsLive(await console.partitions(10))));
   app.get('/ui/requests', async (c) => {
     const id = c.req.query('id')?.trim() ?? '';
+    const client = clientOf(c.req.query('client'));
     const reveal = revealTo(c);
-    const data = id ? await console.request(id, reveal) : undefined;
-    return c.html(requestPage(c.get('operator'), id, data, reveal !== undefined));
+    const data = id ? await console.request(id, client, reveal) : undefined;
+    return c.html(requestPage(c.get('operator'), id, client ?? '', data, reveal !== undefined));
   });
   app.get('/ui/dlq', async (c) => {
     const selection = selectionOf(c.req.query());
@@ -222,7 +223,7 @@ function registerPages(app: Hono<Env>, console: AdminConsole): void {
     const query = limiterQuery(c.req.query());
     const views = query.key
       ? await console
-          .limiter(query.key, query.rates, query.apiKey)
+          .limiter(query.key, query.rates, query.apiKey, query.client)
           .then((r) => r.views)
           .catch((err: unknown) => ({ error: err instanceof Error ? err.message : String(err) }))
       : undefined;
@@ -237,7 +238,7 @@ function registerApi(app: Hono<Env>, console: AdminConsole): void {
     c.json(await console.partitions(limitOf(c.req.query('limit'), 20), revealTo(c))),
   );
   app.get('/admin/api/requests/:id', async (c) =>
-    c.json(await console.request(c.req.param('id'), revealTo(c))),
+    c.json(await console.request(c.req.param('id'), clientOf(c.req.query('client')), revealTo(c))),
   );
   app.get('/admin/api/requests/:id/events', async (c) => c.json(await console.events(c.req.param('id'))));
   app.get('/admin/api/dlq', async (c) =>
@@ -287,7 +288,7 @@ function registerApi(app: Hono<Env>, console: AdminConsole): void {
   app.get('/admin/api/limiters', async (c) => {
     const query = limiterQuery(c.req.query());
     if (!query.key) throw new UsageError('key is required');
-    return c.json((await console.limiter(query.key, query.rates, query.apiKey)).views);
+    return c.json((await console.limiter(query.key, query.rates, query.apiKey, query.client)).views);
   });
 }
 
@@ -343,9 +344,20 @@ function originQuery(text: string | undefined): string {
   return originArg(text, 'show and reset');
 }
 
-function limiterQuery(query: Record<string, string>): { key: string; rates: string[]; apiKey: boolean } {
+/** `?client=`: whose requestId (requestIds are per client); blank = a request without a client. */
+function clientOf(text: string | undefined): string | undefined {
+  return text?.trim() || undefined;
+}
+
+function limiterQuery(query: Record<string, string>): {
+  key: string;
+  rates: string[];
+  apiKey: boolean;
+  client: string | undefined;
+} {
   return {
     key: (query.key ?? '').trim(),
+    client: clientOf(query.client),
     rates: (query.rate ?? '')
       .split(',')
       .map((r) => r.trim())

@@ -32,8 +32,11 @@ export interface AdminConsoleOptions {
   config: Config;
   deps: Dependencies;
   logger: Logger;
-  /** The result (raw JSON from `out`) this process's sync-gateway holds for a requestId. */
-  peekResult?(requestId: string): string | undefined;
+  /**
+   * The result (raw JSON from `out`) this process's sync-gateway holds for a client's requestId
+   * (requestIds are per client; `client` undefined: a request without `meta.client`).
+   */
+  peekResult?(requestId: string, client: string | undefined): string | undefined;
   /** The task journal's reader by requestId; without it the request page says "journal not enabled". */
   events?(requestId: string): Promise<JournalEvent[]>;
   /** The journal hook of operator actions (see recordAdminAction). */
@@ -173,8 +176,9 @@ export class AdminConsole {
     return result;
   }
 
-  limiter(key: string, rates: string[], apiKey: boolean) {
-    return showLimiter(this.#options.deps.redis(), this.config, key, rates.map(rateArg), apiKey);
+  /** `client`: whose limiter key (a request's `meta.limiter.key` is its client's unless shared). */
+  limiter(key: string, rates: string[], apiKey: boolean, client?: string) {
+    return showLimiter(this.#options.deps.redis(), this.config, key, rates.map(rateArg), apiKey, client);
   }
 
   async deadLetters(selection: DlqSelection, limit: number, revealTo?: Operator) {
@@ -228,15 +232,25 @@ export class AdminConsole {
     return { marked, refs: entries.map((e) => e.ref) };
   }
 
-  /** What is known of one request: its result here, its dead letters, its journal. */
-  async request(requestId: string, revealTo?: Operator) {
+  /**
+   * What is known of one request: its result here, its dead letters, its journal. A requestId is
+   * its client's: the result is the one of `client`'s request (none: a request without a client);
+   * dead letters are those of every client unless `client` is given. Secrets hidden unless
+   * `revealTo` (a write operator) asks, which is recorded.
+   */
+  async request(requestId: string, client?: string, revealTo?: Operator) {
     const reveal = mayReveal(revealTo);
-    const result = this.#options.peekResult?.(requestId);
-    const dead = await this.deadLetterViews({ requestIds: [requestId] }, 20, reveal);
+    const result = this.#options.peekResult?.(requestId, client);
+    const dead = await this.deadLetterViews(
+      { requestIds: [requestId], ...(client ? { client } : {}) },
+      20,
+      reveal,
+    );
     const parsed = result === undefined ? null : (JSON.parse(result) as unknown);
     if (revealTo) await this.reveal(revealTo, 'request', [requestId]);
     return {
       requestId,
+      client: client ?? null,
       result: reveal ? parsed : redactResult(parsed),
       resultSource: this.#options.peekResult ? 'sync-gateway' : null,
       deadLetters: dead.entries,

@@ -34,8 +34,10 @@ const OPERATIONS: Record<string, Record<'get' | 'post', Op | undefined>> = {
   },
   '/admin/api/requests/{id}': {
     get: {
-      summary: "A request's result (if this process's sync-gateway holds it) and its dead letters",
+      summary:
+        "A request's result (if this process's sync-gateway holds it) and its dead letters; requestIds are per client: `client` names whose (none: a request without meta.client; dead letters of every client)",
       pathId: true,
+      params: ['client'],
       reveal: true,
     },
     post: undefined,
@@ -99,8 +101,9 @@ const OPERATIONS: Record<string, Record<'get' | 'post', Op | undefined>> = {
   },
   '/admin/api/limiters': {
     get: {
-      summary: 'The windows of a limiter key (requester limiter show)',
-      params: ['key', 'rate', 'apiKey'],
+      summary:
+        "The windows of a limiter key (requester limiter show); `client`: whose key (a request's limiter key is its client's, unless SHARED_LIMITER_KEYS declares it shared)",
+      params: ['key', 'client', 'rate', 'apiKey'],
     },
     post: undefined,
   },

@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { CircuitBreaker, RateLimiter } from '@requester/policies';
+import { CircuitBreaker, limiterKeyOf, RateLimiter } from '@requester/policies';
 import { queueFromConfig } from '@requester/queue';
 import { createPg, createRedis, Outbox, type RedisClient, type Sql } from '@requester/shared';
 import { uniqueName } from '@requester/shared/testing';
@@ -199,6 +199,15 @@ describe('requester admin commands', () => {
     );
     const table = await cli('limiter', 'show', key, '--rate', '10/h');
     expect(table.stdout).toMatch(/^sliding-window-log\s+1h\s+10\s+3\s+7\s+in 59m/m);
+
+    // A client's key is its own: --client names whose (what the executor spends for it).
+    await limiter.take({
+      key: limiterKeyOf('billing', key, new Set()),
+      algorithm: 'sliding-window-log',
+      rates,
+    });
+    const billing = await json<Array<Record<string, unknown>>>('limiter', 'show', key, '--client', 'billing');
+    expect(billing).toEqual([expect.objectContaining({ algorithm: 'sliding-window-log', used: 1 })]);
   }, 60_000);
 
   it('keeps the old queue dead-task names working, hidden, with a deprecation notice', async () => {

@@ -15,13 +15,16 @@ import {
 
 interface LimiterArgs {
   key: string;
+  client?: string;
   rate?: string[];
   apiKey: boolean;
   json: boolean;
 }
 
 const ABOUT =
-  "A limiter key is a request's meta.limiter.key; its state lives in Redis per algorithm and window " +
+  "A limiter key is a request's meta.limiter.key, and it is its client's own: give the client (the API " +
+  'key name, meta.client) with --client, unless SHARED_LIMITER_KEYS declares the key one quota for every ' +
+  'caller. Its state lives in Redis per algorithm and window ' +
   "duration. Redis does not hold the windows' values (each request carries them): give them with " +
   '--rate to see used/remaining; without, counts and reset times only (buckets show when they are ' +
   'full again). The reset is when the window has forgotten every call counted now.';
@@ -40,6 +43,11 @@ export function registerLimiterCommands<T>(cli: Argv<T>, configFrom: ConfigFrom)
               demandOption: true,
               describe: 'the limiter key (meta.limiter.key)',
             })
+            .option('client', {
+              type: 'string',
+              describe:
+                "whose key: the client's name (meta.client, an API key's name); none for requests without a client and for shared keys",
+            })
             .option('rate', {
               type: 'string',
               array: true,
@@ -51,8 +59,8 @@ export function registerLimiterCommands<T>(cli: Argv<T>, configFrom: ConfigFrom)
               describe: 'the key is an API key id: its per-key rate of the HTTP API (keys create --rate)',
             })
             .example(
-              '$0 limiter show partner-api --rate 100/1s --rate 5000/1h',
-              'used and remaining per window',
+              '$0 limiter show partner-api --client billing --rate 100/1s --rate 5000/1h',
+              'used and remaining per window of the key partner-api of the client billing',
             )
             .example('$0 limiter show partner-api --json', 'the raw view, as JSON')
             .epilogue(`${ABOUT}\n\n${EXIT_CODES_HELP}`),
@@ -62,7 +70,15 @@ export function registerLimiterCommands<T>(cli: Argv<T>, configFrom: ConfigFrom)
           const config = configFrom(argv);
           const redis = commandRedis(config, commandLogger(config));
           try {
-            const { windows, views } = await showLimiter(redis, config, String(args.key), rates, args.apiKey);
+            const client = args.client === undefined ? undefined : String(args.client);
+            const { windows, views } = await showLimiter(
+              redis,
+              config,
+              String(args.key),
+              rates,
+              args.apiKey,
+              client,
+            );
             if (args.json) printJson(views);
             else print(windows);
           } finally {

@@ -1,4 +1,11 @@
-import { type Config, type JournalEvent, lookupSince, readJournal, UsageError } from '@requester/shared';
+import {
+  type Config,
+  eventsOfClient,
+  type JournalEvent,
+  lookupSince,
+  readJournal,
+  UsageError,
+} from '@requester/shared';
 import type { Argv } from 'yargs';
 import { type ConfigFrom, commandKafka, commandLogger } from './common.ts';
 
@@ -19,11 +26,18 @@ export function registerTraceCommand<T>(cli: Argv<T>, configFrom: ConfigFrom): v
           default: '1h',
           describe: 'read the journal from this far back (duration, e.g. 6h) or this RFC 3339 time',
         })
+        .option('client', {
+          type: 'string',
+          describe:
+            "only this client's request (requestIds are per client: without it, the events of every client's request of that id)",
+        })
         .option('json', { type: 'boolean', default: false, describe: 'print the events as JSON' })
-        .example('$0 trace 7d6f0c1e-… --since 24h', 'the story of one request of the last day'),
+        .example('$0 trace 7d6f0c1e-… --since 24h', 'the story of one request of the last day')
+        .example('$0 trace ord-42 --client billing', 'the story of the request ord-42 of the client billing'),
     async (argv) => {
       const config = configFrom(argv);
-      const events = await traceRequest(config, String(argv.requestId), String(argv.since));
+      const all = await traceRequest(config, String(argv.requestId), String(argv.since));
+      const events = argv.client === undefined ? all : eventsOfClient(all, String(argv.client));
       if (argv.json) process.stdout.write(`${JSON.stringify(events, null, 2)}\n`);
       else process.stdout.write(formatStory(events, String(argv.requestId)));
       if (events.length === 0) process.exitCode = 1;

@@ -46,7 +46,13 @@ describe('requester dlq over real Kafka, Redis and a Router', () => {
   const signer = new EntrySigner(randomBytes(32));
 
   /** A request that failed for good after `attempts` attempts, as the executor dead-letters it. */
-  function deadLetter(requestId: string, attempts: number, failedAt: string, partition?: string) {
+  function deadLetter(
+    requestId: string,
+    attempts: number,
+    failedAt: string,
+    partition?: string,
+    client?: string,
+  ) {
     const envelope = parseRequestEnvelope({
       request: { uri: 'https://api.partner.example/orders', method: 'POST', body: `{"id":"${requestId}"}` },
       meta: {
@@ -54,6 +60,7 @@ describe('requester dlq over real Kafka, Redis and a Router', () => {
         retry: { max: attempts },
         proxyData: { tenant: 't1' },
         ...(partition ? { partition } : {}),
+        ...(client ? { client } : {}),
       },
       createdAt: '2026-11-30T06:00:00Z',
     });
@@ -259,5 +266,22 @@ describe('requester dlq over real Kafka, Redis and a Router', () => {
       expect(dry.stderr).toMatch(/would replay 1/);
       expect(await inCount()).toBe(2);
     });
+  });
+
+  it("treats two clients' dead letters of one requestId as two requests: neither supersedes the other", async () => {
+    await producer.send(topics.dlq, [
+      deadLetter(id('shared'), 2, '2026-11-30T08:00:00Z', undefined, 'probe-a'),
+      deadLetter(id('shared'), 3, '2026-11-30T08:01:00Z', undefined, 'probe-b'),
+    ]);
+    const summary = await replayDeadLetters(source, target, {
+      filter: { requestIds: new Set([id('shared')]) },
+      dryRun: true,
+      force: false,
+    });
+    expect(summary.skipped.superseded).toBe(0);
+    expect(summary.replayed.map((r) => r.taskId).sort()).toEqual([
+      `${id('shared')}:2 @probe-a`,
+      `${id('shared')}:3 @probe-b`,
+    ]);
   });
 });

@@ -1,6 +1,7 @@
 import { originOf } from '@requester/policies';
 import {
   type AnyDeadLetter,
+  clientScoped,
   type DeadLetter,
   deadLetterRequestId,
   type EntrySigner,
@@ -213,8 +214,8 @@ interface DlqPointer {
 const latestFirst = (a: DlqPointer, b: DlqPointer) => a.failedAtMs - b.failedAtMs || compareRefs(a.at, b.at);
 
 /**
- * Replays the selected dead letters: for each requestId only its latest dead letter (an earlier
- * one is superseded: replaying it would repeat a budget already spent), skipping those marked as
+ * Replays the selected dead letters: for each request (a client's requestId) only its latest dead
+ * letter (an earlier one is superseded: replaying it would repeat a budget already spent), skipping those marked as
  * replayed (unless `force`), in the order their requests first arrived on `in` (so an ordered
  * partition's requests keep their order), at most `limit`. A dry run writes nothing.
  *
@@ -235,15 +236,13 @@ export async function replayDeadLetters(
       unprocessable++;
       return;
     }
-    const pointer = {
-      requestId: record.envelope.meta.requestId,
-      at,
-      failedAtMs: Date.parse(record.failedAt),
-      source: record.source ?? at,
-    };
-    const seen = latest.get(pointer.requestId);
+    const { requestId, client } = record.envelope.meta;
+    const pointer = { requestId, at, failedAtMs: Date.parse(record.failedAt), source: record.source ?? at };
+    // Two clients' requests sharing a requestId are two requests (the client namespace).
+    const request = clientScoped(client, requestId);
+    const seen = latest.get(request);
     if (seen) superseded++;
-    if (!seen || latestFirst(seen, pointer) <= 0) latest.set(pointer.requestId, pointer);
+    if (!seen || latestFirst(seen, pointer) <= 0) latest.set(request, pointer);
   });
   const candidates = [...latest.values()].sort((a, b) => compareRefs(a.source, b.source));
   latest.clear();
@@ -305,7 +304,7 @@ function plan(entry: DlqEntry<DeadLetter>, previousReplay: number | undefined): 
 function replayedItem({ entry, envelope }: PlannedReplay): ReplayedItem {
   return {
     requestId: envelope.meta.requestId,
-    taskId: taskId(envelope.meta.requestId, envelope.tryCount ?? 0),
+    taskId: taskId(envelope.meta.client, envelope.meta.requestId, envelope.tryCount ?? 0),
     dlq: formatRecordRef(entry.at),
   };
 }

@@ -5,6 +5,7 @@ import {
   inspectLimiter,
   type LimiterWindow,
   type LimiterWindowState,
+  limiterKeyOf,
   originOf,
 } from '@requester/policies';
 import type { PartitionView, QueueAdmin } from '@requester/queue';
@@ -146,13 +147,16 @@ export type LimiterView = Omit<LimiterWindowState, 'resetAtMs'> & { resetAt: str
  */
 export async function showLimiter(
   redis: RedisClient,
-  config: Pick<Config, 'redisPrefix'>,
+  config: Pick<Config, 'redisPrefix' | 'sharedLimiterKeys'>,
   key: string,
   rates: LimiterWindow[],
   apiKey = false,
+  client?: string,
 ): Promise<{ windows: LimiterWindowState[]; views: LimiterView[] }> {
   const prefix = apiKey ? apiKeyLimiterPrefix(config.redisPrefix) : `${config.redisPrefix}:`;
-  const windows = await inspectLimiter(redis, prefix, key, rates);
+  // A request's limiter key is its client's, unless declared shared: the one the executor spends.
+  const name = apiKey ? key : limiterKeyOf(client, key, config.sharedLimiterKeys);
+  const windows = await inspectLimiter(redis, prefix, name, rates);
   return { windows, views: windows.map(({ resetAtMs, ...w }) => ({ ...w, resetAt: isoTime(resetAtMs) })) };
 }
 

@@ -48,7 +48,10 @@ export async function startProcess(
     logger: logger.child({ component: 'admin' }),
     // The result of a request, when this process runs a sync-gateway (its cache of `out`).
     ...(roles.includes('sync-gateway')
-      ? { peekResult: (requestId: string) => peekResult(handles, requestId) }
+      ? {
+          peekResult: (requestId: string, client: string | undefined) =>
+            peekResult(handles, requestId, client),
+        }
       : {}),
     ...(journal ?? ownJournal.hooks),
   });
@@ -105,10 +108,15 @@ export async function startProcess(
   return { adminPort: admin.port, shutdown };
 }
 
-function peekResult(handles: ReadonlyArray<{ handle: RoleHandle }>, requestId: string): string | undefined {
+function peekResult(
+  handles: ReadonlyArray<{ handle: RoleHandle }>,
+  requestId: string,
+  client: string | undefined,
+): string | undefined {
   for (const { handle } of handles) {
-    const peek = (handle as { peekResult?: (id: string) => string | undefined }).peekResult;
-    if (peek) return peek(requestId);
+    const peek = (handle as { peekResult?: (id: string, client: string | undefined) => string | undefined })
+      .peekResult;
+    if (peek) return peek(requestId, client);
   }
   return undefined;
 }

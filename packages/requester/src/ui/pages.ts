@@ -147,16 +147,18 @@ export function partitionsLive(data: { heaviest: PartitionRow[]; held: Partition
 export function requestPage(
   operator: Operator,
   id: string,
+  client: string,
   data: { result: unknown; resultSource: string | null; deadLetters: DeadLetterView[] } | undefined,
   revealed = false,
 ): Html {
   const canAct = operator.admin === 'write';
-  const revealHref = `/ui/requests?id=${encodeURIComponent(id)}&reveal=true`;
+  const revealHref = `/ui/requests?id=${encodeURIComponent(id)}${client ? `&client=${encodeURIComponent(client)}` : ''}&reveal=true`;
+  const replay = { requestIds: [id], ...(client ? { client } : {}) };
   return layout(
     'Request lookup',
     '/ui/requests',
     operator,
-    html`<section><form class="filters" method="get" action="/ui/requests"><label>requestId<input name="id" value="${id}" size="40"></label><button>Look up</button></form></section>
+    html`<section><form class="filters" method="get" action="/ui/requests"><label>requestId<input name="id" value="${id}" size="40"></label><label>client<input name="client" value="${client}" placeholder="API key name (requestIds are per client)"></label><button>Look up</button></form></section>
 ${
   data
     ? html`<section><p class="muted" id="secrets">${
@@ -178,7 +180,7 @@ ${
               (d) =>
                 html`<tr><td>${at(d.failedAt)}</td><td>${d.reason}</td><td class="n">${d.status}</td><td>${d.errorCode ?? '–'}</td><td class="n">${d.tryCount}</td><td><code>${d.uri ?? '–'}</code></td><td><code>${d.ref}</code></td></tr>`,
             )}</table>
-${canAct ? html`<p><button hx-post="/admin/api/dlq/replay" hx-vals='${JSON.stringify({ requestIds: [id] })}' hx-target="#flash" data-action="replay">Replay</button></p>` : ''}`
+${canAct ? html`<p><button hx-post="/admin/api/dlq/replay" hx-vals='${JSON.stringify(replay)}' hx-target="#flash" data-action="replay">Replay</button></p>` : ''}`
       }</section>
 <section><h2>Journal</h2><div id="timeline" data-events="/admin/api/requests/${encodeURIComponent(id)}/events">loading…</div></section>`
     : ''
@@ -265,7 +267,7 @@ export function breakerDetail(operator: Operator, b: BreakerView): Html {
 
 export function limitersPage(
   operator: Operator,
-  query: { key: string; rates: string[]; apiKey: boolean },
+  query: { key: string; rates: string[]; apiKey: boolean; client: string | undefined },
   views: LimiterView[] | { error: string } | undefined,
 ): Html {
   return layout(
@@ -274,6 +276,7 @@ export function limitersPage(
     operator,
     html`<section><form class="filters" method="get" action="/ui/limiters">
 <label>limiter key<input name="key" value="${query.key}" placeholder="partner-api"></label>
+<label>client<input name="client" value="${query.client ?? ''}" placeholder="API key name (keys are per client unless shared)"></label>
 <label>windows (comma-separated)<input name="rate" value="${query.rates.join(',')}" placeholder="100/1s,5000/1h"></label>
 <label>API key rate<select name="apiKey"><option value="">no</option><option value="1" ${query.apiKey ? 'selected' : ''}>yes</option></select></label>
 <button>Show</button></form></section>

@@ -282,8 +282,8 @@ describe('operator UI (admin port /ui)', () => {
     });
     expect((await results.one('ui-brk-after', 30_000)).response.status).toBe(200);
 
-    // Limiters: the windows of the key the requests used.
-    await page.goto(`${stack.adminUrl}/ui/limiters?key=ui-limit&rate=1/1m`);
+    // Limiters: the windows of the key the requests used (a limiter key is its client's).
+    await page.goto(`${stack.adminUrl}/ui/limiters?key=ui-limit&client=${client.name}&rate=1/1m`);
     expect(await page.textContent('main')).toContain('token-bucket');
     await shot(page, 'limiters');
     await page.close();

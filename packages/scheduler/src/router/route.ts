@@ -98,13 +98,13 @@ function queueTask(
   traceparent: string | undefined,
   inline: InlineRecord | undefined,
 ): QueueTask {
-  const { requestId, partition } = envelope.meta;
+  const { requestId, partition, client } = envelope.meta;
   const tryCount = envelope.tryCount ?? 0;
   const createdAt = envelope.createdAt ? parseRfc3339(envelope.createdAt) : undefined;
   const waitedMs = waitedMsOf(envelope);
   return {
     id: taskIdOf(envelope),
-    partition: queuePartition(partition, requestId),
+    partition: queuePartition(client, partition, requestId),
     payload: encodeQueuedTask({
       ref: { topic: record.topic, partition: record.partition, offset: record.offset },
       requestId,
@@ -143,9 +143,13 @@ function withTraceparent(value: Buffer, traceparent: string): Buffer {
   return Buffer.from(JSON.stringify({ ...input, meta: { ...input.meta, traceparent } }));
 }
 
-/** The envelope's queue and outbox id (see taskId: a rescheduled request comes back with a new one). */
+/**
+ * The envelope's queue and outbox id, in its client's namespace (see taskId: a rescheduled request
+ * comes back with a new one).
+ */
 function taskIdOf(envelope: RequestEnvelope): string {
-  return taskId(envelope.meta.requestId, envelope.tryCount ?? 0, waitedMsOf(envelope));
+  const { client, requestId } = envelope.meta;
+  return taskId(client, requestId, envelope.tryCount ?? 0, waitedMsOf(envelope));
 }
 
 function waitedMsOf(envelope: RequestEnvelope): number {

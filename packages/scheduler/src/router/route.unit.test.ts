@@ -71,6 +71,27 @@ describe('routeRecord', () => {
     });
   });
 
+  it("puts a client's task id and partition in its namespace (queue and outbox alike)", () => {
+    const of = (client: string) =>
+      routeRecord(record(envelope({ partition: '!order-42', client })), contract, {
+        now: NOW,
+        horizonMs: HORIZON,
+      });
+    const [a, b] = [of('probe-a'), of('probe-b')];
+    if (a.kind !== 'queue' || b.kind !== 'queue') throw new Error('not queued');
+    expect(a.task).toMatchObject({ id: 'r-1:0 @probe-a', partition: '!order-42 @probe-a' });
+    expect(b.task).toMatchObject({ id: 'r-1:0 @probe-b', partition: '!order-42 @probe-b' });
+    const later = routeRecord(
+      record(envelope({ client: 'probe-a', scheduled: '2026-12-02T09:00:00Z' })),
+      contract,
+      { now: NOW, horizonMs: HORIZON },
+    );
+    expect(later).toMatchObject({
+      kind: 'outbox',
+      row: { taskId: 'r-1:0 @probe-a', requestId: 'r-1', key: 'k' },
+    });
+  });
+
   it('queues a request scheduled within the horizon with its due time', () => {
     const route = routeRecord(record(envelope({ scheduled: '2026-12-01T09:00:00.500Z' })), contract, {
       now: NOW,

@@ -87,6 +87,25 @@ const hostPortList = z
       message: 'must be host:port entries, comma-separated (IPv6 as [addr]:port)',
     },
   );
+
+/**
+ * Comma-separated limiter keys (`meta.limiter.key`: printable ASCII without spaces, at most 256
+ * characters each); empty = none.
+ */
+const limiterKeyList = z.string().transform((text, ctx) => {
+  const items = text
+    .split(',')
+    .map((item) => item.trim())
+    .filter(Boolean);
+  for (const item of items) {
+    if (!/^[\x21-\x7e]{1,256}$/.test(item))
+      ctx.addIssue({
+        code: 'custom',
+        message: `${JSON.stringify(item)} is not a limiter key (printable ASCII without spaces, at most 256 characters)`,
+      });
+  }
+  return new Set(items) as ReadonlySet<string>;
+});
 const bool = z
   .enum(['true', 'false', '1', '0', 'yes', 'no'])
   .transform((v) => ['true', '1', 'yes'].includes(v));
@@ -477,6 +496,12 @@ export const CONFIG_VARIABLES = {
     '1h',
     goDuration,
     "longest Retry-After of a target that is honoured (a retry waits the longer of its backoff and the target's Retry-After, capped here; may exceed meta.retry.maxDelay). Requests of API keys without the schedule scope have every wait capped at REDIS_HORIZON instead",
+  ),
+  sharedLimiterKeys: variable(
+    'SHARED_LIMITER_KEYS',
+    '',
+    limiterKeyList,
+    "limiter keys that are one quota for every caller (comma-separated `meta.limiter.key` values, e.g. a partner's quota): every request naming one, whichever API key sent it, spends and waits on the same limiter. Any other limiter key is its caller's own (the client namespace): another caller using the same name has a limiter of its own. Only the operator declares a key shared; a caller cannot",
   ),
   cacheWaitBudget: variable(
     'CACHE_WAIT_BUDGET',

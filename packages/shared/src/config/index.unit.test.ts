@@ -32,6 +32,21 @@ describe('KAFKA_CONTROLLERS', () => {
   });
 });
 
+describe('SHARED_LIMITER_KEYS', () => {
+  it('reads the limiter keys the operator declared shared; none by default', () => {
+    expect(loadConfig({}).sharedLimiterKeys).toEqual(new Set());
+    expect(loadConfig({ SHARED_LIMITER_KEYS: 'partner-a, partner-b,' }).sharedLimiterKeys).toEqual(
+      new Set(['partner-a', 'partner-b']),
+    );
+  });
+
+  it('refuses what no request could name as a limiter key', () => {
+    expect(() => loadConfig({ SHARED_LIMITER_KEYS: 'partner a' })).toThrow(
+      /SHARED_LIMITER_KEYS=.*"partner a" is not a limiter key/,
+    );
+  });
+});
+
 describe('ALLOW_PRIVATE_TARGETS', () => {
   it('reads IPs and CIDR ranges, each with an optional port (IPv6 in brackets), and *', () => {
     const value = '127.0.0.1:8081, 10.0.0.0/8:443, [::1]:8080, [fc00::/7]:443, 192.168.0.0/16, ::1, *';

@@ -20,5 +20,6 @@ export {
 } from './headers.ts';
 export type { FieldIssue, SafeParse } from './issues.ts';
 export * from './json-schema.ts';
+export * from './namespace.ts';
 export * from './request.ts';
 export * from './result.ts';

@@ -145,7 +145,10 @@ const rateSchema = strictObject({
 }).meta({ title: 'Rate', description: 'One window of a limiter: at most `value` calls per `duration`.' });
 
 const limiterSchema = strictObject({
-  key: printableId(MAX_ID_LENGTH, 'Limiter identity: every request naming this key shares its quota.'),
+  key: printableId(
+    MAX_ID_LENGTH,
+    'Limiter identity, the client’s own: the requests of one client (meta.client) naming this key share its quota; another client’s same key is another limiter, unless the operator declared the key shared (SHARED_LIMITER_KEYS): then every request naming it shares one quota.',
+  ),
   algorithm: z.enum(LIMITER_ALGORITHMS).meta({ description: 'Rate-limiting algorithm.' }),
   rates: z
     .array(rateSchema)
@@ -203,7 +206,10 @@ const retrySchema = strictObject({
   .meta({ title: 'Retry', description: 'Retries with exponential backoff and jitter.' });
 
 const cacheSchema = strictObject({
-  key: printableId(MAX_ID_LENGTH, 'Cache key (the service prefixes it); only 2xx responses are stored.'),
+  key: printableId(
+    MAX_ID_LENGTH,
+    'Cache key, the client’s own (another client’s same key is another entry). An entry answers only the request it stored (method, URL, headers, body): another request under the key is a miss. Only 2xx responses are stored.',
+  ),
   ttl: goDuration('positive', 'How long a stored response is served.'),
 }).meta({ title: 'Cache', description: 'Response cache: a hit answers without calling the target.' });
 
@@ -217,7 +223,7 @@ const signingSchema = strictObject({
 function partitionField() {
   return printableId(
     MAX_ID_LENGTH,
-    'Partition key: requests sharing it share a queue. A leading `!` makes it ordered (no overtaking).',
+    'Partition key, the client’s own: the requests of one client sharing it share a queue (another client’s same key is another queue). A leading `!` makes it ordered (no overtaking).',
   ).refine((partition) => partition !== '!', { error: 'an ordered partition needs a key after "!"' });
 }
 
@@ -235,7 +241,7 @@ function metaSchema(limits: ContractLimits) {
   return strictObject({
     requestId: printableId(
       MAX_ID_LENGTH,
-      'Caller-chosen id, unique per task; the Kafka key of the result on `out`.',
+      'Caller-chosen id, unique per task among the client’s own (another client may use the same id: it names another request); the Kafka key of the result on `out`.',
     ),
     traceparent: traceparent('W3C Trace Context traceparent, continued by the service.').optional(),
     partition: partitionField().optional(),

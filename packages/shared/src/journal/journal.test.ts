@@ -4,7 +4,7 @@ import type { KafkaProducer } from '../kafka/types.ts';
 import { registry } from '../metrics/index.ts';
 import { createTestTopics, silentLogger, testKafka, uniqueName } from '../testing/index.ts';
 import type { JournalEventInput } from './event.ts';
-import { readJournal } from './reader.ts';
+import { eventsOfClient, readJournal } from './reader.ts';
 import { createJournal, type JournalMode } from './writer.ts';
 
 /** The journal's writer and reader on the shared Kafka, each test on a topic of its own. */
@@ -30,22 +30,23 @@ describe('task journal (real Kafka)', () => {
     return topic;
   }
 
-  const happy = (requestId: string, t: number): JournalEventInput[] => [
-    { type: 'accepted', requestId, client: 'a', channel: 'http', at: t },
-    { type: 'routed', requestId, to: 'redis', due: t + 1, at: t + 1 },
-    { type: 'leased', requestId, executor: 'x', tryCount: 0, at: t + 2 },
-    { type: 'attempt', requestId, n: 1, status: 200, durationMs: 3, at: t + 5 },
-    { type: 'completed', requestId, status: 200, tryCount: 1, at: t + 6 },
+  // Every hop names the request's client on its events (the client namespace).
+  const happy = (requestId: string, t: number, client = 'a'): JournalEventInput[] => [
+    { type: 'accepted', requestId, client, channel: 'http', at: t },
+    { type: 'routed', requestId, client, to: 'redis', due: t + 1, at: t + 1 },
+    { type: 'leased', requestId, client, executor: 'x', tryCount: 0, at: t + 2 },
+    { type: 'attempt', requestId, client, n: 1, status: 200, durationMs: 3, at: t + 5 },
+    { type: 'completed', requestId, client, status: 200, tryCount: 1, at: t + 6 },
   ];
-  const retried = (requestId: string, t: number): JournalEventInput[] => [
-    { type: 'accepted', requestId, client: 'a', channel: 'http', at: t },
-    { type: 'routed', requestId, to: 'redis', due: t + 1, at: t + 1 },
-    { type: 'leased', requestId, executor: 'x', tryCount: 0, at: t + 2 },
-    { type: 'attempt', requestId, n: 1, status: 503, durationMs: 3, at: t + 5 },
-    { type: 'retry_scheduled', requestId, delayMs: 100, where: 'redis', at: t + 5 },
-    { type: 'leased', requestId, executor: 'x', tryCount: 1, at: t + 106 },
-    { type: 'attempt', requestId, n: 2, status: 200, durationMs: 3, at: t + 110 },
-    { type: 'completed', requestId, status: 200, tryCount: 2, at: t + 111 },
+  const retried = (requestId: string, t: number, client = 'a'): JournalEventInput[] => [
+    { type: 'accepted', requestId, client, channel: 'http', at: t },
+    { type: 'routed', requestId, client, to: 'redis', due: t + 1, at: t + 1 },
+    { type: 'leased', requestId, client, executor: 'x', tryCount: 0, at: t + 2 },
+    { type: 'attempt', requestId, client, n: 1, status: 503, durationMs: 3, at: t + 5 },
+    { type: 'retry_scheduled', requestId, client, delayMs: 100, where: 'redis', at: t + 5 },
+    { type: 'leased', requestId, client, executor: 'x', tryCount: 1, at: t + 106 },
+    { type: 'attempt', requestId, client, n: 2, status: 200, durationMs: 3, at: t + 110 },
+    { type: 'completed', requestId, client, status: 200, tryCount: 2, at: t + 111 },
   ];
 
   it('EVENTS=all: every event, keyed by requestId, read back in order from the one partition of its key', async () => {
@@ -107,6 +108,28 @@ describe('task journal (real Kafka)', () => {
     const topic = await topicWith('failures', [...happy('f-ok', t), ...retried('f-retry', t)]);
     expect(await readJournal(fetcher, topic, { requestId: 'f-retry' })).toHaveLength(8);
     expect(await readJournal(fetcher, topic, { requestId: 'f-ok' })).toEqual([]);
+  });
+
+  it("two clients' requests of one requestId are two stories: EVENTS=failures holds each apart, readers pick one", async () => {
+    const t = Date.now();
+    // Interleaved: A's first-attempt success must not flush or drop B's held steps, nor the reverse.
+    const a = happy('shared-id', t, 'probe-a');
+    const b = retried('shared-id', t, 'probe-b');
+    const topic = await topicWith('failures', [
+      ...a.slice(0, 3),
+      ...b.slice(0, 3),
+      ...a.slice(3),
+      ...b.slice(3),
+    ]);
+    const events = await readJournal(fetcher, topic, { requestId: 'shared-id' });
+    expect(eventsOfClient(events, 'probe-a')).toEqual([]);
+    expect(eventsOfClient(events, 'probe-b')).toHaveLength(8);
+    expect(eventsOfClient(events, undefined)).toEqual([]);
+
+    const all = await topicWith('all', [...happy('one-id', t, 'probe-a'), ...happy('one-id', t)]);
+    const both = await readJournal(fetcher, all, { requestId: 'one-id' });
+    expect(eventsOfClient(both, 'probe-a').map((e) => e.client)).toEqual(Array(5).fill('probe-a'));
+    expect(eventsOfClient(both, 'a')).toHaveLength(5);
   });
 
   it('EVENTS=off: nothing is produced', async () => {

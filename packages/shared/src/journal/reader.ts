@@ -56,9 +56,14 @@ function parseEvents(value: Buffer | null): JournalEvent[] {
   });
 }
 
-/** The client named by a story (its first event that names one): whose request it is. */
-export function clientOfStory(events: readonly JournalEvent[]): string | undefined {
-  return events.find((event) => event.client !== undefined)?.client;
+/**
+ * The events of one client's request among those of a requestId: requestIds are per client (the
+ * client namespace, docs/architecture.md §10), so two clients' stories may share a requestId and
+ * a Kafka key. Every hop that knows the request's `meta.client` writes it on its events; `client`
+ * undefined selects the events without one (requests written to Kafka without `meta.client`).
+ */
+export function eventsOfClient(events: readonly JournalEvent[], client: string | undefined): JournalEvent[] {
+  return events.filter((event) => event.client === client);
 }
 
 /**

@@ -1,3 +1,4 @@
+import { clientScoped } from '../contract/namespace.ts';
 import type { KafkaProducer, OutgoingRecord } from '../kafka/types.ts';
 import type { Logger } from '../log/index.ts';
 import { counter } from '../metrics/index.ts';
@@ -13,7 +14,7 @@ import { isFinalStep, isHappyStep, type JournalEvent, type JournalEventInput } f
  * EVENTS (`JournalMode`):
  * - `all`: every event.
  * - `failures`: only the stories that left the happy path (isHappyStep). Happy steps are held
- *   per requestId in this process; the first other step of that request writes them before it,
+ *   per request (a client's requestId) in this process; the first other step of that request writes them before it,
  *   a final step (completed, dead-lettered) that is itself happy discards them. So a request that
  *   succeeded at its first attempt writes nothing; one that was held, retried or failed writes
  *   what this process saw of it (e.g. the executor's leased → attempt → retry_scheduled; the
@@ -59,7 +60,10 @@ export function createJournal(options: JournalWriterOptions): Journal {
 
 class JournalWriter implements Journal {
   private readonly options: Required<Omit<JournalWriterOptions, 'logger'>> & { logger: Logger };
-  /** Events waiting for the next flush, by requestId (one record per request and flush). */
+  /**
+   * Events waiting for the next flush, by request: its requestId in its client's namespace
+   * (`storyOf`; one record per request and flush). So are the held steps of EVENTS=failures.
+   */
   private buffer = new Map<string, JournalEvent[]>();
   private buffered = 0;
   private readonly held = new Map<string, JournalEvent[]>();
@@ -102,28 +106,28 @@ class JournalWriter implements Journal {
   }
 
   private filterFailures(event: JournalEvent): void {
-    const { requestId } = event;
-    const earlier = this.held.get(requestId);
+    const story = storyOf(event);
+    const earlier = this.held.get(story);
     if (isHappyStep(event)) {
-      if (isFinalStep(event)) this.held.delete(requestId);
-      else this.hold(requestId, earlier, event);
+      if (isFinalStep(event)) this.held.delete(story);
+      else this.hold(story, earlier, event);
       return;
     }
     if (earlier) for (const step of earlier) this.push(step);
-    if (isFinalStep(event)) this.held.delete(requestId);
-    else this.held.set(requestId, []);
+    if (isFinalStep(event)) this.held.delete(story);
+    else this.held.set(story, []);
     this.push(event);
   }
 
   /** A request that left the happy path keeps an empty entry: its next steps are written at once. */
-  private hold(requestId: string, earlier: JournalEvent[] | undefined, event: JournalEvent): void {
+  private hold(story: string, earlier: JournalEvent[] | undefined, event: JournalEvent): void {
     if (earlier?.length === 0) {
       this.push(event);
       return;
     }
     if (earlier) earlier.push(event);
     else {
-      this.held.set(requestId, [event]);
+      this.held.set(story, [event]);
       if (this.held.size > this.options.maxHeldRequests)
         this.held.delete(this.held.keys().next().value as string);
     }
@@ -134,9 +138,10 @@ class JournalWriter implements Journal {
       dropped.inc({ reason: 'buffer_full' });
       return;
     }
-    const steps = this.buffer.get(event.requestId);
+    const story = storyOf(event);
+    const steps = this.buffer.get(story);
     if (steps) steps.push(event);
-    else this.buffer.set(event.requestId, [event]);
+    else this.buffer.set(story, [event]);
     this.buffered++;
     if (this.buffered >= this.options.batchSize) this.flushSoon(0);
     else this.flushSoon(this.options.flushMs);
@@ -190,9 +195,17 @@ class JournalWriter implements Journal {
  * partitioner's hash), and a fast task's leased, attempt and completed usually share a flush.
  */
 function records(batch: Map<string, JournalEvent[]>): OutgoingRecord[] {
-  return [...batch].map(([requestId, events]) => ({
-    key: requestId,
+  return [...batch.values()].map((events) => ({
+    key: events[0]?.requestId ?? null,
     value: JSON.stringify(events),
     timestamp: String(events[0]?.at ?? Date.now()),
   }));
+}
+
+/**
+ * Which request an event tells of: its requestId in its client's namespace (two clients' requests
+ * may share a requestId). The record's Kafka key stays the bare requestId, which readers look up.
+ */
+function storyOf(event: JournalEvent): string {
+  return clientScoped(event.client, event.requestId);
 }

@@ -30,7 +30,10 @@ export function replyChannel(prefix: string, gatewayId: string): string {
   return `${prefix}:reply:{${gatewayId}}`;
 }
 
-/** Where a sync result is kept for long-polls on any gateway (SYNC_FOLLOW_OUT=false). */
-export function resultKey(prefix: string, requestId: string): string {
-  return `${prefix}:result:{${requestId}}`;
+/**
+ * Where a sync result is kept for long-polls on any gateway (SYNC_FOLLOW_OUT=false), by its id:
+ * the requestId in its client's namespace (`clientScoped(meta.client, requestId)`).
+ */
+export function resultKey(prefix: string, resultId: string): string {
+  return `${prefix}:result:{${resultId}}`;
 }

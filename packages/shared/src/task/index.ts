@@ -10,6 +10,7 @@
  * @module
  */
 
+import { clientScoped } from '../contract/namespace.ts';
 import { RequesterError } from '../errors/index.ts';
 import { headerText, type RecordHeaders } from '../kafka/types.ts';
 import { REPLY_TO_HEADER } from '../replies/index.ts';
@@ -79,21 +80,33 @@ export function inlineRecord(
 
 /**
  * The queue's task id: `requestId:tryCount`, plus `:w<waitedMs>` once the task has waited for a
- * rate limit or an open breaker. A replay of `in` publishes the same id and is refused. A task the
- * executor sends through the outbox comes back with a new id: a retry has one attempt more, and a
- * wait (no attempt) has waited longer — without that part its id would be the one just acked,
- * which the dedup window refuses, and the task would be lost.
+ * rate limit or an open breaker, in the namespace of the request's client (`clientScoped`: another
+ * client's requestId is another task). A replay of `in` publishes the same id and is refused. A
+ * task the executor sends through the outbox comes back with a new id: a retry has one attempt
+ * more, and a wait (no attempt) has waited longer — without that part its id would be the one
+ * just acked, which the dedup window refuses, and the task would be lost.
  */
-export function taskId(requestId: string, tryCount: number, waitedMs = 0): string {
-  return waitedMs > 0 ? `${requestId}:${tryCount}:w${waitedMs}` : `${requestId}:${tryCount}`;
+export function taskId(
+  client: string | undefined,
+  requestId: string,
+  tryCount: number,
+  waitedMs = 0,
+): string {
+  const id = waitedMs > 0 ? `${requestId}:${tryCount}:w${waitedMs}` : `${requestId}:${tryCount}`;
+  return clientScoped(client, id);
 }
 
 /**
  * The queue partition of a request: its `meta.partition` when given (a `!` prefix makes it
- * ordered), else its own requestId (an unordered partition of one).
+ * ordered), else its own requestId (an unordered partition of one), in the namespace of its
+ * client: two clients' `!order-42` are two partitions, neither waits behind the other's head.
  */
-export function queuePartition(partition: string | undefined, requestId: string): string {
-  return partition && partition.length > 0 ? partition : `#${requestId}`;
+export function queuePartition(
+  client: string | undefined,
+  partition: string | undefined,
+  requestId: string,
+): string {
+  return clientScoped(client, partition && partition.length > 0 ? partition : `#${requestId}`);
 }
 
 // Short keys: this JSON is stored once per queued task in Redis, so every byte counts at 1M tasks.

@@ -70,12 +70,19 @@ describe('queued task encoding', () => {
     expect(() => decodeQueuedTask('{"x":1}')).toThrow(RequesterError);
   });
 
-  it('derives ids and partitions', () => {
-    expect(taskId('a', 0)).toBe('a:0');
-    expect(taskId('a', 2, 0)).toBe('a:2');
-    expect(taskId('a', 2, 1500)).toBe('a:2:w1500');
-    expect(queuePartition('!order-1', 'r1')).toBe('!order-1');
-    expect(queuePartition(undefined, 'r1')).toBe('#r1');
-    expect(queuePartition('', 'r1')).toBe('#r1');
+  it('derives ids and partitions as before for requests without a client', () => {
+    expect(taskId(undefined, 'a', 0)).toBe('a:0');
+    expect(taskId(undefined, 'a', 2, 0)).toBe('a:2');
+    expect(taskId(undefined, 'a', 2, 1500)).toBe('a:2:w1500');
+    expect(queuePartition(undefined, '!order-1', 'r1')).toBe('!order-1');
+    expect(queuePartition(undefined, undefined, 'r1')).toBe('#r1');
+    expect(queuePartition(undefined, '', 'r1')).toBe('#r1');
+  });
+
+  it("puts a client's ids and partitions in its namespace; an ordered partition stays ordered", () => {
+    expect(taskId('probe-a', 'a', 2, 1500)).toBe('a:2:w1500 @probe-a');
+    expect(taskId('probe-a', 'a', 0)).not.toBe(taskId('probe-b', 'a', 0));
+    expect(queuePartition('probe-a', '!order-42', 'r1')).toBe('!order-42 @probe-a');
+    expect(queuePartition('probe-a', undefined, 'r1')).toBe('#r1 @probe-a');
   });
 });
