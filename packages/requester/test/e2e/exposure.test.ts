@@ -146,16 +146,18 @@ describe('admin views hide the secrets of requests; revealing them is a journale
     return (res.headers.get('set-cookie') ?? '').split(';')[0] ?? '';
   }
 
-  const VIEWS = [
+  /** A request's lookup: requestIds are per client, so the operator names whose. */
+  const lookup = (requestId: string) => `/admin/api/requests/${requestId}?client=${client.name}`;
+  const views = () => [
     '/admin/api/partitions',
     '/admin/api/dlq?limit=100',
-    `/admin/api/requests/${ids.dead}`,
-    `/admin/api/requests/${ids.echo}`,
-    `/admin/api/requests/${ids.held}`,
+    lookup(ids.dead),
+    lookup(ids.echo),
+    lookup(ids.held),
   ];
 
   it('a read key sees every view with the requests and none of their secrets', async () => {
-    for (const view of VIEWS) {
+    for (const view of views()) {
       const text = JSON.stringify(await adminJson(view, reader.token));
       expect(leaks(text), view).toEqual([]);
     }
@@ -168,7 +170,7 @@ describe('admin views hide the secrets of requests; revealing them is a journale
     expect(dlq.entries[0]?.uri).toBe(
       `http://[redacted]@127.0.0.1:${new URL(target.url).port}/status/404?api_key=[redacted]&page=1#access_token=[redacted]`,
     );
-    const echo = (await adminJson(`/admin/api/requests/${ids.echo}`, reader.token)) as {
+    const echo = (await adminJson(lookup(ids.echo), reader.token)) as {
       result: ResultEnvelope;
     };
     expect(echo.result.response.status).toBe(200);
@@ -176,7 +178,11 @@ describe('admin views hide the secrets of requests; revealing them is a journale
 
     // The operator UI reads through the same views.
     const cookie = await uiCookie(reader.token);
-    for (const page of [`/ui/requests?id=${ids.dead}`, `/ui/requests?id=${ids.echo}`, '/ui/partitions/live'])
+    for (const page of [
+      `/ui/requests?id=${ids.dead}&client=${client.name}`,
+      `/ui/requests?id=${ids.echo}&client=${client.name}`,
+      '/ui/partitions/live',
+    ])
       expect(
         leaks(await (await fetch(`${stack.adminUrl}${page}`, { headers: { cookie } })).text()),
         page,
@@ -184,16 +190,16 @@ describe('admin views hide the secrets of requests; revealing them is a journale
   });
 
   it('reveal: refused to a read key, shown to a write key and journaled as its action', async () => {
-    for (const view of VIEWS) {
+    for (const view of views()) {
       const join = view.includes('?') ? '&' : '?';
       const refused = await admin(`${view}${join}reveal=true`, reader.token);
       expect(refused.status, view).toBe(403);
       expect(leaks(await refused.text())).toEqual([]);
     }
-    const dead = JSON.stringify(await adminJson(`/admin/api/requests/${ids.dead}?reveal=true`, writer.token));
+    const dead = JSON.stringify(await adminJson(`${lookup(ids.dead)}&reveal=true`, writer.token));
     expect(dead).toContain(secret('userinfo'));
     expect(dead).toContain(secret('query'));
-    const echo = JSON.stringify(await adminJson(`/admin/api/requests/${ids.echo}?reveal=true`, writer.token));
+    const echo = JSON.stringify(await adminJson(`${lookup(ids.echo)}&reveal=true`, writer.token));
     expect(echo).toContain(secret('echo-body'));
     const partitions = JSON.stringify(await adminJson('/admin/api/partitions?reveal=true', writer.token));
     expect(partitions).toContain(secret('held-auth'));

@@ -177,7 +177,7 @@ describe('invalid fields name their path', () => {
       'extra',
       1,
       '',
-      /unknown key "extra" \(allowed: request, meta, tryCount, createdAt, waitTime, retryBase\)/,
+      /unknown key "extra" \(allowed: request, meta, tryCount, createdAt, waitTime, retryBase, withinHorizon\)/,
     ],
     ['request.timeout', '5s', 'request', /unknown key "timeout" \(allowed: uri, method, body, headers\)/],
     ['meta.retries', 3, 'meta', /unknown key "retries"/],
