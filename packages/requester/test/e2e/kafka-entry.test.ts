@@ -163,3 +163,52 @@ describe('Kafka entry: who may claim a meta.client on in', () => {
     expect(target.calls.filter((call) => call.path.includes(retried))).toHaveLength(4);
   }, 60_000);
 });
+
+describe('Kafka entry during an upgrade (KAFKA_ENTRY=report)', () => {
+  let stack: StackEnv;
+  let running: RunningProcess;
+  let results: ResultCollector;
+  let producer: KafkaProducer;
+  let b: Awaited<ReturnType<typeof stackKey>>;
+
+  beforeAll(async () => {
+    stack = await stackEnv({ KAFKA_TOPIC_PARTITIONS: '1', KAFKA_ENTRY: 'report' });
+    running = await startStack(stack);
+    await waitReady(stack);
+    results = new ResultCollector(stack.config.topicOut);
+    await results.start();
+    producer = await kafkaProducer();
+    b = await stackKey(stack);
+  }, 120_000);
+
+  afterAll(async () => {
+    await producer?.disconnect();
+    await results?.stop();
+    await running?.shutdown('test over');
+    if (stack) await dropStackDatabase(stack);
+  }, 60_000);
+
+  it('an unsigned record claiming a client (as an older ingress wrote it) is let through, logged and counted', async () => {
+    const id = uniqueName('pre-upgrade');
+    const before = await reportedClaims(stack);
+    await producer.send(stack.config.topicIn, [
+      {
+        key: id,
+        value: JSON.stringify({ request: { uri: '', body: 'ok' }, meta: { requestId: id, client: b.name } }),
+      },
+    ]);
+    const result = await results.one(id);
+    expect(result.response).toMatchObject({ status: 200, body: 'ok' });
+    expect(result.meta.client).toBe(b.name);
+    expect(await reportedClaims(stack)).toBe(before + 1);
+  });
+});
+
+/** requester_router_refused_claims_total{action="reported"} on the stack's /metrics. */
+async function reportedClaims(stack: StackEnv): Promise<number> {
+  const text = await (await fetch(`${stack.adminUrl}/metrics`)).text();
+  const line = text
+    .split('\n')
+    .find((l) => l.startsWith('requester_router_refused_claims_total{action="reported"}'));
+  return line ? Number(line.split(' ').at(-1)) : 0;
+}

@@ -87,11 +87,14 @@ export interface KafkaEntry {
   signer: Pick<EntrySigner, 'verify'>;
   /** The clients an unsigned record may claim (keys marked for Kafka entry). */
   clients: Pick<KafkaEntryClients, 'allowed'>;
+  /** KAFKA_ENTRY=report: a claim that would be refused is only logged and counted (upgrades). */
+  reportOnly?: boolean;
 }
 
 const refusedClaims = counter(
   'router_refused_claims_total',
-  'records written straight to in that claimed a meta.client not allowed for Kafka entry (answered forbidden and dead-lettered)',
+  'records written straight to in that claimed a meta.client not allowed for Kafka entry: refused (answered forbidden and dead-lettered), or reported (KAFKA_ENTRY=report: let through)',
+  ['action'],
 );
 
 export interface RouterBackpressure extends BackpressureRules {
@@ -238,9 +241,17 @@ export class Router {
     const allowed = await entry.clients.allowed(new Set(claims.map((claim) => claim.client)));
     for (const { routed, envelope, client } of claims) {
       if (allowed.has(client)) continue;
-      refusedClaims.inc();
       const { requestId, proxyData } = envelope.meta;
       const { partition, offset } = routed.record;
+      if (entry.reportOnly) {
+        refusedClaims.inc({ action: 'reported' });
+        this.options.logger.warn(
+          { requestId, claimedClient: client, partition, offset },
+          'a record written straight to in claimed a client not allowed for Kafka entry: let through (KAFKA_ENTRY=report)',
+        );
+        continue;
+      }
+      refusedClaims.inc({ action: 'refused' });
       this.options.logger.warn(
         { requestId, claimedClient: client, partition, offset },
         'a record written straight to in claimed a client not allowed for Kafka entry: refused',
@@ -416,7 +427,11 @@ export const routerRole: RoleDefinition = {
       produceTimeoutMs: config.kafkaProduceTimeout,
       logger,
       journal: deps.journal(),
-      entry: { signer: await deps.entrySigner(), clients: await deps.kafkaEntryClients() },
+      entry: {
+        signer: await deps.entrySigner(),
+        clients: await deps.kafkaEntryClients(),
+        reportOnly: config.kafkaEntry === 'report',
+      },
       backpressure: {
         ...rules,
         depth: () => queue.pendingDepth(),

@@ -221,6 +221,12 @@ export const CONFIG_VARIABLES = {
     z.string().min(1),
     'topic of the task journal (one event per step of a request, keyed by requestId; `requester trace`)',
   ),
+  kafkaEntry: variable(
+    'KAFKA_ENTRY',
+    'enforce',
+    z.enum(['enforce', 'report']),
+    'what the router does with a record written straight to in that claims a meta.client not allowed for Kafka entry: enforce answers it forbidden and dead-letters it; report lets it through and only logs and counts it (requester_router_refused_claims_total{action="reported"}), for the rolling upgrade from a version whose ingresses did not sign their records (docs/architecture.md §10)',
+  ),
   events: variable(
     'EVENTS',
     'all',
