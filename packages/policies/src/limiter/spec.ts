@@ -33,6 +33,15 @@ const LAYOUT: Readonly<Record<LimiterAlgorithm, { op: string; tag: string; keyPe
   'sliding-window-log': { op: 'slidingLog', tag: 'sl', keyPerWindow: false },
 };
 
+const ALGORITHM_OF_TAG: ReadonlyMap<string, LimiterAlgorithm> = new Map(
+  (Object.keys(LAYOUT) as LimiterAlgorithm[]).map((algorithm) => [LAYOUT[algorithm].tag, algorithm]),
+);
+
+/** The algorithm whose keys carry `tag` (read back from a key name by `limiter show`); undefined: none. */
+export function algorithmOfTag(tag: string): LimiterAlgorithm | undefined {
+  return ALGORITHM_OF_TAG.get(tag);
+}
+
 /**
  * The windows of a spec, one per duration, shortest first. Two windows of one duration would share
  * a key; the smaller value is the binding one for every algorithm, so it alone is kept.

@@ -8,7 +8,7 @@ import {
 import { goDurationText } from '@requester/shared/testing';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { limiterCall, limiterKeyOf, limiterWindows } from './spec.ts';
+import { algorithmOfTag, limiterCall, limiterKeyOf, limiterWindows } from './spec.ts';
 
 /** The longest wait anything asks for (the executor's MAX_DELAY_MS): the range of a Go duration. */
 const MAX_DELAY_MS = toMs(MAX_DURATION_NS);
@@ -44,6 +44,17 @@ describe('limiter spec', () => {
       }),
       { numRuns: 1_000 },
     );
+  });
+});
+
+describe('algorithmOfTag', () => {
+  // `limiter show` finds a limiter's windows by the tag in their key names: each algorithm's own.
+  it.each(LIMITER_ALGORITHMS)('reads the tag of every %s key back as that algorithm', (algorithm) => {
+    const spec: LimiterSpec = { key: 'k', algorithm, rates: [{ duration: '1s', value: 1 }] };
+    for (const key of limiterCall('p:', spec, 1).keys) {
+      const [tag] = key.slice('p:{lim:k}:'.length).split(':');
+      expect(algorithmOfTag(tag ?? '')).toBe(algorithm);
+    }
   });
 });
 
