@@ -2,6 +2,8 @@ import { Cluster, Redis, type RedisOptions } from 'ioredis';
 import type { Logger } from '../log/index.ts';
 
 export { Cluster, Redis } from 'ioredis';
+// The Lua scripts' loader: `@requester/shared/redis` is all a Redis user needs.
+export * from './lua.ts';
 /** Either a single Redis node or a Redis Cluster: every module takes this, never a concrete class. */
 export type RedisClient = Redis | Cluster;
 
