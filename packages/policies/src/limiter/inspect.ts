@@ -1,4 +1,5 @@
-import type { Cluster, LimiterAlgorithm, Redis, RedisClient } from '@requester/shared';
+import type { LimiterAlgorithm } from '@requester/shared/contract';
+import type { Cluster, Redis, RedisClient } from '@requester/shared/redis';
 import { algorithmOfTag, type LimiterWindow } from './spec.ts';
 
 /**

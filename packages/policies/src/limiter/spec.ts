@@ -1,10 +1,6 @@
-import {
-  clientScoped,
-  durationToMs,
-  type LimiterAlgorithm,
-  type LimiterSpec,
-  ValidationError,
-} from '@requester/shared';
+import { clientScoped, type LimiterAlgorithm, type LimiterSpec } from '@requester/shared/contract';
+import { ValidationError } from '@requester/shared/errors';
+import { durationToMs } from '@requester/shared/time';
 
 /** One window of a limiter, normalized: whole milliseconds. */
 export interface LimiterWindow {

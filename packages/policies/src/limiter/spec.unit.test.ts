@@ -1,11 +1,6 @@
-import {
-  LIMITER_ALGORITHMS,
-  type LimiterSpec,
-  MAX_DURATION_NS,
-  safeParseRequestEnvelope,
-  toMs,
-} from '@requester/shared';
+import { LIMITER_ALGORITHMS, type LimiterSpec, safeParseRequestEnvelope } from '@requester/shared/contract';
 import { goDurationText } from '@requester/shared/testing';
+import { MAX_DURATION_NS, toMs } from '@requester/shared/time';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { algorithmOfTag, limiterCall, limiterKeyOf, limiterWindows } from './spec.ts';
