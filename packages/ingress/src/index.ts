@@ -15,4 +15,4 @@ export {
   parseToken,
   secretHashAccepted,
 } from './keys/index.ts';
-export { type HttpRoleHandle, ingressRole, syncGatewayRole } from './roles/index.ts';
+export { type HttpRoleHandle, ingressRole, type SyncGatewayHandle, syncGatewayRole } from './roles/index.ts';

@@ -9,13 +9,8 @@
  * Figures are recorded in the "Rate limiter" section of the repo-root BENCHMARKS.md.
  */
 import { parseArgs } from 'node:util';
-import {
-  createRedis,
-  LIMITER_ALGORITHMS,
-  type LimiterAlgorithm,
-  type LimiterSpec,
-  type Redis,
-} from '@requester/shared';
+import { LIMITER_ALGORITHMS, type LimiterAlgorithm, type LimiterSpec } from '@requester/shared/contract';
+import { createRedis, type Redis } from '@requester/shared/redis';
 import { startPrivateRedis } from '@requester/shared/testing';
 import { RateLimiter } from '../src/limiter/index.ts';
 

@@ -16,7 +16,7 @@ import { randomBytes } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
-import { createRedis, type RedisClient } from '@requester/shared';
+import { createRedis, type RedisClient } from '@requester/shared/redis';
 import { median, type PrivateRedis, startPrivateRedis } from '@requester/shared/testing';
 import { Queue, Worker } from 'bullmq';
 import { FairQueue, type PublishTask, QueueAdmin } from '../src/index.ts';

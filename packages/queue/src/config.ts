@@ -1,4 +1,6 @@
-import type { Config, Logger, RedisClient } from '@requester/shared';
+import type { Config } from '@requester/shared/config';
+import type { Logger } from '@requester/shared/log';
+import type { RedisClient } from '@requester/shared/redis';
 import { FairQueue, type FairQueueOptions } from './queue.ts';
 
 /**

@@ -1,4 +1,6 @@
-import { createRedis, type RedisClient, RequesterError, registry } from '@requester/shared';
+import { RequesterError } from '@requester/shared/errors';
+import { registry } from '@requester/shared/metrics';
+import { createRedis, type RedisClient } from '@requester/shared/redis';
 import {
   eventually,
   redisServerAvailable,

@@ -1,5 +1,5 @@
 import { crc32 } from 'node:zlib';
-import { RequesterError } from '@requester/shared';
+import { RequesterError } from '@requester/shared/errors';
 
 /**
  * The keys of one shard, in the order every queue script receives them as KEYS[1..11].

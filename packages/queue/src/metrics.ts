@@ -1,4 +1,4 @@
-import { counter, gauge, histogram } from '@requester/shared';
+import { counter, gauge, histogram } from '@requester/shared/metrics';
 
 /** Queue metrics on the process registry; `queue` is the FairQueue's `name`. */
 export const queueMetrics = {

@@ -6,7 +6,7 @@
  * Due times are either "now" or "far" (an hour away), so that what may be leased is known exactly
  * without depending on timing.
  */
-import { createRedis, type RedisClient } from '@requester/shared';
+import { createRedis, type RedisClient } from '@requester/shared/redis';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expireLeases, uniquePrefix } from '../test/queue-helpers.ts';

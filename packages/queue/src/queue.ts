@@ -1,6 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
-import { type Logger, type RedisClient, RequesterError } from '@requester/shared';
+import { RequesterError } from '@requester/shared/errors';
+import type { Logger } from '@requester/shared/log';
+import type { RedisClient } from '@requester/shared/redis';
 import { parseToken, shardKey, shardKeys, shardOfPartition } from './keys.ts';
 import { queueMetrics } from './metrics.ts';
 import { loadQueueScripts, type QueueScripts, type Settled } from './scripts.ts';

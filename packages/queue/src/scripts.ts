@@ -1,5 +1,5 @@
 import { join } from 'node:path';
-import { luaScripts, type RedisClient, readLuaCommands } from '@requester/shared';
+import { luaScripts, type RedisClient, readLuaCommands } from '@requester/shared/redis';
 import type { DeadTask, PartitionView, ShardInfo } from './admin.ts';
 import { isOrderedPartition, SHARD_KEY_NAMES } from './keys.ts';
 import type { LeasedTask, PublishTask } from './queue.ts';

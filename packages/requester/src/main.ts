@@ -7,6 +7,7 @@ import {
   createLogger,
   explainDependencyError,
   loadConfig,
+  ROLE_NAMES,
   type RoleName,
   UsageError,
 } from '@requester/shared';
@@ -15,7 +16,13 @@ import { hideBin } from 'yargs/helpers';
 import { parseRoles } from './cli-roles.ts';
 import { EXIT_CODES_HELP } from './commands/common.ts';
 import { registerAdminCommands } from './commands/index.ts';
-import { childAdminPort, parseProcesses, stopWhenOrphaned, superviseProcesses } from './processes.ts';
+import {
+  childAdminPort,
+  MULTI_PROCESS_ROLES,
+  parseProcesses,
+  stopWhenOrphaned,
+  superviseProcesses,
+} from './processes.ts';
 import { startProcess } from './runtime/index.ts';
 
 /** Exit codes: 0 done, 1 failed at run time, 2 bad usage or configuration. */
@@ -120,6 +127,11 @@ async function runProcesses(
   process.exit(code);
 }
 
+/** `a, b and c`: a list of names in a help sentence. */
+function inWords(names: readonly string[]): string {
+  return names.length < 2 ? names.join('') : `${names.slice(0, -1).join(', ')} and ${names.at(-1)}`;
+}
+
 export async function main(args: string[]): Promise<void> {
   const cli = yargs(args)
     .scriptName('requester')
@@ -140,8 +152,7 @@ export async function main(args: string[]): Promise<void> {
               alias: 'r',
               type: 'string',
               default: process.env.REQUESTER_ROLE ?? 'all',
-              describe:
-                'roles to run: ingress, sync-gateway, router, executor, relay, or all (env REQUESTER_ROLE)',
+              describe: `roles to run: ${ROLE_NAMES.join(', ')}, or all (env REQUESTER_ROLE)`,
             })
             .option('processes', {
               alias: 'p',
@@ -149,7 +160,7 @@ export async function main(args: string[]): Promise<void> {
               default: '1',
               describe:
                 'run the roles in N child processes (auto: one per core), each with admin port ADMIN_PORT+i; ' +
-                'only for router, executor and relay; dead ones are restarted',
+                `only for ${inWords(MULTI_PROCESS_ROLES)}; dead ones are restarted`,
             }),
         ),
       runRoles,

@@ -1,13 +1,15 @@
 import { type ChildProcess, fork } from 'node:child_process';
 import { availableParallelism } from 'node:os';
-import { type Logger, type RoleName, UsageError } from '@requester/shared';
+import { type Logger, ROLE_LISTENS_ON_HTTP, ROLE_NAMES, type RoleName, UsageError } from '@requester/shared';
 
 /**
  * Roles that may run in several processes of one `requester`: they have no HTTP listener of their
  * own (only the admin port, which each child gets apart), so N copies never compete for one port.
  * The HTTP roles scale with more `requester` processes behind a load balancer (README, Scale-out).
  */
-export const MULTI_PROCESS_ROLES: readonly RoleName[] = ['router', 'executor', 'relay'];
+export const MULTI_PROCESS_ROLES: readonly RoleName[] = ROLE_NAMES.filter(
+  (role) => !ROLE_LISTENS_ON_HTTP[role],
+);
 
 /** `--processes N|auto` → a count; `auto` is one process per core this Node may use. */
 export function parseProcesses(text: string, roles: RoleName[]): number {

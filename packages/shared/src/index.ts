@@ -9,7 +9,6 @@ export * from './metrics/index.ts';
 export * from './outbox/index.ts';
 export * from './pg/index.ts';
 export * from './redis/index.ts';
-export * from './redis/lua.ts';
 export * from './replies/index.ts';
 export * from './role/index.ts';
 export * from './task/index.ts';

@@ -12,16 +12,13 @@
  * @module
  */
 
-import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
   clientScoped,
   counter,
   type ErrorCode,
   eventsOfClient,
-  firstTraceparent,
   formatRfc3339,
-  histogram,
   type Journal,
   type JournalEvent,
   type JournalLookup,
@@ -31,7 +28,6 @@ import {
   newTraceparent,
   REPLY_TO_HEADER,
   type RequestEnvelope,
-  type Span,
   SpanKind,
   SpanStatusCode,
   safeParseRequestEnvelope,
@@ -40,14 +36,18 @@ import {
   tryParseDuration,
 } from '@requester/shared';
 import { type Context, Hono } from 'hono';
-import { routePath } from 'hono/route';
-import { type Access, authenticate, type Caller, callerBindings, type Refusal } from '../auth/index.ts';
+import { type Access, authenticate, type Refusal } from '../auth/index.ts';
 import { ByteBudget, isJsonMediaType, readJsonBody } from '../body/index.ts';
 import { type ClaimRequestId, requestFingerprint } from '../claims/index.ts';
 import { BodyBudgets, KeySlots, type Slot } from '../fair/index.ts';
 import type { Hub } from '../hub/index.ts';
 import { openApiDocument } from '../openapi/index.ts';
 import { nodeRequest, requestHeader } from '../request/index.ts';
+import type { Env } from './context.ts';
+import { log, useLog } from './log/index.ts';
+import { observe } from './metrics/index.ts';
+import { correlated } from './request-id/index.ts';
+import { serverSpan, traced } from './tracing/index.ts';
 
 /** Writes one record (Kafka key, JSON text, service-set headers) to `in`. */
 export type Submit = (key: string, value: string, headers?: Record<string, string>) => Promise<void>;
@@ -95,48 +95,15 @@ export interface ApiSettings {
   access: Access;
 }
 
-type Env = { Variables: { requestId: string; logScope: LogScope; caller?: Caller; trace: ServerTrace } };
-
-/**
- * Who a request's log lines are about: the logger (the API's, then the serving role's), and once
- * known the task's requestId; with the x-request-id and the caller (see logBindings). No pino
- * child is made up front: most requests write the access line alone, which carries the bindings
- * as fields (pino writes them exactly as a child's), and four children per request (with their
- * redaction) cost ~7 % of an accept's CPU. A child is made for the first other line (see log).
- */
-interface LogScope {
-  logger: Logger;
-  requestId?: string;
-  child?: Logger;
-  /** The caller the child was made for: it is made again if one is set later. */
-  childCaller?: Caller;
-}
-
-/** The SERVER span of one API request, started once its parent is known (see serverSpan). */
-interface ServerTrace {
-  startTime: Date;
-  span?: Span;
-}
-
-const requests = counter('http_requests_total', 'HTTP requests answered by the API, by route and status', [
-  'method',
-  'route',
-  'status',
-]);
-const latency = histogram('http_request_duration_seconds', 'HTTP API latency (sync waits included)', [
-  'method',
-  'route',
-]);
 const syncReplies = counter('sync_replies_total', 'Sync calls and long-polls, by whether a result came', [
   'outcome',
 ]);
 
 export function createApi(parts: ApiParts, settings: ApiSettings, logger: Logger): Hono<Env> {
   const app = new Hono<Env>();
-  // x-request-id: the caller's correlation id (or a fresh one), echoed and put on every log line.
   app.use(correlated());
   app.use(traced());
-  app.use(observe(parts, logger));
+  app.use(observe(() => parts.closing === true, logger));
   const auth = authenticate<Env>(settings.access, refuse);
   app.use('/request', auth);
   app.use('/requests/*', auth);
@@ -174,119 +141,6 @@ function fairness(settings: ApiSettings): Fairness {
 function overShare(c: Context<Env>, detail: string): Response {
   c.header('Retry-After', '1');
   return problem(c, 429, 'rate_limited', detail);
-}
-
-/**
- * `hono/request-id` (same checks, same header) reading the header from Node's request: Hono's
- * `c.req.header` builds a Web `Headers` of the whole request for it (see ../request).
- */
-function correlated() {
-  return async (c: Context<Env>, next: () => Promise<void>): Promise<void> => {
-    let id = requestHeader(c, 'x-request-id');
-    if (!id || id.length > MAX_REQUEST_ID_HEADER || /[^\w\-=]/.test(id)) id = randomUUID();
-    c.set('requestId', id);
-    c.header('X-Request-Id', id);
-    await next();
-  };
-}
-
-/** Longest x-request-id taken from a caller (hono/request-id's default). */
-const MAX_REQUEST_ID_HEADER = 255;
-
-/** A SERVER span per API request (HTTP semantic conventions), ended with the response. */
-function traced() {
-  return async (c: Context<Env>, next: () => Promise<void>): Promise<void> => {
-    c.set('trace', { startTime: new Date() });
-    try {
-      await next();
-    } finally {
-      const span = serverSpan(c);
-      const status = c.res.status;
-      span.updateName(`${c.req.method} ${routeLabel(c)}`);
-      span.setAttribute('http.route', routeLabel(c));
-      span.setAttribute('http.response.status_code', status);
-      if (status >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
-      span.end();
-    }
-  };
-}
-
-/**
- * The request's SERVER span, started (back-dated to the request's arrival) on first use: its
- * parent is the caller's `traceparent` header, else `bodyTraceparent` (`meta.traceparent`), which
- * is only known once the body is read.
- */
-function serverSpan(c: Context<Env>, bodyTraceparent?: string): Span {
-  const trace = c.get('trace');
-  trace.span ??= startSpan(
-    `${c.req.method} ${routeLabel(c)}`,
-    firstTraceparent(requestHeader(c, 'traceparent'), bodyTraceparent),
-    {
-      kind: SpanKind.SERVER,
-      startTime: trace.startTime,
-      attributes: {
-        'http.request.method': c.req.method,
-        'url.path': c.req.path,
-        'url.scheme': c.req.url.slice(0, c.req.url.indexOf(':')).toLowerCase(),
-      },
-    },
-  );
-  return trace.span;
-}
-
-/** Access log, metrics, and `Connection: close` once shutdown began. */
-function observe(parts: ApiParts, logger: Logger) {
-  return async (c: Context<Env>, next: () => Promise<void>): Promise<void> => {
-    const started = performance.now();
-    const scope: LogScope = { logger };
-    c.set('logScope', scope);
-    await next();
-    if (parts.closing) c.header('Connection', 'close');
-    const route = routeLabel(c);
-    const seconds = (performance.now() - started) / 1000;
-    const status = c.res.status;
-    requests.inc({ method: c.req.method, route, status: String(status) });
-    latency.observe({ method: c.req.method, route }, seconds);
-    const level = status >= 500 ? 'warn' : 'info';
-    if (!scope.logger.isLevelEnabled(level)) return;
-    const line = { ...logBindings(c), method: c.req.method, route, status, ms: Math.round(seconds * 1000) };
-    scope.logger[level](line, 'http request');
-  };
-}
-
-/** From here on, the request logs as the role serving it, with the task's requestId. */
-function useLog(c: Context<Env>, roleLog: Logger | undefined, requestId: string): void {
-  const scope = c.get('logScope');
-  scope.logger = roleLog ?? scope.logger;
-  scope.requestId = requestId;
-  scope.child = undefined;
-}
-
-/** The fields every line of a request carries, in the order its child logger would write them. */
-function logBindings(c: Context<Env>): Record<string, unknown> {
-  const { requestId } = c.get('logScope');
-  return {
-    httpRequestId: c.get('requestId'),
-    ...callerBindings(c.get('caller')),
-    ...(requestId === undefined ? {} : { requestId }),
-  };
-}
-
-/** The request's logger: a child of the scope's carrying logBindings, made on first use. */
-function log(c: Context<Env>): Logger {
-  const scope = c.get('logScope');
-  const caller = c.get('caller');
-  if (!scope.child || scope.childCaller !== caller) {
-    scope.child = scope.logger.child(logBindings(c));
-    scope.childCaller = caller;
-  }
-  return scope.child;
-}
-
-/** The route pattern (bounded label set), never the raw path. */
-function routeLabel(c: Context<Env>): string {
-  const path = routePath(c, -1);
-  return path === '/*' || path === '*' || path === '' ? 'unmatched' : path;
 }
 
 async function submitRequest(
@@ -394,11 +248,9 @@ async function accept(
     abandon.abort();
     slot?.leave();
     log(c).warn({ err }, 'Kafka did not acknowledge the request; refused with 503');
-    c.header('Retry-After', String(settings.unavailableRetryAfterSeconds ?? 5));
-    return problem(
+    return unavailable(
       c,
-      503,
-      'dependency_unavailable',
+      settings,
       'the request could not be written to Kafka; nothing was accepted, retry later',
     );
   } finally {
@@ -431,13 +283,7 @@ async function claimRequestId(
     claimed = await claim(client, id, requestFingerprint(validated));
   } catch (err) {
     log(c).warn({ err }, 'Redis did not answer the requestId check; refused with 503');
-    c.header('Retry-After', String(settings.unavailableRetryAfterSeconds ?? 5));
-    return problem(
-      c,
-      503,
-      'dependency_unavailable',
-      'the requestId could not be checked; nothing was accepted, retry later',
-    );
+    return unavailable(c, settings, 'the requestId could not be checked; nothing was accepted, retry later');
   }
   if (claimed !== 'conflict') return undefined;
   return problem(
@@ -562,8 +408,7 @@ async function getEvents(
     events = await read({ requestId: id, ...(sinceMs === undefined ? {} : { sinceMs }) });
   } catch (err) {
     log(c).warn({ err }, 'the task journal could not be read');
-    c.header('Retry-After', String(settings.unavailableRetryAfterSeconds ?? 5));
-    return problem(c, 503, 'dependency_unavailable', 'the task journal could not be read; retry later');
+    return unavailable(c, settings, 'the task journal could not be read; retry later');
   } finally {
     slot.leave();
   }
@@ -664,6 +509,12 @@ function notServed(c: Context<Env>, route: string, role: string): Response {
     'not_found',
     `${route} is served by the ${role} role, which does not run in this process`,
   );
+}
+
+/** A dependency (Kafka, Redis) did not answer: 503, with when to try again. */
+function unavailable(c: Context<Env>, settings: ApiSettings, detail: string): Response {
+  c.header('Retry-After', String(settings.unavailableRetryAfterSeconds ?? 5));
+  return problem(c, 503, 'dependency_unavailable', detail);
 }
 
 function refuse(c: Context<Env>, refusal: Refusal): Response {

@@ -24,11 +24,15 @@ import { kafkaSubmit } from '../submit/index.ts';
 /** A running HTTP role; `url` is where its (shared) server listens, handy when HTTP_PORT is 0. */
 export interface HttpRoleHandle extends RoleHandle {
   url: string;
+}
+
+/** A running sync-gateway: an HTTP role that also answers for the results it holds. */
+export interface SyncGatewayHandle extends HttpRoleHandle {
   /**
-   * sync-gateway: the result (raw JSON from `out`) this process holds for a client's requestId, if
-   * any (`client` undefined: a request without `meta.client`).
+   * The result (raw JSON from `out`) this process holds for a client's requestId, if any
+   * (`client` undefined: a request without `meta.client`).
    */
-  peekResult?(requestId: string, client: string | undefined): string | undefined;
+  peekResult(requestId: string, client: string | undefined): string | undefined;
 }
 
 /**
@@ -83,7 +87,7 @@ async function entrySigner({ deps }: RoleContext) {
  */
 export const syncGatewayRole = {
   name: 'sync-gateway',
-  async start(ctx: RoleContext): Promise<HttpRoleHandle> {
+  async start(ctx: RoleContext): Promise<SyncGatewayHandle> {
     const { deps, config, logger } = ctx;
     await deps.topics();
     const hub = new Hub<string>({

@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { createRedis, Redis, type RedisClient, registry } from '@requester/shared';
+import { registry } from '@requester/shared/metrics';
+import { createRedis, Redis, type RedisClient } from '@requester/shared/redis';
 import { redisServerAvailable, startRedisCluster, type TestCluster } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {

@@ -1,5 +1,7 @@
 import { randomBytes } from 'node:crypto';
-import type { Config, Logger, RedisClient } from '@requester/shared';
+import type { Config } from '@requester/shared/config';
+import type { Logger } from '@requester/shared/log';
+import type { RedisClient } from '@requester/shared/redis';
 import { LRUCache } from 'lru-cache';
 import { openIndexKey, originKeys } from './keys.ts';
 import { breakerMetrics, MAX_ORIGIN_LABELS } from './metrics.ts';

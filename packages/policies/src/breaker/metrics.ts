@@ -1,4 +1,4 @@
-import { counter, gauge } from '@requester/shared';
+import { counter, gauge } from '@requester/shared/metrics';
 
 /**
  * Breaker metrics. Origins are user input, so only `breaker_open` carries one as a label, and for

@@ -1,5 +1,5 @@
 import { join } from 'node:path';
-import { luaScripts, type RedisClient, readLuaCommands } from '@requester/shared';
+import { luaScripts, type RedisClient, readLuaCommands } from '@requester/shared/redis';
 
 /** `commands/admit-2.lua` and `commands/record-2.lua`, read once per process. */
 const BREAKER_COMMANDS = readLuaCommands(join(import.meta.dirname, 'commands'), 'breaker');

@@ -1,14 +1,8 @@
 import { randomBytes } from 'node:crypto';
-import {
-  createRedis,
-  LIMITER_ALGORITHMS,
-  type LimiterAlgorithm,
-  type LimiterSpec,
-  type Redis,
-  type RedisClient,
-  RequesterError,
-  registry,
-} from '@requester/shared';
+import { LIMITER_ALGORITHMS, type LimiterAlgorithm, type LimiterSpec } from '@requester/shared/contract';
+import { RequesterError } from '@requester/shared/errors';
+import { registry } from '@requester/shared/metrics';
+import { createRedis, type Redis, type RedisClient } from '@requester/shared/redis';
 import { redisServerAvailable, startRedisCluster, type TestCluster } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type LimitDecision, limiterKeys, limiterWindows, longestWaitMs, RateLimiter } from './index.ts';

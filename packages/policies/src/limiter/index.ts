@@ -1,10 +1,7 @@
-import {
-  counter,
-  type LimiterAlgorithm,
-  type LimiterSpec,
-  type RedisClient,
-  RequesterError,
-} from '@requester/shared';
+import type { LimiterAlgorithm, LimiterSpec } from '@requester/shared/contract';
+import { RequesterError } from '@requester/shared/errors';
+import { counter } from '@requester/shared/metrics';
+import type { RedisClient } from '@requester/shared/redis';
 import { type LimiterScripts, type LimitOutcome, loadLimiterScripts, type TakeReply } from './scripts.ts';
 import { limiterCall } from './spec.ts';
 

@@ -1,5 +1,6 @@
-import type { Cluster, LimiterAlgorithm, Redis, RedisClient } from '@requester/shared';
-import type { LimiterWindow } from './spec.ts';
+import type { LimiterAlgorithm } from '@requester/shared/contract';
+import type { Cluster, Redis, RedisClient } from '@requester/shared/redis';
+import { algorithmOfTag, type LimiterWindow } from './spec.ts';
 
 /**
  * Read-only view of one limiter key's windows (`requester limiter show`), decoding the state the
@@ -22,14 +23,6 @@ export interface LimiterWindowState {
   key: string;
 }
 
-const TAGS: Readonly<Record<string, LimiterAlgorithm>> = {
-  tb: 'token-bucket',
-  lb: 'leaky-bucket',
-  fw: 'fixed-window-counter',
-  sc: 'sliding-window-counter',
-  sl: 'sliding-window-log',
-};
-
 /** The windows of `key` that hold state now, shortest first per algorithm. */
 export async function inspectLimiter(
   redis: RedisClient,
@@ -45,7 +38,7 @@ export async function inspectLimiter(
   const states: LimiterWindowState[] = [];
   for (const redisKey of keys) {
     const [tag, duration] = redisKey.slice(base.length).split(':');
-    const algorithm = TAGS[tag ?? ''];
+    const algorithm = algorithmOfTag(tag ?? '');
     if (!algorithm) continue;
     if (algorithm === 'sliding-window-log') {
       states.push(...(await slidingLog(redis, redisKey, nowUs, rates)));

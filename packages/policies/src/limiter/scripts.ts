@@ -1,11 +1,7 @@
 import { join } from 'node:path';
-import {
-  luaScripts,
-  MAX_LIMITER_RATES,
-  type RedisClient,
-  RequesterError,
-  readLuaCommands,
-} from '@requester/shared';
+import { MAX_LIMITER_RATES } from '@requester/shared/contract';
+import { RequesterError } from '@requester/shared/errors';
+import { luaScripts, type RedisClient, readLuaCommands } from '@requester/shared/redis';
 import type { LimiterCall } from './spec.ts';
 
 /** One command per algorithm (`commands/<op>-<n|1>.lua`, see spec.ts), read once per process. */

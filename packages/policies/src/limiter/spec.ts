@@ -1,10 +1,6 @@
-import {
-  clientScoped,
-  durationToMs,
-  type LimiterAlgorithm,
-  type LimiterSpec,
-  ValidationError,
-} from '@requester/shared';
+import { clientScoped, type LimiterAlgorithm, type LimiterSpec } from '@requester/shared/contract';
+import { ValidationError } from '@requester/shared/errors';
+import { durationToMs } from '@requester/shared/time';
 
 /** One window of a limiter, normalized: whole milliseconds. */
 export interface LimiterWindow {
@@ -32,6 +28,15 @@ const LAYOUT: Readonly<Record<LimiterAlgorithm, { op: string; tag: string; keyPe
   'sliding-window-counter': { op: 'slidingCounter', tag: 'sc', keyPerWindow: true },
   'sliding-window-log': { op: 'slidingLog', tag: 'sl', keyPerWindow: false },
 };
+
+const ALGORITHM_OF_TAG: ReadonlyMap<string, LimiterAlgorithm> = new Map(
+  (Object.keys(LAYOUT) as LimiterAlgorithm[]).map((algorithm) => [LAYOUT[algorithm].tag, algorithm]),
+);
+
+/** The algorithm whose keys carry `tag` (read back from a key name by `limiter show`); undefined: none. */
+export function algorithmOfTag(tag: string): LimiterAlgorithm | undefined {
+  return ALGORITHM_OF_TAG.get(tag);
+}
 
 /**
  * The windows of a spec, one per duration, shortest first. Two windows of one duration would share

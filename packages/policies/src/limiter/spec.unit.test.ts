@@ -1,14 +1,9 @@
-import {
-  LIMITER_ALGORITHMS,
-  type LimiterSpec,
-  MAX_DURATION_NS,
-  safeParseRequestEnvelope,
-  toMs,
-} from '@requester/shared';
+import { LIMITER_ALGORITHMS, type LimiterSpec, safeParseRequestEnvelope } from '@requester/shared/contract';
 import { goDurationText } from '@requester/shared/testing';
+import { MAX_DURATION_NS, toMs } from '@requester/shared/time';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { limiterCall, limiterKeyOf, limiterWindows } from './spec.ts';
+import { algorithmOfTag, limiterCall, limiterKeyOf, limiterWindows } from './spec.ts';
 
 /** The longest wait anything asks for (the executor's MAX_DELAY_MS): the range of a Go duration. */
 const MAX_DELAY_MS = toMs(MAX_DURATION_NS);
@@ -44,6 +39,17 @@ describe('limiter spec', () => {
       }),
       { numRuns: 1_000 },
     );
+  });
+});
+
+describe('algorithmOfTag', () => {
+  // `limiter show` finds a limiter's windows by the tag in their key names: each algorithm's own.
+  it.each(LIMITER_ALGORITHMS)('reads the tag of every %s key back as that algorithm', (algorithm) => {
+    const spec: LimiterSpec = { key: 'k', algorithm, rates: [{ duration: '1s', value: 1 }] };
+    for (const key of limiterCall('p:', spec, 1).keys) {
+      const [tag] = key.slice('p:{lim:k}:'.length).split(':');
+      expect(algorithmOfTag(tag ?? '')).toBe(algorithm);
+    }
   });
 });
 

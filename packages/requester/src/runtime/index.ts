@@ -5,14 +5,13 @@ import {
   Dependencies,
   initTracing,
   type Logger,
-  type RoleDefinition,
   type RoleHandle,
   type RoleName,
   shutdownTracing,
 } from '@requester/shared';
 import { AdminConsole, startAdminServer } from '../admin-server/index.ts';
 import { type JournalHooks, journalHooks } from './journal.ts';
-import { loadRole } from './roles.ts';
+import { type RoleHandles, startRole } from './roles.ts';
 
 export interface RunningProcess {
   adminPort: number;
@@ -39,7 +38,8 @@ export async function startProcess(
   const deps = new Dependencies(config, logger);
   const ownJournal = journalHooks(config, deps);
   const handles: Array<{ name: RoleName; handle: RoleHandle }> = [];
-  let started = false;
+  const started: { [N in RoleName]?: RoleHandles[N] } = {};
+  let running = false;
   let stopping = false;
 
   const operatorConsole = new AdminConsole({
@@ -50,7 +50,7 @@ export async function startProcess(
     ...(roles.includes('sync-gateway')
       ? {
           peekResult: (requestId: string, client: string | undefined) =>
-            peekResult(handles, requestId, client),
+            started['sync-gateway']?.peekResult(requestId, client),
         }
       : {}),
     ...(journal ?? ownJournal.hooks),
@@ -62,8 +62,8 @@ export async function startProcess(
       live: () => true,
       ready: async () => {
         const checks = await deps.readiness();
-        const ready = started && !stopping && Object.values(checks).every(Boolean);
-        return { ready, checks: { ...checks, roles: started && !stopping } };
+        const ready = running && !stopping && Object.values(checks).every(Boolean);
+        return { ready, checks: { ...checks, roles: running && !stopping } };
       },
     },
     operatorConsole,
@@ -92,33 +92,22 @@ export async function startProcess(
     logger.info('stopped');
   };
 
+  const start = async <N extends RoleName>(name: N): Promise<void> => {
+    const handle = await startRole(name, { config, logger: logger.child({ role: name }), deps });
+    started[name] = handle;
+    handles.push({ name, handle });
+    logger.info({ role: name }, 'role started');
+  };
+
   try {
-    for (const name of roles) {
-      const definition: RoleDefinition = await loadRole(name);
-      const handle = await definition.start({ config, logger: logger.child({ role: name }), deps });
-      handles.push({ name, handle });
-      logger.info({ role: name }, 'role started');
-    }
+    for (const name of roles) await start(name);
     await deps.checkCredentials();
-    started = true;
+    running = true;
   } catch (err) {
     await shutdown('a role failed to start').catch(() => {});
     throw err;
   }
   return { adminPort: admin.port, shutdown };
-}
-
-function peekResult(
-  handles: ReadonlyArray<{ handle: RoleHandle }>,
-  requestId: string,
-  client: string | undefined,
-): string | undefined {
-  for (const { handle } of handles) {
-    const peek = (handle as { peekResult?: (id: string, client: string | undefined) => string | undefined })
-      .peekResult;
-    if (peek) return peek(requestId, client);
-  }
-  return undefined;
 }
 
 async function settleAll(steps: Array<[RoleName, Promise<void> | undefined]>, logger: Logger): Promise<void> {

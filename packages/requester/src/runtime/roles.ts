@@ -1,9 +1,15 @@
-import type { RoleDefinition, RoleName } from '@requester/shared';
+import type { SyncGatewayHandle } from '@requester/ingress';
+import type { RoleContext, RoleDefinition, RoleHandle, RoleName } from '@requester/shared';
+
+/** What each role's start returns: the roles the process asks more of than the shutdown phases. */
+export interface RoleHandles extends Record<RoleName, RoleHandle> {
+  'sync-gateway': SyncGatewayHandle;
+}
 
 /**
  * Where each role lives. Loaded lazily so a process pays only for the roles it runs.
  */
-const ROLE_LOADERS: Record<RoleName, () => Promise<RoleDefinition>> = {
+const ROLE_LOADERS: { [N in RoleName]: () => Promise<RoleDefinition<RoleHandles[N]>> } = {
   ingress: async () => (await import('@requester/ingress')).ingressRole,
   'sync-gateway': async () => (await import('@requester/ingress')).syncGatewayRole,
   router: async () => (await import('@requester/scheduler')).routerRole,
@@ -11,6 +17,8 @@ const ROLE_LOADERS: Record<RoleName, () => Promise<RoleDefinition>> = {
   relay: async () => (await import('@requester/relay')).relayRole,
 };
 
-export function loadRole(name: RoleName): Promise<RoleDefinition> {
-  return ROLE_LOADERS[name]();
+/** Loads role `name` and starts it. */
+export async function startRole<N extends RoleName>(name: N, ctx: RoleContext): Promise<RoleHandles[N]> {
+  const definition = await ROLE_LOADERS[name]();
+  return definition.start(ctx);
 }

@@ -24,6 +24,7 @@ export {
   type KafkaConsumer,
   type KafkaProducer,
   type KafkaRecord,
+  type KafkaRef,
   type OutgoingRecord,
   type PartitionOffsets,
   type ProducedBatch,

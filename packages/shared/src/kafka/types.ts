@@ -1,11 +1,18 @@
 import { RequesterError } from '../errors/index.ts';
-import type { KafkaRef } from '../task/index.ts';
 
 /**
  * Requester's own Kafka interface: what the roles need from a Kafka client, and nothing of any
  * client library's types. The one implementation is the kafkajs adapter (`./kafkajs/`); another
  * (see README.md) implements these interfaces and passes `contract.test.ts`.
  */
+
+/** Where one record is: a task's offset-ref to its `in` record (task/), what a Fetcher reads back. */
+export interface KafkaRef {
+  topic: string;
+  partition: number;
+  /** Kafka offsets are int64: kept as a decimal string. */
+  offset: string;
+}
 
 /** Header values as read: the broker returns bytes; a header repeated under one name is a list. */
 export type RecordHeaders = Record<string, Buffer | string | Array<Buffer | string> | undefined>;

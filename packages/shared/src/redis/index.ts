@@ -1,9 +1,11 @@
 import { Cluster, Redis, type RedisOptions } from 'ioredis';
 import type { Logger } from '../log/index.ts';
+import type { RedisClient } from './client.ts';
 
 export { Cluster, Redis } from 'ioredis';
-/** Either a single Redis node or a Redis Cluster: every module takes this, never a concrete class. */
-export type RedisClient = Redis | Cluster;
+export type { RedisClient } from './client.ts';
+// The Lua scripts' loader: `@requester/shared/redis` is all a Redis user needs.
+export * from './lua.ts';
 
 export interface RedisConnectOptions {
   /** `redis://host:port/db` for one node, or several comma-separated `redis://` seeds for a cluster. */

@@ -1,6 +1,6 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { RedisClient } from './index.ts';
+import type { RedisClient } from './client.ts';
 
 /**
  * The one loader of Redis Lua commands (queue, limiter, cache, breaker). A module keeps its

@@ -23,6 +23,19 @@ export const ROLE_NAMES = ['ingress', 'sync-gateway', 'router', 'executor', 'rel
 export type RoleName = (typeof ROLE_NAMES)[number];
 
 /**
+ * Whether each role opens an HTTP listener of its own (the admin port aside): N copies of such a
+ * role in one `requester` would compete for its port, so only the others may run in several
+ * processes (`--processes`); the HTTP roles scale with more `requester` processes.
+ */
+export const ROLE_LISTENS_ON_HTTP: Readonly<Record<RoleName, boolean>> = {
+  ingress: true,
+  'sync-gateway': true,
+  router: false,
+  executor: false,
+  relay: false,
+};
+
+/**
  * A running role. Shutdown happens in phases across all roles of the process (docs/architecture.md §5):
  * first every role stops accepting (HTTP closes), then every role drains what it holds, then the
  * shared clients close.
@@ -40,9 +53,10 @@ export interface RoleContext {
   deps: Dependencies;
 }
 
-export interface RoleDefinition {
+/** A role; `Handle`: what its start returns, when the process may ask more of it than shutdown. */
+export interface RoleDefinition<Handle extends RoleHandle = RoleHandle> {
   name: RoleName;
-  start(ctx: RoleContext): Promise<RoleHandle>;
+  start(ctx: RoleContext): Promise<Handle>;
 }
 
 /**

@@ -12,15 +12,8 @@
 
 import { clientScoped } from '../contract/namespace.ts';
 import { RequesterError } from '../errors/index.ts';
-import { headerText, type RecordHeaders } from '../kafka/types.ts';
+import { headerText, type KafkaRef, type RecordHeaders } from '../kafka/types.ts';
 import { REPLY_TO_HEADER } from '../replies/index.ts';
-
-export interface KafkaRef {
-  topic: string;
-  partition: number;
-  /** Kafka offsets are int64: kept as a decimal string. */
-  offset: string;
-}
 
 export interface QueuedTask {
   ref: KafkaRef;

@@ -140,6 +140,7 @@ export * from './collector.ts';
 export * from './cpu.ts';
 export * from './kafka-broker.ts';
 export * from './memory.ts';
+export * from './modules.ts';
 export * from './postgres.ts';
 export * from './redis.ts';
 export * from './redis-cluster.ts';

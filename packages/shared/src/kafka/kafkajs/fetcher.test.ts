@@ -1,6 +1,5 @@
 import { Kafka } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { KafkaRef } from '../../task/index.ts';
 import {
   createTestTopics,
   settledMemory,
@@ -8,6 +7,7 @@ import {
   testKafka,
   uniqueName,
 } from '../../testing/index.ts';
+import type { KafkaRef } from '../types.ts';
 import { type FetchOutcome, type KafkaProducer, RecordUnavailableError } from '../types.ts';
 
 /** Against the real local broker: every topic is new, so offsets are known from what we write. */

@@ -3,7 +3,6 @@ import { type IHeaders, type logCreator as LogCreator, Partitioners } from 'kafk
 import { LRUCache } from 'lru-cache';
 import { RequesterError } from '../../errors/index.ts';
 import type { Logger } from '../../log/index.ts';
-import type { KafkaRef } from '../../task/index.ts';
 import { withTimeout } from '../batching.ts';
 import type { KafkaSecurity } from '../security.ts';
 import {
@@ -11,6 +10,7 @@ import {
   type Fetcher,
   type FetcherOptions,
   type FetchOutcome,
+  type KafkaRef,
   RecordUnavailableError,
 } from '../types.ts';
 import { brokerList, kafkajsSecurity, kafkaLogCreator } from './options.ts';
