@@ -79,6 +79,7 @@ const MIN_IDLE_MS = 10;
  * (rejected with their delay and progress) or to the outbox (then acked), in the same flush.
  * A slot is freed at the settlement, which is also what lets the next task of an ordered partition
  * be leased: order at the target follows from one-in-flight in the queue plus ack-after-produce.
+ * Beside this loop: settle.ts (the flush), source.ts (reading a task's record), trace.ts (its spans).
  */
 export class Executor {
   private readonly options: ExecutorOptions;
