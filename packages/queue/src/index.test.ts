@@ -8,7 +8,7 @@ import {
   type TestCluster,
 } from '@requester/shared/testing';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { expireLeases, leaseAll, sleep, uniquePrefix } from '../test/queue-helpers.ts';
+import { expireLeases, leaseAll, sleep, uniquePrefix } from '../test/queue.fixture.ts';
 import { QueueAdmin } from './admin.ts';
 import { FairQueue, type FairQueueOptions, type LeasedTask } from './index.ts';
 

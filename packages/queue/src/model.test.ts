@@ -9,7 +9,7 @@
 import { createRedis, type RedisClient } from '@requester/shared/redis';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { expireLeases, uniquePrefix } from '../test/queue-helpers.ts';
+import { expireLeases, uniquePrefix } from '../test/queue.fixture.ts';
 import { QueueAdmin } from './admin.ts';
 import { FairQueue, type LeasedTask } from './index.ts';
 

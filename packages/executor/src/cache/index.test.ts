@@ -38,9 +38,9 @@ interface ChildSummary {
   body: string;
 }
 
-/** Another process with its own ResponseCache (race-child.ts), started and connected. */
+/** Another process with its own ResponseCache (race-child.fixture.ts), started and connected. */
 async function startChild(prefix: string, key: string, uri: string, fetches: number) {
-  const script = join(import.meta.dirname, 'race-child.ts');
+  const script = join(import.meta.dirname, 'race-child.fixture.ts');
   const child = spawn(process.execPath, [script, prefix, key, uri, String(fetches)], {
     stdio: ['pipe', 'pipe', 'inherit'],
   });

@@ -1,55 +1,33 @@
 import { hostname } from 'node:os';
 import type { FairQueue, LeasedTask } from '@requester/queue';
 import {
-  clientScoped,
   createRequestContract,
   DEAD_LETTER_REASONS,
   deadLetterMessage,
-  decodeQueuedTask,
   encodeQueuedTask,
   errorResult,
-  type FetchedRecord,
   type Fetcher,
   type FetchOutcome,
-  firstTraceparent,
-  type InlineRecord,
-  inSpan,
-  invalidRequestResult,
-  isMessageTooLargeError,
   type Journal,
   type KafkaProducer,
-  type KafkaRef,
-  kafkaAttributes,
-  kafkaKeyFor,
   type Logger,
-  msToNs,
   type Outbox,
-  type OutboxRow,
-  type OutgoingRecord,
-  type QueuedTask,
-  type RedisClient,
   type RequestContract,
   type RequestEnvelope,
   type ResultEnvelope,
-  replyChannel,
-  replyToHeader,
-  resultKey,
-  type Span,
-  SpanKind,
-  SpanStatusCode,
   sourcedResult,
-  startSpan,
-  taskId,
-  traceIdOf,
-  traceparentHeader,
-  traceparentOf,
-  tracingEnabled,
 } from '@requester/shared';
 import pLimit, { type LimitFunction } from 'p-limit';
 import { executorMetrics as metrics } from '../metrics.ts';
-import { ownedBy, resultMessage, tooLargeResultMessage, unreadableResult } from '../result/index.ts';
+import { ownedBy, unreadableResult } from '../result/index.ts';
 import { isQueueDelay, placeOf } from './decide.ts';
 import { type Ending, Policies, type PolicyModules, type Progress } from './policies.ts';
+import { type ReplyOptions, Settler } from './settle.ts';
+import { deliver, type Job, KAFKA_RETRY_MS, outboxRow, type Settlement } from './settlement.ts';
+import { decodeTask, parseRecord, readSources, validateRecord, withReplyTo } from './source.ts';
+import { requeueTrace, traced, withTraceId } from './trace.ts';
+
+export type { ReplyOptions } from './settle.ts';
 
 /** What the executor needs of the queue (FairQueue provides it). */
 export type TaskQueue = Pick<
@@ -84,60 +62,12 @@ export interface ExecutorOptions extends Omit<PolicyModules, 'retryAfterMaxMs'> 
   contract?: RequestContract;
   /** Names this executor in the journal's `leased` events. */
   executorId?: string;
-  /** Where sync results are routed to their gateway (see `publishReplies`); none are without it. */
+  /** Where sync results are routed to their gateway (see `Settler.publishReplies`); none are without it. */
   replies?: ReplyOptions;
-}
-
-export interface ReplyOptions {
-  redis: RedisClient;
-  /** REDIS_PREFIX, without the colon. */
-  prefix: string;
-  /** SYNC_CACHE_TTL when sync results are also kept for long-polls (SYNC_FOLLOW_OUT=false). */
-  keepMs?: number;
-}
-
-/** How a task leaves this executor. */
-type Settlement =
-  /** `deadLetter`: the DLQ record written in the same flush as the result. */
-  | {
-      kind: 'deliver';
-      result: ResultEnvelope;
-      outcome: string;
-      deadLetter?: OutgoingRecord;
-      deadLetterReason?: string;
-      /** The attempt's span: the parent of the `out` PRODUCER span and the record's header. */
-      traceparent?: string;
-      /** The gateway waiting for this result (the `in` record's reply-to header). */
-      replyTo?: string;
-    }
-  /**
-   * Back to the queue for `delayMs`. `payload`: the queued task rewritten with its new progress
-   * (absent = unchanged). `outbox`: wait in the outbox instead (then the lease is acked).
-   */
-  | { kind: 'reschedule'; delayMs: number; outcome: string; payload?: string; outbox?: OutboxRow }
-  | { kind: 'dead'; reason: string };
-
-interface Pending {
-  lease: LeasedTask;
-  settlement: Settlement;
-  /** Epoch ms the request was accepted (the task's createdAt), for the end-to-end latency. */
-  createdAt?: number | undefined;
-  done: () => void;
-}
-
-type Parsed = { ok: true; envelope: RequestEnvelope } | { ok: false; result: ResultEnvelope };
-
-interface Job {
-  lease: LeasedTask;
-  task: QueuedTask;
-  /** Epoch ms when the lease was taken: where the task's queue wait ends. */
-  leasedAt: number;
 }
 
 /** Shortest idle sleep: `nextWakeMs` may be 0 while nothing is leasable (e.g. a blocked partition). */
 const MIN_IDLE_MS = 10;
-/** Pause before a task whose record Kafka could not serve is tried again. */
-const KAFKA_RETRY_MS = 1_000;
 
 /**
  * The executor loop (docs/architecture.md §3, §5). It holds at most `maxWorkers` leases; each turn it leases
@@ -149,6 +79,7 @@ const KAFKA_RETRY_MS = 1_000;
  * (rejected with their delay and progress) or to the outbox (then acked), in the same flush.
  * A slot is freed at the settlement, which is also what lets the next task of an ordered partition
  * be leased: order at the target follows from one-in-flight in the queue plus ack-after-produce.
+ * Beside this loop: settle.ts (the flush), source.ts (reading a task's record), trace.ts (its spans).
  */
 export class Executor {
   private readonly options: ExecutorOptions;
@@ -159,8 +90,7 @@ export class Executor {
   private readonly held = new Map<string, LeasedTask>();
   private readonly batches = new Set<Promise<void>>();
   private readonly stopping = new AbortController();
-  private pending: Pending[] = [];
-  private flushing: Promise<void> | undefined;
+  private readonly settler: Settler;
   private slotWaiters: Array<() => void> = [];
   private loop: Promise<void> | undefined;
   private heartbeat: NodeJS.Timeout | undefined;
@@ -178,6 +108,12 @@ export class Executor {
     this.limit = pLimit(options.maxWorkers);
     this.journal = options.journal;
     this.executorId = options.executorId ?? `${hostname()}/${process.pid}`;
+    this.settler = new Settler(options, this.log, {
+      release: (token) => {
+        this.held.delete(token);
+      },
+      flushed: () => this.flushed(),
+    });
   }
 
   start(): void {
@@ -192,7 +128,7 @@ export class Executor {
     this.wakeSlotWaiters();
     await this.loop;
     while (this.batches.size > 0) await Promise.allSettled([...this.batches]);
-    await this.flushing;
+    await this.settler.inProgress;
     clearInterval(this.heartbeat);
   }
 
@@ -264,21 +200,20 @@ export class Executor {
     const settled: Array<Promise<void>> = [];
     const leasedAt = Date.now();
     for (const lease of leases) {
-      const task = decode(lease.payload);
+      const task = decodeTask(lease.payload);
       if (task) jobs.push({ lease, task, leasedAt });
-      else settled.push(this.settle(lease, { kind: 'dead', reason: 'queue payload is not a queued task' }));
+      else
+        settled.push(
+          this.settler.settle(lease, { kind: 'dead', reason: 'queue payload is not a queued task' }),
+        );
     }
-    // Inline tasks carry their record; the others are read from `in` in one batched fetch.
-    const reads = jobs.filter((job) => !job.task.inline);
-    const read =
-      reads.length > 0 ? await this.options.fetcher.fetchMany(reads.map((job) => job.task.ref)) : [];
-    const fetched = new Map(reads.map((job, i) => [job, read[i]]));
-    for (const job of jobs) {
-      const source = job.task.inline ? inlineOutcome(job.task.ref, job.task.inline) : fetched.get(job);
+    const sources = await readSources(this.options.fetcher, jobs);
+    for (const [i, job] of jobs.entries()) {
+      const source = sources[i];
       settled.push(
         this.limit(async () => {
           const settlement = withReplyTo(await this.attempt(job, source), source);
-          await this.settle(job.lease, settlement, job.task.createdAt);
+          await this.settler.settle(job.lease, settlement, job.task.createdAt);
         }),
       );
     }
@@ -305,14 +240,14 @@ export class Executor {
       }
       const { inline, tryCount } = job.task;
       const parsed = inline
-        ? this.validate(inline.value, requestId, tryCount)
-        : this.parse(fetched.record.value, requestId, tryCount);
+        ? validateRecord(this.contract, inline.value, requestId, tryCount)
+        : parseRecord(this.contract, fetched.record.value, requestId, tryCount);
       if (!parsed.ok && inline) return await this.attemptFromKafka(job);
       this.journalLeased(job, parsed.ok ? parsed.envelope.meta.client : undefined);
       if (!parsed.ok) return this.unprocessable(job, fetched.record, parsed.result);
       const { envelope } = parsed;
       const taskLog = envelope.meta.client ? log.child({ client: envelope.meta.client }) : log;
-      return await this.traced(job, fetched.record, envelope, (traced) =>
+      return await traced(job, fetched.record, envelope, (traced) =>
         this.policies
           .attempt(traced, progress, taskLog)
           .then((ending) => this.settlementOf(job, traced, ending)),
@@ -347,39 +282,6 @@ export class Executor {
   }
 
   /**
-   * Runs the attempt in its span, after recording the task's wait in the queue. The parent is the
-   * span that queued the task (router, or the previous attempt), else the record's `traceparent`
-   * header, else its `meta.traceparent`. The envelope handed on carries the attempt's span in
-   * `meta.traceparent` (the CLIENT span and an outbox row continue it); a result carries the trace id.
-   */
-  private traced(
-    job: Job,
-    record: FetchedRecord,
-    envelope: RequestEnvelope,
-    run: (traced: RequestEnvelope) => Promise<Settlement>,
-  ): Promise<Settlement> {
-    const parent = firstTraceparent(
-      job.task.traceparent,
-      traceparentHeader(record.headers),
-      envelope.meta.traceparent,
-    );
-    const { requestId } = envelope.meta;
-    const attributes = { 'requester.request_id': requestId, 'requester.try_count': job.task.tryCount };
-    startSpan('queue wait', parent, {
-      // Dates, not numbers: a number before this process started would be read as performance time.
-      startTime: new Date(Math.min(job.task.requeuedAt ?? job.lease.publishedAt, job.leasedAt)),
-      attributes: { ...attributes, 'requester.deliveries': job.lease.deliveries },
-    }).end(new Date(job.leasedAt));
-    return inSpan('execute', parent, { attributes }, async (span) => {
-      const traceparent = traceparentOf(span) ?? parent;
-      const traced = traceparent ? { ...envelope, meta: { ...envelope.meta, traceparent } } : envelope;
-      const settlement = await run(traced);
-      // settlementOf put the trace id in the result already (the dead letter copies it from there).
-      return settlement.kind === 'deliver' && traceparent ? { ...settlement, traceparent } : settlement;
-    });
-  }
-
-  /**
    * An `in` record that holds no valid request (it was changed or compacted under its offset, or a
    * router of another contract queued it): answered with the source offset, and dead-lettered.
    */
@@ -400,28 +302,6 @@ export class Executor {
       deadLetter,
       deadLetterReason: reason,
     };
-  }
-
-  /** The envelope of a record, or the invalid_request result answering it (keyed by the task's requestId). */
-  private parse(value: Buffer | null, requestId: string, tryCount: number): Parsed {
-    let input: unknown;
-    try {
-      input = JSON.parse(value?.toString('utf8') ?? '');
-    } catch (err) {
-      const message = `in-record is not JSON: ${err instanceof Error ? err.message : String(err)}`;
-      return { ok: false, result: errorResult(requestId, 'invalid_request', message, { tryCount }) };
-    }
-    return this.validate(input, requestId, tryCount);
-  }
-
-  /** `parse` for a value already parsed from JSON (an inline task's). */
-  private validate(input: unknown, requestId: string, tryCount: number): Parsed {
-    const parsed = this.contract.safeParse(input);
-    if (parsed.ok) return { ok: true, envelope: parsed.value };
-    const result = invalidRequestResult(input, parsed.error);
-    result.meta.requestId ??= requestId;
-    result.meta.tryCount = tryCount;
-    return { ok: false, result };
   }
 
   /**
@@ -459,228 +339,12 @@ export class Executor {
     return { kind: 'reschedule', delayMs, outcome: reason, payload, outbox: row };
   }
 
-  /** Queues the settlement for the next flush; resolves once it is written and the lease settled. */
-  private settle(lease: LeasedTask, settlement: Settlement, createdAt?: number): Promise<void> {
-    return new Promise((done) => {
-      this.pending.push({ lease, settlement, createdAt, done });
-      this.flushSoon();
-    });
-  }
-
-  private flushSoon(): void {
-    if (this.flushing) return;
-    this.flushing = (async () => {
-      // One macrotask of grace so results finishing together share a produce.
-      await new Promise((resolve) => setImmediate(resolve));
-      while (this.pending.length > 0) {
-        const batch = this.pending;
-        this.pending = [];
-        await this.flush(batch);
-      }
-    })().finally(() => {
-      this.flushing = undefined;
-      if (this.pending.length > 0) this.flushSoon();
-    });
-  }
-
-  /**
-   * Produces the results of the batch (and their dead-letter records) in one go and writes the
-   * outbox rows, then settles the leases: delivered and outboxed tasks are acked, rescheduled ones
-   * rejected with their delay and new payload, dead ones dead-lettered in the queue. If `out`
-   * cannot be written within a lease TTL the tasks are given back to the queue (tried again later)
-   * rather than acked without a result; if the outbox cannot be written the wait stays in Redis.
-   */
-  private async flush(batch: Pending[]): Promise<void> {
-    const deliveries = batch.filter((p) => p.settlement.kind === 'deliver');
-    const rows = batch.flatMap((p) => (p.settlement.kind === 'reschedule' && p.settlement.outbox) || []);
-    const [written, outboxed] = await Promise.all([this.produceResults(deliveries), this.addToOutbox(rows)]);
-    const produced = written !== undefined;
-    if (produced) observeProduced(deliveries, Date.now());
-    const acks: string[] = [];
-    const rejects: Array<{ token: string; delayMs: number; payload?: string }> = [];
-    const dead: Array<{ token: string; reason: string }> = [];
-    for (const { lease, settlement } of batch) {
-      const { token } = lease;
-      if (settlement.kind === 'deliver') {
-        if (produced) acks.push(token);
-        else rejects.push({ token, delayMs: KAFKA_RETRY_MS });
-      } else if (settlement.kind === 'reschedule') {
-        const { delayMs, payload, outbox } = settlement;
-        if (outbox && outboxed) acks.push(token);
-        else rejects.push({ token, delayMs, ...(payload === undefined ? {} : { payload }) });
-      } else dead.push({ token, reason: settlement.reason });
-    }
-    if (produced) for (const { settlement } of deliveries) this.journalDelivered(settlement);
-    const { queue } = this.options;
-    await Promise.all([
-      written && this.publishReplies(written),
-      this.settleLeases('ack', acks, () => queue.ackMany(acks)),
-      this.settleLeases('reject', rejects, () => queue.rejectMany(rejects)),
-      this.settleLeases('dead-letter', dead, () => queue.deadLetterMany(dead)),
-    ]);
-    for (const { lease, settlement, done } of batch) {
-      metrics.tasks.inc({ outcome: outcomeOf(settlement, produced) });
-      this.held.delete(lease.token);
-      done();
-    }
+  /** A flush settled its batch: the freed slots and a readied partition wake the loop. */
+  private flushed(): void {
     metrics.inFlight.set(this.held.size);
     this.flushes++;
     this.wakeSlotWaiters();
     this.idleWake?.abort();
-  }
-
-  private journalDelivered(settlement: Settlement): void {
-    if (!this.journal || settlement.kind !== 'deliver') return;
-    const { response, meta } = settlement.result;
-    const requestId = meta.requestId;
-    if (!requestId) return;
-    const client = meta.client;
-    const error = meta.error?.code;
-    this.journal.emit({
-      type: 'completed',
-      requestId,
-      client,
-      status: response.status,
-      tryCount: meta.tryCount,
-      ...(error ? { error } : {}),
-    });
-    const reason = settlement.deadLetterReason;
-    if (reason !== undefined) this.journal.emit({ type: 'dead_lettered', requestId, client, reason });
-  }
-
-  /**
-   * The results as written, once every result is on `out` and every dead letter on the DLQ
-   * (`undefined` when that failed); retried for up to a lease TTL.
-   */
-  private async produceResults(deliveries: Pending[]): Promise<Written[] | undefined> {
-    const results: ResultEnvelope[] = [];
-    const traceparents: Array<string | undefined> = [];
-    const replyTos: Array<string | undefined> = [];
-    const deadLetters: OutgoingRecord[] = [];
-    for (const { settlement } of deliveries) {
-      if (settlement.kind !== 'deliver') continue;
-      results.push(settlement.result);
-      traceparents.push(settlement.traceparent);
-      replyTos.push(settlement.replyTo);
-      if (settlement.deadLetter) deadLetters.push(settlement.deadLetter);
-    }
-    if (results.length === 0) return [];
-    const { producer, topicDlq, produceTimeoutMs, leaseTtlMs } = this.options;
-    const deadline = Date.now() + leaseTtlMs;
-    for (let attempt = 1; ; attempt++) {
-      try {
-        const [values] = await Promise.all([
-          this.writeResults(results, traceparents),
-          topicDlq ? producer.send(topicDlq, deadLetters, produceTimeoutMs) : undefined,
-        ]);
-        return values.map((value, i) => ({
-          value,
-          replyTo: replyTos[i],
-          requestId: results[i]?.meta.requestId,
-          client: results[i]?.meta.client,
-        }));
-      } catch (err) {
-        if (Date.now() >= deadline) {
-          this.log.error(
-            { err, results: results.length },
-            'cannot write results to out: giving the tasks back',
-          );
-          return undefined;
-        }
-        this.log.warn({ err, attempt }, 'writing results to out failed; retrying');
-        await new Promise((resolve) => setTimeout(resolve, Math.min(100 * 2 ** attempt, 2_000)));
-      }
-    }
-  }
-
-  /**
-   * Writes results to `out`. If the broker refuses the batch as too large — the topic's limit can
-   * be below KAFKA_MAX_MESSAGE_BYTES when it was created elsewhere — each result is written on its
-   * own, and the ones still refused are answered as too large: one oversized result must neither
-   * hold back the results of its batch nor be retried forever. Returns each record's value as written.
-   */
-  private async writeResults(
-    results: ResultEnvelope[],
-    traceparents: Array<string | undefined>,
-  ): Promise<Array<OutgoingRecord['value']>> {
-    const { producer, topicOut, produceTimeoutMs, maxResultBytes } = this.options;
-    const spans = traceparents.map((parent) => sendSpan(topicOut, parent));
-    const messages = results.map((result, i) =>
-      withTraceHeader(resultMessage(result, maxResultBytes), spans[i]),
-    );
-    try {
-      await producer.send(topicOut, messages, produceTimeoutMs);
-      endAll(spans);
-      return messages.map((message) => message.value);
-    } catch (err) {
-      endAll(spans, err);
-      if (!isMessageTooLargeError(err)) throw err;
-    }
-    return await Promise.all(
-      results.map(async (result, i) => {
-        const message = messages[i] as OutgoingRecord;
-        try {
-          await producer.send(topicOut, [message], produceTimeoutMs);
-          return message.value;
-        } catch (err) {
-          if (!isMessageTooLargeError(err)) throw err;
-          const refused = 'was refused by the out topic as too large (its max.message.bytes)';
-          this.log.warn({ requestId: result.meta.requestId }, 'result too large for out: answering 502');
-          const tooLarge = tooLargeResultMessage(result, refused);
-          await producer.send(topicOut, [tooLarge], produceTimeoutMs);
-          return tooLarge.value;
-        }
-      }),
-    );
-  }
-
-  /**
-   * Hands the sync results just written to `out` to the gateways holding their callers (SPUBLISH on
-   * each one's channel) and, when long-polls need them, keeps them in Redis for `keepMs`. The
-   * commands of one flush go out together (the client's auto-pipelining, per node on a cluster).
-   * Best effort: `out` stays the journal, and a caller whose gateway is gone or that Redis failed
-   * gets the usual 202 + Location.
-   */
-  private async publishReplies(written: Written[]): Promise<void> {
-    const { replies } = this.options;
-    if (!replies) return;
-    const { redis, prefix, keepMs } = replies;
-    const sends: Array<Promise<unknown>> = [];
-    for (const { value, replyTo, requestId, client } of written) {
-      if (!replyTo || value === null) continue;
-      sends.push(redis.spublish(replyChannel(prefix, replyTo), value));
-      // Kept by result id, as gateways look it up: the requestId in its client's namespace.
-      if (keepMs !== undefined && requestId)
-        sends.push(redis.set(resultKey(prefix, clientScoped(client, requestId)), value, 'PX', keepMs));
-    }
-    const failed = (await Promise.allSettled(sends)).find((s) => s.status === 'rejected');
-    if (failed) this.log.warn({ err: failed.reason }, 'sync replies not published: their callers get 202');
-  }
-
-  /** true once the rows are in the outbox; one try (on failure the waits stay in Redis instead). */
-  private async addToOutbox(rows: OutboxRow[]): Promise<boolean> {
-    if (rows.length === 0) return true;
-    try {
-      await this.options.outbox?.add(rows);
-      return true;
-    } catch (err) {
-      this.log.warn({ err, rows: rows.length }, 'outbox unavailable: the waits stay in Redis');
-      return false;
-    }
-  }
-
-  /** A few tries; if Redis stays away the leases lapse and the tasks are reclaimed (at-least-once). */
-  private async settleLeases(what: string, items: unknown[], run: () => Promise<unknown>): Promise<void> {
-    if (items.length === 0) return;
-    for (let attempt = 1; attempt <= 3; attempt++) {
-      try {
-        await run();
-        return;
-      } catch (err) {
-        this.log.warn({ err, attempt, leases: items.length }, `${what} failed`);
-        await new Promise((resolve) => setTimeout(resolve, 100 * attempt));
-      }
-    }
   }
 
   /** Heartbeat: every held lease is pushed a TTL ahead, so long calls keep their tasks. */
@@ -707,119 +371,5 @@ export class Executor {
     const waiters = this.slotWaiters;
     this.slotWaiters = [];
     for (const wake of waiters) wake();
-  }
-}
-
-/** The PRODUCER span of one result written to `out`; none for a result outside any trace. */
-function sendSpan(topic: string, parent: string | undefined): Span | undefined {
-  if (!parent || !tracingEnabled()) return undefined;
-  return startSpan(`send ${topic}`, parent, {
-    kind: SpanKind.PRODUCER,
-    attributes: kafkaAttributes('send', topic),
-  });
-}
-
-/** The record with the `traceparent` header of its PRODUCER span: the sync-gateway continues it. */
-function withTraceHeader(record: OutgoingRecord, span: Span | undefined): OutgoingRecord {
-  const traceparent = span && traceparentOf(span);
-  return traceparent ? { ...record, headers: { ...record.headers, traceparent } } : record;
-}
-
-function endAll(spans: Array<Span | undefined>, err?: unknown): void {
-  for (const span of spans) {
-    if (err) span?.setStatus({ code: SpanStatusCode.ERROR, message: String(err) });
-    span?.end();
-  }
-}
-
-/** A result as written to `out`, with the gateway waiting for it. */
-interface Written {
-  value: OutgoingRecord['value'];
-  replyTo: string | undefined;
-  requestId: string | undefined;
-  client: string | undefined;
-}
-
-/** A delivery carries its `in` record's reply-to header (only a record read can have one). */
-function withReplyTo(settlement: Settlement, fetched: FetchOutcome | undefined): Settlement {
-  if (settlement.kind !== 'deliver' || !fetched?.ok) return settlement;
-  const replyTo = replyToHeader(fetched.record.headers);
-  return replyTo ? { ...settlement, replyTo } : settlement;
-}
-
-/**
- * An inline task's record, as if read from `in`, for its headers: the value rides parsed in the
- * task (attempt validates it from there), and the key only a record read back needs.
- */
-function inlineOutcome(ref: KafkaRef, inline: InlineRecord): FetchOutcome {
-  const record = { ref, key: null, value: null, headers: inline.headers ?? {}, timestamp: '' };
-  return { ok: true, record };
-}
-
-function deliver(result: ResultEnvelope, outcome: string): Settlement {
-  return { kind: 'deliver', result, outcome };
-}
-
-/** End-to-end latency (measured when the result is on `out`, before the ack) and dead letters written. */
-function observeProduced(deliveries: Pending[], nowMs: number): void {
-  for (const { settlement, createdAt } of deliveries) {
-    if (settlement.kind !== 'deliver') continue;
-    if (createdAt !== undefined)
-      metrics.endToEndSeconds.observe({ outcome: settlement.outcome }, Math.max(0, nowMs - createdAt) / 1000);
-    if (settlement.deadLetterReason) metrics.deadLetters.inc({ reason: settlement.deadLetterReason });
-  }
-}
-
-/** The result with the trace id of `traceparent` (unchanged without one, or when it has it). */
-function withTraceId(result: ResultEnvelope, traceparent: string | undefined): ResultEnvelope {
-  const traceId = traceIdOf(traceparent);
-  if (!traceId || result.meta.traceId === traceId) return result;
-  return { ...result, meta: { ...result.meta, traceId } };
-}
-
-/** What a task put back carries for its next queue wait and attempt (nothing while tracing is off). */
-function requeueTrace(envelope: RequestEnvelope): Pick<QueuedTask, 'traceparent' | 'requeuedAt'> {
-  const { traceparent } = envelope.meta;
-  return tracingEnabled() && traceparent ? { traceparent, requeuedAt: Date.now() } : {};
-}
-
-function outcomeOf(settlement: Settlement, produced: boolean): string {
-  if (settlement.kind === 'dead') return 'dead_letter';
-  if (settlement.kind === 'deliver' && !produced) return 'out_unavailable';
-  return settlement.outcome;
-}
-
-/**
- * The outbox row of an unordered task waiting beyond the horizon: its full envelope, carrying the
- * attempts made and the time waited (the router reads them back), due when the wait ends. Its id
- * is new (see taskId), so neither the outbox nor the queue's dedup window refuses it.
- */
-function outboxRow(
-  task: QueuedTask,
-  envelope: RequestEnvelope,
-  delayMs: number,
-  progress: Progress,
-): OutboxRow {
-  const { tryCount, waitedMs } = progress;
-  const copy: RequestEnvelope = {
-    ...envelope,
-    tryCount,
-    ...(waitedMs > 0 ? { waitTime: msToNs(waitedMs) } : {}),
-  };
-  return {
-    taskId: taskId(envelope.meta.client, task.requestId, tryCount, waitedMs),
-    requestId: task.requestId,
-    dueAt: new Date(Date.now() + delayMs),
-    topic: task.ref.topic,
-    key: kafkaKeyFor(envelope),
-    payload: Buffer.from(JSON.stringify(copy)),
-  };
-}
-
-function decode(payload: string): QueuedTask | undefined {
-  try {
-    return decodeQueuedTask(payload);
-  } catch {
-    return undefined;
   }
 }

@@ -1,6 +1,6 @@
 /**
  * Test fixture (not production code): another executor process for the cross-process tests of
- * index.test.ts. `node race-child.ts <prefix> <cache key> <target url> <fetches>` connects, prints
+ * index.test.ts. `node race-child.fixture.ts <prefix> <cache key> <target url> <fetches>` connects, prints
  * `ready`, waits for a line on stdin, runs the fetches concurrently through its own ResponseCache,
  * prints their results as one JSON line and exits.
  */

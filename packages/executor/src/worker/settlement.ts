@@ -1,0 +1,75 @@
+import type { LeasedTask } from '@requester/queue';
+import {
+  kafkaKeyFor,
+  msToNs,
+  type OutboxRow,
+  type OutgoingRecord,
+  type QueuedTask,
+  type RequestEnvelope,
+  type ResultEnvelope,
+  taskId,
+} from '@requester/shared';
+import type { Progress } from './policies.ts';
+
+/** How a task leaves this executor. */
+export type Settlement =
+  /** `deadLetter`: the DLQ record written in the same flush as the result. */
+  | {
+      kind: 'deliver';
+      result: ResultEnvelope;
+      outcome: string;
+      deadLetter?: OutgoingRecord;
+      deadLetterReason?: string;
+      /** The attempt's span: the parent of the `out` PRODUCER span and the record's header. */
+      traceparent?: string;
+      /** The gateway waiting for this result (the `in` record's reply-to header). */
+      replyTo?: string;
+    }
+  /**
+   * Back to the queue for `delayMs`. `payload`: the queued task rewritten with its new progress
+   * (absent = unchanged). `outbox`: wait in the outbox instead (then the lease is acked).
+   */
+  | { kind: 'reschedule'; delayMs: number; outcome: string; payload?: string; outbox?: OutboxRow }
+  | { kind: 'dead'; reason: string };
+
+/** A leased task and its queued form, as the executor works on it. */
+export interface Job {
+  lease: LeasedTask;
+  task: QueuedTask;
+  /** Epoch ms when the lease was taken: where the task's queue wait ends. */
+  leasedAt: number;
+}
+
+/** Pause before a task whose record Kafka could not serve is tried again. */
+export const KAFKA_RETRY_MS = 1_000;
+
+export function deliver(result: ResultEnvelope, outcome: string): Settlement {
+  return { kind: 'deliver', result, outcome };
+}
+
+/**
+ * The outbox row of an unordered task waiting beyond the horizon: its full envelope, carrying the
+ * attempts made and the time waited (the router reads them back), due when the wait ends. Its id
+ * is new (see taskId), so neither the outbox nor the queue's dedup window refuses it.
+ */
+export function outboxRow(
+  task: QueuedTask,
+  envelope: RequestEnvelope,
+  delayMs: number,
+  progress: Progress,
+): OutboxRow {
+  const { tryCount, waitedMs } = progress;
+  const copy: RequestEnvelope = {
+    ...envelope,
+    tryCount,
+    ...(waitedMs > 0 ? { waitTime: msToNs(waitedMs) } : {}),
+  };
+  return {
+    taskId: taskId(envelope.meta.client, task.requestId, tryCount, waitedMs),
+    requestId: task.requestId,
+    dueAt: new Date(Date.now() + delayMs),
+    topic: task.ref.topic,
+    key: kafkaKeyFor(envelope),
+    payload: Buffer.from(JSON.stringify(copy)),
+  };
+}

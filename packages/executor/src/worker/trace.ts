@@ -1,0 +1,60 @@
+import {
+  type FetchedRecord,
+  firstTraceparent,
+  inSpan,
+  type QueuedTask,
+  type RequestEnvelope,
+  type ResultEnvelope,
+  startSpan,
+  traceIdOf,
+  traceparentHeader,
+  traceparentOf,
+  tracingEnabled,
+} from '@requester/shared';
+import type { Job, Settlement } from './settlement.ts';
+
+/**
+ * Runs the attempt in its span, after recording the task's wait in the queue. The parent is the
+ * span that queued the task (router, or the previous attempt), else the record's `traceparent`
+ * header, else its `meta.traceparent`. The envelope handed on carries the attempt's span in
+ * `meta.traceparent` (the CLIENT span and an outbox row continue it); a result carries the trace id.
+ */
+export function traced(
+  job: Job,
+  record: FetchedRecord,
+  envelope: RequestEnvelope,
+  run: (traced: RequestEnvelope) => Promise<Settlement>,
+): Promise<Settlement> {
+  const parent = firstTraceparent(
+    job.task.traceparent,
+    traceparentHeader(record.headers),
+    envelope.meta.traceparent,
+  );
+  const { requestId } = envelope.meta;
+  const attributes = { 'requester.request_id': requestId, 'requester.try_count': job.task.tryCount };
+  startSpan('queue wait', parent, {
+    // Dates, not numbers: a number before this process started would be read as performance time.
+    startTime: new Date(Math.min(job.task.requeuedAt ?? job.lease.publishedAt, job.leasedAt)),
+    attributes: { ...attributes, 'requester.deliveries': job.lease.deliveries },
+  }).end(new Date(job.leasedAt));
+  return inSpan('execute', parent, { attributes }, async (span) => {
+    const traceparent = traceparentOf(span) ?? parent;
+    const traced = traceparent ? { ...envelope, meta: { ...envelope.meta, traceparent } } : envelope;
+    const settlement = await run(traced);
+    // Executor.settlementOf put the trace id in the result already (the dead letter copies it from there).
+    return settlement.kind === 'deliver' && traceparent ? { ...settlement, traceparent } : settlement;
+  });
+}
+
+/** The result with the trace id of `traceparent` (unchanged without one, or when it has it). */
+export function withTraceId(result: ResultEnvelope, traceparent: string | undefined): ResultEnvelope {
+  const traceId = traceIdOf(traceparent);
+  if (!traceId || result.meta.traceId === traceId) return result;
+  return { ...result, meta: { ...result.meta, traceId } };
+}
+
+/** What a task put back carries for its next queue wait and attempt (nothing while tracing is off). */
+export function requeueTrace(envelope: RequestEnvelope): Pick<QueuedTask, 'traceparent' | 'requeuedAt'> {
+  const { traceparent } = envelope.meta;
+  return tracingEnabled() && traceparent ? { traceparent, requeuedAt: Date.now() } : {};
+}
