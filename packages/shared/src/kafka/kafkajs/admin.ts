@@ -55,7 +55,11 @@ export class KafkajsAdmin implements KafkaAdmin {
     return created;
   }
 
-  /** Returns once every partition of `topics` has a leader; retriable errors are asked again. */
+  /**
+   * Returns once every partition of `topics` is served by its leader; retriable errors are asked
+   * again. Metadata may name a leader before that broker has loaded the partition (it then answers
+   * "not the leader"), so readiness is proven by ListOffsets succeeding on every partition.
+   */
   private async awaitLeaders(topics: string[], deadline: number): Promise<void> {
     for (;;) {
       try {
@@ -64,7 +68,10 @@ export class KafkajsAdmin implements KafkaAdmin {
           (t) =>
             t.partitions.length > 0 && t.partitions.every((p) => p.leader >= 0 && p.partitionErrorCode === 0),
         );
-        if (led) return;
+        if (led) {
+          await Promise.all(topics.map((topic) => this.admin.fetchTopicOffsets(topic)));
+          return;
+        }
       } catch (err) {
         if (!isRetriableKafkaError(err)) throw err;
       }
