@@ -22,7 +22,7 @@ import { durationToMs } from '../../packages/shared/src/time/duration.ts';
 export type Manifest = {
   apiVersion: string;
   kind: string;
-  metadata: { name: string; namespace?: string };
+  metadata: { name: string; namespace?: string; labels?: Record<string, string> };
   // biome-ignore lint/suspicious/noExplicitAny: a manifest is arbitrary YAML until validated
   [key: string]: any;
 };
@@ -77,6 +77,11 @@ function withoutWrappedBase64(object: Manifest): Manifest {
   return { ...object, data };
 }
 
+/** A Deployment of a Requester role (not a dependency an overlay brings along). */
+export function isRole(object: Manifest): boolean {
+  return object.kind === 'Deployment' && object.metadata.labels?.['app.kubernetes.io/name'] === 'requester';
+}
+
 function matches(selector: Record<string, string>, labels: Record<string, string>): boolean {
   return Object.entries(selector).every(([key, value]) => labels[key] === value);
 }
@@ -90,7 +95,8 @@ export function ruleProblems(objects: Manifest[], roleNames: readonly string[]):
   const shutdownSeconds = durationToMs(config?.data?.SHUTDOWN_TIMEOUT ?? '30s') / 1000;
   const partitions = Number(config?.data?.KAFKA_TOPIC_PARTITIONS ?? 12);
   problems.push(...applyProblems(objects, config));
-  for (const deployment of of('Deployment')) {
+  // The roles; the dev overlay also runs Kafka, Redis and PostgreSQL, which these rules are not about.
+  for (const deployment of of('Deployment').filter(isRole)) {
     const name = deployment.metadata.name;
     const say = (problem: string) => problems.push(`Deployment ${name}: ${problem}`);
     const pod = deployment.spec.template.spec;
@@ -178,6 +184,15 @@ function applyProblems(objects: Manifest[], config: Manifest | undefined): strin
           say(`must read the lag of group ${group} on ${topic}`);
         if (meta.allowIdleConsumers !== 'false')
           say('allowIdleConsumers must be "false" (capped at the partitions)');
+        // KEDA connects from its own namespace: `kafka` or `kafka-0.kafka` resolve only in this one.
+        const local = String(meta.bootstrapServers)
+          .split(',')
+          .map((server) => server.trim().replace(/:\d+$/, ''))
+          .filter((host) => host.split('.').length < 3 && !/^[\d.]+$/.test(host));
+        if (local.length > 0)
+          say(
+            `bootstrapServers ${local.join(', ')}: not resolvable from KEDA's namespace (qualify it: <service>.<namespace>.svc)`,
+          );
       }
     }
   }

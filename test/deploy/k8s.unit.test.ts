@@ -2,7 +2,7 @@ import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ROLE_NAMES } from '../../packages/shared/src/role/index.ts';
-import { type Manifest, render, ruleProblems, schemaProblems } from './k8s.ts';
+import { isRole, type Manifest, render, ruleProblems, schemaProblems } from './k8s.ts';
 
 const OVERLAYS = join(import.meta.dirname, '../../infra/k8s/overlays');
 
@@ -23,7 +23,7 @@ describe.each(readdirSync(OVERLAYS))('infra/k8s overlay %s', (overlay) => {
     ])
       expect(kinds).toContain(kind);
     const roles = objects
-      .filter((object) => object.kind === 'Deployment')
+      .filter(isRole)
       .flatMap((deployment) => deployment.spec.template.spec.containers[0].args[1].split(','));
     expect(new Set(roles)).toEqual(new Set(ROLE_NAMES));
     expect(objects.flatMap(schemaProblems)).toEqual([]);
@@ -78,7 +78,7 @@ describe('the manifest checks', () => {
     const broken = copy().filter((object) => object.kind !== 'Namespace' && object.kind !== 'PodMonitor');
     // A plain ConfigMap, as the base had before: the name without its hash, everywhere.
     const config = broken.find((object) => object.kind === 'ConfigMap')!;
-    for (const object of broken.filter((o) => o.kind === 'Deployment'))
+    for (const object of broken.filter(isRole))
       for (const container of [
         ...object.spec.template.spec.containers,
         ...object.spec.template.spec.initContainers,
@@ -118,9 +118,18 @@ describe('the manifest checks', () => {
     const lagElsewhere = copy();
     lagElsewhere.find(
       (o) => o.kind === 'ScaledObject' && o.metadata.name === 'requester-router',
-    )!.spec.triggers[0].metadata.bootstrapServers = 'elsewhere:9092';
+    )!.spec.triggers[0].metadata.bootstrapServers = 'elsewhere.kafka.svc:9092';
     expect(ruleProblems(lagElsewhere, ROLE_NAMES)).toEqual([
-      'ScaledObject requester-router: bootstrapServers elsewhere:9092 is not KAFKA_BROKERS kafka:9092',
+      'ScaledObject requester-router: bootstrapServers elsewhere.kafka.svc:9092 is not KAFKA_BROKERS kafka.requester-dev.svc:9092',
+    ]);
+    // The brokers by a name only this namespace resolves: KEDA, in its own, would read nothing.
+    const local = copy();
+    local.find((o) => o.kind === 'ConfigMap')!.data.KAFKA_BROKERS = 'kafka:9092';
+    local.find(
+      (o) => o.kind === 'ScaledObject' && o.metadata.name === 'requester-router',
+    )!.spec.triggers[0].metadata.bootstrapServers = 'kafka:9092';
+    expect(ruleProblems(local, ROLE_NAMES)).toEqual([
+      "ScaledObject requester-router: bootstrapServers kafka: not resolvable from KEDA's namespace (qualify it: <service>.<namespace>.svc)",
     ]);
   });
 });
