@@ -98,8 +98,9 @@ describe('the executors scale on work that can run now', () => {
     await publish(300);
     await settlesAt(trigger.metadata.query, 301);
     // Leased tasks leave the ready partitions for the in-flight count: the sum stays.
-    const { tasks } = await queue.lease(50, 60_000);
-    expect(tasks.length).toBe(50);
+    // One lease call may visit only some shards: lease until 50 are out (301 are ready).
+    let leased = 0;
+    while (leased < 50) leased += (await queue.lease(50 - leased, 60_000)).tasks.length;
     await settlesAt(`max(requester_queue_depth{namespace="${namespace}",state="leased"})`, 50);
     await settlesAt(trigger.metadata.query, 301);
     expect(desired(301)).toBe(Math.ceil(301 / Number(trigger.metadata.threshold)));
