@@ -1,6 +1,7 @@
-import { readdirSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
 import { ROLE_NAMES } from '../../packages/shared/src/role/index.ts';
 import { isRole, type Manifest, render, ruleProblems, schemaProblems } from './k8s.ts';
 
@@ -19,6 +20,7 @@ describe.each(readdirSync(OVERLAYS))('infra/k8s overlay %s', (overlay) => {
       'Service',
       'Namespace',
       'PodMonitor',
+      'PrometheusRule',
       'NetworkPolicy',
     ])
       expect(kinds).toContain(kind);
@@ -27,6 +29,12 @@ describe.each(readdirSync(OVERLAYS))('infra/k8s overlay %s', (overlay) => {
       .flatMap((deployment) => deployment.spec.template.spec.containers[0].args[1].split(','));
     expect(new Set(roles)).toEqual(new Set(ROLE_NAMES));
     expect(objects.flatMap(schemaProblems)).toEqual([]);
+  });
+
+  it('carries the alert rules of infra/prometheus/alerts.yml as a PrometheusRule', () => {
+    const alerts = parse(readFileSync(join(OVERLAYS, '../../prometheus/alerts.yml'), 'utf8'));
+    const rules = objects.filter((object) => object.kind === 'PrometheusRule');
+    expect(rules.map((rule) => rule.spec.groups)).toEqual([alerts.groups]);
   });
 
   it('keeps the rules: probes, resources, non-root read-only pods, a PDB and one autoscaler per role', () => {
