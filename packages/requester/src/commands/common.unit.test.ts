@@ -1,5 +1,6 @@
+import { hostname, userInfo } from 'node:os';
 import { describe, expect, it } from 'vitest';
-import { formatTable, humanSize, humanSpan, humanTime } from './common.ts';
+import { cliActor, formatTable, humanSize, humanSpan, humanTime } from './common.ts';
 
 describe('human output of the admin commands', () => {
   it('writes spans with two units at most, and instants relative to now', () => {
@@ -31,5 +32,12 @@ describe('human output of the admin commands', () => {
         'http://b:80                  12  -\n',
     );
     expect(formatTable([])).toBe('(none)\n');
+  });
+});
+
+describe('the actor of admin commands', () => {
+  it('is cli:<CLI_ACTOR> when set, else cli:<os user>@<host name>', () => {
+    expect(cliActor({ CLI_ACTOR: 'alice' })).toBe('cli:alice');
+    expect(cliActor({})).toBe(`cli:${userInfo().username}@${hostname()}`);
   });
 });
