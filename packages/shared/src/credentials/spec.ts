@@ -6,7 +6,6 @@ import { parseWith } from '../contract/issues.ts';
  * What a named credential holds (all of it secret at rest): an OAuth2 client-credentials grant
  * (RFC 6749 §4.4), a client certificate for mTLS, an egress proxy of its own, or several of them.
  */
-export const CREDENTIAL_NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 export const OAUTH2_AUTH_METHODS = ['client_secret_basic', 'client_secret_post'] as const;
 
 const httpUrl = (what: string) =>

@@ -1,15 +1,10 @@
 import { randomBytes } from 'node:crypto';
+import { CREDENTIAL_NAME_PATTERN } from '../contract/request.ts';
 import { ValidationError } from '../errors/index.ts';
 import type { Sql } from '../pg/index.ts';
 import type { MasterKeys } from './master.ts';
 import { open, type Sealed, seal, unwrap, wrap } from './seal.ts';
-import {
-  CREDENTIAL_NAME_PATTERN,
-  type CredentialSecrets,
-  type CredentialSummary,
-  parseCredentialSecrets,
-  summaryOf,
-} from './spec.ts';
+import { type CredentialSecrets, type CredentialSummary, parseCredentialSecrets, summaryOf } from './spec.ts';
 
 /** A credential as it may be shown: no secret. */
 export interface CredentialInfo {
