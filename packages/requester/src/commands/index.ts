@@ -9,6 +9,7 @@ import {
   redactConfigValue,
 } from '@requester/shared';
 import type { Argv } from 'yargs';
+import { registerCredentialsCommands } from '../ops/credentials/cli.ts';
 import { registerBreakersCommands } from './breakers.ts';
 import {
   type ConfigFrom,
@@ -31,6 +32,7 @@ export function registerAdminCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): 
   registerQueueCommands(cli, configFrom);
   registerDlqCommands(cli, configFrom);
   registerKeysCommands(cli, configFrom);
+  registerCredentialsCommands(cli, configFrom);
   registerTraceCommand(cli, configFrom);
   registerBreakersCommands(cli, configFrom);
   registerOutboxCommands(cli, configFrom);
