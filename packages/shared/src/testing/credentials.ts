@@ -53,6 +53,8 @@ export interface TokenEndpoint {
   failWith: number | undefined;
   hang: boolean;
   valid(token: string | undefined): boolean;
+  /** Every token issued, valid or not (tests grep outputs for them). */
+  issued: string[];
   /** Every token issued so far stops being valid (the target answers 401 to it). */
   expireAll(): void;
   close(): Promise<void>;
@@ -63,6 +65,7 @@ export async function startTokenEndpoint(client: { id: string; secret: string })
   const held: ServerResponse[] = [];
   const endpoint = {
     requests: [] as TokenRequest[],
+    issued: [] as string[],
     lifetimeS: 3600,
     failWith: undefined as number | undefined,
     hang: false,
@@ -91,6 +94,7 @@ export async function startTokenEndpoint(client: { id: string; secret: string })
       return reply(401, { error: 'invalid_client' });
     const token = `at-${randomBytes(16).toString('hex')}`;
     issued.add(token);
+    endpoint.issued.push(token);
     reply(200, { access_token: token, token_type: 'Bearer', expires_in: endpoint.lifetimeS });
   });
   const { port, close } = await listen(server);
