@@ -45,7 +45,7 @@ export function withCredentials(http: HttpClient, settings: CredentialSettings):
   function poolOf(credential: OpenedCredential): Egress {
     const known = pools.get(credential.name);
     if (known?.version === credential.version) return known.egress;
-    known?.egress.destroy();
+    if (known) retire(known.egress);
     const { mtls, proxy } = credential.secrets;
     const egress = http.egress({ tls: mtls, proxy });
     pools.set(credential.name, { version: credential.version, egress });
@@ -60,7 +60,8 @@ export function withCredentials(http: HttpClient, settings: CredentialSettings):
       );
     const { credential, revoked } = await settings.store.open(name);
     if (credential) return { kind: 'live', credential, egress: poolOf(credential) };
-    pools.get(name)?.egress.destroy();
+    const known = pools.get(name);
+    if (known) retire(known.egress);
     pools.delete(name);
     return revoked
       ? refused('credential_revoked', `credential ${name} is revoked`)
@@ -131,6 +132,15 @@ export function withCredentials(http: HttpClient, settings: CredentialSettings):
       http.close();
     },
   };
+}
+
+/**
+ * Closes the pools of a replaced (rotated, revoked) credential version once the calls still using
+ * them are over: at once would cut those calls. Their idle connections go then.
+ */
+const RETIRE_MS = 60_000;
+function retire(egress: Egress): void {
+  setTimeout(() => egress.destroy(), RETIRE_MS).unref();
 }
 
 function refused(code: FailureCode, message: string): Resolved {

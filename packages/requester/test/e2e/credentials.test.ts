@@ -107,6 +107,29 @@ describe('end to end: target credentials', () => {
     expect(answered.some((line) => line.process === undefined)).toBe(true);
   }, 300_000);
 
+  it('the admin API lists credentials without secrets; a read key may not act', async () => {
+    const reader = await stackKey(stack, { admin: 'read' });
+    const listed = await fetch(`${stack.adminUrl}/admin/api/credentials`, { headers: reader.headers });
+    expect(listed.status).toBe(200);
+    const body = await listed.text();
+    expect(JSON.parse(body)).toMatchObject([{ name: 'partner-billing', version: 1, masterKeyId: 'e2e' }]);
+    expect(body).not.toContain(CLIENT.secret);
+    const refused = await fetch(`${stack.adminUrl}/admin/api/credentials/revoke`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...reader.headers },
+      body: JSON.stringify({ name: 'partner-billing' }),
+    });
+    expect(refused.status).toBe(403);
+    const bad = await admin('create', {
+      name: 'bad',
+      secrets: { oauth2: { tokenUrl: 'x', clientSecret: CLIENT.secret } },
+    });
+    expect(bad.status).toBe(400);
+    const problem = await bad.text();
+    expect(problem).toContain('oauth2.tokenUrl');
+    expect(problem).not.toContain(CLIENT.secret);
+  });
+
   it('refuses at the edge a credential outside the key’s scope, and an unknown one', async () => {
     const forbidden = await post(request('cred-unscoped'), unscoped.headers);
     expect(forbidden.status).toBe(403);
