@@ -1,8 +1,15 @@
 import { breakerFromConfig, RateLimiter } from '@requester/policies';
 import { queueFromConfig } from '@requester/queue';
-import { Outbox, type RoleDefinition, type RoleHandle } from '@requester/shared';
+import {
+  CredentialStore,
+  masterKeysFromConfig,
+  Outbox,
+  type RoleDefinition,
+  type RoleHandle,
+} from '@requester/shared';
 import { bulkheadFromConfig } from './bulkhead/index.ts';
 import { ResponseCache } from './cache/index.ts';
+import { withCredentials } from './credentials/index.ts';
 import { createHttpClient, reservedPortsOf } from './http/index.ts';
 import { signingKeysFromConfig } from './signing/index.ts';
 import { Executor } from './worker/index.ts';
@@ -30,15 +37,26 @@ export const executorRole: RoleDefinition = {
   async start({ config, logger, deps }): Promise<RoleHandle> {
     const producer = await deps.producer();
     const fetcher = deps.kafka().fetcher({ cacheBytes: config.executorRecordCacheBytes });
-    const http = createHttpClient({
+    const redis = deps.redis();
+    const sql = await deps.sql();
+    const masterKeys = masterKeysFromConfig(config);
+    const direct = createHttpClient({
       connectTimeoutMs: config.targetConnectTimeout,
       responseTimeoutMs: config.targetResponseTimeout,
       maxResponseBytes: config.targetMaxResponseBytes,
       followRedirects: config.targetFollowRedirects,
       allowPrivateTargets: config.allowPrivateTargets,
       reservedPorts: await reservedPortsOf(config),
+      egressProxy: config.egressProxy,
+      egressNoProxy: config.egressNoProxy,
     });
-    const redis = deps.redis();
+    const http = withCredentials(direct, {
+      store: masterKeys && new CredentialStore(sql, masterKeys),
+      cacheTtlMs: config.credentialsCacheTtl,
+      redis,
+      prefix: config.redisPrefix,
+      timeoutMs: config.oauth2TokenTimeout,
+    });
     const queue = queueFromConfig(config, redis, { logger });
     const cache = new ResponseCache<Tried>({
       redis,
@@ -57,7 +75,7 @@ export const executorRole: RoleDefinition = {
       bulkhead: bulkheadFromConfig(config, redis, logger),
       cache,
       signingKeys: signingKeysFromConfig(config),
-      outbox: new Outbox(await deps.sql()),
+      outbox: new Outbox(sql),
       horizonMs: config.redisHorizon,
       retryAfterMaxMs: config.retryAfterMax,
       producer,

@@ -1,5 +1,6 @@
 export * from './config/index.ts';
 export * from './contract/index.ts';
+export * from './credentials/index.ts';
 export * from './entry/index.ts';
 export * from './errors/index.ts';
 export * from './journal/index.ts';

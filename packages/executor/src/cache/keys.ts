@@ -28,6 +28,8 @@ export interface AnsweredRequest {
   uri: string;
   headers?: Readonly<Record<string, string>> | undefined;
   body?: string | undefined;
+  /** `meta.credentials`: the answer of a call made with one credential is not another's. */
+  credentials?: string | undefined;
 }
 
 /**
@@ -43,6 +45,9 @@ export function requestIdentity(request: AnsweredRequest): string {
     .map(([name, value]) => [name.toLowerCase(), value] as const)
     .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
   const method = (request.method ?? 'GET').toUpperCase();
-  const canonical = JSON.stringify([method, request.uri, headers, request.body ?? null]);
+  const parts: unknown[] = [method, request.uri, headers, request.body ?? null];
+  // Only when present, so that the identities of requests without a credential stay as they were.
+  if (request.credentials !== undefined) parts.push(request.credentials);
+  const canonical = JSON.stringify(parts);
   return createHash('sha256').update(canonical).digest('base64url');
 }

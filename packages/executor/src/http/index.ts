@@ -1,8 +1,8 @@
 import { once } from 'node:events';
-import { Agent as HttpAgent, type IncomingHttpHeaders } from 'node:http';
-import { Agent as HttpsAgent } from 'node:https';
+import type { IncomingHttpHeaders } from 'node:http';
 import { RequesterError } from '@requester/shared';
 import got, { type Got } from 'got';
+import { createEgress, type Egress, type EgressIdentity, parseNoProxy } from '../egress/index.ts';
 import { type ReservedPort, TARGET_REFUSED, TargetGuard } from './guard.ts';
 
 export { type ReservedPort, reservedPortsOf, TargetGuard } from './guard.ts';
@@ -18,9 +18,18 @@ export interface HttpCall {
   uri: string;
   headers: Record<string, string>;
   body?: string;
+  /** `meta.credentials`: the name of the target credential the call is made with (credentials/). */
+  credentials?: string;
 }
 
-export type FailureCode = 'timeout' | 'transport_error' | 'target_refused' | 'payload_too_large';
+export type FailureCode =
+  | 'timeout'
+  | 'transport_error'
+  | 'target_refused'
+  | 'payload_too_large'
+  | 'credential_unknown'
+  | 'credential_revoked'
+  | 'credential_unavailable';
 
 export type CallOutcome =
   | { kind: 'response'; status: number; headers: Record<string, string>; body: string; durationNs: number }
@@ -37,24 +46,35 @@ export interface HttpClientSettings {
   /** Requester's own ports and its dependencies': refused whatever allowPrivateTargets says (reservedPortsOf). */
   reservedPorts?: readonly ReservedPort[];
   userAgent?: string;
+  /** EGRESS_PROXY: every call through this HTTP proxy (see egress/). */
+  egressProxy?: string | undefined;
+  /** EGRESS_NO_PROXY: targets called directly despite the proxy. */
+  egressNoProxy?: string | undefined;
 }
 
 export interface HttpClient {
-  call(request: HttpCall): Promise<CallOutcome>;
+  /** The call, through `egress` (a credential's connection pools) or the client's own. */
+  call(request: HttpCall, egress?: Egress): Promise<CallOutcome>;
+  /**
+   * Connection pools of their own, with a client certificate and/or a proxy (a credential's);
+   * the SSRF guard and EGRESS_PROXY apply as to the client's own. The caller destroys them.
+   */
+  egress(identity: EgressIdentity): Egress;
   /** Closes the kept-alive connections. */
   close(): void;
 }
 
 export function createHttpClient(settings: HttpClientSettings): HttpClient {
   const guard = new TargetGuard(settings.allowPrivateTargets, settings.reservedPorts);
-  // Keep-alive: most traffic goes to few partners, so reusing connections saves a handshake per call.
-  const agents = {
-    http: guarded(new HttpAgent({ keepAlive: true, maxFreeSockets: 64 }), guard),
-    https: guarded(new HttpsAgent({ keepAlive: true, maxFreeSockets: 64 }), guard),
+  const egressSettings = {
+    guard,
+    connectTimeoutMs: settings.connectTimeoutMs,
+    proxy: settings.egressProxy,
+    noProxy: parseNoProxy(settings.egressNoProxy ?? ''),
   };
+  const own = createEgress(egressSettings);
   const connect = settings.connectTimeoutMs;
   const client = got.extend({
-    agent: agents,
     retry: { limit: 0 },
     throwHttpErrors: false,
     followRedirect: settings.followRedirects,
@@ -73,23 +93,10 @@ export function createHttpClient(settings: HttpClientSettings): HttpClient {
     hooks: { beforeRedirect: [(options) => guard.checkUrl(options.url ?? '')] },
   });
   return {
-    call: (request) => call(client, guard, settings, request),
-    close: () => {
-      agents.http.destroy();
-      agents.https.destroy();
-    },
+    call: (request, egress = own) => call(client, guard, settings, request, egress),
+    egress: (identity) => createEgress(egressSettings, identity),
+    close: () => own.destroy(),
   };
-}
-
-/**
- * The agent with the guard as the lookup of every socket it opens. Here, not as got's `dnsLookup`:
- * the guard judges address and port, and only the connection knows its port.
- */
-function guarded<A extends HttpAgent>(agent: A, guard: TargetGuard): A {
-  const createConnection = agent.createConnection.bind(agent);
-  agent.createConnection = (options, callback) =>
-    createConnection({ ...options, lookup: guard.lookupFor(Number(options.port)) }, callback);
-  return agent;
 }
 
 async function call(
@@ -97,6 +104,7 @@ async function call(
   guard: TargetGuard,
   settings: HttpClientSettings,
   request: HttpCall,
+  egress: Egress,
 ): Promise<CallOutcome> {
   const started = process.hrtime.bigint();
   const elapsed = () => Number(process.hrtime.bigint() - started);
@@ -106,6 +114,7 @@ async function call(
     const stream = client.stream(request.uri, {
       method: request.method as 'GET',
       headers: request.headers,
+      agent: egress.agentsFor(new URL(request.uri)),
       ...(hasBody ? { body: request.body } : {}),
     });
     // Without a body got waits for the caller to write one (any method that may carry a body).

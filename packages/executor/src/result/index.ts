@@ -20,6 +20,10 @@ const FAILURE_STATUS: Record<FailureCode, number> = {
   target_refused: ERROR_STATUS.target_refused,
   // The target answered, but more than we keep: a bad gateway, not the caller's 413.
   payload_too_large: 502,
+  // The request's credential (credentials/): none of that name, revoked, or its token endpoint failed.
+  credential_unknown: ERROR_STATUS.credential_unknown,
+  credential_revoked: ERROR_STATUS.credential_revoked,
+  credential_unavailable: ERROR_STATUS.credential_unavailable,
 };
 
 /** Where a task stands when its result is written. */

@@ -86,9 +86,16 @@ export function bulkheadStep(grant: { granted: true } | { granted: false; retryI
  * The outcomes another attempt may fix: 429, 408, 5xx, timeouts and transport errors (refused,
  * reset, DNS). They are exactly those the breaker counts as the target being down, overloaded or
  * slow; other answers (4xx) are the target's verdict, and a call the SSRF guard refused or an
- * answer over the size cap would fail the same way again.
+ * answer over the size cap would fail the same way again. Also `credential_unavailable` (the
+ * credential's token endpoint failed), which the breaker does not count against the target.
  */
-export const isRetryable: (outcome: CallOutcome) => boolean = countsAsFailure;
+export function isRetryable(outcome: CallOutcome): boolean {
+  // A token endpoint (or credential store) that failed may be back by the next attempt; it is not the target's fault.
+  return (
+    countsAsFailure(outcome) ||
+    (outcome.kind === 'failure' && outcome.error.code === 'credential_unavailable')
+  );
+}
 
 /** A final outcome is a failure when the target answered >= 400 or no answer came. */
 export function isFailure(outcome: CallOutcome): boolean {

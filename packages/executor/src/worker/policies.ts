@@ -231,7 +231,7 @@ export class Policies {
       const lookup = {
         key: clientScoped(client, spec.key),
         ttl: spec.ttl,
-        request: requestIdentity(envelope.request),
+        request: requestIdentity({ ...envelope.request, credentials: envelope.meta.credentials }),
       };
       return cache.fetchThrough(lookup, attempt);
     }

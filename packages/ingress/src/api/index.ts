@@ -39,6 +39,7 @@ import { type Context, Hono } from 'hono';
 import { type Access, authenticate, type Refusal } from '../auth/index.ts';
 import { ByteBudget, isJsonMediaType, readJsonBody } from '../body/index.ts';
 import { type ClaimRequestId, requestFingerprint } from '../claims/index.ts';
+import type { CredentialNames, CredentialRefusal } from '../credentials/index.ts';
 import { BodyBudgets, KeySlots, type Slot } from '../fair/index.ts';
 import type { Hub } from '../hub/index.ts';
 import { openApiDocument } from '../openapi/index.ts';
@@ -93,6 +94,8 @@ export interface ApiSettings {
   unavailableRetryAfterSeconds?: number;
   /** API keys and their scopes (`auth/`): `openAccess()` when AUTH=off. */
   access: Access;
+  /** The live credential names `meta.credentials` may name (`credentials/`); absent = not checked here. */
+  credentialNames?: CredentialNames | undefined;
 }
 
 const syncReplies = counter('sync_replies_total', 'Sync calls and long-polls, by whether a result came', [
@@ -214,6 +217,8 @@ async function accept(
   if (!parsed.ok) return problem(c, 400, 'invalid_request', parsed.error.message, parsed.error.issues);
   const admitted = await settings.access.admit(c.get('caller'), parsed.value, input);
   if (!admitted.ok) return refuse(c, admitted.refusal);
+  const noCredential = await settings.credentialNames?.refusal(admitted.envelope);
+  if (noCredential) return refuse(c, noCredential);
   const id = admitted.envelope.meta.requestId;
   useLog(c, parts.ingressLog, id);
   // A requestId is claimed in the caller's namespace: another key's same id is no conflict.
@@ -517,7 +522,7 @@ function unavailable(c: Context<Env>, settings: ApiSettings, detail: string): Re
   return problem(c, 503, 'dependency_unavailable', detail);
 }
 
-function refuse(c: Context<Env>, refusal: Refusal): Response {
+function refuse(c: Context<Env>, refusal: Refusal | CredentialRefusal): Response {
   for (const [name, value] of Object.entries(refusal.headers ?? {})) c.header(name, value);
   return problem(c, refusal.status, refusal.code, refusal.detail, refusal.issues);
 }

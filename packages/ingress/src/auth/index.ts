@@ -253,6 +253,12 @@ export class KeyAccess implements Access {
     }
     if (envelope.meta.sync && !scopes.sync)
       issues.push({ path: 'meta.sync', message: 'this API key may not make sync calls' });
+    const credential = envelope.meta.credentials;
+    if (credential !== undefined && !scopes.credentials?.includes(credential))
+      issues.push({
+        path: 'meta.credentials',
+        message: `this API key may not use the credential ${credential} (its credentials scope: keys create --credentials)`,
+      });
     if (!scopes.schedule) issues.push(...this.#beyondHorizon(envelope, written));
     return issues;
   }
@@ -354,6 +360,7 @@ function callerOf(record: KeyRecord): Caller {
     ...(record.rate ? { rate: record.rate } : {}),
     ...(record.maxBodyBytes === undefined ? {} : { maxBodyBytes: record.maxBodyBytes }),
     ...(record.admin ? { admin: record.admin } : {}),
+    ...(record.credentials ? { credentials: record.credentials } : {}),
   };
   const caller: Caller = { keyId: record.id, name: record.name, scopes };
   if (record.rate) {

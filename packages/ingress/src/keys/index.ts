@@ -1,5 +1,11 @@
 import { hash, randomBytes, timingSafeEqual } from 'node:crypto';
-import { durationToMs, MAX_CLIENT_LENGTH, type Sql, ValidationError } from '@requester/shared';
+import {
+  CREDENTIAL_NAME_PATTERN,
+  durationToMs,
+  MAX_CLIENT_LENGTH,
+  type Sql,
+  ValidationError,
+} from '@requester/shared';
 
 /**
  * API keys of the HTTP API, kept in PostgreSQL (`requester_api_keys`, migration 002). A key is
@@ -32,6 +38,8 @@ export interface KeyScopes {
    * (docs/architecture.md §10): whoever the broker lets write `in` may then act as this client.
    */
   kafkaEntry: boolean;
+  /** Target credentials its requests may name (`meta.credentials`); undefined = none. */
+  credentials?: string[];
 }
 
 export type AdminScope = 'read' | 'write';
@@ -150,6 +158,7 @@ interface KeyRow {
   max_body_bytes: number | null;
   admin: AdminScope | null;
   kafka_entry: boolean;
+  credentials: string[] | null;
   created_at: Date;
   rotated_at: Date | null;
   revoked_at: Date | null;
@@ -169,6 +178,7 @@ function recordOf(row: KeyRow): KeyRecord {
     ...(row.max_body_bytes === null ? {} : { maxBodyBytes: row.max_body_bytes }),
     ...(row.admin ? { admin: row.admin } : {}),
     kafkaEntry: row.kafka_entry,
+    ...(row.credentials ? { credentials: row.credentials } : {}),
     createdAt: row.created_at,
     ...(row.rotated_at ? { rotatedAt: row.rotated_at } : {}),
     ...(row.revoked_at ? { revokedAt: row.revoked_at } : {}),
@@ -224,14 +234,20 @@ export class KeyStore {
       throw new ValidationError([{ path: 'maxBodyBytes', message: 'must be a whole number of bytes > 0' }]);
     if (spec.admin !== undefined && !ADMIN_SCOPES.includes(spec.admin))
       throw new ValidationError([{ path: 'admin', message: `must be ${ADMIN_SCOPES.join(' or ')}` }]);
+    const credentials = spec.credentials?.map((c) => c.trim()).filter(Boolean);
+    for (const credential of credentials ?? [])
+      if (!CREDENTIAL_NAME_PATTERN.test(credential))
+        throw new ValidationError([
+          { path: 'credentials', message: `${JSON.stringify(credential)} is not a credential name` },
+        ]);
     const id = randomBytes(ID_BYTES).toString('hex');
     const { token, secret } = newToken(id);
     try {
       await this.#sql`insert into requester_api_keys
-        (id, name, secret_hash, hosts, rate, sync, schedule, max_body_bytes, admin, kafka_entry)
+        (id, name, secret_hash, hosts, rate, sync, schedule, max_body_bytes, admin, kafka_entry, credentials)
         values (${id}, ${name}, ${hashSecret(secret)}, ${hosts ?? null}, ${spec.rate ?? null},
                 ${spec.sync ?? false}, ${spec.schedule ?? false}, ${spec.maxBodyBytes ?? null},
-                ${spec.admin ?? null}, ${spec.kafkaEntry ?? false})`;
+                ${spec.admin ?? null}, ${spec.kafkaEntry ?? false}, ${credentials?.length ? credentials : null})`;
     } catch (err) {
       if ((err as { code?: string }).code === '23505')
         throw new ValidationError([{ path: 'name', message: `a live key named ${name} exists already` }]);

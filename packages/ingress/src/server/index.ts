@@ -1,9 +1,10 @@
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createAdaptorServer } from '@hono/node-server';
-import type { Dependencies, RoleContext } from '@requester/shared';
+import { CredentialStore, type Dependencies, type RoleContext } from '@requester/shared';
 import { type ApiParts, createApi } from '../api/index.ts';
 import { accessFromConfig } from '../auth/index.ts';
+import { CredentialNames } from '../credentials/index.ts';
 import { bodyBytesPerKey, waitersPerKey } from '../fair/index.ts';
 
 /**
@@ -71,6 +72,10 @@ async function listen(ctx: RoleContext, parts: ApiParts): Promise<SharedServer> 
       syncTimeoutMs: config.syncTimeout,
       longPollMaxMs: config.longPollMax,
       access: await accessFromConfig(ctx),
+      credentialNames: new CredentialNames(
+        async () => new CredentialStore(await ctx.deps.sql(), undefined).liveNames(),
+        config.credentialsCacheTtl,
+      ),
     },
     logger,
   );

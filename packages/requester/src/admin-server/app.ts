@@ -5,6 +5,7 @@ import { UsageError } from '@requester/shared';
 import { type Context, Hono } from 'hono';
 import { deleteCookie, getCookie, setCookie } from 'hono/cookie';
 import { secureHeaders } from 'hono/secure-headers';
+import { registerCredentialsApi } from '../ops/credentials/api.ts';
 import { type DlqSelection, originArg } from '../ops/index.ts';
 import {
   breakerDetail,
@@ -123,6 +124,7 @@ export function adminApp(console: AdminConsole): Hono<Env> {
 
   registerPages(app, console);
   registerApi(app, console);
+  registerCredentialsApi(app, console);
   app.onError((err, c) => {
     const status =
       err instanceof UsageError || err instanceof SelectionError

@@ -1,7 +1,15 @@
 import { KeyAccess, KeyStore } from '@requester/ingress';
 import { breakerFromConfig, type CircuitBreaker } from '@requester/policies';
 import { type FairQueue, QueueAdmin, queueFromConfig } from '@requester/queue';
-import { type Config, type Dependencies, type Fetcher, type Logger, Outbox } from '@requester/shared';
+import {
+  type Config,
+  CredentialStore,
+  type Dependencies,
+  type Fetcher,
+  type Logger,
+  masterKeysFromConfig,
+  Outbox,
+} from '@requester/shared';
 import type { DlqSource } from '../dlq/index.ts';
 import {
   type AdminActionEvent,
@@ -270,6 +278,16 @@ export class AdminConsole {
   private reveal(operator: Operator, view: string, requestIds: Array<string | null>): Promise<void> {
     const shown = [...new Set(requestIds.filter((id): id is string => id !== null && id !== ''))];
     return this.record(operator, 'secrets.reveal', { view, requestIds: shown });
+  }
+
+  /** The credential store, with this process's master keys (ops/credentials/api.ts). */
+  async credentialStore(): Promise<CredentialStore> {
+    return new CredentialStore(await this.#options.deps.sql(), masterKeysFromConfig(this.config));
+  }
+
+  /** Records an operator action of a feature module (ops/<feature>/api.ts). */
+  recordAction(operator: Operator, action: string, target: Record<string, unknown>): Promise<void> {
+    return this.record(operator, action, target);
   }
 
   private record(operator: Operator, action: string, target: Record<string, unknown>): Promise<void> {

@@ -99,6 +99,40 @@ const OPERATIONS: Record<string, Record<'get' | 'post', Op | undefined>> = {
       body: { origin: { type: 'string' } },
     },
   },
+  '/admin/api/credentials': {
+    get: {
+      summary:
+        'Target credentials: name, version, master key id and a summary, never a secret (requester credentials list)',
+      params: ['all'],
+    },
+    post: undefined,
+  },
+  '/admin/api/credentials/create': {
+    get: undefined,
+    post: {
+      summary: 'Create a target credential (requester credentials create); needs a write key',
+      write: true,
+      body: { name: { type: 'string' }, secrets: { type: 'object' } },
+    },
+  },
+  '/admin/api/credentials/rotate': {
+    get: undefined,
+    post: {
+      summary:
+        'New secrets for a credential, a new version (requester credentials rotate); needs a write key',
+      write: true,
+      body: { name: { type: 'string' }, secrets: { type: 'object' } },
+    },
+  },
+  '/admin/api/credentials/revoke': {
+    get: undefined,
+    post: {
+      summary:
+        'Revoke a credential: its requests fail with credential_revoked (requester credentials revoke); needs a write key',
+      write: true,
+      body: { name: { type: 'string' } },
+    },
+  },
   '/admin/api/limiters': {
     get: {
       summary:

@@ -13,6 +13,7 @@ import {
   ValidationError,
 } from '@requester/shared';
 import type { Argv } from 'yargs';
+import { registerCredentialsCommands } from '../ops/credentials/cli.ts';
 import { registerBreakersCommands } from './breakers.ts';
 import {
   type ConfigFrom,
@@ -35,6 +36,7 @@ export function registerAdminCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): 
   registerQueueCommands(cli, configFrom);
   registerDlqCommands(cli, configFrom);
   registerKeysCommands(cli, configFrom);
+  registerCredentialsCommands(cli, configFrom);
   registerTraceCommand(cli, configFrom);
   registerBreakersCommands(cli, configFrom);
   registerOutboxCommands(cli, configFrom);

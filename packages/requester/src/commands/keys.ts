@@ -24,6 +24,7 @@ interface KeysArgs {
   maxBodyBytes?: number;
   admin?: AdminScope;
   kafkaEntry?: boolean;
+  credentials?: string;
   grace: string;
   all: boolean;
   json: boolean;
@@ -84,6 +85,12 @@ export function registerKeysCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): v
             '(whoever the broker lets write in may then act as this client; its HTTP scopes do not ' +
             'apply there); update: --no-kafka-entry withdraws it (within AUTH_CACHE_TTL)',
         })
+        .option('credentials', {
+          type: 'string',
+          describe:
+            'create: target credentials its requests may name in meta.credentials, comma-separated ' +
+            '(requester credentials list); default none',
+        })
         .option('grace', {
           type: 'string',
           default: '24h',
@@ -135,6 +142,7 @@ async function runAction(store: KeyStore, args: KeysArgs): Promise<void> {
         ...(args.maxBodyBytes === undefined ? {} : { maxBodyBytes: args.maxBodyBytes }),
         ...(args.admin === undefined ? {} : { admin: args.admin }),
         kafkaEntry: args.kafkaEntry ?? false,
+        ...(args.credentials === undefined ? {} : { credentials: args.credentials.split(',') }),
       });
       return printToken(issued, 'created', args.json);
     }
@@ -155,6 +163,7 @@ async function runAction(store: KeyStore, args: KeysArgs): Promise<void> {
           maxBody: k.maxBodyBytes === undefined ? 'default' : humanSize(k.maxBodyBytes),
           admin: k.admin ?? '-',
           kafkaEntry: k.kafkaEntry,
+          credentials: k.credentials?.join(',') ?? '-',
           created: humanTime(k.createdAt.getTime()),
           rotated: humanTime(k.rotatedAt?.getTime()),
           revoked: humanTime(k.revokedAt?.getTime()),

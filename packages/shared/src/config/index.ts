@@ -542,6 +542,42 @@ export const CONFIG_VARIABLES = {
     secretText,
     'request signing keys: `id=whsec_<base64>` (Standard Webhooks) or `id=hex:…`/`base64:…`/`text:…` (X-Signature HMAC), `;`-separated; an id listed twice signs with both (rotation). Never printed',
   ),
+  credentialsMasterKey: variable(
+    'CREDENTIALS_MASTER_KEY',
+    undefined,
+    secretText.optional(),
+    'master keys of the credential store (`requester credentials`): `<id>:<base64 of 32 bytes>`, comma-separated; the first wraps new data keys, the others only unwrap (rotation: put the new key first, run `requester credentials rewrap`, then drop the old one). Unset = no credentials. Never printed',
+  ),
+  credentialsMasterKeyFile: variable(
+    'CREDENTIALS_MASTER_KEY_FILE',
+    undefined,
+    z.string().optional(),
+    'a file holding what CREDENTIALS_MASTER_KEY would (e.g. a mounted secret); set one of the two',
+  ),
+  credentialsCacheTtl: variable(
+    'CREDENTIALS_CACHE_TTL',
+    '5s',
+    goDuration,
+    'how long an executor or ingress trusts a credential it read from PostgreSQL: a revoked or rotated credential is dropped everywhere within this',
+  ),
+  oauth2TokenTimeout: variable(
+    'OAUTH2_TOKEN_TIMEOUT',
+    '10s',
+    goDuration.refine((ms) => ms > 0, 'must be a positive duration'),
+    'bound on fetching an OAuth2 access token (credentials with `oauth2`), the wait for another executor fetching it included; past it the attempt fails with `credential_unavailable`',
+  ),
+  egressProxy: variable(
+    'EGRESS_PROXY',
+    undefined,
+    z.string().url().optional(),
+    'HTTP proxy for every call to a target (`http://[user:pass@]host:port`): CONNECT for https targets, forwarding for http ones. The SSRF guard still judges each target; the proxy itself is allowed. Unset = direct',
+  ),
+  egressNoProxy: variable(
+    'EGRESS_NO_PROXY',
+    '',
+    z.string(),
+    'comma-separated hosts called directly despite EGRESS_PROXY: a name matches itself and its subdomains (`example.com`, `.example.com`), `*` matches all, an entry may carry a port (`host:8443`)',
+  ),
   syncTimeout: variable(
     'SYNC_TIMEOUT',
     '25s',

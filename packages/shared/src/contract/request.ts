@@ -41,6 +41,8 @@ export const MAX_RETRY_ATTEMPTS = 100;
  */
 export const MAX_TRY_COUNT = 2_147_483_647 - MAX_RETRY_ATTEMPTS;
 export const MAX_METHOD_LENGTH = 32;
+/** A credential's name (`meta.credentials`, `requester credentials create <name>`). */
+export const CREDENTIAL_NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 
 export const LIMITER_ALGORITHMS = [
   'token-bucket',
@@ -220,6 +222,18 @@ const signingSchema = strictObject({
   ),
 }).meta({ title: 'Signing', description: 'Sign the outgoing request (HMAC) with a server-side key.' });
 
+const credentialsField = z
+  .string()
+  .regex(CREDENTIAL_NAME_PATTERN, {
+    error:
+      "must be a credential name: 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit",
+  })
+  .meta({
+    description:
+      'Name of a target credential kept by the service (`requester credentials create`): an OAuth2 client-credentials grant whose access token is sent as `Authorization: Bearer`, a client certificate (mTLS), an egress proxy. Only the name travels; the secrets never leave the service. Over HTTP the API key must list the name in its credentials scope.',
+    pattern: CREDENTIAL_NAME_PATTERN.source,
+  });
+
 function partitionField() {
   return printableId(
     MAX_ID_LENGTH,
@@ -252,6 +266,7 @@ function metaSchema(limits: ContractLimits) {
     retry: retrySchema.optional(),
     cache: cacheSchema.optional(),
     signing: signingSchema.optional(),
+    credentials: credentialsField.optional(),
     client: clientField().optional(),
   }).meta({ title: 'RequestMeta', description: 'How, when and under which policies to make the call.' });
 }

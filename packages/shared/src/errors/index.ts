@@ -16,6 +16,11 @@ export type ErrorCode =
   | 'record_expired'
   | 'target_refused'
   | 'not_found'
+  // A request's target credential (meta.credentials): no live one of that name, revoked, or its
+  // OAuth2 token endpoint failed (or the process has no master key to open it).
+  | 'credential_unknown'
+  | 'credential_revoked'
+  | 'credential_unavailable'
   // Refusals of the HTTP API (problem bodies).
   | 'unauthorized'
   | 'forbidden'

@@ -136,8 +136,10 @@ export function json<T = Record<string, unknown>>(message: Pick<KafkaRecord, 'va
 }
 
 export * from './arbitraries.ts';
+export * from './certs.ts';
 export * from './collector.ts';
 export * from './cpu.ts';
+export * from './credentials.ts';
 export * from './kafka-broker.ts';
 export * from './memory.ts';
 export * from './modules.ts';

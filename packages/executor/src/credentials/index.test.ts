@@ -1,0 +1,305 @@
+import { randomBytes } from 'node:crypto';
+import { CredentialStore, createRedis, parseMasterKeys, type RedisClient, registry } from '@requester/shared';
+import {
+  eventually,
+  makeTestPki,
+  type ProtectedTarget,
+  startConnectProxy,
+  startProtectedTarget,
+  startTokenEndpoint,
+  type TestPki,
+  type TestProxy,
+  type TokenEndpoint,
+  testPg,
+  uniqueName,
+} from '@requester/shared/testing';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  type CallOutcome,
+  createHttpClient,
+  type HttpClient,
+  type HttpClientSettings,
+} from '../http/index.ts';
+import { withCredentials } from './index.ts';
+
+const REDIS_URL = 'redis://127.0.0.1:6379';
+const CLIENT = { id: 'requester-billing', secret: `cs-${randomBytes(16).toString('hex')}` };
+const MASTER = parseMasterKeys(`m1:${randomBytes(32).toString('base64')}`);
+
+const base: HttpClientSettings = {
+  connectTimeoutMs: 5000,
+  responseTimeoutMs: 5000,
+  maxResponseBytes: 1 << 20,
+  followRedirects: false,
+  allowPrivateTargets: ['127.0.0.1'],
+};
+
+/** `count` calls, at most `workers` at a time on each executor (as MAX_WORKERS bounds an executor). */
+async function spread<T>(count: number, workers: number, run: (i: number) => Promise<T>): Promise<T[]> {
+  const results: T[] = [];
+  let next = 0;
+  const worker = async () => {
+    for (let i = next++; i < count; i = next++) results[i] = await run(i);
+  };
+  await Promise.all(Array.from({ length: workers }, worker));
+  return results;
+}
+
+const statusOf = (o: CallOutcome) => (o.kind === 'response' ? o.status : o.error.code);
+
+describe('calls with named credentials (real token endpoint, Redis, PostgreSQL)', () => {
+  let pg: Awaited<ReturnType<typeof testPg>>;
+  let store: CredentialStore;
+  let redis: RedisClient;
+  let prefix: string;
+  let tokens: TokenEndpoint;
+  let target: ProtectedTarget;
+  const clients: HttpClient[] = [];
+
+  /** An "executor": its own HTTP client, token source and caches; Redis and the store shared. */
+  function executor(settings: Partial<HttpClientSettings> = {}, timeoutMs = 10_000): HttpClient {
+    const client = withCredentials(createHttpClient({ ...base, ...settings }), {
+      store,
+      cacheTtlMs: 100,
+      redis,
+      prefix,
+      timeoutMs,
+    });
+    clients.push(client);
+    return client;
+  }
+  const call = (client: HttpClient, credentials: string, uri = target.url) =>
+    client.call({ method: 'GET', uri, headers: { authorization: 'Bearer caller-own' }, credentials });
+
+  beforeAll(async () => {
+    pg = await testPg();
+    store = new CredentialStore(pg.sql, MASTER);
+    redis = createRedis({ url: REDIS_URL });
+    prefix = uniqueName('cred');
+    tokens = await startTokenEndpoint(CLIENT);
+    target = await startProtectedTarget({ tokens });
+    const oauth2 = { tokenUrl: tokens.url, clientId: CLIENT.id, clientSecret: CLIENT.secret, scope: 'pay' };
+    await store.create('partner', { oauth2 });
+    await store.create('partner-post', {
+      oauth2: { ...oauth2, authMethod: 'client_secret_post', audience: 'api' },
+    });
+  });
+  afterAll(async () => {
+    for (const c of clients) c.close();
+    await Promise.all([tokens.close(), target.close()]);
+    redis.disconnect();
+    await pg.drop();
+  });
+
+  it('1,000 calls on 2 executors make one token request per token lifetime', async () => {
+    const [a, b] = [executor(), executor()];
+    const outcomes = await spread(1000, 100, (i) => call(i % 2 ? a : b, 'partner'));
+    expect(outcomes.map(statusOf).filter((s) => s !== 200)).toEqual([]);
+    expect(tokens.requests).toHaveLength(1);
+    expect(tokens.requests[0]).toMatchObject({
+      method: 'basic',
+      clientId: CLIENT.id,
+      form: { scope: 'pay' },
+    });
+    // The token server-side dies (revoked, expired early): each executor's first 401 refreshes it,
+    // once for both, and the call is made again.
+    tokens.expireAll();
+    const again = await spread(1000, 100, (i) => call(i % 2 ? a : b, 'partner'));
+    expect(again.map(statusOf).filter((s) => s !== 200)).toEqual([]);
+    expect(tokens.requests).toHaveLength(2);
+    expect(target.ok).toBe(2000);
+  });
+
+  it('a token is asked for again once its lifetime (less a margin) is over, and only then', async () => {
+    tokens.lifetimeS = 2;
+    const [a, b] = [executor(), executor()];
+    await store.rotate('partner', {
+      oauth2: { tokenUrl: tokens.url, clientId: CLIENT.id, clientSecret: CLIENT.secret },
+    });
+    const before = tokens.requests.length;
+    await eventually(
+      async () => statusOf(await call(a, 'partner')) === 200,
+      5000,
+      'the rotated credential in use',
+    );
+    expect(tokens.requests.length).toBe(before + 1);
+    const tokenKey = `${prefix}:cred:{partner}:2:token`;
+    expect(await redis.pttl(tokenKey)).toBeGreaterThan(0);
+    await eventually(async () => (await redis.exists(tokenKey)) === 0, 10_000, 'the token expires');
+    const outcomes = await Promise.all(Array.from({ length: 200 }, (_, i) => call(i % 2 ? a : b, 'partner')));
+    expect(outcomes.map(statusOf).filter((s) => s !== 200)).toEqual([]);
+    expect(tokens.requests.length).toBe(before + 2);
+    tokens.lifetimeS = 3600;
+  });
+
+  it('authenticates with client_secret_post, sending audience', async () => {
+    expect(statusOf(await call(executor(), 'partner-post'))).toBe(200);
+    expect(tokens.requests.at(-1)).toMatchObject({
+      method: 'post',
+      clientId: CLIENT.id,
+      clientSecret: CLIENT.secret,
+      form: { grant_type: 'client_credentials', audience: 'api' },
+    });
+  });
+
+  it('a failing token endpoint fails the attempt with credential_unavailable, asked once for many calls', async () => {
+    const oauth2 = { tokenUrl: tokens.url, clientId: CLIENT.id, clientSecret: CLIENT.secret };
+    await store.create('failing', { oauth2 });
+    tokens.failWith = 503;
+    const before = tokens.requests.length;
+    const outcomes = await Promise.all(Array.from({ length: 50 }, () => call(executor(), 'failing')));
+    tokens.failWith = undefined;
+    for (const o of outcomes) {
+      expect(o.kind === 'failure' && o.error.code).toBe('credential_unavailable');
+      expect(o.kind === 'failure' && o.error.message).not.toContain(CLIENT.secret);
+    }
+    expect(outcomes[0]?.kind === 'failure' && outcomes[0].error.message).toMatch(
+      /token endpoint http:\/\/127\.0\.0\.1:\d+\/oauth\/token answered 503 \(temporarily_unavailable\)/,
+    );
+    expect(tokens.requests.length).toBe(before + 1);
+  });
+
+  it('a token endpoint that hangs fails the attempt within OAUTH2_TOKEN_TIMEOUT', async () => {
+    const oauth2 = { tokenUrl: tokens.url, clientId: CLIENT.id, clientSecret: CLIENT.secret };
+    await store.create('hanging', { oauth2 });
+    tokens.hang = true;
+    const outcome = await call(executor({}, 300), 'hanging');
+    tokens.hang = false;
+    expect(outcome.kind === 'failure' && outcome.error.code).toBe('credential_unavailable');
+    expect(outcome.kind === 'failure' && outcome.error.message).toMatch(/did not answer within 300 ms/);
+  });
+
+  it('a wrong client secret is a clear failure naming the OAuth2 error, not the secret', async () => {
+    await store.create('wrong-secret', {
+      oauth2: { tokenUrl: tokens.url, clientId: CLIENT.id, clientSecret: 'not-the-secret' },
+    });
+    const outcome = await call(executor(), 'wrong-secret');
+    expect(outcome.kind === 'failure' && outcome.error.message).toMatch(/answered 401 \(invalid_client\)/);
+    expect(outcome.kind === 'failure' && outcome.error.message).not.toContain('not-the-secret');
+  });
+
+  it('refuses a revoked credential and an unknown one with their own codes', async () => {
+    const client = executor();
+    await store.create('short-lived', {
+      oauth2: { tokenUrl: tokens.url, clientId: CLIENT.id, clientSecret: CLIENT.secret },
+    });
+    expect(statusOf(await call(client, 'short-lived'))).toBe(200);
+    await store.revoke('short-lived');
+    await eventually(
+      async () => statusOf(await call(client, 'short-lived')) === 'credential_revoked',
+      5000,
+      'revoked',
+    );
+    expect(statusOf(await call(client, 'no-such-credential'))).toBe('credential_unknown');
+  });
+
+  it('keeps secrets and tokens out of Redis in the clear and out of the metrics', async () => {
+    const keys = await redis.keys(`${prefix}:*`);
+    const values = await Promise.all(keys.map((k) => redis.get(k).catch(() => '')));
+    const dump = values.join('\n');
+    expect(dump).not.toContain(CLIENT.secret);
+    expect(dump).not.toMatch(/at-[0-9a-f]{32}/);
+    const metrics = await registry.metrics();
+    expect(metrics).not.toContain(CLIENT.secret);
+    expect(metrics).toMatch(/requester_credential_token_fetches_total\{outcome="ok"\} \d+/);
+  });
+});
+
+describe('mTLS and the egress proxy (real TLS target, real proxy)', () => {
+  let pg: Awaited<ReturnType<typeof testPg>>;
+  let store: CredentialStore;
+  let redis: RedisClient;
+  let pki: TestPki;
+  let tlsTarget: ProtectedTarget;
+  let plainTarget: ProtectedTarget;
+  let proxy: TestProxy;
+  const clients: HttpClient[] = [];
+
+  function executor(settings: Partial<HttpClientSettings> = {}): HttpClient {
+    const client = withCredentials(createHttpClient({ ...base, ...settings }), {
+      store,
+      cacheTtlMs: 100,
+      redis,
+      prefix: uniqueName('cred'),
+      timeoutMs: 5000,
+    });
+    clients.push(client);
+    return client;
+  }
+  const get = (client: HttpClient, uri: string, credentials?: string) =>
+    client.call({ method: 'GET', uri, headers: {}, ...(credentials ? { credentials } : {}) });
+
+  beforeAll(async () => {
+    pg = await testPg();
+    store = new CredentialStore(pg.sql, MASTER);
+    redis = createRedis({ url: REDIS_URL });
+    pki = makeTestPki();
+    tlsTarget = await startProtectedTarget({
+      tls: { cert: pki.serverCert, key: pki.serverKey, ca: pki.caCert },
+    });
+    plainTarget = await startProtectedTarget({});
+    proxy = await startConnectProxy();
+    await store.create('client-cert', { mtls: { cert: pki.clientCert, key: pki.clientKey, ca: pki.caCert } });
+    await store.create('stranger-cert', {
+      mtls: { cert: pki.strangerCert, key: pki.strangerKey, ca: pki.caCert },
+    });
+    await store.create('own-proxy', { proxy: proxy.url.replace('//', '//user:proxy-pass@') });
+  });
+  afterAll(async () => {
+    for (const c of clients) c.close();
+    await Promise.all([tlsTarget.close(), plainTarget.close(), proxy.close()]);
+    redis.disconnect();
+    await pg.drop();
+  });
+
+  it('presents the credential’s client certificate; without one, or with a stranger’s, the handshake fails', async () => {
+    const client = executor();
+    expect(statusOf(await get(client, tlsTarget.url, 'client-cert'))).toBe(200);
+    expect(tlsTarget.clientNames).toEqual(['client']);
+    const none = await get(client, tlsTarget.url);
+    expect(statusOf(none)).toBe('transport_error');
+    expect(statusOf(await get(client, tlsTarget.url, 'stranger-cert'))).toBe('transport_error');
+    // Pools are per credential: the certified connection kept alive is not lent to the others.
+    expect(tlsTarget.clientNames).toEqual(['client']);
+    expect(statusOf(await get(client, tlsTarget.url, 'client-cert'))).toBe(200);
+  });
+
+  it('EGRESS_PROXY: https through a CONNECT tunnel (mTLS end to end), http forwarded, EGRESS_NO_PROXY direct', async () => {
+    const port = (url: string) => new URL(url).port;
+    const client = executor({ egressProxy: proxy.url, egressNoProxy: `localhost:${port(plainTarget.url)}` });
+    const tunnels = proxy.tunnels.length;
+    expect(statusOf(await get(client, tlsTarget.url, 'client-cert'))).toBe(200);
+    expect(proxy.tunnels.slice(tunnels)).toEqual([`127.0.0.1:${port(tlsTarget.url)}`]);
+    expect(tlsTarget.clientNames.at(-1)).toBe('client');
+    const forwarded = proxy.forwarded.length;
+    expect(statusOf(await get(client, plainTarget.url))).toBe(200);
+    expect(proxy.forwarded.slice(forwarded)).toEqual([plainTarget.url]);
+    const direct = executor({ egressProxy: proxy.url, egressNoProxy: `127.0.0.1:${port(plainTarget.url)}` });
+    expect(statusOf(await get(direct, plainTarget.url))).toBe(200);
+    expect(proxy.forwarded.length).toBe(forwarded + 1);
+  });
+
+  it('the SSRF guard still judges the final target behind a proxy; the proxy itself is allowed', async () => {
+    // Nothing private allowed: the proxy on 127.0.0.1 is still reached, the target on it is not.
+    const client = executor({ allowPrivateTargets: [], egressProxy: proxy.url });
+    const [tunnels, forwarded] = [proxy.tunnels.length, proxy.forwarded.length];
+    expect(statusOf(await get(client, tlsTarget.url.replace('127.0.0.1', 'localhost'), 'client-cert'))).toBe(
+      'target_refused',
+    );
+    expect(statusOf(await get(client, plainTarget.url.replace('127.0.0.1', 'localhost')))).toBe(
+      'target_refused',
+    );
+    expect(statusOf(await get(client, plainTarget.url))).toBe('target_refused');
+    expect([proxy.tunnels.length, proxy.forwarded.length]).toEqual([tunnels, forwarded]);
+  });
+
+  it('a credential’s own proxy carries its calls, with the proxy’s password as Proxy-Authorization', async () => {
+    const client = executor();
+    const forwarded = proxy.forwarded.length;
+    expect(statusOf(await get(client, plainTarget.url, 'own-proxy'))).toBe(200);
+    expect(proxy.forwarded.length).toBe(forwarded + 1);
+    expect(proxy.authorizations.at(-1)).toBe(`Basic ${Buffer.from('user:proxy-pass').toString('base64')}`);
+    expect(statusOf(await get(client, plainTarget.url))).toBe(200);
+    expect(proxy.forwarded.length).toBe(forwarded + 1);
+  });
+});

@@ -1,0 +1,157 @@
+import { type CredentialStore, type OpenedCredential, RequesterError } from '@requester/shared';
+import type { Egress } from '../egress/index.ts';
+import type { CallOutcome, FailureCode, HttpCall, HttpClient } from '../http/index.ts';
+import { type TokenSettings, TokenSource } from './tokens.ts';
+
+export { TokenSource } from './tokens.ts';
+
+/**
+ * Calls made with a named target credential (`meta.credentials`, docs/architecture.md §10). The
+ * executor opens the credential from the store (PostgreSQL, sealed under the master key) and
+ * trusts what it read for CREDENTIALS_CACHE_TTL, so a revoked or rotated credential is dropped
+ * everywhere within it. Per credential version it keeps connection pools of its own (its client
+ * certificate, its proxy: connections of two credentials never mix) and, with `oauth2`, sends
+ * `Authorization: Bearer <token>` (replacing any the caller set). A 401 from the target drops
+ * that token and the call is made once more with a fresh one.
+ *
+ * Failures before the call end the attempt like a failed call: `credential_unknown` (no such
+ * credential), `credential_revoked`, `credential_unavailable` (no master key here, the token
+ * endpoint failed or did not answer in time, the store or Redis unreachable). Never a throw: the
+ * call runs inside the breaker's admission, which only an outcome gives back. Messages never
+ * carry a secret.
+ */
+export interface CredentialSettings extends Omit<TokenSettings, 'http'> {
+  /** The store; undefined when this process has no master key (then every credential is unavailable). */
+  store: CredentialStore | undefined;
+  /** CREDENTIALS_CACHE_TTL. */
+  cacheTtlMs: number;
+}
+
+type Resolved =
+  | { kind: 'live'; credential: OpenedCredential; egress: Egress }
+  | { kind: 'refused'; code: FailureCode; message: string };
+
+interface Entry {
+  readAtMs: number;
+  resolved: Promise<Resolved>;
+}
+
+export function withCredentials(http: HttpClient, settings: CredentialSettings): HttpClient {
+  const tokens = new TokenSource({ ...settings, http });
+  const entries = new Map<string, Entry>();
+  /** Pools by credential name: the version they were made for, so a rotation replaces them. */
+  const pools = new Map<string, { version: number; egress: Egress }>();
+
+  function poolOf(credential: OpenedCredential): Egress {
+    const known = pools.get(credential.name);
+    if (known?.version === credential.version) return known.egress;
+    if (known) retire(known.egress);
+    const { mtls, proxy } = credential.secrets;
+    const egress = http.egress({ tls: mtls, proxy });
+    pools.set(credential.name, { version: credential.version, egress });
+    return egress;
+  }
+
+  async function open(name: string): Promise<Resolved> {
+    if (!settings.store)
+      return refused(
+        'credential_unavailable',
+        `credential ${name}: this executor has no CREDENTIALS_MASTER_KEY`,
+      );
+    const { credential, revoked } = await settings.store.open(name);
+    if (credential) return { kind: 'live', credential, egress: poolOf(credential) };
+    const known = pools.get(name);
+    if (known) retire(known.egress);
+    pools.delete(name);
+    return revoked
+      ? refused('credential_revoked', `credential ${name} is revoked`)
+      : refused('credential_unknown', `no credential named ${name}`);
+  }
+
+  function resolve(name: string): Promise<Resolved> {
+    const now = Date.now();
+    const known = entries.get(name);
+    if (known && now - known.readAtMs < settings.cacheTtlMs) return known.resolved;
+    const resolved = open(name);
+    entries.set(name, { readAtMs: now, resolved });
+    // A store that failed is asked again by the next call, not after the TTL.
+    resolved.catch(() => entries.delete(name));
+    return resolved;
+  }
+
+  async function callWith(request: HttpCall & { credentials: string }): Promise<CallOutcome> {
+    const started = process.hrtime.bigint();
+    const failed = (code: FailureCode, message: string): CallOutcome => ({
+      kind: 'failure',
+      error: new RequesterError(code, message) as RequesterError & { code: FailureCode },
+      durationNs: Number(process.hrtime.bigint() - started),
+    });
+    let resolved: Resolved;
+    try {
+      resolved = await resolve(request.credentials);
+    } catch (err) {
+      // No throw past this point: the call runs inside the breaker's admission, which only an outcome gives back.
+      const why =
+        err instanceof RequesterError && err.code === 'invalid_config' ? err.message : 'unavailable';
+      return failed(
+        'credential_unavailable',
+        `credential ${request.credentials}: the credential store: ${why}`,
+      );
+    }
+    if (resolved.kind === 'refused') return failed(resolved.code, resolved.message);
+    const { credential, egress } = resolved;
+    if (!credential.secrets.oauth2) return http.call(request, egress);
+    const bearer = async () => {
+      try {
+        return await tokens.token(credential, egress);
+      } catch (err) {
+        if (err instanceof RequesterError && err.code === 'credential_unavailable') return err;
+        return new RequesterError('credential_unavailable', 'the OAuth2 token cache (Redis) is unavailable');
+      }
+    };
+    const first = await bearer();
+    if (first instanceof RequesterError) return failed('credential_unavailable', first.message);
+    const outcome = await http.call(authorized(request, first), egress);
+    if (outcome.kind !== 'response' || outcome.status !== 401) return outcome;
+    // The token may have been revoked or expired early at the authorization server: once more, fresh.
+    await tokens.refused(credential, first);
+    const second = await bearer();
+    if (second instanceof RequesterError) return failed('credential_unavailable', second.message);
+    return http.call(authorized(request, second), egress);
+  }
+
+  return {
+    call: (request, egress) =>
+      request.credentials === undefined
+        ? http.call(request, egress)
+        : callWith(request as HttpCall & { credentials: string }),
+    egress: (identity) => http.egress(identity),
+    close: () => {
+      for (const { egress } of pools.values()) egress.destroy();
+      pools.clear();
+      http.close();
+    },
+  };
+}
+
+/**
+ * Closes the pools of a replaced (rotated, revoked) credential version once the calls still using
+ * them are over: at once would cut those calls. Their idle connections go then.
+ */
+const RETIRE_MS = 60_000;
+function retire(egress: Egress): void {
+  setTimeout(() => egress.destroy(), RETIRE_MS).unref();
+}
+
+function refused(code: FailureCode, message: string): Resolved {
+  return { kind: 'refused', code, message };
+}
+
+/** The call with the credential's token, replacing any Authorization header the caller set. */
+function authorized(request: HttpCall, token: string): HttpCall {
+  const headers: Record<string, string> = {};
+  for (const [name, value] of Object.entries(request.headers))
+    if (name.toLowerCase() !== 'authorization') headers[name] = value;
+  headers.authorization = `Bearer ${token}`;
+  return { ...request, headers };
+}

@@ -1,0 +1,104 @@
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { CredentialStore, createPg, parseMasterKeys } from '@requester/shared';
+import { uniqueName } from '@requester/shared/testing';
+import { afterAll, describe, expect, it } from 'vitest';
+import { requester } from '../../../test/cli.ts';
+
+const database = uniqueName('creds').replaceAll('-', '_');
+const DATABASE_URL = `postgres://postgres@127.0.0.1:5432/${database}`;
+const [OLD, NEW] = [`old:${randomBytes(32).toString('base64')}`, `new:${randomBytes(32).toString('base64')}`];
+const SECRET = `cs-${randomBytes(16).toString('hex')}`;
+const dir = mkdtempSync(path.join(tmpdir(), 'requester-creds-'));
+const secretFile = path.join(dir, 'secret');
+writeFileSync(secretFile, `${SECRET}\n`);
+
+const cli = (masterKey: string, ...args: string[]) =>
+  requester(['credentials', ...args], { DATABASE_URL, CREDENTIALS_MASTER_KEY: masterKey }).exit;
+
+afterAll(async () => {
+  const admin = createPg({ url: 'postgres://postgres@127.0.0.1:5432/postgres', max: 1 });
+  await admin.unsafe(`drop database if exists "${database}" with (force)`).catch(() => {});
+  await admin.end({ timeout: 5 });
+});
+
+describe('requester credentials', () => {
+  it('creates, lists without secrets, re-wraps under a new master key, rotates and revokes', async () => {
+    const flags = ['--token-url', 'https://auth.partner.example/token', '--client-id', 'requester'];
+    const created = await cli(
+      OLD,
+      'create',
+      'partner-billing',
+      ...flags,
+      '--client-secret-file',
+      secretFile,
+      '--json',
+    );
+    expect(created.code, created.stderr).toBe(0);
+    expect(JSON.parse(created.stdout)).toMatchObject({
+      name: 'partner-billing',
+      version: 1,
+      masterKeyId: 'old',
+    });
+    const listed = await cli(OLD, 'list', '--json');
+    expect(JSON.parse(listed.stdout)).toMatchObject([
+      { name: 'partner-billing', summary: { oauth2: { tokenUrl: 'https://auth.partner.example/token' } } },
+    ]);
+    // Master key rotation: the new key first, the old one still held while re-wrapping.
+    const rewrapped = await cli(`${NEW},${OLD}`, 'rewrap', '--json');
+    expect(JSON.parse(rewrapped.stdout)).toEqual({ rewrapped: 1 });
+    const sql = createPg({ url: DATABASE_URL, max: 1 });
+    try {
+      const opened = await new CredentialStore(sql, parseMasterKeys(NEW)).open('partner-billing');
+      expect(opened.credential?.secrets.oauth2?.clientSecret).toBe(SECRET);
+    } finally {
+      await sql.end({ timeout: 5 });
+    }
+    const rotated = await cli(
+      NEW,
+      'rotate',
+      'partner-billing',
+      ...flags,
+      '--client-secret-file',
+      secretFile,
+      '--json',
+    );
+    expect(JSON.parse(rotated.stdout)).toMatchObject({ version: 2, masterKeyId: 'new' });
+    expect((await cli(NEW, 'revoke', 'partner-billing')).code).toBe(0);
+    const again = await cli(NEW, 'revoke', 'partner-billing');
+    expect(again.code).toBe(2);
+    expect(again.stderr).toContain('no live credential named partner-billing');
+    for (const out of [created, listed, rewrapped, rotated, again])
+      expect(out.stdout + out.stderr).not.toContain(SECRET);
+  }, 180_000);
+
+  it('refuses bad input as a usage error naming the field, never echoing the secret', async () => {
+    const bad = await cli(
+      OLD,
+      'create',
+      'broken',
+      '--token-url',
+      'ftp://x',
+      '--client-id',
+      'a',
+      '--client-secret-file',
+      secretFile,
+    );
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('oauth2.tokenUrl');
+    expect(bad.stderr).not.toContain(SECRET);
+    const valid = [
+      '--token-url',
+      'https://a.test/token',
+      '--client-id',
+      'a',
+      '--client-secret-file',
+      secretFile,
+    ];
+    const none = await requester(['credentials', 'create', 'x', ...valid], { DATABASE_URL }).exit;
+    expect(none.code).toBe(2);
+    expect(none.stderr).toContain('CREDENTIALS_MASTER_KEY');
+  }, 120_000);
+});

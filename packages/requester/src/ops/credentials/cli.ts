@@ -1,0 +1,187 @@
+import {
+  CredentialStore,
+  Dependencies,
+  masterKeysFromConfig,
+  UsageError,
+  ValidationError,
+} from '@requester/shared';
+import type { Argv } from 'yargs';
+import {
+  type ConfigFrom,
+  cliActor,
+  commandLogger,
+  EXIT_CODES_HELP,
+  humanTime,
+  printJson,
+  printTable,
+  progress,
+  withJson,
+} from '../../commands/common.ts';
+import { recordAdminAction } from '../index.ts';
+import {
+  type CredentialView,
+  createCredential,
+  listCredentials,
+  revokeCredential,
+  rewrapCredentials,
+  rotateCredential,
+  type SecretSources,
+  secretsFrom,
+} from './index.ts';
+
+type Action = 'create' | 'list' | 'rotate' | 'revoke' | 'rewrap';
+
+interface CredentialsArgs extends SecretSources {
+  action: Action;
+  name?: string;
+  all: boolean;
+  json: boolean;
+}
+
+/**
+ * `requester credentials create|list|rotate|revoke|rewrap`: named target credentials in
+ * PostgreSQL (DATABASE_URL), sealed under CREDENTIALS_MASTER_KEY. Secrets come from files (or
+ * stdin), never from the command line, and are never printed.
+ */
+export function registerCredentialsCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): void {
+  cli.command(
+    'credentials <action> [name]',
+    'target credentials (OAuth2 client, client certificate, proxy): create, list, rotate, revoke, rewrap',
+    (y) =>
+      withJson(y)
+        .positional('action', {
+          choices: ['create', 'list', 'rotate', 'revoke', 'rewrap'] as const,
+          describe:
+            'create: a new credential; list: the live ones (no secret shown); rotate: new secrets for a ' +
+            'credential (executors switch within CREDENTIALS_CACHE_TTL); revoke: its requests fail with ' +
+            'credential_revoked from then on; rewrap: after putting a new master key first in ' +
+            'CREDENTIALS_MASTER_KEY, re-wrap every data key with it',
+        })
+        .positional('name', {
+          type: 'string',
+          describe: 'create, rotate, revoke: the credential name (meta.credentials)',
+        })
+        .option('from-file', {
+          type: 'string',
+          describe: 'create, rotate: the credential as JSON ({oauth2, mtls, proxy}; - = stdin)',
+        })
+        .option('token-url', { type: 'string', describe: 'OAuth2 token endpoint (client credentials grant)' })
+        .option('client-id', { type: 'string', describe: 'OAuth2 client id' })
+        .option('client-secret-file', {
+          type: 'string',
+          describe: 'a file holding the OAuth2 client secret (- = stdin)',
+        })
+        .option('auth-method', {
+          choices: ['client_secret_basic', 'client_secret_post'] as const,
+          describe: 'how the client authenticates to the token endpoint (default client_secret_basic)',
+        })
+        .option('scope', { type: 'string', describe: 'OAuth2 scope asked for' })
+        .option('audience', { type: 'string', describe: 'OAuth2 audience asked for' })
+        .option('cert-file', { type: 'string', describe: 'mTLS: the client certificate (PEM)' })
+        .option('key-file', { type: 'string', describe: 'mTLS: its private key (PEM)' })
+        .option('ca-file', {
+          type: 'string',
+          describe: 'mTLS: CA certificates to trust for the target (PEM)',
+        })
+        .option('proxy-file', {
+          type: 'string',
+          describe: "a file holding this credential's own proxy URL (http://[user:pass@]host:port)",
+        })
+        .option('all', { type: 'boolean', default: false, describe: 'list: revoked credentials too' })
+        .example(
+          '$0 credentials create partner-billing --token-url https://auth.partner.example/token --client-id requester --client-secret-file ./secret --scope payments',
+          'an OAuth2 client-credentials grant',
+        )
+        .example(
+          '$0 credentials create bank --cert-file client.crt --key-file client.key --ca-file bank-ca.pem',
+          'mTLS',
+        )
+        .example('$0 credentials rotate partner-billing --from-file new.json', '')
+        .example('CREDENTIALS_MASTER_KEY=new:…,old:… $0 credentials rewrap', 'master key rotation')
+        .epilogue(EXIT_CODES_HELP),
+    async (argv) => {
+      const args = argv as unknown as CredentialsArgs;
+      const config = configFrom(argv);
+      const logger = commandLogger(config);
+      const deps = new Dependencies(config, logger);
+      try {
+        const store = new CredentialStore(await deps.sql(), masterKeysFromConfig(config));
+        const done = await runAction(store, args);
+        if (done)
+          await recordAdminAction(logger, {
+            action: `credentials.${args.action}`,
+            actor: cliActor(),
+            target: done,
+            outcome: 'done',
+          });
+      } catch (err) {
+        if (err instanceof ValidationError) throw new UsageError(err.message);
+        throw err;
+      } finally {
+        await deps.close();
+      }
+    },
+  );
+}
+
+/** Runs the action and prints its result; returns the target of an action to record. */
+async function runAction(
+  store: CredentialStore,
+  args: CredentialsArgs,
+): Promise<Record<string, unknown> | undefined> {
+  switch (args.action) {
+    case 'list': {
+      const views = await listCredentials(store, args.all);
+      if (args.json) printJson(views);
+      else printTable(views.map(row));
+      return undefined;
+    }
+    case 'create':
+    case 'rotate': {
+      const name = nameArg(args);
+      const secrets = secretsFrom(args);
+      const view =
+        args.action === 'create'
+          ? await createCredential(store, name, secrets)
+          : await rotateCredential(store, name, secrets);
+      progress(
+        `credential ${name} ${args.action === 'create' ? 'created' : `rotated to version ${view.version}`}`,
+      );
+      if (args.json) printJson(view);
+      return { credential: name, version: view.version };
+    }
+    case 'revoke': {
+      const name = nameArg(args);
+      const result = await revokeCredential(store, name);
+      progress(`revoked ${name}; executors refuse it within CREDENTIALS_CACHE_TTL (credential_revoked)`);
+      if (args.json) printJson(result);
+      return { credential: name };
+    }
+    case 'rewrap': {
+      const result = await rewrapCredentials(store);
+      progress(`re-wrapped ${result.rewrapped} credentials with the current master key`);
+      if (args.json) printJson(result);
+      return result;
+    }
+  }
+}
+
+function nameArg(args: CredentialsArgs): string {
+  if (!args.name) throw new UsageError(`credentials ${args.action} needs a credential name`);
+  return args.name;
+}
+
+function row(view: CredentialView) {
+  const { oauth2, mtls, proxy } = view.summary;
+  return {
+    name: view.name,
+    version: view.version,
+    oauth2: oauth2 ? `${oauth2.tokenUrl} (${oauth2.authMethod})` : '-',
+    mtls: mtls ? `${mtls.subject} until ${mtls.validTo}` : '-',
+    proxy: proxy ?? '-',
+    masterKey: view.masterKeyId,
+    created: humanTime(Date.parse(view.createdAt)),
+    rotated: humanTime(view.rotatedAt ? Date.parse(view.rotatedAt) : undefined),
+    revoked: humanTime(view.revokedAt ? Date.parse(view.revokedAt) : undefined),
+  };
+}

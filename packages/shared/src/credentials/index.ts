@@ -1,0 +1,4 @@
+export * from './master.ts';
+export { decrypt as decryptWith, encrypt as encryptWith } from './seal.ts';
+export * from './spec.ts';
+export * from './store.ts';
