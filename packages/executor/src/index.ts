@@ -1,7 +1,7 @@
-import { breakerFromConfig, RateLimiter } from '@requester/policies';
+import { breakerFromConfig, OriginPacer, RateLimiter } from '@requester/policies';
 import { queueFromConfig } from '@requester/queue';
 import { Outbox, type RoleDefinition, type RoleHandle } from '@requester/shared';
-import { bulkheadFromConfig } from './bulkhead/index.ts';
+import { bulkheadFromConfig, defaultMaxPerOrigin } from './bulkhead/index.ts';
 import { ResponseCache } from './cache/index.ts';
 import { createHttpClient, reservedPortsOf } from './http/index.ts';
 import { signingKeysFromConfig } from './signing/index.ts';
@@ -55,6 +55,14 @@ export const executorRole: RoleDefinition = {
       sharedLimiterKeys: config.sharedLimiterKeys,
       breaker: breakerFromConfig(config, redis, { logger }),
       bulkhead: bulkheadFromConfig(config, redis, logger),
+      pacer: new OriginPacer({
+        redis,
+        prefix: `${config.redisPrefix}:pace:`,
+        maxLimit: config.maxWorkersPerOrigin ?? defaultMaxPerOrigin(config.maxWorkers),
+        retryAfterMaxMs: config.retryAfterMax,
+        logger,
+      }),
+      adaptiveConcurrency: config.adaptiveConcurrency,
       cache,
       signingKeys: signingKeysFromConfig(config),
       outbox: new Outbox(await deps.sql()),

@@ -185,6 +185,7 @@ export class Executor {
   /** Holds the leases (heartbeats start covering them) and starts their batch. */
   private take(leases: LeasedTask[]): void {
     for (const lease of leases) this.held.set(lease.token, lease);
+    metrics.leases.inc(leases.length);
     metrics.inFlight.set(this.held.size);
     const batch = this.runBatch(leases).catch((err: unknown) => {
       // runBatch settles every task itself; reaching here is a bug, and the leases will lapse.

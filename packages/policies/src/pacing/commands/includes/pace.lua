@@ -1,0 +1,26 @@
+--[[
+  The pace of one target origin (textually included by every pacing script).
+
+  KEYS[1]  pace HASH, one key per origin (named by a hash of it, see keys in index.ts)
+             h  hold-until (ms, Redis time): no call starts before it (Retry-After, quota used up)
+             r  paced rate (calls/s); absent = unpaced
+             x  the pace the target advertised (calls/s, its RateLimit-Policy); r never exceeds it
+             t  next free dispatch slot of the paced rate (ms): the GCRA theoretical arrival time
+             w  latest time promised to a task sent back to wait, so that waiters return spaced
+             e  moving average of the interval between dispatches (ms): the rate we were sending at
+             a  last dispatch (ms)
+             c  adaptive concurrency limit (may be fractional)
+             m  latency floor (ms): the lowest recent latency of a successful call
+             d  last decrease (ms): several answers to one burst lower the pace once
+]]
+local K_PACE = KEYS[1]
+
+--- @include "shared/now"
+
+-- Integers for the reply (Lua numbers become integers on the way out): thousandths.
+local function milli(value)
+  if value == nil then
+    return 0
+  end
+  return math.floor(value * 1000 + 0.5)
+end

@@ -1,0 +1,122 @@
+--[[
+  What a call's answer says about the origin's pace (the caller reads the headers, see signals.ts).
+    slow (429, 503 + Retry-After): hold the origin for ARGV[2] ms; halve the pace (from the rate
+        we were sending at when unpaced) and the concurrency limit, once per burst (the answers
+        to calls already out within 1 s of a decrease, or before a hold's end, lower nothing more)
+    overload (timeout, transport error, 5xx): the concurrency limit shrinks by 30 %, once per burst
+    ok: the pace grows back by 0.1 call/s per success (≈ +10 % a second at that pace), up to the
+        advertised ceiling; an unadvertised pace twice above what we send is dropped. The
+        concurrency limit grows by 1/limit per success while the latency stays within 1.5× its
+        floor (≈ +1 per round of calls), and shrinks as fast when it does not (queueing at the target)
+  An advertised ceiling (ARGV[3]) caps the pace at once, whatever the kind.
+
+  KEYS[1]  pace HASH (see includes/pace.lua)
+  ARGV[1]  kind: 0 ok, 1 slow, 2 overload
+  ARGV[2]  hold (ms from now, already bounded by RETRY_AFTER_MAX); 0 = none
+  ARGV[3]  advertised ceiling ×1000 (calls/s); 0 = none
+  ARGV[4]  latency of the call (µs); 0 = unknown
+  ARGV[5]  ceiling of the concurrency limit (MAX_WORKERS_PER_ORIGIN)
+  ARGV[6]  state TTL (ms)
+
+  Returns {limitMilli, rateMilli, holdMs, throttled}
+    holdMs: how long the origin is still held; throttled 1 when this answer lowered the pace or the limit.
+]]
+--- @include "includes/pace"
+
+local kind = tonumber(ARGV[1])
+local holdMs = tonumber(ARGV[2])
+local advertised = tonumber(ARGV[3]) / 1000
+local latency = tonumber(ARGV[4]) / 1000
+local maxLimit = tonumber(ARGV[5])
+local ttlMs = tonumber(ARGV[6])
+local now = nowMs()
+
+-- The slowest pace we fall to: one call per 10 s (a hold says more when the target wants less).
+local MIN_RATE = 0.1
+local BURST_MS = 1000
+
+local f = redis.call('HMGET', K_PACE, 'h', 'r', 'x', 'e', 'c', 'm', 'd')
+local hold = tonumber(f[1]) or 0
+local rate = tonumber(f[2])
+local ceiling = tonumber(f[3])
+local avg = tonumber(f[4])
+local limit = math.min(tonumber(f[5]) or maxLimit, maxLimit)
+local floor = tonumber(f[6])
+local decreased = tonumber(f[7]) or 0
+local throttled = 0
+
+if advertised > 0 then
+  ceiling = advertised
+  if rate == nil or rate > ceiling then
+    rate = ceiling
+  end
+end
+
+if holdMs > 0 and now + holdMs > hold then
+  hold = now + holdMs
+end
+
+local fresh = now - decreased >= BURST_MS
+if kind == 1 then
+  if fresh then
+    local sending = rate
+    if sending == nil and avg and avg > 0 then
+      sending = 1000 / avg
+    end
+    rate = math.max(MIN_RATE, (sending or 2 * MIN_RATE) / 2)
+    limit = math.max(1, limit / 2)
+    decreased = math.max(now, hold)
+    throttled = 1
+  end
+elseif kind == 2 then
+  if fresh then
+    limit = math.max(1, limit * 0.7)
+    decreased = now
+    throttled = 1
+  end
+elseif now >= hold then
+  if rate then
+    rate = rate + 0.1
+    if ceiling then
+      rate = math.min(rate, ceiling)
+    elseif avg and avg > 0 and rate > 2 * 1000 / avg then
+      rate = nil
+    end
+  end
+  if latency > 0 then
+    if floor == nil or latency < floor then
+      floor = latency
+    else
+      -- Drifts up slowly, so a target that became slower for good is re-learnt.
+      floor = floor + 0.01 * (latency - floor)
+    end
+    if latency <= 1.5 * floor then
+      limit = math.min(maxLimit, limit + 1 / limit)
+    else
+      limit = math.max(1, limit - 1 / limit)
+    end
+  end
+end
+
+local fields = { 'c', limit, 'd', decreased }
+if hold > now then
+  table.insert(fields, 'h')
+  table.insert(fields, hold)
+end
+if ceiling then
+  table.insert(fields, 'x')
+  table.insert(fields, ceiling)
+end
+if floor then
+  table.insert(fields, 'm')
+  table.insert(fields, floor)
+end
+if rate then
+  table.insert(fields, 'r')
+  table.insert(fields, rate)
+else
+  redis.call('HDEL', K_PACE, 'r', 't')
+end
+redis.call('HSET', K_PACE, unpack(fields))
+redis.call('PEXPIRE', K_PACE, ttlMs + math.max(0, hold - now))
+return { milli(limit), milli(rate), math.max(0, hold - now), throttled }
