@@ -141,6 +141,7 @@ export * from './cpu.ts';
 export * from './kafka-broker.ts';
 export * from './memory.ts';
 export * from './modules.ts';
+export * from './paced-target.ts';
 export * from './postgres.ts';
 export * from './redis.ts';
 export * from './redis-cluster.ts';
