@@ -60,6 +60,22 @@ export interface PaceReport {
   holdMs: number;
 }
 
+/** One origin's shared pace; undefined = not set. */
+export interface PaceSnapshot {
+  /** No call starts before it (Redis epoch ms). */
+  holdUntilMs: number | undefined;
+  /** calls/s. */
+  rate: number | undefined;
+  /** The pace the target advertised (calls/s). */
+  ceiling: number | undefined;
+  /** The adaptive concurrency limit (fractional). */
+  limit: number | undefined;
+  /** The latest time promised to a task sent back to wait (Redis epoch ms). */
+  promisedMs: number | undefined;
+  /** The next free dispatch slot of a paced origin (Redis epoch ms). */
+  nextSlotMs: number | undefined;
+}
+
 /** Target origins with a label of their own in the pacing metrics; later ones are `other`. */
 const MAX_ORIGIN_LABELS = 50;
 const originLabel = new BoundedLabel(MAX_ORIGIN_LABELS);
@@ -162,19 +178,13 @@ export class OriginPacer {
     return limit === undefined ? undefined : Math.max(1, Math.floor(limit));
   }
 
-  /** The shared state of one origin (tests, admin): hold-until and times in Redis ms. */
-  async snapshot(
-    origin: string,
-  ): Promise<{ holdUntilMs?: number; rate?: number; ceiling?: number; limit?: number }> {
-    const [h, r, x, c] = await this.options.redis.hmget(this.keyOf(origin), 'h', 'r', 'x', 'c');
-    const num = (value: string | null | undefined) => (value == null ? undefined : Number(value));
-    const out: { holdUntilMs?: number; rate?: number; ceiling?: number; limit?: number } = {};
-    const [hold, rate, ceiling, limit] = [num(h), num(r), num(x), num(c)];
-    if (hold !== undefined) out.holdUntilMs = hold;
-    if (rate !== undefined) out.rate = rate;
-    if (ceiling !== undefined) out.ceiling = ceiling;
-    if (limit !== undefined) out.limit = limit;
-    return out;
+  /** The shared state of one origin (tests, admin); times are Redis epoch ms. */
+  async snapshot(origin: string): Promise<PaceSnapshot> {
+    const fields = await this.options.redis.hmget(this.keyOf(origin), 'h', 'r', 'x', 'c', 'w', 't');
+    const [holdUntilMs, rate, ceiling, limit, promisedMs, nextSlotMs] = fields.map((value) =>
+      value == null ? undefined : Number(value),
+    );
+    return { holdUntilMs, rate, ceiling, limit, promisedMs, nextSlotMs };
   }
 
   /** Forgets an origin's pace (tests, admin). */

@@ -88,7 +88,7 @@ elseif now >= hold then
       floor = latency
     else
       -- Drifts up slowly, so a target that became slower for good is re-learnt.
-      floor = floor + 0.01 * (latency - floor)
+      floor = floor + 0.001 * (latency - floor)
     end
     if latency <= 1.5 * floor then
       limit = math.min(maxLimit, limit + 1 / limit)
