@@ -47,6 +47,8 @@ export type Step =
       kind: 'wait';
       delayMs: number;
       reason: 'rate_limited' | 'circuit_open' | 'breaker_busy' | 'bulkhead' | 'paced';
+      /** `paced`: the dispatch slot reserved for the task (Redis epoch ms), carried back to the pacer. */
+      slotMs?: number;
     }
   /** The attempt failed in a way another one may fix, and the retry budget has one left. */
   | { kind: 'retry'; delayMs: number; reason: string }
@@ -90,9 +92,11 @@ export function bulkheadStep(grant: { granted: true } | { granted: false; retryI
  * An origin held or paced (OriginPacer) is come back to at the time promised: the target asked for
  * it, so coming back earlier would only be refused again.
  */
-export function pacedStep(grant: { admitted: true } | { admitted: false; retryInMs: number }): GateStep {
+export function pacedStep(
+  grant: { admitted: true } | { admitted: false; retryInMs: number; slotMs: number },
+): GateStep {
   if (grant.admitted) return CALL;
-  return { kind: 'wait', delayMs: clampDelay(grant.retryInMs, 1), reason: 'paced' };
+  return { kind: 'wait', delayMs: clampDelay(grant.retryInMs, 1), reason: 'paced', slotMs: grant.slotMs };
 }
 
 /**

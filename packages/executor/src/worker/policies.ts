@@ -113,6 +113,8 @@ export interface PolicyModules {
 export interface Progress {
   tryCount: number;
   waitedMs: number;
+  /** The dispatch slot its origin's pacer reserved for the task when it sent it back (Redis epoch ms). */
+  pacedAt?: number | undefined;
 }
 
 /** How an attempt ended. */
@@ -133,6 +135,7 @@ export type Tried = CallOutcome | Stopped;
 
 type OriginReport = CallReport & { origin: string };
 type PaceAnswer = { origin: string; outcome: CallOutcome };
+type PaceAsk = { origin: string; reservedMs: number | undefined };
 
 const HELD_BY = {
   rate_limited: 'limiter',
@@ -153,7 +156,7 @@ export class Policies {
   private readonly take: ((spec: LimiterSpec) => Promise<LimitDecision>) | undefined;
   private readonly admit: ((origin: string) => Promise<Admission>) | undefined;
   private readonly record: ((report: OriginReport) => Promise<void>) | undefined;
-  private readonly pace: ((origin: string) => Promise<PaceGrant>) | undefined;
+  private readonly pace: ((ask: PaceAsk) => Promise<PaceGrant>) | undefined;
   private readonly reportPace: ((answer: PaceAnswer) => Promise<PaceReport | undefined>) | undefined;
 
   constructor(modules: PolicyModules) {
@@ -170,7 +173,8 @@ export class Policies {
         await breaker.recordMany(reports);
         return reports.map(() => undefined);
       });
-    this.pace = pacer && batched((origins: string[]) => Promise.all(origins.map((o) => pacer.gate(o))));
+    this.pace =
+      pacer && batched((asks: PaceAsk[]) => Promise.all(asks.map((a) => pacer.gate(a.origin, a.reservedMs))));
     this.reportPace =
       pacer &&
       batched((answers: PaceAnswer[]) =>
@@ -188,7 +192,7 @@ export class Policies {
     const answer = { tryCount, waitTimeNs: msToNs(progress.waitedMs) };
     try {
       if (isWakeUp(envelope)) return this.wakeUp(envelope, answer);
-      const fetched = await this.fetch(envelope, tryCount, log);
+      const fetched = await this.fetch(envelope, tryCount, progress.pacedAt, log);
       if (fetched.cached || fetched.shared) this.journalCache(envelope, fetched.cached ? 'hit' : 'coalesced');
       if (fetched.cached) {
         const result = callResult(envelope, fetched.outcome, { ...answer, cached: true });
@@ -211,7 +215,7 @@ export class Policies {
           kind: 'reschedule',
           delayMs: step.delayMs,
           reason: 'retry',
-          progress: { ...progress, tryCount },
+          progress: { ...progress, tryCount, pacedAt: undefined },
         };
       }
       const result = callResult(envelope, tried, { ...answer, coalesced: fetched.shared });
@@ -224,7 +228,7 @@ export class Policies {
           kind: 'reschedule',
           delayMs: GATE_UNAVAILABLE_RETRY_MS,
           reason: 'policy_unavailable',
-          progress,
+          progress: { ...progress, pacedAt: undefined },
         };
       }
       if (err.code !== 'invalid_request' && err.code !== 'invalid_config') throw err;
@@ -244,8 +248,8 @@ export class Policies {
    * one). Requests that share a fill share its outcome, a gate's stop included: they are the same
    * request of the same client (key and identity), so they would all have been stopped alike.
    */
-  private fetch(envelope: RequestEnvelope, tryCount: number, log: Logger) {
-    const attempt = () => this.gateAndCall(envelope, tryCount, log);
+  private fetch(envelope: RequestEnvelope, tryCount: number, pacedAt: number | undefined, log: Logger) {
+    const attempt = () => this.gateAndCall(envelope, tryCount, pacedAt, log);
     const { cache } = this.modules;
     const { cache: spec, client } = envelope.meta;
     if (cache && spec) {
@@ -260,7 +264,12 @@ export class Policies {
     return attempt().then((outcome) => ({ cached: false as const, outcome, shared: false }));
   }
 
-  private async gateAndCall(envelope: RequestEnvelope, tryCount: number, log: Logger): Promise<Tried> {
+  private async gateAndCall(
+    envelope: RequestEnvelope,
+    tryCount: number,
+    pacedAt: number | undefined,
+    log: Logger,
+  ): Promise<Tried> {
     const call = this.prepare(envelope);
     const origin = originOf(envelope.request.uri);
     const { pacer, adaptiveConcurrency = true } = this.modules;
@@ -269,7 +278,7 @@ export class Policies {
     const full = grant ? bulkheadStep(grant) : CALL;
     if (full.kind !== 'call') return { kind: 'failure', stop: full };
     try {
-      return await this.limitAndCall(envelope, call, origin, tryCount, log);
+      return await this.limitAndCall(envelope, call, origin, tryCount, pacedAt, log);
     } finally {
       if (grant?.granted) grant.release();
     }
@@ -280,9 +289,10 @@ export class Policies {
     call: HttpCall,
     origin: string,
     tryCount: number,
+    pacedAt: number | undefined,
     log: Logger,
   ): Promise<Tried> {
-    const paced = this.pace && (await this.pace(origin));
+    const paced = this.pace && (await this.pace({ origin, reservedMs: pacedAt }));
     const held = paced ? pacedStep(paced) : CALL;
     if (held.kind !== 'call') return { kind: 'failure', stop: held };
     if (paced?.admitted && paced.waitMs > 0) await sleep(paced.waitMs);
@@ -385,7 +395,14 @@ export class Policies {
         until: Date.now() + delayMs,
       });
       const waitedMs = addWait(progress.waitedMs, delayMs);
-      return { kind: 'reschedule', delayMs, reason: stop.reason, progress: { ...progress, waitedMs } };
+      // Only a pacing wait reserves a slot; any other wait leaves the task to take a new one.
+      const pacedAt = stop.reason === 'paced' && delayMs === stop.delayMs ? stop.slotMs : undefined;
+      return {
+        kind: 'reschedule',
+        delayMs,
+        reason: stop.reason,
+        progress: { ...progress, waitedMs, pacedAt },
+      };
     }
     const message = 'the limiter can never admit this request: its cost exceeds a window';
     const result = errorResult(envelope.meta.requestId, 'invalid_request', message, {

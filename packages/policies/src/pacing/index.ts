@@ -46,8 +46,11 @@ export interface OriginPacerOptions {
 export type PaceGrant =
   /** Sleep `waitMs`, then call (the slot is taken). */
   | { admitted: true; waitMs: number }
-  /** Not before `retryInMs`: back to the queue, not an attempt. */
-  | { admitted: false; retryInMs: number };
+  /**
+   * Not before `retryInMs`: back to the queue, not an attempt, carrying `slotMs`, the slot reserved
+   * for it: given back to `gate` then, it is let through at that slot.
+   */
+  | { admitted: false; retryInMs: number; slotMs: number };
 
 export interface PaceReport {
   kind: SignalKind;
@@ -70,8 +73,6 @@ export interface PaceSnapshot {
   ceiling: number | undefined;
   /** The adaptive concurrency limit (fractional). */
   limit: number | undefined;
-  /** The latest time promised to a task sent back to wait (Redis epoch ms). */
-  promisedMs: number | undefined;
   /** The next free dispatch slot of a paced origin (Redis epoch ms). */
   nextSlotMs: number | undefined;
 }
@@ -127,14 +128,18 @@ export class OriginPacer {
     this.ttlMs = Math.max(1, Math.round(options.stateTtlMs ?? 3_600_000));
   }
 
-  /** When may a call to `origin` leave? Taken just before it does (see gate-1.lua). */
-  async gate(origin: string): Promise<PaceGrant> {
+  /**
+   * When may a call to `origin` leave? Asked just before it does (see gate-1.lua); `reservedMs`:
+   * the slot a previous refusal reserved for this task.
+   */
+  async gate(origin: string, reservedMs?: number): Promise<PaceGrant> {
     try {
-      const reply = await this.scripts.gate(this.keyOf(origin), this.maxLocalWaitMs, this.ttlMs);
+      const key = this.keyOf(origin);
+      const reply = await this.scripts.gate(key, this.maxLocalWaitMs, this.ttlMs, reservedMs ?? 0);
       this.remember(origin, reply.limit, reply.rate);
       if (!reply.admitted) {
         pacingMetrics.waits.inc({ where: 'queued' });
-        return { admitted: false, retryInMs: Math.max(1, reply.waitMs) };
+        return { admitted: false, retryInMs: Math.max(1, reply.waitMs), slotMs: reply.slotMs };
       }
       if (reply.waitMs > 0) pacingMetrics.waits.inc({ where: 'local' });
       return { admitted: true, waitMs: reply.waitMs };
@@ -180,11 +185,11 @@ export class OriginPacer {
 
   /** The shared state of one origin (tests, admin); times are Redis epoch ms. */
   async snapshot(origin: string): Promise<PaceSnapshot> {
-    const fields = await this.options.redis.hmget(this.keyOf(origin), 'h', 'r', 'x', 'c', 'w', 't');
-    const [holdUntilMs, rate, ceiling, limit, promisedMs, nextSlotMs] = fields.map((value) =>
+    const fields = await this.options.redis.hmget(this.keyOf(origin), 'h', 'r', 'x', 'c', 't');
+    const [holdUntilMs, rate, ceiling, limit, nextSlotMs] = fields.map((value) =>
       value == null ? undefined : Number(value),
     );
-    return { holdUntilMs, rate, ceiling, limit, promisedMs, nextSlotMs };
+    return { holdUntilMs, rate, ceiling, limit, nextSlotMs };
   }
 
   /** Forgets an origin's pace (tests, admin). */

@@ -12,6 +12,8 @@ export interface GateReply {
   limit: number | undefined;
   /** Pace (calls/s); undefined = unpaced. */
   rate: number | undefined;
+  /** Refused: the slot reserved for the task (Redis epoch ms); 0 otherwise. */
+  slotMs: number;
 }
 
 export interface ReportArgs {
@@ -31,7 +33,7 @@ export interface ReportReply {
 }
 
 export interface PacingScripts {
-  gate(key: string, maxLocalWaitMs: number, ttlMs: number): Promise<GateReply>;
+  gate(key: string, maxLocalWaitMs: number, ttlMs: number, reservedMs: number): Promise<GateReply>;
   report(key: string, args: ReportArgs): Promise<ReportReply>;
 }
 
@@ -40,13 +42,10 @@ const fromMilli = (value: number | undefined) => (value ? value / 1000 : undefin
 export function loadPacingScripts(redis: RedisClient): PacingScripts {
   const run = luaScripts<'gate' | 'report'>(redis, PACING_COMMANDS, 1);
   return {
-    async gate(key, maxLocalWaitMs, ttlMs) {
-      const [admitted, waitMs = 0, limit, rate] = (await run(
-        'gate',
-        [key],
-        [maxLocalWaitMs, ttlMs],
-      )) as number[];
-      return { admitted: admitted === 1, waitMs, limit: fromMilli(limit), rate: fromMilli(rate) };
+    async gate(key, maxLocalWaitMs, ttlMs, reservedMs) {
+      const reply = (await run('gate', [key], [maxLocalWaitMs, ttlMs, reservedMs])) as number[];
+      const [admitted, waitMs = 0, limit, rate, slotMs = 0] = reply;
+      return { admitted: admitted === 1, waitMs, limit: fromMilli(limit), rate: fromMilli(rate), slotMs };
     },
     async report(key, a) {
       const [limit = 0, rate, holdMs = 0, throttled] = (await run(

@@ -1,4 +1,7 @@
+import { fork } from 'node:child_process';
+import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';
+import { join } from 'node:path';
 import { freePort } from './server.ts';
 
 /**
@@ -91,5 +94,41 @@ export async function startPacedTarget(spec: PacedTargetSpec): Promise<PacedTarg
         server.closeAllConnections();
         server.close(() => resolve());
       }),
+  };
+}
+
+/** A paced target in a child process: its arrival times are not skewed by the test's own event loop. */
+export interface RemotePacedTarget {
+  url: string;
+  arrivals(): Promise<PacedTarget['arrivals']>;
+  setConcurrent(n: number): void;
+  close(): Promise<void>;
+}
+
+/**
+ * `startPacedTarget` in a child process (paced-target-process.ts): the test process runs
+ * executors, Kafka clients and collectors, and a target sharing their event loop would see calls
+ * sent evenly arrive in bunches whenever that loop is busy. A partner's server has its own.
+ */
+export async function startPacedTargetProcess(spec: PacedTargetSpec): Promise<RemotePacedTarget> {
+  const script = join(import.meta.dirname, 'paced-target-process.ts');
+  const child = fork(script, [JSON.stringify(spec)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  const replies: Array<(message: unknown) => void> = [];
+  child.on('message', (message) => replies.shift()?.(message));
+  const ask = <T>(message: unknown) =>
+    new Promise<T>((resolve) => {
+      replies.push(resolve as (message: unknown) => void);
+      if (message !== undefined) child.send(message as string);
+    });
+  const { url } = await ask<{ url: string }>(undefined);
+  return {
+    url,
+    arrivals: () => ask<{ arrivals: PacedTarget['arrivals'] }>({ op: 'arrivals' }).then((r) => r.arrivals),
+    setConcurrent: (n) => child.send({ op: 'concurrent', n }),
+    close: async () => {
+      const exited = once(child, 'exit');
+      child.send({ op: 'close' });
+      await exited;
+    },
   };
 }

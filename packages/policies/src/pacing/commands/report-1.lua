@@ -1,14 +1,15 @@
 --[[
   What a call's answer says about the origin's pace (the caller reads the headers, see signals.ts).
-    slow (429, 503 + Retry-After): hold the origin for ARGV[2] ms; halve the pace (from the rate
-        we were sending at when unpaced) and the concurrency limit, once per burst (the answers
-        to calls already out within 1 s of a decrease, or before a hold's end, lower nothing more)
+    slow (429, 503 + Retry-After): hold the origin for ARGV[2] ms; the pace falls to 70 % (of
+        the rate we were sending at when unpaced) and the concurrency limit halves, once per burst
+        (the answers to calls already out within 1 s of a decrease, or before a hold's end, lower
+        nothing more)
     overload (timeout, transport error, 5xx): the concurrency limit shrinks by 30 %, once per burst
-    ok: the pace grows back by 0.1 call/s per success (≈ +10 % a second at that pace), up to the
-        advertised ceiling; an unadvertised pace twice above what we send is dropped. The
+    ok: the pace grows back by 0.2 call/s per success (≈ +20 % a second at that pace), up to 90 %
+        of the advertised ceiling; an unadvertised pace twice above what we send is dropped. The
         concurrency limit grows by 1/limit per success while the latency stays within 1.5× its
         floor (≈ +1 per round of calls), and shrinks as fast when it does not (queueing at the target)
-  An advertised ceiling (ARGV[3]) caps the pace at once, whatever the kind.
+  An advertised ceiling (ARGV[3]) caps the pace at once (at 90 % of it), whatever the kind.
 
   KEYS[1]  pace HASH (see includes/pace.lua)
   ARGV[1]  kind: 0 ok, 1 slow, 2 overload
@@ -33,6 +34,11 @@ local now = nowMs()
 
 -- The slowest pace we fall to: one call per 10 s (a hold says more when the target wants less).
 local MIN_RATE = 0.1
+local CEILING_MARGIN = 0.9
+-- After a slow-down: the pace we fall to (× the pace we were at), and what each success adds back
+-- (calls/s: at a pace r, +GROWTH·r a second, i.e. +20 % a second).
+local DECREASE = 0.7
+local GROWTH = 0.2
 local BURST_MS = 1000
 
 local f = redis.call('HMGET', K_PACE, 'h', 'r', 'x', 'e', 'c', 'm', 'd')
@@ -46,7 +52,9 @@ local decreased = tonumber(f[7]) or 0
 local throttled = 0
 
 if advertised > 0 then
-  ceiling = advertised
+  -- A margin under what the target advertised: the jitter between dispatch and arrival must not
+  -- put one call too many into one of its windows.
+  ceiling = advertised * CEILING_MARGIN
   if rate == nil or rate > ceiling then
     rate = ceiling
   end
@@ -63,7 +71,7 @@ if kind == 1 then
     if sending == nil and avg and avg > 0 then
       sending = 1000 / avg
     end
-    rate = math.max(MIN_RATE, (sending or 2 * MIN_RATE) / 2)
+    rate = math.max(MIN_RATE, (sending or MIN_RATE) * DECREASE)
     limit = math.max(1, limit / 2)
     decreased = math.max(now, hold)
     throttled = 1
@@ -76,7 +84,7 @@ elseif kind == 2 then
   end
 elseif now >= hold then
   if rate then
-    rate = rate + 0.1
+    rate = rate + GROWTH
     if ceiling then
       rate = math.min(rate, ceiling)
     elseif avg and avg > 0 and rate > 2 * 1000 / avg then
@@ -118,5 +126,5 @@ else
   redis.call('HDEL', K_PACE, 'r', 't')
 end
 redis.call('HSET', K_PACE, unpack(fields))
-redis.call('PEXPIRE', K_PACE, ttlMs + math.max(0, hold - now))
+redis.call('PEXPIRE', K_PACE, math.ceil(ttlMs + math.max(0, hold - now)))
 return { milli(limit), milli(rate), math.max(0, hold - now), throttled }

@@ -6,7 +6,6 @@
              r  paced rate (calls/s); absent = unpaced
              x  the pace the target advertised (calls/s, its RateLimit-Policy); r never exceeds it
              t  next free dispatch slot of the paced rate (ms): the GCRA theoretical arrival time
-             w  latest time promised to a task sent back to wait, so that waiters return spaced
              e  moving average of the interval between dispatches (ms): the rate we were sending at
              a  last dispatch (ms)
              c  adaptive concurrency limit (may be fractional)
