@@ -61,8 +61,11 @@ describe('origin pacing (end to end, two executors)', () => {
       request: { uri: `${h.target.url}/echo?run=${run}&n=${i}` },
       meta: { requestId: `${run}-h-${i}`, retry },
     }));
+    // The healthy origin known to the breaker first (a new origin gets a few trial calls at once).
+    await h.submit(queue, healthy.slice(0, 1));
+    await h.resultOf(healthy[0]?.meta.requestId ?? '');
     const leasesBefore = await counter('requester_executor_leases_total');
-    await h.submit(queue, [...paced, ...healthy.slice(0, 20)]);
+    await h.submit(queue, [...paced, ...healthy.slice(1, 20)]);
     await h.submit(queue, healthy.slice(20));
 
     const results = await Promise.all([...paced, ...healthy].map((e) => h.resultOf(e.meta.requestId)));
@@ -70,25 +73,15 @@ describe('origin pacing (end to end, two executors)', () => {
     const mine = (await quota.arrivals()).filter((a) => a.path.includes(`run=${run}&`));
     const served = mine.filter((a) => a.status === 200).length;
     const refused = mine.filter((a) => a.status === 429).length;
-    const t0 = mine[0]?.at ?? 0;
-    console.log(
-      JSON.stringify(mine.filter((a) => a.status === 429).map((a) => a.at - t0)),
-      mine.at(-1)!.at - t0,
-    );
-    const windows = new Map<number, number>();
-    for (const a of mine)
-      windows.set(Math.floor((a.at - t0) / 100), (windows.get(Math.floor((a.at - t0) / 100)) ?? 0) + 1);
-    console.log(JSON.stringify([...windows]));
     expect(served).toBe(200);
     expect(refused).toBeLessThanOrEqual(served / 10);
-    // No 100 ms window at the target saw more than it allows beyond the few 429s counted above.
     expect((await breaker.snapshot(originOf(quota.url))).state).toBe('closed');
     // The healthy origin, served by the same executors meanwhile: one attempt each, never held.
     const healthyResults = results.slice(paced.length);
-    console.log(JSON.stringify(healthyResults.map((r) => [r.meta.tryCount, r.meta.waitTime])));
     expect(healthyResults.every((r) => r.meta.tryCount === 1 && r.meta.waitTime === 0)).toBe(true);
     const leases = (await counter('requester_executor_leases_total')) - leasesBefore;
-    // Tasks sent back to wait come back at promised, spaced times: a few leases per request, not hundreds.
-    expect(leases / results.length).toBeLessThan(3);
+    // Tasks sent back to wait come back at their reserved slots: a few leases per request (sent
+    // back, called; a retry after a 429), not the thousands of an open breaker spun on.
+    expect(leases / results.length).toBeLessThan(5);
   }, 120_000);
 });

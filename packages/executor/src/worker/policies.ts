@@ -61,7 +61,7 @@ import {
  * gathers their facts (Redis, the target) and says how the attempt ended. Queue, outbox and Kafka
  * writes are the worker's.
  *
- * Order: **cache → sign → bulkhead → pace → limiter → breaker → HTTP → record**.
+ * Order: **cache → sign → pace → bulkhead → limiter → breaker → HTTP → record**.
  * - The cache comes first, unlike the founding design's "limiter → cache → HTTP": a hit does not reach the
  *   target, so it must not spend the target's quota nor wait for its breaker, and the limiter and
  *   breaker run inside the cache fill, so N concurrent misses of one key cost one token and one
@@ -72,10 +72,11 @@ import {
  *   comes back within a few hundred ms, again and again while the origin hangs; after the limiter
  *   each of those polls would spend a token. Its slot is held from there to the end of the call
  *   (the limiter and breaker round trip included) and freed whatever happens.
- * - The pace (OriginPacer: what the target asked for, shared in Redis) right after the bulkhead: a
- *   dispatch slot a few ms ahead is slept for in the worker, a later one sends the task back to
- *   the queue until its promised time (not an attempt). The limiter's token is taken after that
- *   sleep, so it is taken close to when the call leaves, as the target counts it.
+ * - The pace (OriginPacer: what the target asked for, shared in Redis) before the bulkhead: a
+ *   dispatch slot a few ms ahead is slept for in the worker, holding none of the origin's
+ *   concurrency; a later one is reserved and the task goes back to the queue until then (not an
+ *   attempt). The limiter's token is taken after that sleep, close to when the call leaves, as
+ *   the target counts it. A bulkhead refusal after the pace wastes the slot: the pace is a bound.
  * - Limiter before breaker: a breaker admission may hold a half-open probe or a trial slot, which
  *   only `record` gives back, so nothing may refuse the call after it. The price: a task refused
  *   by an open breaker has spent a token (the rate stays a bound, never exceeded).
@@ -272,13 +273,18 @@ export class Policies {
   ): Promise<Tried> {
     const call = this.prepare(envelope);
     const origin = originOf(envelope.request.uri);
+    // The pace first: a worker asleep until its slot holds none of the origin's concurrency.
+    const paced = this.pace && (await this.pace({ origin, reservedMs: pacedAt }));
+    const held = paced ? pacedStep(paced) : CALL;
+    if (held.kind !== 'call') return { kind: 'failure', stop: held };
+    if (paced?.admitted && paced.waitMs > 0) await sleep(paced.waitMs);
     const { pacer, adaptiveConcurrency = true } = this.modules;
     const learnt = adaptiveConcurrency ? pacer?.limitOf(origin) : undefined;
     const grant = this.modules.bulkhead && (await this.modules.bulkhead.acquire(origin, learnt));
     const full = grant ? bulkheadStep(grant) : CALL;
     if (full.kind !== 'call') return { kind: 'failure', stop: full };
     try {
-      return await this.limitAndCall(envelope, call, origin, tryCount, pacedAt, log);
+      return await this.limitAndCall(envelope, call, origin, tryCount, log);
     } finally {
       if (grant?.granted) grant.release();
     }
@@ -289,13 +295,8 @@ export class Policies {
     call: HttpCall,
     origin: string,
     tryCount: number,
-    pacedAt: number | undefined,
     log: Logger,
   ): Promise<Tried> {
-    const paced = this.pace && (await this.pace({ origin, reservedMs: pacedAt }));
-    const held = paced ? pacedStep(paced) : CALL;
-    if (held.kind !== 'call') return { kind: 'failure', stop: held };
-    if (paced?.admitted && paced.waitMs > 0) await sleep(paced.waitMs);
     const limited = await this.limit(envelope);
     if (limited.kind !== 'call') return { kind: 'failure', stop: limited };
     const admission = this.admit && (await this.admit(origin));

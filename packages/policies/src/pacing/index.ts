@@ -20,7 +20,7 @@ export { type PacedOutcome, type PaceSignal, paceSignal, type SignalKind } from 
  *   gradually (+10 % a second) up to what the target advertises (`RateLimit-Policy`). It is not
  *   a breaker failure, and the tasks it holds wait in the queue, spaced at the pace.
  * - The concurrency limit adapts (AIMD): +1 per round of calls while the latency stays near its
- *   floor, down when it grows (queueing at the target), halved on 429, −30 % on timeouts and 5xx;
+ *   floor, down when it grows (queueing at the target), −30 % on timeouts and 5xx (a 429 is met by the pace);
  *   MAX_WORKERS_PER_ORIGIN is its ceiling. The executor applies it to its bulkhead.
  * Redis errors fail open (the call goes ahead unpaced), as the breaker does.
  */

@@ -26,15 +26,25 @@ local ttlMs = tonumber(ARGV[2])
 local reserved = tonumber(ARGV[3])
 local now = nowMs()
 
-local f = redis.call('HMGET', K_PACE, 'h', 'r', 't', 'e', 'a', 'c')
+local f = redis.call('HMGET', K_PACE, 'h', 'r', 't', 'e', 'a', 'c', 'k')
 local hold = tonumber(f[1]) or 0
 local rate = tonumber(f[2])
 local limit = tonumber(f[6])
 
--- A task back for the slot reserved for it: it goes at that slot, unless a hold came since, or it
--- is back too late (its slot passed long ago: going now would bunch it with the current ones).
-if reserved > 0 and reserved >= hold and math.abs(reserved - now) <= maxLocalMs then
-  return { 1, math.max(0, math.ceil(reserved - now)), milli(limit), milli(rate), 0 }
+-- A task back for the slot reserved for it goes at that slot, unless a hold came since. One back
+-- late (a busy executor leased it late) must neither go behind every later reservation (it would
+-- be sent back again and again) nor go at once (the late ones would bunch into one of the
+-- target's windows): the late ones share a lane of their own, one per slot, from now.
+if reserved > 0 and reserved >= hold and reserved - now <= maxLocalMs then
+  if now - reserved <= maxLocalMs or rate == nil then
+    return { 1, math.max(0, math.ceil(reserved - now)), milli(limit), milli(rate), 0 }
+  end
+  local late = math.max(now, tonumber(f[7]) or 0)
+  redis.call('HSET', K_PACE, 'k', late + 1000 / rate)
+  if late - now <= maxLocalMs then
+    return { 1, math.ceil(late - now), milli(limit), milli(rate), 0 }
+  end
+  return { 0, math.ceil(late - now), milli(limit), milli(rate), math.ceil(late) }
 end
 
 local start = math.max(now, hold)

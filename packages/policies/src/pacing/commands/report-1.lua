@@ -1,14 +1,16 @@
 --[[
   What a call's answer says about the origin's pace (the caller reads the headers, see signals.ts).
     slow (429, 503 + Retry-After): hold the origin for ARGV[2] ms; the pace falls to 70 % (of
-        the rate we were sending at when unpaced) and the concurrency limit halves, once per burst
-        (the answers to calls already out within 1 s of a decrease, or before a hold's end, lower
-        nothing more)
+        the rate we were sending at when unpaced), once per burst (the answers to calls already
+        out within 1 s of a decrease, or before a hold's end, lower nothing more). The concurrency
+        limit is left alone: the pace is the answer to a 429, and a lower limit would only send
+        paced tasks back to the queue again
     overload (timeout, transport error, 5xx): the concurrency limit shrinks by 30 %, once per burst
-    ok: the pace grows back by 0.2 call/s per success (≈ +20 % a second at that pace), up to 90 %
+    ok: the pace grows back by 0.35 call/s per success (≈ +35 % a second at that pace), up to 90 %
         of the advertised ceiling; an unadvertised pace twice above what we send is dropped. The
-        concurrency limit grows by 1/limit per success while the latency stays within 1.5× its
-        floor (≈ +1 per round of calls), and shrinks as fast when it does not (queueing at the target)
+        concurrency limit grows by 1/limit per success while the recent latency (moving average)
+        stays within 1.5× its floor + 2 ms (≈ +1 per round of calls), and shrinks as fast when it
+        does not (queueing at the target)
   An advertised ceiling (ARGV[3]) caps the pace at once (at 90 % of it), whatever the kind.
 
   KEYS[1]  pace HASH (see includes/pace.lua)
@@ -36,12 +38,15 @@ local now = nowMs()
 local MIN_RATE = 0.1
 local CEILING_MARGIN = 0.9
 -- After a slow-down: the pace we fall to (× the pace we were at), and what each success adds back
--- (calls/s: at a pace r, +GROWTH·r a second, i.e. +20 % a second).
+-- (calls/s: at a pace r, +GROWTH·r a second, i.e. +35 % a second: doubled in about 2 s).
 local DECREASE = 0.7
-local GROWTH = 0.2
+local GROWTH = 0.35
+-- Latency within 1.5 × its floor plus this (ms) is no queue: the jitter of the callers' own event
+-- loops and of the network, which matters most for a target answering in about a millisecond.
+local SLACK_MS = 2
 local BURST_MS = 1000
 
-local f = redis.call('HMGET', K_PACE, 'h', 'r', 'x', 'e', 'c', 'm', 'd')
+local f = redis.call('HMGET', K_PACE, 'h', 'r', 'x', 'e', 'c', 'm', 'd', 'l')
 local hold = tonumber(f[1]) or 0
 local rate = tonumber(f[2])
 local ceiling = tonumber(f[3])
@@ -49,6 +54,7 @@ local avg = tonumber(f[4])
 local limit = math.min(tonumber(f[5]) or maxLimit, maxLimit)
 local floor = tonumber(f[6])
 local decreased = tonumber(f[7]) or 0
+local recent = tonumber(f[8])
 local throttled = 0
 
 if advertised > 0 then
@@ -72,7 +78,6 @@ if kind == 1 then
       sending = 1000 / avg
     end
     rate = math.max(MIN_RATE, (sending or MIN_RATE) * DECREASE)
-    limit = math.max(1, limit / 2)
     decreased = math.max(now, hold)
     throttled = 1
   end
@@ -98,7 +103,9 @@ elseif now >= hold then
       -- Drifts up slowly, so a target that became slower for good is re-learnt.
       floor = floor + 0.001 * (latency - floor)
     end
-    if latency <= 1.5 * floor then
+    -- The recent latency, smoothed: one slow answer is noise, a run of them is a queue.
+    recent = recent and recent + 0.2 * (latency - recent) or latency
+    if recent <= 1.5 * floor + SLACK_MS then
       limit = math.min(maxLimit, limit + 1 / limit)
     else
       limit = math.max(1, limit - 1 / limit)
@@ -118,6 +125,10 @@ end
 if floor then
   table.insert(fields, 'm')
   table.insert(fields, floor)
+end
+if recent then
+  table.insert(fields, 'l')
+  table.insert(fields, recent)
 end
 if rate then
   table.insert(fields, 'r')

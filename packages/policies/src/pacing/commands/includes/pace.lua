@@ -6,10 +6,12 @@
              r  paced rate (calls/s); absent = unpaced
              x  the pace the target advertised (calls/s, its RateLimit-Policy); r never exceeds it
              t  next free dispatch slot of the paced rate (ms): the GCRA theoretical arrival time
+             k  next free slot of the late lane: tasks back late for their reserved slot (ms)
              e  moving average of the interval between dispatches (ms): the rate we were sending at
              a  last dispatch (ms)
              c  adaptive concurrency limit (may be fractional)
              m  latency floor (ms): the lowest recent latency of a successful call
+             l  recent latency (ms): a moving average of the successful calls'
              d  last decrease (ms): several answers to one burst lower the pace once
 ]]
 local K_PACE = KEYS[1]
