@@ -128,8 +128,8 @@ describe('OriginPacer', () => {
     expect(p.limitOf(ORIGIN)).toBe(11); // 16 × 0.7
     for (let i = 0; i < 200; i++) await p.report(ORIGIN, ok, 5 * MS);
     expect(p.limitOf(ORIGIN)).toBe(16);
-    // Queueing at the target: the latency doubles, the limit comes down.
-    for (let i = 0; i < 100; i++) await p.report(ORIGIN, ok, 12 * MS);
+    // A queue forming at the target: the latency grows, the limit comes down.
+    for (let i = 0; i < 100; i++) await p.report(ORIGIN, ok, 20 * MS);
     expect(p.limitOf(ORIGIN)).toBeLessThan(12);
     // A 429 is answered by the pace, not by the limit.
     const q = pacer({ maxLimit: 16 });

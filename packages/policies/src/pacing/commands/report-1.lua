@@ -8,9 +8,9 @@
     overload (timeout, transport error, 5xx): the concurrency limit shrinks by 30 %, once per burst
     ok: the pace grows back by 0.35 call/s per success (≈ +35 % a second at that pace), up to 90 %
         of the advertised ceiling; an unadvertised pace twice above what we send is dropped. The
-        concurrency limit grows by 1/limit per success while the recent latency (moving average)
-        stays within 1.5× its floor + 2 ms (≈ +1 per round of calls), and shrinks as fast when it
-        does not (queueing at the target)
+        concurrency limit grows by 1/limit per success while the recent latency (a fast moving
+        average) stays within 1.5× the usual one (a slow moving average) + 2 ms (≈ +1 per round
+        of calls), and shrinks as fast when it does not (a queue forming at the target)
   An advertised ceiling (ARGV[3]) caps the pace at once (at 90 % of it), whatever the kind.
 
   KEYS[1]  pace HASH (see includes/pace.lua)
@@ -44,6 +44,10 @@ local GROWTH = 0.35
 -- Latency within 1.5 × its floor plus this (ms) is no queue: the jitter of the callers' own event
 -- loops and of the network, which matters most for a target answering in about a millisecond.
 local SLACK_MS = 2
+-- The recent latency may exceed the usual one by this factor before the limit shrinks, and the
+-- weight of each call in the usual latency (0.002: about the last 500 calls).
+local TOLERANCE = 1.5
+local LONG_WEIGHT = 0.002
 local BURST_MS = 1000
 
 local f = redis.call('HMGET', K_PACE, 'h', 'r', 'x', 'e', 'c', 'm', 'd', 'l')
@@ -97,15 +101,16 @@ elseif now >= hold then
     end
   end
   if latency > 0 then
-    if floor == nil or latency < floor then
-      floor = latency
-    else
-      -- Drifts up slowly, so a target that became slower for good is re-learnt.
-      floor = floor + 0.001 * (latency - floor)
-    end
-    -- The recent latency, smoothed: one slow answer is noise, a run of them is a queue.
+    -- Two moving averages of the successful calls' latency (Gradient2 style): a long one, the
+    -- origin's usual latency (m), and a recent one (l). A recent latency above the usual one is a
+    -- queue forming at the target; noise (the callers' own event loops, the network) is in both.
+    floor = floor and floor + LONG_WEIGHT * (latency - floor) or latency
     recent = recent and recent + 0.2 * (latency - recent) or latency
-    if recent <= 1.5 * floor + SLACK_MS then
+    -- A queue that lasts pulls the long average up too: let it come down to the recent one at once.
+    if recent < floor then
+      floor = recent
+    end
+    if recent <= TOLERANCE * floor + SLACK_MS then
       limit = math.min(maxLimit, limit + 1 / limit)
     else
       limit = math.max(1, limit - 1 / limit)

@@ -10,8 +10,8 @@
              e  moving average of the interval between dispatches (ms): the rate we were sending at
              a  last dispatch (ms)
              c  adaptive concurrency limit (may be fractional)
-             m  latency floor (ms): the lowest recent latency of a successful call
-             l  recent latency (ms): a moving average of the successful calls'
+             m  usual latency (ms): a slow moving average of the successful calls' latency
+             l  recent latency (ms): a fast moving average of it
              d  last decrease (ms): several answers to one burst lower the pace once
 ]]
 local K_PACE = KEYS[1]
