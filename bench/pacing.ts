@@ -32,7 +32,7 @@ const { values: args } = parseArgs({
   options: { scenario: { type: 'string', default: 'all' }, plot: { type: 'string' } },
 });
 const log = createLogger({ level: 'silent' });
-const redis = createRedis({ url: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379' });
+const redis = createRedis({ url: 'redis://127.0.0.1:6379' });
 const EXECUTORS = 2;
 const WORKERS = 16;
 const PER_ORIGIN = 16;
