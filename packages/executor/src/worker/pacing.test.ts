@@ -13,13 +13,23 @@ import { ExecutorHarness } from './harness.fixture.ts';
 describe('origin pacing (end to end, two executors)', () => {
   const h = new ExecutorHarness();
   let quota: RemotePacedTarget;
+  let silent: RemotePacedTarget;
 
   beforeAll(async () => {
     await h.open();
     quota = await startPacedTargetProcess({ kind: 'quota', perWindow: 5, windowMs: 100, retryAfterS: 1 });
+    // The same quota, but all it says is 429 + Retry-After: the pace is found from the rate sent.
+    silent = await startPacedTargetProcess({
+      kind: 'quota',
+      perWindow: 5,
+      windowMs: 100,
+      retryAfterS: 1,
+      advertise: false,
+    });
   }, 60_000);
   afterAll(async () => {
     await quota.close();
+    await silent.close();
     await h.close();
   }, 60_000);
 
@@ -83,5 +93,23 @@ describe('origin pacing (end to end, two executors)', () => {
     // Tasks sent back to wait come back at their reserved slots: a few leases per request (sent
     // back, called; a retry after a 429), not the thousands of an open breaker spun on.
     expect(leases / results.length).toBeLessThan(5);
+  }, 120_000);
+
+  it('finds the pace of a target that says only 429 + Retry-After: every request ends 200, and 429s stay a minority', async () => {
+    const { queue, breaker } = startTwo();
+    const run = uniqueName('silent');
+    const retry = { max: 30, delay: '200ms', maxDelay: '5s' };
+    const requests = Array.from({ length: 150 }, (_, i) => ({
+      request: { uri: `${silent.url}/s?run=${run}&n=${i}` },
+      meta: { requestId: `${run}-${i}`, retry },
+    }));
+    await h.submit(queue, requests);
+    const results = await Promise.all(requests.map((e) => h.resultOf(e.meta.requestId)));
+    expect(results.map((r) => r.response.status)).toEqual(results.map(() => 200));
+    const mine = (await silent.arrivals()).filter((a) => a.path.includes(`run=${run}&`));
+    const refused = mine.filter((a) => a.status === 429).length;
+    // Unpaced, 32 workers send ~4× what it serves at first: most calls would be refused.
+    expect(refused).toBeLessThan(mine.length / 2);
+    expect((await breaker.snapshot(originOf(silent.url))).state).toBe('closed');
   }, 120_000);
 });

@@ -7,7 +7,8 @@
         paced tasks back to the queue again
     overload (timeout, transport error, 5xx): the concurrency limit shrinks by 30 %, once per burst
     ok: the pace grows back by 0.35 call/s per success (≈ +35 % a second at that pace), up to 90 %
-        of the advertised ceiling; an unadvertised pace twice above what we send is dropped. The
+        of the advertised ceiling; without one, by 0.05 call/s (+5 % a second), and the pace is
+        dropped once twice above the rate that was refused. The
         concurrency limit grows by 1/limit per success while the recent latency (a fast moving
         average) stays within 1.5× the usual one (a slow moving average) + 2 ms (≈ +1 per round
         of calls), and shrinks as fast when it does not (a queue forming at the target)
@@ -41,6 +42,7 @@ local CEILING_MARGIN = 0.9
 -- (calls/s: at a pace r, +GROWTH·r a second, i.e. +35 % a second: doubled in about 2 s).
 local DECREASE = 0.7
 local GROWTH = 0.35
+local SILENT_GROWTH = 0.05
 -- Latency within 1.5 × its floor plus this (ms) is no queue: the jitter of the callers' own event
 -- loops and of the network, which matters most for a target answering in about a millisecond.
 local SLACK_MS = 2
@@ -50,7 +52,7 @@ local TOLERANCE = 1.5
 local LONG_WEIGHT = 0.002
 local BURST_MS = 1000
 
-local f = redis.call('HMGET', K_PACE, 'h', 'r', 'x', 'e', 'c', 'm', 'd', 'l')
+local f = redis.call('HMGET', K_PACE, 'h', 'r', 'x', 'e', 'c', 'm', 'd', 'l', 'p')
 local hold = tonumber(f[1]) or 0
 local rate = tonumber(f[2])
 local ceiling = tonumber(f[3])
@@ -59,6 +61,7 @@ local limit = math.min(tonumber(f[5]) or maxLimit, maxLimit)
 local floor = tonumber(f[6])
 local decreased = tonumber(f[7]) or 0
 local recent = tonumber(f[8])
+local refusedAt = tonumber(f[9])
 local throttled = 0
 
 if advertised > 0 then
@@ -82,6 +85,7 @@ if kind == 1 then
       sending = 1000 / avg
     end
     rate = math.max(MIN_RATE, (sending or MIN_RATE) * DECREASE)
+    refusedAt = sending
     decreased = math.max(now, hold)
     throttled = 1
   end
@@ -93,11 +97,16 @@ elseif kind == 2 then
   end
 elseif now >= hold then
   if rate then
-    rate = rate + GROWTH
     if ceiling then
-      rate = math.min(rate, ceiling)
-    elseif avg and avg > 0 and rate > 2 * 1000 / avg then
-      rate = nil
+      rate = math.min(rate + GROWTH, ceiling)
+    else
+      -- Nothing advertised: the pace that was refused is the only clue, so it is approached
+      -- slowly (+5 % a second), and the pace is dropped once well past it (the target changed).
+      rate = rate + SILENT_GROWTH
+      if refusedAt == nil or rate > 2 * refusedAt then
+        rate = nil
+        refusedAt = nil
+      end
     end
   end
   if latency > 0 then
@@ -135,11 +144,15 @@ if recent then
   table.insert(fields, 'l')
   table.insert(fields, recent)
 end
+if refusedAt then
+  table.insert(fields, 'p')
+  table.insert(fields, refusedAt)
+end
 if rate then
   table.insert(fields, 'r')
   table.insert(fields, rate)
 else
-  redis.call('HDEL', K_PACE, 'r', 't')
+  redis.call('HDEL', K_PACE, 'r', 't', 'p')
 end
 redis.call('HSET', K_PACE, unpack(fields))
 redis.call('PEXPIRE', K_PACE, math.ceil(ttlMs + math.max(0, hold - now)))

@@ -4,6 +4,7 @@
   KEYS[1]  pace HASH, one key per origin (named by a hash of it, see keys in index.ts)
              h  hold-until (ms, Redis time): no call starts before it (Retry-After, quota used up)
              r  paced rate (calls/s); absent = unpaced
+             p  the rate we were sending at when last refused (calls/s), when nothing is advertised
              x  the pace the target advertised (calls/s, its RateLimit-Policy); r never exceeds it
              t  next free dispatch slot of the paced rate (ms): the GCRA theoretical arrival time
              k  next free slot of the late lane: tasks back late for their reserved slot (ms)
