@@ -26,7 +26,7 @@ local ttlMs = tonumber(ARGV[2])
 local reserved = tonumber(ARGV[3])
 local now = nowMs()
 
-local f = redis.call('HMGET', K_PACE, 'h', 'r', 't', 'e', 'a', 'c', 'k')
+local f = redis.call('HMGET', K_PACE, 'h', 'r', 't', 'x', 'ns', 'c', 'k', 'n')
 local hold = tonumber(f[1]) or 0
 local rate = tonumber(f[2])
 local limit = tonumber(f[6])
@@ -56,15 +56,20 @@ end
 redis.call('PEXPIRE', K_PACE, math.ceil(ttlMs + (start - now)))
 
 if start - now <= maxLocalMs then
-  local last = tonumber(f[5])
-  local fields = { 'a', start }
-  if last and start > last then
-    local gap = math.min(start - last, 1000)
-    local avg = tonumber(f[4]) or gap
-    table.insert(fields, 'e')
-    table.insert(fields, avg + 0.1 * (gap - avg))
+  -- Dispatches counted per window of a second (n since ns, pn in the previous one): the rate we
+  -- are sending at, which a 429 without an advertised pace cuts.
+  local windowStart = tonumber(f[5])
+  if windowStart == nil or start - windowStart >= 1000 then
+    local count = tonumber(f[8]) or 0
+    local fields = { 'ns', start, 'n', 1 }
+    if windowStart ~= nil and start - windowStart < 2000 then
+      table.insert(fields, 'pn')
+      table.insert(fields, count * 1000 / (start - windowStart))
+    end
+    redis.call('HSET', K_PACE, unpack(fields))
+  else
+    redis.call('HINCRBY', K_PACE, 'n', 1)
   end
-  redis.call('HSET', K_PACE, unpack(fields))
   return { 1, math.ceil(start - now), milli(limit), milli(rate), 0 }
 end
 return { 0, math.ceil(start - now), milli(limit), milli(rate), math.ceil(start) }

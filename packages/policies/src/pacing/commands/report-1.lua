@@ -52,11 +52,17 @@ local TOLERANCE = 1.5
 local LONG_WEIGHT = 0.002
 local BURST_MS = 1000
 
-local f = redis.call('HMGET', K_PACE, 'h', 'r', 'x', 'e', 'c', 'm', 'd', 'l', 'p')
+local f = redis.call('HMGET', K_PACE, 'h', 'r', 'x', 'ns', 'c', 'm', 'd', 'l', 'p', 'n', 'pn')
 local hold = tonumber(f[1]) or 0
 local rate = tonumber(f[2])
 local ceiling = tonumber(f[3])
-local avg = tonumber(f[4])
+-- The rate we are sending at: this second's dispatches so far (over at least 250 ms, so that a
+-- first burst reads as a burst, not as infinity), or the previous second's, whichever is higher.
+local sendingNow = nil
+if tonumber(f[4]) then
+  sendingNow = (tonumber(f[10]) or 0) * 1000 / math.max(250, now - tonumber(f[4]))
+end
+local sendingBefore = tonumber(f[11])
 local limit = math.min(tonumber(f[5]) or maxLimit, maxLimit)
 local floor = tonumber(f[6])
 local decreased = tonumber(f[7]) or 0
@@ -81,8 +87,11 @@ local fresh = now - decreased >= BURST_MS
 if kind == 1 then
   if fresh then
     local sending = rate
-    if sending == nil and avg and avg > 0 then
-      sending = 1000 / avg
+    if sending == nil then
+      sending = math.max(sendingNow or 0, sendingBefore or 0)
+      if sending == 0 then
+        sending = nil
+      end
     end
     rate = math.max(MIN_RATE, (sending or MIN_RATE) * DECREASE)
     refusedAt = sending

@@ -8,8 +8,8 @@
              x  the pace the target advertised (calls/s, its RateLimit-Policy); r never exceeds it
              t  next free dispatch slot of the paced rate (ms): the GCRA theoretical arrival time
              k  next free slot of the late lane: tasks back late for their reserved slot (ms)
-             e  moving average of the interval between dispatches (ms): the rate we were sending at
-             a  last dispatch (ms)
+             ns, n  start of this second's window of dispatches (ms), and its dispatches so far
+             pn     the previous window's dispatches per second: with n, the rate we are sending at
              c  adaptive concurrency limit (may be fractional)
              m  usual latency (ms): a slow moving average of the successful calls' latency
              l  recent latency (ms): a fast moving average of it
