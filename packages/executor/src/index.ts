@@ -1,4 +1,4 @@
-import { breakerFromConfig, RateLimiter } from '@requester/policies';
+import { breakerFromConfig, OriginPacer, RateLimiter } from '@requester/policies';
 import { queueFromConfig } from '@requester/queue';
 import {
   CredentialStore,
@@ -7,7 +7,7 @@ import {
   type RoleDefinition,
   type RoleHandle,
 } from '@requester/shared';
-import { bulkheadFromConfig } from './bulkhead/index.ts';
+import { bulkheadFromConfig, defaultMaxPerOrigin } from './bulkhead/index.ts';
 import { ResponseCache } from './cache/index.ts';
 import { withCredentials } from './credentials/index.ts';
 import { createHttpClient, reservedPortsOf } from './http/index.ts';
@@ -73,6 +73,14 @@ export const executorRole: RoleDefinition = {
       sharedLimiterKeys: config.sharedLimiterKeys,
       breaker: breakerFromConfig(config, redis, { logger }),
       bulkhead: bulkheadFromConfig(config, redis, logger),
+      pacer: new OriginPacer({
+        redis,
+        prefix: `${config.redisPrefix}:pace:`,
+        maxLimit: config.maxWorkersPerOrigin ?? defaultMaxPerOrigin(config.maxWorkers),
+        retryAfterMaxMs: config.retryAfterMax,
+        logger,
+      }),
+      adaptiveConcurrency: config.adaptiveConcurrency,
       cache,
       signingKeys: signingKeysFromConfig(config),
       outbox: new Outbox(sql),

@@ -22,6 +22,10 @@ export const executorMetrics = {
     'dead-letter records written to the DLQ topic beside their result, by reason (permanent, retries_exhausted, unprocessable)',
     ['reason'],
   ),
+  leases: counter(
+    'executor_leases_total',
+    'tasks leased by the executor: divided by the tasks settled with a result, the leases a request costs (1 = never sent back to wait)',
+  ),
   inFlight: gauge('executor_in_flight', 'tasks leased by this process and not yet settled'),
   originCalls: counter(
     'executor_origin_calls_total',

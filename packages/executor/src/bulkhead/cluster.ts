@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { counter, type Logger, type RedisClient } from '@requester/shared';
-import { type Bulkhead, LocalBulkhead, OriginLoad, type SlotGrant, waitForSlotMs } from './local.ts';
+import { type Bulkhead, capOf, LocalBulkhead, OriginLoad, type SlotGrant, waitForSlotMs } from './local.ts';
 import { type AcquireReply, type BulkheadScripts, loadBulkheadScripts } from './scripts.ts';
 
 const errors = counter(
@@ -58,8 +58,9 @@ export class ClusterBulkhead implements Bulkhead {
     });
   }
 
-  async acquire(origin: string): Promise<SlotGrant> {
-    const { redis, maxPerOrigin, leaseMs } = this.options;
+  async acquire(origin: string, limit?: number): Promise<SlotGrant> {
+    const { redis, leaseMs } = this.options;
+    const maxPerOrigin = capOf(this.options.maxPerOrigin, limit);
     const key = slotsKey(this.options.prefix, origin);
     const lease = `${this.leasePrefix}:${(++this.leaseSeq).toString(36)}`;
     let reply: AcquireReply;
@@ -67,7 +68,7 @@ export class ClusterBulkhead implements Bulkhead {
       reply = await this.scripts.acquire(key, maxPerOrigin, leaseMs, lease);
     } catch (err) {
       this.failed('acquire', err);
-      return this.fallback.acquire(origin);
+      return this.fallback.acquire(origin, limit);
     }
     const { granted, inFlight, oldestAgeMs } = reply;
     if (!granted) {

@@ -6,6 +6,7 @@ import { type Bulkhead, defaultMaxPerOrigin, LocalBulkhead } from './local.ts';
 export { ClusterBulkhead } from './cluster.ts';
 export {
   type Bulkhead,
+  capOf,
   defaultMaxPerOrigin,
   IN_PROCESS_WAIT_MS,
   LocalBulkhead,

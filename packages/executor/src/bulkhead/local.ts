@@ -22,7 +22,16 @@ export type SlotGrant =
   | { granted: false; retryInMs: number };
 
 export interface Bulkhead {
-  acquire(origin: string): Promise<SlotGrant>;
+  /**
+   * A slot of `origin`, if fewer than the cap are in flight; `limit` lowers the cap for this call
+   * (the origin's adaptive concurrency limit, see OriginPacer), never raises it.
+   */
+  acquire(origin: string, limit?: number): Promise<SlotGrant>;
+}
+
+/** The cap for one call: MAX_WORKERS_PER_ORIGIN, or the origin's learnt limit when lower. */
+export function capOf(maxPerOrigin: number, limit: number | undefined): number {
+  return limit === undefined ? maxPerOrigin : Math.max(1, Math.min(maxPerOrigin, Math.floor(limit)));
 }
 
 /** Bounds of the wait of a task refused by a full origin (see waitForSlotMs). */
@@ -101,6 +110,8 @@ export class OriginLoad {
 /** A call waiting in the process for a slot of its origin. */
 interface Waiter {
   grant: (grant: SlotGrant) => void;
+  /** Its cap: a freed slot goes to it only below that. */
+  cap: number;
   timer: NodeJS.Timeout;
 }
 
@@ -131,9 +142,10 @@ export class LocalBulkhead implements Bulkhead {
     this.maxWaitMs = options.maxWaitMs ?? IN_PROCESS_WAIT_MS;
   }
 
-  acquire(origin: string): Promise<SlotGrant> {
+  acquire(origin: string, limit?: number): Promise<SlotGrant> {
     const inFlight = this.load.inFlight(origin);
-    if (inFlight < this.maxPerOrigin) return Promise.resolve(this.grant(origin));
+    const cap = capOf(this.maxPerOrigin, limit);
+    if (inFlight < cap) return Promise.resolve(this.grant(origin));
     const retryInMs = waitForSlotMs(this.load.typicalCallMs(origin), inFlight, this.random());
     const waitMs = Math.min(this.maxWaitMs, retryInMs);
     if (waitMs <= 0) return Promise.resolve({ granted: false, retryInMs });
@@ -142,6 +154,7 @@ export class LocalBulkhead implements Bulkhead {
       this.waiters.set(origin, line);
       const waiter: Waiter = {
         grant,
+        cap,
         timer: setTimeout(() => {
           this.leaveLine(origin, waiter);
           grant({ granted: false, retryInMs: Math.max(1, retryInMs - waitMs) });
@@ -162,7 +175,8 @@ export class LocalBulkhead implements Bulkhead {
         released = true;
         end();
         const next = this.waiters.get(origin)?.[0];
-        if (!next) return;
+        // A limit lowered meanwhile: the slot is not handed on; the waiter's timer sends it back.
+        if (!next || this.load.inFlight(origin) >= next.cap) return;
         this.leaveLine(origin, next);
         clearTimeout(next.timer);
         next.grant(this.grant(origin));

@@ -40,10 +40,16 @@ export type Step =
   /** Go on: the gate let the call through. */
   | { kind: 'call' }
   /**
-   * Not now, and not an attempt (tryCount unchanged): the limiter, the breaker or the bulkhead
-   * said when to come back. The wait is added to the task's waitTime.
+   * Not now, and not an attempt (tryCount unchanged): the limiter, the breaker, the bulkhead or
+   * the origin's pace said when to come back. The wait is added to the task's waitTime.
    */
-  | { kind: 'wait'; delayMs: number; reason: 'rate_limited' | 'circuit_open' | 'breaker_busy' | 'bulkhead' }
+  | {
+      kind: 'wait';
+      delayMs: number;
+      reason: 'rate_limited' | 'circuit_open' | 'breaker_busy' | 'bulkhead' | 'paced';
+      /** `paced`: the dispatch slot reserved for the task (Redis epoch ms), carried back to the pacer. */
+      slotMs?: number;
+    }
   /** The attempt failed in a way another one may fix, and the retry budget has one left. */
   | { kind: 'retry'; delayMs: number; reason: string }
   /** Final: the result goes to `out`; with `deadLetter`, a dead-letter record beside it. */
@@ -80,6 +86,31 @@ export function breakerStep(admission: Admission, nowMs: number): GateStep {
 export function bulkheadStep(grant: { granted: true } | { granted: false; retryInMs: number }): GateStep {
   if (grant.granted) return CALL;
   return { kind: 'wait', delayMs: Math.max(1, grant.retryInMs), reason: 'bulkhead' };
+}
+
+/**
+ * An origin held or paced (OriginPacer) is come back to at the time promised: the target asked for
+ * it, so coming back earlier would only be refused again.
+ */
+export function pacedStep(
+  grant: { admitted: true } | { admitted: false; retryInMs: number; slotMs: number },
+): GateStep {
+  if (grant.admitted) return CALL;
+  return { kind: 'wait', delayMs: clampDelay(grant.retryInMs, 1), reason: 'paced', slotMs: grant.slotMs };
+}
+
+/**
+ * What the breaker counts as a failure: those of `countsAsFailure`, except the target asking to
+ * slow down (429, 503 with `Retry-After`): a target that says when to come back is up, and its
+ * pace is the pacer's business (docs/architecture.md §9), not a reason to stop calling it.
+ */
+export function breakerFailure(outcome: CallOutcome): boolean {
+  if (!countsAsFailure(outcome)) return false;
+  if (outcome.kind !== 'response') return true;
+  return !(
+    outcome.status === 429 ||
+    (outcome.status === 503 && outcome.headers['retry-after'] !== undefined)
+  );
 }
 
 /**

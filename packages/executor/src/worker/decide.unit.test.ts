@@ -6,6 +6,7 @@ import type { CallOutcome } from '../http/index.ts';
 import {
   addWait,
   backoffMs,
+  breakerFailure,
   breakerStep,
   capped,
   isQueueDelay,
@@ -14,6 +15,7 @@ import {
   MAX_DELAY_MS,
   type OutcomeFacts,
   outcomeStep,
+  pacedStep,
   placeOf,
   retryAfterMs,
   waitCap,
@@ -278,5 +280,26 @@ describe('placeOf', () => {
     expect(placeOf(3_600_000, true, 1_000)).toBe('redis');
     expect(placeOf(1_000, false, 1_000)).toBe('redis');
     expect(placeOf(1_001, false, 1_000)).toBe('outbox');
+  });
+});
+
+describe('pacing', () => {
+  it('a target asking to slow down (429, 503 + Retry-After) is no breaker failure; other 5xx and timeouts are', () => {
+    expect(breakerFailure(answer(429))).toBe(false);
+    expect(breakerFailure(answer(503, { 'retry-after': '1' }))).toBe(false);
+    expect(breakerFailure(answer(503))).toBe(true);
+    expect(breakerFailure(answer(500))).toBe(true);
+    expect(breakerFailure(answer(404))).toBe(false);
+    expect(breakerFailure(answer(200))).toBe(false);
+  });
+
+  it('a pacer refusal is a wait carrying its reserved slot, not an attempt', () => {
+    expect(pacedStep({ admitted: true })).toEqual({ kind: 'call' });
+    expect(pacedStep({ admitted: false, retryInMs: 1_500, slotMs: 42 })).toEqual({
+      kind: 'wait',
+      delayMs: 1_500,
+      reason: 'paced',
+      slotMs: 42,
+    });
   });
 });

@@ -185,6 +185,7 @@ export class Executor {
   /** Holds the leases (heartbeats start covering them) and starts their batch. */
   private take(leases: LeasedTask[]): void {
     for (const lease of leases) this.held.set(lease.token, lease);
+    metrics.leases.inc(leases.length);
     metrics.inFlight.set(this.held.size);
     const batch = this.runBatch(leases).catch((err: unknown) => {
       // runBatch settles every task itself; reaching here is a bug, and the leases will lapse.
@@ -225,7 +226,11 @@ export class Executor {
     const { requestId } = job.task;
     // Where the task stands. Every reschedule rewrites the queued task with its progress (see
     // settlementOf); a lease lost to a crash is not counted (the Idempotency-Key covers its duplicate).
-    const progress: Progress = { tryCount: job.task.tryCount, waitedMs: job.task.waitedMs ?? 0 };
+    const progress: Progress = {
+      tryCount: job.task.tryCount,
+      waitedMs: job.task.waitedMs ?? 0,
+      pacedAt: job.task.pacedAt,
+    };
     const log = this.log.child({ requestId });
     try {
       if (!fetched?.ok) {
@@ -323,7 +328,13 @@ export class Executor {
     const { delayMs, reason, progress } = ending;
     // The queue refuses such a delay for the whole reject batch: fail this task alone (internal result).
     if (!isQueueDelay(delayMs)) throw new RangeError(`cannot reschedule: ${delayMs} is not a delay in ms`);
-    const payload = encodeQueuedTask({ ...job.task, ...progress, ...requeueTrace(envelope) });
+    // A reserved pacing slot is the last wait's alone (progress says whether this one reserved one).
+    const payload = encodeQueuedTask({
+      ...job.task,
+      pacedAt: undefined,
+      ...progress,
+      ...requeueTrace(envelope),
+    });
     const { outbox, horizonMs = Number.POSITIVE_INFINITY } = this.options;
     const where = !outbox || placeOf(delayMs, job.lease.ordered, horizonMs) === 'redis' ? 'redis' : 'outbox';
     if (reason === 'retry')

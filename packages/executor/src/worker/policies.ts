@@ -2,11 +2,13 @@ import {
   type Admission,
   type CallReport,
   type CircuitBreaker,
-  countsAsFailure,
   type LimitDecision,
   limiterKeyOf,
   limiterWindows,
+  type OriginPacer,
   originOf,
+  type PaceGrant,
+  type PaceReport,
   type RateLimiter,
 } from '@requester/policies';
 import {
@@ -39,6 +41,7 @@ import { requireSigningKey, type SigningKeys, signRequest } from '../signing/ind
 import { batched } from './batch.ts';
 import {
   addWait,
+  breakerFailure,
   breakerStep,
   bulkheadStep,
   CALL,
@@ -47,6 +50,7 @@ import {
   type GateStep,
   limiterStep,
   outcomeStep,
+  pacedStep,
   type Step,
   waitCap,
 } from './decide.ts';
@@ -57,7 +61,7 @@ import {
  * gathers their facts (Redis, the target) and says how the attempt ended. Queue, outbox and Kafka
  * writes are the worker's.
  *
- * Order: **cache → sign → bulkhead → limiter → breaker → HTTP → record**.
+ * Order: **cache → sign → pace → bulkhead → limiter → breaker → HTTP → record**.
  * - The cache comes first, unlike the founding design's "limiter → cache → HTTP": a hit does not reach the
  *   target, so it must not spend the target's quota nor wait for its breaker, and the limiter and
  *   breaker run inside the cache fill, so N concurrent misses of one key cost one token and one
@@ -68,6 +72,11 @@ import {
  *   comes back within a few hundred ms, again and again while the origin hangs; after the limiter
  *   each of those polls would spend a token. Its slot is held from there to the end of the call
  *   (the limiter and breaker round trip included) and freed whatever happens.
+ * - The pace (OriginPacer: what the target asked for, shared in Redis) before the bulkhead: a
+ *   dispatch slot a few ms ahead is slept for in the worker, holding none of the origin's
+ *   concurrency; a later one is reserved and the task goes back to the queue until then (not an
+ *   attempt). The limiter's token is taken after that sleep, close to when the call leaves, as
+ *   the target counts it. A bulkhead refusal after the pace wastes the slot: the pace is a bound.
  * - Limiter before breaker: a breaker admission may hold a half-open probe or a trial slot, which
  *   only `record` gives back, so nothing may refuse the call after it. The price: a task refused
  *   by an open breaker has spent a token (the rate stays a bound, never exceeded).
@@ -80,6 +89,10 @@ export interface PolicyModules {
   breaker?: CircuitBreaker | undefined;
   /** Caps the calls in flight per origin (MAX_WORKERS_PER_ORIGIN); absent = no cap. */
   bulkhead?: Bulkhead | undefined;
+  /** The pace of each origin (429/503 + Retry-After, RateLimit headers, adaptive concurrency); absent = none. */
+  pacer?: OriginPacer | undefined;
+  /** ADAPTIVE_CONCURRENCY: the bulkhead applies the pacer's learnt limit of each origin (default true). */
+  adaptiveConcurrency?: boolean | undefined;
   cache?: ResponseCache<Tried> | undefined;
   signingKeys?: SigningKeys | undefined;
   /** Longest Retry-After honoured (RETRY_AFTER_MAX). */
@@ -101,6 +114,8 @@ export interface PolicyModules {
 export interface Progress {
   tryCount: number;
   waitedMs: number;
+  /** The dispatch slot its origin's pacer reserved for the task when it sent it back (Redis epoch ms). */
+  pacedAt?: number | undefined;
 }
 
 /** How an attempt ended. */
@@ -120,12 +135,15 @@ interface Stopped {
 export type Tried = CallOutcome | Stopped;
 
 type OriginReport = CallReport & { origin: string };
+type PaceAnswer = { origin: string; outcome: CallOutcome };
+type PaceAsk = { origin: string; reservedMs: number | undefined };
 
 const HELD_BY = {
   rate_limited: 'limiter',
   circuit_open: 'breaker',
   breaker_busy: 'breaker',
   bulkhead: 'bulkhead',
+  paced: 'pacing',
 } as const;
 
 const NONE_SHARED: ReadonlySet<string> = new Set();
@@ -139,12 +157,14 @@ export class Policies {
   private readonly take: ((spec: LimiterSpec) => Promise<LimitDecision>) | undefined;
   private readonly admit: ((origin: string) => Promise<Admission>) | undefined;
   private readonly record: ((report: OriginReport) => Promise<void>) | undefined;
+  private readonly pace: ((ask: PaceAsk) => Promise<PaceGrant>) | undefined;
+  private readonly reportPace: ((answer: PaceAnswer) => Promise<PaceReport | undefined>) | undefined;
 
   constructor(modules: PolicyModules) {
     this.modules = modules;
     this.random = modules.random ?? Math.random;
     // The tasks of a lease batch reach each of these together: one round trip per batch.
-    const { limiter, breaker } = modules;
+    const { limiter, breaker, pacer } = modules;
     this.take =
       limiter && batched((specs: LimiterSpec[]) => limiter.takeMany(specs.map((spec) => ({ spec }))));
     this.admit = breaker && batched((origins: string[]) => breaker.admitMany(origins));
@@ -154,6 +174,13 @@ export class Policies {
         await breaker.recordMany(reports);
         return reports.map(() => undefined);
       });
+    this.pace =
+      pacer && batched((asks: PaceAsk[]) => Promise.all(asks.map((a) => pacer.gate(a.origin, a.reservedMs))));
+    this.reportPace =
+      pacer &&
+      batched((answers: PaceAnswer[]) =>
+        Promise.all(answers.map((a) => pacer.report(a.origin, a.outcome, a.outcome.durationNs))),
+      );
   }
 
   /**
@@ -166,7 +193,7 @@ export class Policies {
     const answer = { tryCount, waitTimeNs: msToNs(progress.waitedMs) };
     try {
       if (isWakeUp(envelope)) return this.wakeUp(envelope, answer);
-      const fetched = await this.fetch(envelope, tryCount, log);
+      const fetched = await this.fetch(envelope, tryCount, progress.pacedAt, log);
       if (fetched.cached || fetched.shared) this.journalCache(envelope, fetched.cached ? 'hit' : 'coalesced');
       if (fetched.cached) {
         const result = callResult(envelope, fetched.outcome, { ...answer, cached: true });
@@ -189,7 +216,7 @@ export class Policies {
           kind: 'reschedule',
           delayMs: step.delayMs,
           reason: 'retry',
-          progress: { ...progress, tryCount },
+          progress: { ...progress, tryCount, pacedAt: undefined },
         };
       }
       const result = callResult(envelope, tried, { ...answer, coalesced: fetched.shared });
@@ -202,7 +229,7 @@ export class Policies {
           kind: 'reschedule',
           delayMs: GATE_UNAVAILABLE_RETRY_MS,
           reason: 'policy_unavailable',
-          progress,
+          progress: { ...progress, pacedAt: undefined },
         };
       }
       if (err.code !== 'invalid_request' && err.code !== 'invalid_config') throw err;
@@ -222,8 +249,8 @@ export class Policies {
    * one). Requests that share a fill share its outcome, a gate's stop included: they are the same
    * request of the same client (key and identity), so they would all have been stopped alike.
    */
-  private fetch(envelope: RequestEnvelope, tryCount: number, log: Logger) {
-    const attempt = () => this.gateAndCall(envelope, tryCount, log);
+  private fetch(envelope: RequestEnvelope, tryCount: number, pacedAt: number | undefined, log: Logger) {
+    const attempt = () => this.gateAndCall(envelope, tryCount, pacedAt, log);
     const { cache } = this.modules;
     const { cache: spec, client } = envelope.meta;
     if (cache && spec) {
@@ -238,10 +265,22 @@ export class Policies {
     return attempt().then((outcome) => ({ cached: false as const, outcome, shared: false }));
   }
 
-  private async gateAndCall(envelope: RequestEnvelope, tryCount: number, log: Logger): Promise<Tried> {
+  private async gateAndCall(
+    envelope: RequestEnvelope,
+    tryCount: number,
+    pacedAt: number | undefined,
+    log: Logger,
+  ): Promise<Tried> {
     const call = this.prepare(envelope);
     const origin = originOf(envelope.request.uri);
-    const grant = this.modules.bulkhead && (await this.modules.bulkhead.acquire(origin));
+    // The pace first: a worker asleep until its slot holds none of the origin's concurrency.
+    const paced = this.pace && (await this.pace({ origin, reservedMs: pacedAt }));
+    const held = paced ? pacedStep(paced) : CALL;
+    if (held.kind !== 'call') return { kind: 'failure', stop: held };
+    if (paced?.admitted && paced.waitMs > 0) await sleep(paced.waitMs);
+    const { pacer, adaptiveConcurrency = true } = this.modules;
+    const learnt = adaptiveConcurrency ? pacer?.limitOf(origin) : undefined;
+    const grant = this.modules.bulkhead && (await this.modules.bulkhead.acquire(origin, learnt));
     const full = grant ? bulkheadStep(grant) : CALL;
     if (full.kind !== 'call') return { kind: 'failure', stop: full };
     try {
@@ -281,9 +320,28 @@ export class Policies {
     metrics.originCalls.inc({ origin: originName, outcome: label });
     if (outcome.kind === 'failure') log.warn({ err: outcome.error, tryCount }, 'call to the target failed');
     else log.debug({ status: outcome.status, tryCount }, 'target answered');
-    if (this.record && admission?.admitted)
-      await this.record({ origin, ...admission, success: !countsAsFailure(outcome) });
+    await Promise.all([
+      this.record && admission?.admitted
+        ? this.record({ origin, ...admission, success: !breakerFailure(outcome) })
+        : undefined,
+      this.reportPace?.({ origin, outcome }).then((report) => this.journalThrottled(envelope, report)),
+    ]);
     return outcome;
+  }
+
+  /** The request whose answer lowered its origin's pace or limit: the journal says so in its story. */
+  private journalThrottled(envelope: RequestEnvelope, report: PaceReport | undefined): void {
+    if (!report?.throttled || report.kind === 'ok') return;
+    const { requestId, client } = envelope.meta;
+    this.modules.journal?.emit({
+      type: 'throttled',
+      requestId,
+      client,
+      signal: report.kind,
+      limit: Math.max(1, Math.floor(report.limit)),
+      ...(report.rate ? { rate: report.rate } : {}),
+      holdMs: report.holdMs,
+    });
   }
 
   private journalAttempt(envelope: RequestEnvelope, n: number, outcome: CallOutcome): void {
@@ -338,7 +396,14 @@ export class Policies {
         until: Date.now() + delayMs,
       });
       const waitedMs = addWait(progress.waitedMs, delayMs);
-      return { kind: 'reschedule', delayMs, reason: stop.reason, progress: { ...progress, waitedMs } };
+      // Only a pacing wait reserves a slot; any other wait leaves the task to take a new one.
+      const pacedAt = stop.reason === 'paced' && delayMs === stop.delayMs ? stop.slotMs : undefined;
+      return {
+        kind: 'reschedule',
+        delayMs,
+        reason: stop.reason,
+        progress: { ...progress, waitedMs, pacedAt },
+      };
     }
     const message = 'the limiter can never admit this request: its cost exceeds a window';
     const result = errorResult(envelope.meta.requestId, 'invalid_request', message, {
@@ -349,6 +414,8 @@ export class Policies {
     return { kind: 'result', result, label: 'limiter_oversized', deadLetter: deadLetterOf(stop) };
   }
 }
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 function deadLetterOf(step: Step): DeadLetterReason | undefined {
   return step.kind === 'deliver' ? step.deadLetter : undefined;

@@ -178,7 +178,7 @@ const GET_EVENTS: Json = {
   operationId: 'getRequestEvents',
   summary: 'What happened to a request (its task journal)',
   description:
-    'The events of one request from the task journal (KAFKA_TOPIC_EVENTS; EVENTS=all by default), in the order they happened: accepted, routed, leased, held, attempt, retry_scheduled, cache, completed, dead_lettered, replayed... Only ids, codes and timings. Served by the sync-gateway; only the events of this API key’s own request of that id (requestIds are per client).',
+    'The events of one request from the task journal (KAFKA_TOPIC_EVENTS; EVENTS=all by default), in the order they happened: accepted, routed, leased, held, attempt, throttled, retry_scheduled, cache, completed, dead_lettered, replayed... Only ids, codes and timings. Served by the sync-gateway; only the events of this API key’s own request of that id (requestIds are per client).',
   parameters: [
     { name: 'id', in: 'path', required: true, description: 'meta.requestId', schema: { type: 'string' } },
     {

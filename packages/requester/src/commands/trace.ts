@@ -87,6 +87,8 @@ function describe(e: JournalEvent, origin: number): string {
       return `leased by ${e.executor} (attempts so far: ${e.tryCount})`;
     case 'held':
       return `held by the ${e.by} until ${rel(e.until)}`;
+    case 'throttled':
+      return `the target asked to ${e.signal === 'slow' ? 'slow down' : 'be spared (overloaded)'}: origin limited to ${e.limit} in flight${e.rate ? `, ${Math.round(e.rate * 10) / 10} calls/s` : ''}${e.holdMs ? `, held ${e.holdMs} ms` : ''}`;
     case 'attempt':
       return `attempt ${e.n}: ${e.status ?? e.error ?? '?'} in ${e.durationMs} ms`;
     case 'retry_scheduled':

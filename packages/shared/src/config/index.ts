@@ -446,6 +446,12 @@ export const CONFIG_VARIABLES = {
     z.enum(['process', 'cluster']),
     'where MAX_WORKERS_PER_ORIGIN is counted: `process` (each executor alone, free) or `cluster` (every executor together, slots leased in Redis: one more round trip per lease batch)',
   ),
+  adaptiveConcurrency: variable(
+    'ADAPTIVE_CONCURRENCY',
+    'true',
+    bool,
+    "learn each target origin's concurrency limit (shared in Redis): +1 per round of calls while the recent latency stays within 1.5× its usual level, down as fast when a queue forms at the target, −30 % on timeouts and 5xx; MAX_WORKERS_PER_ORIGIN is its ceiling. false = the cap is MAX_WORKERS_PER_ORIGIN alone. The pace a target asks for (429/503 + Retry-After, RateLimit headers) is honoured either way",
+  ),
   executorLeaseTtl: variable(
     'EXECUTOR_LEASE_TTL',
     '30s',

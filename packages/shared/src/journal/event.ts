@@ -49,8 +49,30 @@ export const journalEventSchema = z
     z.object({
       ...common,
       type: z.literal('held'),
-      by: z.enum(['limiter', 'breaker', 'bulkhead']),
+      by: z.enum(['limiter', 'breaker', 'bulkhead', 'pacing']).meta({
+        description:
+          'pacing: the origin is held or paced at what the target asked for (429/503 + Retry-After, RateLimit headers), not an attempt.',
+      }),
       until: epochMs,
+    }),
+    z.object({
+      ...common,
+      type: z.literal('throttled'),
+      signal: z.enum(['slow', 'overload']).meta({
+        description:
+          'What this request’s answer said of its target origin: slow (429, 503 + Retry-After), overload (timeout, transport error, 5xx).',
+      }),
+      limit: z
+        .number()
+        .int()
+        .positive()
+        .meta({ description: 'The origin’s adaptive concurrency limit after it (calls in flight).' }),
+      rate: z
+        .number()
+        .positive()
+        .optional()
+        .meta({ description: 'The pace of the origin after it (calls/s).' }),
+      holdMs: z.number().int().nonnegative().meta({ description: 'How long the origin is held from then.' }),
     }),
     z.object({
       ...common,

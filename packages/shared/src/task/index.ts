@@ -31,6 +31,11 @@ export interface QueuedTask {
   traceparent?: string;
   /** Epoch ms when the executor put the task back (a retry or a wait): where its queue wait starts. */
   requeuedAt?: number;
+  /**
+   * The dispatch slot its origin's pacer reserved for it when it sent the task back to wait (Redis
+   * epoch ms): coming back at that time, it goes without taking another slot (OriginPacer).
+   */
+  pacedAt?: number;
   /** The `in` record itself, when it is small enough to ride in the task (the ref stays the truth). */
   inline?: InlineRecord;
 }
@@ -114,6 +119,8 @@ interface WireTask {
   /** traceparent without its `00-` version prefix. */
   x?: string;
   q?: number;
+  /** pacedAt */
+  s?: number;
   /** The inline record's value (JSON as is), and its headers. */
   v?: unknown;
   h?: Record<string, string>;
@@ -131,6 +138,7 @@ export function encodeQueuedTask(task: QueuedTask): string {
   if (task.waitedMs) wire.w = task.waitedMs;
   if (task.traceparent?.startsWith('00-')) wire.x = task.traceparent.slice(3);
   if (task.requeuedAt !== undefined) wire.q = task.requeuedAt;
+  if (task.pacedAt !== undefined) wire.s = task.pacedAt;
   if (task.inline) {
     wire.v = task.inline.value;
     if (task.inline.headers) wire.h = task.inline.headers;
@@ -157,6 +165,7 @@ export function decodeQueuedTask(payload: string): QueuedTask {
   if (wire.w !== undefined) task.waitedMs = wire.w;
   if (typeof wire.x === 'string') task.traceparent = `00-${wire.x}`;
   if (typeof wire.q === 'number') task.requeuedAt = wire.q;
+  if (typeof wire.s === 'number') task.pacedAt = wire.s;
   if (wire.v !== undefined) {
     task.inline = { value: wire.v };
     if (isStringRecord(wire.h)) task.inline.headers = wire.h;

@@ -143,6 +143,7 @@ export * from './credentials.ts';
 export * from './kafka-broker.ts';
 export * from './memory.ts';
 export * from './modules.ts';
+export * from './paced-target.ts';
 export * from './postgres.ts';
 export * from './redis.ts';
 export * from './redis-cluster.ts';

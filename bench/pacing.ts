@@ -1,0 +1,321 @@
+// Origin pacing benchmark (docs/architecture.md §9): the executor's delivery policies (the very
+// `Policies` class of the worker: pace → bulkhead → limiter → breaker → HTTP → record) driven by
+// two simulated executors of 16 workers each, sharing one Redis, against real targets in child
+// processes. The queue is an in-memory due-time heap (a task sent back waits there with its
+// progress, as in Redis): what is measured is what reaches the target, not the queue's cost.
+//
+//   node bench/pacing.ts [--scenario quota|capacity|all] [--plot BENCHMARKS-pacing.png]
+//
+// - quota: a target serving 50 calls/s (5 per 100 ms by arrival) that answers 429 + Retry-After: 1
+//   + RateLimit-Policy: 50;w=1 above it; 400 requests with retry {max: 30, delay: 200ms, maxDelay: 5s}.
+// - capacity: a target serving 8 calls at once in 5 ms each and queueing the rest; a closed loop of
+//   2 × 16 workers for 12 s; its capacity halves (4) at 6 s.
+// Each runs with adaptation on (OriginPacer, ADAPTIVE_CONCURRENCY=true) and off (no pacer: the
+// bulkhead's static MAX_WORKERS_PER_ORIGIN = 16 per executor), side by side in one run.
+import { randomBytes } from 'node:crypto';
+import { cpus } from 'node:os';
+import { parseArgs } from 'node:util';
+import { LocalBulkhead } from '../packages/executor/src/bulkhead/index.ts';
+import { createHttpClient } from '../packages/executor/src/http/index.ts';
+import { type Ending, Policies, type Progress } from '../packages/executor/src/worker/policies.ts';
+import { CircuitBreaker, OriginPacer, originOf } from '../packages/policies/src/index.ts';
+import {
+  createLogger,
+  createRedis,
+  parseRequestEnvelope,
+  type RequestEnvelope,
+} from '../packages/shared/src/index.ts';
+import { startPacedTargetProcess } from '../packages/shared/src/testing/index.ts';
+import { type Panel, writePlot } from './png-plot.ts';
+
+const { values: args } = parseArgs({
+  options: { scenario: { type: 'string', default: 'all' }, plot: { type: 'string' } },
+});
+const log = createLogger({ level: 'silent' });
+const redis = createRedis({ url: 'redis://127.0.0.1:6379' });
+const EXECUTORS = 2;
+const WORKERS = 16;
+const PER_ORIGIN = 16;
+
+interface Task {
+  envelope: RequestEnvelope;
+  progress: Progress;
+  due: number;
+}
+
+interface Run {
+  leases: number;
+  results: number;
+  statuses: Map<number, number>;
+  /** [ms since start, call latency ms] of every call that reached the target. */
+  calls: Array<[number, number]>;
+  /** [ms, pace calls/s, concurrency limit] sampled every 100 ms. */
+  samples: Array<[number, number, number]>;
+  endMs: number;
+}
+
+/** Two executors' worth of workers running `Policies.attempt` over a shared due-time queue. */
+async function drive(options: {
+  adaptive: boolean;
+  tasks: () => Task | undefined;
+  origin: string;
+  stopAtMs?: number;
+  expected?: number;
+}): Promise<Run> {
+  const prefix = `bench:${randomBytes(4).toString('hex')}:`;
+  const pacer = new OriginPacer({
+    redis,
+    prefix: `${prefix}pace:`,
+    maxLimit: PER_ORIGIN,
+    retryAfterMaxMs: 60_000,
+  });
+  const breaker = new CircuitBreaker({
+    redis,
+    prefix: `${prefix}breaker:`,
+    failureThreshold: 5,
+    openMs: 5_000,
+    stateCacheMs: 1_000,
+  });
+  const waiting: Task[] = [];
+  const run: Run = { leases: 0, results: 0, statuses: new Map(), calls: [], samples: [], endMs: 0 };
+  const start = Date.now();
+  const http = createHttpClient({
+    connectTimeoutMs: 2_000,
+    responseTimeoutMs: 10_000,
+    maxResponseBytes: 1 << 20,
+    followRedirects: false,
+    allowPrivateTargets: ['127.0.0.1'],
+  });
+  const timed: typeof http = {
+    call: async (request, egress) => {
+      const outcome = await http.call(request, egress);
+      run.calls.push([Date.now() - start, outcome.durationNs / 1e6]);
+      return outcome;
+    },
+    egress: (identity) => http.egress(identity),
+    close: () => http.close(),
+  };
+  const executors = Array.from(
+    { length: EXECUTORS },
+    () =>
+      new Policies({
+        http: timed,
+        breaker,
+        bulkhead: new LocalBulkhead({ maxPerOrigin: PER_ORIGIN }),
+        retryAfterMaxMs: 60_000,
+        ...(options.adaptive ? { pacer, adaptiveConcurrency: true } : {}),
+      }),
+  );
+  const next = (): Task | undefined => {
+    const now = Date.now();
+    let best = -1;
+    for (let i = 0; i < waiting.length; i++)
+      if ((waiting[i]?.due ?? 0) <= now && (best < 0 || (waiting[i]?.due ?? 0) < (waiting[best]?.due ?? 0)))
+        best = i;
+    if (best >= 0) return waiting.splice(best, 1)[0];
+    return options.tasks();
+  };
+  const done = () =>
+    (options.stopAtMs !== undefined && Date.now() - start >= options.stopAtMs) ||
+    (options.expected !== undefined && run.results >= options.expected);
+  const sampler = setInterval(async () => {
+    const snap = await pacer.snapshot(options.origin);
+    run.samples.push([
+      Date.now() - start,
+      snap.rate ?? 0,
+      options.adaptive ? (pacer.limitOf(options.origin) ?? PER_ORIGIN) : PER_ORIGIN,
+    ]);
+  }, 100);
+  const worker = async (policies: Policies) => {
+    while (!done()) {
+      const task = next();
+      if (!task) {
+        await new Promise((resolve) => setTimeout(resolve, 5));
+        continue;
+      }
+      run.leases++;
+      const ending: Ending = await policies.attempt(task.envelope, task.progress, log);
+      if (ending.kind === 'result') {
+        run.results++;
+        const status = ending.result.response.status;
+        run.statuses.set(status, (run.statuses.get(status) ?? 0) + 1);
+      } else
+        waiting.push({
+          envelope: task.envelope,
+          progress: ending.progress,
+          due: Date.now() + ending.delayMs,
+        });
+    }
+  };
+  await Promise.all(executors.flatMap((p) => Array.from({ length: WORKERS }, () => worker(p))));
+  run.endMs = Date.now() - start;
+  clearInterval(sampler);
+  timed.close();
+  await pacer.reset(options.origin);
+  return run;
+}
+
+function envelope(uri: string, id: string, retry?: RequestEnvelope['meta']['retry']): RequestEnvelope {
+  return parseRequestEnvelope({ request: { uri }, meta: { requestId: id, ...(retry ? { retry } : {}) } });
+}
+
+function percentile(values: number[], p: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor((sorted.length * p) / 100))] ?? 0;
+}
+
+async function quota(adaptive: boolean) {
+  const target = await startPacedTargetProcess({
+    kind: 'quota',
+    perWindow: 5,
+    windowMs: 100,
+    retryAfterS: 1,
+  });
+  const retry = { max: 30, delay: '200ms', maxDelay: '5s', multiplier: 2, jitter: 0.2 };
+  let n = 0;
+  const run = await drive({
+    adaptive,
+    origin: originOf(target.url),
+    tasks: () =>
+      n < 400
+        ? {
+            envelope: envelope(`${target.url}/q/${n}`, `q-${n++}`, retry),
+            progress: { tryCount: 0, waitedMs: 0 },
+            due: 0,
+          }
+        : undefined,
+    expected: 400,
+    stopAtMs: 120_000,
+  });
+  const arrivals = await target.arrivals();
+  await target.close();
+  const served = arrivals.filter((a) => a.status === 200).length;
+  const refused = arrivals.length - served;
+  const t0 = arrivals[0]?.at ?? 0;
+  // Arrivals per 100 ms window above the target's 5: what it counted as over its limit.
+  return { adaptive, run, served, refused, arrivals: arrivals.map((a) => [a.at - t0, a.status] as const) };
+}
+
+async function capacity(adaptive: boolean) {
+  const target = await startPacedTargetProcess({ kind: 'capacity', concurrent: 8, serviceMs: 5 });
+  let n = 0;
+  setTimeout(() => target.setConcurrent(4), 6_000);
+  const run = await drive({
+    adaptive,
+    origin: originOf(target.url),
+    tasks: () => ({
+      envelope: envelope(`${target.url}/c/${n}`, `c-${n++}`),
+      progress: { tryCount: 0, waitedMs: 0 },
+      due: 0,
+    }),
+    stopAtMs: 12_000,
+  });
+  await target.close();
+  return { adaptive, run };
+}
+
+function perSecond(points: Array<[number, number]>, endMs: number, reduce: (ys: number[]) => number) {
+  const out: Array<[number, number]> = [];
+  for (let s = 0; s * 1000 < endMs; s++) {
+    const ys = points.filter(([x]) => x >= s * 1000 && x < (s + 1) * 1000).map(([, y]) => y);
+    out.push([s + 0.5, ys.length === 0 ? 0 : reduce(ys)]);
+  }
+  return out;
+}
+
+const panels: Panel[] = [];
+const BLUE: [number, number, number] = [31, 119, 180];
+const ORANGE: [number, number, number] = [255, 127, 14];
+const GREEN: [number, number, number] = [44, 160, 44];
+const RED: [number, number, number] = [214, 39, 40];
+console.log(`machine: ${cpus().length} × ${cpus()[0]?.model ?? '?'}, node ${process.version}`);
+
+if (args.scenario === 'quota' || args.scenario === 'all') {
+  console.log(
+    '\nquota target: 50/s (5 per 100 ms), 429 + Retry-After: 1 + RateLimit-Policy above; 400 requests',
+  );
+  console.log(
+    '| adaptation | all 400 done in | served | 429 | 429 / served | calls/s after 2 s | leases / request |',
+  );
+  console.log('|---|---|---|---|---|---|---|');
+  for (const adaptive of [true, false]) {
+    const r = await quota(adaptive);
+    const after = r.arrivals.filter(([t]) => t >= 2_000);
+    const span = ((after.at(-1)?.[0] ?? 2_000) - 2_000) / 1000;
+    const rate = span > 0 ? (after.length / span).toFixed(1) : '-';
+    const done =
+      r.run.results >= 400 ? `${(r.run.endMs / 1000).toFixed(1)} s` : `not (${r.run.results} in 120 s)`;
+    console.log(
+      `| ${adaptive ? 'on' : 'off'} | ${done} | ${r.served} | ${r.refused} | ${((100 * r.refused) / Math.max(1, r.served)).toFixed(1)} % | ${rate} | ${(r.run.leases / Math.max(1, r.run.results)).toFixed(2)} |`,
+    );
+    const xs = r.arrivals.map(([t, s]) => [t, s] as [number, number]);
+    panels.push({
+      series: [
+        {
+          points: perSecond(
+            xs.filter(([, s]) => s === 200),
+            r.run.endMs,
+            (ys) => ys.length,
+          ),
+          color: adaptive ? BLUE : ORANGE,
+        },
+        {
+          points: perSecond(
+            xs.filter(([, s]) => s === 429),
+            r.run.endMs,
+            (ys) => ys.length,
+          ),
+          color: RED,
+        },
+        ...(adaptive
+          ? [{ points: r.run.samples.map(([t, rate]) => [t / 1000, rate] as [number, number]), color: GREEN }]
+          : []),
+      ],
+      yMax: 100,
+    });
+  }
+}
+
+if (args.scenario === 'capacity' || args.scenario === 'all') {
+  console.log('\ncapacity target: 8 at once × 5 ms (1600/s), halved to 4 at 6 s; 2 × 16 workers, 12 s');
+  console.log(
+    '| adaptation | limit 3–6 s | calls/s 3–6 s | p50 / p99 ms 3–6 s | limit 9–12 s | calls/s 9–12 s | p50 / p99 ms 9–12 s |',
+  );
+  console.log('|---|---|---|---|---|---|---|');
+  for (const adaptive of [true, false]) {
+    const r = await capacity(adaptive);
+    const stats = (from: number, to: number) => {
+      const calls = r.run.calls.filter(([t]) => t >= from && t < to).map(([, ms]) => ms);
+      const limits = r.run.samples.filter(([t]) => t >= from && t < to).map(([, , l]) => l);
+      const limit = limits.length ? (limits.reduce((a, b) => a + b, 0) / limits.length).toFixed(1) : '-';
+      return `${limit} | ${(calls.length / ((to - from) / 1000)).toFixed(0)} | ${percentile(calls, 50).toFixed(1)} / ${percentile(calls, 99).toFixed(1)}`;
+    };
+    console.log(`| ${adaptive ? 'on' : 'off'} | ${stats(3_000, 6_000)} | ${stats(9_000, 12_000)} |`);
+    panels.push({
+      series: [
+        {
+          points: r.run.samples.map(([t, , l]) => [t / 1000, l] as [number, number]),
+          color: adaptive ? BLUE : ORANGE,
+        },
+      ],
+      yMax: 2 * PER_ORIGIN,
+    });
+    panels.push({
+      series: [
+        {
+          points: perSecond(r.run.calls, r.run.endMs, (ys) => percentile(ys, 99)),
+          color: adaptive ? BLUE : ORANGE,
+        },
+        { points: perSecond(r.run.calls, r.run.endMs, (ys) => percentile(ys, 50)), color: GREEN },
+      ],
+      yMax: 60,
+    });
+  }
+}
+
+if (args.plot && panels.length > 0) {
+  writePlot(args.plot, panels, 20);
+  console.log(`\nplot: ${args.plot}`);
+}
+redis.disconnect();
+process.exit(0);

@@ -1,0 +1,115 @@
+import { CircuitBreaker, OriginPacer, originOf } from '@requester/policies';
+import { registry } from '@requester/shared';
+import { type RemotePacedTarget, startPacedTargetProcess, uniqueName } from '@requester/shared/testing';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { LocalBulkhead } from '../bulkhead/index.ts';
+import { ExecutorHarness } from './harness.fixture.ts';
+
+/**
+ * Origin pacing through two executors sharing one queue and one Redis (docs/architecture.md §9):
+ * a target that serves 50 calls/s (5 per 100 ms, counted by arrival) and answers 429 +
+ * Retry-After above it. Assertions are on counts and order at the real target, never on timings.
+ */
+describe('origin pacing (end to end, two executors)', () => {
+  const h = new ExecutorHarness();
+  let quota: RemotePacedTarget;
+  let silent: RemotePacedTarget;
+
+  beforeAll(async () => {
+    await h.open();
+    quota = await startPacedTargetProcess({ kind: 'quota', perWindow: 5, windowMs: 100, retryAfterS: 1 });
+    // The same quota, but all it says is 429 + Retry-After: the pace is found from the rate sent.
+    silent = await startPacedTargetProcess({
+      kind: 'quota',
+      perWindow: 5,
+      windowMs: 100,
+      retryAfterS: 1,
+      advertise: false,
+    });
+  }, 60_000);
+  afterAll(async () => {
+    await quota.close();
+    await silent.close();
+    await h.close();
+  }, 60_000);
+
+  /** Two executors on one queue with the role's policy modules, each its own Redis-shared pacer and breaker. */
+  function startTwo() {
+    const paceKeys = h.prefix('pace');
+    const breakerKeys = h.prefix('breaker');
+    const modules = () => ({
+      pacer: new OriginPacer({ redis: h.redis, prefix: paceKeys, maxLimit: 16, retryAfterMaxMs: 60_000 }),
+      breaker: new CircuitBreaker({
+        redis: h.redis,
+        prefix: breakerKeys,
+        failureThreshold: 5,
+        openMs: 30_000,
+        stateCacheMs: 1_000,
+      }),
+      bulkhead: new LocalBulkhead({ maxPerOrigin: 16 }),
+      maxWorkers: 16,
+    });
+    const first = h.startExecutor(modules());
+    h.startExecutor({ ...modules(), queue: first.queue });
+    return { queue: first.queue, breaker: modules().breaker };
+  }
+
+  async function counter(name: string): Promise<number> {
+    const metric = (await registry.getMetricsAsJSON()).find((m) => m.name === name);
+    return (metric?.values ?? []).reduce((sum, v) => sum + Number(v.value), 0);
+  }
+
+  it('converges on a target that asks for 50/s: every request ends 200, few 429s, no breaker open, a healthy origin unaffected', async () => {
+    const { queue, breaker } = startTwo();
+    const run = uniqueName('pace');
+    const retry = { max: 30, delay: '200ms', maxDelay: '5s' };
+    const paced = Array.from({ length: 200 }, (_, i) => ({
+      request: { uri: `${quota.url}/p?run=${run}&n=${i}` },
+      meta: { requestId: `${run}-p-${i}`, retry },
+    }));
+    const healthy = Array.from({ length: 40 }, (_, i) => ({
+      request: { uri: `${h.target.url}/echo?run=${run}&n=${i}` },
+      meta: { requestId: `${run}-h-${i}`, retry },
+    }));
+    // The healthy origin known to the breaker first (a new origin gets a few trial calls at once).
+    await h.submit(queue, healthy.slice(0, 1));
+    await h.resultOf(healthy[0]?.meta.requestId ?? '');
+    const leasesBefore = await counter('requester_executor_leases_total');
+    await h.submit(queue, [...paced, ...healthy.slice(1, 20)]);
+    await h.submit(queue, healthy.slice(20));
+
+    const results = await Promise.all([...paced, ...healthy].map((e) => h.resultOf(e.meta.requestId)));
+    expect(results.map((r) => r.response.status)).toEqual(results.map(() => 200));
+    const mine = (await quota.arrivals()).filter((a) => a.path.includes(`run=${run}&`));
+    const served = mine.filter((a) => a.status === 200).length;
+    const refused = mine.filter((a) => a.status === 429).length;
+    expect(served).toBe(200);
+    expect(refused).toBeLessThanOrEqual(served / 10);
+    expect((await breaker.snapshot(originOf(quota.url))).state).toBe('closed');
+    // The healthy origin, served by the same executors meanwhile: one attempt each, never held.
+    const healthyResults = results.slice(paced.length);
+    expect(healthyResults.every((r) => r.meta.tryCount === 1 && r.meta.waitTime === 0)).toBe(true);
+    const leases = (await counter('requester_executor_leases_total')) - leasesBefore;
+    // Tasks sent back to wait come back at their reserved slots: a few leases per request (sent
+    // back, called; a retry after a 429), not the thousands of an open breaker spun on.
+    expect(leases / results.length).toBeLessThan(5);
+  }, 120_000);
+
+  it('finds the pace of a target that says only 429 + Retry-After: every request ends 200, and 429s stay a minority', async () => {
+    const { queue, breaker } = startTwo();
+    const run = uniqueName('silent');
+    const retry = { max: 30, delay: '200ms', maxDelay: '5s' };
+    const requests = Array.from({ length: 150 }, (_, i) => ({
+      request: { uri: `${silent.url}/s?run=${run}&n=${i}` },
+      meta: { requestId: `${run}-${i}`, retry },
+    }));
+    await h.submit(queue, requests);
+    const results = await Promise.all(requests.map((e) => h.resultOf(e.meta.requestId)));
+    expect(results.map((r) => r.response.status)).toEqual(results.map(() => 200));
+    const mine = (await silent.arrivals()).filter((a) => a.path.includes(`run=${run}&`));
+    const refused = mine.filter((a) => a.status === 429).length;
+    // Unpaced, 32 workers send ~4× what it serves at first: most calls would be refused.
+    expect(refused).toBeLessThan(mine.length / 2);
+    expect((await breaker.snapshot(originOf(silent.url))).state).toBe('closed');
+  }, 120_000);
+});

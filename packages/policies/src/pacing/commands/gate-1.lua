@@ -1,0 +1,75 @@
+--[[
+  May a call to this origin be dispatched, and when? Taken just before the call leaves, so that the
+  pace is counted where the target counts it: at arrival.
+    held (now < h)        -> not before h
+    paced (r)             -> the next free slot t, one slot per 1000/r ms
+    unpaced, not held     -> now
+  A slot within ARGV[1] ms: the caller sleeps until it, then calls. A later one is reserved for
+  the task, which goes back to the queue until then carrying it (ARGV[3] when it is back): the
+  waiters come back one per slot, at the pace, instead of all at the hold's end, and each is
+  leased about twice (sent back, then called), not again and again.
+
+  KEYS[1]  pace HASH (see includes/pace.lua)
+  ARGV[1]  longest in-process wait (ms)
+  ARGV[2]  state TTL (ms): an origin not called for this long is forgotten
+  ARGV[3]  the slot reserved for this task when it was sent back (ms, Redis time); 0 = none
+
+  Returns {admitted, waitMs, limitMilli, rateMilli, slot}
+    admitted 1: sleep waitMs, then call; 0: come back in waitMs (not an attempt) with `slot`, the
+    slot reserved for it (Redis ms).
+    limitMilli the adaptive concurrency limit ×1000 (0 = not learnt yet); rateMilli the pace ×1000 (0 = none).
+]]
+--- @include "includes/pace"
+
+local maxLocalMs = tonumber(ARGV[1])
+local ttlMs = tonumber(ARGV[2])
+local reserved = tonumber(ARGV[3])
+local now = nowMs()
+
+local f = redis.call('HMGET', K_PACE, 'h', 'r', 't', 'x', 'ns', 'c', 'k', 'n')
+local hold = tonumber(f[1]) or 0
+local rate = tonumber(f[2])
+local limit = tonumber(f[6])
+
+-- A task back for the slot reserved for it goes at that slot, unless a hold came since. One back
+-- late (a busy executor leased it late) must neither go behind every later reservation (it would
+-- be sent back again and again) nor go at once (the late ones would bunch into one of the
+-- target's windows): the late ones share a lane of their own, one per slot, from now.
+if reserved > 0 and reserved >= hold and reserved - now <= maxLocalMs then
+  if now - reserved <= maxLocalMs or rate == nil then
+    return { 1, math.max(0, math.ceil(reserved - now)), milli(limit), milli(rate), 0 }
+  end
+  local late = math.max(now, tonumber(f[7]) or 0)
+  redis.call('HSET', K_PACE, 'k', late + 1000 / rate)
+  if late - now <= maxLocalMs then
+    return { 1, math.ceil(late - now), milli(limit), milli(rate), 0 }
+  end
+  return { 0, math.ceil(late - now), milli(limit), milli(rate), math.ceil(late) }
+end
+
+local start = math.max(now, hold)
+if rate then
+  start = math.max(start, tonumber(f[3]) or 0)
+  -- The slot is taken whether the caller waits for it here or in the queue.
+  redis.call('HSET', K_PACE, 't', start + 1000 / rate)
+end
+redis.call('PEXPIRE', K_PACE, math.ceil(ttlMs + (start - now)))
+
+if start - now <= maxLocalMs then
+  -- Dispatches counted per window of a second (n since ns, pn in the previous one): the rate we
+  -- are sending at, which a 429 without an advertised pace cuts.
+  local windowStart = tonumber(f[5])
+  if windowStart == nil or start - windowStart >= 1000 then
+    local count = tonumber(f[8]) or 0
+    local fields = { 'ns', start, 'n', 1 }
+    if windowStart ~= nil and start - windowStart < 2000 then
+      table.insert(fields, 'pn')
+      table.insert(fields, count * 1000 / (start - windowStart))
+    end
+    redis.call('HSET', K_PACE, unpack(fields))
+  else
+    redis.call('HINCRBY', K_PACE, 'n', 1)
+  end
+  return { 1, math.ceil(start - now), milli(limit), milli(rate), 0 }
+end
+return { 0, math.ceil(start - now), milli(limit), milli(rate), math.ceil(start) }

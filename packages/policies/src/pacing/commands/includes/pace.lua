@@ -1,0 +1,28 @@
+--[[
+  The pace of one target origin (textually included by every pacing script).
+
+  KEYS[1]  pace HASH, one key per origin (named by a hash of it, see keys in index.ts)
+             h  hold-until (ms, Redis time): no call starts before it (Retry-After, quota used up)
+             r  paced rate (calls/s); absent = unpaced
+             p  the rate we were sending at when last refused (calls/s), when nothing is advertised
+             x  the pace the target advertised (calls/s, its RateLimit-Policy); r never exceeds it
+             t  next free dispatch slot of the paced rate (ms): the GCRA theoretical arrival time
+             k  next free slot of the late lane: tasks back late for their reserved slot (ms)
+             ns, n  start of this second's window of dispatches (ms), and its dispatches so far
+             pn     the previous window's dispatches per second: with n, the rate we are sending at
+             c  adaptive concurrency limit (may be fractional)
+             m  usual latency (ms): a slow moving average of the successful calls' latency
+             l  recent latency (ms): a fast moving average of it
+             d  last decrease (ms): several answers to one burst lower the pace once
+]]
+local K_PACE = KEYS[1]
+
+--- @include "shared/now"
+
+-- Integers for the reply (Lua numbers become integers on the way out): thousandths.
+local function milli(value)
+  if value == nil then
+    return 0
+  end
+  return math.floor(value * 1000 + 0.5)
+end

@@ -1,0 +1,225 @@
+import { createHash } from 'node:crypto';
+import type { Logger } from '@requester/shared/log';
+import { BoundedLabel, counter, gauge } from '@requester/shared/metrics';
+import type { RedisClient } from '@requester/shared/redis';
+import { LRUCache } from 'lru-cache';
+import { loadPacingScripts, type PacingScripts } from './scripts.ts';
+import { type PacedOutcome, paceSignal, type SignalKind } from './signals.ts';
+
+export { type PacedOutcome, type PaceSignal, paceSignal, type SignalKind } from './signals.ts';
+
+/**
+ * Origin pacing (docs/architecture.md §9): what a target asks for, shared by every executor
+ * through one Redis hash per origin (scheme://host:port, see `originOf`).
+ *
+ *   answer ──report──▶ hold (Retry-After, quota used up) · pace (calls/s) · concurrency limit
+ *   call   ◀──gate──── no start before the hold's end, one start per 1000/pace ms
+ *
+ * - A 429, or a 503 with Retry-After, is the target asking to slow down: the origin is held for
+ *   the time asked, then paced at half the rate we were sending at, and the pace grows back
+ *   gradually (+10 % a second) up to what the target advertises (`RateLimit-Policy`). It is not
+ *   a breaker failure, and the tasks it holds wait in the queue, spaced at the pace.
+ * - The concurrency limit adapts (AIMD): +1 per round of calls while the latency stays near its
+ *   floor, down when it grows (queueing at the target), −30 % on timeouts and 5xx (a 429 is met by the pace);
+ *   MAX_WORKERS_PER_ORIGIN is its ceiling. The executor applies it to its bulkhead.
+ * Redis errors fail open (the call goes ahead unpaced), as the breaker does.
+ */
+
+export interface OriginPacerOptions {
+  redis: RedisClient;
+  /** Key prefix, e.g. `rq:pace:`. */
+  prefix: string;
+  /** The ceiling of the adaptive concurrency limit (MAX_WORKERS_PER_ORIGIN). */
+  maxLimit: number;
+  /** The longest hold a target may ask for (RETRY_AFTER_MAX). */
+  retryAfterMaxMs: number;
+  /**
+   * A dispatch slot this close is waited for in the process (the worker sleeps); a later one sends
+   * the task back to the queue. Default 250 ms: at 50 calls/s, about a dozen workers asleep.
+   */
+  maxLocalWaitMs?: number;
+  /** An origin not called for this long is forgotten (default 1 h). */
+  stateTtlMs?: number;
+  logger?: Logger;
+}
+
+export type PaceGrant =
+  /** Sleep `waitMs`, then call (the slot is taken). */
+  | { admitted: true; waitMs: number }
+  /**
+   * Not before `retryInMs`: back to the queue, not an attempt, carrying `slotMs`, the slot reserved
+   * for it: given back to `gate` then, it is let through at that slot.
+   */
+  | { admitted: false; retryInMs: number; slotMs: number };
+
+export interface PaceReport {
+  kind: SignalKind;
+  /** The answer lowered the origin's pace or concurrency limit. */
+  throttled: boolean;
+  limit: number;
+  /** calls/s; undefined = unpaced. */
+  rate: number | undefined;
+  /** How long the origin is still held (ms). */
+  holdMs: number;
+}
+
+/** One origin's shared pace; undefined = not set. */
+export interface PaceSnapshot {
+  /** No call starts before it (Redis epoch ms). */
+  holdUntilMs: number | undefined;
+  /** calls/s. */
+  rate: number | undefined;
+  /** The pace the target advertised (calls/s). */
+  ceiling: number | undefined;
+  /** The adaptive concurrency limit (fractional). */
+  limit: number | undefined;
+  /** The next free dispatch slot of a paced origin (Redis epoch ms). */
+  nextSlotMs: number | undefined;
+}
+
+/** Target origins with a label of their own in the pacing metrics; later ones are `other`. */
+const MAX_ORIGIN_LABELS = 50;
+const originLabel = new BoundedLabel(MAX_ORIGIN_LABELS);
+const ERROR_LOG_EVERY_MS = 10_000;
+
+export const pacingMetrics = {
+  limit: gauge(
+    'origin_concurrency_limit',
+    `adaptive concurrency limit of a target origin, last seen by this process (at most ${MAX_ORIGIN_LABELS} origins)`,
+    ['origin'],
+  ),
+  rate: gauge(
+    'origin_pace_rate',
+    `calls per second a target origin is paced at (0 = unpaced), last seen by this process (at most ${MAX_ORIGIN_LABELS} origins)`,
+    ['origin'],
+  ),
+  throttled: counter(
+    'origin_throttled_total',
+    'answers that lowered the pace or the concurrency limit of an origin, by signal (slow: 429 or 503 + Retry-After; overload: timeout, transport error, 5xx)',
+    ['origin', 'signal'],
+  ),
+  waits: counter(
+    'pacing_waits_total',
+    'dispatches the pace delayed: `local` (the worker slept until the slot) or `queued` (the task went back to the queue)',
+    ['where'],
+  ),
+  errors: counter(
+    'pacing_errors_total',
+    'pacing calls to Redis that failed (the call then goes ahead unpaced)',
+    ['op'],
+  ),
+};
+
+export class OriginPacer {
+  private readonly options: OriginPacerOptions;
+  private readonly scripts: PacingScripts;
+  private readonly maxLocalWaitMs: number;
+  private readonly ttlMs: number;
+  /** The last limit Redis told of each origin: what the bulkhead applies without a round trip. */
+  private readonly limits = new LRUCache<string, number>({ max: 10_000 });
+  private lastErrorLogMs = 0;
+
+  constructor(options: OriginPacerOptions) {
+    if (!Number.isInteger(options.maxLimit) || options.maxLimit < 1)
+      throw new RangeError('maxLimit must be a positive integer');
+    this.options = options;
+    this.scripts = loadPacingScripts(options.redis);
+    this.maxLocalWaitMs = Math.max(0, Math.round(options.maxLocalWaitMs ?? 250));
+    this.ttlMs = Math.max(1, Math.round(options.stateTtlMs ?? 3_600_000));
+  }
+
+  /**
+   * When may a call to `origin` leave? Asked just before it does (see gate-1.lua); `reservedMs`:
+   * the slot a previous refusal reserved for this task.
+   */
+  async gate(origin: string, reservedMs?: number): Promise<PaceGrant> {
+    try {
+      const key = this.keyOf(origin);
+      const reply = await this.scripts.gate(key, this.maxLocalWaitMs, this.ttlMs, reservedMs ?? 0);
+      this.remember(origin, reply.limit, reply.rate);
+      if (!reply.admitted) {
+        pacingMetrics.waits.inc({ where: 'queued' });
+        return { admitted: false, retryInMs: Math.max(1, reply.waitMs), slotMs: reply.slotMs };
+      }
+      if (reply.waitMs > 0) pacingMetrics.waits.inc({ where: 'local' });
+      return { admitted: true, waitMs: reply.waitMs };
+    } catch (err) {
+      this.failed('gate', err);
+      return { admitted: true, waitMs: 0 };
+    }
+  }
+
+  /** What `outcome` (a call to `origin` that took `latencyNs`) says about the origin's pace. */
+  async report(origin: string, outcome: PacedOutcome, latencyNs: number): Promise<PaceReport | undefined> {
+    const signal = paceSignal(outcome, Date.now(), this.options.retryAfterMaxMs);
+    try {
+      const reply = await this.scripts.report(this.keyOf(origin), {
+        kind: signal.kind === 'slow' ? 1 : signal.kind === 'overload' ? 2 : 0,
+        holdMs: signal.holdMs,
+        ceilingPerSec: signal.ceilingPerSec,
+        // A failure's duration says nothing of the target's queue: only answers feed the floor.
+        latencyUs: outcome.kind === 'response' && outcome.status < 400 ? latencyNs / 1000 : 0,
+        maxLimit: this.options.maxLimit,
+        ttlMs: this.ttlMs,
+      });
+      this.remember(origin, reply.limit, reply.rate);
+      if (reply.throttled) {
+        pacingMetrics.throttled.inc({ origin: originLabel.of(origin), signal: signal.kind });
+        this.options.logger?.info(
+          { origin, signal: signal.kind, limit: reply.limit, rate: reply.rate, holdMs: reply.holdMs },
+          'origin throttled',
+        );
+      }
+      return { kind: signal.kind, ...reply };
+    } catch (err) {
+      this.failed('report', err);
+      return undefined;
+    }
+  }
+
+  /** The origin's adaptive concurrency limit as last seen (whole calls, at least 1); undefined = not learnt. */
+  limitOf(origin: string): number | undefined {
+    const limit = this.limits.get(origin);
+    return limit === undefined ? undefined : Math.max(1, Math.floor(limit));
+  }
+
+  /** The shared state of one origin (tests, admin); times are Redis epoch ms. */
+  async snapshot(origin: string): Promise<PaceSnapshot> {
+    const fields = await this.options.redis.hmget(this.keyOf(origin), 'h', 'r', 'x', 'c', 't');
+    const [holdUntilMs, rate, ceiling, limit, nextSlotMs] = fields.map((value) =>
+      value == null ? undefined : Number(value),
+    );
+    return { holdUntilMs, rate, ceiling, limit, nextSlotMs };
+  }
+
+  /** Forgets an origin's pace (tests, admin). */
+  async reset(origin: string): Promise<void> {
+    await this.options.redis.del(this.keyOf(origin));
+    this.limits.delete(origin);
+  }
+
+  private remember(origin: string, limit: number | undefined, rate: number | undefined): void {
+    const label = originLabel.of(origin);
+    if (limit !== undefined) {
+      this.limits.set(origin, limit);
+      pacingMetrics.limit.set({ origin: label }, Math.floor(limit));
+    }
+    pacingMetrics.rate.set({ origin: label }, rate ?? 0);
+  }
+
+  /** One key per origin, named by a hash: origins are user input. */
+  private keyOf(origin: string): string {
+    return `${this.options.prefix}${createHash('sha256').update(origin, 'utf8').digest('hex').slice(0, 32)}`;
+  }
+
+  private failed(op: string, err: unknown): void {
+    pacingMetrics.errors.inc({ op });
+    const now = Date.now();
+    if (now - this.lastErrorLogMs < ERROR_LOG_EVERY_MS) return; // a Redis outage must not flood the log
+    this.lastErrorLogMs = now;
+    this.options.logger?.warn(
+      { op, err: err instanceof Error ? err.message : String(err) },
+      'origin pacing unavailable: calls go ahead unpaced',
+    );
+  }
+}
