@@ -26,7 +26,14 @@ describe('end to end: far schedules are staged ahead of their instant', () => {
 
   beforeAll(async () => {
     target = await startTarget(await freePort());
-    stack = await stackEnv({ REDIS_HORIZON: '1s', RELAY_STAGE_AHEAD: '5m', MAX_WORKERS: '16' });
+    // Small claims: an ordered partition's rows span several claims of the relay's two workers.
+    stack = await stackEnv({
+      REDIS_HORIZON: '1s',
+      RELAY_STAGE_AHEAD: '5m',
+      RELAY_BATCH: '10',
+      RELAY_WORKERS: '2',
+      MAX_WORKERS: '16',
+    });
     running = await startStack(stack);
     await waitReady(stack);
   }, 120_000);
