@@ -20,8 +20,10 @@ import { stackEnv } from '../packages/requester/test/e2e/stack.ts';
 import {
   createKafka,
   createLogger,
+  headerText,
   type KafkaClient,
   type KafkaConsumer,
+  RELAYED_FROM_HEADER,
 } from '../packages/shared/src/index.ts';
 import { eventually } from '../packages/shared/src/testing/index.ts';
 
@@ -182,6 +184,7 @@ async function round(side: Side, n: number): Promise<string> {
   const limit = aheadMs + 300_000;
   await Promise.race([all, new Promise((resolve) => setTimeout(resolve, limit))]);
   side.reader.current = undefined;
+  const staged = await stagedBefore(side.topicIn, prefix, dueAt);
   const lates = [...state.seen.values()].map((at) => at - dueAt).sort((a, b) => a - b);
   const s = (ms: number | undefined) => (ms === undefined ? 'n/a' : `${(ms / 1000).toFixed(1)} s`);
   let reordered = 0;
@@ -196,8 +199,47 @@ async function round(side: Side, n: number): Promise<string> {
     `${side.label.padEnd(9)} ${state.seen.size}/${count} results (written in ${written.toFixed(1)} s, due ` +
     `${(aheadMs / 1000).toFixed(0)} s after the round began); late: first ${s(lates[0])}, median ` +
     `${s(lates[Math.floor(lates.length / 2)])}, last ${s(lates.at(-1))}; early ${state.early}; ` +
-    `ordered partitions out of order: ${reordered}; load average ${loadavg()}`
+    `ordered partitions out of order: ${reordered}; relayed to in before the instant: ${staged.before}/` +
+    `${staged.relayed}; load average ${loadavg()}`
   );
+}
+
+/**
+ * How many of the round's outbox rows the relay had put back on `in` before their instant (by the
+ * broker's timestamp of each relayed copy): staged ahead, as opposed to drained after it.
+ */
+async function stagedBefore(topic: string, prefix: string, dueAt: number) {
+  const admin = kafka.admin();
+  await admin.connect();
+  const offsets = await admin.topicOffsets(topic);
+  await admin.disconnect();
+  let left = offsets.reduce((sum, p) => sum + Number(p.high) - Number(p.low), 0);
+  const counts = { relayed: 0, before: 0 };
+  const consumer = kafka.consumer({
+    groupId: `${topic}-staged-${randomBytes(3).toString('hex')}`,
+    maxWaitMs: 100,
+  });
+  const read = new Promise<void>((resolve) => {
+    if (left <= 0) resolve();
+    void consumer.start({
+      topics: [topic],
+      fromBeginning: true,
+      commit: 'never',
+      onBatch: async ({ records }) => {
+        for (const record of records) {
+          left--;
+          if (!record.key?.toString().includes(prefix)) continue;
+          if (headerText(record.headers, RELAYED_FROM_HEADER) !== 'outbox') continue;
+          counts.relayed++;
+          if (Number(record.timestamp) < dueAt) counts.before++;
+        }
+        if (left <= 0) resolve();
+      },
+    });
+  });
+  await Promise.race([read, new Promise((resolve) => setTimeout(resolve, 120_000))]);
+  await consumer.stop();
+  return counts;
 }
 
 async function main(): Promise<void> {
