@@ -6,6 +6,7 @@
 //   node bench/load.ts --mode http-async|sync|kafka [--count 20000] [--connections 64]
 //        [--body 100] [--rounds 3] [--baseline /tmp/baseline] [--limit 120 (s)] [--env K=V,...]
 //        [--roles all]   (e.g. ingress,sync-gateway: accepts alone, nothing consumes `in`)
+//        [--memory]   (each side's RSS and heap after every round and after --idle seconds at the end)
 //        [--stages]   (per-stage latencies of each side, from its task journal: see stageReport)
 //        [--executors 1,2]   (one side per count, all from this checkout: `--role ingress,
 //        sync-gateway,router,relay` plus `requester --role executor --processes N`; CPU of the
@@ -36,6 +37,7 @@ import {
   processCpuSeconds,
   processTreeCpuSeconds,
 } from '../packages/shared/src/testing/index.ts';
+import { formatMemory, memoryOf } from './memory.ts';
 
 type Mode = 'http-async' | 'sync' | 'kafka';
 
@@ -56,6 +58,9 @@ const { values: args } = parseArgs({
     executors: { type: 'string' },
     /** After the rounds, where the time went: per-stage latencies read back from the task journal. */
     stages: { type: 'boolean', default: false },
+    /** After each round (and after --idle s at the end): RSS, heap and external memory of each side. */
+    memory: { type: 'boolean', default: false },
+    idle: { type: 'string', default: '20' },
     brokers: { type: 'string', default: '127.0.0.1:9092' },
   },
 });
@@ -118,6 +123,7 @@ interface Side {
   token: string;
   pool: Pool;
   results: ResultReader;
+  adminUrl: string;
 }
 
 /** A Requester from `root` on topics, prefix and database of its own. */
@@ -139,7 +145,8 @@ async function startRequester(label: string, root: string, executors?: number): 
   await results.start();
   const { httpUrl } = stack;
   const pool = new Pool(httpUrl, { connections, pipelining: 1, keepAliveTimeout: 60_000 });
-  return { label, pid: child.pid as number, executorPid, env, httpUrl, token, pool, results };
+  const { adminUrl } = stack;
+  return { label, pid: child.pid as number, executorPid, env, httpUrl, token, pool, results, adminUrl };
 }
 
 /** `requester --role executor --processes n` beside a Requester; resolves when every child is ready. */
@@ -263,6 +270,11 @@ function pidListeningOn(port: number): number | undefined {
     } catch {}
   }
   return undefined;
+}
+
+/** A side's memory, as bench/memory.ts reads it. */
+async function memoryOfSide(side: Side): Promise<string> {
+  return formatMemory(await memoryOf(side.pid, side.adminUrl));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -461,6 +473,9 @@ async function main(): Promise<void> {
   // A short warm-up per side: JIT, connections, topic metadata.
   const all: RoundResult[] = [];
   for (const side of sides) await warmUp(side, target);
+  if (args.memory)
+    for (const side of sides)
+      console.log(`warm     ${side.label.padEnd(9)} memory: ${await memoryOfSide(side)}`);
   for (let n = 1; n <= rounds; n++) {
     const order = n % 2 ? sides : [...sides].reverse();
     for (const side of order) {
@@ -477,7 +492,13 @@ async function main(): Promise<void> {
       const r = await round(side, n, target, pids);
       all.push(r);
       console.log(`round ${n} ${line(r)}`);
+      if (args.memory) console.log(`round ${n} ${side.label.padEnd(9)} memory: ${await memoryOfSide(side)}`);
     }
+  }
+  if (args.memory) {
+    await new Promise((resolve) => setTimeout(resolve, Number(args.idle) * 1000));
+    for (const side of sides)
+      console.log(`idle ${args.idle} s ${side.label.padEnd(9)} memory: ${await memoryOfSide(side)}`);
   }
   if (mode === 'sync') {
     const own = await targetLatency(target, Math.min(count, 5_000));

@@ -15,6 +15,7 @@ import {
   type Logger,
   Outbox,
   type OutgoingRecord,
+  RELAY_DUE_AT_HEADER,
   RELAYED_FROM_HEADER,
   type RoleDefinition,
   type RoleHandle,
@@ -57,6 +58,11 @@ export interface RelayOptions {
   workers: number;
   batch: number;
   produceTimeoutMs: number;
+  /**
+   * Rows due within this are moved now (RELAY_STAGE_AHEAD; 0 = when due): the router queues each
+   * for its own due time, so a crowd of rows due at one instant is in Redis by that instant.
+   */
+  stageAheadMs?: number;
   /** Where a row Kafka refuses for good is answered; without it such a row stays (and is retried). */
   topicOut?: string;
   /** Its dead letter goes here. */
@@ -90,6 +96,8 @@ export class Relay {
   /** Failed delivery rounds since the last one that worked, all workers together. */
   private failedInARow = 0;
   private lastErrorLogAt = Number.NEGATIVE_INFINITY;
+  /** Resolves when the claim before the current one has been produced (see loop). */
+  private turn: Promise<void> = Promise.resolve();
 
   /**
    * Claimed rows stay hidden from other claimers this long: well beyond one delivery (a produce is
@@ -115,29 +123,51 @@ export class Relay {
     await this.unlisten?.();
   }
 
+  private get stageAheadMs(): number {
+    return this.options.stageAheadMs ?? 0;
+  }
+
   private onAdded(dueMs: number): void {
-    if (dueMs <= this.wakeAt || this.wakeAt === 0) this.wakeAll();
+    if (dueMs - this.stageAheadMs <= this.wakeAt || this.wakeAt === 0) this.wakeAll();
   }
 
   private async loop(worker: number): Promise<void> {
     const { outbox, logger } = this.options;
     while (!this.stopping) {
+      // Claim and produce take turns across the workers (the delete after the ack does not): rows
+      // are claimed in due order, and an ordered partition's rows of two claims must reach `in` in
+      // that order, which two produces racing each other would not keep. Many rows due at one
+      // instant (staged ahead) are exactly the case where one partition spans several claims.
+      const previous = this.turn;
+      let passTurn = () => {};
+      this.turn = new Promise<void>((resolve) => {
+        passTurn = resolve;
+      });
       try {
+        await previous;
         const delivered = await outbox.deliverDue(
           this.options.batch,
-          (rows) => this.deliver(rows),
+          async (rows) => {
+            try {
+              await this.deliver(rows);
+            } finally {
+              passTurn();
+            }
+          },
           this.leaseMs,
+          this.stageAheadMs,
         );
+        passTurn();
         if (delivered > 0) {
           this.recovered();
           moved.inc(delivered);
           continue;
         }
         const next = await outbox.nextDueAt();
-        await this.sleep(
-          next === undefined ? MAX_IDLE_MS : Math.min(MAX_IDLE_MS, Math.max(0, next - Date.now())),
-        );
+        const wait = next === undefined ? MAX_IDLE_MS : next - this.stageAheadMs - Date.now();
+        await this.sleep(Math.min(MAX_IDLE_MS, Math.max(0, wait)));
       } catch (err) {
+        passTurn();
         failures.inc();
         // Every worker retries each second while PostgreSQL or Kafka is down: at most one error
         // line a minute (with the failures since the outage began), and one line once rows move again.
@@ -290,6 +320,7 @@ export const relayRole: RoleDefinition = {
       workers: config.relayWorkers,
       batch: config.relayBatch,
       produceTimeoutMs: config.kafkaProduceTimeout,
+      stageAheadMs: config.relayStageAhead,
       topicOut: config.topicOut,
       topicDlq: config.topicDlq,
       journal: deps.journal(),
@@ -320,7 +351,7 @@ function inRecord(row: ClaimedRow, span: Span | undefined, signer: EntrySigner |
   const traceparent = span && traceparentOf(span);
   const headers = {
     [RELAYED_FROM_HEADER]: 'outbox',
-    'requester-due-at': row.dueAt.toISOString(),
+    [RELAY_DUE_AT_HEADER]: row.dueAt.toISOString(),
     ...(traceparent ? { traceparent } : {}),
   };
   return {

@@ -8,6 +8,7 @@ import {
   type EntrySigner,
   errorResult,
   firstTraceparent,
+  headerText,
   histogram,
   isOutage,
   JOURNALED_BY_HEADERS,
@@ -20,6 +21,8 @@ import {
   type Logger,
   Outbox,
   type OutboxRow,
+  RELAY_DUE_AT_HEADER,
+  RELAYED_FROM_HEADER,
   type RecordBatch,
   type RequestContract,
   type RoleDefinition,
@@ -272,7 +275,8 @@ export class Router {
   private route(record: SourceRecord, now: number, trace: TraceRoute): Route {
     try {
       const { horizonMs, inlineMaxBytes } = this.options;
-      return routeRecord(record, this.contract, { now, horizonMs, trace, inlineMaxBytes });
+      const stagedDueAt = this.stagedDueAt(record);
+      return routeRecord(record, this.contract, { now, horizonMs, trace, inlineMaxBytes, stagedDueAt });
     } catch (err) {
       this.options.logger.error(
         { err, partition: record.partition, offset: record.offset },
@@ -281,6 +285,23 @@ export class Router {
       const message = `the record could not be routed: ${asRequesterError(err).message}`;
       return { kind: 'invalid', result: errorResult(undefined, 'internal', message) };
     }
+  }
+
+  /**
+   * The due time the relay stamped on an outbox row it put back on `in` (it may stage rows ahead of
+   * it: RELAY_STAGE_AHEAD). Believed only on a record Requester signed: a producer writing `in`
+   * straight cannot park a task in Redis beyond REDIS_HORIZON by setting a header. Without Kafka
+   * entry (tests of routing alone) every record is trusted, as its client claim is.
+   */
+  private stagedDueAt(record: SourceRecord): number | undefined {
+    const { headers } = record;
+    if (headerText(headers, RELAYED_FROM_HEADER) !== 'outbox') return undefined;
+    const text = headerText(headers, RELAY_DUE_AT_HEADER);
+    if (text === undefined) return undefined;
+    const { entry } = this.options;
+    if (entry && !entry.signer.verify(record.value, headers)) return undefined;
+    const ms = Date.parse(text);
+    return Number.isFinite(ms) ? ms : undefined;
   }
 
   private async write(routes: Array<{ record: SourceRecord; route: Route }>): Promise<void> {

@@ -52,6 +52,13 @@ export interface RouteOptions {
   trace?: TraceRoute;
   /** Records of at most this many bytes ride in their queued task (QUEUE_INLINE_BYTES; 0 = none). */
   inlineMaxBytes?: number;
+  /**
+   * The due time of an outbox row the relay put back on `in` (its signed record's header), which
+   * may lie ahead: the relay stages rows before they are due (RELAY_STAGE_AHEAD). Such a record is
+   * queued for that instant (or its `meta.scheduled`, whichever is later) and never sent back to the
+   * outbox, however far ahead: the relay chose to move it, and a second trip would only loop.
+   */
+  stagedDueAt?: number;
 }
 
 /**
@@ -60,7 +67,7 @@ export interface RouteOptions {
  * with the full record; unreadable or invalid → an error result.
  */
 export function routeRecord(record: SourceRecord, contract: RequestContract, options: RouteOptions): Route {
-  const { now, horizonMs, trace = () => undefined, inlineMaxBytes = 0 } = options;
+  const { now, horizonMs, trace = () => undefined, inlineMaxBytes = 0, stagedDueAt } = options;
   const source = { topic: record.topic, partition: record.partition, offset: record.offset };
   if (!record.value || record.value.length === 0) {
     return invalid(
@@ -83,9 +90,12 @@ export function routeRecord(record: SourceRecord, contract: RequestContract, opt
     return invalid(result);
   }
   const envelope = parsed.value;
-  const dueAt = envelope.meta.scheduled ? parseRfc3339(envelope.meta.scheduled) : now;
+  const scheduledAt = envelope.meta.scheduled ? parseRfc3339(envelope.meta.scheduled) : now;
+  // A rescheduled task's outbox row carries its due time alone (its envelope keeps the caller's
+  // `scheduled`, which has passed): the later of the two is when it runs.
+  const dueAt = stagedDueAt === undefined ? scheduledAt : Math.max(scheduledAt, stagedDueAt);
   const traceparent = trace(envelope);
-  if (dueAt - now > horizonMs)
+  if (stagedDueAt === undefined && dueAt - now > horizonMs)
     return { kind: 'outbox', row: outboxRow(record, envelope, dueAt, traceparent), envelope };
   const inline = inlineRecord(input, record.value.length, record.headers, inlineMaxBytes);
   return { kind: 'queue', task: queueTask(record, envelope, dueAt, traceparent, inline), envelope };

@@ -109,6 +109,30 @@ describe('routeRecord', () => {
     expect(JSON.parse(route.row.payload.toString())).toEqual(value);
   });
 
+  it('queues a staged outbox row for its due time, however far ahead, and never sends it back to the outbox', () => {
+    const later = NOW + 45_000;
+    const staged = routeRecord(record(envelope({ scheduled: new Date(later).toISOString() })), contract, {
+      now: NOW,
+      horizonMs: HORIZON,
+      stagedDueAt: later,
+    });
+    expect(staged).toMatchObject({ kind: 'queue', task: { dueAt: later } });
+    // A rescheduled task's row: its envelope's `scheduled` has passed, the row's due time counts.
+    const retry = routeRecord(
+      record(envelope({ scheduled: '2026-12-01T08:00:00Z', retry: { max: 3 } }, { tryCount: 1 })),
+      contract,
+      { now: NOW, horizonMs: HORIZON, stagedDueAt: later },
+    );
+    expect(retry).toMatchObject({ kind: 'queue', task: { dueAt: later } });
+    // The later of the two: a row never runs before its request's own schedule.
+    const early = routeRecord(record(envelope({ scheduled: new Date(later).toISOString() })), contract, {
+      now: NOW,
+      horizonMs: HORIZON,
+      stagedDueAt: NOW,
+    });
+    expect(early).toMatchObject({ kind: 'queue', task: { dueAt: later } });
+  });
+
   it('treats a past schedule as due now', () => {
     expect(
       routeRecord(record(envelope({ scheduled: '2020-01-01T00:00:00Z' })), contract, {

@@ -179,6 +179,11 @@ export function isFinalStep(event: JournalEvent): boolean {
 export const CHANNEL_HEADER = 'requester-channel';
 export const RELAYED_FROM_HEADER = 'requester-relayed-from';
 export const REPLAY_OF_HEADER = 'requester-replay-of';
+/**
+ * The relay's record of an outbox row: the row's due time (RFC 3339). The router queues a signed
+ * relayed record for that instant: the relay may stage a row before it is due (RELAY_STAGE_AHEAD).
+ */
+export const RELAY_DUE_AT_HEADER = 'requester-due-at';
 export const JOURNALED_BY_HEADERS: ReadonlySet<string> = new Set([
   CHANNEL_HEADER,
   RELAYED_FROM_HEADER,

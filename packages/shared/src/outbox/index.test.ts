@@ -76,6 +76,31 @@ describe('outbox: claim, deliver, delete', () => {
     expect(again.map((r) => r.dueAt.getTime())).toEqual(rows.map((r) => r.dueAt.getTime()));
   });
 
+  it('stages ahead: claims rows due within aheadMs with their own due time, not later ones, and not again while leased', async () => {
+    const rows = [row('soon', 20_000), row('now', -10), row('far', 600_000)];
+    await outbox.add(rows);
+    let claimed: ClaimedRow[] = [];
+    let meanwhile = -1;
+    const delivered = await outbox.deliverDue(
+      10,
+      async (taken) => {
+        claimed = taken;
+        // A lease shorter than the staging window: the claimed rows must stay hidden all the same.
+        meanwhile = await outbox.deliverDue(10, async () => {}, 1_000, 60_000);
+      },
+      1_000,
+      60_000,
+    );
+    expect(delivered).toBe(2);
+    expect(meanwhile).toBe(0);
+    expect(ids(claimed)).toEqual(['now', 'soon']);
+    expect(claimed.map((r) => r.dueAt.getTime())).toEqual([
+      rows[1]?.dueAt.getTime(),
+      rows[0]?.dueAt.getTime(),
+    ]);
+    expect(await outbox.count()).toBe(1);
+  });
+
   it('rows whose claimer vanished come back when the lease ends (delivered at least once)', async () => {
     await outbox.add([row('a', -10)]);
     let release = () => {};

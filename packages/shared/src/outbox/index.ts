@@ -81,16 +81,23 @@ export class Outbox {
    * postgres.js (3.4.9) transaction is open, the next statement on its connection — ours, or the
    * ROLLBACK postgres.js sends itself — throws an uncatchable TypeError that kills the process
    * (porsager/postgres#1154, #1208). Here every statement runs alone on the pool, which only fails it.
+   *
+   * `aheadMs` stages rows before their due time: rows due within it are claimed now (each keeps
+   * its due time: `dueAt` is the row's, not the claim's). The lease then moves the due time
+   * `aheadMs + leaseMs` ahead, so that a claimed row is claimable again only once the lease ended.
+   * The price of overloading `due_at` with the lease: a row whose relay died before the delete comes
+   * back with the lease's end as its due time, so it is late by up to `aheadMs + leaseMs` (never early).
    */
   async deliverDue(
     limit: number,
     deliver: (rows: ClaimedRow[]) => Promise<void>,
     leaseMs = DEFAULT_LEASE_MS,
+    aheadMs = 0,
   ): Promise<number> {
     const rows = await this.sql`
-      update outbox o set due_at = now() + ${leaseMs} * interval '1 millisecond'
+      update outbox o set due_at = now() + ${aheadMs + leaseMs} * interval '1 millisecond'
       from (
-        select id, due_at from outbox where due_at <= now()
+        select id, due_at from outbox where due_at <= now() + ${aheadMs} * interval '1 millisecond'
         order by due_at, id
         limit ${limit}
         for update skip locked

@@ -1,0 +1,261 @@
+// Far schedules at volume: N wake-ups (empty `request.uri`: nobody is called) written straight to
+// Kafka `in`, all scheduled for one instant beyond REDIS_HORIZON, so they wait in the PostgreSQL
+// outbox; then how late their results reach `out` after that instant (first, median, last), and
+// how many came early. A "send at 09:00" campaign is this shape (docs/architecture.md §5, "Staging
+// ahead"). A share of them is in ordered partitions, whose order on `out` is checked too.
+//
+//   node bench/far-schedule.ts [--count 150000] [--ahead 53 (s)] [--ordered 100 (partitions)]
+//        [--rounds 1] [--baseline <checkout>] [--env K=V,...]
+//
+// With --baseline <checkout> (e.g. a git worktree of main with its node_modules installed), a
+// second Requester runs from that checkout and the rounds alternate between the two, the order
+// flipped each round, as bench/load.ts does. Each side is a `requester --role all` child process
+// on its own topics, Redis prefix and database.
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { stackEnv } from '../packages/requester/test/e2e/stack.ts';
+import {
+  createKafka,
+  createLogger,
+  headerText,
+  type KafkaClient,
+  type KafkaConsumer,
+  RELAYED_FROM_HEADER,
+} from '../packages/shared/src/index.ts';
+import { eventually } from '../packages/shared/src/testing/index.ts';
+
+const { values: args } = parseArgs({
+  args: process.argv.slice(2).filter((arg, i) => !(i === 0 && arg === '--')),
+  options: {
+    count: { type: 'string', default: '150000' },
+    ahead: { type: 'string', default: '53' },
+    ordered: { type: 'string', default: '100' },
+    rounds: { type: 'string', default: '1' },
+    baseline: { type: 'string' },
+    env: { type: 'string', default: '' },
+    brokers: { type: 'string', default: '127.0.0.1:9092' },
+  },
+});
+const count = Number(args.count);
+const aheadMs = Number(args.ahead) * 1000;
+const orderedPartitions = Number(args.ordered);
+const rounds = Number(args.rounds);
+const extraEnv = Object.fromEntries(
+  (args.env ?? '')
+    .split(',')
+    .filter(Boolean)
+    .map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]),
+);
+const here = path.resolve(import.meta.dirname, '..');
+const kafka: KafkaClient = createKafka({
+  brokers: args.brokers,
+  clientId: 'bench-far',
+  logger: createLogger({ level: 'silent' }),
+});
+const loadavg = () => readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
+
+const children: ChildProcess[] = [];
+process.on('exit', () => {
+  for (const child of children) if (child.exitCode === null) child.kill('SIGTERM');
+});
+process.on('SIGINT', () => process.exit(130));
+
+interface Side {
+  label: string;
+  topicIn: string;
+  reader: OutReader;
+}
+
+async function startSide(label: string, root: string): Promise<Side> {
+  const stack = await stackEnv({ KAFKA_BROKERS: args.brokers, LOG_LEVEL: 'warn', ...extraEnv });
+  const child = spawn(path.join(root, 'packages/requester/bin/requester'), ['--role', 'all'], {
+    env: { ...process.env, ...stack.env },
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+  children.push(child);
+  await eventually(
+    () =>
+      fetch(`${stack.adminUrl}/readyz`).then(
+        (r) => r.status === 200,
+        () => false,
+      ),
+    90_000,
+    `requester ${label} ready`,
+  );
+  const reader = new OutReader(stack.env.KAFKA_TOPIC_OUT as string);
+  await reader.start();
+  return { label, topicIn: stack.env.KAFKA_TOPIC_IN as string, reader };
+}
+
+interface Round {
+  prefix: string;
+  dueAt: number;
+  /** Arrival on `out` (epoch ms, this process's clock) per requestId. */
+  seen: Map<string, number>;
+  /** Per ordered partition, request number → the broker timestamp of its result. */
+  order: Map<string, Map<number, number>>;
+  early: number;
+  onAll?: () => void;
+}
+
+/** Reads `out` from its start; records each result of the current round once. */
+class OutReader {
+  private readonly consumer: KafkaConsumer;
+  private readonly topic: string;
+  current: Round | undefined;
+
+  constructor(topic: string) {
+    this.topic = topic;
+    this.consumer = kafka.consumer({
+      groupId: `${topic}-far-${randomBytes(3).toString('hex')}`,
+      maxWaitMs: 100,
+    });
+  }
+
+  async start(): Promise<void> {
+    await this.consumer.start({
+      topics: [this.topic],
+      fromBeginning: true,
+      commit: 'never',
+      partitionsConsumedConcurrently: 3,
+      onBatch: async ({ records }) => {
+        const now = Date.now();
+        const round = this.current;
+        if (!round) return;
+        for (const record of records) {
+          const id = record.key?.toString() ?? '';
+          if (!id.startsWith(round.prefix) || round.seen.has(id)) continue;
+          round.seen.set(id, now);
+          // The broker's timestamp is when the executor produced the result: the call happened before.
+          if (Number(record.timestamp) < round.dueAt) round.early++;
+          const [, partition, i] = /-(o\d+)-(\d+)$/.exec(id) ?? [];
+          if (partition) {
+            const times = round.order.get(partition) ?? new Map<number, number>();
+            round.order.set(partition, times.set(Number(i), Number(record.timestamp)));
+          }
+        }
+        if (round.seen.size >= count) round.onAll?.();
+      },
+    });
+  }
+
+  stop(): Promise<void> {
+    return this.consumer.stop();
+  }
+}
+
+/**
+ * One round: every wake-up written to `in` (a tenth in ordered partitions, in order per
+ * partition), all due `--ahead` seconds after the round began; then wait for every result.
+ */
+async function round(side: Side, n: number): Promise<string> {
+  const prefix = `${side.label}-r${n}-${randomBytes(2).toString('hex')}-`;
+  const dueAt = Date.now() + aheadMs;
+  const scheduled = new Date(dueAt).toISOString();
+  const state: Round = { prefix, dueAt, seen: new Map(), order: new Map(), early: 0 };
+  const all = new Promise<void>((resolve) => {
+    state.onAll = resolve;
+  });
+  side.reader.current = state;
+  const producer = kafka.producer();
+  await producer.connect();
+  const t0 = Date.now();
+  const batch = 500;
+  for (let from = 0; from < count; from += batch) {
+    const records = [];
+    for (let i = from; i < Math.min(count, from + batch); i++) {
+      // Every tenth request is in one of the ordered partitions, numbered in writing order.
+      const ordered = orderedPartitions > 0 && i % 10 === 0;
+      const partition = ordered ? `o${(i / 10) % orderedPartitions}` : undefined;
+      const requestId = ordered ? `${prefix}${partition}-${i}` : `${prefix}${i}`;
+      const meta = { requestId, scheduled, ...(partition ? { partition: `!${prefix}${partition}` } : {}) };
+      records.push({
+        key: partition ? `!${prefix}${partition}` : requestId,
+        value: JSON.stringify({ request: { uri: '', body: 'wake' }, meta }),
+      });
+    }
+    await producer.send(side.topicIn, records, 30_000);
+  }
+  await producer.disconnect();
+  const written = (Date.now() - t0) / 1000;
+  const limit = aheadMs + 300_000;
+  await Promise.race([all, new Promise((resolve) => setTimeout(resolve, limit))]);
+  side.reader.current = undefined;
+  const staged = await stagedBefore(side.topicIn, prefix, dueAt);
+  const lates = [...state.seen.values()].map((at) => at - dueAt).sort((a, b) => a - b);
+  const s = (ms: number | undefined) => (ms === undefined ? 'n/a' : `${(ms / 1000).toFixed(1)} s`);
+  let reordered = 0;
+  // Results of one ordered partition land on different partitions of `out` (keyed by requestId):
+  // their order is the broker's timestamps (a later request produced strictly earlier = reordered).
+  for (const times of state.order.values()) {
+    const byNumber = [...times].sort((a, b) => a[0] - b[0]);
+    for (let i = 1; i < byNumber.length; i++)
+      if ((byNumber[i] as [number, number])[1] < (byNumber[i - 1] as [number, number])[1]) reordered++;
+  }
+  return (
+    `${side.label.padEnd(9)} ${state.seen.size}/${count} results (written in ${written.toFixed(1)} s, due ` +
+    `${(aheadMs / 1000).toFixed(0)} s after the round began); late: first ${s(lates[0])}, median ` +
+    `${s(lates[Math.floor(lates.length / 2)])}, last ${s(lates.at(-1))}; early ${state.early}; ` +
+    `ordered partitions out of order: ${reordered}; relayed to in before the instant: ${staged.before}/` +
+    `${staged.relayed}; load average ${loadavg()}`
+  );
+}
+
+/**
+ * How many of the round's outbox rows the relay had put back on `in` before their instant (by the
+ * broker's timestamp of each relayed copy): staged ahead, as opposed to drained after it.
+ */
+async function stagedBefore(topic: string, prefix: string, dueAt: number) {
+  const admin = kafka.admin();
+  await admin.connect();
+  const offsets = await admin.topicOffsets(topic);
+  await admin.disconnect();
+  let left = offsets.reduce((sum, p) => sum + Number(p.high) - Number(p.low), 0);
+  const counts = { relayed: 0, before: 0 };
+  const consumer = kafka.consumer({
+    groupId: `${topic}-staged-${randomBytes(3).toString('hex')}`,
+    maxWaitMs: 100,
+  });
+  const read = new Promise<void>((resolve) => {
+    if (left <= 0) resolve();
+    void consumer.start({
+      topics: [topic],
+      fromBeginning: true,
+      commit: 'never',
+      onBatch: async ({ records }) => {
+        for (const record of records) {
+          left--;
+          if (!record.key?.toString().includes(prefix)) continue;
+          if (headerText(record.headers, RELAYED_FROM_HEADER) !== 'outbox') continue;
+          counts.relayed++;
+          if (Number(record.timestamp) < dueAt) counts.before++;
+        }
+        if (left <= 0) resolve();
+      },
+    });
+  });
+  await Promise.race([read, new Promise((resolve) => setTimeout(resolve, 120_000))]);
+  await consumer.stop();
+  return counts;
+}
+
+async function main(): Promise<void> {
+  console.log(
+    `far schedules: ${count} wake-ups due ${aheadMs / 1000} s ahead, ${orderedPartitions} ordered partitions ` +
+      `(a tenth of the requests), ${rounds} round(s); load average ${loadavg()}`,
+  );
+  if (Object.keys(extraEnv).length) console.log(`extra env: ${JSON.stringify(extraEnv)}`);
+  const sides = [await startSide('new', here)];
+  if (args.baseline) sides.push(await startSide('baseline', path.resolve(args.baseline)));
+  for (let n = 1; n <= rounds; n++) {
+    const order = n % 2 ? sides : [...sides].reverse();
+    for (const side of order) console.log(`round ${n} ${await round(side, n)}`);
+  }
+  for (const side of sides) await side.reader.stop();
+}
+
+await main();
+process.exit(0);
