@@ -1,6 +1,7 @@
 import { breakerFromConfig, RateLimiter } from '@requester/policies';
 import { queueFromConfig } from '@requester/queue';
-import { Outbox, type RoleDefinition, type RoleHandle } from '@requester/shared';
+import { Outbox } from '@requester/shared/outbox';
+import type { RoleDefinition, RoleHandle } from '@requester/shared/role';
 import { bulkheadFromConfig } from './bulkhead/index.ts';
 import { ResponseCache } from './cache/index.ts';
 import { createHttpClient, reservedPortsOf } from './http/index.ts';

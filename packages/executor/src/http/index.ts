@@ -1,7 +1,7 @@
 import { once } from 'node:events';
 import { Agent as HttpAgent, type IncomingHttpHeaders } from 'node:http';
 import { Agent as HttpsAgent } from 'node:https';
-import { RequesterError } from '@requester/shared';
+import { RequesterError } from '@requester/shared/errors';
 import got, { type Got } from 'got';
 import { type ReservedPort, TARGET_REFUSED, TargetGuard } from './guard.ts';
 

@@ -1,4 +1,4 @@
-import { requestJsonSchema } from '@requester/shared';
+import { requestJsonSchema } from '@requester/shared/contract';
 import { describe, expect, it } from 'vitest';
 import { silent } from '../../test/kit.ts';
 import { createApi } from '../api/index.ts';

@@ -1,7 +1,7 @@
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createAdaptorServer } from '@hono/node-server';
-import type { Dependencies, RoleContext } from '@requester/shared';
+import type { Dependencies, RoleContext } from '@requester/shared/role';
 import { type ApiParts, createApi } from '../api/index.ts';
 import { accessFromConfig } from '../auth/index.ts';
 import { bodyBytesPerKey, waitersPerKey } from '../fair/index.ts';

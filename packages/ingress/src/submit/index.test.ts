@@ -1,4 +1,4 @@
-import type { KafkaProducer, OutgoingRecord } from '@requester/shared';
+import type { KafkaProducer, OutgoingRecord } from '@requester/shared/kafka';
 import { createTestTopics, eventually, readTopic, testKafka, uniqueName } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { silent } from '../../test/kit.ts';

@@ -1,12 +1,8 @@
 import { FairQueue } from '@requester/queue';
-import {
-  ConfigError,
-  createRedis,
-  type KafkaAdmin,
-  type KafkaProducer,
-  Outbox,
-  type RedisClient,
-} from '@requester/shared';
+import { ConfigError } from '@requester/shared/errors';
+import type { KafkaAdmin, KafkaProducer } from '@requester/shared/kafka';
+import { Outbox } from '@requester/shared/outbox';
+import { createRedis, type RedisClient } from '@requester/shared/redis';
 import {
   createTestTopics,
   eventually,

@@ -1,11 +1,8 @@
 import { FairQueue, type LeasedTask } from '@requester/queue';
-import {
-  createRedis,
-  decodeQueuedTask,
-  type KafkaProducer,
-  Outbox,
-  type RedisClient,
-} from '@requester/shared';
+import type { KafkaProducer } from '@requester/shared/kafka';
+import { Outbox } from '@requester/shared/outbox';
+import { createRedis, type RedisClient } from '@requester/shared/redis';
+import { decodeQueuedTask } from '@requester/shared/task';
 import {
   createTestTopics,
   eventually,

@@ -1,14 +1,9 @@
 import { FairQueue } from '@requester/queue';
-import {
-  createRedis,
-  type KafkaProducer,
-  type KafkaRecord,
-  Outbox,
-  parseAnyDeadLetter,
-  type RedisClient,
-  RequesterError,
-  type ResultEnvelope,
-} from '@requester/shared';
+import { parseAnyDeadLetter, type ResultEnvelope } from '@requester/shared/contract';
+import { RequesterError } from '@requester/shared/errors';
+import type { KafkaProducer, KafkaRecord } from '@requester/shared/kafka';
+import { Outbox } from '@requester/shared/outbox';
+import { createRedis, type RedisClient } from '@requester/shared/redis';
 import {
   createTestTopics,
   eventually,

@@ -1,10 +1,6 @@
-import {
-  decodeQueuedTask,
-  initTracing,
-  type KafkaProducer,
-  Outbox,
-  shutdownTracing,
-} from '@requester/shared';
+import type { KafkaProducer } from '@requester/shared/kafka';
+import { Outbox } from '@requester/shared/outbox';
+import { decodeQueuedTask } from '@requester/shared/task';
 import {
   createTestTopics,
   eventually,
@@ -16,6 +12,7 @@ import {
   testPg,
   uniqueName,
 } from '@requester/shared/testing';
+import { initTracing, shutdownTracing } from '@requester/shared/tracing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Router } from './index.ts';
 import type { QueueTask } from './route.ts';
