@@ -5,7 +5,7 @@ import { createPg } from '@requester/shared/pg';
 import { Dependencies } from '@requester/shared/role';
 import { capturingLogger, uniqueName } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BROKERS, closeProducer, reader, send, silent, topics } from '../../test/kit.ts';
+import { BROKERS, closeProducer, reader, send, silent, topics } from '../../test/kit.fixture.ts';
 import { createApi } from '../api/index.ts';
 import { type KeyRecord, type KeyScopes, KeyStore } from '../keys/index.ts';
 import { ingressRole, syncGatewayRole } from '../roles/index.ts';

@@ -5,7 +5,7 @@ import { createRedis } from '@requester/shared/redis';
 import { REPLY_TO_HEADER, replyChannel, resultKey } from '@requester/shared/replies';
 import { Dependencies, type RoleHandle } from '@requester/shared/role';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { BROKERS, closeProducer, reader, send, silent, topics, unique } from '../../test/kit.ts';
+import { BROKERS, closeProducer, reader, send, silent, topics, unique } from '../../test/kit.fixture.ts';
 import { type HttpRoleHandle, ingressRole, syncGatewayRole } from './index.ts';
 
 type RoleName = 'ingress' | 'sync-gateway';

@@ -25,7 +25,7 @@ import {
   uniqueName,
 } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { requester } from '../../../test/cli.ts';
+import { requester } from '../../../test/cli.fixture.ts';
 import {
   type DlqSource,
   listDeadLetters,
