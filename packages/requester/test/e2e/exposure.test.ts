@@ -4,7 +4,14 @@ import { eventually, startTarget, type Target, uniqueName } from '@requester/sha
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningProcess } from '../../src/runtime/index.ts';
 import { requester } from '../cli.fixture.ts';
-import { dropStackDatabase, type StackEnv, stackEnv, stackKey, startStack, waitReady } from './stack.fixture.ts';
+import {
+  dropStackDatabase,
+  type StackEnv,
+  stackEnv,
+  stackKey,
+  startStack,
+  waitReady,
+} from './stack.fixture.ts';
 
 /**
  * What the service exposes to those who are not a request's owner, through the real service:

@@ -3,7 +3,14 @@ import { eventually, startTarget, type Target, testKafka } from '@requester/shar
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningProcess } from '../../src/runtime/index.ts';
 import { requester } from '../cli.fixture.ts';
-import { dropStackDatabase, type StackEnv, stackEnv, stackKey, startStack, waitReady } from './stack.fixture.ts';
+import {
+  dropStackDatabase,
+  type StackEnv,
+  stackEnv,
+  stackKey,
+  startStack,
+  waitReady,
+} from './stack.fixture.ts';
 
 /**
  * The task journal across every role (EVENTS=all, the default): each request's story on
