@@ -9,14 +9,14 @@ import {
   eventually,
   json,
   readTopic,
-  silentLogger,
   testKafka,
   testPg,
   uniqueName,
 } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Router, type TaskSink } from './index.ts';
+import type { Router, TaskSink } from './index.ts';
 import type { QueueTask } from './route.ts';
+import { testRouter } from './router.fixture.ts';
 
 /**
  * Poison records: whatever the router cannot write is answered (error result keyed by the
@@ -50,18 +50,7 @@ describe('router: a record it cannot write is confined to itself', () => {
   ): Promise<void> {
     const consumer = testKafka().consumer({ groupId: uniqueName('g') });
     consumer.onCrash(() => crashes++);
-    const router = new Router({
-      consumer,
-      queue: sink,
-      outbox,
-      producer,
-      topicIn,
-      topicOut,
-      topicDlq,
-      horizonMs: 1_000,
-      produceTimeoutMs: 5_000,
-      logger: silentLogger,
-    });
+    const router = testRouter({ consumer, queue: sink, outbox, producer, topicIn, topicOut, topicDlq });
     routers.push(router);
     await router.start();
   }
