@@ -17,6 +17,9 @@ RUN apt-get update && apt-get install -y --no-install-recommends tini \
 ENV NODE_ENV=production HTTP_HOST=0.0.0.0
 WORKDIR /app
 COPY --from=tree --chown=root:root /app /app
+# The admin CLI on PATH: `docker compose exec ingress requester keys create ...`,
+# `kubectl exec deploy/requester-ingress -- requester queue info`. The shim follows the link.
+RUN ln -s /app/packages/requester/bin/requester /usr/local/bin/requester
 # Non-root, and nothing under /app is writable by the process (read-only root file system works).
 USER node
 EXPOSE 8080 9464

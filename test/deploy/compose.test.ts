@@ -47,6 +47,9 @@ describe('docker-compose.yml', () => {
         expect(service.depends_on?.[dependency], `${name} → ${dependency}`).toEqual({
           condition: 'service_healthy',
         });
+      expect(service.depends_on?.migrate, `${name} → migrate`).toEqual({
+        condition: 'service_completed_successfully',
+      });
       expect(service.healthcheck?.test?.join(' '), name).toMatch(/\/readyz/);
       expect(Number.parseInt(service.stop_grace_period, 10), name).toBeGreaterThan(30);
     }
@@ -57,6 +60,30 @@ describe('docker-compose.yml', () => {
     const published = Object.values(all).flatMap((s) => (s.ports ?? []) as string[]);
     expect(published.length).toBeGreaterThan(0);
     for (const port of published) expect(port).toMatch(/^127\.0\.0\.1:\d+:\d+$/);
+  });
+
+  it('builds the image once, runs migrations first, and pins every image', () => {
+    const built = Object.entries(all).filter(([, s]) => s.build !== undefined);
+    expect(built.map(([name]) => name)).toEqual(['migrate']);
+    expect(all.migrate?.command).toEqual(['migrate']);
+    for (const [name, service] of roles) {
+      expect(service.build, name).toBeUndefined();
+      expect(service.image, name).toBe(all.migrate?.image);
+    }
+    for (const [name, service] of Object.entries(all))
+      if (service.image !== all.migrate?.image)
+        expect(service.image, `${name}: a floating tag`).toMatch(/:v?\d+\.\d+(\.\d+)?(-[a-z0-9.]+)?$/);
+  });
+
+  it("publishes the ingress's admin port, where the operator UI is", () => {
+    expect(all.ingress?.ports).toContain('127.0.0.1:9464:9464');
+  });
+
+  it('keeps the env files with secrets out of the image build context', () => {
+    const ignored = readFileSync(join(ROOT, '.dockerignore'), 'utf8')
+      .split('\n')
+      .map((line) => line.trim());
+    for (const secretFile of ['.env', 'requester.env']) expect(ignored).toContain(secretFile);
   });
 
   it('keeps the Kafka log on the volume', () => {

@@ -1,8 +1,9 @@
 import { execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createPg } from '../../packages/shared/src/pg/index.ts';
 import { freePort, TEST_DATABASE_URL, uniqueName } from '../../packages/shared/src/testing/index.ts';
 
 /**
@@ -58,6 +59,39 @@ describe('the production tree of the image', () => {
     });
     expect(help).toMatch(/Usage: requester --role <roles>/);
   });
+
+  it('puts requester on PATH as the Dockerfile does, and creates a key from there', async () => {
+    // The Dockerfile's link, made the same way in a folder of our own that stands for /usr/local/bin.
+    const link = /^RUN ln -s \/app\/(\S+) \/usr\/local\/bin\/requester$/m.exec(
+      readFileSync(join(ROOT, 'Dockerfile'), 'utf8'),
+    );
+    expect(link?.[1]).toBe('packages/requester/bin/requester');
+    const pathDir = join(dirname(tree), 'usr-local-bin');
+    mkdirSync(pathDir);
+    symlinkSync(join(tree, link![1]!), join(pathDir, 'requester'));
+    const database = uniqueName('image_keys').replaceAll('-', '_');
+    const env = {
+      ...process.env,
+      PATH: `${pathDir}:${PATH_WITH_NODE_24}`,
+      NODE_ENV: 'production',
+      DATABASE_URL: TEST_DATABASE_URL.replace(/\/[^/]*$/, `/${database}`),
+    };
+    try {
+      const token = execFileSync('requester', ['keys', 'create', '--name', 'ops', '--admin', 'write'], {
+        encoding: 'utf8',
+        env,
+      });
+      expect(token.trim()).toMatch(/^rqk_[0-9a-f]{12}_[A-Za-z0-9_-]{43}$/);
+      const keys = JSON.parse(
+        execFileSync('requester', ['keys', 'list', '--json'], { encoding: 'utf8', env }),
+      );
+      expect(keys).toEqual([expect.objectContaining({ name: 'ops', admin: 'write' })]);
+    } finally {
+      const admin = createPg({ url: TEST_DATABASE_URL.replace(/\/[^/]*$/, '/postgres'), max: 1 });
+      await admin.unsafe(`drop database if exists "${database}" with (force)`).catch(() => {});
+      await admin.end({ timeout: 5 });
+    }
+  }, 60_000);
 
   it('runs a role until ready, and drains on SIGTERM', async () => {
     const name = uniqueName('image');

@@ -1,9 +1,4 @@
-import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseAllDocuments } from 'yaml';
 import type { RunningProcess } from '../../packages/requester/src/runtime/index.ts';
 import {
   dropStackDatabase,
@@ -14,18 +9,18 @@ import {
   startStack,
   waitReady,
 } from '../../packages/requester/test/e2e/stack.fixture.ts';
-import { eventually, freePort, startTarget, type Target } from '../../packages/shared/src/testing/index.ts';
+import { eventually, startTarget, type Target } from '../../packages/shared/src/testing/index.ts';
 import {
   alertRules,
   dashboardExprs,
   missingSeries,
   parseExposition,
-  prometheusBinary,
   promtool,
-  ROOT,
+  type RunningPrometheus,
   type Sample,
   type SeriesRef,
   seriesOf,
+  startPrometheus,
 } from './promql.ts';
 
 /**
@@ -156,87 +151,29 @@ describe('metrics of a running stack', () => {
   });
 
   describe('scraped by a real Prometheus', () => {
-    let prometheus: ChildProcess | undefined;
-    let dir = '';
+    let prometheus: RunningPrometheus | undefined;
+    afterAll(async () => prometheus?.stop(), 30_000);
 
-    afterAll(async () => {
-      if (prometheus?.exitCode === null) {
-        const exited = new Promise((resolve) => prometheus?.once('exit', resolve));
-        prometheus.kill('SIGTERM');
-        await exited;
+    it('sees the role up and reads every series the alert rules use', async () => {
+      prometheus = await startPrometheus([new URL(stack.adminUrl).host], { role: 'all' });
+      // The autoscaling queries are tested in keda.test.ts; here every rule's series is scraped.
+      for (const ref of alertRules().flatMap((rule) => seriesOf(rule.expr))) {
+        const selector = `${ref.name}{${Object.entries(ref.labels)
+          .map(([k, v]) => `${k}="${v}"`)
+          .join(',')}}`;
+        let values: number[] = [];
+        await eventually(
+          async () => {
+            values = await prometheus!.query(selector);
+            return values.length > 0;
+          },
+          30_000,
+          selector,
+        );
       }
-      if (dir) rmSync(dir, { recursive: true, force: true });
-    }, 30_000);
-
-    it('sees the role up and answers the KEDA query of infra/k8s', async () => {
-      const binary = prometheusBinary('prometheus');
-      dir = mkdtempSync(join(tmpdir(), 'rq-prometheus-'));
-      const port = await freePort();
-      const admin = new URL(stack.adminUrl);
-      writeFileSync(
-        join(dir, 'prometheus.yml'),
-        [
-          'global: { scrape_interval: 1s, evaluation_interval: 1s }',
-          'scrape_configs:',
-          '  - job_name: requester',
-          `    static_configs: [{ targets: ["${admin.host}"], labels: { role: all } }]`,
-          '',
-        ].join('\n'),
-      );
-      prometheus = spawn(
-        binary,
-        [
-          `--config.file=${join(dir, 'prometheus.yml')}`,
-          `--storage.tsdb.path=${join(dir, 'data')}`,
-          `--web.listen-address=127.0.0.1:${port}`,
-        ],
-        { stdio: 'ignore' },
-      );
-      interface ApiData {
-        activeTargets?: Array<{ health: string }>;
-        result?: Array<{ value: [number, string] }>;
-      }
-      const api = async (path: string): Promise<ApiData | undefined> => {
-        const reply = await fetch(`http://127.0.0.1:${port}/api/v1/${path}`).catch(() => undefined);
-        return reply?.ok ? ((await reply.json()) as { data: ApiData }).data : undefined;
-      };
-      await eventually(
-        async () => (await api('targets'))?.activeTargets?.some((t) => t.health === 'up') ?? false,
-        30_000,
-        'the stack up in Prometheus',
-      );
-      const query = kedaQuery();
-      expect(query).toBe('max(requester_queue_depth{state="pending"})');
-      let result: Array<{ value: [number, string] }> = [];
-      await eventually(
-        async () => {
-          result = (await api(`query?query=${encodeURIComponent(query)}`))?.result ?? [];
-          return result.length > 0;
-        },
-        30_000,
-        query,
-      );
-      expect(Number(result[0]?.value[1])).toBeGreaterThanOrEqual(0);
     }, 90_000);
   });
 });
-
-/** The Prometheus query the executors' KEDA ScaledObject scales on. */
-function kedaQuery(): string {
-  const docs = parseAllDocuments(readFileSync(join(ROOT, 'infra/k8s/base/executor.yaml'), 'utf8'));
-  for (const doc of docs) {
-    const object = doc.toJSON() as {
-      kind?: string;
-      spec?: { triggers?: Array<{ type: string; metadata: { query?: string } }> };
-    };
-    const trigger =
-      object?.kind === 'ScaledObject'
-        ? object.spec?.triggers?.find((t) => t.type === 'prometheus')
-        : undefined;
-    if (trigger?.metadata?.query) return trigger.metadata.query;
-  }
-  throw new Error('no prometheus trigger in infra/k8s/base/executor.yaml');
-}
 
 /** The sum of the samples of `name` that carry `labels`. */
 function totalOf(samples: Sample[], name: string, labels: Record<string, string> = {}): number {

@@ -1,7 +1,9 @@
-import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { execFileSync, spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parse } from 'yaml';
+import { eventually, freePort } from '../../packages/shared/src/testing/index.ts';
 
 /** What the observability tests share: the files under test, promtool, and PromQL/exposition parsing. */
 export const ROOT = join(import.meta.dirname, '../..');
@@ -123,4 +125,79 @@ export function missingSeries(refs: SeriesRef[], samples: Sample[]): SeriesRef[]
         (s) => s.name === ref.name && Object.entries(ref.labels).every(([k, v]) => s.labels[k] === v),
       ),
   );
+}
+
+/** A real Prometheus on 127.0.0.1, scraping the given targets every second. */
+export interface RunningPrometheus {
+  /** The values of an instant query, one per series (empty when it selects nothing). */
+  query(expr: string): Promise<number[]>;
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts Debian's `prometheus` on a free port with one scrape job whose targets carry `labels`
+ * (e.g. the `namespace` a PodMonitor adds), and waits until every target is up.
+ */
+export async function startPrometheus(
+  targets: string[],
+  labels: Record<string, string>,
+): Promise<RunningPrometheus> {
+  const binary = prometheusBinary('prometheus');
+  const dir = mkdtempSync(join(tmpdir(), 'rq-prometheus-'));
+  const port = await freePort();
+  writeFileSync(
+    join(dir, 'prometheus.yml'),
+    [
+      'global: { scrape_interval: 1s, evaluation_interval: 1s }',
+      'scrape_configs:',
+      '  - job_name: requester',
+      `    static_configs: [{ targets: ${JSON.stringify(targets)}, labels: ${JSON.stringify(labels)} }]`,
+      '',
+    ].join('\n'),
+  );
+  const child = spawn(
+    binary,
+    [
+      `--config.file=${join(dir, 'prometheus.yml')}`,
+      `--storage.tsdb.path=${join(dir, 'data')}`,
+      `--web.listen-address=127.0.0.1:${port}`,
+    ],
+    { stdio: 'ignore' },
+  );
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  const stop = async () => {
+    if (child.exitCode === null) {
+      child.kill('SIGTERM');
+      await exited;
+    }
+    rmSync(dir, { recursive: true, force: true });
+  };
+  const api = async (path: string) => {
+    const reply = await fetch(`http://127.0.0.1:${port}/api/v1/${path}`).catch(() => undefined);
+    return reply?.ok
+      ? (
+          (await reply.json()) as {
+            data: { activeTargets?: Array<{ health: string }>; result?: Array<{ value: [number, string] }> };
+          }
+        ).data
+      : undefined;
+  };
+  try {
+    await eventually(
+      async () => {
+        const active = (await api('targets'))?.activeTargets ?? [];
+        return active.length === targets.length && active.every((t) => t.health === 'up');
+      },
+      30_000,
+      'every target up in Prometheus',
+    );
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+  return {
+    query: async (expr) =>
+      ((await api(`query?query=${encodeURIComponent(expr)}`))?.result ?? []).map((r) => Number(r.value[1])),
+    stop,
+  };
 }

@@ -12,6 +12,7 @@ export {
   type KeyInfo,
   type KeyScopes,
   KeyStore,
+  mintToken,
   parseToken,
   secretHashAccepted,
 } from './keys/index.ts';

@@ -1,10 +1,12 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { configMarkdownTable } from '@requester/shared';
+import { parse, stringify } from 'yaml';
 
 /**
- * Writes the configuration table into README.md between its markers; with `--check`, fails when
- * the README is out of date (CI runs the check, so the table never drifts from the schema).
+ * Writes the configuration table into README.md between its markers, and the alert rules of
+ * infra/prometheus/alerts.yml into the PrometheusRule of infra/k8s; with `--check`, fails when
+ * either is out of date (CI runs the check, so neither drifts from its source).
  */
 const README = path.resolve(import.meta.dirname, '../../../README.md');
 const START = '<!-- config-table:start -->';
@@ -17,12 +19,39 @@ if (before === undefined || after === undefined)
   throw new Error(`README.md lacks the ${START} … ${END} markers`);
 const wanted = `${before}${START}\n${configMarkdownTable()}\n${END}${after}`;
 
+const RULES = path.resolve(import.meta.dirname, '../../../infra/prometheus/alerts.yml');
+const K8S_RULES = path.resolve(import.meta.dirname, '../../../infra/k8s/base/prometheus-rule.yaml');
+const rule = {
+  apiVersion: 'monitoring.coreos.com/v1',
+  kind: 'PrometheusRule',
+  metadata: { name: 'requester' },
+  spec: { groups: parse(readFileSync(RULES, 'utf8')).groups },
+};
+const wantedRules =
+  '# Generated from infra/prometheus/alerts.yml by `pnpm run docs:emit` (docs:check fails on drift):\n' +
+  '# the same alert rules, for the Prometheus Operator. Edit alerts.yml, never this file.\n' +
+  stringify(rule, { lineWidth: 0 });
+let rulesText = '';
+try {
+  rulesText = readFileSync(K8S_RULES, 'utf8');
+} catch {}
+
 if (process.argv.includes('--check')) {
-  if (wanted !== text) {
-    process.stderr.write('README.md configuration table is out of date: run `pnpm run docs:emit`\n');
+  const stale = [
+    ...(wanted !== text ? ['README.md configuration table'] : []),
+    ...(wantedRules !== rulesText ? ['infra/k8s/base/prometheus-rule.yaml'] : []),
+  ];
+  if (stale.length > 0) {
+    process.stderr.write(`${stale.join(' and ')} out of date: run \`pnpm run docs:emit\`\n`);
     process.exit(1);
   }
-} else if (wanted !== text) {
-  writeFileSync(README, wanted);
-  process.stderr.write('README.md configuration table updated\n');
+} else {
+  if (wanted !== text) {
+    writeFileSync(README, wanted);
+    process.stderr.write('README.md configuration table updated\n');
+  }
+  if (wantedRules !== rulesText) {
+    writeFileSync(K8S_RULES, wantedRules);
+    process.stderr.write('infra/k8s/base/prometheus-rule.yaml updated\n');
+  }
 }

@@ -195,6 +195,14 @@ export interface IssuedKey {
   token: string;
 }
 
+/**
+ * A fresh token, stored nowhere: what an operator puts in BOOTSTRAP_ADMIN_KEY
+ * (`requester keys token`), adopted by KeyStore.adopt.
+ */
+export function mintToken(): string {
+  return newToken(randomBytes(ID_BYTES).toString('hex')).token;
+}
+
 function newToken(id: string): { token: string; secret: string } {
   const secret = randomBytes(SECRET_BYTES).toString('base64url');
   return { token: `${TOKEN_PREFIX}${id}_${secret}`, secret };
@@ -233,6 +241,29 @@ export class KeyStore {
       throw err;
     }
     return { id, name, token };
+  }
+
+  /**
+   * The first admin key, from a token the operator made and keeps in a secret store
+   * (BOOTSTRAP_ADMIN_KEY, applied by `requester migrate`): its hash is stored, the token is never
+   * printed. Once only: when a key of this name exists, live or revoked, nothing changes, so a
+   * revoked bootstrap key stays revoked however often the migration runs again.
+   * Returns the key's id when it was created now, undefined when the name was taken already.
+   */
+  async adopt(spec: CreateKey, token: string): Promise<string | undefined> {
+    const name = checkKeyName(spec.name);
+    const parsed = parseToken(token);
+    // Never echo the token: the error names only the expected shape.
+    if (!parsed)
+      throw new ValidationError([
+        { path: 'token', message: `is not ${TOKEN_PREFIX}<12 hex digits>_<43 base64url characters>` },
+      ]);
+    const rows = await this.#sql`insert into requester_api_keys (id, name, secret_hash, admin)
+      select ${parsed.id}, ${name}, ${hashSecret(parsed.secret)}, ${spec.admin ?? null}
+      where not exists (select 1 from requester_api_keys where name = ${name})
+      on conflict do nothing
+      returning id`;
+    return rows[0]?.id as string | undefined;
   }
 
   /** Every key, newest first; revoked ones only with `all`. */

@@ -277,8 +277,11 @@ describe('circuit breaker', () => {
     expect(open.filter((o) => o.state === 'open')).toHaveLength(24);
     expect(await h.admin.zscore(openIndexKey(prefix), 'https://forgotten.example:443')).toBeNull();
 
-    const gauge = await registry.getSingleMetric('requester_breaker_open')?.get();
+    const gauge = await registry.getSingleMetric('requester_breaker_open_seconds')?.get();
     expect(gauge?.values.length).toBe(20);
+    // The deprecated name carries the same values for one release.
+    const deprecated = await registry.getSingleMetric('requester_breaker_open')?.get();
+    expect(deprecated?.values).toEqual(gauge?.values);
     const count = await registry.getSingleMetric('requester_breaker_open_origins')?.get();
     expect(count?.values[0]?.value).toBe(25);
   });

@@ -363,11 +363,13 @@ function toLocal(redisMs: number, redisNowMs: number): number {
 
 function sampleGauges(open: readonly OpenOrigin[]): void {
   breakerMetrics.openOrigins.set(open.length);
-  breakerMetrics.open.reset();
+  // The deprecated `breaker_open` carries the same values as `breaker_open_seconds` for one release.
+  const gauges = [breakerMetrics.openSeconds, breakerMetrics.open];
+  for (const g of gauges) g.reset();
   const now = Date.now();
   const longest = [...open].sort((a, b) => a.openSinceMs - b.openSinceMs).slice(0, MAX_ORIGIN_LABELS);
   for (const o of longest)
-    breakerMetrics.open.set({ origin: o.origin }, Math.max(0, (now - o.openSinceMs) / 1000));
+    for (const g of gauges) g.set({ origin: o.origin }, Math.max(0, (now - o.openSinceMs) / 1000));
 }
 
 /**

@@ -25,9 +25,18 @@ export const breakerMetrics = {
     'breaker_open_origins',
     'origins whose breaker is open or half-open (sampled when listed)',
   ),
+  openSeconds: gauge(
+    'breaker_open_seconds',
+    `seconds since the breaker of an origin opened (sampled when listed; at most ${MAX_ORIGIN_LABELS} origins)`,
+    ['origin'],
+  ),
+  /**
+   * The same values under the name before 0.2.0 (no `_seconds` unit suffix): deprecated, exported
+   * alongside for one release so that dashboards and alerts can move (CHANGELOG.md), then removed.
+   */
   open: gauge(
     'breaker_open',
-    `seconds since the breaker of an origin opened (sampled when listed; at most ${MAX_ORIGIN_LABELS} origins)`,
+    'DEPRECATED, removed in the next release: use requester_breaker_open_seconds (same values)',
     ['origin'],
   ),
 };

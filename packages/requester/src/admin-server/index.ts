@@ -1,11 +1,20 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { getRequestListener } from '@hono/node-server';
-import { registry } from '@requester/shared';
+import { gauge, registry } from '@requester/shared';
 import { adminApp } from './app.ts';
 import type { AdminConsole } from './console.ts';
 
 export { AdminConsole, type AdminConsoleOptions, type JournalEvent, type Operator } from './console.ts';
+
+/**
+ * /readyz as a series, so that an alert sees a process that runs but is not ready (Prometheus
+ * scrapes a pod whatever its readiness). Set at every scrape and every probe.
+ */
+const readyGauge = gauge(
+  'ready',
+  '1 when every dependency this process opened answers (what /readyz says), else 0',
+);
 
 export interface AdminProbes {
   /** Alive: the event loop answers. */
@@ -40,10 +49,12 @@ export async function startAdminServer(
           .end(JSON.stringify({ alive }));
       } else if (path === '/readyz') {
         const state = await probes.ready();
+        readyGauge.set(state.ready ? 1 : 0);
         res
           .writeHead(state.ready ? 200 : 503, { 'content-type': 'application/json' })
           .end(JSON.stringify(state));
       } else if (path === '/metrics') {
+        readyGauge.set((await probes.ready()).ready ? 1 : 0);
         const body = await registry.metrics();
         res.writeHead(200, { 'content-type': registry.contentType }).end(body);
       } else {

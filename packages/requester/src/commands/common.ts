@@ -1,4 +1,4 @@
-import { userInfo } from 'node:os';
+import { hostname, userInfo } from 'node:os';
 import {
   type Config,
   createKafka,
@@ -50,13 +50,21 @@ export function commandKafka(config: Config, logger: Logger, purpose: string): K
   });
 }
 
-/** Who runs an admin command, as operator actions record it: `cli:<os user>`. */
-export function cliActor(): string {
+/**
+ * Who runs an admin command, as operator actions record it: `cli:<CLI_ACTOR>` when set (validated
+ * by the config schema; read here so that every call site stays as it is), else
+ * `cli:<os user>@<host name>`. In a container the user is always the image's (`node`), so the
+ * host name (the pod's or container's name) is what tells one exec from another.
+ */
+export function cliActor(env: NodeJS.ProcessEnv = process.env): string {
+  if (env.CLI_ACTOR) return `cli:${env.CLI_ACTOR}`;
+  let user = 'unknown';
   try {
-    return `cli:${userInfo().username}`;
+    user = userInfo().username;
   } catch {
-    return 'cli:unknown';
+    // No passwd entry for the uid (an arbitrary uid in a container): the host name still tells.
   }
+  return `cli:${user}@${hostname()}`;
 }
 
 /** One line of progress or notice on stderr. */

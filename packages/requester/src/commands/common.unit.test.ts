@@ -1,5 +1,6 @@
+import { hostname, userInfo } from 'node:os';
 import { describe, expect, it } from 'vitest';
-import { formatTable } from './common.ts';
+import { cliActor, formatTable } from './common.ts';
 
 describe('human output of the admin commands', () => {
   it('aligns columns without an index column, numbers to the right, and says (none) when empty', () => {
@@ -13,5 +14,12 @@ describe('human output of the admin commands', () => {
         'http://b:80                  12  -\n',
     );
     expect(formatTable([])).toBe('(none)\n');
+  });
+});
+
+describe('the actor of admin commands', () => {
+  it('is cli:<CLI_ACTOR> when set, else cli:<os user>@<host name>', () => {
+    expect(cliActor({ CLI_ACTOR: 'alice' })).toBe('cli:alice');
+    expect(cliActor({})).toBe(`cli:${userInfo().username}@${hostname()}`);
   });
 });

@@ -1,3 +1,4 @@
+import { KeyStore } from '@requester/ingress';
 import {
   CONFIG_VARIABLES,
   type Config,
@@ -7,6 +8,9 @@ import {
   ensureDatabase,
   migrate,
   redactConfigValue,
+  type Sql,
+  UsageError,
+  ValidationError,
 } from '@requester/shared';
 import type { Argv } from 'yargs';
 import { ADMIN_FEATURES } from '../ops/index.ts';
@@ -50,8 +54,11 @@ export function registerAdminCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): 
   );
   cli.command(
     'migrate',
-    'create the PostgreSQL database when missing and apply pending migrations',
-    (y) => withJson(y).example('$0 migrate', 'before a deployment, once').epilogue(EXIT_CODES_HELP),
+    'create the PostgreSQL database when missing, apply pending migrations, and create the first admin key from BOOTSTRAP_ADMIN_KEY',
+    (y) =>
+      withJson(y)
+        .example('$0 migrate', 'before a deployment (the Kubernetes pods run it as their init container)')
+        .epilogue(EXIT_CODES_HELP),
     async (argv) => {
       const config = configFrom(argv);
       const created = await ensureDatabase(config.databaseUrl);
@@ -60,7 +67,8 @@ export function registerAdminCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): 
       try {
         const applied = await migrate(sql);
         progress(applied.length ? `applied ${applied.join(', ')}` : 'schema up to date');
-        if (argv.json) printJson({ createdDatabase: created, applied });
+        const bootstrapKey = await bootstrapAdminKey(sql, config);
+        if (argv.json) printJson({ createdDatabase: created, applied, bootstrapKey });
       } finally {
         await sql.end({ timeout: 5 });
       }
@@ -107,3 +115,31 @@ export function registerAdminCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): 
     },
   );
 }
+
+/**
+ * BOOTSTRAP_ADMIN_KEY: the first admin key (`admin`, admin write), adopted from a token the
+ * operator made, so that it never passes through a log or a terminal of the cluster. Only its
+ * hash is stored; a name that exists already (live or revoked) is left alone. Returns the id
+ * created, null otherwise.
+ */
+async function bootstrapAdminKey(sql: Sql, config: Config): Promise<string | null> {
+  if (!config.bootstrapAdminKey) return null;
+  try {
+    const id = await new KeyStore(sql).adopt(
+      { name: BOOTSTRAP_KEY_NAME, admin: 'write' },
+      config.bootstrapAdminKey.reveal(),
+    );
+    progress(
+      id
+        ? `created the admin key ${id} (${BOOTSTRAP_KEY_NAME}) from BOOTSTRAP_ADMIN_KEY`
+        : `a key named ${BOOTSTRAP_KEY_NAME} exists already: BOOTSTRAP_ADMIN_KEY is not used (remove it from the Secret)`,
+    );
+    return id ?? null;
+  } catch (err) {
+    if (err instanceof ValidationError)
+      throw new UsageError(`BOOTSTRAP_ADMIN_KEY: ${err.message} (make one with \`requester keys token\`)`);
+    throw err;
+  }
+}
+
+const BOOTSTRAP_KEY_NAME = 'admin';

@@ -375,6 +375,21 @@ export const CONFIG_VARIABLES = {
     goDuration,
     'how long an ingress trusts an API key it read from PostgreSQL: a revoked or rotated-out key stops working everywhere within this',
   ),
+  bootstrapAdminKey: variable(
+    'BOOTSTRAP_ADMIN_KEY',
+    undefined,
+    secretText.optional(),
+    '`requester migrate` creates the first admin key (admin write, named `admin`) from this token when no key named `admin` ever existed (a revoked one stays revoked): make the token with `requester keys token` or openssl (README, Deploy), keep it in a Secret. Never printed',
+  ),
+  cliActor: variable(
+    'CLI_ACTOR',
+    undefined,
+    z
+      .string()
+      .regex(/^[A-Za-z0-9][A-Za-z0-9@._-]{0,99}$/, 'letters, digits, @ . _ -, at most 100')
+      .optional(),
+    'who runs admin commands, as operator actions record it (`cli:<CLI_ACTOR>`); unset = `cli:<os user>@<host name>` (in a container: the pod or container name). Set it when you exec into a pod, e.g. `kubectl exec … -- env CLI_ACTOR=alice requester queue purge`',
+  ),
   adminPort: variable(
     'ADMIN_PORT',
     '9464',

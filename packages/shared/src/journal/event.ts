@@ -97,9 +97,10 @@ export const journalEventSchema = z
       action: z
         .string()
         .meta({ description: 'The operator action on this request (`dlq.replay`, `dlq.delete`).' }),
-      actor: z
-        .string()
-        .meta({ description: 'Who: the admin API key’s name (operator UI, admin API), or `cli:<os user>`.' }),
+      actor: z.string().meta({
+        description:
+          'Who: the admin API key’s name (operator UI, admin API), or `cli:<CLI_ACTOR>` (else `cli:<os user>@<host>`).',
+      }),
       outcome: z.enum(['done', 'failed']),
     }),
   ])

@@ -82,6 +82,8 @@ class JournalWriter implements Journal {
       now: Date.now,
       ...options,
     };
+    // Exported at 0 from the start: increase() and the dropped-events alert see the first drop.
+    for (const reason of ['closed', 'buffer_full', 'unavailable']) dropped.inc({ reason }, 0);
   }
 
   emit(input: JournalEventInput): void {

@@ -51,6 +51,8 @@ export class ConsumerHealth {
   watch(consumer: KafkaConsumer, group: string = consumer.groupId): () => void {
     const watched: Watched = { group, crashedAt: [], stopped: false };
     this.watched.push(watched);
+    // Exported at 0 from the start: increase() and the crash-loop alert see the first crash.
+    crashes.inc({ group }, 0);
     const off = consumer.onCrash((payload) => {
       crashes.inc({ group });
       const now = this.options.now();

@@ -73,4 +73,42 @@ describe('requester keys', () => {
     expect(bad.code).toBe(2);
     expect(bad.stderr).toContain('rate: "lots" is not <count>/<unit>');
   });
+
+  it('bootstraps the first admin key from BOOTSTRAP_ADMIN_KEY once, never printing the token', async () => {
+    const made = await cli('token');
+    expect(made.code).toBe(0);
+    const token = made.stdout.trim();
+    expect(token).toMatch(/^rqk_[0-9a-f]{12}_[A-Za-z0-9_-]{43}$/);
+    expect((await cli('token')).stdout.trim()).not.toBe(token);
+
+    const withKey = { ...env, BOOTSTRAP_ADMIN_KEY: token, LOG_LEVEL: 'debug' };
+    const migrate = () => requester(['migrate', '--json'], withKey).exit;
+    const first = await migrate();
+    expect(first.code).toBe(0);
+    const id = token.split('_')[1];
+    expect(JSON.parse(first.stdout)).toMatchObject({ bootstrapKey: id });
+    expect(first.stdout + first.stderr).not.toContain(token.slice(17));
+    const admins = () =>
+      cli('list', '--all', '--json').then((r) =>
+        (
+          JSON.parse(r.stdout) as Array<{ id: string; name: string; admin?: string; revokedAt?: string }>
+        ).filter((k) => k.name === 'admin'),
+      );
+    expect(await admins()).toEqual([expect.objectContaining({ id, admin: 'write' })]);
+
+    // Once: a second run leaves the key alone, and a revoked bootstrap key stays revoked.
+    expect(JSON.parse((await migrate()).stdout)).toMatchObject({ bootstrapKey: null });
+    expect((await cli('revoke', 'admin')).code).toBe(0);
+    const third = await migrate();
+    expect(JSON.parse(third.stdout)).toMatchObject({ bootstrapKey: null });
+    expect(third.stderr).toContain('a key named admin exists already');
+    expect(await admins()).toEqual([expect.objectContaining({ id, revokedAt: expect.any(String) })]);
+  });
+
+  it('refuses a malformed BOOTSTRAP_ADMIN_KEY without echoing it', async () => {
+    const bad = await requester(['migrate'], { ...env, BOOTSTRAP_ADMIN_KEY: 'hunter2-not-a-token' }).exit;
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('BOOTSTRAP_ADMIN_KEY');
+    expect(bad.stderr).not.toContain('hunter2');
+  });
 });

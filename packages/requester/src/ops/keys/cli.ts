@@ -1,4 +1,4 @@
-import { ADMIN_SCOPES, type AdminScope, type IssuedKey, KeyStore } from '@requester/ingress';
+import { ADMIN_SCOPES, type AdminScope, type IssuedKey, KeyStore, mintToken } from '@requester/ingress';
 import { Dependencies, durationToMs, UsageError, ValidationError } from '@requester/shared';
 import type { Argv } from 'yargs';
 import {
@@ -13,7 +13,7 @@ import {
 import { humanSize, humanTime } from '../format.ts';
 
 interface KeysArgs {
-  action: 'create' | 'list' | 'revoke' | 'rotate' | 'update';
+  action: 'create' | 'list' | 'revoke' | 'rotate' | 'update' | 'token';
   key?: string;
   name?: string;
   hosts?: string;
@@ -36,15 +36,16 @@ interface KeysArgs {
 export function registerKeysCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): void {
   cli.command(
     'keys <action> [key]',
-    'API keys of the HTTP API: create, list, revoke, rotate, update',
+    'API keys of the HTTP API: create, list, revoke, rotate, update, token',
     (y) =>
       withJson(y)
         .positional('action', {
-          choices: ['create', 'list', 'revoke', 'rotate', 'update'] as const,
+          choices: ['create', 'list', 'revoke', 'rotate', 'update', 'token'] as const,
           describe:
             'create: a new key (printed once); list: the live keys; revoke: refuse a key from now on ' +
             '(within AUTH_CACHE_TTL); rotate: a new secret, the old one valid for --grace; ' +
-            'update: allow or withdraw Kafka entry (--kafka-entry, --no-kafka-entry)',
+            'update: allow or withdraw Kafka entry (--kafka-entry, --no-kafka-entry); ' +
+            'token: a fresh token for BOOTSTRAP_ADMIN_KEY, stored nowhere (no database needed)',
         })
         .positional('key', { type: 'string', describe: 'revoke, rotate, update: the key id or name' })
         .option('name', { type: 'string', describe: 'create: the client name (meta.client of its requests)' })
@@ -94,9 +95,18 @@ export function registerKeysCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): v
         .example('$0 keys update billing --kafka-entry', 'producers writing in may claim meta.client billing')
         .example('TOKEN=$($0 keys create --name ci)', 'the token alone on stdout')
         .example('$0 keys create --name ci --json', '{id, name, token} as JSON')
+        .example(
+          'kubectl create secret generic requester-bootstrap --from-literal=BOOTSTRAP_ADMIN_KEY=$($0 keys token)',
+          'the first admin key, created by `requester migrate` (README, Deploy)',
+        )
         .epilogue(EXIT_CODES_HELP),
     async (argv) => {
       const args = argv as unknown as KeysArgs;
+      // Made here, stored nowhere: the database is not needed.
+      if (args.action === 'token') {
+        process.stdout.write(`${mintToken()}\n`);
+        return;
+      }
       const config = configFrom(argv);
       const deps = new Dependencies(config, commandLogger(config));
       try {
