@@ -23,7 +23,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import * as hdr from 'hdr-histogram-js';
 import { Pool } from 'undici';
-import { stackEnv } from '../packages/requester/test/e2e/stack.ts';
+import { stackEnv } from '../packages/requester/test/e2e/stack.fixture.ts';
 import {
   createKafka,
   createLogger,

@@ -16,7 +16,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { Resvg } from '@resvg/resvg-js';
-import { stackEnv } from '../packages/requester/test/e2e/stack.ts';
+import { stackEnv } from '../packages/requester/test/e2e/stack.fixture.ts';
 import {
   createKafka,
   createLogger,

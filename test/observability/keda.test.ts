@@ -8,7 +8,7 @@ import {
   stackEnv,
   startStack,
   waitReady,
-} from '../../packages/requester/test/e2e/stack.ts';
+} from '../../packages/requester/test/e2e/stack.fixture.ts';
 import { createRedis, type RedisClient } from '../../packages/shared/src/index.ts';
 import { eventually } from '../../packages/shared/src/testing/index.ts';
 import { type Manifest, render } from '../deploy/k8s.ts';

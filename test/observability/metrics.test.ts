@@ -8,7 +8,7 @@ import {
   stackKey,
   startStack,
   waitReady,
-} from '../../packages/requester/test/e2e/stack.ts';
+} from '../../packages/requester/test/e2e/stack.fixture.ts';
 import { eventually, startTarget, type Target } from '../../packages/shared/src/testing/index.ts';
 import {
   alertRules,

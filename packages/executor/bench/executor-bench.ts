@@ -31,15 +31,10 @@
  */
 import { readFileSync } from 'node:fs';
 import { FairQueue, QueueAdmin } from '@requester/queue';
-import {
-  createJournal,
-  createRedis,
-  encodeQueuedTask,
-  type JournalMode,
-  type KafkaRef,
-  queuePartition,
-  taskId,
-} from '@requester/shared';
+import { createJournal, type JournalMode } from '@requester/shared/journal';
+import type { KafkaRef } from '@requester/shared/kafka';
+import { createRedis } from '@requester/shared/redis';
+import { encodeQueuedTask, queuePartition, taskId } from '@requester/shared/task';
 import {
   createTestTopics,
   median,

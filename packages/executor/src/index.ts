@@ -1,12 +1,8 @@
 import { breakerFromConfig, OriginPacer, RateLimiter } from '@requester/policies';
 import { queueFromConfig } from '@requester/queue';
-import {
-  CredentialStore,
-  masterKeysFromConfig,
-  Outbox,
-  type RoleDefinition,
-  type RoleHandle,
-} from '@requester/shared';
+import { CredentialStore, masterKeysFromConfig } from '@requester/shared/credentials';
+import { Outbox } from '@requester/shared/outbox';
+import type { RoleDefinition, RoleHandle } from '@requester/shared/role';
 import { bulkheadFromConfig, defaultMaxPerOrigin } from './bulkhead/index.ts';
 import { ResponseCache } from './cache/index.ts';
 import { withCredentials } from './credentials/index.ts';

@@ -1,4 +1,4 @@
-import { BoundedLabel, counter, gauge, histogram } from '@requester/shared';
+import { BoundedLabel, counter, gauge, histogram } from '@requester/shared/metrics';
 
 /** Target origins with a label of their own in the per-origin metrics; later ones are `other`. */
 export const MAX_ORIGIN_LABELS = 50;

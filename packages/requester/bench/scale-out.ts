@@ -22,7 +22,7 @@ import {
   uniqueName,
 } from '@requester/shared/testing';
 import { type ClusterProcess, startTopology, type Topology } from '../scripts/cluster/topology.ts';
-import { dropStackDatabase, kafkaProducer } from '../test/e2e/stack.ts';
+import { dropStackDatabase, kafkaProducer } from '../test/e2e/stack.fixture.ts';
 
 const { values: args } = parseArgs({
   options: {

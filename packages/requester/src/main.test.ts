@@ -7,7 +7,7 @@ import {
   uniqueName,
 } from '@requester/shared/testing';
 import { afterEach, describe, expect, it } from 'vitest';
-import { requester } from '../test/cli.ts';
+import { requester } from '../test/cli.fixture.ts';
 
 /** Whether the admin server on `port` answers /readyz with 200 (false while nothing listens). */
 const isReady = (port: number | string) => () =>

@@ -1,5 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { counter, type Logger, type RedisClient } from '@requester/shared';
+import type { Logger } from '@requester/shared/log';
+import { counter } from '@requester/shared/metrics';
+import type { RedisClient } from '@requester/shared/redis';
 import { type Bulkhead, capOf, LocalBulkhead, OriginLoad, type SlotGrant, waitForSlotMs } from './local.ts';
 import { type AcquireReply, type BulkheadScripts, loadBulkheadScripts } from './scripts.ts';
 

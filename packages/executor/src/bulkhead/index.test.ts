@@ -1,4 +1,5 @@
-import { createRedis, type RedisClient, registry } from '@requester/shared';
+import { registry } from '@requester/shared/metrics';
+import { createRedis, type RedisClient } from '@requester/shared/redis';
 import { startTarget, type Target, uniqueName } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ResponseCache } from '../cache/index.ts';

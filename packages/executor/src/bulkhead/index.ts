@@ -1,5 +1,7 @@
 import { longestCallMs } from '@requester/policies';
-import type { Config, Logger, RedisClient } from '@requester/shared';
+import type { Config } from '@requester/shared/config';
+import type { Logger } from '@requester/shared/log';
+import type { RedisClient } from '@requester/shared/redis';
 import { ClusterBulkhead } from './cluster.ts';
 import { type Bulkhead, defaultMaxPerOrigin, LocalBulkhead } from './local.ts';
 

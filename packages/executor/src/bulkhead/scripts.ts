@@ -1,5 +1,5 @@
 import { join } from 'node:path';
-import { luaScripts, type RedisClient, readLuaCommands } from '@requester/shared';
+import { luaScripts, type RedisClient, readLuaCommands } from '@requester/shared/redis';
 
 /** `commands/acquire-1.lua`, read once per process. */
 const BULKHEAD_COMMANDS = readLuaCommands(join(import.meta.dirname, 'commands'), 'bulkhead');

@@ -1,4 +1,5 @@
-import type { Logger, RedisClient } from '@requester/shared';
+import type { Logger } from '@requester/shared/log';
+import type { RedisClient } from '@requester/shared/redis';
 
 /** What a fill announces on its key's channel; `timeout` when nothing came in time. */
 export type FillSignal = 'stored' | 'released' | 'timeout';

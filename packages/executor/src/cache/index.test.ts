@@ -1,7 +1,8 @@
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { createRedis, Redis, type RedisClient, registry } from '@requester/shared';
+import { registry } from '@requester/shared/metrics';
+import { createRedis, Redis, type RedisClient } from '@requester/shared/redis';
 import { eventually, freePort, startTarget, type Target, uniqueName } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type CallOutcome, createHttpClient } from '../http/index.ts';

@@ -1,5 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import { ConfigError, durationToMs, type Logger, msToNs, type RedisClient } from '@requester/shared';
+import { ConfigError } from '@requester/shared/errors';
+import type { Logger } from '@requester/shared/log';
+import type { RedisClient } from '@requester/shared/redis';
+import { durationToMs, msToNs } from '@requester/shared/time';
 import type { CallOutcome } from '../http/index.ts';
 import { FillChannels } from './channels.ts';
 import { type CacheKeys, cacheKeys } from './keys.ts';

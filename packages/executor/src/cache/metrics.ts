@@ -1,4 +1,4 @@
-import { counter } from '@requester/shared';
+import { counter } from '@requester/shared/metrics';
 
 /** Metrics of the response cache (one registry per process, see @requester/shared metrics). */
 export const cacheMetrics = {

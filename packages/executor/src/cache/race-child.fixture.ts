@@ -5,7 +5,7 @@
  * prints their results as one JSON line and exits.
  */
 import { once } from 'node:events';
-import { createRedis } from '@requester/shared';
+import { createRedis } from '@requester/shared/redis';
 import { createHttpClient } from '../http/index.ts';
 import { ResponseCache, requestIdentity } from './index.ts';
 

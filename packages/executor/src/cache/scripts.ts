@@ -1,5 +1,5 @@
 import { join } from 'node:path';
-import { luaScripts, type RedisClient, readLuaCommands } from '@requester/shared';
+import { luaScripts, type RedisClient, readLuaCommands } from '@requester/shared/redis';
 import type { CacheKeys } from './keys.ts';
 
 /** `commands/acquire-2.lua`, `settle-2.lua`, `extend-1.lua`, read once per process. */

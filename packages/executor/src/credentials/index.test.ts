@@ -1,5 +1,7 @@
 import { randomBytes } from 'node:crypto';
-import { CredentialStore, createRedis, parseMasterKeys, type RedisClient, registry } from '@requester/shared';
+import { CredentialStore, parseMasterKeys } from '@requester/shared/credentials';
+import { registry } from '@requester/shared/metrics';
+import { createRedis, type RedisClient } from '@requester/shared/redis';
 import {
   eventually,
   makeTestPki,

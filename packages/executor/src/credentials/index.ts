@@ -1,4 +1,5 @@
-import { type CredentialStore, type OpenedCredential, RequesterError } from '@requester/shared';
+import type { CredentialStore, OpenedCredential } from '@requester/shared/credentials';
+import { RequesterError } from '@requester/shared/errors';
 import type { Egress } from '../egress/index.ts';
 import type { CallOutcome, FailureCode, HttpCall, HttpClient } from '../http/index.ts';
 import { type TokenSettings, TokenSource } from './tokens.ts';

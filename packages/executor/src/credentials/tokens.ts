@@ -2,16 +2,14 @@ import { createHash, hkdfSync, randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
-  counter,
   decryptWith,
   encryptWith,
-  luaScripts,
   type OAuth2Secrets,
   type OpenedCredential,
-  type RedisClient,
-  RequesterError,
-  readLuaCommands,
-} from '@requester/shared';
+} from '@requester/shared/credentials';
+import { RequesterError } from '@requester/shared/errors';
+import { counter } from '@requester/shared/metrics';
+import { luaScripts, type RedisClient, readLuaCommands } from '@requester/shared/redis';
 import type { Egress } from '../egress/index.ts';
 import type { HttpClient } from '../http/index.ts';
 

@@ -1,7 +1,7 @@
 import { promises as dnsPromises, type LookupAddress, type LookupOptions, lookup } from 'node:dns';
 import { BlockList, isIP } from 'node:net';
 import { networkInterfaces } from 'node:os';
-import { type Config, parseAddressEntry } from '@requester/shared';
+import { type Config, parseAddressEntry } from '@requester/shared/config';
 
 /**
  * The SSRF guard (docs/architecture.md §7): targets in private, loopback, link-local and other special

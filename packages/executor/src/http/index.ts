@@ -1,6 +1,7 @@
 import { once } from 'node:events';
-import type { IncomingHttpHeaders } from 'node:http';
-import { RequesterError } from '@requester/shared';
+import { Agent as HttpAgent, type IncomingHttpHeaders } from 'node:http';
+import { Agent as HttpsAgent } from 'node:https';
+import { RequesterError } from '@requester/shared/errors';
 import got, { type Got } from 'got';
 import { createEgress, type Egress, type EgressIdentity, parseNoProxy } from '../egress/index.ts';
 import { type ReservedPort, TARGET_REFUSED, TargetGuard } from './guard.ts';

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { clientScoped, type RequestEnvelope } from '@requester/shared';
+import { clientScoped, type RequestEnvelope } from '@requester/shared/contract';
 import type { HttpCall } from './index.ts';
 
 /**

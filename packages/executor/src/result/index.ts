@@ -2,11 +2,11 @@ import {
   buildResult,
   ERROR_STATUS,
   errorResult,
-  type OutgoingRecord,
   type RequestEnvelope,
-  type RequesterError,
   type ResultEnvelope,
-} from '@requester/shared';
+} from '@requester/shared/contract';
+import type { RequesterError } from '@requester/shared/errors';
+import type { OutgoingRecord } from '@requester/shared/kafka';
 import type { CallOutcome, FailureCode } from '../http/index.ts';
 
 /**

@@ -1,4 +1,4 @@
-import { buildResult, parseRequestEnvelope } from '@requester/shared';
+import { buildResult, parseRequestEnvelope } from '@requester/shared/contract';
 import { describe, expect, it } from 'vitest';
 import { ownedBy, resultMessage } from './index.ts';
 

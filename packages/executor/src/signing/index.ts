@@ -1,5 +1,6 @@
 import { createHmac } from 'node:crypto';
-import { ConfigError, RequesterError, type SecretText } from '@requester/shared';
+import type { SecretText } from '@requester/shared/config';
+import { ConfigError, RequesterError } from '@requester/shared/errors';
 import type { HttpCall } from '../http/index.ts';
 import { idempotencyKey } from '../http/request.ts';
 

@@ -2,7 +2,7 @@ import { execFile } from 'node:child_process';
 import { createHmac, randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { inspect, promisify } from 'node:util';
-import { ConfigError, RequesterError } from '@requester/shared';
+import { ConfigError, RequesterError } from '@requester/shared/errors';
 import { describe, expect, it } from 'vitest';
 import type { HttpCall } from '../http/index.ts';
 import { idempotencyKey } from '../http/request.ts';

@@ -1,4 +1,6 @@
-import { createLogger, loadConfig, type RequestEnvelope } from '@requester/shared';
+import { loadConfig } from '@requester/shared/config';
+import type { RequestEnvelope } from '@requester/shared/contract';
+import { createLogger } from '@requester/shared/log';
 import { toHttpCall } from '../http/request.ts';
 import { parseSigningKeys, signingKeysFromConfig, signRequest } from './index.ts';
 

@@ -1,5 +1,6 @@
 import { type Admission, countsAsFailure, type LimitDecision } from '@requester/policies';
-import { DEAD_LETTER_REASONS, durationToMs, MAX_DURATION_NS, type RetrySpec, toMs } from '@requester/shared';
+import { DEAD_LETTER_REASONS, type RetrySpec } from '@requester/shared/contract';
+import { durationToMs, MAX_DURATION_NS, toMs } from '@requester/shared/time';
 import type { CallOutcome } from '../http/index.ts';
 
 /**

@@ -1,5 +1,7 @@
-import { durationToMs, RequesterError, type RetrySpec, safeParseRequestEnvelope } from '@requester/shared';
+import { type RetrySpec, safeParseRequestEnvelope } from '@requester/shared/contract';
+import { RequesterError } from '@requester/shared/errors';
 import { goDurationText } from '@requester/shared/testing';
+import { durationToMs } from '@requester/shared/time';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { CallOutcome } from '../http/index.ts';

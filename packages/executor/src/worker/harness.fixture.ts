@@ -1,17 +1,8 @@
 import { FairQueue, QueueAdmin } from '@requester/queue';
-import {
-  createRedis,
-  encodeQueuedTask,
-  type InlineRecord,
-  type KafkaConsumer,
-  type KafkaProducer,
-  queuePartition,
-  type Redis,
-  type RedisClient,
-  type RequestEnvelopeInput,
-  type ResultEnvelope,
-  taskId,
-} from '@requester/shared';
+import type { RequestEnvelopeInput, ResultEnvelope } from '@requester/shared/contract';
+import type { KafkaConsumer, KafkaProducer } from '@requester/shared/kafka';
+import { createRedis, type Redis, type RedisClient } from '@requester/shared/redis';
+import { encodeQueuedTask, type InlineRecord, queuePartition, taskId } from '@requester/shared/task';
 import {
   consumeEach,
   createTestTopics,

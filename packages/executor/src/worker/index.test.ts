@@ -1,6 +1,9 @@
 import { RateLimiter } from '@requester/policies';
 import { type FairQueue, QueueAdmin, queueFromConfig } from '@requester/queue';
-import { Dependencies, encodeQueuedTask, loadConfig, parseAnyDeadLetter, taskId } from '@requester/shared';
+import { loadConfig } from '@requester/shared/config';
+import { parseAnyDeadLetter } from '@requester/shared/contract';
+import { Dependencies } from '@requester/shared/role';
+import { encodeQueuedTask, taskId } from '@requester/shared/task';
 import {
   createTestTopics,
   silentLogger,

@@ -4,19 +4,17 @@ import {
   createRequestContract,
   DEAD_LETTER_REASONS,
   deadLetterMessage,
-  encodeQueuedTask,
   errorResult,
-  type Fetcher,
-  type FetchOutcome,
-  type Journal,
-  type KafkaProducer,
-  type Logger,
-  type Outbox,
   type RequestContract,
   type RequestEnvelope,
   type ResultEnvelope,
   sourcedResult,
-} from '@requester/shared';
+} from '@requester/shared/contract';
+import type { Journal } from '@requester/shared/journal';
+import type { Fetcher, FetchOutcome, KafkaProducer } from '@requester/shared/kafka';
+import type { Logger } from '@requester/shared/log';
+import type { Outbox } from '@requester/shared/outbox';
+import { encodeQueuedTask } from '@requester/shared/task';
 import pLimit, { type LimitFunction } from 'p-limit';
 import { executorMetrics as metrics } from '../metrics.ts';
 import { ownedBy, unreadableResult } from '../result/index.ts';

@@ -1,5 +1,5 @@
 import { CircuitBreaker, OriginPacer, originOf } from '@requester/policies';
-import { registry } from '@requester/shared';
+import { registry } from '@requester/shared/metrics';
 import { type RemotePacedTarget, startPacedTargetProcess, uniqueName } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LocalBulkhead } from '../bulkhead/index.ts';

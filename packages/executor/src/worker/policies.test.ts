@@ -2,15 +2,15 @@ import { inspect } from 'node:util';
 import { CircuitBreaker, originOf, RateLimiter } from '@requester/policies';
 import { type FairQueue, QueueAdmin } from '@requester/queue';
 import {
-  durationToMs,
   LIMITER_ALGORITHMS,
   type LimiterAlgorithm,
-  type Logger,
-  Outbox,
   parseDeadLetter,
   type RequestEnvelopeInput,
-} from '@requester/shared';
+} from '@requester/shared/contract';
+import type { Logger } from '@requester/shared/log';
+import { Outbox } from '@requester/shared/outbox';
 import { startTarget, testPg, uniqueName } from '@requester/shared/testing';
+import { durationToMs } from '@requester/shared/time';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ResponseCache } from '../cache/index.ts';
 import { idempotencyKey } from '../http/request.ts';

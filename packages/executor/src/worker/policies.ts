@@ -15,22 +15,24 @@ import {
   attemptsInBudget,
   clientScoped,
   errorResult,
-  inSpan,
   isWakeUp,
-  type Journal,
   type LimiterSpec,
-  type Logger,
-  msToNs,
   type RequestEnvelope,
-  RequesterError,
   type ResultEnvelope,
+  wakeUpResult,
+} from '@requester/shared/contract';
+import { RequesterError } from '@requester/shared/errors';
+import type { Journal } from '@requester/shared/journal';
+import type { Logger } from '@requester/shared/log';
+import { msToNs } from '@requester/shared/time';
+import {
+  inSpan,
   type Span,
   SpanKind,
   type SpanOptions,
   SpanStatusCode,
   tracingEnabled,
-  wakeUpResult,
-} from '@requester/shared';
+} from '@requester/shared/tracing';
 import type { Bulkhead } from '../bulkhead/index.ts';
 import { type ResponseCache, requestIdentity } from '../cache/index.ts';
 import type { CallOutcome, HttpCall, HttpClient } from '../http/index.ts';

@@ -1,11 +1,5 @@
-import {
-  createRedis,
-  REPLY_TO_HEADER,
-  type RedisClient,
-  redisSubscriber,
-  replyChannel,
-  resultKey,
-} from '@requester/shared';
+import { createRedis, type RedisClient, redisSubscriber } from '@requester/shared/redis';
+import { REPLY_TO_HEADER, replyChannel, resultKey } from '@requester/shared/replies';
 import {
   redisServerAvailable,
   startRedisCluster,

@@ -1,25 +1,20 @@
 import type { FairQueue, LeasedTask } from '@requester/queue';
+import { clientScoped, type ResultEnvelope } from '@requester/shared/contract';
+import type { Journal } from '@requester/shared/journal';
+import { isMessageTooLargeError, type KafkaProducer, type OutgoingRecord } from '@requester/shared/kafka';
+import type { Logger } from '@requester/shared/log';
+import type { Outbox, OutboxRow } from '@requester/shared/outbox';
+import type { RedisClient } from '@requester/shared/redis';
+import { replyChannel, resultKey } from '@requester/shared/replies';
 import {
-  clientScoped,
-  isMessageTooLargeError,
-  type Journal,
-  type KafkaProducer,
   kafkaAttributes,
-  type Logger,
-  type Outbox,
-  type OutboxRow,
-  type OutgoingRecord,
-  type RedisClient,
-  type ResultEnvelope,
-  replyChannel,
-  resultKey,
   type Span,
   SpanKind,
   SpanStatusCode,
   startSpan,
   traceparentOf,
   tracingEnabled,
-} from '@requester/shared';
+} from '@requester/shared/tracing';
 import { executorMetrics as metrics } from '../metrics.ts';
 import { resultMessage, tooLargeResultMessage } from '../result/index.ts';
 import { KAFKA_RETRY_MS, type Settlement } from './settlement.ts';

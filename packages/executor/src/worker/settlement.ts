@@ -1,14 +1,9 @@
 import type { LeasedTask } from '@requester/queue';
-import {
-  kafkaKeyFor,
-  msToNs,
-  type OutboxRow,
-  type OutgoingRecord,
-  type QueuedTask,
-  type RequestEnvelope,
-  type ResultEnvelope,
-  taskId,
-} from '@requester/shared';
+import { kafkaKeyFor, type RequestEnvelope, type ResultEnvelope } from '@requester/shared/contract';
+import type { OutgoingRecord } from '@requester/shared/kafka';
+import type { OutboxRow } from '@requester/shared/outbox';
+import { type QueuedTask, taskId } from '@requester/shared/task';
+import { msToNs } from '@requester/shared/time';
 import type { Progress } from './policies.ts';
 
 /** How a task leaves this executor. */

@@ -1,18 +1,14 @@
 // Where a task's request comes from: its `in` record (or the copy riding inline in the task), read and parsed.
 import {
-  decodeQueuedTask,
   errorResult,
-  type Fetcher,
-  type FetchOutcome,
-  type InlineRecord,
   invalidRequestResult,
-  type KafkaRef,
-  type QueuedTask,
   type RequestContract,
   type RequestEnvelope,
   type ResultEnvelope,
-  replyToHeader,
-} from '@requester/shared';
+} from '@requester/shared/contract';
+import type { Fetcher, FetchOutcome, KafkaRef } from '@requester/shared/kafka';
+import { replyToHeader } from '@requester/shared/replies';
+import { decodeQueuedTask, type InlineRecord, type QueuedTask } from '@requester/shared/task';
 import type { Job, Settlement } from './settlement.ts';
 
 /** A record's request, or the result answering a record that holds none. */

@@ -1,16 +1,15 @@
+import type { RequestEnvelope, ResultEnvelope } from '@requester/shared/contract';
+import type { FetchedRecord } from '@requester/shared/kafka';
+import type { QueuedTask } from '@requester/shared/task';
 import {
-  type FetchedRecord,
   firstTraceparent,
   inSpan,
-  type QueuedTask,
-  type RequestEnvelope,
-  type ResultEnvelope,
   startSpan,
   traceIdOf,
   traceparentHeader,
   traceparentOf,
   tracingEnabled,
-} from '@requester/shared';
+} from '@requester/shared/tracing';
 import type { Job, Settlement } from './settlement.ts';
 
 /**

@@ -1,4 +1,5 @@
-import type { Logger, Span } from '@requester/shared';
+import type { Logger } from '@requester/shared/log';
+import type { Span } from '@requester/shared/tracing';
 import type { Context } from 'hono';
 import { routePath } from 'hono/route';
 import type { Caller } from '../auth/index.ts';

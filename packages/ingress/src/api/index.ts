@@ -15,26 +15,29 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
   clientScoped,
-  counter,
-  type ErrorCode,
+  kafkaKeyFor,
+  type RequestEnvelope,
+  safeParseRequestEnvelope,
+} from '@requester/shared/contract';
+import type { ErrorCode } from '@requester/shared/errors';
+import {
   eventsOfClient,
-  formatRfc3339,
   type Journal,
   type JournalEvent,
   type JournalLookup,
-  kafkaKeyFor,
-  type Logger,
   lookupSince,
+} from '@requester/shared/journal';
+import type { Logger } from '@requester/shared/log';
+import { counter } from '@requester/shared/metrics';
+import { REPLY_TO_HEADER } from '@requester/shared/replies';
+import { formatRfc3339, tryParseDuration } from '@requester/shared/time';
+import {
   newTraceparent,
-  REPLY_TO_HEADER,
-  type RequestEnvelope,
   SpanKind,
   SpanStatusCode,
-  safeParseRequestEnvelope,
   startSpan,
   traceparentOf,
-  tryParseDuration,
-} from '@requester/shared';
+} from '@requester/shared/tracing';
 import { type Context, Hono } from 'hono';
 import { type Access, authenticate, type Refusal } from '../auth/index.ts';
 import { ByteBudget, isJsonMediaType, readJsonBody } from '../body/index.ts';

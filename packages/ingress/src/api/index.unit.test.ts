@@ -1,8 +1,9 @@
 import { createHash } from 'node:crypto';
 import { createServer } from 'node:net';
-import { createKafka, createLogger, type Logger } from '@requester/shared';
+import { createKafka } from '@requester/shared/kafka';
+import { createLogger, type Logger } from '@requester/shared/log';
 import { describe, expect, it, vi } from 'vitest';
-import { silent } from '../../test/kit.ts';
+import { silent } from '../../test/kit.fixture.ts';
 import { KeyAccess, openAccess } from '../auth/index.ts';
 import { Hub } from '../hub/index.ts';
 import type { KeyRecord } from '../keys/index.ts';

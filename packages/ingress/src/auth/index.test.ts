@@ -1,16 +1,11 @@
 import { createHash } from 'node:crypto';
-import {
-  buildResult,
-  type ConfigOverrides,
-  clientScoped,
-  createPg,
-  Dependencies,
-  loadConfig,
-  type RequestEnvelope,
-} from '@requester/shared';
+import { type ConfigOverrides, loadConfig } from '@requester/shared/config';
+import { buildResult, clientScoped, type RequestEnvelope } from '@requester/shared/contract';
+import { createPg } from '@requester/shared/pg';
+import { Dependencies } from '@requester/shared/role';
 import { capturingLogger, uniqueName } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BROKERS, closeProducer, reader, send, silent, topics } from '../../test/kit.ts';
+import { BROKERS, closeProducer, reader, send, silent, topics } from '../../test/kit.fixture.ts';
 import { createApi } from '../api/index.ts';
 import { type KeyRecord, type KeyScopes, KeyStore } from '../keys/index.ts';
 import { ingressRole, syncGatewayRole } from '../roles/index.ts';

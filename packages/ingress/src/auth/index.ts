@@ -1,13 +1,8 @@
 import { longestWaitMs, RateLimiter } from '@requester/policies';
-import {
-  counter,
-  durationToMs,
-  formatDuration,
-  type LimiterSpec,
-  type RequestEnvelope,
-  type RoleContext,
-  tryParseRfc3339,
-} from '@requester/shared';
+import type { LimiterSpec, RequestEnvelope } from '@requester/shared/contract';
+import { counter } from '@requester/shared/metrics';
+import type { RoleContext } from '@requester/shared/role';
+import { durationToMs, formatDuration, tryParseRfc3339 } from '@requester/shared/time';
 import type { Context, MiddlewareHandler } from 'hono';
 import {
   type KeyRecord,

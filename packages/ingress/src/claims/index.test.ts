@@ -1,4 +1,5 @@
-import { createRedis, parseRequestEnvelope } from '@requester/shared';
+import { parseRequestEnvelope } from '@requester/shared/contract';
+import { createRedis } from '@requester/shared/redis';
 import { uniqueName } from '@requester/shared/testing';
 import { afterAll, describe, expect, it } from 'vitest';
 import { redisRequestIds, requestFingerprint } from './index.ts';

@@ -1,5 +1,6 @@
 import { hash } from 'node:crypto';
-import { clientScoped, type RedisClient, type RequestEnvelope } from '@requester/shared';
+import { clientScoped, type RequestEnvelope } from '@requester/shared/contract';
+import type { RedisClient } from '@requester/shared/redis';
 
 /**
  * Which request a requestId names, shared by every ingress instance through Redis, so that a

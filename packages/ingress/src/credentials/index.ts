@@ -1,4 +1,4 @@
-import type { RequestEnvelope } from '@requester/shared';
+import type { RequestEnvelope } from '@requester/shared/contract';
 
 /**
  * `meta.credentials` at the edge: a request naming no live credential is refused with 400

@@ -1,4 +1,4 @@
-import { ValidationError } from '@requester/shared';
+import { ValidationError } from '@requester/shared/errors';
 import { testPg } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkHostPattern, KeyStore, parseRate, parseToken, secretMatches } from './index.ts';

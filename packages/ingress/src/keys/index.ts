@@ -1,11 +1,8 @@
 import { hash, randomBytes, timingSafeEqual } from 'node:crypto';
-import {
-  CREDENTIAL_NAME_PATTERN,
-  durationToMs,
-  MAX_CLIENT_LENGTH,
-  type Sql,
-  ValidationError,
-} from '@requester/shared';
+import { CREDENTIAL_NAME_PATTERN, MAX_CLIENT_LENGTH } from '@requester/shared/contract';
+import { ValidationError } from '@requester/shared/errors';
+import type { Sql } from '@requester/shared/pg';
+import { durationToMs } from '@requester/shared/time';
 
 /**
  * API keys of the HTTP API, kept in PostgreSQL (`requester_api_keys`, migration 002). A key is

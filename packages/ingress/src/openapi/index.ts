@@ -1,4 +1,4 @@
-import { openApiComponents } from '@requester/shared';
+import { openApiComponents } from '@requester/shared/contract';
 
 /**
  * The OpenAPI 3.1 document of the HTTP API, served at `GET /openapi.json`. The request and result

@@ -1,6 +1,6 @@
-import { requestJsonSchema } from '@requester/shared';
+import { requestJsonSchema } from '@requester/shared/contract';
 import { describe, expect, it } from 'vitest';
-import { silent } from '../../test/kit.ts';
+import { silent } from '../../test/kit.fixture.ts';
 import { createApi } from '../api/index.ts';
 import { openAccess } from '../auth/index.ts';
 import { openApiDocument } from './index.ts';

@@ -1,5 +1,5 @@
 import { afterAll, describe, expect, it } from 'vitest';
-import { closeProducer, kafka, producer, send, silent, topics } from '../../test/kit.ts';
+import { closeProducer, kafka, producer, send, silent, topics } from '../../test/kit.fixture.ts';
 import { followResults } from './index.ts';
 
 afterAll(closeProducer);

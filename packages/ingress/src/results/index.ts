@@ -1,18 +1,18 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
+import { clientScoped } from '@requester/shared/contract';
 import {
   type ConsumerHealth,
-  clientScoped,
-  counter,
   isRetriableKafkaError,
   type KafkaClient,
   type KafkaConsumer,
   type KafkaRecord,
-  type Logger,
-  type RedisClient,
-  traceparentHeader,
   withTimeout,
-} from '@requester/shared';
+} from '@requester/shared/kafka';
+import type { Logger } from '@requester/shared/log';
+import { counter } from '@requester/shared/metrics';
+import type { RedisClient } from '@requester/shared/redis';
+import { traceparentHeader } from '@requester/shared/tracing';
 
 const skipped = counter(
   'sync_skipped_results_total',

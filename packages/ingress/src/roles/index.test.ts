@@ -1,17 +1,11 @@
 import { request as httpRequest } from 'node:http';
-import {
-  buildResult,
-  type ConfigOverrides,
-  createRedis,
-  Dependencies,
-  loadConfig,
-  REPLY_TO_HEADER,
-  type RoleHandle,
-  replyChannel,
-  resultKey,
-} from '@requester/shared';
+import { type ConfigOverrides, loadConfig } from '@requester/shared/config';
+import { buildResult } from '@requester/shared/contract';
+import { createRedis } from '@requester/shared/redis';
+import { REPLY_TO_HEADER, replyChannel, resultKey } from '@requester/shared/replies';
+import { Dependencies, type RoleHandle } from '@requester/shared/role';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { BROKERS, closeProducer, reader, send, silent, topics, unique } from '../../test/kit.ts';
+import { BROKERS, closeProducer, reader, send, silent, topics, unique } from '../../test/kit.fixture.ts';
 import { type HttpRoleHandle, ingressRole, syncGatewayRole } from './index.ts';
 
 type RoleName = 'ingress' | 'sync-gateway';

@@ -1,20 +1,9 @@
-import {
-  clientScoped,
-  type JournalLookup,
-  kafkaAttributes,
-  newGatewayId,
-  type RedisClient,
-  type RoleContext,
-  type RoleDefinition,
-  type RoleHandle,
-  readJournal,
-  redisSubscriber,
-  replyChannel,
-  resultKey,
-  SpanKind,
-  startSpan,
-  tracingEnabled,
-} from '@requester/shared';
+import { clientScoped } from '@requester/shared/contract';
+import { type JournalLookup, readJournal } from '@requester/shared/journal';
+import { type RedisClient, redisSubscriber } from '@requester/shared/redis';
+import { newGatewayId, replyChannel, resultKey } from '@requester/shared/replies';
+import type { RoleContext, RoleDefinition, RoleHandle } from '@requester/shared/role';
+import { kafkaAttributes, SpanKind, startSpan, tracingEnabled } from '@requester/shared/tracing';
 import { redisRequestIds } from '../claims/index.ts';
 import { Hub } from '../hub/index.ts';
 import { type Following, followReplies, followResults } from '../results/index.ts';

@@ -1,7 +1,8 @@
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createAdaptorServer } from '@hono/node-server';
-import { CredentialStore, type Dependencies, type RoleContext } from '@requester/shared';
+import { CredentialStore } from '@requester/shared/credentials';
+import type { Dependencies, RoleContext } from '@requester/shared/role';
 import { type ApiParts, createApi } from '../api/index.ts';
 import { accessFromConfig } from '../auth/index.ts';
 import { CredentialNames } from '../credentials/index.ts';

@@ -1,7 +1,7 @@
-import type { KafkaProducer, OutgoingRecord } from '@requester/shared';
+import type { KafkaProducer, OutgoingRecord } from '@requester/shared/kafka';
 import { createTestTopics, eventually, readTopic, testKafka, uniqueName } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { silent } from '../../test/kit.ts';
+import { silent } from '../../test/kit.fixture.ts';
 import { createApi, type Submit } from '../api/index.ts';
 import { openAccess } from '../auth/index.ts';
 import { kafkaSubmit } from './index.ts';

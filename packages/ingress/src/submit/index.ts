@@ -1,10 +1,6 @@
-import {
-  CHANNEL_HEADER,
-  type EntrySigner,
-  type KafkaProducer,
-  type OutgoingRecord,
-  withTimeout,
-} from '@requester/shared';
+import type { EntrySigner } from '@requester/shared/entry';
+import { CHANNEL_HEADER } from '@requester/shared/journal';
+import { type KafkaProducer, type OutgoingRecord, withTimeout } from '@requester/shared/kafka';
 import type { Submit } from '../api/index.ts';
 
 export interface SubmitBatching {

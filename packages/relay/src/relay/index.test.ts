@@ -1,4 +1,5 @@
-import { type KafkaProducer, Outbox } from '@requester/shared';
+import type { KafkaProducer } from '@requester/shared/kafka';
+import { Outbox } from '@requester/shared/outbox';
 import {
   capturingLogger,
   createTestTopics,

@@ -1,33 +1,21 @@
+import { createRequestContract, errorResult, unprocessableAnswer } from '@requester/shared/contract';
+import type { EntrySigner } from '@requester/shared/entry';
+import { asRequesterError, isOutage } from '@requester/shared/errors';
+import { type Journal, RELAY_DUE_AT_HEADER, RELAYED_FROM_HEADER } from '@requester/shared/journal';
+import { isMessageTooLargeError, type KafkaProducer, type OutgoingRecord } from '@requester/shared/kafka';
+import type { Logger } from '@requester/shared/log';
+import { counter, gauge, startSampler } from '@requester/shared/metrics';
+import { type ClaimedRow, DEFAULT_LEASE_MS, Outbox } from '@requester/shared/outbox';
+import type { RoleDefinition, RoleHandle } from '@requester/shared/role';
 import {
-  asRequesterError,
-  type ClaimedRow,
-  counter,
-  createRequestContract,
-  DEFAULT_LEASE_MS,
-  type EntrySigner,
-  errorResult,
-  gauge,
-  isMessageTooLargeError,
-  isOutage,
-  type Journal,
-  type KafkaProducer,
   kafkaAttributes,
-  type Logger,
-  Outbox,
-  type OutgoingRecord,
-  RELAY_DUE_AT_HEADER,
-  RELAYED_FROM_HEADER,
-  type RoleDefinition,
-  type RoleHandle,
   type Span,
   SpanKind,
   SpanStatusCode,
-  startSampler,
   startSpan,
   traceparentOf,
   tracingEnabled,
-  unprocessableAnswer,
-} from '@requester/shared';
+} from '@requester/shared/tracing';
 
 const moved = counter('relay_moved_total', 'outbox rows produced to Kafka in and deleted');
 const failures = counter('relay_failures_total', 'failed outbox deliveries (rows stay for the next claim)');

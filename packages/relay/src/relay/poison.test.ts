@@ -1,4 +1,5 @@
-import { Outbox, parseAnyDeadLetter, type ResultEnvelope } from '@requester/shared';
+import { parseAnyDeadLetter, type ResultEnvelope } from '@requester/shared/contract';
+import { Outbox } from '@requester/shared/outbox';
 import {
   eventually,
   json,

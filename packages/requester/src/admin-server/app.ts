@@ -1,27 +1,14 @@
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
-import { UsageError } from '@requester/shared';
+import { RequesterError, UsageError } from '@requester/shared';
 import { type Context, Hono } from 'hono';
 import { deleteCookie, getCookie, setCookie } from 'hono/cookie';
 import { secureHeaders } from 'hono/secure-headers';
-import { registerCredentialsApi } from '../ops/credentials/api.ts';
-import { type DlqSelection, originArg } from '../ops/index.ts';
-import {
-  breakerDetail,
-  breakersPage,
-  breakersTable,
-  dlqPage,
-  flash,
-  limitersPage,
-  loginPage,
-  overviewLive,
-  overviewPage,
-  partitionsLive,
-  partitionsPage,
-  requestPage,
-} from '../ui/pages.ts';
-import { type AdminConsole, type Operator, ScopeError, SelectionError } from './console.ts';
+import { ADMIN_FEATURES } from '../ops/index.ts';
+import { flash, loginPage, type Nav } from '../ui/layout.ts';
+import type { AdminConsole } from './console.ts';
+import type { Env } from './http.ts';
 import { adminOpenApiDocument } from './openapi.ts';
 
 /**
@@ -37,6 +24,10 @@ import { adminOpenApiDocument } from './openapi.ts';
  * without a CORS preflight, which this port never grants) and, when the browser sends one, an
  * Origin of this very host. Every answer carries SECURITY_HEADERS: no framing, no inline script,
  * no referrer to other sites.
+ *
+ * The pages and the API routes are the features' `ui.ts` and `api.ts` (ops/<feature>/), added
+ * from the one list of ops/index.ts; this file is the frame: assets, login, authentication, the
+ * errors' answers.
  */
 export const ADMIN_COOKIE = 'requester_admin';
 
@@ -63,8 +54,6 @@ const SECURITY_HEADERS = secureHeaders({
   strictTransportSecurity: false,
 });
 
-type Env = { Variables: { operator: Operator; viaCookie: boolean } };
-
 const require = createRequire(import.meta.url);
 const ASSETS: Record<string, { file: string; type: string }> = {
   'htmx.js': { file: require.resolve('htmx.org/dist/htmx.min.js'), type: 'text/javascript' },
@@ -75,10 +64,14 @@ const ASSETS: Record<string, { file: string; type: string }> = {
 };
 const assetCache = new Map<string, string>();
 
+/** The UI's menu: the `nav` of each feature's UI, in the order of ops/index.ts. */
+const NAV: Nav = ADMIN_FEATURES.flatMap((f) => (f.ui?.nav ? [f.ui.nav] : []));
+
 export function adminApp(console: AdminConsole): Hono<Env> {
   const app = new Hono<Env>();
   app.use('*', SECURITY_HEADERS);
   app.use('*', async (c, next) => {
+    c.set('nav', NAV);
     await next();
     // Views may hold what only an operator should see: no cache keeps a copy.
     if (!c.req.path.startsWith('/ui/assets/')) c.res.headers.set('Cache-Control', 'no-store');
@@ -94,13 +87,13 @@ export function adminApp(console: AdminConsole): Hono<Env> {
     }
     return c.body(body, 200, { 'content-type': asset.type, 'cache-control': 'max-age=300' });
   });
-  app.get('/ui/login', (c) => c.html(loginPage()));
+  app.get('/ui/login', (c) => c.html(loginPage(NAV)));
   app.post('/ui/login', async (c) => {
     if (!sameOrigin(c)) return c.text('cross-site login refused', 403);
     const form = await c.req.parseBody();
     const token = typeof form.token === 'string' ? form.token.trim() : '';
     const operator = await console.identify(token).catch(() => undefined);
-    if (!operator) return c.html(loginPage('Not an API key with an admin scope (or revoked).'), 401);
+    if (!operator) return c.html(loginPage(NAV, 'Not an API key with an admin scope (or revoked).'), 401);
     const session = await console.sessions.open(token);
     setCookie(c, ADMIN_COOKIE, session, {
       httpOnly: true,
@@ -122,16 +115,13 @@ export function adminApp(console: AdminConsole): Hono<Env> {
   app.use('/ui', authenticate(console, 'ui'));
   app.use('/admin/api/*', authenticate(console, 'api'));
 
-  registerPages(app, console);
-  registerApi(app, console);
-  registerCredentialsApi(app, console);
+  for (const feature of ADMIN_FEATURES) feature.ui?.routes(app, console);
+  app.get('/admin/api/whoami', (c) => c.json(c.get('operator')));
+  for (const feature of ADMIN_FEATURES) feature.api?.routes(app, console);
   app.onError((err, c) => {
+    // Bad input is a UsageError (400); what the operator's scope does not allow, `forbidden` (403).
     const status =
-      err instanceof UsageError || err instanceof SelectionError
-        ? 400
-        : err instanceof ScopeError
-          ? 403
-          : 503;
+      err instanceof UsageError ? 400 : err instanceof RequesterError && err.code === 'forbidden' ? 403 : 503;
     const detail = err instanceof Error ? err.message : String(err);
     if (c.req.header('hx-request')) return c.html(flash(detail, true), 200);
     const error = { 400: 'invalid_request', 403: 'forbidden', 503: 'dependency_unavailable' }[status];
@@ -181,201 +171,5 @@ function authenticate(console: AdminConsole, kind: 'ui' | 'api') {
     c.set('operator', operator);
     c.set('viaCookie', cookie !== undefined);
     await next();
-  };
-}
-
-/** The operator, when the query asks to reveal secrets (`reveal=true`); a read key gets 403. */
-function revealTo(c: Context<Env>): Operator | undefined {
-  const text = c.req.query('reveal');
-  if (text === undefined || text === '' || text === 'false' || text === '0') return undefined;
-  if (text !== 'true' && text !== '1') throw new UsageError(`reveal must be true or false, got ${text}`);
-  return c.get('operator');
-}
-
-function registerPages(app: Hono<Env>, console: AdminConsole): void {
-  app.get('/ui', (c) => c.redirect('/ui/overview', 303));
-  app.get('/ui/overview', (c) => c.html(overviewPage(c.get('operator'))));
-  app.get('/ui/overview/live', async (c) => c.html(overviewLive(await console.overview())));
-  app.get('/ui/overview/series', (c) => c.json(columns(console)));
-  app.get('/ui/partitions', (c) => c.html(partitionsPage(c.get('operator'))));
-  app.get('/ui/partitions/live', async (c) => c.html(partitionsLive(await console.partitions(10))));
-  app.get('/ui/requests', async (c) => {
-    const id = c.req.query('id')?.trim() ?? '';
-    const client = clientOf(c.req.query('client'));
-    const reveal = revealTo(c);
-    const data = id ? await console.request(id, client, reveal) : undefined;
-    return c.html(requestPage(c.get('operator'), id, client ?? '', data, reveal !== undefined));
-  });
-  app.get('/ui/dlq', async (c) => {
-    const selection = selectionOf(c.req.query());
-    const data = await console
-      .deadLetters(selection, limitOf(c.req.query('limit'), 100))
-      .catch((err: unknown) => ({ error: err instanceof Error ? err.message : String(err) }));
-    return c.html(dlqPage(c.get('operator'), c.req.query(), data));
-  });
-  app.get('/ui/breakers', (c) => c.html(breakersPage(c.get('operator'))));
-  app.get('/ui/breakers/live', async (c) =>
-    c.html(breakersTable(c.get('operator'), await console.breakers())),
-  );
-  app.get('/ui/breakers/show', async (c) => {
-    const origin = originQuery(c.req.query('origin'));
-    return c.html(breakerDetail(c.get('operator'), await console.breaker1(origin)));
-  });
-  app.get('/ui/limiters', async (c) => {
-    const query = limiterQuery(c.req.query());
-    const views = query.key
-      ? await console
-          .limiter(query.key, query.rates, query.apiKey, query.client)
-          .then((r) => r.views)
-          .catch((err: unknown) => ({ error: err instanceof Error ? err.message : String(err) }))
-      : undefined;
-    return c.html(limitersPage(c.get('operator'), query, views));
-  });
-}
-
-function registerApi(app: Hono<Env>, console: AdminConsole): void {
-  app.get('/admin/api/whoami', (c) => c.json(c.get('operator')));
-  app.get('/admin/api/overview', async (c) => c.json(await console.overview()));
-  app.get('/admin/api/partitions', async (c) =>
-    c.json(await console.partitions(limitOf(c.req.query('limit'), 20), revealTo(c))),
-  );
-  app.get('/admin/api/requests/:id', async (c) =>
-    c.json(await console.request(c.req.param('id'), clientOf(c.req.query('client')), revealTo(c))),
-  );
-  app.get('/admin/api/requests/:id/events', async (c) => c.json(await console.events(c.req.param('id'))));
-  app.get('/admin/api/dlq', async (c) =>
-    c.json(
-      await console.deadLetters(selectionOf(c.req.query()), limitOf(c.req.query('limit'), 50), revealTo(c)),
-    ),
-  );
-  app.post('/admin/api/dlq/replay', async (c) => {
-    const body = await bodyOf(c);
-    const selection = selectionOf(body);
-    // The UI's checkboxes name DLQ positions: their requests are replayed (each one's latest).
-    const refs = list(body.refs);
-    if (refs.length)
-      selection.requestIds = [...(selection.requestIds ?? []), ...(await requestIdsOf(console, refs))];
-    const summary = await console.replay(c.get('operator'), {
-      ...selection,
-      force: body.force === true || body.force === 'true',
-    });
-    return answer(
-      c,
-      summary,
-      `Replayed ${summary.replayed.length} to in (${summary.skipped.alreadyReplayed} replayed before).`,
-    );
-  });
-  app.post('/admin/api/dlq/delete', async (c) => {
-    const refs = list((await bodyOf(c)).refs);
-    if (refs.length === 0)
-      throw new SelectionError('delete needs refs: the DLQ positions topic/partition/offset');
-    const result = await console.deleteDeadLetters(c.get('operator'), refs);
-    return answer(c, result, `Marked ${result.marked} dead letters as handled.`);
-  });
-  app.get('/admin/api/breakers', async (c) =>
-    c.json(await console.breakers(limitOf(c.req.query('limit'), 1_000))),
-  );
-  app.get('/admin/api/breakers/show', async (c) =>
-    c.json(await console.breaker1(originQuery(c.req.query('origin')))),
-  );
-  app.post('/admin/api/breakers/reset', async (c) => {
-    const origin = originQuery(stringOf((await bodyOf(c)).origin));
-    const result = await console.resetBreaker(c.get('operator'), origin);
-    return answer(
-      c,
-      result,
-      result.reset ? `Closed the breaker of ${origin}.` : `${origin} was closed already.`,
-    );
-  });
-  app.get('/admin/api/limiters', async (c) => {
-    const query = limiterQuery(c.req.query());
-    if (!query.key) throw new UsageError('key is required');
-    return c.json((await console.limiter(query.key, query.rates, query.apiKey, query.client)).views);
-  });
-}
-
-/** JSON for the API; for htmx a flash message, and a `refresh` event the live parts listen to. */
-function answer(c: Context<Env>, value: unknown, message: string): Response {
-  if (!c.req.header('hx-request')) return c.json(value);
-  c.header('HX-Trigger', 'refresh');
-  return c.html(flash(message)) as unknown as Response;
-}
-
-type Body = Record<string, unknown>;
-
-async function bodyOf(c: Context<Env>): Promise<Body> {
-  if ((c.req.header('content-type') ?? '').startsWith('application/json'))
-    return ((await c.req.json().catch(() => ({}))) ?? {}) as Body;
-  return (await c.req.parseBody({ all: true })) as Body;
-}
-
-function list(value: unknown): string[] {
-  if (value === undefined || value === null || value === '') return [];
-  return (Array.isArray(value) ? value : [value]).map(String).filter(Boolean);
-}
-
-function stringOf(value: unknown): string | undefined {
-  return typeof value === 'string' ? value : undefined;
-}
-
-function selectionOf(query: Body): DlqSelection {
-  const selection: DlqSelection = {};
-  const ids = list(query.requestIds ?? query.requestId);
-  if (ids.length) selection.requestIds = ids;
-  for (const key of ['since', 'until', 'origin', 'errorCode', 'client'] as const) {
-    const value = stringOf(query[key])?.trim();
-    if (value) selection[key] = value;
-  }
-  return selection;
-}
-
-async function requestIdsOf(console: AdminConsole, refs: string[]): Promise<string[]> {
-  const wanted = new Set(refs);
-  const { entries } = await console.deadLetters({}, Number.MAX_SAFE_INTEGER);
-  return entries.flatMap((e) => (wanted.has(e.ref) && e.requestId ? [e.requestId] : []));
-}
-
-function limitOf(text: string | undefined, fallback: number): number {
-  if (text === undefined || text === '') return fallback;
-  const n = Number(text);
-  if (!Number.isInteger(n) || n < 1 || n > 10_000) throw new UsageError(`limit must be 1…10000, got ${text}`);
-  return n;
-}
-
-function originQuery(text: string | undefined): string {
-  return originArg(text, 'show and reset');
-}
-
-/** `?client=`: whose requestId (requestIds are per client); blank = a request without a client. */
-function clientOf(text: string | undefined): string | undefined {
-  return text?.trim() || undefined;
-}
-
-function limiterQuery(query: Record<string, string>): {
-  key: string;
-  rates: string[];
-  apiKey: boolean;
-  client: string | undefined;
-} {
-  return {
-    key: (query.key ?? '').trim(),
-    client: clientOf(query.client),
-    rates: (query.rate ?? '')
-      .split(',')
-      .map((r) => r.trim())
-      .filter(Boolean),
-    apiKey: query.apiKey === '1' || query.apiKey === 'true',
-  };
-}
-
-/** The chart's data, uPlot's column layout. */
-function columns(console: AdminConsole) {
-  console.live.start();
-  const samples = console.live.samples();
-  return {
-    t: samples.map((s) => s.t),
-    settledPerS: samples.map((s) => s.settledPerS),
-    httpPerS: samples.map((s) => s.httpPerS),
-    latencyMeanMs: samples.map((s) => s.latencyMeanMs),
   };
 }

@@ -10,28 +10,15 @@ import {
   masterKeysFromConfig,
   Outbox,
 } from '@requester/shared';
-import type { DlqSource } from '../dlq/index.ts';
-import {
-  type AdminActionEvent,
-  type DeadLetterView,
-  type DlqSelection,
-  dlqFilterFrom,
-  HandledDeadLetters,
-  listBreakers,
-  listDeadLetterViews,
-  type OutboxView,
-  outboxInfo,
-  partitionsOverview,
-  rateArg,
-  recordAdminAction,
-  redactResult,
-  replayFromDlq,
-  resetBreaker,
-  showBreaker,
-  showLimiter,
-} from '../ops/index.ts';
-import { LiveMetrics } from '../ui/live.ts';
+import { type AdminActionEvent, recordAdminAction } from '../ops/audit.ts';
+import { HandledDeadLetters } from '../ops/dlq/index.ts';
+import type { DlqSource } from '../ops/dlq/topic.ts';
+import { type OutboxView, outboxInfo } from '../ops/outbox/index.ts';
+import { LiveMetrics } from '../ops/overview/live.ts';
+import type { Operator } from './operator.ts';
 import { AdminSessions } from './sessions.ts';
+
+export { mayReveal, type Operator } from './operator.ts';
 
 /** One event of a request's journal (the task journal's reader, `readJournal`). */
 export type JournalEvent = Record<string, unknown>;
@@ -51,18 +38,14 @@ export interface AdminConsoleOptions {
   journalAdminAction?(event: AdminActionEvent): Promise<void>;
 }
 
-/** An operator, from an API key with an admin scope. */
-export interface Operator {
-  name: string;
-  admin: 'read' | 'write';
-}
-
 /** How long outbox counts are reused (counting reads the whole table). */
 const OUTBOX_STATS_TTL_MS = 10_000;
 
 /**
- * What the admin API and the operator UI read and do, on the clients of the process they run in
- * (its Redis, PostgreSQL and Kafka): every call goes through the shared operations of ops/.
+ * What the admin API and the operator UI work with, in the process they run in: its clients
+ * (Redis, PostgreSQL, Kafka), opened on first use and kept, who the operator is, and the record
+ * of their actions. The features' `api.ts` and `ui.ts` (ops/<feature>/) run their operations on
+ * these.
  */
 export class AdminConsole {
   readonly live = new LiveMetrics();
@@ -83,6 +66,10 @@ export class AdminConsole {
 
   get config(): Config {
     return this.#options.config;
+  }
+
+  get deps(): Dependencies {
+    return this.#options.deps;
   }
 
   /** The operator an API key token names, or undefined (unknown, revoked, no admin scope). */
@@ -108,39 +95,31 @@ export class AdminConsole {
     return this.#sessions;
   }
 
-  private admin(): QueueAdmin {
+  queueAdmin(): QueueAdmin {
     this.#queue ??= queueFromConfig(this.config, this.#options.deps.redis(), { notify: false });
     return new QueueAdmin(this.#queue);
   }
 
-  private breaker(): CircuitBreaker {
+  breaker(): CircuitBreaker {
     this.#breaker ??= breakerFromConfig(this.config, this.#options.deps.redis(), { stateCacheMs: 0 });
     return this.#breaker;
   }
 
-  private dlqSource(): DlqSource {
+  inReader(): Fetcher {
+    this.#inReader ??= this.#options.deps.kafka().fetcher({ connections: 1, cacheBytes: 0 });
+    return this.#inReader;
+  }
+
+  dlqSource(): DlqSource {
     return { kafka: this.#options.deps.kafka(), topic: this.config.topicDlq };
   }
 
-  async overview() {
-    this.live.start();
-    const [queue, outbox, breakers] = await Promise.all([
-      this.admin().info(),
-      this.outbox().catch((err: unknown) => ({ error: String(err) })),
-      // Counts only: the index says open or half-open, no per-origin snapshot needed (polled every 3 s).
-      this.breaker().openOrigins(1_000),
-    ]);
-    const latest = this.live.latest();
-    return {
-      queue,
-      outbox,
-      breakersOpen: breakers.filter((b) => b.state === 'open').length,
-      breakersHalfOpen: breakers.filter((b) => b.state === 'half_open').length,
-      live: latest ?? null,
-    };
+  async handled(): Promise<HandledDeadLetters> {
+    return new HandledDeadLetters(await this.#options.deps.sql());
   }
 
-  private outbox(): Promise<OutboxView> {
+  /** The outbox's counts, reused for OUTBOX_STATS_TTL_MS. */
+  outbox(): Promise<OutboxView> {
     const now = Date.now();
     if (!this.#outboxCache || now - this.#outboxCache.at > OUTBOX_STATS_TTL_MS) {
       const view = this.#options.deps.sql().then((sql) => outboxInfo(new Outbox(sql)));
@@ -152,130 +131,17 @@ export class AdminConsole {
     return this.#outboxCache.view;
   }
 
-  /** `revealTo`: the operator who asked to see the requests' secrets (see reveal). */
-  async partitions(limit: number, revealTo?: Operator) {
-    this.#inReader ??= this.#options.deps.kafka().fetcher({ connections: 1, cacheBytes: 0 });
-    const reveal = mayReveal(revealTo);
-    const view = await partitionsOverview(this.admin(), limit, {
-      breaker: this.breaker(),
-      inRecords: this.#inReader,
-      reveal,
-    });
-    if (revealTo)
-      await this.reveal(
-        revealTo,
-        'partitions',
-        [...view.heaviest, ...view.held].map((row) => row.requestId),
-      );
-    return view;
+  /** The result this process's sync-gateway holds (see AdminConsoleOptions.peekResult); null: none runs here. */
+  get peekResult(): AdminConsoleOptions['peekResult'] {
+    return this.#options.peekResult;
   }
 
-  breakers(limit = 1_000) {
-    return listBreakers(this.breaker(), limit);
-  }
-
-  breaker1(origin: string) {
-    return showBreaker(this.breaker(), origin);
-  }
-
-  async resetBreaker(operator: Operator, origin: string) {
-    const result = await resetBreaker(this.breaker(), origin);
-    await this.record(operator, 'breaker.reset', { origin });
-    return result;
-  }
-
-  /** `client`: whose limiter key (a request's `meta.limiter.key` is its client's unless shared). */
-  limiter(key: string, rates: string[], apiKey: boolean, client?: string) {
-    return showLimiter(this.#options.deps.redis(), this.config, key, rates.map(rateArg), apiKey, client);
-  }
-
-  async deadLetters(selection: DlqSelection, limit: number, revealTo?: Operator) {
-    const view = await this.deadLetterViews(selection, limit, mayReveal(revealTo));
-    if (revealTo)
-      await this.reveal(
-        revealTo,
-        'dlq',
-        view.entries.map((e) => e.requestId),
-      );
-    return view;
-  }
-
-  private async deadLetterViews(selection: DlqSelection, limit: number, reveal: boolean) {
-    const filter = dlqFilterFrom(selection);
-    filter.exclude = await this.handled().then((h) => h.refs(this.config.topicDlq));
-    return listDeadLetterViews(this.dlqSource(), filter, limit, reveal);
-  }
-
-  async replay(operator: Operator, selection: DlqSelection & { force?: boolean }) {
-    const filter = dlqFilterFrom(selection);
-    if (!filter.requestIds && Object.keys(filter).length === 0)
-      throw new SelectionError(
-        'replay needs a selection: requestIds, since/until, origin, errorCode or client',
-      );
-    const summary = await replayFromDlq(
-      this.dlqSource(),
-      {
-        producer: await this.#options.deps.producer(),
-        redis: this.#options.deps.redis(),
-        config: this.config,
-        signer: () => this.#options.deps.entrySigner(),
-      },
-      { filter, dryRun: false, force: selection.force ?? false },
-    );
-    await this.record(operator, 'dlq.replay', { requestIds: summary.replayed.map((r) => r.requestId) });
-    return summary;
-  }
-
-  /** Marks the dead letters at these DLQ positions as handled (see HandledDeadLetters). */
-  async deleteDeadLetters(operator: Operator, refs: string[]) {
-    const wanted = new Set(refs);
-    const entries: DeadLetterView[] = [];
-    for (const entry of (await this.deadLetters({}, Number.MAX_SAFE_INTEGER)).entries)
-      if (wanted.has(entry.ref)) entries.push(entry);
-    const marked = await (await this.handled()).mark(entries, operator.name);
-    await this.record(operator, 'dlq.delete', {
-      refs: entries.map((e) => e.ref),
-      requestIds: entries.flatMap((e) => (e.requestId ? [e.requestId] : [])),
-    });
-    return { marked, refs: entries.map((e) => e.ref) };
-  }
-
-  /**
-   * What is known of one request: its result here, its dead letters, its journal. A requestId is
-   * its client's: the result is the one of `client`'s request (none: a request without a client);
-   * dead letters are those of every client unless `client` is given. Secrets hidden unless
-   * `revealTo` (a write operator) asks, which is recorded.
-   */
-  async request(requestId: string, client?: string, revealTo?: Operator) {
-    const reveal = mayReveal(revealTo);
-    const result = this.#options.peekResult?.(requestId, client);
-    const dead = await this.deadLetterViews(
-      { requestIds: [requestId], ...(client ? { client } : {}) },
-      20,
-      reveal,
-    );
-    const parsed = result === undefined ? null : (JSON.parse(result) as unknown);
-    if (revealTo) await this.reveal(revealTo, 'request', [requestId]);
-    return {
-      requestId,
-      client: client ?? null,
-      result: reveal ? parsed : redactResult(parsed),
-      resultSource: this.#options.peekResult ? 'sync-gateway' : null,
-      deadLetters: dead.entries,
-    };
-  }
-
-  async events(requestId: string): Promise<{ enabled: boolean; events: JournalEvent[] }> {
-    if (!this.#options.events) return { enabled: false, events: [] };
-    return { enabled: true, events: await this.#options.events(requestId) };
-  }
-
-  private async handled(): Promise<HandledDeadLetters> {
-    return new HandledDeadLetters(await this.#options.deps.sql());
+  get events(): AdminConsoleOptions['events'] {
+    return this.#options.events;
   }
 
   /** A view shown with its secrets: an operator action of its own, on each request it showed. */
-  private reveal(operator: Operator, view: string, requestIds: Array<string | null>): Promise<void> {
+  reveal(operator: Operator, view: string, requestIds: Array<string | null>): Promise<void> {
     const shown = [...new Set(requestIds.filter((id): id is string => id !== null && id !== ''))];
     return this.record(operator, 'secrets.reveal', { view, requestIds: shown });
   }
@@ -285,12 +151,7 @@ export class AdminConsole {
     return new CredentialStore(await this.#options.deps.sql(), masterKeysFromConfig(this.config));
   }
 
-  /** Records an operator action of a feature module (ops/<feature>/api.ts). */
-  recordAction(operator: Operator, action: string, target: Record<string, unknown>): Promise<void> {
-    return this.record(operator, action, target);
-  }
-
-  private record(operator: Operator, action: string, target: Record<string, unknown>): Promise<void> {
+  record(operator: Operator, action: string, target: Record<string, unknown>): Promise<void> {
     return recordAdminAction(
       this.#options.logger,
       { action, actor: operator.name, target, outcome: 'done' },
@@ -302,20 +163,4 @@ export class AdminConsole {
     this.live.stop();
     await Promise.all([this.#queue?.close(), this.#inReader?.close()]);
   }
-}
-
-/** A request to act without saying on what (answered 400). */
-export class SelectionError extends Error {}
-
-/** An action the operator's admin scope does not allow (answered 403). */
-export class ScopeError extends Error {}
-
-/**
- * Whether a view shows the requests' secrets: only when an operator asked, and only a write key
- * may (seeing a tenant's credentials is an act, journaled like a replay).
- */
-function mayReveal(revealTo: Operator | undefined): boolean {
-  if (!revealTo) return false;
-  if (revealTo.admin !== 'write') throw new ScopeError('revealing secrets needs an admin write key');
-  return true;
 }

@@ -1,146 +1,18 @@
+import { ADMIN_FEATURES } from '../ops/index.ts';
+import type { OpenApiPaths } from './http.ts';
+
 /**
  * The OpenAPI document of the admin API (`GET /admin/openapi.json` on the admin port). Kept apart
  * from the public API's document (packages/ingress/src/openapi): another port, another audience,
  * other keys (an admin scope).
  */
-type Op = {
-  summary: string;
-  write?: boolean;
-  /** Shows requests: secrets hidden unless `reveal=true` (a write key's journaled action). */
-  reveal?: boolean;
-  params?: string[];
-  body?: Record<string, unknown>;
-  pathId?: boolean;
-};
-
-const OPERATIONS: Record<string, Record<'get' | 'post', Op | undefined>> = {
+const OPERATIONS: OpenApiPaths = {
   '/admin/api/whoami': {
     get: { summary: 'The operator of this key: name and admin scope' },
     post: undefined,
   },
-  '/admin/api/overview': {
-    get: {
-      summary: 'Queue depth per shard, partitions by state, in flight, outbox, breakers, live throughput',
-    },
-    post: undefined,
-  },
-  '/admin/api/partitions': {
-    get: {
-      summary: 'The heaviest and the most held-back partitions, with their head task and why it waits',
-      params: ['limit'],
-      reveal: true,
-    },
-    post: undefined,
-  },
-  '/admin/api/requests/{id}': {
-    get: {
-      summary:
-        "A request's result (if this process's sync-gateway holds it) and its dead letters; requestIds are per client: `client` names whose (none: a request without meta.client; dead letters of every client)",
-      pathId: true,
-      params: ['client'],
-      reveal: true,
-    },
-    post: undefined,
-  },
-  '/admin/api/requests/{id}/events': {
-    get: { summary: "A request's journal timeline; {enabled: false} when no journal is wired", pathId: true },
-    post: undefined,
-  },
-  '/admin/api/dlq': {
-    get: {
-      summary: 'Dead letters, newest first, without those marked handled (requester dlq list)',
-      params: ['requestId', 'since', 'until', 'origin', 'errorCode', 'client', 'limit'],
-      reveal: true,
-    },
-    post: undefined,
-  },
-  '/admin/api/dlq/replay': {
-    get: undefined,
-    post: {
-      summary: 'Replay the selected dead letters to in (requester dlq replay); needs a write key',
-      write: true,
-      body: {
-        requestIds: { type: 'array', items: { type: 'string' } },
-        refs: {
-          type: 'array',
-          items: { type: 'string' },
-          description: 'DLQ positions topic/partition/offset',
-        },
-        since: { type: 'string', format: 'date-time' },
-        until: { type: 'string', format: 'date-time' },
-        origin: { type: 'string' },
-        errorCode: { type: 'string' },
-        client: { type: 'string' },
-        force: { type: 'boolean' },
-      },
-    },
-  },
-  '/admin/api/dlq/delete': {
-    get: undefined,
-    post: {
-      summary: 'Mark dead letters as handled (requester dlq delete): left out of lists from then on',
-      write: true,
-      body: { refs: { type: 'array', items: { type: 'string' } } },
-    },
-  },
-  '/admin/api/breakers': {
-    get: { summary: 'Open and half-open breakers (requester breakers list)', params: ['limit'] },
-    post: undefined,
-  },
-  '/admin/api/breakers/show': {
-    get: { summary: 'The breaker of one origin (requester breakers show)', params: ['origin'] },
-    post: undefined,
-  },
-  '/admin/api/breakers/reset': {
-    get: undefined,
-    post: {
-      summary: 'Close the breaker of an origin (requester breakers reset)',
-      write: true,
-      body: { origin: { type: 'string' } },
-    },
-  },
-  '/admin/api/credentials': {
-    get: {
-      summary:
-        'Target credentials: name, version, master key id and a summary, never a secret (requester credentials list)',
-      params: ['all'],
-    },
-    post: undefined,
-  },
-  '/admin/api/credentials/create': {
-    get: undefined,
-    post: {
-      summary: 'Create a target credential (requester credentials create); needs a write key',
-      write: true,
-      body: { name: { type: 'string' }, secrets: { type: 'object' } },
-    },
-  },
-  '/admin/api/credentials/rotate': {
-    get: undefined,
-    post: {
-      summary:
-        'New secrets for a credential, a new version (requester credentials rotate); needs a write key',
-      write: true,
-      body: { name: { type: 'string' }, secrets: { type: 'object' } },
-    },
-  },
-  '/admin/api/credentials/revoke': {
-    get: undefined,
-    post: {
-      summary:
-        'Revoke a credential: its requests fail with credential_revoked (requester credentials revoke); needs a write key',
-      write: true,
-      body: { name: { type: 'string' } },
-    },
-  },
-  '/admin/api/limiters': {
-    get: {
-      summary:
-        "The windows of a limiter key (requester limiter show); `client`: whose key (a request's limiter key is its client's, unless SHARED_LIMITER_KEYS declares it shared)",
-      params: ['key', 'client', 'rate', 'apiKey'],
-    },
-    post: undefined,
-  },
+  // Each feature's routes (ops/<feature>/api.ts), in the order of ops/index.ts.
+  ...Object.assign({}, ...ADMIN_FEATURES.map((f) => f.api?.paths ?? {})),
 };
 
 const REVEAL_PARAMETER = {

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { hashSecret, KeyStore, parseToken, secretHashAccepted } from '@requester/ingress';
 import type { Sql } from '@requester/shared';
-import type { Operator } from './console.ts';
+import type { Operator } from './operator.ts';
 
 /** 256 random bits, base64url: what the session cookie holds. */
 const SESSION_ID_BYTES = 32;

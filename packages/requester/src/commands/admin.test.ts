@@ -4,7 +4,7 @@ import { queueFromConfig } from '@requester/queue';
 import { createPg, createRedis, Outbox, type RedisClient, type Sql } from '@requester/shared';
 import { uniqueName } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { requester } from '../../test/cli.ts';
+import { requester } from '../../test/cli.fixture.ts';
 
 /**
  * The admin commands in a child process against the real Redis and PostgreSQL: machine output

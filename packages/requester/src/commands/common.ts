@@ -11,7 +11,7 @@ import {
   type RedisClient,
 } from '@requester/shared';
 import type { Argv } from 'yargs';
-import { recordAdminAction } from '../ops/index.ts';
+import { recordAdminAction } from '../ops/audit.ts';
 import { journalHooks } from '../runtime/journal.ts';
 
 /**
@@ -179,43 +179,4 @@ export function printFields(fields: Record<string, Cell>): void {
   const width = Math.max(...Object.keys(fields).map((k) => k.length));
   for (const [key, value] of Object.entries(fields))
     process.stdout.write(`${key.padEnd(width)}  ${value === null || value === undefined ? '-' : value}\n`);
-}
-
-const UNITS: ReadonlyArray<[string, number]> = [
-  ['d', 86_400_000],
-  ['h', 3_600_000],
-  ['m', 60_000],
-  ['s', 1_000],
-];
-
-/** A span for people, two units at most: `3m`, `2h5m`, `1d3h`, `450ms`. */
-export function humanSpan(ms: number): string {
-  const abs = Math.abs(ms);
-  const first = UNITS.findIndex(([, size]) => abs >= size);
-  if (first < 0) return `${Math.round(abs)}ms`;
-  const [unit, size] = UNITS[first] as [string, number];
-  const whole = Math.floor(abs / size);
-  const next = UNITS[first + 1];
-  const part = next ? Math.floor((abs - whole * size) / next[1]) : 0;
-  return `${whole}${unit}${next && part > 0 ? `${part}${next[0]}` : ''}`;
-}
-
-/** An instant relative to now: `3m ago`, `in 2h`, `now`; `-` when absent. */
-export function humanTime(epochMs: number | null | undefined, nowMs = Date.now()): string {
-  if (epochMs === null || epochMs === undefined) return '-';
-  const delta = epochMs - nowMs;
-  if (Math.abs(delta) < 1_000) return 'now';
-  return delta < 0 ? `${humanSpan(-delta)} ago` : `in ${humanSpan(delta)}`;
-}
-
-/** Bytes for people: `512 B`, `1.5 KiB`, `3.2 MiB`. */
-export function humanSize(bytes: number): string {
-  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
-  let value = bytes;
-  let unit = 0;
-  while (value >= 1024 && unit < units.length - 1) {
-    value /= 1024;
-    unit += 1;
-  }
-  return unit === 0 ? `${value} B` : `${value.toFixed(value < 10 ? 1 : 0)} ${units[unit]}`;
 }

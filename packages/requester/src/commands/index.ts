@@ -13,8 +13,7 @@ import {
   ValidationError,
 } from '@requester/shared';
 import type { Argv } from 'yargs';
-import { registerCredentialsCommands } from '../ops/credentials/cli.ts';
-import { registerBreakersCommands } from './breakers.ts';
+import { ADMIN_FEATURES } from '../ops/index.ts';
 import {
   type ConfigFrom,
   commandLogger,
@@ -24,23 +23,14 @@ import {
   progress,
   withJson,
 } from './common.ts';
-import { registerDlqCommands } from './dlq.ts';
-import { registerKeysCommands } from './keys.ts';
-import { registerLimiterCommands } from './limiter.ts';
-import { registerOutboxCommands } from './outbox.ts';
-import { registerQueueCommands } from './queue.ts';
-import { registerTraceCommand } from './trace.ts';
 
-/** Admin subcommands: each one short-lived, printing progress on stderr and results on stdout. */
+/**
+ * Admin subcommands: each one short-lived, printing progress on stderr and results on stdout.
+ * The operator features' commands (their `cli.ts`, ops/<feature>/) in the order of ops/index.ts,
+ * then the set-up commands of a deployment, here.
+ */
 export function registerAdminCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): void {
-  registerQueueCommands(cli, configFrom);
-  registerDlqCommands(cli, configFrom);
-  registerKeysCommands(cli, configFrom);
-  registerCredentialsCommands(cli, configFrom);
-  registerTraceCommand(cli, configFrom);
-  registerBreakersCommands(cli, configFrom);
-  registerOutboxCommands(cli, configFrom);
-  registerLimiterCommands(cli, configFrom);
+  for (const feature of ADMIN_FEATURES) feature.cli?.(cli, configFrom);
   cli.command(
     'topics',
     'create the Kafka topics (in, out, dlq, events) when missing',

@@ -1,6 +1,6 @@
 import { type Config, type Dependencies, type Fetcher, readJournal } from '@requester/shared';
-import type { AdminConsoleOptions } from '../admin-server/index.ts';
-import type { AdminActionEvent } from '../ops/index.ts';
+import type { AdminConsoleOptions } from '../admin-server/console.ts';
+import type { AdminActionEvent } from '../ops/audit.ts';
 
 export type JournalHooks = Pick<AdminConsoleOptions, 'events' | 'journalAdminAction'>;
 

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { redisServerAvailable, startTarget, type Target, uniqueName } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ClusterProcess, startTopology, type Topology } from '../../scripts/cluster/topology.ts';
-import { dropStackDatabase, ResultCollector } from '../e2e/stack.ts';
+import { dropStackDatabase, ResultCollector } from '../e2e/stack.fixture.ts';
 
 /**
  * The scale-out topology of `./dev cluster` — 2 gateways (ingress + sync-gateway) behind a

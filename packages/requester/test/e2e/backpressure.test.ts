@@ -4,7 +4,14 @@ import { createRedis, type KafkaProducer, type RedisClient } from '@requester/sh
 import { eventually, uniqueName } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningProcess } from '../../src/runtime/index.ts';
-import { dropStackDatabase, kafkaProducer, type StackEnv, stackEnv, startStack, waitReady } from './stack.ts';
+import {
+  dropStackDatabase,
+  kafkaProducer,
+  type StackEnv,
+  stackEnv,
+  startStack,
+  waitReady,
+} from './stack.fixture.ts';
 
 const INTERVAL_MS = 100;
 const SEVERAL_SAMPLES_MS = 20 * INTERVAL_MS;

@@ -16,7 +16,7 @@ import {
   startStack,
   Tail,
   waitReady,
-} from './stack.ts';
+} from './stack.fixture.ts';
 
 /**
  * The bad-input corpus: every kind of bad input found by probing, sent by HTTP and by Kafka, with

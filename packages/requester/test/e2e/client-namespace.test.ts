@@ -10,7 +10,7 @@ import {
   stackKey,
   startStack,
   waitReady,
-} from './stack.ts';
+} from './stack.fixture.ts';
 
 /**
  * The client namespace (docs/architecture.md §10): what a caller names — a cache key, an ordered

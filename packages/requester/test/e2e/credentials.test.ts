@@ -19,7 +19,7 @@ import {
   stackEnv,
   stackKey,
   waitReady,
-} from './stack.ts';
+} from './stack.fixture.ts';
 
 /**
  * Named target credentials through the whole service (docs/architecture.md §10): created with the

@@ -11,7 +11,7 @@ import {
   stackKey,
   startStack,
   waitReady,
-} from './stack.ts';
+} from './stack.fixture.ts';
 
 /**
  * The delivery policies across every role (docs/architecture.md §5): waits beyond the Redis horizon leave

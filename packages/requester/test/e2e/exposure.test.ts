@@ -3,8 +3,15 @@ import type { ResultEnvelope } from '@requester/shared';
 import { eventually, startTarget, type Target, uniqueName } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningProcess } from '../../src/runtime/index.ts';
-import { requester } from '../cli.ts';
-import { dropStackDatabase, type StackEnv, stackEnv, stackKey, startStack, waitReady } from './stack.ts';
+import { requester } from '../cli.fixture.ts';
+import {
+  dropStackDatabase,
+  type StackEnv,
+  stackEnv,
+  stackKey,
+  startStack,
+  waitReady,
+} from './stack.fixture.ts';
 
 /**
  * What the service exposes to those who are not a request's owner, through the real service:

@@ -10,7 +10,7 @@ import {
   stackKey,
   startStack,
   waitReady,
-} from './stack.ts';
+} from './stack.fixture.ts';
 
 /**
  * Fair at the door (issue 19, finding 6; docs/architecture.md §11): one key's abuse is answered to

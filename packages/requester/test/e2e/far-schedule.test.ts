@@ -9,7 +9,7 @@ import {
 } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningProcess } from '../../src/runtime/index.ts';
-import { dropStackDatabase, type StackEnv, stackEnv, startStack, waitReady } from './stack.ts';
+import { dropStackDatabase, type StackEnv, stackEnv, startStack, waitReady } from './stack.fixture.ts';
 
 /**
  * Far schedules (docs/architecture.md §5, "Staging ahead"): requests scheduled beyond the Redis

@@ -2,8 +2,15 @@ import { type Fetcher, type JournalEvent, readJournal } from '@requester/shared'
 import { eventually, startTarget, type Target, testKafka } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningProcess } from '../../src/runtime/index.ts';
-import { requester } from '../cli.ts';
-import { dropStackDatabase, type StackEnv, stackEnv, stackKey, startStack, waitReady } from './stack.ts';
+import { requester } from '../cli.fixture.ts';
+import {
+  dropStackDatabase,
+  type StackEnv,
+  stackEnv,
+  stackKey,
+  startStack,
+  waitReady,
+} from './stack.fixture.ts';
 
 /**
  * The task journal across every role (EVENTS=all, the default): each request's story on

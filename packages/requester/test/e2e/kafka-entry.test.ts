@@ -7,7 +7,7 @@ import {
 import { startTarget, type Target, uniqueName } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningProcess } from '../../src/runtime/index.ts';
-import { requester } from '../cli.ts';
+import { requester } from '../cli.fixture.ts';
 import {
   dropStackDatabase,
   kafkaProducer,
@@ -18,7 +18,7 @@ import {
   startStack,
   Tail,
   waitReady,
-} from './stack.ts';
+} from './stack.fixture.ts';
 
 /**
  * Kafka entry (issue 19, finding 7; docs/architecture.md §10): whoever can write to `in` could put

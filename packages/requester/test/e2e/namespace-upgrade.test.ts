@@ -12,7 +12,7 @@ import {
   stackKey,
   startStack,
   waitReady,
-} from './stack.ts';
+} from './stack.fixture.ts';
 
 /**
  * The upgrade to the client namespace (docs/architecture.md §10): what a version before it left in

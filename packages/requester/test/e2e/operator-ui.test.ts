@@ -18,7 +18,7 @@ import {
   stackSql,
   startStack,
   waitReady,
-} from './stack.ts';
+} from './stack.fixture.ts';
 
 /**
  * The operator UI of the admin port in a real headless Chromium (Debian's, `infra/chromium.sh`)

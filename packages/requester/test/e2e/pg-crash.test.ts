@@ -16,7 +16,7 @@ import {
   stackEnv,
   stackSql,
   waitReady,
-} from './stack.ts';
+} from './stack.fixture.ts';
 
 /**
  * docs/architecture.md §7: no task is lost when a dependency restarts. PostgreSQL holds the outbox (tasks due

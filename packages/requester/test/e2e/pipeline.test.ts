@@ -12,7 +12,7 @@ import {
   stackSql,
   startStack,
   waitReady,
-} from './stack.ts';
+} from './stack.fixture.ts';
 
 /** The whole path of docs/architecture.md §3–§5 in one process: every role, real Kafka, Redis, PostgreSQL. */
 describe('end to end: ingress → in → router → queue/outbox → executor → out', () => {

@@ -15,7 +15,7 @@ import {
   type StackEnv,
   stackEnv,
   unanswered,
-} from './stack.ts';
+} from './stack.fixture.ts';
 
 /**
  * docs/architecture.md §7: no task is lost when a dependency restarts. Redis holds the queue, so it must

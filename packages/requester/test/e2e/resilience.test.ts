@@ -11,7 +11,7 @@ import {
   stackEnv,
   unanswered,
   waitReady,
-} from './stack.ts';
+} from './stack.fixture.ts';
 
 /**
  * No task is lost when the process stops in the middle of work: gracefully (SIGTERM: in-flight calls

@@ -11,7 +11,7 @@ import {
   stackSql,
   startStack,
   waitReady,
-} from './stack.ts';
+} from './stack.fixture.ts';
 
 /**
  * Scopes mean what they say (issue 19, finding 5; README "Access control"): a key without the

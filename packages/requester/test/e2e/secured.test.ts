@@ -12,8 +12,8 @@ import {
 } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningProcess } from '../../src/runtime/index.ts';
-import { requester } from '../cli.ts';
-import { type StackEnv, stackEnv, stackKey, startStack, waitReady } from './stack.ts';
+import { requester } from '../cli.fixture.ts';
+import { type StackEnv, stackEnv, stackKey, startStack, waitReady } from './stack.fixture.ts';
 
 /**
  * Requester's links to its dependencies with credentials: a Kafka broker with a SCRAM

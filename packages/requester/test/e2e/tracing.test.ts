@@ -11,7 +11,7 @@ import {
   type TraceCollector,
 } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { dropStackDatabase, type StackEnv, spawnRequester, stackEnv, waitReady } from './stack.ts';
+import { dropStackDatabase, type StackEnv, spawnRequester, stackEnv, waitReady } from './stack.fixture.ts';
 
 /**
  * One request, served by roles in three processes (HTTP front, router + relay, executor), makes

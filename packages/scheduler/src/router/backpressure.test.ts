@@ -1,12 +1,8 @@
 import { FairQueue } from '@requester/queue';
-import {
-  ConfigError,
-  createRedis,
-  type KafkaAdmin,
-  type KafkaProducer,
-  Outbox,
-  type RedisClient,
-} from '@requester/shared';
+import { ConfigError } from '@requester/shared/errors';
+import type { KafkaAdmin, KafkaProducer } from '@requester/shared/kafka';
+import { Outbox } from '@requester/shared/outbox';
+import { createRedis, type RedisClient } from '@requester/shared/redis';
 import {
   createTestTopics,
   eventually,
@@ -17,7 +13,8 @@ import {
 } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Backpressure, backpressureRules, type OpenOriginInfo } from './backpressure.ts';
-import { Router, type RouterBackpressure } from './index.ts';
+import type { RouterBackpressure } from './index.ts';
+import { testRouter } from './router.fixture.ts';
 
 const INTERVAL_MS = 50;
 /** Long enough for many samples: what a paused router would have routed by then, it would have. */
@@ -56,16 +53,13 @@ describe('router backpressure over real Kafka and Redis', () => {
     const groupId = `${name}-router`;
     await createTestTopics([topicIn, `${name}.out`], 2);
     const queue = new FairQueue({ redis, prefix: `${name}:`, shards: 4, refreshMs: 0, notify: false });
-    const router = new Router({
-      consumer: testKafka().consumer({ groupId }),
+    const router = testRouter({
+      groupId,
       queue,
       outbox: new Outbox(pg.sql),
       producer,
       topicIn,
       topicOut: `${name}.out`,
-      horizonMs: 1_000,
-      produceTimeoutMs: 5_000,
-      logger: silentLogger,
       backpressure: { ...backpressure, intervalMs: INTERVAL_MS, depth: () => queue.pendingDepth() },
     });
     await router.start();

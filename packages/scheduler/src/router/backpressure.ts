@@ -1,12 +1,7 @@
-import {
-  type Config,
-  ConfigError,
-  counter,
-  gauge,
-  type Logger,
-  type Sampler,
-  startSampler,
-} from '@requester/shared';
+import type { Config } from '@requester/shared/config';
+import { ConfigError } from '@requester/shared/errors';
+import type { Logger } from '@requester/shared/log';
+import { counter, gauge, type Sampler, startSampler } from '@requester/shared/metrics';
 
 /**
  * Router backpressure (docs/architecture.md §5): when the Redis queue is deep, or a target origin's circuit

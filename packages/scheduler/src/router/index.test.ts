@@ -1,23 +1,20 @@
 import { FairQueue, type LeasedTask } from '@requester/queue';
-import {
-  createRedis,
-  decodeQueuedTask,
-  type KafkaProducer,
-  Outbox,
-  type RedisClient,
-} from '@requester/shared';
+import type { KafkaProducer } from '@requester/shared/kafka';
+import { Outbox } from '@requester/shared/outbox';
+import { createRedis, type RedisClient } from '@requester/shared/redis';
+import { decodeQueuedTask } from '@requester/shared/task';
 import {
   createTestTopics,
   eventually,
   json,
   readTopic,
-  silentLogger,
   testKafka,
   testPg,
   uniqueName,
 } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Router } from './index.ts';
+import type { Router } from './index.ts';
+import { testRouter } from './router.fixture.ts';
 
 describe('router over real Kafka, Redis and PostgreSQL', () => {
   const name = uniqueName('router');
@@ -31,17 +28,7 @@ describe('router over real Kafka, Redis and PostgreSQL', () => {
   const routers: Router[] = [];
 
   function startRouter(groupId: string): Promise<void> {
-    const router = new Router({
-      consumer: testKafka().consumer({ groupId }),
-      queue,
-      outbox,
-      producer,
-      topicIn,
-      topicOut,
-      horizonMs: 1_000,
-      produceTimeoutMs: 5_000,
-      logger: silentLogger,
-    });
+    const router = testRouter({ groupId, queue, outbox, producer, topicIn, topicOut });
     routers.push(router);
     return router.start();
   }

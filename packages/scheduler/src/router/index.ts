@@ -1,32 +1,35 @@
 import { breakerFromConfig } from '@requester/policies';
 import { queueFromConfig } from '@requester/queue';
 import {
-  asRequesterError,
-  type BatchContext,
-  counter,
   createRequestContract,
-  type EntrySigner,
   errorResult,
-  firstTraceparent,
-  headerText,
-  histogram,
-  isOutage,
+  type RequestContract,
+  type UnprocessableAnswer,
+  unprocessableAnswer,
+} from '@requester/shared/contract';
+import type { EntrySigner, KafkaEntryClients } from '@requester/shared/entry';
+import { asRequesterError, isOutage } from '@requester/shared/errors';
+import {
   JOURNALED_BY_HEADERS,
   type Journal,
-  type KafkaConsumer,
-  type KafkaEntryClients,
-  type KafkaProducer,
-  type KafkaRecord,
-  kafkaAttributes,
-  type Logger,
-  Outbox,
-  type OutboxRow,
   RELAY_DUE_AT_HEADER,
   RELAYED_FROM_HEADER,
+} from '@requester/shared/journal';
+import {
+  type BatchContext,
+  headerText,
+  type KafkaConsumer,
+  type KafkaProducer,
+  type KafkaRecord,
   type RecordBatch,
-  type RequestContract,
-  type RoleDefinition,
-  type RoleHandle,
+} from '@requester/shared/kafka';
+import type { Logger } from '@requester/shared/log';
+import { counter, histogram } from '@requester/shared/metrics';
+import { Outbox, type OutboxRow } from '@requester/shared/outbox';
+import type { RoleDefinition, RoleHandle } from '@requester/shared/role';
+import {
+  firstTraceparent,
+  kafkaAttributes,
   type Span,
   SpanKind,
   SpanStatusCode,
@@ -34,9 +37,7 @@ import {
   traceparentHeader,
   traceparentOf,
   tracingEnabled,
-  type UnprocessableAnswer,
-  unprocessableAnswer,
-} from '@requester/shared';
+} from '@requester/shared/tracing';
 import {
   Backpressure,
   type BackpressureRules,

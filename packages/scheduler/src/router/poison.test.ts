@@ -1,27 +1,22 @@
 import { FairQueue } from '@requester/queue';
-import {
-  createRedis,
-  type KafkaProducer,
-  type KafkaRecord,
-  Outbox,
-  parseAnyDeadLetter,
-  type RedisClient,
-  RequesterError,
-  type ResultEnvelope,
-} from '@requester/shared';
+import { parseAnyDeadLetter, type ResultEnvelope } from '@requester/shared/contract';
+import { RequesterError } from '@requester/shared/errors';
+import type { KafkaProducer, KafkaRecord } from '@requester/shared/kafka';
+import { Outbox } from '@requester/shared/outbox';
+import { createRedis, type RedisClient } from '@requester/shared/redis';
 import {
   createTestTopics,
   eventually,
   json,
   readTopic,
-  silentLogger,
   testKafka,
   testPg,
   uniqueName,
 } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Router, type TaskSink } from './index.ts';
+import type { Router, TaskSink } from './index.ts';
 import type { QueueTask } from './route.ts';
+import { testRouter } from './router.fixture.ts';
 
 /**
  * Poison records: whatever the router cannot write is answered (error result keyed by the
@@ -55,18 +50,7 @@ describe('router: a record it cannot write is confined to itself', () => {
   ): Promise<void> {
     const consumer = testKafka().consumer({ groupId: uniqueName('g') });
     consumer.onCrash(() => crashes++);
-    const router = new Router({
-      consumer,
-      queue: sink,
-      outbox,
-      producer,
-      topicIn,
-      topicOut,
-      topicDlq,
-      horizonMs: 1_000,
-      produceTimeoutMs: 5_000,
-      logger: silentLogger,
-    });
+    const router = testRouter({ consumer, queue: sink, outbox, producer, topicIn, topicOut, topicDlq });
     routers.push(router);
     await router.start();
   }

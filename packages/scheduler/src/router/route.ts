@@ -1,19 +1,21 @@
 import {
-  encodeQueuedTask,
   errorResult,
-  type InlineRecord,
-  inlineRecord,
   invalidRequestResult,
   kafkaKeyFor,
-  type OutboxRow,
-  parseRfc3339,
-  queuePartition,
-  type RecordHeaders,
   type RequestContract,
   type RequestEnvelope,
   type ResultEnvelope,
+} from '@requester/shared/contract';
+import type { RecordHeaders } from '@requester/shared/kafka';
+import type { OutboxRow } from '@requester/shared/outbox';
+import {
+  encodeQueuedTask,
+  type InlineRecord,
+  inlineRecord,
+  queuePartition,
   taskId,
-} from '@requester/shared';
+} from '@requester/shared/task';
+import { parseRfc3339 } from '@requester/shared/time';
 
 /** A task for the Redis queue (the shape FairQueue.publish takes). */
 export interface QueueTask {

@@ -1,4 +1,5 @@
-import { createRequestContract, decodeQueuedTask } from '@requester/shared';
+import { createRequestContract } from '@requester/shared/contract';
+import { decodeQueuedTask } from '@requester/shared/task';
 import { describe, expect, it } from 'vitest';
 import { routeRecord, type SourceRecord } from './route.ts';
 

@@ -1,4 +1,4 @@
-import type { KafkaProducer } from '@requester/shared';
+import type { KafkaProducer } from '@requester/shared/kafka';
 import { consumeEach, createTestTopics, eventually, testKafka, uniqueName } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { consumerLag } from './samplers.ts';

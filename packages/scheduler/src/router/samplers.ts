@@ -1,5 +1,7 @@
 import { type FairQueue, QueueAdmin } from '@requester/queue';
-import { gauge, type KafkaAdmin, type Logger, type Sampler, startSampler } from '@requester/shared';
+import type { KafkaAdmin } from '@requester/shared/kafka';
+import type { Logger } from '@requester/shared/log';
+import { gauge, type Sampler, startSampler } from '@requester/shared/metrics';
 
 /**
  * What the routers sample into /metrics on a timer (METRICS_SAMPLE_INTERVAL), for dashboards,

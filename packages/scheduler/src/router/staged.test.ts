@@ -1,14 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import { FairQueue } from '@requester/queue';
-import {
-  createRedis,
-  EntrySigner,
-  type KafkaProducer,
-  Outbox,
-  RELAY_DUE_AT_HEADER,
-  RELAYED_FROM_HEADER,
-  type RedisClient,
-} from '@requester/shared';
+import { EntrySigner } from '@requester/shared/entry';
+import { RELAY_DUE_AT_HEADER, RELAYED_FROM_HEADER } from '@requester/shared/journal';
+import type { KafkaProducer } from '@requester/shared/kafka';
+import { Outbox } from '@requester/shared/outbox';
+import { createRedis, type RedisClient } from '@requester/shared/redis';
 import {
   createTestTopics,
   eventually,

@@ -1,24 +1,21 @@
-import {
-  decodeQueuedTask,
-  initTracing,
-  type KafkaProducer,
-  Outbox,
-  shutdownTracing,
-} from '@requester/shared';
+import type { KafkaProducer } from '@requester/shared/kafka';
+import { Outbox } from '@requester/shared/outbox';
+import { decodeQueuedTask } from '@requester/shared/task';
 import {
   createTestTopics,
   eventually,
   SPAN_KIND,
-  silentLogger,
   startTraceCollector,
   type TraceCollector,
   testKafka,
   testPg,
   uniqueName,
 } from '@requester/shared/testing';
+import { initTracing, shutdownTracing } from '@requester/shared/tracing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Router } from './index.ts';
+import type { Router } from './index.ts';
 import type { QueueTask } from './route.ts';
+import { testRouter } from './router.fixture.ts';
 
 /**
  * A direct producer on `in` (no ingress) traces its request with a Kafka record header
@@ -42,16 +39,12 @@ describe('router tracing', () => {
     pg = await testPg();
     producer = testKafka().producer();
     await producer.connect();
-    router = new Router({
-      consumer: testKafka().consumer({ groupId: uniqueName('router') }),
+    router = testRouter({
       queue: { publish: async (tasks) => queued.push(...tasks) },
       outbox: new Outbox(pg.sql),
       producer,
       topicIn,
       topicOut,
-      horizonMs: 1_000,
-      produceTimeoutMs: 5_000,
-      logger: silentLogger,
     });
     await router.start();
   }, 60_000);

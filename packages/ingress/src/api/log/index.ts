@@ -1,4 +1,4 @@
-import type { Logger } from '@requester/shared';
+import type { Logger } from '@requester/shared/log';
 import type { Context } from 'hono';
 import { callerBindings } from '../../auth/index.ts';
 import type { Env } from '../context.ts';

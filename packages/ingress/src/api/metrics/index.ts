@@ -1,4 +1,5 @@
-import { counter, histogram, type Logger } from '@requester/shared';
+import type { Logger } from '@requester/shared/log';
+import { counter, histogram } from '@requester/shared/metrics';
 import type { Context } from 'hono';
 import { type Env, type LogScope, routeLabel } from '../context.ts';
 import { logBindings } from '../log/index.ts';

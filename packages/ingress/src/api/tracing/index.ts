@@ -1,4 +1,4 @@
-import { firstTraceparent, type Span, SpanKind, SpanStatusCode, startSpan } from '@requester/shared';
+import { firstTraceparent, type Span, SpanKind, SpanStatusCode, startSpan } from '@requester/shared/tracing';
 import type { Context } from 'hono';
 import { requestHeader } from '../../request/index.ts';
 import { type Env, routeLabel } from '../context.ts';

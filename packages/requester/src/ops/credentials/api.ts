@@ -1,10 +1,8 @@
 import type { CredentialSecretsInput } from '@requester/shared';
 import { UsageError, ValidationError } from '@requester/shared';
-import type { Context, Hono } from 'hono';
-import type { AdminConsole, Operator } from '../../admin-server/console.ts';
+import type { AdminContext } from '../../admin-server/http.ts';
+import type { ApiFace } from '../faces.ts';
 import { createCredential, listCredentials, revokeCredential, rotateCredential } from './index.ts';
-
-type Env = { Variables: { operator: Operator; viaCookie: boolean } };
 
 /**
  * The admin API of credentials (`/admin/api/credentials…` on the admin port; the routes'
@@ -12,38 +10,80 @@ type Env = { Variables: { operator: Operator; viaCookie: boolean } };
  * `{name, secrets: {oauth2?, mtls?, proxy?}}` to create or rotate, `{name}` to revoke. Answers
  * and recorded actions carry the name and summary, never a secret.
  */
-export function registerCredentialsApi(app: Hono<Env>, console: AdminConsole): void {
-  app.get('/admin/api/credentials', async (c) =>
-    c.json(await listCredentials(await console.credentialStore(), c.req.query('all') === 'true')),
-  );
-  app.post('/admin/api/credentials/create', async (c) => {
-    const { name, secrets } = await bodyOf(c, true);
-    const view = await refusing(async () => createCredential(await console.credentialStore(), name, secrets));
-    await console.recordAction(c.get('operator'), 'credentials.create', {
-      credential: name,
-      version: view.version,
+export const api: ApiFace = {
+  paths: {
+    '/admin/api/credentials': {
+      get: {
+        summary:
+          'Target credentials: name, version, master key id and a summary, never a secret (requester credentials list)',
+        params: ['all'],
+      },
+      post: undefined,
+    },
+    '/admin/api/credentials/create': {
+      get: undefined,
+      post: {
+        summary: 'Create a target credential (requester credentials create); needs a write key',
+        write: true,
+        body: { name: { type: 'string' }, secrets: { type: 'object' } },
+      },
+    },
+    '/admin/api/credentials/rotate': {
+      get: undefined,
+      post: {
+        summary:
+          'New secrets for a credential, a new version (requester credentials rotate); needs a write key',
+        write: true,
+        body: { name: { type: 'string' }, secrets: { type: 'object' } },
+      },
+    },
+    '/admin/api/credentials/revoke': {
+      get: undefined,
+      post: {
+        summary:
+          'Revoke a credential: its requests fail with credential_revoked (requester credentials revoke); needs a write key',
+        write: true,
+        body: { name: { type: 'string' } },
+      },
+    },
+  },
+  routes(app, console) {
+    app.get('/admin/api/credentials', async (c) =>
+      c.json(await listCredentials(await console.credentialStore(), c.req.query('all') === 'true')),
+    );
+    app.post('/admin/api/credentials/create', async (c) => {
+      const { name, secrets } = await bodyOf(c, true);
+      const view = await refusing(async () =>
+        createCredential(await console.credentialStore(), name, secrets),
+      );
+      await console.record(c.get('operator'), 'credentials.create', {
+        credential: name,
+        version: view.version,
+      });
+      return c.json(view);
     });
-    return c.json(view);
-  });
-  app.post('/admin/api/credentials/rotate', async (c) => {
-    const { name, secrets } = await bodyOf(c, true);
-    const view = await refusing(async () => rotateCredential(await console.credentialStore(), name, secrets));
-    await console.recordAction(c.get('operator'), 'credentials.rotate', {
-      credential: name,
-      version: view.version,
+    app.post('/admin/api/credentials/rotate', async (c) => {
+      const { name, secrets } = await bodyOf(c, true);
+      const view = await refusing(async () =>
+        rotateCredential(await console.credentialStore(), name, secrets),
+      );
+      await console.record(c.get('operator'), 'credentials.rotate', {
+        credential: name,
+        version: view.version,
+      });
+      return c.json(view);
     });
-    return c.json(view);
-  });
-  app.post('/admin/api/credentials/revoke', async (c) => {
-    const { name } = await bodyOf(c, false);
-    const result = await refusing(async () => revokeCredential(await console.credentialStore(), name));
-    await console.recordAction(c.get('operator'), 'credentials.revoke', { credential: name });
-    return c.json(result);
-  });
-}
+    app.post('/admin/api/credentials/revoke', async (c) => {
+      const { name } = await bodyOf(c, false);
+      const result = await refusing(async () => revokeCredential(await console.credentialStore(), name));
+      await console.record(c.get('operator'), 'credentials.revoke', { credential: name });
+      return c.json(result);
+    });
+  },
+};
 
 async function bodyOf(
-  c: Context<Env>,
+  c: AdminContext,
   withSecrets: boolean,
 ): Promise<{ name: string; secrets: CredentialSecretsInput }> {
   if (!(c.req.header('content-type') ?? '').startsWith('application/json'))

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { CredentialStore, createPg, parseMasterKeys } from '@requester/shared';
 import { uniqueName } from '@requester/shared/testing';
 import { afterAll, describe, expect, it } from 'vitest';
-import { requester } from '../../../test/cli.ts';
+import { requester } from '../../../test/cli.fixture.ts';
 
 const database = uniqueName('creds').replaceAll('-', '_');
 const DATABASE_URL = `postgres://postgres@127.0.0.1:5432/${database}`;

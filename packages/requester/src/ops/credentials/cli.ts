@@ -11,13 +11,13 @@ import {
   cliActor,
   commandLogger,
   EXIT_CODES_HELP,
-  humanTime,
   printJson,
   printTable,
   progress,
   withJson,
 } from '../../commands/common.ts';
-import { recordAdminAction } from '../index.ts';
+import { recordAdminAction } from '../audit.ts';
+import { humanTime } from '../format.ts';
 import {
   type CredentialView,
   createCredential,

@@ -5,13 +5,12 @@ import {
   type ConfigFrom,
   commandLogger,
   EXIT_CODES_HELP,
-  humanSize,
-  humanTime,
   printJson,
   printTable,
   progress,
   withJson,
-} from './common.ts';
+} from '../../commands/common.ts';
+import { humanSize, humanTime } from '../format.ts';
 
 interface KeysArgs {
   action: 'create' | 'list' | 'revoke' | 'rotate' | 'update' | 'token';

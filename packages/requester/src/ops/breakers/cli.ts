@@ -1,20 +1,21 @@
 import { breakerFromConfig, type CircuitBreaker } from '@requester/policies';
 import type { Config } from '@requester/shared';
 import type { Argv } from 'yargs';
-import { listBreakers, originArg, recordAdminAction, resetBreaker, showBreaker } from '../ops/index.ts';
 import {
   type ConfigFrom,
   cliActor,
   commandLogger,
   commandRedis,
   EXIT_CODES_HELP,
-  humanTime,
   printFields,
   printJson,
   printTable,
   progress,
   withJson,
-} from './common.ts';
+} from '../../commands/common.ts';
+import { recordAdminAction } from '../audit.ts';
+import { humanTime } from '../format.ts';
+import { listBreakers, originArg, resetBreaker, showBreaker } from './index.ts';
 
 interface BreakersArgs {
   action: 'list' | 'show' | 'reset';

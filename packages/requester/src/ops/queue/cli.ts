@@ -1,14 +1,11 @@
 import { QueueAdmin, queueFromConfig } from '@requester/queue';
 import { type Config, decodeQueuedTask, UsageError } from '@requester/shared';
 import type { Argv } from 'yargs';
-import { isoTime, redactQueuedPayload } from '../ops/index.ts';
 import {
   type ConfigFrom,
   commandLogger,
   commandRedis,
   EXIT_CODES_HELP,
-  humanSpan,
-  humanTime,
   printFields,
   printJson,
   printTable,
@@ -17,7 +14,9 @@ import {
   recordReveal,
   withJson,
   withReveal,
-} from './common.ts';
+} from '../../commands/common.ts';
+import { humanSpan, humanTime, isoTime } from '../format.ts';
+import { redactQueuedPayload } from '../redact.ts';
 
 /**
  * `requester queue info|verify|purge` and `requester queue dead list|retry|purge`: the operator's

@@ -1,17 +1,16 @@
 import { Dependencies, Outbox } from '@requester/shared';
 import type { Argv } from 'yargs';
-import { outboxInfo } from '../ops/index.ts';
 import {
   type ConfigFrom,
   commandLogger,
   EXIT_CODES_HELP,
-  humanSize,
-  humanTime,
   printFields,
   printJson,
   progress,
   withJson,
-} from './common.ts';
+} from '../../commands/common.ts';
+import { humanSize, humanTime } from '../format.ts';
+import { outboxInfo } from './index.ts';
 
 const ABOUT =
   'The outbox holds tasks due later than REDIS_HORIZON (far schedules, long backoffs) in PostgreSQL; ' +

@@ -1,4 +1,4 @@
-import type { KafkaConsumer, KafkaProducer } from '@requester/shared';
+import type { KafkaConsumer, KafkaProducer } from '@requester/shared/kafka';
 import {
   consumeEach,
   createTestTopics,

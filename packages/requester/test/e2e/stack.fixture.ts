@@ -25,7 +25,7 @@ import {
   uniqueName,
 } from '@requester/shared/testing';
 import { type RunningProcess, startProcess } from '../../src/runtime/index.ts';
-import { clusterTopology, startClusterStack } from './cluster-stack.ts';
+import { clusterTopology, startClusterStack } from './cluster-stack.fixture.ts';
 
 /**
  * A whole Requester (every role, or some) on its own topics, Redis prefix and database, so end-to-

@@ -1,7 +1,7 @@
 import { createPg } from '@requester/shared';
 import { uniqueName } from '@requester/shared/testing';
 import { afterAll, describe, expect, it } from 'vitest';
-import { requester } from '../../test/cli.ts';
+import { requester } from '../../../test/cli.fixture.ts';
 
 const database = uniqueName('keys').replaceAll('-', '_');
 const env = { DATABASE_URL: `postgres://postgres@127.0.0.1:5432/${database}` };

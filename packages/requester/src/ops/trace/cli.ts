@@ -7,7 +7,7 @@ import {
   UsageError,
 } from '@requester/shared';
 import type { Argv } from 'yargs';
-import { type ConfigFrom, commandKafka, commandLogger } from './common.ts';
+import { type ConfigFrom, commandKafka, commandLogger } from '../../commands/common.ts';
 
 /**
  * `requester trace <requestId>`: what happened to one request, from the task journal

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { startFront } from '../../scripts/cluster/front.ts';
 import { startTopology } from '../../scripts/cluster/topology.ts';
 import type { RunningProcess } from '../../src/runtime/index.ts';
-import type { StackEnv } from './stack.ts';
+import type { StackEnv } from './stack.fixture.ts';
 
 /**
  * `E2E_TOPOLOGY=cluster`: a stack's "every role" is the scale-out topology of `./dev cluster`

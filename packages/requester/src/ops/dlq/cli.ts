@@ -9,15 +9,6 @@ import {
   UsageError,
 } from '@requester/shared';
 import type { Argv } from 'yargs';
-import { type DlqEntry, type DlqFilter, type DlqSource, listDeadLetters } from '../dlq/index.ts';
-import {
-  dlqFilterFrom,
-  HandledDeadLetters,
-  listDeadLetterViews,
-  recordAdminAction,
-  redactDeadLetter,
-  replayFromDlq,
-} from '../ops/index.ts';
 import {
   type ConfigFrom,
   cliActor,
@@ -25,7 +16,6 @@ import {
   commandLogger,
   commandRedis,
   EXIT_CODES_HELP,
-  humanTime,
   printJson,
   printTable,
   progress,
@@ -33,7 +23,12 @@ import {
   throttled,
   withJson,
   withReveal,
-} from './common.ts';
+} from '../../commands/common.ts';
+import { recordAdminAction } from '../audit.ts';
+import { humanTime } from '../format.ts';
+import { redactDeadLetter } from '../redact.ts';
+import { dlqFilterFrom, HandledDeadLetters, listDeadLetterViews, replayFromDlq } from './index.ts';
+import { type DlqEntry, type DlqFilter, type DlqSource, listDeadLetters } from './topic.ts';
 
 interface DlqArgs {
   action: 'list' | 'replay' | 'delete';

@@ -1,17 +1,16 @@
 import type { LimiterWindowState } from '@requester/policies';
 import type { Argv } from 'yargs';
-import { rateArg, showLimiter } from '../ops/index.ts';
 import {
   type ConfigFrom,
   commandLogger,
   commandRedis,
   EXIT_CODES_HELP,
-  humanSpan,
-  humanTime,
   printJson,
   printTable,
   withJson,
-} from './common.ts';
+} from '../../commands/common.ts';
+import { humanSpan, humanTime } from '../format.ts';
+import { rateArg, showLimiter } from './index.ts';
 
 interface LimiterArgs {
   key: string;

@@ -25,14 +25,14 @@ import {
   uniqueName,
 } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { requester } from '../../test/cli.ts';
+import { requester } from '../../../test/cli.fixture.ts';
 import {
   type DlqSource,
   listDeadLetters,
   ReplayMarks,
   type ReplayTarget,
   replayDeadLetters,
-} from './index.ts';
+} from './topic.ts';
 
 describe('requester dlq over real Kafka, Redis and a Router', () => {
   const name = uniqueName('dlq');

@@ -1,0 +1,172 @@
+import { UsageError } from '@requester/shared';
+import type { AdminConsole } from '../../admin-server/console.ts';
+import { answer, type Body, bodyOf, limitOf, list, revealTo, stringOf } from '../../admin-server/http.ts';
+import { mayReveal, type Operator } from '../../admin-server/operator.ts';
+import type { ApiFace } from '../faces.ts';
+import {
+  type DeadLetterView,
+  type DlqSelection,
+  dlqFilterFrom,
+  listDeadLetterViews,
+  replayFromDlq,
+} from './index.ts';
+
+/** Dead letters not marked handled, newest first; `revealTo`: shown in full, recorded as theirs. */
+export async function deadLetters(
+  console: AdminConsole,
+  selection: DlqSelection,
+  limit: number,
+  revealTo?: Operator,
+) {
+  const view = await deadLetterViews(console, selection, limit, mayReveal(revealTo));
+  if (revealTo)
+    await console.reveal(
+      revealTo,
+      'dlq',
+      view.entries.map((e) => e.requestId),
+    );
+  return view;
+}
+
+export async function deadLetterViews(
+  console: AdminConsole,
+  selection: DlqSelection,
+  limit: number,
+  reveal: boolean,
+) {
+  const filter = dlqFilterFrom(selection);
+  filter.exclude = await console.handled().then((h) => h.refs(console.config.topicDlq));
+  return listDeadLetterViews(console.dlqSource(), filter, limit, reveal);
+}
+
+async function replay(
+  console: AdminConsole,
+  operator: Operator,
+  selection: DlqSelection & { force?: boolean },
+) {
+  const filter = dlqFilterFrom(selection);
+  if (!filter.requestIds && Object.keys(filter).length === 0)
+    throw new UsageError('replay needs a selection: requestIds, since/until, origin, errorCode or client');
+  const summary = await replayFromDlq(
+    console.dlqSource(),
+    {
+      producer: await console.deps.producer(),
+      redis: console.deps.redis(),
+      config: console.config,
+      signer: () => console.deps.entrySigner(),
+    },
+    { filter, dryRun: false, force: selection.force ?? false },
+  );
+  await console.record(operator, 'dlq.replay', { requestIds: summary.replayed.map((r) => r.requestId) });
+  return summary;
+}
+
+/** Marks the dead letters at these DLQ positions as handled (see HandledDeadLetters). */
+async function deleteDeadLetters(console: AdminConsole, operator: Operator, refs: string[]) {
+  const wanted = new Set(refs);
+  const entries: DeadLetterView[] = [];
+  for (const entry of (await deadLetters(console, {}, Number.MAX_SAFE_INTEGER)).entries)
+    if (wanted.has(entry.ref)) entries.push(entry);
+  const marked = await (await console.handled()).mark(entries, operator.name);
+  await console.record(operator, 'dlq.delete', {
+    refs: entries.map((e) => e.ref),
+    requestIds: entries.flatMap((e) => (e.requestId ? [e.requestId] : [])),
+  });
+  return { marked, refs: entries.map((e) => e.ref) };
+}
+
+/** The selection of a query or a body (the UI's filter form, the API's parameters). */
+export function selectionOf(query: Body): DlqSelection {
+  const selection: DlqSelection = {};
+  const ids = list(query.requestIds ?? query.requestId);
+  if (ids.length) selection.requestIds = ids;
+  for (const key of ['since', 'until', 'origin', 'errorCode', 'client'] as const) {
+    const value = stringOf(query[key])?.trim();
+    if (value) selection[key] = value;
+  }
+  return selection;
+}
+
+async function requestIdsOf(console: AdminConsole, refs: string[]): Promise<string[]> {
+  const wanted = new Set(refs);
+  const { entries } = await deadLetters(console, {}, Number.MAX_SAFE_INTEGER);
+  return entries.flatMap((e) => (wanted.has(e.ref) && e.requestId ? [e.requestId] : []));
+}
+
+export const api: ApiFace = {
+  paths: {
+    '/admin/api/dlq': {
+      get: {
+        summary: 'Dead letters, newest first, without those marked handled (requester dlq list)',
+        params: ['requestId', 'since', 'until', 'origin', 'errorCode', 'client', 'limit'],
+        reveal: true,
+      },
+      post: undefined,
+    },
+    '/admin/api/dlq/replay': {
+      get: undefined,
+      post: {
+        summary: 'Replay the selected dead letters to in (requester dlq replay); needs a write key',
+        write: true,
+        body: {
+          requestIds: { type: 'array', items: { type: 'string' } },
+          refs: {
+            type: 'array',
+            items: { type: 'string' },
+            description: 'DLQ positions topic/partition/offset',
+          },
+          since: { type: 'string', format: 'date-time' },
+          until: { type: 'string', format: 'date-time' },
+          origin: { type: 'string' },
+          errorCode: { type: 'string' },
+          client: { type: 'string' },
+          force: { type: 'boolean' },
+        },
+      },
+    },
+    '/admin/api/dlq/delete': {
+      get: undefined,
+      post: {
+        summary: 'Mark dead letters as handled (requester dlq delete): left out of lists from then on',
+        write: true,
+        body: { refs: { type: 'array', items: { type: 'string' } } },
+      },
+    },
+  },
+  routes(app, console) {
+    app.get('/admin/api/dlq', async (c) =>
+      c.json(
+        await deadLetters(
+          console,
+          selectionOf(c.req.query()),
+          limitOf(c.req.query('limit'), 50),
+          revealTo(c),
+        ),
+      ),
+    );
+    app.post('/admin/api/dlq/replay', async (c) => {
+      const body = await bodyOf(c);
+      const selection = selectionOf(body);
+      // The UI's checkboxes name DLQ positions: their requests are replayed (each one's latest).
+      const refs = list(body.refs);
+      if (refs.length)
+        selection.requestIds = [...(selection.requestIds ?? []), ...(await requestIdsOf(console, refs))];
+      const summary = await replay(console, c.get('operator'), {
+        ...selection,
+        force: body.force === true || body.force === 'true',
+      });
+      return answer(
+        c,
+        summary,
+        `Replayed ${summary.replayed.length} to in (${summary.skipped.alreadyReplayed} replayed before).`,
+      );
+    });
+    app.post('/admin/api/dlq/delete', async (c) => {
+      const refs = list((await bodyOf(c)).refs);
+      if (refs.length === 0)
+        throw new UsageError('delete needs refs: the DLQ positions topic/partition/offset');
+      const result = await deleteDeadLetters(console, c.get('operator'), refs);
+      return answer(c, result, `Marked ${result.marked} dead letters as handled.`);
+    });
+  },
+};
