@@ -4,7 +4,7 @@
 // processes. The queue is an in-memory due-time heap (a task sent back waits there with its
 // progress, as in Redis): what is measured is what reaches the target, not the queue's cost.
 //
-//   node bench/pacing.ts [--scenario quota|capacity|all] [--plot BENCHMARKS-pacing.png]
+//   node bench/pacing.ts [--scenario quota|capacity|all] [--plot docs/pacing.png]
 //
 // - quota: a target serving 50 calls/s (5 per 100 ms by arrival) that answers 429 + Retry-After: 1
 //   + RateLimit-Policy: 50;w=1 above it; 400 requests with retry {max: 30, delay: 200ms, maxDelay: 5s}.
@@ -26,7 +26,7 @@ import {
   type RequestEnvelope,
 } from '../packages/shared/src/index.ts';
 import { startPacedTargetProcess } from '../packages/shared/src/testing/index.ts';
-import { type Panel, writePlot } from './png-plot.ts';
+import { type Panel, writePlot } from './plot.ts';
 
 const { values: args } = parseArgs({
   options: { scenario: { type: 'string', default: 'all' }, plot: { type: 'string' } },
@@ -224,10 +224,10 @@ function perSecond(points: Array<[number, number]>, endMs: number, reduce: (ys: 
 }
 
 const panels: Panel[] = [];
-const BLUE: [number, number, number] = [31, 119, 180];
-const ORANGE: [number, number, number] = [255, 127, 14];
-const GREEN: [number, number, number] = [44, 160, 44];
-const RED: [number, number, number] = [214, 39, 40];
+const BLUE = '#1f77b4';
+const ORANGE = '#ff7f0e';
+const GREEN = '#2ca02c';
+const RED = '#d62728';
 console.log(`machine: ${cpus().length} × ${cpus()[0]?.model ?? '?'}, node ${process.version}`);
 
 if (args.scenario === 'quota' || args.scenario === 'all') {
@@ -250,8 +250,11 @@ if (args.scenario === 'quota' || args.scenario === 'all') {
     );
     const xs = r.arrivals.map(([t, s]) => [t, s] as [number, number]);
     panels.push({
+      title: `quota target, adaptation ${adaptive ? 'on' : 'off'}: calls per second at the target`,
+      yLabel: 'calls/s',
       series: [
         {
+          name: 'served (200)',
           points: perSecond(
             xs.filter(([, s]) => s === 200),
             r.run.endMs,
@@ -260,6 +263,7 @@ if (args.scenario === 'quota' || args.scenario === 'all') {
           color: adaptive ? BLUE : ORANGE,
         },
         {
+          name: 'refused (429)',
           points: perSecond(
             xs.filter(([, s]) => s === 429),
             r.run.endMs,
@@ -268,7 +272,13 @@ if (args.scenario === 'quota' || args.scenario === 'all') {
           color: RED,
         },
         ...(adaptive
-          ? [{ points: r.run.samples.map(([t, rate]) => [t / 1000, rate] as [number, number]), color: GREEN }]
+          ? [
+              {
+                name: 'shared pace',
+                points: r.run.samples.map(([t, rate]) => [t / 1000, rate] as [number, number]),
+                color: GREEN,
+              },
+            ]
           : []),
       ],
       yMax: 100,
@@ -291,9 +301,13 @@ if (args.scenario === 'capacity' || args.scenario === 'all') {
       return `${limit} | ${(calls.length / ((to - from) / 1000)).toFixed(0)} | ${percentile(calls, 50).toFixed(1)} / ${percentile(calls, 99).toFixed(1)}`;
     };
     console.log(`| ${adaptive ? 'on' : 'off'} | ${stats(3_000, 6_000)} | ${stats(9_000, 12_000)} |`);
+    const side = adaptive ? 'adaptation on' : 'adaptation off';
     panels.push({
+      title: `capacity target, ${side}: ${adaptive ? 'the learnt' : 'the static'} concurrency limit of one executor`,
+      yLabel: 'calls in flight',
       series: [
         {
+          name: adaptive ? 'learnt limit' : 'static limit',
           points: r.run.samples.map(([t, , l]) => [t / 1000, l] as [number, number]),
           color: adaptive ? BLUE : ORANGE,
         },
@@ -301,12 +315,19 @@ if (args.scenario === 'capacity' || args.scenario === 'all') {
       yMax: 2 * PER_ORIGIN,
     });
     panels.push({
+      title: `capacity target, ${side}: call latency per second (capacity halves at 6 s)`,
+      yLabel: 'latency (ms)',
       series: [
         {
+          name: 'p99',
           points: perSecond(r.run.calls, r.run.endMs, (ys) => percentile(ys, 99)),
           color: adaptive ? BLUE : ORANGE,
         },
-        { points: perSecond(r.run.calls, r.run.endMs, (ys) => percentile(ys, 50)), color: GREEN },
+        {
+          name: 'p50',
+          points: perSecond(r.run.calls, r.run.endMs, (ys) => percentile(ys, 50)),
+          color: GREEN,
+        },
       ],
       yMax: 60,
     });
@@ -314,7 +335,12 @@ if (args.scenario === 'capacity' || args.scenario === 'all') {
 }
 
 if (args.plot && panels.length > 0) {
-  writePlot(args.plot, panels, 20);
+  writePlot(args.plot, {
+    title: `origin pacing: ${EXECUTORS} executors × ${WORKERS} workers, one Redis (${cpus().length} CPUs, node ${process.version})`,
+    panels,
+    xLabel: 'time since the scenario started (s)',
+    xMax: 20,
+  });
   console.log(`\nplot: ${args.plot}`);
 }
 redis.disconnect();

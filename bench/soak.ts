@@ -12,10 +12,9 @@
 // A real soak is ten minutes or more (the default); a short run only proves the script works.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { Resvg } from '@resvg/resvg-js';
 import { stackEnv } from '../packages/requester/test/e2e/stack.fixture.ts';
 import {
   createKafka,
@@ -25,6 +24,7 @@ import {
 } from '../packages/shared/src/index.ts';
 import { eventually, freePort } from '../packages/shared/src/testing/index.ts';
 import { formatMemory, type MemorySample, memoryOf } from './memory.ts';
+import { type Panel, type Series, writePlot } from './plot.ts';
 
 const { values: args } = parseArgs({
   args: process.argv.slice(2).filter((arg, i) => !(i === 0 && arg === '--')),
@@ -177,57 +177,20 @@ async function sample(sides: Side[], start: number): Promise<void> {
   }
 }
 
-// ---------------------------------------------------------------------------------------------
-// The plot: an SVG drawn here, rendered to PNG by resvg (no browser, no system tool).
-
 const COLORS = ['#1f77b4', '#d62728', '#2ca02c', '#9467bd'];
 
-function plotSvg(sides: Side[], title: string): string {
-  const [w, h] = [960, 540];
-  const m = { left: 70, right: 200, top: 50, bottom: 50 };
-  const all = sides.flatMap((s) => s.samples);
-  const maxT = Math.max(1, ...all.map((p) => p.atS));
-  const maxY = Math.ceil(Math.max(100, ...all.map((p) => p.rss)) / 100) * 100;
-  const x = (t: number) => m.left + (t / maxT) * (w - m.left - m.right);
-  const y = (mb: number) => h - m.bottom - (mb / maxY) * (h - m.top - m.bottom);
-  const parts: string[] = [
-    `<rect width="${w}" height="${h}" fill="white"/>`,
-    `<text x="${m.left}" y="28" font-size="16">${escapeXml(title)}</text>`,
-  ];
-  for (let mb = 0; mb <= maxY; mb += maxY / 5) {
-    parts.push(
-      `<line x1="${m.left}" x2="${w - m.right}" y1="${y(mb)}" y2="${y(mb)}" stroke="#ddd"/>`,
-      `<text x="${m.left - 8}" y="${y(mb) + 4}" font-size="12" text-anchor="end">${mb} MB</text>`,
-    );
-  }
-  for (let i = 0; i <= 5; i++) {
-    const t = (maxT * i) / 5;
-    parts.push(
-      `<text x="${x(t)}" y="${h - m.bottom + 20}" font-size="12" text-anchor="middle">${Math.round(t)} s</text>`,
-    );
-  }
-  let legend = 0;
-  sides.forEach((side, i) => {
+/** One panel: each side's RSS (solid) and heap used (dashed) over time, in its own color. */
+function memoryPanel(sides: Side[]): Panel {
+  const series = sides.flatMap((side, i): Series[] => {
     const color = COLORS[i % COLORS.length] as string;
-    const series: Array<[string, (p: MemorySample) => number, string]> = [
-      ['RSS', (p) => p.rss, ''],
-      ['heap used', (p) => p.heapUsed, 'stroke-dasharray="6 4"'],
+    const over = (value: (p: MemorySample) => number) =>
+      side.samples.map((p) => [p.atS, value(p)] as [number, number]);
+    return [
+      { name: `${side.label} RSS`, color, points: over((p) => p.rss) },
+      { name: `${side.label} heap used`, color, dash: '6 4', points: over((p) => p.heapUsed) },
     ];
-    for (const [name, value, dash] of series) {
-      const points = side.samples.map((p) => `${x(p.atS).toFixed(1)},${y(value(p)).toFixed(1)}`).join(' ');
-      parts.push(`<polyline fill="none" stroke="${color}" stroke-width="2" ${dash} points="${points}"/>`);
-      const ly = m.top + 20 * legend++;
-      parts.push(
-        `<line x1="${w - m.right + 15}" x2="${w - m.right + 45}" y1="${ly}" y2="${ly}" stroke="${color}" stroke-width="2" ${dash}/>`,
-        `<text x="${w - m.right + 52}" y="${ly + 4}" font-size="12">${escapeXml(`${side.label} ${name}`)}</text>`,
-      );
-    }
   });
-  return `<svg xmlns="http://www.w3.org/2000/svg" width="${w}" height="${h}" font-family="DejaVu Sans, sans-serif">${parts.join('')}</svg>`;
-}
-
-function escapeXml(text: string): string {
-  return text.replaceAll('&', '&amp;').replaceAll('<', '&lt;').replaceAll('>', '&gt;');
+  return { title: 'memory of the requester process', yLabel: 'MB', series };
 }
 
 async function main(): Promise<void> {
@@ -247,14 +210,8 @@ async function main(): Promise<void> {
   await sample(sides, start);
   for (const side of sides) await side.reader.stop();
   const title = `requester --role all, ${rate} req/s direct Kafka, ${args.body} B bodies (load average ${loadavg()})`;
-  const png = new Resvg(plotSvg(sides, title), {
-    font: { loadSystemFonts: true, defaultFontFamily: 'DejaVu Sans' },
-  })
-    .render()
-    .asPng();
   const out = path.resolve(here, args.png ?? '.run/soak.png');
-  mkdirSync(path.dirname(out), { recursive: true });
-  writeFileSync(out, png);
+  writePlot(out, { title, panels: [memoryPanel(sides)], xLabel: 'time since the load started (s)' });
   for (const side of sides) {
     const rss = side.samples.map((p) => p.rss);
     const half = rss.slice(Math.floor(rss.length / 2));
