@@ -2,7 +2,8 @@ import { crc32 } from 'node:zlib';
 import { RequesterError } from '@requester/shared/errors';
 
 /**
- * The keys of one shard, in the order every queue script receives them as KEYS[1..11].
+ * The keys of one shard, in the order every queue script receives them as KEYS (the one
+ * layout of `commands/<op>.lua`).
  * Every key carries the hash tag `{q:S}`, so a whole shard lives in one Redis Cluster slot and a
  * script touching it is a single-slot operation. What each key holds is documented in
  * `commands/includes/shard.lua`.

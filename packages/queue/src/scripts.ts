@@ -4,15 +4,13 @@ import type { DeadTask, PartitionView, ShardInfo } from './admin.ts';
 import { isOrderedPartition, SHARD_KEY_NAMES } from './keys.ts';
 import type { LeasedTask, PublishTask } from './queue.ts';
 
-/** Every `commands/<op>-11.lua` (each takes the 11 keys of one shard), read once per process. */
-const QUEUE_COMMANDS = readLuaCommands(join(import.meta.dirname, 'commands'), 'fairQueue');
-for (const [op, command] of QUEUE_COMMANDS) {
-  if (command.numberOfKeys !== SHARD_KEY_NAMES.length) {
-    throw new Error(
-      `queue script ${op}: expected ${SHARD_KEY_NAMES.length} keys, got ${command.numberOfKeys}`,
-    );
-  }
-}
+/**
+ * Every `commands/<op>.lua`, read once per process. Each takes the same keys, those of one shard
+ * (`SHARD_KEY_NAMES`, documented in `commands/includes/shard.lua`), hence no key count in the names.
+ */
+const QUEUE_COMMANDS = readLuaCommands(join(import.meta.dirname, 'commands'), 'fairQueue', {
+  layoutKeys: SHARD_KEY_NAMES.length,
+});
 
 type Op =
   | 'publish'
@@ -61,7 +59,7 @@ export interface Housekeeping {
 }
 
 /**
- * The queue's scripts, one typed operation each. `keys` are the 11 keys of one shard
+ * The queue's scripts, one typed operation each. `keys` are the keys of one shard
  * (`shardKeys`): every script is single-slot.
  */
 export interface QueueScripts {

@@ -1,7 +1,8 @@
 --[[
   Shared state and helpers of one queue shard (textually included by every queue script).
 
-  Every script receives the same 11 keys of one shard S, all tagged {q:S} (see keys.ts):
+  The shard layout: every script (commands/<op>.lua) receives the same keys, those of one shard S,
+  all tagged {q:S}, in this order (SHARD_KEY_NAMES in keys.ts):
     KEYS[1]  ready     ZSET partition -> round-robin ticket. Partitions whose head is due and that may
                        run (ordered: nothing in flight). ZPOPMIN = the partition waiting longest.
     KEYS[2]  timers    ZSET partition -> wake time (ms). Partitions whose head becomes due later

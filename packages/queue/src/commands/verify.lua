@@ -3,7 +3,7 @@
   the hot path. Checks the placement invariant, that every task is in exactly one of pending /
   leased / dead, the in-flight counts and the age counts.
 
-  KEYS[1..11] the shard keys (see includes/shard.lua)
+  KEYS     the shard layout: every key of one shard, in the order of includes/shard.lua
   ARGV[1]  unordered partition concurrency (0 = unlimited)
   ARGV[2]  the most violations to report
 

@@ -3,7 +3,7 @@
   First moves due timers to ready and reclaims expired leases (bounded by the housekeeping batch),
   then pops the partition waiting longest in `ready` k times: O(k log P), never a scan.
 
-  KEYS[1..11] the shard keys (see includes/shard.lua)
+  KEYS     the shard layout: every key of one shard, in the order of includes/shard.lua
   ARGV[1]  unordered partition concurrency (0 = unlimited)
   ARGV[2]  shard number (goes into the lease tokens)
   ARGV[3]  k: the most tasks to lease

@@ -7,7 +7,7 @@
   mode "destroy": every key, the sequence counter included (only when no worker of the queue is
                left: a token issued before could then match a new lease).
 
-  KEYS[1..11] the shard keys (see includes/shard.lua)
+  KEYS     the shard layout: every key of one shard, in the order of includes/shard.lua
   ARGV[1]  mode: "all" | "dead" | "destroy"
   ARGV[2]  batch (mode "dead")
 
