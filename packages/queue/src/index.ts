@@ -14,11 +14,14 @@ export {
 } from './admin.ts';
 export { queueFromConfig } from './config.ts';
 export {
+  CLIENT_SEPARATOR,
+  clientOfPartition,
   FairQueue,
   type FairQueueOptions,
   isOrderedPartition,
   type LeasedTask,
   type LeaseResult,
+  MAX_CLIENT_WEIGHT,
   ORDERED_PREFIX,
   type PublishResult,
   type PublishTask,

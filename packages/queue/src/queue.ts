@@ -7,7 +7,14 @@ import { parseToken, shardKey, shardKeys, shardOfPartition } from './keys.ts';
 import { queueMetrics } from './metrics.ts';
 import { loadQueueScripts, type QueueScripts, type Settled } from './scripts.ts';
 
-export { isOrderedPartition, ORDERED_PREFIX, parseToken, shardOfPartition } from './keys.ts';
+export {
+  CLIENT_SEPARATOR,
+  clientOfPartition,
+  isOrderedPartition,
+  ORDERED_PREFIX,
+  parseToken,
+  shardOfPartition,
+} from './keys.ts';
 
 export interface FairQueueOptions {
   redis: RedisClient;
@@ -104,6 +111,8 @@ interface Wave {
 }
 
 const DAY_MS = 24 * 60 * 60 * 1000;
+/** Shares are relative: beyond this, a client of weight 1 would hardly ever be served. */
+export const MAX_CLIENT_WEIGHT = 1000;
 // Due times are 11 hex digits in pending members (see shard.lua): beyond year 2500 is an error.
 const MAX_DUE_MS = 0xfff_ffff_ffff;
 
@@ -240,6 +249,35 @@ export class FairQueue {
     queueMetrics.leaseLatency.observe({ queue: this.name }, (performance.now() - started) / 1000);
     if (tasks.length > 0) queueMetrics.leased.inc({ queue: this.name }, tasks.length);
     return { tasks, nextWakeMs: tasks.length > 0 ? 0 : this.idleFor() };
+  }
+
+  /**
+   * A client's share of the workers relative to other clients' (weighted fair share, see
+   * `commands/includes/shard.lua`): with every client saturating the queue, a client of weight 3
+   * gets 3 leases for each of a weight-1 client's. Written into every shard (each lease script
+   * reads its own shard's copy, single-slot): one pipelined HSET per shard. Weight 1 (the default)
+   * removes the entry. A client is the suffix of its partition names (`clientOfPartition`).
+   */
+  async setClientWeight(client: string, weight: number): Promise<void> {
+    checkClient(client);
+    if (!Number.isInteger(weight) || weight < 1 || weight > MAX_CLIENT_WEIGHT) {
+      throw new RequesterError(
+        'invalid_request',
+        `a client weight is an integer from 1 to ${MAX_CLIENT_WEIGHT}, got ${weight}`,
+      );
+    }
+    await Promise.all(
+      Array.from({ length: this.shards }, (_, shard) => {
+        const key = shardKey(this.prefix, shard, 'shares');
+        return weight === 1 ? this.redis.hdel(key, client) : this.redis.hset(key, client, weight);
+      }),
+    );
+  }
+
+  /** The clients with a weight other than 1 (read from shard 0; every shard holds the same). */
+  async clientWeights(): Promise<Map<string, number>> {
+    const all = await this.redis.hgetall(shardKey(this.prefix, 0, 'shares'));
+    return new Map(Object.entries(all).map(([client, weight]) => [client, Number(weight)]));
   }
 
   /** Heartbeat: the lease now ends leaseMs from now. */
@@ -652,6 +690,12 @@ function checkedPayload(payload: string, maxPayloadBytes: number): string {
     throw new RequesterError('payload_too_large', `replacement payload exceeds ${maxPayloadBytes} bytes`);
   }
   return payload;
+}
+
+function checkClient(client: string): void {
+  if (typeof client !== 'string' || client === '' || /[\s\0]/.test(client)) {
+    throw new RequesterError('invalid_request', `not a client name: ${JSON.stringify(client)}`);
+  }
 }
 
 function validateTask(task: PublishTask, maxPayloadBytes: number): void {

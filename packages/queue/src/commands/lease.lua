@@ -1,7 +1,9 @@
 --[[
-  Lease up to k tasks from one shard, fairly: one task per partition per turn of the round-robin.
+  Lease up to k tasks from one shard, fairly at two levels: the client with the lowest virtual
+  time takes a turn (weighted fair share, see includes/shard.lua), and gives the task of its
+  partition waiting longest (one task per partition per turn of that client's round-robin).
   First moves due timers to ready and reclaims expired leases (bounded by the housekeeping batch),
-  then pops the partition waiting longest in `ready` k times: O(k log P), never a scan.
+  then takes k turns: O(k log P), never a scan.
 
   KEYS     the shard layout: every key of one shard, in the order of includes/shard.lua
   ARGV[1]  unordered partition concurrency (0 = unlimited)
@@ -11,7 +13,8 @@
   ARGV[5]  max deliveries before an expiring lease dead-letters the task (0 = unlimited)
   ARGV[6]  housekeeping batch: the most timers promoted and leases reclaimed per call
   ARGV[7]  quantum: the most tasks one partition gives in this call (0 = no cap); when the
-           partition at the front of the line has had its quantum, the call stops there
+           partition at the front of a client's line has had its quantum, that client's turns
+           end for this call (it keeps its virtual time and its line)
 
   Returns {readyCount, nextEventMs, reclaimed, deadLettered, n, then n groups of 7:
            id, partition, payload, token, deliveries, publishedAt, dueAt}
@@ -32,19 +35,11 @@ local reclaimed, deadLettered = reclaimExpired(now, batch, maxDeliveries, unorde
 
 local leased = {}
 local taken = {}
-for _ = 1, k do
-  local popped = redis.call('ZPOPMIN', K_READY)
-  local partition = popped[1]
-  if not partition then
-    break
-  end
-  -- Round-robin: a partition back at the front with its quantum used means everyone in line had
-  -- as many turns; it keeps its place (same ticket) for the next call.
-  if quantum > 0 and (taken[partition] or 0) >= quantum then
-    redis.call('ZADD', K_READY, popped[2], partition)
-    break
-  end
-  taken[partition] = (taken[partition] or 0) + 1
+-- Clients whose partitions had their quantum: out of `clients` for the rest of this call.
+local rested = {}
+
+-- One task of `partition` (just taken out of `ready`), leased; the partition back in line.
+local function leaseHead(partition)
   -- The invariant guarantees a due head here; the check only keeps a damaged shard from erroring.
   local head, nextHead = headAndNext(partition)
   if head then
@@ -60,6 +55,45 @@ for _ = 1, k do
   end
   -- Back of the line (or out of it, when it may not run more or has nothing due).
   placeAfterLease(partition, nextHead, now, unorderedLimit)
+end
+
+for _ = 1, k do
+  local turn = redis.call('ZRANGE', K_CLIENTS, 0, 0, 'WITHSCORES')
+  local client = turn[1]
+  if not client and #rested > 0 then
+    break
+  elseif not client then
+    -- Partitions made ready before clients existed (a shard written by an earlier version) are
+    -- only in `ready`: they go in plain round-robin, once no client's partition is ready.
+    local popped = redis.call('ZPOPMIN', K_READY)
+    if not popped[1] then
+      break
+    end
+    leaseHead(popped[1])
+  else
+    local member = nextReadyOf(client)
+    local ticketAt = #client + 2
+    local partition = string.sub(member, ticketAt + 12)
+    if quantum > 0 and (taken[partition] or 0) >= quantum then
+      -- Back at the front of its client's line with its quantum used: every partition of this
+      -- client had as many turns; the client rests until the next call, the others go on.
+      redis.call('ZREM', K_CLIENTS, client)
+      rested[#rested + 1] = { turn[2], client }
+    else
+      taken[partition] = (taken[partition] or 0) + 1
+      redis.call('ZREM', K_CREADY, member)
+      redis.call('ZREM', K_READY, partition)
+      leaseHead(partition)
+      if nextReadyOf(client) then
+        redis.call('ZADD', K_CLIENTS, tonumber(turn[2]) + 1 / weightOf(client), client)
+      else
+        redis.call('ZREM', K_CLIENTS, client)
+      end
+    end
+  end
+end
+for _, rest in ipairs(rested) do
+  redis.call('ZADD', K_CLIENTS, rest[1], rest[2])
 end
 
 local readyCount, nextEvent = shardState(now)

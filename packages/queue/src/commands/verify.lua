@@ -162,6 +162,41 @@ for _, partition in ipairs(redis.call('ZRANGE', K_TIMERS, 0, -1)) do
   end
 end
 
+-- clients: `cready` holds exactly the partitions of `ready` with their tickets, `clients` exactly
+-- the clients with a partition in `cready` (the partitions of an earlier version aside, see lease)
+local readyClients = {}
+local inCready = {}
+for _, member in ipairs(redis.call('ZRANGE', K_CREADY, 0, -1)) do
+  local cut = string.find(member, '\0', 1, true)
+  local client = string.sub(member, 1, cut - 1)
+  local partition = string.sub(member, cut + 13)
+  local ticket = tonumber(string.sub(member, cut + 1, cut + 12), 16)
+  inCready[partition] = true
+  readyClients[client] = true
+  if clientOf(partition) ~= client then
+    report('partition ' .. partition .. ' is in the ready line of client ' .. client)
+  end
+  local score = redis.call('ZSCORE', K_READY, partition)
+  if not score or tonumber(score) ~= ticket then
+    report('partition ' .. partition .. ' is in its client\'s ready line with ticket ' .. ticket .. ' but ready says ' .. tostring(score))
+  end
+end
+for _, partition in ipairs(redis.call('ZRANGE', K_READY, 0, -1)) do
+  if not inCready[partition] then
+    report('ready partition ' .. partition .. ' is in no client\'s ready line')
+  end
+end
+local clientList = redis.call('ZRANGE', K_CLIENTS, 0, -1)
+for _, client in ipairs(clientList) do
+  if not readyClients[client] then
+    report('client ' .. client .. ' takes turns but has no ready partition')
+  end
+  readyClients[client] = nil
+end
+for client in pairs(readyClients) do
+  report('client ' .. client .. ' has ready partitions but takes no turns')
+end
+
 local reply = { #records / 2 }
 for _, p in ipairs(problems) do
   reply[#reply + 1] = p
