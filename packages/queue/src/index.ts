@@ -5,6 +5,9 @@
  * classes, never its keys.
  */
 export {
+  CLIENT_METRICS_TOP,
+  type ClientInfo,
+  type ClientShardView,
   type DeadTask,
   type PartitionView,
   type Progress,

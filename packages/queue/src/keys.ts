@@ -23,6 +23,7 @@ export const SHARD_KEY_NAMES = [
   'clients',
   'cready',
   'shares',
+  'cdepth',
 ] as const;
 
 export type ShardKeyName = (typeof SHARD_KEY_NAMES)[number];

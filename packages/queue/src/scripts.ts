@@ -1,6 +1,6 @@
 import { join } from 'node:path';
 import { luaScripts, type RedisClient, readLuaCommands } from '@requester/shared/redis';
-import type { DeadTask, PartitionView, ShardInfo } from './admin.ts';
+import type { ClientShardView, DeadTask, PartitionView, ShardInfo } from './admin.ts';
 import { isOrderedPartition, SHARD_KEY_NAMES } from './keys.ts';
 import type { LeasedTask, PublishTask } from './queue.ts';
 
@@ -26,7 +26,8 @@ type Op =
   | 'retryDead'
   | 'listDead'
   | 'partitions'
-  | 'verify';
+  | 'verify'
+  | 'clients';
 
 type Reply = Array<string | number>;
 
@@ -132,6 +133,8 @@ export interface QueueScripts {
     partitionConcurrency: number,
     maxReport: number,
   ): Promise<{ tasks: number; violations: string[] }>;
+  /** The clients with pending tasks in the shard. */
+  clients(keys: readonly string[]): Promise<{ nowMs: number; clients: ClientShardView[] }>;
 }
 
 function num(reply: Reply, index: number): number {
@@ -309,6 +312,20 @@ export function loadQueueScripts(redis: RedisClient): QueueScripts {
     },
     async listDead(keys, limit) {
       return deadTasks(await run('listDead', keys, [limit]));
+    },
+    async clients(keys) {
+      const reply = await run('clients', keys, []);
+      const clients: ClientShardView[] = [];
+      for (let i = 0, at = 2; i < Number(reply[1]); i++, at += 4) {
+        const oldest = Number(reply[at + 3]);
+        clients.push({
+          client: String(reply[at]),
+          pending: Number(reply[at + 1]),
+          readyPartitions: Number(reply[at + 2]),
+          oldestReadyPublishedAt: oldest >= 0 ? oldest : null,
+        });
+      }
+      return { nowMs: Number(reply[0]), clients };
     },
     async verify(keys, partitionConcurrency, maxReport) {
       const reply = await run('verify', keys, [partitionConcurrency, maxReport]);

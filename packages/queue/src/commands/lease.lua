@@ -44,7 +44,7 @@ local function leaseHead(partition)
   local head, nextHead = headAndNext(partition)
   if head then
     local id = idOfMember(partition, head)
-    redis.call('ZREM', K_PENDING, head)
+    dequeue(partition, head)
     local record = loadRecord(id)
     ageRemove(record[R_PUBLISHED])
     local delivery = record[R_DELIVERIES] + 1

@@ -197,6 +197,23 @@ for client in pairs(readyClients) do
   report('client ' .. client .. ' has ready partitions but takes no turns')
 end
 
+-- per-client depth: the pending tasks of each client
+local pendingOfClient = {}
+for _, member in ipairs(redis.call('ZRANGE', K_PENDING, 0, -1)) do
+  local client = clientOf(string.sub(member, 1, string.find(member, '\0', 1, true) - 1))
+  pendingOfClient[client] = (pendingOfClient[client] or 0) + 1
+end
+local depths = redis.call('HGETALL', K_CDEPTH)
+for i = 1, #depths, 2 do
+  if pendingOfClient[depths[i]] ~= tonumber(depths[i + 1]) then
+    report('client ' .. depths[i] .. ' counts ' .. depths[i + 1] .. ' pending, pending says ' .. (pendingOfClient[depths[i]] or 0))
+  end
+  pendingOfClient[depths[i]] = nil
+end
+for client, count in pairs(pendingOfClient) do
+  report('client ' .. client .. ' has ' .. count .. ' pending but no depth count')
+end
+
 local reply = { #records / 2 }
 for _, p in ipairs(problems) do
   reply[#reply + 1] = p

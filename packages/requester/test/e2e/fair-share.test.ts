@@ -21,11 +21,12 @@ type Key = Awaited<ReturnType<typeof stackKey>>;
  * queue before anything is leased; then the target answers and the order of the results on `out`
  * says who was served first. Assertions are on that order, never on time.
  *
- * Backlogs are 3,000 tasks (the issue's scenario has 50,000: the same ordering, too long for one
- * test on a shared 2-core machine; the benchmark measures B's wait at 10k and 100k).
+ * Backlogs are 1,000 tasks (the issue's scenario has 50,000: the same ordering, too long for one
+ * test on a shared 2-core machine where every request is an HTTP POST; the benchmark measures B's
+ * wait at 10k and 100k).
  */
 const WORKERS = 4;
-const BACKLOG = 3_000;
+const BACKLOG = 1_000;
 
 describe('fair share between clients', () => {
   let stack: StackEnv;
@@ -93,8 +94,17 @@ describe('fair share between clients', () => {
     await eventually(() => plug.holding(gate) === WORKERS, 60_000, 'every worker held');
   }
 
+  let depth = 0;
   const queued = (count: number) =>
-    eventually(async () => (await queue.pendingDepth()) >= count, 120_000, `${count} tasks queued`);
+    eventually(
+      async () => {
+        depth = await queue.pendingDepth();
+        return depth >= count;
+      },
+      300_000,
+      `${count} tasks queued`,
+      () => `(${depth} queued)`,
+    );
 
   /** The position (0-based) of each requestId in the order results reached `out`. */
   const arrivalOrder = () => new Map([...results.byId.keys()].map((id, at) => [id, at]));
@@ -102,12 +112,17 @@ describe('fair share between clients', () => {
   it("a client's backlog does not hold another client's requests: B completes before A's backlog drains", async () => {
     const [a, b] = [await stackKey(stack), await stackKey(stack)];
     await holdWorkers('gate-ab');
-    const aIds = await send(a, BACKLOG, uniqueName('A'));
-    await queued(BACKLOG);
-    // B arrives last, behind every one of A's tasks (each a partition of its own).
-    const bIds = await send(b, 10, uniqueName('B'), 1);
-    await queued(BACKLOG + 10);
-    plug.release('gate-ab');
+    let aIds: string[];
+    let bIds: string[];
+    try {
+      aIds = await send(a, BACKLOG, uniqueName('A'));
+      await queued(BACKLOG);
+      // B arrives last, behind every one of A's tasks (each a partition of its own).
+      bIds = await send(b, 10, uniqueName('B'), 1);
+      await queued(BACKLOG + 10);
+    } finally {
+      plug.release('gate-ab');
+    }
     await results.until(() => bIds.every((id) => results.byId.has(id)), 300_000, "B's results");
     await results.until(() => aIds.every((id) => results.byId.has(id)), 300_000, "A's results");
 
@@ -124,13 +139,18 @@ describe('fair share between clients', () => {
     // What `requester keys create --weight 3` does besides storing it with the key.
     await queue.setClientWeight(heavy.name, 3);
     await holdWorkers('gate-w');
-    const before = await queue.pendingDepth();
-    const [heavyIds, lightIds] = await Promise.all([
-      send(heavy, BACKLOG, uniqueName('H'), 16),
-      send(light, BACKLOG, uniqueName('L'), 16),
-    ]);
-    await queued(before + 2 * BACKLOG);
-    plug.release('gate-w');
+    let heavyIds: string[];
+    let lightIds: string[];
+    try {
+      const before = await queue.pendingDepth();
+      [heavyIds, lightIds] = await Promise.all([
+        send(heavy, BACKLOG, uniqueName('H'), 16),
+        send(light, BACKLOG, uniqueName('L'), 16),
+      ]);
+      await queued(before + 2 * BACKLOG);
+    } finally {
+      plug.release('gate-w');
+    }
     // Both keep a backlog for the first 4/3 · BACKLOG completions (the heavy one drains then).
     const window = BACKLOG;
     const heavySet = new Set(heavyIds);

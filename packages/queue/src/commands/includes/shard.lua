@@ -35,6 +35,8 @@
                        round-robin order: its next partition = first member in [C\0, C\1).
     KEYS[14] shares    HASH client -> weight (absent: 1). Written by setClientWeight (`requester
                        keys create|update --weight`), in every shard; never removed by purge.
+    KEYS[15] cdepth    HASH client -> its pending tasks in this shard (only clients with some): the
+                       per-client depth of `queue info --by-client` and the client metrics.
 
   A partition's client is the part of its name after the last " @" (the client namespace,
   `clientScoped` in @requester/shared/contract: "!order-42 @billing" is billing's); a name without
@@ -58,6 +60,7 @@ local K_AGECOUNT = KEYS[11]
 local K_CLIENTS = KEYS[12]
 local K_CREADY = KEYS[13]
 local K_SHARES = KEYS[14]
+local K_CDEPTH = KEYS[15]
 
 -- Task record fields (a cmsgpack array).
 local R_PARTITION = 1
@@ -304,6 +307,16 @@ end
 -- A task (not currently pending) goes back into its partition's pending line.
 local function enqueue(id, record)
   redis.call('ZADD', K_PENDING, 0, memberOf(record[R_PARTITION], record[R_SEQ], record[R_DUE], id))
+  redis.call('HINCRBY', K_CDEPTH, clientOf(record[R_PARTITION]), 1)
+end
+
+-- A pending task leaves its partition's line (leased).
+local function dequeue(partition, member)
+  redis.call('ZREM', K_PENDING, member)
+  local client = clientOf(partition)
+  if redis.call('HINCRBY', K_CDEPTH, client, -1) <= 0 then
+    redis.call('HDEL', K_CDEPTH, client)
+  end
 end
 
 -- A leased task (lease already released) moves to the dead letters.
