@@ -39,6 +39,7 @@ local taken = {}
 local rested = {}
 
 -- One task of `partition` (just taken out of `ready`), leased; the partition back in line.
+-- Returns true when the partition is ready again.
 local function leaseHead(partition)
   -- The invariant guarantees a due head here; the check only keeps a damaged shard from erroring.
   local head, nextHead = headAndNext(partition)
@@ -54,12 +55,15 @@ local function leaseHead(partition)
     leased[#leased + 1] = { id, partition, record[R_PAYLOAD], token, delivery, record[R_PUBLISHED], record[R_DUE] }
   end
   -- Back of the line (or out of it, when it may not run more or has nothing due).
-  placeAfterLease(partition, nextHead, now, unorderedLimit)
+  return placeAfterLease(partition, nextHead, now, unorderedLimit)
 end
 
-for _ = 1, k do
-  local turn = redis.call('ZRANGE', K_CLIENTS, 0, 0, 'WITHSCORES')
-  local client = turn[1]
+local turns = k
+while turns > 0 do
+  -- The client whose turn it is, and the runner-up's virtual time: the client is served turn after
+  -- turn (one ZSET write for the run) until its virtual time reaches the runner-up's.
+  local two = redis.call('ZRANGE', K_CLIENTS, 0, 1, 'WITHSCORES')
+  local client = two[1]
   if not client and #rested > 0 then
     break
   elseif not client then
@@ -70,25 +74,38 @@ for _ = 1, k do
       break
     end
     leaseHead(popped[1])
+    turns = turns - 1
   else
-    local member = nextReadyOf(client)
-    local ticketAt = #client + 2
-    local partition = string.sub(member, ticketAt + 12)
-    if quantum > 0 and (taken[partition] or 0) >= quantum then
-      -- Back at the front of its client's line with its quantum used: every partition of this
-      -- client had as many turns; the client rests until the next call, the others go on.
-      redis.call('ZREM', K_CLIENTS, client)
-      rested[#rested + 1] = { turn[2], client }
-    else
-      taken[partition] = (taken[partition] or 0) + 1
-      redis.call('ZREM', K_CREADY, member)
-      redis.call('ZREM', K_READY, partition)
-      leaseHead(partition)
-      if nextReadyOf(client) then
-        redis.call('ZADD', K_CLIENTS, tonumber(turn[2]) + 1 / weightOf(client), client)
+    local vt = tonumber(two[2])
+    local bound = two[4] and tonumber(two[4]) or math.huge
+    local step = 1 / weightOf(client)
+    local more = true
+    local resting = false
+    repeat
+      -- Its partition waiting longest, and whether another one waits behind it.
+      local line = redis.call('ZRANGE', K_CREADY, '[' .. client .. '\0', '(' .. client .. '\1', 'BYLEX', 'LIMIT', 0, 2)
+      local member = line[1]
+      local partition = string.sub(member, #client + 14)
+      if quantum > 0 and (taken[partition] or 0) >= quantum then
+        -- Back at the front of its client's line with its quantum used: every partition of this
+        -- client had as many turns; the client rests until the next call, the others go on.
+        resting = true
       else
-        redis.call('ZREM', K_CLIENTS, client)
+        taken[partition] = (taken[partition] or 0) + 1
+        redis.call('ZREM', K_CREADY, member)
+        redis.call('ZREM', K_READY, partition)
+        more = leaseHead(partition) or line[2] ~= nil
+        turns = turns - 1
+        vt = vt + step
       end
+    until resting or not more or turns == 0 or vt >= bound
+    if resting then
+      redis.call('ZREM', K_CLIENTS, client)
+      rested[#rested + 1] = { vt, client }
+    elseif more then
+      redis.call('ZADD', K_CLIENTS, vt, client)
+    else
+      redis.call('ZREM', K_CLIENTS, client)
     end
   end
 end

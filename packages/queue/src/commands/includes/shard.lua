@@ -277,7 +277,8 @@ end
 
 --[[
   `place` for a partition just taken out of `ready` whose head was leased: it is in neither set,
-  and its next head is known. Its client's place in `clients` is lease's business.
+  and its next head is known. Its client's place in `clients` is lease's business. Returns true
+  when the partition went back into `ready`.
 ]]
 local function placeAfterLease(partition, nextHead, now, unorderedLimit)
   if not nextHead or isOrdered(partition) then
@@ -289,6 +290,7 @@ local function placeAfterLease(partition, nextHead, now, unorderedLimit)
   local due = dueOfMember(partition, nextHead)
   if due <= now then
     readyAdd(partition, nextSeq())
+    return true
   else
     redis.call('ZADD', K_TIMERS, due, partition)
   end
