@@ -1,6 +1,7 @@
 import { QueueAdmin, queueFromConfig } from '@requester/queue';
 import { type Config, decodeQueuedTask, UsageError } from '@requester/shared';
 import type { Argv } from 'yargs';
+import { printClients } from '../ops/clients/cli.ts';
 import { isoTime, redactQueuedPayload } from '../ops/index.ts';
 import {
   type ConfigFrom,
@@ -165,7 +166,7 @@ function deprecated(old: string, now: string, action: Action): Action {
 }
 
 async function info(admin: QueueAdmin, args: QueueArgs): Promise<void> {
-  if (args.byClient) return infoByClient(admin, args);
+  if (args.byClient) return printClients(admin, args.json);
   const result = await admin.info({ onProgress: progressCounter('queue info', 'shard') });
   if (args.json) return printJson(result);
   const { totals } = result;
@@ -193,24 +194,6 @@ async function info(admin: QueueAdmin, args: QueueArgs): Promise<void> {
       waiting: s.waitingPartitions,
       blocked: s.blockedPartitions,
       oldest: humanTime(s.oldestPublishedAt),
-    })),
-  );
-}
-
-async function infoByClient(admin: QueueAdmin, args: QueueArgs): Promise<void> {
-  const clients = await admin.clients({ onProgress: progressCounter('queue info', 'shard') });
-  if (args.json) return printJson(clients);
-  if (clients.length === 0) {
-    process.stdout.write('no client has pending tasks\n');
-    return;
-  }
-  printTable(
-    clients.map((c) => ({
-      client: c.client === '' ? '(none)' : c.client,
-      pending: c.pending,
-      ready: c.readyPartitions,
-      weight: c.weight,
-      'next waited': c.oldestReadyAgeMs === null ? '-' : humanSpan(c.oldestReadyAgeMs),
     })),
   );
 }
