@@ -69,13 +69,20 @@ async function loadBaseline(ref: string): Promise<{ module: QueueModule; commit:
   return { module, commit };
 }
 
+/** used_memory once the background frees of earlier UNLINKs are over (they would skew a delta). */
 async function usedMemory(redis: RedisClient): Promise<number> {
-  const info = await redis.info('memory');
-  return Number(/used_memory:(\d+)/.exec(info)?.[1] ?? 0);
+  for (;;) {
+    const info = await redis.info('memory');
+    if (Number(/lazyfree_pending_objects:(\d+)/.exec(info)?.[1] ?? 0) === 0) {
+      return Number(/used_memory:(\d+)/.exec(info)?.[1] ?? 0);
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
 }
 
 function newQueue(side: Side, prefix: string): Queue {
-  return new side.module.FairQueue({ redis: side.redis, prefix, notify: false, refreshMs: 1000 });
+  // notify: as deployed (a publish announces work, and, with fair share, a client's arrival)
+  return new side.module.FairQueue({ redis: side.redis, prefix, notify: true, refreshMs: 1000 });
 }
 
 async function publishAll(queue: Queue, count: number, taskAt: (i: number) => current.PublishTask) {
@@ -110,13 +117,16 @@ async function drain(side: Side, prefix: string, target: number): Promise<number
       done += tasks.length;
       await queue.ackMany(tasks.map((t) => t.token));
     }
+    await queue.close();
   };
   await Promise.all(Array.from({ length: WORKER_LOOPS }, loop));
   return done / ((performance.now() - started) / 1000);
 }
 
 async function destroy(side: Side, prefix: string): Promise<void> {
-  await new side.module.QueueAdmin(newQueue(side, prefix)).destroy();
+  const queue = newQueue(side, prefix);
+  await new side.module.QueueAdmin(queue).destroy();
+  await queue.close();
 }
 
 /** Lease+ack throughput with `clients` clients, both sides alternating; memory per queued task. */
@@ -178,8 +188,10 @@ async function bWait(side: Side, backlog: number) {
         }
         await worker.ackMany(tasks.map((t) => t.token));
       }
+      await worker.close();
     };
     await Promise.all(Array.from({ length: WORKER_LOOPS }, loop));
+    await queue.close();
     return { backlog, leasedBeforeB, waitMs };
   } finally {
     await destroy(side, prefix);

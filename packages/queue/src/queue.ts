@@ -204,9 +204,12 @@ export class FairQueue {
         calls.push(
           this.scripts
             .publish(this.keysOfShard(shard), this.partitionConcurrency, this.dedupWindowMs, published)
-            .then(({ readyCount, nextEvent, notify, queued }) => {
+            .then(({ readyCount, nextEvent, notify, clientJoined, queued }) => {
               this.view.update(shard, readyCount, nextEvent);
               if (notify) woke.push(`${shard}:${readyCount > 0 ? 0 : nextEvent}`);
+              // A client new to the shard's fair share has the next turn there: workers go there
+              // first, or its task would wait for their cursors to come round (shards × k tasks).
+              if (clientJoined) woke.push(`${FIRST_MARK}${shard}`);
               chunk.forEach((index, i) => {
                 results[index] = queued[i] ? 'queued' : 'duplicate';
               });
@@ -237,6 +240,8 @@ export class FairQueue {
     positiveInt('leaseMs', leaseMs);
     const started = performance.now();
     this.announcementsLeaseSaw = this.announcements;
+    // Busy workers hear announcements too: a client joining a shard's fair share is one for them.
+    if (this.notify && !this.subscriber) await this.subscribe();
     if (Date.now() - this.view.refreshedAt >= this.refreshMs) await this.refreshView();
     const tasks: LeasedTask[] = [];
     const first = this.allocate(k, this.shardsPerLease);
@@ -510,10 +515,17 @@ export class FairQueue {
     const now = Date.now();
     const picked: number[] = [];
     let partitionsMet = 0;
+    // Shards where a client joined the fair share first (announced by its publisher), once each.
+    for (const shard of this.view.firstShards()) {
+      if (picked.length >= maxShards || partitionsMet >= k) break;
+      this.view.visited(shard);
+      picked.push(shard);
+      partitionsMet += Math.max(1, this.view.ready[shard] ?? 0);
+    }
     let last = this.cursor - 1;
     for (let i = 0; i < this.shards && picked.length < maxShards && partitionsMet < k; i++) {
       const shard = (this.cursor + i) % this.shards;
-      if (!this.view.hasWork(shard, now)) continue;
+      if (!this.view.hasWork(shard, now) || picked.includes(shard)) continue;
       picked.push(shard);
       partitionsMet += Math.max(1, this.view.ready[shard] ?? 0);
       last = shard;
@@ -588,6 +600,11 @@ export class FairQueue {
   private heard(message: string): void {
     this.announcements++;
     for (const entry of message.split(',')) {
+      if (entry.startsWith(FIRST_MARK)) {
+        const shard = Number(entry.slice(FIRST_MARK.length));
+        if (Number.isInteger(shard) && shard >= 0 && shard < this.shards) this.view.first(shard);
+        continue;
+      }
       const [shard, inMs] = entry.split(':').map(Number);
       if (shard !== undefined && inMs !== undefined && shard < this.shards) this.view.wake(shard, inMs);
     }
@@ -636,6 +653,13 @@ const localWakes = new EventEmitter().setMaxListeners(0);
 const PROCESS_TAG = `@${randomBytes(6).toString('hex')}`;
 
 /**
+ * `!<shard>` in an announcement: a client joined that shard's fair share, and has the next turn
+ * there; workers visit it first in their next lease. (Readers that do not know it skip it: it is not
+ * `shard:inMs`.)
+ */
+const FIRST_MARK = '!';
+
+/**
  * What this process knows about each shard: when it next has something to do (a ready partition,
  * a timer or a lease deadline), in local ms, and how many partitions it had ready. Updated by every
  * script reply, by wake messages, and by a periodic refresh.
@@ -644,6 +668,8 @@ class ShardView {
   readonly wakeAt: Float64Array;
   readonly ready: Uint32Array;
   refreshedAt = Number.NEGATIVE_INFINITY;
+  /** Shards to visit first (a client joined their fair share), in the order announced. */
+  private readonly firsts = new Set<number>();
 
   constructor(shards: number) {
     // Unknown shards count as having work: the first lease looks everywhere.
@@ -660,6 +686,20 @@ class ShardView {
   wake(shard: number, inMs: number): void {
     this.wakeAt[shard] = Math.min(this.wakeAt[shard] ?? 0, Date.now() + inMs);
     if (inMs === 0) this.ready[shard] = Math.max(1, this.ready[shard] ?? 0);
+  }
+
+  first(shard: number): void {
+    this.firsts.add(shard);
+    this.wake(shard, 0);
+  }
+
+  /** The shards to visit first, in the order announced (a copy: `visited` forgets them). */
+  firstShards(): number[] {
+    return [...this.firsts];
+  }
+
+  visited(shard: number): void {
+    this.firsts.delete(shard);
   }
 
   hasWork(shard: number, now: number): boolean {

@@ -70,7 +70,7 @@ export interface QueueScripts {
     partitionConcurrency: number,
     dedupWindowMs: number,
     tasks: readonly PublishTask[],
-  ): Promise<ShardState & { notify: boolean; queued: boolean[] }>;
+  ): Promise<ShardState & { notify: boolean; clientJoined: boolean; queued: boolean[] }>;
   lease(
     keys: readonly string[],
     args: LeaseArgs,
@@ -231,7 +231,8 @@ export function loadQueueScripts(redis: RedisClient): QueueScripts {
       const reply = await run('publish', keys, args);
       return {
         ...shardState(reply),
-        notify: num(reply, 2) === 1,
+        notify: num(reply, 2) >= 1,
+        clientJoined: num(reply, 2) === 2,
         queued: tasks.map((_, i) => Number(reply[3 + i]) === 1),
       };
     },

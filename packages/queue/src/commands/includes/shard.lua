@@ -102,6 +102,8 @@ end
   leaping further ahead. Virtual times restart at 0 whenever the shard has no ready client.
 ]]
 local NEWCOMER_LEAD = 1 / 2000
+-- Clients that joined `clients` during this script (publish tells workers: see FairQueue.announce).
+local clientsJoined = 0
 local function creadyMember(client, ticket, partition)
   return client .. '\0' .. string.format('%012x', ticket) .. partition
 end
@@ -118,6 +120,7 @@ local function readyAdd(partition, ticket)
   if not redis.call('ZSCORE', K_CLIENTS, client) then
     local lowest = redis.call('ZRANGE', K_CLIENTS, 0, 0, 'WITHSCORES')[2]
     redis.call('ZADD', K_CLIENTS, lowest and tonumber(lowest) - NEWCOMER_LEAD or 0, client)
+    clientsJoined = clientsJoined + 1
   end
 end
 
