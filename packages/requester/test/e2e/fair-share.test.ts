@@ -40,7 +40,12 @@ describe('fair share between clients', () => {
   let queue: FairQueue;
 
   beforeAll(async () => {
-    stack = await stackEnv({ MAX_WORKERS: String(WORKERS), MAX_WORKERS_PER_ORIGIN: String(WORKERS) });
+    stack = await stackEnv({
+      MAX_WORKERS: String(WORKERS),
+      MAX_WORKERS_PER_ORIGIN: String(WORKERS),
+      // the held calls must outlast the posting of the backlogs (slow on a loaded machine)
+      TARGET_RESPONSE_TIMEOUT: '15m',
+    });
     [target, plug] = [await startTarget(), await startTarget()];
     running = await startStack(stack);
     await waitReady(stack);
