@@ -156,20 +156,26 @@ async function throughput(sides: Side[], clients: number) {
 }
 
 /**
- * Client A's backlog (one partition per task), then client B's 10 tasks; WORKER_LOOPS loops drain.
- * B's wait: tasks leased before B's last one, and the time from B's publish to its last lease.
+ * Client A's backlog (one partition per task); WORKER_LOOPS loops drain it, and once they have
+ * leased a few rounds (so they are under way, as executors are), client B publishes 10 tasks.
+ * B's wait: tasks leased from B's publish up to and including B's last one, and the time it took.
  */
 async function bWait(side: Side, backlog: number) {
   const prefix = `bench:${randomBytes(4).toString('hex')}:bwait:`;
+  const queue = newQueue(side, prefix);
   try {
-    const queue = newQueue(side, prefix);
     await publishAll(queue, backlog, (i) => ({ id: `a-${i}:0 @A`, payload: payloadOf(i) }));
-    const published = performance.now();
-    await queue.publish(Array.from({ length: B_TASKS }, (_, i) => ({ id: `b-${i}:0 @B`, payload: 'b' })));
     let leased = 0;
     let bSeen = 0;
-    let leasedBeforeB = 0;
-    let waitMs = 0;
+    let bPublished: { at: number; leased: number } | undefined;
+    let result = { leasedBeforeB: 0, waitMs: 0 };
+    const publishB = async () => {
+      const at = performance.now();
+      const marker = { at, leased };
+      await queue.publish(Array.from({ length: B_TASKS }, (_, i) => ({ id: `b-${i}:0 @B`, payload: 'b' })));
+      bPublished = marker;
+    };
+    let bPublishing: Promise<void> | undefined;
     const loop = async () => {
       const worker = newQueue(side, prefix);
       while (bSeen < B_TASKS) {
@@ -182,18 +188,19 @@ async function bWait(side: Side, backlog: number) {
         for (const task of tasks) {
           leased++;
           if (task.id.endsWith('@B') && ++bSeen === B_TASKS) {
-            leasedBeforeB = leased;
-            waitMs = performance.now() - published;
+            const from = bPublished ?? { at: performance.now(), leased };
+            result = { leasedBeforeB: leased - from.leased, waitMs: performance.now() - from.at };
           }
         }
         await worker.ackMany(tasks.map((t) => t.token));
+        if (!bPublishing && leased >= 4 * WORKER_LOOPS * LEASE_K) bPublishing = publishB();
       }
       await worker.close();
     };
     await Promise.all(Array.from({ length: WORKER_LOOPS }, loop));
-    await queue.close();
-    return { backlog, leasedBeforeB, waitMs };
+    return { backlog, ...result };
   } finally {
+    await queue.close();
     await destroy(side, prefix);
   }
 }
@@ -309,8 +316,9 @@ ${memRows}
 
 ### B's wait behind A's backlog
 
-Client A publishes the backlog (one partition per task), then client B publishes ${B_TASKS} tasks;
-${WORKER_LOOPS} worker loops drain. "Leased first": tasks leased up to and including B's last one.
+Client A publishes the backlog (one partition per task); ${WORKER_LOOPS} worker loops drain it, and once they have
+leased ${fmt(4 * WORKER_LOOPS * LEASE_K)} tasks, client B publishes ${B_TASKS} tasks. "Leased first": tasks leased from B's publish up to and
+including B's last one; the time is from B's publish to B's last lease.
 
 | A's backlog | before: leased first | before: B's last lease after (ms) | fair share: leased first | fair share: B's last lease after (ms) |
 |---:|---:|---:|---:|---:|
