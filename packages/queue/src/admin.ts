@@ -44,6 +44,34 @@ export interface DeadTask {
   shard: number;
 }
 
+/** What one shard knows of a client with pending tasks. */
+export interface ClientShardView {
+  /** '' for tasks without a client (partition names without ` @<client>`). */
+  client: string;
+  pending: number;
+  /** Its partitions whose head is due and may run: what it has in the fair share now. */
+  readyPartitions: number;
+  /** First publish (ms) of the task its fair-share turn would lease next; null when none is ready. */
+  oldestReadyPublishedAt: number | null;
+}
+
+/** A client across every shard (`QueueAdmin.clients`). */
+export interface ClientInfo {
+  client: string;
+  pending: number;
+  readyPartitions: number;
+  /** Its weight (`setClientWeight`; 1 by default). */
+  weight: number;
+  /**
+   * How long the oldest of the tasks its turns would lease next has waited since its first publish
+   * (the longest current wait of the client's ready work); null when none is ready.
+   */
+  oldestReadyAgeMs: number | null;
+}
+
+/** Clients named in the per-client metrics; the rest are summed as `other` (bounded labels). */
+export const CLIENT_METRICS_TOP = 20;
+
 /** One partition of the sample `partitions` takes, and the task at its head. */
 export interface PartitionView {
   partition: string;
@@ -113,6 +141,42 @@ export class QueueAdmin {
     const oldestTaskAgeMs = oldest === null ? null : Math.max(0, redisNow - oldest);
     setQueueGauges(this.queue.name, totals, oldestTaskAgeMs);
     return { shards, totals, oldestTaskAgeMs };
+  }
+
+  /**
+   * The clients with pending tasks, largest backlog first: pending tasks, ready partitions, weight
+   * and the oldest ready task's age. Also sets the per-client gauges (`queue_client_depth`,
+   * `queue_client_oldest_ready_age_seconds`) for the CLIENT_METRICS_TOP largest backlogs, the rest
+   * as `other`. O(shards · clients with pending tasks per shard), no task scan.
+   */
+  async clients(options: { onProgress?: Progress } = {}): Promise<ClientInfo[]> {
+    let redisNow = 0;
+    const perShard = await this.eachShard(options.onProgress, async (shard) => {
+      const { nowMs, clients } = await this.queue.scripts.clients(this.keys(shard));
+      redisNow = Math.max(redisNow, nowMs);
+      return clients;
+    });
+    const weights = await this.queue.clientWeights();
+    const byClient = new Map<string, { pending: number; readyPartitions: number; oldest: number | null }>();
+    for (const view of perShard.flat()) {
+      const seen = byClient.get(view.client) ?? { pending: 0, readyPartitions: 0, oldest: null };
+      seen.pending += view.pending;
+      seen.readyPartitions += view.readyPartitions;
+      if (view.oldestReadyPublishedAt !== null)
+        seen.oldest = Math.min(seen.oldest ?? view.oldestReadyPublishedAt, view.oldestReadyPublishedAt);
+      byClient.set(view.client, seen);
+    }
+    const clients = [...byClient]
+      .map(([client, c]) => ({
+        client,
+        pending: c.pending,
+        readyPartitions: c.readyPartitions,
+        weight: weights.get(client) ?? 1,
+        oldestReadyAgeMs: c.oldest === null ? null : Math.max(0, redisNow - c.oldest),
+      }))
+      .sort((a, b) => b.pending - a.pending || a.client.localeCompare(b.client));
+    setClientGauges(this.queue.name, clients);
+    return clients;
   }
 
   /**
@@ -250,6 +314,29 @@ export class QueueAdmin {
     await Promise.all(Array.from({ length: Math.min(CONCURRENT_SHARDS, total) }, worker));
     return results;
   }
+}
+
+/** Top CLIENT_METRICS_TOP clients by backlog by name, the others summed (depth) or maxed (age) as `other`. */
+function setClientGauges(queue: string, clients: ClientInfo[]): void {
+  const { clientDepth, clientOldestAge } = queueMetrics;
+  // Clients that left the top (or the queue) must not keep their last value.
+  clientDepth.reset();
+  clientOldestAge.reset();
+  let otherDepth = 0;
+  let otherAge = 0;
+  clients.forEach((c, rank) => {
+    const ageSeconds = (c.oldestReadyAgeMs ?? 0) / 1000;
+    if (rank < CLIENT_METRICS_TOP) {
+      const client = c.client === '' ? '(none)' : c.client;
+      clientDepth.set({ queue, client }, c.pending);
+      clientOldestAge.set({ queue, client }, ageSeconds);
+    } else {
+      otherDepth += c.pending;
+      otherAge = Math.max(otherAge, ageSeconds);
+    }
+  });
+  clientDepth.set({ queue, client: 'other' }, otherDepth);
+  clientOldestAge.set({ queue, client: 'other' }, otherAge);
 }
 
 function setQueueGauges(queue: string, totals: QueueInfo['totals'], oldestTaskAgeMs: number | null): void {

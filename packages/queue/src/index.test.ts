@@ -581,6 +581,37 @@ describe.each([single, clustered])('FairQueue on $name', (target) => {
   });
 
   describe('admin', () => {
+    test('clients: backlog, ready partitions, weight and the next task’s wait per client, largest first; gauges with `other`', async () => {
+      const queue = makeQueue({ shards: 4 });
+      const admin = new QueueAdmin(queue);
+      await queue.setClientWeight('big', 3);
+      await queue.publish([
+        ...Array.from({ length: 5 }, (_, i) => ({ id: `b${i} @big`, payload: '' })),
+        { id: 'o1', partition: '!o @small', payload: '' },
+        { id: 'o2', partition: '!o @small', payload: '' },
+        { id: 'later @small', payload: '', delayMs: 60_000 },
+        { id: 'anon', payload: '' },
+      ]);
+      const clients = await admin.clients();
+      expect(clients.map(({ oldestReadyAgeMs: _, ...c }) => c)).toEqual([
+        { client: 'big', pending: 5, readyPartitions: 5, weight: 3 },
+        { client: 'small', pending: 3, readyPartitions: 1, weight: 1 },
+        { client: '', pending: 1, readyPartitions: 1, weight: 1 },
+      ]);
+      expect(clients.every((c) => c.oldestReadyAgeMs !== null && c.oldestReadyAgeMs >= 0)).toBe(true);
+      const gauge = (await registry.getSingleMetric('requester_queue_client_depth')?.get())?.values ?? [];
+      const mine = gauge.filter((v) => v.labels.queue === queue.name);
+      expect(Object.fromEntries(mine.map((v) => [v.labels.client, v.value]))).toEqual({
+        big: 5,
+        small: 3,
+        '(none)': 1,
+        other: 0,
+      });
+      // Leased tasks leave the backlog; a client with none left is no longer listed.
+      await leaseAll(queue, 20);
+      expect((await admin.clients()).map((c) => [c.client, c.pending])).toEqual([['small', 2]]);
+    });
+
     test('info reports depth, partitions by state, in-flight, dead letters and oldest age', async () => {
       const queue = makeQueue({ shards: 4 });
       const admin = new QueueAdmin(queue);

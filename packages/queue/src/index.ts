@@ -5,6 +5,9 @@
  * classes, never its keys.
  */
 export {
+  CLIENT_METRICS_TOP,
+  type ClientInfo,
+  type ClientShardView,
   type DeadTask,
   type PartitionView,
   type Progress,
@@ -14,11 +17,14 @@ export {
 } from './admin.ts';
 export { queueFromConfig } from './config.ts';
 export {
+  CLIENT_SEPARATOR,
+  clientOfPartition,
   FairQueue,
   type FairQueueOptions,
   isOrderedPartition,
   type LeasedTask,
   type LeaseResult,
+  MAX_CLIENT_WEIGHT,
   ORDERED_PREFIX,
   type PublishResult,
   type PublishTask,

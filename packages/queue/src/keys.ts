@@ -2,7 +2,8 @@ import { crc32 } from 'node:zlib';
 import { RequesterError } from '@requester/shared/errors';
 
 /**
- * The keys of one shard, in the order every queue script receives them as KEYS[1..11].
+ * The keys of one shard, in the order every queue script receives them as KEYS (the one
+ * layout of `commands/<op>.lua`).
  * Every key carries the hash tag `{q:S}`, so a whole shard lives in one Redis Cluster slot and a
  * script touching it is a single-slot operation. What each key holds is documented in
  * `commands/includes/shard.lua`.
@@ -19,6 +20,10 @@ export const SHARD_KEY_NAMES = [
   'dlq',
   'ages',
   'agecount',
+  'clients',
+  'cready',
+  'shares',
+  'cdepth',
 ] as const;
 
 export type ShardKeyName = (typeof SHARD_KEY_NAMES)[number];
@@ -37,6 +42,19 @@ export function shardKeys(prefix: string, shard: number): string[] {
 /** Stable partition → shard mapping (CRC-32, the same in every process and language). */
 export function shardOfPartition(partition: string, shards: number): number {
   return crc32(partition) % shards;
+}
+
+/**
+ * Between a partition's name and its client (the client namespace of `@requester/shared/contract`,
+ * `clientScoped`): the fair share between clients reads a partition's client from its name, in
+ * Lua (`clientOf` in commands/includes/shard.lua, which hardcodes it; a test checks they agree).
+ */
+export const CLIENT_SEPARATOR = ' @';
+
+/** The client a partition belongs to: what follows the last ` @` of its name; '' (anonymous) for none. */
+export function clientOfPartition(partition: string): string {
+  const at = partition.lastIndexOf(CLIENT_SEPARATOR);
+  return at < 0 ? '' : partition.slice(at + CLIENT_SEPARATOR.length);
 }
 
 export function isOrderedPartition(partition: string): boolean {

@@ -17,6 +17,16 @@ export const queueMetrics = {
     'age of the oldest pending task since its first publish (0 when none is pending; sampled by the routers)',
     ['queue'],
   ),
+  clientDepth: gauge(
+    'queue_client_depth',
+    'pending tasks per client (the 20 largest backlogs by name, the rest summed as client="other"; client="(none)": tasks without a client); sampled by the routers',
+    ['queue', 'client'],
+  ),
+  clientOldestAge: gauge(
+    'queue_client_oldest_ready_age_seconds',
+    'per client, how long the task its next fair-share turn would lease has waited since its first publish (the 20 largest backlogs, the rest as client="other", their maximum); sampled by the routers',
+    ['queue', 'client'],
+  ),
   published: counter('queue_published_total', 'Tasks offered to publish, by result', ['queue', 'result']),
   leased: counter('queue_leased_total', 'Tasks leased', ['queue']),
   leaseLatency: histogram('queue_lease_seconds', 'Duration of one lease call (all shards visited)', [

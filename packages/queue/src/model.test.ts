@@ -4,17 +4,20 @@
  * in-memory model, and the queue's own consistency check (`verify`) run after every step.
  *
  * Due times are either "now" or "far" (an hour away), so that what may be leased is known exactly
- * without depending on timing.
+ * without depending on timing. Partitions belong to clients (`<name> @<client>`, or none) whose
+ * weights change at random, so that `verify` also checks the fair-share structures throughout; a
+ * second property checks the shares themselves.
  */
 import { createRedis, type RedisClient } from '@requester/shared/redis';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expireLeases, uniquePrefix } from '../test/queue.fixture.ts';
 import { QueueAdmin } from './admin.ts';
-import { FairQueue, type LeasedTask } from './index.ts';
+import { clientOfPartition, FairQueue, type LeasedTask } from './index.ts';
 
 const FAR_MS = 3_600_000;
-const PARTITIONS = ['!a', '!b', '!c', 'u1', 'u2', 'u3'] as const;
+const PARTITIONS = ['!a', '!b @x', '!c @y', 'u1', 'u2 @x', 'u3 @y', 'u4 @x'] as const;
+const CLIENTS = ['x', 'y'] as const;
 const WORKERS = 3;
 
 type State = 'pending' | 'leased' | 'dead' | 'acked';
@@ -280,6 +283,21 @@ class Crash implements Cmd {
   toString = () => `crash(w${this.worker})`;
 }
 
+class SetWeight implements Cmd {
+  readonly client: string;
+  readonly weight: number;
+  constructor(client: string, weight: number) {
+    this.client = client;
+    this.weight = weight;
+  }
+  check = () => true;
+  async run(model: Model, real: Real) {
+    await real.workers[2]?.setClientWeight(this.client, this.weight);
+    await checkAgreement(model, real);
+  }
+  toString = () => `setWeight(${this.client}, ${this.weight})`;
+}
+
 class RetryDead implements Cmd {
   check = (model: Readonly<Model>) => [...model.tasks.values()].some((t) => t.state === 'dead');
   async run(model: Model, real: Real) {
@@ -317,6 +335,9 @@ const commands = [
     .map(([w, pick, op]) => new Settle(w, pick, op)),
   fc.nat({ max: WORKERS - 1 }).map((w) => new Crash(w)),
   fc.constant(new RetryDead()),
+  fc
+    .tuple(fc.constantFrom(...CLIENTS), fc.integer({ min: 1, max: 4 }))
+    .map(([client, weight]) => new SetWeight(client, weight)),
 ];
 
 describe('FairQueue against a model', () => {
@@ -350,6 +371,72 @@ describe('FairQueue against a model', () => {
         }
       }),
       { numRuns: 150 },
+    );
+  });
+
+  it('shares leases between saturated clients by weight, and serves a newcomer next', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(fc.integer({ min: 1, max: 5 }), { minLength: 2, maxLength: 4 }),
+        fc.array(fc.integer({ min: 1, max: 4 }), { minLength: 1, maxLength: 8 }),
+        async (weights, asks) => {
+          const prefix = uniquePrefix();
+          // One shard: the shares are per shard (README, "Fair share between clients").
+          const queue = new FairQueue({ redis, prefix, shards: 1, refreshMs: 0, notify: false });
+          const admin = new QueueAdmin(queue);
+          const clients = weights.map((_, i) => `c${i}`);
+          try {
+            for (const [i, client] of clients.entries()) {
+              await queue.setClientWeight(client, weights[i] as number);
+            }
+            // Every client saturates: more tasks each (one partition each) than the test leases.
+            const perClient = 6 * asks.reduce((sum, k) => sum + k, 0);
+            for (const client of clients) {
+              await queue.publish(
+                Array.from({ length: perClient }, (_, n) => ({
+                  id: `${client}-${n} @${client}`,
+                  payload: 'p',
+                })),
+              );
+            }
+            const served = new Map(clients.map((c) => [c, 0]));
+            const check = () => {
+              // Start-time fair queuing: two saturated clients' normalised service never differs
+              // by more than one task of each.
+              for (const [i, a] of clients.entries()) {
+                for (const [j, b] of clients.entries()) {
+                  const wa = weights[i] as number;
+                  const wb = weights[j] as number;
+                  const lag = (served.get(a) ?? 0) / wa - (served.get(b) ?? 0) / wb;
+                  expect(
+                    lag,
+                    `${a} (w${wa}) vs ${b} (w${wb}): ${JSON.stringify([...served])}`,
+                  ).toBeLessThanOrEqual(1 / wa + 1 / wb + 1e-9);
+                }
+              }
+            };
+            for (let round = 0; round < 6; round++) {
+              for (const k of asks) {
+                const { tasks } = await queue.lease(k, 60_000);
+                expect(tasks).toHaveLength(k);
+                for (const task of tasks) {
+                  const client = clientOfPartition(task.partition);
+                  served.set(client, (served.get(client) ?? 0) + 1);
+                }
+                check();
+              }
+            }
+            // A newcomer with one task is served by the next lease, ahead of every backlog.
+            await queue.publish([{ id: 'late-1 @late', payload: 'p' }]);
+            const { tasks } = await queue.lease(1, 60_000);
+            expect(tasks.map((t) => t.id)).toEqual(['late-1 @late']);
+            expect((await admin.verify()).violations).toEqual([]);
+          } finally {
+            await admin.destroy();
+          }
+        },
+      ),
+      { numRuns: 25 },
     );
   });
 });

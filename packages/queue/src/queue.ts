@@ -7,7 +7,14 @@ import { parseToken, shardKey, shardKeys, shardOfPartition } from './keys.ts';
 import { queueMetrics } from './metrics.ts';
 import { loadQueueScripts, type QueueScripts, type Settled } from './scripts.ts';
 
-export { isOrderedPartition, ORDERED_PREFIX, parseToken, shardOfPartition } from './keys.ts';
+export {
+  CLIENT_SEPARATOR,
+  clientOfPartition,
+  isOrderedPartition,
+  ORDERED_PREFIX,
+  parseToken,
+  shardOfPartition,
+} from './keys.ts';
 
 export interface FairQueueOptions {
   redis: RedisClient;
@@ -104,6 +111,8 @@ interface Wave {
 }
 
 const DAY_MS = 24 * 60 * 60 * 1000;
+/** Shares are relative: beyond this, a client of weight 1 would hardly ever be served. */
+export const MAX_CLIENT_WEIGHT = 1000;
 // Due times are 11 hex digits in pending members (see shard.lua): beyond year 2500 is an error.
 const MAX_DUE_MS = 0xfff_ffff_ffff;
 
@@ -195,9 +204,12 @@ export class FairQueue {
         calls.push(
           this.scripts
             .publish(this.keysOfShard(shard), this.partitionConcurrency, this.dedupWindowMs, published)
-            .then(({ readyCount, nextEvent, notify, queued }) => {
+            .then(({ readyCount, nextEvent, notify, clientJoined, queued }) => {
               this.view.update(shard, readyCount, nextEvent);
               if (notify) woke.push(`${shard}:${readyCount > 0 ? 0 : nextEvent}`);
+              // A client new to the shard's fair share has the next turn there: workers go there
+              // first, or its task would wait for their cursors to come round (shards × k tasks).
+              if (clientJoined) woke.push(`${FIRST_MARK}${shard}`);
               chunk.forEach((index, i) => {
                 results[index] = queued[i] ? 'queued' : 'duplicate';
               });
@@ -228,6 +240,8 @@ export class FairQueue {
     positiveInt('leaseMs', leaseMs);
     const started = performance.now();
     this.announcementsLeaseSaw = this.announcements;
+    // Busy workers hear announcements too: a client joining a shard's fair share is one for them.
+    if (this.notify && !this.subscriber) await this.subscribe();
     if (Date.now() - this.view.refreshedAt >= this.refreshMs) await this.refreshView();
     const tasks: LeasedTask[] = [];
     const first = this.allocate(k, this.shardsPerLease);
@@ -240,6 +254,35 @@ export class FairQueue {
     queueMetrics.leaseLatency.observe({ queue: this.name }, (performance.now() - started) / 1000);
     if (tasks.length > 0) queueMetrics.leased.inc({ queue: this.name }, tasks.length);
     return { tasks, nextWakeMs: tasks.length > 0 ? 0 : this.idleFor() };
+  }
+
+  /**
+   * A client's share of the workers relative to other clients' (weighted fair share, see
+   * `commands/includes/shard.lua`): with every client saturating the queue, a client of weight 3
+   * gets 3 leases for each of a weight-1 client's. Written into every shard (each lease script
+   * reads its own shard's copy, single-slot): one pipelined HSET per shard. Weight 1 (the default)
+   * removes the entry. A client is the suffix of its partition names (`clientOfPartition`).
+   */
+  async setClientWeight(client: string, weight: number): Promise<void> {
+    checkClient(client);
+    if (!Number.isInteger(weight) || weight < 1 || weight > MAX_CLIENT_WEIGHT) {
+      throw new RequesterError(
+        'invalid_request',
+        `a client weight is an integer from 1 to ${MAX_CLIENT_WEIGHT}, got ${weight}`,
+      );
+    }
+    await Promise.all(
+      Array.from({ length: this.shards }, (_, shard) => {
+        const key = shardKey(this.prefix, shard, 'shares');
+        return weight === 1 ? this.redis.hdel(key, client) : this.redis.hset(key, client, weight);
+      }),
+    );
+  }
+
+  /** The clients with a weight other than 1 (read from shard 0; every shard holds the same). */
+  async clientWeights(): Promise<Map<string, number>> {
+    const all = await this.redis.hgetall(shardKey(this.prefix, 0, 'shares'));
+    return new Map(Object.entries(all).map(([client, weight]) => [client, Number(weight)]));
   }
 
   /** Heartbeat: the lease now ends leaseMs from now. */
@@ -472,10 +515,17 @@ export class FairQueue {
     const now = Date.now();
     const picked: number[] = [];
     let partitionsMet = 0;
+    // Shards where a client joined the fair share first (announced by its publisher), once each.
+    for (const shard of this.view.firstShards()) {
+      if (picked.length >= maxShards || partitionsMet >= k) break;
+      this.view.visited(shard);
+      picked.push(shard);
+      partitionsMet += Math.max(1, this.view.ready[shard] ?? 0);
+    }
     let last = this.cursor - 1;
     for (let i = 0; i < this.shards && picked.length < maxShards && partitionsMet < k; i++) {
       const shard = (this.cursor + i) % this.shards;
-      if (!this.view.hasWork(shard, now)) continue;
+      if (!this.view.hasWork(shard, now) || picked.includes(shard)) continue;
       picked.push(shard);
       partitionsMet += Math.max(1, this.view.ready[shard] ?? 0);
       last = shard;
@@ -550,6 +600,11 @@ export class FairQueue {
   private heard(message: string): void {
     this.announcements++;
     for (const entry of message.split(',')) {
+      if (entry.startsWith(FIRST_MARK)) {
+        const shard = Number(entry.slice(FIRST_MARK.length));
+        if (Number.isInteger(shard) && shard >= 0 && shard < this.shards) this.view.first(shard);
+        continue;
+      }
       const [shard, inMs] = entry.split(':').map(Number);
       if (shard !== undefined && inMs !== undefined && shard < this.shards) this.view.wake(shard, inMs);
     }
@@ -598,6 +653,13 @@ const localWakes = new EventEmitter().setMaxListeners(0);
 const PROCESS_TAG = `@${randomBytes(6).toString('hex')}`;
 
 /**
+ * `!<shard>` in an announcement: a client joined that shard's fair share, and has the next turn
+ * there; workers visit it first in their next lease. (Readers that do not know it skip it: it is not
+ * `shard:inMs`.)
+ */
+const FIRST_MARK = '!';
+
+/**
  * What this process knows about each shard: when it next has something to do (a ready partition,
  * a timer or a lease deadline), in local ms, and how many partitions it had ready. Updated by every
  * script reply, by wake messages, and by a periodic refresh.
@@ -606,6 +668,8 @@ class ShardView {
   readonly wakeAt: Float64Array;
   readonly ready: Uint32Array;
   refreshedAt = Number.NEGATIVE_INFINITY;
+  /** Shards to visit first (a client joined their fair share), in the order announced. */
+  private readonly firsts = new Set<number>();
 
   constructor(shards: number) {
     // Unknown shards count as having work: the first lease looks everywhere.
@@ -622,6 +686,20 @@ class ShardView {
   wake(shard: number, inMs: number): void {
     this.wakeAt[shard] = Math.min(this.wakeAt[shard] ?? 0, Date.now() + inMs);
     if (inMs === 0) this.ready[shard] = Math.max(1, this.ready[shard] ?? 0);
+  }
+
+  first(shard: number): void {
+    this.firsts.add(shard);
+    this.wake(shard, 0);
+  }
+
+  /** The shards to visit first, in the order announced (a copy: `visited` forgets them). */
+  firstShards(): number[] {
+    return [...this.firsts];
+  }
+
+  visited(shard: number): void {
+    this.firsts.delete(shard);
   }
 
   hasWork(shard: number, now: number): boolean {
@@ -652,6 +730,12 @@ function checkedPayload(payload: string, maxPayloadBytes: number): string {
     throw new RequesterError('payload_too_large', `replacement payload exceeds ${maxPayloadBytes} bytes`);
   }
   return payload;
+}
+
+function checkClient(client: string): void {
+  if (typeof client !== 'string' || client === '' || /[\s\0]/.test(client)) {
+    throw new RequesterError('invalid_request', `not a client name: ${JSON.stringify(client)}`);
+  }
 }
 
 function validateTask(task: PublishTask, maxPayloadBytes: number): void {

@@ -1,18 +1,16 @@
 import { join } from 'node:path';
 import { luaScripts, type RedisClient, readLuaCommands } from '@requester/shared/redis';
-import type { DeadTask, PartitionView, ShardInfo } from './admin.ts';
+import type { ClientShardView, DeadTask, PartitionView, ShardInfo } from './admin.ts';
 import { isOrderedPartition, SHARD_KEY_NAMES } from './keys.ts';
 import type { LeasedTask, PublishTask } from './queue.ts';
 
-/** Every `commands/<op>-11.lua` (each takes the 11 keys of one shard), read once per process. */
-const QUEUE_COMMANDS = readLuaCommands(join(import.meta.dirname, 'commands'), 'fairQueue');
-for (const [op, command] of QUEUE_COMMANDS) {
-  if (command.numberOfKeys !== SHARD_KEY_NAMES.length) {
-    throw new Error(
-      `queue script ${op}: expected ${SHARD_KEY_NAMES.length} keys, got ${command.numberOfKeys}`,
-    );
-  }
-}
+/**
+ * Every `commands/<op>.lua`, read once per process. Each takes the same keys, those of one shard
+ * (`SHARD_KEY_NAMES`, documented in `commands/includes/shard.lua`), hence no key count in the names.
+ */
+const QUEUE_COMMANDS = readLuaCommands(join(import.meta.dirname, 'commands'), 'fairQueue', {
+  layoutKeys: SHARD_KEY_NAMES.length,
+});
 
 type Op =
   | 'publish'
@@ -28,7 +26,8 @@ type Op =
   | 'retryDead'
   | 'listDead'
   | 'partitions'
-  | 'verify';
+  | 'verify'
+  | 'clients';
 
 type Reply = Array<string | number>;
 
@@ -61,7 +60,7 @@ export interface Housekeeping {
 }
 
 /**
- * The queue's scripts, one typed operation each. `keys` are the 11 keys of one shard
+ * The queue's scripts, one typed operation each. `keys` are the keys of one shard
  * (`shardKeys`): every script is single-slot.
  */
 export interface QueueScripts {
@@ -71,7 +70,7 @@ export interface QueueScripts {
     partitionConcurrency: number,
     dedupWindowMs: number,
     tasks: readonly PublishTask[],
-  ): Promise<ShardState & { notify: boolean; queued: boolean[] }>;
+  ): Promise<ShardState & { notify: boolean; clientJoined: boolean; queued: boolean[] }>;
   lease(
     keys: readonly string[],
     args: LeaseArgs,
@@ -134,6 +133,8 @@ export interface QueueScripts {
     partitionConcurrency: number,
     maxReport: number,
   ): Promise<{ tasks: number; violations: string[] }>;
+  /** The clients with pending tasks in the shard. */
+  clients(keys: readonly string[]): Promise<{ nowMs: number; clients: ClientShardView[] }>;
 }
 
 function num(reply: Reply, index: number): number {
@@ -230,7 +231,8 @@ export function loadQueueScripts(redis: RedisClient): QueueScripts {
       const reply = await run('publish', keys, args);
       return {
         ...shardState(reply),
-        notify: num(reply, 2) === 1,
+        notify: num(reply, 2) >= 1,
+        clientJoined: num(reply, 2) === 2,
         queued: tasks.map((_, i) => Number(reply[3 + i]) === 1),
       };
     },
@@ -311,6 +313,20 @@ export function loadQueueScripts(redis: RedisClient): QueueScripts {
     },
     async listDead(keys, limit) {
       return deadTasks(await run('listDead', keys, [limit]));
+    },
+    async clients(keys) {
+      const reply = await run('clients', keys, []);
+      const clients: ClientShardView[] = [];
+      for (let i = 0, at = 2; i < Number(reply[1]); i++, at += 4) {
+        const oldest = Number(reply[at + 3]);
+        clients.push({
+          client: String(reply[at]),
+          pending: Number(reply[at + 1]),
+          readyPartitions: Number(reply[at + 2]),
+          oldestReadyPublishedAt: oldest >= 0 ? oldest : null,
+        });
+      }
+      return { nowMs: Number(reply[0]), clients };
     },
     async verify(keys, partitionConcurrency, maxReport) {
       const reply = await run('verify', keys, [partitionConcurrency, maxReport]);

@@ -1,6 +1,5 @@
 import { once } from 'node:events';
-import { Agent as HttpAgent, type IncomingHttpHeaders } from 'node:http';
-import { Agent as HttpsAgent } from 'node:https';
+import type { IncomingHttpHeaders } from 'node:http';
 import { RequesterError } from '@requester/shared/errors';
 import got, { type Got } from 'got';
 import { createEgress, type Egress, type EgressIdentity, parseNoProxy } from '../egress/index.ts';

@@ -37,7 +37,15 @@ export interface KeyScopes {
   kafkaEntry: boolean;
   /** Target credentials its requests may name (`meta.credentials`); undefined = none. */
   credentials?: string[];
+  /**
+   * The client's share of the workers relative to other clients' (the queue's weighted fair
+   * share, docs/architecture.md §6), up to MAX_KEY_WEIGHT; undefined = 1.
+   */
+  weight?: number;
 }
+
+/** The largest `--weight` (the queue's MAX_CLIENT_WEIGHT: shares are relative). */
+export const MAX_KEY_WEIGHT = 1000;
 
 export type AdminScope = 'read' | 'write';
 export const ADMIN_SCOPES: readonly AdminScope[] = ['read', 'write'];
@@ -156,6 +164,7 @@ interface KeyRow {
   admin: AdminScope | null;
   kafka_entry: boolean;
   credentials: string[] | null;
+  weight: number;
   created_at: Date;
   rotated_at: Date | null;
   revoked_at: Date | null;
@@ -176,6 +185,7 @@ function recordOf(row: KeyRow): KeyRecord {
     ...(row.admin ? { admin: row.admin } : {}),
     kafkaEntry: row.kafka_entry,
     ...(row.credentials ? { credentials: row.credentials } : {}),
+    ...(row.weight === 1 ? {} : { weight: row.weight }),
     createdAt: row.created_at,
     ...(row.rotated_at ? { rotatedAt: row.rotated_at } : {}),
     ...(row.revoked_at ? { revokedAt: row.revoked_at } : {}),
@@ -229,6 +239,7 @@ export class KeyStore {
       !(Number.isSafeInteger(spec.maxBodyBytes) && spec.maxBodyBytes > 0)
     )
       throw new ValidationError([{ path: 'maxBodyBytes', message: 'must be a whole number of bytes > 0' }]);
+    if (spec.weight !== undefined) checkWeight(spec.weight);
     if (spec.admin !== undefined && !ADMIN_SCOPES.includes(spec.admin))
       throw new ValidationError([{ path: 'admin', message: `must be ${ADMIN_SCOPES.join(' or ')}` }]);
     const credentials = spec.credentials?.map((c) => c.trim()).filter(Boolean);
@@ -241,10 +252,11 @@ export class KeyStore {
     const { token, secret } = newToken(id);
     try {
       await this.#sql`insert into requester_api_keys
-        (id, name, secret_hash, hosts, rate, sync, schedule, max_body_bytes, admin, kafka_entry, credentials)
+        (id, name, secret_hash, hosts, rate, sync, schedule, max_body_bytes, admin, kafka_entry, credentials, weight)
         values (${id}, ${name}, ${hashSecret(secret)}, ${hosts ?? null}, ${spec.rate ?? null},
                 ${spec.sync ?? false}, ${spec.schedule ?? false}, ${spec.maxBodyBytes ?? null},
-                ${spec.admin ?? null}, ${spec.kafkaEntry ?? false}, ${credentials?.length ? credentials : null})`;
+                ${spec.admin ?? null}, ${spec.kafkaEntry ?? false}, ${credentials?.length ? credentials : null},
+                ${spec.weight ?? 1})`;
     } catch (err) {
       if ((err as { code?: string }).code === '23505')
         throw new ValidationError([{ path: 'name', message: `a live key named ${name} exists already` }]);
@@ -307,6 +319,17 @@ export class KeyStore {
   }
 
   /**
+   * Sets the weight of the live key with this id or name; its name (the client whose weight the
+   * queue must be given), or undefined when there is no such key.
+   */
+  async setWeight(idOrName: string, weight: number): Promise<string | undefined> {
+    checkWeight(weight);
+    const [row] = await this.#sql<Array<{ name: string }>>`update requester_api_keys set weight = ${weight}
+      where (id = ${idOrName} or name = ${idOrName}) and revoked_at is null returning name`;
+    return row?.name;
+  }
+
+  /**
    * A new secret for the live key with this id or name (same id, name and scopes: its results
    * and rate stay its own); the old secret keeps working for `graceMs`. Undefined when no such key.
    */
@@ -324,5 +347,13 @@ export class KeyStore {
         where id = ${row.id}`;
       return { id: row.id, name: row.name, token };
     }) as Promise<IssuedKey | undefined>;
+  }
+}
+
+function checkWeight(weight: number): void {
+  if (!Number.isInteger(weight) || weight < 1 || weight > MAX_KEY_WEIGHT) {
+    throw new ValidationError([
+      { path: 'weight', message: `must be a whole number from 1 to ${MAX_KEY_WEIGHT}` },
+    ]);
   }
 }

@@ -57,7 +57,16 @@ export interface RouterSamplerOptions {
 export function startRouterSamplers(options: RouterSamplerOptions): Sampler {
   const { queue, admin, groupId, topicIn, intervalMs, logger, openOrigins } = options;
   const queueAdmin = new QueueAdmin(queue);
-  const queueSampler = startSampler('queue', intervalMs, async () => void (await queueAdmin.info()), logger);
+  const queueSampler = startSampler(
+    'queue',
+    intervalMs,
+    async () => {
+      await queueAdmin.info();
+      // the per-client gauges (largest backlogs + `other`)
+      await queueAdmin.clients();
+    },
+    logger,
+  );
   let connected = false;
   const lagSampler = startSampler(
     'in consumer lag',

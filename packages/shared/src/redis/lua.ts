@@ -5,7 +5,10 @@ import type { RedisClient } from './client.ts';
 /**
  * The one loader of Redis Lua commands (queue, limiter, cache, breaker). A module keeps its
  * scripts in a `commands/` directory, BullMQ style: `<op>-<numKeys>.lua`, where numKeys is a
- * number, or `n` for a variable number of keys (e.g. one per limiter window); shared code lives in
+ * number, or `n` for a variable number of keys (e.g. one per limiter window). A module whose
+ * scripts all take the same key layout (the queue: the keys of one shard) names them `<op>.lua`
+ * and gives the layout's key count once (`{ layoutKeys }`): a suffix every file repeats says
+ * nothing, and the layout is documented once, in the include that names the keys. Shared code lives in
  * `commands/includes/` and `--- @include "includes/x"` lines are inlined, each at most once.
  * Code every module needs (`nowMs`) lives here, in `redis/includes/`: `--- @include "shared/x"`.
  * Scripts run by EVALSHA; ioredis loads them when Redis does not know them (first use, restart).
@@ -20,6 +23,7 @@ export interface LuaCommand {
 
 const INCLUDE = /^--- @include "([\w/-]+)"\s*$/gm;
 const FILE_NAME = /^(\w+)-(\d+|n)\.lua$/;
+const LAYOUT_FILE_NAME = /^(\w+)\.lua$/;
 
 const SHARED_PREFIX = 'shared/';
 const SHARED_INCLUDES = join(import.meta.dirname, 'includes');
@@ -39,16 +43,39 @@ function expand(dir: string, source: string, seen: Set<string>): string {
   });
 }
 
+/** How the commands of a directory take their keys. */
+export interface LuaLayout {
+  /**
+   * Every command takes the same `layoutKeys` keys (one documented layout): files are named
+   * `<op>.lua`. Without it, each file names its own count: `<op>-<numKeys|n>.lua`.
+   */
+  layoutKeys?: number;
+}
+
+/** The op and key count a file name gives (undefined count: variable). */
+function parseFileName(file: string, layout: LuaLayout): { op: string; numberOfKeys: number | undefined } {
+  if (layout.layoutKeys !== undefined) {
+    const op = LAYOUT_FILE_NAME.exec(file)?.[1];
+    if (!op) throw new Error(`Lua command ${file} is not named <op>.lua`);
+    return { op, numberOfKeys: layout.layoutKeys };
+  }
+  const match = FILE_NAME.exec(file);
+  if (!match?.[1] || !match[2]) throw new Error(`Lua command ${file} is not named <op>-<numKeys|n>.lua`);
+  return { op: match[1], numberOfKeys: match[2] === 'n' ? undefined : Number(match[2]) };
+}
+
 /** Reads and expands every command of `dir` once, keyed by op. */
-export function readLuaCommands(dir: string, commandPrefix: string): ReadonlyMap<string, LuaCommand> {
+export function readLuaCommands(
+  dir: string,
+  commandPrefix: string,
+  layout: LuaLayout = {},
+): ReadonlyMap<string, LuaCommand> {
   const commands = new Map<string, LuaCommand>();
   for (const file of readdirSync(dir).filter((f) => f.endsWith('.lua'))) {
-    const match = FILE_NAME.exec(file);
-    if (!match?.[1] || !match[2]) throw new Error(`Lua command ${file} is not named <op>-<numKeys|n>.lua`);
-    const op = match[1];
+    const { op, numberOfKeys } = parseFileName(file, layout);
     commands.set(op, {
       command: `${commandPrefix}${op[0]?.toUpperCase()}${op.slice(1)}`,
-      numberOfKeys: match[2] === 'n' ? undefined : Number(match[2]),
+      numberOfKeys,
       lua: expand(dir, readFileSync(join(dir, file), 'utf8'), new Set()),
     });
   }

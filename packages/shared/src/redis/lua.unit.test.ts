@@ -24,4 +24,21 @@ describe('readLuaCommands', () => {
     expect(lua).toContain('local function state()');
     expect(lua).not.toContain('@include');
   });
+
+  it('gives every `<op>.lua` of a layout directory the layout’s key count, and refuses other names', () => {
+    const layout = mkdtempSync(join(tmpdir(), 'lua-layout-'));
+    try {
+      writeFileSync(join(layout, 'take.lua'), 'return 1\n');
+      expect(readLuaCommands(layout, 'test', { layoutKeys: 3 }).get('take')).toMatchObject({
+        command: 'testTake',
+        numberOfKeys: 3,
+      });
+      writeFileSync(join(layout, 'give-2.lua'), 'return 2\n');
+      expect(() => readLuaCommands(layout, 'test', { layoutKeys: 3 })).toThrow(
+        /give-2\.lua is not named <op>\.lua/,
+      );
+    } finally {
+      rmSync(layout, { recursive: true, force: true });
+    }
+  });
 });

@@ -1,7 +1,8 @@
 --[[
   Shared state and helpers of one queue shard (textually included by every queue script).
 
-  Every script receives the same 11 keys of one shard S, all tagged {q:S} (see keys.ts):
+  The shard layout: every script (commands/<op>.lua) receives the same keys, those of one shard S,
+  all tagged {q:S}, in this order (SHARD_KEY_NAMES in keys.ts):
     KEYS[1]  ready     ZSET partition -> round-robin ticket. Partitions whose head is due and that may
                        run (ordered: nothing in flight). ZPOPMIN = the partition waiting longest.
     KEYS[2]  timers    ZSET partition -> wake time (ms). Partitions whose head becomes due later
@@ -26,6 +27,20 @@
     KEYS[11] agecount  HASH second -> pending tasks published in that second (the oldest waiting
                        task's age without an index per task; leased tasks are not counted, so
                        that ack need not read the record).
+    KEYS[12] clients   ZSET client -> virtual time. The clients with at least one partition in
+                       `ready`; ZRANGE 0 0 = the client whose turn it is (weighted fair share).
+    KEYS[13] cready    ZSET, every score 0, ordered by member bytes:
+                         "<client>\0<ticket:12 hex><partition>"
+                       the partitions of `ready` again, grouped by client, each client's in
+                       round-robin order: its next partition = first member in [C\0, C\1).
+    KEYS[14] shares    HASH client -> weight (absent: 1). Written by setClientWeight (`requester
+                       keys create|update --weight`), in every shard; never removed by purge.
+    KEYS[15] cdepth    HASH client -> its pending tasks in this shard (only clients with some): the
+                       per-client depth of `queue info --by-client` and the client metrics.
+
+  A partition's client is the part of its name after the last " @" (the client namespace,
+  `clientScoped` in @requester/shared/contract: "!order-42 @billing" is billing's); a name without
+  one belongs to the anonymous client "".
 
   Invariant after every script: a partition is in `ready` iff its head is due and it may run; else in
   `timers` at its head's due time if it may run; else in neither. Every task id in `tasks` is in
@@ -42,6 +57,10 @@ local K_DONE = KEYS[8]
 local K_DLQ = KEYS[9]
 local K_AGES = KEYS[10]
 local K_AGECOUNT = KEYS[11]
+local K_CLIENTS = KEYS[12]
+local K_CREADY = KEYS[13]
+local K_SHARES = KEYS[14]
+local K_CDEPTH = KEYS[15]
 
 -- Task record fields (a cmsgpack array).
 local R_PARTITION = 1
@@ -62,6 +81,66 @@ end
 
 local function isOrdered(partition)
   return string.byte(partition, 1) == 33 -- '!'
+end
+
+-- The client of a partition: what follows the last " @" of its name ("" for none; see the header).
+local function clientOf(partition)
+  local at = string.match(partition, '^.*() @')
+  if not at then
+    return ''
+  end
+  return string.sub(partition, at + 2)
+end
+
+--[[
+  Weighted fair share between clients (start-time fair queuing). Each client in `clients` has a
+  virtual time; lease serves the client with the lowest one and advances it by 1/weight per task,
+  so that under saturation clients are served in proportion to their weights. A client that comes
+  back after having no ready partition starts just below the lowest virtual time present (it
+  neither banks credit while idle nor waits behind the others' history): it is served next. Just
+  below = by less than the smallest step (1/MAX_CLIENT_WEIGHT), so that it goes first without
+  leaping further ahead. Virtual times restart at 0 whenever the shard has no ready client.
+]]
+local NEWCOMER_LEAD = 1 / 2000
+-- Clients that joined `clients` during this script (publish tells workers: see FairQueue.announce).
+local clientsJoined = 0
+local function creadyMember(client, ticket, partition)
+  return client .. '\0' .. string.format('%012x', ticket) .. partition
+end
+
+local function nextReadyOf(client)
+  return redis.call('ZRANGE', K_CREADY, '[' .. client .. '\0', '(' .. client .. '\1', 'BYLEX', 'LIMIT', 0, 1)[1]
+end
+
+-- The partition in `ready` with this ticket (placing it at the back of its client's line).
+local function readyAdd(partition, ticket)
+  local client = clientOf(partition)
+  redis.call('ZADD', K_READY, ticket, partition)
+  redis.call('ZADD', K_CREADY, 0, creadyMember(client, ticket, partition))
+  if not redis.call('ZSCORE', K_CLIENTS, client) then
+    local lowest = redis.call('ZRANGE', K_CLIENTS, 0, 0, 'WITHSCORES')[2]
+    redis.call('ZADD', K_CLIENTS, lowest and tonumber(lowest) - NEWCOMER_LEAD or 0, client)
+    clientsJoined = clientsJoined + 1
+  end
+end
+
+-- The partition out of `ready`; its client leaves `clients` with its last ready partition.
+local function readyRemove(partition)
+  local ticket = redis.call('ZSCORE', K_READY, partition)
+  if not ticket then
+    return
+  end
+  local client = clientOf(partition)
+  redis.call('ZREM', K_READY, partition)
+  redis.call('ZREM', K_CREADY, creadyMember(client, tonumber(ticket), partition))
+  if not nextReadyOf(client) then
+    redis.call('ZREM', K_CLIENTS, client)
+  end
+end
+
+-- A client's weight (its share of this shard's leases relative to the others').
+local function weightOf(client)
+  return tonumber(redis.call('HGET', K_SHARES, client) or '1')
 end
 
 -- How many tasks of a partition may be in flight at once; 0 = unlimited.
@@ -183,25 +262,26 @@ local function place(partition, now, unorderedLimit)
   local head = headOf(partition)
   local limit = limitOf(partition, unorderedLimit)
   if not head or (limit > 0 and runningOf(partition) >= limit) then
-    redis.call('ZREM', K_READY, partition)
+    readyRemove(partition)
     redis.call('ZREM', K_TIMERS, partition)
     return
   end
   local due = dueOfMember(partition, head)
   if due <= now then
     if not redis.call('ZSCORE', K_READY, partition) then
-      redis.call('ZADD', K_READY, nextSeq(), partition)
+      readyAdd(partition, nextSeq())
       redis.call('ZREM', K_TIMERS, partition)
     end
   else
-    redis.call('ZREM', K_READY, partition)
+    readyRemove(partition)
     redis.call('ZADD', K_TIMERS, due, partition)
   end
 end
 
 --[[
-  `place` for a partition just popped from `ready` whose head was leased: it is in neither set, and
-  its next head is known.
+  `place` for a partition just taken out of `ready` whose head was leased: it is in neither set,
+  and its next head is known. Its client's place in `clients` is lease's business. Returns true
+  when the partition went back into `ready`.
 ]]
 local function placeAfterLease(partition, nextHead, now, unorderedLimit)
   if not nextHead or isOrdered(partition) then
@@ -212,7 +292,8 @@ local function placeAfterLease(partition, nextHead, now, unorderedLimit)
   end
   local due = dueOfMember(partition, nextHead)
   if due <= now then
-    redis.call('ZADD', K_READY, nextSeq(), partition)
+    readyAdd(partition, nextSeq())
+    return true
   else
     redis.call('ZADD', K_TIMERS, due, partition)
   end
@@ -231,6 +312,16 @@ end
 -- A task (not currently pending) goes back into its partition's pending line.
 local function enqueue(id, record)
   redis.call('ZADD', K_PENDING, 0, memberOf(record[R_PARTITION], record[R_SEQ], record[R_DUE], id))
+  redis.call('HINCRBY', K_CDEPTH, clientOf(record[R_PARTITION]), 1)
+end
+
+-- A pending task leaves its partition's line (leased).
+local function dequeue(partition, member)
+  redis.call('ZREM', K_PENDING, member)
+  local client = clientOf(partition)
+  if redis.call('HINCRBY', K_CDEPTH, client, -1) <= 0 then
+    redis.call('HDEL', K_CDEPTH, client)
+  end
 end
 
 -- A leased task (lease already released) moves to the dead letters.

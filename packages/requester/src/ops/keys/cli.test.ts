@@ -1,10 +1,17 @@
-import { createPg } from '@requester/shared';
+import { FairQueue } from '@requester/queue';
+import { createPg, createRedis } from '@requester/shared';
 import { uniqueName } from '@requester/shared/testing';
 import { afterAll, describe, expect, it } from 'vitest';
 import { requester } from '../../../test/cli.fixture.ts';
 
 const database = uniqueName('keys').replaceAll('-', '_');
-const env = { DATABASE_URL: `postgres://postgres@127.0.0.1:5432/${database}` };
+const prefix = uniqueName('keysq').replaceAll('-', '_').slice(0, 30);
+const env = {
+  DATABASE_URL: `postgres://postgres@127.0.0.1:5432/${database}`,
+  REDIS_URL: 'redis://127.0.0.1:6379',
+  REDIS_PREFIX: prefix,
+  QUEUE_SHARDS: '4',
+};
 const cli = (...args: string[]) => requester(['keys', ...args], env).exit;
 
 afterAll(async () => {
@@ -64,8 +71,37 @@ describe('requester keys', () => {
     expect(await entries()).toMatchObject({ jobs: false, web: true });
     const vague = await cli('update', 'web');
     expect(vague.code).toBe(2);
-    expect(vague.stderr).toContain('--kafka-entry or --no-kafka-entry');
+    expect(vague.stderr).toContain('--kafka-entry, --no-kafka-entry or --weight N');
     expect((await cli('update', 'nobody', '--kafka-entry')).code).toBe(2);
+  });
+
+  it('gives a key its weight (create|update --weight): stored with the key and in every queue shard', async () => {
+    const redis = createRedis({ url: 'redis://127.0.0.1:6379' });
+    const queue = new FairQueue({ redis, prefix: `${prefix}:`, shards: 4, notify: false });
+    try {
+      expect((await cli('create', '--name', 'checkout', '--weight', '3')).code).toBe(0);
+      expect((await cli('create', '--name', 'bulk')).code).toBe(0);
+      expect(await queue.clientWeights()).toEqual(new Map([['checkout', 3]]));
+      expect((await cli('update', 'bulk', '--weight', '2')).code).toBe(0);
+      expect((await cli('update', 'checkout', '--weight', '1')).code).toBe(0);
+      const weights = Object.fromEntries(
+        (JSON.parse((await cli('list', '--json')).stdout) as Array<{ name: string; weight?: number }>).map(
+          (k) => [k.name, k.weight ?? 1],
+        ),
+      );
+      expect(weights).toMatchObject({ checkout: 1, bulk: 2 });
+      // every shard holds the weight its lease script reads
+      for (let shard = 0; shard < 4; shard++) {
+        expect(await redis.hgetall(`${prefix}:{q:${shard}}:shares`)).toEqual({ bulk: '2' });
+      }
+      const bad = await cli('update', 'bulk', '--weight', '0');
+      expect(bad.code).toBe(2);
+      expect(bad.stderr).toContain('weight: must be a whole number from 1 to 1000');
+    } finally {
+      await redis.del(...Array.from({ length: 4 }, (_, s) => `${prefix}:{q:${s}}:shares`));
+      await queue.close();
+      redis.disconnect();
+    }
   });
 
   it('refuses bad scopes as usage errors naming the field', async () => {

@@ -1,5 +1,6 @@
 import { ADMIN_SCOPES, type AdminScope, type IssuedKey, KeyStore, mintToken } from '@requester/ingress';
-import { Dependencies, durationToMs, UsageError, ValidationError } from '@requester/shared';
+import { queueFromConfig } from '@requester/queue';
+import { type Config, Dependencies, durationToMs, UsageError, ValidationError } from '@requester/shared';
 import type { Argv } from 'yargs';
 import {
   type ConfigFrom,
@@ -24,6 +25,7 @@ interface KeysArgs {
   admin?: AdminScope;
   kafkaEntry?: boolean;
   credentials?: string;
+  weight?: number;
   grace: string;
   all: boolean;
   json: boolean;
@@ -45,7 +47,7 @@ export function registerKeysCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): v
           describe:
             'create: a new key (printed once); list: the live keys; revoke: refuse a key from now on ' +
             '(within AUTH_CACHE_TTL); rotate: a new secret, the old one valid for --grace; ' +
-            'update: allow or withdraw Kafka entry (--kafka-entry, --no-kafka-entry); ' +
+            'update: allow or withdraw Kafka entry (--kafka-entry, --no-kafka-entry), set the --weight; ' +
             'token: a fresh token for BOOTSTRAP_ADMIN_KEY, stored nowhere (no database needed)',
         })
         .positional('key', { type: 'string', describe: 'revoke, rotate, update: the key id or name' })
@@ -90,6 +92,12 @@ export function registerKeysCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): v
             'create: target credentials its requests may name in meta.credentials, comma-separated ' +
             '(requester credentials list); default none',
         })
+        .option('weight', {
+          type: 'number',
+          describe:
+            "create, update: the client's share of the workers relative to other clients' (1-1000, " +
+            'default 1): under saturation a weight-3 client gets 3 tasks leased for each of a weight-1 one',
+        })
         .option('grace', {
           type: 'string',
           default: '24h',
@@ -99,6 +107,8 @@ export function registerKeysCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): v
         .example("$0 keys create --name billing --hosts '*.partner.example' --rate 200/s --sync", '')
         .example('$0 keys create --name ops-alice --admin write', 'an operator: the /ui of the admin port')
         .example('$0 keys rotate billing --grace 1h', '')
+        .example('$0 keys update bulk-mailer --weight 1', 'the nightly bulk sender: one share')
+        .example('$0 keys update checkout --weight 3', 'three shares when both wait for workers')
         .example('$0 keys update billing --kafka-entry', 'producers writing in may claim meta.client billing')
         .example('TOKEN=$($0 keys create --name ci)', 'the token alone on stdout')
         .example('$0 keys create --name ci --json', '{id, name, token} as JSON')
@@ -117,7 +127,7 @@ export function registerKeysCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): v
       const config = configFrom(argv);
       const deps = new Dependencies(config, commandLogger(config));
       try {
-        await runAction(new KeyStore(await deps.sql()), args);
+        await runAction(new KeyStore(await deps.sql()), args, config, deps);
       } catch (err) {
         if (err instanceof ValidationError) throw new UsageError(err.message);
         throw err;
@@ -128,7 +138,17 @@ export function registerKeysCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): v
   );
 }
 
-async function runAction(store: KeyStore, args: KeysArgs): Promise<void> {
+async function runAction(store: KeyStore, args: KeysArgs, config: Config, deps: Dependencies): Promise<void> {
+  // The weight lives with the key (PostgreSQL) and, for the queue's lease scripts, in every
+  // shard in Redis (routers copy it there again when they start).
+  const giveQueueWeight = async (client: string, weight: number) => {
+    const queue = queueFromConfig(config, deps.redis(), { notify: false });
+    try {
+      await queue.setClientWeight(client, weight);
+    } finally {
+      await queue.close();
+    }
+  };
   switch (args.action) {
     case 'create': {
       if (!args.name) throw new UsageError('keys create needs --name');
@@ -142,7 +162,9 @@ async function runAction(store: KeyStore, args: KeysArgs): Promise<void> {
         ...(args.admin === undefined ? {} : { admin: args.admin }),
         kafkaEntry: args.kafkaEntry ?? false,
         ...(args.credentials === undefined ? {} : { credentials: args.credentials.split(',') }),
+        ...(args.weight === undefined ? {} : { weight: args.weight }),
       });
+      if (args.weight !== undefined && args.weight !== 1) await giveQueueWeight(issued.name, args.weight);
       return printToken(issued, 'created', args.json);
     }
     case 'list': {
@@ -163,6 +185,7 @@ async function runAction(store: KeyStore, args: KeysArgs): Promise<void> {
           admin: k.admin ?? '-',
           kafkaEntry: k.kafkaEntry,
           credentials: k.credentials?.join(',') ?? '-',
+          weight: k.weight ?? 1,
           created: humanTime(k.createdAt.getTime()),
           rotated: humanTime(k.rotatedAt?.getTime()),
           revoked: humanTime(k.revokedAt?.getTime()),
@@ -179,13 +202,28 @@ async function runAction(store: KeyStore, args: KeysArgs): Promise<void> {
     }
     case 'update': {
       const key = keyArg(args);
-      if (args.kafkaEntry === undefined)
-        throw new UsageError('keys update changes Kafka entry: give --kafka-entry or --no-kafka-entry');
-      if (!(await store.setKafkaEntry(key, args.kafkaEntry)))
-        throw new UsageError(`no live key with id or name ${key}`);
-      const what = args.kafkaEntry ? 'allowed' : 'withdrawn';
-      progress(`Kafka entry ${what} for ${key}; routers apply it within AUTH_CACHE_TTL`);
-      if (args.json) printJson({ key, kafkaEntry: args.kafkaEntry });
+      if (args.kafkaEntry === undefined && args.weight === undefined)
+        throw new UsageError(
+          'keys update changes Kafka entry or the weight: give --kafka-entry, --no-kafka-entry or --weight N',
+        );
+      if (args.weight !== undefined) {
+        const client = await store.setWeight(key, args.weight);
+        if (client === undefined) throw new UsageError(`no live key with id or name ${key}`);
+        await giveQueueWeight(client, args.weight);
+        progress(`weight of ${client} set to ${args.weight}; the queue applies it from its next lease`);
+      }
+      if (args.kafkaEntry !== undefined) {
+        if (!(await store.setKafkaEntry(key, args.kafkaEntry)))
+          throw new UsageError(`no live key with id or name ${key}`);
+        const what = args.kafkaEntry ? 'allowed' : 'withdrawn';
+        progress(`Kafka entry ${what} for ${key}; routers apply it within AUTH_CACHE_TTL`);
+      }
+      if (args.json)
+        printJson({
+          key,
+          ...(args.kafkaEntry === undefined ? {} : { kafkaEntry: args.kafkaEntry }),
+          ...(args.weight === undefined ? {} : { weight: args.weight }),
+        });
       return;
     }
     case 'rotate': {

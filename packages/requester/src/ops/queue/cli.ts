@@ -15,6 +15,7 @@ import {
   withJson,
   withReveal,
 } from '../../commands/common.ts';
+import { printClients } from '../clients/cli.ts';
 import { humanSpan, humanTime, isoTime } from '../format.ts';
 import { redactQueuedPayload } from '../redact.ts';
 
@@ -36,6 +37,7 @@ const DEAD_TASKS =
 
 interface QueueArgs {
   json: boolean;
+  byClient: boolean;
   ids?: string[];
   all: boolean;
   deadOnly: boolean;
@@ -65,7 +67,14 @@ export function registerQueueCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): 
         'depth per shard and in total, oldest waiting task',
         (q) =>
           withJson(q)
+            .option('by-client', {
+              type: 'boolean',
+              default: false,
+              describe:
+                'per client instead: pending tasks, ready partitions, weight and how long its next task has waited, largest backlog first',
+            })
             .example('$0 queue info', 'totals, then the shards that hold anything')
+            .example('$0 queue info --by-client', 'who holds the backlog, and who waits')
             .example('$0 queue info --json | jq .totals.pending', 'tasks waiting, for a script')
             .epilogue(EXIT_CODES_HELP),
         run(info),
@@ -156,6 +165,7 @@ function deprecated(old: string, now: string, action: Action): Action {
 }
 
 async function info(admin: QueueAdmin, args: QueueArgs): Promise<void> {
+  if (args.byClient) return printClients(admin, args.json);
   const result = await admin.info({ onProgress: progressCounter('queue info', 'shard') });
   if (args.json) return printJson(result);
   const { totals } = result;

@@ -4,7 +4,7 @@
   waits in `timers` until now + delay (blocked: nothing behind it can overtake).
   Unordered partition: the task becomes due at now + delay, behind tasks due earlier.
 
-  KEYS[1..11] the shard keys (see includes/shard.lua)
+  KEYS     the shard layout: every key of one shard, in the order of includes/shard.lua
   ARGV[1]  unordered partition concurrency (0 = unlimited)
   ARGV[2]  number of tokens n, then n triples: token, delay (ms), new payload ('' = keep the payload;
            a retry replaces it to carry its attempt count)

@@ -3,7 +3,7 @@
   deliveries reset; the original publish time is kept). Dead letters of one partition retried in
   one call keep their original relative order.
 
-  KEYS[1..11] the shard keys (see includes/shard.lua)
+  KEYS     the shard layout: every key of one shard, in the order of includes/shard.lua
   ARGV[1]  unordered partition concurrency (0 = unlimited)
   ARGV[2]  mode: "all" (the oldest `batch` dead letters) | "ids" (the ids that follow, when dead here)
   ARGV[3]  batch (mode "all")

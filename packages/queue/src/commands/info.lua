@@ -1,7 +1,7 @@
 --[[
   Read-only statistics of one shard. O(partitions in flight · log N), never a scan of the tasks.
 
-  KEYS[1..11] the shard keys (see includes/shard.lua)
+  KEYS     the shard layout: every key of one shard, in the order of includes/shard.lua
   ARGV[1]  unordered partition concurrency (0 = unlimited)
 
   Returns {pending, inFlight, dead, ready, waiting, blocked, oldestPublishedSecond (-1: none),

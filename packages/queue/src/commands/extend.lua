@@ -1,7 +1,7 @@
 --[[
   Extend leases (heartbeat). A lease that was reclaimed or settled is not revived.
 
-  KEYS[1..11] the shard keys (see includes/shard.lua)
+  KEYS     the shard layout: every key of one shard, in the order of includes/shard.lua
   ARGV[1]  number of leases n, then n pairs: token, lease duration from now (ms)
 
   Returns {r1..rn}: 1 extended, 0 stale token

@@ -1,13 +1,14 @@
 --[[
   Purge one shard.
   mode "all":  every key of the shard is unlinked (freed in the background), dedup window included,
-               except the sequence counter (lease tokens are built from it and must never repeat).
+               except the sequence counter (lease tokens are built from it and must never repeat)
+               and the client weights (configuration).
   mode "dead": up to `batch` dead letters are removed; their ids enter the dedup window so that a
                replay is still refused.
-  mode "destroy": every key, the sequence counter included (only when no worker of the queue is
+  mode "destroy": every key, the sequence counter and client weights included (only when no worker of the queue is
                left: a token issued before could then match a new lease).
 
-  KEYS[1..11] the shard keys (see includes/shard.lua)
+  KEYS     the shard layout: every key of one shard, in the order of includes/shard.lua
   ARGV[1]  mode: "all" | "dead" | "destroy"
   ARGV[2]  batch (mode "dead")
 
@@ -18,9 +19,10 @@
 local mode = ARGV[1]
 if mode == 'all' or mode == 'destroy' then
   local removed = redis.call('HLEN', K_TASKS)
-  redis.call('UNLINK', K_READY, K_TIMERS, K_PENDING, K_TASKS, K_LEASES, K_RUNNING, K_DONE, K_DLQ, K_AGES, K_AGECOUNT)
+  redis.call('UNLINK', K_READY, K_TIMERS, K_PENDING, K_TASKS, K_LEASES, K_RUNNING, K_DONE, K_DLQ, K_AGES, K_AGECOUNT, K_CLIENTS, K_CREADY, K_CDEPTH)
   if mode == 'destroy' then
-    redis.call('UNLINK', K_SEQ)
+    -- the client weights are configuration (`requester keys`), kept by a purge
+    redis.call('UNLINK', K_SEQ, K_SHARES)
   end
   return { removed, 0 }
 end

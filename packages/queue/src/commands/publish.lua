@@ -1,7 +1,7 @@
 --[[
   Publish a batch of tasks into one shard, idempotently by task id.
 
-  KEYS[1..11] the shard keys (see includes/shard.lua)
+  KEYS     the shard layout: every key of one shard, in the order of includes/shard.lua
   ARGV[1]  unordered partition concurrency (0 = unlimited)
   ARGV[2]  dedup window after ack (ms)
   ARGV[3]  number of tasks n, then n groups of 5:
@@ -9,7 +9,9 @@
 
   Returns {readyCount, nextEventMs, notify, r1..rn}
     r = 1 queued, 0 duplicate (the id is pending, leased, dead, or was acked inside the window)
-    notify = 1 when this shard has work sooner than before (idle workers should look again)
+    notify = 1 when this shard has work sooner than before (idle workers should look again);
+             2 when, besides, a client joined this shard's fair share (it has the next turn here:
+             busy workers should visit this shard first)
 ]]
 --- @include "includes/shard"
 
@@ -93,6 +95,9 @@ local after = wakeIn()
 local notify = 0
 if after >= 0 and (before < 0 or after < before) then
   notify = 1
+end
+if clientsJoined > 0 and readyCount > 0 then
+  notify = 2
 end
 local reply = { readyCount, nextEvent, notify }
 for _, r in ipairs(results) do

@@ -1,7 +1,7 @@
 --[[
   Acknowledge leased tasks: each is removed, and its id enters the post-ack dedup window.
 
-  KEYS[1..11] the shard keys (see includes/shard.lua)
+  KEYS     the shard layout: every key of one shard, in the order of includes/shard.lua
   ARGV[1]  unordered partition concurrency (0 = unlimited)
   ARGV[2]  dedup window after ack (ms)
   ARGV[3]  number of tokens n, then n tokens

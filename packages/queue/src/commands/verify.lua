@@ -3,7 +3,7 @@
   the hot path. Checks the placement invariant, that every task is in exactly one of pending /
   leased / dead, the in-flight counts and the age counts.
 
-  KEYS[1..11] the shard keys (see includes/shard.lua)
+  KEYS     the shard layout: every key of one shard, in the order of includes/shard.lua
   ARGV[1]  unordered partition concurrency (0 = unlimited)
   ARGV[2]  the most violations to report
 
@@ -160,6 +160,58 @@ for _, partition in ipairs(redis.call('ZRANGE', K_TIMERS, 0, -1)) do
   if not checked[partition] then
     check(partition)
   end
+end
+
+-- clients: `cready` holds exactly the partitions of `ready` with their tickets, `clients` exactly
+-- the clients with a partition in `cready` (the partitions of an earlier version aside, see lease)
+local readyClients = {}
+local inCready = {}
+for _, member in ipairs(redis.call('ZRANGE', K_CREADY, 0, -1)) do
+  local cut = string.find(member, '\0', 1, true)
+  local client = string.sub(member, 1, cut - 1)
+  local partition = string.sub(member, cut + 13)
+  local ticket = tonumber(string.sub(member, cut + 1, cut + 12), 16)
+  inCready[partition] = true
+  readyClients[client] = true
+  if clientOf(partition) ~= client then
+    report('partition ' .. partition .. ' is in the ready line of client ' .. client)
+  end
+  local score = redis.call('ZSCORE', K_READY, partition)
+  if not score or tonumber(score) ~= ticket then
+    report('partition ' .. partition .. ' is in its client\'s ready line with ticket ' .. ticket .. ' but ready says ' .. tostring(score))
+  end
+end
+for _, partition in ipairs(redis.call('ZRANGE', K_READY, 0, -1)) do
+  if not inCready[partition] then
+    report('ready partition ' .. partition .. ' is in no client\'s ready line')
+  end
+end
+local clientList = redis.call('ZRANGE', K_CLIENTS, 0, -1)
+for _, client in ipairs(clientList) do
+  if not readyClients[client] then
+    report('client ' .. client .. ' takes turns but has no ready partition')
+  end
+  readyClients[client] = nil
+end
+for client in pairs(readyClients) do
+  report('client ' .. client .. ' has ready partitions but takes no turns')
+end
+
+-- per-client depth: the pending tasks of each client
+local pendingOfClient = {}
+for _, member in ipairs(redis.call('ZRANGE', K_PENDING, 0, -1)) do
+  local client = clientOf(string.sub(member, 1, string.find(member, '\0', 1, true) - 1))
+  pendingOfClient[client] = (pendingOfClient[client] or 0) + 1
+end
+local depths = redis.call('HGETALL', K_CDEPTH)
+for i = 1, #depths, 2 do
+  if pendingOfClient[depths[i]] ~= tonumber(depths[i + 1]) then
+    report('client ' .. depths[i] .. ' counts ' .. depths[i + 1] .. ' pending, pending says ' .. (pendingOfClient[depths[i]] or 0))
+  end
+  pendingOfClient[depths[i]] = nil
+end
+for client, count in pairs(pendingOfClient) do
+  report('client ' .. client .. ' has ' .. count .. ' pending but no depth count')
 end
 
 local reply = { #records / 2 }

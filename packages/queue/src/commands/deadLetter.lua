@@ -2,7 +2,7 @@
   Move leased tasks to the dead letters (kept with their reason until retried or purged; their ids
   stay refused by publish). An ordered partition moves on to its next task.
 
-  KEYS[1..11] the shard keys (see includes/shard.lua)
+  KEYS     the shard layout: every key of one shard, in the order of includes/shard.lua
   ARGV[1]  unordered partition concurrency (0 = unlimited)
   ARGV[2]  number of tokens n, then n pairs: token, reason
 

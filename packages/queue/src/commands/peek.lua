@@ -1,7 +1,7 @@
 --[[
   Read-only: when does this shard have work? Used to refresh a client's view of the shards.
 
-  KEYS[1..11] the shard keys (see includes/shard.lua)
+  KEYS     the shard layout: every key of one shard, in the order of includes/shard.lua
   ARGV        none
 
   Returns {readyCount, nextEventMs (-1: none)}

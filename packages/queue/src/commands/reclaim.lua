@@ -2,7 +2,7 @@
   Reclaim expired leases of one shard (lease does this too, a batch at a time): the tasks of a dead
   worker return to pending; ordered partitions are unlocked with the task back at the head.
 
-  KEYS[1..11] the shard keys (see includes/shard.lua)
+  KEYS     the shard layout: every key of one shard, in the order of includes/shard.lua
   ARGV[1]  unordered partition concurrency (0 = unlimited)
   ARGV[2]  max deliveries before an expiring lease dead-letters the task (0 = unlimited)
   ARGV[3]  the most leases reclaimed by this call

@@ -1,7 +1,7 @@
 --[[
   Read-only: the most recent dead letters of one shard.
 
-  KEYS[1..11] the shard keys (see includes/shard.lua)
+  KEYS     the shard layout: every key of one shard, in the order of includes/shard.lua
   ARGV[1]  limit
 
   Returns {n, then n groups of 7: id, partition, payload, reason, deadAt, deliveries, publishedAt}

@@ -3,7 +3,7 @@
   who is held back. O(k · log N): at most k partitions from each of ready (waiting longest in the
   round-robin), timers (waking last) and running (a bounded HSCAN), never a scan of the tasks.
 
-  KEYS[1..11] the shard keys (see includes/shard.lua)
+  KEYS     the shard layout: every key of one shard, in the order of includes/shard.lua
   ARGV[1]  unordered partition concurrency (0 = unlimited)
   ARGV[2]  k, the most partitions taken from each set
 

@@ -1,0 +1,198 @@
+import { type FairQueue, queueFromConfig } from '@requester/queue';
+import { createRedis, type RedisClient } from '@requester/shared';
+import { eventually, startTarget, type Target, uniqueName } from '@requester/shared/testing';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { RunningProcess } from '../../src/runtime/index.ts';
+import {
+  dropStackDatabase,
+  ResultCollector,
+  type StackEnv,
+  stackEnv,
+  stackKey,
+  startStack,
+  waitReady,
+} from './stack.fixture.ts';
+
+type Key = Awaited<ReturnType<typeof stackKey>>;
+
+/**
+ * Fair share between clients (issue 21; docs/architecture.md §6), through HTTP. Every worker is
+ * first held by calls to a target that does not answer, so that the backlogs below are all in the
+ * queue before anything is leased; then the target answers, and the order in which the target
+ * was called (each request's id is in its path) says who was served first. Assertions are on that
+ * order, never on time. (The order of results on `out` is not it: `out` has several partitions,
+ * read independently.)
+ *
+ * Backlogs are 1,000 tasks (the issue's scenario has 50,000: the same ordering, too long for one
+ * test on a shared 2-core machine where every request is an HTTP POST; the benchmark measures B's
+ * wait at 10k and 100k).
+ */
+const WORKERS = 4;
+const BACKLOG = 1_000;
+
+describe('fair share between clients', () => {
+  let stack: StackEnv;
+  let running: RunningProcess;
+  let results: ResultCollector;
+  let target: Target;
+  let plug: Target;
+  let redis: RedisClient;
+  let queue: FairQueue;
+
+  beforeAll(async () => {
+    stack = await stackEnv({
+      MAX_WORKERS: String(WORKERS),
+      MAX_WORKERS_PER_ORIGIN: String(WORKERS),
+      // the held calls must outlast the posting of the backlogs (slow on a loaded machine)
+      TARGET_RESPONSE_TIMEOUT: '15m',
+    });
+    [target, plug] = [await startTarget(), await startTarget()];
+    running = await startStack(stack);
+    await waitReady(stack);
+    results = new ResultCollector(stack.config.topicOut);
+    await results.start();
+    redis = createRedis({ url: stack.config.redisUrl });
+    queue = queueFromConfig(stack.config, redis, { notify: false });
+  }, 120_000);
+
+  afterAll(async () => {
+    await results?.stop();
+    await running?.shutdown('test over');
+    await queue?.close();
+    redis?.disconnect();
+    await Promise.all([target?.close(), plug?.close()]);
+    if (stack) await dropStackDatabase(stack);
+  }, 60_000);
+
+  /** Async requests to the fast target, `concurrency` POSTs at a time; their requestIds. */
+  async function send(key: Key, count: number, tag: string, concurrency = 32): Promise<string[]> {
+    const ids = Array.from({ length: count }, (_, i) => `${tag}-${i}`);
+    let next = 0;
+    const poster = async () => {
+      while (next < ids.length) {
+        const id = ids[next++] as string;
+        const reply = await fetch(`${stack.httpUrl}/request`, {
+          method: 'POST',
+          headers: { ...key.headers, 'content-type': 'application/json' },
+          body: JSON.stringify({ request: { uri: `${target.url}/fast/${id}` }, meta: { requestId: id } }),
+        });
+        expect(reply.status).toBe(202);
+        await reply.arrayBuffer();
+      }
+    };
+    await Promise.all(Array.from({ length: concurrency }, poster));
+    return ids;
+  }
+
+  /** Holds every worker on `/hold/<gate>` (a client of its own); resolves once all are held. */
+  async function holdWorkers(gate: string): Promise<void> {
+    const holder = await stackKey(stack);
+    for (let i = 0; i < WORKERS; i++) {
+      const reply = await fetch(`${stack.httpUrl}/request`, {
+        method: 'POST',
+        headers: { ...holder.headers, 'content-type': 'application/json' },
+        body: JSON.stringify({
+          request: { uri: `${plug.url}/hold/${gate}` },
+          meta: { requestId: `${gate}-${i}` },
+        }),
+      });
+      expect(reply.status).toBe(202);
+    }
+    await eventually(() => plug.holding(gate) === WORKERS, 60_000, 'every worker held');
+  }
+
+  let depth = 0;
+  const queued = (count: number) =>
+    eventually(
+      async () => {
+        depth = await queue.pendingDepth();
+        return depth >= count;
+      },
+      300_000,
+      `${count} tasks queued`,
+      () => `(${depth} queued)`,
+    );
+
+  /** The requestIds in the order the target was called (first call of each). */
+  const callOrder = () => {
+    const order: string[] = [];
+    const seen = new Set<string>();
+    for (const call of target.calls) {
+      const id = call.path.split('/')[2] ?? '';
+      if (!seen.has(id)) order.push(id);
+      seen.add(id);
+    }
+    return order;
+  };
+
+  it("a client's backlog does not hold another client's requests: B completes before A's backlog drains", async () => {
+    const [a, b] = [await stackKey(stack), await stackKey(stack)];
+    await holdWorkers('gate-ab');
+    let aIds: string[];
+    let bIds: string[];
+    try {
+      aIds = await send(a, BACKLOG, uniqueName('A'));
+      await queued(BACKLOG);
+      // B arrives last, behind every one of A's tasks (each a partition of its own).
+      bIds = await send(b, 10, uniqueName('B'), 1);
+      await queued(BACKLOG + 10);
+    } finally {
+      plug.release('gate-ab');
+    }
+    await results.until(() => bIds.every((id) => results.byId.has(id)), 300_000, "B's results");
+    await results.until(() => aIds.every((id) => results.byId.has(id)), 300_000, "A's results");
+
+    const order = new Map(callOrder().map((id, at) => [id, at]));
+    const bLast = Math.max(...bIds.map((id) => order.get(id) as number));
+    const aBefore = aIds.filter((id) => (order.get(id) as number) < bLast).length;
+    // Fair share: B's tasks are served at the next turn in their shards (visited first once B's
+    // arrival is announced); a shard holding several of B's tasks gives one per turn, between
+    // A's, so some tens of A's calls come first (about 100 seen on 2 loaded cores). Without fair
+    // share B waited for the whole of A's backlog (aBefore = BACKLOG).
+    expect(aBefore, `A's calls before B's last (of ${BACKLOG})`).toBeLessThan(BACKLOG / 4);
+  }, 600_000);
+
+  it('weights 3:1 give 3:1 completions (±10%) while both clients have a backlog', async () => {
+    const [heavy, light] = [await stackKey(stack, { weight: 3 }), await stackKey(stack)];
+    // What `requester keys create --weight 3` does besides storing it with the key.
+    await queue.setClientWeight(heavy.name, 3);
+    await holdWorkers('gate-w');
+    let heavyIds: string[];
+    let lightIds: string[];
+    try {
+      const before = await queue.pendingDepth();
+      [heavyIds, lightIds] = await Promise.all([
+        send(heavy, BACKLOG, uniqueName('H'), 16),
+        send(light, BACKLOG, uniqueName('L'), 16),
+      ]);
+      await queued(before + 2 * BACKLOG);
+    } finally {
+      plug.release('gate-w');
+    }
+    // Both keep a backlog for the first 4/3 · BACKLOG completions (the heavy one drains then).
+    const window = BACKLOG;
+    const heavySet = new Set(heavyIds);
+    const lightSet = new Set(lightIds);
+    const served = () => {
+      let h = 0;
+      let l = 0;
+      for (const id of callOrder()) {
+        if (heavySet.has(id)) h++;
+        else if (lightSet.has(id)) l++;
+        if (h + l >= window) break;
+      }
+      return { h, l };
+    };
+    await eventually(
+      () => {
+        const { h, l } = served();
+        return h + l >= window;
+      },
+      300_000,
+      `${window} calls of the two clients`,
+    );
+    const { h, l } = served();
+    expect(h / l, `heavy ${h}, light ${l}`).toBeGreaterThanOrEqual(2.7);
+    expect(h / l, `heavy ${h}, light ${l}`).toBeLessThanOrEqual(3.3);
+  }, 600_000);
+});
