@@ -1,6 +1,6 @@
 import { breakerFromConfig, RateLimiter } from '@requester/policies';
 import { queueFromConfig } from '@requester/queue';
-import { Outbox, type RoleDefinition, type RoleHandle } from '@requester/shared';
+import { Cancellations, Outbox, type RoleDefinition, type RoleHandle } from '@requester/shared';
 import { bulkheadFromConfig } from './bulkhead/index.ts';
 import { ResponseCache } from './cache/index.ts';
 import { createHttpClient, reservedPortsOf } from './http/index.ts';
@@ -69,6 +69,7 @@ export const executorRole: RoleDefinition = {
       produceTimeoutMs: config.kafkaProduceTimeout,
       logger,
       journal: deps.journal(),
+      cancellations: new Cancellations(redis, config.redisPrefix, config.cancelRetention),
       replies: {
         redis,
         prefix: config.redisPrefix,

@@ -1,3 +1,4 @@
+export * from './cancel/index.ts';
 export * from './config/index.ts';
 export * from './contract/index.ts';
 export * from './entry/index.ts';

@@ -1,6 +1,8 @@
 import { hostname } from 'node:os';
 import type { FairQueue, LeasedTask } from '@requester/queue';
 import {
+  type Cancellations,
+  cancelledResult,
   createRequestContract,
   DEAD_LETTER_REASONS,
   deadLetterMessage,
@@ -64,6 +66,8 @@ export interface ExecutorOptions extends Omit<PolicyModules, 'retryAfterMaxMs'> 
   executorId?: string;
   /** Where sync results are routed to their gateway (see `Settler.publishReplies`); none are without it. */
   replies?: ReplyOptions;
+  /** Cancelled requests (../../shared cancel): asked before an attempt and before a reschedule; none without it. */
+  cancellations?: Pick<Cancellations, 'find'>;
 }
 
 /** Shortest idle sleep: `nextWakeMs` may be 0 while nothing is leasable (e.g. a blocked partition). */
@@ -246,11 +250,18 @@ export class Executor {
       this.journalLeased(job, parsed.ok ? parsed.envelope.meta.client : undefined);
       if (!parsed.ok) return this.unprocessable(job, fetched.record, parsed.result);
       const { envelope } = parsed;
+      const cancelled = await this.cancelled(job, envelope, progress);
+      if (cancelled) return cancelled;
       const taskLog = envelope.meta.client ? log.child({ client: envelope.meta.client }) : log;
       return await traced(job, fetched.record, envelope, (traced) =>
-        this.policies
-          .attempt(traced, progress, taskLog)
-          .then((ending) => this.settlementOf(job, traced, ending)),
+        this.policies.attempt(traced, progress, taskLog).then(async (ending) => {
+          // Cancelled while in flight: the attempt made stands, no further one (nor a wait) follows.
+          if (ending.kind === 'reschedule') {
+            const late = await this.cancelled(job, traced, ending.progress);
+            if (late) return late;
+          }
+          return this.settlementOf(job, traced, ending);
+        }),
       );
     } catch (err) {
       log.error({ err }, 'executor failed on a task: answering with an internal error');
@@ -260,6 +271,35 @@ export class Executor {
         'internal',
       );
     }
+  }
+
+  /**
+   * The `cancelled` result, when the request was cancelled (a cancel applies to copies accepted
+   * before it). Its holder of the lease is its one writer: the task is acked with it, never run
+   * again. A Redis that does not answer is no cancel: the attempt goes on (a cancel is a wish, a
+   * request a promise).
+   */
+  private async cancelled(
+    job: Job,
+    envelope: RequestEnvelope,
+    progress: Progress,
+  ): Promise<Settlement | undefined> {
+    const { cancellations } = this.options;
+    if (!cancellations) return undefined;
+    const { client, proxyData } = envelope.meta;
+    const cancellation = await cancellations
+      .find(client, envelope.meta.requestId, job.task.createdAt)
+      .catch((err: unknown) => {
+        this.log.warn({ err, requestId: envelope.meta.requestId }, 'cancels not readable: going on');
+        return undefined;
+      });
+    if (!cancellation) return undefined;
+    const result = cancelledResult(envelope.meta.requestId, cancellation, {
+      tryCount: progress.tryCount,
+      waitTimeNs: progress.waitedMs * 1e6,
+      proxyData,
+    });
+    return deliver(withTraceId(ownedBy(envelope, result), envelope.meta.traceparent), 'cancelled');
   }
 
   /**

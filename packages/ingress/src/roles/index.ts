@@ -1,8 +1,11 @@
 import {
+  Cancellations,
+  cancelRequest,
   clientScoped,
   type JournalLookup,
   kafkaAttributes,
   newGatewayId,
+  Outbox,
   type RedisClient,
   type RoleContext,
   type RoleDefinition,
@@ -58,7 +61,16 @@ export const ingressRole = {
       signer,
     );
     const claim = redisRequestIds(redis, `${config.redisPrefix}:`, config.queueDedupWindow);
-    const server = await attach(ctx, { submit, claim, ingressLog: ctx.logger, journal: deps.journal() });
+    const journal = deps.journal();
+    const cancellations = new Cancellations(redis, config.redisPrefix, config.cancelRetention);
+    const cancel = (client: string | undefined, requestId: string, by: string) =>
+      cancelRequest(
+        { cancellations, outbox: async () => new Outbox(await deps.sql()), journal },
+        client,
+        requestId,
+        by,
+      );
+    const server = await attach(ctx, { submit, claim, cancel, ingressLog: ctx.logger, journal });
     return { url: server.url, stopAccepting: () => server.close(), drain: async () => {} };
   },
 } satisfies RoleDefinition;

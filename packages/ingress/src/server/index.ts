@@ -36,6 +36,7 @@ export async function attach(
     ApiParts,
     | 'submit'
     | 'claim'
+    | 'cancel'
     | 'hub'
     | 'replyTo'
     | 'lookup'

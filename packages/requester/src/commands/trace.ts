@@ -99,6 +99,8 @@ function describe(e: JournalEvent, origin: number): string {
       return `dead-lettered (${e.reason})`;
     case 'replayed':
       return `replayed by ${e.by}`;
+    case 'cancelled':
+      return `cancelled by ${e.by}`;
     case 'admin_action':
       return `${e.action} by ${e.actor}${e.outcome === 'failed' ? ' (failed)' : ''}`;
   }

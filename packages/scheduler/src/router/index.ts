@@ -3,6 +3,7 @@ import { queueFromConfig } from '@requester/queue';
 import {
   asRequesterError,
   type BatchContext,
+  Cancellations,
   counter,
   createRequestContract,
   type EntrySigner,
@@ -80,6 +81,8 @@ export interface RouterOptions {
    * it; without it every claim is trusted (tests of routing alone).
    */
   entry?: KafkaEntry;
+  /** Cancelled requests are not parked in the outbox but queued due now (see wakeCancelled). */
+  cancellations?: Pick<Cancellations, 'find'>;
 }
 
 export interface KafkaEntry {
@@ -170,6 +173,7 @@ export class Router {
     }));
     try {
       await this.admitClaims(routes);
+      await this.wakeCancelled(routes, now);
       await this.write(routes);
       for (const { record, route } of routes) this.journalRouted(route, record);
     } catch (err) {
@@ -266,6 +270,37 @@ export class Router {
       });
       routed.route = { kind: 'invalid', result };
     }
+  }
+
+  /**
+   * A cancelled request (../../shared cancel) bound for the outbox is queued due now instead: the
+   * executor that leases it answers it `cancelled` (the one writer of that result), now rather
+   * than when it was due. This is also where a cancel's woken outbox rows end, come back through
+   * the relay. A Redis that does not answer is no cancel: the row is parked, and the executor asks
+   * again when it is due.
+   */
+  private async wakeCancelled(
+    routes: Array<{ record: SourceRecord; route: Route }>,
+    now: number,
+  ): Promise<void> {
+    const { cancellations, horizonMs: _h, ...options } = this.options;
+    if (!cancellations) return;
+    await Promise.all(
+      routes.map(async (routed) => {
+        const { route } = routed;
+        if (route.kind !== 'outbox') return;
+        const { client, requestId } = route.envelope.meta;
+        const createdAt = route.envelope.createdAt ? Date.parse(route.envelope.createdAt) : undefined;
+        const cancelled = await cancellations.find(client, requestId, createdAt).catch(() => undefined);
+        if (!cancelled) return;
+        const queued = routeRecord(routed.record, this.contract, {
+          now,
+          horizonMs: Number.POSITIVE_INFINITY,
+          ...(options.inlineMaxBytes === undefined ? {} : { inlineMaxBytes: options.inlineMaxBytes }),
+        });
+        if (queued.kind === 'queue') routed.route = { ...queued, task: { ...queued.task, dueAt: now } };
+      }),
+    );
   }
 
   /** routeRecord, with a bug on strange input confined to its record (answered `internal`). */
@@ -427,6 +462,7 @@ export const routerRole: RoleDefinition = {
       produceTimeoutMs: config.kafkaProduceTimeout,
       logger,
       journal: deps.journal(),
+      cancellations: new Cancellations(deps.redis(), config.redisPrefix, config.cancelRetention),
       entry: {
         signer: await deps.entrySigner(),
         clients: await deps.kafkaEntryClients(),

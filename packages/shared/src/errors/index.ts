@@ -16,6 +16,8 @@ export type ErrorCode =
   | 'record_expired'
   | 'target_refused'
   | 'not_found'
+  // The request was taken back (DELETE /requests/{id}, `requester cancel`): its one result.
+  | 'cancelled'
   // Refusals of the HTTP API (problem bodies).
   | 'unauthorized'
   | 'forbidden'

@@ -91,6 +91,16 @@ export const journalEventSchema = z
       type: z.literal('replayed'),
       by: z.string().meta({ description: 'What re-submitted the request (`requester dlq replay`).' }),
     }),
+    z
+      .object({
+        ...common,
+        type: z.literal('cancelled'),
+        by: z.string().meta({
+          description:
+            'Who cancelled the request: `client:<API key name>` (DELETE /requests/{id}), an admin key’s name, or `cli:<os user>`. No attempt starts after it; its result (`cancelled`) follows as `completed`.',
+        }),
+      })
+      .meta({ description: 'The request was cancelled (recorded; the hop holding it answers it).' }),
     z.object({
       ...common,
       type: z.literal('admin_action'),

@@ -1,3 +1,4 @@
+import { CLIENT_SCOPE_SEPARATOR } from '../contract/namespace.ts';
 import type { Sql } from '../pg/index.ts';
 
 /**
@@ -135,6 +136,29 @@ export class Outbox {
         await new Promise((resolve) => setTimeout(resolve, 250));
       }
     }
+  }
+
+  /**
+   * Makes the rows of one request due now and wakes the relays (a cancel, see ../cancel: the relay
+   * brings the request back through `in`, where the router answers it as cancelled at once instead
+   * of when it was due). `client` is the request's (its rows' task ids end in ` @<client>`; none:
+   * rows without one). Returns how many rows were woken. A row a relay holds claimed may be
+   * delivered twice: the queue's dedup by task id keeps one.
+   */
+  async wake(client: string | undefined, requestId: string): Promise<number> {
+    const scope = client ? `${CLIENT_SCOPE_SEPARATOR}${client}` : undefined;
+    const rows = await this.sql`
+      update outbox set due_at = now()
+      where request_id = ${requestId}
+        and ${
+          scope === undefined
+            ? this.sql`strpos(task_id, ${CLIENT_SCOPE_SEPARATOR}) = 0`
+            : this.sql`right(task_id, ${scope.length}) = ${scope}`
+        }
+        and due_at > now()
+      returning id`;
+    if (rows.length > 0) await this.sql`select pg_notify(${OUTBOX_CHANNEL}, ${String(Date.now())})`;
+    return rows.length;
   }
 
   /** Epoch ms of the earliest row, or undefined when the outbox is empty. */
