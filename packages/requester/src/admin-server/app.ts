@@ -5,6 +5,7 @@ import { UsageError } from '@requester/shared';
 import { type Context, Hono } from 'hono';
 import { deleteCookie, getCookie, setCookie } from 'hono/cookie';
 import { secureHeaders } from 'hono/secure-headers';
+import { cancelFromApi } from '../ops/cancel/api.ts';
 import { type DlqSelection, originArg } from '../ops/index.ts';
 import {
   breakerDetail,
@@ -245,6 +246,9 @@ function registerApi(app: Hono<Env>, console: AdminConsole): void {
     c.json(
       await console.deadLetters(selectionOf(c.req.query()), limitOf(c.req.query('limit'), 50), revealTo(c)),
     ),
+  );
+  app.post('/admin/api/requests/:id/cancel', (c) =>
+    cancelFromApi(c, c.get('operator'), console.cancel.bind(console)),
   );
   app.post('/admin/api/dlq/replay', async (c) => {
     const body = await bodyOf(c);

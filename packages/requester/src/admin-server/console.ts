@@ -3,6 +3,7 @@ import { breakerFromConfig, type CircuitBreaker } from '@requester/policies';
 import { type FairQueue, QueueAdmin, queueFromConfig } from '@requester/queue';
 import { type Config, type Dependencies, type Fetcher, type Logger, Outbox } from '@requester/shared';
 import type { DlqSource } from '../dlq/index.ts';
+import { cancelById } from '../ops/cancel/index.ts';
 import {
   type AdminActionEvent,
   type DeadLetterView,
@@ -255,6 +256,24 @@ export class AdminConsole {
       resultSource: this.#options.peekResult ? 'sync-gateway' : null,
       deadLetters: dead.entries,
     };
+  }
+
+  /** Cancels a client's request (ops/cancel), recorded as this operator's action. */
+  cancel(operator: Operator, client: string | undefined, requestId: string) {
+    const { deps, config, logger, journalAdminAction } = this.#options;
+    return cancelById(
+      {
+        redis: deps.redis(),
+        sql: () => deps.sql(),
+        config,
+        logger,
+        journal: deps.journal(),
+        ...(journalAdminAction ? { journalAdminAction } : {}),
+      },
+      operator.name,
+      client,
+      requestId,
+    );
   }
 
   async events(requestId: string): Promise<{ enabled: boolean; events: JournalEvent[] }> {

@@ -3,6 +3,8 @@
  * from the public API's document (packages/ingress/src/openapi): another port, another audience,
  * other keys (an admin scope).
  */
+import { CANCEL_OPERATION } from '../ops/cancel/api.ts';
+
 type Op = {
   summary: string;
   write?: boolean;
@@ -99,6 +101,7 @@ const OPERATIONS: Record<string, Record<'get' | 'post', Op | undefined>> = {
       body: { origin: { type: 'string' } },
     },
   },
+  '/admin/api/requests/{id}/cancel': { get: undefined, post: CANCEL_OPERATION },
   '/admin/api/limiters': {
     get: {
       summary:

@@ -9,6 +9,7 @@ import {
   redactConfigValue,
 } from '@requester/shared';
 import type { Argv } from 'yargs';
+import { registerCancelCommand } from '../ops/cancel/cli.ts';
 import { registerBreakersCommands } from './breakers.ts';
 import {
   type ConfigFrom,
@@ -35,6 +36,7 @@ export function registerAdminCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): 
   registerBreakersCommands(cli, configFrom);
   registerOutboxCommands(cli, configFrom);
   registerLimiterCommands(cli, configFrom);
+  registerCancelCommand(cli, configFrom);
   cli.command(
     'topics',
     'create the Kafka topics (in, out, dlq, events) when missing',

@@ -3,6 +3,7 @@ import { html } from 'hono/html';
 import type { HtmlEscapedString } from 'hono/utils/html';
 import type { Operator } from '../admin-server/console.ts';
 import { humanSize, humanSpan, humanTime } from '../commands/common.ts';
+import { cancelButton } from '../ops/cancel/ui.ts';
 import type { BreakerView, DeadLetterView, LimiterView, OutboxView, PartitionRow } from '../ops/index.ts';
 import type { LiveSample } from './live.ts';
 
@@ -182,6 +183,7 @@ ${
             )}</table>
 ${canAct ? html`<p><button hx-post="/admin/api/dlq/replay" hx-vals='${JSON.stringify(replay)}' hx-target="#flash" data-action="replay">Replay</button></p>` : ''}`
       }</section>
+${cancelButton(operator, id, client)}
 <section><h2>Journal</h2><div id="timeline" data-events="/admin/api/requests/${encodeURIComponent(id)}/events">loading…</div></section>`
     : ''
 }`,
