@@ -14,7 +14,7 @@ import {
 } from './stack.ts';
 
 /**
- * Cancel (issue 22; docs/architecture.md §11) through every role: a request taken back with
+ * Cancel (issue 22; docs/architecture.md §14) through every role: a request taken back with
  * `DELETE /requests/{id}` gets exactly one result, `cancelled` (499, who and when), and no attempt
  * after the cancel, wherever it was — ordered behind a head, in flight, waiting for a retry in Redis
  * or in the outbox, scheduled in the outbox, or due now (racing its own lease). Another key's

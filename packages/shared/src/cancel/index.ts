@@ -5,7 +5,7 @@ import type { Outbox } from '../outbox/index.ts';
 import type { RedisClient } from '../redis/index.ts';
 
 /**
- * Cancels (docs/architecture.md §11): a request taken back by its owner (`DELETE /requests/{id}`)
+ * Cancels (docs/architecture.md §14): a request taken back by its owner (`DELETE /requests/{id}`)
  * or an operator (`requester cancel`, the admin API, the UI).
  *
  * A cancel is a mark in Redis, not a removal: the request may be on `in` not yet routed, in the
