@@ -1,6 +1,13 @@
 import { breakerFromConfig, RateLimiter } from '@requester/policies';
 import { queueFromConfig } from '@requester/queue';
-import { Cancellations, Outbox, type RoleDefinition, type RoleHandle } from '@requester/shared';
+import {
+  Cancellations,
+  Outbox,
+  Pauses,
+  PauseView,
+  type RoleDefinition,
+  type RoleHandle,
+} from '@requester/shared';
 import { bulkheadFromConfig } from './bulkhead/index.ts';
 import { ResponseCache } from './cache/index.ts';
 import { createHttpClient, reservedPortsOf } from './http/index.ts';
@@ -47,6 +54,9 @@ export const executorRole: RoleDefinition = {
       maxEntryBytes: config.cacheMaxEntryBytes,
       logger,
     });
+    // Read before the first lease, so a paused task is never attempted after a restart.
+    const pauses = new PauseView(new Pauses(redis, config.redisPrefix));
+    await pauses.start();
     const executor = new Executor({
       queue,
       fetcher,
@@ -70,6 +80,7 @@ export const executorRole: RoleDefinition = {
       logger,
       journal: deps.journal(),
       cancellations: new Cancellations(redis, config.redisPrefix, config.cancelRetention),
+      pauses,
       replies: {
         redis,
         prefix: config.redisPrefix,
@@ -81,6 +92,7 @@ export const executorRole: RoleDefinition = {
     return {
       async drain() {
         await executor.drain();
+        pauses.stop();
         http.close();
         await Promise.all([fetcher.close(), queue.close(), cache.close()]);
       },

@@ -8,6 +8,7 @@ export * from './kafka/index.ts';
 export * from './log/index.ts';
 export * from './metrics/index.ts';
 export * from './outbox/index.ts';
+export * from './pause/index.ts';
 export * from './pg/index.ts';
 export * from './redis/index.ts';
 export * from './replies/index.ts';

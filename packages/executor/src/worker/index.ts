@@ -1,4 +1,5 @@
 import { hostname } from 'node:os';
+import { originOf } from '@requester/policies';
 import type { FairQueue, LeasedTask } from '@requester/queue';
 import {
   type Cancellations,
@@ -14,6 +15,7 @@ import {
   type KafkaProducer,
   type Logger,
   type Outbox,
+  type PauseView,
   type RequestContract,
   type RequestEnvelope,
   type ResultEnvelope,
@@ -68,7 +70,12 @@ export interface ExecutorOptions extends Omit<PolicyModules, 'retryAfterMaxMs'> 
   replies?: ReplyOptions;
   /** Cancelled requests (../../shared cancel): asked before an attempt and before a reschedule; none without it. */
   cancellations?: Pick<Cancellations, 'find'>;
+  /** Pauses by origin, client or partition (../../shared pause): a paused task waits, not attempted. */
+  pauses?: Pick<PauseView, 'match'>;
 }
+
+/** How long a paused task waits before it is looked at again (a resume is honoured within it). */
+export const PAUSE_RECHECK_MS = 1_000;
 
 /** Shortest idle sleep: `nextWakeMs` may be 0 while nothing is leasable (e.g. a blocked partition). */
 const MIN_IDLE_MS = 10;
@@ -103,6 +110,8 @@ export class Executor {
   private flushes = 0;
   private readonly journal: Journal | undefined;
   private readonly executorId: string;
+  /** Tasks whose pause this process journaled already (a paused task comes back every second). */
+  private readonly pauseJournaled = new Set<string>();
 
   constructor(options: ExecutorOptions) {
     this.options = options;
@@ -252,6 +261,8 @@ export class Executor {
       const { envelope } = parsed;
       const cancelled = await this.cancelled(job, envelope, progress);
       if (cancelled) return cancelled;
+      const paused = this.paused(job, envelope);
+      if (paused) return paused;
       const taskLog = envelope.meta.client ? log.child({ client: envelope.meta.client }) : log;
       return await traced(job, fetched.record, envelope, (traced) =>
         this.policies.attempt(traced, progress, taskLog).then(async (ending) => {
@@ -300,6 +311,40 @@ export class Executor {
       proxyData,
     });
     return deliver(withTraceId(ownedBy(envelope, result), envelope.meta.traceparent), 'cancelled');
+  }
+
+  /**
+   * A task of a paused origin, client or partition goes back to the queue unattempted (a wait: no
+   * attempt, no limiter token, no breaker outcome; an ordered one keeps its partition's head) and
+   * is looked at again after PAUSE_RECHECK_MS, or when the pause ends if sooner.
+   */
+  private paused(job: Job, envelope: RequestEnvelope): Settlement | undefined {
+    const pause = this.options.pauses?.match({
+      origin: safeOrigin(envelope.request.uri),
+      client: envelope.meta.client,
+      partition: job.lease.partition,
+    });
+    if (!pause) return undefined;
+    const now = Date.now();
+    const delayMs = Math.max(
+      1,
+      Math.ceil(Math.min(PAUSE_RECHECK_MS, (pause.until ?? Number.POSITIVE_INFINITY) - now)),
+    );
+    const seen = `${job.lease.id}\0${pause.scope} ${pause.value}`;
+    if (this.journal && !this.pauseJournaled.has(seen)) {
+      if (this.pauseJournaled.size >= 10_000) this.pauseJournaled.clear();
+      this.pauseJournaled.add(seen);
+      const until = pause.until === null ? '' : ` until ${new Date(pause.until).toISOString()}`;
+      this.journal.emit({
+        type: 'held',
+        requestId: envelope.meta.requestId,
+        client: envelope.meta.client,
+        by: 'pause',
+        until: pause.until ?? now + delayMs,
+        pausedBy: `${pause.by}: ${pause.scope} ${pause.value}${until}`,
+      });
+    }
+    return { kind: 'reschedule', delayMs, outcome: 'paused' };
   }
 
   /**
@@ -411,5 +456,15 @@ export class Executor {
     const waiters = this.slotWaiters;
     this.slotWaiters = [];
     for (const wake of waiters) wake();
+  }
+}
+
+/** The origin of a request's URL; none for a wake-up (or a URL the contract would refuse). */
+function safeOrigin(uri: string | undefined): string | undefined {
+  if (!uri) return undefined;
+  try {
+    return originOf(uri);
+  } catch {
+    return undefined;
   }
 }

@@ -7,12 +7,15 @@ import { deleteCookie, getCookie, setCookie } from 'hono/cookie';
 import { secureHeaders } from 'hono/secure-headers';
 import { cancelFromApi } from '../ops/cancel/api.ts';
 import { type DlqSelection, originArg } from '../ops/index.ts';
+import { pauseFromApi, resumeFromApi } from '../ops/pause/api.ts';
+import { pausesBody, pausesTable } from '../ops/pause/ui.ts';
 import {
   breakerDetail,
   breakersPage,
   breakersTable,
   dlqPage,
   flash,
+  layout,
   limitersPage,
   loginPage,
   overviewLive,
@@ -212,6 +215,10 @@ function registerPages(app: Hono<Env>, console: AdminConsole): void {
       .catch((err: unknown) => ({ error: err instanceof Error ? err.message : String(err) }));
     return c.html(dlqPage(c.get('operator'), c.req.query(), data));
   });
+  app.get('/ui/pauses', (c) =>
+    c.html(layout('Pauses', '/ui/pauses', c.get('operator'), pausesBody(c.get('operator')))),
+  );
+  app.get('/ui/pauses/live', async (c) => c.html(pausesTable(c.get('operator'), await console.pauses())));
   app.get('/ui/breakers', (c) => c.html(breakersPage(c.get('operator'))));
   app.get('/ui/breakers/live', async (c) =>
     c.html(breakersTable(c.get('operator'), await console.breakers())),
@@ -247,6 +254,9 @@ function registerApi(app: Hono<Env>, console: AdminConsole): void {
       await console.deadLetters(selectionOf(c.req.query()), limitOf(c.req.query('limit'), 50), revealTo(c)),
     ),
   );
+  app.get('/admin/api/pauses', async (c) => c.json(await console.pauses()));
+  app.post('/admin/api/pauses', (c) => pauseFromApi(c, c.get('operator'), console));
+  app.post('/admin/api/pauses/resume', (c) => resumeFromApi(c, c.get('operator'), console));
   app.post('/admin/api/requests/:id/cancel', (c) =>
     cancelFromApi(c, c.get('operator'), console.cancel.bind(console)),
   );

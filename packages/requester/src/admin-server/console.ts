@@ -23,6 +23,7 @@ import {
   showBreaker,
   showLimiter,
 } from '../ops/index.ts';
+import { listPauses, type PauseParts, type PauseTarget, pauseWork, resumeWork } from '../ops/pause/index.ts';
 import { LiveMetrics } from '../ui/live.ts';
 import { AdminSessions } from './sessions.ts';
 
@@ -255,6 +256,29 @@ export class AdminConsole {
       result: reveal ? parsed : redactResult(parsed),
       resultSource: this.#options.peekResult ? 'sync-gateway' : null,
       deadLetters: dead.entries,
+    };
+  }
+
+  /** Pauses in force, pause and resume (ops/pause), recorded as this operator's actions. */
+  pauses() {
+    return listPauses(this.pauseParts());
+  }
+
+  pause(operator: Operator, target: PauseTarget, until: number | null) {
+    return pauseWork(this.pauseParts(), operator.name, target, until);
+  }
+
+  resume(operator: Operator, target: PauseTarget) {
+    return resumeWork(this.pauseParts(), operator.name, target);
+  }
+
+  private pauseParts(): PauseParts {
+    const { deps, config, logger, journalAdminAction } = this.#options;
+    return {
+      redis: deps.redis(),
+      prefix: config.redisPrefix,
+      logger,
+      ...(journalAdminAction ? { journalAdminAction } : {}),
     };
   }
 

@@ -4,6 +4,7 @@
  * other keys (an admin scope).
  */
 import { CANCEL_OPERATION } from '../ops/cancel/api.ts';
+import { PAUSE_OPERATIONS } from '../ops/pause/api.ts';
 
 type Op = {
   summary: string;
@@ -102,6 +103,7 @@ const OPERATIONS: Record<string, Record<'get' | 'post', Op | undefined>> = {
     },
   },
   '/admin/api/requests/{id}/cancel': { get: undefined, post: CANCEL_OPERATION },
+  ...PAUSE_OPERATIONS,
   '/admin/api/limiters': {
     get: {
       summary:

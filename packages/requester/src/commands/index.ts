@@ -10,6 +10,7 @@ import {
 } from '@requester/shared';
 import type { Argv } from 'yargs';
 import { registerCancelCommand } from '../ops/cancel/cli.ts';
+import { registerPauseCommands } from '../ops/pause/cli.ts';
 import { registerBreakersCommands } from './breakers.ts';
 import {
   type ConfigFrom,
@@ -37,6 +38,7 @@ export function registerAdminCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): 
   registerOutboxCommands(cli, configFrom);
   registerLimiterCommands(cli, configFrom);
   registerCancelCommand(cli, configFrom);
+  registerPauseCommands(cli, configFrom);
   cli.command(
     'topics',
     'create the Kafka topics (in, out, dlq, events) when missing',
