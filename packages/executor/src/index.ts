@@ -54,9 +54,7 @@ export const executorRole: RoleDefinition = {
       maxEntryBytes: config.cacheMaxEntryBytes,
       logger,
     });
-    // Read before the first lease, so a paused task is never attempted after a restart.
     const pauses = new PauseView(new Pauses(redis, config.redisPrefix));
-    await pauses.start();
     const executor = new Executor({
       queue,
       fetcher,
@@ -92,7 +90,6 @@ export const executorRole: RoleDefinition = {
     return {
       async drain() {
         await executor.drain();
-        pauses.stop();
         http.close();
         await Promise.all([fetcher.close(), queue.close(), cache.close()]);
       },

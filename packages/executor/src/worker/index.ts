@@ -71,7 +71,7 @@ export interface ExecutorOptions extends Omit<PolicyModules, 'retryAfterMaxMs'> 
   /** Cancelled requests (../../shared cancel): asked before an attempt and before a reschedule; none without it. */
   cancellations?: Pick<Cancellations, 'find'>;
   /** Pauses by origin, client or partition (../../shared pause): a paused task waits, not attempted. */
-  pauses?: Pick<PauseView, 'match'>;
+  pauses?: Pick<PauseView, 'match' | 'refresh'>;
 }
 
 /** How long a paused task waits before it is looked at again (a resume is honoured within it). */
@@ -220,7 +220,11 @@ export class Executor {
           this.settler.settle(lease, { kind: 'dead', reason: 'queue payload is not a queued task' }),
         );
     }
-    const sources = await readSources(this.options.fetcher, jobs);
+    // The pauses are read again beside the records: a pause recorded before this lease holds it.
+    const [sources] = await Promise.all([
+      readSources(this.options.fetcher, jobs),
+      this.options.pauses?.refresh(),
+    ]);
     for (const [i, job] of jobs.entries()) {
       const source = sources[i];
       settled.push(

@@ -51,12 +51,9 @@ export const journalEventSchema = z
       type: z.literal('held'),
       by: z.enum(['limiter', 'breaker', 'bulkhead', 'pause']),
       until: epochMs,
-      pausedBy: z
-        .string()
-        .optional()
-        .meta({
-          description: 'by pause: who paused, and what (`ops-oncall: origin https://api.x.com:443`).',
-        }),
+      pausedBy: z.string().optional().meta({
+        description: 'by pause: who paused, and what (`ops-oncall: origin https://api.x.com:443`).',
+      }),
     }),
     z.object({
       ...common,

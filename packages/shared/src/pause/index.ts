@@ -8,10 +8,11 @@ import type { RedisClient } from '../redis/index.ts';
  * attempt: no limiter token, no breaker outcome) and looks again a second later.
  *
  * One Redis hash for the deployment, `<prefix>:pauses`, field `<scope> <value>` = `{by, at, until}`:
- * every executor reads it whole once a second (PauseView), so a pause or a resume is honoured
- * everywhere within about a second, and it survives restarts of every process. Pauses are few (an
- * operator's levers, not data), so reading them all is one small round trip per executor per
- * second, and matching a task is three map look-ups.
+ * every executor reads it whole with each lease batch (PauseView), so a pause is honoured by the
+ * next lease everywhere, a resume within PAUSE_RECHECK_MS (the wait of a held task), and both
+ * survive restarts of every process. Pauses are few (an operator's levers, not data), so reading
+ * them all is one small command pipelined beside the batch's reads, and matching a task is three
+ * map look-ups.
  */
 export const PAUSE_SCOPES = ['origin', 'client', 'partition'] as const;
 export type PauseScope = (typeof PAUSE_SCOPES)[number];
@@ -84,30 +85,17 @@ function parsePause(field: string, text: string): Pause | undefined {
 }
 
 /**
- * An executor's view of the pauses, read again every `refreshMs` (default 1 s). Redis not
- * answering keeps the last view (a pause is not lifted by an outage, nor imposed by one).
+ * An executor's view of the pauses, read again for every lease batch (`refresh`, run beside the
+ * batch's read of its `in` records, so it adds no wait): a pause recorded before a task is leased
+ * holds it, on every executor. Redis not answering keeps the last view (a pause is not lifted by
+ * an outage, nor imposed by one).
  */
 export class PauseView {
   readonly #pauses: Pick<Pauses, 'list'>;
-  readonly #refreshMs: number;
   #byKey = new Map<string, Pause>();
-  #timer: NodeJS.Timeout | undefined;
 
-  constructor(pauses: Pick<Pauses, 'list'>, refreshMs = 1_000) {
+  constructor(pauses: Pick<Pauses, 'list'>) {
     this.#pauses = pauses;
-    this.#refreshMs = refreshMs;
-  }
-
-  /** Reads the pauses now, then every `refreshMs`. */
-  async start(): Promise<void> {
-    await this.refresh();
-    this.#timer ??= setInterval(() => void this.refresh(), this.#refreshMs);
-    this.#timer.unref();
-  }
-
-  stop(): void {
-    clearInterval(this.#timer);
-    this.#timer = undefined;
   }
 
   async refresh(): Promise<void> {

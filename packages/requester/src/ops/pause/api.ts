@@ -57,7 +57,7 @@ export const PAUSE_OPERATIONS = {
     get: { summary: 'The pauses in force: scope, value, by, since, until (requester pauses)' },
     post: {
       summary:
-        'Pause the work of an origin, a client or a partition (requester pause): every executor honours it within a second; paused tasks stay queued in order, unattempted. until: RFC 3339 or a duration (2h); client: whose partition',
+        'Pause the work of an origin, a client or a partition (requester pause): every executor honours it from its next lease, a resume within a second; paused tasks stay queued in order, unattempted. until: RFC 3339 or a duration (2h); client: whose partition',
       write: true,
       body: {
         scope: { type: 'string', enum: ['origin', 'client', 'partition'] },

@@ -16,8 +16,8 @@ import { listPauses, type PauseParts, pauseWork, resumeWork, untilArg } from './
 
 const ABOUT =
   'A pause holds the work of one target origin (scheme://host:port), one client (API key name) or ' +
-  'one partition (with --client: whose) across the deployment: every executor honours it within a ' +
-  'second, and it survives restarts (Redis). Paused tasks stay queued in order and are not attempted ' +
+  'one partition (with --client: whose) across the deployment: every executor honours it from its ' +
+  'next lease (a resume within a second), and it survives restarts (Redis). Paused tasks stay queued in order and are not attempted ' +
   '(no attempt, no limiter token, no breaker failure); they run again, where they were, at resume or --until.';
 
 /** `requester pause|resume <scope> <value>`, `requester pauses`. */
@@ -51,7 +51,7 @@ export function registerPauseCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): 
   };
   cli.command(
     'pause <scope> <value>',
-    'pause the work of an origin, a client or a partition (every executor, within a second)',
+    'pause the work of an origin, a client or a partition (every executor, from its next lease)',
     (y) =>
       target(y)
         .option('until', { type: 'string', describe: 'resume by itself then: RFC 3339, or a duration (2h)' })

@@ -15,7 +15,7 @@ import { type AdminActionEvent, isoTime, originArg, recordAdminAction } from '..
 /**
  * Pause and resume (issue 22): the operation behind `requester pause|resume|pauses`, the admin
  * API's `/admin/api/pauses…` and the Pauses page. Holds the work of one origin, client or
- * partition (@requester/shared pause: every executor honours it within a second; paused work
+ * partition (@requester/shared pause: every executor honours it from its next lease; paused work
  * stays queued in order and is not attempted), recorded as an operator action
  * (`pause` / `resume`) with its actor.
  */

@@ -16,7 +16,7 @@ export function pausesBody(operator: Operator) {
 <label>client<input name="client" placeholder="partition: whose"></label>
 <label>until<input name="until" placeholder="2h, or 2026-12-01T14:00:00Z (blank: until resumed)"></label>
 <button data-action="pause">Pause</button></form>
-<p class="muted">Every executor honours a pause within a second. Paused tasks stay queued, in order, and are not attempted (no attempt, no limiter token, no breaker failure).</p></section>`
+<p class="muted">Every executor honours a pause from its next lease, a resume within a second. Paused tasks stay queued, in order, and are not attempted (no attempt, no limiter token, no breaker failure).</p></section>`
       : ''
   }
 <section><h2>In force</h2><div hx-get="/ui/pauses/live" hx-trigger="load, every 3s, refresh from:body" hx-swap="innerHTML"></div></section>`;
