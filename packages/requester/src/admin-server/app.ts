@@ -9,6 +9,9 @@ import { cancelFromApi } from '../ops/cancel/api.ts';
 import { type DlqSelection, originArg } from '../ops/index.ts';
 import { pauseFromApi, resumeFromApi } from '../ops/pause/api.ts';
 import { pausesBody, pausesTable } from '../ops/pause/ui.ts';
+import { scheduledFromApi, scheduledQuery } from '../ops/tasks/api.ts';
+import { scheduledPage } from '../ops/tasks/index.ts';
+import { scheduledBody } from '../ops/tasks/ui.ts';
 import {
   breakerDetail,
   breakersPage,
@@ -219,6 +222,13 @@ function registerPages(app: Hono<Env>, console: AdminConsole): void {
     c.html(layout('Pauses', '/ui/pauses', c.get('operator'), pausesBody(c.get('operator')))),
   );
   app.get('/ui/pauses/live', async (c) => c.html(pausesTable(c.get('operator'), await console.pauses())));
+  app.get('/ui/tasks', async (c) => {
+    const { filter, limit, cursor } = scheduledQuery(c);
+    const page = await scheduledPage(await console.sql(), filter, limit, cursor).catch((err: unknown) => ({
+      error: err instanceof Error ? err.message : String(err),
+    }));
+    return c.html(layout('Tasks', '/ui/tasks', c.get('operator'), scheduledBody(filter, page)));
+  });
   app.get('/ui/breakers', (c) => c.html(breakersPage(c.get('operator'))));
   app.get('/ui/breakers/live', async (c) =>
     c.html(breakersTable(c.get('operator'), await console.breakers())),
@@ -255,6 +265,7 @@ function registerApi(app: Hono<Env>, console: AdminConsole): void {
     ),
   );
   app.get('/admin/api/pauses', async (c) => c.json(await console.pauses()));
+  app.get('/admin/api/tasks/scheduled', (c) => scheduledFromApi(c, () => console.sql()));
   app.post('/admin/api/pauses', (c) => pauseFromApi(c, c.get('operator'), console));
   app.post('/admin/api/pauses/resume', (c) => resumeFromApi(c, c.get('operator'), console));
   app.post('/admin/api/requests/:id/cancel', (c) =>

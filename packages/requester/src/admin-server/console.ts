@@ -259,6 +259,11 @@ export class AdminConsole {
     };
   }
 
+  /** The process's PostgreSQL pool (the task lists of ops/tasks read the outbox). */
+  sql() {
+    return this.#options.deps.sql();
+  }
+
   /** Pauses in force, pause and resume (ops/pause), recorded as this operator's actions. */
   pauses() {
     return listPauses(this.pauseParts());

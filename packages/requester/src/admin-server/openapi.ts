@@ -5,6 +5,7 @@
  */
 import { CANCEL_OPERATION } from '../ops/cancel/api.ts';
 import { PAUSE_OPERATIONS } from '../ops/pause/api.ts';
+import { TASKS_OPERATIONS } from '../ops/tasks/api.ts';
 
 type Op = {
   summary: string;
@@ -104,6 +105,7 @@ const OPERATIONS: Record<string, Record<'get' | 'post', Op | undefined>> = {
   },
   '/admin/api/requests/{id}/cancel': { get: undefined, post: CANCEL_OPERATION },
   ...PAUSE_OPERATIONS,
+  ...TASKS_OPERATIONS,
   '/admin/api/limiters': {
     get: {
       summary:

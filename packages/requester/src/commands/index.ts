@@ -11,6 +11,7 @@ import {
 import type { Argv } from 'yargs';
 import { registerCancelCommand } from '../ops/cancel/cli.ts';
 import { registerPauseCommands } from '../ops/pause/cli.ts';
+import { registerTasksCommands } from '../ops/tasks/cli.ts';
 import { registerBreakersCommands } from './breakers.ts';
 import {
   type ConfigFrom,
@@ -39,6 +40,7 @@ export function registerAdminCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): 
   registerLimiterCommands(cli, configFrom);
   registerCancelCommand(cli, configFrom);
   registerPauseCommands(cli, configFrom);
+  registerTasksCommands(cli, configFrom);
   cli.command(
     'topics',
     'create the Kafka topics (in, out, dlq, events) when missing',

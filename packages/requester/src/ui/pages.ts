@@ -22,6 +22,7 @@ const NAV: ReadonlyArray<[string, string]> = [
   ['/ui/partitions', 'Partitions'],
   ['/ui/requests', 'Request lookup'],
   ['/ui/dlq', 'Dead letters'],
+  ['/ui/tasks', 'Tasks'],
   ['/ui/pauses', 'Pauses'],
   ['/ui/breakers', 'Breakers'],
   ['/ui/limiters', 'Limiters'],

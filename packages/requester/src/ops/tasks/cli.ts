@@ -1,0 +1,67 @@
+import { Dependencies } from '@requester/shared';
+import type { Argv } from 'yargs';
+import {
+  type ConfigFrom,
+  commandLogger,
+  EXIT_CODES_HELP,
+  humanTime,
+  printJson,
+  printTable,
+  progress,
+  withJson,
+} from '../../commands/common.ts';
+import { scheduledPage } from './index.ts';
+
+/** `requester tasks scheduled`: the requests waiting in the outbox, a page at a time. */
+export function registerTasksCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): void {
+  cli.command(
+    'tasks <state>',
+    'list tasks by state, a page at a time (so far: scheduled, the outbox)',
+    (y) =>
+      withJson(y)
+        .positional('state', {
+          choices: ['scheduled'] as const,
+          describe:
+            'scheduled: requests waiting in the PostgreSQL outbox (beyond REDIS_HORIZON), by due time',
+        })
+        .option('client', {
+          type: 'string',
+          describe: "whose (API key name); '' = requests without a client",
+        })
+        .option('due-after', { type: 'string', describe: 'due at or after this RFC 3339 time' })
+        .option('due-before', { type: 'string', describe: 'due before this RFC 3339 time' })
+        .option('limit', { type: 'number', default: 50, describe: 'rows per page (1…1000)' })
+        .option('cursor', { type: 'string', describe: 'the next page: the cursor the previous one printed' })
+        .example('$0 tasks scheduled --client billing', 'what billing has scheduled, soonest first')
+        .epilogue(EXIT_CODES_HELP),
+    async (argv) => {
+      const config = configFrom(argv);
+      const deps = new Dependencies(config, commandLogger(config));
+      try {
+        const page = await scheduledPage(
+          await deps.sql(),
+          {
+            ...(typeof argv.client === 'string' ? { client: argv.client } : {}),
+            ...(argv['due-after'] ? { dueAfter: String(argv['due-after']) } : {}),
+            ...(argv['due-before'] ? { dueBefore: String(argv['due-before']) } : {}),
+          },
+          Number(argv.limit),
+          typeof argv.cursor === 'string' ? argv.cursor : undefined,
+        );
+        if (argv.json) return printJson(page);
+        printTable(
+          page.rows.map((r) => ({
+            requestId: r.requestId,
+            client: r.client ?? '–',
+            due: humanTime(r.dueAt === null ? null : Date.parse(r.dueAt)),
+            origin: r.origin ?? '(wake-up)',
+            partition: r.partition ?? '–',
+          })),
+        );
+        if (page.next) progress(`more: --cursor '${page.next}'`);
+      } finally {
+        await deps.close();
+      }
+    },
+  );
+}

@@ -1,0 +1,24 @@
+import { html } from 'hono/html';
+import type { ScheduledFilter, ScheduledRow } from './index.ts';
+
+/** The Tasks page (scheduled): a filter form, one page of rows, a link to the next page. */
+export function scheduledBody(
+  filter: ScheduledFilter,
+  page: { rows: ScheduledRow[]; next: string | null } | { error: string },
+) {
+  const field = (name: keyof ScheduledFilter, label: string, placeholder: string) =>
+    html`<label>${label}<input name="${name}" value="${filter[name] ?? ''}" placeholder="${placeholder}"></label>`;
+  const query = (cursor: string) =>
+    new URLSearchParams({ ...(filter as Record<string, string>), cursor }).toString();
+  return html`<section><h2>Scheduled (the outbox)</h2><form class="filters" method="get" action="/ui/tasks">${field('client', 'client', 'API key name')}${field('dueAfter', 'due after', 'RFC 3339')}${field('dueBefore', 'due before', 'RFC 3339')}<button>Filter</button></form></section>
+<section>${
+    'error' in page
+      ? html`<div class="flash err">${page.error}</div>`
+      : page.rows.length === 0
+        ? html`<p class="muted">Nothing scheduled matches.</p>`
+        : html`<table><tr><th>requestId</th><th>client</th><th>due</th><th>origin</th><th>partition</th><th>URL</th></tr>${page.rows.map(
+            (r) =>
+              html`<tr><td><a href="/ui/requests?id=${encodeURIComponent(r.requestId)}${r.client ? `&client=${encodeURIComponent(r.client)}` : ''}">${r.requestId}</a></td><td>${r.client ?? '–'}</td><td>${r.dueAt ?? '–'}</td><td>${r.origin ?? '(wake-up)'}</td><td>${r.partition ?? '–'}</td><td><code>${r.uri ?? '–'}</code></td></tr>`,
+          )}</table>${page.next ? html`<p><a href="/ui/tasks?${query(page.next)}" data-page="next">Next page</a></p>` : ''}`
+  }</section>`;
+}
