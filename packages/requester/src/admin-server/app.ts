@@ -9,7 +9,7 @@ import { cancelFromApi } from '../ops/cancel/api.ts';
 import { type DlqSelection, originArg } from '../ops/index.ts';
 import { pauseFromApi, resumeFromApi } from '../ops/pause/api.ts';
 import { pausesBody, pausesTable } from '../ops/pause/ui.ts';
-import { scheduledFromApi, scheduledQuery } from '../ops/tasks/api.ts';
+import { cancelScheduledFromApi, scheduledFromApi, scheduledQuery } from '../ops/tasks/api.ts';
 import { scheduledPage } from '../ops/tasks/index.ts';
 import { scheduledBody } from '../ops/tasks/ui.ts';
 import {
@@ -227,7 +227,12 @@ function registerPages(app: Hono<Env>, console: AdminConsole): void {
     const page = await scheduledPage(await console.sql(), filter, limit, cursor).catch((err: unknown) => ({
       error: err instanceof Error ? err.message : String(err),
     }));
-    return c.html(layout('Tasks', '/ui/tasks', c.get('operator'), scheduledBody(filter, page)));
+    const selected = filter.client !== undefined || filter.dueAfter || filter.dueBefore;
+    const matched =
+      c.get('operator').admin === 'write' && selected && !('error' in page)
+        ? (await console.cancelScheduled(c.get('operator'), filter, false)).matched
+        : undefined;
+    return c.html(layout('Tasks', '/ui/tasks', c.get('operator'), scheduledBody(filter, page, matched)));
   });
   app.get('/ui/breakers', (c) => c.html(breakersPage(c.get('operator'))));
   app.get('/ui/breakers/live', async (c) =>
@@ -266,6 +271,9 @@ function registerApi(app: Hono<Env>, console: AdminConsole): void {
   );
   app.get('/admin/api/pauses', async (c) => c.json(await console.pauses()));
   app.get('/admin/api/tasks/scheduled', (c) => scheduledFromApi(c, () => console.sql()));
+  app.post('/admin/api/tasks/scheduled/cancel', (c) =>
+    cancelScheduledFromApi(c, c.get('operator'), console.cancelScheduled.bind(console)),
+  );
   app.post('/admin/api/pauses', (c) => pauseFromApi(c, c.get('operator'), console));
   app.post('/admin/api/pauses/resume', (c) => resumeFromApi(c, c.get('operator'), console));
   app.post('/admin/api/requests/:id/cancel', (c) =>

@@ -24,6 +24,7 @@ import {
   showLimiter,
 } from '../ops/index.ts';
 import { listPauses, type PauseParts, type PauseTarget, pauseWork, resumeWork } from '../ops/pause/index.ts';
+import { cancelScheduled, type ScheduledFilter } from '../ops/tasks/index.ts';
 import { LiveMetrics } from '../ui/live.ts';
 import { AdminSessions } from './sessions.ts';
 
@@ -262,6 +263,24 @@ export class AdminConsole {
   /** The process's PostgreSQL pool (the task lists of ops/tasks read the outbox). */
   sql() {
     return this.#options.deps.sql();
+  }
+
+  /** Cancels the scheduled requests a selection matches (ops/tasks), or counts them (the preview). */
+  async cancelScheduled(operator: Operator, filter: ScheduledFilter, confirm: boolean) {
+    const { deps, config, logger, journalAdminAction } = this.#options;
+    return cancelScheduled(
+      {
+        sql: await deps.sql(),
+        redis: deps.redis(),
+        config,
+        logger,
+        journal: deps.journal(),
+        ...(journalAdminAction ? { journalAdminAction } : {}),
+      },
+      operator.name,
+      filter,
+      confirm,
+    );
   }
 
   /** Pauses in force, pause and resume (ops/pause), recorded as this operator's actions. */

@@ -5,6 +5,7 @@ import type { RunningProcess } from '../../src/runtime/index.ts';
 import { requester } from '../cli.ts';
 import {
   dropStackDatabase,
+  ResultCollector,
   type StackEnv,
   stackEnv,
   stackKey,
@@ -26,6 +27,8 @@ describe('tasks scheduled: the outbox by page', () => {
   let a: Awaited<ReturnType<typeof stackKey>>;
   let b: Awaited<ReturnType<typeof stackKey>>;
   let reader: Awaited<ReturnType<typeof stackKey>>;
+  let writer: Awaited<ReturnType<typeof stackKey>>;
+  let results: ResultCollector;
   const day = 86_400_000;
   const start = Date.now();
   const ids = Array.from({ length: 5 }, (_, i) => uniqueName(`sch-${i}`));
@@ -37,11 +40,14 @@ describe('tasks scheduled: the outbox by page', () => {
     await waitReady(stack);
     target = await startTarget();
     sql = stackSql(stack);
-    [a, b, reader] = await Promise.all([
+    [a, b, reader, writer] = await Promise.all([
       stackKey(stack),
       stackKey(stack),
       stackKey(stack, { admin: 'read' }),
+      stackKey(stack, { admin: 'write' }),
     ]);
+    results = new ResultCollector(stack.config.topicOut);
+    await results.start();
     const submit = async (key: typeof a, requestId: string, dueMs: number) => {
       const response = await fetch(`${stack.httpUrl}/request`, {
         method: 'POST',
@@ -64,6 +70,7 @@ describe('tasks scheduled: the outbox by page', () => {
   }, 120_000);
 
   afterAll(async () => {
+    await results?.stop();
     await target?.close();
     await sql?.end({ timeout: 5 });
     await running?.shutdown('test over');
@@ -124,5 +131,39 @@ describe('tasks scheduled: the outbox by page', () => {
     expect(text).not.toContain(ids[3]);
     expect(text).toContain('data-page="next"');
     expect(text).not.toContain('s3cret');
+  }, 60_000);
+
+  it('cancel by selection: a preview count first (CLI, admin API), then every match cancelled; a read key gets 403', async () => {
+    const preview = await requester(
+      ['tasks', 'scheduled', '--client', a.name, '--cancel', '--json'],
+      stack.env,
+    ).exit;
+    expect(preview.code, preview.stderr).toBe(0);
+    expect(JSON.parse(preview.stdout)).toEqual({ matched: 5, cancelled: 0, preview: true });
+    const route = `${stack.adminUrl}/admin/api/tasks/scheduled/cancel`;
+    const post = (token: string, body: unknown) =>
+      fetch(route, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
+    expect((await post(reader.token, { client: b.name, confirm: true })).status).toBe(403);
+    expect((await post(writer.token, {})).status).toBe(400);
+    expect(await (await post(writer.token, { client: b.name })).json()).toEqual({
+      matched: 1,
+      cancelled: 0,
+      preview: true,
+    });
+    expect(await (await post(writer.token, { client: b.name, confirm: true })).json()).toEqual({
+      matched: 1,
+      cancelled: 1,
+      preview: false,
+    });
+    const result = await results.one(theirs);
+    expect(result.response.status).toBe(499);
+    expect((result.meta as { cancelled?: { by: string } }).cancelled?.by).toBe(writer.name);
+    // The preview cancelled nothing of a's.
+    expect(Number((await sql`select count(*) as n from outbox`)[0]?.n)).toBe(5);
+    expect(results.byId.size).toBe(1);
   }, 60_000);
 });

@@ -29,6 +29,13 @@ export interface OutboxStats {
   nowMs: number;
 }
 
+/** Which rows a list or a bulk action takes: by client (null: none) and due window (epoch ms). */
+export interface WaitingFilter {
+  client?: string | null;
+  dueAfter?: number;
+  dueBefore?: number;
+}
+
 /** A row of the outbox as the task lists show it (Outbox.page). */
 export interface WaitingRow {
   taskId: string;
@@ -188,24 +195,19 @@ export class Outbox {
    * show with their lease's end as due time.
    */
   async page(
-    filter: { client?: string | null; dueAfter?: number; dueBefore?: number },
+    filter: WaitingFilter,
     limit: number,
     cursor?: string,
   ): Promise<{ rows: WaitingRow[]; next: string | null }> {
     const after = cursor ? parseCursor(cursor) : undefined;
     const sql = this.sql;
-    const scope = typeof filter.client === 'string' ? `${CLIENT_SCOPE_SEPARATOR}${filter.client}` : undefined;
     const rows = await sql`
       select id, task_id, request_id, due_at, created_at,
         to_char(due_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') as due_text,
         convert_from(payload, 'UTF8')::jsonb #>> '{request,uri}' as uri,
         convert_from(payload, 'UTF8')::jsonb #>> '{meta,partition}' as partition
       from outbox
-      where true
-        ${scope === undefined ? sql`` : sql`and right(task_id, ${scope.length}) = ${scope}`}
-        ${filter.client === null ? sql`and strpos(task_id, ${CLIENT_SCOPE_SEPARATOR}) = 0` : sql``}
-        ${filter.dueAfter === undefined ? sql`` : sql`and due_at >= ${new Date(filter.dueAfter)}`}
-        ${filter.dueBefore === undefined ? sql`` : sql`and due_at < ${new Date(filter.dueBefore)}`}
+      where ${this.#matching(filter)}
         ${after ? sql`and (due_at, id) > (${after.due}::timestamptz, ${after.id}::bigint)` : sql``}
       order by due_at, id
       limit ${limit + 1}`;
@@ -227,6 +229,22 @@ export class Outbox {
     const last = page.at(-1);
     const next = rows.length > limit && last ? `${last.dueText}~${last.id}` : null;
     return { rows: page.map(({ id: _id, dueText: _d, ...row }) => row), next };
+  }
+
+  /** How many rows a filter of `page` matches (a bulk action's preview). */
+  async countMatching(filter: WaitingFilter): Promise<number> {
+    const [row] = await this.sql`select count(*)::int as n from outbox where ${this.#matching(filter)}`;
+    return Number(row?.n ?? 0);
+  }
+
+  #matching(filter: WaitingFilter) {
+    const sql = this.sql;
+    const scope = typeof filter.client === 'string' ? `${CLIENT_SCOPE_SEPARATOR}${filter.client}` : undefined;
+    return sql`true
+        ${scope === undefined ? sql`` : sql`and right(task_id, ${scope.length}) = ${scope}`}
+        ${filter.client === null ? sql`and strpos(task_id, ${CLIENT_SCOPE_SEPARATOR}) = 0` : sql``}
+        ${filter.dueAfter === undefined ? sql`` : sql`and due_at >= ${new Date(filter.dueAfter)}`}
+        ${filter.dueBefore === undefined ? sql`` : sql`and due_at < ${new Date(filter.dueBefore)}`}`;
   }
 
   /** Epoch ms of the earliest row, or undefined when the outbox is empty. */

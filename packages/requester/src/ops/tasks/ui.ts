@@ -5,6 +5,8 @@ import type { ScheduledFilter, ScheduledRow } from './index.ts';
 export function scheduledBody(
   filter: ScheduledFilter,
   page: { rows: ScheduledRow[]; next: string | null } | { error: string },
+  /** For a write key with a selection: how many match (the Cancel button's preview). */
+  matched?: number,
 ) {
   const field = (name: keyof ScheduledFilter, label: string, placeholder: string) =>
     html`<label>${label}<input name="${name}" value="${filter[name] ?? ''}" placeholder="${placeholder}"></label>`;
@@ -19,6 +21,10 @@ export function scheduledBody(
         : html`<table><tr><th>requestId</th><th>client</th><th>due</th><th>origin</th><th>partition</th><th>URL</th></tr>${page.rows.map(
             (r) =>
               html`<tr><td><a href="/ui/requests?id=${encodeURIComponent(r.requestId)}${r.client ? `&client=${encodeURIComponent(r.client)}` : ''}">${r.requestId}</a></td><td>${r.client ?? '–'}</td><td>${r.dueAt ?? '–'}</td><td>${r.origin ?? '(wake-up)'}</td><td>${r.partition ?? '–'}</td><td><code>${r.uri ?? '–'}</code></td></tr>`,
-          )}</table>${page.next ? html`<p><a href="/ui/tasks?${query(page.next)}" data-page="next">Next page</a></p>` : ''}`
+          )}</table>${page.next ? html`<p><a href="/ui/tasks?${query(page.next)}" data-page="next">Next page</a></p>` : ''}${
+            matched === undefined
+              ? ''
+              : html`<p><button hx-post="/admin/api/tasks/scheduled/cancel" hx-vals='${JSON.stringify({ ...filter, confirm: true })}' hx-target="#flash" hx-confirm="Cancel the ${matched} scheduled requests this selection matches?" data-action="cancel-selection">Cancel the ${matched} matching</button></p>`
+          }`
   }</section>`;
 }
