@@ -86,7 +86,7 @@ function describe(e: JournalEvent, origin: number): string {
     case 'leased':
       return `leased by ${e.executor} (attempts so far: ${e.tryCount})`;
     case 'held':
-      return `held by the ${e.by} until ${rel(e.until)}`;
+      return `held by the ${e.by} until ${rel(e.until)}${e.pausedBy ? ` (paused by ${e.pausedBy})` : ''}`;
     case 'attempt':
       return `attempt ${e.n}: ${e.status ?? e.error ?? '?'} in ${e.durationMs} ms`;
     case 'retry_scheduled':
