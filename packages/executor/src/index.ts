@@ -1,7 +1,9 @@
 import { breakerFromConfig, OriginPacer, RateLimiter } from '@requester/policies';
 import { queueFromConfig } from '@requester/queue';
+import { Cancellations } from '@requester/shared/cancel';
 import { CredentialStore, masterKeysFromConfig } from '@requester/shared/credentials';
 import { Outbox } from '@requester/shared/outbox';
+import { Pauses, PauseView } from '@requester/shared/pause';
 import type { RoleDefinition, RoleHandle } from '@requester/shared/role';
 import { bulkheadFromConfig, defaultMaxPerOrigin } from './bulkhead/index.ts';
 import { ResponseCache } from './cache/index.ts';
@@ -61,6 +63,7 @@ export const executorRole: RoleDefinition = {
       maxEntryBytes: config.cacheMaxEntryBytes,
       logger,
     });
+    const pauses = new PauseView(new Pauses(redis, config.redisPrefix));
     const executor = new Executor({
       queue,
       fetcher,
@@ -91,6 +94,8 @@ export const executorRole: RoleDefinition = {
       produceTimeoutMs: config.kafkaProduceTimeout,
       logger,
       journal: deps.journal(),
+      cancellations: new Cancellations(redis, config.redisPrefix, config.cancelRetention),
+      pauses,
       replies: {
         redis,
         prefix: config.redisPrefix,

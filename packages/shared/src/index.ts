@@ -1,3 +1,4 @@
+export * from './cancel/index.ts';
 export * from './config/index.ts';
 export * from './contract/index.ts';
 export * from './credentials/index.ts';
@@ -8,6 +9,7 @@ export * from './kafka/index.ts';
 export * from './log/index.ts';
 export * from './metrics/index.ts';
 export * from './outbox/index.ts';
+export * from './pause/index.ts';
 export * from './pg/index.ts';
 export * from './redis/index.ts';
 export * from './replies/index.ts';

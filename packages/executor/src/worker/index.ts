@@ -1,5 +1,7 @@
 import { hostname } from 'node:os';
+import { originOf } from '@requester/policies';
 import type { FairQueue, LeasedTask } from '@requester/queue';
+import { type Cancellations, cancelledResult } from '@requester/shared/cancel';
 import {
   createRequestContract,
   DEAD_LETTER_REASONS,
@@ -14,6 +16,7 @@ import type { Journal } from '@requester/shared/journal';
 import type { Fetcher, FetchOutcome, KafkaProducer } from '@requester/shared/kafka';
 import type { Logger } from '@requester/shared/log';
 import type { Outbox } from '@requester/shared/outbox';
+import type { PauseView } from '@requester/shared/pause';
 import { encodeQueuedTask } from '@requester/shared/task';
 import pLimit, { type LimitFunction } from 'p-limit';
 import { executorMetrics as metrics } from '../metrics.ts';
@@ -62,7 +65,14 @@ export interface ExecutorOptions extends Omit<PolicyModules, 'retryAfterMaxMs'> 
   executorId?: string;
   /** Where sync results are routed to their gateway (see `Settler.publishReplies`); none are without it. */
   replies?: ReplyOptions;
+  /** Cancelled requests (../../shared cancel): asked before an attempt and before a reschedule; none without it. */
+  cancellations?: Pick<Cancellations, 'find'>;
+  /** Pauses by origin, client or partition (../../shared pause): a paused task waits, not attempted. */
+  pauses?: Pick<PauseView, 'match' | 'refresh'>;
 }
+
+/** How long a paused task waits before it is looked at again (a resume is honoured within it). */
+export const PAUSE_RECHECK_MS = 1_000;
 
 /** Shortest idle sleep: `nextWakeMs` may be 0 while nothing is leasable (e.g. a blocked partition). */
 const MIN_IDLE_MS = 10;
@@ -97,6 +107,8 @@ export class Executor {
   private flushes = 0;
   private readonly journal: Journal | undefined;
   private readonly executorId: string;
+  /** Tasks whose pause this process journaled already (a paused task comes back every second). */
+  private readonly pauseJournaled = new Set<string>();
 
   constructor(options: ExecutorOptions) {
     this.options = options;
@@ -206,7 +218,11 @@ export class Executor {
           this.settler.settle(lease, { kind: 'dead', reason: 'queue payload is not a queued task' }),
         );
     }
-    const sources = await readSources(this.options.fetcher, jobs);
+    // The pauses are read again beside the records: a pause recorded before this lease holds it.
+    const [sources] = await Promise.all([
+      readSources(this.options.fetcher, jobs),
+      this.options.pauses?.refresh(),
+    ]);
     for (const [i, job] of jobs.entries()) {
       const source = sources[i];
       settled.push(
@@ -249,11 +265,20 @@ export class Executor {
       this.journalLeased(job, parsed.ok ? parsed.envelope.meta.client : undefined);
       if (!parsed.ok) return this.unprocessable(job, fetched.record, parsed.result);
       const { envelope } = parsed;
+      const cancelled = await this.cancelled(job, envelope, progress);
+      if (cancelled) return cancelled;
+      const paused = this.paused(job, envelope);
+      if (paused) return paused;
       const taskLog = envelope.meta.client ? log.child({ client: envelope.meta.client }) : log;
       return await traced(job, fetched.record, envelope, (traced) =>
-        this.policies
-          .attempt(traced, progress, taskLog)
-          .then((ending) => this.settlementOf(job, traced, ending)),
+        this.policies.attempt(traced, progress, taskLog).then(async (ending) => {
+          // Cancelled while in flight: the attempt made stands, no further one (nor a wait) follows.
+          if (ending.kind === 'reschedule') {
+            const late = await this.cancelled(job, traced, ending.progress);
+            if (late) return late;
+          }
+          return this.settlementOf(job, traced, ending);
+        }),
       );
     } catch (err) {
       log.error({ err }, 'executor failed on a task: answering with an internal error');
@@ -263,6 +288,69 @@ export class Executor {
         'internal',
       );
     }
+  }
+
+  /**
+   * The `cancelled` result, when the request was cancelled (a cancel applies to copies accepted
+   * before it). Its holder of the lease is its one writer: the task is acked with it, never run
+   * again. A Redis that does not answer is no cancel: the attempt goes on (a cancel is a wish, a
+   * request a promise).
+   */
+  private async cancelled(
+    job: Job,
+    envelope: RequestEnvelope,
+    progress: Progress,
+  ): Promise<Settlement | undefined> {
+    const { cancellations } = this.options;
+    if (!cancellations) return undefined;
+    const { client, proxyData } = envelope.meta;
+    const cancellation = await cancellations
+      .find(client, envelope.meta.requestId, job.task.createdAt)
+      .catch((err: unknown) => {
+        this.log.warn({ err, requestId: envelope.meta.requestId }, 'cancels not readable: going on');
+        return undefined;
+      });
+    if (!cancellation) return undefined;
+    const result = cancelledResult(envelope.meta.requestId, cancellation, {
+      tryCount: progress.tryCount,
+      waitTimeNs: progress.waitedMs * 1e6,
+      proxyData,
+    });
+    return deliver(withTraceId(ownedBy(envelope, result), envelope.meta.traceparent), 'cancelled');
+  }
+
+  /**
+   * A task of a paused origin, client or partition goes back to the queue unattempted (a wait: no
+   * attempt, no limiter token, no breaker outcome; an ordered one keeps its partition's head) and
+   * is looked at again after PAUSE_RECHECK_MS, or when the pause ends if sooner.
+   */
+  private paused(job: Job, envelope: RequestEnvelope): Settlement | undefined {
+    const pause = this.options.pauses?.match({
+      origin: safeOrigin(envelope.request.uri),
+      client: envelope.meta.client,
+      partition: job.lease.partition,
+    });
+    if (!pause) return undefined;
+    const now = Date.now();
+    const delayMs = Math.max(
+      1,
+      Math.ceil(Math.min(PAUSE_RECHECK_MS, (pause.until ?? Number.POSITIVE_INFINITY) - now)),
+    );
+    const seen = `${job.lease.id}\0${pause.scope} ${pause.value}`;
+    if (this.journal && !this.pauseJournaled.has(seen)) {
+      if (this.pauseJournaled.size >= 10_000) this.pauseJournaled.clear();
+      this.pauseJournaled.add(seen);
+      const until = pause.until === null ? '' : ` until ${new Date(pause.until).toISOString()}`;
+      this.journal.emit({
+        type: 'held',
+        requestId: envelope.meta.requestId,
+        client: envelope.meta.client,
+        by: 'pause',
+        until: pause.until ?? now + delayMs,
+        pausedBy: `${pause.by}: ${pause.scope} ${pause.value}${until}`,
+      });
+    }
+    return { kind: 'reschedule', delayMs, outcome: 'paused' };
   }
 
   /**
@@ -380,5 +468,15 @@ export class Executor {
     const waiters = this.slotWaiters;
     this.slotWaiters = [];
     for (const wake of waiters) wake();
+  }
+}
+
+/** The origin of a request's URL; none for a wake-up (or a URL the contract would refuse). */
+function safeOrigin(uri: string | undefined): string | undefined {
+  if (!uri) return undefined;
+  try {
+    return originOf(uri);
+  } catch {
+    return undefined;
   }
 }

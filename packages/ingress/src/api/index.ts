@@ -4,6 +4,7 @@
  * - `POST /request` (ingress): validate, stamp, write to `in`, answer `202 {requestId}`; with
  *   `meta.sync: true` and a Hub in this process, wait for the result and answer `200` + envelope.
  * - `GET /requests/:id?wait=30s` (sync-gateway): the result from the Hub, or `404 pending`.
+ * - `DELETE /requests/:id` (ingress): cancels the caller's own request of that id (`202`).
  * - `GET /openapi.json`: the OpenAPI 3.1 document.
  *
  * Which roles run is read from `parts` on every request, so roles can attach to one server in any
@@ -13,6 +14,7 @@
  */
 
 import { setTimeout as sleep } from 'node:timers/promises';
+import { type CancelOutcome, ownerActor } from '@requester/shared/cancel';
 import {
   clientScoped,
   kafkaKeyFor,
@@ -77,6 +79,10 @@ export interface ApiParts {
   /** Each role's logger, so a request's log lines carry the role that served it. */
   ingressLog?: Logger;
   gatewayLog?: Logger;
+  /**
+   * Cancels a client's request (ingress role; @requester/shared cancelRequest): `by` is who asked.
+   */
+  cancel?: (client: string | undefined, requestId: string, by: string) => Promise<CancelOutcome>;
   /** Shutdown began: waits are cut short (202 / 404 pending) and connections are not kept alive. */
   closing?: boolean;
 }
@@ -117,6 +123,7 @@ export function createApi(parts: ApiParts, settings: ApiSettings, logger: Logger
   app.post('/request', (c) => submitRequest(c, parts, settings, fair));
   app.get('/requests/:id', (c) => getResult(c, parts, settings, fair));
   app.get('/requests/:id/events', (c) => getEvents(c, parts, settings, fair));
+  app.delete('/requests/:id', (c) => cancelOwn(c, parts, settings));
   app.get('/openapi.json', (c) => c.json(openApiDocument()));
   app.notFound((c) => problem(c, 404, 'not_found', `no route ${c.req.method} ${c.req.path}`));
   app.onError((err, c) => {
@@ -425,6 +432,34 @@ async function getEvents(
   if (own.length === 0 || !settings.access.mayReadClient(c.get('caller'), client))
     return problem(c, 404, 'not_found', `no journal events for request ${JSON.stringify(id)}`);
   return c.json({ requestId: id, events: own }, 200);
+}
+
+/**
+ * `DELETE /requests/{id}`: the caller's own request of that id is cancelled (requestIds are per
+ * client, so another key's request of the same id is never touched, nor told of). Answered 202 at
+ * once: the request's one result, `cancelled` (status 499), follows on `out` from the hop that
+ * holds it; an attempt already in flight finishes, and no other starts. Whether such a request
+ * exists is not looked up (it may be on `in`, in the outbox, queued or in flight): a cancel of an
+ * unknown id is recorded and meets nothing, except a copy accepted before it.
+ */
+async function cancelOwn(c: Context<Env>, parts: ApiParts, settings: ApiSettings): Promise<Response> {
+  if (!parts.cancel) return notServed(c, 'DELETE /requests/{id}', 'ingress');
+  const id = c.req.param('id') ?? '';
+  useLog(c, parts.ingressLog, id);
+  if (!/^[\x21-\x7e]{1,256}$/.test(id))
+    return problem(c, 400, 'invalid_request', 'the requestId must be 1 to 256 printable characters', [
+      { path: 'id', message: 'not a requestId' },
+    ]);
+  const client = callerClient(c);
+  try {
+    const outcome = await parts.cancel(client, id, ownerActor(client));
+    log(c).info({ requestId: id, first: outcome.first, outboxWoken: outcome.outboxWoken }, 'cancel recorded');
+    const { outboxWoken: _w, ...body } = outcome;
+    return c.json(body, 202);
+  } catch (err) {
+    log(c).warn({ err }, 'the cancel could not be recorded; refused with 503');
+    return unavailable(c, settings, 'the cancel could not be recorded; retry later');
+  }
 }
 
 /** The namespace of the caller's requests: its key's name (`meta.client`), none with AUTH=off. */

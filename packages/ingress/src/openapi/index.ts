@@ -224,6 +224,43 @@ const GET_EVENTS: Json = {
   },
 };
 
+const CANCELLED: Json = {
+  type: 'object',
+  required: ['requestId', 'client', 'by', 'at', 'first'],
+  properties: {
+    requestId: { type: 'string' },
+    client: {
+      type: ['string', 'null'],
+      description: 'Whose request: this API key’s name (null with AUTH=off).',
+    },
+    by: { type: 'string', description: 'Who cancelled it first, e.g. `client:billing`.' },
+    at: { type: 'string', description: 'When the first cancel was recorded (RFC 3339).' },
+    first: { type: 'boolean', description: 'False when the request had been cancelled already.' },
+  },
+};
+
+const DELETE_REQUEST: Json = {
+  operationId: 'cancelRequest',
+  summary: 'Cancel a request',
+  description:
+    'Takes back this API key’s own request of that id (requestIds are per client: another key’s request of the same id is never touched). The cancel is recorded at once; the request’s one result follows on `out` (and GET /requests/{id}): status 499 with `meta.error.code` `cancelled` and `meta.cancelled` {by, at}, whether it waited in the queue, behind an ordered partition’s head, for a retry or in the outbox (then it is answered now, not when it was due). An attempt already in flight finishes and its outcome stands when final; no further attempt starts. Whether the request exists is not looked up: cancelling an unknown id meets nothing. A requestId reused for a request sent after the cancel is not cancelled. Served by the ingress.',
+  parameters: [
+    { name: 'id', in: 'path', required: true, description: 'meta.requestId', schema: { type: 'string' } },
+  ],
+  responses: {
+    '202': {
+      description: 'The cancel is recorded (asking again answers the first one).',
+      content: { 'application/json': { schema: { $ref: '#/components/schemas/Cancelled' } } },
+    },
+    '400': problem('The id is not a requestId (1 to 256 printable characters).'),
+    '401': UNAUTHORIZED,
+    '503': {
+      ...problem('Redis or PostgreSQL did not answer: nothing was recorded. Retry later.'),
+      headers: { 'Retry-After': retryAfter('Seconds to wait before retrying.') },
+    },
+  },
+};
+
 let cached: Json | undefined;
 
 export function openApiDocument(): Json {
@@ -239,11 +276,17 @@ export function openApiDocument(): Json {
     security: [{ apiKey: [] }],
     paths: {
       '/request': { post: POST_REQUEST },
-      '/requests/{id}': { get: GET_REQUEST },
+      '/requests/{id}': { get: GET_REQUEST, delete: DELETE_REQUEST },
       '/requests/{id}/events': { get: GET_EVENTS },
     },
     components: {
-      schemas: { ...openApiComponents().schemas, Problem: PROBLEM, Accepted: ACCEPTED, Pending: PENDING },
+      schemas: {
+        ...openApiComponents().schemas,
+        Problem: PROBLEM,
+        Accepted: ACCEPTED,
+        Pending: PENDING,
+        Cancelled: CANCELLED,
+      },
       securitySchemes: { apiKey: API_KEY_SCHEME },
     },
   };

@@ -1,5 +1,7 @@
+import { Cancellations, cancelRequest } from '@requester/shared/cancel';
 import { clientScoped } from '@requester/shared/contract';
 import { type JournalLookup, readJournal } from '@requester/shared/journal';
+import { Outbox } from '@requester/shared/outbox';
 import { type RedisClient, redisSubscriber } from '@requester/shared/redis';
 import { newGatewayId, replyChannel, resultKey } from '@requester/shared/replies';
 import type { RoleContext, RoleDefinition, RoleHandle } from '@requester/shared/role';
@@ -47,7 +49,16 @@ export const ingressRole = {
       signer,
     );
     const claim = redisRequestIds(redis, `${config.redisPrefix}:`, config.queueDedupWindow);
-    const server = await attach(ctx, { submit, claim, ingressLog: ctx.logger, journal: deps.journal() });
+    const journal = deps.journal();
+    const cancellations = new Cancellations(redis, config.redisPrefix, config.cancelRetention);
+    const cancel = (client: string | undefined, requestId: string, by: string) =>
+      cancelRequest(
+        { cancellations, outbox: async () => new Outbox(await deps.sql()), journal },
+        client,
+        requestId,
+        by,
+      );
+    const server = await attach(ctx, { submit, claim, cancel, ingressLog: ctx.logger, journal });
     return { url: server.url, stopAccepting: () => server.close(), drain: async () => {} };
   },
 } satisfies RoleDefinition;

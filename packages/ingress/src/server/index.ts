@@ -38,6 +38,7 @@ export async function attach(
     ApiParts,
     | 'submit'
     | 'claim'
+    | 'cancel'
     | 'hub'
     | 'replyTo'
     | 'lookup'

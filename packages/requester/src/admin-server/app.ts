@@ -33,7 +33,7 @@ export const ADMIN_COOKIE = 'requester_admin';
 
 /**
  * The UI needs nothing inline: its scripts and styles are files of /ui/assets, htmx evaluates no
- * code (htmx-config in pages.ts), and uPlot styles through the CSSOM, which style-src allows.
+ * code (htmx-config in ui/layout.ts), and uPlot styles through the CSSOM, which style-src allows.
  */
 const SECURITY_HEADERS = secureHeaders({
   contentSecurityPolicy: {

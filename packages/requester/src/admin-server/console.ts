@@ -11,10 +11,13 @@ import {
   Outbox,
 } from '@requester/shared';
 import { type AdminActionEvent, recordAdminAction } from '../ops/audit.ts';
+import { cancelById } from '../ops/cancel/index.ts';
 import { HandledDeadLetters } from '../ops/dlq/index.ts';
 import type { DlqSource } from '../ops/dlq/topic.ts';
 import { type OutboxView, outboxInfo } from '../ops/outbox/index.ts';
 import { LiveMetrics } from '../ops/overview/live.ts';
+import { listPauses, type PauseParts, type PauseTarget, pauseWork, resumeWork } from '../ops/pause/index.ts';
+import { cancelScheduled, type ScheduledFilter } from '../ops/tasks/index.ts';
 import type { Operator } from './operator.ts';
 import { AdminSessions } from './sessions.ts';
 
@@ -138,6 +141,74 @@ export class AdminConsole {
 
   get events(): AdminConsoleOptions['events'] {
     return this.#options.events;
+  }
+
+  /** The process's PostgreSQL pool (the task lists of ops/tasks read the outbox). */
+  sql() {
+    return this.#options.deps.sql();
+  }
+
+  /**
+   * Cancels a client's request (ops/cancel). The operations of ops/cancel, ops/pause and ops/tasks
+   * record their action themselves (with what they did: first cancel, resumed, requestIds), so
+   * these methods hand them the journal hook rather than calling `record`.
+   */
+  cancel(operator: Operator, client: string | undefined, requestId: string) {
+    const { deps, config, logger, journalAdminAction } = this.#options;
+    return cancelById(
+      {
+        redis: deps.redis(),
+        sql: () => deps.sql(),
+        config,
+        logger,
+        journal: deps.journal(),
+        ...(journalAdminAction ? { journalAdminAction } : {}),
+      },
+      operator.name,
+      client,
+      requestId,
+    );
+  }
+
+  /** Cancels the scheduled requests a selection matches (ops/tasks), or counts them (the preview). */
+  async cancelScheduled(operator: Operator, filter: ScheduledFilter, confirm: boolean) {
+    const { deps, config, logger, journalAdminAction } = this.#options;
+    return cancelScheduled(
+      {
+        sql: await deps.sql(),
+        redis: deps.redis(),
+        config,
+        logger,
+        journal: deps.journal(),
+        ...(journalAdminAction ? { journalAdminAction } : {}),
+      },
+      operator.name,
+      filter,
+      confirm,
+    );
+  }
+
+  /** Pauses in force, pause and resume (ops/pause), recorded as this operator's actions. */
+  pauses() {
+    return listPauses(this.pauseParts());
+  }
+
+  pause(operator: Operator, target: PauseTarget, until: number | null) {
+    return pauseWork(this.pauseParts(), operator.name, target, until);
+  }
+
+  resume(operator: Operator, target: PauseTarget) {
+    return resumeWork(this.pauseParts(), operator.name, target);
+  }
+
+  private pauseParts(): PauseParts {
+    const { deps, config, logger, journalAdminAction } = this.#options;
+    return {
+      redis: deps.redis(),
+      prefix: config.redisPrefix,
+      logger,
+      ...(journalAdminAction ? { journalAdminAction } : {}),
+    };
   }
 
   /** A view shown with its secrets: an operator action of its own, on each request it showed. */

@@ -1,6 +1,8 @@
 import { api as breakersApi } from './breakers/api.ts';
 import { registerBreakersCommands } from './breakers/cli.ts';
 import { ui as breakersUi } from './breakers/ui.ts';
+import { api as cancelApi } from './cancel/api.ts';
+import { registerCancelCommand } from './cancel/cli.ts';
 import { api as credentialsApi } from './credentials/api.ts';
 import { registerCredentialsCommands } from './credentials/cli.ts';
 import { api as dlqApi } from './dlq/api.ts';
@@ -14,11 +16,17 @@ import { ui as limiterUi } from './limiter/ui.ts';
 import { registerOutboxCommands } from './outbox/cli.ts';
 import { api as overviewApi } from './overview/api.ts';
 import { ui as overviewUi } from './overview/ui.ts';
+import { api as pauseApi } from './pause/api.ts';
+import { registerPauseCommands } from './pause/cli.ts';
+import { ui as pauseUi } from './pause/ui.ts';
 import { api as queueApi } from './queue/api.ts';
 import { registerQueueCommands } from './queue/cli.ts';
 import { ui as queueUi } from './queue/ui.ts';
 import { api as requestsApi } from './requests/api.ts';
 import { ui as requestsUi } from './requests/ui.ts';
+import { api as tasksApi } from './tasks/api.ts';
+import { registerTasksCommands } from './tasks/cli.ts';
+import { ui as tasksUi } from './tasks/ui.ts';
 import { registerTraceCommand } from './trace/cli.ts';
 
 /**
@@ -43,6 +51,9 @@ export const ADMIN_FEATURES: readonly AdminFeature[] = [
   { name: 'keys', cli: registerKeysCommands },
   { name: 'credentials', cli: registerCredentialsCommands, api: credentialsApi },
   { name: 'trace', cli: registerTraceCommand },
+  { name: 'cancel', cli: registerCancelCommand, api: cancelApi },
+  { name: 'pause', cli: registerPauseCommands, api: pauseApi, ui: pauseUi },
+  { name: 'tasks', cli: registerTasksCommands, api: tasksApi, ui: tasksUi },
   { name: 'breakers', cli: registerBreakersCommands, api: breakersApi, ui: breakersUi },
   { name: 'outbox', cli: registerOutboxCommands },
   { name: 'limiter', cli: registerLimiterCommands, api: limiterApi, ui: limiterUi },

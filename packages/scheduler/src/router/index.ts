@@ -1,5 +1,6 @@
 import { breakerFromConfig } from '@requester/policies';
 import { queueFromConfig } from '@requester/queue';
+import { Cancellations } from '@requester/shared/cancel';
 import {
   createRequestContract,
   errorResult,
@@ -84,6 +85,8 @@ export interface RouterOptions {
    * it; without it every claim is trusted (tests of routing alone).
    */
   entry?: KafkaEntry;
+  /** Cancelled requests are not parked in the outbox but queued due now (see wakeCancelled). */
+  cancellations?: Pick<Cancellations, 'find'>;
 }
 
 export interface KafkaEntry {
@@ -174,6 +177,7 @@ export class Router {
     }));
     try {
       await this.admitClaims(routes);
+      await this.wakeCancelled(routes, now);
       await this.write(routes);
       for (const { record, route } of routes) this.journalRouted(route, record);
     } catch (err) {
@@ -270,6 +274,47 @@ export class Router {
       });
       routed.route = { kind: 'invalid', result };
     }
+  }
+
+  /**
+   * A cancelled request (../../shared cancel) bound for the outbox is queued due now instead: the
+   * executor that leases it answers it `cancelled` (the one writer of that result), now rather
+   * than when it was due. This is also where a cancel's woken outbox rows end, come back through
+   * the relay: such a row is due now, but a relayed record is queued for the later of its row's due
+   * time and its `meta.scheduled` (see stagedDueAt), so one still due ahead is looked up too. A
+   * Redis that does not answer is no cancel: the row is parked, and the executor asks again when it
+   * is due.
+   */
+  private async wakeCancelled(
+    routes: Array<{ record: SourceRecord; route: Route }>,
+    now: number,
+  ): Promise<void> {
+    const { cancellations, horizonMs: _h, ...options } = this.options;
+    if (!cancellations) return;
+    await Promise.all(
+      routes.map(async (routed) => {
+        const { route } = routed;
+        const relayedAhead =
+          route.kind === 'queue' &&
+          route.task.dueAt > now &&
+          headerText(routed.record.headers, RELAYED_FROM_HEADER) === 'outbox';
+        if (route.kind !== 'outbox' && !relayedAhead) return;
+        const { client, requestId } = route.envelope.meta;
+        const createdAt = route.envelope.createdAt ? Date.parse(route.envelope.createdAt) : undefined;
+        const cancelled = await cancellations.find(client, requestId, createdAt).catch(() => undefined);
+        if (!cancelled) return;
+        if (route.kind === 'queue') {
+          routed.route = { ...route, task: { ...route.task, dueAt: now } };
+          return;
+        }
+        const queued = routeRecord(routed.record, this.contract, {
+          now,
+          horizonMs: Number.POSITIVE_INFINITY,
+          ...(options.inlineMaxBytes === undefined ? {} : { inlineMaxBytes: options.inlineMaxBytes }),
+        });
+        if (queued.kind === 'queue') routed.route = { ...queued, task: { ...queued.task, dueAt: now } };
+      }),
+    );
   }
 
   /** routeRecord, with a bug on strange input confined to its record (answered `internal`). */
@@ -449,6 +494,7 @@ export const routerRole: RoleDefinition = {
       produceTimeoutMs: config.kafkaProduceTimeout,
       logger,
       journal: deps.journal(),
+      cancellations: new Cancellations(deps.redis(), config.redisPrefix, config.cancelRetention),
       entry: {
         signer: await deps.entrySigner(),
         clients: await deps.kafkaEntryClients(),

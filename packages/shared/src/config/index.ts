@@ -427,6 +427,12 @@ export const CONFIG_VARIABLES = {
     "bytes of request bodies one API key may have in flight on one ingress (inside MAX_BODY_BYTES_IN_FLIGHT), so that one key's stalled or slow uploads cannot take the others' share: beyond it that key's body is cut off with 429 + Retry-After; default MAX_BODY_BYTES_IN_FLIGHT / 8, never below MAX_BODY_BYTES (AUTH=off: no per-key share)",
   ),
   shutdownTimeout: variable('SHUTDOWN_TIMEOUT', '30s', goDuration, 'bound on graceful shutdown before exit'),
+  cancelRetention: variable(
+    'CANCEL_RETENTION',
+    '168h',
+    goDuration,
+    'how long a cancel (DELETE /requests/{id}, `requester cancel`) is remembered: a copy of the request met later than this (an ordered task still blocked, a retry due later) runs (~150 B of Redis per cancel)',
+  ),
   redisHorizon: variable(
     'REDIS_HORIZON',
     '1s',

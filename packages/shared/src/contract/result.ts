@@ -57,7 +57,7 @@ const resultErrorSchema = z
       .regex(/^[a-z][a-z0-9_]*$/)
       .meta({
         description:
-          'Stable machine code: invalid_request, payload_too_large, timeout, transport_error, target_refused, credential_unknown, credential_revoked, credential_unavailable, record_expired, dependency_unavailable, internal...',
+          'Stable machine code: invalid_request, payload_too_large, timeout, transport_error, target_refused, credential_unknown, credential_revoked, credential_unavailable, record_expired, dependency_unavailable, cancelled, internal...',
       }),
     message: z.string().meta({ description: 'Human explanation; not stable, do not parse.' }),
     issues: z
@@ -110,6 +110,20 @@ const resultMetaSchema = z
       .meta({ description: 'The request’s meta.client (over HTTP: the name of the API key that sent it).' })
       .optional(),
     error: resultErrorSchema.optional(),
+    cancelled: z
+      .object({
+        by: z.string().meta({
+          description:
+            'Who took the request back: `client:<API key name>` (its owner, DELETE /requests/{id}), an admin key’s name, or `cli:<os user>`.',
+        }),
+        at: z.string().meta({ description: 'When the cancel was recorded (RFC 3339, UTC).' }),
+      })
+      .meta({
+        title: 'Cancellation',
+        description:
+          'Present on the one result of a cancelled request (status 499, `error.code` cancelled): no attempt is made after the cancel.',
+      })
+      .optional(),
     traceId: z
       .string()
       .regex(/^[0-9a-f]{32}$/)
@@ -182,6 +196,7 @@ export const ERROR_STATUS: Readonly<Record<ErrorCode, number>> = Object.freeze({
   invalid_request: 400,
   payload_too_large: 413,
   not_found: 404,
+  cancelled: 499,
   unauthorized: 401,
   forbidden: 403,
   rate_limited: 429,

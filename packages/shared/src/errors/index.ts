@@ -21,6 +21,8 @@ export type ErrorCode =
   | 'credential_unknown'
   | 'credential_revoked'
   | 'credential_unavailable'
+  // The request was taken back (DELETE /requests/{id}, `requester cancel`): its one result.
+  | 'cancelled'
   // Refusals of the HTTP API (problem bodies).
   | 'unauthorized'
   | 'forbidden'

@@ -49,11 +49,14 @@ export const journalEventSchema = z
     z.object({
       ...common,
       type: z.literal('held'),
-      by: z.enum(['limiter', 'breaker', 'bulkhead', 'pacing']).meta({
+      by: z.enum(['limiter', 'breaker', 'bulkhead', 'pacing', 'pause']).meta({
         description:
-          'pacing: the origin is held or paced at what the target asked for (429/503 + Retry-After, RateLimit headers), not an attempt.',
+          'pacing: the origin is held or paced at what the target asked for (429/503 + Retry-After, RateLimit headers), not an attempt. pause: an operator paused its origin, client or partition (pausedBy says who and what).',
       }),
       until: epochMs,
+      pausedBy: z.string().optional().meta({
+        description: 'by pause: who paused, and what (`ops-oncall: origin https://api.x.com:443`).',
+      }),
     }),
     z.object({
       ...common,
@@ -113,6 +116,16 @@ export const journalEventSchema = z
       type: z.literal('replayed'),
       by: z.string().meta({ description: 'What re-submitted the request (`requester dlq replay`).' }),
     }),
+    z
+      .object({
+        ...common,
+        type: z.literal('cancelled'),
+        by: z.string().meta({
+          description:
+            'Who cancelled the request: `client:<API key name>` (DELETE /requests/{id}), an admin key’s name, or `cli:<os user>`. No attempt starts after it; its result (`cancelled`) follows as `completed`.',
+        }),
+      })
+      .meta({ description: 'The request was cancelled (recorded; the hop holding it answers it).' }),
     z.object({
       ...common,
       type: z.literal('admin_action'),

@@ -1,3 +1,4 @@
+import { CLIENT_SCOPE_SEPARATOR } from '../contract/namespace.ts';
 import type { Sql } from '../pg/index.ts';
 
 /**
@@ -26,6 +27,33 @@ export interface OutboxStats {
   payloadBytes: number;
   /** The database's clock when counted (for "overdue by" and "due in"). */
   nowMs: number;
+}
+
+/** Which rows a list or a bulk action takes: by client (null: none) and due window (epoch ms). */
+export interface WaitingFilter {
+  client?: string | null;
+  dueAfter?: number;
+  dueBefore?: number;
+}
+
+/** A row of the outbox as the task lists show it (Outbox.page). */
+export interface WaitingRow {
+  taskId: string;
+  requestId: string;
+  client: string | null;
+  /** Epoch ms. */
+  dueAt: number;
+  addedAt: number;
+  /** The request's URL (callers redact it); null for a row that holds none. */
+  uri: string | null;
+  partition: string | null;
+}
+
+/** `<due_at with microseconds>~<id>`: the position after the last row of a page. */
+function parseCursor(text: string): { due: string; id: string } {
+  const match = /^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z)~(\d+)$/.exec(text);
+  if (!match) throw new RangeError(`not a cursor of the outbox: ${JSON.stringify(text)}`);
+  return { due: match[1] as string, id: match[2] as string };
 }
 
 export interface ClaimedRow extends OutboxRow {
@@ -142,6 +170,88 @@ export class Outbox {
         await new Promise((resolve) => setTimeout(resolve, 250));
       }
     }
+  }
+
+  /**
+   * Makes the rows of one request due now and wakes the relays (a cancel, see ../cancel: the relay
+   * brings the request back through `in`, where the router answers it as cancelled at once instead
+   * of when it was due). `client` is the request's (its rows' task ids end in ` @<client>`; none:
+   * rows without one). Returns how many rows were woken. A row a relay holds claimed may be
+   * delivered twice: the queue's dedup by task id keeps one.
+   */
+  async wake(client: string | undefined, requestId: string): Promise<number> {
+    const scope = client ? `${CLIENT_SCOPE_SEPARATOR}${client}` : undefined;
+    const rows = await this.sql`
+      update outbox set due_at = now()
+      where request_id = ${requestId}
+        and ${
+          scope === undefined
+            ? this.sql`strpos(task_id, ${CLIENT_SCOPE_SEPARATOR}) = 0`
+            : this.sql`right(task_id, ${scope.length}) = ${scope}`
+        }
+        and due_at > now()
+      returning id`;
+    if (rows.length > 0) await this.sql`select pg_notify(${OUTBOX_CHANNEL}, ${String(Date.now())})`;
+    return rows.length;
+  }
+
+  /**
+   * One page of the rows waiting, in due order, never the whole table: filtered by client (the
+   * suffix of their task ids; `null`: rows without a client) and due window, after `cursor` (the
+   * `next` of the previous page). Served by the due_at index. Claimed rows (a relay holds them)
+   * show with their lease's end as due time.
+   */
+  async page(
+    filter: WaitingFilter,
+    limit: number,
+    cursor?: string,
+  ): Promise<{ rows: WaitingRow[]; next: string | null }> {
+    const after = cursor ? parseCursor(cursor) : undefined;
+    const sql = this.sql;
+    const rows = await sql`
+      select id, task_id, request_id, due_at, created_at,
+        to_char(due_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') as due_text,
+        convert_from(payload, 'UTF8')::jsonb #>> '{request,uri}' as uri,
+        convert_from(payload, 'UTF8')::jsonb #>> '{meta,partition}' as partition
+      from outbox
+      where ${this.#matching(filter)}
+        ${after ? sql`and (due_at, id) > (${after.due}::timestamptz, ${after.id}::bigint)` : sql``}
+      order by due_at, id
+      limit ${limit + 1}`;
+    const page = rows.slice(0, limit).map((r) => {
+      const taskId = String(r.task_id);
+      const at = taskId.indexOf(CLIENT_SCOPE_SEPARATOR);
+      return {
+        taskId,
+        requestId: String(r.request_id),
+        client: at < 0 ? null : taskId.slice(at + CLIENT_SCOPE_SEPARATOR.length),
+        dueAt: (r.due_at as Date).getTime(),
+        addedAt: (r.created_at as Date).getTime(),
+        uri: (r.uri as string | null) ?? null,
+        partition: (r.partition as string | null) ?? null,
+        id: String(r.id),
+        dueText: String(r.due_text),
+      };
+    });
+    const last = page.at(-1);
+    const next = rows.length > limit && last ? `${last.dueText}~${last.id}` : null;
+    return { rows: page.map(({ id: _id, dueText: _d, ...row }) => row), next };
+  }
+
+  /** How many rows a filter of `page` matches (a bulk action's preview). */
+  async countMatching(filter: WaitingFilter): Promise<number> {
+    const [row] = await this.sql`select count(*)::int as n from outbox where ${this.#matching(filter)}`;
+    return Number(row?.n ?? 0);
+  }
+
+  #matching(filter: WaitingFilter) {
+    const sql = this.sql;
+    const scope = typeof filter.client === 'string' ? `${CLIENT_SCOPE_SEPARATOR}${filter.client}` : undefined;
+    return sql`true
+        ${scope === undefined ? sql`` : sql`and right(task_id, ${scope.length}) = ${scope}`}
+        ${filter.client === null ? sql`and strpos(task_id, ${CLIENT_SCOPE_SEPARATOR}) = 0` : sql``}
+        ${filter.dueAfter === undefined ? sql`` : sql`and due_at >= ${new Date(filter.dueAfter)}`}
+        ${filter.dueBefore === undefined ? sql`` : sql`and due_at < ${new Date(filter.dueBefore)}`}`;
   }
 
   /** Epoch ms of the earliest row, or undefined when the outbox is empty. */

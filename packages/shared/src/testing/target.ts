@@ -9,7 +9,8 @@ import type { AddressInfo } from 'node:net';
  * ones 200), `/switch/<key>` (answers the status the test set in `switches`, 200 when unset: an
  * origin a test takes down and brings back), `/quotes/<n>` (200 with n `"` characters: a body
  * that JSON escaping doubles), `/hold/<key>` (answers 200 only once the test calls `release(key)`:
- * a target that hangs; `holding(key)` counts the calls it holds now). `?retry-after=<value>` adds a `Retry-After` header
+ * a target that hangs; `holding(key)` counts the calls it holds now; `/hold/<key>/<status>` then
+ * answers that status). `?retry-after=<value>` adds a `Retry-After` header
  * to any answer.
  * Every call is recorded in arrival order.
  */
@@ -65,6 +66,7 @@ export async function startTarget(listenPort = 0): Promise<Target> {
     if (action === 'random-delay') await wait(Math.random() * Number(arg ?? 50));
     let status = action === 'status' ? Number(arg) : 200;
     if (action === 'switch') status = switches.get(arg ?? '') ?? 200;
+    if (action === 'hold' && failures) status = Number(failures);
     if (action === 'flaky') {
       const seen = (flakyCalls.get(arg ?? '') ?? 0) + 1;
       flakyCalls.set(arg ?? '', seen);

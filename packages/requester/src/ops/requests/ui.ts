@@ -2,6 +2,7 @@ import { html } from 'hono/html';
 import { clientOf, page, revealTo } from '../../admin-server/http.ts';
 import type { Operator } from '../../admin-server/operator.ts';
 import { at, type Html } from '../../ui/layout.ts';
+import { cancelButton } from '../cancel/ui.ts';
 import type { DeadLetterView } from '../dlq/index.ts';
 import type { UiFace } from '../faces.ts';
 import { lookupRequest } from './index.ts';
@@ -57,6 +58,7 @@ ${
             )}</table>
 ${canAct ? html`<p><button hx-post="/admin/api/dlq/replay" hx-vals='${JSON.stringify(replay)}' hx-target="#flash" data-action="replay">Replay</button></p>` : ''}`
       }</section>
+${cancelButton(operator, id, client)}
 <section><h2>Journal</h2><div id="timeline" data-events="/admin/api/requests/${encodeURIComponent(id)}/events">loading…</div></section>`
     : ''
 }`;

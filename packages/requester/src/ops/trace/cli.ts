@@ -86,7 +86,7 @@ function describe(e: JournalEvent, origin: number): string {
     case 'leased':
       return `leased by ${e.executor} (attempts so far: ${e.tryCount})`;
     case 'held':
-      return `held by the ${e.by} until ${rel(e.until)}`;
+      return `held by the ${e.by} until ${rel(e.until)}${e.pausedBy ? ` (paused by ${e.pausedBy})` : ''}`;
     case 'throttled':
       return `the target asked to ${e.signal === 'slow' ? 'slow down' : 'be spared (overloaded)'}: origin limited to ${e.limit} in flight${e.rate ? `, ${Math.round(e.rate * 10) / 10} calls/s` : ''}${e.holdMs ? `, held ${e.holdMs} ms` : ''}`;
     case 'attempt':
@@ -101,6 +101,8 @@ function describe(e: JournalEvent, origin: number): string {
       return `dead-lettered (${e.reason})`;
     case 'replayed':
       return `replayed by ${e.by}`;
+    case 'cancelled':
+      return `cancelled by ${e.by}`;
     case 'admin_action':
       return `${e.action} by ${e.actor}${e.outcome === 'failed' ? ' (failed)' : ''}`;
   }

@@ -1,0 +1,113 @@
+import { Dependencies } from '@requester/shared';
+import type { Argv } from 'yargs';
+import {
+  type ConfigFrom,
+  cliActor,
+  commandLogger,
+  EXIT_CODES_HELP,
+  printJson,
+  printTable,
+  progress,
+  withJson,
+} from '../../commands/common.ts';
+import { journalHooks } from '../../runtime/journal.ts';
+import { humanTime } from '../format.ts';
+import { listPauses, type PauseParts, pauseWork, resumeWork, untilArg } from './index.ts';
+
+const ABOUT =
+  'A pause holds the work of one target origin (scheme://host:port), one client (API key name) or ' +
+  'one partition (with --client: whose) across the deployment: every executor honours it from its ' +
+  'next lease (a resume within a second), and it survives restarts (Redis). Paused tasks stay queued in order and are not attempted ' +
+  '(no attempt, no limiter token, no breaker failure); they run again, where they were, at resume or --until.';
+
+/** `requester pause|resume <scope> <value>`, `requester pauses`. */
+export function registerPauseCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): void {
+  const target = <U>(y: Argv<U>) =>
+    withJson(y)
+      .positional('scope', { choices: ['origin', 'client', 'partition'] as const, demandOption: true })
+      .positional('value', {
+        type: 'string',
+        demandOption: true,
+        describe: 'the origin (or any URL on it), the client, or the partition',
+      })
+      .option('client', { type: 'string', describe: 'partition: whose (the API key name)' });
+  const run = async (
+    argv: Record<string, unknown>,
+    act: (parts: PauseParts) => Promise<unknown>,
+  ): Promise<void> => {
+    const config = configFrom(argv);
+    const logger = commandLogger(config);
+    const deps = new Dependencies(config, logger);
+    const hooks = journalHooks(config, deps);
+    try {
+      const parts: PauseParts = { redis: deps.redis(), prefix: config.redisPrefix, logger };
+      if (hooks.hooks.journalAdminAction) parts.journalAdminAction = hooks.hooks.journalAdminAction;
+      const value = await act(parts);
+      if (argv.json) printJson(value);
+    } finally {
+      await hooks.close();
+      await deps.close();
+    }
+  };
+  cli.command(
+    'pause <scope> <value>',
+    'pause the work of an origin, a client or a partition (every executor, from its next lease)',
+    (y) =>
+      target(y)
+        .option('until', { type: 'string', describe: 'resume by itself then: RFC 3339, or a duration (2h)' })
+        .example('$0 pause origin https://api.partner.example --until 2h', 'a partner announced maintenance')
+        .example('$0 pause partition !order-42 --client billing', 'one ordered partition of billing')
+        .epilogue(`${ABOUT}\n\n${EXIT_CODES_HELP}`),
+    (argv) =>
+      run(argv, async (parts) => {
+        const row = await pauseWork(
+          parts,
+          cliActor(),
+          { scope: argv.scope, value: argv.value, client: argv.client },
+          untilArg(argv.until),
+        );
+        progress(`paused ${row.scope} ${row.value}${row.until ? ` until ${row.until}` : ' until resumed'}`);
+        return row;
+      }),
+  );
+  cli.command(
+    'resume <scope> <value>',
+    'resume the paused work of an origin, a client or a partition',
+    (y) =>
+      target(y)
+        .example('$0 resume origin https://api.partner.example', 'the partner is back')
+        .epilogue(`${ABOUT}\n\n${EXIT_CODES_HELP}`),
+    (argv) =>
+      run(argv, async (parts) => {
+        const result = await resumeWork(parts, cliActor(), {
+          scope: argv.scope,
+          value: argv.value,
+          client: argv.client,
+        });
+        progress(
+          result.resumed ? `resumed ${result.scope} ${result.value}` : `${result.value} was not paused`,
+        );
+        return result;
+      }),
+  );
+  cli.command(
+    'pauses',
+    'the pauses in force: what, by whom, since and until when',
+    (y) => withJson(y).epilogue(`${ABOUT}\n\n${EXIT_CODES_HELP}`),
+    (argv) =>
+      run(argv, async (parts) => {
+        const rows = await listPauses(parts);
+        if (!argv.json)
+          printTable(
+            rows.map((r) => ({
+              scope: r.scope,
+              value: r.value,
+              by: r.by,
+              since: humanTime(r.since === null ? null : Date.parse(r.since)),
+              until: r.until === null ? 'resumed by hand' : humanTime(Date.parse(r.until)),
+            })),
+          );
+        return rows;
+      }),
+  );
+}

@@ -1,0 +1,156 @@
+import { clientScoped } from '../contract/namespace.ts';
+import { type ErrorResultExtra, errorResult, type ResultEnvelope } from '../contract/result.ts';
+import type { Journal } from '../journal/index.ts';
+import type { Outbox } from '../outbox/index.ts';
+import type { RedisClient } from '../redis/index.ts';
+
+/**
+ * Cancels (docs/architecture.md §14): a request taken back by its owner (`DELETE /requests/{id}`)
+ * or an operator (`requester cancel`, the admin API, the UI).
+ *
+ * A cancel is a mark in Redis, not a removal: the request may be on `in` not yet routed, in the
+ * outbox, waiting in the queue (due, timer, behind an ordered head), leased, or in flight, and
+ * chasing it through all of those would race with every hop. Instead each hop that is about to
+ * *spend* something on a request asks whether it is cancelled — the executor before an attempt and
+ * before rescheduling one, the router before parking one in the outbox — and the one holding it
+ * then answers it with the one `cancelled` result. The canceller itself only wakes the outbox rows
+ * of the request (so a request scheduled for next month is answered now, through the relay and the
+ * router, and not next month) and never answers: one writer of the result, the hop that holds the
+ * task, whose lease (or the queue's dedup by task id) makes it the only one.
+ *
+ * One key per cancelled request, `<prefix>:cancel:<clientScoped(client, requestId)>` = `{by, at}`,
+ * kept CANCEL_RETENTION: requestIds are their client's (§10), so another client naming the same id
+ * names another request and a cancel never reaches it. The first cancel wins (`SET NX GET`): asking
+ * again answers who cancelled it and when. A cancel applies to the copies of the request accepted
+ * before it (`createdAt`), so a requestId reused for a new request after the cancel runs.
+ */
+export interface Cancellation {
+  /** Who: `client:<API key name>` (the owner), an admin key's name, or `cli:<os user>`. */
+  by: string;
+  /** When (epoch ms). */
+  at: number;
+}
+
+export class Cancellations {
+  readonly #redis: RedisClient;
+  readonly #prefix: string;
+  readonly #retentionMs: number;
+
+  /** `prefix`: REDIS_PREFIX; `retentionMs`: CANCEL_RETENTION. */
+  constructor(redis: RedisClient, prefix: string, retentionMs: number) {
+    this.#redis = redis;
+    this.#prefix = prefix;
+    this.#retentionMs = retentionMs;
+  }
+
+  #key(client: string | undefined, requestId: string): string {
+    return `${this.#prefix}:cancel:${clientScoped(client, requestId)}`;
+  }
+
+  /** Records a cancel; when one was recorded already, that first one is kept and returned. */
+  async record(
+    client: string | undefined,
+    requestId: string,
+    by: string,
+  ): Promise<{ cancellation: Cancellation; first: boolean }> {
+    const cancellation: Cancellation = { by, at: Date.now() };
+    const held = await this.#redis.call(
+      'SET',
+      this.#key(client, requestId),
+      JSON.stringify(cancellation),
+      'NX',
+      'GET',
+      'PX',
+      String(Math.max(1, this.#retentionMs)),
+    );
+    if (held === null) return { cancellation, first: true };
+    return { cancellation: parseCancellation(String(held)) ?? cancellation, first: false };
+  }
+
+  /**
+   * The cancel of a request, when there is one that applies to a copy accepted at `createdAtMs`
+   * (unknown: it applies). Concurrent calls share one pipeline (ioredis auto-pipelining), so the
+   * checks of a lease batch or a routed batch cost one round trip.
+   */
+  async find(
+    client: string | undefined,
+    requestId: string,
+    createdAtMs?: number,
+  ): Promise<Cancellation | undefined> {
+    const text = await this.#redis.get(this.#key(client, requestId));
+    const cancellation = text === null ? undefined : parseCancellation(text);
+    if (!cancellation) return undefined;
+    return createdAtMs === undefined || createdAtMs <= cancellation.at ? cancellation : undefined;
+  }
+}
+
+function parseCancellation(text: string): Cancellation | undefined {
+  try {
+    const value = JSON.parse(text) as Partial<Cancellation>;
+    if (typeof value.by === 'string' && typeof value.at === 'number') return { by: value.by, at: value.at };
+  } catch {
+    // not ours: ignored
+  }
+  return undefined;
+}
+
+/** Who a cancel by the request's owner names: its API key's name (none: AUTH=off). */
+export function ownerActor(client: string | undefined): string {
+  return client ? `client:${client}` : 'client';
+}
+
+/**
+ * The one result of a cancelled request: status 499 (the convention for a request its client
+ * gave up), `meta.error.code` `cancelled`, and `meta.cancelled` saying who and when.
+ */
+export function cancelledResult(
+  requestId: string,
+  cancellation: Cancellation,
+  extra: Pick<ErrorResultExtra, 'tryCount' | 'waitTimeNs' | 'proxyData'> = {},
+): ResultEnvelope {
+  const at = new Date(cancellation.at).toISOString();
+  const result = errorResult(requestId, 'cancelled', `cancelled by ${cancellation.by} at ${at}`, extra);
+  return { ...result, meta: { ...result.meta, cancelled: { by: cancellation.by, at } } };
+}
+
+/** What a cancel did, as the HTTP API, the admin API and the CLI answer it. */
+export interface CancelOutcome {
+  requestId: string;
+  client: string | null;
+  /** Who and when: the first cancel of the request (asking again changes neither). */
+  by: string;
+  at: string;
+  /** False when the request had been cancelled already (by `by`, at `at`). */
+  first: boolean;
+  /** Outbox rows of the request made due now, so that it is answered now rather than when due. */
+  outboxWoken: number;
+}
+
+/**
+ * Cancels one request of `client` (see Cancellations): records the cancel, then wakes the
+ * request's outbox rows (in this order, so that the router meets the mark when they come back),
+ * and journals a `cancelled` step. The request's one `cancelled` result is written by the hop
+ * that holds it, not here.
+ */
+export async function cancelRequest(
+  parts: {
+    cancellations: Pick<Cancellations, 'record'>;
+    outbox: () => Promise<Pick<Outbox, 'wake'>>;
+    journal?: Journal;
+  },
+  client: string | undefined,
+  requestId: string,
+  by: string,
+): Promise<CancelOutcome> {
+  const { cancellation, first } = await parts.cancellations.record(client, requestId, by);
+  const outboxWoken = await (await parts.outbox()).wake(client, requestId);
+  if (first) parts.journal?.emit({ type: 'cancelled', requestId, client, by });
+  return {
+    requestId,
+    client: client ?? null,
+    by: cancellation.by,
+    at: new Date(cancellation.at).toISOString(),
+    first,
+    outboxWoken,
+  };
+}
