@@ -90,6 +90,8 @@ describe('end to end: the task journal', () => {
       'routed redis',
       'leased',
       'attempt 1 503',
+      // A 5xx is a sign of overload: the origin's adaptive limit comes down, and the story says so.
+      'throttled',
       'retry redis',
       'leased',
       'attempt 2 200',
@@ -202,6 +204,7 @@ describe('end to end: the task journal', () => {
       'routed',
       'leased',
       'attempt',
+      'the',
       'retry',
       'leased',
       'attempt',

@@ -1,5 +1,5 @@
-import type { ResultEnvelope, Sql } from '@requester/shared';
-import { startTarget, type Target, uniqueName } from '@requester/shared/testing';
+import { type Fetcher, type ResultEnvelope, readJournal, type Sql } from '@requester/shared';
+import { eventually, startTarget, type Target, testKafka, uniqueName } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningProcess } from '../../src/runtime/index.ts';
 import {
@@ -27,6 +27,7 @@ describe('scopes: schedule and sync', () => {
   let sql: Sql;
   let noSchedule: Awaited<ReturnType<typeof stackKey>>;
   let noSync: Awaited<ReturnType<typeof stackKey>>;
+  let fetcher: Fetcher;
 
   beforeAll(async () => {
     stack = await stackEnv();
@@ -38,9 +39,11 @@ describe('scopes: schedule and sync', () => {
     sql = stackSql(stack);
     noSchedule = await stackKey(stack, { schedule: false });
     noSync = await stackKey(stack, { sync: false });
+    fetcher = testKafka(stack.name).fetcher();
   }, 120_000);
 
   afterAll(async () => {
+    await fetcher?.close();
     await target?.close();
     await results?.stop();
     await sql?.end({ timeout: 5 });
@@ -103,19 +106,35 @@ describe('scopes: schedule and sync', () => {
     expect(await outboxRows(limited)).toBe(0);
   });
 
-  it("without schedule, a target's Retry-After (honoured up to RETRY_AFTER_MAX, 1 h) is cut to REDIS_HORIZON at run time: nothing waits in the outbox", async () => {
-    const requestId = uniqueName('retry-after');
-    const uri = `${target.url}/status/503?retry-after=3600&id=${requestId}`;
-    const accepted = await post(noSchedule, {
-      request: { uri },
-      meta: { requestId, retry: { max: 2, delay: '10ms' } },
-    });
-    expect(accepted.status).toBe(202);
-    const result = await results.one(requestId);
-    expect(result.response.status).toBe(503);
-    expect(result.meta).toMatchObject({ tryCount: 2, client: noSchedule.name });
-    expect(target.calls.filter((call) => call.path.includes(requestId))).toHaveLength(2);
-    expect(await outboxRows(requestId)).toBe(0);
+  it("without schedule, a target's Retry-After (up to RETRY_AFTER_MAX, 1 h) holds its origin, and the task waits in Redis a horizon at a time: nothing in the outbox", async () => {
+    // A target of its own: the hold is its origin's (origin pacing), for every request to it.
+    const held = await startTarget();
+    try {
+      const requestId = uniqueName('retry-after');
+      const uri = `${held.url}/status/503?retry-after=3600&id=${requestId}`;
+      const accepted = await post(noSchedule, {
+        request: { uri },
+        meta: { requestId, retry: { max: 2, delay: '10ms' } },
+      });
+      expect(accepted.status).toBe(202);
+      // Held by the pace the target asked for, and back each REDIS_HORIZON (1 s) to ask again:
+      // never an attempt while held, never a wait parked beyond the horizon.
+      let holds: Array<{ at: number; until: number }> = [];
+      await eventually(
+        async () => {
+          const events = await readJournal(fetcher, stack.config.topicEvents, { requestId });
+          holds = events.flatMap((e) => (e.type === 'held' && e.by === 'pacing' ? [e] : []));
+          return holds.length >= 2;
+        },
+        30_000,
+        `two pacing holds of ${requestId}`,
+      );
+      for (const hold of holds) expect(hold.until - hold.at).toBeLessThanOrEqual(1_000);
+      expect(held.calls.filter((call) => call.path.includes(requestId))).toHaveLength(1);
+      expect(await outboxRows(requestId)).toBe(0);
+    } finally {
+      await held.close();
+    }
   });
 
   it('without sync, a long-poll is refused like a sync call; asking without wait stays open', async () => {
