@@ -10,6 +10,7 @@ import {
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { expireLeases, leaseAll, sleep, uniquePrefix } from '../test/queue.fixture.ts';
 import { QueueAdmin } from './admin.ts';
+import { shardKey } from './keys.ts';
 import { FairQueue, type FairQueueOptions, type LeasedTask } from './index.ts';
 
 const haveRedisServer = redisServerAvailable();
@@ -158,6 +159,23 @@ describe.each([single, clustered])('FairQueue on $name', (target) => {
       const order: string[] = [];
       for (let i = 0; i < 6; i++) order.push(...ids((await queue.lease(1, 10_000)).tasks));
       expect(order).toEqual(['hot0', 'c1', 'c2', 'hot1', 'hot2', 'hot3']);
+    });
+
+    test("adopts the ready partitions of an earlier version (no clients' lines yet) under load", async () => {
+      const queue = makeQueue({ shards: 1 });
+      // Written by a version before the fair share between clients: ready, but in no client's line.
+      await queue.publish([
+        { id: 'old1', partition: 'a @old', payload: '' },
+        { id: 'old2', partition: 'b @old', payload: '' },
+      ]);
+      await redis.del(shardKey(queue.prefix, 0, 'cready'), shardKey(queue.prefix, 0, 'clients'));
+      // Then a busy client that always has ready partitions.
+      await queue.publish(
+        Array.from({ length: 20 }, (_, i) => ({ id: `busy${i}`, partition: `p${i} @busy`, payload: '' })),
+      );
+      // Adopted, the old client takes turns with the busy one from the first lease on.
+      const first = ids((await queue.lease(4, 10_000)).tasks);
+      expect(first.filter((id) => id.startsWith('old')).sort()).toEqual(['old1', 'old2']);
     });
 
     test('few backlogged partitions share one lease call equally; a lone one fills it', async () => {

@@ -33,6 +33,25 @@ local now = nowMs()
 promoteTimers(now, batch, unorderedLimit)
 local reclaimed, deadLettered = reclaimExpired(now, batch, maxDeliveries, unorderedLimit)
 
+-- Partitions made ready by an earlier version are in `ready` only, not in their client's line.
+-- Their tickets are older than any placed since, so they are at the front of `ready`: adopt them
+-- there (a batch per call, only while `ready` holds more than `cready`), so that an upgrade under
+-- load never leaves them waiting behind every client's work.
+local unadopted = redis.call('ZCARD', K_READY) - redis.call('ZCARD', K_CREADY)
+if unadopted > 0 then
+  local front = redis.call('ZRANGE', K_READY, 0, batch - 1, 'WITHSCORES')
+  for i = 1, #front, 2 do
+    local partition, ticket = front[i], tonumber(front[i + 1])
+    if not redis.call('ZSCORE', K_CREADY, creadyMember(clientOf(partition), ticket, partition)) then
+      readyAdd(partition, ticket)
+      unadopted = unadopted - 1
+      if unadopted == 0 then
+        break
+      end
+    end
+  end
+end
+
 local leased = {}
 local taken = {}
 -- Clients whose partitions had their quantum: out of `clients` for the rest of this call.
@@ -67,8 +86,8 @@ while turns > 0 do
   if not client and #rested > 0 then
     break
   elseif not client then
-    -- Partitions made ready before clients existed (a shard written by an earlier version) are
-    -- only in `ready`: they go in plain round-robin, once no client's partition is ready.
+    -- Partitions of an earlier version not adopted yet (more than a batch of them): plain
+    -- round-robin, once no client's partition is ready.
     local popped = redis.call('ZPOPMIN', K_READY)
     if not popped[1] then
       break
