@@ -10,8 +10,8 @@ import {
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { expireLeases, leaseAll, sleep, uniquePrefix } from '../test/queue.fixture.ts';
 import { QueueAdmin } from './admin.ts';
-import { shardKey } from './keys.ts';
 import { FairQueue, type FairQueueOptions, type LeasedTask } from './index.ts';
+import { shardKey } from './keys.ts';
 
 const haveRedisServer = redisServerAvailable();
 if (!haveRedisServer) {
