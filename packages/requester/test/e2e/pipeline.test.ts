@@ -25,7 +25,9 @@ describe('end to end: ingress → in → router → queue/outbox → executor �
 
   beforeAll(async () => {
     target = await startTarget();
-    stack = await stackEnv({ MAX_WORKERS: '32', SYNC_TIMEOUT: '2s' });
+    // RELAY_STAGE_AHEAD 2 s: a task 10 s ahead waits in the outbox until 2 s before it is due (the
+    // default, 60 s, would stage it into Redis at once, and its row would be gone before it is seen).
+    stack = await stackEnv({ MAX_WORKERS: '32', SYNC_TIMEOUT: '2s', RELAY_STAGE_AHEAD: '2s' });
     running = await startStack(stack);
     await waitReady(stack);
     key = await stackKey(stack);
