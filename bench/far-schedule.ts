@@ -11,9 +11,8 @@
 // second Requester runs from that checkout and the rounds alternate between the two, the order
 // flipped each round, as bench/load.ts does. Each side is a `requester --role all` child process
 // on its own topics, Redis prefix and database.
-import { type ChildProcess, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { stackEnv } from '../packages/requester/test/e2e/stack.fixture.ts';
@@ -26,6 +25,7 @@ import {
   RELAYED_FROM_HEADER,
 } from '../packages/shared/src/index.ts';
 import { eventually } from '../packages/shared/src/testing/index.ts';
+import { childProcesses, envPairs, loadavg } from './harness.ts';
 
 const { values: args } = parseArgs({
   args: process.argv.slice(2).filter((arg, i) => !(i === 0 && arg === '--')),
@@ -43,25 +43,15 @@ const count = Number(args.count);
 const aheadMs = Number(args.ahead) * 1000;
 const orderedPartitions = Number(args.ordered);
 const rounds = Number(args.rounds);
-const extraEnv = Object.fromEntries(
-  (args.env ?? '')
-    .split(',')
-    .filter(Boolean)
-    .map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]),
-);
+const extraEnv = envPairs(args.env);
 const here = path.resolve(import.meta.dirname, '..');
 const kafka: KafkaClient = createKafka({
   brokers: args.brokers,
   clientId: 'bench-far',
   logger: createLogger({ level: 'silent' }),
 });
-const loadavg = () => readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
 
-const children: ChildProcess[] = [];
-process.on('exit', () => {
-  for (const child of children) if (child.exitCode === null) child.kill('SIGTERM');
-});
-process.on('SIGINT', () => process.exit(130));
+const children = childProcesses();
 
 interface Side {
   label: string;

@@ -16,7 +16,7 @@
 // main with its node_modules installed) and the rounds alternate between the two, the order
 // flipped each round, so that the shared machine's noise hits both sides alike; the report gives
 // the ratio new / baseline of the medians.
-import { type ChildProcess, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import path from 'node:path';
@@ -37,6 +37,7 @@ import {
   processCpuSeconds,
   processTreeCpuSeconds,
 } from '../packages/shared/src/testing/index.ts';
+import { childProcesses, envPairs, loadavg } from './harness.ts';
 import { formatMemory, memoryOf } from './memory.ts';
 
 type Mode = 'http-async' | 'sync' | 'kafka';
@@ -73,12 +74,7 @@ const bodyBytes = Number(args.body);
 const rounds = Number(args.rounds);
 /** Seconds one round may take at most: what is unfinished by then is reported as such. */
 const limitMs = Number(args.limit) * 1000;
-const extraEnv = Object.fromEntries(
-  (args.env ?? '')
-    .split(',')
-    .filter(Boolean)
-    .map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]),
-);
+const extraEnv = envPairs(args.env);
 /** Executor process counts to compare (--executors): one Requester per count, same checkout. */
 const executorCounts = (args.executors ?? '').split(',').filter(Boolean).map(Number);
 /** Whether the Requester(s) run the whole pipeline (results are counted per completed task). */
@@ -90,12 +86,7 @@ const kafka: KafkaClient = createKafka({ brokers: args.brokers, clientId: 'bench
 // ---------------------------------------------------------------------------------------------
 // Processes
 
-const children: ChildProcess[] = [];
-function cleanup(): void {
-  for (const child of children) if (child.exitCode === null) child.kill('SIGTERM');
-}
-process.on('exit', cleanup);
-process.on('SIGINT', () => process.exit(130));
+const children = childProcesses();
 
 /** Waits until `check` holds (a failing check counts as not yet), for at most 90 s. */
 function ready(what: string, check: () => Promise<boolean>): Promise<void> {
@@ -458,9 +449,8 @@ function line(r: RoundResult): string {
 }
 
 async function main(): Promise<void> {
-  const loadavg = readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
   console.log(
-    `mode ${mode}, ${count} requests of ${bodyBytes} B, ${connections} connections, ${rounds} round(s); load average ${loadavg}`,
+    `mode ${mode}, ${count} requests of ${bodyBytes} B, ${connections} connections, ${rounds} round(s); load average ${loadavg()}`,
   );
   if (Object.keys(extraEnv).length) console.log(`extra env: ${JSON.stringify(extraEnv)}`);
   const target = await startTarget();
@@ -527,9 +517,7 @@ async function main(): Promise<void> {
         `(medians ${(median(a.map(cpu)) * 1e6).toFixed(0)} / ${(median(b.map(cpu)) * 1e6).toFixed(0)} µs)`,
     );
   }
-  console.log(
-    `load average at the end ${readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')}`,
-  );
+  console.log(`load average at the end ${loadavg()}`);
   if (args.stages) for (const side of sides) await stageReport(side);
   for (const side of sides) {
     await side.pool.close();
@@ -639,9 +627,6 @@ const timer = setTimeout(
   (rounds * 2 + 3) * limitMs + 180_000,
 );
 timer.unref();
-try {
-  await main();
-} finally {
-  cleanup();
-}
+// Exiting stops the Requesters this script started (childProcesses), whether main ended or threw.
+await main();
 process.exit(0);

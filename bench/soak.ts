@@ -10,9 +10,8 @@
 // With --baseline <checkout> (e.g. a git worktree of main with its node_modules installed), a
 // second Requester from that checkout gets the same load at the same time, and both are plotted.
 // A real soak is ten minutes or more (the default); a short run only proves the script works.
-import { type ChildProcess, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { stackEnv } from '../packages/requester/test/e2e/stack.fixture.ts';
@@ -23,6 +22,7 @@ import {
   type KafkaConsumer,
 } from '../packages/shared/src/index.ts';
 import { eventually, freePort } from '../packages/shared/src/testing/index.ts';
+import { childProcesses, envPairs, loadavg } from './harness.ts';
 import { formatMemory, type MemorySample, memoryOf } from './memory.ts';
 import { type Panel, type Series, writePlot } from './plot.ts';
 
@@ -43,25 +43,15 @@ const { values: args } = parseArgs({
 const durationMs = Number(args.duration) * 1000;
 const rate = Number(args.rate);
 const intervalMs = Number(args.interval) * 1000;
-const extraEnv = Object.fromEntries(
-  (args.env ?? '')
-    .split(',')
-    .filter(Boolean)
-    .map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]),
-);
+const extraEnv = envPairs(args.env);
 const here = path.resolve(import.meta.dirname, '..');
 const kafka: KafkaClient = createKafka({
   brokers: args.brokers,
   clientId: 'bench-soak',
   logger: createLogger({ level: 'silent' }),
 });
-const loadavg = () => readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
 
-const children: ChildProcess[] = [];
-process.on('exit', () => {
-  for (const child of children) if (child.exitCode === null) child.kill('SIGTERM');
-});
-process.on('SIGINT', () => process.exit(130));
+const children = childProcesses();
 
 interface Side {
   label: string;

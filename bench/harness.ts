@@ -1,0 +1,32 @@
+// What the benchmark scripts that start Requesters share: `--env K=V,...` parsing, the load
+// average they print beside every figure, and the child processes they must not leave behind.
+import type { ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+
+/** `K=V,K2=V2` (the `--env` option) as an environment; a value may itself hold `=`. */
+export function envPairs(text: string | undefined): Record<string, string> {
+  return Object.fromEntries(
+    (text ?? '')
+      .split(',')
+      .filter(Boolean)
+      .map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]),
+  );
+}
+
+/** The 1, 5 and 15 minute load averages: figures from a busy box are read with them. */
+export function loadavg(): string {
+  return readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
+}
+
+/**
+ * The child processes of this script, sent SIGTERM when it exits (Ctrl-C included), so that an
+ * interrupted run leaves no Requester behind.
+ */
+export function childProcesses(): ChildProcess[] {
+  const children: ChildProcess[] = [];
+  process.on('exit', () => {
+    for (const child of children) if (child.exitCode === null) child.kill('SIGTERM');
+  });
+  process.on('SIGINT', () => process.exit(130));
+  return children;
+}
