@@ -188,11 +188,14 @@ describe('client namespace: two API keys share no cache entry, partition, limite
     // Every lookup by requestId answers each key with its own request.
     expect(await (await get(a, `/requests/${id}`)).json()).toMatchObject({ response: { body: 'A-first' } });
     expect(await (await get(b, `/requests/${id}`)).json()).toMatchObject({ response: { body: 'B-own' } });
+    // The journal is written beside the result, not before it: a sync answer may come first.
+    const completedOf = async (key: typeof a) =>
+      (await eventsOf(key, id)).filter((e) => e.type === 'completed').length;
+    await expect.poll(() => completedOf(a), { timeout: 30_000 }).toBe(1);
+    await expect.poll(() => completedOf(b), { timeout: 30_000 }).toBe(1);
     const [aEvents, bEvents] = [await eventsOf(a, id), await eventsOf(b, id)];
     expect(aEvents.map((e) => e.client)).toEqual(aEvents.map(() => a.name));
     expect(bEvents.map((e) => e.client)).toEqual(bEvents.map(() => b.name));
-    expect(aEvents.filter((e) => e.type === 'completed')).toHaveLength(1);
-    expect(bEvents.filter((e) => e.type === 'completed')).toHaveLength(1);
 
     // On `out` both results keep the requestId the callers gave, each with its own meta.client.
     await out.until(() => (out.byId.get(id)?.length ?? 0) >= 2, 30_000, `both results of ${id}`);
