@@ -19,8 +19,8 @@ export function loadavg(): string {
 }
 
 /**
- * The child processes of this script, sent SIGTERM when it exits (Ctrl-C included), so that an
- * interrupted run leaves no Requester behind.
+ * The child processes of this script, sent SIGTERM when it exits (Ctrl-C, `kill` and `timeout`
+ * included), so that an interrupted run leaves no Requester behind.
  */
 export function childProcesses(): ChildProcess[] {
   const children: ChildProcess[] = [];
@@ -28,5 +28,6 @@ export function childProcesses(): ChildProcess[] {
     for (const child of children) if (child.exitCode === null) child.kill('SIGTERM');
   });
   process.on('SIGINT', () => process.exit(130));
+  process.on('SIGTERM', () => process.exit(143));
   return children;
 }

@@ -109,6 +109,8 @@ interface Side {
   pid: number;
   /** The `--processes N` executor supervisor, with --executors. */
   executorPid?: number;
+  /** Its admin URL (with --executors 1 the supervisor runs the executor itself). */
+  executorAdminUrl?: string;
   env: Record<string, string>;
   httpUrl: string;
   token: string;
@@ -130,14 +132,25 @@ async function startRequester(label: string, root: string, executors?: number): 
   });
   children.push(child);
   await ready(`requester ${label}`, async () => (await fetch(`${stack.adminUrl}/readyz`)).status === 200);
-  const executorPid = executors ? await startExecutors(label, bin, env, executors) : undefined;
+  const executor = executors ? await startExecutors(label, bin, env, executors) : undefined;
   const token = await createKey(bin, env);
   const results = new ResultReader(env.KAFKA_TOPIC_OUT as string);
   await results.start();
   const { httpUrl } = stack;
   const pool = new Pool(httpUrl, { connections, pipelining: 1, keepAliveTimeout: 60_000 });
   const { adminUrl } = stack;
-  return { label, pid: child.pid as number, executorPid, env, httpUrl, token, pool, results, adminUrl };
+  return {
+    label,
+    pid: child.pid as number,
+    executorPid: executor?.pid,
+    executorAdminUrl: executor?.adminUrl,
+    env,
+    httpUrl,
+    token,
+    pool,
+    results,
+    adminUrl,
+  };
 }
 
 /** `requester --role executor --processes n` beside a Requester; resolves when every child is ready. */
@@ -146,7 +159,7 @@ async function startExecutors(
   bin: string,
   env: Record<string, string>,
   n: number,
-): Promise<number> {
+): Promise<{ pid: number; adminUrl: string }> {
   const adminPort = await freePort();
   const child = spawn(bin, ['--role', 'executor', '--processes', String(n)], {
     env: { ...process.env, ...env, ADMIN_PORT: String(adminPort) },
@@ -157,7 +170,7 @@ async function startExecutors(
     const url = `http://127.0.0.1:${adminPort + i}/readyz`;
     await ready(`executor ${i} of ${label}`, async () => (await fetch(url)).status === 200);
   }
-  return child.pid as number;
+  return { pid: child.pid as number, adminUrl: `http://127.0.0.1:${adminPort}` };
 }
 
 /** An API key allowed sync calls, made with the CLI as an operator would. */
@@ -263,9 +276,15 @@ function pidListeningOn(port: number): number | undefined {
   return undefined;
 }
 
-/** A side's memory, as bench/memory.ts reads it. */
+/**
+ * A side's memory, as bench/memory.ts reads it. With `--executors 1` the executor is a process of
+ * its own (the supervisor runs it in-process), so it is reported apart: the per-role figures.
+ */
 async function memoryOfSide(side: Side): Promise<string> {
-  return formatMemory(await memoryOf(side.pid, side.adminUrl));
+  const own = formatMemory(await memoryOf(side.pid, side.adminUrl));
+  if (!side.executorPid || !side.executorAdminUrl || executorCounts.some((n) => n !== 1)) return own;
+  const executor = formatMemory(await memoryOf(side.executorPid, side.executorAdminUrl));
+  return `${own}; executor ${executor}`;
 }
 
 // ---------------------------------------------------------------------------------------------
