@@ -598,6 +598,33 @@ describe.each([single, clustered])('FairQueue on $name', (target) => {
     });
   });
 
+  describe('client wait', () => {
+    test('each leased task’s wait from its due time is observed per client; no client is `(none)`', async () => {
+      const queue = makeQueue({ shards: 4 });
+      // Due 30 s ago (the caller's clock), so that its observed wait is at least that.
+      const dueAt = Date.now() - 30_000;
+      await queue.publish([
+        { id: 'a1 @alpha', payload: '', dueAt },
+        { id: 'a2 @alpha', payload: '', dueAt },
+        { id: 'b1 @beta', payload: '' },
+        { id: 'anon', payload: '' },
+      ]);
+      expect(await leaseAll(queue, 10)).toHaveLength(4);
+      const histogram = await registry.getSingleMetric('requester_queue_client_wait_seconds')?.get();
+      // A histogram's values carry the series name (`…_count`, `…_sum`, `…_bucket`) beside the labels.
+      const mine = (
+        (histogram?.values ?? []) as { metricName?: string; labels: Record<string, unknown>; value: number }[]
+      ).filter((v) => v.labels.queue === queue.name);
+      const series = (suffix: string, client: string) =>
+        mine.find((v) => v.metricName?.endsWith(suffix) && v.labels.client === client)?.value;
+      const count = (client: string) => series('_count', client);
+      const sum = (client: string) => series('_sum', client) ?? 0;
+      expect([count('alpha'), count('beta'), count('(none)')]).toEqual([2, 1, 1]);
+      expect(sum('alpha')).toBeGreaterThanOrEqual(60);
+      expect(sum('beta')).toBeLessThan(30);
+    });
+  });
+
   describe('admin', () => {
     test('clients: backlog, ready partitions, weight and the next task’s wait per client, largest first; gauges with `other`', async () => {
       const queue = makeQueue({ shards: 4 });

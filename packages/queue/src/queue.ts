@@ -3,8 +3,8 @@ import { EventEmitter } from 'node:events';
 import { RequesterError } from '@requester/shared/errors';
 import type { Logger } from '@requester/shared/log';
 import type { RedisClient } from '@requester/shared/redis';
-import { parseToken, shardKey, shardKeys, shardOfPartition } from './keys.ts';
-import { queueMetrics } from './metrics.ts';
+import { clientOfPartition, parseToken, shardKey, shardKeys, shardOfPartition } from './keys.ts';
+import { clientLabel, queueMetrics } from './metrics.ts';
 import { loadQueueScripts, type QueueScripts, type Settled } from './scripts.ts';
 
 export {
@@ -252,8 +252,24 @@ export class FairQueue {
       await this.leaseWave(this.allocate(k - tasks.length, this.shards), leaseMs, tasks);
     }
     queueMetrics.leaseLatency.observe({ queue: this.name }, (performance.now() - started) / 1000);
-    if (tasks.length > 0) queueMetrics.leased.inc({ queue: this.name }, tasks.length);
+    if (tasks.length > 0) {
+      queueMetrics.leased.inc({ queue: this.name }, tasks.length);
+      this.observeWaits(tasks);
+    }
     return { tasks, nextWakeMs: tasks.length > 0 ? 0 : this.idleFor() };
+  }
+
+  /** Each task's wait from due to lease, per client: what fair share is judged by. */
+  private observeWaits(tasks: LeasedTask[]): void {
+    // dueAt is on Redis's clock, Date.now() on ours: a skew of a few ms, never a negative wait.
+    const now = Date.now();
+    for (const task of tasks) {
+      const client = clientOfPartition(task.partition);
+      queueMetrics.clientWait.observe(
+        { queue: this.name, client: client === '' ? '(none)' : clientLabel.of(client) },
+        Math.max(0, now - task.dueAt) / 1000,
+      );
+    }
   }
 
   /**
