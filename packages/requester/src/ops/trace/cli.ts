@@ -86,6 +86,7 @@ function describe(e: JournalEvent, origin: number): string {
     case 'leased':
       return `leased by ${e.executor} (attempts so far: ${e.tryCount})`;
     case 'held':
+      if (e.by === 'hold') return `held: its origin is held back, next probe at ${rel(e.until)}`;
       return `held by the ${e.by} until ${rel(e.until)}${e.pausedBy ? ` (paused by ${e.pausedBy})` : ''}`;
     case 'throttled':
       return `the target asked to ${e.signal === 'slow' ? 'slow down' : 'be spared (overloaded)'}: origin limited to ${e.limit} in flight${e.rate ? `, ${Math.round(e.rate * 10) / 10} calls/s` : ''}${e.holdMs ? `, held ${e.holdMs} ms` : ''}`;
