@@ -77,9 +77,9 @@ describe('held origins (end to end through the executor)', () => {
     expect((await breaker.snapshot(originOf(h.target.url))).held).toBeUndefined();
 
     // While held, the only calls are probes, one per period at most, each on a task that waits on.
-    const heldFrom = Date.now();
+    const heldFrom = Number(began.since);
     await h.until(() => (dead.calls.length >= callsAtHold + 3 ? true : undefined));
-    const heldMs = Date.now() - heldFrom;
+    const heldMs = Date.now() - heldFrom; // the probes come on a grid of periods from the hold's start
     const probes = dead.calls.length - callsAtHold;
     expect(probes).toBeLessThanOrEqual(Math.ceil(heldMs / PERIOD_MS) + 2);
     expect(await breaker.snapshot(originOf(dead.url))).toMatchObject({
