@@ -71,6 +71,7 @@ export const executorRole: RoleDefinition = {
       limiter: new RateLimiter({ redis, prefix: `${config.redisPrefix}:` }),
       sharedLimiterKeys: config.sharedLimiterKeys,
       breaker: breakerFromConfig(config, redis, { logger }),
+      optOut: config.originOptOut,
       bulkhead: bulkheadFromConfig(config, redis, logger),
       pacer: new OriginPacer({
         redis,

@@ -47,7 +47,7 @@ export type Step =
   | {
       kind: 'wait';
       delayMs: number;
-      reason: 'rate_limited' | 'circuit_open' | 'breaker_busy' | 'bulkhead' | 'paced';
+      reason: 'rate_limited' | 'circuit_open' | 'breaker_busy' | 'bulkhead' | 'paced' | 'origin_held';
       /** `paced`: the dispatch slot reserved for the task (Redis epoch ms), carried back to the pacer. */
       slotMs?: number;
     }
@@ -72,15 +72,32 @@ export function limiterStep(decision: Pick<LimitDecision, 'outcome' | 'retryAfte
 /**
  * An origin whose breaker refuses is come back to at its `retryAtMs`. `circuit_open` only when the
  * breaker is open; a closed or half-open breaker refuses when its trial or probe slots are all
- * held by calls in flight (`breaker_busy`): the origin is not known to be down.
+ * held by calls in flight (`breaker_busy`): the origin is not known to be down. A held origin
+ * (failing-held, or at the receiver's request) is `origin_held`, whatever its breaker's state.
  */
 export function breakerStep(admission: Admission, nowMs: number): GateStep {
   if (admission.admitted) return CALL;
   return {
     kind: 'wait',
     delayMs: clampDelay(admission.retryAtMs - nowMs, 1),
-    reason: admission.state === 'open' ? 'circuit_open' : 'breaker_busy',
+    reason: admission.held ? 'origin_held' : admission.state === 'open' ? 'circuit_open' : 'breaker_busy',
   };
+}
+
+/**
+ * The probe of a held origin that failed, the origin still held: a wait until its next probe
+ * instant, not an attempt. The origin being down is no fault of the request, and counting each
+ * probe against a task would spend its budget at one call per hold period.
+ */
+export function heldProbeStep(retryAtMs: number, nowMs: number): Extract<Step, { kind: 'wait' }> {
+  return { kind: 'wait', delayMs: clampDelay(retryAtMs - nowMs, 1), reason: 'origin_held' };
+}
+
+/** The receiver's opt-out (Svix's delivery control): `webhook-delivery: disable` on an answer. */
+export function optsOut(outcome: CallOutcome): boolean {
+  if (outcome.kind !== 'response') return false;
+  const value = outcome.headers['webhook-delivery'];
+  return value?.split(',').some((token) => token.trim().toLowerCase() === 'disable') === true;
 }
 
 /** An origin at its cap of calls in flight (the bulkhead) is come back to when a slot is likely free. */

@@ -11,11 +11,13 @@ import {
   breakerFailure,
   breakerStep,
   capped,
+  heldProbeStep,
   isQueueDelay,
   isRetryable,
   limiterStep,
   MAX_DELAY_MS,
   type OutcomeFacts,
+  optsOut,
   outcomeStep,
   pacedStep,
   placeOf,
@@ -81,6 +83,29 @@ describe('breakerStep', () => {
     expect(breakerStep({ admitted: false, retryAtMs: NOW + 1_000, state: 'half_open' }, NOW)).toMatchObject({
       reason: 'breaker_busy',
     });
+  });
+});
+
+describe('held origins', () => {
+  it('says origin_held for a held origin, whatever its breaker state; a failed held probe waits for the next instant', () => {
+    for (const state of ['open', 'half_open'] as const)
+      expect(breakerStep({ admitted: false, retryAtMs: NOW + 30_000, state, held: 'failing' }, NOW)).toEqual({
+        kind: 'wait',
+        delayMs: 30_000,
+        reason: 'origin_held',
+      });
+    expect(heldProbeStep(NOW + 5_000, NOW)).toEqual({ kind: 'wait', delayMs: 5_000, reason: 'origin_held' });
+    expect(heldProbeStep(NOW - 5, NOW)).toMatchObject({ delayMs: 1 });
+  });
+
+  it('reads the opt-out from `webhook-delivery: disable` only (any case, in a list), never from a failure', () => {
+    expect(optsOut(answer(200, { 'webhook-delivery': 'disable' }))).toBe(true);
+    expect(optsOut(answer(410, { 'webhook-delivery': ' Disable ' }))).toBe(true);
+    expect(optsOut(answer(200, { 'webhook-delivery': 'abort-message, disable' }))).toBe(true);
+    expect(optsOut(answer(200, { 'webhook-delivery': 'abort-message' }))).toBe(false);
+    expect(optsOut(answer(200, { 'webhook-delivery': 'disabled' }))).toBe(false);
+    expect(optsOut(answer(200))).toBe(false);
+    expect(optsOut(failure('timeout'))).toBe(false);
   });
 });
 

@@ -2,6 +2,7 @@ import {
   type Admission,
   type CallReport,
   type CircuitBreaker,
+  type HoldChange,
   type LimitDecision,
   limiterKeyOf,
   limiterWindows,
@@ -10,6 +11,7 @@ import {
   type PaceGrant,
   type PaceReport,
   type RateLimiter,
+  type RecordOutcome,
 } from '@requester/policies';
 import {
   attemptsInBudget,
@@ -50,7 +52,9 @@ import {
   capped,
   type DeadLetterReason,
   type GateStep,
+  heldProbeStep,
   limiterStep,
+  optsOut,
   outcomeStep,
   pacedStep,
   type Step,
@@ -91,6 +95,11 @@ export interface PolicyModules {
   breaker?: CircuitBreaker | undefined;
   /** Caps the calls in flight per origin (MAX_WORKERS_PER_ORIGIN); absent = no cap. */
   bulkhead?: Bulkhead | undefined;
+  /**
+   * ORIGIN_OPT_OUT: an answer carrying `webhook-delivery: disable` holds its origin back (the
+   * breaker's opt-out hold) until an operator resets it. Default false: the header is ignored.
+   */
+  optOut?: boolean | undefined;
   /** The pace of each origin (429/503 + Retry-After, RateLimit headers, adaptive concurrency); absent = none. */
   pacer?: OriginPacer | undefined;
   /** ADAPTIVE_CONCURRENCY: the bulkhead applies the pacer's learnt limit of each origin (default true). */
@@ -146,6 +155,7 @@ const HELD_BY = {
   breaker_busy: 'breaker',
   bulkhead: 'bulkhead',
   paced: 'pacing',
+  origin_held: 'hold',
 } as const;
 
 const NONE_SHARED: ReadonlySet<string> = new Set();
@@ -158,7 +168,7 @@ export class Policies {
   private readonly random: () => number;
   private readonly take: ((spec: LimiterSpec) => Promise<LimitDecision>) | undefined;
   private readonly admit: ((origin: string) => Promise<Admission>) | undefined;
-  private readonly record: ((report: OriginReport) => Promise<void>) | undefined;
+  private readonly record: ((report: OriginReport) => Promise<RecordOutcome>) | undefined;
   private readonly pace: ((ask: PaceAsk) => Promise<PaceGrant>) | undefined;
   private readonly reportPace: ((answer: PaceAnswer) => Promise<PaceReport | undefined>) | undefined;
 
@@ -170,12 +180,7 @@ export class Policies {
     this.take =
       limiter && batched((specs: LimiterSpec[]) => limiter.takeMany(specs.map((spec) => ({ spec }))));
     this.admit = breaker && batched((origins: string[]) => breaker.admitMany(origins));
-    this.record =
-      breaker &&
-      batched(async (reports: OriginReport[]) => {
-        await breaker.recordMany(reports);
-        return reports.map(() => undefined);
-      });
+    this.record = breaker && batched((reports: OriginReport[]) => breaker.recordMany(reports));
     this.pace =
       pacer && batched((asks: PaceAsk[]) => Promise.all(asks.map((a) => pacer.gate(a.origin, a.reservedMs))));
     this.reportPace =
@@ -313,7 +318,9 @@ export class Policies {
         return outcome;
       }),
     );
-    this.journalAttempt(envelope, tryCount, outcome);
+    // The probe of a held origin: its failure is no attempt of the request (see heldProbeStep).
+    const heldProbe = admission?.admitted === true && admission.probe && admission.held !== undefined;
+    this.journalAttempt(envelope, tryCount, outcome, heldProbe);
     const label = outcomeLabel(outcome);
     const seconds = outcome.durationNs / 1e9;
     const originName = originLabel.of(origin);
@@ -322,13 +329,47 @@ export class Policies {
     metrics.originCalls.inc({ origin: originName, outcome: label });
     if (outcome.kind === 'failure') log.warn({ err: outcome.error, tryCount }, 'call to the target failed');
     else log.debug({ status: outcome.status, tryCount }, 'target answered');
-    await Promise.all([
+    const failed = breakerFailure(outcome);
+    const optOut = this.modules.optOut === true && optsOut(outcome);
+    const [recorded] = await Promise.all([
       this.record && admission?.admitted
-        ? this.record({ origin, ...admission, success: !breakerFailure(outcome) })
+        ? this.record({ origin, ...admission, success: !failed, optOut })
         : undefined,
       this.reportPace?.({ origin, outcome }).then((report) => this.journalThrottled(envelope, report)),
     ]);
+    if (recorded?.change) this.journalHold(envelope, origin, recorded.change);
+    if (heldProbe && failed && recorded?.held && recorded.retryAtMs !== undefined) {
+      log.info({ origin }, 'the probe of a held origin failed: the task waits for the next one');
+      return { kind: 'failure', stop: heldProbeStep(recorded.retryAtMs, Date.now()) };
+    }
     return outcome;
+  }
+
+  /** The request whose answer held its origin back, or whose probe found it back, tells so in its story. */
+  private journalHold(envelope: RequestEnvelope, origin: string, change: HoldChange): void {
+    const { requestId, client } = envelope.meta;
+    const since = Math.round(change.sinceMs);
+    if (change.kind === 'ended') {
+      this.modules.journal?.emit({
+        type: 'origin_recovered',
+        requestId,
+        client,
+        origin,
+        since,
+        failures: change.failures,
+      });
+      return;
+    }
+    this.modules.journal?.emit({
+      type: 'origin_failing',
+      requestId,
+      client,
+      origin,
+      reason: change.reason,
+      since,
+      failures: change.failures,
+      ...(change.failingSinceMs === undefined ? {} : { failingSince: Math.round(change.failingSinceMs) }),
+    });
   }
 
   /** The request whose answer lowered its origin's pace or limit: the journal says so in its story. */
@@ -346,11 +387,12 @@ export class Policies {
     });
   }
 
-  private journalAttempt(envelope: RequestEnvelope, n: number, outcome: CallOutcome): void {
+  private journalAttempt(envelope: RequestEnvelope, n: number, outcome: CallOutcome, probe: boolean): void {
     const { requestId, client } = envelope.meta;
     const durationMs = Math.round(outcome.durationNs / 1e4) / 100;
     const answer = outcome.kind === 'response' ? { status: outcome.status } : { error: outcome.error.code };
-    this.modules.journal?.emit({ type: 'attempt', requestId, client, n, durationMs, ...answer });
+    const held = probe ? { probe: true as const } : {};
+    this.modules.journal?.emit({ type: 'attempt', requestId, client, n, durationMs, ...answer, ...held });
   }
 
   private journalCache(envelope: RequestEnvelope, outcome: 'hit' | 'coalesced'): void {

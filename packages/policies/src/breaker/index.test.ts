@@ -76,6 +76,11 @@ async function trip(breaker: CircuitBreaker, origin: string, threshold = 3): Pro
   for (let i = 0; i < threshold; i++) expect((await call(breaker, origin, false)).admitted).toBe(true);
 }
 
+function granted(admission: Admission): Extract<Admission, { admitted: true }> {
+  if (!admission.admitted) throw new Error('expected an admission');
+  return admission;
+}
+
 function refusal(admission: Admission): { retryAtMs: number; state: string } {
   if (admission.admitted) throw new Error('expected a refusal');
   return admission;
@@ -293,7 +298,119 @@ describe('circuit breaker', () => {
     expect(await breaker.admit('https://any.example:443')).toEqual({ admitted: true, probe: false });
     await expect(
       breaker.record('https://any.example:443', { success: false, probe: false }),
-    ).resolves.toBeUndefined();
+    ).resolves.toEqual({});
+  });
+});
+
+describe('held origins (a long run of failures, the receiver opting out)', () => {
+  const h = harness();
+  afterAll(() => h.close());
+  const PERIOD_MS = 30_000;
+
+  it('holds an origin after holdFailures failures in a row: one probe per period, refused callers sent to the next probe instant, then recovers', async () => {
+    const prefix = h.prefix();
+    const breaker = h.breaker(prefix, { holdFailures: 5, holdPeriodMs: PERIOD_MS, stateCacheMs: 0 });
+    const origin = 'https://down.example:443';
+    const other = 'https://up.example:443';
+    await trip(breaker, origin); // 3 failures: open, not held
+    expect((await breaker.snapshot(origin)).held).toBeUndefined();
+    await h.halfOpen(prefix, origin);
+    const probe4 = granted(await breaker.admit(origin));
+    expect(probe4).toMatchObject({ admitted: true, probe: true });
+    expect(await breaker.record(origin, { ...probe4, success: false })).toEqual({});
+    await h.halfOpen(prefix, origin);
+    const probe5 = granted(await breaker.admit(origin));
+    const began = await breaker.record(origin, { ...probe5, success: false });
+    expect(began.held).toBe('failing');
+    expect(began.change).toMatchObject({ kind: 'began', reason: 'failing', failures: 5 });
+    expect(began.retryAtMs).toBeGreaterThan(Date.now() + PERIOD_MS - 5_000);
+    expect(await breaker.snapshot(origin)).toMatchObject({ state: 'open', held: 'failing', runFailures: 5 });
+    expect((await breaker.heldOrigins()).map((o) => [o.origin, o.reason, o.failures])).toEqual([
+      [origin, 'failing', 5],
+    ]);
+
+    // Open: refused as held, until the open-until.
+    const refused = await breaker.admit(origin);
+    expect(refused).toMatchObject({ admitted: false, held: 'failing', state: 'open' });
+    // Half-open: one probe; the others go to the next probe instant, not a busy retry of a second.
+    await h.halfOpen(prefix, origin);
+    const probe = granted(await breaker.admit(origin));
+    expect(probe).toMatchObject({ admitted: true, probe: true, held: 'failing' });
+    const waiting = refusal(await breaker.admit(origin));
+    expect(waiting).toMatchObject({ held: 'failing' });
+    expect(waiting.retryAtMs).toBeGreaterThan(Date.now() + 2_000);
+    const stillHeld = await breaker.record(origin, { ...probe, success: false });
+    expect(stillHeld).toMatchObject({ held: 'failing' });
+    expect(stillHeld.change).toBeUndefined();
+    // The failed probe re-opens to the instant the refused callers were sent to.
+    expect(Math.abs((stillHeld.retryAtMs ?? 0) - waiting.retryAtMs)).toBeLessThan(50);
+    expect((await breaker.snapshot(origin)).runFailures).toBe(6);
+
+    // Another origin is not held.
+    expect(await call(breaker, other, true)).toMatchObject({ admitted: true });
+
+    await h.halfOpen(prefix, origin);
+    const good = granted(await breaker.admit(origin));
+    const ended = await breaker.record(origin, { ...good, success: true });
+    expect(ended.held).toBeUndefined();
+    expect(ended.change).toMatchObject({ kind: 'ended', reason: 'failing', failures: 6 });
+    expect(await breaker.snapshot(origin)).toMatchObject({
+      state: 'closed',
+      held: undefined,
+      runFailures: 0,
+    });
+    expect(await breaker.heldOrigins()).toEqual([]);
+    expect(await breaker.admit(origin)).toEqual({ admitted: true, probe: false });
+  });
+
+  it('holds an origin whose run of failures has lasted holdAfterMs; a success ends the run', async () => {
+    const prefix = h.prefix();
+    const breaker = h.breaker(prefix, { holdAfterMs: 3_600_000, holdPeriodMs: PERIOD_MS, stateCacheMs: 0 });
+    const origin = 'https://slow-death.example:443';
+    await call(breaker, origin, false);
+    await call(breaker, origin, true); // a success ends the run
+    expect(await breaker.snapshot(origin)).toMatchObject({ runFailures: 0, failingSinceMs: undefined });
+    await call(breaker, origin, false);
+    const { failingSinceMs } = await breaker.snapshot(origin);
+    expect(failingSinceMs).toBeDefined();
+    // The run began an hour ago (written as the script would have an hour back).
+    await h.admin.hset(
+      originKeys(prefix, origin)[0],
+      'fs',
+      Number(await h.admin.time().then(([s]) => s)) * 1000 - 3_600_000,
+    );
+    const admission = granted(await breaker.admit(origin));
+    const began = await breaker.record(origin, { ...admission, success: false });
+    expect(began.change).toMatchObject({ kind: 'began', reason: 'failing', failures: 2 });
+    expect((await breaker.snapshot(origin)).held).toBe('failing');
+  });
+
+  it("holds an origin at the receiver's opt-out: no probe, no expiry, until reset", async () => {
+    const prefix = h.prefix();
+    const breaker = h.breaker(prefix, { holdPeriodMs: PERIOD_MS, stateCacheMs: 500 });
+    const origin = 'https://opted-out.example:443';
+    await call(breaker, origin, true); // proven: its successes are not even written...
+    const admission = granted(await breaker.admit(origin));
+    const began = await breaker.record(origin, { ...admission, success: true, optOut: true }); // ...but an opt-out is
+    expect(began.change).toMatchObject({ kind: 'began', reason: 'opt_out', failures: 0 });
+    expect(await h.admin.pttl(originKeys(prefix, origin)[0])).toBe(-1);
+    breaker.clearCache();
+    expect(refusal(await breaker.admit(origin))).toMatchObject({ held: 'opt_out' });
+    // Past its open-until nobody probes: the refusal moves it one period on.
+    await h.halfOpen(prefix, origin);
+    const refused = refusal(await breaker.admit(origin));
+    expect(refused).toMatchObject({ held: 'opt_out', state: 'open' });
+    expect(refused.retryAtMs).toBeGreaterThan(Date.now() + 2_000);
+    expect((await breaker.heldOrigins()).map((o) => o.reason)).toEqual(['opt_out']);
+    await breaker.openOrigins();
+    const count = await registry.getSingleMetric('requester_origin_failing_origins')?.get();
+    expect(count?.values[0]?.value).toBe(1);
+    const seconds = await registry.getSingleMetric('requester_origin_failing_seconds')?.get();
+    expect(seconds?.values.map((v) => v.labels)).toEqual([{ origin, reason: 'opt_out' }]);
+
+    expect(await breaker.reset(origin)).toBe(true);
+    expect(await breaker.heldOrigins()).toEqual([]);
+    expect(await breaker.admit(origin)).toMatchObject({ admitted: true });
   });
 });
 
@@ -433,7 +550,7 @@ describe.skipIf(!redisServerAvailable())('circuit breaker on a 3-node Redis Clus
     expect((await breaker.openOrigins()).map((o) => o.origin).sort()).toEqual(origins);
     const origin = origins[0] ?? '';
     await h.halfOpen(prefix, origin);
-    const probe = await breaker.admit(origin);
+    const probe = granted(await breaker.admit(origin));
     expect(probe).toMatchObject({ admitted: true, probe: true });
     await breaker.record(origin, { ...(probe as { probe: boolean }), success: true });
     expect(await breaker.openOrigins()).toHaveLength(5);

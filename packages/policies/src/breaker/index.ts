@@ -3,7 +3,7 @@ import type { Config } from '@requester/shared/config';
 import type { Logger } from '@requester/shared/log';
 import type { RedisClient } from '@requester/shared/redis';
 import { LRUCache } from 'lru-cache';
-import { openIndexKey, originKeys } from './keys.ts';
+import { heldIndexKey, openIndexKey, originKeys } from './keys.ts';
 import { breakerMetrics, MAX_ORIGIN_LABELS } from './metrics.ts';
 import { type AdmitReply, type BreakerScripts, loadBreakerScripts, type RecordReply } from './scripts.ts';
 
@@ -21,23 +21,74 @@ import { type AdmitReply, type BreakerScripts, loadBreakerScripts, type RecordRe
  * dead origin costs at most `threshold` calls however many executors and workers hit it at once,
  * then one probe per open period. The Lua scripts in `commands/` hold the exact rules.
  *
+ * A long run of failures holds the origin back ("failing-held", docs/architecture.md §9): once it
+ * has failed for `holdAfterMs` without a success (or `holdFailures` times in a row), it is probed
+ * once per `holdPeriodMs` on a fixed grid, and refused callers are sent to the next probe instant,
+ * until a probe succeeds. A call whose answer carries the receiver's opt-out holds it at once, with
+ * no probe, until `reset`.
+ *
  * Redis errors fail open (the call goes ahead): the breaker protects targets, it must not become
  * an outage of its own.
  */
 
 export type BreakerState = 'closed' | 'open' | 'half_open';
 
+/**
+ * Why an origin is held back: `failing` (its run of failures reached the bound; probes find it
+ * back), `opt_out` (a receiver's answer asked to stop delivering; an operator's reset ends it).
+ */
+export type HoldReason = 'failing' | 'opt_out';
+
 export type Admission =
-  /** `ticket`: hand it back to `record` (it frees the call's slot); absent for proven origins. */
-  | { admitted: true; probe: boolean; ticket?: string }
-  /** `retryAtMs`: local epoch ms when the origin may take calls again (reschedule the task there). */
-  | { admitted: false; retryAtMs: number; state: BreakerState };
+  /**
+   * `ticket`: hand it back to `record` (it frees the call's slot); absent for proven origins.
+   * `held`: the call is the probe of a held origin.
+   */
+  | { admitted: true; probe: boolean; ticket?: string; held?: HoldReason }
+  /**
+   * `retryAtMs`: local epoch ms when the origin may take calls again (reschedule the task there).
+   * `held`: the origin is held back (the task waits for its next probe instant).
+   */
+  | { admitted: false; retryAtMs: number; state: BreakerState; held?: HoldReason };
 
 /** What `record` needs: `{ ...admission, success }`. */
 export interface CallReport {
   success: boolean;
   probe: boolean;
   ticket?: string | undefined;
+  /** The answer carried the receiver's opt-out (`webhook-delivery: disable`): hold the origin. */
+  optOut?: boolean | undefined;
+}
+
+/** A hold that began or ended with a recorded outcome (times are local epoch ms). */
+export interface HoldChange {
+  kind: 'began' | 'ended';
+  reason: HoldReason;
+  /** When the hold began. */
+  sinceMs: number;
+  /** Failures in the run (when it ended: before the success that ended it). */
+  failures: number;
+  /** When the run of failures began (undefined: none, e.g. an opt-out after a success). */
+  failingSinceMs: number | undefined;
+}
+
+/** What `record` learnt: whether the origin is held after the outcome, and a hold that began or ended. */
+export interface RecordOutcome {
+  held?: HoldReason;
+  /** Held: the next probe instant (local epoch ms), where a task of the origin should wait. */
+  retryAtMs?: number;
+  change?: HoldChange;
+}
+
+export interface HeldOrigin {
+  origin: string;
+  reason: HoldReason;
+  /** Local epoch ms. */
+  sinceMs: number;
+  failures: number;
+  failingSinceMs: number | undefined;
+  /** When the next probe may go (local epoch ms; past while it is out, or for an opt-out nobody asked about since). */
+  nextProbeMs: number | undefined;
 }
 
 export interface CircuitBreakerOptions {
@@ -59,6 +110,12 @@ export interface CircuitBreakerOptions {
   stateTtlMs?: number;
   /** Origins remembered locally (LRU), default 10,000. */
   maxCachedOrigins?: number;
+  /** A run of failures this long (without a success) holds the origin back; 0 = never (default). */
+  holdAfterMs?: number;
+  /** A run of this many failures holds the origin back; 0 = never (default). */
+  holdFailures?: number;
+  /** The probe period of a held origin (default maxOpenMs). */
+  holdPeriodMs?: number;
   logger?: Logger;
 }
 
@@ -82,9 +139,18 @@ export interface BreakerSnapshot {
   openSinceMs: number | undefined;
   /** Probe / trial slots held now. */
   slots: number;
+  /** Held back, and since when (local epoch ms). */
+  held: HoldReason | undefined;
+  heldSinceMs: number | undefined;
+  /** The run of failures since the last success: how many, since when (local epoch ms). */
+  runFailures: number;
+  failingSinceMs: number | undefined;
 }
 
 const STATES: readonly BreakerState[] = ['closed', 'open', 'half_open'];
+/** Indexed by the scripts' `held` code (includes/state.lua). */
+const HOLDS: ReadonlyArray<HoldReason | undefined> = [undefined, 'failing', 'opt_out'];
+const HOLD_CODES: Readonly<Record<string, HoldReason>> = { '1': 'failing', '2': 'opt_out' };
 const TRANSITIONS = [
   undefined,
   { from: 'closed', to: 'open' },
@@ -98,7 +164,7 @@ const ERROR_LOG_EVERY_MS = 10_000;
 /** `successAt`: when this executor last wrote a success of the (proven) origin to Redis. */
 type CacheEntry =
   | { healthy: true; successAt?: number }
-  | { healthy: false; state: BreakerState; retryAtMs: number };
+  | { healthy: false; state: BreakerState; retryAtMs: number; held?: HoldReason | undefined };
 const HEALTHY: CacheEntry = { healthy: true };
 
 export class CircuitBreaker {
@@ -111,6 +177,9 @@ export class CircuitBreaker {
   private readonly trialLeaseMs: number;
   private readonly busyRetryMs: number;
   private readonly stateTtlMs: number;
+  private readonly holdAfterMs: number;
+  private readonly holdFailures: number;
+  private readonly holdPeriodMs: number;
   private readonly cache: LRUCache<string, CacheEntry> | undefined;
   private readonly stateCacheMs: number;
   private readonly logger: Logger | undefined;
@@ -130,6 +199,9 @@ export class CircuitBreaker {
     this.trialLeaseMs = Math.max(1, Math.round(options.trialLeaseMs ?? 60_000));
     this.busyRetryMs = Math.max(1, Math.round(options.busyRetryMs ?? 1_000));
     this.stateTtlMs = Math.max(1, Math.round(options.stateTtlMs ?? 3_600_000));
+    this.holdAfterMs = Math.max(0, Math.round(options.holdAfterMs ?? 0));
+    this.holdFailures = Math.max(0, Math.round(options.holdFailures ?? 0));
+    this.holdPeriodMs = Math.max(1, Math.round(options.holdPeriodMs ?? this.maxOpenMs));
     this.logger = options.logger;
     this.stateCacheMs = options.stateCacheMs;
     this.cache =
@@ -150,28 +222,33 @@ export class CircuitBreaker {
         trialLeaseMs: this.trialLeaseMs,
         ticket,
         busyRetryMs: this.busyRetryMs,
+        holdPeriodMs: this.holdPeriodMs,
       });
     } catch (err) {
       this.failedOpen('admit', origin, err);
       return { admitted: true, probe: false };
     }
-    const { admitted, probe, retryAtMs: retryAt, nowMs: now, stateCode, proven } = reply;
+    const { admitted, probe, retryAtMs: retryAt, nowMs: now, stateCode, proven, heldCode } = reply;
     const state = STATES[stateCode] ?? 'closed';
+    const held = HOLDS[heldCode];
     if (admitted) {
       this.remember(origin, proven ? HEALTHY : undefined);
       if (proven) return { admitted: true, probe: false };
       if (probe) this.transition(origin, 'open', 'half_open');
-      return { admitted: true, probe, ticket };
+      return { admitted: true, probe, ticket, ...(held ? { held } : {}) };
     }
     const retryAtMs = toLocal(retryAt, now);
-    this.remember(origin, { healthy: false, state, retryAtMs });
+    this.remember(origin, { healthy: false, state, retryAtMs, held });
     breakerMetrics.rejected.inc({ state, source: 'redis' });
-    return { admitted: false, retryAtMs, state };
+    return { admitted: false, retryAtMs, state, ...(held ? { held } : {}) };
   }
 
-  /** Reports the outcome of an admitted call (`{ ...admission, success }`). Never throws. */
-  async record(origin: string, report: CallReport): Promise<void> {
-    if (this.successAlreadyWritten(origin, report)) return;
+  /**
+   * Reports the outcome of an admitted call (`{ ...admission, success }`): whether the origin is
+   * held after it, and a hold that began or ended with it. Never throws.
+   */
+  async record(origin: string, report: CallReport): Promise<RecordOutcome> {
+    if (this.successAlreadyWritten(origin, report)) return {};
     let reply: RecordReply;
     try {
       reply = await this.scripts.record(originKeys(this.prefix, origin), {
@@ -183,22 +260,33 @@ export class CircuitBreaker {
         probe: report.probe,
         ticket: report.ticket ?? '',
         origin,
+        holdAfterMs: this.holdAfterMs,
+        holdFailures: this.holdFailures,
+        optOut: report.optOut === true,
+        holdPeriodMs: this.holdPeriodMs,
       });
     } catch (err) {
       this.failedOpen('record', origin, err);
-      return;
+      return {};
     }
     const { stateCode, retryAtMs: retryAt, nowMs: now, proven, transition } = reply;
     const state = STATES[stateCode] ?? 'closed';
+    const held = HOLDS[reply.heldCode];
     if (proven) this.remember(origin, report.success ? { healthy: true, successAt: Date.now() } : HEALTHY);
     else if (state === 'open')
-      this.remember(origin, { healthy: false, state, retryAtMs: toLocal(retryAt, now) });
+      this.remember(origin, { healthy: false, state, retryAtMs: toLocal(retryAt, now), held });
     else this.remember(origin, undefined);
     const change = TRANSITIONS[transition];
     if (change) {
       this.transition(origin, change.from, change.to, toLocal(retryAt, now));
       await this.updateIndex(origin, change.to, retryAt);
     }
+    const holdChange = this.holdChange(origin, reply, held);
+    if (holdChange) await this.updateHeldIndex(origin, holdChange.kind, reply.heldSinceMs);
+    return {
+      ...(held ? { held, retryAtMs: toLocal(retryAt, now) } : {}),
+      ...(holdChange ? { change: holdChange } : {}),
+    };
   }
 
   /** `admit` for a lease batch (one Redis round trip with auto-pipelining). */
@@ -207,8 +295,8 @@ export class CircuitBreaker {
   }
 
   /** `record` for a lease batch. */
-  async recordMany(reports: ReadonlyArray<CallReport & { origin: string }>): Promise<void> {
-    await Promise.all(reports.map((report) => this.record(report.origin, report)));
+  recordMany(reports: ReadonlyArray<CallReport & { origin: string }>): Promise<RecordOutcome[]> {
+    return Promise.all(reports.map((report) => this.record(report.origin, report)));
   }
 
   /**
@@ -241,7 +329,39 @@ export class CircuitBreaker {
     }
     if (stale.length > 0) await this.redis.zrem(index, ...stale);
     sampleGauges(open);
+    sampleHeldGauges(await this.heldOrigins(limit));
     return open;
+  }
+
+  /** Origins held back, longest held first (also in `openOrigins`, which samples their gauges). */
+  async heldOrigins(limit = 1_000): Promise<HeldOrigin[]> {
+    const index = heldIndexKey(this.prefix);
+    const [now, members] = await Promise.all([this.redisNow(), this.redis.zrange(index, 0, limit - 1)]);
+    const states = await Promise.all(
+      members.map((origin) =>
+        this.redis.hmget(originKeys(this.prefix, origin)[0], 'h', 'hw', 'fc', 'fs', 'u'),
+      ),
+    );
+    const held: HeldOrigin[] = [];
+    const stale: string[] = [];
+    for (const [i, origin] of members.entries()) {
+      const [h, hw, fc, fs, u] = states[i] ?? [];
+      const reason = hw ? HOLD_CODES[hw] : undefined;
+      if (!h || !reason) {
+        stale.push(origin); // ended (or forgotten) without its index entry being removed
+        continue;
+      }
+      held.push({
+        origin,
+        reason,
+        sinceMs: toLocal(Number(h), now),
+        failures: Number(fc ?? 0),
+        failingSinceMs: fs ? toLocal(Number(fs), now) : undefined,
+        nextProbeMs: reason === 'failing' && u ? toLocal(Number(u), now) : undefined,
+      });
+    }
+    if (stale.length > 0) await this.redis.zrem(index, ...stale);
+    return held;
   }
 
   /** The shared state of one origin, read from Redis (admin, tests). */
@@ -253,26 +373,35 @@ export class CircuitBreaker {
       this.redis.zcount(trialsKey, `(${now}`, '+inf'),
     ]);
     const u = fields.u === undefined ? undefined : Number(fields.u);
+    const held = fields.hw === undefined ? undefined : HOLD_CODES[fields.hw];
+    const local = (field: string | undefined) =>
+      field === undefined ? undefined : toLocal(Number(field), now);
     return {
       state: u === undefined ? 'closed' : now < u ? 'open' : 'half_open',
       failures: fields.f === undefined ? undefined : Number(fields.f),
       opens: Number(fields.n ?? 0),
       openUntilMs: u === undefined ? undefined : toLocal(u, now),
-      openSinceMs: fields.s === undefined ? undefined : toLocal(Number(fields.s), now),
+      openSinceMs: local(fields.s),
       slots,
+      held,
+      heldSinceMs: held ? local(fields.h) : undefined,
+      runFailures: Number(fields.fc ?? 0),
+      failingSinceMs: local(fields.fs),
     };
   }
 
   /**
    * Closes an origin's breaker by hand (`requester breakers reset`): its shared state is forgotten,
-   * so the next call is admitted as for a new origin. Executors that cached the open state keep
-   * refusing for at most stateCacheMs. Returns whether there was a state to forget.
+   * a hold (failing or opt-out) with it, so the next call is admitted as for a new origin.
+   * Executors that cached the open state keep refusing for at most stateCacheMs; tasks sent to a
+   * held origin's next probe instant come back then. Returns whether there was a state to forget.
    */
   async reset(origin: string): Promise<boolean> {
     const keys = originKeys(this.prefix, origin);
     const [removed] = await Promise.all([
       this.redis.del(...keys),
       this.redis.zrem(openIndexKey(this.prefix), origin),
+      this.redis.zrem(heldIndexKey(this.prefix), origin),
     ]);
     this.cache?.delete(origin);
     return removed > 0;
@@ -290,7 +419,7 @@ export class CircuitBreaker {
    * resets those, at most stateCacheMs late, and saves a script call per call to a healthy origin.
    */
   private successAlreadyWritten(origin: string, report: CallReport): boolean {
-    if (!report.success || report.probe || report.ticket !== undefined) return false;
+    if (!report.success || report.probe || report.ticket !== undefined || report.optOut) return false;
     const entry = this.cache?.get(origin);
     return (
       entry?.healthy === true &&
@@ -305,7 +434,8 @@ export class CircuitBreaker {
     if (entry.healthy) return { admitted: true, probe: false };
     if (Date.now() < entry.retryAtMs) {
       breakerMetrics.rejected.inc({ state: entry.state, source: 'cache' });
-      return { admitted: false, retryAtMs: entry.retryAtMs, state: entry.state };
+      const held = entry.held ? { held: entry.held } : {};
+      return { admitted: false, retryAtMs: entry.retryAtMs, state: entry.state, ...held };
     }
     this.cache?.delete(origin); // its time has come: ask Redis
     return undefined;
@@ -322,6 +452,51 @@ export class CircuitBreaker {
     if (to === 'open')
       this.logger?.warn({ origin, from, retryAt: new Date(retryAtMs ?? 0) }, 'circuit opened');
     else this.logger?.info({ origin, from, to }, 'circuit breaker state changed');
+  }
+
+  /** The hold that began or ended with a recorded outcome (logged; the caller journals it). */
+  private holdChange(
+    origin: string,
+    reply: RecordReply,
+    held: HoldReason | undefined,
+  ): HoldChange | undefined {
+    if (reply.holdChange === 0) return undefined;
+    const kind = reply.holdChange === 1 ? 'began' : 'ended';
+    const change: HoldChange = {
+      kind,
+      reason: held ?? 'failing',
+      sinceMs: toLocal(reply.heldSinceMs, reply.nowMs),
+      failures: reply.runFailures,
+      failingSinceMs: reply.runSinceMs > 0 ? toLocal(reply.runSinceMs, reply.nowMs) : undefined,
+    };
+    const fields = {
+      origin,
+      reason: change.reason,
+      since: new Date(change.sinceMs),
+      failures: change.failures,
+    };
+    if (kind === 'began')
+      this.logger?.warn(fields, 'origin held back: its tasks wait for a probe to find it back');
+    else this.logger?.info(fields, 'held origin recovered: its tasks resume');
+    return change;
+  }
+
+  /** Keeps the held-origins index after a hold began or ended (best effort: repaired when listed). */
+  private async updateHeldIndex(
+    origin: string,
+    kind: HoldChange['kind'],
+    sinceRedisMs: number,
+  ): Promise<void> {
+    const index = heldIndexKey(this.prefix);
+    try {
+      if (kind === 'ended') await this.redis.zrem(index, origin);
+      else {
+        await this.redis.zadd(index, sinceRedisMs, origin);
+        await this.redis.zremrangebyrank(index, MAX_INDEXED, -1);
+      }
+    } catch (err) {
+      this.failedOpen('index', origin, err);
+    }
   }
 
   /** Keeps the open-origins index after a transition (best effort: repaired when listed). */
@@ -359,6 +534,18 @@ export class CircuitBreaker {
 /** A Redis-time instant on the local clock (the script replied `now` alongside it). */
 function toLocal(redisMs: number, redisNowMs: number): number {
   return Date.now() + (redisMs - redisNowMs);
+}
+
+/** `origin_failing_origins`, and `origin_failing_seconds` of the longest held (held is sorted by since). */
+function sampleHeldGauges(held: readonly HeldOrigin[]): void {
+  breakerMetrics.heldOrigins.set(held.length);
+  breakerMetrics.heldSeconds.reset();
+  const now = Date.now();
+  for (const h of held.slice(0, MAX_ORIGIN_LABELS))
+    breakerMetrics.heldSeconds.set(
+      { origin: h.origin, reason: h.reason },
+      Math.max(0, (now - h.sinceMs) / 1000),
+    );
 }
 
 function sampleGauges(open: readonly OpenOrigin[]): void {
@@ -412,6 +599,8 @@ export function breakerFromConfig(
     | 'breakerOpenDuration'
     | 'breakerMaxOpenDuration'
     | 'breakerStateCache'
+    | 'originFailingHoldAfter'
+    | 'originFailingHoldFailures'
     | 'targetConnectTimeout'
     | 'targetResponseTimeout'
   >,
@@ -425,6 +614,8 @@ export function breakerFromConfig(
     openMs: config.breakerOpenDuration,
     maxOpenMs: config.breakerMaxOpenDuration,
     stateCacheMs: config.breakerStateCache,
+    holdAfterMs: config.originFailingHoldAfter,
+    holdFailures: config.originFailingHoldFailures,
     trialLeaseMs: longestCallMs(config),
     ...options,
   });

@@ -19,3 +19,11 @@ export function originKeys(prefix: string, origin: string): [state: string, tria
 export function openIndexKey(prefix: string): string {
   return `${prefix}open`;
 }
+
+/**
+ * ZSET origin -> held since (ms) of the origins held back (failing-held, or at the receiver's
+ * request): `heldOrigins()` and the `origin_failing*` gauges. Kept like the open index.
+ */
+export function heldIndexKey(prefix: string): string {
+  return `${prefix}held`;
+}

@@ -30,6 +30,15 @@ export const breakerMetrics = {
     `seconds since the breaker of an origin opened (sampled when listed; at most ${MAX_ORIGIN_LABELS} origins)`,
     ['origin'],
   ),
+  heldOrigins: gauge(
+    'origin_failing_origins',
+    "target origins held back: failing for longer than ORIGIN_FAILING_HOLD_AFTER (or ORIGIN_FAILING_HOLD_FAILURES failures in a row), or at the receiver's request (sampled when listed)",
+  ),
+  heldSeconds: gauge(
+    'origin_failing_seconds',
+    `seconds since a target origin was held back, by reason (failing, opt_out; sampled when listed; at most ${MAX_ORIGIN_LABELS} origins, the longest held)`,
+    ['origin', 'reason'],
+  ),
   /**
    * The same values under the name before 0.2.0 (no `_seconds` unit suffix): deprecated, exported
    * alongside for one release so that dashboards and alerts can move (CHANGELOG.md), then removed.

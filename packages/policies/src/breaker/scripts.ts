@@ -13,6 +13,8 @@ export interface AdmitReply {
   stateCode: number;
   /** The origin is known healthy: the answer may be cached. */
   proven: boolean;
+  /** 0 not held, 1 failing-held, 2 held at the receiver's request (includes/state.lua). */
+  heldCode: number;
 }
 
 export interface RecordReply {
@@ -22,6 +24,14 @@ export interface RecordReply {
   proven: boolean;
   /** Indexes TRANSITIONS; 0: none. */
   transition: number;
+  heldCode: number;
+  /** 0 none, 1 the hold began (or became an opt-out), 2 it ended. */
+  holdChange: number;
+  /** Redis ms; 0 = not held. */
+  heldSinceMs: number;
+  /** The run of failures: its count and start (Redis ms), 0 when none. */
+  runFailures: number;
+  runSinceMs: number;
 }
 
 export interface AdmitArgs {
@@ -29,6 +39,7 @@ export interface AdmitArgs {
   trialLeaseMs: number;
   ticket: string;
   busyRetryMs: number;
+  holdPeriodMs: number;
 }
 
 export interface RecordArgs {
@@ -40,6 +51,10 @@ export interface RecordArgs {
   probe: boolean;
   ticket: string;
   origin: string;
+  holdAfterMs: number;
+  holdFailures: number;
+  optOut: boolean;
+  holdPeriodMs: number;
 }
 
 export interface BreakerScripts {
@@ -57,8 +72,9 @@ export function loadBreakerScripts(redis: RedisClient): BreakerScripts {
         a.trialLeaseMs,
         a.ticket,
         a.busyRetryMs,
+        a.holdPeriodMs,
       ])) as number[];
-      const [admitted, probe, retryAtMs = 0, nowMs = 0, stateCode = 0, proven] = reply;
+      const [admitted, probe, retryAtMs = 0, nowMs = 0, stateCode = 0, proven, heldCode = 0] = reply;
       return {
         admitted: admitted === 1,
         probe: probe === 1,
@@ -66,6 +82,7 @@ export function loadBreakerScripts(redis: RedisClient): BreakerScripts {
         nowMs,
         stateCode,
         proven: proven === 1,
+        heldCode,
       };
     },
     async record(keys, a) {
@@ -78,9 +95,25 @@ export function loadBreakerScripts(redis: RedisClient): BreakerScripts {
         a.probe ? 1 : 0,
         a.ticket,
         a.origin,
+        a.holdAfterMs,
+        a.holdFailures,
+        a.optOut ? 1 : 0,
+        a.holdPeriodMs,
       ])) as number[];
       const [stateCode = 0, retryAtMs = 0, nowMs = 0, proven, transition = 0] = reply;
-      return { stateCode, retryAtMs, nowMs, proven: proven === 1, transition };
+      const [heldCode = 0, holdChange = 0, heldSinceMs = 0, runFailures = 0, runSinceMs = 0] = reply.slice(5);
+      return {
+        stateCode,
+        retryAtMs,
+        nowMs,
+        proven: proven === 1,
+        transition,
+        heldCode,
+        holdChange,
+        heldSinceMs,
+        runFailures,
+        runSinceMs,
+      };
     },
   };
 }

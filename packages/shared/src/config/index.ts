@@ -518,6 +518,24 @@ export const CONFIG_VARIABLES = {
     goDuration.refine((ms) => ms > 0, 'must be a positive duration'),
     'cap on the open period of a breaker whose probes keep failing',
   ),
+  originFailingHoldAfter: variable(
+    'ORIGIN_FAILING_HOLD_AFTER',
+    '1h',
+    goDuration,
+    'a target origin that has failed this long without a success (breaker failures: transport error, timeout, 5xx, 408) is held back: its tasks wait without spending attempts, one probe per BREAKER_MAX_OPEN_DURATION checks it, and it resumes when a probe succeeds (an `origin_failing` journal event, requester_origin_failing_origins); 0 = never by time',
+  ),
+  originFailingHoldFailures: variable(
+    'ORIGIN_FAILING_HOLD_FAILURES',
+    '0',
+    nonNegativeInt,
+    'a target origin whose breaker has counted this many failures in a row (probes included) is held back as with ORIGIN_FAILING_HOLD_AFTER, whichever comes first; 0 = never by count',
+  ),
+  originOptOut: variable(
+    'ORIGIN_OPT_OUT',
+    'true',
+    bool,
+    "honour a receiver's `webhook-delivery: disable` response header: its origin is held back at once (no probe) until an operator runs `requester breakers reset <origin>`; false = the header is ignored",
+  ),
   breakerStateCache: variable(
     'BREAKER_STATE_CACHE',
     '500ms',

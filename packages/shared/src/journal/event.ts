@@ -49,9 +49,9 @@ export const journalEventSchema = z
     z.object({
       ...common,
       type: z.literal('held'),
-      by: z.enum(['limiter', 'breaker', 'bulkhead', 'pacing', 'pause']).meta({
+      by: z.enum(['limiter', 'breaker', 'bulkhead', 'pacing', 'pause', 'hold']).meta({
         description:
-          'pacing: the origin is held or paced at what the target asked for (429/503 + Retry-After, RateLimit headers), not an attempt. pause: an operator paused its origin, client or partition (pausedBy says who and what).',
+          'pacing: the origin is held or paced at what the target asked for (429/503 + Retry-After, RateLimit headers), not an attempt. pause: an operator paused its origin, client or partition (pausedBy says who and what). hold: its origin is held back (failing for ORIGIN_FAILING_HOLD_AFTER, or the receiver opted out): it waits for the next probe instant, not an attempt.',
       }),
       until: epochMs,
       pausedBy: z.string().optional().meta({
@@ -84,7 +84,42 @@ export const journalEventSchema = z
       status: z.number().int().optional().meta({ description: 'HTTP status of the target.' }),
       error: z.string().optional().meta({ description: 'Error code when the target gave no answer.' }),
       durationMs: z.number().nonnegative(),
+      probe: z.literal(true).optional().meta({
+        description:
+          'The call was the probe of a held origin (failing-held): when it fails it is not counted as an attempt of the request, which goes on waiting (the next attempt has the same n).',
+      }),
     }),
+    z
+      .object({
+        ...common,
+        type: z.literal('origin_failing'),
+        origin: z.string().meta({
+          description:
+            'The target origin (scheme://host:port; never a path, query or userinfo), as the per-origin metrics name it.',
+        }),
+        reason: z.enum(['failing', 'opt_out']).meta({
+          description:
+            'failing: it failed for ORIGIN_FAILING_HOLD_AFTER without a success (or ORIGIN_FAILING_HOLD_FAILURES times in a row); opt_out: its answer carried `webhook-delivery: disable` (ORIGIN_OPT_OUT).',
+        }),
+        since: epochMs.meta({ description: 'When the hold began.' }),
+        failures: z.number().int().nonnegative().meta({ description: 'Failures in the run so far.' }),
+        failingSince: epochMs.optional().meta({ description: 'When the run of failures began.' }),
+      })
+      .meta({
+        description:
+          "This request's answer held its origin back: the origin's tasks wait (not attempts) while one probe per BREAKER_MAX_OPEN_DURATION checks it (none after an opt-out, until `requester breakers reset`).",
+      }),
+    z
+      .object({
+        ...common,
+        type: z.literal('origin_recovered'),
+        origin: z.string().meta({ description: 'The target origin (scheme://host:port).' }),
+        since: epochMs.meta({ description: 'When the hold had begun.' }),
+        failures: z.number().int().nonnegative().meta({ description: 'Failures in the run it ended.' }),
+      })
+      .meta({
+        description: "This request was the probe that found its held origin back: the origin's tasks resume.",
+      }),
     z.object({
       ...common,
       type: z.literal('retry_scheduled'),

@@ -11,7 +11,7 @@ import type { AddressInfo } from 'node:net';
  * that JSON escaping doubles), `/hold/<key>` (answers 200 only once the test calls `release(key)`:
  * a target that hangs; `holding(key)` counts the calls it holds now; `/hold/<key>/<status>` then
  * answers that status). `?retry-after=<value>` adds a `Retry-After` header
- * to any answer.
+ * to any answer, `?webhook-delivery=<value>` a `webhook-delivery` header (a receiver's opt-out).
  * Every call is recorded in arrival order.
  */
 export interface TargetCall {
@@ -73,11 +73,13 @@ export async function startTarget(listenPort = 0): Promise<Target> {
       if (seen <= Number(failures ?? 1)) status = Number(url.searchParams.get('status') ?? 503);
     }
     const retryAfter = url.searchParams.get('retry-after');
+    const delivery = url.searchParams.get('webhook-delivery');
     res
       .writeHead(status, {
         'content-type': 'text/plain',
         'x-target': 'test',
         ...(retryAfter === null ? {} : { 'retry-after': retryAfter }),
+        ...(delivery === null ? {} : { 'webhook-delivery': delivery }),
       })
       .end(action === 'quotes' ? '"'.repeat(Number(arg)) : body || `status ${status}`);
   });

@@ -4,16 +4,22 @@
     closed, not proven     -> yes while failures + live trials < threshold, taking a trial slot
     open (now < u)         -> no, come back at u
     half-open (now >= u)   -> the first caller takes the single slot and is the probe; others no
+  A held origin (see includes/state.lua): failing-held, it is probed as above, but a caller refused
+  while the probe is out comes back at the next probe instant (one lease per hold period, not a
+  poll every busy retry); held at the receiver's request (opt-out), nobody goes, and the refusal
+  moves its open-until one hold period on.
 
   KEYS[1..2] state, trials (see includes/state.lua)
   ARGV[1]  failure threshold
   ARGV[2]  trial lease (ms): how long a slot is held when its caller never reports
   ARGV[3]  ticket: a unique id for the slot
   ARGV[4]  busy retry (ms): when refused callers of a busy origin should come back
+  ARGV[5]  hold period (ms): the probe period of a held origin
 
-  Returns {admitted, probe, retryAtMs, nowMs, state, proven}
+  Returns {admitted, probe, retryAtMs, nowMs, state, proven, held}
     admitted 1/0; probe 1 for the half-open probe; retryAtMs (Redis time) when refused, else 0;
-    state as in includes/state.lua; proven 1 when closed and the last outcome was a success.
+    state as in includes/state.lua; proven 1 when closed and the last outcome was a success;
+    held NOT_HELD, HOLD_FAILING or HOLD_OPT_OUT.
 ]]
 --- @include "includes/state"
 
@@ -21,14 +27,22 @@ local threshold = tonumber(ARGV[1])
 local leaseMs = tonumber(ARGV[2])
 local ticket = ARGV[3]
 local busyMs = tonumber(ARGV[4])
+local periodMs = tonumber(ARGV[5])
 local now = nowMs()
 
-local state, failures, untilMs = readState(now)
+local state, failures, untilMs, held = readState(now)
+if held == HOLD_OPT_OUT then
+  if state == HALF_OPEN then
+    untilMs = nextProbeAt(untilMs, now, periodMs)
+    redis.call('HSET', K_STATE, 'u', untilMs)
+  end
+  return { 0, 0, untilMs, now, OPEN, 0, held }
+end
 if state == OPEN then
-  return { 0, 0, untilMs, now, OPEN, 0 }
+  return { 0, 0, untilMs, now, OPEN, 0, held }
 end
 if state == CLOSED and failures == 0 then
-  return { 1, 0, 0, now, CLOSED, 1 }
+  return { 1, 0, 0, now, CLOSED, 1, held }
 end
 
 -- In doubt: a bounded number of calls may find out. Half-open: exactly one (the probe).
@@ -38,7 +52,11 @@ if state == CLOSED then
   budget = math.max(1, threshold - (failures or 0))
 end
 if liveTrials(now) >= budget then
-  return { 0, 0, busyRetryAt(now, busyMs), now, state, 0 }
+  local retryAt = busyRetryAt(now, busyMs)
+  if held ~= NOT_HELD then
+    retryAt = nextProbeAt(untilMs, now, periodMs)
+  end
+  return { 0, 0, retryAt, now, state, 0, held }
 end
 redis.call('ZADD', K_TRIALS, now + leaseMs, ticket)
 redis.call('PEXPIRE', K_TRIALS, leaseMs)
@@ -46,4 +64,4 @@ local probe = 0
 if state == HALF_OPEN then
   probe = 1
 end
-return { 1, probe, 0, now, state, 0 }
+return { 1, probe, 0, now, state, 0, held }

@@ -6,6 +6,11 @@
                previous duration (openMs * 2^(n-1), capped at maxOpenMs)
     otherwise  (open, or a non-probe call in half-open): a late outcome of a call admitted before the
                breaker opened; ignored, so that stale answers neither extend nor end an open period.
+  The run of failures (fs, fc) grows with every failure counted above and ends with a success.
+  When it has lasted holdAfterMs, or counts holdFailures, the origin is held (HOLD_FAILING): open
+  for one hold period, then probed once per period on a fixed grid until a probe succeeds. A
+  call whose answer carries the receiver's opt-out holds the origin at once (HOLD_OPT_OUT), with
+  no probe and no expiry: only an operator's reset (DEL of the keys) ends it.
 
   KEYS[1..2] state, trials (see includes/state.lua)
   ARGV[1]  failure threshold
@@ -16,10 +21,17 @@
   ARGV[6]  1 when the call was admitted as the probe
   ARGV[7]  the call's ticket ('' when it was admitted without a slot)
   ARGV[8]  the origin (kept in the state for listings)
+  ARGV[9]  hold after (ms): a run of failures this long holds the origin; 0 = never
+  ARGV[10] hold failures: a run of this many failures holds the origin; 0 = never
+  ARGV[11] 1 when the answer carried the receiver's opt-out
+  ARGV[12] hold period (ms): the probe period of a held origin
 
-  Returns {state, retryAtMs, nowMs, proven, transition}
+  Returns {state, retryAtMs, nowMs, proven, transition, held, holdChange, heldSince, runFailures, runSince}
     retryAtMs: open-until (Redis time) when open, else 0; proven as in admit;
-    transition 0 none, 1 closed -> open, 2 half-open -> open, 3 half-open -> closed.
+    transition 0 none, 1 closed -> open, 2 half-open -> open, 3 half-open -> closed;
+    held as in admit (after this outcome); holdChange 0 none, 1 the hold began (or became an
+    opt-out), 2 it ended (the probe succeeded); heldSince the hold's start (ms, 0 = none);
+    runFailures, runSince: the run of failures (after this outcome; before it when it ended it).
 ]]
 --- @include "includes/state"
 
@@ -31,18 +43,46 @@ local success = ARGV[5] == '1'
 local probe = ARGV[6] == '1'
 local ticket = ARGV[7]
 local origin = ARGV[8]
+local holdAfterMs = tonumber(ARGV[9])
+local holdFailures = tonumber(ARGV[10])
+local optOut = ARGV[11] == '1'
+local periodMs = tonumber(ARGV[12])
 local now = nowMs()
+
+local NONE = 0
+local HOLD_BEGAN = 1
+local HOLD_ENDED = 2
 
 local function keep(extraMs)
   redis.call('PEXPIRE', K_STATE, ttlMs + extraMs)
 end
 
+local function runOf()
+  local fields = redis.call('HMGET', K_STATE, 'fc', 'fs', 'h')
+  return tonumber(fields[1]) or 0, tonumber(fields[2]) or 0, tonumber(fields[3]) or 0
+end
+
 local function close()
   redis.call('HSET', K_STATE, 'f', 0)
-  redis.call('HDEL', K_STATE, 'u', 'n', 's')
+  redis.call('HDEL', K_STATE, 'u', 'n', 's', 'fs', 'fc', 'h', 'hw')
   -- Proven: calls no longer need a slot.
   redis.call('DEL', K_TRIALS)
   keep(0)
+end
+
+-- One more failure in the run; returns its count and start.
+local function failed()
+  local count, since = runOf()
+  if since == 0 then
+    since = now
+  end
+  count = count + 1
+  redis.call('HSET', K_STATE, 'fc', count, 'fs', since)
+  return count, since
+end
+
+local function holdDue(count, since)
+  return (holdAfterMs > 0 and now - since >= holdAfterMs) or (holdFailures > 0 and count >= holdFailures)
 end
 
 -- Opens for the n-th time in a row; returns the open-until.
@@ -57,37 +97,90 @@ local function open(n, since)
   return untilMs
 end
 
-local state, failures = readState(now)
+-- Holds the origin (why: HOLD_*), open for one hold period; returns the record's reply.
+local function hold(why, transition)
+  local fields = redis.call('HMGET', K_STATE, 'n', 's', 'h')
+  local n = (tonumber(fields[1]) or 0) + 1
+  open(n, tonumber(fields[2]) or now)
+  local untilMs = now + periodMs
+  local since = tonumber(fields[3]) or now
+  redis.call('HSET', K_STATE, 'u', untilMs, 'h', since, 'hw', why)
+  if why == HOLD_OPT_OUT then
+    -- The receiver's word stands until an operator's: the state does not expire.
+    redis.call('PERSIST', K_STATE)
+  else
+    keep(periodMs)
+  end
+  local count, runSince = runOf()
+  return { OPEN, untilMs, now, 0, transition, why, HOLD_BEGAN, since, count, runSince }
+end
+
+local state, failures, untilMs, held = readState(now)
 if ticket ~= '' then
   redis.call('ZREM', K_TRIALS, ticket)
+end
+
+local transitionToOpen = 0
+if state == CLOSED then
+  transitionToOpen = 1
+elseif state == HALF_OPEN then
+  transitionToOpen = 2
+end
+
+if optOut and held ~= HOLD_OPT_OUT then
+  return hold(HOLD_OPT_OUT, transitionToOpen)
 end
 
 if state == CLOSED then
   if success then
     close()
-    return { CLOSED, 0, now, 1, 0 }
+    return { CLOSED, 0, now, 1, 0, NOT_HELD, NONE, 0, 0, 0 }
   end
   failures = (failures or 0) + 1
+  local count, since = failed()
+  if holdDue(count, since) then
+    return hold(HOLD_FAILING, 1)
+  end
   if failures >= threshold then
-    return { OPEN, open(1, now), now, 0, 1 }
+    return { OPEN, open(1, now), now, 0, 1, NOT_HELD, NONE, 0, count, since }
   end
   redis.call('HSET', K_STATE, 'f', failures)
   keep(0)
-  return { CLOSED, 0, now, 0, 0 }
+  return { CLOSED, 0, now, 0, 0, NOT_HELD, NONE, 0, count, since }
 end
 
-if state == HALF_OPEN and probe then
+if state == HALF_OPEN and probe and held ~= HOLD_OPT_OUT then
   if success then
+    local count, since, heldSince = runOf()
     close()
-    return { CLOSED, 0, now, 1, 3 }
+    if held ~= NOT_HELD then
+      return { CLOSED, 0, now, 1, 3, NOT_HELD, HOLD_ENDED, heldSince, count, since }
+    end
+    return { CLOSED, 0, now, 1, 3, NOT_HELD, NONE, 0, 0, 0 }
+  end
+  local count, since = failed()
+  if held ~= NOT_HELD then
+    -- Still failing: the next probe at the next instant of the grid, where the refused wait.
+    local nextAt = nextProbeAt(untilMs, now, periodMs)
+    redis.call('HSET', K_STATE, 'u', nextAt)
+    redis.call('DEL', K_TRIALS)
+    keep(nextAt - now)
+    local heldSince = tonumber(redis.call('HGET', K_STATE, 'h')) or now
+    return { OPEN, nextAt, now, 0, 2, held, NONE, heldSince, count, since }
+  end
+  if holdDue(count, since) then
+    return hold(HOLD_FAILING, 2)
   end
   local fields = redis.call('HMGET', K_STATE, 'n', 's')
   local n = (tonumber(fields[1]) or 1) + 1
-  return { OPEN, open(n, tonumber(fields[2]) or now), now, 0, 2 }
+  return { OPEN, open(n, tonumber(fields[2]) or now), now, 0, 2, NOT_HELD, NONE, 0, count, since }
 end
 
-local untilMs = tonumber(redis.call('HGET', K_STATE, 'u'))
-if state == OPEN then
-  return { OPEN, untilMs, now, 0, 0 }
+local heldSince = 0
+if held ~= NOT_HELD then
+  heldSince = tonumber(redis.call('HGET', K_STATE, 'h')) or 0
 end
-return { state, 0, now, 0, 0 }
+if state == OPEN then
+  return { OPEN, untilMs, now, 0, 0, held, NONE, heldSince, 0, 0 }
+end
+return { state, 0, now, 0, 0, held, NONE, heldSince, 0, 0 }

@@ -36,11 +36,13 @@ export const api: ApiFace = {
     app.post('/admin/api/breakers/reset', async (c) => {
       const origin = originQuery(stringOf((await bodyOf(c)).origin));
       const result = await resetBreaker(console.breaker(), origin);
-      await console.record(c.get('operator'), 'breaker.reset', { origin });
+      const held = result.held ? { held: result.held } : {};
+      await console.record(c.get('operator'), 'breaker.reset', { origin, ...held });
+      const hold = result.held ? ` and ended its hold (${result.held})` : '';
       return answer(
         c,
         result,
-        result.reset ? `Closed the breaker of ${origin}.` : `${origin} was closed already.`,
+        result.reset ? `Closed the breaker of ${origin}${hold}.` : `${origin} was closed already.`,
       );
     });
   },

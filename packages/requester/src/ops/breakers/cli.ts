@@ -28,8 +28,11 @@ interface BreakersArgs {
 const ABOUT =
   'One circuit breaker per target origin (scheme://host:port), shared by every executor in Redis: ' +
   'BREAKER_FAILURE_THRESHOLD failures in a row open it for BREAKER_OPEN_DURATION (doubling while ' +
-  'probes fail, up to BREAKER_MAX_OPEN_DURATION); then one probe call decides. reset closes it at ' +
-  'once; executors that cached the open state follow within BREAKER_STATE_CACHE.';
+  'probes fail, up to BREAKER_MAX_OPEN_DURATION); then one probe call decides. An origin failing ' +
+  'for ORIGIN_FAILING_HOLD_AFTER is held back (held: failing): its tasks wait, not attempted, while ' +
+  'one probe per BREAKER_MAX_OPEN_DURATION checks it; one whose receiver answered ' +
+  '`webhook-delivery: disable` is held until reset (held: opt_out). reset closes it and ends a hold ' +
+  'at once; executors that cached the open state follow within BREAKER_STATE_CACHE.';
 
 /** `requester breakers list|show|reset`: the shared circuit breakers of the target origins. */
 export function registerBreakersCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): void {
@@ -41,8 +44,8 @@ export function registerBreakersCommands<T>(cli: Argv<T>, configFrom: ConfigFrom
         .positional('action', {
           choices: ['list', 'show', 'reset'] as const,
           describe:
-            'list: open and half-open origins, latest open-until first; show: the state of one origin; ' +
-            'reset: close the breaker of one origin (its next call goes through)',
+            'list: held origins, then the other open and half-open ones; show: the state of one origin; ' +
+            'reset: close the breaker of one origin and end its hold (its next call goes through)',
         })
         .positional('origin', {
           type: 'string',
@@ -75,12 +78,13 @@ async function runAction(breaker: CircuitBreaker, args: BreakersArgs): Promise<v
   await recordAdminAction(commandLogger(args.config), {
     action: 'breaker.reset',
     actor: cliActor(),
-    target: { origin },
+    target: { origin, ...(result.held ? { held: result.held } : {}) },
     outcome: 'done',
   });
+  const hold = result.held ? ` and ended its hold (${result.held})` : '';
   progress(
     result.reset
-      ? `closed the breaker of ${origin}; executors follow within BREAKER_STATE_CACHE`
+      ? `closed the breaker of ${origin}${hold}; executors follow within BREAKER_STATE_CACHE`
       : `${origin} had no breaker state (closed already)`,
   );
   if (args.json) printJson(result);
@@ -93,6 +97,7 @@ async function list(breaker: CircuitBreaker, args: BreakersArgs): Promise<void> 
     rows.map((row) => ({
       origin: row.origin,
       state: row.state,
+      held: row.held ? `${row.held} since ${humanTime(epoch(row.heldSince))}` : '-',
       opens: row.opensInARow,
       openSince: humanTime(epoch(row.openSince)),
       openUntil: humanTime(epoch(row.openUntil)),
@@ -108,6 +113,9 @@ async function show(breaker: CircuitBreaker, origin: string, json: boolean): Pro
     origin,
     state: s.state,
     'failures in a row': s.failures ?? (s.state === 'closed' ? 'not seen (or forgotten)' : '-'),
+    'held back': s.held ? `${s.held} since ${humanTime(epoch(s.heldSince))}` : 'no',
+    'failures in the run': s.failuresInRun,
+    'failing since': humanTime(epoch(s.failingSince)),
     'opens in a row': s.opensInARow,
     'open since': humanTime(epoch(s.openSince)),
     'open until': humanTime(epoch(s.openUntil)),

@@ -1,4 +1,4 @@
-import { type BreakerSnapshot, type CircuitBreaker, originOf } from '@requester/policies';
+import { type BreakerSnapshot, type CircuitBreaker, type HoldReason, originOf } from '@requester/policies';
 import { UsageError } from '@requester/shared';
 import { isoTime } from '../format.ts';
 
@@ -17,6 +17,15 @@ export interface BreakerView {
   openUntil: string | null;
   /** Probe / trial slots held now. */
   slots: number;
+  /**
+   * Held back: `failing` (failed for ORIGIN_FAILING_HOLD_AFTER; probes find it back) or `opt_out`
+   * (its receiver answered `webhook-delivery: disable`; only a reset ends it); null: not held.
+   */
+  held: HoldReason | null;
+  heldSince: string | null;
+  /** The run of failures since its last success: how many, since when. */
+  failuresInRun: number;
+  failingSince: string | null;
 }
 
 function breakerView(origin: string, s: BreakerSnapshot): BreakerView {
@@ -28,27 +37,36 @@ function breakerView(origin: string, s: BreakerSnapshot): BreakerView {
     openSince: isoTime(s.openSinceMs),
     openUntil: isoTime(s.openUntilMs),
     slots: s.slots,
+    held: s.held ?? null,
+    heldSince: isoTime(s.heldSinceMs),
+    failuresInRun: s.runFailures,
+    failingSince: isoTime(s.failingSinceMs),
   };
 }
 
-/** Open and half-open origins, latest open-until first. */
+/** Held origins (longest held first), then the other open and half-open ones, latest open-until first. */
 export async function listBreakers(breaker: CircuitBreaker, limit: number): Promise<BreakerView[]> {
   if (!Number.isInteger(limit) || limit < 1)
     throw new UsageError(`limit must be a whole number ≥ 1, got ${limit}`);
-  const open = await breaker.openOrigins(limit);
-  return Promise.all(open.map(async ({ origin }) => breakerView(origin, await breaker.snapshot(origin))));
+  const [held, open] = await Promise.all([breaker.heldOrigins(limit), breaker.openOrigins(limit)]);
+  const origins = [...new Set([...held.map((h) => h.origin), ...open.map((o) => o.origin)])].slice(0, limit);
+  return Promise.all(origins.map(async (origin) => breakerView(origin, await breaker.snapshot(origin))));
 }
 
 export async function showBreaker(breaker: CircuitBreaker, origin: string): Promise<BreakerView> {
   return breakerView(origin, await breaker.snapshot(origin));
 }
 
-/** Closes the breaker of an origin; `reset` false when it had no state (closed already). */
+/**
+ * Closes the breaker of an origin, and ends its hold if it was held (its waiting tasks come back
+ * at their next probe instant); `reset` false when it had no state (closed already).
+ */
 export async function resetBreaker(
   breaker: CircuitBreaker,
   origin: string,
-): Promise<{ origin: string; reset: boolean }> {
-  return { origin, reset: await breaker.reset(origin) };
+): Promise<{ origin: string; reset: boolean; held: HoldReason | null }> {
+  const { held } = await breaker.snapshot(origin);
+  return { origin, reset: await breaker.reset(origin), held: held ?? null };
 }
 
 /** An origin from an origin or any URL on it; a UsageError naming the input otherwise. */

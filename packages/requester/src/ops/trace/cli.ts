@@ -86,11 +86,16 @@ function describe(e: JournalEvent, origin: number): string {
     case 'leased':
       return `leased by ${e.executor} (attempts so far: ${e.tryCount})`;
     case 'held':
+      if (e.by === 'hold') return `held: its origin is held back, next probe at ${rel(e.until)}`;
       return `held by the ${e.by} until ${rel(e.until)}${e.pausedBy ? ` (paused by ${e.pausedBy})` : ''}`;
     case 'throttled':
       return `the target asked to ${e.signal === 'slow' ? 'slow down' : 'be spared (overloaded)'}: origin limited to ${e.limit} in flight${e.rate ? `, ${Math.round(e.rate * 10) / 10} calls/s` : ''}${e.holdMs ? `, held ${e.holdMs} ms` : ''}`;
     case 'attempt':
-      return `attempt ${e.n}: ${e.status ?? e.error ?? '?'} in ${e.durationMs} ms`;
+      return `attempt ${e.n}${e.probe ? ' (probe of a held origin)' : ''}: ${e.status ?? e.error ?? '?'} in ${e.durationMs} ms`;
+    case 'origin_failing':
+      return `${e.origin} held back (${e.reason === 'opt_out' ? 'the receiver opted out' : `failing since ${new Date(e.failingSince ?? e.since).toISOString()}, ${e.failures} failures`})`;
+    case 'origin_recovered':
+      return `${e.origin} recovered after a hold since ${new Date(e.since).toISOString()} (${e.failures} failures)`;
     case 'retry_scheduled':
       return `retry scheduled in ${e.delayMs} ms (${e.where})`;
     case 'cache':
