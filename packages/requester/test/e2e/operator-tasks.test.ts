@@ -334,4 +334,43 @@ describe('tasks by state: pending, scheduled, in-flight, dead', () => {
       expect(results.byId.get(id)?.map((r) => r.response.status)).toEqual([499]);
     expect(target.calls.filter((call) => call.path.startsWith('/hold/ord'))).toHaveLength(1);
   }, 180_000);
+
+  it('DLQ replay by filter: a preview first (admin API, the Dead letters page), then the replay once', async (ctx) => {
+    if (!context) ctx.skip();
+    const ids = ['gone-1', 'gone-2'];
+    for (const id of ids)
+      await submit(a, {
+        request: { uri: `${target.url}/status/404?id=${id}` },
+        meta: { requestId: id, retry: { max: 1 } },
+      });
+    await until('two dead letters of a', async () => {
+      const body = (await (await api(`/admin/api/dlq?client=${a.name}`)).json()) as { entries: unknown[] };
+      return body.entries.length === 2 ? true : undefined;
+    });
+    await results.until(() => ids.every((id) => results.byId.has(id)), 60_000, 'the first results');
+    const replay = (body: unknown) =>
+      api('/admin/api/dlq/replay', writer.token, { method: 'POST', body: JSON.stringify(body) });
+    const preview = (await (await replay({ client: a.name, dryRun: true })).json()) as {
+      dryRun: boolean;
+      replayed: Array<{ requestId: string }>;
+    };
+    expect(preview.dryRun).toBe(true);
+    expect(preview.replayed.map((r) => r.requestId).sort()).toEqual(ids);
+    expect(await replay({ client: a.name, dryRun: true }).then((r) => r.status)).toBe(200);
+
+    const page = await (context as BrowserContext).newPage();
+    await page.goto(`${stack.adminUrl}/ui/dlq?client=${a.name}`);
+    await page.click('[data-action=replay-preview]');
+    await page.locator('#flash [data-preview]').waitFor();
+    expect(await page.locator('#flash').textContent()).toContain('2 dead letters would be replayed');
+    // Nothing was replayed by the previews: one result each so far.
+    for (const id of ids) expect(results.byId.get(id)).toHaveLength(1);
+    await page.click('[data-action=confirm-replay]');
+    await results.until(
+      () => ids.every((id) => (results.byId.get(id)?.length ?? 0) >= 2),
+      60_000,
+      'the replays answered',
+    );
+    for (const id of ids) expect(results.byId.get(id)).toHaveLength(2);
+  }, 180_000);
 });
