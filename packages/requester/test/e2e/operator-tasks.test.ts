@@ -227,7 +227,7 @@ describe('tasks by state: pending, scheduled, in-flight, dead', () => {
     expect(dead.stdout).toContain('not a queued task');
     const wrong = await requester(['tasks', 'dead', '--client', c.name, '--cancel'], stack.env).exit;
     expect(wrong.code).not.toBe(0);
-  }, 300_000);
+  }, 600_000);
 
   it('UI: the Tasks page, a tab per state, and the cancel preview before its confirm', async (ctx) => {
     if (!existsSync(CHROMIUM)) ctx.skip();
