@@ -96,6 +96,52 @@ export interface PartitionView {
   } | null;
 }
 
+/**
+ * The states `listTasks` walks: due (pending, due now), later (pending, due later: a schedule inside
+ * REDIS_HORIZON, a backoff, a wait), leased (in flight), dead (the queue's dead tasks).
+ */
+export type TaskListState = 'due' | 'later' | 'leased' | 'dead';
+
+export interface TaskListFilter {
+  /** One partition (its full name, client namespace included). */
+  partition?: string;
+  /** A client's tasks (its partitions' ` @<client>`); '' = tasks without a client. */
+  client?: string;
+  /** The state's time (due: due time; leased: lease deadline; dead: dead time), ms: at or after. */
+  from?: number;
+  /** … before. */
+  to?: number;
+  /** Only tasks first published before (ms): an age filter. */
+  publishedBefore?: number;
+}
+
+export interface ListedTask {
+  id: string;
+  partition: string;
+  shard: number;
+  dueAt: number;
+  deliveries: number;
+  publishedAt: number;
+  payload: string;
+  /** The state's time: due time (due, later), lease deadline (leased), dead time (dead). */
+  at: number;
+  /** leased: the lease token. */
+  token?: string;
+  /** dead: why. */
+  reason?: string;
+}
+
+export interface TaskListPage {
+  tasks: ListedTask[];
+  /** The cursor of the following page; null: the list is done. */
+  next: string | null;
+  nowMs: number;
+}
+
+/** Most members a listTasks script examines per call, and most calls per page. */
+const LIST_BUDGET = 1_000;
+const LIST_CALLS_PER_PAGE = 32;
+
 const CONCURRENT_SHARDS = 16;
 const BATCH = 500;
 
@@ -270,6 +316,49 @@ export class QueueAdmin {
   }
 
   /**
+   * One page of the tasks in a state, filtered: shard by shard, each shard's tasks in the order of
+   * the set its state lives in (see commands/listTasks.lua). The cursor is the shard and the last
+   * member examined, so a page follows the previous one whatever moved in between (a task that
+   * changed state meanwhile is where it is now, or was seen already). Bounded per call: each script
+   * examines at most LIST_BUDGET members, a page makes at most LIST_CALLS_PER_PAGE calls, and holds
+   * at most `limit` tasks. A selective filter may give a short (even empty) page with a cursor:
+   * the list is done only when `next` is null.
+   */
+  async listTasks(
+    state: TaskListState,
+    filter: TaskListFilter,
+    limit: number,
+    cursor?: string,
+  ): Promise<TaskListPage> {
+    let { shard, position } = cursor
+      ? decodeListCursor(cursor, this.queue.shards)
+      : { shard: 0, position: '' };
+    const tasks: ListedTask[] = [];
+    let nowMs = 0;
+    for (
+      let calls = 0;
+      calls < LIST_CALLS_PER_PAGE && shard < this.queue.shards && tasks.length < limit;
+      calls++
+    ) {
+      const step = await this.queue.scripts.listTasks(this.keys(shard), {
+        state,
+        position,
+        limit: limit - tasks.length,
+        budget: LIST_BUDGET,
+        filter,
+      });
+      nowMs = Math.max(nowMs, step.nowMs);
+      tasks.push(...step.tasks.map((task) => ({ ...task, shard })));
+      if (step.next === '') {
+        shard++;
+        position = '';
+      } else position = step.next;
+    }
+    const next = shard < this.queue.shards ? encodeListCursor(shard, position) : null;
+    return { tasks, next, nowMs };
+  }
+
+  /**
    * Full consistency check (O(tasks): for tests and troubleshooting, not for a busy production
    * queue). Returns the violations found, empty when the queue is consistent.
    */
@@ -314,6 +403,27 @@ export class QueueAdmin {
     await Promise.all(Array.from({ length: Math.min(CONCURRENT_SHARDS, total) }, worker));
     return results;
   }
+}
+
+/** A list cursor: the shard and the last member examined there, opaque to callers. */
+function encodeListCursor(shard: number, position: string): string {
+  return Buffer.from(JSON.stringify([shard, position])).toString('base64url');
+}
+
+function decodeListCursor(cursor: string, shards: number): { shard: number; position: string } {
+  try {
+    const [shard, position] = JSON.parse(Buffer.from(cursor, 'base64url').toString()) as unknown[];
+    if (
+      Number.isInteger(shard) &&
+      (shard as number) >= 0 &&
+      (shard as number) <= shards &&
+      typeof position === 'string'
+    )
+      return { shard: shard as number, position };
+  } catch {
+    // below
+  }
+  throw new RangeError(`not a cursor of this list: ${JSON.stringify(cursor.slice(0, 80))}`);
 }
 
 /** Top CLIENT_METRICS_TOP clients by backlog by name, the others summed (depth) or maxed (age) as `other`. */

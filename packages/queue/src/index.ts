@@ -9,11 +9,15 @@ export {
   type ClientInfo,
   type ClientShardView,
   type DeadTask,
+  type ListedTask,
   type PartitionView,
   type Progress,
   QueueAdmin,
   type QueueInfo,
   type ShardInfo,
+  type TaskListFilter,
+  type TaskListPage,
+  type TaskListState,
 } from './admin.ts';
 export { queueFromConfig } from './config.ts';
 export {

@@ -1,6 +1,14 @@
 import { join } from 'node:path';
 import { luaScripts, type RedisClient, readLuaCommands } from '@requester/shared/redis';
-import type { ClientShardView, DeadTask, PartitionView, ShardInfo } from './admin.ts';
+import type {
+  ClientShardView,
+  DeadTask,
+  ListedTask,
+  PartitionView,
+  ShardInfo,
+  TaskListFilter,
+  TaskListState,
+} from './admin.ts';
 import { isOrderedPartition, SHARD_KEY_NAMES } from './keys.ts';
 import type { LeasedTask, PublishTask } from './queue.ts';
 
@@ -27,7 +35,8 @@ type Op =
   | 'listDead'
   | 'partitions'
   | 'verify'
-  | 'clients';
+  | 'clients'
+  | 'listTasks';
 
 type Reply = Array<string | number>;
 
@@ -135,6 +144,11 @@ export interface QueueScripts {
   ): Promise<{ tasks: number; violations: string[] }>;
   /** The clients with pending tasks in the shard. */
   clients(keys: readonly string[]): Promise<{ nowMs: number; clients: ClientShardView[] }>;
+  /** One bounded step of a list of the shard's tasks in a state (commands/listTasks.lua). */
+  listTasks(
+    keys: readonly string[],
+    args: { state: TaskListState; position: string; limit: number; budget: number; filter: TaskListFilter },
+  ): Promise<{ nowMs: number; next: string; tasks: Array<Omit<ListedTask, 'shard'>> }>;
 }
 
 function num(reply: Reply, index: number): number {
@@ -327,6 +341,36 @@ export function loadQueueScripts(redis: RedisClient): QueueScripts {
         });
       }
       return { nowMs: Number(reply[0]), clients };
+    },
+    async listTasks(keys, { state, position, limit, budget, filter }) {
+      const reply = await run('listTasks', keys, [
+        state,
+        position,
+        limit,
+        budget,
+        filter.partition ?? '',
+        filter.client === undefined ? '0' : '1',
+        filter.client ?? '',
+        filter.from ?? '',
+        filter.to ?? '',
+        filter.publishedBefore ?? '',
+      ]);
+      const tasks: Array<Omit<ListedTask, 'shard'>> = [];
+      for (let i = 0, at = 3; i < num(reply, 2); i++, at += 8) {
+        const [id, partition, dueAt, deliveries, publishedAt, payload, when, extra] = reply.slice(at, at + 8);
+        tasks.push({
+          id: String(id),
+          partition: String(partition),
+          dueAt: Number(dueAt),
+          deliveries: Number(deliveries),
+          publishedAt: Number(publishedAt),
+          payload: String(payload),
+          at: Number(when),
+          ...(state === 'leased' ? { token: String(extra) } : {}),
+          ...(state === 'dead' ? { reason: String(extra) } : {}),
+        });
+      }
+      return { nowMs: num(reply, 0), next: String(reply[1] ?? ''), tasks };
     },
     async verify(keys, partitionConcurrency, maxReport) {
       const reply = await run('verify', keys, [partitionConcurrency, maxReport]);

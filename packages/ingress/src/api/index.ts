@@ -83,6 +83,12 @@ export interface ApiParts {
    * Cancels a client's request (ingress role; @requester/shared cancelRequest): `by` is who asked.
    */
   cancel?: (client: string | undefined, requestId: string, by: string) => Promise<CancelOutcome>;
+  /**
+   * Whether a client's requestId names a request known here (ingress role: claimed within
+   * QUEUE_DEDUP_WINDOW, cancelled already, or in the outbox); absent = every id is (then a cancel
+   * of an unknown id is recorded and meets nothing).
+   */
+  known?: (client: string | undefined, requestId: string) => Promise<boolean>;
   /** Shutdown began: waits are cut short (202 / 404 pending) and connections are not kept alive. */
   closing?: boolean;
 }
@@ -438,9 +444,10 @@ async function getEvents(
  * `DELETE /requests/{id}`: the caller's own request of that id is cancelled (requestIds are per
  * client, so another key's request of the same id is never touched, nor told of). Answered 202 at
  * once: the request's one result, `cancelled` (status 499), follows on `out` from the hop that
- * holds it; an attempt already in flight finishes, and no other starts. Whether such a request
- * exists is not looked up (it may be on `in`, in the outbox, queued or in flight): a cancel of an
- * unknown id is recorded and meets nothing, except a copy accepted before it.
+ * holds it; an attempt already in flight finishes, and no other starts. An id the caller never
+ * sent (as far as `parts.known` tells: accepted within QUEUE_DEDUP_WINDOW, cancelled already, or in
+ * the outbox) is answered 404 and nothing is recorded; another key's request of that id is looked
+ * up under the caller's own namespace, so it is answered alike: 404, never a hint that it exists.
  */
 async function cancelOwn(c: Context<Env>, parts: ApiParts, settings: ApiSettings): Promise<Response> {
   if (!parts.cancel) return notServed(c, 'DELETE /requests/{id}', 'ingress');
@@ -452,6 +459,8 @@ async function cancelOwn(c: Context<Env>, parts: ApiParts, settings: ApiSettings
     ]);
   const client = callerClient(c);
   try {
+    if (parts.known && !(await parts.known(client, id)))
+      return problem(c, 404, 'not_found', `no request ${JSON.stringify(id)} of this API key`);
     const outcome = await parts.cancel(client, id, ownerActor(client));
     log(c).info({ requestId: id, first: outcome.first, outboxWoken: outcome.outboxWoken }, 'cancel recorded');
     const { outboxWoken: _w, ...body } = outcome;

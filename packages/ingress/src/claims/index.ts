@@ -40,6 +40,21 @@ export function redisRequestIds(redis: RedisClient, prefix: string, windowMs: nu
 }
 
 /**
+ * Whether this client's requestId was claimed within the dedup window (`redisRequestIds`' key):
+ * a request this service accepted over HTTP lately. Another client's request of the same id is
+ * another key, so it is not seen. Undefined when claims are off (`windowMs` 0): nothing to tell.
+ */
+export function claimedRequestIds(
+  redis: RedisClient,
+  prefix: string,
+  windowMs: number,
+): ((client: string | undefined, requestId: string) => Promise<boolean>) | undefined {
+  if (windowMs <= 0) return undefined;
+  return async (client, requestId) =>
+    (await redis.exists(`${prefix}rid:${clientScoped(client, requestId)}`)) === 1;
+}
+
+/**
  * A digest of what makes a request that request: the validated envelope (defaults applied), keys
  * sorted at every level, without what the service sets or resets (`createdAt`, `tryCount`,
  * `waitTime`, `retryBase`, `withinHorizon`) and without how the caller follows it (`meta.sync`, a

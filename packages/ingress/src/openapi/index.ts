@@ -243,7 +243,7 @@ const DELETE_REQUEST: Json = {
   operationId: 'cancelRequest',
   summary: 'Cancel a request',
   description:
-    'Takes back this API key’s own request of that id (requestIds are per client: another key’s request of the same id is never touched). The cancel is recorded at once; the request’s one result follows on `out` (and GET /requests/{id}): status 499 with `meta.error.code` `cancelled` and `meta.cancelled` {by, at}, whether it waited in the queue, behind an ordered partition’s head, for a retry or in the outbox (then it is answered now, not when it was due). An attempt already in flight finishes and its outcome stands when final; no further attempt starts. Whether the request exists is not looked up: cancelling an unknown id meets nothing. A requestId reused for a request sent after the cancel is not cancelled. Served by the ingress.',
+    'Takes back this API key’s own request of that id (requestIds are per client: another key’s request of the same id is never touched). The cancel is recorded at once; the request’s one result follows on `out` (and GET /requests/{id}): status 499 with `meta.error.code` `cancelled` and `meta.cancelled` {by, at}, whether it waited in the queue, behind an ordered partition’s head, for a retry or in the outbox (then it is answered now, not when it was due). An attempt already in flight finishes and its outcome stands when final; no further attempt starts. An id this API key never sent is answered 404 and nothing is recorded (known: accepted over HTTP within QUEUE_DEDUP_WINDOW, cancelled already, or waiting in the outbox; another key’s request of the same id is answered 404 alike). A requestId reused for a request sent after the cancel is not cancelled. Served by the ingress.',
   parameters: [
     { name: 'id', in: 'path', required: true, description: 'meta.requestId', schema: { type: 'string' } },
   ],
@@ -254,6 +254,7 @@ const DELETE_REQUEST: Json = {
     },
     '400': problem('The id is not a requestId (1 to 256 printable characters).'),
     '401': UNAUTHORIZED,
+    '404': problem('No request of this API key has that id (nothing was recorded).'),
     '503': {
       ...problem('Redis or PostgreSQL did not answer: nothing was recorded. Retry later.'),
       headers: { 'Retry-After': retryAfter('Seconds to wait before retrying.') },

@@ -6,7 +6,7 @@ import { type RedisClient, redisSubscriber } from '@requester/shared/redis';
 import { newGatewayId, replyChannel, resultKey } from '@requester/shared/replies';
 import type { RoleContext, RoleDefinition, RoleHandle } from '@requester/shared/role';
 import { kafkaAttributes, SpanKind, startSpan, tracingEnabled } from '@requester/shared/tracing';
-import { redisRequestIds } from '../claims/index.ts';
+import { claimedRequestIds, redisRequestIds } from '../claims/index.ts';
 import { Hub } from '../hub/index.ts';
 import { type Following, followReplies, followResults } from '../results/index.ts';
 import { attach } from '../server/index.ts';
@@ -58,7 +58,23 @@ export const ingressRole = {
         requestId,
         by,
       );
-    const server = await attach(ctx, { submit, claim, cancel, ingressLog: ctx.logger, journal });
+    // DELETE of an unknown id answers 404: known = claimed lately (HTTP), cancelled already, or
+    // waiting in the outbox. Without claims (QUEUE_DEDUP_WINDOW 0) nothing tells: every id is.
+    const claimed = claimedRequestIds(redis, `${config.redisPrefix}:`, config.queueDedupWindow);
+    const known = claimed
+      ? async (client: string | undefined, requestId: string) =>
+          (await claimed(client, requestId)) ||
+          (await cancellations.find(client, requestId)) !== undefined ||
+          (await new Outbox(await deps.sql()).holds(client, requestId))
+      : undefined;
+    const server = await attach(ctx, {
+      submit,
+      claim,
+      cancel,
+      ...(known ? { known } : {}),
+      ingressLog: ctx.logger,
+      journal,
+    });
     return { url: server.url, stopAccepting: () => server.close(), drain: async () => {} };
   },
 } satisfies RoleDefinition;

@@ -17,7 +17,13 @@ import type { DlqSource } from '../ops/dlq/topic.ts';
 import { type OutboxView, outboxInfo } from '../ops/outbox/index.ts';
 import { LiveMetrics } from '../ops/overview/live.ts';
 import { listPauses, type PauseParts, type PauseTarget, pauseWork, resumeWork } from '../ops/pause/index.ts';
-import { cancelScheduled, type ScheduledFilter } from '../ops/tasks/index.ts';
+import {
+  type CancellableState,
+  cancelMatching,
+  type TaskFilter,
+  type TaskState,
+  tasksPage,
+} from '../ops/tasks/index.ts';
 import type { Operator } from './operator.ts';
 import { AdminSessions } from './sessions.ts';
 
@@ -170,12 +176,17 @@ export class AdminConsole {
     );
   }
 
-  /** Cancels the scheduled requests a selection matches (ops/tasks), or counts them (the preview). */
-  async cancelScheduled(operator: Operator, filter: ScheduledFilter, confirm: boolean) {
+  /** One page of a task list (ops/tasks). */
+  tasks(state: TaskState, filter: TaskFilter, limit: number, cursor?: string) {
+    return tasksPage(this.taskParts(), state, filter, limit, cursor);
+  }
+
+  /** Cancels the tasks a selection matches (ops/tasks), or counts them (the preview). */
+  cancelTasks(operator: Operator, state: CancellableState, filter: TaskFilter, confirm: boolean) {
     const { deps, config, logger, journalAdminAction } = this.#options;
-    return cancelScheduled(
+    return cancelMatching(
       {
-        sql: await deps.sql(),
+        ...this.taskParts(),
         redis: deps.redis(),
         config,
         logger,
@@ -183,9 +194,14 @@ export class AdminConsole {
         ...(journalAdminAction ? { journalAdminAction } : {}),
       },
       operator.name,
+      state,
       filter,
       confirm,
     );
+  }
+
+  private taskParts() {
+    return { queueAdmin: () => this.queueAdmin(), sql: () => this.sql(), inRecords: this.inReader() };
   }
 
   /** Pauses in force, pause and resume (ops/pause), recorded as this operator's actions. */

@@ -65,6 +65,15 @@ describe('cancel: DELETE /requests/{id}', () => {
     expect(response.status).toBe(202);
     return (await response.json()) as { requestId: string; by: string; at: string; first: boolean };
   };
+  /** A DELETE that must be refused: its status and problem body. */
+  const refused = async (key: { headers: Record<string, string> }, requestId: string) => {
+    const response = await fetch(`${stack.httpUrl}/requests/${encodeURIComponent(requestId)}`, {
+      method: 'DELETE',
+      headers: key.headers,
+    });
+    const body = (await response.json()) as { code?: string; status?: number };
+    return { status: response.status, code: body.code };
+  };
   const callsTo = (path: string) => target.calls.filter((call) => call.path.startsWith(path)).length;
   const outboxRows = async (requestId: string) =>
     Number((await sql`select count(*) as n from outbox where request_id = ${requestId}`)[0]?.n);
@@ -103,8 +112,10 @@ describe('cancel: DELETE /requests/{id}', () => {
     expect(first).toMatchObject({ requestId: inFlight, by: `client:${owner.name}`, first: true });
     expect(await cancel(owner, inFlight)).toMatchObject({ at: first.at, first: false });
     await cancel(owner, behind);
-    // Another key's request of the same id is another request: this touches none of the owner's.
-    expect(await cancel(other, foreign)).toMatchObject({ by: `client:${other.name}`, first: true });
+    // Another key's request of the same id is another request: this touches none of the owner's,
+    // and is answered as an id never sent (404), so it tells nothing of the owner's.
+    expect(await refused(other, foreign)).toEqual(await refused(other, uniqueName('never-sent')));
+    expect(await refused(other, foreign)).toEqual({ status: 404, code: 'not_found' });
     target.release(hold);
 
     const headResult = await results.one(inFlight);
@@ -196,9 +207,9 @@ describe('cancel: DELETE /requests/{id}', () => {
     for (const id of ids) expect(results.byId.get(id)).toHaveLength(1);
   }, 90_000);
 
-  it('does not cancel a request sent after the cancel under the same id, and refuses a bad id', async () => {
+  it('answers 404 for an id never sent (nothing recorded: a request sent after it runs), and refuses a bad id', async () => {
     const reused = uniqueName('reused');
-    await cancel(owner, reused);
+    expect(await refused(owner, reused)).toEqual({ status: 404, code: 'not_found' });
     await send(owner, { request: { uri: `${target.url}/echo/${reused}` }, meta: { requestId: reused } });
     expect((await results.one(reused)).response.status).toBe(200);
     const bad = await fetch(`${stack.httpUrl}/requests/${encodeURIComponent('has space')}`, {

@@ -139,7 +139,7 @@ describe('tasks scheduled: the outbox by page', () => {
       stack.env,
     ).exit;
     expect(preview.code, preview.stderr).toBe(0);
-    expect(JSON.parse(preview.stdout)).toEqual({ matched: 5, cancelled: 0, preview: true });
+    expect(JSON.parse(preview.stdout)).toEqual({ matched: 5, cancelled: 0, already: 0, preview: true });
     const route = `${stack.adminUrl}/admin/api/tasks/scheduled/cancel`;
     const post = (token: string, body: unknown) =>
       fetch(route, {
@@ -152,11 +152,13 @@ describe('tasks scheduled: the outbox by page', () => {
     expect(await (await post(writer.token, { client: b.name })).json()).toEqual({
       matched: 1,
       cancelled: 0,
+      already: 0,
       preview: true,
     });
     expect(await (await post(writer.token, { client: b.name, confirm: true })).json()).toEqual({
       matched: 1,
       cancelled: 1,
+      already: 0,
       preview: false,
     });
     const result = await results.one(theirs);

@@ -34,6 +34,10 @@ export interface WaitingFilter {
   client?: string | null;
   dueAfter?: number;
   dueBefore?: number;
+  /** The request's `meta.partition` (as its client named it). */
+  partition?: string;
+  /** Rows added before (epoch ms): an age filter. */
+  addedBefore?: number;
 }
 
 /** A row of the outbox as the task lists show it (Outbox.page). */
@@ -195,6 +199,21 @@ export class Outbox {
     return rows.length;
   }
 
+  /** Whether a row of this request waits here (`client`: whose, as for `wake`). */
+  async holds(client: string | undefined, requestId: string): Promise<boolean> {
+    const scope = client ? `${CLIENT_SCOPE_SEPARATOR}${client}` : undefined;
+    const rows = await this.sql`
+      select 1 from outbox
+      where request_id = ${requestId}
+        and ${
+          scope === undefined
+            ? this.sql`strpos(task_id, ${CLIENT_SCOPE_SEPARATOR}) = 0`
+            : this.sql`right(task_id, ${scope.length}) = ${scope}`
+        }
+      limit 1`;
+    return rows.length > 0;
+  }
+
   /**
    * One page of the rows waiting, in due order, never the whole table: filtered by client (the
    * suffix of their task ids; `null`: rows without a client) and due window, after `cursor` (the
@@ -251,7 +270,13 @@ export class Outbox {
         ${scope === undefined ? sql`` : sql`and right(task_id, ${scope.length}) = ${scope}`}
         ${filter.client === null ? sql`and strpos(task_id, ${CLIENT_SCOPE_SEPARATOR}) = 0` : sql``}
         ${filter.dueAfter === undefined ? sql`` : sql`and due_at >= ${new Date(filter.dueAfter)}`}
-        ${filter.dueBefore === undefined ? sql`` : sql`and due_at < ${new Date(filter.dueBefore)}`}`;
+        ${filter.dueBefore === undefined ? sql`` : sql`and due_at < ${new Date(filter.dueBefore)}`}
+        ${filter.addedBefore === undefined ? sql`` : sql`and created_at < ${new Date(filter.addedBefore)}`}
+        ${
+          filter.partition === undefined
+            ? sql``
+            : sql`and convert_from(payload, 'UTF8')::jsonb #>> '{meta,partition}' = ${filter.partition}`
+        }`;
   }
 
   /** Epoch ms of the earliest row, or undefined when the outbox is empty. */

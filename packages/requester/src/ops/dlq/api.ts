@@ -1,4 +1,5 @@
 import { UsageError } from '@requester/shared';
+import { html } from 'hono/html';
 import type { AdminConsole } from '../../admin-server/console.ts';
 import { answer, type Body, bodyOf, limitOf, list, revealTo, stringOf } from '../../admin-server/http.ts';
 import { mayReveal, type Operator } from '../../admin-server/operator.ts';
@@ -42,11 +43,12 @@ export async function deadLetterViews(
 async function replay(
   console: AdminConsole,
   operator: Operator,
-  selection: DlqSelection & { force?: boolean },
+  selection: DlqSelection & { force?: boolean; dryRun?: boolean },
 ) {
   const filter = dlqFilterFrom(selection);
   if (!filter.requestIds && Object.keys(filter).length === 0)
     throw new UsageError('replay needs a selection: requestIds, since/until, origin, errorCode or client');
+  const dryRun = selection.dryRun ?? false;
   const summary = await replayFromDlq(
     console.dlqSource(),
     {
@@ -55,9 +57,10 @@ async function replay(
       config: console.config,
       signer: () => console.deps.entrySigner(),
     },
-    { filter, dryRun: false, force: selection.force ?? false },
+    { filter, dryRun, force: selection.force ?? false },
   );
-  await console.record(operator, 'dlq.replay', { requestIds: summary.replayed.map((r) => r.requestId) });
+  if (!dryRun)
+    await console.record(operator, 'dlq.replay', { requestIds: summary.replayed.map((r) => r.requestId) });
   return summary;
 }
 
@@ -106,7 +109,8 @@ export const api: ApiFace = {
     '/admin/api/dlq/replay': {
       get: undefined,
       post: {
-        summary: 'Replay the selected dead letters to in (requester dlq replay); needs a write key',
+        summary:
+          'Replay the selected dead letters to in (requester dlq replay); needs a write key. dryRun: true is the preview (what would be replayed, nothing written). Resumable: a replayed dead letter is marked (DLQ_REPLAY marks in Redis) and skipped by a later run unless force',
         write: true,
         body: {
           requestIds: { type: 'array', items: { type: 'string' } },
@@ -121,6 +125,7 @@ export const api: ApiFace = {
           errorCode: { type: 'string' },
           client: { type: 'string' },
           force: { type: 'boolean' },
+          dryRun: { type: 'boolean', description: 'the preview: count and list, write nothing' },
         },
       },
     },
@@ -151,10 +156,21 @@ export const api: ApiFace = {
       const refs = list(body.refs);
       if (refs.length)
         selection.requestIds = [...(selection.requestIds ?? []), ...(await requestIdsOf(console, refs))];
-      const summary = await replay(console, c.get('operator'), {
-        ...selection,
-        force: body.force === true || body.force === 'true',
-      });
+      const force = body.force === true || body.force === 'true';
+      const dryRun = body.dryRun === true || body.dryRun === 'true';
+      const summary = await replay(console, c.get('operator'), { ...selection, force, dryRun });
+      // The UI's confirm step: the preview's answer holds the button that replays.
+      if (dryRun && c.req.header('hx-request')) {
+        const n = summary.replayed.length;
+        return c.html(
+          html`<div class="flash" data-preview="${n}">${n} dead letters would be replayed (${summary.skipped.alreadyReplayed} replayed before, ${summary.skipped.superseded} superseded). ${
+            n > 0
+              ? html`<button hx-post="/admin/api/dlq/replay" hx-vals='${JSON.stringify({ ...selection, ...(force ? { force } : {}) })}' hx-target="#flash" data-action="confirm-replay">Replay these ${n}</button>`
+              : ''
+          }</div>`,
+        );
+      }
+      if (dryRun) return c.json(summary);
       return answer(
         c,
         summary,

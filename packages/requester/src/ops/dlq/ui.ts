@@ -47,10 +47,24 @@ ${data.entries.map(
 ${
   canAct
     ? html`<p><button type="button" hx-post="/admin/api/dlq/replay" hx-include="#dlq-form" data-action="replay-selected">Replay selected</button>
+${
+  Object.keys(selection).some(
+    (k) => ['origin', 'errorCode', 'client', 'since', 'until'].includes(k) && selection[k],
+  )
+    ? html`<button type="button" hx-post="/admin/api/dlq/replay" hx-vals='${JSON.stringify({ ...pick(selection), dryRun: true })}' hx-target="#flash" data-action="replay-preview">Replay all matching…</button>`
+    : ''
+}
 <button type="button" class="danger" hx-post="/admin/api/dlq/delete" hx-include="#dlq-form" hx-confirm="Mark the selected dead letters as handled?" data-action="delete-selected">Delete selected</button></p>
 <p class="muted">Delete marks them handled (the DLQ is a Kafka topic: its records stay until retention).</p>`
     : ''
 }`
 }</form>`
   }</section>`;
+}
+
+/** The filter fields of the page's query (the selection a "Replay all matching" replays). */
+function pick(query: Record<string, string>): Record<string, string> {
+  return Object.fromEntries(
+    ['origin', 'errorCode', 'client', 'since', 'until'].flatMap((k) => (query[k] ? [[k, query[k]]] : [])),
+  );
 }

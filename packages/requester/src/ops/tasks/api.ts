@@ -1,75 +1,123 @@
-import { type AdminContext, answer, bodyOf, stringOf } from '../../admin-server/http.ts';
+import { UsageError } from '@requester/shared';
+import { html } from 'hono/html';
+import { type AdminContext, answer, type Body, bodyOf, stringOf } from '../../admin-server/http.ts';
 import type { ApiFace } from '../faces.ts';
-import { type ScheduledFilter, scheduledPage } from './index.ts';
+import {
+  CANCELLABLE_STATES,
+  type CancellableState,
+  TASK_STATES,
+  type TaskFilter,
+  type TaskState,
+} from './index.ts';
 
-/** The filter and page of `?client=&dueAfter=&dueBefore=&limit=&cursor=`. */
-export function scheduledQuery(c: AdminContext): {
-  filter: ScheduledFilter;
-  limit: number;
-  cursor?: string;
-} {
-  const q = c.req.query();
-  const filter: ScheduledFilter = {};
-  if (q.client !== undefined) filter.client = q.client.trim();
-  if (q.dueAfter?.trim()) filter.dueAfter = q.dueAfter.trim();
-  if (q.dueBefore?.trim()) filter.dueBefore = q.dueBefore.trim();
-  const limit = q.limit ? Number(q.limit) : 50;
-  return { filter, limit, ...(q.cursor ? { cursor: q.cursor } : {}) };
+const FILTER_KEYS = ['client', 'origin', 'partition', 'dueAfter', 'dueBefore', 'olderThan'] as const;
+
+/** The filter of a query or a body: `client` may be blank (requests without a client), the rest not. */
+export function filterOf(source: Body): TaskFilter {
+  const filter: TaskFilter = {};
+  for (const key of FILTER_KEYS) {
+    const value = stringOf(source[key]);
+    if (value === undefined) continue;
+    if (key === 'client') filter.client = value.trim();
+    else if (value.trim()) filter[key] = value.trim();
+  }
+  return filter;
 }
 
+/** The filter and page of `?client=&origin=&partition=&dueAfter=&dueBefore=&olderThan=&limit=&cursor=`. */
+export function listQuery(c: AdminContext): { filter: TaskFilter; limit: number; cursor?: string } {
+  const q = c.req.query();
+  const limit = q.limit ? Number(q.limit) : 50;
+  return { filter: filterOf(q), limit, ...(q.cursor ? { cursor: q.cursor } : {}) };
+}
+
+export function stateOf(text: string | undefined): TaskState {
+  if (TASK_STATES.includes(text as TaskState)) return text as TaskState;
+  throw new UsageError(`not a task state: ${JSON.stringify(text)} (${TASK_STATES.join(', ')})`);
+}
+
+function cancellable(state: TaskState): CancellableState {
+  if (CANCELLABLE_STATES.includes(state as CancellableState)) return state as CancellableState;
+  throw new UsageError(`cancel takes ${CANCELLABLE_STATES.join(', ')} tasks, not ${state}`);
+}
+
+const STATE_SUMMARY: Record<TaskState, string> = {
+  pending: 'Tasks due now, waiting in Redis for their turn (requester tasks pending)',
+  scheduled:
+    'Tasks due later: those in Redis (timers inside REDIS_HORIZON, backoffs, waits), then the outbox rows, with their due time (requester tasks scheduled)',
+  'in-flight':
+    'Tasks leased by an executor, with their lease expiry and deliveries (requester tasks in-flight)',
+  dead: "The queue's dead tasks (requester tasks dead; dead-lettered requests: /admin/api/dlq)",
+};
+
+const LIST_PARAMS = [...FILTER_KEYS, 'limit', 'cursor'];
+
+const PAGING =
+  ', one page at a time: {rows, next}; pass next as cursor for the following page (null: done; a filtered page may be short). client: the API key name, blank for none; dueAfter/dueBefore: the state’s time (due, lease expiry, dead time); olderThan: a duration (queued longer ago)';
+
+const CANCEL_BODY: Record<string, unknown> = {
+  client: { type: 'string' },
+  origin: { type: 'string' },
+  partition: { type: 'string' },
+  dueAfter: { type: 'string' },
+  dueBefore: { type: 'string' },
+  olderThan: { type: 'string' },
+  confirm: { type: 'boolean' },
+};
+
+const cancelPath = (state: CancellableState) => ({
+  get: undefined,
+  post: {
+    summary: `Cancel every ${state} task a selection matches (one filter at least): without confirm: true, the preview {matched, preview: true}; with it, {matched, cancelled, already}. Walks the selection by pages; resumable (run it again: cancels are idempotent)`,
+    write: true,
+    body: CANCEL_BODY,
+  },
+});
+
 /**
- * `GET /admin/api/tasks/scheduled` (read key): one page of the outbox.
- * `POST /admin/api/tasks/scheduled/cancel` `{client?, dueAfter?, dueBefore?, confirm?}` (write
- * key): without `confirm: true` the preview `{matched}`, with it the cancel of every match,
- * recorded by ./index.ts (`tasks.cancel`).
+ * `GET /admin/api/tasks/{state}` (read key): one page of a state's tasks.
+ * `POST /admin/api/tasks/{state}/cancel` (write key; pending, scheduled, in-flight): without
+ * `confirm: true` the preview `{matched}`, with it the cancel of every match (ops/tasks
+ * cancelMatching, recorded as `tasks.cancel`).
  */
 export const api: ApiFace = {
   paths: {
-    '/admin/api/tasks/scheduled': {
-      get: {
-        summary:
-          'Requests waiting in the outbox (scheduled beyond REDIS_HORIZON, long retry waits), soonest first, one page at a time: {rows, next}; pass next as cursor for the following page (requester tasks scheduled). client: the API key name, blank for none',
-        params: ['client', 'dueAfter', 'dueBefore', 'limit', 'cursor'],
-      },
-      post: undefined,
-    },
-    '/admin/api/tasks/scheduled/cancel': {
-      get: undefined,
-      post: {
-        summary:
-          'Cancel every scheduled request a selection matches (client, dueAfter, dueBefore; one at least): without confirm: true, the preview {matched}; with it, {matched, cancelled}. Walks the selection by pages; resumable (run it again)',
-        write: true,
-        body: {
-          client: { type: 'string' },
-          dueAfter: { type: 'string' },
-          dueBefore: { type: 'string' },
-          confirm: { type: 'boolean' },
-        },
-      },
-    },
+    ...Object.fromEntries(
+      TASK_STATES.map((state) => [
+        `/admin/api/tasks/${state}`,
+        { get: { summary: `${STATE_SUMMARY[state]}${PAGING}`, params: LIST_PARAMS }, post: undefined },
+      ]),
+    ),
+    ...Object.fromEntries(
+      CANCELLABLE_STATES.map((state) => [`/admin/api/tasks/${state}/cancel`, cancelPath(state)]),
+    ),
   },
   routes(app, console) {
-    app.get('/admin/api/tasks/scheduled', async (c) => {
-      const { filter, limit, cursor } = scheduledQuery(c);
-      return c.json(await scheduledPage(await console.sql(), filter, limit, cursor));
+    app.get('/admin/api/tasks/:state', async (c) => {
+      const { filter, limit, cursor } = listQuery(c);
+      return c.json(await console.tasks(stateOf(c.req.param('state')), filter, limit, cursor));
     });
-    app.post('/admin/api/tasks/scheduled/cancel', async (c) => {
+    app.post('/admin/api/tasks/:state/cancel', async (c) => {
+      const state = cancellable(stateOf(c.req.param('state')));
       const body = await bodyOf(c);
-      const filter: ScheduledFilter = {};
-      const client = stringOf(body.client);
-      if (client !== undefined) filter.client = client.trim();
-      const dueAfter = stringOf(body.dueAfter)?.trim();
-      if (dueAfter) filter.dueAfter = dueAfter;
-      const dueBefore = stringOf(body.dueBefore)?.trim();
-      if (dueBefore) filter.dueBefore = dueBefore;
       const confirm = body.confirm === true || body.confirm === 'true';
-      const outcome = await console.cancelScheduled(c.get('operator'), filter, confirm);
+      const filter = filterOf(body);
+      const outcome = await console.cancelTasks(c.get('operator'), state, filter, confirm);
+      // The UI's confirm step: the preview's answer holds the button that acts.
+      if (outcome.preview && c.req.header('hx-request'))
+        return c.html(
+          html`<div class="flash" data-preview="${outcome.matched}">${outcome.matched} ${state} tasks match. ${
+            outcome.matched > 0
+              ? html`<button hx-post="/admin/api/tasks/${state}/cancel" hx-vals='${JSON.stringify({ ...filter, confirm: true })}' hx-target="#flash" class="danger" data-action="confirm-cancel">Cancel these ${outcome.matched}</button>`
+              : ''
+          }</div>`,
+        );
       return answer(
         c,
         outcome,
         outcome.preview
-          ? `${outcome.matched} scheduled requests match.`
-          : `Cancelled ${outcome.cancelled} scheduled requests: their results (cancelled) follow on out.`,
+          ? `${outcome.matched} ${state} tasks match.`
+          : `Cancelled ${outcome.cancelled} ${state} tasks (${outcome.already} were cancelled already): their results (cancelled) follow on out.`,
       );
     });
   },
