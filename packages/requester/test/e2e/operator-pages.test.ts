@@ -35,6 +35,8 @@ describe('operator pages: keys, origins, clients', () => {
   let stack: StackEnv;
   let running: RunningProcess;
   let target: Target;
+  /** The origins test's own target: no other test calls it, so its counts are its own. */
+  let counted: Target;
   let results: ResultCollector;
   let client: Awaited<ReturnType<typeof stackKey>>;
   let writer: Awaited<ReturnType<typeof stackKey>>;
@@ -45,17 +47,26 @@ describe('operator pages: keys, origins, clients', () => {
   beforeAll(async () => {
     if (!existsSync(CHROMIUM))
       throw new Error(`${CHROMIUM} is missing: run \`bash infra/chromium.sh\` (./dev test does)`);
-    target = await startTarget();
+    [target, counted] = await Promise.all([startTarget(), startTarget()]);
     stack = await stackEnv({ AUTH_CACHE_TTL: '100ms', ORIGIN_CONCURRENCY_SCOPE: 'cluster' });
     running = await startStack(stack);
     await waitReady(stack);
     results = new ResultCollector(stack.config.topicOut);
     await results.start();
-    [client, writer, reader] = await Promise.all([
-      stackKey(stack, { rate: '1000/s', weight: 3 }),
+    [writer, reader] = await Promise.all([
       stackKey(stack, { admin: 'write' }),
       stackKey(stack, { admin: 'read' }),
     ]);
+    // Through the admin API: a weight also goes to the queue's shards.
+    const name = uniqueName('tenant');
+    const made = await fetch(`${stack.adminUrl}/admin/api/keys/create`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${writer.token}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ name, rate: '1000/s', weight: 3, sync: true, schedule: true }),
+    });
+    expect(made.status).toBe(200);
+    const { token } = (await made.json()) as { token: string };
+    client = { name, token, headers: { authorization: `Bearer ${token}` } };
     userDataDir = await mkdtemp(path.join(tmpdir(), 'requester-ui-pages-'));
     context = await chromium.launchPersistentContext(userDataDir, {
       executablePath: CHROMIUM,
@@ -77,7 +88,7 @@ describe('operator pages: keys, origins, clients', () => {
     if (userDataDir) await rm(userDataDir, { recursive: true, force: true });
     await results?.stop();
     await running?.shutdown('test over');
-    await target?.close();
+    await Promise.all([target?.close(), counted?.close()]);
     if (stack) await dropStackDatabase(stack);
   }, 60_000);
 
@@ -106,6 +117,18 @@ describe('operator pages: keys, origins, clients', () => {
   const logout = (page: Page) => Promise.all([page.waitForURL('**/ui/login'), page.click('#logout')]);
 
   it('keys: a write key creates, rotates with grace and revokes from the page; the token is shown once; a read key only sees', async () => {
+    const doc = (await (await admin('/admin/openapi.json', reader.token)).json()) as { paths: object };
+    expect(Object.keys(doc.paths)).toEqual(
+      expect.arrayContaining([
+        '/admin/api/keys',
+        '/admin/api/keys/create',
+        '/admin/api/keys/rotate',
+        '/admin/api/keys/revoke',
+        '/admin/api/origins',
+        '/admin/api/origins/show',
+        '/admin/api/clients',
+      ]),
+    );
     // The admin API: a read key lists (no secret) and is refused every action.
     const keys = (await (await admin('/admin/api/keys', reader.token)).json()) as KeyView[];
     const listed = keys.find((k) => k.name === client.name);
@@ -202,21 +225,25 @@ describe('operator pages: keys, origins, clients', () => {
   }, 180_000);
 
   it('origins: calls, success rate and latency across the deployment, breaker, cap and pause, by API, CLI and page', async () => {
-    const origin = new URL(target.url).origin;
+    const origin = new URL(counted.url).origin;
     const ok = Array.from({ length: 8 }, () => uniqueName('ok'));
     const bad = uniqueName('bad');
     for (const requestId of ok)
       expect(
         (
           await submit(client.token, {
-            request: { uri: `${target.url}/echo/${requestId}` },
+            request: { uri: `${counted.url}/echo/${requestId}` },
             meta: { requestId },
           })
         ).status,
       ).toBe(202);
     expect(
-      (await submit(client.token, { request: { uri: `${target.url}/status/500` }, meta: { requestId: bad } }))
-        .status,
+      (
+        await submit(client.token, {
+          request: { uri: `${counted.url}/status/500` },
+          meta: { requestId: bad },
+        })
+      ).status,
     ).toBe(202);
     await results.until(() => [...ok, bad].every((id) => results.byId.has(id)), 60_000, 'calls done');
 
@@ -244,7 +271,7 @@ describe('operator pages: keys, origins, clients', () => {
     expect(view?.bulkhead.cap).toBeGreaterThan(0);
     const originName = view?.origin ?? '';
 
-    const shown = await requester(['origins', 'show', `${target.url}/any/path`, '--json'], stack.env).exit;
+    const shown = await requester(['origins', 'show', `${counted.url}/any/path`, '--json'], stack.env).exit;
     expect(shown.code, shown.stderr).toBe(0);
     expect(JSON.parse(shown.stdout)).toMatchObject({ origin: originName, calls: { attempts: 9 } });
     const table = await requester(['origins'], stack.env).exit;
@@ -252,7 +279,7 @@ describe('operator pages: keys, origins, clients', () => {
     expect(table.stdout).toContain(originName);
     expect((await requester(['origins', 'show'], stack.env).exit).code).toBe(2);
     expect(
-      (await admin(`/admin/api/origins/show?origin=${encodeURIComponent(target.url)}`, reader.token)).status,
+      (await admin(`/admin/api/origins/show?origin=${encodeURIComponent(counted.url)}`, reader.token)).status,
     ).toBe(200);
     expect(
       (await post('/admin/api/pauses', reader.token, { scope: 'origin', value: originName })).status,
