@@ -1,4 +1,4 @@
-import { breakerFromConfig, OriginPacer, RateLimiter } from '@requester/policies';
+import { breakerFromConfig, OriginPacer, OriginStatsRecorder, RateLimiter } from '@requester/policies';
 import { queueFromConfig } from '@requester/queue';
 import { Cancellations } from '@requester/shared/cancel';
 import { CredentialStore, masterKeysFromConfig } from '@requester/shared/credentials';
@@ -13,6 +13,8 @@ import { signingKeysFromConfig } from './signing/index.ts';
 import { Executor } from './worker/index.ts';
 import type { Tried } from './worker/policies.ts';
 
+export { slotsKey } from './bulkhead/cluster.ts';
+export { capOf, defaultMaxPerOrigin } from './bulkhead/index.ts';
 export {
   type CallOutcome,
   createHttpClient,
@@ -63,6 +65,8 @@ export const executorRole: RoleDefinition = {
       maxEntryBytes: config.cacheMaxEntryBytes,
       logger,
     });
+    const originStats = new OriginStatsRecorder({ redis, prefix: `${config.redisPrefix}:`, logger });
+    originStats.start();
     const pauses = new PauseView(new Pauses(redis, config.redisPrefix));
     const executor = new Executor({
       queue,
@@ -81,6 +85,7 @@ export const executorRole: RoleDefinition = {
         logger,
       }),
       adaptiveConcurrency: config.adaptiveConcurrency,
+      originStats,
       cache,
       signingKeys: signingKeysFromConfig(config),
       outbox: new Outbox(sql),
@@ -108,6 +113,7 @@ export const executorRole: RoleDefinition = {
     return {
       async drain() {
         await executor.drain();
+        await originStats.stop();
         http.close();
         await Promise.all([fetcher.close(), queue.close(), cache.close()]);
       },

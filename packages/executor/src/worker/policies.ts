@@ -7,6 +7,7 @@ import {
   limiterKeyOf,
   limiterWindows,
   type OriginPacer,
+  type OriginStatsRecorder,
   originOf,
   type PaceGrant,
   type PaceReport,
@@ -102,6 +103,8 @@ export interface PolicyModules {
   optOut?: boolean | undefined;
   /** The pace of each origin (429/503 + Retry-After, RateLimit headers, adaptive concurrency); absent = none. */
   pacer?: OriginPacer | undefined;
+  /** Calls per origin across the deployment (the Origins page), counted in memory and flushed; absent = none. */
+  originStats?: OriginStatsRecorder | undefined;
   /** ADAPTIVE_CONCURRENCY: the bulkhead applies the pacer's learnt limit of each origin (default true). */
   adaptiveConcurrency?: boolean | undefined;
   cache?: ResponseCache<Tried> | undefined;
@@ -327,6 +330,11 @@ export class Policies {
     metrics.httpSeconds.observe({ outcome: label }, seconds);
     metrics.originSeconds.observe({ origin: originName }, seconds);
     metrics.originCalls.inc({ origin: originName, outcome: label });
+    this.modules.originStats?.observe(
+      origin,
+      outcome.kind === 'response' && outcome.status < 500 && outcome.status !== 429,
+      outcome.durationNs / 1e6,
+    );
     if (outcome.kind === 'failure') log.warn({ err: outcome.error, tryCount }, 'call to the target failed');
     else log.debug({ status: outcome.status, tryCount }, 'target answered');
     const failed = breakerFailure(outcome);

@@ -14,6 +14,8 @@ import { type AdminActionEvent, recordAdminAction } from '../ops/audit.ts';
 import { cancelById } from '../ops/cancel/index.ts';
 import { HandledDeadLetters } from '../ops/dlq/index.ts';
 import type { DlqSource } from '../ops/dlq/topic.ts';
+import type { KeysParts } from '../ops/keys/index.ts';
+import type { OriginParts } from '../ops/origins/index.ts';
 import { type OutboxView, outboxInfo } from '../ops/outbox/index.ts';
 import { LiveMetrics } from '../ops/overview/live.ts';
 import { listPauses, type PauseParts, type PauseTarget, pauseWork, resumeWork } from '../ops/pause/index.ts';
@@ -105,13 +107,33 @@ export class AdminConsole {
   }
 
   queueAdmin(): QueueAdmin {
+    return new QueueAdmin(this.queue());
+  }
+
+  queue(): FairQueue {
     this.#queue ??= queueFromConfig(this.config, this.#options.deps.redis(), { notify: false });
-    return new QueueAdmin(this.#queue);
+    return this.#queue;
   }
 
   breaker(): CircuitBreaker {
     this.#breaker ??= breakerFromConfig(this.config, this.#options.deps.redis(), { stateCacheMs: 0 });
     return this.#breaker;
+  }
+
+  /** The key store and the record of key actions (ops/keys); a weight also goes to the queue. */
+  async keysParts(): Promise<KeysParts> {
+    const { deps, logger, journalAdminAction } = this.#options;
+    return {
+      store: new KeyStore(await deps.sql()),
+      logger,
+      setQueueWeight: (client, weight) => this.queue().setClientWeight(client, weight),
+      ...(journalAdminAction ? { journalAdminAction } : {}),
+    };
+  }
+
+  /** What the origins views read (ops/origins): Redis, the settings of the per-origin cap, the breaker. */
+  originParts(): OriginParts {
+    return { redis: this.#options.deps.redis(), config: this.config, breaker: this.breaker() };
   }
 
   inReader(): Fetcher {

@@ -68,6 +68,13 @@ describe('requester admin commands', () => {
       reset: false,
       held: null,
     });
+    expect(await json('origins')).toEqual([]);
+    expect(await json('origins', 'show', 'https://nobody.example/x')).toMatchObject({
+      origin: 'https://nobody.example:443',
+      breaker: { state: 'closed' },
+      pause: null,
+      calls: { attempts: 0, successRate: null },
+    });
     expect(await json('limiter', 'show', 'nobody')).toEqual([]);
     expect(await json('outbox', 'info')).toMatchObject({ rows: 0, overdue: 0, nextDueAt: null });
     expect(await json('keys', 'list')).toEqual([]);

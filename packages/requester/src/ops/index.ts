@@ -3,16 +3,23 @@ import { registerBreakersCommands } from './breakers/cli.ts';
 import { ui as breakersUi } from './breakers/ui.ts';
 import { api as cancelApi } from './cancel/api.ts';
 import { registerCancelCommand } from './cancel/cli.ts';
+import { api as clientsApi } from './clients/api.ts';
+import { ui as clientsUi } from './clients/ui.ts';
 import { api as credentialsApi } from './credentials/api.ts';
 import { registerCredentialsCommands } from './credentials/cli.ts';
 import { api as dlqApi } from './dlq/api.ts';
 import { registerDlqCommands } from './dlq/cli.ts';
 import { ui as dlqUi } from './dlq/ui.ts';
 import type { AdminFeature } from './faces.ts';
+import { api as keysApi } from './keys/api.ts';
 import { registerKeysCommands } from './keys/cli.ts';
+import { ui as keysUi } from './keys/ui.ts';
 import { api as limiterApi } from './limiter/api.ts';
 import { registerLimiterCommands } from './limiter/cli.ts';
 import { ui as limiterUi } from './limiter/ui.ts';
+import { api as originsApi } from './origins/api.ts';
+import { registerOriginsCommands } from './origins/cli.ts';
+import { ui as originsUi } from './origins/ui.ts';
 import { registerOutboxCommands } from './outbox/cli.ts';
 import { api as overviewApi } from './overview/api.ts';
 import { ui as overviewUi } from './overview/ui.ts';
@@ -48,12 +55,14 @@ export const ADMIN_FEATURES: readonly AdminFeature[] = [
   { name: 'queue', cli: registerQueueCommands, api: queueApi, ui: queueUi },
   { name: 'requests', api: requestsApi, ui: requestsUi },
   { name: 'dlq', cli: registerDlqCommands, api: dlqApi, ui: dlqUi },
-  { name: 'keys', cli: registerKeysCommands },
+  { name: 'clients', api: clientsApi, ui: clientsUi },
+  { name: 'keys', cli: registerKeysCommands, api: keysApi, ui: keysUi },
   { name: 'credentials', cli: registerCredentialsCommands, api: credentialsApi },
   { name: 'trace', cli: registerTraceCommand },
   { name: 'cancel', cli: registerCancelCommand, api: cancelApi },
   { name: 'pause', cli: registerPauseCommands, api: pauseApi, ui: pauseUi },
   { name: 'tasks', cli: registerTasksCommands, api: tasksApi, ui: tasksUi },
+  { name: 'origins', cli: registerOriginsCommands, api: originsApi, ui: originsUi },
   { name: 'breakers', cli: registerBreakersCommands, api: breakersApi, ui: breakersUi },
   { name: 'outbox', cli: registerOutboxCommands },
   { name: 'limiter', cli: registerLimiterCommands, api: limiterApi, ui: limiterUi },

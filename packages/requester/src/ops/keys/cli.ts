@@ -4,6 +4,7 @@ import { type Config, Dependencies, durationToMs, UsageError, ValidationError } 
 import type { Argv } from 'yargs';
 import {
   type ConfigFrom,
+  cliActor,
   commandLogger,
   EXIT_CODES_HELP,
   printJson,
@@ -11,7 +12,9 @@ import {
   progress,
   withJson,
 } from '../../commands/common.ts';
+import { journalHooks } from '../../runtime/journal.ts';
 import { humanSize, humanTime } from '../format.ts';
+import { createKey, type KeysParts, revokeKey, rotateKey } from './index.ts';
 
 interface KeysArgs {
   action: 'create' | 'list' | 'revoke' | 'rotate' | 'update' | 'token';
@@ -125,20 +128,31 @@ export function registerKeysCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): v
         return;
       }
       const config = configFrom(argv);
-      const deps = new Dependencies(config, commandLogger(config));
+      const logger = commandLogger(config);
+      const deps = new Dependencies(config, logger);
+      const hooks = journalHooks(config, deps);
       try {
-        await runAction(new KeyStore(await deps.sql()), args, config, deps);
+        const parts: KeysParts = { store: new KeyStore(await deps.sql()), logger };
+        if (hooks.hooks.journalAdminAction) parts.journalAdminAction = hooks.hooks.journalAdminAction;
+        await runAction(parts, args, config, deps);
       } catch (err) {
         if (err instanceof ValidationError) throw new UsageError(err.message);
         throw err;
       } finally {
+        await hooks.close();
         await deps.close();
       }
     },
   );
 }
 
-async function runAction(store: KeyStore, args: KeysArgs, config: Config, deps: Dependencies): Promise<void> {
+async function runAction(
+  parts: KeysParts,
+  args: KeysArgs,
+  config: Config,
+  deps: Dependencies,
+): Promise<void> {
+  const { store } = parts;
   // The weight lives with the key (PostgreSQL) and, for the queue's lease scripts, in every
   // shard in Redis (routers copy it there again when they start).
   const giveQueueWeight = async (client: string, weight: number) => {
@@ -152,7 +166,7 @@ async function runAction(store: KeyStore, args: KeysArgs, config: Config, deps: 
   switch (args.action) {
     case 'create': {
       if (!args.name) throw new UsageError('keys create needs --name');
-      const issued = await store.create({
+      const issued = await createKey({ ...parts, setQueueWeight: giveQueueWeight }, cliActor(), {
         name: args.name,
         ...(args.hosts === undefined ? {} : { hosts: args.hosts.split(',').filter((h) => h.trim()) }),
         ...(args.rate === undefined ? {} : { rate: args.rate }),
@@ -164,7 +178,6 @@ async function runAction(store: KeyStore, args: KeysArgs, config: Config, deps: 
         ...(args.credentials === undefined ? {} : { credentials: args.credentials.split(',') }),
         ...(args.weight === undefined ? {} : { weight: args.weight }),
       });
-      if (args.weight !== undefined && args.weight !== 1) await giveQueueWeight(issued.name, args.weight);
       return printToken(issued, 'created', args.json);
     }
     case 'list': {
@@ -195,7 +208,7 @@ async function runAction(store: KeyStore, args: KeysArgs, config: Config, deps: 
     }
     case 'revoke': {
       const key = keyArg(args);
-      if (!(await store.revoke(key))) throw new UsageError(`no live key with id or name ${key}`);
+      await revokeKey(parts, cliActor(), key);
       progress(`revoked ${key}; ingresses refuse it within AUTH_CACHE_TTL`);
       if (args.json) printJson({ revoked: key });
       return;
@@ -229,8 +242,7 @@ async function runAction(store: KeyStore, args: KeysArgs, config: Config, deps: 
     case 'rotate': {
       const key = keyArg(args);
       const graceMs = graceArg(args.grace);
-      const issued = await store.rotate(key, graceMs);
-      if (!issued) throw new UsageError(`no live key with id or name ${key}`);
+      const issued = await rotateKey(parts, cliActor(), key, graceMs);
       return printToken(issued, `rotated (the old secret works for ${args.grace} more)`, args.json);
     }
   }
