@@ -5,6 +5,7 @@ import { api as cancelApi } from './cancel/api.ts';
 import { registerCancelCommand } from './cancel/cli.ts';
 import { api as credentialsApi } from './credentials/api.ts';
 import { registerCredentialsCommands } from './credentials/cli.ts';
+import { ui as credentialsUi } from './credentials/ui.ts';
 import { api as dlqApi } from './dlq/api.ts';
 import { registerDlqCommands } from './dlq/cli.ts';
 import { ui as dlqUi } from './dlq/ui.ts';
@@ -49,7 +50,7 @@ export const ADMIN_FEATURES: readonly AdminFeature[] = [
   { name: 'requests', api: requestsApi, ui: requestsUi },
   { name: 'dlq', cli: registerDlqCommands, api: dlqApi, ui: dlqUi },
   { name: 'keys', cli: registerKeysCommands },
-  { name: 'credentials', cli: registerCredentialsCommands, api: credentialsApi },
+  { name: 'credentials', cli: registerCredentialsCommands, api: credentialsApi, ui: credentialsUi },
   { name: 'trace', cli: registerTraceCommand },
   { name: 'cancel', cli: registerCancelCommand, api: cancelApi },
   { name: 'pause', cli: registerPauseCommands, api: pauseApi, ui: pauseUi },
