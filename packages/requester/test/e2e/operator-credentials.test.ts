@@ -154,7 +154,7 @@ describe('operator UI: credentials', () => {
       30_000,
       'the revoked credential has no button',
     );
-    expect(await row(page, 'ui-hooks').locator('td').nth(6).textContent()).not.toBe('–');
+    expect(await row(page, 'ui-hooks').locator('td').nth(6).textContent()).not.toBe('-');
 
     const metrics = await (await fetch(`${stack.adminUrl}/metrics`)).text();
     for (const action of ['credentials.create', 'credentials.rotate', 'credentials.revoke'])

@@ -552,7 +552,7 @@ export const CONFIG_VARIABLES = {
     'SIGNING_KEYS',
     '',
     secretText,
-    'request signing keys: `id=whsec_<base64>` (Standard Webhooks) or `id=hex:…`/`base64:…`/`text:…` (X-Signature HMAC), `;`-separated; an id listed twice signs with both (rotation). Never printed',
+    'deprecated (signing keys now live in the credential store: `requester credentials create <id> --signing-secret-file`, or `requester credentials import-signing` to move these): request signing keys `id=whsec_<base64>` (Standard Webhooks) or `id=hex:…`/`base64:…`/`text:…` (X-Signature HMAC), `;`-separated; an id listed twice signs with both (rotation). Used for key ids the store does not know; the executor warns at start. Never printed',
   ),
   credentialsMasterKey: variable(
     'CREDENTIALS_MASTER_KEY',
