@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { breakerFromConfig, OriginPacer, RateLimiter } from '@requester/policies';
 import { queueFromConfig } from '@requester/queue';
 import { Cancellations } from '@requester/shared/cancel';
@@ -47,6 +48,7 @@ export const executorRole: RoleDefinition = {
       reservedPorts: await reservedPortsOf(config),
       egressProxy: config.egressProxy,
       egressNoProxy: config.egressNoProxy,
+      egressProxyCa: config.egressProxyCaFile ? readFileSync(config.egressProxyCaFile, 'utf8') : undefined,
     });
     const store = masterKeys && new CredentialStore(sql, masterKeys);
     // One read of the store per credential and CREDENTIALS_CACHE_TTL, for calls and the signer alike.

@@ -582,7 +582,13 @@ export const CONFIG_VARIABLES = {
     'EGRESS_PROXY',
     undefined,
     z.string().url().optional(),
-    'HTTP proxy for every call to a target (`http://[user:pass@]host:port`): CONNECT for https targets, forwarding for http ones. The SSRF guard still judges each target; the proxy itself is allowed. Unset = direct',
+    'HTTP proxy for every call to a target (`http://[user:pass@]host:port`, or `https://…` for TLS to the proxy itself, then CONNECT or forwarding inside it): CONNECT for https targets, forwarding for http ones. The SSRF guard still judges each target; the proxy itself is allowed. Unset = direct',
+  ),
+  egressProxyCaFile: variable(
+    'EGRESS_PROXY_CA_FILE',
+    undefined,
+    z.string().optional(),
+    "a PEM file of CA certificates trusted for an https proxy (EGRESS_PROXY, or a credential's own) instead of the system's",
   ),
   egressNoProxy: variable(
     'EGRESS_NO_PROXY',
