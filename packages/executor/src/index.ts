@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { breakerFromConfig, OriginPacer, OriginStatsRecorder, RateLimiter } from '@requester/policies';
 import { queueFromConfig } from '@requester/queue';
 import { Cancellations } from '@requester/shared/cancel';
@@ -7,9 +8,9 @@ import { Pauses, PauseView } from '@requester/shared/pause';
 import type { RoleDefinition, RoleHandle } from '@requester/shared/role';
 import { bulkheadFromConfig, defaultMaxPerOrigin } from './bulkhead/index.ts';
 import { ResponseCache } from './cache/index.ts';
-import { withCredentials } from './credentials/index.ts';
+import { CredentialResolver, withCredentials } from './credentials/index.ts';
 import { createHttpClient, reservedPortsOf } from './http/index.ts';
-import { signingKeysFromConfig } from './signing/index.ts';
+import { SigningKeyring, signingKeysFromConfig } from './signing/index.ts';
 import { Executor } from './worker/index.ts';
 import type { Tried } from './worker/policies.ts';
 
@@ -49,10 +50,21 @@ export const executorRole: RoleDefinition = {
       reservedPorts: await reservedPortsOf(config),
       egressProxy: config.egressProxy,
       egressNoProxy: config.egressNoProxy,
+      egressProxyCa: config.egressProxyCaFile ? readFileSync(config.egressProxyCaFile, 'utf8') : undefined,
     });
+    const store = masterKeys && new CredentialStore(sql, masterKeys);
+    // One read of the store per credential and CREDENTIALS_CACHE_TTL, for calls and the signer alike.
+    const resolver = new CredentialResolver(store, config.credentialsCacheTtl);
+    const legacyKeys = signingKeysFromConfig(config);
+    if (legacyKeys)
+      logger.warn(
+        { keyIds: legacyKeys.ids },
+        'SIGNING_KEYS is deprecated: move the keys to the credential store (requester credentials import-signing), then unset it',
+      );
     const http = withCredentials(direct, {
-      store: masterKeys && new CredentialStore(sql, masterKeys),
+      store,
       cacheTtlMs: config.credentialsCacheTtl,
+      resolver,
       redis,
       prefix: config.redisPrefix,
       timeoutMs: config.oauth2TokenTimeout,
@@ -87,7 +99,7 @@ export const executorRole: RoleDefinition = {
       adaptiveConcurrency: config.adaptiveConcurrency,
       originStats,
       cache,
-      signingKeys: signingKeysFromConfig(config),
+      signing: new SigningKeyring({ resolver, legacy: legacyKeys }),
       outbox: new Outbox(sql),
       horizonMs: config.redisHorizon,
       retryAfterMaxMs: config.retryAfterMax,

@@ -48,6 +48,8 @@ async function spread<T>(count: number, workers: number, run: (i: number) => Pro
 }
 
 const statusOf = (o: CallOutcome) => (o.kind === 'response' ? o.status : o.error.code);
+const failureOf = (o: CallOutcome) =>
+  o.kind === 'response' ? String(o.status) : `${o.error.code}: ${o.error.message}`;
 
 describe('calls with named credentials (real token endpoint, Redis, PostgreSQL)', () => {
   let pg: Awaited<ReturnType<typeof testPg>>;
@@ -96,7 +98,8 @@ describe('calls with named credentials (real token endpoint, Redis, PostgreSQL)'
   it('1,000 calls on 2 executors make one token request per token lifetime', async () => {
     const [a, b] = [executor(), executor()];
     const outcomes = await spread(1000, 100, (i) => call(i % 2 ? a : b, 'partner'));
-    expect(outcomes.map(statusOf).filter((s) => s !== 200)).toEqual([]);
+    // A failure shows its message, not only its code.
+    expect(outcomes.filter((o) => statusOf(o) !== 200).map(failureOf)).toEqual([]);
     expect(tokens.requests).toHaveLength(1);
     expect(tokens.requests[0]).toMatchObject({
       method: 'basic',
@@ -279,6 +282,27 @@ describe('mTLS and the egress proxy (real TLS target, real proxy)', () => {
     const direct = executor({ egressProxy: proxy.url, egressNoProxy: `127.0.0.1:${port(plainTarget.url)}` });
     expect(statusOf(await get(direct, plainTarget.url))).toBe(200);
     expect(proxy.forwarded.length).toBe(forwarded + 1);
+  });
+
+  it('an https proxy: TLS to the proxy (its CA trusted), then the tunnel (mTLS end to end) or forwarding inside it', async () => {
+    const secure = await startConnectProxy({ tls: { cert: pki.serverCert, key: pki.serverKey } });
+    try {
+      expect(secure.url).toMatch(/^https:/);
+      const client = executor({ egressProxy: secure.url, egressProxyCa: pki.caCert });
+      expect(statusOf(await get(client, tlsTarget.url, 'client-cert'))).toBe(200);
+      expect(secure.tunnels).toEqual([`127.0.0.1:${new URL(tlsTarget.url).port}`]);
+      expect(tlsTarget.clientNames.at(-1)).toBe('client');
+      expect(statusOf(await get(client, plainTarget.url))).toBe(200);
+      expect(secure.forwarded).toEqual([plainTarget.url]);
+      expect(secure.tlsHandshakes).toBeGreaterThanOrEqual(2);
+      // The proxy's certificate is checked: without its CA the connection is refused, nothing tunnelled.
+      const untrusting = executor({ egressProxy: secure.url });
+      expect(statusOf(await get(untrusting, plainTarget.url))).toBe('transport_error');
+      expect(statusOf(await get(untrusting, tlsTarget.url, 'client-cert'))).toBe('transport_error');
+      expect([secure.tunnels.length, secure.forwarded.length]).toEqual([1, 1]);
+    } finally {
+      await secure.close();
+    }
   });
 
   it('the SSRF guard still judges the final target behind a proxy; the proxy itself is allowed', async () => {

@@ -2,8 +2,10 @@ import type { CredentialStore, OpenedCredential } from '@requester/shared/creden
 import { RequesterError } from '@requester/shared/errors';
 import type { Egress } from '../egress/index.ts';
 import type { CallOutcome, FailureCode, HttpCall, HttpClient } from '../http/index.ts';
+import { CredentialResolver, type Resolved } from './resolve.ts';
 import { type TokenSettings, TokenSource } from './tokens.ts';
 
+export { CredentialResolver, type Resolved } from './resolve.ts';
 export { TokenSource } from './tokens.ts';
 
 /**
@@ -26,20 +28,13 @@ export interface CredentialSettings extends Omit<TokenSettings, 'http'> {
   store: CredentialStore | undefined;
   /** CREDENTIALS_CACHE_TTL. */
   cacheTtlMs: number;
-}
-
-type Resolved =
-  | { kind: 'live'; credential: OpenedCredential; egress: Egress }
-  | { kind: 'refused'; code: FailureCode; message: string };
-
-interface Entry {
-  readAtMs: number;
-  resolved: Promise<Resolved>;
+  /** The store's reader to share with the signer; default one of its own over `store`. */
+  resolver?: CredentialResolver | undefined;
 }
 
 export function withCredentials(http: HttpClient, settings: CredentialSettings): HttpClient {
   const tokens = new TokenSource({ ...settings, http });
-  const entries = new Map<string, Entry>();
+  const resolver = settings.resolver ?? new CredentialResolver(settings.store, settings.cacheTtlMs);
   /** Pools by credential name: the version they were made for, so a rotation replaces them. */
   const pools = new Map<string, { version: number; egress: Egress }>();
 
@@ -53,31 +48,10 @@ export function withCredentials(http: HttpClient, settings: CredentialSettings):
     return egress;
   }
 
-  async function open(name: string): Promise<Resolved> {
-    if (!settings.store)
-      return refused(
-        'credential_unavailable',
-        `credential ${name}: this executor has no CREDENTIALS_MASTER_KEY`,
-      );
-    const { credential, revoked } = await settings.store.open(name);
-    if (credential) return { kind: 'live', credential, egress: poolOf(credential) };
+  function dropPool(name: string): void {
     const known = pools.get(name);
     if (known) retire(known.egress);
     pools.delete(name);
-    return revoked
-      ? refused('credential_revoked', `credential ${name} is revoked`)
-      : refused('credential_unknown', `no credential named ${name}`);
-  }
-
-  function resolve(name: string): Promise<Resolved> {
-    const now = Date.now();
-    const known = entries.get(name);
-    if (known && now - known.readAtMs < settings.cacheTtlMs) return known.resolved;
-    const resolved = open(name);
-    entries.set(name, { readAtMs: now, resolved });
-    // A store that failed is asked again by the next call, not after the TTL.
-    resolved.catch(() => entries.delete(name));
-    return resolved;
   }
 
   async function callWith(request: HttpCall & { credentials: string }): Promise<CallOutcome> {
@@ -89,7 +63,7 @@ export function withCredentials(http: HttpClient, settings: CredentialSettings):
     });
     let resolved: Resolved;
     try {
-      resolved = await resolve(request.credentials);
+      resolved = await resolver.resolve(request.credentials);
     } catch (err) {
       // No throw past this point: the call runs inside the breaker's admission, which only an outcome gives back.
       const why =
@@ -99,8 +73,12 @@ export function withCredentials(http: HttpClient, settings: CredentialSettings):
         `credential ${request.credentials}: the credential store: ${why}`,
       );
     }
-    if (resolved.kind === 'refused') return failed(resolved.code, resolved.message);
-    const { credential, egress } = resolved;
+    if (resolved.kind === 'refused') {
+      dropPool(request.credentials);
+      return failed(resolved.code, resolved.message);
+    }
+    const { credential } = resolved;
+    const egress = poolOf(credential);
     if (!credential.secrets.oauth2) return http.call(request, egress);
     const bearer = async () => {
       try {
@@ -142,10 +120,6 @@ export function withCredentials(http: HttpClient, settings: CredentialSettings):
 const RETIRE_MS = 60_000;
 function retire(egress: Egress): void {
   setTimeout(() => egress.destroy(), RETIRE_MS).unref();
-}
-
-function refused(code: FailureCode, message: string): Resolved {
-  return { kind: 'refused', code, message };
 }
 
 /** The call with the credential's token, replacing any Authorization header the caller set. */

@@ -28,6 +28,8 @@ export interface EgressSettings {
   connectTimeoutMs: number;
   /** EGRESS_PROXY. */
   proxy?: string | undefined;
+  /** EGRESS_PROXY_CA_FILE's certificates: trusted for https proxies (EGRESS_PROXY and credentials' own). */
+  proxyCa?: string | undefined;
   /** EGRESS_NO_PROXY. */
   noProxy: NoProxy;
 }
@@ -53,7 +55,12 @@ export function createEgress(settings: EgressSettings, identity: EgressIdentity 
     https: guarded(new HttpsAgent({ ...POOL, ...tls }), settings.guard),
   });
   const makeProxied = (url: string): Agents => {
-    const proxy = { url: new URL(url), guard: settings.guard, connectTimeoutMs: settings.connectTimeoutMs };
+    const proxy = {
+      url: new URL(url),
+      guard: settings.guard,
+      connectTimeoutMs: settings.connectTimeoutMs,
+      ca: settings.proxyCa,
+    };
     return { http: new ForwardAgent(proxy, POOL), https: new TunnelAgent(proxy, { ...POOL, ...tls }) };
   };
   return {

@@ -6,7 +6,9 @@ import { connect as tlsConnect } from 'node:tls';
 import type { TargetGuard } from '../http/guard.ts';
 
 /**
- * Agents that reach targets through an HTTP proxy (EGRESS_PROXY, or a credential's own): CONNECT
+ * Agents that reach targets through an HTTP proxy (EGRESS_PROXY, or a credential's own; `http://`,
+ * or `https://` for TLS to the proxy itself, verified against EGRESS_PROXY_CA_FILE or the system's
+ * CAs, before CONNECT or forwarding inside it): CONNECT
  * tunnels for https targets (TLS, and a client certificate, end to end with the target), request
  * forwarding for http ones. The proxy itself is allowed explicitly (the operator named it); the
  * SSRF guard still judges every target, before the proxy is asked to reach it:
@@ -19,8 +21,10 @@ import type { TargetGuard } from '../http/guard.ts';
  */
 
 export interface ProxySettings {
-  /** `http://[user:pass@]host:port` (https proxies are not supported). */
+  /** `http(s)://[user:pass@]host:port`; https: TLS to the proxy (the password then never travels in clear). */
   url: URL;
+  /** CA certificates (PEM) to trust for an https proxy (EGRESS_PROXY_CA_FILE); default the system's. */
+  ca?: string | undefined;
   guard: TargetGuard;
   /** Bound on reaching the proxy and its answer to CONNECT. */
   connectTimeoutMs: number;
@@ -48,10 +52,23 @@ function proxyAuthorization(url: URL): string | undefined {
   return `Basic ${Buffer.from(`${user}:${pass}`).toString('base64')}`;
 }
 
-/** A TCP connection to the proxy, failing after `timeoutMs` if it does not connect. */
-function dialProxy(settings: ProxySettings): Socket {
+/**
+ * A connection to the proxy (TCP, or TLS for an https proxy), failing after `timeoutMs` if it does
+ * not connect; `ready` is the event after which it carries bytes to the proxy.
+ */
+function dialProxy(settings: ProxySettings): { socket: Socket; ready: 'connect' | 'secureConnect' } {
   const { url } = settings;
-  const socket = netConnect({ host: url.hostname.replace(/^\[(.*)\]$/, '$1'), port: Number(url.port || 80) });
+  const host = url.hostname.replace(/^\[(.*)\]$/, '$1');
+  const secure = url.protocol === 'https:';
+  const socket = secure
+    ? tlsConnect({
+        host,
+        port: Number(url.port || 443),
+        ...(isIpLike(host) ? {} : { servername: host }),
+        ...(settings.ca ? { ca: settings.ca } : {}),
+        ALPNProtocols: ['http/1.1'],
+      })
+    : netConnect({ host, port: Number(url.port || 80) });
   socket.setTimeout(settings.connectTimeoutMs, () =>
     socket.destroy(
       Object.assign(new Error(`proxy ${url.host} did not answer within ${settings.connectTimeoutMs} ms`), {
@@ -59,16 +76,16 @@ function dialProxy(settings: ProxySettings): Socket {
       }),
     ),
   );
-  return socket;
+  return { socket, ready: secure ? 'secureConnect' : 'connect' };
 }
 
 /** Asks the proxy for a tunnel to `address:port` and resolves once it answers 2xx. */
 function openTunnel(settings: ProxySettings, address: string, port: number): Promise<Socket> {
   return new Promise((resolve, reject) => {
-    const socket = dialProxy(settings);
+    const { socket, ready } = dialProxy(settings);
     const authority = address.includes(':') ? `[${address}]:${port}` : `${address}:${port}`;
     const auth = proxyAuthorization(settings.url);
-    socket.once('connect', () => {
+    socket.once(ready, () => {
       socket.write(
         `CONNECT ${authority} HTTP/1.1\r\nHost: ${authority}\r\n${auth ? `Proxy-Authorization: ${auth}\r\n` : ''}\r\n`,
       );
@@ -171,8 +188,8 @@ export class ForwardAgent extends HttpAgent {
     const done = callback as Callback;
     guardedAddress(this.#settings.guard, host, port)
       .then(() => {
-        const socket = dialProxy(this.#settings);
-        socket.once('connect', () => socket.setTimeout(0));
+        const { socket, ready } = dialProxy(this.#settings);
+        socket.once(ready, () => socket.setTimeout(0));
         done(null, socket);
       })
       .catch((err: Error) => failWith(done, err));

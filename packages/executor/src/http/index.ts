@@ -50,6 +50,8 @@ export interface HttpClientSettings {
   egressProxy?: string | undefined;
   /** EGRESS_NO_PROXY: targets called directly despite the proxy. */
   egressNoProxy?: string | undefined;
+  /** EGRESS_PROXY_CA_FILE's content: CA certificates (PEM) trusted for https proxies. */
+  egressProxyCa?: string | undefined;
 }
 
 export interface HttpClient {
@@ -70,6 +72,7 @@ export function createHttpClient(settings: HttpClientSettings): HttpClient {
     guard,
     connectTimeoutMs: settings.connectTimeoutMs,
     proxy: settings.egressProxy,
+    proxyCa: settings.egressProxyCa,
     noProxy: parseNoProxy(settings.egressNoProxy ?? ''),
   };
   const own = createEgress(egressSettings);

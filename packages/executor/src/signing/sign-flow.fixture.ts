@@ -12,7 +12,7 @@ import { parseSigningKeys, signingKeysFromConfig, signRequest } from './index.ts
 const config = loadConfig(process.env);
 const logger = createLogger({ level: 'trace' }).child({ role: 'executor' });
 logger.info({ config }, 'configuration');
-const keys = signingKeysFromConfig(config);
+const keys = signingKeysFromConfig(config) ?? parseSigningKeys('');
 logger.debug({ keys, ids: keys.ids }, 'signing keys loaded');
 
 const envelope: RequestEnvelope = {

@@ -42,7 +42,7 @@ import type { CallOutcome, HttpCall, HttpClient } from '../http/index.ts';
 import { toHttpCall } from '../http/request.ts';
 import { executorMetrics as metrics, originLabel, outcomeLabel } from '../metrics.ts';
 import { callResult } from '../result/index.ts';
-import { requireSigningKey, type SigningKeys, signRequest } from '../signing/index.ts';
+import { SigningKeyring, type SigningKeys, signRequest } from '../signing/index.ts';
 import { batched } from './batch.ts';
 import {
   addWait,
@@ -108,6 +108,9 @@ export interface PolicyModules {
   /** ADAPTIVE_CONCURRENCY: the bulkhead applies the pacer's learnt limit of each origin (default true). */
   adaptiveConcurrency?: boolean | undefined;
   cache?: ResponseCache<Tried> | undefined;
+  /** Where signing keys are found: the credential store, then SIGNING_KEYS (the role's wiring). */
+  signing?: SigningKeyring | undefined;
+  /** Signing keys alone, without the store (tests; deprecated SIGNING_KEYS); used when `signing` is absent. */
   signingKeys?: SigningKeys | undefined;
   /** Longest Retry-After honoured (RETRY_AFTER_MAX). */
   retryAfterMaxMs: number;
@@ -163,11 +166,15 @@ const HELD_BY = {
 
 const NONE_SHARED: ReadonlySet<string> = new Set();
 
+/** Errors of the request itself, thrown before the call: an error result, never retried. */
+const PERMANENT: ReadonlySet<string> = new Set(['invalid_request', 'invalid_config', 'credential_revoked']);
+
 /** A Redis hiccup of the gate: come back soon; neither an attempt nor a wait. */
 const GATE_UNAVAILABLE_RETRY_MS = 1_000;
 
 export class Policies {
   private readonly modules: PolicyModules;
+  private readonly signing: SigningKeyring;
   private readonly random: () => number;
   private readonly take: ((spec: LimiterSpec) => Promise<LimitDecision>) | undefined;
   private readonly admit: ((origin: string) => Promise<Admission>) | undefined;
@@ -177,6 +184,7 @@ export class Policies {
 
   constructor(modules: PolicyModules) {
     this.modules = modules;
+    this.signing = modules.signing ?? new SigningKeyring({ legacy: modules.signingKeys });
     this.random = modules.random ?? Math.random;
     // The tasks of a lease batch reach each of these together: one round trip per batch.
     const { limiter, breaker, pacer } = modules;
@@ -202,7 +210,7 @@ export class Policies {
     const tryCount = progress.tryCount + 1;
     const answer = { tryCount, waitTimeNs: msToNs(progress.waitedMs) };
     try {
-      if (isWakeUp(envelope)) return this.wakeUp(envelope, answer);
+      if (isWakeUp(envelope)) return await this.wakeUp(envelope, answer);
       const fetched = await this.fetch(envelope, tryCount, progress.pacedAt, log);
       if (fetched.cached || fetched.shared) this.journalCache(envelope, fetched.cached ? 'hit' : 'coalesced');
       if (fetched.cached) {
@@ -242,8 +250,8 @@ export class Policies {
           progress: { ...progress, pacedAt: undefined },
         };
       }
-      if (err.code !== 'invalid_request' && err.code !== 'invalid_config') throw err;
-      // e.g. an unknown signing key id, a limiter window under 1 ms: no retry can fix the request.
+      if (!PERMANENT.has(err.code)) throw err;
+      // e.g. an unknown or revoked signing key id, a limiter window under 1 ms: no retry can fix the request.
       log.warn({ err }, 'request refused by a delivery policy');
       const result = errorResult(envelope.meta.requestId, err.code, err.message, {
         ...answer,
@@ -281,7 +289,7 @@ export class Policies {
     pacedAt: number | undefined,
     log: Logger,
   ): Promise<Tried> {
-    const call = this.prepare(envelope);
+    const call = await this.prepare(envelope);
     const origin = originOf(envelope.request.uri);
     // The pace first: a worker asleep until its slot holds none of the origin's concurrency.
     const paced = this.pace && (await this.pace({ origin, reservedMs: pacedAt }));
@@ -409,19 +417,22 @@ export class Policies {
   }
 
   /** The outgoing call, signed when the request asks (per attempt: a fresh `webhook-timestamp`). */
-  private prepare(envelope: RequestEnvelope): HttpCall {
+  private async prepare(envelope: RequestEnvelope): Promise<HttpCall> {
     const call = toHttpCall(envelope);
     const signing = envelope.meta.signing;
     if (!signing) return call;
-    const keys = requireSigningKey(this.modules.signingKeys, signing.keyId);
+    const keys = await this.signing.keys(signing.keyId);
     const { requestId, client } = envelope.meta;
     return signRequest(call, { keyId: signing.keyId, requestId, client }, keys);
   }
 
   /** A wake-up calls nobody, but the signing key it names must exist, as for a call. */
-  private wakeUp(envelope: RequestEnvelope, answer: { tryCount: number; waitTimeNs: number }): Ending {
+  private async wakeUp(
+    envelope: RequestEnvelope,
+    answer: { tryCount: number; waitTimeNs: number },
+  ): Promise<Ending> {
     const signing = envelope.meta.signing;
-    if (signing) requireSigningKey(this.modules.signingKeys, signing.keyId);
+    if (signing) await this.signing.keys(signing.keyId);
     return { kind: 'result', result: wakeUpResult(envelope, answer), label: 'wake_up' };
   }
 

@@ -254,6 +254,13 @@ export class KeyAccess implements Access {
         path: 'meta.credentials',
         message: `this API key may not use the credential ${credential} (its credentials scope: keys create --credentials)`,
       });
+    // A signing key is a credential too (its secrets in the store): the same scope says who may use it.
+    const keyId = envelope.meta.signing?.keyId;
+    if (keyId !== undefined && !scopes.credentials?.includes(keyId))
+      issues.push({
+        path: 'meta.signing.keyId',
+        message: `this API key may not sign with the key ${keyId} (its credentials scope: keys create --credentials)`,
+      });
     if (!scopes.schedule) issues.push(...this.#beyondHorizon(envelope, written));
     return issues;
   }

@@ -7,6 +7,7 @@ import { api as clientsApi } from './clients/api.ts';
 import { ui as clientsUi } from './clients/ui.ts';
 import { api as credentialsApi } from './credentials/api.ts';
 import { registerCredentialsCommands } from './credentials/cli.ts';
+import { ui as credentialsUi } from './credentials/ui.ts';
 import { api as dlqApi } from './dlq/api.ts';
 import { registerDlqCommands } from './dlq/cli.ts';
 import { ui as dlqUi } from './dlq/ui.ts';
@@ -57,7 +58,7 @@ export const ADMIN_FEATURES: readonly AdminFeature[] = [
   { name: 'dlq', cli: registerDlqCommands, api: dlqApi, ui: dlqUi },
   { name: 'clients', api: clientsApi, ui: clientsUi },
   { name: 'keys', cli: registerKeysCommands, api: keysApi, ui: keysUi },
-  { name: 'credentials', cli: registerCredentialsCommands, api: credentialsApi },
+  { name: 'credentials', cli: registerCredentialsCommands, api: credentialsApi, ui: credentialsUi },
   { name: 'trace', cli: registerTraceCommand },
   { name: 'cancel', cli: registerCancelCommand, api: cancelApi },
   { name: 'pause', cli: registerPauseCommands, api: pauseApi, ui: pauseUi },

@@ -6,10 +6,13 @@ import {
   type ProtectedTarget,
   readTopic,
   startProtectedTarget,
+  startTarget,
   startTokenEndpoint,
+  type Target,
   type TokenEndpoint,
 } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { verifyStandardWebhook } from '../../../executor/src/signing/verify.fixture.ts';
 import { type RunningProcess, startProcess } from '../../src/runtime/index.ts';
 import {
   dropStackDatabase,
@@ -29,6 +32,11 @@ import {
  */
 const CLIENT = { id: 'requester-e2e', secret: `cs-${randomBytes(16).toString('hex')}` };
 const MASTER_KEY = randomBytes(32).toString('base64');
+/** A signing credential mid-rotation: the new secret and the old one sign together. */
+const SIGNING = [
+  `whsec_${randomBytes(24).toString('base64')}`,
+  `whsec_${randomBytes(24).toString('base64')}`,
+];
 
 describe('end to end: target credentials', () => {
   let stack: StackEnv;
@@ -36,6 +44,7 @@ describe('end to end: target credentials', () => {
   let second: RunningProcess;
   let tokens: TokenEndpoint;
   let target: ProtectedTarget;
+  let hooks: Target;
   let results: ResultCollector;
   let caller: Awaited<ReturnType<typeof stackKey>>;
   let unscoped: Awaited<ReturnType<typeof stackKey>>;
@@ -45,6 +54,7 @@ describe('end to end: target credentials', () => {
   beforeAll(async () => {
     tokens = await startTokenEndpoint(CLIENT);
     target = await startProtectedTarget({ tokens });
+    hooks = await startTarget();
     stack = await stackEnv({ CREDENTIALS_MASTER_KEY: `e2e:${MASTER_KEY}`, CREDENTIALS_CACHE_TTL: '200ms' });
     running = await startProcess(['ingress', 'router', 'executor', 'relay'], stack.config, logs.logger);
     // A second executor, in a process of its own (its own admin port), sharing Redis and PostgreSQL.
@@ -53,7 +63,7 @@ describe('end to end: target credentials', () => {
     await waitReady(stack);
     results = new ResultCollector(stack.config.topicOut);
     await results.start();
-    caller = await stackKey(stack, { credentials: ['partner-billing'] });
+    caller = await stackKey(stack, { credentials: ['partner-billing', 'partner-hooks'] });
     unscoped = await stackKey(stack);
     operator = await stackKey(stack, { admin: 'write' });
     const created = await admin('create', {
@@ -69,7 +79,7 @@ describe('end to end: target credentials', () => {
     await results?.stop();
     await second?.shutdown('test over');
     await running?.shutdown('test over');
-    await Promise.all([tokens?.close(), target?.close()]);
+    await Promise.all([tokens?.close(), target?.close(), hooks?.close()]);
     if (stack) await dropStackDatabase(stack);
   }, 60_000);
 
@@ -97,8 +107,12 @@ describe('end to end: target credentials', () => {
         ids.slice(i, i + 50).map(async (id) => expect((await post(request(id))).status).toBe(202)),
       );
     await results.until(() => ids.every((id) => results.byId.has(id)), 240_000, '1,000 results');
-    const statuses = ids.map((id) => results.byId.get(id)?.[0]?.response.status);
-    expect(statuses.filter((s) => s !== 200)).toEqual([]);
+    const answers = ids.map((id) => results.byId.get(id)?.[0] as ResultEnvelope);
+    // A failure shows its error, not only its status.
+    const failed = answers.filter((r) => r.response.status !== 200);
+    expect(failed.map((r) => `${r.response.status} ${r.meta.error?.code}: ${r.meta.error?.message}`)).toEqual(
+      [],
+    );
     expect(tokens.requests).toHaveLength(1);
     expect(tokens.requests[0]).toMatchObject({ method: 'basic', form: { scope: 'pay' } });
     // Both executors called the target (each logs its calls at debug), on the one token.
@@ -143,6 +157,37 @@ describe('end to end: target credentials', () => {
     expect(await unknown.json()).toMatchObject({ code: 'credential_unknown' });
   });
 
+  it('signs with a signing credential of the store (two secrets mid-rotation), within the key’s scope only', async () => {
+    const created = await admin('create', { name: 'partner-hooks', secrets: { signing: SIGNING } });
+    const view = await created.text();
+    expect(created.status, view).toBe(200);
+    expect(JSON.parse(view)).toMatchObject({
+      name: 'partner-hooks',
+      summary: { signing: { scheme: 'standard-webhooks', secrets: 2 } },
+    });
+    for (const secret of SIGNING) expect(view).not.toContain(secret);
+    const body = '{"invoice":12}';
+    const signed = (requestId: string) => ({
+      request: { uri: `${hooks.url}/echo?id=${requestId}`, method: 'POST', body },
+      meta: { requestId, signing: { keyId: 'partner-hooks' } },
+    });
+    expect((await post(signed('hook-signed'))).status).toBe(202);
+    await results.until(() => results.byId.has('hook-signed'), 60_000, 'the signed result');
+    expect(results.byId.get('hook-signed')?.[0]?.response.status).toBe(200);
+    const call = hooks.calls.find((c) => c.path.includes('id=hook-signed'));
+    const headers = call?.headers as Record<string, string>;
+    expect(headers['webhook-signature']?.split(' ')).toHaveLength(2);
+    // Each secret verifies alone: a receiver on the old one and one on the new both accept it.
+    for (const secret of SIGNING)
+      expect(verifyStandardWebhook(secret, headers, call?.body ?? '', Date.now() / 1000)).toBe(true);
+    const forbidden = await post(signed('hook-unscoped'), unscoped.headers);
+    expect(forbidden.status).toBe(403);
+    expect(await forbidden.json()).toMatchObject({
+      code: 'forbidden',
+      issues: [{ path: 'meta.signing.keyId' }],
+    });
+  }, 120_000);
+
   it('a revoked credential fails its tasks with credential_revoked, dead-lettered', async () => {
     expect((await admin('revoke', { name: 'partner-billing' })).status).toBe(200);
     // Straight to `in` (no API key, no client): the executors judge it, not the ingress.
@@ -173,16 +218,25 @@ describe('end to end: target credentials', () => {
   }, 120_000);
 
   it('no secret in out, the DLQ, the journal, the logs or /metrics', async () => {
-    const secrets = [CLIENT.secret, MASTER_KEY, ...tokens.issued];
+    const secrets = [
+      CLIENT.secret,
+      MASTER_KEY,
+      ...tokens.issued,
+      ...SIGNING,
+      ...SIGNING.map((s) => s.slice(6)),
+    ];
     expect(tokens.issued.length).toBeGreaterThan(0);
     const all = (m: KafkaRecord[]) => m.length > 0;
-    const out = text(await readTopic(stack.config.topicOut, seen('cred-999', 'revoked-3')));
+    const out = text(await readTopic(stack.config.topicOut, seen('cred-999', 'revoked-3', 'hook-signed')));
     const dlq = text(await readTopic(stack.config.topicDlq, all));
-    const journal = text(await readTopic(stack.config.topicEvents, seen('cred-999', 'revoked-3')));
+    const journal = text(
+      await readTopic(stack.config.topicEvents, seen('cred-999', 'revoked-3', 'hook-signed')),
+    );
     const logText = JSON.stringify(logs.lines);
     const metrics = await (await fetch(`${stack.adminUrl}/metrics`)).text();
     // Each place really holds what it should, so the greps below are not vacuous.
     expect(out).toContain('cred-999');
+    expect(out).toContain('hook-signed');
     expect(journal).toContain('cred-999');
     expect(metrics).toContain('requester_credential_token_fetches_total');
     expect(logText).toContain('credentials.create');

@@ -570,7 +570,7 @@ export const CONFIG_VARIABLES = {
     'SIGNING_KEYS',
     '',
     secretText,
-    'request signing keys: `id=whsec_<base64>` (Standard Webhooks) or `id=hex:…`/`base64:…`/`text:…` (X-Signature HMAC), `;`-separated; an id listed twice signs with both (rotation). Never printed',
+    'deprecated (signing keys now live in the credential store: `requester credentials create <id> --signing-secret-file`, or `requester credentials import-signing` to move these): request signing keys `id=whsec_<base64>` (Standard Webhooks) or `id=hex:…`/`base64:…`/`text:…` (X-Signature HMAC), `;`-separated; an id listed twice signs with both (rotation). Used for key ids the store does not know; the executor warns at start. Never printed',
   ),
   credentialsMasterKey: variable(
     'CREDENTIALS_MASTER_KEY',
@@ -600,7 +600,13 @@ export const CONFIG_VARIABLES = {
     'EGRESS_PROXY',
     undefined,
     z.string().url().optional(),
-    'HTTP proxy for every call to a target (`http://[user:pass@]host:port`): CONNECT for https targets, forwarding for http ones. The SSRF guard still judges each target; the proxy itself is allowed. Unset = direct',
+    'HTTP proxy for every call to a target (`http://[user:pass@]host:port`, or `https://…` for TLS to the proxy itself, then CONNECT or forwarding inside it): CONNECT for https targets, forwarding for http ones. The SSRF guard still judges each target; the proxy itself is allowed. Unset = direct',
+  ),
+  egressProxyCaFile: variable(
+    'EGRESS_PROXY_CA_FILE',
+    undefined,
+    z.string().optional(),
+    "a PEM file of CA certificates trusted for an https proxy (EGRESS_PROXY, or a credential's own) instead of the system's",
   ),
   egressNoProxy: variable(
     'EGRESS_NO_PROXY',

@@ -218,7 +218,7 @@ const cacheSchema = strictObject({
 const signingSchema = strictObject({
   keyId: printableId(
     MAX_SIGNING_KEY_ID_LENGTH,
-    'Id of a signing key configured in the service; secrets never travel in requests.',
+    'Id of a signing key kept by the service (a signing credential: `requester credentials create <id> --signing-secret-file`); secrets never travel in requests. Over HTTP the API key must list the id in its credentials scope.',
   ),
 }).meta({ title: 'Signing', description: 'Sign the outgoing request (HMAC) with a server-side key.' });
 

@@ -1,10 +1,12 @@
 import { createPrivateKey, X509Certificate } from 'node:crypto';
 import { z } from 'zod';
 import { parseWith } from '../contract/issues.ts';
+import { checkSigningSecrets, type SigningScheme, signingSchemeOf } from './signing.ts';
 
 /**
  * What a named credential holds (all of it secret at rest): an OAuth2 client-credentials grant
- * (RFC 6749 §4.4), a client certificate for mTLS, an egress proxy of its own, or several of them.
+ * (RFC 6749 §4.4), a client certificate for mTLS, an egress proxy of its own, request signing
+ * secrets (`meta.signing.keyId` names the credential), or several of them.
  */
 export const OAUTH2_AUTH_METHODS = ['client_secret_basic', 'client_secret_post'] as const;
 
@@ -47,20 +49,44 @@ const mtlsSchema = z.strictObject({
   ca: pem('certificate').optional(),
 });
 
+/**
+ * Signing secrets (./signing.ts): one, or several signing at once (a rotation: the receiver accepts
+ * any one while it moves to the new secret), all of one scheme.
+ */
+export const MAX_SIGNING_SECRETS = 8;
+const signingSchema = z
+  .union([z.string(), z.array(z.string()).min(1).max(MAX_SIGNING_SECRETS)])
+  .superRefine((value, ctx) => {
+    const list = typeof value === 'string' ? [value] : value;
+    // Never echo the text: it is a secret.
+    for (const { index, message } of checkSigningSecrets(list))
+      ctx.addIssue({ code: 'custom', message, path: typeof value === 'string' ? [] : [index] });
+  });
+
+export const CREDENTIAL_KINDS = ['oauth2', 'mtls', 'proxy', 'signing'] as const;
+export type CredentialKind = (typeof CREDENTIAL_KINDS)[number];
+
 export const credentialSecretsSchema = z
   .strictObject({
     oauth2: oauth2Schema.optional(),
     mtls: mtlsSchema.optional(),
     proxy: httpUrl('proxy').optional(),
+    signing: signingSchema.optional(),
   })
-  .refine((s) => s.oauth2 !== undefined || s.mtls !== undefined || s.proxy !== undefined, {
-    error: 'a credential needs at least one of oauth2, mtls, proxy',
+  .refine((s) => CREDENTIAL_KINDS.some((kind) => s[kind] !== undefined), {
+    error: 'a credential needs at least one of oauth2, mtls, proxy, signing',
   });
 
 export type CredentialSecrets = z.output<typeof credentialSecretsSchema>;
 export type CredentialSecretsInput = z.input<typeof credentialSecretsSchema>;
 export type OAuth2Secrets = NonNullable<CredentialSecrets['oauth2']>;
 export type MtlsSecrets = NonNullable<CredentialSecrets['mtls']>;
+
+/** A credential's signing secrets as a list (empty: it signs nothing). */
+export function signingSecretsOf(secrets: CredentialSecrets): readonly string[] {
+  const signing = secrets.signing;
+  return signing === undefined ? [] : typeof signing === 'string' ? [signing] : signing;
+}
 
 /** Validates a credential's secrets; a ValidationError names the fields, never their values. */
 export function parseCredentialSecrets(input: unknown): CredentialSecrets {
@@ -73,6 +99,13 @@ export interface CredentialSummary {
   mtls?: { subject: string; validTo: string; ca: boolean };
   /** The proxy's origin, without user or password. */
   proxy?: string;
+  /** The scheme and how many secrets sign at once (2 during a rotation). */
+  signing?: { scheme: SigningScheme; secrets: number };
+}
+
+/** What a credential holds, by its summary: e.g. `signing`, `oauth2+mtls`. */
+export function kindsOf(summary: CredentialSummary): CredentialKind[] {
+  return CREDENTIAL_KINDS.filter((kind) => summary[kind] !== undefined);
 }
 
 export function summaryOf(secrets: CredentialSecrets): CredentialSummary {
@@ -96,5 +129,8 @@ export function summaryOf(secrets: CredentialSecrets): CredentialSummary {
     };
   }
   if (secrets.proxy) summary.proxy = new URL(secrets.proxy).origin;
+  const signing = signingSecretsOf(secrets);
+  const scheme = signingSchemeOf(signing);
+  if (scheme) summary.signing = { scheme, secrets: signing.length };
   return summary;
 }

@@ -170,11 +170,22 @@ export interface TestProxy {
   close(): Promise<void>;
 }
 
-/** A small HTTP proxy: CONNECT tunnels and absolute-form forwarding, recording what it was asked. */
-export async function startConnectProxy(): Promise<TestProxy> {
-  const proxy = { tunnels: [] as string[], forwarded: [] as string[], authorizations: [] as string[] };
+/**
+ * A small HTTP proxy: CONNECT tunnels and absolute-form forwarding, recording what it was asked.
+ * With `tls`, an https proxy (TLS to the proxy itself, the tunnel inside it); `tlsHandshakes`
+ * then counts the clients that completed one.
+ */
+export async function startConnectProxy(
+  options: { tls?: { cert: string; key: string } } = {},
+): Promise<TestProxy & { tlsHandshakes: number }> {
+  const proxy = {
+    tunnels: [] as string[],
+    forwarded: [] as string[],
+    authorizations: [] as string[],
+    tlsHandshakes: 0,
+  };
   const sockets = new Set<Socket>();
-  const server = createServer(async (req, res) => {
+  const handler = async (req: IncomingMessage, res: ServerResponse) => {
     if (req.headers['proxy-authorization']) proxy.authorizations.push(req.headers['proxy-authorization']);
     proxy.forwarded.push(req.url ?? '');
     const url = new URL(req.url ?? '');
@@ -192,6 +203,12 @@ export async function startConnectProxy(): Promise<TestProxy> {
     }
     res.writeHead(upstream.status, Object.fromEntries(upstream.headers));
     res.end(Buffer.from(await upstream.arrayBuffer()));
+  };
+  const server = options.tls
+    ? createHttpsServer({ cert: options.tls.cert, key: options.tls.key }, handler)
+    : createServer(handler);
+  server.on('secureConnection', () => {
+    proxy.tlsHandshakes++;
   });
   server.on('connect', (req, client: Socket, head: Buffer) => {
     if (req.headers['proxy-authorization']) proxy.authorizations.push(req.headers['proxy-authorization']);
@@ -210,9 +227,9 @@ export async function startConnectProxy(): Promise<TestProxy> {
     upstream.on('error', () => client.end('HTTP/1.1 502 Bad Gateway\r\n\r\n'));
     client.on('error', () => upstream.destroy());
   });
-  const { port, close } = await listen(server);
+  const { port, close } = await listen(server as Server);
   return Object.assign(proxy, {
-    url: `http://127.0.0.1:${port}`,
+    url: `${options.tls ? 'https' : 'http'}://127.0.0.1:${port}`,
     close: () => {
       for (const s of sockets) s.destroy();
       return close();

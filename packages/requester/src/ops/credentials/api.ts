@@ -1,14 +1,22 @@
 import type { CredentialSecretsInput } from '@requester/shared';
 import { UsageError, ValidationError } from '@requester/shared';
-import type { AdminContext } from '../../admin-server/http.ts';
+import { type AdminContext, answer, bodyOf as readBody } from '../../admin-server/http.ts';
 import type { ApiFace } from '../faces.ts';
-import { createCredential, listCredentials, revokeCredential, rotateCredential } from './index.ts';
+import {
+  createCredential,
+  listCredentials,
+  revokeCredential,
+  rotateCredential,
+  secretsFromForm,
+} from './index.ts';
 
 /**
  * The admin API of credentials (`/admin/api/credentials…` on the admin port; the routes'
  * authentication is the app's: a POST needs a write key). Bodies are JSON:
- * `{name, secrets: {oauth2?, mtls?, proxy?}}` to create or rotate, `{name}` to revoke. Answers
- * and recorded actions carry the name and summary, never a secret.
+ * `{name, secrets: {oauth2?, mtls?, proxy?, signing?}}` to create or rotate, `{name}` to revoke;
+ * or the operator UI's form (`name`, `kind` and flat fields: secretsFromForm). Answers and
+ * recorded actions carry the name and summary, never a secret; the UI gets a flash naming the
+ * credential and its version.
  */
 export const api: ApiFace = {
   paths: {
@@ -60,7 +68,7 @@ export const api: ApiFace = {
         credential: name,
         version: view.version,
       });
-      return c.json(view);
+      return answer(c, view, `Created ${name} (${view.kind}), version ${view.version}.`);
     });
     app.post('/admin/api/credentials/rotate', async (c) => {
       const { name, secrets } = await bodyOf(c, true);
@@ -71,13 +79,17 @@ export const api: ApiFace = {
         credential: name,
         version: view.version,
       });
-      return c.json(view);
+      return answer(
+        c,
+        view,
+        `Rotated ${name} to version ${view.version}; executors switch within CREDENTIALS_CACHE_TTL.`,
+      );
     });
     app.post('/admin/api/credentials/revoke', async (c) => {
       const { name } = await bodyOf(c, false);
       const result = await refusing(async () => revokeCredential(await console.credentialStore(), name));
       await console.record(c.get('operator'), 'credentials.revoke', { credential: name });
-      return c.json(result);
+      return answer(c, result, `Revoked ${name}: its requests fail with credential_revoked.`);
     });
   },
 };
@@ -86,14 +98,18 @@ async function bodyOf(
   c: AdminContext,
   withSecrets: boolean,
 ): Promise<{ name: string; secrets: CredentialSecretsInput }> {
-  if (!(c.req.header('content-type') ?? '').startsWith('application/json'))
-    throw new UsageError('send the credential as JSON (content-type: application/json)');
-  const body = (await c.req.json().catch(() => undefined)) as Record<string, unknown> | undefined;
-  const name = body?.name;
-  if (typeof name !== 'string' || name === '') throw new UsageError('name is required');
-  if (withSecrets && (typeof body?.secrets !== 'object' || body.secrets === null))
-    throw new UsageError('secrets is required: {oauth2?, mtls?, proxy?}');
-  return { name, secrets: (body?.secrets ?? {}) as CredentialSecretsInput };
+  const json = (c.req.header('content-type') ?? '').startsWith('application/json');
+  const body = json
+    ? ((await c.req.json().catch(() => undefined)) as Record<string, unknown> | undefined)
+    : await readBody(c);
+  const name = typeof body?.name === 'string' ? body.name.trim() : '';
+  if (name === '') throw new UsageError('name is required');
+  if (!withSecrets) return { name, secrets: {} };
+  // The UI's form: flat fields by kind. JSON: the credential's document under `secrets`.
+  if (!json) return { name, secrets: secretsFromForm(body as Record<string, unknown>) };
+  if (typeof body?.secrets !== 'object' || body.secrets === null)
+    throw new UsageError('secrets is required: {oauth2?, mtls?, proxy?, signing?}');
+  return { name, secrets: body.secrets as CredentialSecretsInput };
 }
 
 /** A refused input is the caller's (400), with the fields named and no value echoed. */

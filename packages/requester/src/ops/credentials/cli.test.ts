@@ -101,4 +101,48 @@ describe('requester credentials', () => {
     expect(none.code).toBe(2);
     expect(none.stderr).toContain('CREDENTIALS_MASTER_KEY');
   }, 120_000);
+
+  it('keeps signing keys: create from a file of secrets, import-signing moves SIGNING_KEYS (twice changes nothing)', async () => {
+    const whsec = `whsec_${randomBytes(24).toString('base64')}`;
+    const plain = `hex:${randomBytes(20).toString('hex')}`;
+    const signingFile = path.join(dir, 'signing.txt');
+    writeFileSync(signingFile, `# new first, old still signing\n${whsec}\n\n`);
+    const created = await cli(OLD, 'create', 'hooks', '--signing-secret-file', signingFile, '--json');
+    expect(created.code, created.stderr).toBe(0);
+    expect(JSON.parse(created.stdout)).toMatchObject({
+      name: 'hooks',
+      kind: 'signing',
+      summary: { signing: { scheme: 'standard-webhooks', secrets: 1 } },
+    });
+    const env = {
+      DATABASE_URL,
+      CREDENTIALS_MASTER_KEY: OLD,
+      SIGNING_KEYS: `legacy=${plain}; legacy=${plain.replace('hex:', 'hex:ff')} ;hooks=${whsec};bad/id=${plain}`,
+    };
+    const imported = await requester(['credentials', 'import-signing', '--json'], env).exit;
+    expect(imported.code, imported.stderr).toBe(0);
+    expect(JSON.parse(imported.stdout)).toEqual([
+      { keyId: 'legacy', secrets: 2, outcome: 'created', version: 1 },
+      { keyId: 'hooks', secrets: 1, outcome: 'exists' },
+      { keyId: 'bad/id', secrets: 1, outcome: 'bad-name' },
+    ]);
+    const again = await requester(['credentials', 'import-signing', '--json'], env).exit;
+    expect(JSON.parse(again.stdout).map((k: { outcome: string }) => k.outcome)).toEqual([
+      'exists',
+      'exists',
+      'bad-name',
+    ]);
+    const sql = createPg({ url: DATABASE_URL, max: 1 });
+    try {
+      const opened = await new CredentialStore(sql, parseMasterKeys(OLD)).open('legacy');
+      expect(opened.credential?.secrets.signing).toEqual([plain, plain.replace('hex:', 'hex:ff')]);
+    } finally {
+      await sql.end({ timeout: 5 });
+    }
+    const table = await cli(OLD, 'list');
+    expect(table.stdout).toMatch(/legacy\s+signing\s+1/);
+    for (const out of [created, imported, again, table])
+      for (const secret of [whsec, whsec.slice(6), plain.slice(4)])
+        expect(out.stdout + out.stderr).not.toContain(secret);
+  }, 180_000);
 });

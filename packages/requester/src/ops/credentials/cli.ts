@@ -21,6 +21,7 @@ import { humanTime } from '../format.ts';
 import {
   type CredentialView,
   createCredential,
+  importSigningKeys,
   listCredentials,
   revokeCredential,
   rewrapCredentials,
@@ -29,7 +30,7 @@ import {
   secretsFrom,
 } from './index.ts';
 
-type Action = 'create' | 'list' | 'rotate' | 'revoke' | 'rewrap';
+type Action = 'create' | 'list' | 'rotate' | 'revoke' | 'rewrap' | 'import-signing';
 
 interface CredentialsArgs extends SecretSources {
   action: Action;
@@ -46,16 +47,17 @@ interface CredentialsArgs extends SecretSources {
 export function registerCredentialsCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): void {
   cli.command(
     'credentials <action> [name]',
-    'target credentials (OAuth2 client, client certificate, proxy): create, list, rotate, revoke, rewrap',
+    'target credentials (OAuth2 client, client certificate, proxy, signing key): create, list, rotate, revoke, rewrap, import-signing',
     (y) =>
       withJson(y)
         .positional('action', {
-          choices: ['create', 'list', 'rotate', 'revoke', 'rewrap'] as const,
+          choices: ['create', 'list', 'rotate', 'revoke', 'rewrap', 'import-signing'] as const,
           describe:
             'create: a new credential; list: the live ones (no secret shown); rotate: new secrets for a ' +
             'credential (executors switch within CREDENTIALS_CACHE_TTL); revoke: its requests fail with ' +
             'credential_revoked from then on; rewrap: after putting a new master key first in ' +
-            'CREDENTIALS_MASTER_KEY, re-wrap every data key with it',
+            'CREDENTIALS_MASTER_KEY, re-wrap every data key with it; import-signing: each key id of the ' +
+            'deprecated SIGNING_KEYS becomes a signing credential of that name',
         })
         .positional('name', {
           type: 'string',
@@ -87,6 +89,12 @@ export function registerCredentialsCommands<T>(cli: Argv<T>, configFrom: ConfigF
           type: 'string',
           describe: "a file holding this credential's own proxy URL (http://[user:pass@]host:port)",
         })
+        .option('signing-secret-file', {
+          type: 'string',
+          describe:
+            'a file holding request signing secrets (meta.signing.keyId names the credential), one a line: ' +
+            'whsec_<base64> (Standard Webhooks) or hex:/base64:/text: (X-Signature); several lines all sign (rotation); - = stdin',
+        })
         .option('all', { type: 'boolean', default: false, describe: 'list: revoked credentials too' })
         .example(
           '$0 credentials create partner-billing --token-url https://auth.partner.example/token --client-id requester --client-secret-file ./secret --scope payments',
@@ -97,6 +105,11 @@ export function registerCredentialsCommands<T>(cli: Argv<T>, configFrom: ConfigF
           'mTLS',
         )
         .example('$0 credentials rotate partner-billing --from-file new.json', '')
+        .example(
+          '$0 credentials create partner-hooks --signing-secret-file hooks.txt',
+          'a signing key: requests name it in meta.signing.keyId',
+        )
+        .example('SIGNING_KEYS=… $0 credentials import-signing', 'move SIGNING_KEYS into the store')
         .example('CREDENTIALS_MASTER_KEY=new:…,old:… $0 credentials rewrap', 'master key rotation')
         .epilogue(EXIT_CODES_HELP),
     async (argv) => {
@@ -106,7 +119,7 @@ export function registerCredentialsCommands<T>(cli: Argv<T>, configFrom: ConfigF
       const deps = new Dependencies(config, logger);
       try {
         const store = new CredentialStore(await deps.sql(), masterKeysFromConfig(config));
-        const done = await runAction(store, args);
+        const done = await runAction(store, args, () => config.signingKeys.reveal());
         if (done)
           await recordAdminAction(logger, {
             action: `credentials.${args.action}`,
@@ -128,6 +141,7 @@ export function registerCredentialsCommands<T>(cli: Argv<T>, configFrom: ConfigF
 async function runAction(
   store: CredentialStore,
   args: CredentialsArgs,
+  signingKeys: () => string,
 ): Promise<Record<string, unknown> | undefined> {
   switch (args.action) {
     case 'list': {
@@ -157,6 +171,17 @@ async function runAction(
       if (args.json) printJson(result);
       return { credential: name };
     }
+    case 'import-signing': {
+      const imported = await importSigningKeys(store, signingKeys());
+      if (args.json) printJson(imported);
+      else printTable(imported.map(({ version, ...rest }) => ({ ...rest, version: version ?? '-' })));
+      const created = imported.filter((k) => k.outcome === 'created').map((k) => k.keyId);
+      progress(
+        `imported ${created.length} of ${imported.length} SIGNING_KEYS ids as signing credentials; ` +
+          'grant them to API keys (keys create --credentials), then unset SIGNING_KEYS',
+      );
+      return created.length > 0 ? { credentials: created } : undefined;
+    }
     case 'rewrap': {
       const result = await rewrapCredentials(store);
       progress(`re-wrapped ${result.rewrapped} credentials with the current master key`);
@@ -172,13 +197,15 @@ function nameArg(args: CredentialsArgs): string {
 }
 
 function row(view: CredentialView) {
-  const { oauth2, mtls, proxy } = view.summary;
+  const { oauth2, mtls, proxy, signing } = view.summary;
   return {
     name: view.name,
+    kind: view.kind,
     version: view.version,
     oauth2: oauth2 ? `${oauth2.tokenUrl} (${oauth2.authMethod})` : '-',
     mtls: mtls ? `${mtls.subject} until ${mtls.validTo}` : '-',
     proxy: proxy ?? '-',
+    signing: signing ? `${signing.scheme} x${signing.secrets}` : '-',
     masterKey: view.masterKeyId,
     created: humanTime(Date.parse(view.createdAt)),
     rotated: humanTime(view.rotatedAt ? Date.parse(view.rotatedAt) : undefined),

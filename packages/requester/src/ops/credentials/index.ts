@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import type { CredentialInfo, CredentialSecretsInput, CredentialStore } from '@requester/shared';
-import { UsageError } from '@requester/shared';
+import { CREDENTIAL_NAME_PATTERN, kindsOf, parseSigningKeys, UsageError } from '@requester/shared';
 
 /**
  * Named target credentials (docs/architecture.md §10), one operation with three faces: the CLI
@@ -12,6 +12,8 @@ import { UsageError } from '@requester/shared';
  */
 export interface CredentialView {
   name: string;
+  /** What it holds, e.g. `signing`, `oauth2+mtls` (from its summary). */
+  kind: string;
   id: string;
   version: number;
   masterKeyId: string;
@@ -24,6 +26,7 @@ export interface CredentialView {
 export function credentialView(info: CredentialInfo): CredentialView {
   return {
     name: info.name,
+    kind: kindsOf(info.summary).join('+'),
     id: info.id,
     version: info.version,
     masterKeyId: info.masterKeyId,
@@ -66,6 +69,83 @@ export async function rewrapCredentials(store: CredentialStore): Promise<{ rewra
   return { rewrapped: await store.rewrap() };
 }
 
+/** What `credentials import-signing` did with each key id of SIGNING_KEYS. */
+export interface ImportedKey {
+  keyId: string;
+  outcome: 'created' | 'exists' | 'bad-name';
+  secrets: number;
+  version?: number;
+}
+
+/**
+ * The migration off SIGNING_KEYS (deprecated): each key id becomes a `signing` credential of that
+ * name holding its secrets in order. Ids with a live credential already are left alone (rotate
+ * those by hand if they differ), ids that are no credential name are reported (rename them:
+ * requests must then name the new id). Running it twice changes nothing.
+ */
+export async function importSigningKeys(store: CredentialStore, text: string): Promise<ImportedKey[]> {
+  parseSigningKeys(text); // every entry valid, or a ConfigError naming it (never its secret)
+  const byId = new Map<string, string[]>();
+  for (const entry of text.split(';').map((e) => e.trim())) {
+    if (entry === '') continue;
+    const eq = entry.indexOf('=');
+    const keyId = entry.slice(0, eq).trim();
+    byId.set(keyId, [...(byId.get(keyId) ?? []), entry.slice(eq + 1).trim()]);
+  }
+  if (byId.size === 0) throw new UsageError('SIGNING_KEYS is empty: there is nothing to import');
+  const live = await store.liveNames();
+  const done: ImportedKey[] = [];
+  for (const [keyId, secrets] of byId) {
+    const row = { keyId, secrets: secrets.length };
+    if (!CREDENTIAL_NAME_PATTERN.test(keyId)) done.push({ ...row, outcome: 'bad-name' });
+    else if (live.has(keyId)) done.push({ ...row, outcome: 'exists' });
+    else {
+      const info = await store.create(keyId, { signing: secrets });
+      done.push({ ...row, outcome: 'created', version: info.version });
+    }
+  }
+  return done;
+}
+
+/** The kinds the operator UI's form makes (mTLS takes PEM files: the CLI's --cert-file, --key-file). */
+export const FORM_KINDS = ['signing', 'oauth2', 'proxy'] as const;
+
+/**
+ * A credential's secrets from the operator UI's form (flat fields, by `kind`): `signing` (and
+ * `signingPrevious`, the secret still signing during a rotation); `tokenUrl`, `clientId`,
+ * `clientSecret`, `authMethod`, `scope`, `audience`; `proxy`. Blank fields are absent. The store
+ * validates the result.
+ */
+export function secretsFromForm(body: Record<string, unknown>): CredentialSecretsInput {
+  const field = (name: string) => {
+    const value = body[name];
+    return typeof value === 'string' && value.trim() !== '' ? value.trim() : undefined;
+  };
+  const present = (fields: Record<string, string | undefined>) =>
+    Object.fromEntries(Object.entries(fields).filter(([, v]) => v !== undefined));
+  switch (field('kind')) {
+    case 'signing':
+      return { signing: [field('signing'), field('signingPrevious')].filter((s) => s !== undefined) };
+    case 'oauth2':
+      return {
+        oauth2: present({
+          tokenUrl: field('tokenUrl'),
+          clientId: field('clientId'),
+          clientSecret: field('clientSecret'),
+          authMethod: field('authMethod'),
+          scope: field('scope'),
+          audience: field('audience'),
+        }) as never,
+      };
+    case 'proxy':
+      return { proxy: field('proxy') as string };
+    default:
+      throw new UsageError(
+        `kind must be one of ${FORM_KINDS.join(', ')} (mTLS: requester credentials create --cert-file …)`,
+      );
+  }
+}
+
 /** Where the CLI takes a credential's secrets from: files only, never the command line itself. */
 export interface SecretSources {
   /** A JSON document of the whole credential (`-` = stdin). */
@@ -82,6 +162,8 @@ export interface SecretSources {
   caFile?: string | undefined;
   /** A file holding the proxy URL (it may carry a password). */
   proxyFile?: string | undefined;
+  /** A file holding signing secrets, one a line (several: all sign, a rotation). */
+  signingSecretFile?: string | undefined;
 }
 
 /**
@@ -111,7 +193,16 @@ export function secretsFrom(sources: SecretSources, read = readSource): Credenti
   if (Object.keys(oauth2).length > 0) secrets.oauth2 = oauth2;
   if (Object.keys(mtls).length > 0) secrets.mtls = mtls;
   if (sources.proxyFile) secrets.proxy = read(sources.proxyFile).trim();
+  if (sources.signingSecretFile) secrets.signing = linesOf(read(sources.signingSecretFile));
   return secrets as CredentialSecretsInput;
+}
+
+/** Signing secrets, one a line: blank lines and `#` comments skipped. */
+export function linesOf(text: string): string[] {
+  return text
+    .split(/\r?\n/)
+    .map((line) => line.trim())
+    .filter((line) => line !== '' && !line.startsWith('#'));
 }
 
 function readSource(file: string): string {

@@ -59,3 +59,10 @@
       });
   }
 })();
+
+// A form marked `data-reset` (the Credentials page's) is emptied once htmx posted it successfully:
+// its secrets are sent once and do not stay in the page.
+document.body.addEventListener('htmx:afterRequest', (event) => {
+  const form = event.detail.elt.closest?.('form[data-reset]');
+  if (form && event.detail.successful && !event.detail.xhr.responseText.includes('flash err')) form.reset();
+});
