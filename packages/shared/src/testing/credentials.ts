@@ -12,6 +12,11 @@ import { freePort } from './server.ts';
  */
 
 async function listen(server: Server): Promise<{ port: number; close(): Promise<void> }> {
+  // Node's default (5 s) closes a kept-alive connection that sat idle that long; on a loaded box a
+  // test's client can send on it at that very moment and get ECONNRESET, a race between the
+  // test's two ends that says nothing about what is under test. Real targets' resets are the
+  // retry policy's business, tested elsewhere.
+  server.keepAliveTimeout = 120_000;
   const port = await freePort();
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
