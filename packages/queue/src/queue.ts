@@ -183,7 +183,6 @@ export class FairQueue {
   private readonly wanting = new Map<number, Set<string>>();
   /** The cap slots of the leases this instance handed out, by token (settled here, released here). */
   private readonly capHolds = new Map<string, CapHold>();
-  private permitSeq = 0;
 
   constructor(options: FairQueueOptions) {
     this.redis = options.redis;
@@ -646,7 +645,7 @@ export class FairQueue {
     await Promise.all(
       [...shardsOf].map(async ([client, shards]) => {
         const need = shards.reduce((sum, shard) => sum + (asks.get(shard) ?? 0), 0);
-        const ids = Array.from({ length: need }, () => `${PROCESS_TAG}.${++this.permitSeq}`);
+        const ids = Array.from({ length: need }, () => `${PROCESS_TAG}.${++permitSeq}`);
         const granted = await this.capScripts.acquire(
           clientCapKeys(this.prefix, client),
           leaseMs + CAP_GRACE_MS,
@@ -875,6 +874,11 @@ const localWakes = new EventEmitter().setMaxListeners(0);
  * that found nothing. Readers skip the entry as they skip any that is not `shard:inMs`.
  */
 const PROCESS_TAG = `@${randomBytes(6).toString('hex')}`;
+/**
+ * Cap slot ids are `<PROCESS_TAG>.<n>`: n counts for the whole process, not per queue object, or
+ * two queue objects of one process (workers of `--role all`, tests) would take the same slot twice.
+ */
+let permitSeq = 0;
 
 /**
  * `!<shard>` in an announcement: a client joined that shard's fair share, and has the next turn
