@@ -70,6 +70,23 @@ async function startCountingTarget() {
   };
 }
 
+/**
+ * POST /request, again when the connection was reset before an answer came (ECONNRESET: seen in
+ * 3 of 5 runs of the weights test on a loaded machine, the test failing on a POST, never on the
+ * ratio). Safe: a request is identified by its requestId, and a second copy of one that did get
+ * through is refused as a duplicate by the queue, so the target is called once either way.
+ */
+async function post(url: string, init: RequestInit): Promise<Response> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await fetch(url, init);
+    } catch (err) {
+      const code = (err as { cause?: { code?: string } }).cause?.code;
+      if (attempt >= 5 || (code !== 'ECONNRESET' && code !== 'UND_ERR_SOCKET' && code !== 'EPIPE')) throw err;
+    }
+  }
+}
+
 describe('fair share between clients', () => {
   let stack: StackEnv;
   let running: RunningProcess;
@@ -117,7 +134,7 @@ describe('fair share between clients', () => {
     const poster = async () => {
       while (next < ids.length) {
         const id = ids[next++] as string;
-        const reply = await fetch(`${stack.httpUrl}/request`, {
+        const reply = await post(`${stack.httpUrl}/request`, {
           method: 'POST',
           headers: { ...key.headers, 'content-type': 'application/json' },
           body: JSON.stringify({ request: { uri: uri(id) }, meta: { requestId: id } }),
@@ -134,7 +151,7 @@ describe('fair share between clients', () => {
   async function holdWorkers(gate: string): Promise<void> {
     const holder = await stackKey(stack);
     for (let i = 0; i < WORKERS; i++) {
-      const reply = await fetch(`${stack.httpUrl}/request`, {
+      const reply = await post(`${stack.httpUrl}/request`, {
         method: 'POST',
         headers: { ...holder.headers, 'content-type': 'application/json' },
         body: JSON.stringify({
@@ -239,23 +256,16 @@ describe('fair share between clients', () => {
       `${window} calls of the two clients`,
     );
     const { h, l } = served();
-    if (process.env.FAIR_SHARE_TRACE) {
-      const order = callOrder().filter((id) => heavySet.has(id) || lightSet.has(id));
-      const marks = [100, 250, 500, 750, 1000, 1250].map((n) => {
-        const head = order.slice(0, n);
-        const hh = head.filter((id) => heavySet.has(id)).length;
-        return `${n}:${hh}/${head.length - hh}`;
-      });
-      process.stderr.write(`FAIR_SHARE_TRACE ratio ${(h / l).toFixed(3)} ${marks.join(' ')}\n`);
-      process.stderr.write(
-        `FAIR_SHARE_TRACE first40 ${order
-          .slice(0, 40)
-          .map((id) => (heavySet.has(id) ? 'H' : 'L'))
-          .join('')}\n`,
-      );
-    }
-    expect(h / l, `heavy ${h}, light ${l}`).toBeGreaterThanOrEqual(2.7);
-    expect(h / l, `heavy ${h}, light ${l}`).toBeLessThanOrEqual(3.3);
+    // How the ratio built up (the first calls of each shard alternate: whoever joined a shard's fair
+    // share second is served first there, so the light client leads by up to a task per shard).
+    const order = callOrder().filter((id) => heavySet.has(id) || lightSet.has(id));
+    const buildUp = [100, 250, 500, window].map((n) => {
+      const heavyIn = order.slice(0, n).filter((id) => heavySet.has(id)).length;
+      return `${n}: ${heavyIn}/${Math.min(n, order.length) - heavyIn}`;
+    });
+    const measured = `heavy ${h}, light ${l} (heavy/light after ${buildUp.join(', ')})`;
+    expect(h / l, measured).toBeGreaterThanOrEqual(2.7);
+    expect(h / l, measured).toBeLessThanOrEqual(3.3);
   }, 600_000);
 
   it('a client capped at 2 in flight never has more than 2 calls at its target, and B completes meanwhile', async () => {
