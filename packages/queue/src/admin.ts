@@ -62,6 +62,10 @@ export interface ClientInfo {
   readyPartitions: number;
   /** Its weight (`setClientWeight`; 1 by default). */
   weight: number;
+  /** Its cap of tasks in flight across executors (`setClientMaxInFlight`); null: none. */
+  maxInFlight: number | null;
+  /** Its tasks in flight (the cap slots it holds); null when it has no cap (not counted then). */
+  inFlight: number | null;
   /**
    * How long the oldest of the tasks its turns would lease next has waited since its first publish
    * (the longest current wait of the client's ready work); null when none is ready.
@@ -190,8 +194,8 @@ export class QueueAdmin {
   }
 
   /**
-   * The clients with pending tasks, largest backlog first: pending tasks, ready partitions, weight
-   * and the oldest ready task's age. Also sets the per-client gauges (`queue_client_depth`,
+   * The clients with pending tasks or a cap, largest backlog first: pending tasks, ready partitions,
+   * weight, cap and tasks in flight (capped clients only), and the oldest ready task's age. Also sets the per-client gauges (`queue_client_depth`,
    * `queue_client_oldest_ready_age_seconds`) for the CLIENT_METRICS_TOP largest backlogs, the rest
    * as `other`. O(shards · clients with pending tasks per shard), no task scan.
    */
@@ -202,7 +206,7 @@ export class QueueAdmin {
       redisNow = Math.max(redisNow, nowMs);
       return clients;
     });
-    const weights = await this.queue.clientWeights();
+    const [weights, caps] = await Promise.all([this.queue.clientWeights(), this.queue.clientCaps()]);
     const byClient = new Map<string, { pending: number; readyPartitions: number; oldest: number | null }>();
     for (const view of perShard.flat()) {
       const seen = byClient.get(view.client) ?? { pending: 0, readyPartitions: 0, oldest: null };
@@ -212,12 +216,22 @@ export class QueueAdmin {
         seen.oldest = Math.min(seen.oldest ?? view.oldestReadyPublishedAt, view.oldestReadyPublishedAt);
       byClient.set(view.client, seen);
     }
+    for (const client of caps.keys()) {
+      if (!byClient.has(client)) byClient.set(client, { pending: 0, readyPartitions: 0, oldest: null });
+    }
+    const inFlight = new Map(
+      await Promise.all(
+        [...caps.keys()].map(async (client) => [client, await this.queue.clientInFlight(client)] as const),
+      ),
+    );
     const clients = [...byClient]
       .map(([client, c]) => ({
         client,
         pending: c.pending,
         readyPartitions: c.readyPartitions,
         weight: weights.get(client) ?? 1,
+        maxInFlight: caps.get(client) ?? null,
+        inFlight: inFlight.get(client) ?? null,
         oldestReadyAgeMs: c.oldest === null ? null : Math.max(0, redisNow - c.oldest),
       }))
       .sort((a, b) => b.pending - a.pending || a.client.localeCompare(b.client));

@@ -8,9 +8,9 @@ import {
   type TestCluster,
 } from '@requester/shared/testing';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { expireLeases, leaseAll, sleep, uniquePrefix } from '../test/queue.fixture.ts';
+import { expireCapSlots, expireLeases, leaseAll, sleep, uniquePrefix } from '../test/queue.fixture.ts';
 import { QueueAdmin } from './admin.ts';
-import { FairQueue, type FairQueueOptions, type LeasedTask } from './index.ts';
+import { CAP_GRACE_MS, FairQueue, type FairQueueOptions, type LeasedTask } from './index.ts';
 import { shardKey } from './keys.ts';
 
 const haveRedisServer = redisServerAvailable();
@@ -517,6 +517,105 @@ describe.each([single, clustered])('FairQueue on $name', (target) => {
     });
   });
 
+  describe('per-client cap of tasks in flight', () => {
+    const clientOf = (tasks: LeasedTask[], client: string) =>
+      tasks.filter((t) => t.id.endsWith(` @${client}`));
+    /** Leases until `want` tasks of the client came, or the deadline (capped shards are retried every 100 ms). */
+    async function leaseUntil(queue: FairQueue, client: string, want: number, leaseMs = 30_000) {
+      const got: LeasedTask[] = [];
+      const deadline = Date.now() + 20_000;
+      while (clientOf(got, client).length < want && Date.now() < deadline) {
+        got.push(...(await queue.lease(10, leaseMs)).tasks);
+        if (clientOf(got, client).length < want) await sleep(20);
+      }
+      return got;
+    }
+
+    test('a client at its cap gets nothing more while others still lease; an ack, a reject or a lifted cap frees slots', async () => {
+      const prefix = uniquePrefix();
+      const one = makeQueue({}, prefix);
+      const two = makeQueue({}, prefix);
+      const admin = new QueueAdmin(one);
+      await one.setClientMaxInFlight('capped', 2);
+      // Partitions of their own: spread over the shards, so the cap must hold across them.
+      await one.publish([
+        ...Array.from({ length: 6 }, (_, i) => ({ id: `c${i} @capped`, payload: '' })),
+        ...Array.from({ length: 4 }, (_, i) => ({ id: `f${i} @free`, payload: '' })),
+      ]);
+      const first = await leaseAll(one, 10);
+      expect(clientOf(first, 'capped')).toHaveLength(2);
+      expect(clientOf(first, 'free')).toHaveLength(4);
+      // Another worker (its own view and cursor) gets none either, and the others' work still flows.
+      await one.publish([{ id: 'f9 @free', payload: '' }]);
+      const second = await leaseAll(two, 10);
+      expect(ids(second)).toEqual(['f9 @free']);
+      const capped = (await admin.clients()).find((c) => c.client === 'capped');
+      expect(capped).toMatchObject({ pending: 4, maxInFlight: 2, inFlight: 2 });
+
+      const [a, b] = clientOf(first, 'capped') as [LeasedTask, LeasedTask];
+      expect(await one.ack(a.token)).toBe('ok');
+      const third = await leaseUntil(two, 'capped', 1);
+      expect(clientOf(third, 'capped')).toHaveLength(1);
+      expect(clientOf(await leaseAll(two, 10), 'capped')).toHaveLength(0);
+
+      expect(await one.reject(b.token, 0)).toBe('ok');
+      const fourth = await leaseUntil(one, 'capped', 1);
+      expect(clientOf(fourth, 'capped')).toHaveLength(1);
+      expect(await one.clientInFlight('capped')).toBe(2);
+
+      // Lifted: the rest (3 left) comes at once.
+      await one.setClientMaxInFlight('capped', 0);
+      expect(clientOf(await leaseAll(one, 10), 'capped')).toHaveLength(3);
+      expect(await one.clientCaps()).toEqual(new Map());
+    });
+
+    test('a heartbeat keeps the slots; the slots of a dead worker come back after its leases expire', async () => {
+      const prefix = uniquePrefix();
+      const crashed = makeQueue({}, prefix);
+      const survivor = makeQueue({}, prefix);
+      await survivor.setClientMaxInFlight('capped', 2);
+      await crashed.publish(Array.from({ length: 5 }, (_, i) => ({ id: `c${i} @capped`, payload: '' })));
+      const held = await leaseAll(crashed, 10, 300);
+      expect(held).toHaveLength(2);
+      // Extended past the lease it was given: still held while the heartbeat goes on.
+      expect(await crashed.extendMany(held.map((t) => ({ token: t.token, leaseMs: 60_000 })))).toEqual([
+        'ok',
+        'ok',
+      ]);
+      await sleep(300 + CAP_GRACE_MS);
+      expect(await leaseAll(survivor, 10)).toEqual([]);
+      // The worker dies (its leases expire): the survivor gets the two back, then no more than the cap.
+      await expireLeases(
+        crashed,
+        held.map((t) => t.token),
+      );
+      await expireCapSlots(
+        crashed,
+        held.map((t) => t.token),
+      );
+      const back = await leaseUntil(survivor, 'capped', 2);
+      expect(back).toHaveLength(2);
+      expect(await survivor.clientInFlight('capped')).toBe(2);
+      expect(await leaseAll(survivor, 10)).toEqual([]);
+      for (const task of held) expect(await crashed.ack(task.token)).toBe('stale');
+      expect(await survivor.clientInFlight('capped')).toBe(2);
+    });
+
+    test('a dead worker’s slots expire by themselves, the lease duration plus a grace after its lease', async () => {
+      const prefix = uniquePrefix();
+      const crashed = makeQueue({}, prefix);
+      const survivor = makeQueue({}, prefix);
+      await survivor.setClientMaxInFlight('capped', 1);
+      await crashed.publish(Array.from({ length: 2 }, (_, i) => ({ id: `c${i} @capped`, payload: '' })));
+      const [held] = await leaseAll(crashed, 10, 200);
+      expect(held).toBeDefined();
+      // No test hook: the lease and then the slot expire on Redis time.
+      const back = await leaseUntil(survivor, 'capped', 1);
+      expect(clientOf(back, 'capped')).toHaveLength(1);
+      expect(await survivor.clientInFlight('capped')).toBe(1);
+    });
+  });
+
   describe('reclaim and crashed workers', () => {
     test('a dead worker’s leases come back after expiry, in order, and its tokens are refused', async () => {
       const prefix = uniquePrefix();
@@ -639,9 +738,9 @@ describe.each([single, clustered])('FairQueue on $name', (target) => {
       ]);
       const clients = await admin.clients();
       expect(clients.map(({ oldestReadyAgeMs: _, ...c }) => c)).toEqual([
-        { client: 'big', pending: 5, readyPartitions: 5, weight: 3 },
-        { client: 'small', pending: 3, readyPartitions: 1, weight: 1 },
-        { client: '', pending: 1, readyPartitions: 1, weight: 1 },
+        { client: 'big', pending: 5, readyPartitions: 5, weight: 3, maxInFlight: null, inFlight: null },
+        { client: 'small', pending: 3, readyPartitions: 1, weight: 1, maxInFlight: null, inFlight: null },
+        { client: '', pending: 1, readyPartitions: 1, weight: 1, maxInFlight: null, inFlight: null },
       ]);
       expect(clients.every((c) => c.oldestReadyAgeMs !== null && c.oldestReadyAgeMs >= 0)).toBe(true);
       const gauge = (await registry.getSingleMetric('requester_queue_client_depth')?.get())?.values ?? [];

@@ -21,6 +21,8 @@ export {
 } from './admin.ts';
 export { queueFromConfig } from './config.ts';
 export {
+  CAP_GRACE_MS,
+  type CapHold,
   CLIENT_SEPARATOR,
   clientOfPartition,
   FairQueue,

@@ -24,6 +24,7 @@ export const SHARD_KEY_NAMES = [
   'cready',
   'shares',
   'cdepth',
+  'caps',
 ] as const;
 
 export type ShardKeyName = (typeof SHARD_KEY_NAMES)[number];
@@ -37,6 +38,15 @@ export function shardKey(prefix: string, shard: number, name: ShardKeyName): str
 
 export function shardKeys(prefix: string, shard: number): string[] {
   return SHARD_KEY_NAMES.map((name) => shardKey(prefix, shard, name));
+}
+
+/**
+ * The keys of one client's cap of tasks in flight (`cap/commands/acquire-2.lua`): its cap and the
+ * slots taken, tagged `{c:<client>}` so that both live in one Redis Cluster slot of their own,
+ * whichever shards the client's partitions are in.
+ */
+export function clientCapKeys(prefix: string, client: string): { cap: string; held: string } {
+  return { cap: `${prefix}{c:${client}}:cap`, held: `${prefix}{c:${client}}:held` };
 }
 
 /** Stable partition → shard mapping (CRC-32, the same in every process and language). */

@@ -5,13 +5,14 @@
  *
  * Due times are either "now" or "far" (an hour away), so that what may be leased is known exactly
  * without depending on timing. Partitions belong to clients (`<name> @<client>`, or none) whose
- * weights change at random, so that `verify` also checks the fair-share structures throughout; a
- * second property checks the shares themselves.
+ * weights and caps of tasks in flight change at random, so that `verify` also checks the fair-share
+ * structures throughout and no lease ever takes a client beyond its cap; a second property checks
+ * the shares themselves.
  */
 import { createRedis, type RedisClient } from '@requester/shared/redis';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { expireLeases, uniquePrefix } from '../test/queue.fixture.ts';
+import { expireCapSlots, expireLeases, uniquePrefix } from '../test/queue.fixture.ts';
 import { QueueAdmin } from './admin.ts';
 import { clientOfPartition, FairQueue, type LeasedTask } from './index.ts';
 
@@ -31,6 +32,8 @@ interface ModelTask {
   state: State;
   deliveries: number;
   token?: string;
+  /** Leased while its client had a cap: the lease holds one of its cap slots. */
+  slot?: boolean;
 }
 
 interface Model {
@@ -41,6 +44,8 @@ interface Model {
   held: string[][];
   /** Tokens known to be stale (settled or reclaimed). */
   stale: Set<string>;
+  /** Clients with a cap of tasks in flight. */
+  caps: Map<string, number>;
 }
 
 interface Real {
@@ -61,23 +66,45 @@ function orderedHead(model: Model, partition: string): ModelTask | undefined {
   return head && !head.far ? head : undefined;
 }
 
-function leasableCount(model: Model): number {
-  let count = 0;
+/** The cap slots a client's leases hold. */
+function slotsHeld(model: Model, client: string): number {
+  let held = 0;
+  for (const t of model.tasks.values()) {
+    if (t.state === 'leased' && t.slot && clientOfPartition(t.partition) === client) held++;
+  }
+  return held;
+}
+
+/** Tasks a lease could take now; `withCapped` false leaves out clients with a cap. */
+function leasableCount(model: Model, withCapped = true): number {
+  const perClient = new Map<string, number>();
   for (const partition of PARTITIONS) {
+    const client = clientOfPartition(partition);
+    let count = 0;
     if (isOrdered(partition)) count += orderedHead(model, partition) ? 1 : 0;
     else {
       for (const t of model.tasks.values()) {
         if (t.partition === partition && t.state === 'pending' && !t.far) count++;
       }
     }
+    perClient.set(client, (perClient.get(client) ?? 0) + count);
   }
-  return count;
+  let total = 0;
+  for (const [client, count] of perClient) {
+    const cap = model.caps.get(client);
+    if (cap === undefined) total += count;
+    else if (withCapped) total += Math.min(count, Math.max(0, cap - slotsHeld(model, client)));
+  }
+  return total;
 }
 
 /** Checks one lease round (possibly several workers at once) against the model, then applies it. */
 function applyLeases(model: Model, rounds: Array<{ worker: number; tasks: LeasedTask[] }>): void {
   const all = rounds.flatMap((r) => r.tasks);
-  const leasable = leasableCount(model);
+  // Workers leasing at once may each take a capped client's slots for shards where its work is no
+  // longer, leaving none to the one that meets it (under-use, never excess): liveness is checked
+  // for capped clients only when one worker leases.
+  const leasable = leasableCount(model, rounds.length === 1);
   if (leasable > 0) expect(all.length).toBeGreaterThan(0);
   expect(new Set(all.map((t) => t.id)).size).toBe(all.length);
   const orderedSeen = new Set<string>();
@@ -97,14 +124,23 @@ function applyLeases(model: Model, rounds: Array<{ worker: number; tasks: Leased
       );
     }
   }
+  // A lowered cap leaves the leases in flight alone: what counts is that none was added beyond it.
+  const heldBefore = new Map([...model.caps.keys()].map((client) => [client, slotsHeld(model, client)]));
   for (const { worker, tasks } of rounds) {
     for (const leased of tasks) {
       const task = model.tasks.get(leased.id) as ModelTask;
       task.state = 'leased';
       task.deliveries++;
       task.token = leased.token;
+      task.slot = model.caps.has(clientOfPartition(task.partition));
       model.held[worker]?.push(leased.token);
     }
+  }
+  for (const [client, cap] of model.caps) {
+    const before = heldBefore.get(client) ?? 0;
+    expect(slotsHeld(model, client), `client ${client} beyond its cap of ${cap}`).toBeLessThanOrEqual(
+      Math.max(cap, before),
+    );
   }
 }
 
@@ -116,6 +152,7 @@ function liveTask(model: Model, token: string): ModelTask | undefined {
 function release(model: Model, task: ModelTask): void {
   model.stale.add(task.token as string);
   task.token = undefined;
+  task.slot = false;
 }
 
 /** After every step: the queue agrees with the model and with its own invariants. */
@@ -272,6 +309,7 @@ class Crash implements Cmd {
     const held = model.held[this.worker] as string[];
     const live = held.map((token) => liveTask(model, token)).filter((t) => t !== undefined);
     await expireLeases(real.workers[0] as FairQueue, held);
+    await expireCapSlots(real.workers[this.worker] as FairQueue, held);
     const { reclaimed } = await (real.workers[(this.worker + 1) % WORKERS] as FairQueue).reclaim();
     expect(reclaimed).toBe(live.length);
     for (const task of live) {
@@ -296,6 +334,24 @@ class SetWeight implements Cmd {
     await checkAgreement(model, real);
   }
   toString = () => `setWeight(${this.client}, ${this.weight})`;
+}
+
+class SetCap implements Cmd {
+  readonly client: string;
+  readonly cap: number;
+  constructor(client: string, cap: number) {
+    this.client = client;
+    this.cap = cap;
+  }
+  check = () => true;
+  async run(model: Model, real: Real) {
+    await real.workers[1]?.setClientMaxInFlight(this.client, this.cap);
+    if (this.cap === 0) model.caps.delete(this.client);
+    else model.caps.set(this.client, this.cap);
+    // A lowered cap leaves the tasks in flight alone; slots held count against the new one.
+    await checkAgreement(model, real);
+  }
+  toString = () => `setCap(${this.client}, ${this.cap})`;
 }
 
 class RetryDead implements Cmd {
@@ -338,6 +394,9 @@ const commands = [
   fc
     .tuple(fc.constantFrom(...CLIENTS), fc.integer({ min: 1, max: 4 }))
     .map(([client, weight]) => new SetWeight(client, weight)),
+  fc
+    .tuple(fc.constantFrom(...CLIENTS), fc.integer({ min: 0, max: 3 }))
+    .map(([client, cap]) => new SetCap(client, cap)),
 ];
 
 describe('FairQueue against a model', () => {
@@ -363,6 +422,7 @@ describe('FairQueue against a model', () => {
           nextSeq: 0,
           held: workers.map(() => []),
           stale: new Set(),
+          caps: new Map(),
         };
         try {
           await fc.asyncModelRun(() => ({ model, real: { workers, admin } }), cmds);

@@ -3,9 +3,22 @@ import { EventEmitter } from 'node:events';
 import { RequesterError } from '@requester/shared/errors';
 import type { Logger } from '@requester/shared/log';
 import type { RedisClient } from '@requester/shared/redis';
-import { clientOfPartition, parseToken, shardKey, shardKeys, shardOfPartition } from './keys.ts';
+import {
+  clientCapKeys,
+  clientOfPartition,
+  parseToken,
+  shardKey,
+  shardKeys,
+  shardOfPartition,
+} from './keys.ts';
 import { clientLabel, queueMetrics } from './metrics.ts';
-import { loadQueueScripts, type QueueScripts, type Settled } from './scripts.ts';
+import {
+  type CapScripts,
+  loadCapScripts,
+  loadQueueScripts,
+  type QueueScripts,
+  type Settled,
+} from './scripts.ts';
 
 export {
   CLIENT_SEPARATOR,
@@ -110,9 +123,26 @@ interface Wave {
   quantum: number;
 }
 
+/** A cap slot (`cap/commands/acquire-2.lua`) held for a lease of a capped client. */
+export interface CapHold {
+  client: string;
+  permit: string;
+}
+
 const DAY_MS = 24 * 60 * 60 * 1000;
 /** Shares are relative: beyond this, a client of weight 1 would hardly ever be served. */
 export const MAX_CLIENT_WEIGHT = 1000;
+/**
+ * A cap slot outlives its lease by this much (it is taken just before the lease and extended just
+ * after it), so that a slot never expires while its lease is live: the cap is never exceeded; the
+ * price is that a dead executor's slots come back this long after its leases expired.
+ */
+export const CAP_GRACE_MS = 2000;
+/**
+ * A shard whose only ready work belongs to clients at their caps is looked at again after this
+ * long (a slot freed elsewhere is not announced: the holder does not know where the client waits).
+ */
+const CAP_RETRY_MS = 100;
 // Due times are 11 hex digits in pending members (see shard.lua): beyond year 2500 is an error.
 const MAX_DUE_MS = 0xfff_ffff_ffff;
 
@@ -148,6 +178,11 @@ export class FairQueue {
   /** Wake messages received so far, and how many of them the latest lease call started after. */
   private announcements = 0;
   private announcementsLeaseSaw = 0;
+  private readonly capScripts: CapScripts;
+  /** Per shard, the capped clients its latest lease skipped for want of cap slots. */
+  private readonly wanting = new Map<number, Set<string>>();
+  /** The cap slots of the leases this instance handed out, by token (settled here, released here). */
+  private readonly capHolds = new Map<string, CapHold>();
 
   constructor(options: FairQueueOptions) {
     this.redis = options.redis;
@@ -166,6 +201,7 @@ export class FairQueue {
     this.maxPayloadBytes = positiveInt('maxPayloadBytes', options.maxPayloadBytes ?? 64 * 1024);
     this.logger = options.logger;
     this.scripts = loadQueueScripts(this.redis);
+    this.capScripts = loadCapScripts(this.redis);
     this.keysOf = Array.from({ length: this.shards }, (_, shard) => shardKeys(this.prefix, shard));
     this.view = new ShardView(this.shards);
     // Workers start at different shards so that they do not all hit shard 0.
@@ -244,12 +280,11 @@ export class FairQueue {
     if (this.notify && !this.subscriber) await this.subscribe();
     if (Date.now() - this.view.refreshedAt >= this.refreshMs) await this.refreshView();
     const tasks: LeasedTask[] = [];
-    const first = this.allocate(k, this.shardsPerLease);
-    await this.leaseWave(first, leaseMs, tasks);
+    await this.leaseWaveWithCaps(this.allocate(k, this.shardsPerLease), leaseMs, tasks, k);
     if (tasks.length < k) {
       // The partitions met had fewer due tasks than the quantum assumed: one more round trip,
       // one task per ready partition over as many shards as it takes.
-      await this.leaseWave(this.allocate(k - tasks.length, this.shards), leaseMs, tasks);
+      await this.leaseWaveWithCaps(this.allocate(k - tasks.length, this.shards), leaseMs, tasks, k);
     }
     queueMetrics.leaseLatency.observe({ queue: this.name }, (performance.now() - started) / 1000);
     if (tasks.length > 0) {
@@ -293,6 +328,42 @@ export class FairQueue {
         return weight === 1 ? this.redis.hdel(key, client) : this.redis.hset(key, client, weight);
       }),
     );
+  }
+
+  /**
+   * A client's cap of tasks in flight across every executor (0: none). Written into every shard
+   * (lease reads whether a client is capped in its own slot) and into the client's own slot, where
+   * the slots are counted (`cap/commands/acquire-2.lua`): a shard is a slot of its own and a client's
+   * partitions are in many, so no shard can count them. Lowering a cap leaves the tasks in flight
+   * alone: the client gets no more until it is below the new one.
+   */
+  async setClientMaxInFlight(client: string, cap: number): Promise<void> {
+    checkClient(client);
+    nonNegativeInt('max in flight', cap);
+    const { cap: capKey } = clientCapKeys(this.prefix, client);
+    await Promise.all([
+      cap === 0 ? this.redis.del(capKey) : this.redis.set(capKey, cap),
+      ...Array.from({ length: this.shards }, (_, shard) => {
+        const key = shardKey(this.prefix, shard, 'caps');
+        return cap === 0 ? this.redis.hdel(key, client) : this.redis.hset(key, client, cap);
+      }),
+    ]);
+  }
+
+  /** The clients with a cap of tasks in flight (read from shard 0; every shard holds the same). */
+  async clientCaps(): Promise<Map<string, number>> {
+    const all = await this.redis.hgetall(shardKey(this.prefix, 0, 'caps'));
+    return new Map(Object.entries(all).map(([client, cap]) => [client, Number(cap)]));
+  }
+
+  /** The cap slots a client holds now: its tasks in flight, counted only for a capped client. */
+  async clientInFlight(client: string): Promise<number> {
+    return this.redis.zcount(clientCapKeys(this.prefix, client).held, `(${Date.now()}`, '+inf');
+  }
+
+  /** The cap slot this instance holds for a lease it handed out (a capped client's), if any. */
+  capHoldOf(token: string): Readonly<CapHold> | undefined {
+    return this.capHolds.get(token);
   }
 
   /** The clients with a weight other than 1 (read from shard 0; every shard holds the same). */
@@ -511,12 +582,115 @@ export class FairQueue {
     // e.g. an ordered partition unblocked by this ack, on a shard other workers believe idle
     // (not awaited, as in publish)
     void this.announce(woke);
+    await this.settleCapHolds(op, items, results);
     const ok = results.filter((r) => r === 'ok').length;
     if (ok > 0) queueMetrics.settled.inc({ queue: this.name, op, result: 'ok' }, ok);
     if (ok < results.length) {
       queueMetrics.settled.inc({ queue: this.name, op, result: 'stale' }, results.length - ok);
     }
     return results;
+  }
+
+  /**
+   * The cap slots of settled leases: an extended lease extends its slot; any other settle, or a
+   * stale token (its lease was reclaimed: the task may be another's now), gives it back.
+   */
+  private async settleCapHolds(
+    op: 'extend' | 'ack' | 'reject' | 'deadLetter',
+    items: ReadonlyArray<{ token: string; leaseMs?: number }>,
+    results: readonly SettleResult[],
+  ): Promise<void> {
+    if (this.capHolds.size === 0) return;
+    const released: CapHold[] = [];
+    const extended = new Map<string, { holdMs: number; permits: string[] }>();
+    items.forEach((item, i) => {
+      const hold = this.capHolds.get(item.token);
+      if (!hold) return;
+      if (op === 'extend' && results[i] === 'ok') {
+        const holdMs = (item.leaseMs ?? 0) + CAP_GRACE_MS;
+        const entry = extended.get(hold.client) ?? { holdMs, permits: [] };
+        entry.holdMs = Math.max(entry.holdMs, holdMs);
+        entry.permits.push(hold.permit);
+        extended.set(hold.client, entry);
+        return;
+      }
+      this.capHolds.delete(item.token);
+      released.push(hold);
+    });
+    await Promise.all([
+      this.releaseCapSlots(released),
+      ...[...extended].map(([client, { holdMs, permits }]) =>
+        this.capScripts.extend(clientCapKeys(this.prefix, client).held, holdMs, permits),
+      ),
+    ]);
+  }
+
+  private async releaseCapSlots(holds: readonly CapHold[]): Promise<void> {
+    const byClient = new Map<string, string[]>();
+    for (const { client, permit } of holds) {
+      const list = byClient.get(client);
+      if (list) list.push(permit);
+      else byClient.set(client, [permit]);
+    }
+    await Promise.all(
+      [...byClient].map(([client, permits]) =>
+        this.redis.zrem(clientCapKeys(this.prefix, client).held, ...permits),
+      ),
+    );
+  }
+
+  /**
+   * Cap slots for the capped clients known to wait in the shards of a wave (`wanting`), taken in
+   * each client's slot and shared out between those shards (none beyond a shard's ask). Per shard:
+   * client → slots; `recorded` false for a client whose cap was lifted meanwhile (the shard still
+   * asks for slots until it sees the change: pseudo-slots, never released).
+   */
+  private async takeCapSlots(
+    asks: ReadonlyMap<number, number>,
+    leaseMs: number,
+  ): Promise<Map<number, Map<string, { permits: string[]; recorded: boolean }>>> {
+    const shardsOf = new Map<string, number[]>();
+    for (const shard of asks.keys()) {
+      for (const client of this.wanting.get(shard) ?? []) {
+        const list = shardsOf.get(client);
+        if (list) list.push(shard);
+        else shardsOf.set(client, [shard]);
+      }
+    }
+    const byShard = new Map<number, Map<string, { permits: string[]; recorded: boolean }>>();
+    await Promise.all(
+      [...shardsOf].map(async ([client, shards]) => {
+        const need = shards.reduce((sum, shard) => sum + (asks.get(shard) ?? 0), 0);
+        const ids = Array.from({ length: need }, () => `${PROCESS_TAG}.${++permitSeq}`);
+        const granted = await this.capScripts.acquire(
+          clientCapKeys(this.prefix, client),
+          leaseMs + CAP_GRACE_MS,
+          ids,
+        );
+        const permits = granted === null ? ids : ids.slice(0, granted);
+        // One slot at a time to each shard in turn, up to its ask.
+        const given = new Map<number, string[]>(shards.map((shard) => [shard, []]));
+        let at = 0;
+        while (at < permits.length) {
+          let placed = false;
+          for (const shard of shards) {
+            const mine = given.get(shard) as string[];
+            if (at < permits.length && mine.length < (asks.get(shard) ?? 0)) {
+              mine.push(permits[at++] as string);
+              placed = true;
+            }
+          }
+          if (!placed) break;
+        }
+        for (const [shard, mine] of given) {
+          if (mine.length === 0) continue;
+          const perClient = byShard.get(shard) ?? new Map();
+          perClient.set(client, { permits: mine, recorded: granted !== null });
+          byShard.set(shard, perClient);
+        }
+      }),
+    );
+    return byShard;
   }
 
   /**
@@ -559,8 +733,30 @@ export class FairQueue {
     return { asks, quantum };
   }
 
-  private async leaseWave({ asks, quantum }: Wave, leaseMs: number, into: LeasedTask[]): Promise<void> {
-    if (asks.size === 0) return;
+  /**
+   * A wave, and when it met capped clients this process did not know waited there, a second visit
+   * of those shards with their cap slots (never more than k tasks in all).
+   */
+  private async leaseWaveWithCaps(wave: Wave, leaseMs: number, into: LeasedTask[], k: number): Promise<void> {
+    const metCaps = await this.leaseWave(wave, leaseMs, into);
+    let remaining = k - into.length;
+    const asks = new Map<number, number>();
+    for (const shard of metCaps) {
+      if (remaining <= 0) break;
+      const ask = Math.min(remaining, wave.asks.get(shard) ?? 1);
+      asks.set(shard, ask);
+      remaining -= ask;
+    }
+    if (asks.size > 0) await this.leaseWave({ asks, quantum: wave.quantum }, leaseMs, into);
+  }
+
+  /**
+   * One lease call per shard of the wave, pipelined. Returns the shards where capped clients this
+   * process had not known of were skipped for want of cap slots (worth a second visit with slots).
+   */
+  private async leaseWave({ asks, quantum }: Wave, leaseMs: number, into: LeasedTask[]): Promise<number[]> {
+    if (asks.size === 0) return [];
+    const slots = await this.takeCapSlots(asks, leaseMs);
     const args = (shard: number, ask: number) => ({
       partitionConcurrency: this.partitionConcurrency,
       shard,
@@ -569,6 +765,9 @@ export class FairQueue {
       maxDeliveries: this.maxDeliveries,
       housekeepingBatch: this.housekeepingBatch,
       quantum,
+      permits: new Map(
+        [...(slots.get(shard) ?? [])].map(([client, { permits }]) => [client, permits.length]),
+      ),
     });
     const shards = [...asks.keys()];
     const settled = await Promise.allSettled(
@@ -577,8 +776,12 @@ export class FairQueue {
     let failure: unknown;
     let reclaimed = 0;
     let deadLettered = 0;
+    const unused: CapHold[] = [];
+    const metCaps: number[] = [];
     settled.forEach((outcome, i) => {
       const shard = shards[i] as number;
+      const given = slots.get(shard);
+      // A failed call keeps its slots until they expire: it may have leased before its reply was lost.
       if (outcome.status === 'rejected') {
         failure ??= outcome.reason;
         return;
@@ -588,13 +791,33 @@ export class FairQueue {
       reclaimed += reply.reclaimed;
       deadLettered += reply.deadLettered;
       into.push(...reply.tasks);
+      for (const task of reply.tasks) {
+        const client = clientOfPartition(task.partition);
+        const mine = given?.get(client);
+        const permit = mine?.permits.shift();
+        if (permit !== undefined && mine?.recorded) this.capHolds.set(task.token, { client, permit });
+      }
+      for (const [client, { permits, recorded }] of given ?? []) {
+        if (recorded) for (const permit of permits) unused.push({ client, permit });
+      }
+      const known = this.wanting.get(shard);
+      if (reply.wanting.some((client) => !known?.has(client))) metCaps.push(shard);
+      if (reply.wanting.length > 0) this.wanting.set(shard, new Set(reply.wanting));
+      else this.wanting.delete(shard);
+      if (reply.tasks.length === 0 && reply.wanting.length > 0 && !metCaps.includes(shard)) {
+        // Its ready work is all of clients at their caps: not worth a visit per lease call.
+        const inMs = reply.nextEvent >= 0 ? Math.min(reply.nextEvent, CAP_RETRY_MS) : CAP_RETRY_MS;
+        this.view.update(shard, 0, inMs);
+      }
     });
     this.countReclaimed(reclaimed, deadLettered);
+    await this.releaseCapSlots(unused);
     if (failure !== undefined) {
       // Tasks leased on the other shards are handed out anyway; the failed shard is retried later.
       if (into.length === 0) throw failure;
       this.logger?.warn({ err: failure, queue: this.name }, 'lease failed on a shard');
     }
+    return metCaps;
   }
 
   private countReclaimed(reclaimed: number, deadLettered: number): void {
@@ -667,6 +890,11 @@ const localWakes = new EventEmitter().setMaxListeners(0);
  * that found nothing. Readers skip the entry as they skip any that is not `shard:inMs`.
  */
 const PROCESS_TAG = `@${randomBytes(6).toString('hex')}`;
+/**
+ * Cap slot ids are `<PROCESS_TAG>.<n>`: n counts for the whole process, not per queue object, or
+ * two queue objects of one process (workers of `--role all`, tests) would take the same slot twice.
+ */
+let permitSeq = 0;
 
 /**
  * `!<shard>` in an announcement: a client joined that shard's fair share, and has the next turn

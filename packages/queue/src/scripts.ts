@@ -61,6 +61,8 @@ export interface LeaseArgs {
   maxDeliveries: number;
   housekeepingBatch: number;
   quantum: number;
+  /** Capped clients → cap slots the caller holds for this call (lease.lua ARGV[8]). */
+  permits: ReadonlyMap<string, number>;
 }
 
 export interface Housekeeping {
@@ -83,7 +85,7 @@ export interface QueueScripts {
   lease(
     keys: readonly string[],
     args: LeaseArgs,
-  ): Promise<ShardState & Housekeeping & { tasks: LeasedTask[] }>;
+  ): Promise<ShardState & Housekeeping & { tasks: LeasedTask[]; wanting: string[] }>;
   extend(
     keys: readonly string[],
     leases: ReadonlyArray<{ token: string; leaseMs: number }>,
@@ -231,6 +233,32 @@ function deadTasks(reply: Reply): Array<Omit<DeadTask, 'shard'>> {
   return tasks;
 }
 
+const CAP_COMMANDS = readLuaCommands(join(import.meta.dirname, 'cap', 'commands'), 'clientCap');
+
+/** The scripts of clients' caps of tasks in flight (keys: `clientCapKeys`, one slot per client). */
+export interface CapScripts {
+  /** Slots granted (the first `granted` of `permits`), or null when the client has no cap. */
+  acquire(
+    keys: { cap: string; held: string },
+    holdMs: number,
+    permits: readonly string[],
+  ): Promise<number | null>;
+  extend(held: string, holdMs: number, permits: readonly string[]): Promise<number>;
+}
+
+export function loadCapScripts(redis: RedisClient): CapScripts {
+  const run = luaScripts<'acquire' | 'extend'>(redis, CAP_COMMANDS, 2);
+  return {
+    async acquire(keys, holdMs, permits) {
+      const granted = Number(await run('acquire', [keys.cap, keys.held], [holdMs, ...permits]));
+      return granted < 0 ? null : granted;
+    },
+    async extend(held, holdMs, permits) {
+      return Number(await run('extend', [held], [holdMs, ...permits]));
+    },
+  };
+}
+
 /** Defines the queue scripts on a client (once per client). */
 export function loadQueueScripts(redis: RedisClient): QueueScripts {
   const luaRun = luaScripts<Op>(redis, QUEUE_COMMANDS, SHARD_KEY_NAMES.length);
@@ -259,8 +287,13 @@ export function loadQueueScripts(redis: RedisClient): QueueScripts {
         a.maxDeliveries,
         a.housekeepingBatch,
         a.quantum,
+        a.permits.size,
+        ...[...a.permits].flat(),
       ]);
-      return { ...housekept(reply), tasks: leasedTasks(reply, num(reply, 4), 5) };
+      const n = num(reply, 4);
+      const at = 5 + n * 7;
+      const wanting = reply.slice(at + 1, at + 1 + num(reply, at)).map(String);
+      return { ...housekept(reply), tasks: leasedTasks(reply, n, 5), wanting };
     },
     async extend(keys, leases) {
       const reply = await run('extend', keys, [

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { shardKey } from '../src/keys.ts';
+import { clientCapKeys, shardKey } from '../src/keys.ts';
 import type { FairQueue, LeasedTask } from '../src/queue.ts';
 
 /** A key prefix of its own per test, so test files may share one Redis. */
@@ -21,6 +21,17 @@ export async function expireLeases(queue: FairQueue, tokens?: readonly string[])
       for (const token of members) await queue.redis.zadd(key, 'XX', 0, token);
     }),
   );
+}
+
+/**
+ * Expires the cap slots that `owner` (the queue object that leased them) holds for these tokens,
+ * as if their holder had died long ago (see `expireLeases`).
+ */
+export async function expireCapSlots(owner: FairQueue, tokens: readonly string[]): Promise<void> {
+  for (const token of tokens) {
+    const hold = owner.capHoldOf(token);
+    if (hold) await owner.redis.zadd(clientCapKeys(owner.prefix, hold.client).held, 'XX', 0, hold.permit);
+  }
 }
 
 /** Leases until nothing is left that is due now; returns everything leased, in lease order. */

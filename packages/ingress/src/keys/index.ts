@@ -42,7 +42,15 @@ export interface KeyScopes {
    * share, docs/architecture.md §6), up to MAX_KEY_WEIGHT; undefined = 1.
    */
   weight?: number;
+  /**
+   * The most of the client's tasks in flight at once across every executor (the queue's per-client
+   * cap, docs/architecture.md §6); undefined = no cap.
+   */
+  maxInFlight?: number;
 }
+
+/** The largest `--max-in-flight` (a sanity bound, far above any executor fleet's concurrency). */
+export const MAX_KEY_IN_FLIGHT = 1_000_000;
 
 /** The largest `--weight` (the queue's MAX_CLIENT_WEIGHT: shares are relative). */
 export const MAX_KEY_WEIGHT = 1000;
@@ -165,6 +173,7 @@ interface KeyRow {
   kafka_entry: boolean;
   credentials: string[] | null;
   weight: number;
+  max_in_flight: number;
   created_at: Date;
   rotated_at: Date | null;
   revoked_at: Date | null;
@@ -186,6 +195,7 @@ function recordOf(row: KeyRow): KeyRecord {
     kafkaEntry: row.kafka_entry,
     ...(row.credentials ? { credentials: row.credentials } : {}),
     ...(row.weight === 1 ? {} : { weight: row.weight }),
+    ...(row.max_in_flight > 0 ? { maxInFlight: row.max_in_flight } : {}),
     createdAt: row.created_at,
     ...(row.rotated_at ? { rotatedAt: row.rotated_at } : {}),
     ...(row.revoked_at ? { revokedAt: row.revoked_at } : {}),
@@ -240,6 +250,7 @@ export class KeyStore {
     )
       throw new ValidationError([{ path: 'maxBodyBytes', message: 'must be a whole number of bytes > 0' }]);
     if (spec.weight !== undefined) checkWeight(spec.weight);
+    if (spec.maxInFlight !== undefined) checkMaxInFlight(spec.maxInFlight);
     if (spec.admin !== undefined && !ADMIN_SCOPES.includes(spec.admin))
       throw new ValidationError([{ path: 'admin', message: `must be ${ADMIN_SCOPES.join(' or ')}` }]);
     const credentials = spec.credentials?.map((c) => c.trim()).filter(Boolean);
@@ -252,11 +263,11 @@ export class KeyStore {
     const { token, secret } = newToken(id);
     try {
       await this.#sql`insert into requester_api_keys
-        (id, name, secret_hash, hosts, rate, sync, schedule, max_body_bytes, admin, kafka_entry, credentials, weight)
+        (id, name, secret_hash, hosts, rate, sync, schedule, max_body_bytes, admin, kafka_entry, credentials, weight, max_in_flight)
         values (${id}, ${name}, ${hashSecret(secret)}, ${hosts ?? null}, ${spec.rate ?? null},
                 ${spec.sync ?? false}, ${spec.schedule ?? false}, ${spec.maxBodyBytes ?? null},
                 ${spec.admin ?? null}, ${spec.kafkaEntry ?? false}, ${credentials?.length ? credentials : null},
-                ${spec.weight ?? 1})`;
+                ${spec.weight ?? 1}, ${spec.maxInFlight ?? 0})`;
     } catch (err) {
       if ((err as { code?: string }).code === '23505')
         throw new ValidationError([{ path: 'name', message: `a live key named ${name} exists already` }]);
@@ -330,6 +341,19 @@ export class KeyStore {
   }
 
   /**
+   * Sets the cap of tasks in flight (0: none) of the live key with this id or name; its name (the
+   * client the queue must be given the cap of), or undefined when there is no such key.
+   */
+  async setMaxInFlight(idOrName: string, maxInFlight: number): Promise<string | undefined> {
+    checkMaxInFlight(maxInFlight);
+    const [row] = await this.#sql<
+      Array<{ name: string }>
+    >`update requester_api_keys set max_in_flight = ${maxInFlight}
+      where (id = ${idOrName} or name = ${idOrName}) and revoked_at is null returning name`;
+    return row?.name;
+  }
+
+  /**
    * A new secret for the live key with this id or name (same id, name and scopes: its results
    * and rate stay its own); the old secret keeps working for `graceMs`. Undefined when no such key.
    */
@@ -354,6 +378,14 @@ function checkWeight(weight: number): void {
   if (!Number.isInteger(weight) || weight < 1 || weight > MAX_KEY_WEIGHT) {
     throw new ValidationError([
       { path: 'weight', message: `must be a whole number from 1 to ${MAX_KEY_WEIGHT}` },
+    ]);
+  }
+}
+
+function checkMaxInFlight(maxInFlight: number): void {
+  if (!Number.isInteger(maxInFlight) || maxInFlight < 0 || maxInFlight > MAX_KEY_IN_FLIGHT) {
+    throw new ValidationError([
+      { path: 'maxInFlight', message: `must be a whole number from 0 (no cap) to ${MAX_KEY_IN_FLIGHT}` },
     ]);
   }
 }

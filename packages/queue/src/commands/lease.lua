@@ -15,9 +15,15 @@
   ARGV[7]  quantum: the most tasks one partition gives in this call (0 = no cap); when the
            partition at the front of a client's line has had its quantum, that client's turns
            end for this call (it keeps its virtual time and its line)
+  ARGV[8]  m: clients with a cap (`caps`) the caller holds permits for, then m pairs: client,
+           permits (cap slots taken in the client's own slot, cap/commands/acquire-2.lua). A capped
+           client is leased at most that many tasks here; with none left it is skipped like a
+           client with nothing due (it keeps its virtual time and its line, so it is served first
+           once it has permits again)
 
   Returns {readyCount, nextEventMs, reclaimed, deadLettered, n, then n groups of 7:
-           id, partition, payload, token, deliveries, publishedAt, dueAt}
+           id, partition, payload, token, deliveries, publishedAt, dueAt,
+           then w, then w clients: the capped clients skipped for want of permits with work ready}
 ]]
 --- @include "includes/shard"
 
@@ -28,6 +34,10 @@ local leaseMs = tonumber(ARGV[4])
 local maxDeliveries = tonumber(ARGV[5])
 local batch = tonumber(ARGV[6])
 local quantum = tonumber(ARGV[7])
+local permits = {}
+for i = 1, tonumber(ARGV[8]) do
+  permits[ARGV[7 + i * 2]] = tonumber(ARGV[8 + i * 2])
+end
 local now = nowMs()
 
 promoteTimers(now, batch, unorderedLimit)
@@ -54,8 +64,11 @@ end
 
 local leased = {}
 local taken = {}
--- Clients whose partitions had their quantum: out of `clients` for the rest of this call.
+-- Clients whose partitions had their quantum, or capped ones out of permits: out of `clients` for
+-- the rest of this call.
 local rested = {}
+-- Capped clients out of permits with work ready here: the caller asks their slots for more.
+local wanting = {}
 
 -- One task of `partition` (just taken out of `ready`), leased; the partition back in line.
 -- Returns true when the partition is ready again.
@@ -98,9 +111,16 @@ while turns > 0 do
     local vt = tonumber(two[2])
     local bound = two[4] and tonumber(two[4]) or math.huge
     local step = 1 / weightOf(client)
+    local capped = capOf(client) > 0
     local more = true
     local resting = false
     repeat
+      if capped and (permits[client] or 0) <= 0 then
+        -- At its cap as far as this call may lease: skipped, its place kept (see ARGV[8]).
+        resting = true
+        wanting[#wanting + 1] = client
+        break
+      end
       -- Its partition waiting longest, and whether another one waits behind it.
       local line = redis.call('ZRANGE', K_CREADY, '[' .. client .. '\0', '(' .. client .. '\1', 'BYLEX', 'LIMIT', 0, 2)
       local member = line[1]
@@ -114,6 +134,9 @@ while turns > 0 do
         redis.call('ZREM', K_CREADY, member)
         redis.call('ZREM', K_READY, partition)
         more = leaseHead(partition) or line[2] ~= nil
+        if capped then
+          permits[client] = permits[client] - 1
+        end
         turns = turns - 1
         vt = vt + step
       end
@@ -138,5 +161,9 @@ for _, task in ipairs(leased) do
   for _, field in ipairs(task) do
     reply[#reply + 1] = field
   end
+end
+reply[#reply + 1] = #wanting
+for _, client in ipairs(wanting) do
+  reply[#reply + 1] = client
 end
 return reply

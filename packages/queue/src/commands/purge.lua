@@ -2,10 +2,10 @@
   Purge one shard.
   mode "all":  every key of the shard is unlinked (freed in the background), dedup window included,
                except the sequence counter (lease tokens are built from it and must never repeat)
-               and the client weights (configuration).
+               and the client weights and caps (configuration).
   mode "dead": up to `batch` dead letters are removed; their ids enter the dedup window so that a
                replay is still refused.
-  mode "destroy": every key, the sequence counter and client weights included (only when no worker of the queue is
+  mode "destroy": every key, the sequence counter and client weights and caps included (only when no worker of the queue is
                left: a token issued before could then match a new lease).
 
   KEYS     the shard layout: every key of one shard, in the order of includes/shard.lua
@@ -21,8 +21,8 @@ if mode == 'all' or mode == 'destroy' then
   local removed = redis.call('HLEN', K_TASKS)
   redis.call('UNLINK', K_READY, K_TIMERS, K_PENDING, K_TASKS, K_LEASES, K_RUNNING, K_DONE, K_DLQ, K_AGES, K_AGECOUNT, K_CLIENTS, K_CREADY, K_CDEPTH)
   if mode == 'destroy' then
-    -- the client weights are configuration (`requester keys`), kept by a purge
-    redis.call('UNLINK', K_SEQ, K_SHARES)
+    -- the client weights and caps are configuration (`requester keys`), kept by a purge
+    redis.call('UNLINK', K_SEQ, K_SHARES, K_CAPS)
   end
   return { removed, 0 }
 end

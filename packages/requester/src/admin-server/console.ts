@@ -120,13 +120,17 @@ export class AdminConsole {
     return this.#breaker;
   }
 
-  /** The key store and the record of key actions (ops/keys); a weight also goes to the queue. */
+  /** The key store and the record of key actions (ops/keys); a weight and a cap also go to the queue. */
   async keysParts(): Promise<KeysParts> {
     const { deps, logger, journalAdminAction } = this.#options;
     return {
       store: new KeyStore(await deps.sql()),
       logger,
-      setQueueWeight: (client, weight) => this.queue().setClientWeight(client, weight),
+      setQueueShare: async (client, share) => {
+        if (share.weight !== undefined) await this.queue().setClientWeight(client, share.weight);
+        if (share.maxInFlight !== undefined)
+          await this.queue().setClientMaxInFlight(client, share.maxInFlight);
+      },
       ...(journalAdminAction ? { journalAdminAction } : {}),
     };
   }

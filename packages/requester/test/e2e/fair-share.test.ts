@@ -1,4 +1,6 @@
-import { type FairQueue, queueFromConfig } from '@requester/queue';
+import { createServer, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { type FairQueue, QueueAdmin, queueFromConfig } from '@requester/queue';
 import { createRedis, type RedisClient } from '@requester/shared';
 import { eventually, startTarget, type Target, uniqueName } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -29,6 +31,70 @@ type Key = Awaited<ReturnType<typeof stackKey>>;
  */
 const WORKERS = 4;
 const BACKLOG = 1_000;
+
+/**
+ * A target that counts the calls it holds at once: each call waits until the test answers it
+ * (`answerOne`), so "never more than N at once" is checked on the target's own count, not on time.
+ */
+async function startCountingTarget() {
+  let inFlight = 0;
+  let most = 0;
+  let calls = 0;
+  const waiting: ServerResponse[] = [];
+  const server = createServer((req, res) => {
+    req.resume();
+    calls++;
+    inFlight++;
+    most = Math.max(most, inFlight);
+    waiting.push(res);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    inFlight: () => inFlight,
+    most: () => most,
+    calls: () => calls,
+    /** Answers the call held longest; false when none is held. */
+    answerOne(): boolean {
+      const res = waiting.shift();
+      if (!res) return false;
+      inFlight--;
+      res.writeHead(200, { 'content-type': 'text/plain' }).end('ok');
+      return true;
+    },
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+/**
+ * POST /request as the API asks a client to: again after `Retry-After` on a 503 (a dependency,
+ * Kafka or Redis, did not answer in time) or a 429, and again when the connection was reset before
+ * an answer came. On a loaded 2-core machine the weights test failed in 4 of 6 runs while posting
+ * its 2,000 requests (ECONNRESET three times, a 503 once), never on the ratio (2.817 and 3.000
+ * measured). Safe: a request is identified by its requestId (a replay of the same request is
+ * accepted, and the queue refuses the second copy), so the target is called once either way.
+ */
+async function post(url: string, init: RequestInit): Promise<Response> {
+  for (let attempt = 1; ; attempt++) {
+    let reply: Response;
+    try {
+      reply = await fetch(url, init);
+    } catch (err) {
+      const code = (err as { cause?: { code?: string } }).cause?.code;
+      if (attempt >= 10 || (code !== 'ECONNRESET' && code !== 'UND_ERR_SOCKET' && code !== 'EPIPE'))
+        throw err;
+      continue;
+    }
+    if ((reply.status !== 503 && reply.status !== 429) || attempt >= 10) return reply;
+    await reply.arrayBuffer();
+    const seconds = Number(reply.headers.get('retry-after') ?? '1');
+    await new Promise((resolve) => setTimeout(resolve, (Number.isFinite(seconds) ? seconds : 1) * 1000));
+  }
+}
 
 describe('fair share between clients', () => {
   let stack: StackEnv;
@@ -64,17 +130,23 @@ describe('fair share between clients', () => {
     if (stack) await dropStackDatabase(stack);
   }, 60_000);
 
-  /** Async requests to the fast target, `concurrency` POSTs at a time; their requestIds. */
-  async function send(key: Key, count: number, tag: string, concurrency = 32): Promise<string[]> {
+  /** Async requests to the fast target (or `uri(id)`), `concurrency` POSTs at a time; their requestIds. */
+  async function send(
+    key: Key,
+    count: number,
+    tag: string,
+    concurrency = 32,
+    uri = (id: string) => `${target.url}/fast/${id}`,
+  ): Promise<string[]> {
     const ids = Array.from({ length: count }, (_, i) => `${tag}-${i}`);
     let next = 0;
     const poster = async () => {
       while (next < ids.length) {
         const id = ids[next++] as string;
-        const reply = await fetch(`${stack.httpUrl}/request`, {
+        const reply = await post(`${stack.httpUrl}/request`, {
           method: 'POST',
           headers: { ...key.headers, 'content-type': 'application/json' },
-          body: JSON.stringify({ request: { uri: `${target.url}/fast/${id}` }, meta: { requestId: id } }),
+          body: JSON.stringify({ request: { uri: uri(id) }, meta: { requestId: id } }),
         });
         expect(reply.status).toBe(202);
         await reply.arrayBuffer();
@@ -88,7 +160,7 @@ describe('fair share between clients', () => {
   async function holdWorkers(gate: string): Promise<void> {
     const holder = await stackKey(stack);
     for (let i = 0; i < WORKERS; i++) {
-      const reply = await fetch(`${stack.httpUrl}/request`, {
+      const reply = await post(`${stack.httpUrl}/request`, {
         method: 'POST',
         headers: { ...holder.headers, 'content-type': 'application/json' },
         body: JSON.stringify({
@@ -193,7 +265,53 @@ describe('fair share between clients', () => {
       `${window} calls of the two clients`,
     );
     const { h, l } = served();
-    expect(h / l, `heavy ${h}, light ${l}`).toBeGreaterThanOrEqual(2.7);
-    expect(h / l, `heavy ${h}, light ${l}`).toBeLessThanOrEqual(3.3);
+    // How the ratio built up (the first calls of each shard alternate: whoever joined a shard's fair
+    // share second is served first there, so the light client leads by up to a task per shard).
+    const order = callOrder().filter((id) => heavySet.has(id) || lightSet.has(id));
+    const buildUp = [100, 250, 500, window].map((n) => {
+      const heavyIn = order.slice(0, n).filter((id) => heavySet.has(id)).length;
+      return `${n}: ${heavyIn}/${Math.min(n, order.length) - heavyIn}`;
+    });
+    const measured = `heavy ${h}, light ${l} (heavy/light after ${buildUp.join(', ')})`;
+    expect(h / l, measured).toBeGreaterThanOrEqual(2.7);
+    expect(h / l, measured).toBeLessThanOrEqual(3.3);
+  }, 600_000);
+
+  it('a client capped at 2 in flight never has more than 2 calls at its target, and B completes meanwhile', async () => {
+    const counting = await startCountingTarget();
+    try {
+      const [a, b] = [await stackKey(stack, { maxInFlight: 2 }), await stackKey(stack)];
+      // What `requester keys create --max-in-flight 2` does besides storing it with the key.
+      await queue.setClientMaxInFlight(a.name, 2);
+      const aIds = await send(a, 12, uniqueName('capA'), 4, (id) => `${counting.url}/a/${id}`);
+      // A holds its 2 slots (the target answers nothing yet); its other 10 tasks wait in the queue
+      // although 2 of the 4 workers are free.
+      await eventually(() => counting.inFlight() === 2, 120_000, 'A at its cap at the target');
+      const admin = new QueueAdmin(queue);
+      const capped = (await admin.clients()).find((c) => c.client === a.name);
+      expect(capped).toMatchObject({ maxInFlight: 2, inFlight: 2, pending: 10 });
+
+      // B's requests are served by the free workers while A's backlog waits.
+      const bIds = await send(b, 10, uniqueName('capB'), 2);
+      await results.until(() => bIds.every((id) => results.byId.has(id)), 300_000, "B's results");
+      expect(aIds.filter((id) => results.byId.has(id))).toEqual([]);
+      expect(counting.calls()).toBe(2);
+
+      // Each answer frees a slot: the next of A's tasks is called, never a third at once.
+      for (let answered = 0; answered < aIds.length; answered++) {
+        await eventually(
+          () => counting.inFlight() === Math.min(2, aIds.length - answered),
+          120_000,
+          `A's call ${answered + 1} held`,
+        );
+        expect(counting.answerOne()).toBe(true);
+      }
+      await results.until(() => aIds.every((id) => results.byId.has(id)), 300_000, "A's results");
+      expect(counting.most(), 'most of A’s calls at once').toBe(2);
+      expect(counting.calls()).toBe(aIds.length);
+      expect((await admin.clients()).find((c) => c.client === a.name)).toMatchObject({ inFlight: 0 });
+    } finally {
+      await counting.close();
+    }
   }, 600_000);
 });

@@ -37,6 +37,11 @@
                        keys create|update --weight`), in every shard; never removed by purge.
     KEYS[15] cdepth    HASH client -> its pending tasks in this shard (only clients with some): the
                        per-client depth of `queue info --by-client` and the client metrics.
+    KEYS[16] caps      HASH client -> the most tasks it may have in flight cluster-wide (absent: no
+                       cap). Written by setClientMaxInFlight (`requester keys create|update
+                       --max-in-flight`), in every shard like `shares`. The count itself is not kept
+                       here (shards are separate slots): lease takes a capped client's tasks only
+                       against permits the caller holds in the client's own slot (cap/commands/).
 
   A partition's client is the part of its name after the last " @" (the client namespace,
   `clientScoped` in @requester/shared/contract: "!order-42 @billing" is billing's); a name without
@@ -61,6 +66,7 @@ local K_CLIENTS = KEYS[12]
 local K_CREADY = KEYS[13]
 local K_SHARES = KEYS[14]
 local K_CDEPTH = KEYS[15]
+local K_CAPS = KEYS[16]
 
 -- Task record fields (a cmsgpack array).
 local R_PARTITION = 1
@@ -141,6 +147,11 @@ end
 -- A client's weight (its share of this shard's leases relative to the others').
 local function weightOf(client)
   return tonumber(redis.call('HGET', K_SHARES, client) or '1')
+end
+
+-- A client's cap of tasks in flight across the cluster; 0 = none.
+local function capOf(client)
+  return tonumber(redis.call('HGET', K_CAPS, client) or '0')
 end
 
 -- How many tasks of a partition may be in flight at once; 0 = unlimited.

@@ -39,6 +39,7 @@ export const api: ApiFace = {
           kafkaEntry: { type: 'boolean' },
           credentials: { type: 'string' },
           weight: { type: 'integer' },
+          maxInFlight: { type: 'integer' },
         },
       },
     },
@@ -142,6 +143,7 @@ function specOf(body: Body): CreateKey {
   const rate = text(body.rate);
   const maxBodyBytes = whole(body.maxBodyBytes, 'maxBodyBytes');
   const weight = whole(body.weight, 'weight');
+  const maxInFlight = whole(body.maxInFlight, 'maxInFlight');
   return {
     name,
     sync: flag(body.sync),
@@ -152,6 +154,7 @@ function specOf(body: Body): CreateKey {
     ...(rate ? { rate } : {}),
     ...(maxBodyBytes === undefined ? {} : { maxBodyBytes }),
     ...(weight === undefined ? {} : { weight }),
+    ...(maxInFlight === undefined ? {} : { maxInFlight }),
     ...(admin ? { admin: admin as AdminScope } : {}),
   };
 }

@@ -71,7 +71,7 @@ describe('requester keys', () => {
     expect(await entries()).toMatchObject({ jobs: false, web: true });
     const vague = await cli('update', 'web');
     expect(vague.code).toBe(2);
-    expect(vague.stderr).toContain('--kafka-entry, --no-kafka-entry or --weight N');
+    expect(vague.stderr).toContain('--kafka-entry, --no-kafka-entry, --weight N or --max-in-flight N');
     expect((await cli('update', 'nobody', '--kafka-entry')).code).toBe(2);
   });
 
@@ -99,6 +99,40 @@ describe('requester keys', () => {
       expect(bad.stderr).toContain('weight: must be a whole number from 1 to 1000');
     } finally {
       await redis.del(...Array.from({ length: 4 }, (_, s) => `${prefix}:{q:${s}}:shares`));
+      await queue.close();
+      redis.disconnect();
+    }
+  });
+
+  it('gives a key its cap of tasks in flight (create|update --max-in-flight): with the key and in the queue', async () => {
+    const redis = createRedis({ url: 'redis://127.0.0.1:6379' });
+    const queue = new FairQueue({ redis, prefix: `${prefix}:`, shards: 4, notify: false });
+    try {
+      expect((await cli('create', '--name', 'reports', '--max-in-flight', '2')).code).toBe(0);
+      expect((await cli('create', '--name', 'uncapped')).code).toBe(0);
+      expect(await queue.clientCaps()).toEqual(new Map([['reports', 2]]));
+      expect((await cli('update', 'uncapped', '--max-in-flight', '5')).code).toBe(0);
+      expect((await cli('update', 'reports', '--max-in-flight', '0')).code).toBe(0);
+      const caps = Object.fromEntries(
+        (
+          JSON.parse((await cli('list', '--json')).stdout) as Array<{ name: string; maxInFlight?: number }>
+        ).map((k) => [k.name, k.maxInFlight ?? 0]),
+      );
+      expect(caps).toMatchObject({ reports: 0, uncapped: 5 });
+      // every shard says who is capped; the client's own slot holds the cap its slots count against
+      for (let shard = 0; shard < 4; shard++) {
+        expect(await redis.hgetall(`${prefix}:{q:${shard}}:caps`)).toEqual({ uncapped: '5' });
+      }
+      expect(await redis.get(`${prefix}:{c:uncapped}:cap`)).toBe('5');
+      expect(await redis.get(`${prefix}:{c:reports}:cap`)).toBeNull();
+      const bad = await cli('update', 'uncapped', '--max-in-flight', '-1');
+      expect(bad.code).toBe(2);
+      expect(bad.stderr).toContain('maxInFlight: must be a whole number from 0 (no cap)');
+    } finally {
+      await redis.del(
+        `${prefix}:{c:uncapped}:cap`,
+        ...Array.from({ length: 4 }, (_, s) => `${prefix}:{q:${s}}:caps`),
+      );
       await queue.close();
       redis.disconnect();
     }

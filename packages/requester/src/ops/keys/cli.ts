@@ -14,7 +14,7 @@ import {
 } from '../../commands/common.ts';
 import { journalHooks } from '../../runtime/journal.ts';
 import { humanSize, humanTime } from '../format.ts';
-import { createKey, type KeysParts, revokeKey, rotateKey } from './index.ts';
+import { createKey, type KeysParts, type QueueShare, revokeKey, rotateKey } from './index.ts';
 
 interface KeysArgs {
   action: 'create' | 'list' | 'revoke' | 'rotate' | 'update' | 'token';
@@ -29,6 +29,7 @@ interface KeysArgs {
   kafkaEntry?: boolean;
   credentials?: string;
   weight?: number;
+  maxInFlight?: number;
   grace: string;
   all: boolean;
   json: boolean;
@@ -50,7 +51,8 @@ export function registerKeysCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): v
           describe:
             'create: a new key (printed once); list: the live keys; revoke: refuse a key from now on ' +
             '(within AUTH_CACHE_TTL); rotate: a new secret, the old one valid for --grace; ' +
-            'update: allow or withdraw Kafka entry (--kafka-entry, --no-kafka-entry), set the --weight; ' +
+            'update: allow or withdraw Kafka entry (--kafka-entry, --no-kafka-entry), set the --weight or ' +
+            'the --max-in-flight; ' +
             'token: a fresh token for BOOTSTRAP_ADMIN_KEY, stored nowhere (no database needed)',
         })
         .positional('key', { type: 'string', describe: 'revoke, rotate, update: the key id or name' })
@@ -101,6 +103,13 @@ export function registerKeysCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): v
             "create, update: the client's share of the workers relative to other clients' (1-1000, " +
             'default 1): under saturation a weight-3 client gets 3 tasks leased for each of a weight-1 one',
         })
+        .option('max-in-flight', {
+          type: 'number',
+          describe:
+            'create, update: the most of its tasks in flight at once across every executor (0 = no cap, ' +
+            'the default); a client at its cap waits, the others go on. Set it for a client whose targets ' +
+            'must not see more than N calls at once',
+        })
         .option('grace', {
           type: 'string',
           default: '24h',
@@ -112,6 +121,7 @@ export function registerKeysCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): v
         .example('$0 keys rotate billing --grace 1h', '')
         .example('$0 keys update bulk-mailer --weight 1', 'the nightly bulk sender: one share')
         .example('$0 keys update checkout --weight 3', 'three shares when both wait for workers')
+        .example('$0 keys update reports --max-in-flight 2', 'never more than 2 of its calls at once')
         .example('$0 keys update billing --kafka-entry', 'producers writing in may claim meta.client billing')
         .example('TOKEN=$($0 keys create --name ci)', 'the token alone on stdout')
         .example('$0 keys create --name ci --json', '{id, name, token} as JSON')
@@ -153,12 +163,14 @@ async function runAction(
   deps: Dependencies,
 ): Promise<void> {
   const { store } = parts;
-  // The weight lives with the key (PostgreSQL) and, for the queue's lease scripts, in every
-  // shard in Redis (routers copy it there again when they start).
-  const giveQueueWeight = async (client: string, weight: number) => {
+  // The weight and the cap live with the key (PostgreSQL) and, for the queue's lease scripts, in
+  // Redis; a Redis that lost its data gets them back from `keys update` (see the README).
+  const giveQueue = async (client: string, what: QueueShare) => {
     const queue = queueFromConfig(config, deps.redis(), { notify: false });
     try {
-      await queue.setClientWeight(client, weight);
+      if (what.weight !== undefined) await queue.setClientWeight(client, what.weight);
+      // The cap likewise: every shard (is it capped?) and the client's own slot (its count).
+      if (what.maxInFlight !== undefined) await queue.setClientMaxInFlight(client, what.maxInFlight);
     } finally {
       await queue.close();
     }
@@ -166,7 +178,7 @@ async function runAction(
   switch (args.action) {
     case 'create': {
       if (!args.name) throw new UsageError('keys create needs --name');
-      const issued = await createKey({ ...parts, setQueueWeight: giveQueueWeight }, cliActor(), {
+      const issued = await createKey({ ...parts, setQueueShare: giveQueue }, cliActor(), {
         name: args.name,
         ...(args.hosts === undefined ? {} : { hosts: args.hosts.split(',').filter((h) => h.trim()) }),
         ...(args.rate === undefined ? {} : { rate: args.rate }),
@@ -177,6 +189,7 @@ async function runAction(
         kafkaEntry: args.kafkaEntry ?? false,
         ...(args.credentials === undefined ? {} : { credentials: args.credentials.split(',') }),
         ...(args.weight === undefined ? {} : { weight: args.weight }),
+        ...(args.maxInFlight === undefined ? {} : { maxInFlight: args.maxInFlight }),
       });
       return printToken(issued, 'created', args.json);
     }
@@ -199,6 +212,7 @@ async function runAction(
           kafkaEntry: k.kafkaEntry,
           credentials: k.credentials?.join(',') ?? '-',
           weight: k.weight ?? 1,
+          maxInFlight: k.maxInFlight ?? '-',
           created: humanTime(k.createdAt.getTime()),
           rotated: humanTime(k.rotatedAt?.getTime()),
           revoked: humanTime(k.revokedAt?.getTime()),
@@ -215,15 +229,23 @@ async function runAction(
     }
     case 'update': {
       const key = keyArg(args);
-      if (args.kafkaEntry === undefined && args.weight === undefined)
+      if (args.kafkaEntry === undefined && args.weight === undefined && args.maxInFlight === undefined)
         throw new UsageError(
-          'keys update changes Kafka entry or the weight: give --kafka-entry, --no-kafka-entry or --weight N',
+          'keys update changes Kafka entry, the weight or the cap: give --kafka-entry, --no-kafka-entry, ' +
+            '--weight N or --max-in-flight N',
         );
       if (args.weight !== undefined) {
         const client = await store.setWeight(key, args.weight);
         if (client === undefined) throw new UsageError(`no live key with id or name ${key}`);
-        await giveQueueWeight(client, args.weight);
+        await giveQueue(client, { weight: args.weight });
         progress(`weight of ${client} set to ${args.weight}; the queue applies it from its next lease`);
+      }
+      if (args.maxInFlight !== undefined) {
+        const client = await store.setMaxInFlight(key, args.maxInFlight);
+        if (client === undefined) throw new UsageError(`no live key with id or name ${key}`);
+        await giveQueue(client, { maxInFlight: args.maxInFlight });
+        const cap = args.maxInFlight === 0 ? 'lifted' : `set to ${args.maxInFlight}`;
+        progress(`cap of ${client}'s tasks in flight ${cap}; the queue applies it from its next lease`);
       }
       if (args.kafkaEntry !== undefined) {
         if (!(await store.setKafkaEntry(key, args.kafkaEntry)))
@@ -236,6 +258,7 @@ async function runAction(
           key,
           ...(args.kafkaEntry === undefined ? {} : { kafkaEntry: args.kafkaEntry }),
           ...(args.weight === undefined ? {} : { weight: args.weight }),
+          ...(args.maxInFlight === undefined ? {} : { maxInFlight: args.maxInFlight }),
         });
       return;
     }

@@ -10,12 +10,18 @@ import { isoTime } from '../format.ts';
  * recorded operator actions (`keys.create`, `keys.revoke`, `keys.rotate`) naming the key's id,
  * name and scopes — never its token, which is returned once, to the caller, and never again.
  */
+/** What the queue keeps of a key: its client's weight and its cap of tasks in flight. */
+export interface QueueShare {
+  weight?: number;
+  maxInFlight?: number;
+}
+
 export interface KeysParts {
   store: KeyStore;
   logger: Logger;
   journalAdminAction?: (event: AdminActionEvent) => Promise<void>;
-  /** Gives the queue a client's weight (the lease scripts read it from Redis). */
-  setQueueWeight?: (client: string, weight: number) => Promise<void>;
+  /** Gives the queue a client's weight and cap (the lease scripts read them from Redis). */
+  setQueueShare?: (client: string, share: QueueShare) => Promise<void>;
 }
 
 /** A key as listed: its info, times as ISO 8601, with whatever columns its row has. */
@@ -55,7 +61,11 @@ function scopesOf(spec: CreateKey): Record<string, unknown> {
 
 export async function createKey(parts: KeysParts, actor: string, spec: CreateKey): Promise<IssuedKey> {
   const issued = await refusing(() => parts.store.create(spec));
-  if (spec.weight !== undefined && spec.weight !== 1) await parts.setQueueWeight?.(issued.name, spec.weight);
+  const share: QueueShare = {
+    ...(spec.weight !== undefined && spec.weight !== 1 ? { weight: spec.weight } : {}),
+    ...(spec.maxInFlight ? { maxInFlight: spec.maxInFlight } : {}),
+  };
+  if (Object.keys(share).length > 0) await parts.setQueueShare?.(issued.name, share);
   await recordAdminAction(
     parts.logger,
     {

@@ -28,6 +28,7 @@ function keysBody(operator: Operator): Html {
 <label>hosts<input name="hosts" placeholder="*.partner.example,api.x.com (blank: any)"></label>
 <label>rate<input name="rate" size="8" placeholder="200/s"></label>
 <label>weight<input name="weight" size="4" placeholder="1"></label>
+<label>max in flight<input name="maxInFlight" size="4" placeholder="none"></label>
 <label>credentials<input name="credentials" placeholder="comma-separated"></label>
 <label>admin<select name="admin"><option value="">none</option><option>read</option><option>write</option></select></label>
 <label><input type="checkbox" name="sync"> sync</label>
@@ -41,7 +42,17 @@ function keysBody(operator: Operator): Html {
 }
 
 /** The scope columns every key has, in order; any other field of a key's row gets a column after them. */
-const SCOPES = ['hosts', 'rate', 'sync', 'schedule', 'admin', 'kafkaEntry', 'credentials', 'weight'] as const;
+const SCOPES = [
+  'hosts',
+  'rate',
+  'sync',
+  'schedule',
+  'admin',
+  'kafkaEntry',
+  'credentials',
+  'weight',
+  'maxInFlight',
+] as const;
 const NOT_SCOPES = new Set([
   'id',
   'name',
@@ -65,7 +76,12 @@ function keysTable(operator: Operator, keys: KeyView[]): Html {
   if (keys.length === 0) return html`<p class="muted">No live key.</p>`;
   const extra = [...new Set(keys.flatMap((k) => Object.keys(k)))].filter((f) => !NOT_SCOPES.has(f)).sort();
   const canAct = operator.admin === 'write';
-  const defaults: Record<string, string> = { hosts: 'any', weight: '1', maxBodyBytes: 'default' };
+  const defaults: Record<string, string> = {
+    hosts: 'any',
+    weight: '1',
+    maxInFlight: 'none',
+    maxBodyBytes: 'default',
+  };
   return html`<table><tr><th>name</th><th>id</th>${[...SCOPES, ...extra].map((f) => html`<th>${label(f)}</th>`)}<th>created</th><th>rotated</th>${canAct ? html`<th></th>` : ''}</tr>${keys.map(
     (k) =>
       html`<tr data-key="${k.name}"><td>${k.name}</td><td><code>${k.id}</code></td>${[

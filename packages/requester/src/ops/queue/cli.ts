@@ -71,7 +71,7 @@ export function registerQueueCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): 
               type: 'boolean',
               default: false,
               describe:
-                'per client instead: pending tasks, ready partitions, weight and how long its next task has waited, largest backlog first',
+                'per client instead: pending tasks, ready partitions, weight, cap and tasks in flight (capped clients), and how long its next task has waited, largest backlog first',
             })
             .example('$0 queue info', 'totals, then the shards that hold anything')
             .example('$0 queue info --by-client', 'who holds the backlog, and who waits')
