@@ -396,13 +396,15 @@ class KafkaFetcher implements Fetcher {
 
   /**
    * Matches fetched records against the wants. The broker returns whole batches, so records
-   * below the asked offset are dropped; control records (transaction markers) are skipped. A
+   * below the asked offset come too; control records (transaction markers) are skipped. A
    * wanted offset at or below the last returned record that did not come back holds no data
    * record (a control record or a compacted gap). A partition that returned nothing at or after
    * its asked offset is checked against its log bounds (expired below the start, missing past the end).
-   * The cache gets copies (see ownedRecord) of the wanted records, which are also what is answered,
-   * and of the records that follow within READ_AHEAD_BYTES: copying all of a response (up to
-   * `partitionMaxBytes`) for one wanted offset cost more than the later hits saved.
+   * The cache gets copies (see ownedRecord) of every record of the response it does not hold yet,
+   * those below the asked offset included: the wanted ones, which are also what is answered, and
+   * their neighbours, which the next lease batches mostly want (a lease takes offsets scattered
+   * over a window of the log that moves forward; keeping only a little read-ahead, each record was
+   * received ~11 times with 64 KiB bodies, once per batch that happened to ask near it).
    */
   private async absorb(
     cluster: LowLevelCluster,
@@ -419,25 +421,14 @@ class KafkaFetcher implements Fetcher {
         const from = want.offsets[0]!;
         this.learnRecordBytes(topicName, messages);
         const wanted = new Set(want.offsets);
-        let readAhead = READ_AHEAD_BYTES;
         let last = -1n;
         const byOffset = new Map<bigint, FetchedRecord>();
         for (const raw of messages) {
           const offset = BigInt(raw.offset);
-          if (offset < from) continue;
-          if (offset > last) last = offset;
+          if (offset >= from && offset > last) last = offset;
           if (raw.isControlRecord) continue;
-          const isWanted = wanted.has(offset);
-          let record: FetchedRecord | undefined;
-          if (this.cache) {
-            const charge = chargedBytes(raw);
-            const keep = charge <= this.options.cacheBytes && (isWanted || charge <= readAhead);
-            if (keep) {
-              if (!isWanted) readAhead -= charge;
-              record = ownedRecord(topicName, partition, raw);
-              this.cache.set(refKey(record.ref), record);
-            }
-          }
+          const isWanted = offset >= from && wanted.has(offset);
+          const record = this.keep(topicName, partition, raw, isWanted);
           if (isWanted) byOffset.set(offset, record ?? toRecord(topicName, partition, raw));
         }
         if (last < from) {
@@ -460,6 +451,27 @@ class KafkaFetcher implements Fetcher {
       }
     }
     if (stalled.length > 0) await this.checkBounds(cluster, stalled, wants, settle);
+  }
+
+  /**
+   * Puts a copy of a received record in the cache unless it is there already (or too big for it);
+   * returns the copy, which a wanted record is answered with.
+   */
+  private keep(
+    topic: string,
+    partition: number,
+    raw: RawRecord,
+    isWanted: boolean,
+  ): FetchedRecord | undefined {
+    const cache = this.cache;
+    if (!cache || chargedBytes(raw) > this.options.cacheBytes) return undefined;
+    const key = refKey({ topic, partition, offset: raw.offset });
+    // A neighbour held already is left where it is in the LRU order (it may be one answered before).
+    const held = isWanted ? cache.get(key) : cache.peek(key);
+    if (held) return held;
+    const record = ownedRecord(topic, partition, raw);
+    cache.set(key, record);
+    return record;
   }
 
   /**
@@ -646,7 +658,7 @@ function chargedBytes(record: { key: Buffer | null; value: Buffer | null }): num
   return (record.value?.length ?? 0) + (record.key?.length ?? 0) + RECORD_OVERHEAD_BYTES;
 }
 
-/** Bytes of the records following the wanted ones that are kept per partition of a response. */
+/** The least a range asks of a partition (sized by its wants, see rangeBytes). */
 const READ_AHEAD_BYTES = 256 * 1024;
 
 /** A record's framing in a batch besides key and value (lengths, deltas, attributes), about. */
