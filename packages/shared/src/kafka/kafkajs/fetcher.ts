@@ -431,11 +431,12 @@ class KafkaFetcher implements Fetcher {
    * wanted offset at or below the last returned record that did not come back holds no data
    * record (a control record or a compacted gap). A partition that returned nothing at or after
    * its asked offset is checked against its log bounds (expired below the start, missing past the end).
-   * The cache gets copies (see ownedRecord) of every record of the response it does not hold yet,
-   * those below the asked offset included: the wanted ones, which are also what is answered, and
-   * their neighbours, which the next lease batches mostly want (a lease takes offsets scattered
-   * over a window of the log that moves forward; keeping only a little read-ahead, each record was
-   * received ~11 times with 64 KiB bodies, once per batch that happened to ask near it).
+   * The cache gets copies (see ownedRecord) of the records of the response it does not hold yet:
+   * the wanted ones, which are also what is answered; every big one (BIG_RECORD_BYTES), those
+   * below the asked offset included, which the next lease batches mostly want (a lease takes
+   * offsets scattered over the backlog; keeping only a little read-ahead, a 64 KiB record was
+   * received ~9 times); of small ones, READ_AHEAD_BYTES after the asked offset (hundreds of
+   * records a response: each one's key and lookup would cost more than its later hit saves).
    */
   private async absorb(
     cluster: LowLevelCluster,
@@ -454,13 +455,19 @@ class KafkaFetcher implements Fetcher {
         this.learnRecordBytes(topicName, messages);
         const wanted = new Set(want.offsets);
         let last = -1n;
+        let readAhead = READ_AHEAD_BYTES;
         const byOffset = new Map<bigint, FetchedRecord>();
         for (const raw of messages) {
           const offset = BigInt(raw.offset);
           if (offset >= from && offset > last) last = offset;
           if (raw.isControlRecord) continue;
           const isWanted = offset >= from && wanted.has(offset);
-          const record = this.keep(topicName, partition, raw, isWanted);
+          const charge = chargedBytes(raw);
+          // Small neighbours: a key and a lookup each cost more than they save past 256 KiB.
+          const big = charge >= BIG_RECORD_BYTES;
+          const neighbour = !isWanted && (big || (offset >= from && charge <= readAhead));
+          if (neighbour && !big) readAhead -= charge;
+          const record = isWanted || neighbour ? this.keep(topicName, partition, raw, isWanted) : undefined;
           if (isWanted) byOffset.set(offset, record ?? toRecord(topicName, partition, raw));
         }
         if (last < from) {
@@ -696,6 +703,9 @@ function chargedBytes(record: { key: Buffer | null; value: Buffer | null }): num
  * wanted offsets below which they share a range (see ranges).
  */
 const READ_AHEAD_BYTES = 256 * 1024;
+
+/** A record this big is cached whenever a response brings it (see absorb). */
+const BIG_RECORD_BYTES = 8 * 1024;
 
 /** Most ranges of one partition fetched at once (each a Fetch request of its own). */
 const MAX_RANGES = 8;
