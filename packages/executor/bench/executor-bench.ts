@@ -83,6 +83,18 @@ async function cpuMs(): Promise<{ node: number; main: number; redis: number; kaf
   };
 }
 
+/**
+ * Bytes this process has read (`rchar` of /proc/self/io: sockets included): the `in` records the
+ * fetcher receives, and the target's, the HTTP client's and the reader's reads of each body.
+ */
+function bytesRead(): number {
+  try {
+    return Number(/^rchar: (\d+)$/m.exec(readFileSync('/proc/self/io', 'utf8'))?.[1] ?? 0);
+  } catch {
+    return 0;
+  }
+}
+
 /** utime + stime of the local broker (infra/kafka.sh writes its pid), in ms; undefined elsewhere. */
 function brokerCpuMs(): number | undefined {
   try {
@@ -240,6 +252,7 @@ async function benchExecutor(
   const memoryBefore = await usedMemory();
   const started = performance.now();
   const cpuBefore = await cpuMs();
+  const readBefore = bytesRead();
   await queue.publish(
     refs.map((ref, i) => ({
       id: taskId(undefined, `${run}-${i}`, 0),
@@ -271,6 +284,7 @@ async function benchExecutor(
   clearInterval(watchdog);
   const seconds = (performance.now() - started) / 1000;
   const cpuAfter = await cpuMs();
+  const readPerTask = (bytesRead() - readBefore) / count / 1024;
   const perTask = (before: number | undefined, after: number | undefined) =>
     before === undefined || after === undefined
       ? 'n/a'
@@ -278,7 +292,8 @@ async function benchExecutor(
   console.log(
     `executor ${label}: ${count} tasks in ${seconds.toFixed(2)} s = ${(count / seconds).toFixed(0)} tasks/s (${WORKERS} workers); ` +
       `CPU per task: node ${perTask(cpuBefore.node, cpuAfter.node)} (main thread ${perTask(cpuBefore.main, cpuAfter.main)}), redis ${perTask(cpuBefore.redis, cpuAfter.redis)}, ` +
-      `kafka ${perTask(cpuBefore.kafka, cpuAfter.kafka)}; Redis memory per queued task ${bytesPerTask.toFixed(0)} B`,
+      `kafka ${perTask(cpuBefore.kafka, cpuAfter.kafka)}; Redis memory per queued task ${bytesPerTask.toFixed(0)} B; ` +
+      `read per task ${readPerTask.toFixed(0)} KiB`,
   );
   await slow('executor.drain', executor.drain());
   await slow('journal.close', journal.close());

@@ -239,7 +239,13 @@ export class FairQueue {
         const published = chunk.map((index) => tasks[index] as PublishTask);
         calls.push(
           this.scripts
-            .publish(this.keysOfShard(shard), this.partitionConcurrency, this.dedupWindowMs, published)
+            .publish(
+              this.keysOfShard(shard),
+              this.partitionConcurrency,
+              this.dedupWindowMs,
+              published,
+              this.notify ? { channel: this.wakeChannel, shard, tail: `,${PROCESS_TAG}` } : undefined,
+            )
             .then(({ readyCount, nextEvent, notify, clientJoined, queued }) => {
               this.view.update(shard, readyCount, nextEvent);
               if (notify) woke.push(`${shard}:${readyCount > 0 ? 0 : nextEvent}`);
@@ -260,9 +266,9 @@ export class FairQueue {
     if (tasks.length > queued) {
       queueMetrics.published.inc({ queue: this.name, result: 'duplicate' }, tasks.length - queued);
     }
-    // Not awaited: a hint to idle workers (who find the work on their next refresh anyway), and
-    // its round trip would sit on the path of every record the router writes.
-    void this.announce(woke);
+    // The scripts announced their shards on Redis themselves (no round trip of its own); the
+    // workers of this process hear it here.
+    this.announceLocally(woke);
     return results;
   }
 
@@ -528,13 +534,23 @@ export class FairQueue {
 
   // ---------------------------------------------------------------------------------------------
 
-  /** Tells idle workers (`waitForWork`) which shards have work now (`shard:inMs`, comma-separated). */
+  /**
+   * Tells the idle workers (`waitForWork`) of this process — another instance on the same queue,
+   * e.g. `--role all` — which shards have work now (`shard:inMs`, comma-separated), at once.
+   */
+  private announceLocally(shards: string[]): void {
+    if (!this.notify || shards.length === 0) return;
+    localWakes.emit(this.wakeChannel, shards.join(','));
+  }
+
+  /**
+   * `announceLocally`, and to the other processes through Redis, tagged so that this process skips
+   * its own echo. (Publish announces from its script instead.)
+   */
   private async announce(shards: string[]): Promise<void> {
     if (!this.notify || shards.length === 0) return;
     const message = shards.join(',');
-    // Workers of this process (another instance on the same queue, e.g. `--role all`) hear it at
-    // once; the others through Redis, tagged so that this process skips its own echo.
-    localWakes.emit(this.wakeChannel, message);
+    this.announceLocally(shards);
     try {
       await this.redis.publish(this.wakeChannel, `${message},${PROCESS_TAG}`);
     } catch (err) {

@@ -70,17 +70,28 @@ export interface Housekeeping {
   deadLettered: number;
 }
 
+/** Where a publish script announces its shard: `<shard>:<inMs>[,!<shard>]<tail>` on `channel`. */
+export interface PublishWake {
+  channel: string;
+  shard: number;
+  tail: string;
+}
+
 /**
  * The queue's scripts, one typed operation each. `keys` are the keys of one shard
  * (`shardKeys`): every script is single-slot.
  */
 export interface QueueScripts {
-  /** Per task, in order: queued (true) or refused as a duplicate. */
+  /**
+   * Per task, in order: queued (true) or refused as a duplicate. With `wake`, the script itself
+   * announces the shard on the channel when it notifies (see publish.lua).
+   */
   publish(
     keys: readonly string[],
     partitionConcurrency: number,
     dedupWindowMs: number,
     tasks: readonly PublishTask[],
+    wake?: PublishWake,
   ): Promise<ShardState & { notify: boolean; clientJoined: boolean; queued: boolean[] }>;
   lease(
     keys: readonly string[],
@@ -265,8 +276,15 @@ export function loadQueueScripts(redis: RedisClient): QueueScripts {
   const run = async (op: Op, keys: readonly string[], args: Array<string | number>) =>
     (await luaRun(op, keys, args)) as Reply;
   return {
-    async publish(keys, partitionConcurrency, dedupWindowMs, tasks) {
-      const args: Array<string | number> = [partitionConcurrency, dedupWindowMs, tasks.length];
+    async publish(keys, partitionConcurrency, dedupWindowMs, tasks, wake) {
+      const args: Array<string | number> = [
+        partitionConcurrency,
+        dedupWindowMs,
+        wake?.channel ?? '',
+        wake?.shard ?? 0,
+        wake?.tail ?? '',
+        tasks.length,
+      ];
       for (const task of tasks) {
         args.push(task.id, task.partition ?? task.id, task.payload, task.dueAt ?? 0, task.delayMs ?? 0);
       }

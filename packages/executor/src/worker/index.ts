@@ -1,7 +1,7 @@
 import { hostname } from 'node:os';
 import { originOf } from '@requester/policies';
 import type { FairQueue, LeasedTask } from '@requester/queue';
-import { type Cancellations, cancelledResult } from '@requester/shared/cancel';
+import { type Cancellation, type Cancellations, cancelledResult } from '@requester/shared/cancel';
 import {
   createRequestContract,
   DEAD_LETTER_REASONS,
@@ -14,7 +14,7 @@ import {
 } from '@requester/shared/contract';
 import type { Journal } from '@requester/shared/journal';
 import type { Fetcher, FetchOutcome, KafkaProducer } from '@requester/shared/kafka';
-import type { Logger } from '@requester/shared/log';
+import { type LazyChild, type Logger, lazyChild } from '@requester/shared/log';
 import type { Outbox } from '@requester/shared/outbox';
 import type { PauseView } from '@requester/shared/pause';
 import { encodeQueuedTask } from '@requester/shared/task';
@@ -25,7 +25,7 @@ import { isQueueDelay, placeOf } from './decide.ts';
 import { type Ending, Policies, type PolicyModules, type Progress } from './policies.ts';
 import { type ReplyOptions, Settler } from './settle.ts';
 import { deliver, type Job, KAFKA_RETRY_MS, outboxRow, type Settlement } from './settlement.ts';
-import { decodeTask, parseRecord, readSources, validateRecord, withReplyTo } from './source.ts';
+import { decodeTask, type Parsed, parseRecord, readSources, validateRecord, withReplyTo } from './source.ts';
 import { requeueTrace, traced, withTraceId } from './trace.ts';
 
 export type { ReplyOptions } from './settle.ts';
@@ -65,8 +65,11 @@ export interface ExecutorOptions extends Omit<PolicyModules, 'retryAfterMaxMs'> 
   executorId?: string;
   /** Where sync results are routed to their gateway (see `Settler.publishReplies`); none are without it. */
   replies?: ReplyOptions;
-  /** Cancelled requests (../../shared cancel): asked before an attempt and before a reschedule; none without it. */
-  cancellations?: Pick<Cancellations, 'find'>;
+  /**
+   * Cancelled requests (../../shared cancel): asked before an attempt (one read per lease batch)
+   * and before a reschedule; none without it.
+   */
+  cancellations?: Pick<Cancellations, 'find' | 'findMany'>;
   /** Pauses by origin, client or partition (../../shared pause): a paused task waits, not attempted. */
   pauses?: Pick<PauseView, 'match' | 'refresh'>;
 }
@@ -223,11 +226,14 @@ export class Executor {
       readSources(this.options.fetcher, jobs),
       this.options.pauses?.refresh(),
     ]);
+    const parsed = jobs.map((job, i) => parseSource(this.contract, job, sources[i]));
+    const cancellations = await this.cancellationsOf(jobs, parsed);
     for (const [i, job] of jobs.entries()) {
       const source = sources[i];
+      const read = parsed[i] && { parsed: parsed[i], cancellation: cancellations[i] };
       settled.push(
         this.limit(async () => {
-          const settlement = withReplyTo(await this.attempt(job, source), source);
+          const settlement = withReplyTo(await this.attempt(job, source, read), source);
           await this.settler.settle(job.lease, settlement, job.task.createdAt);
         }),
       );
@@ -235,8 +241,45 @@ export class Executor {
     await Promise.all(settled);
   }
 
-  /** Turns one task into its settlement; never throws (a bug becomes an `internal` error result). */
-  private async attempt(job: Job, fetched: FetchOutcome | undefined): Promise<Settlement> {
+  /**
+   * The cancels of a lease batch's requests, in one read (an `undefined` for a task whose record
+   * did not parse). A Redis that does not answer is no cancel (see cancelled).
+   */
+  private async cancellationsOf(
+    jobs: Job[],
+    parsed: Array<Parsed | undefined>,
+  ): Promise<Array<Cancellation | undefined>> {
+    const { cancellations } = this.options;
+    const asked: number[] = [];
+    const requests: Array<{ client: string | undefined; requestId: string; createdAtMs?: number }> = [];
+    parsed.forEach((p, i) => {
+      if (!p?.ok) return;
+      asked.push(i);
+      const { client, requestId } = p.envelope.meta;
+      requests.push({ client, requestId, createdAtMs: jobs[i]?.task.createdAt });
+    });
+    const found: Array<Cancellation | undefined> = new Array(parsed.length);
+    if (!cancellations || requests.length === 0) return found;
+    try {
+      const answers = await cancellations.findMany(requests);
+      asked.forEach((index, n) => {
+        found[index] = answers[n];
+      });
+    } catch (err) {
+      this.log.warn({ err, requests: requests.length }, 'cancels not readable: going on');
+    }
+    return found;
+  }
+
+  /**
+   * Turns one task into its settlement; never throws (a bug becomes an `internal` error result).
+   * `read`: its record parsed and its cancel looked up with its lease batch (else both are done here).
+   */
+  private async attempt(
+    job: Job,
+    fetched: FetchOutcome | undefined,
+    read?: { parsed: Parsed; cancellation: Cancellation | undefined },
+  ): Promise<Settlement> {
     const { requestId } = job.task;
     // Where the task stands. Every reschedule rewrites the queued task with its progress (see
     // settlementOf); a lease lost to a crash is not counted (the Idempotency-Key covers its duplicate).
@@ -245,7 +288,7 @@ export class Executor {
       waitedMs: job.task.waitedMs ?? 0,
       pacedAt: job.task.pacedAt,
     };
-    const log = this.log.child({ requestId });
+    const log = lazyChild(this.log, { requestId });
     try {
       if (!fetched?.ok) {
         this.journalLeased(job, undefined);
@@ -258,18 +301,20 @@ export class Executor {
         return deliver(unreadableResult(requestId, error, job.task.tryCount), error.code);
       }
       const { inline, tryCount } = job.task;
-      const parsed = inline
-        ? validateRecord(this.contract, inline.value, requestId, tryCount)
-        : parseRecord(this.contract, fetched.record.value, requestId, tryCount);
+      const parsed =
+        read?.parsed ??
+        (inline
+          ? validateRecord(this.contract, inline.value, requestId, tryCount)
+          : parseRecord(this.contract, fetched.record.value, requestId, tryCount));
       if (!parsed.ok && inline) return await this.attemptFromKafka(job);
       this.journalLeased(job, parsed.ok ? parsed.envelope.meta.client : undefined);
       if (!parsed.ok) return this.unprocessable(job, fetched.record, parsed.result);
       const { envelope } = parsed;
-      const cancelled = await this.cancelled(job, envelope, progress);
+      const cancelled = await this.cancelled(job, envelope, progress, read && { found: read.cancellation });
       if (cancelled) return cancelled;
       const paused = this.paused(job, envelope);
       if (paused) return paused;
-      const taskLog = envelope.meta.client ? log.child({ client: envelope.meta.client }) : log;
+      const taskLog: LazyChild = envelope.meta.client ? log.with({ client: envelope.meta.client }) : log;
       return await traced(job, fetched.record, envelope, (traced) =>
         this.policies.attempt(traced, progress, taskLog).then(async (ending) => {
           // Cancelled while in flight: the attempt made stands, no further one (nor a wait) follows.
@@ -294,22 +339,25 @@ export class Executor {
    * The `cancelled` result, when the request was cancelled (a cancel applies to copies accepted
    * before it). Its holder of the lease is its one writer: the task is acked with it, never run
    * again. A Redis that does not answer is no cancel: the attempt goes on (a cancel is a wish, a
-   * request a promise).
+   * request a promise). `known`: the cancel read with the lease batch, if it was.
    */
   private async cancelled(
     job: Job,
     envelope: RequestEnvelope,
     progress: Progress,
+    known?: { found: Cancellation | undefined },
   ): Promise<Settlement | undefined> {
     const { cancellations } = this.options;
     if (!cancellations) return undefined;
     const { client, proxyData } = envelope.meta;
-    const cancellation = await cancellations
-      .find(client, envelope.meta.requestId, job.task.createdAt)
-      .catch((err: unknown) => {
-        this.log.warn({ err, requestId: envelope.meta.requestId }, 'cancels not readable: going on');
-        return undefined;
-      });
+    const cancellation = known
+      ? known.found
+      : await cancellations
+          .find(client, envelope.meta.requestId, job.task.createdAt)
+          .catch((err: unknown) => {
+            this.log.warn({ err, requestId: envelope.meta.requestId }, 'cancels not readable: going on');
+            return undefined;
+          });
     if (!cancellation) return undefined;
     const result = cancelledResult(envelope.meta.requestId, cancellation, {
       tryCount: progress.tryCount,
@@ -479,4 +527,20 @@ function safeOrigin(uri: string | undefined): string | undefined {
   } catch {
     return undefined;
   }
+}
+
+/**
+ * A leased task's record as a request; none when the record was not read, or when an inline one
+ * does not parse (attempt reads it back from Kafka then).
+ */
+function parseSource(
+  contract: RequestContract,
+  job: Job,
+  fetched: FetchOutcome | undefined,
+): Parsed | undefined {
+  if (!fetched?.ok) return undefined;
+  const { inline, requestId, tryCount } = job.task;
+  if (!inline) return parseRecord(contract, fetched.record.value, requestId, tryCount);
+  const parsed = validateRecord(contract, inline.value, requestId, tryCount);
+  return parsed.ok ? parsed : undefined;
 }

@@ -26,7 +26,7 @@ import {
 } from '@requester/shared/contract';
 import { RequesterError } from '@requester/shared/errors';
 import type { Journal } from '@requester/shared/journal';
-import type { Logger } from '@requester/shared/log';
+import type { LineLogger } from '@requester/shared/log';
 import { msToNs } from '@requester/shared/time';
 import {
   inSpan,
@@ -206,7 +206,7 @@ export class Policies {
    * itself gets wrong (an unknown signing key, a bad limiter window) ends in an error result; a
    * policy store that is down, in a reschedule; only bugs throw.
    */
-  async attempt(envelope: RequestEnvelope, progress: Progress, log: Logger): Promise<Ending> {
+  async attempt(envelope: RequestEnvelope, progress: Progress, log: LineLogger): Promise<Ending> {
     const tryCount = progress.tryCount + 1;
     const answer = { tryCount, waitTimeNs: msToNs(progress.waitedMs) };
     try {
@@ -267,7 +267,7 @@ export class Policies {
    * one). Requests that share a fill share its outcome, a gate's stop included: they are the same
    * request of the same client (key and identity), so they would all have been stopped alike.
    */
-  private fetch(envelope: RequestEnvelope, tryCount: number, pacedAt: number | undefined, log: Logger) {
+  private fetch(envelope: RequestEnvelope, tryCount: number, pacedAt: number | undefined, log: LineLogger) {
     const attempt = () => this.gateAndCall(envelope, tryCount, pacedAt, log);
     const { cache } = this.modules;
     const { cache: spec, client } = envelope.meta;
@@ -287,7 +287,7 @@ export class Policies {
     envelope: RequestEnvelope,
     tryCount: number,
     pacedAt: number | undefined,
-    log: Logger,
+    log: LineLogger,
   ): Promise<Tried> {
     const call = await this.prepare(envelope);
     const origin = originOf(envelope.request.uri);
@@ -313,7 +313,7 @@ export class Policies {
     call: HttpCall,
     origin: string,
     tryCount: number,
-    log: Logger,
+    log: LineLogger,
   ): Promise<Tried> {
     const limited = await this.limit(envelope);
     if (limited.kind !== 'call') return { kind: 'failure', stop: limited };

@@ -4,7 +4,10 @@
   KEYS     the shard layout: every key of one shard, in the order of includes/shard.lua
   ARGV[1]  unordered partition concurrency (0 = unlimited)
   ARGV[2]  dedup window after ack (ms)
-  ARGV[3]  number of tasks n, then n groups of 5:
+  ARGV[3]  wake channel: where the announcement goes when notify > 0 ('' = none)
+  ARGV[4]  this shard's number, for the announcement
+  ARGV[5]  the announcement's tail (the publishing process's tag, `,@…`)
+  ARGV[6]  number of tasks n, then n groups of 5:
            id, partition, payload, dueAt (epoch ms, 0 = none), delayMs (used when dueAt is 0)
 
   Returns {readyCount, nextEventMs, notify, r1..rn}
@@ -12,12 +15,18 @@
     notify = 1 when this shard has work sooner than before (idle workers should look again);
              2 when, besides, a client joined this shard's fair share (it has the next turn here:
              busy workers should visit this shard first)
+  When notify > 0 and a channel is given, `<shard>:<inMs>[,!<shard>]<tail>` is published on it
+  here rather than by the caller: one round trip fewer per publish that announces.
 ]]
 --- @include "includes/shard"
 
 local unorderedLimit = tonumber(ARGV[1])
 local window = tonumber(ARGV[2])
-local n = tonumber(ARGV[3])
+local wakeChannel = ARGV[3]
+local wakeShard = ARGV[4]
+local wakeTail = ARGV[5]
+local n = tonumber(ARGV[6])
+local FIRST = 7
 local now = nowMs()
 
 local function wakeIn()
@@ -46,7 +55,7 @@ local before = wakeIn()
 local results = {}
 local fresh = {}
 for i = 0, n - 1 do
-  local id = ARGV[4 + i * 5]
+  local id = ARGV[FIRST + i * 5]
   if isDuplicate(id) or fresh[id] then
     results[#results + 1] = 0
   else
@@ -65,7 +74,7 @@ local touched = {}
 local touchedOrder = {}
 for i = 0, n - 1 do
   if results[i + 1] == 1 then
-    local base = 4 + i * 5
+    local base = FIRST + i * 5
     local id = ARGV[base]
     local partition = ARGV[base + 1]
     local due = tonumber(ARGV[base + 3])
@@ -98,6 +107,17 @@ if after >= 0 and (before < 0 or after < before) then
 end
 if clientsJoined > 0 and readyCount > 0 then
   notify = 2
+end
+if notify > 0 and wakeChannel ~= '' then
+  local inMs = 0
+  if readyCount == 0 then
+    inMs = math.floor(nextEvent)
+  end
+  local message = wakeShard .. ':' .. inMs
+  if notify == 2 then
+    message = message .. ',!' .. wakeShard
+  end
+  redis.call('PUBLISH', wakeChannel, message .. wakeTail)
 end
 local reply = { readyCount, nextEvent, notify }
 for _, r in ipairs(results) do

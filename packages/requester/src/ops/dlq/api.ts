@@ -4,13 +4,7 @@ import type { AdminConsole } from '../../admin-server/console.ts';
 import { answer, type Body, bodyOf, limitOf, list, revealTo, stringOf } from '../../admin-server/http.ts';
 import { mayReveal, type Operator } from '../../admin-server/operator.ts';
 import type { ApiFace } from '../faces.ts';
-import {
-  type DeadLetterView,
-  type DlqSelection,
-  dlqFilterFrom,
-  listDeadLetterViews,
-  replayFromDlq,
-} from './index.ts';
+import { type DlqSelection, dlqFilterFrom, listDeadLetterViews, replayFromDlq } from './index.ts';
 
 /** Dead letters not marked handled, newest first; `revealTo`: shown in full, recorded as theirs. */
 export async function deadLetters(
@@ -46,8 +40,10 @@ async function replay(
   selection: DlqSelection & { force?: boolean; dryRun?: boolean },
 ) {
   const filter = dlqFilterFrom(selection);
-  if (!filter.requestIds && Object.keys(filter).length === 0)
-    throw new UsageError('replay needs a selection: requestIds, since/until, origin, errorCode or client');
+  if (Object.keys(filter).length === 0)
+    throw new UsageError(
+      'replay needs a selection: refs, requestIds, since/until, origin, errorCode or client',
+    );
   const dryRun = selection.dryRun ?? false;
   const summary = await replayFromDlq(
     console.dlqSource(),
@@ -64,12 +60,12 @@ async function replay(
   return summary;
 }
 
-/** Marks the dead letters at these DLQ positions as handled (see HandledDeadLetters). */
+/**
+ * Marks the dead letters at these DLQ positions as handled (see HandledDeadLetters): one read of
+ * the DLQ, which keeps the selected records alone.
+ */
 async function deleteDeadLetters(console: AdminConsole, operator: Operator, refs: string[]) {
-  const wanted = new Set(refs);
-  const entries: DeadLetterView[] = [];
-  for (const entry of (await deadLetters(console, {}, Number.MAX_SAFE_INTEGER)).entries)
-    if (wanted.has(entry.ref)) entries.push(entry);
+  const { entries } = await deadLetters(console, { refs }, Number.MAX_SAFE_INTEGER);
   const marked = await (await console.handled()).mark(entries, operator.name);
   await console.record(operator, 'dlq.delete', {
     refs: entries.map((e) => e.ref),
@@ -88,12 +84,6 @@ export function selectionOf(query: Body): DlqSelection {
     if (value) selection[key] = value;
   }
   return selection;
-}
-
-async function requestIdsOf(console: AdminConsole, refs: string[]): Promise<string[]> {
-  const wanted = new Set(refs);
-  const { entries } = await deadLetters(console, {}, Number.MAX_SAFE_INTEGER);
-  return entries.flatMap((e) => (wanted.has(e.ref) && e.requestId ? [e.requestId] : []));
 }
 
 export const api: ApiFace = {
@@ -152,10 +142,10 @@ export const api: ApiFace = {
     app.post('/admin/api/dlq/replay', async (c) => {
       const body = await bodyOf(c);
       const selection = selectionOf(body);
-      // The UI's checkboxes name DLQ positions: their requests are replayed (each one's latest).
+      // The UI's checkboxes name DLQ positions: those very records are replayed (not each one's
+      // request's latest), selected within the one read of the DLQ that the replay makes.
       const refs = list(body.refs);
-      if (refs.length)
-        selection.requestIds = [...(selection.requestIds ?? []), ...(await requestIdsOf(console, refs))];
+      if (refs.length) selection.refs = refs;
       const force = body.force === true || body.force === 'true';
       const dryRun = body.dryRun === true || body.dryRun === 'true';
       const summary = await replay(console, c.get('operator'), { ...selection, force, dryRun });

@@ -65,6 +65,8 @@ export function deadLetterView({ record, at }: DlqEntry, reveal = false): DeadLe
 /** The selection of `dlq list|replay|delete` and of the admin API, from its textual form. */
 export interface DlqSelection {
   requestIds?: readonly string[];
+  /** DLQ positions `topic/partition/offset` (the UI's checkboxes). */
+  refs?: readonly string[];
   since?: string;
   until?: string;
   origin?: string;
@@ -75,6 +77,7 @@ export interface DlqSelection {
 export function dlqFilterFrom(selection: DlqSelection): DlqFilter {
   const filter: DlqFilter = {};
   if (selection.requestIds?.length) filter.requestIds = new Set(selection.requestIds.map(String));
+  if (selection.refs?.length) filter.refs = new Set(selection.refs.map(String));
   if (selection.since) filter.sinceMs = timeArg('since', selection.since);
   if (selection.until) filter.untilMs = timeArg('until', selection.until);
   if (selection.origin) filter.origin = originArg(selection.origin, 'filter');

@@ -235,6 +235,21 @@ describe('requester dlq over real Kafka, Redis and a Router', () => {
       force: false,
     });
     expect(both.replayed.map((r) => r.taskId)).toEqual([`${id('a')}:6`]);
+    // Selected by position (the UI's checkboxes): the selected record, not the request's latest.
+    const listed = await listDeadLetters(source, { requestIds: new Set([id('a')]) }, 50);
+    const older = listed.entries.find((e) => e.record.result.meta.tryCount === 3)?.at;
+    expect(older).toBeDefined();
+    const ref = `${older?.topic}/${older?.partition}/${older?.offset}`;
+    const selected = await replayDeadLetters(source, target, {
+      filter: { refs: new Set([ref]) },
+      dryRun: true,
+      force: false,
+    });
+    expect(selected.replayed.map((r) => r.taskId)).toEqual([`${id('a')}:3`]);
+    expect(selected.skipped.superseded).toBe(0);
+    expect((await listDeadLetters(source, { refs: new Set([ref]) }, 50)).entries.map((e) => e.at)).toEqual([
+      older,
+    ]);
   });
 
   describe('the CLI', () => {

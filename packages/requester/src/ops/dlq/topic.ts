@@ -40,6 +40,11 @@ import {
 
 export interface DlqFilter {
   requestIds?: ReadonlySet<string>;
+  /**
+   * DLQ positions (`topic/partition/offset`): only these records (an operator's selection in the
+   * UI). A replay then replays the selected record of a request, not its latest.
+   */
+  refs?: ReadonlySet<string>;
   /** failedAt ≥ sinceMs (epoch ms). */
   sinceMs?: number;
   /** failedAt < untilMs. */
@@ -87,7 +92,10 @@ const REPLAY_CHUNK = 500;
 export function matches(record: AnyDeadLetter, filter: DlqFilter, at?: RecordRef): boolean {
   const { requestIds, sinceMs, untilMs } = filter;
   if (requestIds && !requestIds.has(deadLetterRequestId(record) ?? '')) return false;
-  if (filter.exclude && at && filter.exclude.has(formatRecordRef(at))) return false;
+  if ((filter.exclude || filter.refs) && at) {
+    const ref = formatRecordRef(at);
+    if (filter.exclude?.has(ref) || (filter.refs && !filter.refs.has(ref))) return false;
+  }
   if (filter.errorCode !== undefined && record.result.meta.error?.code !== filter.errorCode) return false;
   if (
     filter.client !== undefined &&

@@ -116,6 +116,24 @@ describe('Kafka fetcher (read by offset)', () => {
     }
   });
 
+  it('reads scattered offsets of big records as ranges of their own, fetched at once', async () => {
+    const topic = uniqueName('fetch-scatter');
+    await createTestTopics([topic], 1);
+    await write(topic, 0, 40, 100_000); // one batch each; ranges split at gaps of 2+ records
+    const scattered = kafka.fetcher({ cacheBytes: 0 });
+    try {
+      await scattered.fetch(ref(topic, 0, 39)); // learns the record size
+      const offsets = [0, 1, 9, 17, 18, 30, 38, 39, 41]; // 41: past the end
+      const outcomes = await scattered.fetchMany(offsets.map((o) => ref(topic, 0, o)));
+      expect(outcomes.map((o) => value(o)?.replace(/\.+$/, ''))).toEqual([
+        ...offsets.slice(0, -1).map((o) => `v-0-${o}`),
+        'not_found',
+      ]);
+    } finally {
+      await scattered.close();
+    }
+  });
+
   it('answers not_found for offsets past the end, unknown partitions and unknown topics', async () => {
     const topic = uniqueName('fetch-missing');
     await createTestTopics([topic], 1);

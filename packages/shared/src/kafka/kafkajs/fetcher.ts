@@ -348,39 +348,70 @@ class KafkaFetcher implements Fetcher {
       byLeader.set(leader, [...(byLeader.get(leader) ?? []), want]);
     }
     await Promise.all(
-      [...byLeader].map(async ([leader, group]) => {
-        const broker = await cluster.findBroker({ nodeId: String(leader) });
-        const response = await broker.fetch({
-          maxWaitTime: this.options.maxWaitMs,
-          minBytes: 1,
-          maxBytes: this.options.requestMaxBytes,
-          isolationLevel: READ_COMMITTED,
-          topics: groupByTopic(group).map(([topic, list]) => ({
-            topic,
-            partitions: list.map((w) => ({
-              partition: w.partition,
-              fetchOffset: w.offsets[0]!.toString(),
-              maxBytes: this.rangeBytes(w),
+      [...byLeader].flatMap(([leader, group]) => {
+        // A partition's wants in ranges of near offsets; request k carries every partition's k-th.
+        const ranges = group.map((want) => ({ want, ranges: this.ranges(want) }));
+        const requests = Math.max(...ranges.map((r) => r.ranges.length));
+        return Array.from({ length: requests }, async (_, k) => {
+          const asked = ranges.flatMap(({ want, ranges }) => (ranges[k] ? [{ want, ...ranges[k] }] : []));
+          const broker = await cluster.findBroker({ nodeId: String(leader) });
+          const response = await broker.fetch({
+            maxWaitTime: this.options.maxWaitMs,
+            minBytes: 1,
+            maxBytes: this.options.requestMaxBytes,
+            isolationLevel: READ_COMMITTED,
+            topics: groupByTopic(asked.map((a) => a.want)).map(([topic]) => ({
+              topic,
+              partitions: asked
+                .filter((a) => a.want.topic === topic)
+                .map((a) => ({
+                  partition: a.want.partition,
+                  fetchOffset: a.from.toString(),
+                  maxBytes: a.bytes,
+                })),
             })),
-          })),
+          });
+          const from = new Map(asked.map((a) => [tpKey(a.want.topic, a.want.partition), a.from]));
+          await this.absorb(cluster, response, wants, settle, from);
         });
-        await this.absorb(cluster, response, wants, settle);
       }),
     );
   }
 
   /**
-   * Bytes to ask of a partition: enough for the span of its wanted offsets at the topic's record
+   * A partition's pending offsets as ranges to fetch at once (at most MAX_RANGES; the rest wait
+   * for the next round): offsets closer than READ_AHEAD_BYTES at the topic's record size last seen
+   * share a range. A lease batch's offsets are scattered, and one range from the smallest to the
+   * largest would receive every record between them; a range per cluster receives its records
+   * (and the rest of their batches, which the broker sends whole).
+   */
+  private ranges(want: PartitionWant): Array<{ from: bigint; bytes: number }> {
+    const perRecord = this.recordBytes.get(want.topic);
+    if (perRecord === undefined) return [{ from: want.offsets[0]!, bytes: this.rangeBytes(want.offsets) }];
+    const gap = BigInt(Math.max(1, Math.floor(READ_AHEAD_BYTES / perRecord)));
+    const ranges: Array<{ from: bigint; bytes: number }> = [];
+    let start = 0;
+    for (let i = 1; i <= want.offsets.length && ranges.length < MAX_RANGES; i++) {
+      const offset = want.offsets[i];
+      if (offset !== undefined && offset - want.offsets[i - 1]! <= gap) continue;
+      const run = want.offsets.slice(start, i);
+      ranges.push({ from: run[0]!, bytes: this.rangeBytes(run, perRecord) });
+      start = i;
+    }
+    return ranges;
+  }
+
+  /**
+   * Bytes to ask of a range: enough for the span of its wanted offsets at the topic's record
    * size last seen, at least READ_AHEAD_BYTES, at most `partitionMaxBytes` (all of it while the
    * size is unknown). Wants spread over a partition take a round each whatever is asked, and with
    * large records a full-size range per round was mostly bytes that nobody wanted: the broker
    * read and sent them, kafkajs received and decoded them.
    */
-  private rangeBytes(want: PartitionWant): number {
+  private rangeBytes(offsets: bigint[], perRecord?: number): number {
     const max = this.options.partitionMaxBytes;
-    const perRecord = this.recordBytes.get(want.topic);
     if (perRecord === undefined) return max;
-    const span = Number(want.offsets.at(-1)! - want.offsets[0]!) + 1;
+    const span = Number(offsets.at(-1)! - offsets[0]!) + 1;
     return Math.min(max, Math.max(READ_AHEAD_BYTES, Math.ceil(perRecord * span)));
   }
 
@@ -396,19 +427,23 @@ class KafkaFetcher implements Fetcher {
 
   /**
    * Matches fetched records against the wants. The broker returns whole batches, so records
-   * below the asked offset are dropped; control records (transaction markers) are skipped. A
+   * below the asked offset come too; control records (transaction markers) are skipped. A
    * wanted offset at or below the last returned record that did not come back holds no data
    * record (a control record or a compacted gap). A partition that returned nothing at or after
    * its asked offset is checked against its log bounds (expired below the start, missing past the end).
-   * The cache gets copies (see ownedRecord) of the wanted records, which are also what is answered,
-   * and of the records that follow within READ_AHEAD_BYTES: copying all of a response (up to
-   * `partitionMaxBytes`) for one wanted offset cost more than the later hits saved.
+   * The cache gets copies (see ownedRecord) of the records of the response it does not hold yet:
+   * the wanted ones, which are also what is answered; every big one (BIG_RECORD_BYTES), those
+   * below the asked offset included, which the next lease batches mostly want (a lease takes
+   * offsets scattered over the backlog; keeping only a little read-ahead, a 64 KiB record was
+   * received ~9 times); of small ones, READ_AHEAD_BYTES after the asked offset (hundreds of
+   * records a response: each one's key and lookup would cost more than its later hit saves).
    */
   private async absorb(
     cluster: LowLevelCluster,
     response: FetchResponse,
     wants: Map<string, PartitionWant>,
     settle: Settle,
+    asked: Map<string, bigint>,
   ): Promise<void> {
     const stalled: PartitionWant[] = [];
     for (const { topicName, partitions } of response.responses) {
@@ -416,36 +451,32 @@ class KafkaFetcher implements Fetcher {
         const key = tpKey(topicName, partition);
         const want = wants.get(key);
         if (!want) continue;
-        const from = want.offsets[0]!;
+        const from = asked.get(key) ?? want.offsets[0]!;
         this.learnRecordBytes(topicName, messages);
         const wanted = new Set(want.offsets);
-        let readAhead = READ_AHEAD_BYTES;
         let last = -1n;
+        let readAhead = READ_AHEAD_BYTES;
         const byOffset = new Map<bigint, FetchedRecord>();
         for (const raw of messages) {
           const offset = BigInt(raw.offset);
-          if (offset < from) continue;
-          if (offset > last) last = offset;
+          if (offset >= from && offset > last) last = offset;
           if (raw.isControlRecord) continue;
-          const isWanted = wanted.has(offset);
-          let record: FetchedRecord | undefined;
-          if (this.cache) {
-            const charge = chargedBytes(raw);
-            const keep = charge <= this.options.cacheBytes && (isWanted || charge <= readAhead);
-            if (keep) {
-              if (!isWanted) readAhead -= charge;
-              record = ownedRecord(topicName, partition, raw);
-              this.cache.set(refKey(record.ref), record);
-            }
-          }
+          const isWanted = offset >= from && wanted.has(offset);
+          const charge = chargedBytes(raw);
+          // Small neighbours: a key and a lookup each cost more than they save past 256 KiB.
+          const big = charge >= BIG_RECORD_BYTES;
+          const neighbour = !isWanted && (big || (offset >= from && charge <= readAhead));
+          if (neighbour && !big) readAhead -= charge;
+          const record = isWanted || neighbour ? this.keep(topicName, partition, raw, isWanted) : undefined;
           if (isWanted) byOffset.set(offset, record ?? toRecord(topicName, partition, raw));
         }
         if (last < from) {
           stalled.push(want);
           continue;
         }
+        // Offsets below `from` are another range's (of the same round) to settle.
         want.offsets = want.offsets.filter((offset) => {
-          if (offset > last) return true;
+          if (offset > last || offset < from) return true;
           const record = byOffset.get(offset);
           settle(
             want,
@@ -460,6 +491,27 @@ class KafkaFetcher implements Fetcher {
       }
     }
     if (stalled.length > 0) await this.checkBounds(cluster, stalled, wants, settle);
+  }
+
+  /**
+   * Puts a copy of a received record in the cache unless it is there already (or too big for it);
+   * returns the copy, which a wanted record is answered with.
+   */
+  private keep(
+    topic: string,
+    partition: number,
+    raw: RawRecord,
+    isWanted: boolean,
+  ): FetchedRecord | undefined {
+    const cache = this.cache;
+    if (!cache || chargedBytes(raw) > this.options.cacheBytes) return undefined;
+    const key = refKey({ topic, partition, offset: raw.offset });
+    // A neighbour held already is left where it is in the LRU order (it may be one answered before).
+    const held = isWanted ? cache.get(key) : cache.peek(key);
+    if (held) return held;
+    const record = ownedRecord(topic, partition, raw);
+    cache.set(key, record);
+    return record;
   }
 
   /**
@@ -646,8 +698,17 @@ function chargedBytes(record: { key: Buffer | null; value: Buffer | null }): num
   return (record.value?.length ?? 0) + (record.key?.length ?? 0) + RECORD_OVERHEAD_BYTES;
 }
 
-/** Bytes of the records following the wanted ones that are kept per partition of a response. */
+/**
+ * The least a range asks of a partition (sized by its wants, see rangeBytes), and the gap between
+ * wanted offsets below which they share a range (see ranges).
+ */
 const READ_AHEAD_BYTES = 256 * 1024;
+
+/** A record this big is cached whenever a response brings it (see absorb). */
+const BIG_RECORD_BYTES = 8 * 1024;
+
+/** Most ranges of one partition fetched at once (each a Fetch request of its own). */
+const MAX_RANGES = 8;
 
 /** A record's framing in a batch besides key and value (lengths, deltas, attributes), about. */
 const RECORD_FRAMING_BYTES = 20;
