@@ -162,7 +162,8 @@ export class RateLimiter {
    * budget (then counted from its real send all the same; decisions made meanwhile could not see it).
    */
   async settle(reservation: Reservation, sentAt: number | undefined): Promise<{ late: boolean }> {
-    const elapsedUs = sentAt === undefined ? -1 : Math.ceil((sentAt - reservation.issuedAt) * 1000);
+    // Rounded up to whole microseconds (less a nanosecond of floating-point noise).
+    const elapsedUs = sentAt === undefined ? -1 : Math.ceil((sentAt - reservation.issuedAt) * 1000 - 1e-3);
     const sentUs = sentAt === undefined ? -1 : reservation.atUs + elapsedUs;
     const late = elapsedUs > reservation.budgetMs * 1000;
     if (late) lateDispatches.inc();
