@@ -11,7 +11,7 @@ import { withCredentials } from './credentials/index.ts';
 import { createHttpClient, reservedPortsOf } from './http/index.ts';
 import { signingKeysFromConfig } from './signing/index.ts';
 import { Executor } from './worker/index.ts';
-import { limiterDispatchBudgetMs, type Tried } from './worker/policies.ts';
+import type { Tried } from './worker/policies.ts';
 
 export {
   type CallOutcome,
@@ -69,7 +69,7 @@ export const executorRole: RoleDefinition = {
       fetcher,
       http,
       limiter: new RateLimiter({ redis, prefix: `${config.redisPrefix}:` }),
-      limiterDispatchBudgetMs: limiterDispatchBudgetMs(config.targetConnectTimeout),
+      limiterDispatchBudgetMs: config.limiterDispatchBudget,
       sharedLimiterKeys: config.sharedLimiterKeys,
       breaker: breakerFromConfig(config, redis, { logger }),
       bulkhead: bulkheadFromConfig(config, redis, logger),

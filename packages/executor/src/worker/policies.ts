@@ -115,8 +115,9 @@ export interface PolicyModules {
   /** The task journal (held, attempt, cache steps); absent = none. */
   journal?: Journal | undefined;
   /**
-   * The latest a call leaves after its limiter decision (ms, see limiterDispatchBudgetMs): a
-   * sliding-log slot is counted pending until then, unless settled earlier. Default 20 s.
+   * LIMITER_DISPATCH_BUDGET: the latest a call leaves after its limiter decision (ms): a
+   * sliding-log slot is counted pending until then, unless settled earlier. Default 20 s; 0 =
+   * one-phase, counted at the decision.
    */
   limiterDispatchBudgetMs?: number | undefined;
   /**
@@ -174,16 +175,12 @@ const GATE_UNAVAILABLE_RETRY_MS = 1_000;
 export const LATEST_START_MS = 5_000;
 
 /**
- * The dispatch budget of a two-phase limiter take: the latest start, then DNS lookup, TCP connect
- * and TLS handshake each bounded by TARGET_CONNECT_TIMEOUT. A call of a credential that first
+ * LIMITER_DISPATCH_BUDGET's default: the latest start, then DNS lookup, TCP connect and TLS
+ * handshake each bounded by TARGET_CONNECT_TIMEOUT (5 s). A call of a credential that first
  * fetches an OAuth2 token can leave later: it is then counted from its real send all the same,
  * and `limiter_late_dispatch_total` counts it (decisions made meanwhile did not see it).
  */
-export function limiterDispatchBudgetMs(connectTimeoutMs: number): number {
-  return LATEST_START_MS + 3 * connectTimeoutMs;
-}
-
-const DEFAULT_DISPATCH_BUDGET_MS = limiterDispatchBudgetMs(5_000);
+const DEFAULT_DISPATCH_BUDGET_MS = 20_000;
 
 /** The limiter's answer to one task: go (with the two-phase slot to settle, if any) or stop. */
 interface Limited {
