@@ -66,14 +66,14 @@ export function shortestSpan(instants: readonly number[], count: number): number
   return shortest;
 }
 
-/** Calls to the target's port each executor's /metrics counts (executor_origin_calls_total). */
+/** Calls to the target's port each executor's /metrics counts (requester_executor_origin_calls_total). */
 export async function callsByExecutor(adminUrls: readonly string[], port: number): Promise<number[]> {
   return Promise.all(
     adminUrls.map(async (adminUrl) => {
       const text = await (await fetch(`${adminUrl}/metrics`)).text();
       let calls = 0;
       for (const line of text.split('\n')) {
-        if (line.startsWith('executor_origin_calls_total{') && line.includes(`127.0.0.1:${port}"`))
+        if (line.startsWith('requester_executor_origin_calls_total{') && line.includes(`127.0.0.1:${port}"`))
           calls += Number(line.slice(line.lastIndexOf(' ') + 1));
       }
       return calls;
