@@ -18,10 +18,14 @@ export const clusterTopology = process.env.E2E_TOPOLOGY === 'cluster';
 /** The running topology; `executorAdminUrls`: each executor's admin port (its /metrics). */
 export type ClusterStack = RunningProcess & { executorAdminUrls: string[] };
 
-/** `readyTimeoutMs`: how long each process may take to be ready (the topology's default 120 s). */
+/**
+ * `readyTimeoutMs`: how long each process may take to be ready (the topology's default 120 s);
+ * `redisFromPort`: the Redis Cluster's first port (7801), for a test that may run beside another
+ * cluster stack.
+ */
 export async function startClusterStack(
   stack: StackEnv,
-  options: { readyTimeoutMs?: number } = {},
+  options: { readyTimeoutMs?: number; redisFromPort?: number } = {},
 ): Promise<ClusterStack> {
   const runDir = mkdtempSync(path.join(tmpdir(), `rq-${stack.name}-`));
   // Ports, client id and Redis are the topology's, per process; partitions its default 12.

@@ -40,7 +40,8 @@ const topologies: Topology[] = [
   {
     name: 'the ./dev cluster topology (3 executors)',
     skip: !redisServerAvailable(),
-    start: (stack) => startClusterStack(stack, { readyTimeoutMs: 400_000 }),
+    // Redis ports of its own: this file runs in the plain suite, beside E2E_TOPOLOGY=cluster files.
+    start: (stack) => startClusterStack(stack, { readyTimeoutMs: 400_000, redisFromPort: 7901 }),
   },
 ];
 
