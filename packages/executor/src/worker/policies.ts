@@ -89,8 +89,8 @@ import {
  *   dispatch budget), and settled with the instant the request was handed to the socket (the
  *   http client's `sent` hook), so the window is counted by send time whatever the gap between
  *   the decision and the send (the breaker's round trip, a connection, an executor under load).
- *   A call that could not start within LATEST_START_MS of its take is not sent: its slot is
- *   given back and the task takes a fresh one.
+ *   A call that reaches the breaker more than LATEST_START_MS after its take is not made: its
+ *   slot is given back and the task takes a fresh one.
  */
 
 /** What the policies need; each is optional (a request asking for a missing one is refused). */
@@ -169,8 +169,9 @@ const NONE_SHARED: ReadonlySet<string> = new Set();
 const GATE_UNAVAILABLE_RETRY_MS = 1_000;
 
 /**
- * The longest from a two-phase limiter take to the start of the call (the breaker's round trip,
- * signing, a stalled event loop): later, the call is not made and its slot is given back.
+ * The longest from a two-phase limiter take to the breaker's admission, the last step before the
+ * call (a stalled event loop, a slow Redis reply): later, the call is not made and its slot is
+ * given back.
  */
 export const LATEST_START_MS = 5_000;
 
@@ -338,16 +339,18 @@ export class Policies {
   ): Promise<Tried> {
     const { step: limited, reservation } = await this.limit(envelope);
     if (limited.kind !== 'call') return { kind: 'failure', stop: limited };
+    // Checked before the breaker's admission, which nothing may refuse after (its slot is only
+    // given back by `record`); the budget leaves room for that round trip and the connection.
+    if (reservation && performance.now() - reservation.issuedAt > LATEST_START_MS) {
+      // Too late to stay within the dispatch budget: not sent, the slot goes back, a fresh take.
+      await this.settle(reservation, undefined, log);
+      return { kind: 'failure', stop: { kind: 'wait', delayMs: 1, reason: 'rate_limited' } };
+    }
     const admission = this.admit && (await this.admit(origin).catch(this.giveBack(reservation, log)));
     const opened = admission ? breakerStep(admission, Date.now()) : CALL;
     if (opened.kind !== 'call') {
       await this.settle(reservation, undefined, log);
       return { kind: 'failure', stop: opened };
-    }
-    if (reservation && performance.now() - reservation.issuedAt > LATEST_START_MS) {
-      // Too late to stay within the dispatch budget: not sent, the slot goes back, a fresh take.
-      await this.settle(reservation, undefined, log);
-      return { kind: 'failure', stop: { kind: 'wait', delayMs: 1, reason: 'rate_limited' } };
     }
 
     // Settled once the request is on the socket, not after the answer: other executors' takes
