@@ -85,6 +85,7 @@ export const executorRole: RoleDefinition = {
       fetcher,
       http,
       limiter: new RateLimiter({ redis, prefix: `${config.redisPrefix}:` }),
+      limiterDispatchBudgetMs: config.limiterDispatchBudget,
       sharedLimiterKeys: config.sharedLimiterKeys,
       breaker: breakerFromConfig(config, redis, { logger }),
       optOut: config.originOptOut,

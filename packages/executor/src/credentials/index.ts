@@ -1,7 +1,7 @@
 import type { CredentialStore, OpenedCredential } from '@requester/shared/credentials';
 import { RequesterError } from '@requester/shared/errors';
 import type { Egress } from '../egress/index.ts';
-import type { CallOutcome, FailureCode, HttpCall, HttpClient } from '../http/index.ts';
+import type { CallHooks, CallOutcome, FailureCode, HttpCall, HttpClient } from '../http/index.ts';
 import { CredentialResolver, type Resolved } from './resolve.ts';
 import { type TokenSettings, TokenSource } from './tokens.ts';
 
@@ -54,7 +54,10 @@ export function withCredentials(http: HttpClient, settings: CredentialSettings):
     pools.delete(name);
   }
 
-  async function callWith(request: HttpCall & { credentials: string }): Promise<CallOutcome> {
+  async function callWith(
+    request: HttpCall & { credentials: string },
+    hooks?: CallHooks,
+  ): Promise<CallOutcome> {
     const started = process.hrtime.bigint();
     const failed = (code: FailureCode, message: string): CallOutcome => ({
       kind: 'failure',
@@ -79,7 +82,7 @@ export function withCredentials(http: HttpClient, settings: CredentialSettings):
     }
     const { credential } = resolved;
     const egress = poolOf(credential);
-    if (!credential.secrets.oauth2) return http.call(request, egress);
+    if (!credential.secrets.oauth2) return http.call(request, egress, hooks);
     const bearer = async () => {
       try {
         return await tokens.token(credential, egress);
@@ -90,20 +93,20 @@ export function withCredentials(http: HttpClient, settings: CredentialSettings):
     };
     const first = await bearer();
     if (first instanceof RequesterError) return failed('credential_unavailable', first.message);
-    const outcome = await http.call(authorized(request, first), egress);
+    const outcome = await http.call(authorized(request, first), egress, hooks);
     if (outcome.kind !== 'response' || outcome.status !== 401) return outcome;
     // The token may have been revoked or expired early at the authorization server: once more, fresh.
     await tokens.refused(credential, first);
     const second = await bearer();
     if (second instanceof RequesterError) return failed('credential_unavailable', second.message);
-    return http.call(authorized(request, second), egress);
+    return http.call(authorized(request, second), egress, hooks);
   }
 
   return {
-    call: (request, egress) =>
+    call: (request, egress, hooks) =>
       request.credentials === undefined
-        ? http.call(request, egress)
-        : callWith(request as HttpCall & { credentials: string }),
+        ? http.call(request, egress, hooks)
+        : callWith(request as HttpCall & { credentials: string }, hooks),
     egress: (identity) => http.egress(identity),
     close: () => {
       for (const { egress } of pools.values()) egress.destroy();

@@ -1,5 +1,5 @@
 import { once } from 'node:events';
-import type { IncomingHttpHeaders } from 'node:http';
+import type { ClientRequest, IncomingHttpHeaders } from 'node:http';
 import { RequesterError } from '@requester/shared/errors';
 import got, { type Got } from 'got';
 import { createEgress, type Egress, type EgressIdentity, parseNoProxy } from '../egress/index.ts';
@@ -54,9 +54,20 @@ export interface HttpClientSettings {
   egressProxyCa?: string | undefined;
 }
 
+/** What the caller of a call learns while it runs. */
+export interface CallHooks {
+  /**
+   * The request was handed to the socket whole (the ClientRequest's `finish`): called once, at
+   * the first hop, an upper bound of the instant the target could see it. The two-phase limiter
+   * counts the call from there (worker/policies.ts). Not called when the request was never
+   * written (refused, no connection).
+   */
+  sent?: () => void;
+}
+
 export interface HttpClient {
   /** The call, through `egress` (a credential's connection pools) or the client's own. */
-  call(request: HttpCall, egress?: Egress): Promise<CallOutcome>;
+  call(request: HttpCall, egress?: Egress, hooks?: CallHooks): Promise<CallOutcome>;
   /**
    * Connection pools of their own, with a client certificate and/or a proxy (a credential's);
    * the SSRF guard and EGRESS_PROXY apply as to the client's own. The caller destroys them.
@@ -96,7 +107,7 @@ export function createHttpClient(settings: HttpClientSettings): HttpClient {
     hooks: { beforeRedirect: [(options) => guard.checkUrl(options.url ?? '')] },
   });
   return {
-    call: (request, egress = own) => call(client, guard, settings, request, egress),
+    call: (request, egress = own, hooks = {}) => call(client, guard, settings, request, egress, hooks),
     egress: (identity) => createEgress(egressSettings, identity),
     close: () => own.destroy(),
   };
@@ -108,6 +119,7 @@ async function call(
   settings: HttpClientSettings,
   request: HttpCall,
   egress: Egress,
+  hooks: CallHooks,
 ): Promise<CallOutcome> {
   const started = process.hrtime.bigint();
   const elapsed = () => Number(process.hrtime.bigint() - started);
@@ -120,6 +132,8 @@ async function call(
       agent: egress.agentsFor(new URL(request.uri)),
       ...(hasBody ? { body: request.body } : {}),
     });
+    const { sent } = hooks;
+    if (sent) stream.once('request', (req: ClientRequest) => req.once('finish', sent));
     // Without a body got waits for the caller to write one (any method that may carry a body).
     if (!hasBody) stream.end();
     const [response] = (await once(stream, 'response')) as [

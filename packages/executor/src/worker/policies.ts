@@ -13,6 +13,7 @@ import {
   type PaceReport,
   type RateLimiter,
   type RecordOutcome,
+  type Reservation,
 } from '@requester/policies';
 import {
   attemptsInBudget,
@@ -86,7 +87,15 @@ import {
  *   the target counts it. A bulkhead refusal after the pace wastes the slot: the pace is a bound.
  * - Limiter before breaker: a breaker admission may hold a half-open probe or a trial slot, which
  *   only `record` gives back, so nothing may refuse the call after it. The price: a task refused
- *   by an open breaker has spent a token (the rate stays a bound, never exceeded).
+ *   by an open breaker has spent a token (the rate stays a bound, never exceeded), except for a
+ *   sliding log, whose two-phase slot is given back.
+ * - The limit holds where the target counts it (docs/architecture.md §9): a sliding-log take is
+ *   two-phase. The slot is taken pending, counted as if sent at the latest instant allowed (the
+ *   dispatch budget), and settled with the instant the request was handed to the socket (the
+ *   http client's `sent` hook), so the window is counted by send time whatever the gap between
+ *   the decision and the send (the breaker's round trip, a connection, an executor under load).
+ *   A call that reaches the breaker more than LATEST_START_MS after its take is not made: its
+ *   slot is given back and the task takes a fresh one.
  */
 
 /** What the policies need; each is optional (a request asking for a missing one is refused). */
@@ -120,6 +129,12 @@ export interface PolicyModules {
   random?: () => number;
   /** The task journal (held, attempt, cache steps); absent = none. */
   journal?: Journal | undefined;
+  /**
+   * LIMITER_DISPATCH_BUDGET: the latest a call leaves after its limiter decision (ms): a
+   * sliding-log slot is counted pending until then, unless settled earlier. Default 20 s; 0 =
+   * one-phase, counted at the decision.
+   */
+  limiterDispatchBudgetMs?: number | undefined;
   /**
    * Limiter keys the operator declared one quota for every caller (SHARED_LIMITER_KEYS); any
    * other `meta.limiter.key` is its client's own (`limiterKeyOf`). Default none.
@@ -172,6 +187,27 @@ const PERMANENT: ReadonlySet<string> = new Set(['invalid_request', 'invalid_conf
 /** A Redis hiccup of the gate: come back soon; neither an attempt nor a wait. */
 const GATE_UNAVAILABLE_RETRY_MS = 1_000;
 
+/**
+ * The longest from a two-phase limiter take to the breaker's admission, the last step before the
+ * call (a stalled event loop, a slow Redis reply): later, the call is not made and its slot is
+ * given back.
+ */
+export const LATEST_START_MS = 5_000;
+
+/**
+ * LIMITER_DISPATCH_BUDGET's default: the latest start, then DNS lookup, TCP connect and TLS
+ * handshake each bounded by TARGET_CONNECT_TIMEOUT (5 s). A call of a credential that first
+ * fetches an OAuth2 token can leave later: it is then counted from its real send all the same,
+ * and `limiter_late_dispatch_total` counts it (decisions made meanwhile did not see it).
+ */
+const DEFAULT_DISPATCH_BUDGET_MS = 20_000;
+
+/** The limiter's answer to one task: go (with the two-phase slot to settle, if any) or stop. */
+interface Limited {
+  step: GateStep;
+  reservation?: Reservation | undefined;
+}
+
 export class Policies {
   private readonly modules: PolicyModules;
   private readonly signing: SigningKeyring;
@@ -188,8 +224,10 @@ export class Policies {
     this.random = modules.random ?? Math.random;
     // The tasks of a lease batch reach each of these together: one round trip per batch.
     const { limiter, breaker, pacer } = modules;
+    const dispatchWithinMs = modules.limiterDispatchBudgetMs ?? DEFAULT_DISPATCH_BUDGET_MS;
     this.take =
-      limiter && batched((specs: LimiterSpec[]) => limiter.takeMany(specs.map((spec) => ({ spec }))));
+      limiter &&
+      batched((specs: LimiterSpec[]) => limiter.takeMany(specs.map((spec) => ({ spec, dispatchWithinMs }))));
     this.admit = breaker && batched((origins: string[]) => breaker.admitMany(origins));
     this.record = breaker && batched((reports: OriginReport[]) => breaker.recordMany(reports));
     this.pace =
@@ -315,22 +353,42 @@ export class Policies {
     tryCount: number,
     log: LineLogger,
   ): Promise<Tried> {
-    const limited = await this.limit(envelope);
+    const { step: limited, reservation } = await this.limit(envelope);
     if (limited.kind !== 'call') return { kind: 'failure', stop: limited };
-    const admission = this.admit && (await this.admit(origin));
+    // Checked before the breaker's admission, which nothing may refuse after (its slot is only
+    // given back by `record`); the budget leaves room for that round trip and the connection.
+    if (reservation && performance.now() - reservation.issuedAt > LATEST_START_MS) {
+      // Too late to stay within the dispatch budget: not sent, the slot goes back, a fresh take.
+      await this.settle(reservation, undefined, log);
+      return { kind: 'failure', stop: { kind: 'wait', delayMs: 1, reason: 'rate_limited' } };
+    }
+    const admission = this.admit && (await this.admit(origin).catch(this.giveBack(reservation, log)));
     const opened = admission ? breakerStep(admission, Date.now()) : CALL;
-    if (opened.kind !== 'call') return { kind: 'failure', stop: opened };
+    if (opened.kind !== 'call') {
+      await this.settle(reservation, undefined, log);
+      return { kind: 'failure', stop: opened };
+    }
 
+    // Settled once the request is on the socket, not after the answer: other executors' takes
+    // then count it by its send time as soon as possible (a pending slot counts until its budget).
+    let settled: Promise<void> | undefined;
+    const sent = () => {
+      if (reservation && !settled) settled = this.settle(reservation, performance.now(), log);
+    };
     // The span's attributes parse and redact the URL: not worth it for a span nobody records.
     const spanOptions = tracingEnabled() ? clientSpanOptions(call) : {};
     const outcome = await inSpan(call.method, envelope.meta.traceparent, spanOptions, (span) =>
-      this.modules.http.call(withTraceparent(call, span, envelope.meta.traceparent)).then((outcome) => {
-        endClientSpan(span, outcome);
-        return outcome;
-      }),
+      this.modules.http
+        .call(withTraceparent(call, span, envelope.meta.traceparent), undefined, { sent })
+        .then((outcome) => {
+          endClientSpan(span, outcome);
+          return outcome;
+        }),
     );
     // The probe of a held origin: its failure is no attempt of the request (see heldProbeStep).
     const heldProbe = admission?.admitted === true && admission.probe && admission.held !== undefined;
+    // Never handed whole to the socket: part of it may have left, so it counts as sent now.
+    sent();
     this.journalAttempt(envelope, tryCount, outcome, heldProbe);
     const label = outcomeLabel(outcome);
     const seconds = outcome.durationNs / 1e9;
@@ -347,7 +405,8 @@ export class Policies {
     else log.debug({ status: outcome.status, tryCount }, 'target answered');
     const failed = breakerFailure(outcome);
     const optOut = this.modules.optOut === true && optsOut(outcome);
-    const [recorded] = await Promise.all([
+    const [, recorded] = await Promise.all([
+      settled,
       this.record && admission?.admitted
         ? this.record({ origin, ...admission, success: !failed, optOut })
         : undefined,
@@ -436,13 +495,38 @@ export class Policies {
     return { kind: 'result', result: wakeUpResult(envelope, answer), label: 'wake_up' };
   }
 
-  private async limit(envelope: RequestEnvelope): Promise<GateStep> {
+  private async limit(envelope: RequestEnvelope): Promise<Limited> {
     const { limiter: spec, client } = envelope.meta;
-    if (!spec) return CALL;
+    if (!spec) return { step: CALL };
     if (!this.take) throw new RequesterError('invalid_config', 'this executor has no rate limiter');
     limiterWindows(spec); // a bad spec fails this request alone, not the batch it would share a takeMany with
     const key = limiterKeyOf(client, spec.key, this.modules.sharedLimiterKeys ?? NONE_SHARED);
-    return limiterStep(await this.take({ ...spec, key }));
+    const decision = await this.take({ ...spec, key });
+    return { step: limiterStep(decision), reservation: decision.reservation };
+  }
+
+  /**
+   * Settles a two-phase limiter slot: `sentAt` the `performance.now()` of the send, undefined when
+   * the call was not made (the slot goes back). A failure leaves the slot pending, counted until
+   * its dispatch budget is over: more waiting for later takes, never a call too many.
+   */
+  private async settle(reservation: Reservation | undefined, sentAt: number | undefined, log: LineLogger) {
+    if (!reservation || !this.modules.limiter) return;
+    try {
+      const { late } = await this.modules.limiter.settle(reservation, sentAt);
+      if (late)
+        log.warn({ budgetMs: reservation.budgetMs }, 'the call left after its limiter dispatch budget');
+    } catch (err) {
+      log.warn({ err }, 'could not settle a limiter slot; it stays counted until its dispatch budget');
+    }
+  }
+
+  /** On a failure before the call: give the two-phase slot back, then fail as before. */
+  private giveBack(reservation: Reservation | undefined, log: LineLogger) {
+    return async (err: unknown): Promise<never> => {
+      await this.settle(reservation, undefined, log);
+      throw err;
+    };
   }
 
   /** A gate stop: a wait adds to the task's waitTime; an oversized take is a permanent error. */

@@ -241,6 +241,75 @@ describe.each(targets)('RateLimiter on $name', (target) => {
     const decisions = await limiter.takeMany(specs.flatMap((spec) => [{ spec }, { spec }, { spec }]));
     expect(decisions.map((d) => d.outcome)).toEqual(specs.flatMap(() => ['allowed', 'allowed', 'limited']));
   });
+
+  describe.skipIf(target.skip)('two-phase sliding log (a dispatch budget)', () => {
+    const budgetMs = 10_000;
+    const log = () => specOf('sliding-window-log', [['300ms', 1]]);
+
+    it('a pending slot counts until settled, past its window: the call may not have left yet', async () => {
+      const spec = log();
+      const first = await limiter.take(spec, 1, budgetMs);
+      expect(first.allowed).toBe(true);
+      expect(first.reservation).toMatchObject({ cost: 1, budgetMs, key: limiterKeys(prefix, spec)[0] });
+      await sleep(400); // longer than the window: a one-phase entry would have left it
+      const second = await limiter.take(spec, 1, budgetMs);
+      expect(second.outcome).toBe('limited');
+      // Its wait is reckoned from the decision (a hint: the slot is most likely settled soon), at least d / v.
+      expect(second.retryAfterMs).toBeGreaterThanOrEqual(300);
+    });
+
+    it('a settled slot counts from its send instant: a call sent 5 s after its take holds the window until 5.3 s', async () => {
+      const spec = log();
+      const first = await limiter.take(spec, 1, budgetMs);
+      const reservation = first.reservation!;
+      // As if the request reached the socket 5 s after the take left (an executor stalled that long).
+      const { late } = await limiter.settle(reservation, reservation.issuedAt + 5_000);
+      expect(late).toBe(false);
+      const second = await limiter.take(spec, 1, budgetMs);
+      expect(second.outcome).toBe('limited');
+      const sentUs = reservation.atUs + 5_000_000;
+      expect(second.retryAfterMs).toBeGreaterThanOrEqual(
+        Math.floor((sentUs + 300_000 - usOf(second)) / 1000),
+      );
+      expect(await redis.zscore(reservation.key, `${reservation.head}:1`)).toBe(String(sentUs));
+    });
+
+    it('a slot given back (the call was never sent) frees its place at once', async () => {
+      const spec = log();
+      const first = await limiter.take(spec, 1, budgetMs);
+      expect((await limiter.take(spec, 1, budgetMs)).outcome).toBe('limited');
+      await limiter.settle(first.reservation!, undefined);
+      const again = await limiter.take(spec, 1, budgetMs);
+      expect(again.allowed).toBe(true);
+      expect(await redis.zcard(first.reservation!.key)).toBe(1);
+    });
+
+    it('a send later than the budget is counted from its real send, and said late', async () => {
+      const spec = log();
+      const first = await limiter.take(spec, 1, 100);
+      const { late } = await limiter.settle(first.reservation!, first.reservation!.issuedAt + 2_000);
+      expect(late).toBe(true);
+      const score = Number(await redis.zscore(first.reservation!.key, `${first.reservation!.head}:1`));
+      expect(score).toBeGreaterThanOrEqual(first.reservation!.atUs + 2_000_000);
+    });
+
+    it('a cost of 3 settles its 3 entries; other algorithms and a budget of 0 make no reservation', async () => {
+      const spec = specOf('sliding-window-log', [['1s', 5]]);
+      const three = await limiter.take(spec, 3, budgetMs);
+      expect(three.reservation?.cost).toBe(3);
+      await limiter.settle(three.reservation!, performance.now());
+      const members = await redis.zrange(three.reservation!.key, 0, -1);
+      expect(members.sort()).toEqual([1, 2, 3].map((j) => `${three.reservation!.head}:${j}`));
+      expect(
+        (await limiter.take(specOf('sliding-window-log', [['1s', 5]]), 1, 0)).reservation,
+      ).toBeUndefined();
+      for (const algorithm of LIMITER_ALGORITHMS.filter((a) => a !== 'sliding-window-log')) {
+        const decision = await limiter.take(specOf(algorithm, [['1s', 5]]), 1, budgetMs);
+        expect(decision.allowed).toBe(true);
+        expect(decision.reservation).toBeUndefined();
+      }
+    });
+  });
 });
 
 /** retryAfterMs against the formulas of docs/architecture.md §9, from the Redis clock of each decision. */

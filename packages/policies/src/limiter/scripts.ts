@@ -22,6 +22,8 @@ export interface TakeReply {
   remaining: number;
   /** The Redis clock at the decision (ms since the epoch, microsecond fraction): the queue's clock. */
   atMs: number;
+  /** An allowed two-phase take (a sliding log with a dispatch budget): the head of its pending entries. */
+  reservation?: string;
 }
 
 export interface LimiterScripts {
@@ -32,6 +34,8 @@ export interface LimiterScripts {
    * different slots, which one cluster pipeline may not span).
    */
   takeMany(calls: readonly LimiterCall[]): Promise<TakeReply[]>;
+  /** Settles a two-phase take (commands/confirmLog-1.lua): `sentUs` -1 = never sent. Entries settled. */
+  confirm(logKey: string, reservation: string, cost: number, sentUs: number): Promise<number>;
 }
 
 const OUTCOMES: ReadonlyMap<number, LimitOutcome> = new Map([
@@ -41,7 +45,13 @@ const OUTCOMES: ReadonlyMap<number, LimitOutcome> = new Map([
 ]);
 
 function decode(reply: unknown): TakeReply {
-  const [code, retryAfterMs, remaining, nowUs] = reply as number[];
+  const [code, retryAfterMs, remaining, nowUs, reservation] = reply as [
+    number,
+    number,
+    number,
+    number,
+    string,
+  ];
   const outcome = OUTCOMES.get(Number(code));
   if (!outcome)
     throw new RequesterError('internal', `rate limiter: unexpected reply ${JSON.stringify(reply)}`);
@@ -50,6 +60,7 @@ function decode(reply: unknown): TakeReply {
     retryAfterMs: Number(retryAfterMs),
     remaining: Number(remaining),
     atMs: Number(nowUs) / 1000,
+    ...(reservation ? { reservation: String(reservation) } : {}),
   };
 }
 
@@ -72,5 +83,7 @@ export function loadLimiterScripts(redis: RedisClient): LimiterScripts {
       const replies = await (redis.isCluster ? Promise.all(calls.map(send)) : pipelined(calls));
       return replies.map(decode);
     },
+    confirm: async (logKey, reservation, cost, sentUs) =>
+      Number(await run('confirmLog', [logKey], [reservation, cost, sentUs])),
   };
 }

@@ -80,18 +80,20 @@ export function limiterKeyOf(client: string | undefined, key: string, shared: Re
 }
 
 /**
+ * `dispatchMs` > 0 makes a sliding-log take two-phase (commands/slidingLog-1.lua): the call is
+ * counted pending until settled with the instant it was sent, at most `dispatchMs` later.
  * Every key of one limiter carries the hash tag `{lim:<key>}`: one Redis Cluster slot, so that
  * a multi-window script is a single-slot operation. Layout: `<prefix>{lim:<key>}:<tag>:<duration ms>`
  * per window, or `<prefix>{lim:<key>}:sl` for the sliding log.
  */
-export function limiterCall(prefix: string, spec: LimiterSpec, cost: number): LimiterCall {
+export function limiterCall(prefix: string, spec: LimiterSpec, cost: number, dispatchMs = 0): LimiterCall {
   const windows = limiterWindows(spec);
   const { op, tag, keyPerWindow } = LAYOUT[spec.algorithm];
   const base = `${prefix}{lim:${spec.key}}:${tag}`;
   return {
     op,
     keys: keyPerWindow ? windows.map((w) => `${base}:${w.durationMs}`) : [base],
-    args: [cost, ...windows.flatMap((w) => [w.durationMs, w.value])],
+    args: [cost, dispatchMs, ...windows.flatMap((w) => [w.durationMs, w.value])],
   };
 }
 

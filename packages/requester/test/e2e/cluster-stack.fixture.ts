@@ -15,7 +15,18 @@ import type { StackEnv } from './stack.fixture.ts';
  */
 export const clusterTopology = process.env.E2E_TOPOLOGY === 'cluster';
 
-export async function startClusterStack(stack: StackEnv): Promise<RunningProcess> {
+/** The running topology; `executorAdminUrls`: each executor's admin port (its /metrics). */
+export type ClusterStack = RunningProcess & { executorAdminUrls: string[] };
+
+/**
+ * `readyTimeoutMs`: how long each process may take to be ready (the topology's default 120 s);
+ * `redisFromPort`: the Redis Cluster's first port (7801), for a test that may run beside another
+ * cluster stack.
+ */
+export async function startClusterStack(
+  stack: StackEnv,
+  options: { readyTimeoutMs?: number; redisFromPort?: number } = {},
+): Promise<ClusterStack> {
   const runDir = mkdtempSync(path.join(tmpdir(), `rq-${stack.name}-`));
   // Ports, client id and Redis are the topology's, per process; partitions its default 12.
   const { HTTP_PORT, ADMIN_PORT, KAFKA_CLIENT_ID, REDIS_URL, KAFKA_TOPIC_PARTITIONS, ...env } = stack.env;
@@ -30,6 +41,7 @@ export async function startClusterStack(stack: StackEnv): Promise<RunningProcess
     env: { ...env, LOG_LEVEL: env.LOG_LEVEL === 'silent' ? 'warn' : (env.LOG_LEVEL ?? 'warn') },
     frontPort: Number(HTTP_PORT),
     redisFromPort: 7801,
+    ...options,
   }).catch(async (err: unknown) => {
     await admin.close();
     throw err;
@@ -37,6 +49,7 @@ export async function startClusterStack(stack: StackEnv): Promise<RunningProcess
   adminBackends.push(...topology.byRole('gateway').map((p) => Number(new URL(p.adminUrl).port)));
   return {
     adminPort: admin.port,
+    executorAdminUrls: topology.byRole('executor').map((p) => p.adminUrl),
     async shutdown() {
       await admin.close();
       await topology.stop();

@@ -554,6 +554,12 @@ export const CONFIG_VARIABLES = {
     limiterKeyList,
     "limiter keys that are one quota for every caller (comma-separated `meta.limiter.key` values, e.g. a partner's quota): every request naming one, whichever API key sent it, spends and waits on the same limiter. Any other limiter key is its caller's own (the client namespace): another caller using the same name has a limiter of its own. Only the operator declares a key shared; a caller cannot",
   ),
+  limiterDispatchBudget: variable(
+    'LIMITER_DISPATCH_BUDGET',
+    '20s',
+    goDuration,
+    'the latest a call rate-limited by a `sliding-window-log` leaves after its limiter decision: its slot is counted as sent at the end of this budget until the executor says when the request was really written (two-phase take), so the limit holds at the target whatever the gap between decision and send. Keep it above 5s + 3 × TARGET_CONNECT_TIMEOUT (a call not started within 5s gives its slot back; a later send is still counted, from its real instant, and counted in limiter_late_dispatch_total). A larger budget costs nothing but the slot of a call lost with its executor, held until then. 0 = counted at the decision (a window of send times may then hold more than the limit)',
+  ),
   cacheWaitBudget: variable(
     'CACHE_WAIT_BUDGET',
     '10s',
