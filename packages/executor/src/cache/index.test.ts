@@ -259,8 +259,10 @@ describe('ResponseCache', () => {
   });
 
   it('a live winner keeps its lock past lockTtlMs: waiters keep waiting and then hit', async () => {
-    const winner = newCache({ lockTtlMs: 150 });
-    const waiter = newCache({ lockTtlMs: 150 });
+    // The winner renews every third of the lifetime: a lifetime of 1.5 s lets its event loop or
+    // Redis stall for a second (a loaded CI box does; 150 ms was lost once) without the lock lapsing.
+    const winner = newCache({ lockTtlMs: 1_500 });
+    const waiter = newCache({ lockTtlMs: 1_500 });
     const key = uniqueName('k');
     const spec = { key, ttl: '1m', request: ONE_REQUEST };
     const path = `/echo?k=${key}`;
@@ -281,7 +283,7 @@ describe('ResponseCache', () => {
       return callTo(path, 'from waiter')();
     });
     // Several lock lifetimes pass while the winner's call runs (a wait, not a timing assertion).
-    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    await new Promise((resolve) => setTimeout(resolve, 4_000));
     expect(waiterCalls).toBe(0);
 
     gate.resolve();
