@@ -1,14 +1,11 @@
-import { existsSync } from 'node:fs';
-import { mkdir, mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { ResultEnvelope, Sql } from '@requester/shared';
 import { eventually, startTarget, type Target, uniqueName } from '@requester/shared/testing';
-import { type BrowserContext, chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cliActor } from '../../src/commands/common.ts';
 import type { RunningProcess } from '../../src/runtime/index.ts';
 import { requester } from '../cli.fixture.ts';
+import { logIn, openBrowser, SCREENSHOTS } from './browser.fixture.ts';
 import {
   dropStackDatabase,
   ResultCollector,
@@ -28,8 +25,6 @@ import {
  * journal shows the cancel and the operator action. With UI_SCREENSHOTS=<dir>, the page is saved
  * there (docs/ui/cancel.png).
  */
-const CHROMIUM = '/usr/bin/chromium';
-const SHOTS = process.env.UI_SCREENSHOTS;
 
 describe('operator cancel: admin API, CLI, UI', () => {
   let stack: StackEnv;
@@ -172,31 +167,12 @@ describe('operator cancel: admin API, CLI, UI', () => {
   }, 90_000);
 
   it('UI: the request page cancels for a write key, and shows no button to a read key', async () => {
-    if (!existsSync(CHROMIUM))
-      throw new Error(`${CHROMIUM} is missing: run \`bash infra/chromium.sh\` (./dev test does)`);
     const requestId = uniqueName('ui-cancel');
     await scheduled(requestId);
-    const userDataDir = await mkdtemp(path.join(tmpdir(), 'requester-ui-cancel-'));
-    let context: BrowserContext | undefined;
+    const browser = await openBrowser('ui-cancel');
     try {
-      context = await chromium.launchPersistentContext(userDataDir, {
-        executablePath: CHROMIUM,
-        headless: true,
-        viewport: { width: 1280, height: 800 },
-        args: [
-          '--headless',
-          '--no-sandbox',
-          '--disable-gpu',
-          '--no-first-run',
-          '--disable-background-networking',
-        ],
-      });
-      const page = await context.newPage();
-      const login = async (token: string) => {
-        await page.goto(`${stack.adminUrl}/ui/overview`);
-        await page.fill('input[name=token]', token);
-        await Promise.all([page.waitForURL('**/ui/overview'), page.click('button[type=submit]')]);
-      };
+      const page = await browser.context.newPage();
+      const login = (token: string) => logIn(page, stack.adminUrl, token);
       const lookup = `${stack.adminUrl}/ui/requests?id=${encodeURIComponent(requestId)}&client=${encodeURIComponent(client.name)}`;
 
       await login(reader.token);
@@ -210,15 +186,11 @@ describe('operator cancel: admin API, CLI, UI', () => {
       await page.click('button[data-action=cancel]');
       await page.waitForSelector('#flash .flash');
       expect(await page.textContent('#flash')).toContain(`cancelled ${requestId} of ${client.name}`);
-      if (SHOTS) {
-        await mkdir(SHOTS, { recursive: true });
-        await page.screenshot({ path: path.join(SHOTS, 'cancel.png') });
-      }
+      if (SCREENSHOTS) await page.screenshot({ path: path.join(SCREENSHOTS, 'cancel.png') });
       cancelledBy(await results.one(requestId), writer.name);
       expect(callsTo(requestId)).toBe(0);
     } finally {
-      await context?.close();
-      await rm(userDataDir, { recursive: true, force: true });
+      await browser.close();
     }
   }, 120_000);
 });

@@ -1,13 +1,11 @@
 import { randomBytes } from 'node:crypto';
-import { existsSync } from 'node:fs';
-import { mkdir, mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { CredentialStore, createPg, parseMasterKeys } from '@requester/shared';
 import { eventually } from '@requester/shared/testing';
-import { type BrowserContext, chromium, type Page } from 'playwright-core';
+import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningProcess } from '../../src/runtime/index.ts';
+import { logIn, openBrowser, SCREENSHOTS, type TestBrowser } from './browser.fixture.ts';
 import {
   dropStackDatabase,
   type StackEnv,
@@ -25,8 +23,6 @@ import {
  * the list but no form and no button, and its forged POST is refused (403). With
  * UI_SCREENSHOTS=<dir>, the page is saved there (docs/ui/credentials.png).
  */
-const CHROMIUM = '/usr/bin/chromium';
-const SHOTS = process.env.UI_SCREENSHOTS;
 const MASTER_KEY = `ui:${randomBytes(32).toString('base64')}`;
 const FIRST = `whsec_${randomBytes(24).toString('base64')}`;
 const SECOND = `whsec_${randomBytes(24).toString('base64')}`;
@@ -37,12 +33,10 @@ describe('operator UI: credentials', () => {
   let writer: Awaited<ReturnType<typeof stackKey>>;
   let reader: Awaited<ReturnType<typeof stackKey>>;
   let context: BrowserContext;
-  let userDataDir: string;
+  let browser: TestBrowser | undefined;
   const seen: string[] = [];
 
   beforeAll(async () => {
-    if (!existsSync(CHROMIUM))
-      throw new Error(`${CHROMIUM} is missing: run \`bash infra/chromium.sh\` (./dev test does)`);
     stack = await stackEnv({ CREDENTIALS_MASTER_KEY: MASTER_KEY, CREDENTIALS_CACHE_TTL: '100ms' });
     running = await startStack(stack);
     await waitReady(stack);
@@ -50,19 +44,8 @@ describe('operator UI: credentials', () => {
       stackKey(stack, { admin: 'write' }),
       stackKey(stack, { admin: 'read' }),
     ]);
-    userDataDir = await mkdtemp(path.join(tmpdir(), 'requester-ui-creds-'));
-    context = await chromium.launchPersistentContext(userDataDir, {
-      executablePath: CHROMIUM,
-      headless: true,
-      viewport: { width: 1280, height: 900 },
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--no-first-run',
-        '--disable-background-networking',
-      ],
-    });
+    browser = await openBrowser('ui-credentials', { width: 1280, height: 900 });
+    context = browser.context;
     // Every answer the browser got from the admin port, to look for the secrets in.
     context.on('response', async (response) => {
       if (response.url().startsWith(stack.adminUrl)) seen.push(await response.text().catch(() => ''));
@@ -70,20 +53,12 @@ describe('operator UI: credentials', () => {
   }, 180_000);
 
   afterAll(async () => {
-    await context?.close();
-    if (userDataDir) await rm(userDataDir, { recursive: true, force: true });
+    await browser?.close();
     await running?.shutdown('test over');
     if (stack) await dropStackDatabase(stack);
   }, 60_000);
 
-  async function login(page: Page, token: string): Promise<void> {
-    await page.goto(`${stack.adminUrl}/ui/overview`);
-    // The context keeps the session cookie of an earlier login: end it first.
-    if ((await page.locator('#logout').count()) > 0)
-      await Promise.all([page.waitForURL('**/ui/login'), page.click('#logout')]);
-    await page.fill('input[name=token]', token);
-    await Promise.all([page.waitForURL('**/ui/overview'), page.click('button[type=submit]')]);
-  }
+  const login = (page: Page, token: string) => logIn(page, stack.adminUrl, token);
   const row = (page: Page, name: string) => page.locator(`tr[data-credential="${name}"]`);
   const flash = (page: Page, text: string) =>
     eventually(
@@ -133,10 +108,8 @@ describe('operator UI: credentials', () => {
       30_000,
       'the list shows version 2',
     );
-    if (SHOTS) {
-      await mkdir(SHOTS, { recursive: true });
-      await page.screenshot({ path: path.join(SHOTS, 'credentials.png'), fullPage: true });
-    }
+    if (SCREENSHOTS)
+      await page.screenshot({ path: path.join(SCREENSHOTS, 'credentials.png'), fullPage: true });
 
     const sql = createPg({ url: stack.config.databaseUrl, max: 1 });
     try {

@@ -1,15 +1,13 @@
-import { existsSync } from 'node:fs';
-import { mkdir, mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { eventually, startTarget, type Target, uniqueName } from '@requester/shared/testing';
-import { type BrowserContext, chromium, type Page } from 'playwright-core';
+import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ClientView } from '../../src/ops/clients/index.ts';
 import type { KeyView } from '../../src/ops/keys/index.ts';
 import type { OriginView } from '../../src/ops/origins/index.ts';
 import type { RunningProcess } from '../../src/runtime/index.ts';
 import { requester } from '../cli.fixture.ts';
+import { logIn, openBrowser, SCREENSHOTS, type TestBrowser } from './browser.fixture.ts';
 import {
   dropStackDatabase,
   ResultCollector,
@@ -28,8 +26,6 @@ import {
  * AUTH_CACHE_TTL), pauses and resumes an origin from its row; a read key sees the same tables
  * with no button. UI_SCREENSHOTS=<dir> saves keys.png, origins.png and clients.png there.
  */
-const CHROMIUM = '/usr/bin/chromium';
-const SHOTS = process.env.UI_SCREENSHOTS;
 
 describe('operator pages: keys, origins, clients', () => {
   let stack: StackEnv;
@@ -42,11 +38,9 @@ describe('operator pages: keys, origins, clients', () => {
   let writer: Awaited<ReturnType<typeof stackKey>>;
   let reader: Awaited<ReturnType<typeof stackKey>>;
   let context: BrowserContext;
-  let userDataDir: string;
+  let browser: TestBrowser | undefined;
 
   beforeAll(async () => {
-    if (!existsSync(CHROMIUM))
-      throw new Error(`${CHROMIUM} is missing: run \`bash infra/chromium.sh\` (./dev test does)`);
     [target, counted] = await Promise.all([startTarget(), startTarget()]);
     stack = await stackEnv({ AUTH_CACHE_TTL: '100ms', ORIGIN_CONCURRENCY_SCOPE: 'cluster' });
     running = await startStack(stack);
@@ -67,25 +61,12 @@ describe('operator pages: keys, origins, clients', () => {
     expect(made.status).toBe(200);
     const { token } = (await made.json()) as { token: string };
     client = { name, token, headers: { authorization: `Bearer ${token}` } };
-    userDataDir = await mkdtemp(path.join(tmpdir(), 'requester-ui-pages-'));
-    context = await chromium.launchPersistentContext(userDataDir, {
-      executablePath: CHROMIUM,
-      headless: true,
-      viewport: { width: 1440, height: 800 },
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--no-first-run',
-        '--disable-background-networking',
-      ],
-    });
-    if (SHOTS) await mkdir(SHOTS, { recursive: true });
+    browser = await openBrowser('ui-pages', { width: 1440, height: 800 });
+    context = browser.context;
   }, 180_000);
 
   afterAll(async () => {
-    await context?.close();
-    if (userDataDir) await rm(userDataDir, { recursive: true, force: true });
+    await browser?.close();
     await results?.stop();
     await running?.shutdown('test over');
     await Promise.all([target?.close(), counted?.close()]);
@@ -109,11 +90,7 @@ describe('operator pages: keys, origins, clients', () => {
     (await submit(token, { request: { uri: `${target.url}/echo` }, meta: { requestId: uniqueName('k') } }))
       .status;
 
-  async function login(page: Page, token: string): Promise<void> {
-    await page.goto(`${stack.adminUrl}/ui/overview`);
-    await page.fill('input[name=token]', token);
-    await Promise.all([page.waitForURL('**/ui/overview'), page.click('button[type=submit]')]);
-  }
+  const login = (page: Page, token: string) => logIn(page, stack.adminUrl, token);
   const logout = (page: Page) => Promise.all([page.waitForURL('**/ui/login'), page.click('#logout')]);
 
   it('keys: a write key creates, rotates with grace and revokes from the page; the token is shown once; a read key only sees', async () => {
@@ -176,7 +153,7 @@ describe('operator pages: keys, origins, clients', () => {
     await page.waitForSelector(`tr[data-key="${name}"]`);
     expect(await page.textContent(`tr[data-key="${name}"]`)).toContain('50/s');
     expect(await accepted(token)).toBe(202);
-    if (SHOTS) await page.screenshot({ path: path.join(SHOTS, 'keys.png') });
+    if (SCREENSHOTS) await page.screenshot({ path: path.join(SCREENSHOTS, 'keys.png') });
     // Never again: not in the page once it is loaded anew, nor in the API.
     await page.reload();
     await page.waitForSelector(`tr[data-key="${name}"]`);
@@ -294,7 +271,7 @@ describe('operator pages: keys, origins, clients', () => {
     await page.click(`${row} button[data-action=pause]`);
     await page.waitForSelector(`${row} button[data-action=resume]`);
     expect(await page.textContent(row)).toContain(`by ${writer.name}`);
-    if (SHOTS) await page.screenshot({ path: path.join(SHOTS, 'origins.png') });
+    if (SCREENSHOTS) await page.screenshot({ path: path.join(SCREENSHOTS, 'origins.png') });
     expect((await (await admin('/admin/api/pauses', reader.token)).json()) as unknown[]).toEqual([
       expect.objectContaining({ scope: 'origin', value: originName, by: writer.name }),
     ]);
@@ -352,7 +329,7 @@ describe('operator pages: keys, origins, clients', () => {
       expect(text).toContain('1000/s');
       expect(text).toContain(String(held.length));
       expect(await page.locator('[data-action]').count()).toBe(0);
-      if (SHOTS) await page.screenshot({ path: path.join(SHOTS, 'clients.png') });
+      if (SCREENSHOTS) await page.screenshot({ path: path.join(SCREENSHOTS, 'clients.png') });
       await logout(page);
       await page.close();
     } finally {

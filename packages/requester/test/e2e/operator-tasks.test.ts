@@ -1,15 +1,11 @@
-import { existsSync } from 'node:fs';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { QueueAdmin, queueFromConfig } from '@requester/queue';
 import { Cancellations, createRedis, type RedisClient, type Sql } from '@requester/shared';
 import { silentLogger, startTarget, type Target } from '@requester/shared/testing';
-import { type BrowserContext, chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cancelMatching, type TaskPage } from '../../src/ops/tasks/index.ts';
 import type { RunningProcess } from '../../src/runtime/index.ts';
 import { requester } from '../cli.fixture.ts';
+import { logIn, openBrowser, type TestBrowser } from './browser.fixture.ts';
 import {
   dropStackDatabase,
   ResultCollector,
@@ -30,7 +26,6 @@ import {
  * confirm); and a bulk cancel that dies halfway, finished by running it again: every request
  * cancelled once, one result each.
  */
-const CHROMIUM = '/usr/bin/chromium';
 
 describe('tasks by state: pending, scheduled, in-flight, dead', () => {
   let stack: StackEnv;
@@ -43,8 +38,12 @@ describe('tasks by state: pending, scheduled, in-flight, dead', () => {
   let c: Awaited<ReturnType<typeof stackKey>>;
   let reader: Awaited<ReturnType<typeof stackKey>>;
   let writer: Awaited<ReturnType<typeof stackKey>>;
-  let context: BrowserContext | undefined;
-  let userDataDir: string | undefined;
+  let browser: TestBrowser | undefined;
+  /** One Chromium for the file's UI tests, opened by the first that needs it. */
+  const browserContext = async () => {
+    browser ??= await openBrowser('tasks-ui');
+    return browser.context;
+  };
   const minute = 60_000;
 
   async function submit(key: typeof a, envelope: Record<string, unknown>): Promise<void> {
@@ -140,8 +139,7 @@ describe('tasks by state: pending, scheduled, in-flight, dead', () => {
   }, 180_000);
 
   afterAll(async () => {
-    await context?.close();
-    if (userDataDir) await rm(userDataDir, { recursive: true, force: true });
+    await browser?.close();
     target?.release('fly');
     target?.release('ord');
     await results?.stop();
@@ -229,26 +227,10 @@ describe('tasks by state: pending, scheduled, in-flight, dead', () => {
     expect(wrong.code).not.toBe(0);
   }, 600_000);
 
-  it('UI: the Tasks page, a tab per state, and the cancel preview before its confirm', async (ctx) => {
-    if (!existsSync(CHROMIUM)) ctx.skip();
-    userDataDir = await mkdtemp(path.join(tmpdir(), 'requester-tasks-ui-'));
-    context = await chromium.launchPersistentContext(userDataDir, {
-      executablePath: CHROMIUM,
-      headless: true,
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--no-first-run',
-        '--disable-background-networking',
-      ],
-    });
+  it('UI: the Tasks page, a tab per state, and the cancel preview before its confirm', async () => {
+    const context = await browserContext();
     const page = await context.newPage();
-    const login = async (token: string) => {
-      await page.goto(`${stack.adminUrl}/ui/overview`);
-      await page.fill('input[name=token]', token);
-      await Promise.all([page.waitForURL('**/ui/overview'), page.click('button[type=submit]')]);
-    };
+    const login = (token: string) => logIn(page, stack.adminUrl, token);
     await login(reader.token);
     await page.goto(`${stack.adminUrl}/ui/tasks?state=pending&client=${c.name}`);
     expect(await page.locator('nav.tabs a.on').textContent()).toBe('pending');
@@ -335,8 +317,7 @@ describe('tasks by state: pending, scheduled, in-flight, dead', () => {
     expect(target.calls.filter((call) => call.path.startsWith('/hold/ord'))).toHaveLength(1);
   }, 180_000);
 
-  it('DLQ replay by filter: a preview first (admin API, the Dead letters page), then the replay once', async (ctx) => {
-    if (!context) ctx.skip();
+  it('DLQ replay by filter: a preview first (admin API, the Dead letters page), then the replay once', async () => {
     const ids = ['gone-1', 'gone-2'];
     for (const id of ids)
       await submit(a, {
@@ -358,7 +339,7 @@ describe('tasks by state: pending, scheduled, in-flight, dead', () => {
     expect(preview.replayed.map((r) => r.requestId).sort()).toEqual(ids);
     expect(await replay({ client: a.name, dryRun: true }).then((r) => r.status)).toBe(200);
 
-    const page = await (context as BrowserContext).newPage();
+    const page = await (await browserContext()).newPage();
     await page.goto(`${stack.adminUrl}/ui/dlq?client=${a.name}`);
     await page.click('[data-action=replay-preview]');
     await page.locator('#flash [data-preview]').waitFor();

@@ -1,14 +1,12 @@
 import { hash } from 'node:crypto';
-import { existsSync } from 'node:fs';
-import { mkdir, mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { KeyStore } from '@requester/ingress';
 import type { Sql } from '@requester/shared';
 import { startTarget, type Target } from '@requester/shared/testing';
-import { type BrowserContext, chromium, type Page } from 'playwright-core';
+import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningProcess } from '../../src/runtime/index.ts';
+import { openBrowser, SCREENSHOTS, type TestBrowser } from './browser.fixture.ts';
 import {
   dropStackDatabase,
   ResultCollector,
@@ -30,8 +28,6 @@ import {
  * expiry, revocation and rotation end on the server. With UI_SCREENSHOTS=<dir>, each page is saved
  * there as a PNG (docs/ui/ holds the committed ones).
  */
-const CHROMIUM = '/usr/bin/chromium';
-const SHOTS = process.env.UI_SCREENSHOTS;
 
 describe('operator UI (admin port /ui)', () => {
   let stack: StackEnv;
@@ -43,14 +39,12 @@ describe('operator UI (admin port /ui)', () => {
   let writer: Awaited<ReturnType<typeof stackKey>>;
   let reader: Awaited<ReturnType<typeof stackKey>>;
   let context: BrowserContext;
-  let userDataDir: string;
+  let browser: TestBrowser | undefined;
   let sql: Sql;
   /** What Chromium reported about the Content-Security-Policy on any page (nothing, if the UI needs no exception). */
   const cspViolations: string[] = [];
 
   beforeAll(async () => {
-    if (!existsSync(CHROMIUM))
-      throw new Error(`${CHROMIUM} is missing: run \`bash infra/chromium.sh\` (./dev test does)`);
     [targetA, targetB] = await Promise.all([startTarget(), startTarget()]);
     stack = await stackEnv({
       BREAKER_FAILURE_THRESHOLD: '2',
@@ -69,33 +63,17 @@ describe('operator UI (admin port /ui)', () => {
       stackKey(stack, { admin: 'write' }),
       stackKey(stack, { admin: 'read' }),
     ]);
-    userDataDir = await mkdtemp(path.join(tmpdir(), 'requester-ui-'));
-    context = await chromium.launchPersistentContext(userDataDir, {
-      executablePath: CHROMIUM,
-      headless: true,
-      viewport: { width: 1280, height: 800 },
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-quic',
-        '--no-first-run',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-sync',
-      ],
-    });
+    browser = await openBrowser('ui', { width: 1280, height: 800 });
+    context = browser.context;
     context.on('console', (message) => {
       if (/Content Security Policy|Refused to/i.test(message.text())) cspViolations.push(message.text());
     });
     sql = stackSql(stack);
-    if (SHOTS) await mkdir(SHOTS, { recursive: true });
   }, 180_000);
 
   afterAll(async () => {
-    await context?.close();
+    await browser?.close();
     await sql?.end({ timeout: 5 });
-    if (userDataDir) await rm(userDataDir, { recursive: true, force: true });
     await results?.stop();
     targetA?.release('ord');
     await running?.shutdown('test over');
@@ -136,7 +114,7 @@ describe('operator UI (admin port /ui)', () => {
   }
 
   async function shot(page: Page, name: string): Promise<void> {
-    if (SHOTS) await page.screenshot({ path: path.join(SHOTS, `${name}.png`) });
+    if (SCREENSHOTS) await page.screenshot({ path: path.join(SCREENSHOTS, `${name}.png`) });
   }
 
   it('shows every page with real data, and acts with a write key', async () => {

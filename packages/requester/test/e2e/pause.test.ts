@@ -1,12 +1,9 @@
-import { existsSync } from 'node:fs';
-import { mkdir, mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { eventually, startTarget, type Target, uniqueName } from '@requester/shared/testing';
-import { type BrowserContext, chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningProcess } from '../../src/runtime/index.ts';
 import { requester } from '../cli.fixture.ts';
+import { logIn, openBrowser, SCREENSHOTS } from './browser.fixture.ts';
 import {
   dropStackDatabase,
   ResultCollector,
@@ -25,8 +22,6 @@ import {
  * admin API (a read key gets 403), the CLI and the Pauses page in Chromium (UI_SCREENSHOTS=<dir>
  * saves docs/ui/pauses.png).
  */
-const CHROMIUM = '/usr/bin/chromium';
-const SHOTS = process.env.UI_SCREENSHOTS;
 
 describe('pause and resume', () => {
   let stack: StackEnv;
@@ -160,30 +155,11 @@ describe('pause and resume', () => {
   }, 90_000);
 
   it('the Pauses page pauses and resumes for a write key, and shows no button to a read key', async () => {
-    if (!existsSync(CHROMIUM))
-      throw new Error(`${CHROMIUM} is missing: run \`bash infra/chromium.sh\` (./dev test does)`);
-    const userDataDir = await mkdtemp(path.join(tmpdir(), 'requester-ui-pause-'));
-    let context: BrowserContext | undefined;
+    const browser = await openBrowser('ui-pause');
     const pausedClient = uniqueName('tenant');
     try {
-      context = await chromium.launchPersistentContext(userDataDir, {
-        executablePath: CHROMIUM,
-        headless: true,
-        viewport: { width: 1280, height: 800 },
-        args: [
-          '--headless',
-          '--no-sandbox',
-          '--disable-gpu',
-          '--no-first-run',
-          '--disable-background-networking',
-        ],
-      });
-      const page = await context.newPage();
-      const login = async (token: string) => {
-        await page.goto(`${stack.adminUrl}/ui/overview`);
-        await page.fill('input[name=token]', token);
-        await Promise.all([page.waitForURL('**/ui/overview'), page.click('button[type=submit]')]);
-      };
+      const page = await browser.context.newPage();
+      const login = (token: string) => logIn(page, stack.adminUrl, token);
       await login(writer.token);
       await page.goto(`${stack.adminUrl}/ui/pauses`);
       await page.selectOption('select[name=scope]', 'client');
@@ -192,10 +168,7 @@ describe('pause and resume', () => {
       await page.click('button[data-action=pause]');
       await page.waitForSelector(`td:has-text("${pausedClient}")`);
       expect(await page.textContent('#flash')).toContain(`Paused client ${pausedClient}`);
-      if (SHOTS) {
-        await mkdir(SHOTS, { recursive: true });
-        await page.screenshot({ path: path.join(SHOTS, 'pauses.png') });
-      }
+      if (SCREENSHOTS) await page.screenshot({ path: path.join(SCREENSHOTS, 'pauses.png') });
       await Promise.all([page.waitForURL('**/ui/login'), page.click('#logout')]);
 
       await login(reader.token);
@@ -210,8 +183,7 @@ describe('pause and resume', () => {
       await page.waitForSelector(`td:has-text("${pausedClient}")`, { state: 'detached' });
       expect(await (await admin('/admin/api/pauses', reader.token)).json()).toEqual([]);
     } finally {
-      await context?.close();
-      await rm(userDataDir, { recursive: true, force: true });
+      await browser.close();
     }
   }, 120_000);
 });
