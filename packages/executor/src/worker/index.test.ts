@@ -330,11 +330,13 @@ describe('executor (end to end)', () => {
   });
 
   it('keeps the lease of a call longer than the lease TTL (heartbeats): one call, one result', async () => {
-    const first = startExecutor({ leaseTtlMs: 300 });
-    startExecutor({ leaseTtlMs: 300, queue: first.queue }); // would reclaim a lapsed lease and call again
+    // A lease of 1.5 s, heartbeats every third of it, a call of 5 s (over three lifetimes): the
+    // heartbeat may be a second late (a loaded box stalls that long) without the lease lapsing.
+    const first = startExecutor({ leaseTtlMs: 1_500 });
+    startExecutor({ leaseTtlMs: 1_500, queue: first.queue }); // would reclaim a lapsed lease and call again
     const requestId = uniqueName('long');
     await submit(first.queue, [
-      { request: { uri: `${h.target.url}/slow/1500?id=${requestId}` }, meta: { requestId } },
+      { request: { uri: `${h.target.url}/slow/5000?id=${requestId}` }, meta: { requestId } },
     ]);
     expect((await resultOf(requestId)).response.status).toBe(200);
     await first.stop();
