@@ -410,12 +410,14 @@ describe('executor (end to end)', () => {
     const queue = h.newQueue();
     const bad = uniqueName('bad-delay');
     const waiting = uniqueName('waits');
+    // A sliding log of 1 per 5 s: its one slot stays taken for 5 s from the take, wherever the
+    // take falls (a 1 s fixed window could roll over before the executor's first lease).
     const spec = {
       key: waiting,
-      algorithm: 'fixed-window-counter' as const,
-      rates: [{ duration: '1s', value: 1 }],
+      algorithm: 'sliding-window-log' as const,
+      rates: [{ duration: '5s', value: 1 }],
     };
-    await limiter.take(spec); // the window is spent: `waiting` is rescheduled by the limiter
+    await limiter.take(spec); // the slot is taken: `waiting` is rescheduled by the limiter
     await submit(queue, [
       {
         request: { uri: `${h.target.url}/status/500?id=${bad}` },
