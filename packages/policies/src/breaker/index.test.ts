@@ -48,7 +48,9 @@ function harness(redisUrl = 'redis://127.0.0.1:6379', cluster = false) {
     },
     /** Makes an open breaker half-open now, without waiting for its open period. */
     async halfOpen(prefix: string, origin: string): Promise<void> {
-      await admin.hset(originKeys(prefix, origin)[0], 'u', 1);
+      // Open until a moment ago, not until the epoch: a held origin's probe grid is anchored on it,
+      // and from the epoch its next instant is wherever the 30 s grid of the clock happens to fall.
+      await admin.hset(originKeys(prefix, origin)[0], 'u', Date.now() - 1);
     },
     /** Removes every key the tests wrote (a throw-away cluster goes away whole). */
     async close(): Promise<void> {
