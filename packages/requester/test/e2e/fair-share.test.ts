@@ -242,8 +242,13 @@ describe('fair share between clients', () => {
     } finally {
       plug.release('gate-w');
     }
-    // Both keep a backlog for the first 4/3 · BACKLOG completions (the heavy one drains then).
-    const window = BACKLOG;
+    // Measured while both clients have a backlog in nearly every shard. Shares are kept per shard
+    // (a shard's lease serves its own clients' turns), and each client has only BACKLOG / shards
+    // tasks in a shard: once the heavy one has used most of them, shards that ran out of its tasks
+    // serve the light one alone. Over the first BACKLOG completions (3/4 of the heavy backlog) that
+    // drift took the ratio to 2.0 once (2.9 at 500 in the same run); over the first half of it the
+    // heavy client has used 3/8 of its tasks.
+    const window = BACKLOG / 2;
     const heavySet = new Set(heavyIds);
     const lightSet = new Set(lightIds);
     const served = () => {
@@ -268,7 +273,7 @@ describe('fair share between clients', () => {
     // How the ratio built up (the first calls of each shard alternate: whoever joined a shard's fair
     // share second is served first there, so the light client leads by up to a task per shard).
     const order = callOrder().filter((id) => heavySet.has(id) || lightSet.has(id));
-    const buildUp = [100, 250, 500, window].map((n) => {
+    const buildUp = [100, 250, window].map((n) => {
       const heavyIn = order.slice(0, n).filter((id) => heavySet.has(id)).length;
       return `${n}: ${heavyIn}/${Math.min(n, order.length) - heavyIn}`;
     });
