@@ -14,6 +14,7 @@ import {
   stackKey,
   stackSql,
   startStack,
+  until,
   waitReady,
 } from './stack.fixture.ts';
 
@@ -60,16 +61,6 @@ describe('tasks by state: pending, scheduled, in-flight, dead', () => {
       ...init,
       headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', ...init.headers },
     });
-
-  async function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 60_000): Promise<T> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const value = await probe();
-      if (value !== undefined) return value;
-      if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms`);
-      await new Promise((r) => setTimeout(r, 300));
-    }
-  }
 
   /** Every page of a list by the admin API, `limit` rows at a time. */
   async function walk(state: string, query: string, limit: number): Promise<TaskPage['rows']> {

@@ -15,6 +15,7 @@ import {
   stackKey,
   stackSql,
   startStack,
+  until,
   waitReady,
 } from './stack.fixture.ts';
 
@@ -95,16 +96,6 @@ describe('operator UI (admin port /ui)', () => {
       ...init,
       headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', ...init.headers },
     });
-
-  async function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 30_000): Promise<T> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const value = await probe();
-      if (value !== undefined) return value;
-      if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms`);
-      await new Promise((r) => setTimeout(r, 300));
-    }
-  }
 
   async function login(page: Page, token: string): Promise<void> {
     await page.goto(`${stack.adminUrl}/ui/overview`);

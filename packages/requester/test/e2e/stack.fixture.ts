@@ -302,3 +302,21 @@ export async function crashDrill(options: {
     await requester.exited;
   }
 }
+
+/**
+ * The first value `probe` gives that is not undefined, asked every 300 ms until `timeoutMs`
+ * (`eventually` when the test needs the value it waited for, not only that it came).
+ */
+export async function until<T>(
+  what: string,
+  probe: () => Promise<T | undefined>,
+  timeoutMs = 60_000,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 300));
+  }
+}
