@@ -5,6 +5,7 @@ import {
   Dependencies,
   initTracing,
   type Logger,
+  ROLE_USES_REDIS,
   type RoleHandle,
   type RoleName,
   shutdownTracing,
@@ -100,6 +101,7 @@ export async function startProcess(
   };
 
   try {
+    if (roles.some((name) => ROLE_USES_REDIS[name])) await deps.redisAnswers();
     for (const name of roles) await start(name);
     await deps.checkCredentials();
     running = true;

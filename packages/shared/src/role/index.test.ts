@@ -1,7 +1,7 @@
 import { createServer } from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../config/index.ts';
-import { silentLogger, TEST_KAFKA_BROKERS } from '../testing/index.ts';
+import { freePort, silentLogger, startPrivateRedis, TEST_KAFKA_BROKERS } from '../testing/index.ts';
 import { Dependencies } from './index.ts';
 
 describe('Dependencies.readiness', () => {
@@ -45,4 +45,52 @@ describe('Dependencies.readiness', () => {
       silent.close();
     }
   });
+});
+
+describe('Dependencies.redisAnswers (the wait before the roles start)', () => {
+  const opened: Dependencies[] = [];
+  const dependencies = (redisUrl: string) => {
+    const deps = new Dependencies(loadConfig({ LOG_LEVEL: 'silent', REDIS_URL: redisUrl }), silentLogger);
+    opened.push(deps);
+    return deps;
+  };
+  afterAll(() => Promise.all(opened.map((deps) => deps.close().catch(() => {}))));
+
+  it('waits for a Redis that is down at the start, and resolves once it answers', async () => {
+    const redis = await startPrivateRedis();
+    try {
+      await redis.kill();
+      const deps = dependencies(redis.url);
+      let answered = false;
+      const waiting = deps.redisAnswers().then(() => {
+        answered = true;
+      });
+      // Still waiting after several failed pings: the process would have exited here before.
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      expect(answered).toBe(false);
+      await redis.restart();
+      await waiting;
+      expect(await deps.redis().ping()).toBe('PONG');
+    } finally {
+      await redis.stop();
+    }
+  }, 60_000);
+
+  it('gives up with a clear error when Redis never answers within the wait', async () => {
+    const port = await freePort();
+    const deps = dependencies(`redis://127.0.0.1:${port}`);
+    await expect(deps.redisAnswers(500)).rejects.toThrow(
+      /Redis did not answer within \d+ s of the start \(REDIS_URL\)/,
+    );
+  }, 60_000);
+
+  it('fails at once on refused credentials: waiting would not fix them', async () => {
+    const redis = await startPrivateRedis({ password: 'right-password' });
+    try {
+      const deps = dependencies(redis.url.replace('right-password', 'wrong-password'));
+      await expect(deps.redisAnswers(120_000)).rejects.toThrow(/refused the credentials/);
+    } finally {
+      await redis.stop();
+    }
+  }, 60_000);
 });

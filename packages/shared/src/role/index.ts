@@ -35,6 +35,18 @@ export const ROLE_LISTENS_ON_HTTP: Readonly<Record<RoleName, boolean>> = {
   relay: false,
 };
 
+/** Whether each role works on Redis (the queue, the limiter, the caches): it starts once Redis answers. */
+export const ROLE_USES_REDIS: Readonly<Record<RoleName, boolean>> = {
+  ingress: true,
+  'sync-gateway': true,
+  router: true,
+  executor: true,
+  relay: false,
+};
+
+/** How long a process waits at start for Redis to answer before it gives up and exits. */
+const REDIS_START_WAIT_MS = 300_000;
+
 /**
  * A running role. Shutdown happens in phases across all roles of the process (docs/architecture.md §5):
  * first every role stops accepting (HTTP closes), then every role drains what it holds, then the
@@ -247,6 +259,42 @@ export class Dependencies {
     } catch (err) {
       const why = explainRedisError(err);
       if (why) throw new RequesterError('dependency_unavailable', why, { cause: err });
+    }
+  }
+
+  /**
+   * Resolves once Redis answers (a Redis Cluster: once the client knows which node serves each
+   * slot). Roles load scripts and subscribe as they start: on a Redis still starting (a fresh
+   * cluster still agreeing on its slots, a node restarting under load) that first command fails,
+   * and the process would exit for what a moment's wait fixes. Refused credentials fail at once;
+   * anything else is retried with backoff, logged every 10 s, for up to `maxWaitMs`.
+   */
+  async redisAnswers(maxWaitMs = REDIS_START_WAIT_MS): Promise<void> {
+    const client = this.redis();
+    const started = Date.now();
+    let loggedAt = started;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await client.ping();
+        if (attempt > 0)
+          this.logger.info({ waitedMs: Date.now() - started }, 'Redis answers: starting the roles');
+        return;
+      } catch (err) {
+        const why = explainRedisError(err);
+        if (why) throw new RequesterError('dependency_unavailable', why, { cause: err });
+        const waited = Date.now() - started;
+        if (waited >= maxWaitMs)
+          throw new RequesterError(
+            'dependency_unavailable',
+            `Redis did not answer within ${Math.round(waited / 1000)} s of the start (REDIS_URL): ${(err as Error).message}`,
+            { cause: err },
+          );
+        if (Date.now() - loggedAt >= 10_000 || attempt === 0) {
+          loggedAt = Date.now();
+          this.logger.warn({ err, waitedMs: waited }, 'waiting for Redis before starting the roles');
+        }
+        await new Promise((resolve) => setTimeout(resolve, Math.min(100 * 2 ** attempt, 2_000)));
+      }
     }
   }
 
