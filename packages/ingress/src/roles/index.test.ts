@@ -1,4 +1,5 @@
 import { request as httpRequest } from 'node:http';
+import { connect, type Socket } from 'node:net';
 import { type ConfigOverrides, loadConfig } from '@requester/shared/config';
 import { buildResult } from '@requester/shared/contract';
 import { createRedis } from '@requester/shared/redis';
@@ -311,4 +312,44 @@ describe('sync-gateway', () => {
       await seen.close();
     }
   });
+});
+
+describe('idle connections (HTTP_KEEP_ALIVE_TIMEOUT)', () => {
+  /** One request on a raw keep-alive connection; resolves once the whole response is in. */
+  async function requestOnce(url: string): Promise<Socket> {
+    const { hostname, port } = new URL(url);
+    const socket = connect(Number(port), hostname);
+    await new Promise<void>((resolve, reject) => {
+      let seen = '';
+      socket.on('data', (chunk) => {
+        seen += chunk.toString('latin1');
+        const head = seen.indexOf('\r\n\r\n');
+        const length = Number(/content-length: (\d+)/i.exec(seen)?.[1] ?? -1);
+        if (head >= 0 && length >= 0 && seen.length >= head + 4 + length) resolve();
+      });
+      socket.once('error', reject);
+      socket.write(`GET /openapi.json HTTP/1.1\r\nHost: ${hostname}\r\nConnection: keep-alive\r\n\r\n`);
+    });
+    return socket;
+  }
+  const closed = (socket: Socket) => new Promise<void>((resolve) => socket.once('close', () => resolve()));
+
+  it("keeps a caller's idle connection past Node's 5 s default, so the caller is the side that closes it", async () => {
+    const { url } = await startRoles(['ingress']);
+    const socket = await requestOnce(url);
+    let open = true;
+    void closed(socket).then(() => {
+      open = false;
+    });
+    // A timer can only fire late: open after 6 s means the server's idle timeout is longer than 5 s.
+    await new Promise((resolve) => setTimeout(resolve, 6_000));
+    expect(open).toBe(true);
+    socket.destroy();
+  }, 30_000);
+
+  it('closes an idle connection once HTTP_KEEP_ALIVE_TIMEOUT has passed', async () => {
+    const { url } = await startRoles(['ingress'], { httpKeepAliveTimeout: '1s' });
+    const socket = await requestOnce(url);
+    await closed(socket);
+  }, 30_000);
 });

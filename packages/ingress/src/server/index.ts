@@ -82,6 +82,10 @@ async function listen(ctx: RoleContext, parts: ApiParts): Promise<SharedServer> 
     logger,
   );
   const server = createAdaptorServer({ fetch: app.fetch }) as Server;
+  // Node's default (5 s) is shorter than most clients' and load balancers' idle timeouts: the
+  // server would close connections they are about to reuse. Headers may take a moment longer.
+  server.keepAliveTimeout = config.httpKeepAliveTimeout;
+  server.headersTimeout = config.httpKeepAliveTimeout + 1_000;
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(config.httpPort, config.httpHost, () => {

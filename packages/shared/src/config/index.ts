@@ -351,6 +351,12 @@ export const CONFIG_VARIABLES = {
   pgStatementTimeout: variable('PG_STATEMENT_TIMEOUT', '10s', goDuration, 'bound on one SQL statement'),
   httpHost: variable('HTTP_HOST', '127.0.0.1', z.string().min(1), 'address the ingress HTTP API listens on'),
   httpPort: variable('HTTP_PORT', '8080', port, 'port of the ingress HTTP API (ingress, sync-gateway)'),
+  httpKeepAliveTimeout: variable(
+    'HTTP_KEEP_ALIVE_TIMEOUT',
+    '65s',
+    goDuration,
+    "how long the HTTP API keeps a caller's idle connection open for its next request; keep it longer than the idle timeout of every client and load balancer in front (60 s for most), so that the server is never the side that closes a connection a client is about to reuse (the client would see ECONNRESET)",
+  ),
   ingressLinger: variable(
     'INGRESS_LINGER',
     '2ms',
