@@ -35,7 +35,7 @@ export async function startProcess(
   journal?: JournalHooks,
 ): Promise<RunningProcess> {
   collectProcessMetrics();
-  initTracing(`requester-${roles.join('+')}`, config.otelEndpoint);
+  await initTracing(`requester-${roles.join('+')}`, config.otelEndpoint);
   const deps = new Dependencies(config, logger);
   const ownJournal = journalHooks(config, deps);
   const handles: Array<{ name: RoleName; handle: RoleHandle }> = [];

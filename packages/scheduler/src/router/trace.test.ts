@@ -34,7 +34,7 @@ describe('router tracing', () => {
 
   beforeAll(async () => {
     collector = await startTraceCollector();
-    initTracing('router-trace-test', collector.url);
+    await initTracing('router-trace-test', collector.url);
     await createTestTopics([topicIn, topicOut], 1);
     pg = await testPg();
     producer = testKafka().producer();

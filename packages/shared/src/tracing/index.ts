@@ -9,11 +9,7 @@ import {
   type Tracer,
   trace,
 } from '@opentelemetry/api';
-import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
-import { resourceFromAttributes } from '@opentelemetry/resources';
-import { BatchSpanProcessor } from '@opentelemetry/sdk-trace-base';
-import { NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
-import { ATTR_SERVICE_NAME } from '@opentelemetry/semantic-conventions';
+import type { NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
 import { headerText, type RecordHeaders } from '../kafka/types.ts';
 import { RandomPool } from './random.ts';
 
@@ -28,8 +24,28 @@ export { type Context, type Span, SpanKind, type SpanOptions, SpanStatusCode } f
  */
 let provider: NodeTracerProvider | undefined;
 
-export function initTracing(serviceName: string, endpoint: string | undefined): void {
+/**
+ * Registers the exporting provider when `endpoint` is set. The SDK is loaded only then: it is the
+ * heaviest of our imports, and every CLI command and every process without an endpoint would pay
+ * for it at start.
+ */
+export async function initTracing(serviceName: string, endpoint: string | undefined): Promise<void> {
   if (!endpoint || provider) return;
+  const [
+    { OTLPTraceExporter },
+    { resourceFromAttributes },
+    { BatchSpanProcessor },
+    { NodeTracerProvider },
+    semconv,
+  ] = await Promise.all([
+    import('@opentelemetry/exporter-trace-otlp-http'),
+    import('@opentelemetry/resources'),
+    import('@opentelemetry/sdk-trace-base'),
+    import('@opentelemetry/sdk-trace-node'),
+    import('@opentelemetry/semantic-conventions'),
+  ]);
+  if (provider) return;
+  const { ATTR_SERVICE_NAME } = semconv;
   provider = new NodeTracerProvider({
     resource: resourceFromAttributes({ [ATTR_SERVICE_NAME]: serviceName }),
     spanProcessors: [

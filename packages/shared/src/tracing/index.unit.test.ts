@@ -54,7 +54,7 @@ describe('tracing', () => {
   it('exports spans that continue the trace of meta.traceparent', async () => {
     await new Promise<void>((resolve) => collector.listen(0, '127.0.0.1', resolve));
     const { port } = collector.address() as AddressInfo;
-    initTracing('requester-test', `http://127.0.0.1:${port}`);
+    await initTracing('requester-test', `http://127.0.0.1:${port}`);
     const traceparent = newTraceparent();
     const traceId = traceparent.split('-')[1] as string;
     const value = await inSpan(
