@@ -61,9 +61,11 @@ interface Task {
  * - at slot: a task back for its reserved slot, on time: `went`, or `voided` (refused: a hold
  *   came since; it takes a new slot at the end of the line, a lease more again);
  * - late: back more than the local wait after its slot: `lane` (the late lane let it go) or
- *   `laneBooked` (a late-lane slot reserved, a lease more).
+ *   `laneBooked` (a late-lane slot reserved, a lease more);
+ * - `bulkhead`: let through by the pace, then refused by the bulkhead (the learnt concurrency
+ *   limit): the slot is wasted and the task goes back without one.
  */
-type GateKind = 'go' | 'slept' | 'booked' | 'went' | 'voided' | 'lane' | 'laneBooked';
+type GateKind = 'go' | 'slept' | 'booked' | 'went' | 'voided' | 'lane' | 'laneBooked' | 'bulkhead';
 type Gates = Map<number, Partial<Record<GateKind, number>>>;
 
 interface Run {
@@ -129,10 +131,7 @@ async function drive(options: {
         : grant.admitted
           ? 'went'
           : 'voided';
-    const second = Math.floor((asked - start) / 1000);
-    const counts = run.gates.get(second) ?? {};
-    counts[kind] = (counts[kind] ?? 0) + 1;
-    run.gates.set(second, counts);
+    count(kind);
     return grant;
   };
   const http = createHttpClient({
@@ -151,13 +150,29 @@ async function drive(options: {
     egress: (identity) => http.egress(identity),
     close: () => http.close(),
   };
+  const count = (kind: GateKind) => {
+    const second = Math.floor((Date.now() - start) / 1000);
+    const counts = run.gates.get(second) ?? {};
+    counts[kind] = (counts[kind] ?? 0) + 1;
+    run.gates.set(second, counts);
+  };
+  const bulkhead = () => {
+    const local = new LocalBulkhead({ maxPerOrigin: PER_ORIGIN });
+    const acquire = local.acquire.bind(local);
+    local.acquire = async (origin, limit) => {
+      const grant = await acquire(origin, limit);
+      if (!grant.granted) count('bulkhead');
+      return grant;
+    };
+    return local;
+  };
   const executors = Array.from(
     { length: EXECUTORS },
     () =>
       new Policies({
         http: timed,
         breaker,
-        bulkhead: new LocalBulkhead({ maxPerOrigin: PER_ORIGIN }),
+        bulkhead: bulkhead(),
         retryAfterMaxMs: 60_000,
         ...(options.adaptive ? { pacer, adaptiveConcurrency: true } : {}),
       }),
@@ -279,7 +294,7 @@ function perSecond(points: Array<[number, number]>, endMs: number, reduce: (ys: 
   return out;
 }
 
-const GATE_KINDS: GateKind[] = ['go', 'slept', 'booked', 'went', 'voided', 'lane', 'laneBooked'];
+const GATE_KINDS: GateKind[] = ['go', 'slept', 'booked', 'went', 'voided', 'lane', 'laneBooked', 'bulkhead'];
 
 function gateTotals(gates: Gates): string {
   const totals = GATE_KINDS.map((kind) => {
