@@ -62,10 +62,20 @@ interface Task {
  *   came since; it takes a new slot at the end of the line, a lease more again);
  * - late: back more than the local wait after its slot: `lane` (the late lane let it go) or
  *   `laneBooked` (a late-lane slot reserved, a lease more);
- * - `bulkhead`: let through by the pace, then refused by the bulkhead (the learnt concurrency
- *   limit): the slot is wasted and the task goes back without one.
+ * - `bulkhead`, `breaker`: let through by the pace, then refused by the bulkhead (the learnt
+ *   concurrency limit) or the breaker (an origin not yet proven lets few calls out at once): the
+ *   slot is wasted and the task goes back without one.
  */
-type GateKind = 'go' | 'slept' | 'booked' | 'went' | 'voided' | 'lane' | 'laneBooked' | 'bulkhead';
+type GateKind =
+  | 'go'
+  | 'slept'
+  | 'booked'
+  | 'went'
+  | 'voided'
+  | 'lane'
+  | 'laneBooked'
+  | 'bulkhead'
+  | 'breaker';
 type Gates = Map<number, Partial<Record<GateKind, number>>>;
 
 interface Run {
@@ -155,6 +165,12 @@ async function drive(options: {
     const counts = run.gates.get(second) ?? {};
     counts[kind] = (counts[kind] ?? 0) + 1;
     run.gates.set(second, counts);
+  };
+  const admitMany = breaker.admitMany.bind(breaker);
+  breaker.admitMany = async (origins) => {
+    const admissions = await admitMany(origins);
+    for (const admission of admissions) if (!admission.admitted) count('breaker');
+    return admissions;
   };
   const bulkhead = () => {
     const local = new LocalBulkhead({ maxPerOrigin: PER_ORIGIN });
@@ -294,7 +310,17 @@ function perSecond(points: Array<[number, number]>, endMs: number, reduce: (ys: 
   return out;
 }
 
-const GATE_KINDS: GateKind[] = ['go', 'slept', 'booked', 'went', 'voided', 'lane', 'laneBooked', 'bulkhead'];
+const GATE_KINDS: GateKind[] = [
+  'go',
+  'slept',
+  'booked',
+  'went',
+  'voided',
+  'lane',
+  'laneBooked',
+  'bulkhead',
+  'breaker',
+];
 
 function gateTotals(gates: Gates): string {
   const totals = GATE_KINDS.map((kind) => {
@@ -349,7 +375,15 @@ if (args.scenario === 'quota' || args.scenario === 'all') {
     console.log(
       `| ${adaptive ? 'on' : 'off'} | ${done} | ${r.served} | ${r.refused} | ${((100 * r.refused) / Math.max(1, r.served)).toFixed(1)} % | ${rate} | ${(r.run.leases / Math.max(1, r.run.results)).toFixed(2)} |`,
     );
-    if (adaptive) console.log(`|  | gate answers: ${gateTotals(r.run.gates)} |`);
+    if (adaptive) {
+      // Let through by the pace but never sent: refused after it (bulkhead, breaker), a wasted slot.
+      let admitted = 0;
+      for (const counts of r.run.gates.values())
+        admitted += (counts.go ?? 0) + (counts.slept ?? 0) + (counts.went ?? 0) + (counts.lane ?? 0);
+      console.log(
+        `|  | gate answers: ${gateTotals(r.run.gates)}; admitted but not called ${admitted - r.run.calls.length} |`,
+      );
+    }
     if (adaptive && args.detail) details.push(detail(r));
     const xs = r.arrivals.map(([t, s]) => [t, s] as [number, number]);
     panels.push({
