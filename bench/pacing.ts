@@ -4,7 +4,11 @@
 // processes. The queue is an in-memory due-time heap (a task sent back waits there with its
 // progress, as in Redis): what is measured is what reaches the target, not the queue's cost.
 //
-//   node bench/pacing.ts [--scenario quota|capacity|all] [--plot docs/pacing.png]
+//   node bench/pacing.ts [--scenario quota|capacity|all] [--plot docs/pacing.png] [--detail]
+//
+// --detail: for the quota scenario with adaptation, one line a second: calls at the target (and
+// 429s), the shared pace, and what the pace gate answered (see `Gates`), to tell where the gap
+// between the pace and the calls made goes.
 //
 // - quota: a target serving 50 calls/s (5 per 100 ms by arrival) that answers 429 + Retry-After: 1
 //   + RateLimit-Policy: 50;w=1 above it; 400 requests with retry {max: 30, delay: 200ms, maxDelay: 5s}.
@@ -29,13 +33,19 @@ import { startPacedTargetProcess } from '../packages/shared/src/testing/index.ts
 import { type Panel, writePlot } from './plot.ts';
 
 const { values: args } = parseArgs({
-  options: { scenario: { type: 'string', default: 'all' }, plot: { type: 'string' } },
+  options: {
+    scenario: { type: 'string', default: 'all' },
+    plot: { type: 'string' },
+    detail: { type: 'boolean', default: false },
+  },
 });
 const log = createLogger({ level: 'silent' });
 const redis = createRedis({ url: 'redis://127.0.0.1:6379' });
 const EXECUTORS = 2;
 const WORKERS = 16;
 const PER_ORIGIN = 16;
+/** OriginPacer's default local wait: a slot within it is slept for, a later one reserved. */
+const MAX_LOCAL_WAIT_MS = 250;
 
 interface Task {
   envelope: RequestEnvelope;
@@ -43,8 +53,34 @@ interface Task {
   due: number;
 }
 
+/**
+ * What the pace gate answered, by kind, counted per second of the run (classified here, from the
+ * task's reserved slot and the answer, so that the gate itself stays as it runs in the executor):
+ * - fresh: a task without a reserved slot: `go` (now), `slept` (its slot within the local wait),
+ *   `booked` (a later slot reserved: back to the queue, a lease more);
+ * - at slot: a task back for its reserved slot, on time: `went`, or `voided` (refused: a hold
+ *   came since; it takes a new slot at the end of the line, a lease more again);
+ * - late: back more than the local wait after its slot: `lane` (the late lane let it go) or
+ *   `laneBooked` (a late-lane slot reserved, a lease more);
+ * - `bulkhead`, `breaker`: let through by the pace, then refused by the bulkhead (the learnt
+ *   concurrency limit) or the breaker (an origin not yet proven lets few calls out at once): the
+ *   slot is wasted and the task goes back without one.
+ */
+type GateKind =
+  | 'go'
+  | 'slept'
+  | 'booked'
+  | 'went'
+  | 'voided'
+  | 'lane'
+  | 'laneBooked'
+  | 'bulkhead'
+  | 'breaker';
+type Gates = Map<number, Partial<Record<GateKind, number>>>;
+
 interface Run {
   leases: number;
+  gates: Gates;
   results: number;
   statuses: Map<number, number>;
   /** [ms since start, call latency ms] of every call that reached the target. */
@@ -68,6 +104,7 @@ async function drive(options: {
     prefix: `${prefix}pace:`,
     maxLimit: PER_ORIGIN,
     retryAfterMaxMs: 60_000,
+    maxLocalWaitMs: MAX_LOCAL_WAIT_MS,
   });
   const breaker = new CircuitBreaker({
     redis,
@@ -77,8 +114,36 @@ async function drive(options: {
     stateCacheMs: 1_000,
   });
   const waiting: Task[] = [];
-  const run: Run = { leases: 0, results: 0, statuses: new Map(), calls: [], samples: [], endMs: 0 };
+  const run: Run = {
+    leases: 0,
+    gates: new Map(),
+    results: 0,
+    statuses: new Map(),
+    calls: [],
+    samples: [],
+    endMs: 0,
+  };
   const start = Date.now();
+  const gate = pacer.gate.bind(pacer);
+  pacer.gate = async (origin, reservedMs) => {
+    const asked = Date.now();
+    const grant = await gate(origin, reservedMs);
+    const kind: GateKind = !reservedMs
+      ? grant.admitted
+        ? grant.waitMs > 0
+          ? 'slept'
+          : 'go'
+        : 'booked'
+      : asked - reservedMs > MAX_LOCAL_WAIT_MS
+        ? grant.admitted
+          ? 'lane'
+          : 'laneBooked'
+        : grant.admitted
+          ? 'went'
+          : 'voided';
+    count(kind);
+    return grant;
+  };
   const http = createHttpClient({
     connectTimeoutMs: 2_000,
     responseTimeoutMs: 10_000,
@@ -95,13 +160,35 @@ async function drive(options: {
     egress: (identity) => http.egress(identity),
     close: () => http.close(),
   };
+  const count = (kind: GateKind) => {
+    const second = Math.floor((Date.now() - start) / 1000);
+    const counts = run.gates.get(second) ?? {};
+    counts[kind] = (counts[kind] ?? 0) + 1;
+    run.gates.set(second, counts);
+  };
+  const admitMany = breaker.admitMany.bind(breaker);
+  breaker.admitMany = async (origins) => {
+    const admissions = await admitMany(origins);
+    for (const admission of admissions) if (!admission.admitted) count('breaker');
+    return admissions;
+  };
+  const bulkhead = () => {
+    const local = new LocalBulkhead({ maxPerOrigin: PER_ORIGIN });
+    const acquire = local.acquire.bind(local);
+    local.acquire = async (origin, limit) => {
+      const grant = await acquire(origin, limit);
+      if (!grant.granted) count('bulkhead');
+      return grant;
+    };
+    return local;
+  };
   const executors = Array.from(
     { length: EXECUTORS },
     () =>
       new Policies({
         http: timed,
         breaker,
-        bulkhead: new LocalBulkhead({ maxPerOrigin: PER_ORIGIN }),
+        bulkhead: bulkhead(),
         retryAfterMaxMs: 60_000,
         ...(options.adaptive ? { pacer, adaptiveConcurrency: true } : {}),
       }),
@@ -223,6 +310,46 @@ function perSecond(points: Array<[number, number]>, endMs: number, reduce: (ys: 
   return out;
 }
 
+const GATE_KINDS: GateKind[] = [
+  'go',
+  'slept',
+  'booked',
+  'went',
+  'voided',
+  'lane',
+  'laneBooked',
+  'bulkhead',
+  'breaker',
+];
+
+function gateTotals(gates: Gates): string {
+  const totals = GATE_KINDS.map((kind) => {
+    let n = 0;
+    for (const counts of gates.values()) n += counts[kind] ?? 0;
+    return `${kind} ${n}`;
+  });
+  return totals.join(', ');
+}
+
+/** One line a second: calls and 429s at the target, the shared pace (median), the gate's answers. */
+function detail(r: Awaited<ReturnType<typeof quota>>): string {
+  const lines = [
+    `| s | calls | 429 | pace | ${GATE_KINDS.join(' | ')} |`,
+    `|${'---|'.repeat(4 + GATE_KINDS.length)}`,
+  ];
+  for (let second = 0; second * 1000 < r.run.endMs; second++) {
+    const inSecond = ([t]: readonly [number, ...unknown[]]) => t >= second * 1000 && t < (second + 1) * 1000;
+    const calls = r.arrivals.filter(inSecond);
+    const paces = r.run.samples.filter(inSecond).map(([, rate]) => rate);
+    const counts = r.run.gates.get(second) ?? {};
+    lines.push(
+      `| ${second} | ${calls.length} | ${calls.filter(([, s]) => s === 429).length} | ${percentile(paces, 50).toFixed(1)} | ${GATE_KINDS.map((k) => counts[k] ?? 0).join(' | ')} |`,
+    );
+  }
+  return lines.join('\n');
+}
+
+const details: string[] = [];
 const panels: Panel[] = [];
 const BLUE = '#1f77b4';
 const ORANGE = '#ff7f0e';
@@ -248,6 +375,16 @@ if (args.scenario === 'quota' || args.scenario === 'all') {
     console.log(
       `| ${adaptive ? 'on' : 'off'} | ${done} | ${r.served} | ${r.refused} | ${((100 * r.refused) / Math.max(1, r.served)).toFixed(1)} % | ${rate} | ${(r.run.leases / Math.max(1, r.run.results)).toFixed(2)} |`,
     );
+    if (adaptive) {
+      // Let through by the pace but never sent: refused after it (bulkhead, breaker), a wasted slot.
+      let admitted = 0;
+      for (const counts of r.run.gates.values())
+        admitted += (counts.go ?? 0) + (counts.slept ?? 0) + (counts.went ?? 0) + (counts.lane ?? 0);
+      console.log(
+        `|  | gate answers: ${gateTotals(r.run.gates)}; admitted but not called ${admitted - r.run.calls.length} |`,
+      );
+    }
+    if (adaptive && args.detail) details.push(detail(r));
     const xs = r.arrivals.map(([t, s]) => [t, s] as [number, number]);
     panels.push({
       title: `quota target, adaptation ${adaptive ? 'on' : 'off'}: calls per second at the target`,
@@ -285,6 +422,8 @@ if (args.scenario === 'quota' || args.scenario === 'all') {
     });
   }
 }
+
+for (const table of details) console.log(`\nquota target, adaptation on, per second:\n${table}`);
 
 if (args.scenario === 'capacity' || args.scenario === 'all') {
   console.log('\ncapacity target: 8 at once × 5 ms (1600/s), halved to 4 at 6 s; 2 × 16 workers, 12 s');
