@@ -16,6 +16,7 @@ export {
   type ConsumerOptions,
   type FetchedRecord,
   type Fetcher,
+  type FetcherCacheStats,
   type FetcherOptions,
   type FetchOutcome,
   headerText,
