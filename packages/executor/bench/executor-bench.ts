@@ -126,6 +126,8 @@ async function writeIn(count: number, envelope: (i: number) => object): Promise<
     const [meta] = await producer.send(
       inTopic,
       indexes.map((i) => ({ partition: p, value: JSON.stringify(envelope(i)) })),
+      undefined,
+      { readByOffset: true }, // as the ingress writes `in`
     );
     indexes.forEach((i, n) => {
       refs[i] = { topic: inTopic, partition: p, offset: String(BigInt(meta?.baseOffset ?? '0') + BigInt(n)) };

@@ -32,5 +32,6 @@ export {
   type RecordBatch,
   type RecordHeaders,
   RecordUnavailableError,
+  type SendOptions,
   type TopicSpec,
 } from './types.ts';

@@ -133,12 +133,26 @@ export interface KafkaProducer {
   /**
    * Writes `records` to `topic` with acks from all in-sync replicas, bounded by `timeoutMs` (a
    * hung broker is a `dependency_unavailable` error). A batch larger than PRODUCE_CHUNK_BYTES goes
-   * out as consecutive requests, in order, one at a time (a key's records keep their order); so
-   * does one that would put more than PARTITION_BATCH_BYTES holding a big record (BIG_RECORD_BYTES)
-   * in one partition's record batch, which a read by offset would receive whole.
+   * out as consecutive requests, in order, one at a time (a key's records keep their order); with
+   * `readByOffset`, so does one that would put more than PARTITION_BATCH_BYTES holding a big
+   * record (BIG_RECORD_BYTES) in one partition's record batch.
    */
-  send(topic: string, records: OutgoingRecord[], timeoutMs?: number): Promise<ProducedBatch[]>;
+  send(
+    topic: string,
+    records: OutgoingRecord[],
+    timeoutMs?: number,
+    options?: SendOptions,
+  ): Promise<ProducedBatch[]>;
   disconnect(): Promise<void>;
+}
+
+export interface SendOptions {
+  /**
+   * The topic is read by offset (`in`, by the executor's fetcher), which receives the whole record
+   * batch around an offset: keep a partition's batch holding a big record small (batching.ts).
+   * Topics read in order by consumers (`out`, events) are better served by big batches.
+   */
+  readByOffset?: boolean;
 }
 
 export interface TopicSpec {

@@ -33,7 +33,8 @@ describe('Kafka fetcher (read by offset)', () => {
       value: `v-${partition}-${i}`.padEnd(size, '.'),
       headers: { n: String(i) },
     }));
-    if (batch) await producer.send(topic, messages);
+    if (batch)
+      await producer.send(topic, messages, undefined, { readByOffset: true }); // as `in` is
     else for (const m of messages) await producer.send(topic, [m]);
     return messages;
   }

@@ -207,7 +207,7 @@ describe('produce', () => {
     expect(40 * 1024).toBeGreaterThanOrEqual(BIG_RECORD_BYTES);
   });
 
-  it('writes big records of one partition in batches of their own, by named partition or by key', async () => {
+  it('writes big records of a topic read by offset in batches of their own, by named partition or by key', async () => {
     const topic = uniqueName('produce-big');
     const kafka = testKafka();
     const admin = kafka.admin();
@@ -216,14 +216,26 @@ describe('produce', () => {
     try {
       await admin.ensureTopics([{ topic, numPartitions: 2, replicationFactor: 1 }]);
       const value = 'v'.repeat(40 * 1024);
+      const readByOffset = { readByOffset: true };
       const named = await producer.send(
         topic,
         [0, 1, 0, 1, 0].map((partition) => ({ partition, value })),
+        undefined,
+        readByOffset,
       );
-      expect(named.map((b) => `${b.partition}@${b.baseOffset}`)).toEqual(['0@0', '1@0', '0@1', '1@1', '0@2']);
+      // Three requests (partitions in any order within one): each a batch of one record per partition.
+      expect(named.map((b) => `${b.partition}@${b.baseOffset}`).sort()).toEqual([
+        '0@0',
+        '0@1',
+        '0@2',
+        '1@0',
+        '1@1',
+      ]);
       const smalls = await producer.send(
         topic,
         [0, 0, 0].map((partition) => ({ partition, value: 's' })),
+        undefined,
+        readByOffset,
       );
       expect(smalls).toEqual([{ topic, partition: 0, baseOffset: '3' }]); // one batch, as before
       // Keyed: the producer now knows the topic's partitions, so distinct keys of one partition split.
@@ -231,11 +243,19 @@ describe('produce', () => {
       const keyed = await producer.send(
         topic,
         keys.map((key) => ({ key, value })),
+        undefined,
+        readByOffset,
       );
       const [p0, p1] = await admin.topicOffsets(topic);
       // Every keyed record is a batch (a request's entry) of its own in its partition.
       expect(keyed).toHaveLength(keys.length);
       expect(Number(p0?.high) + Number(p1?.high)).toBe(5 + 3 + keys.length);
+      // Without the option (a topic read in order), big records share their partition's batch.
+      const shared = await producer.send(
+        topic,
+        [0, 0, 0].map((partition) => ({ partition, value })),
+      );
+      expect(shared).toEqual([{ topic, partition: 0, baseOffset: String(Number(p0?.high)) }]);
     } finally {
       await Promise.all([admin.disconnect(), producer.disconnect()]);
     }

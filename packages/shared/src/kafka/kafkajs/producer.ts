@@ -1,6 +1,6 @@
 import { type ICustomPartitioner, type Kafka, Partitioners, type Producer } from 'kafkajs';
 import { chunksOf, PRODUCE_CHUNK_BYTES, withTimeout } from '../batching.ts';
-import type { KafkaProducer, OutgoingRecord, ProducedBatch } from '../types.ts';
+import type { KafkaProducer, OutgoingRecord, ProducedBatch, SendOptions } from '../types.ts';
 import { partitionOfKey } from './fetcher.ts';
 
 const DEFAULT_TIMEOUT_MS = 10_000;
@@ -33,10 +33,12 @@ export class KafkajsProducer implements KafkaProducer {
     topic: string,
     records: OutgoingRecord[],
     timeoutMs = this.defaultTimeoutMs,
+    options: SendOptions = {},
   ): Promise<ProducedBatch[]> {
     if (records.length === 0) return [];
     const produced: ProducedBatch[] = [];
-    for (const chunk of chunksOf(records, PRODUCE_CHUNK_BYTES, (r) => this.partitionOf(topic, r))) {
+    const partitionOf = options.readByOffset ? (r: OutgoingRecord) => this.partitionOf(topic, r) : undefined;
+    for (const chunk of chunksOf(records, PRODUCE_CHUNK_BYTES, partitionOf)) {
       const sent = await withTimeout(
         this.producer.send({ topic, messages: chunk, acks: -1, timeout: timeoutMs }),
         timeoutMs,
