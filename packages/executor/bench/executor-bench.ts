@@ -32,7 +32,7 @@
 import { readFileSync } from 'node:fs';
 import { FairQueue, QueueAdmin } from '@requester/queue';
 import { createJournal, type JournalMode } from '@requester/shared/journal';
-import type { KafkaRef } from '@requester/shared/kafka';
+import type { Fetcher, KafkaRef } from '@requester/shared/kafka';
 import { createRedis } from '@requester/shared/redis';
 import { encodeQueuedTask, queuePartition, taskId } from '@requester/shared/task';
 import {
@@ -126,6 +126,8 @@ async function writeIn(count: number, envelope: (i: number) => object): Promise<
     const [meta] = await producer.send(
       inTopic,
       indexes.map((i) => ({ partition: p, value: JSON.stringify(envelope(i)) })),
+      undefined,
+      { readByOffset: true }, // as the ingress writes `in`
     );
     indexes.forEach((i, n) => {
       refs[i] = { topic: inTopic, partition: p, offset: String(BigInt(meta?.baseOffset ?? '0') + BigInt(n)) };
@@ -200,7 +202,9 @@ async function benchExecutor(
     },
     meta: { requestId: `${run}-${i}`, ...(partition(i) ? { partition: partition(i) } : {}) },
   });
+  const writeStarted = performance.now();
   const refs = await writeIn(count, envelope);
+  const writeMsPerTask = (performance.now() - writeStarted) / count;
   let seen = 0;
   let done: () => void = () => {};
   const finished = new Promise<void>((resolve) => {
@@ -293,7 +297,7 @@ async function benchExecutor(
     `executor ${label}: ${count} tasks in ${seconds.toFixed(2)} s = ${(count / seconds).toFixed(0)} tasks/s (${WORKERS} workers); ` +
       `CPU per task: node ${perTask(cpuBefore.node, cpuAfter.node)} (main thread ${perTask(cpuBefore.main, cpuAfter.main)}), redis ${perTask(cpuBefore.redis, cpuAfter.redis)}, ` +
       `kafka ${perTask(cpuBefore.kafka, cpuAfter.kafka)}; Redis memory per queued task ${bytesPerTask.toFixed(0)} B; ` +
-      `read per task ${readPerTask.toFixed(0)} KiB`,
+      `read per task ${readPerTask.toFixed(0)} KiB; writing in ${(writeMsPerTask * 1000).toFixed(0)} µs per task; record cache ${cacheLine(fetcher)}`,
   );
   await slow('executor.drain', executor.drain());
   await slow('journal.close', journal.close());
@@ -303,6 +307,17 @@ async function benchExecutor(
   await new QueueAdmin(queue).purge();
   await queue.close();
   return count / seconds;
+}
+
+/** The fetcher's record cache over a run: how many wanted records it answered, and its neighbours' fate. */
+function cacheLine(fetcher: Partial<Pick<Fetcher, 'cacheStats'>>): string {
+  // The baseline tree's fetcher (run with this bench) has no counters.
+  const stats = fetcher.cacheStats?.();
+  if (!stats) return 'n/a';
+  return (
+    `hits ${stats.hits}, misses ${stats.misses}, neighbours kept ${stats.neighbours}, ` +
+    `of which evicted unread ${stats.evictedUnread}`
+  );
 }
 
 /** The unordered run once per bulkhead scope, ROUNDS times interleaved; then each scope's ratio to the first. */

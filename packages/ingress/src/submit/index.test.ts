@@ -35,13 +35,13 @@ class CountingProducer {
   readonly producer: KafkaProducer = {
     connect: () => this.real.connect(),
     disconnect: () => this.real.disconnect(),
-    send: async (topic, records, timeoutMs) => {
+    send: async (topic, records, timeoutMs, options) => {
       this.calls.push(records);
       const failing = this.failures > 0;
       if (failing) this.failures--;
       await this.gate;
       if (failing) throw new Error('broker said no');
-      return this.real.send(topic, records, timeoutMs);
+      return this.real.send(topic, records, timeoutMs, options);
     },
   };
 }

@@ -40,7 +40,8 @@ export function kafkaSubmit(
   signer?: EntrySigner,
 ): Submit {
   const batcher = new ProduceBatcher(
-    (records) => producer().then((p) => p.send(topic, records, timeoutMs)),
+    // `in` is read by offset (the executor's fetcher): big records in small batches (SendOptions).
+    (records) => producer().then((p) => p.send(topic, records, timeoutMs, { readByOffset: true })),
     batching,
   );
   return async (key, value, headers) => {

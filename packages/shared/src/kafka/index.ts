@@ -16,6 +16,7 @@ export {
   type ConsumerOptions,
   type FetchedRecord,
   type Fetcher,
+  type FetcherCacheStats,
   type FetcherOptions,
   type FetchOutcome,
   headerText,
@@ -31,5 +32,6 @@ export {
   type RecordBatch,
   type RecordHeaders,
   RecordUnavailableError,
+  type SendOptions,
   type TopicSpec,
 } from './types.ts';

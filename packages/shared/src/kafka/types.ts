@@ -133,10 +133,26 @@ export interface KafkaProducer {
   /**
    * Writes `records` to `topic` with acks from all in-sync replicas, bounded by `timeoutMs` (a
    * hung broker is a `dependency_unavailable` error). A batch larger than PRODUCE_CHUNK_BYTES goes
-   * out as consecutive requests, in order, one at a time (a key's records keep their order).
+   * out as consecutive requests, in order, one at a time (a key's records keep their order); with
+   * `readByOffset`, so does one that would put more than PARTITION_BATCH_BYTES holding a big
+   * record (BIG_RECORD_BYTES) in one partition's record batch.
    */
-  send(topic: string, records: OutgoingRecord[], timeoutMs?: number): Promise<ProducedBatch[]>;
+  send(
+    topic: string,
+    records: OutgoingRecord[],
+    timeoutMs?: number,
+    options?: SendOptions,
+  ): Promise<ProducedBatch[]>;
   disconnect(): Promise<void>;
+}
+
+export interface SendOptions {
+  /**
+   * The topic is read by offset (`in`, by the executor's fetcher), which receives the whole record
+   * batch around an offset: keep a partition's batch holding a big record small (batching.ts).
+   * Topics read in order by consumers (`out`, events) are better served by big batches.
+   */
+  readByOffset?: boolean;
 }
 
 export interface TopicSpec {
@@ -210,6 +226,8 @@ export interface Fetcher {
   fetchMany(refs: readonly KafkaRef[]): Promise<FetchOutcome[]>;
   /** Bytes the kept records are charged (never above `cacheBytes`). */
   cachedBytes(): number;
+  /** What the record cache did since the fetcher was made (benchmarks and tests read it). */
+  cacheStats(): FetcherCacheStats;
   /**
    * The records of one key written at or after `sinceMs`, in order, up to the partition's end when
    * the read began: only the key's partition (the producer's key → partition mapping) is read.
@@ -218,6 +236,17 @@ export interface Fetcher {
    */
   readKey(topic: string, key: string, sinceMs: number): Promise<FetchedRecord[]>;
   close(): Promise<void>;
+}
+
+export interface FetcherCacheStats {
+  /** Wanted records answered from the cache. */
+  hits: number;
+  /** Wanted records asked of the broker. */
+  misses: number;
+  /** Records put in the cache that were not wanted by the fetch that brought them. */
+  neighbours: number;
+  /** Of those, the ones pushed out by the byte bound before anyone asked for them. */
+  evictedUnread: number;
 }
 
 export interface FetcherOptions {

@@ -325,7 +325,7 @@ async function writeReplays(replays: PlannedReplay[], target: ReplayTarget): Pro
   const at = Date.now();
   const signer = await target.signer();
   const messages = replays.map((replay) => replayMessage(replay, signer));
-  await target.producer.send(target.topicIn, messages, target.produceTimeoutMs);
+  await target.producer.send(target.topicIn, messages, target.produceTimeoutMs, { readByOffset: true });
   await target.marks.mark(replays);
   for (const { envelope } of replays) {
     const { requestId, client } = envelope.meta;

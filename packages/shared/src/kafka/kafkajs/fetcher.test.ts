@@ -33,7 +33,8 @@ describe('Kafka fetcher (read by offset)', () => {
       value: `v-${partition}-${i}`.padEnd(size, '.'),
       headers: { n: String(i) },
     }));
-    if (batch) await producer.send(topic, messages);
+    if (batch)
+      await producer.send(topic, messages, undefined, { readByOffset: true }); // as `in` is
     else for (const m of messages) await producer.send(topic, [m]);
     return messages;
   }
@@ -131,6 +132,45 @@ describe('Kafka fetcher (read by offset)', () => {
       ]);
     } finally {
       await scattered.close();
+    }
+  });
+
+  it('reads a big record of each of several partitions in one call without its neighbours (no read-ahead)', async () => {
+    const topic = uniqueName('fetch-big');
+    await createTestTopics([topic], 3);
+    // As the producer writes big records: a batch each (PARTITION_BATCH_BYTES), sent together.
+    for (const p of [0, 1, 2]) await write(topic, p, 12, 40_000, true);
+    const big = kafka.fetcher();
+    try {
+      await big.fetch(ref(topic, 0, 11)); // learns the record size (the last offset: nothing after it)
+      const before = big.cacheStats();
+      // One Fetch carries the three partitions; each is asked about one record's bytes, and only
+      // the first partition of a response is exempt from that bound: each must still come whole.
+      const outcomes = await big.fetchMany([ref(topic, 0, 3), ref(topic, 1, 5), ref(topic, 2, 7)]);
+      expect(outcomes.map((o) => value(o)?.replace(/\.+$/, ''))).toEqual(['v-0-3', 'v-1-5', 'v-2-7']);
+      const after = big.cacheStats();
+      expect(after.misses - before.misses).toBe(3);
+      expect(after.neighbours - before.neighbours).toBe(0); // what came was what was asked for
+      expect((await big.fetch(ref(topic, 1, 5))).value?.toString()).toMatch(/^v-1-5/);
+      expect(big.cacheStats().hits - after.hits).toBe(1); // and it was kept for a retry
+    } finally {
+      await big.close();
+    }
+  });
+
+  it('counts the neighbours its cache pushed out before anyone asked for them', async () => {
+    const topic = uniqueName('fetch-stats');
+    await createTestTopics([topic], 1);
+    await write(topic, 0, 6, 20_000, true); // two batches of three: the first fetch (1 MiB) brings all six
+    const small = kafka.fetcher({ cacheBytes: 50_000 }); // holds two of them
+    try {
+      expect((await small.fetch(ref(topic, 0, 0))).value?.toString()).toMatch(/^v-0-0/);
+      const stats = small.cacheStats();
+      expect(stats).toMatchObject({ hits: 0, misses: 1, neighbours: 5 });
+      expect(stats.evictedUnread).toBeGreaterThanOrEqual(3);
+      expect(small.cachedBytes()).toBeLessThanOrEqual(50_000);
+    } finally {
+      await small.close();
     }
   });
 

@@ -3,11 +3,12 @@ import { type IHeaders, type logCreator as LogCreator, Partitioners } from 'kafk
 import { LRUCache } from 'lru-cache';
 import { RequesterError } from '../../errors/index.ts';
 import type { Logger } from '../../log/index.ts';
-import { withTimeout } from '../batching.ts';
+import { BIG_RECORD_BYTES, withTimeout } from '../batching.ts';
 import type { KafkaSecurity } from '../security.ts';
 import {
   type FetchedRecord,
   type Fetcher,
+  type FetcherCacheStats,
   type FetcherOptions,
   type FetchOutcome,
   type KafkaRef,
@@ -111,12 +112,17 @@ class KafkaFetcher implements Fetcher {
   private readonly cache: LRUCache<string, FetchedRecord> | undefined;
   /** Bytes per record last seen in each topic's responses: what sizes the next fetches. */
   private readonly recordBytes = new Map<string, number>();
+  /** Neighbours in the cache that no fetch has asked for yet (for cacheStats). */
+  private readonly unread = new WeakSet<FetchedRecord>();
+  private readonly stats: FetcherCacheStats = { hits: 0, misses: 0, neighbours: 0, evictedUnread: 0 };
   private next = 0;
 
   constructor(settings: FetcherSettings) {
     this.options = { ...DEFAULTS, ...definedOnly(settings) };
     this.log = settings.logger.child({ component: 'kafka-fetcher' });
-    this.cache = recordCache(this.options.cacheBytes);
+    this.cache = recordCache(this.options.cacheBytes, (record, reason) => {
+      if (reason === 'evict' && this.unread.has(record)) this.stats.evictedUnread++;
+    });
     this.clusters = Array.from({ length: this.options.connections }, () => this.newCluster(settings));
     this.connecting = this.clusters.map(() => undefined);
   }
@@ -166,9 +172,13 @@ class KafkaFetcher implements Fetcher {
     const wants = new Map<string, PartitionWant>();
     for (const ref of refs) {
       const cached = this.cache?.get(refKey(ref));
-      if (cached) found.set(refKey(ref), { ok: true, record: cached });
-      else addWant(wants, ref);
+      if (cached) {
+        this.stats.hits++;
+        this.unread.delete(cached);
+        found.set(refKey(ref), { ok: true, record: cached });
+      } else addWant(wants, ref);
     }
+    for (const want of wants.values()) this.stats.misses += want.offsets.length;
     if (wants.size > 0) await this.resolve(wants, found);
     return refs.map(
       (ref) =>
@@ -181,6 +191,10 @@ class KafkaFetcher implements Fetcher {
 
   cachedBytes(): number {
     return this.cache?.calculatedSize ?? 0;
+  }
+
+  cacheStats(): FetcherCacheStats {
+    return { ...this.stats };
   }
 
   /**
@@ -403,15 +417,21 @@ class KafkaFetcher implements Fetcher {
 
   /**
    * Bytes to ask of a range: enough for the span of its wanted offsets at the topic's record
-   * size last seen, at least READ_AHEAD_BYTES, at most `partitionMaxBytes` (all of it while the
-   * size is unknown). Wants spread over a partition take a round each whatever is asked, and with
-   * large records a full-size range per round was mostly bytes that nobody wanted: the broker
-   * read and sent them, kafkajs received and decoded them.
+   * size last seen, at most `partitionMaxBytes` (all of it while the size is unknown). Small
+   * records get at least READ_AHEAD_BYTES (their neighbours are cheap and cached). Big ones
+   * (BIG_RECORD_BYTES) get the span and a quarter more, no read-ahead: the producer keeps their
+   * batches small (PARTITION_BATCH_BYTES), and the next records of a partition are mostly wanted
+   * by lease batches far off (a lease takes a shard's tasks, scattered over the whole backlog), so
+   * read-ahead records were received, cached and evicted unread. The quarter covers what the
+   * estimate leaves out (batch headers, record headers): the broker holds to the bytes asked for
+   * every partition of a response but the first, and a batch cut short returns no record at all.
+   * Wants spread over a partition take a round each whatever is asked.
    */
   private rangeBytes(offsets: bigint[], perRecord?: number): number {
     const max = this.options.partitionMaxBytes;
     if (perRecord === undefined) return max;
     const span = Number(offsets.at(-1)! - offsets[0]!) + 1;
+    if (perRecord >= BIG_RECORD_BYTES) return Math.min(max, Math.ceil(perRecord * span * BIG_RECORD_MARGIN));
     return Math.min(max, Math.max(READ_AHEAD_BYTES, Math.ceil(perRecord * span)));
   }
 
@@ -511,6 +531,10 @@ class KafkaFetcher implements Fetcher {
     if (held) return held;
     const record = ownedRecord(topic, partition, raw);
     cache.set(key, record);
+    if (!isWanted) {
+      this.stats.neighbours++;
+      this.unread.add(record);
+    }
     return record;
   }
 
@@ -652,7 +676,7 @@ function ownCopy(view: Buffer | null): Buffer | null {
 const defaultPartitioner = Partitioners.DefaultPartitioner();
 
 /** The partition the adapter's producer (kafkajs's default partitioner, murmur2) writes `key` to. */
-export function partitionOfKey(key: string, partitions: number): number {
+export function partitionOfKey(key: string | Buffer, partitions: number): number {
   const partitionMetadata = Array.from({ length: partitions }, (_, partitionId) => ({
     partitionId,
     leader: 0,
@@ -684,11 +708,15 @@ function definedOnly<T extends object>(value: T): Partial<T> {
  * charged its key and value plus RECORD_OVERHEAD_BYTES (ref, headers, the LRU's slots). A record
  * bigger than the whole bound is not kept.
  */
-function recordCache(maxBytes: number): LRUCache<string, FetchedRecord> | undefined {
+function recordCache(
+  maxBytes: number,
+  dispose: (record: FetchedRecord, reason: LRUCache.DisposeReason) => void,
+): LRUCache<string, FetchedRecord> | undefined {
   if (maxBytes <= 0) return undefined;
   return new LRUCache<string, FetchedRecord>({
     maxSize: maxBytes,
     sizeCalculation: chargedBytes,
+    dispose: (record, _key, reason) => dispose(record, reason),
   });
 }
 
@@ -704,8 +732,8 @@ function chargedBytes(record: { key: Buffer | null; value: Buffer | null }): num
  */
 const READ_AHEAD_BYTES = 256 * 1024;
 
-/** A record this big is cached whenever a response brings it (see absorb). */
-const BIG_RECORD_BYTES = 8 * 1024;
+/** A range of big records asks this much more than its records' estimated bytes (see rangeBytes). */
+const BIG_RECORD_MARGIN = 1.25;
 
 /** Most ranges of one partition fetched at once (each a Fetch request of its own). */
 const MAX_RANGES = 8;

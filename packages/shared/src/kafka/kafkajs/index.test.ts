@@ -10,7 +10,7 @@ import {
   testKafka,
   uniqueName,
 } from '../../testing/index.ts';
-import { chunksOf, PRODUCE_CHUNK_BYTES } from '../batching.ts';
+import { BIG_RECORD_BYTES, chunksOf, PARTITION_BATCH_BYTES, PRODUCE_CHUNK_BYTES } from '../batching.ts';
 import { kafkaSecurityFrom } from '../security.ts';
 import type { KafkaClient } from '../types.ts';
 import { isRetriableKafkaError } from './errors.ts';
@@ -188,6 +188,80 @@ describe('produce', () => {
     ]);
     expect(chunksOf([], PRODUCE_CHUNK_BYTES)).toEqual([]);
   });
+
+  it("caps a partition's batch holding a big record at PARTITION_BATCH_BYTES; small records pack as before", () => {
+    const big = (partition: number, i: number) => ({ partition, key: `b${i}`, value: 'v'.repeat(40 * 1024) });
+    const small = (partition: number, i: number) => ({ partition, key: `s${i}`, value: 'v'.repeat(100) });
+    const records = [big(0, 0), big(1, 1), big(0, 2), small(0, 3), big(0, 4), big(1, 5), small(2, 6)];
+    const chunks = chunksOf(records, PRODUCE_CHUNK_BYTES, (r) => r.partition ?? 'unkeyed');
+    expect(chunks.flat()).toEqual(records);
+    // Two big records of one partition never share a request; other partitions ride along.
+    expect(chunks.map((chunk) => chunk.map((m) => m.key))).toEqual([
+      ['b0', 'b1'],
+      ['b2', 's3'],
+      ['b4', 'b5', 's6'],
+    ]);
+    const smalls = Array.from({ length: 2_000 }, (_, i) => small(0, i)); // ~250 KiB to one partition
+    expect(chunksOf(smalls, PRODUCE_CHUNK_BYTES, (r) => r.partition ?? 'unkeyed')).toHaveLength(1);
+    expect(2 * 40 * 1024).toBeGreaterThan(PARTITION_BATCH_BYTES);
+    expect(40 * 1024).toBeGreaterThanOrEqual(BIG_RECORD_BYTES);
+  });
+
+  it('writes big records of a topic read by offset in batches of their own, by named partition or by key', async () => {
+    const topic = uniqueName('produce-big');
+    const kafka = testKafka();
+    const admin = kafka.admin();
+    const producer = kafka.producer();
+    await Promise.all([admin.connect(), producer.connect()]);
+    try {
+      await admin.ensureTopics([{ topic, numPartitions: 2, replicationFactor: 1 }]);
+      const value = 'v'.repeat(40 * 1024);
+      const readByOffset = { readByOffset: true };
+      const named = await producer.send(
+        topic,
+        [0, 1, 0, 1, 0].map((partition) => ({ partition, value })),
+        undefined,
+        readByOffset,
+      );
+      // Three requests (partitions in any order within one): each a batch of one record per partition.
+      expect(named.map((b) => `${b.partition}@${b.baseOffset}`).sort()).toEqual([
+        '0@0',
+        '0@1',
+        '0@2',
+        '1@0',
+        '1@1',
+      ]);
+      const smalls = await producer.send(
+        topic,
+        [0, 0, 0].map((partition) => ({ partition, value: 's' })),
+        undefined,
+        readByOffset,
+      );
+      expect(smalls).toEqual([{ topic, partition: 0, baseOffset: '3' }]); // one batch, as before
+      // Keyed: the producer now knows the topic's partitions, so distinct keys of one partition split.
+      const keys = Array.from({ length: 6 }, (_, i) => `key-${i}`);
+      const keyed = await producer.send(
+        topic,
+        keys.map((key) => ({ key, value })),
+        undefined,
+        readByOffset,
+      );
+      const offsets = await admin.topicOffsets(topic); // partitions in any order
+      const p0 = offsets.find((o) => o.partition === 0);
+      const p1 = offsets.find((o) => o.partition === 1);
+      // Every keyed record is a batch (a request's entry) of its own in its partition.
+      expect(keyed).toHaveLength(keys.length);
+      expect(Number(p0?.high) + Number(p1?.high)).toBe(5 + 3 + keys.length);
+      // Without the option (a topic read in order), big records share their partition's batch.
+      const shared = await producer.send(
+        topic,
+        [0, 0, 0].map((partition) => ({ partition, value })),
+      );
+      expect(shared).toEqual([{ topic, partition: 0, baseOffset: String(Number(p0?.high)) }]);
+    } finally {
+      await Promise.all([admin.disconnect(), producer.disconnect()]);
+    }
+  }, 60_000);
 });
 
 describe('kafkaLogCreator', () => {
