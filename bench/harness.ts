@@ -27,7 +27,36 @@ export function childProcesses(): ChildProcess[] {
   process.on('exit', () => {
     for (const child of children) if (child.exitCode === null) child.kill('SIGTERM');
   });
-  process.on('SIGINT', () => process.exit(130));
-  process.on('SIGTERM', () => process.exit(143));
+  exitOnSignals();
   return children;
+}
+
+const stops = new Set<() => Promise<unknown>>();
+let signalsHandled = false;
+
+/**
+ * Runs `stop` (at most 60 s) before this script exits on SIGINT or SIGTERM: for what an exit alone
+ * does not end, e.g. a cluster topology's processes and its Redis Cluster, which are stopped by
+ * their own `shutdown`. Returns the function that unregisters it (once stopped normally).
+ */
+export function stopOnSignal(stop: () => Promise<unknown>): () => void {
+  exitOnSignals();
+  stops.add(stop);
+  return () => stops.delete(stop);
+}
+
+function exitOnSignals(): void {
+  if (signalsHandled) return;
+  signalsHandled = true;
+  let exiting = false;
+  const exitWith = (code: number) => () => {
+    if (exiting) return;
+    exiting = true;
+    const bounded = new Promise((resolve) => setTimeout(resolve, 60_000).unref());
+    void Promise.race([Promise.allSettled([...stops].map((stop) => stop())), bounded]).then(() =>
+      process.exit(code),
+    );
+  };
+  process.on('SIGINT', exitWith(130));
+  process.on('SIGTERM', exitWith(143));
 }

@@ -60,7 +60,7 @@ export class ClusterBulkhead implements Bulkhead {
     });
   }
 
-  async acquire(origin: string, limit?: number): Promise<SlotGrant> {
+  async acquire(origin: string, limit?: number, client?: string): Promise<SlotGrant> {
     const { redis, leaseMs } = this.options;
     const maxPerOrigin = capOf(this.options.maxPerOrigin, limit);
     const key = slotsKey(this.options.prefix, origin);
@@ -70,7 +70,7 @@ export class ClusterBulkhead implements Bulkhead {
       reply = await this.scripts.acquire(key, maxPerOrigin, leaseMs, lease);
     } catch (err) {
       this.failed('acquire', err);
-      return this.fallback.acquire(origin, limit);
+      return this.fallback.acquire(origin, limit, client);
     }
     const { granted, inFlight, oldestAgeMs } = reply;
     if (!granted) {

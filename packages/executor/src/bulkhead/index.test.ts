@@ -63,6 +63,38 @@ describe('LocalBulkhead', () => {
     expect(order).toEqual(['first', 'second']);
   });
 
+  it('hands a freed slot to the waiting client with the fewest calls at the origin, first come among equals', async () => {
+    // A backlog's client holds the origin's slots and has calls waiting; another client's call
+    // comes last: the next slot is its own, then A's waiters again in their order.
+    const bulkhead = new LocalBulkhead({ maxPerOrigin: 2, maxWaitMs: 60_000 });
+    const held = [
+      await bulkhead.acquire('http://a:80', undefined, 'A'),
+      await bulkhead.acquire('http://a:80', undefined, 'A'),
+    ];
+    const order: string[] = [];
+    const inLine = (name: string, client: string) =>
+      bulkhead.acquire('http://a:80', undefined, client).then((grant) => {
+        order.push(name);
+        return grant;
+      });
+    const a1 = inLine('A1', 'A');
+    const a2 = inLine('A2', 'A');
+    const b1 = inLine('B1', 'B');
+    const [first, second] = held;
+    if (first?.granted) first.release();
+    const toB = await b1;
+    expect(order).toEqual(['B1']);
+    // A and B have one call each now: the first come of them is served.
+    if (second?.granted) second.release();
+    const toA1 = await a1;
+    expect(order).toEqual(['B1', 'A1']);
+    for (const grant of [toB, toA1]) if (grant.granted) grant.release();
+    const toA2 = await a2;
+    expect(order).toEqual(['B1', 'A1', 'A2']);
+    if (toA2.granted) toA2.release();
+    expect(bulkhead.inFlight('http://a:80')).toBe(0);
+  });
+
   it('waits at most maxWaitMs in the process, then sends the task back for the rest of its wait', async () => {
     // One call in flight for 800 ms already: a slot is expected in 800 ms (random 0.5: no jitter).
     const load = new OriginLoad();

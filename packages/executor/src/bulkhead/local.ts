@@ -24,9 +24,10 @@ export type SlotGrant =
 export interface Bulkhead {
   /**
    * A slot of `origin`, if fewer than the cap are in flight; `limit` lowers the cap for this call
-   * (the origin's adaptive concurrency limit, see OriginPacer), never raises it.
+   * (the origin's adaptive concurrency limit, see OriginPacer), never raises it. `client`: whose
+   * call it is (meta.client), so that a freed slot goes to the client with the fewest calls there.
    */
-  acquire(origin: string, limit?: number): Promise<SlotGrant>;
+  acquire(origin: string, limit?: number, client?: string): Promise<SlotGrant>;
 }
 
 /** The cap for one call: MAX_WORKERS_PER_ORIGIN, or the origin's learnt limit when lower. */
@@ -112,6 +113,8 @@ interface Waiter {
   grant: (grant: SlotGrant) => void;
   /** Its cap: a freed slot goes to it only below that. */
   cap: number;
+  /** Whose call (meta.client; '' when none). */
+  client: string;
   timer: NodeJS.Timeout;
 }
 
@@ -121,8 +124,17 @@ export class LocalBulkhead implements Bulkhead {
   private readonly random: () => number;
   private readonly load: OriginLoad;
   private readonly maxWaitMs: number;
-  /** Waiters per full origin, first come first served; an origin leaves the map with its last. */
+  /**
+   * Waiters per full origin, in arrival order; an origin leaves the map with its last. A freed slot
+   * goes to the waiter whose client has the fewest calls in flight at the origin, the first come
+   * among equals: first come first served alone let a client with many tasks leased (a backlog
+   * fills every worker, most of them waiting here) take nearly every slot, and another client's
+   * task, behind them in line, was sent back to the queue again and again (the noisy-neighbour
+   * benchmark, BENCHMARKS.md "Queue: fair share between clients").
+   */
   private readonly waiters = new Map<string, Waiter[]>();
+  /** Calls in flight per origin and client (granted here), for the choice above. */
+  private readonly byClient = new Map<string, Map<string, number>>();
 
   /**
    * `load`: where calls are counted, when shared with a ClusterBulkhead (its fallback).
@@ -142,10 +154,10 @@ export class LocalBulkhead implements Bulkhead {
     this.maxWaitMs = options.maxWaitMs ?? IN_PROCESS_WAIT_MS;
   }
 
-  acquire(origin: string, limit?: number): Promise<SlotGrant> {
+  acquire(origin: string, limit?: number, client = ''): Promise<SlotGrant> {
     const inFlight = this.load.inFlight(origin);
     const cap = capOf(this.maxPerOrigin, limit);
-    if (inFlight < cap) return Promise.resolve(this.grant(origin));
+    if (inFlight < cap) return Promise.resolve(this.grant(origin, client));
     const retryInMs = waitForSlotMs(this.load.typicalCallMs(origin), inFlight, this.random());
     const waitMs = Math.min(this.maxWaitMs, retryInMs);
     if (waitMs <= 0) return Promise.resolve({ granted: false, retryInMs });
@@ -155,6 +167,7 @@ export class LocalBulkhead implements Bulkhead {
       const waiter: Waiter = {
         grant,
         cap,
+        client,
         timer: setTimeout(() => {
           this.leaveLine(origin, waiter);
           grant({ granted: false, retryInMs: Math.max(1, retryInMs - waitMs) });
@@ -164,9 +177,12 @@ export class LocalBulkhead implements Bulkhead {
     });
   }
 
-  /** A slot; its release hands it straight to the first waiter of the origin, if any. */
-  private grant(origin: string): SlotGrant {
+  /** A slot; its release hands it straight to the next waiter of the origin (see `waiters`), if any. */
+  private grant(origin: string, client: string): SlotGrant {
     const end = this.load.start(origin);
+    const clients = this.byClient.get(origin) ?? new Map<string, number>();
+    this.byClient.set(origin, clients);
+    clients.set(client, (clients.get(client) ?? 0) + 1);
     let released = false;
     return {
       granted: true,
@@ -174,14 +190,35 @@ export class LocalBulkhead implements Bulkhead {
         if (released) return;
         released = true;
         end();
-        const next = this.waiters.get(origin)?.[0];
-        // A limit lowered meanwhile: the slot is not handed on; the waiter's timer sends it back.
-        if (!next || this.load.inFlight(origin) >= next.cap) return;
+        const left = (clients.get(client) ?? 1) - 1;
+        if (left > 0) clients.set(client, left);
+        else clients.delete(client);
+        if (clients.size === 0) this.byClient.delete(origin);
+        const next = this.nextWaiter(origin);
+        if (!next) return;
         this.leaveLine(origin, next);
         clearTimeout(next.timer);
-        next.grant(this.grant(origin));
+        next.grant(this.grant(origin, next.client));
       },
     };
+  }
+
+  /**
+   * The waiter a freed slot of `origin` goes to: the fewest calls of its client in flight there,
+   * then the first come. None below its cap (a limit lowered meanwhile): the slot is not handed
+   * on, and the waiters' timers send them back.
+   */
+  private nextWaiter(origin: string): Waiter | undefined {
+    const inFlight = this.load.inFlight(origin);
+    const clients = this.byClient.get(origin);
+    let next: Waiter | undefined;
+    let fewest = Number.POSITIVE_INFINITY;
+    for (const waiter of this.waiters.get(origin) ?? []) {
+      if (inFlight >= waiter.cap) continue;
+      const calls = clients?.get(waiter.client) ?? 0;
+      if (calls < fewest) [next, fewest] = [waiter, calls];
+    }
+    return next;
   }
 
   private leaveLine(origin: string, waiter: Waiter): void {

@@ -336,7 +336,8 @@ export class Policies {
     if (paced?.admitted && paced.waitMs > 0) await sleep(paced.waitMs);
     const { pacer, adaptiveConcurrency = true } = this.modules;
     const learnt = adaptiveConcurrency ? pacer?.limitOf(origin) : undefined;
-    const grant = this.modules.bulkhead && (await this.modules.bulkhead.acquire(origin, learnt));
+    const grant =
+      this.modules.bulkhead && (await this.modules.bulkhead.acquire(origin, learnt, envelope.meta.client));
     const full = grant ? bulkheadStep(grant) : CALL;
     if (full.kind !== 'call') return { kind: 'failure', stop: full };
     try {

@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { startFront } from '../../scripts/cluster/front.ts';
-import { startTopology } from '../../scripts/cluster/topology.ts';
+import { startTopology, type Topology } from '../../scripts/cluster/topology.ts';
 import type { RunningProcess } from '../../src/runtime/index.ts';
 import type { StackEnv } from './stack.fixture.ts';
 
@@ -15,8 +15,11 @@ import type { StackEnv } from './stack.fixture.ts';
  */
 export const clusterTopology = process.env.E2E_TOPOLOGY === 'cluster';
 
-/** The running topology; `executorAdminUrls`: each executor's admin port (its /metrics). */
-export type ClusterStack = RunningProcess & { executorAdminUrls: string[] };
+/**
+ * The running topology; `executorAdminUrls`: each executor's admin port (its /metrics); `topology`:
+ * its processes, for a caller that stops and adds some (the noisy-neighbour bench's executors).
+ */
+export type ClusterStack = RunningProcess & { executorAdminUrls: string[]; topology: Topology };
 
 /**
  * `readyTimeoutMs`: how long each process may take to be ready (the topology's default 120 s);
@@ -50,6 +53,7 @@ export async function startClusterStack(
   return {
     adminPort: admin.port,
     executorAdminUrls: topology.byRole('executor').map((p) => p.adminUrl),
+    topology,
     async shutdown() {
       await admin.close();
       await topology.stop();

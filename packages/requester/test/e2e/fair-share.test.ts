@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningProcess } from '../../src/runtime/index.ts';
 import {
   dropStackDatabase,
+  postRequest,
   ResultCollector,
   type StackEnv,
   stackEnv,
@@ -70,32 +71,6 @@ async function startCountingTarget() {
   };
 }
 
-/**
- * POST /request as the API asks a client to: again after `Retry-After` on a 503 (a dependency,
- * Kafka or Redis, did not answer in time) or a 429, and again when the connection was reset before
- * an answer came. On a loaded 2-core machine the weights test failed in 4 of 6 runs while posting
- * its 2,000 requests (ECONNRESET three times, a 503 once), never on the ratio (2.817 and 3.000
- * measured). Safe: a request is identified by its requestId (a replay of the same request is
- * accepted, and the queue refuses the second copy), so the target is called once either way.
- */
-async function post(url: string, init: RequestInit): Promise<Response> {
-  for (let attempt = 1; ; attempt++) {
-    let reply: Response;
-    try {
-      reply = await fetch(url, init);
-    } catch (err) {
-      const code = (err as { cause?: { code?: string } }).cause?.code;
-      if (attempt >= 10 || (code !== 'ECONNRESET' && code !== 'UND_ERR_SOCKET' && code !== 'EPIPE'))
-        throw err;
-      continue;
-    }
-    if ((reply.status !== 503 && reply.status !== 429) || attempt >= 10) return reply;
-    await reply.arrayBuffer();
-    const seconds = Number(reply.headers.get('retry-after') ?? '1');
-    await new Promise((resolve) => setTimeout(resolve, (Number.isFinite(seconds) ? seconds : 1) * 1000));
-  }
-}
-
 describe('fair share between clients', () => {
   let stack: StackEnv;
   let running: RunningProcess;
@@ -143,7 +118,7 @@ describe('fair share between clients', () => {
     const poster = async () => {
       while (next < ids.length) {
         const id = ids[next++] as string;
-        const reply = await post(`${stack.httpUrl}/request`, {
+        const reply = await postRequest(`${stack.httpUrl}/request`, {
           method: 'POST',
           headers: { ...key.headers, 'content-type': 'application/json' },
           body: JSON.stringify({ request: { uri: uri(id) }, meta: { requestId: id } }),
@@ -160,7 +135,7 @@ describe('fair share between clients', () => {
   async function holdWorkers(gate: string): Promise<void> {
     const holder = await stackKey(stack);
     for (let i = 0; i < WORKERS; i++) {
-      const reply = await post(`${stack.httpUrl}/request`, {
+      const reply = await postRequest(`${stack.httpUrl}/request`, {
         method: 'POST',
         headers: { ...holder.headers, 'content-type': 'application/json' },
         body: JSON.stringify({
