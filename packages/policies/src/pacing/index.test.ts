@@ -124,17 +124,13 @@ describe('OriginPacer', () => {
     expect((await p.snapshot(ORIGIN)).rate).toBe(36); // never above 90 % of what the target advertised
   });
 
-  it('measures the latency floor with a probe at one call, then adapts the limit: up near the floor, down on queueing and timeouts', async () => {
+  it('adapts the concurrency limit to the latency floor: up near it, down on queueing and timeouts', async () => {
     const p = pacer({ maxLimit: 16 });
     await p.report(ORIGIN, { kind: 'failure', error: { code: 'timeout' } }, 10_000 * MS);
     expect(p.limitOf(ORIGIN)).toBe(11); // 16 × 0.7
-    // The first success starts a probe: one call at a time until the floor is measured.
+    // The first success is the floor (the first calls of a burst find the target's queue empty).
     await p.report(ORIGIN, ok, 5 * MS);
-    expect(await p.snapshot(ORIGIN)).toMatchObject({ probing: true, limit: 1 });
-    // Its samples are the calls that started once those already out were answered (Redis time):
-    // report until it has them, then the limit goes back to where it was.
-    await reportUntil(p, 5, async () => !(await p.snapshot(ORIGIN)).probing);
-    expect(await p.snapshot(ORIGIN)).toMatchObject({ floorMs: 5, limit: 11.2 });
+    expect(await p.snapshot(ORIGIN)).toMatchObject({ floorMs: 5, probing: false });
     for (let i = 0; i < 200; i++) await p.report(ORIGIN, ok, 5 * MS);
     expect(p.limitOf(ORIGIN)).toBe(16);
     // A queue forming at the target: the latency grows, the limit comes down.
@@ -146,8 +142,25 @@ describe('OriginPacer', () => {
     expect(q.limitOf(ORIGIN)).toBe(16);
   });
 
-  it('gives a probe up when no call succeeds: the limit goes back, with no floor to compare with', async () => {
+  it('measures the floor again with a probe at one call, and then sees a slower target as such', async () => {
     const p = pacer({ maxLimit: 16 });
+    await p.report(ORIGIN, ok, 5 * MS);
+    expect(p.limitOf(ORIGIN)).toBe(16);
+    await p.probe(ORIGIN); // due now rather than in 10 s
+    await p.report(ORIGIN, ok, 20 * MS);
+    expect(await p.snapshot(ORIGIN)).toMatchObject({ probing: true, limit: 1 });
+    // Its samples are the calls that started once those already out were answered (Redis time):
+    // report until it has them, then the limit goes back to where it was, with the new floor.
+    await reportUntil(p, 20, async () => !(await p.snapshot(ORIGIN)).probing);
+    expect(await p.snapshot(ORIGIN)).toMatchObject({ floorMs: 20, limit: 16 });
+    for (let i = 0; i < 100; i++) await p.report(ORIGIN, ok, 20 * MS);
+    expect(p.limitOf(ORIGIN)).toBe(16);
+  });
+
+  it('gives a probe up when no call succeeds: the limit goes back, the floor stays', async () => {
+    const p = pacer({ maxLimit: 16 });
+    await p.report(ORIGIN, ok, 5 * MS);
+    await p.probe(ORIGIN);
     await p.report(ORIGIN, ok, 5 * MS);
     expect(p.limitOf(ORIGIN)).toBe(1);
     const notFound: PacedOutcome = { kind: 'response', status: 404, headers: {} };
@@ -156,13 +169,10 @@ describe('OriginPacer', () => {
       await p.report(ORIGIN, notFound, 5 * MS);
       await new Promise((resolve) => setTimeout(resolve, 5));
     }
-    expect(await p.snapshot(ORIGIN)).toMatchObject({ limit: 16, floorMs: undefined });
-    // No new probe before its time, and nothing to adapt to meanwhile.
-    for (let i = 0; i < 20; i++) await p.report(ORIGIN, ok, 50 * MS);
-    expect(await p.snapshot(ORIGIN)).toMatchObject({ probing: false, limit: 16 });
+    expect(await p.snapshot(ORIGIN)).toMatchObject({ limit: 16, floorMs: 5 });
   });
 
-  it('settles near the capacity of a real target queued from the first call, and follows it down when it halves', async () => {
+  it('settles near the capacity of a real target 16 callers queue from the start, and follows it down when it halves', async () => {
     // 4 calls at once, 50 ms each, the rest queued; 16 callers admitted at the ceiling of 16.
     const target = await startPacedTargetProcess({ kind: 'capacity', concurrent: 4, serviceMs: 50 });
     try {

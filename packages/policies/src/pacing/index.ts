@@ -21,7 +21,8 @@ export { type PacedOutcome, type PaceSignal, paceSignal, type SignalKind } from 
  *   gradually (+10 % a second) up to what the target advertises (`RateLimit-Policy`). It is not
  *   a breaker failure, and the tasks it holds wait in the queue, spaced at the pace.
  * - The concurrency limit adapts: +1 per round of calls while the latency stays near its floor
- *   (the latency without load, measured by a periodic probe at one call per executor), down when
+ *   (the latency without load: the least seen, measured again every 10 s by a probe at one call
+ *   per executor), down when
  *   it grows (queueing at the target), −30 % on timeouts and 5xx (a 429 is met by the pace);
  *   MAX_WORKERS_PER_ORIGIN is its ceiling. The executor applies it to its bulkhead. The caller's
  *   own event-loop lag is allowed for: it delays the answers, it is no queue at the target.
@@ -200,6 +201,11 @@ export class OriginPacer {
       value == null ? undefined : Number(value),
     );
     return { holdUntilMs, rate, ceiling, limit, nextSlotMs, floorMs, recentMs, probing: probe !== undefined };
+  }
+
+  /** Measures the origin's latency floor again from its next answer (tests, admin). */
+  async probe(origin: string): Promise<void> {
+    await this.options.redis.hset(this.keyOf(origin), 'qn', 0);
   }
 
   /** Forgets an origin's pace (tests, admin). */

@@ -2,13 +2,16 @@
   The adaptive concurrency limit of one origin (textually included by report-1.lua after
   includes/pace.lua; its fields are listed there). What it must tell apart: a queue forming at the
   target (the latency grows with the calls we have in flight) from the target's own latency, which
-  may be queued from the very first call when the limit starts at its ceiling. A moving average of
-  the latency cannot: the "usual" latency is then the queued one. So the latency without load (the
-  floor) is measured directly, as Envoy's adaptive concurrency filter does its minRTT:
-    probe    every 10 s (or 100 floors, if longer), and on an origin's first answer: the limit
-             falls to PROBE_LIMIT per executor; once the calls in flight before it are answered
-             (one recent latency later), the least latency of the next PROBE_SAMPLES calls is the
-             floor; the limit then goes back to where it was
+  may be queued once the limit has been at its ceiling for a while. A moving average of the latency
+  cannot: the "usual" latency is then the queued one. So the latency without load (the floor) is
+  the least one seen, and measured again periodically, as Envoy's adaptive concurrency filter does
+  its minRTT:
+    first    the first answers of an origin: the first calls of a burst find the target's queue
+             empty (those behind them queue), so the least of them is the floor
+    probe    every 10 s (or 100 floors, if longer): the limit falls to PROBE_LIMIT per executor;
+             once the calls in flight before it are answered (one recent latency later), the least
+             latency of the next PROBE_SAMPLES calls is the floor (a slower target is then seen as
+             such); the limit goes back to where it was
     between  per success, the limit grows by 1/limit (+1 per round of calls) while the recent
              latency (a fast moving average) stays within TOLERANCE × floor + SLACK_MS + the
              reporting process's own event-loop lag, and shrinks by as much when it does not: it
@@ -69,6 +72,13 @@ end
 -- A successful answer that took `latency` ms, reported at `now`, by a process whose event loop
 -- lags by `lagMs`.
 local function limitSample(s, now, latency, lagMs, maxLimit)
+  if s.floor == nil and s.probe == nil then
+    -- No probe at first sight: it would hold a new origin's first burst at one call at a time.
+    s.floor = latency
+    s.recent = latency
+    s.nextProbe = now + PROBE_EVERY_MS
+    return
+  end
   if s.probe == nil and now >= s.nextProbe then
     s.probe = now
     -- Calls already out when the limit falls are answered within about one latency: later ones
@@ -88,9 +98,6 @@ local function limitSample(s, now, latency, lagMs, maxLimit)
     end
     return
   end
-  if s.floor == nil then
-    return -- the last probe saw no success: nothing to compare with until the next one
-  end
   s.floor = math.min(s.floor, latency)
   s.recent = s.recent and s.recent + RECENT_WEIGHT * (latency - s.recent) or latency
   if s.recent <= TOLERANCE * s.floor + SLACK_MS + lagMs then
@@ -100,7 +107,8 @@ local function limitSample(s, now, latency, lagMs, maxLimit)
   end
 end
 
--- Every answer: ends a probe that has its samples, or has waited long enough for them.
+-- Every answer: ends a probe that has its samples, or has waited long enough for them (with none,
+-- the floor stays as it was).
 local function limitTick(s, now)
   if s.probe == nil then
     return
