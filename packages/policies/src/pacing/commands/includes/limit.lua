@@ -14,9 +14,12 @@
              such); the limit goes back to where it was
     between  per success, the limit grows by 1/limit (+1 per round of calls) while the recent
              latency (a fast moving average) stays within TOLERANCE × floor + SLACK_MS + the
-             reporting process's own event-loop lag, and shrinks by as much when it does not: it
-             settles where half the answers are within it, a queue of about a fifth of the target's
-             capacity; a lower latency lowers the floor at once
+             reporting process's own event-loop lag, and shrinks by as much when it does not (it
+             settles where half the answers are within it); a lower latency lowers the floor at
+             once. It does not shrink while fewer than half of it are in flight (the rate the gate
+             counts × the recent latency, Little's law, over every executor): the limit does not
+             bind then, so a latency above the bound is not our queue (a slower target, a loaded
+             machine), and lowering it would only bunch the calls it then holds back
     overload (timeout, transport error, 5xx) −30 %, once per burst (report-1.lua decides when)
   The lag term: a client whose event loop is busy reads its answers late, by the same amount
   whatever the origin's queue; the floor (a minimum) has none of it, the recent latency all of it.
@@ -71,7 +74,7 @@ end
 
 -- A successful answer that took `latency` ms, reported at `now`, by a process whose event loop
 -- lags by `lagMs`.
-local function limitSample(s, now, latency, lagMs, maxLimit)
+local function limitSample(s, now, latency, lagMs, maxLimit, sendingPerSec)
   if s.floor == nil and s.probe == nil then
     -- No probe at first sight: it would hold a new origin's first burst at one call at a time.
     s.floor = latency
@@ -102,7 +105,7 @@ local function limitSample(s, now, latency, lagMs, maxLimit)
   s.recent = s.recent and s.recent + RECENT_WEIGHT * (latency - s.recent) or latency
   if s.recent <= TOLERANCE * s.floor + SLACK_MS + lagMs then
     s.c = math.min(maxLimit, s.c + 1 / s.c)
-  else
+  elseif sendingPerSec * s.recent / 1000 >= s.c / 2 then
     s.c = math.max(1, s.c - 1 / s.c)
   end
 end
