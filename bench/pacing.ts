@@ -227,8 +227,8 @@ async function quota(adaptive: boolean) {
   return { adaptive, run, served, refused, arrivals: arrivals.map((a) => [a.at - t0, a.status] as const) };
 }
 
-/** The healthy origin's schedule: a call every 2.5 ms (400/s), whatever the first origin does. */
-const HEALTHY_EVERY_MS = 2.5;
+/** The healthy origin's schedule: a call every 10 ms (100/s), whatever the first origin does. */
+const HEALTHY_EVERY_MS = 10;
 
 async function capacity(adaptive: boolean) {
   const target = await startPacedTargetProcess({ kind: 'capacity', concurrent: 8, serviceMs: 5 });
