@@ -111,7 +111,7 @@ elseif now >= hold then
     end
   end
   if latency > 0 then
-    limitSample(limit, now, latency, lagMs, maxLimit, math.max(sendingNow or 0, sendingBefore or 0))
+    limitSample(limit, now, latency, lagMs, maxLimit, math.max(sendingNow or 0, sendingBefore or 0), rate ~= nil)
   end
 end
 limitTick(limit, now)

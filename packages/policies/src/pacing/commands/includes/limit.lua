@@ -74,7 +74,7 @@ end
 
 -- A successful answer that took `latency` ms, reported at `now`, by a process whose event loop
 -- lags by `lagMs`.
-local function limitSample(s, now, latency, lagMs, maxLimit, sendingPerSec)
+local function limitSample(s, now, latency, lagMs, maxLimit, sendingPerSec, paced)
   if s.floor == nil and s.probe == nil then
     -- No probe at first sight: it would hold a new origin's first burst at one call at a time.
     s.floor = latency
@@ -82,7 +82,11 @@ local function limitSample(s, now, latency, lagMs, maxLimit, sendingPerSec)
     s.nextProbe = now + PROBE_EVERY_MS
     return
   end
-  if s.probe == nil and now >= s.nextProbe then
+  if s.probe == nil and now >= s.nextProbe and paced then
+    -- Not while the origin is paced: the calls held back by a limit of 1 would leave bunched as it
+    -- ends, into one of the target's windows. Its pace, not its queue, limits it meanwhile.
+    s.nextProbe = now + PROBE_EVERY_MS
+  elseif s.probe == nil and now >= s.nextProbe then
     s.probe = now
     -- Calls already out when the limit falls are answered within about one latency: later ones
     -- find the target's queue empty.
