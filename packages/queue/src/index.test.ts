@@ -11,7 +11,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { expireCapSlots, expireLeases, leaseAll, sleep, uniquePrefix } from '../test/queue.fixture.ts';
 import { QueueAdmin } from './admin.ts';
 import { CAP_GRACE_MS, FairQueue, type FairQueueOptions, type LeasedTask } from './index.ts';
-import { shardKey } from './keys.ts';
+import { shardKey, shardOfPartition } from './keys.ts';
 
 const haveRedisServer = redisServerAvailable();
 if (!haveRedisServer) {
@@ -567,6 +567,29 @@ describe.each([single, clustered])('FairQueue on $name', (target) => {
       await one.setClientMaxInFlight('capped', 0);
       expect(clientOf(await leaseAll(one, 10), 'capped')).toHaveLength(3);
       expect(await one.clientCaps()).toEqual(new Map());
+    });
+
+    test('a lease goes past shards holding only clients at their caps, and finds the work behind them', async () => {
+      // Found by the model test: a lease of 1 visited two shards of a capped client, found nothing
+      // it could take there, and came back empty while another shard had a task of another client.
+      const prefix = uniquePrefix();
+      const holder = makeQueue({}, prefix);
+      const fresh = makeQueue({}, prefix);
+      await holder.setClientMaxInFlight('capped', 1);
+      // The capped client's tasks in every shard but the last; the free task in the last, which a
+      // fresh worker's cursor reaches after all the others.
+      const cappedIds: string[] = [];
+      for (let i = 0; cappedIds.length < 14; i++) {
+        const id = `c${i} @capped`;
+        if (shardOfPartition(id, 8) !== 7) cappedIds.push(id);
+      }
+      let free = '';
+      for (let i = 0; !free; i++) if (shardOfPartition(`f${i} @free`, 8) === 7) free = `f${i} @free`;
+      await holder.publish(cappedIds.map((id) => ({ id, payload: '' })));
+      const held = await leaseAll(holder, 10);
+      expect(held).toHaveLength(1);
+      await holder.publish([{ id: free, payload: '' }]);
+      expect(ids((await fresh.lease(1, 30_000)).tasks)).toEqual([free]);
     });
 
     test('a heartbeat keeps the slots; the slots of a dead worker come back after its leases expire', async () => {

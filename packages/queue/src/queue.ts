@@ -287,10 +287,16 @@ export class FairQueue {
     if (Date.now() - this.view.refreshedAt >= this.refreshMs) await this.refreshView();
     const tasks: LeasedTask[] = [];
     await this.leaseWaveWithCaps(this.allocate(k, this.shardsPerLease), leaseMs, tasks, k);
-    if (tasks.length < k) {
-      // The partitions met had fewer due tasks than the quantum assumed: one more round trip,
-      // one task per ready partition over as many shards as it takes.
-      await this.leaseWaveWithCaps(this.allocate(k - tasks.length, this.shards), leaseMs, tasks, k);
+    // The partitions met had fewer due tasks than the quantum assumed: more round trips, one task
+    // per ready partition over as many shards as it takes. Another round only when the last one
+    // met shards holding nothing but clients at their caps: those are now idle in the view
+    // (leaseWave), so the next round looks further, and a lease does not come back empty while
+    // another shard has work. Each such round idles a shard or more: at most as many as shards.
+    for (let round = 0; tasks.length < k && round < this.shards; round++) {
+      const wave = this.allocate(k - tasks.length, this.shards);
+      if (wave.asks.size === 0) break;
+      const idledCapped = await this.leaseWaveWithCaps(wave, leaseMs, tasks, k);
+      if (!idledCapped) break;
     }
     queueMetrics.leaseLatency.observe({ queue: this.name }, (performance.now() - started) / 1000);
     if (tasks.length > 0) {
@@ -751,10 +757,17 @@ export class FairQueue {
 
   /**
    * A wave, and when it met capped clients this process did not know waited there, a second visit
-   * of those shards with their cap slots (never more than k tasks in all).
+   * of those shards with their cap slots (never more than k tasks in all). True when a shard gave
+   * nothing for its clients being at their caps (idle in the view for a while since).
    */
-  private async leaseWaveWithCaps(wave: Wave, leaseMs: number, into: LeasedTask[], k: number): Promise<void> {
-    const metCaps = await this.leaseWave(wave, leaseMs, into);
+  private async leaseWaveWithCaps(
+    wave: Wave,
+    leaseMs: number,
+    into: LeasedTask[],
+    k: number,
+  ): Promise<boolean> {
+    const first = await this.leaseWave(wave, leaseMs, into);
+    const metCaps = first.metCaps;
     let remaining = k - into.length;
     const asks = new Map<number, number>();
     for (const shard of metCaps) {
@@ -763,15 +776,23 @@ export class FairQueue {
       asks.set(shard, ask);
       remaining -= ask;
     }
-    if (asks.size > 0) await this.leaseWave({ asks, quantum: wave.quantum }, leaseMs, into);
+    if (asks.size === 0) return first.idledCapped;
+    return (
+      (await this.leaseWave({ asks, quantum: wave.quantum }, leaseMs, into)).idledCapped || first.idledCapped
+    );
   }
 
   /**
-   * One lease call per shard of the wave, pipelined. Returns the shards where capped clients this
+   * One lease call per shard of the wave, pipelined. `idledCapped`: a shard gave nothing for its
+   * clients being at their caps. `metCaps`: the shards where capped clients this
    * process had not known of were skipped for want of cap slots (worth a second visit with slots).
    */
-  private async leaseWave({ asks, quantum }: Wave, leaseMs: number, into: LeasedTask[]): Promise<number[]> {
-    if (asks.size === 0) return [];
+  private async leaseWave(
+    { asks, quantum }: Wave,
+    leaseMs: number,
+    into: LeasedTask[],
+  ): Promise<{ metCaps: number[]; idledCapped: boolean }> {
+    if (asks.size === 0) return { metCaps: [], idledCapped: false };
     const slots = await this.takeCapSlots(asks, leaseMs);
     const args = (shard: number, ask: number) => ({
       partitionConcurrency: this.partitionConcurrency,
@@ -794,6 +815,7 @@ export class FairQueue {
     let deadLettered = 0;
     const unused: CapHold[] = [];
     const metCaps: number[] = [];
+    let idledCapped = false;
     settled.forEach((outcome, i) => {
       const shard = shards[i] as number;
       const given = slots.get(shard);
@@ -824,6 +846,7 @@ export class FairQueue {
         // Its ready work is all of clients at their caps: not worth a visit per lease call.
         const inMs = reply.nextEvent >= 0 ? Math.min(reply.nextEvent, CAP_RETRY_MS) : CAP_RETRY_MS;
         this.view.update(shard, 0, inMs);
+        idledCapped = true;
       }
     });
     this.countReclaimed(reclaimed, deadLettered);
@@ -833,7 +856,7 @@ export class FairQueue {
       if (into.length === 0) throw failure;
       this.logger?.warn({ err: failure, queue: this.name }, 'lease failed on a shard');
     }
-    return metCaps;
+    return { metCaps, idledCapped };
   }
 
   private countReclaimed(reclaimed: number, deadLettered: number): void {
