@@ -18,6 +18,9 @@ local now = nowMs()
 
 local readyBefore = redis.call('ZCARD', K_READY)
 local reply = { 0, 0, 0 }
+-- The acked ids leave `tasks` and enter `done` in one write each, after the loop (place reads neither).
+local acked = {}
+local doneAt = {}
 for i = 1, n do
   local token = ARGV[3 + i]
   if redis.call('ZREM', K_LEASES, token) == 1 then
@@ -29,8 +32,9 @@ for i = 1, n do
       partition = loadRecord(id)[R_PARTITION]
       releaseRunning(partition, unorderedLimit)
     end
-    redis.call('HDEL', K_TASKS, id)
-    redis.call('ZADD', K_DONE, now, id)
+    acked[#acked + 1] = id
+    doneAt[#doneAt + 1] = now
+    doneAt[#doneAt + 1] = id
     if limited then
       place(partition, now, unorderedLimit)
     end
@@ -38,6 +42,12 @@ for i = 1, n do
   else
     reply[#reply + 1] = 0
   end
+end
+
+for from = 1, #acked, 512 do
+  local to = math.min(#acked, from + 511)
+  redis.call('HDEL', K_TASKS, unpack(acked, from, to))
+  redis.call('ZADD', K_DONE, unpack(doneAt, 2 * from - 1, 2 * to))
 end
 
 -- Trim the dedup window on write; bounded per call, and each ack adds only one entry.
