@@ -21,9 +21,27 @@ local reply = { 0, 0, 0 }
 -- The acked ids leave `tasks` and enter `done` in one write each, after the loop (place reads neither).
 local acked = {}
 local doneAt = {}
+-- Which tokens are still leased: one read, then one write for all of them.
+local live = {}
+local liveTokens = {}
+for from = 1, n, 512 do
+  local to = math.min(n, from + 511)
+  local scores = redis.call('ZMSCORE', K_LEASES, unpack(ARGV, 3 + from, 3 + to))
+  for i = from, to do
+    local token = ARGV[3 + i]
+    if scores[i - from + 1] and not live[token] then
+      live[token] = true
+      liveTokens[#liveTokens + 1] = token
+    end
+  end
+end
+for from = 1, #liveTokens, 512 do
+  redis.call('ZREM', K_LEASES, unpack(liveTokens, from, math.min(#liveTokens, from + 511)))
+end
 for i = 1, n do
   local token = ARGV[3 + i]
-  if redis.call('ZREM', K_LEASES, token) == 1 then
+  if live[token] == true then
+    live[token] = false -- the same token twice: settled once
     local id, _, limited = parseLeaseToken(token)
     -- A partition held back by its in-flight limit (ordered: this task) may run again. Without a
     -- limit, an ack changes neither the head nor whether the partition may run: no record read.
