@@ -281,7 +281,7 @@ async function main() {
         waits.push({ side: side.name, ...w });
       }
     }
-    const command = `pnpm exec node packages/queue/bench/fair-share-bench.ts${quick ? ' --quick' : ''}${million ? ' --million' : ''}${urlArg ? ` --url ${urlArg}` : ''}`;
+    const command = `pnpm exec node packages/queue/bench/fair-share-bench.ts${quick ? ' --quick' : ''}${million ? ' --million' : ''}${option('--baseline') ? ` --baseline ${option('--baseline')}` : ''}${urlArg ? ` --url ${urlArg}` : ''}`;
     const section = render({ machine, sides, tps, cap, waits, command, privateRedis: !urlArg });
     console.log(section);
     if (write)
