@@ -155,6 +155,42 @@ async function throughput(sides: Side[], clients: number) {
   }
 }
 
+/** A cap far above what 4 loops of lease(100) can hold in flight: it never binds, so only its cost shows. */
+const NEVER_BINDING_CAP = 1_000_000;
+/** Capped leases are several times slower: a quarter of the drain keeps the run in minutes. */
+const CAP_DRAIN = DRAIN / 4;
+
+/**
+ * The cost of a per-client cap: lease+ack throughput of `clients` clients all capped (a cap that
+ * never binds: every lease takes cap slots in each client's slot, every ack gives them back)
+ * against the same clients uncapped, this queue on both sides, alternating rounds.
+ */
+async function capCost(side: Side, clients: number) {
+  const prefixes = ['uncapped', 'capped'].map((tag) => `bench:${randomBytes(4).toString('hex')}:${tag}:`);
+  try {
+    const filled = CAP_DRAIN + ROUNDS * WORKER_LOOPS * LEASE_K;
+    for (const prefix of prefixes) await publishAll(newQueue(side, prefix), filled, taskOf(clients, 'req'));
+    const capped = newQueue(side, prefixes[1] as string);
+    for (let at = 0; at < clients; at += 50) {
+      const batch = Array.from({ length: Math.min(50, clients - at) }, (_, i) => `c${at + i}`);
+      await Promise.all(batch.map((client) => capped.setClientMaxInFlight(client, NEVER_BINDING_CAP)));
+    }
+    await capped.close();
+    const rates: number[][] = prefixes.map(() => []);
+    const perRound = Math.floor(CAP_DRAIN / ROUNDS);
+    for (let round = 0; round < ROUNDS; round++) {
+      for (const [p, prefix] of prefixes.entries()) rates[p]?.push(await drain(side, prefix, perRound));
+      log(
+        `${clients} clients uncapped / capped, round ${round + 1}:`,
+        rates.map((r) => fmt(r.at(-1) ?? 0)).join(' / '),
+      );
+    }
+    return { clients, rates, medians: rates.map(median) };
+  } finally {
+    for (const prefix of prefixes) await destroy(side, prefix);
+  }
+}
+
 /**
  * Client A's backlog (one partition per task); WORKER_LOOPS loops drain it, and once they have
  * leased a few rounds (so they are under way, as executors are), client B publishes 10 tasks.
@@ -236,6 +272,7 @@ async function main() {
     };
     log('machine', machine);
     const tps = [await throughput(sides, 1), await throughput(sides, 1000)];
+    const cap = await capCost(sides[1] as Side, 1000);
     const waits = [];
     for (const backlog of BACKLOGS) {
       for (const side of sides) {
@@ -244,10 +281,14 @@ async function main() {
         waits.push({ side: side.name, ...w });
       }
     }
-    const command = `pnpm exec node packages/queue/bench/fair-share-bench.ts${quick ? ' --quick' : ''}${million ? ' --million' : ''}${urlArg ? ` --url ${urlArg}` : ''}`;
-    const section = render({ machine, sides, tps, waits, command, privateRedis: !urlArg });
+    const command = `pnpm exec node packages/queue/bench/fair-share-bench.ts${quick ? ' --quick' : ''}${million ? ' --million' : ''}${option('--baseline') ? ` --baseline ${option('--baseline')}` : ''}${urlArg ? ` --url ${urlArg}` : ''}`;
+    const section = render({ machine, sides, tps, cap, waits, command, privateRedis: !urlArg });
     console.log(section);
-    if (write) writeSection(section);
+    if (write)
+      writeSection(
+        section,
+        `Run of ${new Date().toISOString().slice(0, 10)}: ${sides[1]?.name} against ${sides[0]?.name}`,
+      );
   } finally {
     for (const side of sides) side.redis.disconnect();
     await target.stop();
@@ -258,6 +299,7 @@ interface Rendered {
   machine: Record<string, unknown>;
   sides: Side[];
   tps: Array<Awaited<ReturnType<typeof throughput>>>;
+  cap: Awaited<ReturnType<typeof capCost>>;
   waits: Array<{ side: string } & Awaited<ReturnType<typeof bWait>>>;
   command: string;
   privateRedis: boolean;
@@ -265,7 +307,7 @@ interface Rendered {
 
 const TITLE = '## Queue: fair share between clients';
 
-function render({ machine, sides, tps, waits, command, privateRedis }: Rendered): string {
+function render({ machine, sides, tps, cap, waits, command, privateRedis }: Rendered): string {
   const [before, after] = sides.map((s) => s.name);
   const date = new Date().toISOString().slice(0, 10);
   const tpRows = tps
@@ -281,6 +323,8 @@ function render({ machine, sides, tps, waits, command, privateRedis }: Rendered)
       return `| ${fmt(DRAIN)} tasks, ${fmt(tp.clients)} client(s), one partition each | ${fmt(b)} | ${fmt(a)} | ${fmt(a - b)} |`;
     })
     .join('\n');
+  const [uncapped = 0, capped = 0] = cap.medians;
+  const capRow = `| ${fmt(cap.clients)} | ${fmt(uncapped)} | ${fmt(capped)} | **${fmt(capped / uncapped, 2)}** | ${cap.rates.map((r) => r.map((x) => fmt(x)).join(' / ')).join(' ‖ ')} |`;
   const waitRows = BACKLOGS.map((backlog) => {
     const b = waits.find((w) => w.side === before && w.backlog === backlog);
     const a = waits.find((w) => w.side === after && w.backlog === backlog);
@@ -306,6 +350,16 @@ ${fmt(DRAIN)} tasks drained per queue. Target: within 10 % of before (ratio ≥ 
 |---:|---:|---:|---:|---|
 ${tpRows}
 
+### Cost of a per-client cap
+
+${fmt(CAP_DRAIN)} tasks drained per queue, on ${after} alone: every client capped (\`--max-in-flight\` ${fmt(NEVER_BINDING_CAP)}, a cap that never
+binds: each lease takes cap slots in the client's own slot, each ack gives them back) against the same
+clients uncapped, alternating rounds.
+
+| clients | uncapped tasks/s | capped tasks/s | ratio | rounds (uncapped ‖ capped) |
+|---:|---:|---:|---:|---|
+${capRow}
+
 ### Redis memory per queued task
 
 \`INFO memory\` \`used_memory\` delta of the publish, divided by the tasks.
@@ -326,16 +380,21 @@ ${waitRows}
 `;
 }
 
-/** Replaces (or appends) this benchmark's section of the repo-root BENCHMARKS.md. */
-function writeSection(section: string): void {
+/**
+ * Adds this run to the "Queue: fair share between clients" section of the repo-root BENCHMARKS.md:
+ * the whole section when there is none, else a subsection at its end (earlier runs are kept: the
+ * history of the ratios is part of the record).
+ */
+function writeSection(section: string, heading: string): void {
   const file = join(git('rev-parse', '--show-toplevel'), 'BENCHMARKS.md');
   let text = readFileSync(file, 'utf8');
   const start = text.indexOf(`${TITLE}\n`);
   if (start < 0) text = `${text.trimEnd()}\n\n${section}`;
   else {
+    const run = `### ${heading}\n${section.slice(TITLE.length).replace(/^### /gm, '#### ')}`;
     const next = text.slice(start + TITLE.length).search(/^## /m);
     const end = next < 0 ? text.length : start + TITLE.length + next;
-    text = `${text.slice(0, start)}${section}${next < 0 ? '' : `\n${text.slice(end)}`}`;
+    text = `${text.slice(0, end).trimEnd()}\n\n${run.trimEnd()}\n${next < 0 ? '' : `\n${text.slice(end)}`}`;
   }
   writeFileSync(file, text.endsWith('\n') ? text : `${text}\n`);
   log(`wrote "${TITLE}" in ${file}`);

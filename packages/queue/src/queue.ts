@@ -829,7 +829,8 @@ export class FairQueue {
       reclaimed += reply.reclaimed;
       deadLettered += reply.deadLettered;
       into.push(...reply.tasks);
-      for (const task of reply.tasks) {
+      // Without cap slots for this shard (no capped client met), no task holds one: no name parsed.
+      for (const task of given ? reply.tasks : []) {
         const client = clientOfPartition(task.partition);
         const mine = given?.get(client);
         const permit = mine?.permits.shift();

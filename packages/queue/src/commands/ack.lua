@@ -18,9 +18,30 @@ local now = nowMs()
 
 local readyBefore = redis.call('ZCARD', K_READY)
 local reply = { 0, 0, 0 }
+-- The acked ids leave `tasks` and enter `done` in one write each, after the loop (place reads neither).
+local acked = {}
+local doneAt = {}
+-- Which tokens are still leased: one read, then one write for all of them.
+local live = {}
+local liveTokens = {}
+for from = 1, n, 512 do
+  local to = math.min(n, from + 511)
+  local scores = redis.call('ZMSCORE', K_LEASES, unpack(ARGV, 3 + from, 3 + to))
+  for i = from, to do
+    local token = ARGV[3 + i]
+    if scores[i - from + 1] and not live[token] then
+      live[token] = true
+      liveTokens[#liveTokens + 1] = token
+    end
+  end
+end
+for from = 1, #liveTokens, 512 do
+  redis.call('ZREM', K_LEASES, unpack(liveTokens, from, math.min(#liveTokens, from + 511)))
+end
 for i = 1, n do
   local token = ARGV[3 + i]
-  if redis.call('ZREM', K_LEASES, token) == 1 then
+  if live[token] == true then
+    live[token] = false -- the same token twice: settled once
     local id, _, limited = parseLeaseToken(token)
     -- A partition held back by its in-flight limit (ordered: this task) may run again. Without a
     -- limit, an ack changes neither the head nor whether the partition may run: no record read.
@@ -29,8 +50,9 @@ for i = 1, n do
       partition = loadRecord(id)[R_PARTITION]
       releaseRunning(partition, unorderedLimit)
     end
-    redis.call('HDEL', K_TASKS, id)
-    redis.call('ZADD', K_DONE, now, id)
+    acked[#acked + 1] = id
+    doneAt[#doneAt + 1] = now
+    doneAt[#doneAt + 1] = id
     if limited then
       place(partition, now, unorderedLimit)
     end
@@ -38,6 +60,12 @@ for i = 1, n do
   else
     reply[#reply + 1] = 0
   end
+end
+
+for from = 1, #acked, 512 do
+  local to = math.min(#acked, from + 511)
+  redis.call('HDEL', K_TASKS, unpack(acked, from, to))
+  redis.call('ZADD', K_DONE, unpack(doneAt, 2 * from - 1, 2 * to))
 end
 
 -- Trim the dedup window on write; bounded per call, and each ack adds only one entry.

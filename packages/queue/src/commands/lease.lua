@@ -62,102 +62,307 @@ if unadopted > 0 then
   end
 end
 
-local leased = {}
+--[[
+  The turns work in Lua memory and write once at the end (or before a read that must see the
+  writes): a turn costs two reads (its client's line when not cached, its partition's head) and no
+  write of its own. Deferred: the virtual times (one variadic ZADD / ZREM of `clients`), the
+  partitions out of `ready` and `cready`, the heads out of `pending`, the depth and age counts
+  (one HINCRBY per client / second), the records (one HMGET) and the leases (one ZADD).
+]]
+local leased = {} -- {id, partition, limited}
+local turnsLeft = k
 local taken = {}
--- Clients whose partitions had their quantum, or capped ones out of permits: out of `clients` for
--- the rest of this call.
-local rested = {}
 -- Capped clients out of permits with work ready here: the caller asks their slots for more.
 local wanting = {}
 
--- One task of `partition` (just taken out of `ready`), leased; the partition back in line.
--- Returns true when the partition is ready again.
-local function leaseHead(partition)
+-- Variadic writes in chunks (Lua's unpack has a stack limit).
+local function callChunked(command, key, list, width)
+  local chunk = 512 * width
+  for from = 1, #list, chunk do
+    redis.call(command, key, unpack(list, from, math.min(#list, from + chunk - 1)))
+  end
+end
+
+-- Heads leased (out of `pending` at the next flush), and the partitions whose head was taken.
+local headsOut = {}
+local headTaken = {}
+local function flushHeads()
+  callChunked('ZREM', K_PENDING, headsOut, 1)
+  headsOut = {}
+end
+
+-- Members out of `cready`, and partitions out of `ready` (unless one came back in since: readyAdd
+-- then gave it its new ticket there).
+local creadyOut = {}
+local readyOut = {}
+local function flushReady()
+  callChunked('ZREM', K_CREADY, creadyOut, 1)
+  creadyOut = {}
+  local out = {}
+  for partition in pairs(readyOut) do
+    out[#out + 1] = partition
+  end
+  callChunked('ZREM', K_READY, out, 1)
+  readyOut = {}
+end
+
+local depthOut = {} -- client -> tasks leased
+local function leaseHead(partition, client)
+  if headTaken[partition] then
+    flushHeads() -- its line is read again: the heads taken must be gone from it
+  end
   -- The invariant guarantees a due head here; the check only keeps a damaged shard from erroring.
   local head, nextHead = headAndNext(partition)
   if head then
-    local id = idOfMember(partition, head)
-    dequeue(partition, head)
-    local record = loadRecord(id)
-    ageRemove(record[R_PUBLISHED])
-    local delivery = record[R_DELIVERIES] + 1
-    local token = tokenOf(shard, id, record, delivery, limitOf(partition, unorderedLimit) > 0)
-    redis.call('ZADD', K_LEASES, now + leaseMs, token)
+    headTaken[partition] = true
+    headsOut[#headsOut + 1] = head
+    depthOut[client] = (depthOut[client] or 0) + 1
     holdRunning(partition, unorderedLimit)
-    leased[#leased + 1] = { id, partition, record[R_PAYLOAD], token, delivery, record[R_PUBLISHED], record[R_DUE] }
+    leased[#leased + 1] = { idOfMember(partition, head), partition, limitOf(partition, unorderedLimit) > 0 }
   end
   -- Back of the line (or out of it, when it may not run more or has nothing due).
-  return placeAfterLease(partition, nextHead, now, unorderedLimit)
+  local back = placeAfterLease(partition, nextHead, now, unorderedLimit)
+  if back then
+    readyOut[partition] = nil
+  end
+  return back
 end
 
-local turns = k
-while turns > 0 do
-  -- The client whose turn it is, and the runner-up's virtual time: the client is served turn after
-  -- turn (one ZSET write for the run) until its virtual time reaches the runner-up's.
-  local two = redis.call('ZRANGE', K_CLIENTS, 0, 1, 'WITHSCORES')
-  local client = two[1]
-  if not client and #rested > 0 then
+--[[
+  The clients in memory: `order` sorted by (virtual time, name), as ZRANGE orders `clients`. Read
+  by the first turns + 1; `horizon` = the last read when there were more: an unread client sorts
+  after it, so a client still before it is the lowest of all; past it, `clients` is read again.
+]]
+local order = {}
+local horizon
+local weight = {}
+local cap = {}
+-- Clients whose partitions had their quantum, or capped ones out of permits: out of the turns for
+-- the rest of this call, their virtual time kept.
+local restedSet = {}
+local restedCount = 0
+local changed = {} -- client -> entry whose virtual time changed
+local gone = {} -- clients with no ready partition left
+
+local function before(a, b)
+  return a.vt < b.vt or (a.vt == b.vt and a.name < b.name)
+end
+
+local function flushClients()
+  local adds, rems = {}, {}
+  for name, entry in pairs(changed) do
+    if gone[name] then
+      rems[#rems + 1] = name
+    else
+      adds[#adds + 1] = entry.vt
+      adds[#adds + 1] = name
+    end
+  end
+  callChunked('ZADD', K_CLIENTS, adds, 2)
+  callChunked('ZREM', K_CLIENTS, rems, 1)
+  changed = {}
+  gone = {}
+end
+
+-- Reads the first turns + 1 clients not resting (those resting are still in `clients`).
+local function readClients()
+  flushClients()
+  local count = turnsLeft + restedCount
+  local rows = redis.call('ZRANGE', K_CLIENTS, 0, count, 'WITHSCORES')
+  order = {}
+  local names = {}
+  for i = 1, #rows, 2 do
+    if not restedSet[rows[i]] then
+      order[#order + 1] = { name = rows[i], vt = tonumber(rows[i + 1]) }
+      if not weight[rows[i]] then
+        names[#names + 1] = rows[i]
+      end
+    end
+  end
+  horizon = nil
+  if #rows / 2 > count then
+    horizon = { name = rows[#rows - 1], vt = tonumber(rows[#rows]) }
+  end
+  if #names > 0 then
+    local weights = redis.call('HMGET', K_SHARES, unpack(names))
+    local caps = redis.call('HMGET', K_CAPS, unpack(names))
+    for i, name in ipairs(names) do
+      weight[name] = tonumber(weights[i] or '1')
+      cap[name] = tonumber(caps[i] or '0')
+    end
+  end
+end
+
+-- The entry at order[1] moved back (its virtual time grew): to its sorted place.
+local function resort()
+  local entry = table.remove(order, 1)
+  local lo, hi = 1, #order + 1
+  while lo < hi do
+    local mid = math.floor((lo + hi) / 2)
+    if before(order[mid], entry) then
+      lo = mid + 1
+    else
+      hi = mid
+    end
+  end
+  table.insert(order, lo, entry)
+end
+
+--[[
+  Each client's line (its partitions in `cready`) as read: members, the next one's index, whether
+  the read held the whole line, and how many partitions joined its back since. Read 2 members at
+  first (most clients get one turn per call), twice as many at each read again.
+]]
+local lines = {}
+local function frontOf(client)
+  local line = lines[client]
+  if line and line.at <= #line.members then
+    return line.members[line.at]
+  end
+  if line and line.complete and line.joined == 0 then
+    return nil
+  end
+  local want = line and math.max(2, math.min(2 * #line.members, turnsLeft + 1)) or 2
+  if line then
+    flushReady() -- what this call took from the line must be gone from what is read
+  end
+  local members = redis.call('ZRANGE', K_CREADY, '[' .. client .. '\0', '(' .. client .. '\1', 'BYLEX', 'LIMIT', 0, want)
+  lines[client] = { members = members, at = 1, complete = #members < want, joined = 0 }
+  return members[1]
+end
+
+-- Whether a partition of the client is still in line (read again when the read part is used up).
+local function hasMore(client)
+  local line = lines[client]
+  if line.at <= #line.members or line.joined > 0 then
+    return true
+  end
+  return not line.complete and frontOf(client) ~= nil
+end
+
+local function rest(entry)
+  table.remove(order, 1)
+  restedSet[entry.name] = true
+  restedCount = restedCount + 1
+  changed[entry.name] = entry
+end
+
+readClients()
+while turnsLeft > 0 do
+  local entry = order[1]
+  if horizon and (not entry or before(horizon, entry)) then
+    readClients()
+    entry = order[1]
+  end
+  if not entry and restedCount > 0 then
     break
-  elseif not client then
+  elseif not entry then
     -- Partitions of an earlier version not adopted yet (more than a batch of them): plain
     -- round-robin, once no client's partition is ready.
+    flushClients()
+    flushReady()
     local popped = redis.call('ZPOPMIN', K_READY)
     if not popped[1] then
       break
     end
-    leaseHead(popped[1])
-    turns = turns - 1
+    leaseHead(popped[1], clientOf(popped[1]))
+    turnsLeft = turnsLeft - 1
+    readClients() -- the partition may have come back into a client's line
   else
-    local vt = tonumber(two[2])
-    local bound = two[4] and tonumber(two[4]) or math.huge
-    local step = 1 / weightOf(client)
-    local capped = capOf(client) > 0
-    local more = true
-    local resting = false
-    repeat
-      if capped and (permits[client] or 0) <= 0 then
-        -- At its cap as far as this call may lease: skipped, its place kept (see ARGV[8]).
-        resting = true
-        wanting[#wanting + 1] = client
-        break
-      end
-      -- Its partition waiting longest, and whether another one waits behind it.
-      local line = redis.call('ZRANGE', K_CREADY, '[' .. client .. '\0', '(' .. client .. '\1', 'BYLEX', 'LIMIT', 0, 2)
-      local member = line[1]
-      local partition = string.sub(member, #client + 14)
-      if quantum > 0 and (taken[partition] or 0) >= quantum then
-        -- Back at the front of its client's line with its quantum used: every partition of this
-        -- client had as many turns; the client rests until the next call, the others go on.
-        resting = true
-      else
-        taken[partition] = (taken[partition] or 0) + 1
-        redis.call('ZREM', K_CREADY, member)
-        redis.call('ZREM', K_READY, partition)
-        more = leaseHead(partition) or line[2] ~= nil
-        if capped then
-          permits[client] = permits[client] - 1
-        end
-        turns = turns - 1
-        vt = vt + step
-      end
-    until resting or not more or turns == 0 or vt >= bound
-    if resting then
-      redis.call('ZREM', K_CLIENTS, client)
-      rested[#rested + 1] = { vt, client }
-    elseif more then
-      redis.call('ZADD', K_CLIENTS, vt, client)
+    local client = entry.name
+    local capped = cap[client] > 0
+    if capped and (permits[client] or 0) <= 0 then
+      -- At its cap as far as this call may lease: skipped, its place kept (see ARGV[8]).
+      rest(entry)
+      wanting[#wanting + 1] = client
     else
-      redis.call('ZREM', K_CLIENTS, client)
+      -- Its partition waiting longest.
+      local member = frontOf(client)
+      if not member then
+        -- (a damaged shard: a client without a line) out of `clients`
+        table.remove(order, 1)
+        gone[client] = true
+        changed[client] = entry
+      else
+        local partition = string.sub(member, #client + 14)
+        if quantum > 0 and (taken[partition] or 0) >= quantum then
+          -- Back at the front of its client's line with its quantum used: every partition of this
+          -- client had as many turns; the client rests until the next call, the others go on.
+          rest(entry)
+        else
+          taken[partition] = (taken[partition] or 0) + 1
+          local line = lines[client]
+          line.at = line.at + 1
+          creadyOut[#creadyOut + 1] = member
+          readyOut[partition] = true
+          if leaseHead(partition, client) then
+            line.joined = line.joined + 1
+          end
+          if capped then
+            permits[client] = permits[client] - 1
+          end
+          turnsLeft = turnsLeft - 1
+          entry.vt = entry.vt + 1 / weight[client]
+          changed[client] = entry
+          if hasMore(client) then
+            resort()
+          else
+            table.remove(order, 1)
+            gone[client] = true
+          end
+        end
+      end
     end
   end
 end
-for _, rest in ipairs(rested) do
-  redis.call('ZADD', K_CLIENTS, rest[1], rest[2])
+flushClients()
+flushReady()
+flushHeads()
+
+-- The counts of what was leased, then the records (read once) and the leases (written once).
+for client, count in pairs(depthOut) do
+  if redis.call('HINCRBY', K_CDEPTH, client, -count) <= 0 then
+    redis.call('HDEL', K_CDEPTH, client)
+  end
+end
+local tasks = {}
+if #leased > 0 then
+  local ids = {}
+  for i, task in ipairs(leased) do
+    ids[i] = task[1]
+  end
+  local raws = {}
+  for from = 1, #ids, 512 do
+    local part = redis.call('HMGET', K_TASKS, unpack(ids, from, math.min(#ids, from + 511)))
+    for _, raw in ipairs(part) do
+      raws[#raws + 1] = raw
+    end
+  end
+  local ages = {}
+  local leases = {}
+  for i, task in ipairs(leased) do
+    local id, partition, limited = task[1], task[2], task[3]
+    local record = cmsgpack.unpack(raws[i])
+    local second = math.floor(record[R_PUBLISHED] / 1000)
+    ages[second] = (ages[second] or 0) + 1
+    local delivery = record[R_DELIVERIES] + 1
+    local token = tokenOf(shard, id, record, delivery, limited)
+    leases[#leases + 1] = now + leaseMs
+    leases[#leases + 1] = token
+    tasks[i] = { id, partition, record[R_PAYLOAD], token, delivery, record[R_PUBLISHED], record[R_DUE] }
+  end
+  for second, count in pairs(ages) do
+    if redis.call('HINCRBY', K_AGECOUNT, second, -count) <= 0 then
+      redis.call('HDEL', K_AGECOUNT, second)
+      redis.call('ZREM', K_AGES, second)
+    end
+  end
+  callChunked('ZADD', K_LEASES, leases, 2)
 end
 
 local readyCount, nextEvent = shardState(now)
-local reply = { readyCount, nextEvent, reclaimed, deadLettered, #leased }
-for _, task in ipairs(leased) do
+local reply = { readyCount, nextEvent, reclaimed, deadLettered, #tasks }
+for _, task in ipairs(tasks) do
   for _, field in ipairs(task) do
     reply[#reply + 1] = field
   end

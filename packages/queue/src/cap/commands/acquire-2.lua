@@ -27,8 +27,15 @@ local granted = math.min(#ARGV - 1, cap - redis.call('ZCARD', KEYS[2]))
 if granted <= 0 then
   return 0
 end
+-- One variadic ZADD (in chunks: Lua's unpack has a stack limit): a lease asks for as many slots as
+-- its shard may give the client, and most are given back unused.
 local expiry = now + tonumber(ARGV[1])
-for i = 1, granted do
-  redis.call('ZADD', KEYS[2], expiry, ARGV[1 + i])
+for from = 1, granted, 512 do
+  local args = {}
+  for i = from, math.min(granted, from + 511) do
+    args[#args + 1] = expiry
+    args[#args + 1] = ARGV[1 + i]
+  end
+  redis.call('ZADD', KEYS[2], unpack(args))
 end
 return granted
