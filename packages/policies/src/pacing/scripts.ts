@@ -21,6 +21,8 @@ export interface ReportArgs {
   holdMs: number;
   ceilingPerSec: number | undefined;
   latencyUs: number;
+  /** The reporting process's event-loop lag (µs): its answers are read that much late. */
+  lagUs: number;
   maxLimit: number;
   ttlMs: number;
 }
@@ -58,6 +60,7 @@ export function loadPacingScripts(redis: RedisClient): PacingScripts {
           Math.max(0, Math.round(a.latencyUs)),
           a.maxLimit,
           a.ttlMs,
+          Math.max(0, Math.round(a.lagUs)),
         ],
       )) as number[];
       return { limit: limit / 1000, rate: fromMilli(rate), holdMs, throttled: throttled === 1 };
