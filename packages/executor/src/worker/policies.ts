@@ -167,7 +167,8 @@ interface Stopped {
 export type Tried = CallOutcome | Stopped;
 
 type OriginReport = CallReport & { origin: string };
-type PaceAnswer = { origin: string; outcome: CallOutcome };
+/** `bound`: the call took the last slot the origin's cap allowed (undefined: no bulkhead). */
+type PaceAnswer = { origin: string; outcome: CallOutcome; bound: boolean | undefined };
 type PaceAsk = { origin: string; reservedMs: number | undefined };
 
 const HELD_BY = {
@@ -235,7 +236,7 @@ export class Policies {
     this.reportPace =
       pacer &&
       batched((answers: PaceAnswer[]) =>
-        Promise.all(answers.map((a) => pacer.report(a.origin, a.outcome, a.outcome.durationNs))),
+        Promise.all(answers.map((a) => pacer.report(a.origin, a.outcome, a.outcome.durationNs, a.bound))),
       );
   }
 
@@ -340,8 +341,10 @@ export class Policies {
       this.modules.bulkhead && (await this.modules.bulkhead.acquire(origin, learnt, envelope.meta.client));
     const full = grant ? bulkheadStep(grant) : CALL;
     if (full.kind !== 'call') return { kind: 'failure', stop: full };
+    // Only the answers of calls that took the origin's last slot may lower its limit (OriginPacer).
+    const bound = grant ? grant.granted && grant.full : undefined;
     try {
-      return await this.limitAndCall(envelope, call, origin, tryCount, log);
+      return await this.limitAndCall(envelope, call, origin, bound, tryCount, log);
     } finally {
       if (grant?.granted) grant.release();
     }
@@ -351,6 +354,7 @@ export class Policies {
     envelope: RequestEnvelope,
     call: HttpCall,
     origin: string,
+    bound: boolean | undefined,
     tryCount: number,
     log: LineLogger,
   ): Promise<Tried> {
@@ -411,7 +415,7 @@ export class Policies {
       this.record && admission?.admitted
         ? this.record({ origin, ...admission, success: !failed, optOut })
         : undefined,
-      this.reportPace?.({ origin, outcome }).then((report) => this.journalThrottled(envelope, report)),
+      this.reportPace?.({ origin, outcome, bound }).then((report) => this.journalThrottled(envelope, report)),
     ]);
     if (recorded?.change) this.journalHold(envelope, origin, recorded.change);
     if (heldProbe && failed && recorded?.held && recorded.retryAtMs !== undefined) {

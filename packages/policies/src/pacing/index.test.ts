@@ -173,6 +173,29 @@ describe('OriginPacer', () => {
     expect(await p.snapshot(ORIGIN)).toMatchObject({ limit: 16, floorMs: 5 });
   });
 
+  it('keeps the concurrency of a slow target that is not overloaded: held long, then answering at a steady latency', async () => {
+    // The calls of a webhook receiver, or of a client capped at 2 in flight (fair-share.test.ts):
+    // the first two held 1.5 s, the next ones answered in 100 to 250 ms as they come, never more
+    // than 2 at once under a limit of 4. Nothing queues because of us: the limit stays.
+    const p = pacer({ maxLimit: 4 });
+    await gateAndReport(p, 1_500, false);
+    await gateAndReport(p, 1_500, false);
+    for (let i = 0; i < 60; i++) await gateAndReport(p, [100, 250, 180][i % 3] as number, false);
+    expect(p.limitOf(ORIGIN)).toBe(4);
+    // Even where the limit binds: a latency that falls (held 1.5 s, then a steady 200 ms) is no
+    // queue; the floor falls with it.
+    const q = pacer({ maxLimit: 4 });
+    for (let i = 0; i < 4; i++) await gateAndReport(q, 1_500, true);
+    for (let i = 0; i < 60; i++) await gateAndReport(q, 200, true);
+    expect(q.limitOf(ORIGIN)).toBe(4);
+    expect(await q.snapshot(ORIGIN)).toMatchObject({ floorMs: 200 });
+    // The same latencies from calls that took the last slot, rising with them: a queue, it shrinks.
+    const r = pacer({ maxLimit: 4 });
+    await gateAndReport(r, 200, true);
+    for (let i = 0; i < 60; i++) await gateAndReport(r, 1_500, true);
+    expect(r.limitOf(ORIGIN)).toBe(1);
+  });
+
   it('settles near the capacity of a real target 16 callers queue from the start, and follows it down when it halves', async () => {
     // 4 calls at once, 50 ms each, the rest queued; 16 callers admitted at the ceiling of 16.
     const target = await startPacedTargetProcess({ kind: 'capacity', concurrent: 4, serviceMs: 50 });
@@ -242,6 +265,12 @@ async function call(p: OriginPacer, latencyMs: number): Promise<void> {
   await p.report(ORIGIN, ok, latencyMs * MS);
 }
 
+/** A call through the gate reported with `bound`: it took the last slot the limit allowed. */
+async function gateAndReport(p: OriginPacer, latencyMs: number, bound: boolean): Promise<void> {
+  await p.gate(ORIGIN);
+  await p.report(ORIGIN, ok, latencyMs * MS, bound);
+}
+
 /** Reports successes of `latencyMs` until `done` holds (the probe counts them by Redis time). */
 async function reportUntil(p: OriginPacer, latencyMs: number, done: () => Promise<boolean>): Promise<void> {
   for (let i = 0; !(await done()); i++) {
@@ -255,10 +284,11 @@ const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.le
 
 /**
  * `workers` callers of `url` in a closed loop, each starting a call only while fewer than the
- * pacer's limit are in flight (the executor's bulkhead, in short), and reporting every answer:
+ * pacer's limit (at most `ceiling`) are in flight (the executor's bulkhead, in short), and
+ * reporting every answer, with whether it took the last slot:
  * `limits` holds the limit after each report.
  */
-function closedLoop(p: OriginPacer, url: string, workers: number) {
+function closedLoop(p: OriginPacer, url: string, workers: number, ceiling = 16) {
   const origin = originOf(url);
   const limits: number[] = [];
   let inFlight = 0;
@@ -266,18 +296,20 @@ function closedLoop(p: OriginPacer, url: string, workers: number) {
   let failure: unknown;
   const worker = async (id: number) => {
     for (let n = 0; !stopped; n++) {
-      if (inFlight >= (p.limitOf(origin) ?? Number.POSITIVE_INFINITY)) {
+      const limit = Math.min(ceiling, p.limitOf(origin) ?? ceiling);
+      if (inFlight >= limit) {
         await new Promise((resolve) => setTimeout(resolve, 1));
         continue;
       }
       inFlight++;
+      const bound = inFlight >= limit; // the bulkhead's `full`
       await p.gate(origin); // unpaced: go at once; it counts the rate we send at
       const started = process.hrtime.bigint();
       const response = await fetch(`${url}/${id}/${n}`);
       await response.text();
       const latencyNs = Number(process.hrtime.bigint() - started);
       inFlight--;
-      await p.report(origin, { kind: 'response', status: response.status, headers: {} }, latencyNs);
+      await p.report(origin, { kind: 'response', status: response.status, headers: {} }, latencyNs, bound);
       limits.push((await p.snapshot(origin)).limit ?? Number.NaN);
     }
   };

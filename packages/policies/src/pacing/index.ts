@@ -159,8 +159,18 @@ export class OriginPacer {
     }
   }
 
-  /** What `outcome` (a call to `origin` that took `latencyNs`) says about the origin's pace. */
-  async report(origin: string, outcome: PacedOutcome, latencyNs: number): Promise<PaceReport | undefined> {
+  /**
+   * What `outcome` (a call to `origin` that took `latencyNs`) says about the origin's pace. `bound`:
+   * the call took the last slot the limit allowed (the bulkhead's `full`); only such a call's
+   * latency may lower the limit: below it, our calls queue nothing, whatever the target's latency
+   * (a slow receiver, or a client capped elsewhere). Unknown (undefined): taken as bound.
+   */
+  async report(
+    origin: string,
+    outcome: PacedOutcome,
+    latencyNs: number,
+    bound?: boolean,
+  ): Promise<PaceReport | undefined> {
     const signal = paceSignal(outcome, Date.now(), this.options.retryAfterMaxMs);
     try {
       const reply = await this.scripts.report(this.keyOf(origin), {
@@ -170,6 +180,7 @@ export class OriginPacer {
         // A failure's duration says nothing of the target's queue: only answers feed the floor.
         latencyUs: outcome.kind === 'response' && outcome.status < 400 ? latencyNs / 1000 : 0,
         lagUs: eventLoopLagMs() * 1000,
+        bound: bound ?? true,
         maxLimit: this.options.maxLimit,
         ttlMs: this.ttlMs,
       });

@@ -23,6 +23,8 @@ export interface ReportArgs {
   latencyUs: number;
   /** The reporting process's event-loop lag (µs): its answers are read that much late. */
   lagUs: number;
+  /** The call took the last slot the limit allowed: its latency may show a queue of ours. */
+  bound: boolean;
   maxLimit: number;
   ttlMs: number;
 }
@@ -61,6 +63,7 @@ export function loadPacingScripts(redis: RedisClient): PacingScripts {
           a.maxLimit,
           a.ttlMs,
           Math.max(0, Math.round(a.lagUs)),
+          a.bound ? 1 : 0,
         ],
       )) as number[];
       return { limit: limit / 1000, rate: fromMilli(rate), holdMs, throttled: throttled === 1 };

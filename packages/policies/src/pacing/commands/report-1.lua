@@ -20,6 +20,7 @@
   ARGV[5]  ceiling of the concurrency limit (MAX_WORKERS_PER_ORIGIN)
   ARGV[6]  state TTL (ms)
   ARGV[7]  event-loop lag of the reporting process (µs): answers it read late by that much
+  ARGV[8]  1 when the call took the last slot the limit allowed (it binds), else 0
 
   Returns {limitMilli, rateMilli, holdMs, throttled}
     holdMs: how long the origin is still held; throttled 1 when this answer lowered the pace or the limit.
@@ -34,6 +35,7 @@ local latency = tonumber(ARGV[4]) / 1000
 local maxLimit = tonumber(ARGV[5])
 local ttlMs = tonumber(ARGV[6])
 local lagMs = tonumber(ARGV[7]) / 1000
+local bound = tonumber(ARGV[8]) == 1
 local now = nowMs()
 
 -- The slowest pace we fall to: one call per 10 s (a hold says more when the target wants less).
@@ -111,7 +113,7 @@ elseif now >= hold then
     end
   end
   if latency > 0 then
-    limitSample(limit, now, latency, lagMs, maxLimit, math.max(sendingNow or 0, sendingBefore or 0), rate ~= nil)
+    limitSample(limit, now, latency, lagMs, maxLimit, bound, rate ~= nil)
   end
 end
 limitTick(limit, now)

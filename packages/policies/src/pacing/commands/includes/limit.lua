@@ -8,7 +8,8 @@
   its minRTT:
     first    the first answers of an origin: the first calls of a burst find the target's queue
              empty (those behind them queue), so the least of them is the floor
-    probe    every 10 s (or 100 floors, if longer): the limit falls to PROBE_LIMIT per executor;
+    probe    every 10 s (or 100 floors, if longer), at the answer of a call the limit bound (a
+             floor matters only where the limit binds): the limit falls to PROBE_LIMIT per executor;
              once the calls in flight before it are answered (one recent latency later), the least
              latency of the next PROBE_SAMPLES calls is the floor (a slower target is then seen as
              such); the limit goes back to where it was
@@ -16,10 +17,13 @@
              latency (a fast moving average) stays within TOLERANCE × floor + SLACK_MS + the
              reporting process's own event-loop lag, and shrinks by as much when it does not (it
              settles where half the answers are within it); a lower latency lowers the floor at
-             once. It does not shrink while fewer than half of it are in flight (the rate the gate
-             counts × the recent latency, Little's law, over every executor): the limit does not
-             bind then, so a latency above the bound is not our queue (a slower target, a loaded
-             machine), and lowering it would only bunch the calls it then holds back
+             once, and the recent latency with it: a latency that falls is no queue (without it,
+             a target held long and then answering faster reads as queueing until the average
+             has come down). It shrinks only on the answers of calls that took the last slot the
+             limit allowed (`bound`, the executor's bulkhead says): below it, our calls queue
+             nothing, so a latency above the bound is not of our making (a slow receiver, a
+             client capped elsewhere, a loaded machine), and a limit lowered there only takes
+             away concurrency the target can take
     overload (timeout, transport error, 5xx) −30 %, once per burst (report-1.lua decides when)
   The lag term: a client whose event loop is busy reads its answers late, by the same amount
   whatever the origin's queue; the floor (a minimum) has none of it, the recent latency all of it.
@@ -73,8 +77,8 @@ local function limitOverload(s)
 end
 
 -- A successful answer that took `latency` ms, reported at `now`, by a process whose event loop
--- lags by `lagMs`.
-local function limitSample(s, now, latency, lagMs, maxLimit, sendingPerSec, paced)
+-- lags by `lagMs`; `bound`: the call took the last slot the limit allowed.
+local function limitSample(s, now, latency, lagMs, maxLimit, bound, paced)
   if s.floor == nil and s.probe == nil then
     -- No probe at first sight: it would hold a new origin's first burst at one call at a time.
     s.floor = latency
@@ -86,7 +90,7 @@ local function limitSample(s, now, latency, lagMs, maxLimit, sendingPerSec, pace
     -- Not while the origin is paced: the calls held back by a limit of 1 would leave bunched as it
     -- ends, into one of the target's windows. Its pace, not its queue, limits it meanwhile.
     s.nextProbe = now + PROBE_EVERY_MS
-  elseif s.probe == nil and now >= s.nextProbe then
+  elseif s.probe == nil and now >= s.nextProbe and bound then
     s.probe = now
     -- Calls already out when the limit falls are answered within about one latency: later ones
     -- find the target's queue empty.
@@ -105,11 +109,15 @@ local function limitSample(s, now, latency, lagMs, maxLimit, sendingPerSec, pace
     end
     return
   end
-  s.floor = math.min(s.floor, latency)
+  if latency < s.floor then
+    -- The recent latency (an average of latencies at or above the floor) falls with it.
+    s.floor = latency
+    s.recent = latency
+  end
   s.recent = s.recent and s.recent + RECENT_WEIGHT * (latency - s.recent) or latency
   if s.recent <= TOLERANCE * s.floor + SLACK_MS + lagMs then
     s.c = math.min(maxLimit, s.c + 1 / s.c)
-  elseif sendingPerSec * s.recent / 1000 >= s.c / 2 then
+  elseif bound then
     s.c = math.max(1, s.c - 1 / s.c)
   end
 end
