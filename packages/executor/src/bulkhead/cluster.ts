@@ -80,6 +80,7 @@ export class ClusterBulkhead implements Bulkhead {
     const ended = this.load.start(origin);
     return {
       granted: true,
+      inFlight,
       full: inFlight >= maxPerOrigin,
       release: () => {
         ended();

@@ -17,11 +17,12 @@
 
 export type SlotGrant =
   /**
-   * `release` frees the slot; call it exactly once, when the call is over. `full`: this call took
-   * the last slot under the cap, so the cap binds: only then may the adaptive limit read the call's
-   * latency as a queue of our making (OriginPacer.report).
+   * `release` frees the slot; call it exactly once, when the call is over. `inFlight`: the calls
+   * to the origin in flight in the bulkhead's scope, this one included; `full`: this call took the
+   * last slot under the cap, so the cap binds. Both tell the adaptive limit whether a latency is a
+   * queue of our making (OriginPacer.report).
    */
-  | { granted: true; release: () => void; full: boolean }
+  | { granted: true; release: () => void; inFlight: number; full: boolean }
   /** Come back in `retryInMs` (already jittered). */
   | { granted: false; retryInMs: number };
 
@@ -184,14 +185,15 @@ export class LocalBulkhead implements Bulkhead {
   /** A slot; its release hands it straight to the next waiter of the origin (see `waiters`), if any. */
   private grant(origin: string, client: string, cap: number): SlotGrant {
     const end = this.load.start(origin);
-    const full = this.load.inFlight(origin) >= cap;
+    const inFlight = this.load.inFlight(origin);
     const clients = this.byClient.get(origin) ?? new Map<string, number>();
     this.byClient.set(origin, clients);
     clients.set(client, (clients.get(client) ?? 0) + 1);
     let released = false;
     return {
       granted: true,
-      full,
+      inFlight,
+      full: inFlight >= cap,
       release: () => {
         if (released) return;
         released = true;

@@ -3,7 +3,7 @@ import { createRedis, type RedisClient } from '@requester/shared/redis';
 import { startPacedTargetProcess } from '@requester/shared/testing';
 import { afterAll, describe, expect, it } from 'vitest';
 import { originOf } from '../breaker/index.ts';
-import { OriginPacer, type OriginPacerOptions, type PacedOutcome } from './index.ts';
+import { OriginPacer, type OriginPacerOptions, type PacedOutcome, type PaceSlot } from './index.ts';
 
 const redis: RedisClient = createRedis({ url: 'redis://127.0.0.1:6379', commandTimeoutMs: 2_000 });
 const prefixes: string[] = [];
@@ -176,24 +176,32 @@ describe('OriginPacer', () => {
   it('keeps the concurrency of a slow target that is not overloaded: held long, then answering at a steady latency', async () => {
     // The calls of a webhook receiver, or of a client capped at 2 in flight (fair-share.test.ts):
     // the first two held 1.5 s, the next ones answered in 100 to 250 ms as they come, never more
-    // than 2 at once under a limit of 4. Nothing queues because of us: the limit stays.
+    // than 2 at once under a limit of 4. Those 2 queue nothing the limit could spare: it keeps
+    // room for them (it may come down to 3, where it would bind, never under).
+    const two = { inFlight: 2, full: false };
     const p = pacer({ maxLimit: 4 });
-    await gateAndReport(p, 1_500, false);
-    await gateAndReport(p, 1_500, false);
-    for (let i = 0; i < 60; i++) await gateAndReport(p, [100, 250, 180][i % 3] as number, false);
-    expect(p.limitOf(ORIGIN)).toBe(4);
+    await gateAndReport(p, 1_500, two);
+    await gateAndReport(p, 1_500, two);
+    for (let i = 0; i < 60; i++) await gateAndReport(p, [100, 250, 180][i % 3] as number, two);
+    expect(p.limitOf(ORIGIN)).toBeGreaterThanOrEqual(3);
     // Even where the limit binds: a latency that falls (held 1.5 s, then a steady 200 ms) is no
     // queue; the floor falls with it.
+    const atLimit = { inFlight: 4, full: true };
     const q = pacer({ maxLimit: 4 });
-    for (let i = 0; i < 4; i++) await gateAndReport(q, 1_500, true);
-    for (let i = 0; i < 60; i++) await gateAndReport(q, 200, true);
+    for (let i = 0; i < 4; i++) await gateAndReport(q, 1_500, atLimit);
+    for (let i = 0; i < 60; i++) await gateAndReport(q, 200, atLimit);
     expect(q.limitOf(ORIGIN)).toBe(4);
     expect(await q.snapshot(ORIGIN)).toMatchObject({ floorMs: 200 });
-    // The same latencies from calls that took the last slot, rising with them: a queue, it shrinks.
+    // Latencies rising while the limit binds: a queue of ours, it shrinks.
     const r = pacer({ maxLimit: 4 });
-    await gateAndReport(r, 200, true);
-    for (let i = 0; i < 60; i++) await gateAndReport(r, 1_500, true);
+    await gateAndReport(r, 200, atLimit);
+    for (let i = 0; i < 60; i++) await gateAndReport(r, 1_500, atLimit);
     expect(r.limitOf(ORIGIN)).toBe(1);
+    // Rising below it, with half of it in flight: down to one above them, where it binds, no further.
+    const s = pacer({ maxLimit: 4 });
+    await gateAndReport(s, 200, two);
+    for (let i = 0; i < 60; i++) await gateAndReport(s, 1_500, two);
+    expect(s.limitOf(ORIGIN)).toBe(3);
   });
 
   it('settles near the capacity of a real target 16 callers queue from the start, and follows it down when it halves', async () => {
@@ -265,10 +273,10 @@ async function call(p: OriginPacer, latencyMs: number): Promise<void> {
   await p.report(ORIGIN, ok, latencyMs * MS);
 }
 
-/** A call through the gate reported with `bound`: it took the last slot the limit allowed. */
-async function gateAndReport(p: OriginPacer, latencyMs: number, bound: boolean): Promise<void> {
+/** A call through the gate, reported with its bulkhead slot. */
+async function gateAndReport(p: OriginPacer, latencyMs: number, slot: PaceSlot): Promise<void> {
   await p.gate(ORIGIN);
-  await p.report(ORIGIN, ok, latencyMs * MS, bound);
+  await p.report(ORIGIN, ok, latencyMs * MS, slot);
 }
 
 /** Reports successes of `latencyMs` until `done` holds (the probe counts them by Redis time). */
@@ -302,14 +310,14 @@ function closedLoop(p: OriginPacer, url: string, workers: number, ceiling = 16) 
         continue;
       }
       inFlight++;
-      const bound = inFlight >= limit; // the bulkhead's `full`
+      const slot = { inFlight, full: inFlight >= limit }; // what the bulkhead grants
       await p.gate(origin); // unpaced: go at once; it counts the rate we send at
       const started = process.hrtime.bigint();
       const response = await fetch(`${url}/${id}/${n}`);
       await response.text();
       const latencyNs = Number(process.hrtime.bigint() - started);
       inFlight--;
-      await p.report(origin, { kind: 'response', status: response.status, headers: {} }, latencyNs, bound);
+      await p.report(origin, { kind: 'response', status: response.status, headers: {} }, latencyNs, slot);
       limits.push((await p.snapshot(origin)).limit ?? Number.NaN);
     }
   };

@@ -67,6 +67,20 @@ export interface PaceReport {
   holdMs: number;
 }
 
+/**
+ * The bulkhead's slot of a reported call: whether the limit held our calls back. Only the latency
+ * of a call that took the last slot (`full`) lowers the limit step by step; a queue seen below it
+ * brings the limit down to the calls in flight + 1 at most, where it binds, never under: our calls
+ * queue nothing the limit could spare, whatever the target's latency (a slow receiver, a client
+ * capped elsewhere), and a limit lowered under them would take away concurrency the target takes.
+ */
+export interface PaceSlot {
+  /** Calls to the origin in flight in the bulkhead's scope when it was granted, this one included. */
+  inFlight: number;
+  /** It took the last slot the limit (or MAX_WORKERS_PER_ORIGIN) allowed. */
+  full: boolean;
+}
+
 /** One origin's shared pace; undefined = not set. */
 export interface PaceSnapshot {
   /** No call starts before it (Redis epoch ms). */
@@ -160,16 +174,14 @@ export class OriginPacer {
   }
 
   /**
-   * What `outcome` (a call to `origin` that took `latencyNs`) says about the origin's pace. `bound`:
-   * the call took the last slot the limit allowed (the bulkhead's `full`); only such a call's
-   * latency may lower the limit: below it, our calls queue nothing, whatever the target's latency
-   * (a slow receiver, or a client capped elsewhere). Unknown (undefined): taken as bound.
+   * What `outcome` (a call to `origin` that took `latencyNs`) says about the origin's pace. `slot`:
+   * what the bulkhead granted the call (see PaceSlot); unknown: taken as the last slot.
    */
   async report(
     origin: string,
     outcome: PacedOutcome,
     latencyNs: number,
-    bound?: boolean,
+    slot?: PaceSlot,
   ): Promise<PaceReport | undefined> {
     const signal = paceSignal(outcome, Date.now(), this.options.retryAfterMaxMs);
     try {
@@ -180,7 +192,8 @@ export class OriginPacer {
         // A failure's duration says nothing of the target's queue: only answers feed the floor.
         latencyUs: outcome.kind === 'response' && outcome.status < 400 ? latencyNs / 1000 : 0,
         lagUs: eventLoopLagMs() * 1000,
-        bound: bound ?? true,
+        inFlight: slot?.inFlight ?? 0,
+        full: slot?.full ?? true,
         maxLimit: this.options.maxLimit,
         ttlMs: this.ttlMs,
       });

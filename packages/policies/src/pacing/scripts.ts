@@ -23,8 +23,10 @@ export interface ReportArgs {
   latencyUs: number;
   /** The reporting process's event-loop lag (µs): its answers are read that much late. */
   lagUs: number;
+  /** Calls in flight to the origin when this one was granted, itself included (0 = unknown). */
+  inFlight: number;
   /** The call took the last slot the limit allowed: its latency may show a queue of ours. */
-  bound: boolean;
+  full: boolean;
   maxLimit: number;
   ttlMs: number;
 }
@@ -63,7 +65,8 @@ export function loadPacingScripts(redis: RedisClient): PacingScripts {
           a.maxLimit,
           a.ttlMs,
           Math.max(0, Math.round(a.lagUs)),
-          a.bound ? 1 : 0,
+          a.full ? 1 : 0,
+          Math.max(0, Math.round(a.inFlight)),
         ],
       )) as number[];
       return { limit: limit / 1000, rate: fromMilli(rate), holdMs, throttled: throttled === 1 };

@@ -21,6 +21,7 @@
   ARGV[6]  state TTL (ms)
   ARGV[7]  event-loop lag of the reporting process (µs): answers it read late by that much
   ARGV[8]  1 when the call took the last slot the limit allowed (it binds), else 0
+  ARGV[9]  calls to the origin in flight when it was granted, itself included (0 = unknown)
 
   Returns {limitMilli, rateMilli, holdMs, throttled}
     holdMs: how long the origin is still held; throttled 1 when this answer lowered the pace or the limit.
@@ -35,7 +36,8 @@ local latency = tonumber(ARGV[4]) / 1000
 local maxLimit = tonumber(ARGV[5])
 local ttlMs = tonumber(ARGV[6])
 local lagMs = tonumber(ARGV[7]) / 1000
-local bound = tonumber(ARGV[8]) == 1
+local full = tonumber(ARGV[8]) == 1
+local inFlight = tonumber(ARGV[9]) or 0
 local now = nowMs()
 
 -- The slowest pace we fall to: one call per 10 s (a hold says more when the target wants less).
@@ -113,7 +115,7 @@ elseif now >= hold then
     end
   end
   if latency > 0 then
-    limitSample(limit, now, latency, lagMs, maxLimit, bound, rate ~= nil)
+    limitSample(limit, now, latency, lagMs, maxLimit, full, inFlight, rate ~= nil)
   end
 end
 limitTick(limit, now)

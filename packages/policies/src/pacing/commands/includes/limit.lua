@@ -19,11 +19,14 @@
              settles where half the answers are within it); a lower latency lowers the floor at
              once, and the recent latency with it: a latency that falls is no queue (without it,
              a target held long and then answering faster reads as queueing until the average
-             has come down). It shrinks only on the answers of calls that took the last slot the
-             limit allowed (`bound`, the executor's bulkhead says): below it, our calls queue
-             nothing, so a latency above the bound is not of our making (a slow receiver, a
-             client capped elsewhere, a loaded machine), and a limit lowered there only takes
-             away concurrency the target can take
+             has come down). Below the bound it shrinks on the answers of calls that took the
+             last slot the limit allowed (`full`, the executor's bulkhead says); on those of a
+             call that found room, only while at least half of the limit is in flight (else the
+             origin is not what holds our calls: the machine's load shows as latency, not a
+             queue of ours), and never under the calls in flight + 1, where the limit binds: those
+             our workers (or a client's cap) send anyway, and a limit under them would take away
+             concurrency the target takes (a slow receiver held by a client's cap looks queued to
+             a floor that is a minimum, and is not)
     overload (timeout, transport error, 5xx) −30 %, once per burst (report-1.lua decides when)
   The lag term: a client whose event loop is busy reads its answers late, by the same amount
   whatever the origin's queue; the floor (a minimum) has none of it, the recent latency all of it.
@@ -77,8 +80,9 @@ local function limitOverload(s)
 end
 
 -- A successful answer that took `latency` ms, reported at `now`, by a process whose event loop
--- lags by `lagMs`; `bound`: the call took the last slot the limit allowed.
-local function limitSample(s, now, latency, lagMs, maxLimit, bound, paced)
+-- lags by `lagMs`; `full`: the call took the last slot the limit allowed, `inFlight` of them (0 =
+-- unknown).
+local function limitSample(s, now, latency, lagMs, maxLimit, full, inFlight, paced)
   if s.floor == nil and s.probe == nil then
     -- No probe at first sight: it would hold a new origin's first burst at one call at a time.
     s.floor = latency
@@ -90,7 +94,7 @@ local function limitSample(s, now, latency, lagMs, maxLimit, bound, paced)
     -- Not while the origin is paced: the calls held back by a limit of 1 would leave bunched as it
     -- ends, into one of the target's windows. Its pace, not its queue, limits it meanwhile.
     s.nextProbe = now + PROBE_EVERY_MS
-  elseif s.probe == nil and now >= s.nextProbe and bound then
+  elseif s.probe == nil and now >= s.nextProbe and full then
     s.probe = now
     -- Calls already out when the limit falls are answered within about one latency: later ones
     -- find the target's queue empty.
@@ -117,8 +121,11 @@ local function limitSample(s, now, latency, lagMs, maxLimit, bound, paced)
   s.recent = s.recent and s.recent + RECENT_WEIGHT * (latency - s.recent) or latency
   if s.recent <= TOLERANCE * s.floor + SLACK_MS + lagMs then
     s.c = math.min(maxLimit, s.c + 1 / s.c)
-  elseif bound then
+  elseif full then
     s.c = math.max(1, s.c - 1 / s.c)
+  elseif inFlight >= s.c / 2 then
+    -- Near the limit, which held nothing back: down as fast, never under one above our calls.
+    s.c = math.min(s.c, math.max(inFlight + 1, s.c - 1 / s.c))
   end
 end
 
