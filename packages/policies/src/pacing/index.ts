@@ -23,7 +23,8 @@ export { type PacedOutcome, type PaceSignal, paceSignal, type SignalKind } from 
  * - The concurrency limit adapts: +1 per round of calls while the latency stays near its floor
  *   (the latency without load: the least seen, measured again every 10 s by a probe at one call
  *   per executor), down when
- *   it grows (queueing at the target), −30 % on timeouts and 5xx (a 429 is met by the pace);
+ *   it grows (queueing at the target) while the limit binds (the bulkhead's grant tells: see
+ *   PaceSlot), −30 % on timeouts and 5xx (a 429 is met by the pace);
  *   MAX_WORKERS_PER_ORIGIN is its ceiling. The executor applies it to its bulkhead. The caller's
  *   own event-loop lag is allowed for: it delays the answers, it is no queue at the target.
  * Redis errors fail open (the call goes ahead unpaced), as the breaker does.
