@@ -4,7 +4,7 @@
 // processes. The queue is an in-memory due-time heap (a task sent back waits there with its
 // progress, as in Redis): what is measured is what reaches the target, not the queue's cost.
 //
-//   node bench/pacing.ts [--scenario quota|capacity|all] [--plot docs/pacing.png] [--detail]
+//   node bench/pacing.ts [--scenario quota|capacity|all] [--rounds 1] [--plot docs/pacing.png] [--detail]
 //
 // --detail: for the quota scenario with adaptation, one line a second: calls at the target (and
 // 429s), the shared pace, and what the pace gate answered (see `Gates`), to tell where the gap
@@ -13,7 +13,9 @@
 // - quota: a target serving 50 calls/s (5 per 100 ms by arrival) that answers 429 + Retry-After: 1
 //   + RateLimit-Policy: 50;w=1 above it; 400 requests with retry {max: 30, delay: 200ms, maxDelay: 5s}.
 // - capacity: a target serving 8 calls at once in 5 ms each and queueing the rest; a closed loop of
-//   2 × 16 workers for 12 s; its capacity halves (4) at 6 s.
+//   2 × 16 workers for 12 s; its capacity halves (4) at 6 s. The same workers serve a second,
+//   healthy origin throughout (64 at once, 1 ms each), 400 calls/s arriving on a schedule: its
+//   throughput, latency and wait for a worker must not suffer from the first one's queue.
 // Each runs with adaptation on (OriginPacer, ADAPTIVE_CONCURRENCY=true) and off (no pacer: the
 // bulkhead's static MAX_WORKERS_PER_ORIGIN = 16 per executor), side by side in one run.
 import { randomBytes } from 'node:crypto';
@@ -37,6 +39,8 @@ const { values: args } = parseArgs({
     scenario: { type: 'string', default: 'all' },
     plot: { type: 'string' },
     detail: { type: 'boolean', default: false },
+    /** Capacity scenario: rounds of on and off, alternating; the tables add the medians. */
+    rounds: { type: 'string', default: '1' },
   },
 });
 const log = createLogger({ level: 'silent' });
@@ -83,10 +87,14 @@ interface Run {
   gates: Gates;
   results: number;
   statuses: Map<number, number>;
-  /** [ms since start, call latency ms] of every call that reached the target. */
-  calls: Array<[number, number]>;
-  /** [ms, pace calls/s, concurrency limit] sampled every 100 ms. */
+  /** Every call that reached a target: when it left (ms since start), its latency (ms), its URI. */
+  calls: Array<{ at: number; ms: number; uri: string }>;
+  /** [ms, pace calls/s, concurrency limit] of `origin`, sampled every 100 ms. */
   samples: Array<[number, number, number]>;
+  /** [ms, concurrency limit] of each of `alsoSampled`, sampled alike. */
+  others: Map<string, Array<[number, number]>>;
+  /** Epoch ms of the start. */
+  startMs: number;
   endMs: number;
 }
 
@@ -95,6 +103,9 @@ async function drive(options: {
   adaptive: boolean;
   tasks: () => Task | undefined;
   origin: string;
+  /** Tasks due by `nowMs` (epoch) that arrive on a schedule of their own (the healthy origin). */
+  arrivals?: (nowMs: number) => Task[];
+  alsoSampled?: string[];
   stopAtMs?: number;
   expected?: number;
 }): Promise<Run> {
@@ -121,9 +132,11 @@ async function drive(options: {
     statuses: new Map(),
     calls: [],
     samples: [],
+    others: new Map((options.alsoSampled ?? []).map((origin) => [origin, []])),
+    startMs: Date.now(),
     endMs: 0,
   };
-  const start = Date.now();
+  const start = run.startMs;
   const gate = pacer.gate.bind(pacer);
   pacer.gate = async (origin, reservedMs) => {
     const asked = Date.now();
@@ -152,9 +165,10 @@ async function drive(options: {
     allowPrivateTargets: ['127.0.0.1'],
   });
   const timed: typeof http = {
-    call: async (request, egress) => {
-      const outcome = await http.call(request, egress);
-      run.calls.push([Date.now() - start, outcome.durationNs / 1e6]);
+    call: async (request, egress, hooks) => {
+      const at = Date.now() - start;
+      const outcome = await http.call(request, egress, hooks);
+      run.calls.push({ at, ms: outcome.durationNs / 1e6, uri: request.uri });
       return outcome;
     },
     egress: (identity) => http.egress(identity),
@@ -195,6 +209,7 @@ async function drive(options: {
   );
   const next = (): Task | undefined => {
     const now = Date.now();
+    if (options.arrivals) waiting.push(...options.arrivals(now));
     let best = -1;
     for (let i = 0; i < waiting.length; i++)
       if ((waiting[i]?.due ?? 0) <= now && (best < 0 || (waiting[i]?.due ?? 0) < (waiting[best]?.due ?? 0)))
@@ -212,6 +227,11 @@ async function drive(options: {
       snap.rate ?? 0,
       options.adaptive ? (pacer.limitOf(options.origin) ?? PER_ORIGIN) : PER_ORIGIN,
     ]);
+    for (const [origin, points] of run.others)
+      points.push([
+        Date.now() - start,
+        options.adaptive ? (pacer.limitOf(origin) ?? PER_ORIGIN) : PER_ORIGIN,
+      ]);
   }, 100);
   const worker = async (policies: Policies) => {
     while (!done()) {
@@ -239,6 +259,7 @@ async function drive(options: {
   clearInterval(sampler);
   timed.close();
   await pacer.reset(options.origin);
+  for (const origin of run.others.keys()) await pacer.reset(origin);
   return run;
 }
 
@@ -283,22 +304,58 @@ async function quota(adaptive: boolean) {
   return { adaptive, run, served, refused, arrivals: arrivals.map((a) => [a.at - t0, a.status] as const) };
 }
 
+/** The healthy origin's schedule: a call every 10 ms (100/s), whatever the first origin does. */
+const HEALTHY_EVERY_MS = 10;
+
 async function capacity(adaptive: boolean) {
   const target = await startPacedTargetProcess({ kind: 'capacity', concurrent: 8, serviceMs: 5 });
+  const healthy = await startPacedTargetProcess({ kind: 'capacity', concurrent: 64, serviceMs: 1 });
   let n = 0;
-  setTimeout(() => target.setConcurrent(4), 6_000);
+  let h = 0;
+  let t0: number | undefined;
+  /** When each of the healthy origin's calls was due (epoch ms), by URI. */
+  const dueOf = new Map<string, number>();
+  const halve = setTimeout(() => target.setConcurrent(4), 6_000);
   const run = await drive({
     adaptive,
     origin: originOf(target.url),
+    alsoSampled: [originOf(healthy.url)],
     tasks: () => ({
       envelope: envelope(`${target.url}/c/${n}`, `c-${n++}`),
       progress: { tryCount: 0, waitedMs: 0 },
       due: 0,
     }),
+    arrivals: (now) => {
+      t0 ??= now;
+      const due: Task[] = [];
+      for (; t0 + h * HEALTHY_EVERY_MS <= now; h++) {
+        const uri = `${healthy.url}/h/${h}`;
+        dueOf.set(uri, t0 + h * HEALTHY_EVERY_MS);
+        due.push({
+          envelope: envelope(uri, `h-${h}`),
+          progress: { tryCount: 0, waitedMs: 0 },
+          due: t0 + h * HEALTHY_EVERY_MS,
+        });
+      }
+      return due;
+    },
     stopAtMs: 12_000,
   });
-  await target.close();
-  return { adaptive, run };
+  clearTimeout(halve);
+  await Promise.all([target.close(), healthy.close()]);
+  const ofHealthy = (uri: string) => dueOf.has(uri);
+  // How long each healthy call waited for a worker and its policies: from its due time to leaving.
+  const waits = run.calls
+    .filter((c) => ofHealthy(c.uri))
+    .map((c) => ({ at: c.at, ms: run.startMs + c.at - (dueOf.get(c.uri) ?? 0) }));
+  return {
+    adaptive,
+    run,
+    capped: run.calls.filter((c) => !ofHealthy(c.uri)),
+    healthy: run.calls.filter((c) => ofHealthy(c.uri)),
+    waits,
+    healthyLimits: run.others.get(originOf(healthy.url)) ?? [],
+  };
 }
 
 function perSecond(points: Array<[number, number]>, endMs: number, reduce: (ys: number[]) => number) {
@@ -355,6 +412,7 @@ const BLUE = '#1f77b4';
 const ORANGE = '#ff7f0e';
 const GREEN = '#2ca02c';
 const RED = '#d62728';
+const PURPLE = '#9467bd';
 console.log(`machine: ${cpus().length} × ${cpus()[0]?.model ?? '?'}, node ${process.version}`);
 
 if (args.scenario === 'quota' || args.scenario === 'all') {
@@ -426,46 +484,149 @@ if (args.scenario === 'quota' || args.scenario === 'all') {
 for (const table of details) console.log(`\nquota target, adaptation on, per second:\n${table}`);
 
 if (args.scenario === 'capacity' || args.scenario === 'all') {
-  console.log('\ncapacity target: 8 at once × 5 ms (1600/s), halved to 4 at 6 s; 2 × 16 workers, 12 s');
+  type Capacity = Awaited<ReturnType<typeof capacity>>;
+  const rounds = Math.max(1, Number(args.rounds));
+  const mean = (ys: number[]) => (ys.length ? ys.reduce((a, b) => a + b, 0) / ys.length : Number.NaN);
+  const median = (ys: number[]) => percentile(ys, 50);
+  const within = <T extends { at: number }>(xs: T[], from: number, to: number) =>
+    xs.filter((x) => x.at >= from && x.at < to);
+  const windows: Array<[number, number]> = [
+    [3_000, 6_000],
+    [9_000, 12_000],
+  ];
+  /** The figures of one run in one window, for the capped origin and the healthy one. */
+  const figures = (r: Capacity, [from, to]: [number, number]) => {
+    const ms = within(r.capped, from, to).map((c) => c.ms);
+    const healthy = within(r.healthy, from, to).map((c) => c.ms);
+    return {
+      limit: mean(r.run.samples.filter(([t]) => t >= from && t < to).map(([, , l]) => l)),
+      rate: ms.length / ((to - from) / 1000),
+      p50: percentile(ms, 50),
+      p99: percentile(ms, 99),
+      healthyLimit: mean(r.healthyLimits.filter(([t]) => t >= from && t < to).map(([, l]) => l)),
+      healthyRate: healthy.length / ((to - from) / 1000),
+      healthyP50: percentile(healthy, 50),
+      healthyP99: percentile(healthy, 99),
+      healthyWaitP99: percentile(
+        within(r.waits, from, to).map((w) => w.ms),
+        99,
+      ),
+    };
+  };
+  type Figures = ReturnType<typeof figures>;
+  const cells = (f: Figures) => ({
+    capped: `${f.limit.toFixed(1)} | ${f.rate.toFixed(0)} | ${f.p50.toFixed(1)} / ${f.p99.toFixed(1)}`,
+    healthy: `${f.healthyLimit.toFixed(1)} | ${f.healthyRate.toFixed(0)} | ${f.healthyP50.toFixed(1)} / ${f.healthyP99.toFixed(1)} | ${f.healthyWaitP99.toFixed(1)}`,
+  });
+  const results: Capacity[] = [];
+  for (let round = 0; round < rounds; round++)
+    for (const adaptive of [true, false]) results.push(await capacity(adaptive));
+  const rows = (label: string, f: Figures[]) => ({ label, f });
+  const table: Array<ReturnType<typeof rows>> = [];
+  for (const adaptive of [true, false]) {
+    const mine = results.filter((r) => r.adaptive === adaptive);
+    const side = adaptive ? 'on' : 'off';
+    mine.forEach((r, k) => {
+      table.push(
+        rows(
+          rounds > 1 ? `${side} (round ${k + 1})` : side,
+          windows.map((w) => figures(r, w)),
+        ),
+      );
+    });
+    if (rounds > 1) {
+      // The median of each figure over the rounds (not the figures of one median run).
+      const all = mine.map((r) => windows.map((w) => figures(r, w)));
+      const med = windows.map((_, wi) => {
+        const keys = Object.keys(all[0]?.[wi] ?? {}) as Array<keyof Figures>;
+        return Object.fromEntries(
+          keys.map((k) => [k, median(all.map((a) => a[wi]?.[k] ?? Number.NaN))]),
+        ) as Figures;
+      });
+      table.push(rows(`**${side}, median of ${rounds}**`, med));
+    }
+  }
+  console.log(
+    `\ncapacity target: 8 at once × 5 ms (1600/s), halved to 4 at 6 s; 2 × 16 workers, 12 s; ${rounds} round(s), on and off alternating`,
+  );
   console.log(
     '| adaptation | limit 3–6 s | calls/s 3–6 s | p50 / p99 ms 3–6 s | limit 9–12 s | calls/s 9–12 s | p50 / p99 ms 9–12 s |',
   );
   console.log('|---|---|---|---|---|---|---|');
-  for (const adaptive of [true, false]) {
-    const r = await capacity(adaptive);
-    const stats = (from: number, to: number) => {
-      const calls = r.run.calls.filter(([t]) => t >= from && t < to).map(([, ms]) => ms);
-      const limits = r.run.samples.filter(([t]) => t >= from && t < to).map(([, , l]) => l);
-      const limit = limits.length ? (limits.reduce((a, b) => a + b, 0) / limits.length).toFixed(1) : '-';
-      return `${limit} | ${(calls.length / ((to - from) / 1000)).toFixed(0)} | ${percentile(calls, 50).toFixed(1)} / ${percentile(calls, 99).toFixed(1)}`;
-    };
-    console.log(`| ${adaptive ? 'on' : 'off'} | ${stats(3_000, 6_000)} | ${stats(9_000, 12_000)} |`);
+  for (const row of table) console.log(`| ${row.label} | ${row.f.map((f) => cells(f).capped).join(' | ')} |`);
+  console.log(
+    `\nhealthy origin, same workers throughout: 64 at once × 1 ms, ${1000 / HEALTHY_EVERY_MS} calls/s on a schedule (wait: from due to leaving, for a worker and the policies)`,
+  );
+  console.log(
+    '| adaptation | limit 3–6 s | calls/s 3–6 s | p50 / p99 ms 3–6 s | wait p99 ms 3–6 s | limit 9–12 s | calls/s 9–12 s | p50 / p99 ms 9–12 s | wait p99 ms 9–12 s |',
+  );
+  console.log('|---|---|---|---|---|---|---|---|---|');
+  for (const row of table)
+    console.log(`| ${row.label} | ${row.f.map((f) => cells(f).healthy).join(' | ')} |`);
+
+  for (const r of results.slice(0, 2)) {
+    const adaptive = r.adaptive;
     const side = adaptive ? 'adaptation on' : 'adaptation off';
+    const color = adaptive ? BLUE : ORANGE;
+    const points = (xs: Array<{ at: number; ms: number }>) => xs.map((x) => [x.at, x.ms] as [number, number]);
     panels.push({
-      title: `capacity target, ${side}: ${adaptive ? 'the learnt' : 'the static'} concurrency limit of one executor`,
+      title: `capacity, ${side}: ${adaptive ? 'the learnt' : 'the static'} concurrency limit of one executor, per origin`,
       yLabel: 'calls in flight',
       series: [
         {
-          name: adaptive ? 'learnt limit' : 'static limit',
+          name: 'capped origin',
           points: r.run.samples.map(([t, , l]) => [t / 1000, l] as [number, number]),
-          color: adaptive ? BLUE : ORANGE,
+          color,
+        },
+        {
+          name: 'healthy origin',
+          points: r.healthyLimits.map(([t, l]) => [t / 1000, l] as [number, number]),
+          color: PURPLE,
+          dash: '6 4',
         },
       ],
       yMax: 2 * PER_ORIGIN,
     });
     panels.push({
-      title: `capacity target, ${side}: call latency per second (capacity halves at 6 s)`,
+      title: `capacity, ${side}: the capped origin's call latency per second (its capacity halves at 6 s)`,
       yLabel: 'latency (ms)',
       series: [
-        {
-          name: 'p99',
-          points: perSecond(r.run.calls, r.run.endMs, (ys) => percentile(ys, 99)),
-          color: adaptive ? BLUE : ORANGE,
-        },
+        { name: 'p99', points: perSecond(points(r.capped), r.run.endMs, (ys) => percentile(ys, 99)), color },
         {
           name: 'p50',
-          points: perSecond(r.run.calls, r.run.endMs, (ys) => percentile(ys, 50)),
+          points: perSecond(points(r.capped), r.run.endMs, (ys) => percentile(ys, 50)),
           color: GREEN,
+        },
+      ],
+      yMax: 60,
+    });
+    panels.push({
+      title: `capacity, ${side}: calls per second answered by each origin`,
+      yLabel: 'calls/s',
+      series: [
+        { name: 'capped origin', points: perSecond(points(r.capped), r.run.endMs, (ys) => ys.length), color },
+        {
+          name: 'healthy origin',
+          points: perSecond(points(r.healthy), r.run.endMs, (ys) => ys.length),
+          color: PURPLE,
+          dash: '6 4',
+        },
+      ],
+      yMax: 2_000,
+    });
+    panels.push({
+      title: `capacity, ${side}: the healthy origin (1 ms) per second, p99 of its latency and of its wait to leave`,
+      yLabel: 'ms',
+      series: [
+        {
+          name: 'latency p99',
+          points: perSecond(points(r.healthy), r.run.endMs, (ys) => percentile(ys, 99)),
+          color: PURPLE,
+        },
+        {
+          name: 'wait p99',
+          points: perSecond(points(r.waits), r.run.endMs, (ys) => percentile(ys, 99)),
+          color: RED,
         },
       ],
       yMax: 60,

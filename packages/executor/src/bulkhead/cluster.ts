@@ -80,6 +80,8 @@ export class ClusterBulkhead implements Bulkhead {
     const ended = this.load.start(origin);
     return {
       granted: true,
+      inFlight,
+      full: inFlight >= maxPerOrigin,
       release: () => {
         ended();
         redis.zrem(key, lease).catch((err: unknown) => this.failed('release', err));

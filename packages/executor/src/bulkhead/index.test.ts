@@ -35,8 +35,12 @@ describe('LocalBulkhead', () => {
     const a = await bulkhead.acquire('http://a:80');
     const b = await bulkhead.acquire('http://a:80');
     expect([a.granted, b.granted]).toEqual([true, true]);
+    // The second took the last slot: the cap binds (the adaptive limit may read its latency).
+    expect([a.granted && a.full, b.granted && b.full]).toEqual([false, true]);
     expect((await bulkhead.acquire('http://a:80')).granted).toBe(false);
     expect((await bulkhead.acquire('http://b:80')).granted).toBe(true); // another origin is not affected
+    const limited = await bulkhead.acquire('http://c:80', 1); // an adaptive limit below the cap
+    expect(limited.granted && limited.full).toBe(true);
     if (a.granted) a.release();
     if (a.granted) a.release(); // a second release is a no-op
     expect(bulkhead.inFlight('http://a:80')).toBe(1);
@@ -133,6 +137,7 @@ describe('ClusterBulkhead (real Redis)', () => {
     const a = await one.acquire(origin);
     const b = await two.acquire(origin);
     expect([a.granted, b.granted]).toEqual([true, true]);
+    expect([a.granted && a.full, b.granted && b.full]).toEqual([false, true]);
     const refused = await one.acquire(origin);
     expect(refused.granted).toBe(false);
     if (a.granted) a.release();

@@ -16,8 +16,13 @@
  */
 
 export type SlotGrant =
-  /** `release` frees the slot; call it exactly once, when the call is over. */
-  | { granted: true; release: () => void }
+  /**
+   * `release` frees the slot; call it exactly once, when the call is over. `inFlight`: the calls
+   * to the origin in flight in the bulkhead's scope, this one included; `full`: this call took the
+   * last slot under the cap, so the cap binds. Both tell the adaptive limit whether a latency is a
+   * queue of our making (OriginPacer.report).
+   */
+  | { granted: true; release: () => void; inFlight: number; full: boolean }
   /** Come back in `retryInMs` (already jittered). */
   | { granted: false; retryInMs: number };
 
@@ -157,7 +162,7 @@ export class LocalBulkhead implements Bulkhead {
   acquire(origin: string, limit?: number, client = ''): Promise<SlotGrant> {
     const inFlight = this.load.inFlight(origin);
     const cap = capOf(this.maxPerOrigin, limit);
-    if (inFlight < cap) return Promise.resolve(this.grant(origin, client));
+    if (inFlight < cap) return Promise.resolve(this.grant(origin, client, cap));
     const retryInMs = waitForSlotMs(this.load.typicalCallMs(origin), inFlight, this.random());
     const waitMs = Math.min(this.maxWaitMs, retryInMs);
     if (waitMs <= 0) return Promise.resolve({ granted: false, retryInMs });
@@ -178,14 +183,17 @@ export class LocalBulkhead implements Bulkhead {
   }
 
   /** A slot; its release hands it straight to the next waiter of the origin (see `waiters`), if any. */
-  private grant(origin: string, client: string): SlotGrant {
+  private grant(origin: string, client: string, cap: number): SlotGrant {
     const end = this.load.start(origin);
+    const inFlight = this.load.inFlight(origin);
     const clients = this.byClient.get(origin) ?? new Map<string, number>();
     this.byClient.set(origin, clients);
     clients.set(client, (clients.get(client) ?? 0) + 1);
     let released = false;
     return {
       granted: true,
+      inFlight,
+      full: inFlight >= cap,
       release: () => {
         if (released) return;
         released = true;
@@ -198,7 +206,7 @@ export class LocalBulkhead implements Bulkhead {
         if (!next) return;
         this.leaveLine(origin, next);
         clearTimeout(next.timer);
-        next.grant(this.grant(origin, next.client));
+        next.grant(this.grant(origin, next.client, next.cap));
       },
     };
   }

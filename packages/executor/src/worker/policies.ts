@@ -11,6 +11,7 @@ import {
   originOf,
   type PaceGrant,
   type PaceReport,
+  type PaceSlot,
   type RateLimiter,
   type RecordOutcome,
   type Reservation,
@@ -167,7 +168,8 @@ interface Stopped {
 export type Tried = CallOutcome | Stopped;
 
 type OriginReport = CallReport & { origin: string };
-type PaceAnswer = { origin: string; outcome: CallOutcome };
+/** `slot`: the bulkhead's grant (calls in flight, the last slot taken); undefined: no bulkhead. */
+type PaceAnswer = { origin: string; outcome: CallOutcome; slot: PaceSlot | undefined };
 type PaceAsk = { origin: string; reservedMs: number | undefined };
 
 const HELD_BY = {
@@ -235,7 +237,7 @@ export class Policies {
     this.reportPace =
       pacer &&
       batched((answers: PaceAnswer[]) =>
-        Promise.all(answers.map((a) => pacer.report(a.origin, a.outcome, a.outcome.durationNs))),
+        Promise.all(answers.map((a) => pacer.report(a.origin, a.outcome, a.outcome.durationNs, a.slot))),
       );
   }
 
@@ -340,8 +342,10 @@ export class Policies {
       this.modules.bulkhead && (await this.modules.bulkhead.acquire(origin, learnt, envelope.meta.client));
     const full = grant ? bulkheadStep(grant) : CALL;
     if (full.kind !== 'call') return { kind: 'failure', stop: full };
+    // Whether the limit held calls back tells the pacer if a latency is a queue of ours.
+    const slot = grant?.granted ? { inFlight: grant.inFlight, full: grant.full } : undefined;
     try {
-      return await this.limitAndCall(envelope, call, origin, tryCount, log);
+      return await this.limitAndCall(envelope, call, origin, slot, tryCount, log);
     } finally {
       if (grant?.granted) grant.release();
     }
@@ -351,6 +355,7 @@ export class Policies {
     envelope: RequestEnvelope,
     call: HttpCall,
     origin: string,
+    slot: PaceSlot | undefined,
     tryCount: number,
     log: LineLogger,
   ): Promise<Tried> {
@@ -411,7 +416,7 @@ export class Policies {
       this.record && admission?.admitted
         ? this.record({ origin, ...admission, success: !failed, optOut })
         : undefined,
-      this.reportPace?.({ origin, outcome }).then((report) => this.journalThrottled(envelope, report)),
+      this.reportPace?.({ origin, outcome, slot }).then((report) => this.journalThrottled(envelope, report)),
     ]);
     if (recorded?.change) this.journalHold(envelope, origin, recorded.change);
     if (heldProbe && failed && recorded?.held && recorded.retryAtMs !== undefined) {

@@ -1,7 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import { createRedis, type RedisClient } from '@requester/shared/redis';
+import { startPacedTargetProcess } from '@requester/shared/testing';
 import { afterAll, describe, expect, it } from 'vitest';
-import { OriginPacer, type OriginPacerOptions, type PacedOutcome } from './index.ts';
+import { originOf } from '../breaker/index.ts';
+import { OriginPacer, type OriginPacerOptions, type PacedOutcome, type PaceSlot } from './index.ts';
 
 const redis: RedisClient = createRedis({ url: 'redis://127.0.0.1:6379', commandTimeoutMs: 2_000 });
 const prefixes: string[] = [];
@@ -122,19 +124,126 @@ describe('OriginPacer', () => {
     expect((await p.snapshot(ORIGIN)).rate).toBe(36); // never above 90 % of what the target advertised
   });
 
-  it('adapts the concurrency limit: up to the ceiling near the latency floor, down on queueing and timeouts', async () => {
+  it('adapts the concurrency limit to the latency floor: up near it, down on queueing and timeouts', async () => {
     const p = pacer({ maxLimit: 16 });
     await p.report(ORIGIN, { kind: 'failure', error: { code: 'timeout' } }, 10_000 * MS);
     expect(p.limitOf(ORIGIN)).toBe(11); // 16 × 0.7
-    for (let i = 0; i < 200; i++) await p.report(ORIGIN, ok, 5 * MS);
+    // The first success is the floor (the first calls of a burst find the target's queue empty).
+    await p.report(ORIGIN, ok, 5 * MS);
+    expect(await p.snapshot(ORIGIN)).toMatchObject({ floorMs: 5, probing: false });
+    for (let i = 0; i < 200; i++) await call(p, 5);
     expect(p.limitOf(ORIGIN)).toBe(16);
-    // A queue forming at the target: the latency grows, the limit comes down.
-    for (let i = 0; i < 100; i++) await p.report(ORIGIN, ok, 20 * MS);
+    // A queue forming at the target: 16 calls at once, the latency grows (100 × the floor: well past
+    // the lag of this process on a loaded machine, which is allowed for), the limit comes down.
+    for (let i = 0; i < 8; i++) await Promise.all(Array.from({ length: 16 }, () => call(p, 500)));
     expect(p.limitOf(ORIGIN)).toBeLessThan(12);
     // A 429 is answered by the pace, not by the limit.
     const q = pacer({ maxLimit: 16 });
     await q.report(ORIGIN, tooMany(), MS);
     expect(q.limitOf(ORIGIN)).toBe(16);
+  });
+
+  it('measures the floor again with a probe at one call, and then sees a slower target as such', async () => {
+    const p = pacer({ maxLimit: 16 });
+    await p.report(ORIGIN, ok, 5 * MS);
+    expect(p.limitOf(ORIGIN)).toBe(16);
+    await p.probe(ORIGIN); // due now rather than in 10 s
+    await p.report(ORIGIN, ok, 20 * MS);
+    expect(await p.snapshot(ORIGIN)).toMatchObject({ probing: true, limit: 1 });
+    // Its samples are the calls that started once those already out were answered (Redis time):
+    // report until it has them, then the limit goes back to where it was, with the new floor.
+    await reportUntil(p, 20, async () => !(await p.snapshot(ORIGIN)).probing);
+    expect(await p.snapshot(ORIGIN)).toMatchObject({ floorMs: 20, limit: 16 });
+    for (let i = 0; i < 100; i++) await p.report(ORIGIN, ok, 20 * MS);
+    expect(p.limitOf(ORIGIN)).toBe(16);
+  });
+
+  it('gives a probe up when no call succeeds: the limit goes back, the floor stays', async () => {
+    const p = pacer({ maxLimit: 16 });
+    await p.report(ORIGIN, ok, 5 * MS);
+    await p.probe(ORIGIN);
+    await p.report(ORIGIN, ok, 5 * MS);
+    expect(p.limitOf(ORIGIN)).toBe(1);
+    const notFound: PacedOutcome = { kind: 'response', status: 404, headers: {} };
+    for (let i = 0; (await p.snapshot(ORIGIN)).probing; i++) {
+      if (i > 10_000) throw new Error('the probe never gave up');
+      await p.report(ORIGIN, notFound, 5 * MS);
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+    expect(await p.snapshot(ORIGIN)).toMatchObject({ limit: 16, floorMs: 5 });
+  });
+
+  it('keeps the concurrency of a slow target that is not overloaded: held long, then answering at a steady latency', async () => {
+    // The calls of a webhook receiver, or of a client capped at 2 in flight (fair-share.test.ts):
+    // the first two held 1.5 s, the next ones answered in 100 to 250 ms as they come, never more
+    // than 2 at once under a limit of 4. Those 2 queue nothing the limit could spare: it keeps
+    // room for them (it may come down to 3, where it would bind, never under).
+    const two = { inFlight: 2, full: false };
+    const p = pacer({ maxLimit: 4 });
+    await gateAndReport(p, 1_500, two);
+    await gateAndReport(p, 1_500, two);
+    for (let i = 0; i < 60; i++) await gateAndReport(p, [100, 250, 180][i % 3] as number, two);
+    expect(p.limitOf(ORIGIN)).toBeGreaterThanOrEqual(3);
+    // Even where the limit binds: a latency that falls (held 1.5 s, then a steady 200 ms) is no
+    // queue; the floor falls with it.
+    const atLimit = { inFlight: 4, full: true };
+    const q = pacer({ maxLimit: 4 });
+    for (let i = 0; i < 4; i++) await gateAndReport(q, 1_500, atLimit);
+    for (let i = 0; i < 60; i++) await gateAndReport(q, 200, atLimit);
+    expect(q.limitOf(ORIGIN)).toBe(4);
+    expect(await q.snapshot(ORIGIN)).toMatchObject({ floorMs: 200 });
+    // Latencies rising while the limit binds: a queue of ours, it shrinks.
+    const r = pacer({ maxLimit: 4 });
+    await gateAndReport(r, 200, atLimit);
+    for (let i = 0; i < 60; i++) await gateAndReport(r, 1_500, atLimit);
+    expect(r.limitOf(ORIGIN)).toBe(1);
+    // Rising below it, with half of it in flight: down to one above them, where it binds, no further.
+    const s = pacer({ maxLimit: 4 });
+    await gateAndReport(s, 200, two);
+    for (let i = 0; i < 60; i++) await gateAndReport(s, 1_500, two);
+    expect(s.limitOf(ORIGIN)).toBe(3);
+  });
+
+  it('settles near the capacity of a real target 16 callers queue from the start, and follows it down when it halves', async () => {
+    // 4 calls at once, 50 ms each, the rest queued; 16 callers admitted at the ceiling of 16.
+    const target = await startPacedTargetProcess({ kind: 'capacity', concurrent: 4, serviceMs: 50 });
+    try {
+      const p = pacer({ maxLimit: 16 });
+      const loop = closedLoop(p, target.url, 16);
+      // Over the last 150 answers after 400: around the capacity, far from the ceiling. The band
+      // is wide: on a loaded machine the caller's own lag, allowed for, lets a longer queue through.
+      await loop.until((limits) => limits.length >= 400);
+      const settled = mean(loop.limits.slice(-150));
+      expect(settled).toBeGreaterThanOrEqual(2);
+      expect(settled).toBeLessThanOrEqual(10);
+      target.setConcurrent(2);
+      const halvedAt = loop.limits.length;
+      await loop.until((limits) => limits.length - halvedAt >= 60 && mean(limits.slice(-60)) <= 5);
+      await loop.stop();
+    } finally {
+      await target.close();
+    }
+  });
+
+  it("does not throttle a target answering in 1 ms when the caller's own event loop lags", async () => {
+    const target = await startPacedTargetProcess({ kind: 'capacity', concurrent: 64, serviceMs: 1 });
+    // A caller busy 4 ms of every 6: its answers are read up to a few ms late, whatever the target.
+    const hog = setInterval(() => {
+      const until = performance.now() + 4;
+      while (performance.now() < until);
+    }, 6);
+    try {
+      const p = pacer({ maxLimit: 16 });
+      const loop = closedLoop(p, target.url, 8);
+      await loop.until((limits) => limits.length >= 1_500);
+      await loop.stop();
+      // Most of the time above what the 8 callers need (the first answers are the probe's, at 1).
+      const sorted = loop.limits.slice(100).sort((a, b) => a - b);
+      expect(sorted[Math.floor(sorted.length / 2)]).toBeGreaterThanOrEqual(8);
+    } finally {
+      clearInterval(hog);
+      await target.close();
+    }
   });
 
   it('shares the pace between executors: a 429 seen by one holds the origin for the other', async () => {
@@ -157,3 +266,77 @@ describe('OriginPacer', () => {
     down.disconnect();
   });
 });
+
+/** A call to ORIGIN as the executor makes it: through the gate (it counts the rate we send at), then reported. */
+async function call(p: OriginPacer, latencyMs: number): Promise<void> {
+  await p.gate(ORIGIN);
+  await p.report(ORIGIN, ok, latencyMs * MS);
+}
+
+/** A call through the gate, reported with its bulkhead slot. */
+async function gateAndReport(p: OriginPacer, latencyMs: number, slot: PaceSlot): Promise<void> {
+  await p.gate(ORIGIN);
+  await p.report(ORIGIN, ok, latencyMs * MS, slot);
+}
+
+/** Reports successes of `latencyMs` until `done` holds (the probe counts them by Redis time). */
+async function reportUntil(p: OriginPacer, latencyMs: number, done: () => Promise<boolean>): Promise<void> {
+  for (let i = 0; !(await done()); i++) {
+    if (i > 10_000) throw new Error('not reached in 10,000 reports');
+    await p.report(ORIGIN, ok, latencyMs * MS);
+    await new Promise((resolve) => setTimeout(resolve, 1));
+  }
+}
+
+const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length);
+
+/**
+ * `workers` callers of `url` in a closed loop, each starting a call only while fewer than the
+ * pacer's limit (at most `ceiling`) are in flight (the executor's bulkhead, in short), and
+ * reporting every answer, with whether it took the last slot:
+ * `limits` holds the limit after each report.
+ */
+function closedLoop(p: OriginPacer, url: string, workers: number, ceiling = 16) {
+  const origin = originOf(url);
+  const limits: number[] = [];
+  let inFlight = 0;
+  let stopped = false;
+  let failure: unknown;
+  const worker = async (id: number) => {
+    for (let n = 0; !stopped; n++) {
+      const limit = Math.min(ceiling, p.limitOf(origin) ?? ceiling);
+      if (inFlight >= limit) {
+        await new Promise((resolve) => setTimeout(resolve, 1));
+        continue;
+      }
+      inFlight++;
+      const slot = { inFlight, full: inFlight >= limit }; // what the bulkhead grants
+      await p.gate(origin); // unpaced: go at once; it counts the rate we send at
+      const started = process.hrtime.bigint();
+      const response = await fetch(`${url}/${id}/${n}`);
+      await response.text();
+      const latencyNs = Number(process.hrtime.bigint() - started);
+      inFlight--;
+      await p.report(origin, { kind: 'response', status: response.status, headers: {} }, latencyNs, slot);
+      limits.push((await p.snapshot(origin)).limit ?? Number.NaN);
+    }
+  };
+  const running = Promise.all(Array.from({ length: workers }, (_, id) => worker(id))).catch((err) => {
+    failure = err;
+  });
+  return {
+    limits,
+    /** Waits until `done(limits)` holds; bounded by calls (60,000), not by time. */
+    async until(done: (limits: number[]) => boolean): Promise<void> {
+      while (!done(limits)) {
+        if (failure) throw failure;
+        if (limits.length > 60_000) throw new Error('not reached in 60,000 calls');
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+    },
+    async stop(): Promise<void> {
+      stopped = true;
+      await running;
+    },
+  };
+}

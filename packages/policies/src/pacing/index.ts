@@ -3,6 +3,7 @@ import type { Logger } from '@requester/shared/log';
 import { BoundedLabel, counter, gauge } from '@requester/shared/metrics';
 import type { RedisClient } from '@requester/shared/redis';
 import { LRUCache } from 'lru-cache';
+import { eventLoopLagMs } from './loop-lag.ts';
 import { loadPacingScripts, type PacingScripts } from './scripts.ts';
 import { type PacedOutcome, paceSignal, type SignalKind } from './signals.ts';
 
@@ -19,9 +20,13 @@ export { type PacedOutcome, type PaceSignal, paceSignal, type SignalKind } from 
  *   the time asked, then paced at half the rate we were sending at, and the pace grows back
  *   gradually (+10 % a second) up to what the target advertises (`RateLimit-Policy`). It is not
  *   a breaker failure, and the tasks it holds wait in the queue, spaced at the pace.
- * - The concurrency limit adapts (AIMD): +1 per round of calls while the latency stays near its
- *   floor, down when it grows (queueing at the target), −30 % on timeouts and 5xx (a 429 is met by the pace);
- *   MAX_WORKERS_PER_ORIGIN is its ceiling. The executor applies it to its bulkhead.
+ * - The concurrency limit adapts: +1 per round of calls while the latency stays near its floor
+ *   (the latency without load: the least seen, measured again every 10 s by a probe at one call
+ *   per executor), down when
+ *   it grows (queueing at the target) while the limit binds (the bulkhead's grant tells: see
+ *   PaceSlot), −30 % on timeouts and 5xx (a 429 is met by the pace);
+ *   MAX_WORKERS_PER_ORIGIN is its ceiling. The executor applies it to its bulkhead. The caller's
+ *   own event-loop lag is allowed for: it delays the answers, it is no queue at the target.
  * Redis errors fail open (the call goes ahead unpaced), as the breaker does.
  */
 
@@ -63,6 +68,20 @@ export interface PaceReport {
   holdMs: number;
 }
 
+/**
+ * The bulkhead's slot of a reported call: whether the limit held our calls back. Only the latency
+ * of a call that took the last slot (`full`) lowers the limit step by step; a queue seen below it
+ * brings the limit down to the calls in flight + 1 at most, where it binds, never under: our calls
+ * queue nothing the limit could spare, whatever the target's latency (a slow receiver, a client
+ * capped elsewhere), and a limit lowered under them would take away concurrency the target takes.
+ */
+export interface PaceSlot {
+  /** Calls to the origin in flight in the bulkhead's scope when it was granted, this one included. */
+  inFlight: number;
+  /** It took the last slot the limit (or MAX_WORKERS_PER_ORIGIN) allowed. */
+  full: boolean;
+}
+
 /** One origin's shared pace; undefined = not set. */
 export interface PaceSnapshot {
   /** No call starts before it (Redis epoch ms). */
@@ -71,10 +90,16 @@ export interface PaceSnapshot {
   rate: number | undefined;
   /** The pace the target advertised (calls/s). */
   ceiling: number | undefined;
-  /** The adaptive concurrency limit (fractional). */
+  /** The adaptive concurrency limit applied (fractional; 1 during a probe of the floor). */
   limit: number | undefined;
   /** The next free dispatch slot of a paced origin (Redis epoch ms). */
   nextSlotMs: number | undefined;
+  /** The latency without load (ms), as the last probe measured it (or less since). */
+  floorMs: number | undefined;
+  /** The recent latency (ms), a fast moving average. */
+  recentMs: number | undefined;
+  /** A probe of the floor is under way. */
+  probing: boolean;
 }
 
 /** Target origins with a label of their own in the pacing metrics; later ones are `other`. */
@@ -149,8 +174,16 @@ export class OriginPacer {
     }
   }
 
-  /** What `outcome` (a call to `origin` that took `latencyNs`) says about the origin's pace. */
-  async report(origin: string, outcome: PacedOutcome, latencyNs: number): Promise<PaceReport | undefined> {
+  /**
+   * What `outcome` (a call to `origin` that took `latencyNs`) says about the origin's pace. `slot`:
+   * what the bulkhead granted the call (see PaceSlot); unknown: taken as the last slot.
+   */
+  async report(
+    origin: string,
+    outcome: PacedOutcome,
+    latencyNs: number,
+    slot?: PaceSlot,
+  ): Promise<PaceReport | undefined> {
     const signal = paceSignal(outcome, Date.now(), this.options.retryAfterMaxMs);
     try {
       const reply = await this.scripts.report(this.keyOf(origin), {
@@ -159,6 +192,9 @@ export class OriginPacer {
         ceilingPerSec: signal.ceilingPerSec,
         // A failure's duration says nothing of the target's queue: only answers feed the floor.
         latencyUs: outcome.kind === 'response' && outcome.status < 400 ? latencyNs / 1000 : 0,
+        lagUs: eventLoopLagMs() * 1000,
+        inFlight: slot?.inFlight ?? 0,
+        full: slot?.full ?? true,
         maxLimit: this.options.maxLimit,
         ttlMs: this.ttlMs,
       });
@@ -185,11 +221,16 @@ export class OriginPacer {
 
   /** The shared state of one origin (tests, admin); times are Redis epoch ms. */
   async snapshot(origin: string): Promise<PaceSnapshot> {
-    const fields = await this.options.redis.hmget(this.keyOf(origin), 'h', 'r', 'x', 'c', 't');
-    const [holdUntilMs, rate, ceiling, limit, nextSlotMs] = fields.map((value) =>
+    const fields = await this.options.redis.hmget(this.keyOf(origin), 'h', 'r', 'x', 'c', 't', 'm', 'l', 'q');
+    const [holdUntilMs, rate, ceiling, limit, nextSlotMs, floorMs, recentMs, probe] = fields.map((value) =>
       value == null ? undefined : Number(value),
     );
-    return { holdUntilMs, rate, ceiling, limit, nextSlotMs };
+    return { holdUntilMs, rate, ceiling, limit, nextSlotMs, floorMs, recentMs, probing: probe !== undefined };
+  }
+
+  /** Measures the origin's latency floor again from its next answer (tests, admin). */
+  async probe(origin: string): Promise<void> {
+    await this.options.redis.hset(this.keyOf(origin), 'qn', 0);
   }
 
   /** Forgets an origin's pace (tests, admin). */

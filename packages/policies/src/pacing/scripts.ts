@@ -21,6 +21,12 @@ export interface ReportArgs {
   holdMs: number;
   ceilingPerSec: number | undefined;
   latencyUs: number;
+  /** The reporting process's event-loop lag (µs): its answers are read that much late. */
+  lagUs: number;
+  /** Calls in flight to the origin when this one was granted, itself included (0 = unknown). */
+  inFlight: number;
+  /** The call took the last slot the limit allowed: its latency may show a queue of ours. */
+  full: boolean;
   maxLimit: number;
   ttlMs: number;
 }
@@ -58,6 +64,9 @@ export function loadPacingScripts(redis: RedisClient): PacingScripts {
           Math.max(0, Math.round(a.latencyUs)),
           a.maxLimit,
           a.ttlMs,
+          Math.max(0, Math.round(a.lagUs)),
+          a.full ? 1 : 0,
+          Math.max(0, Math.round(a.inFlight)),
         ],
       )) as number[];
       return { limit: limit / 1000, rate: fromMilli(rate), holdMs, throttled: throttled === 1 };

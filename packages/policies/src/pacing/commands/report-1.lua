@@ -8,10 +8,8 @@
     overload (timeout, transport error, 5xx): the concurrency limit shrinks by 30 %, once per burst
     ok: the pace grows back by 0.35 call/s per success (≈ +35 % a second at that pace), up to 90 %
         of the advertised ceiling; without one, by 0.05 call/s (+5 % a second), and the pace is
-        dropped once twice above the rate that was refused. The
-        concurrency limit grows by 1/limit per success while the recent latency (a fast moving
-        average) stays within 1.5× the usual one (a slow moving average) + 2 ms (≈ +1 per round
-        of calls), and shrinks as fast when it does not (a queue forming at the target)
+        dropped once twice above the rate that was refused. The concurrency limit follows the
+        latency against the floor a periodic probe measures (includes/limit.lua)
   An advertised ceiling (ARGV[3]) caps the pace at once (at 90 % of it), whatever the kind.
 
   KEYS[1]  pace HASH (see includes/pace.lua)
@@ -21,11 +19,15 @@
   ARGV[4]  latency of the call (µs); 0 = unknown
   ARGV[5]  ceiling of the concurrency limit (MAX_WORKERS_PER_ORIGIN)
   ARGV[6]  state TTL (ms)
+  ARGV[7]  event-loop lag of the reporting process (µs): answers it read late by that much
+  ARGV[8]  1 when the call took the last slot the limit allowed (it binds), else 0
+  ARGV[9]  calls to the origin in flight when it was granted, itself included (0 = unknown)
 
   Returns {limitMilli, rateMilli, holdMs, throttled}
     holdMs: how long the origin is still held; throttled 1 when this answer lowered the pace or the limit.
 ]]
 --- @include "includes/pace"
+--- @include "includes/limit"
 
 local kind = tonumber(ARGV[1])
 local holdMs = tonumber(ARGV[2])
@@ -33,6 +35,9 @@ local advertised = tonumber(ARGV[3]) / 1000
 local latency = tonumber(ARGV[4]) / 1000
 local maxLimit = tonumber(ARGV[5])
 local ttlMs = tonumber(ARGV[6])
+local lagMs = tonumber(ARGV[7]) / 1000
+local full = tonumber(ARGV[8]) == 1
+local inFlight = tonumber(ARGV[9]) or 0
 local now = nowMs()
 
 -- The slowest pace we fall to: one call per 10 s (a hold says more when the target wants less).
@@ -43,16 +48,9 @@ local CEILING_MARGIN = 0.9
 local DECREASE = 0.7
 local GROWTH = 0.35
 local SILENT_GROWTH = 0.05
--- Latency within 1.5 × its floor plus this (ms) is no queue: the jitter of the callers' own event
--- loops and of the network, which matters most for a target answering in about a millisecond.
-local SLACK_MS = 2
--- The recent latency may exceed the usual one by this factor before the limit shrinks, and the
--- weight of each call in the usual latency (0.002: about the last 500 calls).
-local TOLERANCE = 1.5
-local LONG_WEIGHT = 0.002
 local BURST_MS = 1000
 
-local f = redis.call('HMGET', K_PACE, 'h', 'r', 'x', 'ns', 'c', 'm', 'd', 'l', 'p', 'n', 'pn')
+local f = redis.call('HMGET', K_PACE, 'h', 'r', 'x', 'ns', 'd', 'p', 'n', 'pn')
 local hold = tonumber(f[1]) or 0
 local rate = tonumber(f[2])
 local ceiling = tonumber(f[3])
@@ -60,14 +58,12 @@ local ceiling = tonumber(f[3])
 -- first burst reads as a burst, not as infinity), or the previous second's, whichever is higher.
 local sendingNow = nil
 if tonumber(f[4]) then
-  sendingNow = (tonumber(f[10]) or 0) * 1000 / math.max(250, now - tonumber(f[4]))
+  sendingNow = (tonumber(f[7]) or 0) * 1000 / math.max(250, now - tonumber(f[4]))
 end
-local sendingBefore = tonumber(f[11])
-local limit = math.min(tonumber(f[5]) or maxLimit, maxLimit)
-local floor = tonumber(f[6])
-local decreased = tonumber(f[7]) or 0
-local recent = tonumber(f[8])
-local refusedAt = tonumber(f[9])
+local sendingBefore = tonumber(f[8])
+local limit = loadLimit(maxLimit)
+local decreased = tonumber(f[5]) or 0
+local refusedAt = tonumber(f[6])
 local throttled = 0
 
 if advertised > 0 then
@@ -100,7 +96,7 @@ if kind == 1 then
   end
 elseif kind == 2 then
   if fresh then
-    limit = math.max(1, limit * 0.7)
+    limitOverload(limit)
     decreased = now
     throttled = 1
   end
@@ -119,24 +115,13 @@ elseif now >= hold then
     end
   end
   if latency > 0 then
-    -- Two moving averages of the successful calls' latency (Gradient2 style): a long one, the
-    -- origin's usual latency (m), and a recent one (l). A recent latency above the usual one is a
-    -- queue forming at the target; noise (the callers' own event loops, the network) is in both.
-    floor = floor and floor + LONG_WEIGHT * (latency - floor) or latency
-    recent = recent and recent + 0.2 * (latency - recent) or latency
-    -- A queue that lasts pulls the long average up too: let it come down to the recent one at once.
-    if recent < floor then
-      floor = recent
-    end
-    if recent <= TOLERANCE * floor + SLACK_MS then
-      limit = math.min(maxLimit, limit + 1 / limit)
-    else
-      limit = math.max(1, limit - 1 / limit)
-    end
+    limitSample(limit, now, latency, lagMs, maxLimit, full, inFlight, rate ~= nil)
   end
 end
+limitTick(limit, now)
+saveLimit(limit)
 
-local fields = { 'c', limit, 'd', decreased }
+local fields = { 'd', decreased }
 if hold > now then
   table.insert(fields, 'h')
   table.insert(fields, hold)
@@ -144,14 +129,6 @@ end
 if ceiling then
   table.insert(fields, 'x')
   table.insert(fields, ceiling)
-end
-if floor then
-  table.insert(fields, 'm')
-  table.insert(fields, floor)
-end
-if recent then
-  table.insert(fields, 'l')
-  table.insert(fields, recent)
 end
 if refusedAt then
   table.insert(fields, 'p')
@@ -165,4 +142,4 @@ else
 end
 redis.call('HSET', K_PACE, unpack(fields))
 redis.call('PEXPIRE', K_PACE, math.ceil(ttlMs + math.max(0, hold - now)))
-return { milli(limit), milli(rate), math.max(0, hold - now), throttled }
+return { milli(limit.c), milli(rate), math.max(0, hold - now), throttled }

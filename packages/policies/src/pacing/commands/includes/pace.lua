@@ -10,9 +10,12 @@
              k  next free slot of the late lane: tasks back late for their reserved slot (ms)
              ns, n  start of this second's window of dispatches (ms), and its dispatches so far
              pn     the previous window's dispatches per second: with n, the rate we are sending at
-             c  adaptive concurrency limit (may be fractional)
-             m  usual latency (ms): a slow moving average of the successful calls' latency
-             l  recent latency (ms): a fast moving average of it
+             c  adaptive concurrency limit applied (may be fractional; see includes/limit.lua)
+             m  floor: the latency without load (ms), the least one seen since the last probe
+             l  recent latency (ms): a fast moving average of the successful calls' latency
+             qn the next probe of the floor (ms)
+             q, qs  a probe under way: its start, and when its samples start counting (ms)
+             qc, qm, qk  the limit it goes back to, its least latency so far (ms), its samples
              d  last decrease (ms): several answers to one burst lower the pace once
 ]]
 local K_PACE = KEYS[1]
