@@ -55,7 +55,8 @@ export class Hub<T extends {} = string> {
     const sizeOf = options.sizeOf ?? ((value: T) => Buffer.byteLength(String(value)));
     this.maxWaiters = options.maxWaiters ?? Number.POSITIVE_INFINITY;
     this.now = options.now ?? (() => performance.now());
-    this.purgeEveryMs = options.ttlMs / 10;
+    // No TTL (0): nothing expires, nothing to purge.
+    this.purgeEveryMs = options.ttlMs > 0 ? options.ttlMs / 10 : Number.POSITIVE_INFINITY;
     this.purgedAt = this.now();
     this.recent = new LRUCache<string, T>({
       maxSize: options.maxBytes,
