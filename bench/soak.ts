@@ -232,7 +232,7 @@ function endsWith(file: string, tail: string): boolean {
 
 const COLORS = ['#1f77b4', '#d62728', '#2ca02c', '#9467bd'];
 
-/** One panel: each side's RSS (solid) and heap used (dashed) over time, in its own color. */
+/** One panel: each side's RSS (solid), heap used (dashed) and heap total (dotted) over time, in its own color. */
 function memoryPanel(sides: Side[]): Panel {
   const series = sides.flatMap((side, i): Series[] => {
     const color = COLORS[i % COLORS.length] as string;
@@ -241,6 +241,8 @@ function memoryPanel(sides: Side[]): Panel {
     return [
       { name: `${side.label} RSS`, color, points: over((p) => p.rss) },
       { name: `${side.label} heap used`, color, dash: '6 4', points: over((p) => p.heapUsed) },
+      // What V8 reserved: it follows the live heap's high-water mark, which a slow leak raises.
+      { name: `${side.label} heap total`, color, dash: '2 3', points: over((p) => p.heapTotal) },
     ];
   });
   return { title: 'memory of the requester process', yLabel: 'MB', series };
