@@ -5,13 +5,18 @@
 //
 //   node bench/soak.ts [--duration 600 (s)] [--rate 500 (requests/s)] [--body 100]
 //        [--interval 10 (s)] [--png .run/soak.png] [--baseline <checkout>] [--env K=V,...]
-//        [--roles all]
+//        [--roles all] [--heap-snapshots DIR --snapshot-at 120,300,end]
 //
 // With --baseline <checkout> (e.g. a git worktree of main with its node_modules installed), a
 // second Requester from that checkout gets the same load at the same time, and both are plotted.
 // A real soak is ten minutes or more (the default); a short run only proves the script works.
+//
+// With --heap-snapshots DIR, each Requester is started with Node's --heapsnapshot-signal=SIGUSR2
+// (and --diagnostic-dir DIR) and sent SIGUSR2 at each --snapshot-at second ("end": just before it
+// stops); `node bench/heap-diff.ts a.heapsnapshot b.heapsnapshot` then says what grew between two.
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { closeSync, mkdirSync, openSync, readdirSync, readSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { stackEnv } from '../packages/requester/test/e2e/stack.fixture.ts';
@@ -38,9 +43,21 @@ const { values: args } = parseArgs({
     env: { type: 'string', default: '' },
     roles: { type: 'string', default: 'all' },
     brokers: { type: 'string', default: '127.0.0.1:9092' },
+    'heap-snapshots': { type: 'string' },
+    'snapshot-at': { type: 'string', default: '120,300,end' },
+    help: { type: 'boolean', default: false },
   },
 });
+if (args.help) {
+  console.log(
+    'node bench/soak.ts [--duration 600] [--rate 500] [--body 100] [--interval 10] [--png .run/soak.png]\n' +
+      '  [--baseline <checkout>] [--env K=V,...] [--roles all] [--brokers 127.0.0.1:9092]\n' +
+      '  [--heap-snapshots DIR] [--snapshot-at 120,300,end]  (seconds since the load started)',
+  );
+  process.exit(0);
+}
 const durationMs = Number(args.duration) * 1000;
+const snapshotDir = args['heap-snapshots'] ? path.resolve(args['heap-snapshots']) : undefined;
 const rate = Number(args.rate);
 const intervalMs = Number(args.interval) * 1000;
 const extraEnv = envPairs(args.env);
@@ -66,8 +83,11 @@ interface Side {
 
 async function startSide(label: string, root: string): Promise<Side> {
   const stack = await stackEnv({ KAFKA_BROKERS: args.brokers, LOG_LEVEL: 'warn', ...extraEnv });
+  const snapshotOptions = snapshotDir
+    ? { NODE_OPTIONS: `--heapsnapshot-signal=SIGUSR2 --diagnostic-dir=${snapshotDir}` }
+    : {};
   const child = spawn(path.join(root, 'packages/requester/bin/requester'), ['--role', args.roles ?? 'all'], {
-    env: { ...process.env, ...stack.env },
+    env: { ...process.env, ...stack.env, ...snapshotOptions },
     stdio: ['ignore', 'ignore', 'inherit'],
   });
   children.push(child);
@@ -167,9 +187,52 @@ async function sample(sides: Side[], start: number): Promise<void> {
   }
 }
 
+/** SIGUSR2 at each --snapshot-at second: Node writes Heap.<date>.<pid>...heapsnapshot to the dir. */
+function scheduleSnapshots(sides: Side[], start: number): NodeJS.Timeout[] {
+  if (!snapshotDir) return [];
+  mkdirSync(snapshotDir, { recursive: true });
+  const seconds = (args['snapshot-at'] ?? '')
+    .split(',')
+    .filter((s) => s && s !== 'end')
+    .map(Number);
+  return seconds.map((s) =>
+    setTimeout(() => void snapshotAll(sides, `${s} s`), start + s * 1000 - Date.now()),
+  );
+}
+
+/** Signals every side and waits until its new snapshot is complete (writing takes seconds). */
+async function snapshotAll(sides: Side[], label: string): Promise<void> {
+  const dir = snapshotDir as string;
+  const before = new Set(readdirSync(dir));
+  for (const side of sides) process.kill(side.pid, 'SIGUSR2');
+  await eventually(
+    () => {
+      const fresh = readdirSync(dir).filter((f) => !before.has(f) && f.endsWith('.heapsnapshot'));
+      if (fresh.length < sides.length) return false;
+      // The JSON is complete when it ends with the strings array's close: `]}`.
+      return fresh.every((f) => endsWith(path.join(dir, f), ']}'));
+    },
+    120_000,
+    `heap snapshot at ${label}`,
+  );
+  console.log(`heap snapshot at ${label}: ${dir}`);
+}
+function endsWith(file: string, tail: string): boolean {
+  const size = statSync(file).size;
+  if (size < tail.length) return false;
+  const buffer = Buffer.alloc(tail.length);
+  const fd = openSync(file, 'r');
+  try {
+    readSync(fd, buffer, 0, tail.length, size - tail.length);
+  } finally {
+    closeSync(fd);
+  }
+  return buffer.toString() === tail;
+}
+
 const COLORS = ['#1f77b4', '#d62728', '#2ca02c', '#9467bd'];
 
-/** One panel: each side's RSS (solid) and heap used (dashed) over time, in its own color. */
+/** One panel: each side's RSS (solid), heap used (dashed) and heap total (dotted) over time, in its own color. */
 function memoryPanel(sides: Side[]): Panel {
   const series = sides.flatMap((side, i): Series[] => {
     const color = COLORS[i % COLORS.length] as string;
@@ -178,6 +241,8 @@ function memoryPanel(sides: Side[]): Panel {
     return [
       { name: `${side.label} RSS`, color, points: over((p) => p.rss) },
       { name: `${side.label} heap used`, color, dash: '6 4', points: over((p) => p.heapUsed) },
+      // What V8 reserved: it follows the live heap's high-water mark, which a slow leak raises.
+      { name: `${side.label} heap total`, color, dash: '2 3', points: over((p) => p.heapTotal) },
     ];
   });
   return { title: 'memory of the requester process', yLabel: 'MB', series };
@@ -195,9 +260,12 @@ async function main(): Promise<void> {
   const start = Date.now();
   await sample(sides, start);
   const sampler = setInterval(() => void sample(sides, start), intervalMs);
+  const snapshots = scheduleSnapshots(sides, start);
   await steadyLoad(sides, targetUrl, start + durationMs);
   clearInterval(sampler);
   await sample(sides, start);
+  for (const timer of snapshots) clearTimeout(timer);
+  if (snapshotDir) await snapshotAll(sides, 'end');
   for (const side of sides) await side.reader.stop();
   const title = `requester --role all, ${rate} req/s direct Kafka, ${args.body} B bodies (load average ${loadavg()})`;
   const out = path.resolve(here, args.png ?? '.run/soak.png');

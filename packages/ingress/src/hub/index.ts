@@ -10,7 +10,10 @@ import { LRUCache } from 'lru-cache';
  *   age (`ttlMs`), so a caller that asks after the fact (a long-poll after a sync 202, a client that
  *   reconnects) is still answered. Results are up to KAFKA_MAX_MESSAGE_BYTES each, so a count bound
  *   would not bound memory. A result bigger than `maxBytes` on its own still wakes its waiters; it
- *   is just not kept for later callers.
+ *   is just not kept for later callers. lru-cache drops an expired entry only when it is read or
+ *   evicted for room, so under steady traffic every result stayed until `maxBytes` was full (64 MiB
+ *   by default: ~25 minutes at 60 results/s, the soak's heap growth past the TTL); `publish` purges
+ *   the expired ones every tenth of the TTL, so what is kept is what the TTL says.
  *
  * `wait` registers its waiter synchronously, before it returns: a caller registers first and only
  * then produces its request, so a result that comes back fast cannot slip past.
@@ -44,10 +47,17 @@ export class Hub<T extends {} = string> {
   private readonly waiters = new Map<string, Set<Waiter<T>>>();
   private readonly maxWaiters: number;
   private blocked = 0;
+  private readonly now: () => number;
+  private readonly purgeEveryMs: number;
+  private purgedAt: number;
 
   constructor(options: HubOptions<T>) {
     const sizeOf = options.sizeOf ?? ((value: T) => Buffer.byteLength(String(value)));
     this.maxWaiters = options.maxWaiters ?? Number.POSITIVE_INFINITY;
+    this.now = options.now ?? (() => performance.now());
+    // No TTL (0): nothing expires, nothing to purge.
+    this.purgeEveryMs = options.ttlMs > 0 ? options.ttlMs / 10 : Number.POSITIVE_INFINITY;
+    this.purgedAt = this.now();
     this.recent = new LRUCache<string, T>({
       maxSize: options.maxBytes,
       sizeCalculation: (value, id) => sizeOf(value) + Buffer.byteLength(id) + ENTRY_OVERHEAD_BYTES,
@@ -62,6 +72,7 @@ export class Hub<T extends {} = string> {
    * Returns how many callers it woke.
    */
   publish(id: string, value: T): number {
+    this.purgeExpired();
     // lru-cache refuses an entry bigger than maxBytes (and drops an older copy): nothing else to do.
     this.recent.set(id, value);
     const waiting = this.waiters.get(id);
@@ -135,6 +146,14 @@ export class Hub<T extends {} = string> {
   /** Bytes the kept results are charged (never above `maxBytes`). */
   bytes(): number {
     return this.recent.calculatedSize;
+  }
+
+  /** Drops the expired results (a walk over all of them, hence only every tenth of the TTL). */
+  private purgeExpired(): void {
+    const now = this.now();
+    if (now - this.purgedAt < this.purgeEveryMs) return;
+    this.purgedAt = now;
+    this.recent.purgeStale();
   }
 
   private forget(id: string, waiter: Waiter<T>): void {

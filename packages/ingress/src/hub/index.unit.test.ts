@@ -114,4 +114,15 @@ describe('Hub', () => {
     advance(1);
     expect(h.peek('a')).toBeUndefined();
   });
+
+  it('drops expired results under steady traffic, not only when they are read', () => {
+    const { h, advance } = hub(1 << 20, 5_000);
+    for (let i = 0; i < 1_000; i++) h.publish(`old-${i}`, resultOf(100, i));
+    expect(h.size()).toBe(1_000);
+    advance(5_001);
+    // Nobody asks for the old ones: the next results alone must make room.
+    for (let i = 0; i < 10; i++) h.publish(`new-${i}`, resultOf(100, i));
+    expect(h.size()).toBe(10);
+    expect(h.bytes()).toBeLessThan(1_000 * 100);
+  });
 });

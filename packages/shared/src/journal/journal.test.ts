@@ -21,10 +21,20 @@ describe('task journal (real Kafka)', () => {
     await fetcher.close();
   });
 
-  async function topicWith(mode: JournalMode, events: JournalEventInput[]): Promise<string> {
+  async function topicWith(
+    mode: JournalMode,
+    events: JournalEventInput[],
+    maxHeldRequests?: number,
+  ): Promise<string> {
     const topic = uniqueName('events');
     await createTestTopics([topic], 4);
-    const journal = createJournal({ producer: async () => producer, topic, mode, logger: silentLogger });
+    const journal = createJournal({
+      producer: async () => producer,
+      topic,
+      mode,
+      logger: silentLogger,
+      ...(maxHeldRequests === undefined ? {} : { maxHeldRequests }),
+    });
     for (const event of events) journal.emit(event);
     await journal.close();
     return topic;
@@ -130,6 +140,46 @@ describe('task journal (real Kafka)', () => {
     const both = await readJournal(fetcher, all, { requestId: 'one-id' });
     expect(eventsOfClient(both, 'probe-a').map((e) => e.client)).toEqual(Array(5).fill('probe-a'));
     expect(eventsOfClient(both, 'a')).toHaveLength(5);
+  });
+
+  it('EVENTS=failures: requests that left the happy path count against maxHeldRequests too', async () => {
+    const t = Date.now();
+    // A router alone sees `routed` to the outbox and never the request's `completed`: three such
+    // requests with room for two, then a happy step of each, newest first. The oldest was
+    // forgotten, so its step is held (and dropped at close) like any first-attempt step; the
+    // others are written at once.
+    const ids = ['held-0', 'held-1', 'held-2'];
+    const topic = await topicWith(
+      'failures',
+      [
+        ...ids.map(
+          (requestId): JournalEventInput => ({
+            type: 'routed',
+            requestId,
+            client: 'a',
+            to: 'outbox',
+            due: t + 60_000,
+            at: t,
+          }),
+        ),
+        ...ids.toReversed().map(
+          (requestId): JournalEventInput => ({
+            type: 'leased',
+            requestId,
+            client: 'a',
+            executor: 'x',
+            tryCount: 0,
+            at: t + 1,
+          }),
+        ),
+      ],
+      2,
+    );
+    const types = async (requestId: string) =>
+      (await readJournal(fetcher, topic, { requestId })).map((e) => e.type);
+    expect(await types('held-0')).toEqual(['routed']);
+    expect(await types('held-1')).toEqual(['routed', 'leased']);
+    expect(await types('held-2')).toEqual(['routed', 'leased']);
   });
 
   it('EVENTS=off: nothing is produced', async () => {

@@ -117,7 +117,7 @@ class JournalWriter implements Journal {
     }
     if (earlier) for (const step of earlier) this.push(step);
     if (isFinalStep(event)) this.held.delete(story);
-    else this.held.set(story, []);
+    else this.remember(story, []);
     this.push(event);
   }
 
@@ -128,11 +128,19 @@ class JournalWriter implements Journal {
       return;
     }
     if (earlier) earlier.push(event);
-    else {
-      this.held.set(story, [event]);
-      if (this.held.size > this.options.maxHeldRequests)
-        this.held.delete(this.held.keys().next().value as string);
-    }
+    else this.remember(story, [event]);
+  }
+
+  /**
+   * Every entry is bounded alike, the empty ones too: a process sees only its roles' steps, so a
+   * router that journals `routed` to the outbox never sees that request's `completed`, and its
+   * entries would otherwise pile up for as long as it runs.
+   */
+  private remember(story: string, steps: JournalEvent[]): void {
+    this.held.delete(story);
+    this.held.set(story, steps);
+    if (this.held.size > this.options.maxHeldRequests)
+      this.held.delete(this.held.keys().next().value as string);
   }
 
   private push(event: JournalEvent): void {
