@@ -82,11 +82,11 @@ export const PAUSE_RECHECK_MS = 1_000;
 const MIN_IDLE_MS = 10;
 
 /**
- * Leases held at most, per worker. A task whose attempt is over waits for its batch's flush (its
- * result produced, then acked) without a worker, and the loop leases the next batch meanwhile; a
- * wake-up (empty `request.uri`) never takes a worker, so a lease may ask for more tasks than there
- * are free workers when recent batches were wake-ups (see leaseSize). Without this, a process ran
- * at most MAX_WORKERS tasks per lease + produce + ack round trips (~1,000–1,500 wake-ups/s with 32),
+ * Leases held at most, per worker. A wake-up (empty `request.uri`) takes no worker once its record
+ * is read, so a lease may ask for more tasks than there are free workers when recent batches were
+ * wake-ups (see leaseSize), and the loop leases the next batch while they wait for their flush.
+ * Before, a wake-up held a worker until its result was produced and acked: a process ran at most
+ * MAX_WORKERS of them per lease + produce + ack round trips (~1,000–1,500 wake-ups/s with 32),
  * and each lease and flush call carried 32 tasks at most. The bound keeps small what a slow `out`
  * can pile up (results made but not yet written, made again elsewhere if this process dies) and
  * what a lease sized for wake-ups can hold back from other executors when it brings calls instead.
@@ -94,17 +94,18 @@ const MIN_IDLE_MS = 10;
 export const HELD_PER_WORKER = 4;
 
 /**
- * The executor loop (docs/architecture.md §3, §5). It holds at most `maxWorkers` leases; each turn it leases
- * as many tasks as it has free slots, reads their `in` records with one batched fetch, and runs
- * each task's attempt under the delivery policies (p-limit; see policies.ts, decide.ts). Results
+ * The executor loop (docs/architecture.md §3, §5). Each turn it leases as many tasks as it has
+ * free workers (more when recent batches were wake-ups: leaseSize), reads their `in` records with
+ * one batched fetch, and runs each task's attempt under the delivery policies (p-limit; see
+ * policies.ts, decide.ts). Results
  * (and dead letters) are produced in batches — whatever finished while the previous batch was
  * being written goes out in one produce — and only then acked, so a crash between the two replays
  * the task (at-least-once) instead of losing its result. Rescheduled tasks go back to the queue
  * (rejected with their delay and progress) or to the outbox (then acked), in the same flush.
- * A worker is freed when its task's attempt is over, the lease when the task is settled, which is
- * also what lets the next task of an ordered partition be leased: order at the target follows from
- * one-in-flight in the queue plus ack-after-produce. At most HELD_PER_WORKER × `maxWorkers` leases
- * are held, attempts and tasks waiting for their flush together.
+ * A worker (and the lease) is freed at the settlement, which is also what lets the next task of an
+ * ordered partition be leased: order at the target follows from one-in-flight in the queue plus
+ * ack-after-produce. A wake-up takes no worker once its record is read; at most HELD_PER_WORKER ×
+ * `maxWorkers` leases are held in all.
  * Beside this loop: settle.ts (the flush), source.ts (reading a task's record), trace.ts (its spans).
  */
 export class Executor {
@@ -114,7 +115,7 @@ export class Executor {
   private readonly log: Logger;
   private readonly limit: LimitFunction;
   private readonly held = new Map<string, LeasedTask>();
-  /** Leased tasks whose attempt is not over, wake-ups aside: each holds one of the `maxWorkers` workers. */
+  /** Leased tasks not yet settled, wake-ups aside: each holds one of the `maxWorkers` workers. */
   private working = 0;
   private wakeScheduled = false;
   /** The share of wake-ups in recent lease batches (halved per batch): how far a lease may outgrow the free workers. */
@@ -256,15 +257,13 @@ export class Executor {
       const source = sources[i];
       const read = parsed[i] && { parsed: parsed[i], cancellation: cancellations[i] };
       const attempt = () => this.attempt(job, source, read);
-      // A worker is free once its attempt is over; the lease waits for its flush without it. A
-      // wake-up calls nobody: it does not wait for a worker (the limiter, bulkhead and breaker are
-      // not asked either).
-      const attempted = wakeUps[i] ? attempt() : this.limit(attempt).finally(() => this.workDone());
-      settled.push(
-        attempted.then((settlement) =>
-          this.settler.settle(job.lease, withReplyTo(settlement, source), job.task.createdAt),
-        ),
+      // A wake-up calls nobody: it does not wait for a worker (the limiter, bulkhead and breaker
+      // are not asked either). A call keeps its worker until its result is written and acked.
+      const attempted = wakeUps[i] ? attempt() : this.limit(attempt);
+      const done = attempted.then((settlement) =>
+        this.settler.settle(job.lease, withReplyTo(settlement, source), job.task.createdAt),
       );
+      settled.push(wakeUps[i] ? done : done.finally(() => this.workDone()));
     }
     await Promise.all(settled);
   }
@@ -536,8 +535,8 @@ export class Executor {
   }
 
   /**
-   * A task's attempt is over: its worker can take another lease. The loop is woken once per turn
-   * of the event loop, so that the attempts of a batch ending together free their workers for one
+   * A task's worker is free (a call settled, a wake-up read): it can take another lease. The loop
+   * is woken once per turn of the event loop, so that the workers a batch frees together make one
    * lease call, not one each.
    */
   private workDone(): void {
