@@ -6,6 +6,7 @@
 //   node bench/load.ts --mode http-async|sync|kafka [--count 20000] [--connections 64]
 //        [--body 100] [--rounds 3] [--baseline /tmp/baseline] [--limit 120 (s)] [--env K=V,...]
 //        [--roles all]   (e.g. ingress,sync-gateway: accepts alone, nothing consumes `in`)
+//        [--wake]   (wake-ups: an empty `request.uri`, nobody is called: Requester's own cost per task)
 //        [--memory]   (each side's RSS and heap after every round and after --idle seconds at the end)
 //        [--stages]   (per-stage latencies of each side, from its task journal: see stageReport)
 //        [--executors 1,2]   (one side per count, all from this checkout: `--role ingress,
@@ -57,6 +58,8 @@ const { values: args } = parseArgs({
     /** Roles of the Requester(s) under test: e.g. `ingress` alone measures accepts without the pipeline. */
     roles: { type: 'string', default: 'all' },
     executors: { type: 'string' },
+    /** Wake-ups (empty `request.uri`): no HTTP call, so the CPU per task is Requester's own. */
+    wake: { type: 'boolean', default: false },
     /** After the rounds, where the time went: per-stage latencies read back from the task journal. */
     stages: { type: 'boolean', default: false },
     /** After each round (and after --idle s at the end): RSS, heap and external memory of each side. */
@@ -291,8 +294,9 @@ async function memoryOfSide(side: Side): Promise<string> {
 // Load
 
 function bodyOf(id: string, targetUrl: string, sync: boolean): string {
+  const body = 'x'.repeat(bodyBytes);
   return JSON.stringify({
-    request: { uri: `${targetUrl}/echo`, method: 'POST', body: 'x'.repeat(bodyBytes) },
+    request: args.wake ? { uri: '', body } : { uri: `${targetUrl}/echo`, method: 'POST', body },
     meta: { requestId: id, ...(sync ? { sync: true } : {}) },
   });
 }
@@ -469,7 +473,7 @@ function line(r: RoundResult): string {
 
 async function main(): Promise<void> {
   console.log(
-    `mode ${mode}, ${count} requests of ${bodyBytes} B, ${connections} connections, ${rounds} round(s); load average ${loadavg()}`,
+    `mode ${mode}${args.wake ? ' (wake-ups)' : ''}, ${count} requests of ${bodyBytes} B, ${connections} connections, ${rounds} round(s); load average ${loadavg()}`,
   );
   if (Object.keys(extraEnv).length) console.log(`extra env: ${JSON.stringify(extraEnv)}`);
   const target = await startTarget();

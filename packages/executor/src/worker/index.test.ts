@@ -18,7 +18,7 @@ import { createHttpClient } from '../http/index.ts';
 import { idempotencyKey } from '../http/request.ts';
 import { executorRole } from '../index.ts';
 import { ExecutorHarness } from './harness.fixture.ts';
-import { Executor } from './index.ts';
+import { Executor, HELD_PER_WORKER } from './index.ts';
 
 /**
  * The executor end to end over the real Kafka and Redis and a real HTTP target (see
@@ -306,6 +306,28 @@ describe('executor (end to end)', () => {
       expect((await resultOf(small)).response).toMatchObject({ status: 200, body: 'fine' });
     },
   );
+
+  it('leases wake-ups beyond its free workers (they call nobody, so take none), at most 4 per worker held', async () => {
+    const queue = h.newQueue();
+    const asked: number[] = [];
+    const lease = queue.lease.bind(queue);
+    queue.lease = (k, leaseMs) => {
+      asked.push(k);
+      return lease(k, leaseMs);
+    };
+    const run = uniqueName('wakes');
+    const wakeUps = Array.from({ length: 200 }, (_, i) => ({
+      request: { uri: '', body: `w${i}` },
+      meta: { requestId: `${run}-${i}` },
+    }));
+    await submit(queue, wakeUps);
+    startExecutor({ queue, maxWorkers: 2 });
+    const answered = await Promise.all(wakeUps.map((w) => resultOf(w.meta.requestId)));
+    expect(answered.map((r) => r.response.status)).toEqual(wakeUps.map(() => 200));
+    expect(asked[0]).toBe(2); // nothing known yet: one task per worker
+    expect(Math.max(...asked)).toBeGreaterThan(2);
+    expect(Math.max(...asked)).toBeLessThanOrEqual(HELD_PER_WORKER * 2);
+  });
 
   it('keeps an ordered partition in order with 8 workers and random target delays', async () => {
     const { queue } = startExecutor({ maxWorkers: 8 });

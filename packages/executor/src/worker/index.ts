@@ -7,6 +7,7 @@ import {
   DEAD_LETTER_REASONS,
   deadLetterMessage,
   errorResult,
+  isWakeUp,
   type RequestContract,
   type RequestEnvelope,
   type ResultEnvelope,
@@ -81,15 +82,30 @@ export const PAUSE_RECHECK_MS = 1_000;
 const MIN_IDLE_MS = 10;
 
 /**
- * The executor loop (docs/architecture.md §3, §5). It holds at most `maxWorkers` leases; each turn it leases
- * as many tasks as it has free slots, reads their `in` records with one batched fetch, and runs
- * each task's attempt under the delivery policies (p-limit; see policies.ts, decide.ts). Results
+ * Leases held at most, per worker. A wake-up (empty `request.uri`) takes no worker once its record
+ * is read, so a lease may ask for more tasks than there are free workers when recent batches were
+ * wake-ups (see leaseSize), and the loop leases the next batch while they wait for their flush.
+ * Before, a wake-up held a worker until its result was produced and acked: a process ran at most
+ * MAX_WORKERS of them per lease + produce + ack round trips (~1,000–1,500 wake-ups/s with 32),
+ * and each lease and flush call carried 32 tasks at most. The bound keeps small what a slow `out`
+ * can pile up (results made but not yet written, made again elsewhere if this process dies) and
+ * what a lease sized for wake-ups can hold back from other executors when it brings calls instead.
+ */
+export const HELD_PER_WORKER = 4;
+
+/**
+ * The executor loop (docs/architecture.md §3, §5). Each turn it leases as many tasks as it has
+ * free workers (more when recent batches were wake-ups: leaseSize), reads their `in` records with
+ * one batched fetch, and runs each task's attempt under the delivery policies (p-limit; see
+ * policies.ts, decide.ts). Results
  * (and dead letters) are produced in batches — whatever finished while the previous batch was
  * being written goes out in one produce — and only then acked, so a crash between the two replays
  * the task (at-least-once) instead of losing its result. Rescheduled tasks go back to the queue
  * (rejected with their delay and progress) or to the outbox (then acked), in the same flush.
- * A slot is freed at the settlement, which is also what lets the next task of an ordered partition
- * be leased: order at the target follows from one-in-flight in the queue plus ack-after-produce.
+ * A worker (and the lease) is freed at the settlement, which is also what lets the next task of an
+ * ordered partition be leased: order at the target follows from one-in-flight in the queue plus
+ * ack-after-produce. A wake-up takes no worker once its record is read; at most HELD_PER_WORKER ×
+ * `maxWorkers` leases are held in all.
  * Beside this loop: settle.ts (the flush), source.ts (reading a task's record), trace.ts (its spans).
  */
 export class Executor {
@@ -99,6 +115,11 @@ export class Executor {
   private readonly log: Logger;
   private readonly limit: LimitFunction;
   private readonly held = new Map<string, LeasedTask>();
+  /** Leased tasks not yet settled, wake-ups aside: each holds one of the `maxWorkers` workers. */
+  private working = 0;
+  private wakeScheduled = false;
+  /** The share of wake-ups in recent lease batches (halved per batch): how far a lease may outgrow the free workers. */
+  private wakeUpShare = 0;
   private readonly batches = new Set<Promise<void>>();
   private readonly stopping = new AbortController();
   private readonly settler: Settler;
@@ -157,7 +178,7 @@ export class Executor {
   private async run(): Promise<void> {
     let failures = 0;
     while (!this.stopped) {
-      const free = this.options.maxWorkers - this.held.size;
+      const free = this.leaseSize();
       if (free <= 0) {
         await this.slotFreed();
         continue;
@@ -198,6 +219,7 @@ export class Executor {
   /** Holds the leases (heartbeats start covering them) and starts their batch. */
   private take(leases: LeasedTask[]): void {
     for (const lease of leases) this.held.set(lease.token, lease);
+    this.working += leases.length;
     metrics.leases.inc(leases.length);
     metrics.inFlight.set(this.held.size);
     const batch = this.runBatch(leases).catch((err: unknown) => {
@@ -216,10 +238,12 @@ export class Executor {
     for (const lease of leases) {
       const task = decodeTask(lease.payload);
       if (task) jobs.push({ lease, task, leasedAt });
-      else
+      else {
+        this.workDone();
         settled.push(
           this.settler.settle(lease, { kind: 'dead', reason: 'queue payload is not a queued task' }),
         );
+      }
     }
     // The pauses are read again beside the records: a pause recorded before this lease holds it.
     const [sources] = await Promise.all([
@@ -227,18 +251,44 @@ export class Executor {
       this.options.pauses?.refresh(),
     ]);
     const parsed = jobs.map((job, i) => parseSource(this.contract, job, sources[i]));
+    const wakeUps = this.freeWakeUps(parsed);
     const cancellations = await this.cancellationsOf(jobs, parsed);
     for (const [i, job] of jobs.entries()) {
       const source = sources[i];
       const read = parsed[i] && { parsed: parsed[i], cancellation: cancellations[i] };
-      settled.push(
-        this.limit(async () => {
-          const settlement = withReplyTo(await this.attempt(job, source, read), source);
-          await this.settler.settle(job.lease, settlement, job.task.createdAt);
-        }),
+      const attempt = () => this.attempt(job, source, read);
+      // A wake-up calls nobody: it does not wait for a worker (the limiter, bulkhead and breaker
+      // are not asked either). A call keeps its worker until its result is written and acked.
+      const attempted = wakeUps[i] ? attempt() : this.limit(attempt);
+      const done = attempted.then((settlement) =>
+        this.settler.settle(job.lease, withReplyTo(settlement, source), job.task.createdAt),
       );
+      settled.push(wakeUps[i] ? done : done.finally(() => this.workDone()));
     }
     await Promise.all(settled);
+  }
+
+  /**
+   * How many tasks the next lease asks for: one per free worker, more when recent batches were
+   * wake-ups, which take none (a batch of wake-ups only: HELD_PER_WORKER per free worker); at most
+   * HELD_PER_WORKER × `maxWorkers` leases held. Bigger lease batches are also fewer lease, produce
+   * and ack calls per task (BENCHMARKS.md, "Far schedules").
+   */
+  private leaseSize(): number {
+    const { maxWorkers } = this.options;
+    const workers = maxWorkers - this.working;
+    if (workers <= 0) return 0;
+    const callShare = Math.max(1 - this.wakeUpShare, 1 / HELD_PER_WORKER);
+    return Math.min(Math.ceil(workers / callShare), HELD_PER_WORKER * maxWorkers - this.held.size);
+  }
+
+  /** Which tasks of a lease batch are wake-ups; their workers are free from now on. */
+  private freeWakeUps(parsed: Array<Parsed | undefined>): boolean[] {
+    const wakeUps = parsed.map((p) => p?.ok === true && isWakeUp(p.envelope));
+    const count = wakeUps.filter(Boolean).length;
+    this.wakeUpShare = (this.wakeUpShare + count / Math.max(parsed.length, 1)) / 2;
+    for (let i = 0; i < count; i++) this.workDone();
+    return wakeUps;
   }
 
   /**
@@ -482,6 +532,21 @@ export class Executor {
     if (!outbox || where === 'redis') return { kind: 'reschedule', delayMs, outcome: reason, payload };
     const row = outboxRow(job.task, envelope, delayMs, progress);
     return { kind: 'reschedule', delayMs, outcome: reason, payload, outbox: row };
+  }
+
+  /**
+   * A task's worker is free (a call settled, a wake-up read): it can take another lease. The loop
+   * is woken once per turn of the event loop, so that the workers a batch frees together make one
+   * lease call, not one each.
+   */
+  private workDone(): void {
+    this.working--;
+    if (this.wakeScheduled) return;
+    this.wakeScheduled = true;
+    setImmediate(() => {
+      this.wakeScheduled = false;
+      this.wakeSlotWaiters();
+    });
   }
 
   /** A flush settled its batch: the freed slots and a readied partition wake the loop. */
