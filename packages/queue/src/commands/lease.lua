@@ -23,7 +23,9 @@
 
   Returns {readyCount, nextEventMs, reclaimed, deadLettered, n, then n groups of 7:
            id, partition, payload, token, deliveries, publishedAt, dueAt,
-           then w, then w clients: the capped clients skipped for want of permits with work ready}
+           then w, then w clients: the capped clients skipped for want of permits with work ready,
+           in the order of their turns,
+           then g, then g clients: the capped clients that left the shard's line (nothing ready)}
 ]]
 --- @include "includes/shard"
 
@@ -74,6 +76,8 @@ local turnsLeft = k
 local taken = {}
 -- Capped clients out of permits with work ready here: the caller asks their slots for more.
 local wanting = {}
+-- Capped clients with nothing ready here any more: the caller stops asking slots for them here.
+local left = {}
 
 -- Variadic writes in chunks (Lua's unpack has a stack limit).
 local function callChunked(command, key, list, width)
@@ -240,6 +244,15 @@ local function hasMore(client)
   return not line.complete and frontOf(client) ~= nil
 end
 
+local function leave(entry)
+  table.remove(order, 1)
+  gone[entry.name] = true
+  changed[entry.name] = entry
+  if cap[entry.name] > 0 then
+    left[#left + 1] = entry.name
+  end
+end
+
 local function rest(entry)
   table.remove(order, 1)
   restedSet[entry.name] = true
@@ -280,9 +293,7 @@ while turnsLeft > 0 do
       local member = frontOf(client)
       if not member then
         -- (a damaged shard: a client without a line) out of `clients`
-        table.remove(order, 1)
-        gone[client] = true
-        changed[client] = entry
+        leave(entry)
       else
         local partition = string.sub(member, #client + 14)
         if quantum > 0 and (taken[partition] or 0) >= quantum then
@@ -307,8 +318,7 @@ while turnsLeft > 0 do
           if hasMore(client) then
             resort()
           else
-            table.remove(order, 1)
-            gone[client] = true
+            leave(entry)
           end
         end
       end
@@ -369,6 +379,10 @@ for _, task in ipairs(tasks) do
 end
 reply[#reply + 1] = #wanting
 for _, client in ipairs(wanting) do
+  reply[#reply + 1] = client
+end
+reply[#reply + 1] = #left
+for _, client in ipairs(left) do
   reply[#reply + 1] = client
 end
 return reply
