@@ -68,8 +68,9 @@ end
   The turns work in Lua memory and write once at the end (or before a read that must see the
   writes): a turn costs two reads (its client's line when not cached, its partition's head) and no
   write of its own. Deferred: the virtual times (one variadic ZADD / ZREM of `clients`), the
-  partitions out of `ready` and `cready`, the heads out of `pending`, the depth and age counts
-  (one HINCRBY per client / second), the records (one HMGET) and the leases (one ZADD).
+  partitions out of `ready` and `cready`, the heads out of `pending`, the clients' depth counts
+  (one HMGET, HSET and HDEL for all), the age counts (one HINCRBY per second), the records (one
+  HMGET) and the leases (one ZADD).
 ]]
 local leased = {} -- {id, partition, limited}
 local turnsLeft = k
@@ -168,6 +169,19 @@ local function flushClients()
   gone = {}
 end
 
+-- The values of these fields of a hash (nil where absent), like HMGET; but a hash with none at all
+-- (no client has a weight, or a cap: the common case) is not read field by field.
+local emptyHash = {}
+local function fieldsOf(key, names)
+  if emptyHash[key] == nil then
+    emptyHash[key] = redis.call('EXISTS', key) == 0
+  end
+  if emptyHash[key] then
+    return {}
+  end
+  return redis.call('HMGET', key, unpack(names))
+end
+
 -- Reads the first turns + 1 clients not resting (those resting are still in `clients`).
 local function readClients()
   flushClients()
@@ -188,8 +202,8 @@ local function readClients()
     horizon = { name = rows[#rows - 1], vt = tonumber(rows[#rows]) }
   end
   if #names > 0 then
-    local weights = redis.call('HMGET', K_SHARES, unpack(names))
-    local caps = redis.call('HMGET', K_CAPS, unpack(names))
+    local weights = fieldsOf(K_SHARES, names)
+    local caps = fieldsOf(K_CAPS, names)
     for i, name in ipairs(names) do
       weight[name] = tonumber(weights[i] or '1')
       cap[name] = tonumber(caps[i] or '0')
@@ -329,10 +343,30 @@ flushClients()
 flushReady()
 flushHeads()
 
--- The counts of what was leased, then the records (read once) and the leases (written once).
-for client, count in pairs(depthOut) do
-  if redis.call('HINCRBY', K_CDEPTH, client, -count) <= 0 then
-    redis.call('HDEL', K_CDEPTH, client)
+-- The counts of what was leased (one read, one write and one delete for all clients: with many
+-- clients each turn is another client's), then the records (read once) and the leases (written once).
+local depthClients = {}
+for client in pairs(depthOut) do
+  depthClients[#depthClients + 1] = client
+end
+for from = 1, #depthClients, 512 do
+  local names = { unpack(depthClients, from, math.min(#depthClients, from + 511)) }
+  local depths = redis.call('HMGET', K_CDEPTH, unpack(names))
+  local kept, emptied = {}, {}
+  for i, client in ipairs(names) do
+    local depth = tonumber(depths[i] or '0') - depthOut[client]
+    if depth > 0 then
+      kept[#kept + 1] = client
+      kept[#kept + 1] = depth
+    else
+      emptied[#emptied + 1] = client
+    end
+  end
+  if #kept > 0 then
+    redis.call('HSET', K_CDEPTH, unpack(kept))
+  end
+  if #emptied > 0 then
+    redis.call('HDEL', K_CDEPTH, unpack(emptied))
   end
 end
 local tasks = {}
