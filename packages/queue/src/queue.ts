@@ -143,6 +143,8 @@ export const CAP_GRACE_MS = 2000;
  * long (a slot freed elsewhere is not announced: the holder does not know where the client waits).
  */
 const CAP_RETRY_MS = 100;
+/** Most further visits of a wave's shards for capped clients skipped without slots (see leaseWaveWithCaps). */
+const CAP_VISITS = 3;
 // Due times are 11 hex digits in pending members (see shard.lua): beyond year 2500 is an error.
 const MAX_DUE_MS = 0xfff_ffff_ffff;
 
@@ -732,14 +734,16 @@ export class FairQueue {
   /**
    * After a lease call on a shard: the capped clients known to wait there, in the order of their
    * next turns. First those the script skipped for want of slots (in turn order: they are the
-   * front of the line), then the others known, then those served (their virtual time grew). Out:
-   * those whose line emptied, and, when the call took fewer tasks than asked (it met every client in
-   * line), those given slots that it neither served nor skipped.
+   * front of the line), then the others known, then those served (their virtual time grew), and
+   * last those found at their caps (`denied`: asked first, they would take the ask from the
+   * others every time). Out: those whose line emptied, and, when the call took fewer tasks than
+   * asked (it met every client in line), those given slots that it neither served nor skipped.
    */
   private noteCappedClients(
     shard: number,
     reply: { tasks: readonly LeasedTask[]; wanting: readonly string[]; left: readonly string[] },
     given: ReadonlyMap<string, unknown> | undefined,
+    denied: ReadonlySet<string>,
     ask: number,
   ): void {
     const known = this.wanting.get(shard) ?? [];
@@ -753,12 +757,13 @@ export class FairQueue {
     }
     const out = new Set([...reply.wanting, ...reply.left]);
     const metAll = reply.tasks.length < ask;
-    const next = [...reply.wanting];
+    const next = reply.wanting.filter((client) => !denied.has(client));
     for (const client of known) {
       if (out.has(client) || served.has(client) || (metAll && given?.has(client))) continue;
       next.push(client);
     }
     for (const client of served) if (!out.has(client)) next.push(client);
+    for (const client of reply.wanting) if (denied.has(client)) next.push(client);
     if (next.length > 0) this.wanting.set(shard, next);
     else this.wanting.delete(shard);
   }
@@ -804,9 +809,11 @@ export class FairQueue {
   }
 
   /**
-   * A wave, and when it met capped clients this process did not know waited there, a second visit
-   * of those shards with their cap slots (never more than k tasks in all). True when a shard gave
-   * nothing for its clients being at their caps (idle in the view for a while since).
+   * A wave, and when it skipped capped clients it had not asked slots for (this process did not
+   * know they waited there, or the ask was covered by clients before them that turned out to be at
+   * their caps), more visits of those shards with their cap slots (never more than k tasks in all,
+   * at most CAP_VISITS: each moves the clients found at their caps behind the others). True when a
+   * shard gave nothing for its clients being at their caps (idle in the view for a while since).
    */
   private async leaseWaveWithCaps(
     wave: Wave,
@@ -814,20 +821,22 @@ export class FairQueue {
     into: LeasedTask[],
     k: number,
   ): Promise<boolean> {
-    const first = await this.leaseWave(wave, leaseMs, into);
-    const metCaps = first.metCaps;
-    let remaining = k - into.length;
-    const asks = new Map<number, number>();
-    for (const shard of metCaps) {
-      if (remaining <= 0) break;
-      const ask = Math.min(remaining, wave.asks.get(shard) ?? 1);
-      asks.set(shard, ask);
-      remaining -= ask;
+    let visit = await this.leaseWave(wave, leaseMs, into);
+    let idledCapped = visit.idledCapped;
+    for (let again = 0; again < CAP_VISITS && visit.metCaps.length > 0; again++) {
+      let remaining = k - into.length;
+      const asks = new Map<number, number>();
+      for (const shard of visit.metCaps) {
+        if (remaining <= 0) break;
+        const ask = Math.min(remaining, wave.asks.get(shard) ?? 1);
+        asks.set(shard, ask);
+        remaining -= ask;
+      }
+      if (asks.size === 0) break;
+      visit = await this.leaseWave({ asks, quantum: wave.quantum }, leaseMs, into);
+      idledCapped ||= visit.idledCapped;
     }
-    if (asks.size === 0) return first.idledCapped;
-    return (
-      (await this.leaseWave({ asks, quantum: wave.quantum }, leaseMs, into)).idledCapped || first.idledCapped
-    );
+    return idledCapped;
   }
 
   /**
@@ -877,6 +886,9 @@ export class FairQueue {
       reclaimed += reply.reclaimed;
       deadLettered += reply.deadLettered;
       into.push(...reply.tasks);
+      // Asked, and granted no slot: at its cap (behind the others in this process's order).
+      const denied = new Set<string>();
+      for (const [client, { permits }] of given ?? []) if (permits.length === 0) denied.add(client);
       // Without cap slots for this shard (no capped client met), no task holds one: no name parsed.
       for (const task of given ? reply.tasks : []) {
         const client = clientOfPartition(task.partition);
@@ -892,7 +904,7 @@ export class FairQueue {
       // call took fewer tasks than asked.
       const unasked = reply.wanting.some((client) => !given?.has(client));
       if (unasked && reply.tasks.length < ask) metCaps.push(shard);
-      this.noteCappedClients(shard, reply, given, ask);
+      this.noteCappedClients(shard, reply, given, denied, ask);
       if (reply.tasks.length === 0 && reply.wanting.length > 0 && !unasked) {
         // Its ready work is all of clients at their caps: not worth a visit per lease call.
         const inMs = reply.nextEvent >= 0 ? Math.min(reply.nextEvent, CAP_RETRY_MS) : CAP_RETRY_MS;
