@@ -592,6 +592,32 @@ describe.each([single, clustered])('FairQueue on $name', (target) => {
       expect(ids((await fresh.lease(1, 30_000)).tasks)).toEqual([free]);
     });
 
+    test('a client at its cap first in line does not keep the next capped client from its turn', async () => {
+      // Asked slots first (it has the next turn) and granted none: the ask passes to the client
+      // behind it, in the same lease call.
+      const prefix = uniquePrefix();
+      const holder = makeQueue({ shards: 2 }, prefix);
+      const fresh = makeQueue({ shards: 2 }, prefix);
+      await holder.setClientMaxInFlight('a', 1);
+      await holder.setClientMaxInFlight('b', 1);
+      const inShard = (client: string, shard: number, count: number) => {
+        const found: string[] = [];
+        for (let i = 0; found.length < count; i++) {
+          if (shardOfPartition(`${client}${i} @${client}`, 2) === shard)
+            found.push(`${client}${i} @${client}`);
+        }
+        return found.map((id) => ({ id, payload: '' }));
+      };
+      const [elsewhere] = inShard('x', 0, 1).map((t) => ({ ...t, id: t.id.replace('@x', '@a') }));
+      await holder.publish([elsewhere as { id: string; payload: string }]);
+      expect(ids((await holder.lease(1, 30_000)).tasks)).toEqual([elsewhere?.id]);
+      // In the other shard b arrives first, then a, which has the next turn there (a newcomer).
+      await holder.publish(inShard('b', 1, 2));
+      await holder.publish(inShard('a', 1, 2));
+      expect(clientOf((await fresh.lease(1, 30_000)).tasks, 'b')).toHaveLength(1);
+      expect((await fresh.lease(1, 30_000)).tasks).toEqual([]);
+    });
+
     test('a heartbeat keeps the slots; the slots of a dead worker come back after its leases expire', async () => {
       const prefix = uniquePrefix();
       const crashed = makeQueue({}, prefix);

@@ -143,6 +143,8 @@ export const CAP_GRACE_MS = 2000;
  * long (a slot freed elsewhere is not announced: the holder does not know where the client waits).
  */
 const CAP_RETRY_MS = 100;
+/** Most further visits of a wave's shards for capped clients skipped without slots (see leaseWaveWithCaps). */
+const CAP_VISITS = 3;
 // Due times are 11 hex digits in pending members (see shard.lua): beyond year 2500 is an error.
 const MAX_DUE_MS = 0xfff_ffff_ffff;
 
@@ -179,8 +181,11 @@ export class FairQueue {
   private announcements = 0;
   private announcementsLeaseSaw = 0;
   private readonly capScripts: CapScripts;
-  /** Per shard, the capped clients its latest lease skipped for want of cap slots. */
-  private readonly wanting = new Map<number, Set<string>>();
+  /**
+   * Per shard, the capped clients known to wait there, in the order of their next turns as far as
+   * this process saw (`noteCappedClients`): the first ones get cap slots for the shard's next visit.
+   */
+  private readonly wanting = new Map<number, string[]>();
   /** The cap slots of the leases this instance handed out, by token (settled here, released here). */
   private readonly capHolds = new Map<string, CapHold>();
 
@@ -663,26 +668,38 @@ export class FairQueue {
 
   /**
    * Cap slots for the capped clients known to wait in the shards of a wave (`wanting`), taken in
-   * each client's slot and shared out between those shards (none beyond a shard's ask). Per shard:
-   * client → slots; `recorded` false for a client whose cap was lifted meanwhile (the shard still
-   * asks for slots until it sees the change: pseudo-slots, never released).
+   * each client's slot (one acquire script per client, pipelined: the clients' slots are apart).
+   * A client is asked only for the turns it may get in a shard: the shard's ask shared out between
+   * the clients waiting there (at least the wave's quantum), to the first ones in turn order until
+   * the ask is covered. A client with more due work, or one not asked, is skipped by the script
+   * with its place kept, and reported: it gets slots at the next visit. Per shard: client → slots,
+   * also for a client granted none; `recorded` false for a client whose cap was lifted meanwhile
+   * (the shard still asks for slots until it sees the change: pseudo-slots, never released).
    */
   private async takeCapSlots(
     asks: ReadonlyMap<number, number>,
+    quantum: number,
     leaseMs: number,
   ): Promise<Map<number, Map<string, { permits: string[]; recorded: boolean }>>> {
-    const shardsOf = new Map<string, number[]>();
-    for (const shard of asks.keys()) {
-      for (const client of this.wanting.get(shard) ?? []) {
-        const list = shardsOf.get(client);
-        if (list) list.push(shard);
-        else shardsOf.set(client, [shard]);
+    const wants = new Map<string, Array<{ shard: number; count: number }>>();
+    for (const [shard, ask] of asks) {
+      const waiting = this.wanting.get(shard);
+      if (!waiting || waiting.length === 0) continue;
+      const each = Math.min(ask, Math.max(quantum, Math.ceil(ask / waiting.length)));
+      let left = ask;
+      for (const client of waiting) {
+        if (left <= 0) break;
+        const count = Math.min(each, left);
+        left -= count;
+        const list = wants.get(client);
+        if (list) list.push({ shard, count });
+        else wants.set(client, [{ shard, count }]);
       }
     }
     const byShard = new Map<number, Map<string, { permits: string[]; recorded: boolean }>>();
     await Promise.all(
-      [...shardsOf].map(async ([client, shards]) => {
-        const need = shards.reduce((sum, shard) => sum + (asks.get(shard) ?? 0), 0);
+      [...wants].map(async ([client, shards]) => {
+        const need = shards.reduce((sum, { count }) => sum + count, 0);
         const ids = Array.from({ length: need }, () => `${PROCESS_TAG}.${++permitSeq}`);
         const granted = await this.capScripts.acquire(
           clientCapKeys(this.prefix, client),
@@ -690,14 +707,14 @@ export class FairQueue {
           ids,
         );
         const permits = granted === null ? ids : ids.slice(0, granted);
-        // One slot at a time to each shard in turn, up to its ask.
-        const given = new Map<number, string[]>(shards.map((shard) => [shard, []]));
+        // One slot at a time to each shard in turn, up to its count.
+        const given = new Map<number, string[]>(shards.map(({ shard }) => [shard, []]));
         let at = 0;
         while (at < permits.length) {
           let placed = false;
-          for (const shard of shards) {
+          for (const { shard, count } of shards) {
             const mine = given.get(shard) as string[];
-            if (at < permits.length && mine.length < (asks.get(shard) ?? 0)) {
+            if (at < permits.length && mine.length < count) {
               mine.push(permits[at++] as string);
               placed = true;
             }
@@ -705,7 +722,6 @@ export class FairQueue {
           if (!placed) break;
         }
         for (const [shard, mine] of given) {
-          if (mine.length === 0) continue;
           const perClient = byShard.get(shard) ?? new Map();
           perClient.set(client, { permits: mine, recorded: granted !== null });
           byShard.set(shard, perClient);
@@ -713,6 +729,43 @@ export class FairQueue {
       }),
     );
     return byShard;
+  }
+
+  /**
+   * After a lease call on a shard: the capped clients known to wait there, in the order of their
+   * next turns. First those the script skipped for want of slots (in turn order: they are the
+   * front of the line), then the others known, then those served (their virtual time grew), and
+   * last those found at their caps (`denied`: asked first, they would take the ask from the
+   * others every time). Out: those whose line emptied, and, when the call took fewer tasks than
+   * asked (it met every client in line), those given slots that it neither served nor skipped.
+   */
+  private noteCappedClients(
+    shard: number,
+    reply: { tasks: readonly LeasedTask[]; wanting: readonly string[]; left: readonly string[] },
+    given: ReadonlyMap<string, unknown> | undefined,
+    denied: ReadonlySet<string>,
+    ask: number,
+  ): void {
+    const known = this.wanting.get(shard) ?? [];
+    if (known.length === 0 && reply.wanting.length === 0) return;
+    const served = new Set<string>();
+    if (given) {
+      for (const task of reply.tasks) {
+        const client = clientOfPartition(task.partition);
+        if (given.has(client)) served.add(client);
+      }
+    }
+    const out = new Set([...reply.wanting, ...reply.left]);
+    const metAll = reply.tasks.length < ask;
+    const next = reply.wanting.filter((client) => !denied.has(client));
+    for (const client of known) {
+      if (out.has(client) || served.has(client) || (metAll && given?.has(client))) continue;
+      next.push(client);
+    }
+    for (const client of served) if (!out.has(client)) next.push(client);
+    for (const client of reply.wanting) if (denied.has(client)) next.push(client);
+    if (next.length > 0) this.wanting.set(shard, next);
+    else this.wanting.delete(shard);
   }
 
   /**
@@ -756,9 +809,11 @@ export class FairQueue {
   }
 
   /**
-   * A wave, and when it met capped clients this process did not know waited there, a second visit
-   * of those shards with their cap slots (never more than k tasks in all). True when a shard gave
-   * nothing for its clients being at their caps (idle in the view for a while since).
+   * A wave, and when it skipped capped clients it had not asked slots for (this process did not
+   * know they waited there, or the ask was covered by clients before them that turned out to be at
+   * their caps), more visits of those shards with their cap slots (never more than k tasks in all,
+   * at most CAP_VISITS: each moves the clients found at their caps behind the others). True when a
+   * shard gave nothing for its clients being at their caps (idle in the view for a while since).
    */
   private async leaseWaveWithCaps(
     wave: Wave,
@@ -766,20 +821,22 @@ export class FairQueue {
     into: LeasedTask[],
     k: number,
   ): Promise<boolean> {
-    const first = await this.leaseWave(wave, leaseMs, into);
-    const metCaps = first.metCaps;
-    let remaining = k - into.length;
-    const asks = new Map<number, number>();
-    for (const shard of metCaps) {
-      if (remaining <= 0) break;
-      const ask = Math.min(remaining, wave.asks.get(shard) ?? 1);
-      asks.set(shard, ask);
-      remaining -= ask;
+    let visit = await this.leaseWave(wave, leaseMs, into);
+    let idledCapped = visit.idledCapped;
+    for (let again = 0; again < CAP_VISITS && visit.metCaps.length > 0; again++) {
+      let remaining = k - into.length;
+      const asks = new Map<number, number>();
+      for (const shard of visit.metCaps) {
+        if (remaining <= 0) break;
+        const ask = Math.min(remaining, wave.asks.get(shard) ?? 1);
+        asks.set(shard, ask);
+        remaining -= ask;
+      }
+      if (asks.size === 0) break;
+      visit = await this.leaseWave({ asks, quantum: wave.quantum }, leaseMs, into);
+      idledCapped ||= visit.idledCapped;
     }
-    if (asks.size === 0) return first.idledCapped;
-    return (
-      (await this.leaseWave({ asks, quantum: wave.quantum }, leaseMs, into)).idledCapped || first.idledCapped
-    );
+    return idledCapped;
   }
 
   /**
@@ -793,7 +850,7 @@ export class FairQueue {
     into: LeasedTask[],
   ): Promise<{ metCaps: number[]; idledCapped: boolean }> {
     if (asks.size === 0) return { metCaps: [], idledCapped: false };
-    const slots = await this.takeCapSlots(asks, leaseMs);
+    const slots = await this.takeCapSlots(asks, quantum, leaseMs);
     const args = (shard: number, ask: number) => ({
       partitionConcurrency: this.partitionConcurrency,
       shard,
@@ -829,6 +886,9 @@ export class FairQueue {
       reclaimed += reply.reclaimed;
       deadLettered += reply.deadLettered;
       into.push(...reply.tasks);
+      // Asked, and granted no slot: at its cap (behind the others in this process's order).
+      const denied = new Set<string>();
+      for (const [client, { permits }] of given ?? []) if (permits.length === 0) denied.add(client);
       // Without cap slots for this shard (no capped client met), no task holds one: no name parsed.
       for (const task of given ? reply.tasks : []) {
         const client = clientOfPartition(task.partition);
@@ -839,11 +899,13 @@ export class FairQueue {
       for (const [client, { permits, recorded }] of given ?? []) {
         if (recorded) for (const permit of permits) unused.push({ client, permit });
       }
-      const known = this.wanting.get(shard);
-      if (reply.wanting.some((client) => !known?.has(client))) metCaps.push(shard);
-      if (reply.wanting.length > 0) this.wanting.set(shard, new Set(reply.wanting));
-      else this.wanting.delete(shard);
-      if (reply.tasks.length === 0 && reply.wanting.length > 0 && !metCaps.includes(shard)) {
+      const ask = asks.get(shard) ?? 1;
+      // Skipped without having been asked for slots: worth a second visit with slots, when the
+      // call took fewer tasks than asked.
+      const unasked = reply.wanting.some((client) => !given?.has(client));
+      if (unasked && reply.tasks.length < ask) metCaps.push(shard);
+      this.noteCappedClients(shard, reply, given, denied, ask);
+      if (reply.tasks.length === 0 && reply.wanting.length > 0 && !unasked) {
         // Its ready work is all of clients at their caps: not worth a visit per lease call.
         const inMs = reply.nextEvent >= 0 ? Math.min(reply.nextEvent, CAP_RETRY_MS) : CAP_RETRY_MS;
         this.view.update(shard, 0, inMs);
@@ -851,7 +913,14 @@ export class FairQueue {
       }
     });
     this.countReclaimed(reclaimed, deadLettered);
-    await this.releaseCapSlots(unused);
+    // Not awaited (a round trip less per lease): the ZREMs are sent now, so every later command on
+    // this connection sees them, and a slot given back late only keeps the client below its cap
+    // a moment longer.
+    if (unused.length > 0) {
+      this.releaseCapSlots(unused).catch((err: unknown) =>
+        this.logger?.warn({ err, queue: this.name }, 'giving back unused cap slots failed'),
+      );
+    }
     if (failure !== undefined) {
       // Tasks leased on the other shards are handed out anyway; the failed shard is retried later.
       if (into.length === 0) throw failure;

@@ -96,7 +96,7 @@ export interface QueueScripts {
   lease(
     keys: readonly string[],
     args: LeaseArgs,
-  ): Promise<ShardState & Housekeeping & { tasks: LeasedTask[]; wanting: string[] }>;
+  ): Promise<ShardState & Housekeeping & { tasks: LeasedTask[]; wanting: string[]; left: string[] }>;
   extend(
     keys: readonly string[],
     leases: ReadonlyArray<{ token: string; leaseMs: number }>,
@@ -311,7 +311,9 @@ export function loadQueueScripts(redis: RedisClient): QueueScripts {
       const n = num(reply, 4);
       const at = 5 + n * 7;
       const wanting = reply.slice(at + 1, at + 1 + num(reply, at)).map(String);
-      return { ...housekept(reply), tasks: leasedTasks(reply, n, 5), wanting };
+      const leftAt = at + 1 + wanting.length;
+      const left = reply.slice(leftAt + 1, leftAt + 1 + num(reply, leftAt)).map(String);
+      return { ...housekept(reply), tasks: leasedTasks(reply, n, 5), wanting, left };
     },
     async extend(keys, leases) {
       const reply = await run('extend', keys, [

@@ -23,7 +23,9 @@
 
   Returns {readyCount, nextEventMs, reclaimed, deadLettered, n, then n groups of 7:
            id, partition, payload, token, deliveries, publishedAt, dueAt,
-           then w, then w clients: the capped clients skipped for want of permits with work ready}
+           then w, then w clients: the capped clients skipped for want of permits with work ready,
+           in the order of their turns,
+           then g, then g clients: the capped clients that left the shard's line (nothing ready)}
 ]]
 --- @include "includes/shard"
 
@@ -66,14 +68,17 @@ end
   The turns work in Lua memory and write once at the end (or before a read that must see the
   writes): a turn costs two reads (its client's line when not cached, its partition's head) and no
   write of its own. Deferred: the virtual times (one variadic ZADD / ZREM of `clients`), the
-  partitions out of `ready` and `cready`, the heads out of `pending`, the depth and age counts
-  (one HINCRBY per client / second), the records (one HMGET) and the leases (one ZADD).
+  partitions out of `ready` and `cready`, the heads out of `pending`, the clients' depth counts
+  (one HMGET, HSET and HDEL for all), the age counts (one HINCRBY per second), the records (one
+  HMGET) and the leases (one ZADD).
 ]]
 local leased = {} -- {id, partition, limited}
 local turnsLeft = k
 local taken = {}
 -- Capped clients out of permits with work ready here: the caller asks their slots for more.
 local wanting = {}
+-- Capped clients with nothing ready here any more: the caller stops asking slots for them here.
+local left = {}
 
 -- Variadic writes in chunks (Lua's unpack has a stack limit).
 local function callChunked(command, key, list, width)
@@ -164,6 +169,19 @@ local function flushClients()
   gone = {}
 end
 
+-- The values of these fields of a hash (nil where absent), like HMGET; but a hash with none at all
+-- (no client has a weight, or a cap: the common case) is not read field by field.
+local emptyHash = {}
+local function fieldsOf(key, names)
+  if emptyHash[key] == nil then
+    emptyHash[key] = redis.call('EXISTS', key) == 0
+  end
+  if emptyHash[key] then
+    return {}
+  end
+  return redis.call('HMGET', key, unpack(names))
+end
+
 -- Reads the first turns + 1 clients not resting (those resting are still in `clients`).
 local function readClients()
   flushClients()
@@ -184,8 +202,8 @@ local function readClients()
     horizon = { name = rows[#rows - 1], vt = tonumber(rows[#rows]) }
   end
   if #names > 0 then
-    local weights = redis.call('HMGET', K_SHARES, unpack(names))
-    local caps = redis.call('HMGET', K_CAPS, unpack(names))
+    local weights = fieldsOf(K_SHARES, names)
+    local caps = fieldsOf(K_CAPS, names)
     for i, name in ipairs(names) do
       weight[name] = tonumber(weights[i] or '1')
       cap[name] = tonumber(caps[i] or '0')
@@ -240,6 +258,15 @@ local function hasMore(client)
   return not line.complete and frontOf(client) ~= nil
 end
 
+local function leave(entry)
+  table.remove(order, 1)
+  gone[entry.name] = true
+  changed[entry.name] = entry
+  if cap[entry.name] > 0 then
+    left[#left + 1] = entry.name
+  end
+end
+
 local function rest(entry)
   table.remove(order, 1)
   restedSet[entry.name] = true
@@ -280,9 +307,7 @@ while turnsLeft > 0 do
       local member = frontOf(client)
       if not member then
         -- (a damaged shard: a client without a line) out of `clients`
-        table.remove(order, 1)
-        gone[client] = true
-        changed[client] = entry
+        leave(entry)
       else
         local partition = string.sub(member, #client + 14)
         if quantum > 0 and (taken[partition] or 0) >= quantum then
@@ -307,8 +332,7 @@ while turnsLeft > 0 do
           if hasMore(client) then
             resort()
           else
-            table.remove(order, 1)
-            gone[client] = true
+            leave(entry)
           end
         end
       end
@@ -319,10 +343,30 @@ flushClients()
 flushReady()
 flushHeads()
 
--- The counts of what was leased, then the records (read once) and the leases (written once).
-for client, count in pairs(depthOut) do
-  if redis.call('HINCRBY', K_CDEPTH, client, -count) <= 0 then
-    redis.call('HDEL', K_CDEPTH, client)
+-- The counts of what was leased (one read, one write and one delete for all clients: with many
+-- clients each turn is another client's), then the records (read once) and the leases (written once).
+local depthClients = {}
+for client in pairs(depthOut) do
+  depthClients[#depthClients + 1] = client
+end
+for from = 1, #depthClients, 512 do
+  local names = { unpack(depthClients, from, math.min(#depthClients, from + 511)) }
+  local depths = redis.call('HMGET', K_CDEPTH, unpack(names))
+  local kept, emptied = {}, {}
+  for i, client in ipairs(names) do
+    local depth = tonumber(depths[i] or '0') - depthOut[client]
+    if depth > 0 then
+      kept[#kept + 1] = client
+      kept[#kept + 1] = depth
+    else
+      emptied[#emptied + 1] = client
+    end
+  end
+  if #kept > 0 then
+    redis.call('HSET', K_CDEPTH, unpack(kept))
+  end
+  if #emptied > 0 then
+    redis.call('HDEL', K_CDEPTH, unpack(emptied))
   end
 end
 local tasks = {}
@@ -369,6 +413,10 @@ for _, task in ipairs(tasks) do
 end
 reply[#reply + 1] = #wanting
 for _, client in ipairs(wanting) do
+  reply[#reply + 1] = client
+end
+reply[#reply + 1] = #left
+for _, client in ipairs(left) do
   reply[#reply + 1] = client
 end
 return reply
