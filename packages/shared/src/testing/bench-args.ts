@@ -90,13 +90,32 @@ export function benchHelp(spec: BenchArgsSpec<Record<string, BenchOption>>): str
   const rows = Object.entries(spec.options).map(([name, option]) => {
     const short = option.short ? `-${option.short}, ` : '';
     const value = option.type === 'string' ? ` ${option.value ?? '<value>'}` : '';
-    const fallback = option.default === undefined ? '' : ` (default: ${String(option.default)})`;
+    const fallback = option.default === undefined ? '' : ` (default: ${String(option.default) || 'none'})`;
     return { flag: `${short}--${name}${value}`, text: `${option.help}${fallback}` };
   });
   rows.push({ flag: '-h, --help', text: 'print this help and exit' });
   const width = Math.max(...rows.map((row) => row.flag.length));
-  const options = rows.map((row) => `  ${row.flag.padEnd(width)}  ${row.text}`).join('\n');
+  const options = rows
+    .map((row) => `  ${row.flag.padEnd(width)}  ${wrap(row.text, HELP_COLUMNS - width - 4, width + 4)}`)
+    .join('\n');
   return `${spec.usage.trim()}\n\nOptions:\n${options}\n`;
+}
+
+/** Help lines are wrapped to this width (a narrower column than the terminal's is still read). */
+const HELP_COLUMNS = 100;
+
+/** `text` in lines of at most `columns` characters (a longer word stays whole), later ones indented. */
+function wrap(text: string, columns: number, indent: number): string {
+  const lines: string[] = [];
+  let line = '';
+  for (const word of text.split(' ')) {
+    if (line && line.length + 1 + word.length > Math.max(columns, 30)) {
+      lines.push(line);
+      line = word;
+    } else line = line ? `${line} ${word}` : word;
+  }
+  lines.push(line);
+  return lines.join(`\n${' '.repeat(indent)}`);
 }
 
 function benchError(message: string): string {
