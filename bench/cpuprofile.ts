@@ -30,7 +30,10 @@ const { values, positionals, fail } = parseBenchArgs({
 most inclusive time (a sample counts once per function however deep it recurses), as % of all
 samples and of the busy ones ((idle) excluded).
 
-  node bench/cpuprofile.ts <file.cpuprofile> [--top 40] [--filter packages/ingress] [--callers name [--depth 6]]`,
+  node bench/cpuprofile.ts <file.cpuprofile> [--top 40] [--filter packages/ingress] [--callers name [--depth 6]]
+
+As run for BENCHMARKS.md:
+  node bench/cpuprofile.ts <file> [--filter …] [--callers fn]`,
   positionals: '<file.cpuprofile>',
   options: {
     top: { type: 'string', default: '40', value: 'N', number: true, help: 'rows of each table' },

@@ -35,7 +35,10 @@ many came early. A share of them is in ordered partitions, whose order on out is
   node bench/far-schedule.ts [--count 150000] [--ahead 53 (s)] [--ordered 100 (partitions)]
        [--rounds 1] [--baseline <checkout>] [--env K=V,...]
 
-Each side is a requester --role all child process on its own topics, Redis prefix and database.`,
+Each side is a requester --role all child process on its own topics, Redis prefix and database.
+
+As run for BENCHMARKS.md:
+  pnpm run bench:far-schedule -- --count 20000 --ahead 53 --ordered 100 --rounds 2 --baseline /tmp/wt26-base`,
   options: {
     count: { type: 'string', default: '150000', value: 'N', number: true, help: 'wake-ups per round' },
     ahead: {

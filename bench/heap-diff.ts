@@ -26,7 +26,10 @@ const {
 - Groups every node by type and name (a JS object's name is its constructor) and prints the
   groups whose count or self size grew most from A to B.
 - "Survivors": the nodes of the last snapshot that were allocated after A, by group. With three
-  snapshots, those allocated between A and B and still alive at C.`,
+  snapshots, those allocated between A and B and still alive at C.
+
+As run for BENCHMARKS.md:
+  pnpm run bench:heap-diff -- A.heapsnapshot B.heapsnapshot --retainers '(string)' --depth 5`,
   positionals: 'A.heapsnapshot B.heapsnapshot [C.heapsnapshot]',
   options: {
     top: { type: 'string', default: '30', value: 'N', number: true, help: 'groups printed per table' },

@@ -33,7 +33,10 @@ of 5 per 1 s reach a target that notes when each arrives. Printed per run and bu
 1 s window of arrivals, the shortest span of 6 consecutive arrivals (under 1,000 ms = the limit
 exceeded at the target), and the calls per executor.
 
-  node bench/limiter-arrival.ts [--runs 3] [--requests 40] [--budgets 0s,20s]`,
+  node bench/limiter-arrival.ts [--runs 3] [--requests 40] [--budgets 0s,20s]
+
+As run for BENCHMARKS.md:
+  node bench/limiter-arrival.ts --runs 3`,
   options: {
     runs: { type: 'string', default: '3', value: 'N', number: true, help: 'bursts per budget' },
     requests: { type: 'string', default: '40', value: 'N', number: true, help: 'requests per burst' },

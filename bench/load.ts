@@ -53,7 +53,10 @@ driven over HTTP (async or sync) or straight into Kafka, results counted on out.
 
 With --baseline <checkout>, a second Requester runs from that checkout and the rounds alternate
 between the two, the order flipped each round; the report gives the ratio new / baseline of the
-medians.`,
+medians.
+
+As run for BENCHMARKS.md:
+  pnpm run bench:load -- --mode http-async --count 20000 --connections 64 --rounds 2 --baseline /tmp/baseline`,
   options: {
     mode: {
       type: 'string',

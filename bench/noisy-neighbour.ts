@@ -54,7 +54,10 @@ through HTTP. Two API keys (two clients of the fair queue) and a fast target in 
 Per topology: 1. idle: client B sends its requests to the idle service; 2. loaded: the executors
 are stopped, client A posts its backlog, and once it is queued the executors start again and B
 sends its requests as in 1. Printed: B's p50/p99/max idle and behind A's backlog, the difference
-of the p99s (target: <= 1 s), B's steps in the task journal, A's drain rate, the load average.`,
+of the p99s (target: <= 1 s), B's steps in the task journal, A's drain rate, the load average.
+
+As run for BENCHMARKS.md:
+  pnpm run bench:noisy-neighbour -- --executors 1 --backlog 50000`,
   options: {
     executors: {
       type: 'string',

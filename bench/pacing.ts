@@ -44,7 +44,10 @@ ADAPTIVE_CONCURRENCY=true) and off, side by side in one run.
 
 - quota: a target serving 50 calls/s that answers 429 + Retry-After above it; 400 requests.
 - capacity: a target serving 8 calls at once in 5 ms each, halving to 4 at 6 s, and a second,
-  healthy origin served by the same workers throughout.`,
+  healthy origin served by the same workers throughout.
+
+As run for BENCHMARKS.md:
+  node bench/pacing.ts --scenario capacity --rounds 3`,
   options: {
     scenario: { type: 'string', default: 'all', value: 'quota|capacity|all', help: 'which scenario to run' },
     plot: { type: 'string', value: 'FILE.png', help: 'also plot the runs to that PNG' },

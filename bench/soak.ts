@@ -40,7 +40,10 @@ RSS, heap and external memory are sampled; at the end a PNG plots them over time
        [--interval 10 (s)] [--png .run/soak.png] [--baseline <checkout>] [--env K=V,...]
        [--roles all] [--heap-snapshots DIR --snapshot-at 120,300,end]
 
-A real soak is ten minutes or more (the default); a short run only proves the script works.`,
+A real soak is ten minutes or more (the default); a short run only proves the script works.
+
+As run for BENCHMARKS.md:
+  node bench/soak.ts --duration 480 --rate 60 --heap-snapshots .run/snaps1 --snapshot-at 60,180,300`,
   options: {
     duration: { type: 'string', default: '600', value: 'S', number: true, help: 'seconds of load' },
     rate: { type: 'string', default: '500', value: 'N', number: true, help: 'requests per second' },

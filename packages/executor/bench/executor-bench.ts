@@ -61,7 +61,10 @@ Prints: fetcher latency for 1 and 100 refs (cold), then executor throughput end 
 fetch -> HTTP -> out -> ack) for unordered tasks and for one ordered partition. With one of
 --bulkhead, --events, --body-bytes, --partitions or --inline, only the unordered run, once per
 value in turn (--rounds times, interleaved), printed as ratios to the first value.
-Topics and Redis keys are unique per run; queue keys are purged at the end.`,
+Topics and Redis keys are unique per run; queue keys are purged at the end.
+
+As run for BENCHMARKS.md:
+  pnpm exec node packages/executor/bench/executor-bench.ts --tasks 2000 --workers 32`,
   options: {
     tasks: { type: 'string', default: '2000', value: 'N', number: true, help: 'tasks per executor run' },
     workers: {

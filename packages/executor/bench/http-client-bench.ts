@@ -29,7 +29,10 @@ that same kind of agent), to tell got's own floor from what the executor adds ar
   node packages/executor/bench/http-client-bench.ts [--calls 5000] [--concurrency 32] [--rounds 4]
 
 The target runs in a child process, so the CPU measured here is the client's. Rounds alternate
-the clients, the order flipped each round; the report ends with the ratios of the medians.`,
+the clients, the order flipped each round; the report ends with the ratios of the medians.
+
+As run for BENCHMARKS.md:
+  node packages/executor/bench/http-client-bench.ts --calls 5000 --rounds 4`,
   options: {
     calls: { type: 'string', default: '5000', value: 'N', number: true, help: 'calls per client per round' },
     concurrency: { type: 'string', default: '32', value: 'N', number: true, help: 'calls in flight at once' },

@@ -18,7 +18,10 @@ const { values } = parseBenchArgs({
 takes, and takeMany batches), and Redis memory per limiter key. Runs against a private
 redis-server it starts on a free port (no persistence), and stops exactly that process.
 
-  pnpm exec node packages/policies/bench/limiter-bench.ts [--seconds 3] [--keys 10000]`,
+  pnpm exec node packages/policies/bench/limiter-bench.ts [--seconds 3] [--keys 10000]
+
+As run for BENCHMARKS.md:
+  pnpm exec node packages/policies/bench/limiter-bench.ts --seconds 3 --keys 10000`,
   options: {
     seconds: {
       type: 'string',

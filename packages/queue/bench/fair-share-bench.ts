@@ -33,7 +33,10 @@ clients" section of BENCHMARKS.md.
   pnpm exec node packages/queue/bench/fair-share-bench.ts            10k/100k backlogs
   pnpm exec node packages/queue/bench/fair-share-bench.ts --quick    small sizes (seconds)
 
-The baseline's packages/queue/src is extracted with git archive under packages/queue/bench/.baseline/.`,
+The baseline's packages/queue/src is extracted with git archive under packages/queue/bench/.baseline/.
+
+As run for BENCHMARKS.md:
+  ./node_modules/.bin/node packages/queue/bench/fair-share-bench.ts --baseline 4afd591 --no-write`,
   options: {
     quick: { type: 'boolean', default: false, help: 'small sizes (seconds)' },
     million: {

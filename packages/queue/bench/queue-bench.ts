@@ -29,7 +29,10 @@ reported as a ratio; the figures go into the "Queue" section of BENCHMARKS.md.
   pnpm exec node packages/queue/bench/queue-bench.ts --quick    small sizes (seconds)
 
 By default it starts its own redis-server (no persistence) on a free port, and stops it at the
-end. Every key written is removed afterwards either way.`,
+end. Every key written is removed afterwards either way.
+
+As run for BENCHMARKS.md:
+  pnpm exec node packages/queue/bench/queue-bench.ts --quick`,
   options: {
     quick: { type: 'boolean', default: false, help: 'small sizes (seconds)' },
     url: { type: 'string', value: 'redis://host:port', help: 'use that Redis instead of a private one' },

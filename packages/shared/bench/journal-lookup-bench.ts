@@ -26,7 +26,10 @@ journal topic holding a million events of the last hour.
 Writes --events journal events (5 per request, in 3 records as the ingress, the router and the
 executor write them), spread over the last hour, to a new topic; then looks up --lookups random
 requests the way the tools do (readJournal), cold and warm, and with a 10 min window. The topic is
-deleted at the end.`,
+deleted at the end.
+
+As run for BENCHMARKS.md:
+  pnpm exec node --disable-warning=TimeoutNegativeWarning packages/shared/bench/journal-lookup-bench.ts --events 1000000 --partitions 12 --lookups 20`,
   options: {
     events: { type: 'string', default: '1000000', value: 'N', number: true, help: 'journal events written' },
     partitions: {
