@@ -7,7 +7,7 @@
 // --filter keeps the inclusive table to functions whose label (name, script URL) contains the
 // text; --callers adds the call paths (--depth frames) that the time of functions of that name came by.
 import { readFileSync } from 'node:fs';
-import { parseArgs } from 'node:util';
+import { parseBenchArgs } from './harness.ts';
 
 interface CallFrame {
   functionName: string;
@@ -25,17 +25,33 @@ interface Profile {
   timeDeltas: number[];
 }
 
-const { values, positionals } = parseArgs({
-  allowPositionals: true,
+const { values, positionals, fail } = parseBenchArgs({
+  usage: `Summarises a V8 .cpuprofile (node --cpu-prof): the functions with the most self time, and the
+most inclusive time (a sample counts once per function however deep it recurses), as % of all
+samples and of the busy ones ((idle) excluded).
+
+  node bench/cpuprofile.ts <file.cpuprofile> [--top 40] [--filter packages/ingress] [--callers name [--depth 6]]
+
+As run for BENCHMARKS.md:
+  node bench/cpuprofile.ts <file> [--filter …] [--callers fn]`,
+  positionals: '<file.cpuprofile>',
   options: {
-    top: { type: 'string', default: '40' },
-    filter: { type: 'string' },
-    callers: { type: 'string' },
-    depth: { type: 'string', default: '6' },
+    top: { type: 'string', default: '40', value: 'N', number: true, help: 'rows of each table' },
+    filter: {
+      type: 'string',
+      value: 'TEXT',
+      help: 'keep the inclusive table to functions whose label (name, script URL) contains TEXT',
+    },
+    callers: {
+      type: 'string',
+      value: 'NAME',
+      help: 'add the call paths the time of functions named NAME came by',
+    },
+    depth: { type: 'string', default: '6', value: 'N', number: true, help: 'frames of each --callers path' },
   },
 });
-const file = positionals[0];
-if (!file) throw new Error('usage: node bench/cpuprofile.ts <file.cpuprofile> [--top N] [--filter text]');
+const file =
+  positionals[0] ?? fail('a .cpuprofile file is required: node bench/cpuprofile.ts <file.cpuprofile>');
 const top = Number(values.top);
 const profile = JSON.parse(readFileSync(file, 'utf8')) as Profile;
 

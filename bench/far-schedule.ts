@@ -14,7 +14,6 @@
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
-import { parseArgs } from 'node:util';
 import { stackEnv } from '../packages/requester/test/e2e/stack.fixture.ts';
 import {
   createKafka,
@@ -25,18 +24,51 @@ import {
   RELAYED_FROM_HEADER,
 } from '../packages/shared/src/index.ts';
 import { eventually } from '../packages/shared/src/testing/index.ts';
-import { childProcesses, envPairs, loadavg } from './harness.ts';
+import { childProcesses, envPairs, loadavg, parseBenchArgs } from './harness.ts';
 
-const { values: args } = parseArgs({
-  args: process.argv.slice(2).filter((arg, i) => !(i === 0 && arg === '--')),
+const { values: args } = parseBenchArgs({
+  usage: `Far schedules at volume: N wake-ups (empty request.uri: nobody is called) written straight to
+Kafka in, all scheduled for one instant beyond REDIS_HORIZON, so they wait in the PostgreSQL
+outbox; then how late their results reach out after that instant (first, median, last), and how
+many came early. A share of them is in ordered partitions, whose order on out is checked too.
+
+  node bench/far-schedule.ts [--count 150000] [--ahead 53 (s)] [--ordered 100 (partitions)]
+       [--rounds 1] [--baseline <checkout>] [--env K=V,...]
+
+Each side is a requester --role all child process on its own topics, Redis prefix and database.
+
+As run for BENCHMARKS.md:
+  pnpm run bench:far-schedule -- --count 20000 --ahead 53 --ordered 100 --rounds 2 --baseline /tmp/wt26-base`,
   options: {
-    count: { type: 'string', default: '150000' },
-    ahead: { type: 'string', default: '53' },
-    ordered: { type: 'string', default: '100' },
-    rounds: { type: 'string', default: '1' },
-    baseline: { type: 'string' },
-    env: { type: 'string', default: '' },
-    brokers: { type: 'string', default: '127.0.0.1:9092' },
+    count: { type: 'string', default: '150000', value: 'N', number: true, help: 'wake-ups per round' },
+    ahead: {
+      type: 'string',
+      default: '53',
+      value: 'S',
+      number: true,
+      help: 'seconds ahead of now they are scheduled for',
+    },
+    ordered: {
+      type: 'string',
+      default: '100',
+      value: 'N',
+      number: true,
+      help: 'ordered partitions the share of ordered wake-ups is spread over',
+    },
+    rounds: {
+      type: 'string',
+      default: '1',
+      value: 'N',
+      number: true,
+      help: 'rounds (alternating with --baseline)',
+    },
+    baseline: {
+      type: 'string',
+      value: '<checkout>',
+      help: 'a second Requester from that checkout (e.g. a worktree of main, node_modules installed); rounds alternate, order flipped each round',
+    },
+    env: { type: 'string', default: '', value: 'K=V,...', help: 'extra environment of the Requester(s)' },
+    brokers: { type: 'string', default: '127.0.0.1:9092', value: 'HOST:PORT', help: 'Kafka brokers' },
   },
 });
 const count = Number(args.count);

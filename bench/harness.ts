@@ -60,3 +60,7 @@ function exitOnSignals(): void {
   process.on('SIGINT', exitWith(130));
   process.on('SIGTERM', exitWith(143));
 }
+
+// The command line of every bench script (`--help`, readable errors): one helper for bench/ and
+// packages/*/bench, kept with the test helpers of shared.
+export { parseBenchArgs } from '../packages/shared/src/testing/bench-args.ts';

@@ -11,23 +11,38 @@
 // - --retainers NAME: for the survivors of a group, who holds them (retainer group and edge name),
 //   --depth levels up (each node's first retainer): the Map, cache or closure to look at.
 import { readFileSync } from 'node:fs';
-import { parseArgs } from 'node:util';
+import { parseBenchArgs } from './harness.ts';
 
-const { values: args, positionals } = parseArgs({
-  args: process.argv.slice(2).filter((arg, i) => !(i === 0 && arg === '--')),
-  allowPositionals: true,
+const {
+  values: args,
+  positionals,
+  fail,
+} = parseBenchArgs({
+  usage: `What grew between heap snapshots of one process (bench/soak.ts --heap-snapshots writes them).
+
+  node --max-old-space-size=4096 bench/heap-diff.ts A.heapsnapshot B.heapsnapshot [C.heapsnapshot]
+       [--top 30] [--retainers NAME[,NAME...]] [--depth 3]
+
+- Groups every node by type and name (a JS object's name is its constructor) and prints the
+  groups whose count or self size grew most from A to B.
+- "Survivors": the nodes of the last snapshot that were allocated after A, by group. With three
+  snapshots, those allocated between A and B and still alive at C.
+
+As run for BENCHMARKS.md:
+  pnpm run bench:heap-diff -- A.heapsnapshot B.heapsnapshot --retainers '(string)' --depth 5`,
+  positionals: 'A.heapsnapshot B.heapsnapshot [C.heapsnapshot]',
   options: {
-    top: { type: 'string', default: '30' },
-    retainers: { type: 'string', default: '' },
-    depth: { type: 'string', default: '3' },
+    top: { type: 'string', default: '30', value: 'N', number: true, help: 'groups printed per table' },
+    retainers: {
+      type: 'string',
+      default: '',
+      value: 'NAME[,NAME...]',
+      help: 'for the survivors of these groups, who holds them (retainer group and edge name)',
+    },
+    depth: { type: 'string', default: '3', value: 'N', number: true, help: 'levels of --retainers, up' },
   },
 });
-if (positionals.length < 2) {
-  console.error(
-    'usage: node bench/heap-diff.ts A.heapsnapshot B.heapsnapshot [C.heapsnapshot] [--top 30] [--retainers NAME]',
-  );
-  process.exit(2);
-}
+if (positionals.length < 2) fail('two or three .heapsnapshot files are required (A B [C])');
 const top = Number(args.top);
 const depth = Number(args.depth);
 

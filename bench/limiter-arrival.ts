@@ -9,7 +9,6 @@
 //
 // A budget of 0s is the one-phase take (a call counted at the decision, the behaviour before
 // LIMITER_DISPATCH_BUDGET); 20s the default two-phase take (counted by its send instant).
-import { parseArgs } from 'node:util';
 import {
   busiestWindow,
   callsByExecutor,
@@ -25,13 +24,28 @@ import {
   waitReady,
 } from '../packages/requester/test/e2e/stack.fixture.ts';
 import { uniqueName } from '../packages/shared/src/testing/index.ts';
-import { loadavg } from './harness.ts';
+import { loadavg, parseBenchArgs } from './harness.ts';
 
-const { values: args } = parseArgs({
+const { values: args } = parseBenchArgs({
+  usage: `Limiter arrival benchmark (docs/architecture.md §9): on the topology of ./dev cluster (2 gateways,
+2 routers, 3 executors, a 3-master Redis Cluster), bursts of requests under a sliding-window-log
+of 5 per 1 s reach a target that notes when each arrives. Printed per run and budget: the busiest
+1 s window of arrivals, the shortest span of 6 consecutive arrivals (under 1,000 ms = the limit
+exceeded at the target), and the calls per executor.
+
+  node bench/limiter-arrival.ts [--runs 3] [--requests 40] [--budgets 0s,20s]
+
+As run for BENCHMARKS.md:
+  node bench/limiter-arrival.ts --runs 3`,
   options: {
-    runs: { type: 'string', default: '3' },
-    requests: { type: 'string', default: '40' },
-    budgets: { type: 'string', default: '0s,20s' },
+    runs: { type: 'string', default: '3', value: 'N', number: true, help: 'bursts per budget' },
+    requests: { type: 'string', default: '40', value: 'N', number: true, help: 'requests per burst' },
+    budgets: {
+      type: 'string',
+      default: '0s,20s',
+      value: 'LIST',
+      help: 'LIMITER_DISPATCH_BUDGET values to compare: 0s = one-phase take (counted at the decision), 20s = two-phase (counted at its send)',
+    },
   },
 });
 const RUNS = Number(args.runs);

@@ -21,7 +21,6 @@ import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import path from 'node:path';
-import { parseArgs } from 'node:util';
 import * as hdr from 'hdr-histogram-js';
 import { Pool } from 'undici';
 import { stackEnv } from '../packages/requester/test/e2e/stack.fixture.ts';
@@ -38,39 +37,84 @@ import {
   processCpuSeconds,
   processTreeCpuSeconds,
 } from '../packages/shared/src/testing/index.ts';
-import { childProcesses, envPairs, loadavg } from './harness.ts';
+import { childProcesses, envPairs, loadavg, parseBenchArgs } from './harness.ts';
 import { formatMemory, memoryOf } from './memory.ts';
 
 type Mode = 'http-async' | 'sync' | 'kafka';
 
-const { values: args } = parseArgs({
-  // `pnpm run bench:load -- --mode …` passes the `--` on.
-  args: process.argv.slice(2).filter((arg, i) => !(i === 0 && arg === '--')),
+const { values: args, fail } = parseBenchArgs({
+  usage: `End-to-end load harness: a whole Requester (requester --role all, a child process on its own
+topics, Redis prefix and database) against the project's test target (another child process),
+driven over HTTP (async or sync) or straight into Kafka, results counted on out.
+
+  pnpm run bench:load -- --mode ...   (or: node bench/load.ts, on the project's Node 24)
+  node bench/load.ts --mode http-async|sync|kafka [--count 20000] [--connections 64]
+       [--body 100] [--rounds 3] [--baseline /tmp/baseline] [--limit 120 (s)] [--env K=V,...]
+
+With --baseline <checkout>, a second Requester runs from that checkout and the rounds alternate
+between the two, the order flipped each round; the report gives the ratio new / baseline of the
+medians.
+
+As run for BENCHMARKS.md:
+  pnpm run bench:load -- --mode http-async --count 20000 --connections 64 --rounds 2 --baseline /tmp/baseline`,
   options: {
-    mode: { type: 'string', default: 'http-async' },
-    count: { type: 'string', default: '20000' },
-    connections: { type: 'string', default: '64' },
-    body: { type: 'string', default: '100' },
-    rounds: { type: 'string', default: '1' },
-    baseline: { type: 'string' },
-    limit: { type: 'string', default: '120' },
-    env: { type: 'string', default: '' },
-    /** Roles of the Requester(s) under test: e.g. `ingress` alone measures accepts without the pipeline. */
-    roles: { type: 'string', default: 'all' },
-    executors: { type: 'string' },
-    /** Wake-ups (empty `request.uri`): no HTTP call, so the CPU per task is Requester's own. */
-    wake: { type: 'boolean', default: false },
-    /** After the rounds, where the time went: per-stage latencies read back from the task journal. */
-    stages: { type: 'boolean', default: false },
-    /** After each round (and after --idle s at the end): RSS, heap and external memory of each side. */
-    memory: { type: 'boolean', default: false },
-    idle: { type: 'string', default: '20' },
-    brokers: { type: 'string', default: '127.0.0.1:9092' },
+    mode: {
+      type: 'string',
+      default: 'http-async',
+      value: 'http-async|sync|kafka',
+      help: 'how requests are sent',
+    },
+    count: { type: 'string', default: '20000', value: 'N', number: true, help: 'requests per round' },
+    connections: { type: 'string', default: '64', value: 'N', number: true, help: 'HTTP connections' },
+    body: { type: 'string', default: '100', value: 'BYTES', number: true, help: 'request body size' },
+    rounds: { type: 'string', default: '1', value: 'N', number: true, help: 'rounds per side' },
+    baseline: {
+      type: 'string',
+      value: '<checkout>',
+      help: 'a second Requester from that checkout (e.g. a worktree of main, node_modules installed)',
+    },
+    limit: { type: 'string', default: '120', value: 'S', number: true, help: 'seconds a round may take' },
+    env: { type: 'string', default: '', value: 'K=V,...', help: 'extra environment of the Requester(s)' },
+    roles: {
+      type: 'string',
+      default: 'all',
+      value: 'ROLES',
+      help: 'roles of the Requester(s) under test (e.g. ingress,sync-gateway: accepts alone, nothing consumes in)',
+    },
+    executors: {
+      type: 'string',
+      value: '1,2',
+      help: 'one side per count, all from this checkout: --role ingress,sync-gateway,router,relay plus requester --role executor --processes N (CPU of the executors summed)',
+    },
+    wake: {
+      type: 'boolean',
+      default: false,
+      help: "wake-ups: an empty request.uri, nobody is called (Requester's own cost per task)",
+    },
+    stages: {
+      type: 'boolean',
+      default: false,
+      help: 'per-stage latencies of each side, read back from its task journal',
+    },
+    memory: {
+      type: 'boolean',
+      default: false,
+      help: "each side's RSS and heap after every round and after --idle seconds at the end",
+    },
+    idle: {
+      type: 'string',
+      default: '20',
+      value: 'S',
+      number: true,
+      help: 'seconds idle before the last --memory sample',
+    },
+    brokers: { type: 'string', default: '127.0.0.1:9092', value: 'HOST:PORT', help: 'Kafka brokers' },
   },
 });
 
 const mode = args.mode as Mode;
-if (!['http-async', 'sync', 'kafka'].includes(mode)) throw new Error(`unknown --mode ${mode}`);
+if (!['http-async', 'sync', 'kafka'].includes(mode))
+  fail(`--mode must be http-async, sync or kafka, got ${mode}`);
 const count = Number(args.count);
 const connections = Number(args.connections);
 const bodyBytes = Number(args.body);

@@ -20,7 +20,6 @@
 // to its result on `out`. Printed as soon as B is measured: B's p50/p99/max idle and behind A's
 // backlog, the difference of the p99s (issue 21's target: ≤ 1 s), and each of B's requests' steps
 // in the task journal (where it waited); then A's drain rate and the load average.
-import { parseArgs } from 'node:util';
 import { queueFromConfig } from '../packages/queue/src/index.ts';
 import { startArrivalTarget } from '../packages/requester/test/e2e/arrival.fixture.ts';
 import { startClusterStack } from '../packages/requester/test/e2e/cluster-stack.fixture.ts';
@@ -42,21 +41,63 @@ import {
   testKafka,
   uniqueName,
 } from '../packages/shared/src/testing/index.ts';
-import { childProcesses, loadavg, stopOnSignal } from './harness.ts';
+import { childProcesses, loadavg, parseBenchArgs, stopOnSignal } from './harness.ts';
 
-const { values: args } = parseArgs({
-  // `pnpm run bench:noisy-neighbour -- …` passes the `--` on.
-  args: process.argv.slice(2).filter((arg, i) => !(i === 0 && arg === '--')),
+const { values: args, fail } = parseBenchArgs({
+  usage: `Noisy neighbour benchmark (issue 21, "Tenants: fair share"; docs/architecture.md §6), end to end
+through HTTP. Two API keys (two clients of the fair queue) and a fast target in a process of its own.
+
+  pnpm run bench:noisy-neighbour -- [--executors 1,3] [--backlog 50000] [--connections 32]
+  node bench/noisy-neighbour.ts [--executors 1|3|1,3] [--backlog 50000] [--connections 32]
+       [--b-requests 10] [--b-every 100 (ms)] [--drain-limit 1800 (s)]
+
+Per topology: 1. idle: client B sends its requests to the idle service; 2. loaded: the executors
+are stopped, client A posts its backlog, and once it is queued the executors start again and B
+sends its requests as in 1. Printed: B's p50/p99/max idle and behind A's backlog, the difference
+of the p99s (target: <= 1 s), B's steps in the task journal, A's drain rate, the load average.
+
+As run for BENCHMARKS.md:
+  pnpm run bench:noisy-neighbour -- --executors 1 --backlog 50000`,
   options: {
-    executors: { type: 'string', default: '1,3' },
-    backlog: { type: 'string', default: '50000' },
-    connections: { type: 'string', default: '32' },
-    'b-requests': { type: 'string', default: '10' },
-    'b-every': { type: 'string', default: '100' },
-    /** Seconds to wait for A's backlog to drain after B's part (for its drain rate). */
-    'drain-limit': { type: 'string', default: '1800' },
+    executors: {
+      type: 'string',
+      default: '1,3',
+      value: '1|3|1,3',
+      help: 'topologies: 1 = --role ingress,sync-gateway,router,relay plus one executor; 3 = ./dev cluster (2 gateways, 2 routers, 3 executors, 2 relays, a 3-master Redis Cluster)',
+    },
+    backlog: {
+      type: 'string',
+      default: '50000',
+      value: 'N',
+      number: true,
+      help: "client A's backlog (requests)",
+    },
+    connections: {
+      type: 'string',
+      default: '32',
+      value: 'N',
+      number: true,
+      help: 'connections A posts its backlog over',
+    },
+    'b-requests': {
+      type: 'string',
+      default: '10',
+      value: 'N',
+      number: true,
+      help: "client B's requests per phase",
+    },
+    'b-every': { type: 'string', default: '100', value: 'MS', number: true, help: "ms between B's requests" },
+    'drain-limit': {
+      type: 'string',
+      default: '1800',
+      value: 'S',
+      number: true,
+      help: "seconds to wait for A's backlog to drain after B's part (for its drain rate)",
+    },
   },
 });
+if (!args.executors.split(',').every((n) => n === '1' || n === '3'))
+  fail(`--executors takes 1, 3 or 1,3, got ${args.executors}`);
 const BACKLOG = Number(args.backlog);
 const CONNECTIONS = Number(args.connections);
 const B_REQUESTS = Number(args['b-requests']);

@@ -20,7 +20,6 @@
 // bulkhead's static MAX_WORKERS_PER_ORIGIN = 16 per executor), side by side in one run.
 import { randomBytes } from 'node:crypto';
 import { cpus } from 'node:os';
-import { parseArgs } from 'node:util';
 import { LocalBulkhead } from '../packages/executor/src/bulkhead/index.ts';
 import { createHttpClient } from '../packages/executor/src/http/index.ts';
 import { type Ending, Policies, type Progress } from '../packages/executor/src/worker/policies.ts';
@@ -32,17 +31,42 @@ import {
   type RequestEnvelope,
 } from '../packages/shared/src/index.ts';
 import { startPacedTargetProcess } from '../packages/shared/src/testing/index.ts';
+import { parseBenchArgs } from './harness.ts';
 import { type Panel, writePlot } from './plot.ts';
 
-const { values: args } = parseArgs({
+const { values: args, fail } = parseBenchArgs({
+  usage: `Origin pacing benchmark (docs/architecture.md §9): the executor's delivery policies (pace ->
+bulkhead -> limiter -> breaker -> HTTP -> record) driven by two simulated executors of 16 workers
+each, sharing one Redis, against real targets in child processes; adaptation on (OriginPacer,
+ADAPTIVE_CONCURRENCY=true) and off, side by side in one run.
+
+  node bench/pacing.ts [--scenario quota|capacity|all] [--rounds 1] [--plot docs/pacing.png] [--detail]
+
+- quota: a target serving 50 calls/s that answers 429 + Retry-After above it; 400 requests.
+- capacity: a target serving 8 calls at once in 5 ms each, halving to 4 at 6 s, and a second,
+  healthy origin served by the same workers throughout.
+
+As run for BENCHMARKS.md:
+  node bench/pacing.ts --scenario capacity --rounds 3`,
   options: {
-    scenario: { type: 'string', default: 'all' },
-    plot: { type: 'string' },
-    detail: { type: 'boolean', default: false },
-    /** Capacity scenario: rounds of on and off, alternating; the tables add the medians. */
-    rounds: { type: 'string', default: '1' },
+    scenario: { type: 'string', default: 'all', value: 'quota|capacity|all', help: 'which scenario to run' },
+    plot: { type: 'string', value: 'FILE.png', help: 'also plot the runs to that PNG' },
+    detail: {
+      type: 'boolean',
+      default: false,
+      help: 'quota scenario with adaptation: one line a second (calls at the target and 429s, the shared pace, what the pace gate answered)',
+    },
+    rounds: {
+      type: 'string',
+      default: '1',
+      value: 'N',
+      number: true,
+      help: 'capacity scenario: rounds of on and off, alternating; the tables add the medians',
+    },
   },
 });
+if (!['quota', 'capacity', 'all'].includes(args.scenario))
+  fail(`--scenario must be quota, capacity or all, got ${args.scenario}`);
 const log = createLogger({ level: 'silent' });
 const redis = createRedis({ url: 'redis://127.0.0.1:6379' });
 const EXECUTORS = 2;

@@ -18,7 +18,6 @@ import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { closeSync, mkdirSync, openSync, readdirSync, readSync, statSync } from 'node:fs';
 import path from 'node:path';
-import { parseArgs } from 'node:util';
 import { stackEnv } from '../packages/requester/test/e2e/stack.fixture.ts';
 import {
   createKafka,
@@ -27,35 +26,57 @@ import {
   type KafkaConsumer,
 } from '../packages/shared/src/index.ts';
 import { eventually, freePort } from '../packages/shared/src/testing/index.ts';
-import { childProcesses, envPairs, loadavg } from './harness.ts';
+import { childProcesses, envPairs, loadavg, parseBenchArgs } from './harness.ts';
 import { formatMemory, type MemorySample, memoryOf } from './memory.ts';
 import { type Panel, type Series, writePlot } from './plot.ts';
 
-const { values: args } = parseArgs({
-  args: process.argv.slice(2).filter((arg, i) => !(i === 0 && arg === '--')),
+const { values: args } = parseBenchArgs({
+  usage: `Soak: a steady load for a long time, and whether memory stays flat. A whole Requester
+(requester --role all, a child process on its own topics, Redis prefix and database) gets a
+constant rate of direct-Kafka requests to one local target; every --interval seconds each side's
+RSS, heap and external memory are sampled; at the end a PNG plots them over time.
+
+  node bench/soak.ts [--duration 600 (s)] [--rate 500 (requests/s)] [--body 100]
+       [--interval 10 (s)] [--png .run/soak.png] [--baseline <checkout>] [--env K=V,...]
+       [--roles all] [--heap-snapshots DIR --snapshot-at 120,300,end]
+
+A real soak is ten minutes or more (the default); a short run only proves the script works.
+
+As run for BENCHMARKS.md:
+  node bench/soak.ts --duration 480 --rate 60 --heap-snapshots .run/snaps1 --snapshot-at 60,180,300`,
   options: {
-    duration: { type: 'string', default: '600' },
-    rate: { type: 'string', default: '500' },
-    body: { type: 'string', default: '100' },
-    interval: { type: 'string', default: '10' },
-    png: { type: 'string', default: '.run/soak.png' },
-    baseline: { type: 'string' },
-    env: { type: 'string', default: '' },
-    roles: { type: 'string', default: 'all' },
-    brokers: { type: 'string', default: '127.0.0.1:9092' },
-    'heap-snapshots': { type: 'string' },
-    'snapshot-at': { type: 'string', default: '120,300,end' },
-    help: { type: 'boolean', default: false },
+    duration: { type: 'string', default: '600', value: 'S', number: true, help: 'seconds of load' },
+    rate: { type: 'string', default: '500', value: 'N', number: true, help: 'requests per second' },
+    body: { type: 'string', default: '100', value: 'BYTES', number: true, help: 'request body size' },
+    interval: {
+      type: 'string',
+      default: '10',
+      value: 'S',
+      number: true,
+      help: 'seconds between memory samples',
+    },
+    png: { type: 'string', default: '.run/soak.png', value: 'FILE', help: 'where the plot goes' },
+    baseline: {
+      type: 'string',
+      value: '<checkout>',
+      help: 'a second Requester from that checkout gets the same load at the same time; both are plotted',
+    },
+    env: { type: 'string', default: '', value: 'K=V,...', help: 'extra environment of the Requester(s)' },
+    roles: { type: 'string', default: 'all', value: 'ROLES', help: 'roles of the Requester(s)' },
+    brokers: { type: 'string', default: '127.0.0.1:9092', value: 'HOST:PORT', help: 'Kafka brokers' },
+    'heap-snapshots': {
+      type: 'string',
+      value: 'DIR',
+      help: 'start each Requester with --heapsnapshot-signal=SIGUSR2 and write its snapshots to DIR (compare with bench/heap-diff.ts)',
+    },
+    'snapshot-at': {
+      type: 'string',
+      default: '120,300,end',
+      value: 'LIST',
+      help: 'seconds since the load started at which to snapshot ("end": just before it stops)',
+    },
   },
 });
-if (args.help) {
-  console.log(
-    'node bench/soak.ts [--duration 600] [--rate 500] [--body 100] [--interval 10] [--png .run/soak.png]\n' +
-      '  [--baseline <checkout>] [--env K=V,...] [--roles all] [--brokers 127.0.0.1:9092]\n' +
-      '  [--heap-snapshots DIR] [--snapshot-at 120,300,end]  (seconds since the load started)',
-  );
-  process.exit(0);
-}
 const durationMs = Number(args.duration) * 1000;
 const snapshotDir = args['heap-snapshots'] ? path.resolve(args['heap-snapshots']) : undefined;
 const rate = Number(args.rate);

@@ -38,6 +38,7 @@ import { encodeQueuedTask, queuePartition, taskId } from '@requester/shared/task
 import {
   createTestTopics,
   median,
+  parseBenchArgs,
   processCpuSeconds,
   silentLogger,
   startTarget,
@@ -48,21 +49,61 @@ import { type Bulkhead, ClusterBulkhead, LocalBulkhead } from '../src/bulkhead/i
 import { createHttpClient } from '../src/http/index.ts';
 import { Executor } from '../src/worker/index.ts';
 
-const args = process.argv.slice(2);
-const option = (name: string, fallback: number) =>
-  args.includes(name) ? Number(args[args.indexOf(name) + 1]) : fallback;
-const TASKS = option('--tasks', 2000);
-const WORKERS = option('--workers', 32);
+const { values: args } = parseBenchArgs({
+  usage: `Executor and fetcher benchmarks against the local Kafka and Redis and a local HTTP target.
+
+  pnpm exec node packages/executor/bench/executor-bench.ts [--tasks 2000] [--workers 32]
+      [--bulkhead none,process,cluster [--rounds 3]] [--events off,all [--rounds 3]]
+      [--body-bytes 100,65536 [--rounds 3]] [--partitions none,distinct [--rounds 3]]
+      [--inline off,on [--rounds 3]]
+
+Prints: fetcher latency for 1 and 100 refs (cold), then executor throughput end to end (queue ->
+fetch -> HTTP -> out -> ack) for unordered tasks and for one ordered partition. With one of
+--bulkhead, --events, --body-bytes, --partitions or --inline, only the unordered run, once per
+value in turn (--rounds times, interleaved), printed as ratios to the first value.
+Topics and Redis keys are unique per run; queue keys are purged at the end.
+
+As run for BENCHMARKS.md:
+  pnpm exec node packages/executor/bench/executor-bench.ts --tasks 2000 --workers 32`,
+  options: {
+    tasks: { type: 'string', default: '2000', value: 'N', number: true, help: 'tasks per executor run' },
+    workers: {
+      type: 'string',
+      default: '32',
+      value: 'N',
+      number: true,
+      help: 'executor workers (and the per-origin cap with --bulkhead)',
+    },
+    rounds: { type: 'string', default: '3', value: 'N', number: true, help: 'rounds of each compared value' },
+    bulkhead: {
+      type: 'string',
+      value: 'none,process,cluster',
+      help: "bulkhead scopes to compare (the bulkhead's own cost: a counter, or a Redis script per call)",
+    },
+    events: { type: 'string', value: 'off,all', help: 'task journal modes (EVENTS) to compare' },
+    'body-bytes': { type: 'string', value: '100,65536', help: 'request body sizes to compare' },
+    partitions: {
+      type: 'string',
+      value: 'none,distinct',
+      help: 'unordered against every request on an ordered partition of its own',
+    },
+    inline: {
+      type: 'string',
+      value: 'off,on',
+      help: 'in records read back by offset against carried in the task (QUEUE_INLINE_BYTES), with Redis memory per task',
+    },
+  },
+});
+const TASKS = Number(args.tasks);
+const WORKERS = Number(args.workers);
 const ORDERED = Math.min(TASKS, 300);
-const SCOPES = args.includes('--bulkhead') ? (args[args.indexOf('--bulkhead') + 1] ?? '').split(',') : [];
-const ROUNDS = option('--rounds', 3);
-const EVENT_MODES = args.includes('--events')
-  ? ((args[args.indexOf('--events') + 1] ?? '').split(',') as JournalMode[])
-  : [];
-const list = (name: string) => (args.includes(name) ? (args[args.indexOf(name) + 1] ?? '').split(',') : []);
-const BODY_SIZES = list('--body-bytes').map(Number);
-const PARTITION_MODES = list('--partitions');
-const INLINE_MODES = list('--inline');
+const list = (text: string | undefined) => (text === undefined ? [] : text.split(','));
+const SCOPES = list(args.bulkhead);
+const ROUNDS = Number(args.rounds);
+const EVENT_MODES = list(args.events) as JournalMode[];
+const BODY_SIZES = list(args['body-bytes']).map(Number);
+const PARTITION_MODES = list(args.partitions);
+const INLINE_MODES = list(args.inline);
 
 /**
  * CPU time spent so far by each part of the pipeline: this process (executor, target, reader; all

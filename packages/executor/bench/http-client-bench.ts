@@ -15,17 +15,33 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { Agent as HttpAgent, request as httpRequest } from 'node:http';
 import path from 'node:path';
-import { freePortRange, median } from '@requester/shared/testing';
+import { freePortRange, median, parseBenchArgs } from '@requester/shared/testing';
 import got from 'got';
 import { Agent, request } from 'undici';
 import { createHttpClient } from '../src/http/index.ts';
 
-const args = process.argv.slice(2);
-const option = (name: string, fallback: number) =>
-  args.includes(name) ? Number(args[args.indexOf(name) + 1]) : fallback;
-const CALLS = option('--calls', 5000);
-const CONCURRENCY = option('--concurrency', 32);
-const ROUNDS = option('--rounds', 4);
+const { values: args } = parseBenchArgs({
+  usage: `The cost of one call through the executor's HTTP client (got, its keep-alive agents, the target
+guard) against a bare undici request (keep-alive Agent), to the same local target; and got-bare
+(got with a keep-alive agent and nothing else of the executor's) and node-http (http.request on
+that same kind of agent), to tell got's own floor from what the executor adds around it.
+
+  node packages/executor/bench/http-client-bench.ts [--calls 5000] [--concurrency 32] [--rounds 4]
+
+The target runs in a child process, so the CPU measured here is the client's. Rounds alternate
+the clients, the order flipped each round; the report ends with the ratios of the medians.
+
+As run for BENCHMARKS.md:
+  node packages/executor/bench/http-client-bench.ts --calls 5000 --rounds 4`,
+  options: {
+    calls: { type: 'string', default: '5000', value: 'N', number: true, help: 'calls per client per round' },
+    concurrency: { type: 'string', default: '32', value: 'N', number: true, help: 'calls in flight at once' },
+    rounds: { type: 'string', default: '4', value: 'N', number: true, help: 'rounds of every client' },
+  },
+});
+const CALLS = Number(args.calls);
+const CONCURRENCY = Number(args.concurrency);
+const ROUNDS = Number(args.rounds);
 const BODY = JSON.stringify({ hello: 'world', n: 42, text: 'x'.repeat(60) });
 
 type Call = () => Promise<void>;

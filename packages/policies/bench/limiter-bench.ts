@@ -8,14 +8,36 @@
  * memory figures are not polluted by other work on the shared Redis; it stops exactly that process.
  * Figures are recorded in the "Rate limiter" section of the repo-root BENCHMARKS.md.
  */
-import { parseArgs } from 'node:util';
 import { LIMITER_ALGORITHMS, type LimiterAlgorithm, type LimiterSpec } from '@requester/shared/contract';
 import { createRedis, type Redis } from '@requester/shared/redis';
-import { startPrivateRedis } from '@requester/shared/testing';
+import { parseBenchArgs, startPrivateRedis } from '@requester/shared/testing';
 import { RateLimiter } from '../src/limiter/index.ts';
 
-const { values } = parseArgs({
-  options: { seconds: { type: 'string', default: '3' }, keys: { type: 'string', default: '10000' } },
+const { values } = parseBenchArgs({
+  usage: `Rate limiter benchmark: decisions per second per algorithm (one take at a time, concurrent
+takes, and takeMany batches), and Redis memory per limiter key. Runs against a private
+redis-server it starts on a free port (no persistence), and stops exactly that process.
+
+  pnpm exec node packages/policies/bench/limiter-bench.ts [--seconds 3] [--keys 10000]
+
+As run for BENCHMARKS.md:
+  pnpm exec node packages/policies/bench/limiter-bench.ts --seconds 3 --keys 10000`,
+  options: {
+    seconds: {
+      type: 'string',
+      default: '3',
+      value: 'S',
+      number: true,
+      help: 'seconds each throughput figure is measured',
+    },
+    keys: {
+      type: 'string',
+      default: '10000',
+      value: 'N',
+      number: true,
+      help: 'limiter keys written for the memory figure',
+    },
+  },
 });
 const SECONDS = Number(values.seconds);
 const KEYS = Number(values.keys);

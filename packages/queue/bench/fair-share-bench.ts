@@ -22,15 +22,42 @@ import os from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { createRedis, type RedisClient } from '@requester/shared/redis';
-import { median, type PrivateRedis, startPrivateRedis } from '@requester/shared/testing';
+import { median, type PrivateRedis, parseBenchArgs, startPrivateRedis } from '@requester/shared/testing';
 import * as current from '../src/index.ts';
 
-const args = process.argv.slice(2);
-const quick = args.includes('--quick');
-const million = args.includes('--million');
-const write = !args.includes('--no-write');
-const option = (name: string) => (args.includes(name) ? args[args.indexOf(name) + 1] : undefined);
-const urlArg = option('--url');
+const { values: args } = parseBenchArgs({
+  usage: `Fair share between clients (issue 21): this queue against a baseline revision of it, side by
+side in one run, each on its own Redis connection. Figures go into the "Queue: fair share between
+clients" section of BENCHMARKS.md.
+
+  pnpm exec node packages/queue/bench/fair-share-bench.ts            10k/100k backlogs
+  pnpm exec node packages/queue/bench/fair-share-bench.ts --quick    small sizes (seconds)
+
+The baseline's packages/queue/src is extracted with git archive under packages/queue/bench/.baseline/.
+
+As run for BENCHMARKS.md:
+  ./node_modules/.bin/node packages/queue/bench/fair-share-bench.ts --baseline 4afd591 --no-write`,
+  options: {
+    quick: { type: 'boolean', default: false, help: 'small sizes (seconds)' },
+    million: {
+      type: 'boolean',
+      default: false,
+      help: "B's wait at a 1,000,000 backlog too (minutes, ~1 GiB of Redis)",
+    },
+    baseline: {
+      type: 'string',
+      value: '<ref>',
+      help: 'the revision to compare with (default: merge-base HEAD main: the queue before fair share)',
+    },
+    url: { type: 'string', value: 'redis://...', help: 'use that Redis instead of a private redis-server' },
+    'no-write': { type: 'boolean', default: false, help: 'print only (BENCHMARKS.md untouched)' },
+  },
+});
+const quick = args.quick;
+const million = args.million;
+const write = !args['no-write'];
+const option = (name: 'baseline' | 'url') => args[name];
+const urlArg = option('url');
 
 const DRAIN = quick ? 20_000 : 200_000;
 const BACKLOGS = quick ? [10_000] : million ? [10_000, 100_000, 1_000_000] : [10_000, 100_000];
@@ -242,7 +269,7 @@ async function bWait(side: Side, backlog: number) {
 }
 
 async function main() {
-  const ref = option('--baseline') ?? git('merge-base', 'HEAD', 'main');
+  const ref = option('baseline') ?? git('merge-base', 'HEAD', 'main');
   const baseline = await loadBaseline(ref);
   const head = git('rev-parse', '--short', 'HEAD');
   const target: Pick<PrivateRedis, 'url' | 'stop'> = urlArg
@@ -281,7 +308,7 @@ async function main() {
         waits.push({ side: side.name, ...w });
       }
     }
-    const command = `pnpm exec node packages/queue/bench/fair-share-bench.ts${quick ? ' --quick' : ''}${million ? ' --million' : ''}${option('--baseline') ? ` --baseline ${option('--baseline')}` : ''}${urlArg ? ` --url ${urlArg}` : ''}`;
+    const command = `pnpm exec node packages/queue/bench/fair-share-bench.ts${quick ? ' --quick' : ''}${million ? ' --million' : ''}${option('baseline') ? ` --baseline ${option('baseline')}` : ''}${urlArg ? ` --url ${urlArg}` : ''}`;
     const section = render({ machine, sides, tps, cap, waits, command, privateRedis: !urlArg });
     console.log(section);
     if (write)

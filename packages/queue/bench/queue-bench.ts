@@ -17,14 +17,31 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { createRedis, type RedisClient } from '@requester/shared/redis';
-import { median, type PrivateRedis, startPrivateRedis } from '@requester/shared/testing';
+import { median, type PrivateRedis, parseBenchArgs, startPrivateRedis } from '@requester/shared/testing';
 import { Queue, Worker } from 'bullmq';
 import { FairQueue, type PublishTask, QueueAdmin } from '../src/index.ts';
 
-const args = process.argv.slice(2);
-const quick = args.includes('--quick');
-const write = !args.includes('--no-write');
-const urlArg = args.includes('--url') ? args[args.indexOf('--url') + 1] : undefined;
+const { values: args } = parseBenchArgs({
+  usage: `Fair queue benchmarks (issue 3). Every comparison runs side by side in one invocation and is
+reported as a ratio; the figures go into the "Queue" section of BENCHMARKS.md.
+
+  pnpm exec node packages/queue/bench/queue-bench.ts            full sizes (a few minutes)
+  pnpm exec node packages/queue/bench/queue-bench.ts --quick    small sizes (seconds)
+
+By default it starts its own redis-server (no persistence) on a free port, and stops it at the
+end. Every key written is removed afterwards either way.
+
+As run for BENCHMARKS.md:
+  pnpm exec node packages/queue/bench/queue-bench.ts --quick`,
+  options: {
+    quick: { type: 'boolean', default: false, help: 'small sizes (seconds)' },
+    url: { type: 'string', value: 'redis://host:port', help: 'use that Redis instead of a private one' },
+    'no-write': { type: 'boolean', default: false, help: 'print only (BENCHMARKS.md untouched)' },
+  },
+});
+const quick = args.quick;
+const write = !args['no-write'];
+const urlArg = args.url;
 
 const SIZES = quick
   ? {

@@ -12,10 +12,10 @@
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { cpus, tmpdir, totalmem } from 'node:os';
 import path from 'node:path';
-import { parseArgs } from 'node:util';
 import {
   consumeEach,
   median,
+  parseBenchArgs,
   processCpuSeconds,
   startTarget,
   testKafka,
@@ -24,16 +24,46 @@ import {
 import { type ClusterProcess, startTopology, type Topology } from '../scripts/cluster/topology.ts';
 import { dropStackDatabase, kafkaProducer } from '../test/e2e/stack.fixture.ts';
 
-const { values: args } = parseArgs({
+const { values: args, fail } = parseBenchArgs({
+  usage: `Scale-out figures on the local topology of ./dev cluster (BENCHMARKS.md, "Scale-out").
+
+  executors  throughput with 1, 2 and 3 executor processes (2 routers, a 3-master Redis Cluster,
+             in with 12 partitions), in alternating rounds of one run; CPU per task of each part
+  fan-in     what each sync-gateway reads of out as gateways are added (1, 2, 3), callers spread
+             evenly over them: bytes read per gateway per result it delivers
+
+  node packages/requester/bench/scale-out.ts [--part executors|fan-in|all] [--tasks 3000]
+       [--rounds 2] [--calls 300] [--follow-out true|false]
+
+As run for BENCHMARKS.md:
+  pnpm exec node --disable-warning=TimeoutNegativeWarning packages/requester/bench/scale-out.ts --part executors --tasks 3000 --rounds 3`,
   options: {
-    part: { type: 'string', default: 'all' },
-    tasks: { type: 'string', default: '3000' },
-    rounds: { type: 'string', default: '2' },
-    calls: { type: 'string', default: '300' },
-    // SYNC_FOLLOW_OUT of every process: false = gateways read only their reply channel, not out.
-    'follow-out': { type: 'string', default: 'true' },
+    part: { type: 'string', default: 'all', value: 'executors|fan-in|all', help: 'which part to run' },
+    tasks: {
+      type: 'string',
+      default: '3000',
+      value: 'N',
+      number: true,
+      help: 'tasks per round of the executors part',
+    },
+    rounds: { type: 'string', default: '2', value: 'N', number: true, help: 'rounds of each executor count' },
+    calls: {
+      type: 'string',
+      default: '300',
+      value: 'N',
+      number: true,
+      help: 'sync calls per gateway count of the fan-in part',
+    },
+    'follow-out': {
+      type: 'string',
+      default: 'true',
+      value: 'true|false',
+      help: 'SYNC_FOLLOW_OUT of every process: false = gateways read only their reply channel, not out',
+    },
   },
 });
+if (!['executors', 'fan-in', 'all'].includes(args.part))
+  fail(`--part must be executors, fan-in or all, got ${args.part}`);
 /** CPU seconds (user + system) a process has used so far; 0 once it is gone. */
 const cpuSeconds = (pid: number): number => processCpuSeconds(pid) ?? 0;
 

@@ -14,17 +14,44 @@
  * one, and once more with a 10 min window. The topic is deleted at the end.
  */
 import { type JournalEvent, type OutgoingRecord, readJournal } from '../src/index.ts';
-import { createTestTopics, testKafka, uniqueName } from '../src/testing/index.ts';
+import { createTestTopics, parseBenchArgs, testKafka, uniqueName } from '../src/testing/index.ts';
 
-const args = process.argv.slice(2);
-const option = (name: string, fallback: number) =>
-  args.includes(name) ? Number(args[args.indexOf(name) + 1]) : fallback;
-const EVENTS = option('--events', 1_000_000);
-const PARTITIONS = option('--partitions', 12);
-const LOOKUPS = option('--lookups', 20);
+const { values: args } = parseBenchArgs({
+  usage: `How long requester trace / GET /requests/{id}/events take to find one request's events on a
+journal topic holding a million events of the last hour.
+
+  node packages/shared/bench/journal-lookup-bench.ts [--events 1000000] [--partitions 12] [--lookups 20]
+      [--one-per-record]
+
+Writes --events journal events (5 per request, in 3 records as the ingress, the router and the
+executor write them), spread over the last hour, to a new topic; then looks up --lookups random
+requests the way the tools do (readJournal), cold and warm, and with a 10 min window. The topic is
+deleted at the end.
+
+As run for BENCHMARKS.md:
+  pnpm exec node --disable-warning=TimeoutNegativeWarning packages/shared/bench/journal-lookup-bench.ts --events 1000000 --partitions 12 --lookups 20`,
+  options: {
+    events: { type: 'string', default: '1000000', value: 'N', number: true, help: 'journal events written' },
+    partitions: {
+      type: 'string',
+      default: '12',
+      value: 'N',
+      number: true,
+      help: 'partitions of the journal topic',
+    },
+    lookups: { type: 'string', default: '20', value: 'N', number: true, help: 'random requests looked up' },
+    'one-per-record': {
+      type: 'boolean',
+      default: false,
+      help: 'every event in a record of its own (a journal of slow requests: no two steps share a flush)',
+    },
+  },
+});
+const EVENTS = Number(args.events);
+const PARTITIONS = Number(args.partitions);
+const LOOKUPS = Number(args.lookups);
 const PER_REQUEST = 5;
-/** Every event in a record of its own (a journal of slow requests: no two steps share a flush). */
-const ONE_PER_RECORD = args.includes('--one-per-record');
+const ONE_PER_RECORD = args['one-per-record'];
 const HOUR = 3_600_000;
 
 const topic = uniqueName('bench-events');

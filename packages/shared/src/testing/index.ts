@@ -136,6 +136,7 @@ export function json<T = Record<string, unknown>>(message: Pick<KafkaRecord, 'va
 }
 
 export * from './arbitraries.ts';
+export * from './bench-args.ts';
 export * from './certs.ts';
 export * from './collector.ts';
 export * from './cpu.ts';
