@@ -159,4 +159,29 @@ describe('origin pacing (end to end, two executors)', () => {
     // Waited in the executor, not in the queue: one lease each.
     expect(paced.map((e) => leased.get(e.meta.requestId))).toEqual(paced.map(() => 1));
   }, 60_000);
+
+  it('a parked task goes back to the queue when its executor drains, and another executor calls it at its slot', async () => {
+    const paceKeys = h.prefix('pace');
+    const pacer = () =>
+      new OriginPacer({
+        redis: h.redis,
+        prefix: paceKeys,
+        maxLimit: 16,
+        retryAfterMaxMs: 60_000,
+        maxLocalWaitMs: 0,
+      });
+    const origin = originOf(quota.url);
+    const tooMany = { 'retry-after': '3', 'ratelimit-policy': '10;w=1' };
+    await pacer().report(origin, { kind: 'response', status: 429, headers: tooMany }, 1e6);
+    const first = h.startExecutor({ pacer: pacer(), maxWorkers: 1 });
+    const run = uniqueName('drain');
+    const task = { request: { uri: `${quota.url}/drain?run=${run}` }, meta: { requestId: `${run}-p` } };
+    await h.submit(first.queue, [task]);
+    await h.until(() => (first.executor.inFlight === 1 ? true : undefined));
+    await first.stop();
+    expect(h.results.has(task.meta.requestId)).toBe(false);
+    h.startExecutor({ queue: first.queue, pacer: pacer(), maxWorkers: 1 });
+    const result = await h.resultOf(task.meta.requestId);
+    expect([result.response.status, result.meta.tryCount]).toEqual([200, 1]);
+  }, 60_000);
 });
