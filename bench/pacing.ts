@@ -4,7 +4,12 @@
 // processes. The queue is an in-memory due-time heap (a task sent back waits there with its
 // progress, as in Redis): what is measured is what reaches the target, not the queue's cost.
 //
-//   node bench/pacing.ts [--scenario quota|capacity|all] [--rounds 1] [--plot docs/pacing.png] [--detail]
+//   node bench/pacing.ts [--scenario quota|capacity|all] [--rounds 1] [--plot docs/pacing.png] [--detail] [--no-park]
+//
+// A task the pace sends back for a slot up to PARK_MAX_MS ahead is parked in its executor, as
+// Executor.park does (the same rule, `parks`, and budget): it comes back to one of its executor's
+// workers at its slot without a lease. --no-park: every such task goes back to the queue (before);
+// --park-per-worker N: another budget than the executor's (PARKED_PER_WORKER, 3).
 //
 // --detail: for the quota scenario with adaptation, one line a second: calls at the target (and
 // 429s), the shared pace, and what the pace gate answered (see `Gates`), to tell where the gap
@@ -22,6 +27,8 @@ import { randomBytes } from 'node:crypto';
 import { cpus } from 'node:os';
 import { LocalBulkhead } from '../packages/executor/src/bulkhead/index.ts';
 import { createHttpClient } from '../packages/executor/src/http/index.ts';
+import { parks } from '../packages/executor/src/worker/decide.ts';
+import { PARKED_PER_WORKER } from '../packages/executor/src/worker/index.ts';
 import { type Ending, Policies, type Progress } from '../packages/executor/src/worker/policies.ts';
 import { CircuitBreaker, OriginPacer, originOf } from '../packages/policies/src/index.ts';
 import {
@@ -63,6 +70,17 @@ As run for BENCHMARKS.md:
       number: true,
       help: 'capacity scenario: rounds of on and off, alternating; the tables add the medians',
     },
+    'no-park': {
+      type: 'boolean',
+      default: false,
+      help: 'send every paced task back to the queue, as before parking (for a side-by-side run)',
+    },
+    'park-per-worker': {
+      type: 'string',
+      value: 'N',
+      number: true,
+      help: "parked tasks at most per worker (default the executor's PARKED_PER_WORKER): what a bigger budget would give",
+    },
   },
 });
 if (!['quota', 'capacity', 'all'].includes(args.scenario))
@@ -72,6 +90,7 @@ const redis = createRedis({ url: 'redis://127.0.0.1:6379' });
 const EXECUTORS = 2;
 const WORKERS = 16;
 const PER_ORIGIN = 16;
+const PARK_PER_WORKER = Number(args['park-per-worker'] ?? PARKED_PER_WORKER);
 /** OriginPacer's default local wait: a slot within it is slept for, a later one reserved. */
 const MAX_LOCAL_WAIT_MS = 250;
 
@@ -79,6 +98,8 @@ interface Task {
   envelope: RequestEnvelope;
   progress: Progress;
   due: number;
+  /** Parked in its executor (index of `parked`), not in the queue: taking it back is no lease. */
+  parkedIn?: number;
 }
 
 /**
@@ -149,6 +170,8 @@ async function drive(options: {
     stateCacheMs: 1_000,
   });
   const waiting: Task[] = [];
+  /** Tasks parked per executor, bounded as the executor bounds them (Executor.park). */
+  const parked = Array.from({ length: EXECUTORS }, () => 0);
   const run: Run = {
     leases: 0,
     gates: new Map(),
@@ -231,13 +254,16 @@ async function drive(options: {
         ...(options.adaptive ? { pacer, adaptiveConcurrency: true } : {}),
       }),
   );
-  const next = (): Task | undefined => {
+  // A parked task comes back to a worker of its own executor only.
+  const next = (executor: number): Task | undefined => {
     const now = Date.now();
     if (options.arrivals) waiting.push(...options.arrivals(now));
     let best = -1;
-    for (let i = 0; i < waiting.length; i++)
-      if ((waiting[i]?.due ?? 0) <= now && (best < 0 || (waiting[i]?.due ?? 0) < (waiting[best]?.due ?? 0)))
-        best = i;
+    for (let i = 0; i < waiting.length; i++) {
+      const task = waiting[i];
+      if (!task || task.due > now || (task.parkedIn !== undefined && task.parkedIn !== executor)) continue;
+      if (best < 0 || task.due < (waiting[best]?.due ?? 0)) best = i;
+    }
     if (best >= 0) return waiting.splice(best, 1)[0];
     return options.tasks();
   };
@@ -257,28 +283,37 @@ async function drive(options: {
         options.adaptive ? (pacer.limitOf(origin) ?? PER_ORIGIN) : PER_ORIGIN,
       ]);
   }, 100);
-  const worker = async (policies: Policies) => {
+  const worker = async (policies: Policies, executor: number) => {
     while (!done()) {
-      const task = next();
+      const task = next(executor);
       if (!task) {
         await new Promise((resolve) => setTimeout(resolve, 5));
         continue;
       }
-      run.leases++;
+      if (task.parkedIn === undefined) run.leases++;
+      else parked[executor] = (parked[executor] ?? 0) - 1;
       const ending: Ending = await policies.attempt(task.envelope, task.progress, log);
       if (ending.kind === 'result') {
         run.results++;
         const status = ending.result.response.status;
         run.statuses.set(status, (run.statuses.get(status) ?? 0) + 1);
-      } else
+      } else {
+        const park =
+          !args['no-park'] &&
+          parks(ending.reason, ending.delayMs, parked[executor] ?? 0, PARK_PER_WORKER * WORKERS);
+        if (park) parked[executor] = (parked[executor] ?? 0) + 1;
         waiting.push({
           envelope: task.envelope,
           progress: ending.progress,
           due: Date.now() + ending.delayMs,
+          ...(park ? { parkedIn: executor } : {}),
         });
+      }
     }
   };
-  await Promise.all(executors.flatMap((p) => Array.from({ length: WORKERS }, () => worker(p))));
+  await Promise.all(
+    executors.flatMap((p, executor) => Array.from({ length: WORKERS }, () => worker(p, executor))),
+  );
   run.endMs = Date.now() - start;
   clearInterval(sampler);
   timed.close();

@@ -247,3 +247,21 @@ export function retryAfterMs(value: string | undefined, nowMs: number): number |
 export function placeOf(delayMs: number, ordered: boolean, horizonMs: number): 'redis' | 'outbox' {
   return ordered || delayMs <= horizonMs ? 'redis' : 'outbox';
 }
+
+/**
+ * The farthest pacing slot a task waits for parked in its executor (docs/architecture.md §9): it
+ * keeps its lease (renewed by the heartbeat like a call in flight, so a crashed executor's task is
+ * leased again once the lease lapses) but no worker. A later slot goes back to the queue, as do
+ * slots beyond the parking budget: a lease and its renewals are not worth holding much longer, and
+ * a cancel reaches a parked task only at its slot.
+ */
+export const PARK_MAX_MS = 10_000;
+
+/**
+ * Whether a task sent back by the pace (`reason` "paced", waiting `delayMs` for its reserved slot)
+ * is parked instead, `parked` tasks being parked already out of `budget`. Shared with
+ * bench/pacing.ts, whose simulated executors park the same way.
+ */
+export function parks(reason: string, delayMs: number, parked: number, budget: number): boolean {
+  return reason === 'paced' && delayMs <= PARK_MAX_MS && parked < budget;
+}

@@ -19,7 +19,9 @@ import {
   type OutcomeFacts,
   optsOut,
   outcomeStep,
+  PARK_MAX_MS,
   pacedStep,
+  parks,
   placeOf,
   retryAfterMs,
   waitCap,
@@ -328,5 +330,15 @@ describe('pacing', () => {
       reason: 'paced',
       slotMs: 42,
     });
+  });
+});
+
+describe('parks', () => {
+  it('parks a pacing wait within the horizon and the budget, nothing else', () => {
+    expect(parks('paced', PARK_MAX_MS, 47, 48)).toBe(true);
+    expect(parks('paced', PARK_MAX_MS + 1, 0, 48)).toBe(false);
+    expect(parks('paced', 100, 48, 48)).toBe(false);
+    for (const reason of ['rate_limited', 'circuit_open', 'bulkhead', 'paused', 'retry'])
+      expect(parks(reason, 100, 0, 48)).toBe(false);
   });
 });

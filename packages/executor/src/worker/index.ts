@@ -22,7 +22,7 @@ import { encodeQueuedTask } from '@requester/shared/task';
 import pLimit, { type LimitFunction } from 'p-limit';
 import { executorMetrics as metrics } from '../metrics.ts';
 import { ownedBy, unreadableResult } from '../result/index.ts';
-import { isQueueDelay, placeOf } from './decide.ts';
+import { isQueueDelay, parks, placeOf } from './decide.ts';
 import { type Ending, Policies, type PolicyModules, type Progress } from './policies.ts';
 import { type ReplyOptions, Settler } from './settle.ts';
 import { deliver, type Job, KAFKA_RETRY_MS, outboxRow, type Settlement } from './settlement.ts';
@@ -94,6 +94,13 @@ const MIN_IDLE_MS = 10;
 export const HELD_PER_WORKER = 4;
 
 /**
+ * Tasks parked at most, per worker, waiting for their pacing slot (see park): the leases held
+ * beyond the workers, less one per worker, so that parked tasks never stop the loop from leasing
+ * a worker's worth of other origins' tasks.
+ */
+export const PARKED_PER_WORKER = HELD_PER_WORKER - 1;
+
+/**
  * The executor loop (docs/architecture.md §3, §5). Each turn it leases as many tasks as it has
  * free workers (more when recent batches were wake-ups: leaseSize), reads their `in` records with
  * one batched fetch, and runs each task's attempt under the delivery policies (p-limit; see
@@ -133,6 +140,8 @@ export class Executor {
   private readonly executorId: string;
   /** Tasks whose pause this process journaled already (a paused task comes back every second). */
   private readonly pauseJournaled = new Set<string>();
+  /** Tasks waiting in this process for their pacing slot, holding their lease but no worker (see park). */
+  private parked = 0;
 
   constructor(options: ExecutorOptions) {
     this.options = options;
@@ -259,13 +268,51 @@ export class Executor {
       const attempt = () => this.attempt(job, source, read);
       // A wake-up calls nobody: it does not wait for a worker (the limiter, bulkhead and breaker
       // are not asked either). A call keeps its worker until its result is written and acked.
-      const attempted = wakeUps[i] ? attempt() : this.limit(attempt);
+      const attempted = wakeUps[i]
+        ? attempt()
+        : this.limit(attempt).then((settlement) => this.park(job, source, settlement));
       const done = attempted.then((settlement) =>
         this.settler.settle(job.lease, withReplyTo(settlement, source), job.task.createdAt),
       );
       settled.push(wakeUps[i] ? done : done.finally(() => this.workDone()));
     }
     await Promise.all(settled);
+  }
+
+  /**
+   * A task the pace sent back to wait for a slot a little ahead waits here instead, under its
+   * lease (the heartbeat renews it; its partition stays blocked, so order holds) and without its
+   * worker, then goes through the gate again at its slot as a task leased again would (`went`, or
+   * `voided` when a hold came meanwhile), its cancel and pause looked at again first. Before, it
+   * went back to the queue: two leases per such task (BENCHMARKS.md, "Quota: where the calls go").
+   * A farther slot, or one beyond the budget (PARKED_PER_WORKER), goes back to the queue as before;
+   * so does a parked task when the executor stops (with the rest of its wait).
+   */
+  private async park(
+    job: Job,
+    source: FetchOutcome | undefined,
+    settlement: Settlement,
+  ): Promise<Settlement> {
+    const budget = PARKED_PER_WORKER * this.options.maxWorkers;
+    for (;;) {
+      if (settlement.kind !== 'reschedule' || settlement.outbox || !settlement.payload) return settlement;
+      if (this.stopped || !parks(settlement.outcome, settlement.delayMs, this.parked, budget))
+        return settlement;
+      const task = decodeTask(settlement.payload);
+      if (!task) return settlement;
+      const until = Date.now() + settlement.delayMs;
+      this.parked++;
+      this.workDone();
+      try {
+        await sleepUnless(settlement.delayMs, this.stopping.signal);
+      } finally {
+        this.parked--;
+        this.working++;
+      }
+      if (this.stopped) return { ...settlement, delayMs: Math.max(1, until - Date.now()) };
+      const resumed: Job = { ...job, task };
+      settlement = await this.limit(() => this.attempt(resumed, source, undefined, true));
+    }
   }
 
   /**
@@ -329,6 +376,7 @@ export class Executor {
     job: Job,
     fetched: FetchOutcome | undefined,
     read?: { parsed: Parsed; cancellation: Cancellation | undefined },
+    parked = false,
   ): Promise<Settlement> {
     const { requestId } = job.task;
     // Where the task stands. Every reschedule rewrites the queued task with its progress (see
@@ -357,7 +405,8 @@ export class Executor {
           ? validateRecord(this.contract, inline.value, requestId, tryCount)
           : parseRecord(this.contract, fetched.record.value, requestId, tryCount));
       if (!parsed.ok && inline) return await this.attemptFromKafka(job);
-      this.journalLeased(job, parsed.ok ? parsed.envelope.meta.client : undefined);
+      // A parked task was not leased again: its story has one `leased` for both of its gates.
+      if (!parked) this.journalLeased(job, parsed.ok ? parsed.envelope.meta.client : undefined);
       if (!parsed.ok) return this.unprocessable(job, fetched.record, parsed.result);
       const { envelope } = parsed;
       const cancelled = await this.cancelled(job, envelope, progress, read && { found: read.cancellation });
@@ -582,6 +631,20 @@ export class Executor {
     this.slotWaiters = [];
     for (const wake of waiters) wake();
   }
+}
+
+/** Resolves after `ms`, or at once when `signal` aborts. */
+function sleepUnless(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) return resolve();
+    const done = () => {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal.addEventListener('abort', done, { once: true });
+  });
 }
 
 /** The origin of a request's URL; none for a wake-up (or a URL the contract would refuse). */

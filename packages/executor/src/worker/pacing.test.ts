@@ -1,5 +1,6 @@
 import { CircuitBreaker, OriginPacer, originOf } from '@requester/policies';
 import { registry } from '@requester/shared/metrics';
+import { decodeQueuedTask } from '@requester/shared/task';
 import { type RemotePacedTarget, startPacedTargetProcess, uniqueName } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LocalBulkhead } from '../bulkhead/index.ts';
@@ -112,4 +113,75 @@ describe('origin pacing (end to end, two executors)', () => {
     expect(refused).toBeLessThan(mine.length / 2);
     expect((await breaker.snapshot(originOf(silent.url))).state).toBe('closed');
   }, 120_000);
+
+  it('parks a task whose slot is a few seconds ahead: leased once, holding no worker (another origin is served meanwhile)', async () => {
+    const pacer = new OriginPacer({
+      redis: h.redis,
+      prefix: h.prefix('pace'),
+      maxLimit: 16,
+      retryAfterMaxMs: 60_000,
+      maxLocalWaitMs: 0,
+    });
+    // The origin asked for a pause of 6 s, then 10 calls/s: its calls get slots from 6 s on.
+    const origin = originOf(quota.url);
+    const tooMany = { 'retry-after': '6', 'ratelimit-policy': '10;w=1' };
+    await pacer.report(origin, { kind: 'response', status: 429, headers: tooMany }, 1e6);
+    const queue = h.newQueue();
+    const leased = new Map<string, number>();
+    const lease = queue.lease.bind(queue);
+    queue.lease = async (...args) => {
+      const answer = await lease(...args);
+      for (const task of answer.tasks) {
+        const { requestId } = decodeQueuedTask(task.payload);
+        leased.set(requestId, (leased.get(requestId) ?? 0) + 1);
+      }
+      return answer;
+    };
+    // One worker: a task asleep in it until its slot would keep the other origin waiting.
+    h.startExecutor({ queue, pacer, maxWorkers: 1 });
+    const run = uniqueName('park');
+    const paced = Array.from({ length: 3 }, (_, i) => ({
+      request: { uri: `${quota.url}/park?run=${run}&n=${i}` },
+      meta: { requestId: `${run}-p-${i}` },
+    }));
+    const other = {
+      request: { uri: `${h.target.url}/echo?run=${run}` },
+      meta: { requestId: `${run}-other` },
+    };
+    await h.submit(queue, paced);
+    await h.submit(queue, [other]);
+
+    await h.resultOf(other.meta.requestId);
+    expect(paced.filter((e) => h.results.has(e.meta.requestId))).toEqual([]);
+    const results = await Promise.all(paced.map((e) => h.resultOf(e.meta.requestId)));
+    expect(results.map((r) => [r.response.status, r.meta.tryCount])).toEqual(paced.map(() => [200, 1]));
+    expect(results.every((r) => r.meta.waitTime > 0)).toBe(true);
+    // Waited in the executor, not in the queue: one lease each.
+    expect(paced.map((e) => leased.get(e.meta.requestId))).toEqual(paced.map(() => 1));
+  }, 60_000);
+
+  it('a parked task goes back to the queue when its executor drains, and another executor calls it at its slot', async () => {
+    const paceKeys = h.prefix('pace');
+    const pacer = () =>
+      new OriginPacer({
+        redis: h.redis,
+        prefix: paceKeys,
+        maxLimit: 16,
+        retryAfterMaxMs: 60_000,
+        maxLocalWaitMs: 0,
+      });
+    const origin = originOf(quota.url);
+    const tooMany = { 'retry-after': '3', 'ratelimit-policy': '10;w=1' };
+    await pacer().report(origin, { kind: 'response', status: 429, headers: tooMany }, 1e6);
+    const first = h.startExecutor({ pacer: pacer(), maxWorkers: 1 });
+    const run = uniqueName('drain');
+    const task = { request: { uri: `${quota.url}/drain?run=${run}` }, meta: { requestId: `${run}-p` } };
+    await h.submit(first.queue, [task]);
+    await h.until(() => (first.executor.inFlight === 1 ? true : undefined));
+    await first.stop();
+    expect(h.results.has(task.meta.requestId)).toBe(false);
+    h.startExecutor({ queue: first.queue, pacer: pacer(), maxWorkers: 1 });
+    const result = await h.resultOf(task.meta.requestId);
+    expect([result.response.status, result.meta.tryCount]).toEqual([200, 1]);
+  }, 60_000);
 });
