@@ -1,4 +1,5 @@
 import { hostname } from 'node:os';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { originOf } from '@requester/policies';
 import type { FairQueue, LeasedTask } from '@requester/queue';
 import { type Cancellation, type Cancellations, cancelledResult } from '@requester/shared/cancel';
@@ -304,7 +305,8 @@ export class Executor {
       this.parked++;
       this.workDone();
       try {
-        await sleepUnless(settlement.delayMs, this.stopping.signal);
+        // Cut short when the executor stops: the task then goes back with the rest of its wait.
+        await sleep(settlement.delayMs, undefined, { signal: this.stopping.signal }).catch(() => undefined);
       } finally {
         this.parked--;
         this.working++;
@@ -631,20 +633,6 @@ export class Executor {
     this.slotWaiters = [];
     for (const wake of waiters) wake();
   }
-}
-
-/** Resolves after `ms`, or at once when `signal` aborts. */
-function sleepUnless(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) return resolve();
-    const done = () => {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal.addEventListener('abort', done, { once: true });
-  });
 }
 
 /** The origin of a request's URL; none for a wake-up (or a URL the contract would refuse). */
