@@ -353,7 +353,7 @@ export class Executor {
   /**
    * How many tasks the next lease asks for: one per free worker, more when recent batches were
    * wake-ups, which take none (a batch of wake-ups only: HELD_PER_WORKER per free worker); at most
-   * HELD_PER_WORKER × `maxWorkers` leases held. Bigger lease batches are also fewer lease, produce
+   * HELD_PER_WORKER × `maxWorkers` leases held, parked tasks aside. Bigger lease batches are also fewer lease, produce
    * and ack calls per task (BENCHMARKS.md, "Far schedules").
    */
   private leaseSize(): number {
