@@ -115,7 +115,7 @@ export const DEFAULT_PARKING: Parking = { tasks: 1_000, bytes: 32 * 1024 * 1024 
  * A worker (and the lease) is freed at the settlement, which is also what lets the next task of an
  * ordered partition be leased: order at the target follows from one-in-flight in the queue plus
  * ack-after-produce. A wake-up takes no worker once its record is read; at most HELD_PER_WORKER ×
- * `maxWorkers` leases are held in all.
+ * `maxWorkers` leases are held, besides the tasks parked for their pacing slot (see park).
  * Beside this loop: settle.ts (the flush), source.ts (reading a task's record), trace.ts (its spans).
  */
 export class Executor {
@@ -353,8 +353,8 @@ export class Executor {
   /**
    * How many tasks the next lease asks for: one per free worker, more when recent batches were
    * wake-ups, which take none (a batch of wake-ups only: HELD_PER_WORKER per free worker); at most
-   * HELD_PER_WORKER × `maxWorkers` leases held, parked tasks aside. Bigger lease batches are also fewer lease, produce
-   * and ack calls per task (BENCHMARKS.md, "Far schedules").
+   * HELD_PER_WORKER × `maxWorkers` leases held, parked tasks aside. Bigger lease batches are also
+   * fewer lease, produce and ack calls per task (BENCHMARKS.md, "Far schedules").
    */
   private leaseSize(): number {
     const { maxWorkers } = this.options;
