@@ -9,7 +9,9 @@
 // A task the pace sends back for a slot up to PARK_MAX_MS ahead is parked in its executor, as
 // Executor.park does (the same rule, `parks`, and budget): it comes back to one of its executor's
 // workers at its slot without a lease. --no-park: every such task goes back to the queue (before);
-// --park-per-worker N: another budget than the executor's (PARKED_PER_WORKER, 3).
+// --park-max N: another budget than the executor's (EXECUTOR_PARKED_TASKS, 1,000 per executor; its
+// bytes budget is not reached by these small records); --park-per-worker N: N × 16 per executor
+// (3 was the budget before EXECUTOR_PARKED_TASKS).
 //
 // --detail: for the quota scenario with adaptation, one line a second: calls at the target (and
 // 429s), the shared pace, and what the pace gate answered (see `Gates`), to tell where the gap
@@ -28,7 +30,7 @@ import { cpus } from 'node:os';
 import { LocalBulkhead } from '../packages/executor/src/bulkhead/index.ts';
 import { createHttpClient } from '../packages/executor/src/http/index.ts';
 import { parks } from '../packages/executor/src/worker/decide.ts';
-import { PARKED_PER_WORKER } from '../packages/executor/src/worker/index.ts';
+import { DEFAULT_PARKING } from '../packages/executor/src/worker/index.ts';
 import { type Ending, Policies, type Progress } from '../packages/executor/src/worker/policies.ts';
 import { CircuitBreaker, OriginPacer, originOf } from '../packages/policies/src/index.ts';
 import {
@@ -79,7 +81,13 @@ As run for BENCHMARKS.md:
       type: 'string',
       value: 'N',
       number: true,
-      help: "parked tasks at most per worker (default the executor's PARKED_PER_WORKER): what a bigger budget would give",
+      help: 'parked tasks at most per worker (3 = the budget before EXECUTOR_PARKED_TASKS)',
+    },
+    'park-max': {
+      type: 'string',
+      value: 'N',
+      number: true,
+      help: "parked tasks at most per executor (default the executor's, EXECUTOR_PARKED_TASKS)",
     },
   },
 });
@@ -90,7 +98,11 @@ const redis = createRedis({ url: 'redis://127.0.0.1:6379' });
 const EXECUTORS = 2;
 const WORKERS = 16;
 const PER_ORIGIN = 16;
-const PARK_PER_WORKER = Number(args['park-per-worker'] ?? PARKED_PER_WORKER);
+const PARKING = {
+  ...DEFAULT_PARKING,
+  ...(args['park-per-worker'] !== undefined ? { tasks: Number(args['park-per-worker']) * WORKERS } : {}),
+  ...(args['park-max'] !== undefined ? { tasks: Number(args['park-max']) } : {}),
+};
 /** OriginPacer's default local wait: a slot within it is slept for, a later one reserved. */
 const MAX_LOCAL_WAIT_MS = 250;
 
@@ -171,7 +183,7 @@ async function drive(options: {
   });
   const waiting: Task[] = [];
   /** Tasks parked per executor, bounded as the executor bounds them (Executor.park). */
-  const parked = Array.from({ length: EXECUTORS }, () => 0);
+  const parked = Array.from({ length: EXECUTORS }, () => ({ tasks: 0, bytes: 0 }));
   const run: Run = {
     leases: 0,
     gates: new Map(),
@@ -291,7 +303,7 @@ async function drive(options: {
         continue;
       }
       if (task.parkedIn === undefined) run.leases++;
-      else parked[executor] = (parked[executor] ?? 0) - 1;
+      else parked[executor] = { tasks: (parked[executor]?.tasks ?? 0) - 1, bytes: 0 };
       const ending: Ending = await policies.attempt(task.envelope, task.progress, log);
       if (ending.kind === 'result') {
         run.results++;
@@ -300,8 +312,8 @@ async function drive(options: {
       } else {
         const park =
           !args['no-park'] &&
-          parks(ending.reason, ending.delayMs, parked[executor] ?? 0, PARK_PER_WORKER * WORKERS);
-        if (park) parked[executor] = (parked[executor] ?? 0) + 1;
+          parks(ending.reason, ending.delayMs, 0, parked[executor] ?? { tasks: 0, bytes: 0 }, PARKING);
+        if (park) parked[executor] = { tasks: (parked[executor]?.tasks ?? 0) + 1, bytes: 0 };
         waiting.push({
           envelope: task.envelope,
           progress: ending.progress,

@@ -110,6 +110,7 @@ export const executorRole: RoleDefinition = {
       topicDlq: config.topicDlq,
       maxWorkers: config.maxWorkers,
       leaseTtlMs: config.executorLeaseTtl,
+      parking: { tasks: config.executorParkedTasks, bytes: config.executorParkedBytes },
       produceTimeoutMs: config.kafkaProduceTimeout,
       logger,
       journal: deps.journal(),

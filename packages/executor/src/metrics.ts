@@ -27,6 +27,14 @@ export const executorMetrics = {
     'tasks leased by the executor: divided by the tasks settled with a result, the leases a request costs (1 = never sent back to wait)',
   ),
   inFlight: gauge('executor_in_flight', 'tasks leased by this process and not yet settled'),
+  parked: gauge(
+    'executor_parked_tasks',
+    'tasks parked in this process: waiting for their pacing slot under their lease, holding no worker (EXECUTOR_PARKED_TASKS)',
+  ),
+  parkedBytes: gauge(
+    'executor_parked_bytes',
+    'bytes of in records and queued tasks held by the tasks parked in this process (EXECUTOR_PARKED_BYTES)',
+  ),
   originCalls: counter(
     'executor_origin_calls_total',
     `calls to targets by origin (at most ${MAX_ORIGIN_LABELS} origins per process, the rest "other") and outcome`,

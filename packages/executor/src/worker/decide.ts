@@ -257,11 +257,29 @@ export function placeOf(delayMs: number, ordered: boolean, horizonMs: number): '
  */
 export const PARK_MAX_MS = 10_000;
 
+/** Parked tasks, or the most of them an executor keeps (EXECUTOR_PARKED_TASKS, EXECUTOR_PARKED_BYTES). */
+export interface Parking {
+  tasks: number;
+  /** What their `in` records and queued tasks hold in memory. */
+  bytes: number;
+}
+
 /**
  * Whether a task sent back by the pace (`reason` "paced", waiting `delayMs` for its reserved slot)
- * is parked instead, `parked` tasks being parked already out of `budget`. Shared with
- * bench/pacing.ts, whose simulated executors park the same way.
+ * is parked instead, holding `bytes` more, with `parked` already parked out of `budget`. Shared
+ * with bench/pacing.ts, whose simulated executors park the same way.
  */
-export function parks(reason: string, delayMs: number, parked: number, budget: number): boolean {
-  return reason === 'paced' && delayMs <= PARK_MAX_MS && parked < budget;
+export function parks(
+  reason: string,
+  delayMs: number,
+  bytes: number,
+  parked: Parking,
+  budget: Parking,
+): boolean {
+  return (
+    reason === 'paced' &&
+    delayMs <= PARK_MAX_MS &&
+    parked.tasks < budget.tasks &&
+    parked.bytes + bytes <= budget.bytes
+  );
 }

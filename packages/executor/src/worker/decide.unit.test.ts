@@ -334,11 +334,19 @@ describe('pacing', () => {
 });
 
 describe('parks', () => {
+  const budget = { tasks: 48, bytes: 1_000 };
   it('parks a pacing wait within the horizon and the budget, nothing else', () => {
-    expect(parks('paced', PARK_MAX_MS, 47, 48)).toBe(true);
-    expect(parks('paced', PARK_MAX_MS + 1, 0, 48)).toBe(false);
-    expect(parks('paced', 100, 48, 48)).toBe(false);
+    expect(parks('paced', PARK_MAX_MS, 10, { tasks: 47, bytes: 0 }, budget)).toBe(true);
+    expect(parks('paced', PARK_MAX_MS + 1, 10, { tasks: 0, bytes: 0 }, budget)).toBe(false);
+    expect(parks('paced', 100, 10, { tasks: 48, bytes: 0 }, budget)).toBe(false);
     for (const reason of ['rate_limited', 'circuit_open', 'bulkhead', 'paused', 'retry'])
-      expect(parks(reason, 100, 0, 48)).toBe(false);
+      expect(parks(reason, 100, 10, { tasks: 0, bytes: 0 }, budget)).toBe(false);
+  });
+
+  it('parks a task only while the records held stay within the bytes budget', () => {
+    expect(parks('paced', 100, 600, { tasks: 1, bytes: 400 }, budget)).toBe(true);
+    expect(parks('paced', 100, 601, { tasks: 1, bytes: 400 }, budget)).toBe(false);
+    // A record bigger than the whole budget is never parked, even alone.
+    expect(parks('paced', 100, 1_001, { tasks: 0, bytes: 0 }, budget)).toBe(false);
   });
 });

@@ -23,7 +23,7 @@ import { encodeQueuedTask } from '@requester/shared/task';
 import pLimit, { type LimitFunction } from 'p-limit';
 import { executorMetrics as metrics } from '../metrics.ts';
 import { ownedBy, unreadableResult } from '../result/index.ts';
-import { isQueueDelay, parks, placeOf } from './decide.ts';
+import { isQueueDelay, type Parking, parks, placeOf } from './decide.ts';
 import { type Ending, Policies, type PolicyModules, type Progress } from './policies.ts';
 import { type ReplyOptions, Settler } from './settle.ts';
 import { deliver, type Job, KAFKA_RETRY_MS, outboxRow, type Settlement } from './settlement.ts';
@@ -74,6 +74,8 @@ export interface ExecutorOptions extends Omit<PolicyModules, 'retryAfterMaxMs'> 
   cancellations?: Pick<Cancellations, 'find' | 'findMany'>;
   /** Pauses by origin, client or partition (../../shared pause): a paused task waits, not attempted. */
   pauses?: Pick<PauseView, 'match' | 'refresh'>;
+  /** EXECUTOR_PARKED_TASKS, EXECUTOR_PARKED_BYTES: the most tasks kept parked (see Executor.park). */
+  parking?: Parking;
 }
 
 /** How long a paused task waits before it is looked at again (a resume is honoured within it). */
@@ -95,11 +97,11 @@ const MIN_IDLE_MS = 10;
 export const HELD_PER_WORKER = 4;
 
 /**
- * Tasks parked at most, per worker, waiting for their pacing slot (see park): the leases held
- * beyond the workers, less one per worker, so that parked tasks never stop the loop from leasing
- * a worker's worth of other origins' tasks.
+ * The parking budget without configuration (the defaults of EXECUTOR_PARKED_TASKS and
+ * EXECUTOR_PARKED_BYTES): 1,000 tasks cover 10 s (PARK_MAX_MS) of a 100/s pace; 32 MiB of records
+ * at most, e.g. 1,000 records of 32 KiB, or 32 of 1 MiB.
  */
-export const PARKED_PER_WORKER = HELD_PER_WORKER - 1;
+export const DEFAULT_PARKING: Parking = { tasks: 1_000, bytes: 32 * 1024 * 1024 };
 
 /**
  * The executor loop (docs/architecture.md §3, §5). Each turn it leases as many tasks as it has
@@ -113,7 +115,7 @@ export const PARKED_PER_WORKER = HELD_PER_WORKER - 1;
  * A worker (and the lease) is freed at the settlement, which is also what lets the next task of an
  * ordered partition be leased: order at the target follows from one-in-flight in the queue plus
  * ack-after-produce. A wake-up takes no worker once its record is read; at most HELD_PER_WORKER ×
- * `maxWorkers` leases are held in all.
+ * `maxWorkers` leases are held, besides the tasks parked for their pacing slot (see park).
  * Beside this loop: settle.ts (the flush), source.ts (reading a task's record), trace.ts (its spans).
  */
 export class Executor {
@@ -142,7 +144,11 @@ export class Executor {
   /** Tasks whose pause this process journaled already (a paused task comes back every second). */
   private readonly pauseJournaled = new Set<string>();
   /** Tasks waiting in this process for their pacing slot, holding their lease but no worker (see park). */
-  private parked = 0;
+  private readonly parked: Parking = { tasks: 0, bytes: 0 };
+  /** Leases the heartbeat found lost (lapsed, and maybe leased by another executor): not to be called. */
+  private readonly lost = new Set<string>();
+  /** When the last heartbeat that renewed the held leases was sent (epoch ms). */
+  private renewedAt = 0;
 
   constructor(options: ExecutorOptions) {
     this.options = options;
@@ -155,6 +161,7 @@ export class Executor {
     this.settler = new Settler(options, this.log, {
       release: (token) => {
         this.held.delete(token);
+        this.lost.delete(token);
       },
       flushed: () => this.flushed(),
     });
@@ -286,49 +293,77 @@ export class Executor {
    * worker, then goes through the gate again at its slot as a task leased again would (`went`, or
    * `voided` when a hold came meanwhile), its cancel and pause looked at again first. Before, it
    * went back to the queue: two leases per such task (BENCHMARKS.md, "Quota: where the calls go").
-   * A farther slot, or one beyond the budget (PARKED_PER_WORKER), goes back to the queue as before;
-   * so does a parked task when the executor stops (with the rest of its wait).
+   * Parked tasks take no worker and count apart from the leases the loop may hold (leaseSize), so
+   * a paced backlog never stops the loop leasing other origins' tasks; their own budget
+   * (`parking`: tasks, and bytes of the records they hold) bounds their memory. A farther slot, or
+   * one beyond the budget, goes back to the queue as before; so does a parked task when the
+   * executor stops (with the rest of its wait), or whose lease may have lapsed meanwhile (see
+   * leaseHeld: another executor may hold it, and must be the one to call).
    */
   private async park(
     job: Job,
     source: FetchOutcome | undefined,
     settlement: Settlement,
   ): Promise<Settlement> {
-    const budget = PARKED_PER_WORKER * this.options.maxWorkers;
+    const budget = this.options.parking ?? DEFAULT_PARKING;
     for (;;) {
       if (settlement.kind !== 'reschedule' || settlement.outbox || !settlement.payload) return settlement;
-      if (this.stopped || !parks(settlement.outcome, settlement.delayMs, this.parked, budget))
+      const bytes = parkedBytes(job, source, settlement.payload);
+      if (this.stopped || !parks(settlement.outcome, settlement.delayMs, bytes, this.parked, budget))
         return settlement;
       const task = decodeTask(settlement.payload);
       if (!task) return settlement;
       const until = Date.now() + settlement.delayMs;
-      this.parked++;
+      this.parkedMore(1, bytes);
       this.workDone();
       try {
         // Cut short when the executor stops: the task then goes back with the rest of its wait.
         await sleep(settlement.delayMs, undefined, { signal: this.stopping.signal }).catch(() => undefined);
       } finally {
-        this.parked--;
+        this.parkedMore(-1, -bytes);
         this.working++;
       }
-      if (this.stopped) return { ...settlement, delayMs: Math.max(1, until - Date.now()) };
+      if (this.stopped || !this.leaseHeld(job))
+        return { ...settlement, delayMs: Math.max(1, until - Date.now()) };
       const resumed: Job = { ...job, task };
       settlement = await this.limit(() => this.attempt(resumed, source, undefined, true));
     }
   }
 
+  private parkedMore(tasks: number, bytes: number): void {
+    this.parked.tasks += tasks;
+    this.parked.bytes += bytes;
+    metrics.parked.set(this.parked.tasks);
+    metrics.parkedBytes.set(this.parked.bytes);
+  }
+
+  /**
+   * Whether a parked task's lease is surely still this executor's, a third of its TTL to spare:
+   * the heartbeat did not find it lost, and renewed it (or it was leased) recently enough. A
+   * heartbeat that keeps failing (Redis unreachable) lets the lease lapse; another executor may
+   * then lease the task and call, so this one does not (the task goes back: refused as stale if
+   * the other holds it).
+   */
+  private leaseHeld(job: Job): boolean {
+    if (this.lost.has(job.lease.token)) return false;
+    const { leaseTtlMs } = this.options;
+    return Date.now() < Math.max(job.leasedAt, this.renewedAt) + leaseTtlMs - leaseTtlMs / 3;
+  }
+
   /**
    * How many tasks the next lease asks for: one per free worker, more when recent batches were
    * wake-ups, which take none (a batch of wake-ups only: HELD_PER_WORKER per free worker); at most
-   * HELD_PER_WORKER × `maxWorkers` leases held. Bigger lease batches are also fewer lease, produce
-   * and ack calls per task (BENCHMARKS.md, "Far schedules").
+   * HELD_PER_WORKER × `maxWorkers` leases held, parked tasks aside. Bigger lease batches are also
+   * fewer lease, produce and ack calls per task (BENCHMARKS.md, "Far schedules").
    */
   private leaseSize(): number {
     const { maxWorkers } = this.options;
     const workers = maxWorkers - this.working;
     if (workers <= 0) return 0;
     const callShare = Math.max(1 - this.wakeUpShare, 1 / HELD_PER_WORKER);
-    return Math.min(Math.ceil(workers / callShare), HELD_PER_WORKER * maxWorkers - this.held.size);
+    // Parked tasks have a budget of their own (see park).
+    const held = this.held.size - this.parked.tasks;
+    return Math.min(Math.ceil(workers / callShare), HELD_PER_WORKER * maxWorkers - held);
   }
 
   /** Which tasks of a lease batch are wake-ups; their workers are free from now on. */
@@ -612,11 +647,14 @@ export class Executor {
   private async extendLeases(): Promise<void> {
     const tokens = [...this.held.keys()];
     if (tokens.length === 0) return;
+    const sentAt = Date.now();
     try {
       const results = await this.options.queue.extendMany(
         tokens.map((token) => ({ token, leaseMs: this.options.leaseTtlMs })),
       );
+      this.renewedAt = sentAt;
       const stale = tokens.filter((_, i) => results[i] === 'stale');
+      for (const token of stale) if (this.held.has(token)) this.lost.add(token);
       if (stale.length > 0) this.log.warn({ stale: stale.length }, 'leases lost before their tasks finished');
     } catch (err) {
       this.log.warn({ err }, 'lease heartbeat failed');
@@ -633,6 +671,15 @@ export class Executor {
     this.slotWaiters = [];
     for (const wake of waiters) wake();
   }
+}
+
+/**
+ * What a parked task holds in memory, roughly: its `in` record (or the inline one in its queued
+ * task) and its queued task as leased and as rewritten.
+ */
+function parkedBytes(job: Job, source: FetchOutcome | undefined, payload: string): number {
+  const record = source?.ok ? (source.record.value?.length ?? 0) + (source.record.key?.length ?? 0) : 0;
+  return record + job.lease.payload.length + payload.length;
 }
 
 /** The origin of a request's URL; none for a wake-up (or a URL the contract would refuse). */

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { CircuitBreaker, OriginPacer, originOf } from '@requester/policies';
 import { registry } from '@requester/shared/metrics';
 import { decodeQueuedTask } from '@requester/shared/task';
@@ -158,6 +159,119 @@ describe('origin pacing (end to end, two executors)', () => {
     expect(results.every((r) => r.meta.waitTime > 0)).toBe(true);
     // Waited in the executor, not in the queue: one lease each.
     expect(paced.map((e) => leased.get(e.meta.requestId))).toEqual(paced.map(() => 1));
+  }, 60_000);
+
+  /** A pacer whose origin asked for a pause of `pauseS`, then 10 calls/s: slots from `pauseS` on. */
+  async function pausedPacer(pauseS: number) {
+    const pacer = new OriginPacer({
+      redis: h.redis,
+      prefix: h.prefix('pace'),
+      maxLimit: 16,
+      retryAfterMaxMs: 60_000,
+      // Not 0: a task back from the queue a few ms after its slot would be late, and booked again.
+      maxLocalWaitMs: 250,
+    });
+    const tooMany = { 'retry-after': String(pauseS), 'ratelimit-policy': '10;w=1' };
+    await pacer.report(originOf(quota.url), { kind: 'response', status: 429, headers: tooMany }, 1e6);
+    return pacer;
+  }
+
+  /** A queue that counts the leases of each request. */
+  function countingQueue() {
+    const queue = h.newQueue();
+    const leased = new Map<string, number>();
+    const lease = queue.lease.bind(queue);
+    queue.lease = async (...args) => {
+      const answer = await lease(...args);
+      for (const task of answer.tasks) {
+        const { requestId } = decodeQueuedTask(task.payload);
+        leased.set(requestId, (leased.get(requestId) ?? 0) + 1);
+      }
+      return answer;
+    };
+    return { queue, leased };
+  }
+
+  function pacedRequests(run: string, count: number) {
+    return Array.from({ length: count }, (_, i) => ({
+      request: { uri: `${quota.url}/park?run=${run}&n=${i}` },
+      meta: { requestId: `${run}-p-${i}` },
+    }));
+  }
+
+  it('parks a paced backlog beyond the leases held per worker (a budget of its own), another origin still served', async () => {
+    const pacer = await pausedPacer(4);
+    const { queue, leased } = countingQueue();
+    // One worker, 4 leases held at most (HELD_PER_WORKER): 12 parked tasks are beyond that bound.
+    h.startExecutor({ queue, pacer, maxWorkers: 1 });
+    const run = uniqueName('backlog');
+    const paced = pacedRequests(run, 12);
+    await h.submit(queue, paced);
+    while ((await counter('requester_executor_parked_tasks')) < 12) await sleep(20);
+    const other = {
+      request: { uri: `${h.target.url}/echo?run=${run}` },
+      meta: { requestId: `${run}-other` },
+    };
+    await h.submit(queue, [other]);
+
+    await h.resultOf(other.meta.requestId);
+    expect(paced.filter((e) => h.results.has(e.meta.requestId))).toEqual([]);
+    const results = await Promise.all(paced.map((e) => h.resultOf(e.meta.requestId)));
+    expect(results.map((r) => [r.response.status, r.meta.tryCount])).toEqual(paced.map(() => [200, 1]));
+    expect(paced.map((e) => leased.get(e.meta.requestId))).toEqual(paced.map(() => 1));
+    expect(await counter('requester_executor_parked_tasks')).toBe(0);
+  }, 60_000);
+
+  it.each([
+    ['tasks', { tasks: 2, bytes: 1 << 20 }, [1, 1, 2, 2, 2]],
+    ['bytes', { tasks: 1_000, bytes: 100 }, [2, 2, 2, 2, 2]],
+  ])(
+    'parks no more than the parking budget of %s; the rest goes back to the queue',
+    async (_, parking, leases) => {
+      const pacer = await pausedPacer(2);
+      const { queue, leased } = countingQueue();
+      h.startExecutor({ queue, pacer, maxWorkers: 1, parking });
+      const paced = pacedRequests(uniqueName('budget'), 5);
+      await h.submit(queue, paced);
+      const results = await Promise.all(paced.map((e) => h.resultOf(e.meta.requestId)));
+      expect(results.map((r) => [r.response.status, r.meta.tryCount])).toEqual(paced.map(() => [200, 1]));
+      expect(paced.map((e) => leased.get(e.meta.requestId)).sort()).toEqual(leases);
+    },
+    60_000,
+  );
+
+  it('a parked task whose lease may have lapsed (the heartbeat failing) is not called: the executor that leased it again calls it once', async () => {
+    const pacer = await pausedPacer(4);
+    const queue = h.newQueue();
+    // Redis unreachable after its first lease: its heartbeat fails, and the lease lapses at 1.5 s,
+    // its task parked until its slot at 4 s.
+    let leases = 0;
+    const cutOff = Object.assign(Object.create(queue) as typeof queue, {
+      lease: async (...args: Parameters<typeof queue.lease>) => {
+        if (leases++ === 0) return queue.lease(...args);
+        await sleep(100);
+        throw new Error('Redis unreachable');
+      },
+      extendMany: async () => {
+        throw new Error('Redis unreachable');
+      },
+    });
+    const first = h.startExecutor({ queue: cutOff, pacer, maxWorkers: 1, leaseTtlMs: 1_500 });
+    const run = uniqueName('lapse');
+    const [task] = pacedRequests(run, 1);
+    if (!task) throw new Error('no task');
+    await h.submit(queue, [task]);
+    await h.until(() => (first.executor.inFlight === 1 ? true : undefined));
+    // Its first lease lapsed and taken back: another executor leases it, parks it for a slot of its
+    // own (after the first one's), and calls it.
+    while ((await queue.reclaim()).reclaimed === 0) await sleep(50);
+    h.startExecutor({ queue, pacer, maxWorkers: 1 });
+
+    const result = await h.resultOf(task.meta.requestId);
+    expect([result.response.status, result.meta.tryCount]).toEqual([200, 1]);
+    await h.until(() => (first.executor.inFlight === 0 ? true : undefined));
+    const calls = (await quota.arrivals()).filter((a) => a.path.includes(`run=${run}&`));
+    expect(calls).toHaveLength(1);
   }, 60_000);
 
   it('a parked task goes back to the queue when its executor drains, and another executor calls it at its slot', async () => {

@@ -470,6 +470,18 @@ export const CONFIG_VARIABLES = {
     goDuration,
     'lease of a task being executed; renewed every third of it, reclaimed by others when it lapses',
   ),
+  executorParkedTasks: variable(
+    'EXECUTOR_PARKED_TASKS',
+    '1000',
+    positiveInt,
+    'tasks an executor keeps parked at most: a task the pace books a slot up to 10 s ahead for waits in its executor under its lease, holding no worker and counted apart from the leases of the tasks being worked on, instead of going back to the queue (one lease per request, not two); beyond this (or EXECUTOR_PARKED_BYTES) it goes back to the queue',
+  ),
+  executorParkedBytes: variable(
+    'EXECUTOR_PARKED_BYTES',
+    '33554432',
+    positiveInt,
+    'bytes of `in` records and queued tasks the parked tasks of an executor hold at most (see EXECUTOR_PARKED_TASKS); a task that would go beyond goes back to the queue',
+  ),
   executorRecordCacheBytes: variable(
     'EXECUTOR_RECORD_CACHE_BYTES',
     '33554432',
