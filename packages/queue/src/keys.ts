@@ -25,6 +25,8 @@ export const SHARD_KEY_NAMES = [
   'shares',
   'cdepth',
   'caps',
+  'cfront',
+  'ccount',
 ] as const;
 
 export type ShardKeyName = (typeof SHARD_KEY_NAMES)[number];
