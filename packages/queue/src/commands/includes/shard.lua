@@ -137,24 +137,17 @@ local function readyAdd(partition, ticket)
   local member = creadyMember(client, ticket, partition)
   redis.call('ZADD', K_READY, ticket, partition)
   redis.call('ZADD', K_CREADY, 0, member)
-  local count = redis.call('HINCRBY', K_CCOUNT, client, 1)
-  if redis.call('ZSCORE', K_CLIENTS, client) then
-    if count == 1 then
-      -- A line an earlier version started (not counted): counted now, O(log N).
-      redis.call('HSET', K_CCOUNT, client, redis.call('ZLEXCOUNT', K_CREADY, '[' .. client .. '\0', '(' .. client .. '\1'))
-    end
+  -- A count is kept only for a client in `clients` (an earlier version's writes aside: see lease's
+  -- check of the oldest ready partition), so a line counted before needs no other read.
+  if redis.call('HINCRBY', K_CCOUNT, client, 1) > 1 then
     return
   end
-  if count ~= 1 then
-    -- Counted by an earlier version's writes gone wrong (it left `clients`): the line is counted again.
-    count = redis.call('ZLEXCOUNT', K_CREADY, '[' .. client .. '\0', '(' .. client .. '\1')
-    redis.call('HSET', K_CCOUNT, client, count)
+  if redis.call('ZSCORE', K_CLIENTS, client) then
+    -- A line an earlier version started (not counted): counted now, O(log N).
+    redis.call('HSET', K_CCOUNT, client, redis.call('ZLEXCOUNT', K_CREADY, '[' .. client .. '\0', '(' .. client .. '\1'))
+    return
   end
-  if count == 1 then
-    redis.call('HSET', K_CFRONT, client, member)
-  else
-    redis.call('HDEL', K_CFRONT, client)
-  end
+  redis.call('HSET', K_CFRONT, client, member)
   local lowest = redis.call('ZRANGE', K_CLIENTS, 0, 0, 'WITHSCORES')[2]
   redis.call('ZADD', K_CLIENTS, lowest and tonumber(lowest) - NEWCOMER_LEAD or 0, client)
   clientsJoined = clientsJoined + 1
