@@ -168,7 +168,11 @@ describe.each([single, clustered])('FairQueue on $name', (target) => {
         { id: 'old1', partition: 'a @old', payload: '' },
         { id: 'old2', partition: 'b @old', payload: '' },
       ]);
-      await redis.del(shardKey(queue.prefix, 0, 'cready'), shardKey(queue.prefix, 0, 'clients'));
+      await redis.del(
+        ...(['cready', 'clients', 'cfront', 'ccount'] as const).map((name) =>
+          shardKey(queue.prefix, 0, name),
+        ),
+      );
       // Then a busy client that always has ready partitions.
       await queue.publish(
         Array.from({ length: 20 }, (_, i) => ({ id: `busy${i}`, partition: `p${i} @busy`, payload: '' })),

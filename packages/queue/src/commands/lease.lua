@@ -45,34 +45,30 @@ local now = nowMs()
 promoteTimers(now, batch, unorderedLimit)
 local reclaimed, deadLettered = reclaimExpired(now, batch, maxDeliveries, unorderedLimit)
 
--- Partitions made ready by an earlier version are in `ready` only, not in their client's line.
--- Their tickets are older than any placed since, so they are at the front of `ready`: adopt them
--- there (a batch per call, only while `ready` holds more than `cready`), so that an upgrade under
--- load never leaves them waiting behind every client's work.
-local unadopted = redis.call('ZCARD', K_READY) - redis.call('ZCARD', K_CREADY)
-if unadopted > 0 then
-  local front = redis.call('ZRANGE', K_READY, 0, batch - 1, 'WITHSCORES')
-  for i = 1, #front, 2 do
-    local partition, ticket = front[i], tonumber(front[i + 1])
-    if not redis.call('ZSCORE', K_CREADY, creadyMember(clientOf(partition), ticket, partition)) then
-      readyAdd(partition, ticket)
-      redis.call('HDEL', K_CFRONT, clientOf(partition)) -- its old ticket puts it before the front known
-      unadopted = unadopted - 1
-      if unadopted == 0 then
-        break
-      end
-    end
-  end
-end
-
--- A client whose line was counted short (an earlier version's publish into it during an upgrade)
--- leaves `clients` with partitions still in line; the oldest ready partition shows it (the others
--- are served before it), and its client takes turns again: two reads per call.
+--[[
+  Two upgrades are met at the oldest ready partition (three reads per call):
+  - partitions made ready by a version before the fair share are in `ready` only, in no client's
+    line; their tickets are older than any placed since, so they are at the front of `ready`:
+    they are adopted there (a batch per call), so that an upgrade under load never leaves them
+    waiting behind every client's work;
+  - a client whose line was counted short (an earlier version's publish into it during a rolling
+    upgrade) left `clients` with partitions still in line; the others are served before them, so
+    its oldest one comes to the front of `ready`, and the client takes turns again.
+]]
 local oldest = redis.call('ZRANGE', K_READY, 0, 0, 'WITHSCORES')
 if oldest[1] then
   local client = clientOf(oldest[1])
-  if not redis.call('ZSCORE', K_CLIENTS, client)
-    and redis.call('ZSCORE', K_CREADY, creadyMember(client, tonumber(oldest[2]), oldest[1])) then
+  if not redis.call('ZSCORE', K_CREADY, creadyMember(client, tonumber(oldest[2]), oldest[1])) then
+    local front = redis.call('ZRANGE', K_READY, 0, batch - 1, 'WITHSCORES')
+    for i = 1, #front, 2 do
+      local partition, ticket = front[i], tonumber(front[i + 1])
+      if not redis.call('ZSCORE', K_CREADY, creadyMember(clientOf(partition), ticket, partition)) then
+        readyAdd(partition, ticket)
+        redis.call('HDEL', K_CFRONT, clientOf(partition)) -- its old ticket puts it before the front known
+      end
+    end
+  end
+  if not redis.call('ZSCORE', K_CLIENTS, client) then
     redis.call('HDEL', K_CCOUNT, client)
     redis.call('HDEL', K_CFRONT, client)
     local lowest = redis.call('ZRANGE', K_CLIENTS, 0, 0, 'WITHSCORES')[2]
@@ -241,7 +237,9 @@ local function flushClients()
   callChunked('ZADD', K_CLIENTS, adds, 2)
   callChunked('ZREM', K_CLIENTS, rems, 1)
   callChunked('HDEL', K_CCOUNT, rems, 1)
-  callChunked('HDEL', K_CFRONT, rems, 1)
+  for _, name in ipairs(rems) do
+    unknown[#unknown + 1] = name
+  end
   callChunked('HSET', K_CFRONT, fronts, 2)
   callChunked('HDEL', K_CFRONT, unknown, 1)
   changed = {}
@@ -252,7 +250,9 @@ end
 -- (no client has a weight, or a cap: the common case) is not read field by field.
 local emptyHash = {}
 local function fieldsOf(key, names)
-  if emptyHash[key] == nil then
+  if emptyHash[key] == nil and redis.call('EXISTS', K_SHARES, K_CAPS) == 0 then
+    emptyHash[K_SHARES], emptyHash[K_CAPS] = true, true -- both at once: the common case
+  elseif emptyHash[key] == nil then
     emptyHash[key] = redis.call('EXISTS', key) == 0
   end
   if emptyHash[key] then
