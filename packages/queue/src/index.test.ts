@@ -168,11 +168,7 @@ describe.each([single, clustered])('FairQueue on $name', (target) => {
         { id: 'old1', partition: 'a @old', payload: '' },
         { id: 'old2', partition: 'b @old', payload: '' },
       ]);
-      await redis.del(
-        ...(['cready', 'clients', 'cfront', 'ccount'] as const).map((name) =>
-          shardKey(queue.prefix, 0, name),
-        ),
-      );
+      await redis.del(shardKey(queue.prefix, 0, 'cready'), shardKey(queue.prefix, 0, 'clients'));
       // Then a busy client that always has ready partitions.
       await queue.publish(
         Array.from({ length: 20 }, (_, i) => ({ id: `busy${i}`, partition: `p${i} @busy`, payload: '' })),
@@ -180,42 +176,6 @@ describe.each([single, clustered])('FairQueue on $name', (target) => {
       // Adopted, the old client takes turns with the busy one from the first lease on.
       const first = ids((await queue.lease(4, 10_000)).tasks);
       expect(first.filter((id) => id.startsWith('old')).sort()).toEqual(['old1', 'old2']);
-    });
-
-    test("serves the clients' lines of an earlier version (no fronts or counts), in order, and counts them as they grow", async () => {
-      const queue = makeQueue({ shards: 1 });
-      await queue.publish(
-        ['x', 'y'].flatMap((client) =>
-          [1, 2, 3].map((i) => ({ id: `${client}${i}`, partition: `p${i} @${client}`, payload: '' })),
-        ),
-      );
-      // Written by a version before the fronts and counts: lines in `cready`, nothing in these.
-      await redis.del(shardKey(queue.prefix, 0, 'cfront'), shardKey(queue.prefix, 0, 'ccount'));
-      await queue.publish([{ id: 'x4', partition: 'p4 @x', payload: '' }]);
-      expect(await redis.hget(shardKey(queue.prefix, 0, 'ccount'), 'x')).toBe('4');
-      const order: string[] = [];
-      for (let i = 0; i < 4; i++) order.push(...ids((await queue.lease(2, 10_000)).tasks));
-      expect(order.filter((id) => id.startsWith('x'))).toEqual(['x1', 'x2', 'x3', 'x4']);
-      expect(order.filter((id) => id.startsWith('y'))).toEqual(['y1', 'y2', 'y3']);
-    });
-
-    test("a line counted short (an earlier version's publish into it) is still served to its end", async () => {
-      const queue = makeQueue({ shards: 1 });
-      await queue.publish([
-        { id: 'a', partition: 'p1 @x', payload: '' },
-        { id: 'b', partition: 'p2 @x', payload: '' },
-      ]);
-      await queue.publish(
-        Array.from({ length: 5 }, (_, i) => ({ id: `y${i}`, partition: `q${i} @y`, payload: '' })),
-      );
-      // An earlier version adds to a line without counting it.
-      await redis.hset(shardKey(queue.prefix, 0, 'ccount'), 'x', '1');
-      const order: string[] = [];
-      for (let i = 0; i < 7; i++) order.push(...ids((await queue.lease(1, 10_000)).tasks));
-      // x left `clients` after a with p2 still in line; p2, then the oldest ready partition, brought
-      // it back at once rather than after all of y's work.
-      expect(order.indexOf('b')).toBe(order.indexOf('a') + 1);
-      expect(order).toHaveLength(7);
     });
 
     test('few backlogged partitions share one lease call equally; a lone one fills it', async () => {

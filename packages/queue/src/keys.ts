@@ -25,8 +25,6 @@ export const SHARD_KEY_NAMES = [
   'shares',
   'cdepth',
   'caps',
-  'cfront',
-  'ccount',
 ] as const;
 
 export type ShardKeyName = (typeof SHARD_KEY_NAMES)[number];

@@ -45,44 +45,29 @@ local now = nowMs()
 promoteTimers(now, batch, unorderedLimit)
 local reclaimed, deadLettered = reclaimExpired(now, batch, maxDeliveries, unorderedLimit)
 
---[[
-  Two upgrades are met at the oldest ready partition (three reads per call):
-  - partitions made ready by a version before the fair share are in `ready` only, in no client's
-    line; their tickets are older than any placed since, so they are at the front of `ready`:
-    they are adopted there (a batch per call), so that an upgrade under load never leaves them
-    waiting behind every client's work;
-  - a client whose line was counted short (an earlier version's publish into it during a rolling
-    upgrade) left `clients` with partitions still in line; the others are served before them, so
-    its oldest one comes to the front of `ready`, and the client takes turns again.
-]]
-local oldest = redis.call('ZRANGE', K_READY, 0, 0, 'WITHSCORES')
-if oldest[1] then
-  local client = clientOf(oldest[1])
-  if not redis.call('ZSCORE', K_CREADY, creadyMember(client, tonumber(oldest[2]), oldest[1])) then
-    local front = redis.call('ZRANGE', K_READY, 0, batch - 1, 'WITHSCORES')
-    for i = 1, #front, 2 do
-      local partition, ticket = front[i], tonumber(front[i + 1])
-      if not redis.call('ZSCORE', K_CREADY, creadyMember(clientOf(partition), ticket, partition)) then
-        readyAdd(partition, ticket)
-        redis.call('HDEL', K_CFRONT, clientOf(partition)) -- its old ticket puts it before the front known
+-- Partitions made ready by an earlier version are in `ready` only, not in their client's line.
+-- Their tickets are older than any placed since, so they are at the front of `ready`: adopt them
+-- there (a batch per call, only while `ready` holds more than `cready`), so that an upgrade under
+-- load never leaves them waiting behind every client's work.
+local unadopted = redis.call('ZCARD', K_READY) - redis.call('ZCARD', K_CREADY)
+if unadopted > 0 then
+  local front = redis.call('ZRANGE', K_READY, 0, batch - 1, 'WITHSCORES')
+  for i = 1, #front, 2 do
+    local partition, ticket = front[i], tonumber(front[i + 1])
+    if not redis.call('ZSCORE', K_CREADY, creadyMember(clientOf(partition), ticket, partition)) then
+      readyAdd(partition, ticket)
+      unadopted = unadopted - 1
+      if unadopted == 0 then
+        break
       end
     end
-  end
-  if not redis.call('ZSCORE', K_CLIENTS, client) then
-    redis.call('HDEL', K_CCOUNT, client)
-    redis.call('HDEL', K_CFRONT, client)
-    local lowest = redis.call('ZRANGE', K_CLIENTS, 0, 0, 'WITHSCORES')[2]
-    redis.call('ZADD', K_CLIENTS, lowest and tonumber(lowest) - NEWCOMER_LEAD or 0, client)
   end
 end
 
 --[[
   The turns work in Lua memory and write once at the end (or before a read that must see the
   writes): a turn costs two reads (its client's line when not cached, its partition's head) and no
-  write of its own. A client's front partition is read for the first turns + 1 clients at once
-  (`cfront`, `ccount`: one HMGET each, checked with one ZMSCORE of `cready`), so that a turn reads
-  its client's line only past the front. Deferred: the virtual times (one variadic ZADD / ZREM of
-  `clients`, the fronts and counts of `cfront` and `ccount` with them), the
+  write of its own. Deferred: the virtual times (one variadic ZADD / ZREM of `clients`), the
   partitions out of `ready` and `cready`, the heads out of `pending`, the clients' depth counts
   (one HMGET, HSET and HDEL for all), the age counts (one HINCRBY per second), the records (one
   HMGET) and the leases (one ZADD).
@@ -114,37 +99,10 @@ end
 -- Members out of `cready`, and partitions out of `ready` (unless one came back in since: readyAdd
 -- then gave it its new ticket there).
 local creadyOut = {}
-local creadyOutOf = {} -- client -> its members in creadyOut
 local readyOut = {}
 local function flushReady()
   callChunked('ZREM', K_CREADY, creadyOut, 1)
   creadyOut = {}
-  -- The line counts (`ccount`) less the members gone, in the same flush: a count and `cready`
-  -- agree whenever readyAdd counts a line again (ZLEXCOUNT). Absent counts stay absent; so do
-  -- those of clients that left (their counts went with them, flushClients).
-  local names = {}
-  for client in pairs(creadyOutOf) do
-    names[#names + 1] = client
-  end
-  for from = 1, #names, 512 do
-    local part = { unpack(names, from, math.min(#names, from + 511)) }
-    local counts = redis.call('HMGET', K_CCOUNT, unpack(part))
-    local kept, emptied = {}, {}
-    for i, client in ipairs(part) do
-      if counts[i] then
-        local count = tonumber(counts[i]) - creadyOutOf[client]
-        if count > 0 then
-          kept[#kept + 1] = client
-          kept[#kept + 1] = count
-        else
-          emptied[#emptied + 1] = client
-        end
-      end
-    end
-    callChunked('HSET', K_CCOUNT, kept, 2)
-    callChunked('HDEL', K_CCOUNT, emptied, 1)
-  end
-  creadyOutOf = {}
   local out = {}
   for partition in pairs(readyOut) do
     out[#out + 1] = partition
@@ -195,53 +153,18 @@ local function before(a, b)
   return a.vt < b.vt or (a.vt == b.vt and a.name < b.name)
 end
 
---[[
-  The fronts and counts (`cfront`, `ccount`) as this call knows them: `storedFront` = the front
-  in `cfront` (false: none), `remaining` = partitions in the line by the count (nil: not counted),
-  and `lines` each client's line as read (below).
-]]
-local storedFront = {}
-local remaining = {}
-local lines = {}
-
--- The line's next member as read, or nil when not read.
-local function knownFront(client)
-  local line = lines[client]
-  if line and line.at <= #line.members then
-    return line.members[line.at]
-  end
-end
-
 local function flushClients()
   local adds, rems = {}, {}
-  local fronts, unknown = {}, {}
   for name, entry in pairs(changed) do
     if gone[name] then
       rems[#rems + 1] = name
-      storedFront[name] = false
     else
       adds[#adds + 1] = entry.vt
       adds[#adds + 1] = name
-      local front = knownFront(name) or false
-      if front ~= storedFront[name] then
-        if front then
-          fronts[#fronts + 1] = name
-          fronts[#fronts + 1] = front
-        else
-          unknown[#unknown + 1] = name
-        end
-        storedFront[name] = front
-      end
     end
   end
   callChunked('ZADD', K_CLIENTS, adds, 2)
   callChunked('ZREM', K_CLIENTS, rems, 1)
-  callChunked('HDEL', K_CCOUNT, rems, 1)
-  for _, name in ipairs(rems) do
-    unknown[#unknown + 1] = name
-  end
-  callChunked('HSET', K_CFRONT, fronts, 2)
-  callChunked('HDEL', K_CFRONT, unknown, 1)
   changed = {}
   gone = {}
 end
@@ -250,9 +173,7 @@ end
 -- (no client has a weight, or a cap: the common case) is not read field by field.
 local emptyHash = {}
 local function fieldsOf(key, names)
-  if emptyHash[key] == nil and redis.call('EXISTS', K_SHARES, K_CAPS) == 0 then
-    emptyHash[K_SHARES], emptyHash[K_CAPS] = true, true -- both at once: the common case
-  elseif emptyHash[key] == nil then
+  if emptyHash[key] == nil then
     emptyHash[key] = redis.call('EXISTS', key) == 0
   end
   if emptyHash[key] then
@@ -260,8 +181,6 @@ local function fieldsOf(key, names)
   end
   return redis.call('HMGET', key, unpack(names))
 end
-
-local readFronts -- (below, with the lines)
 
 -- Reads the first turns + 1 clients not resting (those resting are still in `clients`).
 local function readClients()
@@ -289,7 +208,6 @@ local function readClients()
       weight[name] = tonumber(weights[i] or '1')
       cap[name] = tonumber(caps[i] or '0')
     end
-    readFronts(names)
   end
 end
 
@@ -310,39 +228,14 @@ end
 
 --[[
   Each client's line (its partitions in `cready`) as read: members, the next one's index, whether
-  the read held the whole line, and how many partitions joined its back since. The front comes
-  from `cfront` where known (checked: still in `cready`); the line is read past it, 2 members at
+  the read held the whole line, and how many partitions joined its back since. Read 2 members at
   first (most clients get one turn per call), twice as many at each read again.
 ]]
-readFronts = function(names)
-  local fronts = redis.call('HMGET', K_CFRONT, unpack(names))
-  local counts = redis.call('HMGET', K_CCOUNT, unpack(names))
-  local held, members = {}, {}
-  for i, name in ipairs(names) do
-    storedFront[name] = fronts[i] or false
-    remaining[name] = counts[i] and tonumber(counts[i]) or nil
-    if fronts[i] and not lines[name] then
-      held[#held + 1] = name
-      members[#members + 1] = fronts[i]
-    end
-  end
-  if #members > 0 then
-    local scores = redis.call('ZMSCORE', K_CREADY, unpack(members))
-    for i, name in ipairs(held) do
-      if scores[i] then
-        lines[name] = { members = { members[i] }, at = 1, complete = false, joined = 0 }
-      end
-    end
-  end
-end
-
+local lines = {}
 local function frontOf(client)
   local line = lines[client]
   if line and line.at <= #line.members then
     return line.members[line.at]
-  end
-  if remaining[client] and remaining[client] <= 0 then
-    return nil
   end
   if line and line.complete and line.joined == 0 then
     return nil
@@ -359,13 +252,7 @@ end
 -- Whether a partition of the client is still in line (read again when the read part is used up).
 local function hasMore(client)
   local line = lines[client]
-  if line.at <= #line.members then
-    return true
-  end
-  if remaining[client] then
-    return remaining[client] > 0
-  end
-  if line.joined > 0 then
+  if line.at <= #line.members or line.joined > 0 then
     return true
   end
   return not line.complete and frontOf(client) ~= nil
@@ -405,18 +292,8 @@ while turnsLeft > 0 do
     if not popped[1] then
       break
     end
-    -- (in a client's line only if that client left `clients` with it: out of the line too)
-    local popClient = clientOf(popped[1])
-    if redis.call('ZREM', K_CREADY, creadyMember(popClient, tonumber(popped[2]), popped[1])) == 1 then
-      redis.call('HDEL', K_CFRONT, popClient)
-      if redis.call('HINCRBY', K_CCOUNT, popClient, -1) <= 0 then
-        redis.call('HDEL', K_CCOUNT, popClient)
-      end
-    end
-    leaseHead(popped[1], popClient)
+    leaseHead(popped[1], clientOf(popped[1]))
     turnsLeft = turnsLeft - 1
-    -- Its client may be back in `clients` with a line this call has not read.
-    lines[popClient], remaining[popClient], storedFront[popClient] = nil, nil, nil
     readClients() -- the partition may have come back into a client's line
   else
     local client = entry.name
@@ -443,13 +320,9 @@ while turnsLeft > 0 do
           line.at = line.at + 1
           creadyOut[#creadyOut + 1] = member
           readyOut[partition] = true
-          creadyOutOf[client] = (creadyOutOf[client] or 0) + 1
-          local known = remaining[client]
           if leaseHead(partition, client) then
             line.joined = line.joined + 1
-            known = known and known + 1
           end
-          remaining[client] = known and known - 1
           if capped then
             permits[client] = permits[client] - 1
           end

@@ -19,7 +19,7 @@
 local mode = ARGV[1]
 if mode == 'all' or mode == 'destroy' then
   local removed = redis.call('HLEN', K_TASKS)
-  redis.call('UNLINK', K_READY, K_TIMERS, K_PENDING, K_TASKS, K_LEASES, K_RUNNING, K_DONE, K_DLQ, K_AGES, K_AGECOUNT, K_CLIENTS, K_CREADY, K_CDEPTH, K_CFRONT, K_CCOUNT)
+  redis.call('UNLINK', K_READY, K_TIMERS, K_PENDING, K_TASKS, K_LEASES, K_RUNNING, K_DONE, K_DLQ, K_AGES, K_AGECOUNT, K_CLIENTS, K_CREADY, K_CDEPTH)
   if mode == 'destroy' then
     -- the client weights and caps are configuration (`requester keys`), kept by a purge
     redis.call('UNLINK', K_SEQ, K_SHARES, K_CAPS)

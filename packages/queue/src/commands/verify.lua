@@ -186,25 +186,6 @@ for _, partition in ipairs(redis.call('ZRANGE', K_READY, 0, -1)) do
     report('ready partition ' .. partition .. ' is in no client\'s ready line')
   end
 end
--- the fronts and counts lease reads instead of the lines (absent = not known, allowed)
-local lineLength, lineFront = {}, {}
-for _, member in ipairs(redis.call('ZRANGE', K_CREADY, 0, -1)) do
-  local client = string.sub(member, 1, string.find(member, '\0', 1, true) - 1)
-  lineLength[client] = (lineLength[client] or 0) + 1
-  lineFront[client] = lineFront[client] or member
-end
-local counts = redis.call('HGETALL', K_CCOUNT)
-for i = 1, #counts, 2 do
-  if tonumber(counts[i + 1]) ~= (lineLength[counts[i]] or 0) then
-    report('client ' .. counts[i] .. ' counts ' .. counts[i + 1] .. ' partitions in line, cready says ' .. (lineLength[counts[i]] or 0))
-  end
-end
-local fronts = redis.call('HGETALL', K_CFRONT)
-for i = 1, #fronts, 2 do
-  if fronts[i + 1] ~= lineFront[fronts[i]] then
-    report('client ' .. fronts[i] .. ' has front ' .. fronts[i + 1] .. ', cready says ' .. tostring(lineFront[fronts[i]]))
-  end
-end
 local clientList = redis.call('ZRANGE', K_CLIENTS, 0, -1)
 for _, client in ipairs(clientList) do
   if not readyClients[client] then

@@ -42,16 +42,6 @@
                        --max-in-flight`), in every shard like `shares`. The count itself is not kept
                        here (shards are separate slots): lease takes a capped client's tasks only
                        against permits the caller holds in the client's own slot (cap/commands/).
-    KEYS[17] cfront    HASH client -> its front member of `cready` (the partition its next turn
-                       serves), where known: lease reads it for the clients of a call at once
-                       instead of one `cready` range read per turn. Absent = not known (read
-                       `cready`). Lease checks the members it reads are still in `cready` (one
-                       ZMSCORE), so an entry an earlier version left stale costs a read, never a
-                       wrong turn.
-    KEYS[18] ccount    HASH client -> the partitions in its line (`cready`), where known: lease
-                       knows a client's last partition without reading its line. Absent = not
-                       known (an earlier version's line: counted with ZLEXCOUNT when a partition
-                       joins it, read to its end by lease).
 
   A partition's client is the part of its name after the last " @" (the client namespace,
   `clientScoped` in @requester/shared/contract: "!order-42 @billing" is billing's); a name without
@@ -77,8 +67,6 @@ local K_CREADY = KEYS[13]
 local K_SHARES = KEYS[14]
 local K_CDEPTH = KEYS[15]
 local K_CAPS = KEYS[16]
-local K_CFRONT = KEYS[17]
-local K_CCOUNT = KEYS[18]
 
 -- Task record fields (a cmsgpack array).
 local R_PARTITION = 1
@@ -130,27 +118,16 @@ local function nextReadyOf(client)
   return redis.call('ZRANGE', K_CREADY, '[' .. client .. '\0', '(' .. client .. '\1', 'BYLEX', 'LIMIT', 0, 1)[1]
 end
 
--- The partition in `ready` with this ticket (placing it at the back of its client's line, or
--- making it the line: the client joins `clients`, its front and count known).
+-- The partition in `ready` with this ticket (placing it at the back of its client's line).
 local function readyAdd(partition, ticket)
   local client = clientOf(partition)
-  local member = creadyMember(client, ticket, partition)
   redis.call('ZADD', K_READY, ticket, partition)
-  redis.call('ZADD', K_CREADY, 0, member)
-  -- A count is kept only for a client in `clients` (an earlier version's writes aside: see lease's
-  -- check of the oldest ready partition), so a line counted before needs no other read.
-  if redis.call('HINCRBY', K_CCOUNT, client, 1) > 1 then
-    return
+  redis.call('ZADD', K_CREADY, 0, creadyMember(client, ticket, partition))
+  if not redis.call('ZSCORE', K_CLIENTS, client) then
+    local lowest = redis.call('ZRANGE', K_CLIENTS, 0, 0, 'WITHSCORES')[2]
+    redis.call('ZADD', K_CLIENTS, lowest and tonumber(lowest) - NEWCOMER_LEAD or 0, client)
+    clientsJoined = clientsJoined + 1
   end
-  if redis.call('ZSCORE', K_CLIENTS, client) then
-    -- A line an earlier version started (not counted): counted now, O(log N).
-    redis.call('HSET', K_CCOUNT, client, redis.call('ZLEXCOUNT', K_CREADY, '[' .. client .. '\0', '(' .. client .. '\1'))
-    return
-  end
-  redis.call('HSET', K_CFRONT, client, member)
-  local lowest = redis.call('ZRANGE', K_CLIENTS, 0, 0, 'WITHSCORES')[2]
-  redis.call('ZADD', K_CLIENTS, lowest and tonumber(lowest) - NEWCOMER_LEAD or 0, client)
-  clientsJoined = clientsJoined + 1
 end
 
 -- The partition out of `ready`; its client leaves `clients` with its last ready partition.
@@ -162,11 +139,6 @@ local function readyRemove(partition)
   local client = clientOf(partition)
   redis.call('ZREM', K_READY, partition)
   redis.call('ZREM', K_CREADY, creadyMember(client, tonumber(ticket), partition))
-  redis.call('HDEL', K_CFRONT, client) -- it may have been the front: the next lease reads the line
-  if redis.call('HINCRBY', K_CCOUNT, client, -1) > 0 then
-    return
-  end
-  redis.call('HDEL', K_CCOUNT, client)
   if not nextReadyOf(client) then
     redis.call('ZREM', K_CLIENTS, client)
   end
