@@ -77,13 +77,35 @@ function report(file: string, tasks: number): void {
 }
 
 if (import.meta.main) {
-  const [file] = process.argv.slice(2);
-  const at = process.argv.indexOf('--tasks');
-  if (!file || file.startsWith('-') || at < 0) {
-    console.log('usage: node bench/round-trips.ts <pid>.json --tasks N   (see the comment at the top)');
-    process.exit(file === '-h' || file === '--help' ? 0 : 2);
-  }
-  report(file, Number(process.argv[at + 1]));
+  // Imported here only: the preload must not load the test harness into the Requester.
+  const { parseBenchArgs } = await import('./harness.ts');
+  const { values, positionals, fail } = parseBenchArgs({
+    usage: `Counts a process's Redis commands, Kafka requests and socket writes, in the process itself.
+As a preload of the Requester under test (written to $TMPDIR/round-trips/<pid>.json when it exits):
+
+  node bench/load.ts --mode kafka --count 10000 --env "NODE_OPTIONS=--import=$PWD/bench/round-trips.ts"
+
+then, per task:
+
+  node bench/round-trips.ts <pid>.json --tasks N
+
+As run for BENCHMARKS.md:
+  node bench/round-trips.ts /tmp/round-trips/<pid>.json --tasks 5000`,
+    positionals: '<pid>.json',
+    options: {
+      tasks: {
+        type: 'string',
+        default: '1',
+        value: 'N',
+        number: true,
+        help: 'tasks the counts are divided by',
+      },
+    },
+  });
+  report(
+    positionals[0] ?? fail('a counts file is required: node bench/round-trips.ts <pid>.json'),
+    Number(values.tasks),
+  );
 } else {
   count();
 }
