@@ -15,8 +15,6 @@ export const sharedTestOptions = {
   testTimeout: 60_000,
   hookTimeout: 60_000,
   pool: 'forks',
-  // kafkajs 2.2.4 computes negative timeouts that Node 24 warns about (harmless, noisy).
-  execArgv: ['--disable-warning=TimeoutNegativeWarning'],
   maxWorkers: 2,
   reporters: ['default', './test/summary-reporter.ts'],
 } satisfies ViteUserConfig['test'];

@@ -8,6 +8,7 @@
 //        [--roles all]   (e.g. ingress,sync-gateway: accepts alone, nothing consumes `in`)
 //        [--wake]   (wake-ups: an empty `request.uri`, nobody is called: Requester's own cost per task)
 //        [--memory]   (each side's RSS and heap after every round and after --idle seconds at the end)
+//        [--idle-cpu S]   (each side's CPU while idle, S seconds after the warm-up: its fixed cost)
 //        [--stages]   (per-stage latencies of each side, from its task journal: see stageReport)
 //        [--executors 1,2]   (one side per count, all from this checkout: `--role ingress,
 //        sync-gateway,router,relay` plus `requester --role executor --processes N`; CPU of the
@@ -107,6 +108,13 @@ As run for BENCHMARKS.md:
       value: 'S',
       number: true,
       help: 'seconds idle before the last --memory sample',
+    },
+    'idle-cpu': {
+      type: 'string',
+      default: '0',
+      value: 'S',
+      number: true,
+      help: "each side's CPU while idle, over S seconds after the warm-up (its fixed cost: timers, polls)",
     },
     brokers: { type: 'string', default: '127.0.0.1:9092', value: 'HOST:PORT', help: 'Kafka brokers' },
   },
@@ -300,6 +308,21 @@ class ResultReader {
 /** The executors' supervisor counts with its children; every other process alone. */
 const cpuOf = (key: string, pid: number) =>
   (key === 'executors' ? processTreeCpuSeconds(pid) : processCpuSeconds(pid)) ?? Number.NaN;
+
+/**
+ * Each side's CPU while nothing is sent, all sides over the same seconds: what it spends per
+ * second whatever the load (timers, polls, heartbeats), which a slow round divides among few tasks.
+ */
+async function idleCpu(sides: Side[], seconds: number): Promise<void> {
+  const before = sides.map((side) => cpuOf('node', side.pid));
+  await new Promise((resolve) => setTimeout(resolve, seconds * 1000));
+  sides.forEach((side, i) => {
+    const perSecond = (cpuOf('node', side.pid) - (before[i] as number)) / seconds;
+    console.log(
+      `idle     ${side.label.padEnd(9)} node CPU ${(perSecond * 1000).toFixed(1)} ms/s over ${seconds} s`,
+    );
+  });
+}
 
 /** The pid listening on a local TCP port (from /proc/net/tcp and the fds of each process). */
 function pidListeningOn(port: number): number | undefined {
@@ -533,6 +556,7 @@ async function main(): Promise<void> {
   if (args.memory)
     for (const side of sides)
       console.log(`warm     ${side.label.padEnd(9)} memory: ${await memoryOfSide(side)}`);
+  if (Number(args['idle-cpu']) > 0) await idleCpu(sides, Number(args['idle-cpu']));
   for (let n = 1; n <= rounds; n++) {
     const order = n % 2 ? sides : [...sides].reverse();
     for (const side of order) {

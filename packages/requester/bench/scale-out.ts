@@ -36,7 +36,7 @@ const { values: args, fail } = parseBenchArgs({
        [--rounds 2] [--calls 300] [--follow-out true|false]
 
 As run for BENCHMARKS.md:
-  pnpm exec node --disable-warning=TimeoutNegativeWarning packages/requester/bench/scale-out.ts --part executors --tasks 3000 --rounds 3`,
+  pnpm exec node packages/requester/bench/scale-out.ts --part executors --tasks 3000 --rounds 3`,
   options: {
     part: { type: 'string', default: 'all', value: 'executors|fan-in|all', help: 'which part to run' },
     tasks: {

@@ -14,7 +14,7 @@ export function requester(
   args: string[],
   env: Record<string, string> = {},
 ): { child: ChildProcess; exit: Promise<Exit> } {
-  const child = spawn(process.execPath, ['--disable-warning=TimeoutNegativeWarning', MAIN, ...args], {
+  const child = spawn(process.execPath, [MAIN, ...args], {
     env: { ...process.env, ...env },
     stdio: 'pipe',
   });

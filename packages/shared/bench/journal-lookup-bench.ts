@@ -29,7 +29,7 @@ requests the way the tools do (readJournal), cold and warm, and with a 10 min wi
 deleted at the end.
 
 As run for BENCHMARKS.md:
-  pnpm exec node --disable-warning=TimeoutNegativeWarning packages/shared/bench/journal-lookup-bench.ts --events 1000000 --partitions 12 --lookups 20`,
+  pnpm exec node packages/shared/bench/journal-lookup-bench.ts --events 1000000 --partitions 12 --lookups 20`,
   options: {
     events: { type: 'string', default: '1000000', value: 'N', number: true, help: 'journal events written' },
     partitions: {

@@ -28,7 +28,7 @@ Emits an executor's events of a task (leased, attempt, completed) for --tasks ta
 the process CPU per task of each round; the difference is the journal's cost.
 
 As run for BENCHMARKS.md:
-  pnpm exec node --disable-warning=TimeoutNegativeWarning packages/shared/bench/journal-writer-bench.ts --tasks 10000 --rounds 4`,
+  pnpm exec node packages/shared/bench/journal-writer-bench.ts --tasks 10000 --rounds 4`,
   options: {
     tasks: { type: 'string', default: '10000', value: 'N', number: true, help: 'tasks per round' },
     rounds: { type: 'string', default: '4', value: 'N', number: true, help: 'rounds of each mode' },

@@ -142,6 +142,8 @@ export class OriginPacer {
   private readonly ttlMs: number;
   /** The last limit Redis told of each origin: what the bulkhead applies without a round trip. */
   private readonly limits = new LRUCache<string, number>({ max: 10_000 });
+  /** Each origin's key, hashed once: a gate and a report per call would hash it twice. */
+  private readonly keys = new LRUCache<string, string>({ max: 10_000 });
   private lastErrorLogMs = 0;
 
   constructor(options: OriginPacerOptions) {
@@ -250,7 +252,12 @@ export class OriginPacer {
 
   /** One key per origin, named by a hash: origins are user input. */
   private keyOf(origin: string): string {
-    return `${this.options.prefix}${createHash('sha256').update(origin, 'utf8').digest('hex').slice(0, 32)}`;
+    let key = this.keys.get(origin);
+    if (key === undefined) {
+      key = `${this.options.prefix}${createHash('sha256').update(origin, 'utf8').digest('hex').slice(0, 32)}`;
+      this.keys.set(origin, key);
+    }
+    return key;
   }
 
   private failed(op: string, err: unknown): void {

@@ -108,7 +108,7 @@ export function spawnRequester(
   roles = 'all',
 ): { child: ChildProcess; exited: Promise<number | null> } {
   const main = path.resolve(import.meta.dirname, '../../src/main.ts');
-  const child = spawn(process.execPath, ['--disable-warning=TimeoutNegativeWarning', main, '--role', roles], {
+  const child = spawn(process.execPath, [main, '--role', roles], {
     env: { ...process.env, ...stack.env },
     stdio: ['ignore', 'ignore', 'inherit'],
   });
