@@ -249,13 +249,23 @@ export function placeOf(delayMs: number, ordered: boolean, horizonMs: number): '
 }
 
 /**
- * The farthest pacing slot a task waits for parked in its executor (docs/architecture.md §9): it
- * keeps its lease (renewed by the heartbeat like a call in flight, so a crashed executor's task is
- * leased again once the lease lapses) but no worker. A later slot goes back to the queue, as do
- * slots beyond the parking budget: a lease and its renewals are not worth holding much longer, and
- * a cancel reaches a parked task only at its slot.
+ * The farthest a task waits parked in its executor (docs/architecture.md §9): it keeps its lease
+ * (renewed by the heartbeat like a call in flight; a parked task whose lease may have lapsed is
+ * not called, so a crashed or cut-off executor's task is leased again once the lease lapses) but
+ * no worker. A longer wait goes back to the queue, as do waits beyond the parking budget. 30 s
+ * (10 s before) covers the slots a burst books at a target's pace (400 tasks at 31.5/s: 13 s);
+ * the heartbeat and the budget bound what holding them costs, and a cancel is seen at the end of
+ * the wait, as it would be when the task came back from the queue then.
  */
-export const PARK_MAX_MS = 10_000;
+export const PARK_MAX_MS = 30_000;
+
+/**
+ * The breaker refusals in a row (`breaker_busy`) a task waits out parked: one re-check of the
+ * breaker per wait (its `busyRetryMs`, 1 s by default), then the queue. A busy breaker is a new
+ * or just-failed origin's few trial calls in flight, over once they answer; one that stays busy
+ * (a trial call that never reports holds its slot for the longest call) is not worth a lease.
+ */
+export const BUSY_PARKS_MAX = 3;
 
 /** Parked tasks, or the most of them an executor keeps (EXECUTOR_PARKED_TASKS, EXECUTOR_PARKED_BYTES). */
 export interface Parking {
@@ -265,9 +275,12 @@ export interface Parking {
 }
 
 /**
- * Whether a task sent back by the pace (`reason` "paced", waiting `delayMs` for its reserved slot)
- * is parked instead, holding `bytes` more, with `parked` already parked out of `budget`. Shared
- * with bench/pacing.ts, whose simulated executors park the same way.
+ * Whether a task sent back (`reason`, waiting `delayMs`) is parked instead, holding `bytes` more,
+ * with `parked` already parked out of `budget`; `busyParks`: the `breaker_busy` waits in a row it
+ * has already waited out parked. Parked: a pacing slot, a retry (still an attempt: its tryCount
+ * was counted when it failed), a busy breaker (at most BUSY_PARKS_MAX in a row). Not parked: an
+ * open breaker or a held origin (down, for long), the limiter, the bulkhead, a pause. Shared with
+ * bench/pacing.ts, whose simulated executors park the same way.
  */
 export function parks(
   reason: string,
@@ -275,9 +288,10 @@ export function parks(
   bytes: number,
   parked: Parking,
   budget: Parking,
+  busyParks = 0,
 ): boolean {
   return (
-    reason === 'paced' &&
+    (reason === 'paced' || reason === 'retry' || (reason === 'breaker_busy' && busyParks < BUSY_PARKS_MAX)) &&
     delayMs <= PARK_MAX_MS &&
     parked.tasks < budget.tasks &&
     parked.bytes + bytes <= budget.bytes

@@ -7,6 +7,7 @@ import { describe, expect, it } from 'vitest';
 import type { CallOutcome } from '../http/index.ts';
 import {
   addWait,
+  BUSY_PARKS_MAX,
   backoffMs,
   breakerFailure,
   breakerStep,
@@ -339,8 +340,26 @@ describe('parks', () => {
     expect(parks('paced', PARK_MAX_MS, 10, { tasks: 47, bytes: 0 }, budget)).toBe(true);
     expect(parks('paced', PARK_MAX_MS + 1, 10, { tasks: 0, bytes: 0 }, budget)).toBe(false);
     expect(parks('paced', 100, 10, { tasks: 48, bytes: 0 }, budget)).toBe(false);
-    for (const reason of ['rate_limited', 'circuit_open', 'bulkhead', 'paused', 'retry'])
+    for (const reason of ['rate_limited', 'circuit_open', 'origin_held', 'bulkhead', 'paused'])
       expect(parks(reason, 100, 10, { tasks: 0, bytes: 0 }, budget)).toBe(false);
+  });
+
+  it('parks a slot more than 10 s ahead (a burst books 13 s of a 31.5/s pace)', () => {
+    expect(parks('paced', 13_000, 10, { tasks: 0, bytes: 0 }, budget)).toBe(true);
+  });
+
+  it('parks a retry due within the horizon and the budget (it was counted as an attempt already)', () => {
+    expect(parks('retry', 1_000, 10, { tasks: 0, bytes: 0 }, budget)).toBe(true);
+    expect(parks('retry', PARK_MAX_MS + 1, 10, { tasks: 0, bytes: 0 }, budget)).toBe(false);
+    expect(parks('retry', 1_000, 10, { tasks: 48, bytes: 0 }, budget)).toBe(false);
+  });
+
+  it('parks a busy breaker refusal for one re-check per wait, at most BUSY_PARKS_MAX in a row', () => {
+    const none = { tasks: 0, bytes: 0 };
+    for (let done = 0; done < BUSY_PARKS_MAX; done++)
+      expect(parks('breaker_busy', 1_000, 10, none, budget, done)).toBe(true);
+    expect(parks('breaker_busy', 1_000, 10, none, budget, BUSY_PARKS_MAX)).toBe(false);
+    expect(parks('breaker_busy', 1_000, 10, { tasks: 48, bytes: 0 }, budget)).toBe(false);
   });
 
   it('parks a task only while the records held stay within the bytes budget', () => {

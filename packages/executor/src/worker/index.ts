@@ -98,7 +98,7 @@ export const HELD_PER_WORKER = 4;
 
 /**
  * The parking budget without configuration (the defaults of EXECUTOR_PARKED_TASKS and
- * EXECUTOR_PARKED_BYTES): 1,000 tasks cover 10 s (PARK_MAX_MS) of a 100/s pace; 32 MiB of records
+ * EXECUTOR_PARKED_BYTES): 1,000 tasks cover 10 s of a 100/s pace, or the 30 s of PARK_MAX_MS at 33/s; 32 MiB of records
  * at most, e.g. 1,000 records of 32 KiB, or 32 of 1 MiB.
  */
 export const DEFAULT_PARKING: Parking = { tasks: 1_000, bytes: 32 * 1024 * 1024 };
@@ -288,10 +288,13 @@ export class Executor {
   }
 
   /**
-   * A task the pace sent back to wait for a slot a little ahead waits here instead, under its
+   * A task sent back for a short wait (see `parks`: a pacing slot, a retry, a busy breaker; not an
+   * open breaker, a held origin, the limiter, the bulkhead or a pause) waits here instead, under its
    * lease (the heartbeat renews it; its partition stays blocked, so order holds) and without its
    * worker, then goes through the gate again at its slot as a task leased again would (`went`, or
-   * `voided` when a hold came meanwhile), its cancel and pause looked at again first. Before, it
+   * `voided` when a hold came meanwhile), its cancel and pause looked at again first. A retry is
+   * still the attempt counted when it failed (its tryCount is in the task it carries); a busy
+   * breaker is re-checked once per wait, BUSY_PARKS_MAX times in a row at most. Before, it
    * went back to the queue: two leases per such task (BENCHMARKS.md, "Quota: where the calls go").
    * Parked tasks take no worker and count apart from the leases the loop may hold (leaseSize), so
    * a paced backlog never stops the loop leasing other origins' tasks; their own budget
@@ -306,11 +309,14 @@ export class Executor {
     settlement: Settlement,
   ): Promise<Settlement> {
     const budget = this.options.parking ?? DEFAULT_PARKING;
+    // Busy breaker refusals waited out parked in a row: one re-check each, a few at most (see parks).
+    let busyParks = 0;
     for (;;) {
       if (settlement.kind !== 'reschedule' || settlement.outbox || !settlement.payload) return settlement;
       const bytes = parkedBytes(job, source, settlement.payload);
-      if (this.stopped || !parks(settlement.outcome, settlement.delayMs, bytes, this.parked, budget))
-        return settlement;
+      const { outcome, delayMs } = settlement;
+      if (this.stopped || !parks(outcome, delayMs, bytes, this.parked, budget, busyParks)) return settlement;
+      busyParks = outcome === 'breaker_busy' ? busyParks + 1 : 0;
       const task = decodeTask(settlement.payload);
       if (!task) return settlement;
       const until = Date.now() + settlement.delayMs;

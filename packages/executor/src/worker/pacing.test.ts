@@ -116,17 +116,8 @@ describe('origin pacing (end to end, two executors)', () => {
   }, 120_000);
 
   it('parks a task whose slot is a few seconds ahead: leased once, holding no worker (another origin is served meanwhile)', async () => {
-    const pacer = new OriginPacer({
-      redis: h.redis,
-      prefix: h.prefix('pace'),
-      maxLimit: 16,
-      retryAfterMaxMs: 60_000,
-      maxLocalWaitMs: 0,
-    });
     // The origin asked for a pause of 6 s, then 10 calls/s: its calls get slots from 6 s on.
-    const origin = originOf(quota.url);
-    const tooMany = { 'retry-after': '6', 'ratelimit-policy': '10;w=1' };
-    await pacer.report(origin, { kind: 'response', status: 429, headers: tooMany }, 1e6);
+    const pacer = await pausedPacer(6);
     const queue = h.newQueue();
     const leased = new Map<string, number>();
     const lease = queue.lease.bind(queue);
@@ -239,6 +230,76 @@ describe('origin pacing (end to end, two executors)', () => {
     },
     60_000,
   );
+
+  it('a retry due within the park horizon waits parked: one lease, still an attempt (tryCount 2)', async () => {
+    const { queue, leased } = countingQueue();
+    h.startExecutor({ queue, maxWorkers: 1 });
+    const run = uniqueName('retry-park');
+    const task = {
+      request: { uri: `${h.target.url}/flaky/${run}/1?status=429&retry-after=1` },
+      meta: { requestId: run, retry: { max: 3, delay: '10ms' } },
+    };
+    await h.submit(queue, [task]);
+    const result = await h.resultOf(run);
+    expect([result.response.status, result.meta.tryCount, result.meta.waitTime]).toEqual([200, 2, 0]);
+    expect(h.callsWith(run)).toHaveLength(2);
+    expect(leased.get(run)).toBe(1);
+  }, 60_000);
+
+  /** A breaker for which a new origin is unproven: one trial call at a time until one succeeds. */
+  function oneTrialBreaker(busyRetryMs: number) {
+    return new CircuitBreaker({
+      redis: h.redis,
+      prefix: h.prefix('breaker'),
+      failureThreshold: 1,
+      openMs: 30_000,
+      stateCacheMs: 1_000,
+      busyRetryMs,
+    });
+  }
+
+  it('a busy breaker refusal (a new origin, its one trial call in flight) waits parked: one lease each, no attempt spent', async () => {
+    const { queue, leased } = countingQueue();
+    h.startExecutor({ queue, breaker: oneTrialBreaker(2_000), maxWorkers: 3 });
+    const run = uniqueName('busy-park');
+    const trial = { request: { uri: `${h.target.url}/hold/${run}` }, meta: { requestId: `${run}-trial` } };
+    const refused = Array.from({ length: 2 }, (_, i) => ({
+      request: { uri: `${h.target.url}/echo?run=${run}&n=${i}` },
+      meta: { requestId: `${run}-${i}` },
+    }));
+    await h.submit(queue, [trial]);
+    await h.until(() => (h.target.holding(run) === 1 ? true : undefined));
+    await h.submit(queue, refused);
+    while ((await counter('requester_executor_parked_tasks')) < 2) await sleep(20);
+    h.target.release(run);
+
+    const results = await Promise.all([trial, ...refused].map((e) => h.resultOf(e.meta.requestId)));
+    expect(results.map((r) => [r.response.status, r.meta.tryCount])).toEqual(results.map(() => [200, 1]));
+    expect(results.slice(1).every((r) => r.meta.waitTime > 0)).toBe(true);
+    expect([trial, ...refused].map((e) => leased.get(e.meta.requestId))).toEqual([1, 1, 1]);
+  }, 60_000);
+
+  it('a breaker that stays busy is re-checked a few times parked, then the task goes back to the queue', async () => {
+    const { queue, leased } = countingQueue();
+    h.startExecutor({ queue, breaker: oneTrialBreaker(100), maxWorkers: 2 });
+    const run = uniqueName('busy-bound');
+    const held = { request: { uri: `${h.target.url}/hold/${run}` }, meta: { requestId: `${run}-held` } };
+    const waiting = {
+      request: { uri: `${h.target.url}/echo?run=${run}` },
+      meta: { requestId: `${run}-waiting` },
+    };
+    await h.submit(queue, [held]);
+    await h.until(() => (h.target.holding(run) === 1 ? true : undefined));
+    await h.submit(queue, [waiting]);
+    // Its trial slot held by a call that hangs: parked BUSY_PARKS_MAX times, then leased again.
+    await h.until(() => ((leased.get(waiting.meta.requestId) ?? 0) >= 2 ? true : undefined));
+    h.target.release(run);
+    const results = await Promise.all([held, waiting].map((e) => h.resultOf(e.meta.requestId)));
+    expect(results.map((r) => [r.response.status, r.meta.tryCount])).toEqual([
+      [200, 1],
+      [200, 1],
+    ]);
+  }, 60_000);
 
   it('a parked task whose lease may have lapsed (the heartbeat failing) is not called: the executor that leased it again calls it once', async () => {
     const pacer = await pausedPacer(4);
