@@ -48,6 +48,7 @@ local PROBE_SAMPLES = 8
 local PROBE_MAX_MS = 1000
 local PROBE_GIVE_UP_MS = 3000
 local PROBE_EVERY_MS = 10000
+local FIRST_PROBE_MS = 1000
 local PROBE_EVERY_FLOORS = 100
 -- The queue tolerated: the recent latency may reach this × the floor (+ SLACK_MS + the lag) before
 -- the limit shrinks. The floor is the least latency at one call per executor; with the target
@@ -113,7 +114,9 @@ local function limitSample(s, now, latency, lagMs, maxLimit, full, inFlight, pac
     -- No probe at first sight: it would hold a new origin's first burst at one call at a time.
     s.floor = latency
     s.recent = latency
-    s.nextProbe = now + PROBE_EVERY_MS
+    -- Soon, not in PROBE_EVERY_MS: a target our calls queue from the start shows no floor but a
+    -- queued one, and with TOLERANCE that wide, a queued floor lets the limit stay near its ceiling.
+    s.nextProbe = now + FIRST_PROBE_MS
     return
   end
   if s.probe == nil and now >= s.nextProbe and paced then
