@@ -77,6 +77,11 @@ As run for BENCHMARKS.md:
       default: false,
       help: 'send every paced task back to the queue, as before parking (for a side-by-side run)',
     },
+    fixed: {
+      type: 'string',
+      value: 'N,N,...',
+      help: 'capacity scenario: also run it with the pacer but a fixed limit of N calls per executor (ADAPTIVE_CONCURRENCY=false, MAX_WORKERS_PER_ORIGIN=N), for each N: the goodput/latency frontier a limit can reach on this machine',
+    },
     'park-per-worker': {
       type: 'string',
       value: 'N',
@@ -146,8 +151,8 @@ interface Run {
   statuses: Map<number, number>;
   /** Every call that reached a target: when it left (ms since start), its latency (ms), its URI. */
   calls: Array<{ at: number; ms: number; uri: string }>;
-  /** [ms, pace calls/s, concurrency limit] of `origin`, sampled every 100 ms. */
-  samples: Array<[number, number, number]>;
+  /** [ms, pace calls/s, concurrency limit, latency floor ms (NaN: none yet)] of `origin`, every 100 ms. */
+  samples: Array<[number, number, number, number]>;
   /** [ms, concurrency limit] of each of `alsoSampled`, sampled alike. */
   others: Map<string, Array<[number, number]>>;
   /** Epoch ms of the start. */
@@ -158,6 +163,8 @@ interface Run {
 /** Two executors' worth of workers running `Policies.attempt` over a shared due-time queue. */
 async function drive(options: {
   adaptive: boolean;
+  /** Pacer on but the bulkhead's limit fixed at this many calls per executor (no adaptation). */
+  fixed?: number | undefined;
   tasks: () => Task | undefined;
   origin: string;
   /** Tasks due by `nowMs` (epoch) that arrive on a schedule of their own (the healthy origin). */
@@ -246,7 +253,7 @@ async function drive(options: {
     return admissions;
   };
   const bulkhead = () => {
-    const local = new LocalBulkhead({ maxPerOrigin: PER_ORIGIN });
+    const local = new LocalBulkhead({ maxPerOrigin: options.fixed ?? PER_ORIGIN });
     const acquire = local.acquire.bind(local);
     local.acquire = async (origin, limit) => {
       const grant = await acquire(origin, limit);
@@ -263,7 +270,11 @@ async function drive(options: {
         breaker,
         bulkhead: bulkhead(),
         retryAfterMaxMs: 60_000,
-        ...(options.adaptive ? { pacer, adaptiveConcurrency: true } : {}),
+        ...(options.adaptive
+          ? { pacer, adaptiveConcurrency: true }
+          : options.fixed !== undefined
+            ? { pacer, adaptiveConcurrency: false }
+            : {}),
       }),
   );
   // A parked task comes back to a worker of its own executor only.
@@ -282,17 +293,19 @@ async function drive(options: {
   const done = () =>
     (options.stopAtMs !== undefined && Date.now() - start >= options.stopAtMs) ||
     (options.expected !== undefined && run.results >= options.expected);
+  const staticLimit = options.fixed ?? PER_ORIGIN;
   const sampler = setInterval(async () => {
     const snap = await pacer.snapshot(options.origin);
     run.samples.push([
       Date.now() - start,
       snap.rate ?? 0,
-      options.adaptive ? (pacer.limitOf(options.origin) ?? PER_ORIGIN) : PER_ORIGIN,
+      options.adaptive ? (pacer.limitOf(options.origin) ?? PER_ORIGIN) : staticLimit,
+      snap.floorMs ?? Number.NaN,
     ]);
     for (const [origin, points] of run.others)
       points.push([
         Date.now() - start,
-        options.adaptive ? (pacer.limitOf(origin) ?? PER_ORIGIN) : PER_ORIGIN,
+        options.adaptive ? (pacer.limitOf(origin) ?? PER_ORIGIN) : staticLimit,
       ]);
   }, 100);
   const worker = async (policies: Policies, executor: number) => {
@@ -378,7 +391,7 @@ async function quota(adaptive: boolean) {
 /** The healthy origin's schedule: a call every 10 ms (100/s), whatever the first origin does. */
 const HEALTHY_EVERY_MS = 10;
 
-async function capacity(adaptive: boolean) {
+async function capacity(adaptive: boolean, fixed?: number) {
   const target = await startPacedTargetProcess({ kind: 'capacity', concurrent: 8, serviceMs: 5 });
   const healthy = await startPacedTargetProcess({ kind: 'capacity', concurrent: 64, serviceMs: 1 });
   let n = 0;
@@ -389,6 +402,7 @@ async function capacity(adaptive: boolean) {
   const halve = setTimeout(() => target.setConcurrent(4), 6_000);
   const run = await drive({
     adaptive,
+    fixed,
     origin: originOf(target.url),
     alsoSampled: [originOf(healthy.url)],
     tasks: () => ({
@@ -421,6 +435,7 @@ async function capacity(adaptive: boolean) {
     .map((c) => ({ at: c.at, ms: run.startMs + c.at - (dueOf.get(c.uri) ?? 0) }));
   return {
     adaptive,
+    fixed,
     run,
     capped: run.calls.filter((c) => !ofHealthy(c.uri)),
     healthy: run.calls.filter((c) => ofHealthy(c.uri)),
@@ -558,7 +573,7 @@ if (args.scenario === 'capacity' || args.scenario === 'all') {
   type Capacity = Awaited<ReturnType<typeof capacity>>;
   const rounds = Math.max(1, Number(args.rounds));
   const mean = (ys: number[]) => (ys.length ? ys.reduce((a, b) => a + b, 0) / ys.length : Number.NaN);
-  const median = (ys: number[]) => percentile(ys, 50);
+  const median = (ys: number[]) => (ys.length ? percentile(ys, 50) : Number.NaN);
   const within = <T extends { at: number }>(xs: T[], from: number, to: number) =>
     xs.filter((x) => x.at >= from && x.at < to);
   const windows: Array<[number, number]> = [
@@ -571,6 +586,14 @@ if (args.scenario === 'capacity' || args.scenario === 'all') {
     const healthy = within(r.healthy, from, to).map((c) => c.ms);
     return {
       limit: mean(r.run.samples.filter(([t]) => t >= from && t < to).map(([, , l]) => l)),
+      // The pacer's latency floor (the probe's), learnt with adaptation on only.
+      floor: median(
+        r.adaptive
+          ? r.run.samples
+              .filter(([t, , , f]) => t >= from && t < to && !Number.isNaN(f))
+              .map(([, , , f]) => f)
+          : [],
+      ),
       rate: ms.length / ((to - from) / 1000),
       p50: percentile(ms, 50),
       p99: percentile(ms, 99),
@@ -586,17 +609,28 @@ if (args.scenario === 'capacity' || args.scenario === 'all') {
   };
   type Figures = ReturnType<typeof figures>;
   const cells = (f: Figures) => ({
-    capped: `${f.limit.toFixed(1)} | ${f.rate.toFixed(0)} | ${f.p50.toFixed(1)} / ${f.p99.toFixed(1)}`,
+    capped: `${f.limit.toFixed(1)} | ${Number.isNaN(f.floor) ? '-' : f.floor.toFixed(1)} | ${f.rate.toFixed(0)} | ${f.p50.toFixed(1)} / ${f.p99.toFixed(1)}`,
     healthy: `${f.healthyLimit.toFixed(1)} | ${f.healthyRate.toFixed(0)} | ${f.healthyP50.toFixed(1)} / ${f.healthyP99.toFixed(1)} | ${f.healthyWaitP99.toFixed(1)}`,
   });
+  const fixedLimits = (args.fixed ?? '')
+    .split(',')
+    .filter((n) => n.trim() !== '')
+    .map(Number);
+  if (fixedLimits.some((n) => !Number.isInteger(n) || n < 1))
+    fail(`--fixed must list positive integers, got ${args.fixed}`);
+  /** The modes of one round: on, off, then each fixed limit (the pacer on, its limit not applied). */
+  const modes: Array<{ side: string; adaptive: boolean; fixed?: number }> = [
+    { side: 'on', adaptive: true },
+    { side: 'off', adaptive: false },
+    ...fixedLimits.map((n) => ({ side: `fixed ${n}`, adaptive: false, fixed: n })),
+  ];
   const results: Capacity[] = [];
   for (let round = 0; round < rounds; round++)
-    for (const adaptive of [true, false]) results.push(await capacity(adaptive));
+    for (const mode of modes) results.push(await capacity(mode.adaptive, mode.fixed));
   const rows = (label: string, f: Figures[]) => ({ label, f });
   const table: Array<ReturnType<typeof rows>> = [];
-  for (const adaptive of [true, false]) {
-    const mine = results.filter((r) => r.adaptive === adaptive);
-    const side = adaptive ? 'on' : 'off';
+  for (const { side, adaptive, fixed } of modes) {
+    const mine = results.filter((r) => r.adaptive === adaptive && r.fixed === fixed);
     mine.forEach((r, k) => {
       table.push(
         rows(
@@ -621,9 +655,9 @@ if (args.scenario === 'capacity' || args.scenario === 'all') {
     `\ncapacity target: 8 at once × 5 ms (1600/s), halved to 4 at 6 s; 2 × 16 workers, 12 s; ${rounds} round(s), on and off alternating`,
   );
   console.log(
-    '| adaptation | limit 3–6 s | calls/s 3–6 s | p50 / p99 ms 3–6 s | limit 9–12 s | calls/s 9–12 s | p50 / p99 ms 9–12 s |',
+    '| adaptation | limit 3–6 s | floor ms 3–6 s | calls/s 3–6 s | p50 / p99 ms 3–6 s | limit 9–12 s | floor ms 9–12 s | calls/s 9–12 s | p50 / p99 ms 9–12 s |',
   );
-  console.log('|---|---|---|---|---|---|---|');
+  console.log('|---|---|---|---|---|---|---|---|---|');
   for (const row of table) console.log(`| ${row.label} | ${row.f.map((f) => cells(f).capped).join(' | ')} |`);
   console.log(
     `\nhealthy origin, same workers throughout: 64 at once × 1 ms, ${1000 / HEALTHY_EVERY_MS} calls/s on a schedule (wait: from due to leaving, for a worker and the policies)`,

@@ -45,6 +45,11 @@ export interface OriginPacerOptions {
   maxLocalWaitMs?: number;
   /** An origin not called for this long is forgotten (default 1 h). */
   stateTtlMs?: number;
+  /**
+   * How late this process reads its answers (ms), allowed for in the latency bound (default: its
+   * event loop's lag, `eventLoopLagMs`; tests pass a constant to be deterministic).
+   */
+  loopLagMs?: () => number;
   logger?: Logger;
 }
 
@@ -194,7 +199,7 @@ export class OriginPacer {
         ceilingPerSec: signal.ceilingPerSec,
         // A failure's duration says nothing of the target's queue: only answers feed the floor.
         latencyUs: outcome.kind === 'response' && outcome.status < 400 ? latencyNs / 1000 : 0,
-        lagUs: eventLoopLagMs() * 1000,
+        lagUs: (this.options.loopLagMs ?? eventLoopLagMs)() * 1000,
         inFlight: slot?.inFlight ?? 0,
         full: slot?.full ?? true,
         maxLimit: this.options.maxLimit,

@@ -462,7 +462,7 @@ export const CONFIG_VARIABLES = {
     'ADAPTIVE_CONCURRENCY',
     'true',
     bool,
-    "learn each target origin's concurrency limit (shared in Redis): +1 per round of calls while the recent latency stays within 1.2× its floor (the latency without load, measured again every 10 s by a probe at one call per executor) + 1 ms + the executor's own event-loop lag, down as fast when a queue forms at the target, −30 % on timeouts and 5xx; MAX_WORKERS_PER_ORIGIN is its ceiling. false = the cap is MAX_WORKERS_PER_ORIGIN alone. The pace a target asks for (429/503 + Retry-After, RateLimit headers) is honoured either way",
+    "learn each target origin's concurrency limit (shared in Redis): +1 per round of calls while the recent latency stays within 1.5× its floor (the latency without load, measured again every 10 s by a probe at one call per executor) + 1 ms + the executor's own event-loop lag, down by up to as much (by how far past that bound) when a queue forms at the target, −30 % on timeouts and 5xx; MAX_WORKERS_PER_ORIGIN is its ceiling. false = the cap is MAX_WORKERS_PER_ORIGIN alone. The pace a target asks for (429/503 + Retry-After, RateLimit headers) is honoured either way",
   ),
   executorLeaseTtl: variable(
     'EXECUTOR_LEASE_TTL',

@@ -15,11 +15,16 @@
              such); the limit goes back to where it was
     between  per success, the limit grows by 1/limit (+1 per round of calls) while the recent
              latency (a fast moving average) stays within TOLERANCE × floor + SLACK_MS + the
-             reporting process's own event-loop lag, and shrinks by as much when it does not (it
-             settles where half the answers are within it); a lower latency lowers the floor at
+             reporting process's own event-loop lag (TOLERANCE 1.5: a little queue at the target
+             is what keeps it busy while the caller holds its slots longer than the target does,
+             as Gradient2's rttTolerance), and shrinks when it does not, by 1/limit × how far past
+             the bound (the gradient bound/recent: a whole step at MIN_GRADIENT or less): the limit
+             settles on the latency's slope, where a queue shows, rather than wandering on its
+             noise near the bound, and a queue twice the bound still costs 1/limit an answer (a
+             halved capacity is followed within a second); a lower latency lowers the floor at
              once, and the recent latency with it: a latency that falls is no queue (without it,
              a target held long and then answering faster reads as queueing until the average
-             has come down). Below the bound it shrinks on the answers of calls that took the
+             has come down). Past the bound it shrinks on the answers of calls that took the
              last slot the limit allowed (`full`, the executor's bulkhead says); on those of a
              call that found room, only while at least half of the limit is in flight (else the
              origin is not what holds our calls: the machine's load shows as latency, not a
@@ -43,8 +48,18 @@ local PROBE_SAMPLES = 8
 local PROBE_MAX_MS = 1000
 local PROBE_GIVE_UP_MS = 3000
 local PROBE_EVERY_MS = 10000
+local FIRST_PROBE_MS = 1000
 local PROBE_EVERY_FLOORS = 100
-local TOLERANCE = 1.2
+-- The queue tolerated: the recent latency may reach this × the floor (+ SLACK_MS + the lag) before
+-- the limit shrinks. The floor is the least latency at one call per executor; with the target
+-- full (C in flight at C slots) the caller still holds each slot longer than the target does (its
+-- own round trips, its loop's turns), so a bound at the floor itself keeps the target idle part of
+-- the time: the limit must sit where a little queue shows, as Gradient2's rttTolerance does (1.5).
+local TOLERANCE = 1.5
+-- Past the bound by this share (the gradient bound/recent at its least), the limit shrinks by a
+-- whole 1/limit per answer; nearer the bound, by that much less: a latency just past the bound is
+-- mostly noise, a queue twice it is not.
+local MIN_GRADIENT = 0.5
 local SLACK_MS = 1
 local RECENT_WEIGHT = 0.1
 local OVERLOAD_CUT = 0.7
@@ -79,6 +94,18 @@ local function limitOverload(s)
   end
 end
 
+-- What one answer moves the limit `c` by, the recent latency against the bound: +1/c (+1 per
+-- round of calls) within it; past it, −1/c × how far past (the gradient bound/recent: 1 at the
+-- bound, MIN_GRADIENT or less at a whole step), so that the limit settles on the latency's slope,
+-- not on its noise.
+local function limitStep(c, recent, bound)
+  if recent <= bound then
+    return 1 / c
+  end
+  local past = (1 - bound / recent) / (1 - MIN_GRADIENT)
+  return -math.min(1, past) / c
+end
+
 -- A successful answer that took `latency` ms, reported at `now`, by a process whose event loop
 -- lags by `lagMs`; `full`: the call took the last slot the limit allowed, `inFlight` of them (0 =
 -- unknown).
@@ -87,7 +114,9 @@ local function limitSample(s, now, latency, lagMs, maxLimit, full, inFlight, pac
     -- No probe at first sight: it would hold a new origin's first burst at one call at a time.
     s.floor = latency
     s.recent = latency
-    s.nextProbe = now + PROBE_EVERY_MS
+    -- Soon, not in PROBE_EVERY_MS: a target our calls queue from the start shows no floor but a
+    -- queued one, and with TOLERANCE that wide, a queued floor lets the limit stay near its ceiling.
+    s.nextProbe = now + FIRST_PROBE_MS
     return
   end
   if s.probe == nil and now >= s.nextProbe and paced then
@@ -119,13 +148,14 @@ local function limitSample(s, now, latency, lagMs, maxLimit, full, inFlight, pac
     s.recent = latency
   end
   s.recent = s.recent and s.recent + RECENT_WEIGHT * (latency - s.recent) or latency
-  if s.recent <= TOLERANCE * s.floor + SLACK_MS + lagMs then
-    s.c = math.min(maxLimit, s.c + 1 / s.c)
+  local step = limitStep(s.c, s.recent, TOLERANCE * s.floor + SLACK_MS + lagMs)
+  if step > 0 then
+    s.c = math.min(maxLimit, s.c + step)
   elseif full then
-    s.c = math.max(1, s.c - 1 / s.c)
+    s.c = math.max(1, s.c + step)
   elseif inFlight >= s.c / 2 then
     -- Near the limit, which held nothing back: down as fast, never under one above our calls.
-    s.c = math.min(s.c, math.max(inFlight + 1, s.c - 1 / s.c))
+    s.c = math.min(s.c, math.max(inFlight + 1, s.c + step))
   end
 end
 
