@@ -312,13 +312,16 @@ export class Executor {
     // Busy breaker refusals waited out parked in a row: one re-check each, a few at most (see parks).
     let busyParks = 0;
     for (;;) {
-      if (settlement.kind !== 'reschedule' || settlement.outbox || !settlement.payload) return settlement;
-      const bytes = parkedBytes(job, source, settlement.payload);
-      const { outcome, delayMs } = settlement;
-      if (this.stopped || !parks(outcome, delayMs, bytes, this.parked, budget, busyParks)) return settlement;
-      busyParks = outcome === 'breaker_busy' ? busyParks + 1 : 0;
-      const task = decodeTask(settlement.payload);
+      if (settlement.kind !== 'reschedule') return settlement;
+      const { outcome, delayMs, outbox, payload } = settlement;
+      const bytes = payload ? parkedBytes(job, source, payload) : 0;
+      const task =
+        !outbox && payload && !this.stopped && parks(outcome, delayMs, bytes, this.parked, budget, busyParks)
+          ? decodeTask(payload)
+          : undefined;
+      this.journalRetry(settlement, task ? 'executor' : outbox ? 'outbox' : 'redis');
       if (!task) return settlement;
+      busyParks = outcome === 'breaker_busy' ? busyParks + 1 : 0;
       const until = Date.now() + settlement.delayMs;
       this.parkedMore(1, bytes);
       this.workDone();
@@ -613,17 +616,21 @@ export class Executor {
     });
     const { outbox, horizonMs = Number.POSITIVE_INFINITY } = this.options;
     const where = !outbox || placeOf(delayMs, job.lease.ordered, horizonMs) === 'redis' ? 'redis' : 'outbox';
-    if (reason === 'retry')
-      this.journal?.emit({
-        type: 'retry_scheduled',
-        requestId: job.task.requestId,
-        client: envelope.meta.client,
-        delayMs,
-        where,
-      });
-    if (!outbox || where === 'redis') return { kind: 'reschedule', delayMs, outcome: reason, payload };
+    // Its journal event is written once the wait's place is known (see park).
+    const retry =
+      reason === 'retry' ? { requestId: job.task.requestId, client: envelope.meta.client } : undefined;
+    if (!outbox || where === 'redis') return { kind: 'reschedule', delayMs, outcome: reason, payload, retry };
     const row = outboxRow(job.task, envelope, delayMs, progress);
-    return { kind: 'reschedule', delayMs, outcome: reason, payload, outbox: row };
+    return { kind: 'reschedule', delayMs, outcome: reason, payload, outbox: row, retry };
+  }
+
+  /** A retry's `retry_scheduled`: where it waits, the queue, the outbox or parked in this executor. */
+  private journalRetry(
+    settlement: Settlement & { kind: 'reschedule' },
+    where: 'redis' | 'outbox' | 'executor',
+  ): void {
+    const { retry, delayMs } = settlement;
+    if (retry) this.journal?.emit({ type: 'retry_scheduled', ...retry, delayMs, where });
   }
 
   /**

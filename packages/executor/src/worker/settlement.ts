@@ -24,7 +24,15 @@ export type Settlement =
    * Back to the queue for `delayMs`. `payload`: the queued task rewritten with its new progress
    * (absent = unchanged). `outbox`: wait in the outbox instead (then the lease is acked).
    */
-  | { kind: 'reschedule'; delayMs: number; outcome: string; payload?: string; outbox?: OutboxRow }
+  | {
+      kind: 'reschedule';
+      delayMs: number;
+      outcome: string;
+      payload?: string;
+      outbox?: OutboxRow;
+      /** A retry: its `retry_scheduled` journal event is written where the wait's place is decided. */
+      retry?: { requestId: string; client: string | undefined };
+    }
   | { kind: 'dead'; reason: string };
 
 /** A leased task and its queued form, as the executor works on it. */

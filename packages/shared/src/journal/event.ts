@@ -124,7 +124,10 @@ export const journalEventSchema = z
       ...common,
       type: z.literal('retry_scheduled'),
       delayMs: z.number().int().nonnegative(),
-      where: z.enum(['redis', 'outbox']),
+      where: z.enum(['redis', 'outbox', 'executor']).meta({
+        description:
+          'Where the task waits for its retry: redis (the queue), outbox (PostgreSQL, beyond the Redis horizon) or executor (parked in the executor that ran it, up to 30 s).',
+      }),
     }),
     z.object({
       ...common,
