@@ -20,7 +20,9 @@ afterAll(async () => {
   await admin.end({ timeout: 5 });
 });
 
-describe('requester keys', () => {
+// Each test runs up to a dozen CLI processes, each loading the whole program: on a loaded box
+// (the suite's parallel files and a CPU hog beside them) that alone took the default minute.
+describe('requester keys', { timeout: 180_000 }, () => {
   it('creates a key (token alone on stdout), lists it without its secret, rotates and revokes it', async () => {
     const created = await cli(
       'create',
