@@ -118,17 +118,7 @@ describe('origin pacing (end to end, two executors)', () => {
   it('parks a task whose slot is a few seconds ahead: leased once, holding no worker (another origin is served meanwhile)', async () => {
     // The origin asked for a pause of 6 s, then 10 calls/s: its calls get slots from 6 s on.
     const pacer = await pausedPacer(6);
-    const queue = h.newQueue();
-    const leased = new Map<string, number>();
-    const lease = queue.lease.bind(queue);
-    queue.lease = async (...args) => {
-      const answer = await lease(...args);
-      for (const task of answer.tasks) {
-        const { requestId } = decodeQueuedTask(task.payload);
-        leased.set(requestId, (leased.get(requestId) ?? 0) + 1);
-      }
-      return answer;
-    };
+    const { queue, leased } = countingQueue();
     // One worker: a task asleep in it until its slot would keep the other origin waiting.
     h.startExecutor({ queue, pacer, maxWorkers: 1 });
     const run = uniqueName('park');
