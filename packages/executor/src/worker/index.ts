@@ -115,7 +115,7 @@ export const DEFAULT_PARKING: Parking = { tasks: 1_000, bytes: 32 * 1024 * 1024 
  * A worker (and the lease) is freed at the settlement, which is also what lets the next task of an
  * ordered partition be leased: order at the target follows from one-in-flight in the queue plus
  * ack-after-produce. A wake-up takes no worker once its record is read; at most HELD_PER_WORKER ×
- * `maxWorkers` leases are held, besides the tasks parked for their pacing slot (see park).
+ * `maxWorkers` leases are held, besides the tasks parked for a short wait (see park).
  * Beside this loop: settle.ts (the flush), source.ts (reading a task's record), trace.ts (its spans).
  */
 export class Executor {
@@ -143,7 +143,7 @@ export class Executor {
   private readonly executorId: string;
   /** Tasks whose pause this process journaled already (a paused task comes back every second). */
   private readonly pauseJournaled = new Set<string>();
-  /** Tasks waiting in this process for their pacing slot, holding their lease but no worker (see park). */
+  /** Tasks waiting in this process for a pacing slot, a retry or a busy breaker, holding their lease but no worker (see park). */
   private readonly parked: Parking = { tasks: 0, bytes: 0 };
   /** Leases the heartbeat found lost (lapsed, and maybe leased by another executor): not to be called. */
   private readonly lost = new Set<string>();
