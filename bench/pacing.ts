@@ -5,6 +5,7 @@
 // progress, as in Redis): what is measured is what reaches the target, not the queue's cost.
 //
 //   node bench/pacing.ts [--scenario quota|capacity|all] [--rounds 1] [--plot docs/pacing.png] [--detail] [--no-park]
+//                        [--book-ahead MS] [--book-all]
 //
 // A task the pace sends back for a slot up to PARK_MAX_MS ahead is parked in its executor, as
 // Executor.park does (the same rule, `parks`, and budget): it comes back to one of its executor's
@@ -12,6 +13,10 @@
 // --park-max N: another budget than the executor's (EXECUTOR_PARKED_TASKS, 1,000 per executor; its
 // bytes budget is not reached by these small records); --park-per-worker N: N × 16 per executor
 // (3 was the budget before EXECUTOR_PARKED_TASKS).
+//
+// --book-ahead MS: the pacer's booking horizon (OriginPacer bookAheadMs; default its own); --book-all:
+// the quota scenario also runs with every slot booked however far (bookAheadMs Infinity, the gate
+// before the horizon), alternating with the default in each round: a side-by-side baseline.
 //
 // --detail: for the quota scenario with adaptation, one line a second: calls at the target (and
 // 429s), the shared pace, and what the pace gate answered (see `Gates`), to tell where the gap
@@ -50,13 +55,15 @@ each, sharing one Redis, against real targets in child processes; adaptation on 
 ADAPTIVE_CONCURRENCY=true) and off, side by side in one run.
 
   node bench/pacing.ts [--scenario quota|capacity|all] [--rounds 1] [--plot docs/pacing.png] [--detail]
+                       [--book-ahead MS] [--book-all]
 
 - quota: a target serving 50 calls/s that answers 429 + Retry-After above it; 400 requests.
 - capacity: a target serving 8 calls at once in 5 ms each, halving to 4 at 6 s, and a second,
   healthy origin served by the same workers throughout.
 
 As run for BENCHMARKS.md:
-  node bench/pacing.ts --scenario capacity --rounds 3`,
+  node bench/pacing.ts --scenario capacity --rounds 3
+  node bench/pacing.ts --scenario quota --rounds 3 --book-all`,
   options: {
     scenario: { type: 'string', default: 'all', value: 'quota|capacity|all', help: 'which scenario to run' },
     plot: { type: 'string', value: 'FILE.png', help: 'also plot the runs to that PNG' },
@@ -70,7 +77,23 @@ As run for BENCHMARKS.md:
       default: '1',
       value: 'N',
       number: true,
-      help: 'capacity scenario: rounds of on and off, alternating; the tables add the medians',
+      help: 'rounds of each side, alternating; the tables add the medians',
+    },
+    'book-ahead': {
+      type: 'string',
+      value: 'MS',
+      number: true,
+      help: "the pacer's booking horizon (OriginPacer bookAheadMs; default the pacer's own)",
+    },
+    silent: {
+      type: 'boolean',
+      default: false,
+      help: 'quota scenario: the target says only 429 + Retry-After (no RateLimit-Policy): the pace is found from the rate sent',
+    },
+    'book-all': {
+      type: 'boolean',
+      default: false,
+      help: 'quota scenario: also run with every slot booked however far (the gate before the booking horizon), alternating: a side-by-side baseline',
     },
     'no-park': {
       type: 'boolean',
@@ -110,6 +133,7 @@ const PARKING = {
 };
 /** OriginPacer's default local wait: a slot within it is slept for, a later one reserved. */
 const MAX_LOCAL_WAIT_MS = 250;
+const BOOK_AHEAD_MS = args['book-ahead'] !== undefined ? Number(args['book-ahead']) : undefined;
 
 interface Task {
   envelope: RequestEnvelope;
@@ -123,7 +147,8 @@ interface Task {
  * What the pace gate answered, by kind, counted per second of the run (classified here, from the
  * task's reserved slot and the answer, so that the gate itself stays as it runs in the executor):
  * - fresh: a task without a reserved slot: `go` (now), `slept` (its slot within the local wait),
- *   `booked` (a later slot reserved: back to the queue, a lease more);
+ *   `booked` (a later slot reserved: parked, or back to the queue), `laned` (beyond the booking
+ *   horizon: no slot, told when to ask again);
  * - at slot: a task back for its reserved slot, on time: `went`, or `voided` (refused: a hold
  *   came since; it takes a new slot at the end of the line, a lease more again);
  * - late: back more than the local wait after its slot: `lane` (the late lane let it go) or
@@ -136,6 +161,7 @@ type GateKind =
   | 'go'
   | 'slept'
   | 'booked'
+  | 'laned'
   | 'went'
   | 'voided'
   | 'lane'
@@ -163,6 +189,8 @@ interface Run {
 /** Two executors' worth of workers running `Policies.attempt` over a shared due-time queue. */
 async function drive(options: {
   adaptive: boolean;
+  /** The pacer's booking horizon (ms; Infinity: every slot booked); undefined: its default. */
+  bookAheadMs?: number | undefined;
   /** Pacer on but the bulkhead's limit fixed at this many calls per executor (no adaptation). */
   fixed?: number | undefined;
   tasks: () => Task | undefined;
@@ -180,6 +208,7 @@ async function drive(options: {
     maxLimit: PER_ORIGIN,
     retryAfterMaxMs: 60_000,
     maxLocalWaitMs: MAX_LOCAL_WAIT_MS,
+    ...(options.bookAheadMs !== undefined ? { bookAheadMs: options.bookAheadMs } : {}),
   });
   const breaker = new CircuitBreaker({
     redis,
@@ -212,7 +241,9 @@ async function drive(options: {
         ? grant.waitMs > 0
           ? 'slept'
           : 'go'
-        : 'booked'
+        : grant.slotMs > 0
+          ? 'booked'
+          : 'laned'
       : asked - reservedMs > MAX_LOCAL_WAIT_MS
         ? grant.admitted
           ? 'lane'
@@ -356,17 +387,19 @@ function percentile(values: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((sorted.length * p) / 100))] ?? 0;
 }
 
-async function quota(adaptive: boolean) {
+async function quota(adaptive: boolean, bookAheadMs?: number) {
   const target = await startPacedTargetProcess({
     kind: 'quota',
     perWindow: 5,
     windowMs: 100,
     retryAfterS: 1,
+    ...(args.silent ? { advertise: false } : {}),
   });
   const retry = { max: 30, delay: '200ms', maxDelay: '5s', multiplier: 2, jitter: 0.2 };
   let n = 0;
   const run = await drive({
     adaptive,
+    bookAheadMs,
     origin: originOf(target.url),
     tasks: () =>
       n < 400
@@ -402,6 +435,7 @@ async function capacity(adaptive: boolean, fixed?: number) {
   const halve = setTimeout(() => target.setConcurrent(4), 6_000);
   const run = await drive({
     adaptive,
+    bookAheadMs: BOOK_AHEAD_MS,
     fixed,
     origin: originOf(target.url),
     alsoSampled: [originOf(healthy.url)],
@@ -457,6 +491,7 @@ const GATE_KINDS: GateKind[] = [
   'go',
   'slept',
   'booked',
+  'laned',
   'went',
   'voided',
   'lane',
@@ -502,69 +537,118 @@ const PURPLE = '#9467bd';
 console.log(`machine: ${cpus().length} × ${cpus()[0]?.model ?? '?'}, node ${process.version}`);
 
 if (args.scenario === 'quota' || args.scenario === 'all') {
+  const rounds = Math.max(1, Number(args.rounds));
   console.log(
-    '\nquota target: 50/s (5 per 100 ms), 429 + Retry-After: 1 + RateLimit-Policy above; 400 requests',
+    `\nquota target: 50/s (5 per 100 ms), 429 + Retry-After: 1 + RateLimit-Policy above; 400 requests; ${rounds} round(s), sides alternating, every other round in reverse order`,
   );
-  console.log(
-    '| adaptation | all 400 done in | served | 429 | 429 / served | calls/s after 2 s | leases / request |',
-  );
-  console.log('|---|---|---|---|---|---|---|');
-  for (const adaptive of [true, false]) {
-    const r = await quota(adaptive);
-    const after = r.arrivals.filter(([t]) => t >= 2_000);
-    const span = ((after.at(-1)?.[0] ?? 2_000) - 2_000) / 1000;
-    const rate = span > 0 ? (after.length / span).toFixed(1) : '-';
-    const done =
-      r.run.results >= 400 ? `${(r.run.endMs / 1000).toFixed(1)} s` : `not (${r.run.results} in 120 s)`;
-    console.log(
-      `| ${adaptive ? 'on' : 'off'} | ${done} | ${r.served} | ${r.refused} | ${((100 * r.refused) / Math.max(1, r.served)).toFixed(1)} % | ${rate} | ${(r.run.leases / Math.max(1, r.run.results)).toFixed(2)} |`,
-    );
-    if (adaptive) {
-      // Let through by the pace but never sent: refused after it (bulkhead, breaker), a wasted slot.
+  /** The sides of one round: the pacer as configured, every slot booked (--book-all), no pacer. */
+  const sides: Array<{ side: string; adaptive: boolean; bookAheadMs?: number | undefined }> = [
+    {
+      side: BOOK_AHEAD_MS === undefined ? 'on' : `on, book ahead ${BOOK_AHEAD_MS} ms`,
+      adaptive: true,
+      bookAheadMs: BOOK_AHEAD_MS,
+    },
+    ...(args['book-all']
+      ? [{ side: 'on, every slot booked (before)', adaptive: true, bookAheadMs: Number.POSITIVE_INFINITY }]
+      : []),
+    { side: 'off', adaptive: false },
+  ];
+  type QuotaRow = {
+    late429: number;
+    done: number;
+    finished: boolean;
+    served: number;
+    refused: number;
+    rate: number;
+    leases: number;
+    gates: number;
+  };
+  const rows = new Map<string, QuotaRow[]>(sides.map((s) => [s.side, []]));
+  const lines: string[] = [];
+  for (let round = 0; round < rounds; round++) {
+    // Every other round in the reverse order: the first run after a pause finds a colder machine.
+    for (const { side, adaptive, bookAheadMs } of round % 2 === 0 ? sides : [...sides].reverse()) {
+      const r = await quota(adaptive, bookAheadMs);
+      const after = r.arrivals.filter(([t]) => t >= 2_000);
+      const span = ((after.at(-1)?.[0] ?? 2_000) - 2_000) / 1000;
+      // Every gate answer is one gate call (one Redis round trip); bulkhead and breaker are not the gate's.
+      let gates = 0;
       let admitted = 0;
-      for (const counts of r.run.gates.values())
+      for (const counts of r.run.gates.values()) {
+        for (const kind of GATE_KINDS)
+          if (kind !== 'bulkhead' && kind !== 'breaker') gates += counts[kind] ?? 0;
         admitted += (counts.go ?? 0) + (counts.slept ?? 0) + (counts.went ?? 0) + (counts.lane ?? 0);
+      }
+      const row: QuotaRow = {
+        done: r.run.endMs / 1000,
+        finished: r.run.results >= 400,
+        served: r.served,
+        refused: r.refused,
+        // The first second's 429s answer the burst sent before any pace was learnt (the same on every side).
+        late429: r.arrivals.filter(([t, status]) => t >= 1_000 && status === 429).length,
+        rate: span > 0 ? after.length / span : Number.NaN,
+        leases: r.run.leases / Math.max(1, r.run.results),
+        gates: gates / Math.max(1, r.run.results),
+      };
+      rows.get(side)?.push(row);
+      lines.push(
+        `| ${side}${rounds > 1 ? ` (round ${round + 1})` : ''} | ${row.finished ? `${row.done.toFixed(1)} s` : `not (${r.run.results} in 120 s)`} | ${row.served} | ${row.refused} | ${row.late429} | ${((100 * row.refused) / Math.max(1, row.served)).toFixed(1)} % | ${row.rate.toFixed(1)} | ${row.leases.toFixed(2)} | ${adaptive ? row.gates.toFixed(2) : '-'} |`,
+      );
+      if (adaptive)
+        lines.push(
+          `|  | gate answers: ${gateTotals(r.run.gates)}; admitted but not called ${admitted - r.run.calls.length} |`,
+        );
+      if (adaptive && args.detail) details.push(`${side}, round ${round + 1}\n${detail(r)}`);
+      if (round > 0) continue;
+      const xs = r.arrivals.map(([t, s]) => [t, s] as [number, number]);
+      panels.push({
+        title: `quota target, ${side}: calls per second at the target`,
+        yLabel: 'calls/s',
+        series: [
+          {
+            name: 'served (200)',
+            points: perSecond(
+              xs.filter(([, s]) => s === 200),
+              r.run.endMs,
+              (ys) => ys.length,
+            ),
+            color: adaptive ? BLUE : ORANGE,
+          },
+          {
+            name: 'refused (429)',
+            points: perSecond(
+              xs.filter(([, s]) => s === 429),
+              r.run.endMs,
+              (ys) => ys.length,
+            ),
+            color: RED,
+          },
+          ...(adaptive
+            ? [
+                {
+                  name: 'shared pace',
+                  points: r.run.samples.map(([t, rate]) => [t / 1000, rate] as [number, number]),
+                  color: GREEN,
+                },
+              ]
+            : []),
+        ],
+        yMax: 100,
+      });
+    }
+  }
+  console.log(
+    '| adaptation | all 400 done in | served | 429 | 429 after 1 s | 429 / served | calls/s after 2 s | leases / request | gate calls / request |',
+  );
+  console.log('|---|---|---|---|---|---|---|---|---|');
+  for (const line of lines) console.log(line);
+  if (rounds > 1)
+    for (const [side, all] of rows) {
+      const med = (pick: (row: QuotaRow) => number) => percentile(all.map(pick), 50);
       console.log(
-        `|  | gate answers: ${gateTotals(r.run.gates)}; admitted but not called ${admitted - r.run.calls.length} |`,
+        `| **${side}, median of ${rounds}** | ${med((x) => (x.finished ? x.done : Number.POSITIVE_INFINITY)).toFixed(1)} s | ${med((x) => x.served)} | ${med((x) => x.refused)} | ${med((x) => x.late429)} | ${med((x) => (100 * x.refused) / Math.max(1, x.served)).toFixed(1)} % | ${med((x) => x.rate).toFixed(1)} | ${med((x) => x.leases).toFixed(2)} | ${all.some((x) => x.gates > 0) ? med((x) => x.gates).toFixed(2) : '-'} |`,
       );
     }
-    if (adaptive && args.detail) details.push(detail(r));
-    const xs = r.arrivals.map(([t, s]) => [t, s] as [number, number]);
-    panels.push({
-      title: `quota target, adaptation ${adaptive ? 'on' : 'off'}: calls per second at the target`,
-      yLabel: 'calls/s',
-      series: [
-        {
-          name: 'served (200)',
-          points: perSecond(
-            xs.filter(([, s]) => s === 200),
-            r.run.endMs,
-            (ys) => ys.length,
-          ),
-          color: adaptive ? BLUE : ORANGE,
-        },
-        {
-          name: 'refused (429)',
-          points: perSecond(
-            xs.filter(([, s]) => s === 429),
-            r.run.endMs,
-            (ys) => ys.length,
-          ),
-          color: RED,
-        },
-        ...(adaptive
-          ? [
-              {
-                name: 'shared pace',
-                points: r.run.samples.map(([t, rate]) => [t / 1000, rate] as [number, number]),
-                color: GREEN,
-              },
-            ]
-          : []),
-      ],
-      yMax: 100,
-    });
-  }
 }
 
 for (const table of details) console.log(`\nquota target, adaptation on, per second:\n${table}`);

@@ -203,6 +203,39 @@ describe('origin pacing (end to end, two executors)', () => {
     expect(await counter('requester_executor_parked_tasks')).toBe(0);
   }, 60_000);
 
+  it('a paced backlog beyond the booking horizon waits parked without a slot, and takes one at the pace of when it is back: one lease each', async () => {
+    // Held 2 s, then 6.3/s growing back to 9/s: every slot beyond 250 ms (the local wait) is left free.
+    const pacer = await pausedPacer(2);
+    const origin = originOf(quota.url);
+    const holdUntil = (await pacer.snapshot(origin)).holdUntilMs ?? 0;
+    const asked: Array<{ reservedMs: number | undefined; admitted: boolean; slotMs: number }> = [];
+    const gate = pacer.gate.bind(pacer);
+    pacer.gate = async (o, reservedMs) => {
+      const grant = await gate(o, reservedMs);
+      asked.push({ reservedMs, admitted: grant.admitted, slotMs: grant.admitted ? 0 : grant.slotMs });
+      return grant;
+    };
+    const { queue, leased } = countingQueue();
+    h.startExecutor({ queue, pacer, maxWorkers: 2 });
+    const run = uniqueName('horizon');
+    const paced = pacedRequests(run, 16);
+    await h.submit(queue, paced);
+
+    const results = await Promise.all(paced.map((e) => h.resultOf(e.meta.requestId)));
+    expect(results.map((r) => [r.response.status, r.meta.tryCount])).toEqual(paced.map(() => [200, 1]));
+    // Waited parked, not in the queue: one lease each.
+    expect(paced.map((e) => leased.get(e.meta.requestId))).toEqual(paced.map(() => 1));
+    // No slot was reserved (all were farther than the local wait): each came back unbooked and
+    // asked again, a few gate calls each at most.
+    expect(asked.filter((a) => a.slotMs > 0 || a.reservedMs !== undefined)).toEqual([]);
+    expect(asked.filter((a) => a.admitted)).toHaveLength(16);
+    expect(asked.length).toBeLessThan(16 * 4);
+    // None of them reached the target before the hold's end.
+    const calls = (await quota.arrivals()).filter((a) => a.path.includes(`run=${run}&`));
+    expect(calls).toHaveLength(16);
+    expect(calls.every((a) => a.at >= holdUntil)).toBe(true);
+  }, 60_000);
+
   it.each([
     ['tasks', { tasks: 2, bytes: 1 << 20 }, [1, 1, 2, 2, 2]],
     ['bytes', { tasks: 1_000, bytes: 100 }, [2, 2, 2, 2, 2]],

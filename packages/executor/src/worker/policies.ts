@@ -549,8 +549,10 @@ export class Policies {
         until: Date.now() + delayMs,
       });
       const waitedMs = addWait(progress.waitedMs, delayMs);
-      // Only a pacing wait reserves a slot; any other wait leaves the task to take a new one.
-      const pacedAt = stop.reason === 'paced' && delayMs === stop.delayMs ? stop.slotMs : undefined;
+      // Only a pacing wait reserves a slot (not beyond the pacer's booking horizon: slotMs 0); any
+      // other wait leaves the task to take a new one.
+      const pacedAt =
+        stop.reason === 'paced' && delayMs === stop.delayMs && stop.slotMs ? stop.slotMs : undefined;
       return {
         kind: 'reschedule',
         delayMs,

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { createRedis, type RedisClient } from '@requester/shared/redis';
 import { startPacedTargetProcess } from '@requester/shared/testing';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -39,8 +40,8 @@ describe('OriginPacer', () => {
     expect(await p.gate(ORIGIN)).toEqual({ admitted: true, waitMs: 0 });
   });
 
-  it('holds the whole origin for the Retry-After of a 429, and sends its waiters back spaced at the pace', async () => {
-    const p = pacer({ maxLocalWaitMs: 0 });
+  it('holds the whole origin for the Retry-After of a 429, and books its waiters slots spaced at the pace (every slot booked)', async () => {
+    const p = pacer({ maxLocalWaitMs: 0, bookAheadMs: Number.POSITIVE_INFINITY });
     const report = await p.report(ORIGIN, tooMany({ 'retry-after': '30', 'ratelimit-policy': '10;w=1' }), MS);
     // Paced at 90 % of the advertised 10/s, then at 70 % of that.
     expect(report).toMatchObject({ kind: 'slow', throttled: true });
@@ -60,8 +61,60 @@ describe('OriginPacer', () => {
       expect(Math.abs((slots[i] ?? 0) - (slots[i - 1] ?? 0) - 1000 / 6.3)).toBeLessThanOrEqual(1);
   });
 
+  it('books no slot beyond the horizon: the waiters of a hold take none, and come back spaced before its end', async () => {
+    const p = pacer({ maxLocalWaitMs: 0, bookAheadMs: 500 });
+    await p.report(ORIGIN, tooMany({ 'retry-after': '30', 'ratelimit-policy': '10;w=1' }), MS);
+    const grants = [];
+    for (let i = 0; i < 5; i++) grants.push(await p.gate(ORIGIN));
+    for (const grant of grants) {
+      expect(grant.admitted).toBe(false);
+      // Unbooked: it asks again when the horizon reaches it, half a second before the hold's end.
+      if (!grant.admitted) expect([grant.slotMs, grant.retryInMs > 29_000]).toEqual([0, true]);
+    }
+    const snap = await p.snapshot(ORIGIN);
+    expect(snap.nextSlotMs).toBeUndefined(); // every slot still free
+    // The lane spaces their returns at 110 % of the pace expected then (6.3/s until the hold's end,
+    // growing after it): neither all at once nor slower than the pace.
+    const lane = (snap.laneMs ?? 0) - ((snap.holdUntilMs ?? 0) - 500);
+    expect(lane).toBeGreaterThan(4 * (1000 / (6.3 * 1.1)));
+    expect(lane).toBeLessThanOrEqual(5 * (1000 / (6.3 * 1.1)) + 1);
+  });
+
+  it('a backlog beyond the horizon goes at the pace of when it comes back, not at the one it first asked at', async () => {
+    const p = pacer({ maxLocalWaitMs: 0, bookAheadMs: 1_000 });
+    await p.report(ORIGIN, { kind: 'response', status: 200, headers: { 'ratelimit-policy': '10;w=1' } }, MS);
+    await p.report(ORIGIN, tooMany(), MS); // a 429 without Retry-After: the pace cut to 6.3/s, no hold
+    const first: Array<{ slotMs: number; retryInMs: number }> = [];
+    for (let i = 0; i < 12; i++) {
+      const grant = await p.gate(ORIGIN);
+      if (!grant.admitted) first.push(grant);
+    }
+    // Slots within the second ahead are booked 1000/6.3 ms apart; the tasks beyond it take none.
+    const booked = first.filter((g) => g.slotMs > 0).map((g) => g.slotMs);
+    const laned = first.filter((g) => g.slotMs === 0);
+    expect(booked.length).toBeGreaterThanOrEqual(3);
+    expect(booked.length).toBeLessThanOrEqual(7);
+    expect(laned.length).toBe(11 - booked.length);
+    for (let i = 1; i < booked.length; i++)
+      expect((booked[i] ?? 0) - (booked[i - 1] ?? 0)).toBeGreaterThanOrEqual(Math.floor(1000 / 6.3));
+    // The pace grows back (to 9/s, 90 % of the advertised 10) before they return.
+    for (let i = 0; i < 8; i++) await p.report(ORIGIN, ok, MS);
+    expect((await p.snapshot(ORIGIN)).rate).toBe(9);
+    await sleep(Math.max(...laned.map((g) => g.retryInMs)));
+    // Back, they take slots at the pace of now: 1000/9 ms apart (those booked in one go are
+    // consecutive whatever the time the test took to get here).
+    const again = await Promise.all(laned.map(() => p.gate(ORIGIN)));
+    const slots = again.flatMap((g) => (!g.admitted && g.slotMs > 0 ? [g.slotMs] : [])).sort((a, b) => a - b);
+    expect(slots.length).toBeGreaterThanOrEqual(laned.length - 1);
+    for (let i = 1; i < slots.length; i++) {
+      expect((slots[i] ?? 0) - (slots[i - 1] ?? 0)).toBeGreaterThanOrEqual(Math.floor(1000 / 9));
+      expect((slots[i] ?? 0) - (slots[i - 1] ?? 0)).toBeLessThanOrEqual(Math.ceil(1000 / 9));
+    }
+  });
+
   it('lets a task back at its reserved slot go without taking another; a late one goes in the late lane', async () => {
-    const p = pacer({ maxLocalWaitMs: 0 });
+    // Every slot booked: a slot farther than the horizon would not be reserved at all.
+    const p = pacer({ maxLocalWaitMs: 0, bookAheadMs: Number.POSITIVE_INFINITY });
     await p.report(ORIGIN, { kind: 'response', status: 200, headers: { 'ratelimit-policy': '1;w=1' } }, MS);
     expect((await p.gate(ORIGIN)).admitted).toBe(true); // the first slot: now
     const refused = await p.gate(ORIGIN);
@@ -74,6 +127,7 @@ describe('OriginPacer', () => {
       maxLimit: 8,
       retryAfterMaxMs: 3_600_000,
       maxLocalWaitMs: 60_000,
+      bookAheadMs: Number.POSITIVE_INFINITY,
     });
     expect(await onTime.gate(ORIGIN, refused.slotMs)).toMatchObject({ admitted: true });
     expect((await p.snapshot(ORIGIN)).nextSlotMs).toBe(next); // no slot taken

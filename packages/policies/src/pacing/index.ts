@@ -43,6 +43,14 @@ export interface OriginPacerOptions {
    * the task back to the queue. Default 250 ms: at 50 calls/s, about a dozen workers asleep.
    */
   maxLocalWaitMs?: number;
+  /**
+   * How far ahead dispatch slots are booked for an origin that advertised its pace (default and
+   * least: maxLocalWaitMs, i.e. a slot is taken only by a worker about to sleep until it): a task
+   * whose slot would be farther takes none
+   * and is told when to ask again, so that a backlog goes at the pace of the moment, not at the one
+   * it was booked at (see gate-1.lua). Infinity: every slot is booked however far (before).
+   */
+  bookAheadMs?: number;
   /** An origin not called for this long is forgotten (default 1 h). */
   stateTtlMs?: number;
   /**
@@ -57,8 +65,9 @@ export type PaceGrant =
   /** Sleep `waitMs`, then call (the slot is taken). */
   | { admitted: true; waitMs: number }
   /**
-   * Not before `retryInMs`: back to the queue, not an attempt, carrying `slotMs`, the slot reserved
-   * for it: given back to `gate` then, it is let through at that slot.
+   * Not before `retryInMs`: back to the queue (or parked), not an attempt, carrying `slotMs`, the
+   * slot reserved for it: given back to `gate` then, it is let through at that slot. `slotMs` 0:
+   * none reserved (beyond the booking horizon, or held without a pace): it asks for one then.
    */
   | { admitted: false; retryInMs: number; slotMs: number };
 
@@ -99,6 +108,8 @@ export interface PaceSnapshot {
   limit: number | undefined;
   /** The next free dispatch slot of a paced origin (Redis epoch ms). */
   nextSlotMs: number | undefined;
+  /** The next free time of the return lane: a task beyond the booking horizon asks again then (Redis epoch ms). */
+  laneMs: number | undefined;
   /** The latency without load (ms), as the last probe measured it (or less since). */
   floorMs: number | undefined;
   /** The recent latency (ms), a fast moving average. */
@@ -144,6 +155,8 @@ export class OriginPacer {
   private readonly options: OriginPacerOptions;
   private readonly scripts: PacingScripts;
   private readonly maxLocalWaitMs: number;
+  /** 0: no horizon. */
+  private readonly bookAheadMs: number;
   private readonly ttlMs: number;
   /** The last limit Redis told of each origin: what the bulkhead applies without a round trip. */
   private readonly limits = new LRUCache<string, number>({ max: 10_000 });
@@ -157,6 +170,11 @@ export class OriginPacer {
     this.options = options;
     this.scripts = loadPacingScripts(options.redis);
     this.maxLocalWaitMs = Math.max(0, Math.round(options.maxLocalWaitMs ?? 250));
+    const bookAheadMs = options.bookAheadMs ?? this.maxLocalWaitMs;
+    // At least 1 ms: 0 tells the script to book every slot.
+    this.bookAheadMs = Number.isFinite(bookAheadMs)
+      ? Math.max(1, this.maxLocalWaitMs, Math.round(bookAheadMs))
+      : 0;
     this.ttlMs = Math.max(1, Math.round(options.stateTtlMs ?? 3_600_000));
   }
 
@@ -167,7 +185,13 @@ export class OriginPacer {
   async gate(origin: string, reservedMs?: number): Promise<PaceGrant> {
     try {
       const key = this.keyOf(origin);
-      const reply = await this.scripts.gate(key, this.maxLocalWaitMs, this.ttlMs, reservedMs ?? 0);
+      const reply = await this.scripts.gate(
+        key,
+        this.maxLocalWaitMs,
+        this.ttlMs,
+        reservedMs ?? 0,
+        this.bookAheadMs,
+      );
       this.remember(origin, reply.limit, reply.rate);
       if (!reply.admitted) {
         pacingMetrics.waits.inc({ where: 'queued' });
@@ -228,11 +252,32 @@ export class OriginPacer {
 
   /** The shared state of one origin (tests, admin); times are Redis epoch ms. */
   async snapshot(origin: string): Promise<PaceSnapshot> {
-    const fields = await this.options.redis.hmget(this.keyOf(origin), 'h', 'r', 'x', 'c', 't', 'm', 'l', 'q');
-    const [holdUntilMs, rate, ceiling, limit, nextSlotMs, floorMs, recentMs, probe] = fields.map((value) =>
-      value == null ? undefined : Number(value),
+    const fields = await this.options.redis.hmget(
+      this.keyOf(origin),
+      'h',
+      'r',
+      'x',
+      'c',
+      't',
+      'w',
+      'm',
+      'l',
+      'q',
     );
-    return { holdUntilMs, rate, ceiling, limit, nextSlotMs, floorMs, recentMs, probing: probe !== undefined };
+    const [holdUntilMs, rate, ceiling, limit, nextSlotMs, laneMs, floorMs, recentMs, probe] = fields.map(
+      (value) => (value == null ? undefined : Number(value)),
+    );
+    return {
+      holdUntilMs,
+      rate,
+      ceiling,
+      limit,
+      nextSlotMs,
+      laneMs,
+      floorMs,
+      recentMs,
+      probing: probe !== undefined,
+    };
   }
 
   /** Measures the origin's latency floor again from its next answer (tests, admin). */

@@ -12,7 +12,7 @@ export interface GateReply {
   limit: number | undefined;
   /** Pace (calls/s); undefined = unpaced. */
   rate: number | undefined;
-  /** Refused: the slot reserved for the task (Redis epoch ms); 0 otherwise. */
+  /** Refused: the slot reserved for the task (Redis epoch ms); 0 otherwise (beyond the booking horizon). */
   slotMs: number;
 }
 
@@ -39,7 +39,13 @@ export interface ReportReply {
 }
 
 export interface PacingScripts {
-  gate(key: string, maxLocalWaitMs: number, ttlMs: number, reservedMs: number): Promise<GateReply>;
+  gate(
+    key: string,
+    maxLocalWaitMs: number,
+    ttlMs: number,
+    reservedMs: number,
+    bookAheadMs: number,
+  ): Promise<GateReply>;
   report(key: string, args: ReportArgs): Promise<ReportReply>;
 }
 
@@ -48,8 +54,8 @@ const fromMilli = (value: number | undefined) => (value ? value / 1000 : undefin
 export function loadPacingScripts(redis: RedisClient): PacingScripts {
   const run = luaScripts<'gate' | 'report'>(redis, PACING_COMMANDS, 1);
   return {
-    async gate(key, maxLocalWaitMs, ttlMs, reservedMs) {
-      const reply = (await run('gate', [key], [maxLocalWaitMs, ttlMs, reservedMs])) as number[];
+    async gate(key, maxLocalWaitMs, ttlMs, reservedMs, bookAheadMs) {
+      const reply = (await run('gate', [key], [maxLocalWaitMs, ttlMs, reservedMs, bookAheadMs])) as number[];
       const [admitted, waitMs = 0, limit, rate, slotMs = 0] = reply;
       return { admitted: admitted === 1, waitMs, limit: fromMilli(limit), rate: fromMilli(rate), slotMs };
     },

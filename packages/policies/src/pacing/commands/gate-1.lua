@@ -5,18 +5,33 @@
     paced (r)             -> the next free slot t, one slot per 1000/r ms
     unpaced, not held     -> now
   A slot within ARGV[1] ms: the caller sleeps until it, then calls. A later one is reserved for
-  the task, which goes back to the queue until then carrying it (ARGV[3] when it is back): the
-  waiters come back one per slot, at the pace, instead of all at the hold's end, and each is
-  leased about twice (sent back, then called), not again and again.
+  the task, which waits (parked in its executor, or in the queue) until then carrying it (ARGV[3]
+  when it is back): the waiters come back one per slot, at the pace, instead of all at the hold's
+  end.
+  Slots are booked ARGV[4] ms ahead at most: a slot is an instant fixed at booking, so a backlog
+  booked at a pace cut by a 429 would keep that pace for as long as it lasts, however far the pace
+  grows back meanwhile (issue 23: 400 tasks booked at 31.5/s in their first second, the pace at
+  45/s two seconds later). A task whose slot would be farther takes none: it is told to come back
+  (unbooked) when the horizon is about to reach it, in the return lane `w`, spaced at the pace the
+  origin is expected to have by then (it grows back after a cut, see report-1.lua), LANE_MARGIN
+  above it, so that the waiters neither come back all at once nor slower than the slots they are
+  to take. Back, it is a new task again: it takes a slot at the pace of then, or is sent down the
+  lane again if the horizon is still full (the pace grew slower than expected, or a hold came).
+  Only for an origin that advertised its pace (RateLimit-Policy): without one, the pace is learnt
+  from the rate sent (far above the target's at first) and grows back 5 % a second, so a booked
+  slot falls little behind it, while the waiters back at each hold's end would go at that pace:
+  a burst of 429s per hold (the reservations a hold voids go to the end of the line instead).
 
   KEYS[1]  pace HASH (see includes/pace.lua)
   ARGV[1]  longest in-process wait (ms)
   ARGV[2]  state TTL (ms): an origin not called for this long is forgotten
   ARGV[3]  the slot reserved for this task when it was sent back (ms, Redis time); 0 = none
+  ARGV[4]  booking horizon (ms) of an origin with an advertised pace: no slot is reserved farther
+           ahead; 0 = none (book every slot)
 
   Returns {admitted, waitMs, limitMilli, rateMilli, slot}
     admitted 1: sleep waitMs, then call; 0: come back in waitMs (not an attempt) with `slot`, the
-    slot reserved for it (Redis ms).
+    slot reserved for it (Redis ms), or 0: none (beyond the horizon: ask again then).
     limitMilli the adaptive concurrency limit ×1000 (0 = not learnt yet); rateMilli the pace ×1000 (0 = none).
 ]]
 --- @include "includes/pace"
@@ -24,9 +39,15 @@
 local maxLocalMs = tonumber(ARGV[1])
 local ttlMs = tonumber(ARGV[2])
 local reserved = tonumber(ARGV[3])
+local bookAheadMs = tonumber(ARGV[4])
 local now = nowMs()
+-- How the pace grows back after a hold (report-1.lua: +GROWTH calls/s per success, i.e. × e^GROWTH
+-- a second), and the lane's margin above the pace expected: waiters back early are sent down the
+-- lane again, a gate call each; late ones leave the pace unused.
+local GROWTH = 0.35
+local LANE_MARGIN = 1.1
 
-local f = redis.call('HMGET', K_PACE, 'h', 'r', 't', 'x', 'ns', 'c', 'k', 'n')
+local f = redis.call('HMGET', K_PACE, 'h', 'r', 't', 'x', 'ns', 'c', 'k', 'n', 'w')
 local hold = tonumber(f[1]) or 0
 local rate = tonumber(f[2])
 local limit = tonumber(f[6])
@@ -50,6 +71,15 @@ end
 local start = math.max(now, hold)
 if rate then
   start = math.max(start, tonumber(f[3]) or 0)
+  local ceiling = tonumber(f[4])
+  if ceiling and bookAheadMs > 0 and start - now > bookAheadMs then
+    local back = math.max(start - bookAheadMs, tonumber(f[9]) or 0)
+    local growing = math.max(0, back - math.max(now, hold)) / 1000
+    local expected = math.min(ceiling, rate * math.exp(GROWTH * growing))
+    redis.call('HSET', K_PACE, 'w', back + 1000 / (math.max(rate, expected) * LANE_MARGIN))
+    redis.call('PEXPIRE', K_PACE, math.ceil(ttlMs + (back - now)))
+    return { 0, math.ceil(back - now), milli(limit), milli(rate), 0 }
+  end
   -- The slot is taken whether the caller waits for it here or in the queue.
   redis.call('HSET', K_PACE, 't', start + 1000 / rate)
 end

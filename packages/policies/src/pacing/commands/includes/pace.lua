@@ -8,6 +8,8 @@
              x  the pace the target advertised (calls/s, its RateLimit-Policy); r never exceeds it
              t  next free dispatch slot of the paced rate (ms): the GCRA theoretical arrival time
              k  next free slot of the late lane: tasks back late for their reserved slot (ms)
+             w  next free time of the return lane: tasks beyond the booking horizon come back
+                then, unbooked (ms; see gate-1.lua)
              ns, n  start of this second's window of dispatches (ms), and its dispatches so far
              pn     the previous window's dispatches per second: with n, the rate we are sending at
              c  adaptive concurrency limit applied (may be fractional; see includes/limit.lua)
