@@ -539,7 +539,7 @@ console.log(`machine: ${cpus().length} × ${cpus()[0]?.model ?? '?'}, node ${pro
 if (args.scenario === 'quota' || args.scenario === 'all') {
   const rounds = Math.max(1, Number(args.rounds));
   console.log(
-    `\nquota target: 50/s (5 per 100 ms), 429 + Retry-After: 1 + RateLimit-Policy above; 400 requests; ${rounds} round(s), sides alternating, every other round in reverse order`,
+    `\nquota target: 50/s (5 per 100 ms), 429 + Retry-After: 1${args.silent ? '' : ' + RateLimit-Policy'} above; 400 requests; ${rounds} round(s), sides alternating, every other round in reverse order`,
   );
   /** The sides of one round: the pacer as configured, every slot booked (--book-all), no pacer. */
   const sides: Array<{ side: string; adaptive: boolean; bookAheadMs?: number | undefined }> = [
