@@ -33,7 +33,23 @@ export interface Bulkhead {
    * call it is (meta.client), so that a freed slot goes to the client with the fewest calls there.
    */
   acquire(origin: string, limit?: number, client?: string): Promise<SlotGrant>;
+  /**
+   * Waits for a slot of `origin` without a worker (a task parked by the executor after a refusal):
+   * the slot, handed over to it when one frees in this process (its `release` is the caller's
+   * then, exactly once), or undefined once `signal` aborts (the wait is over or the executor
+   * stops). A freed slot goes to the waiting client with the fewest calls at the origin, as for
+   * `acquire`'s short wait, parked or not.
+   */
+  waitForSlot(
+    origin: string,
+    limit: number | undefined,
+    client: string | undefined,
+    signal: AbortSignal,
+  ): Promise<Granted | undefined>;
 }
+
+/** A slot granted. */
+export type Granted = Extract<SlotGrant, { granted: true }>;
 
 /** The cap for one call: MAX_WORKERS_PER_ORIGIN, or the origin's learnt limit when lower. */
 export function capOf(maxPerOrigin: number, limit: number | undefined): number {
@@ -114,13 +130,78 @@ export class OriginLoad {
 }
 
 /** A call waiting in the process for a slot of its origin. */
-interface Waiter {
-  grant: (grant: SlotGrant) => void;
+export interface Waiter {
   /** Its cap: a freed slot goes to it only below that. */
   cap: number;
   /** Whose call (meta.client; '' when none). */
   client: string;
-  timer: NodeJS.Timeout;
+  /** It has been chosen for the slot just freed (it has left the line). */
+  wake: () => void;
+}
+
+/**
+ * The calls waiting for a slot of a full origin, in arrival order (an origin leaves the map with
+ * its last), and the calls in flight per origin and client, to choose among them. A freed slot
+ * goes to the waiter whose client has the fewest calls in flight at the origin, the first come
+ * among equals: first come first served alone let a client with many tasks leased (a backlog
+ * fills every worker, most of them waiting here) take nearly every slot, and another client's
+ * task, behind them in line, was sent back to the queue again and again (the noisy-neighbour
+ * benchmark, BENCHMARKS.md "Queue: fair share between clients"). Waiters in a worker (acquire's
+ * short wait) and parked ones (waitForSlot) share the line.
+ */
+export class SlotLine {
+  private readonly waiters = new Map<string, Waiter[]>();
+  private readonly byClient = new Map<string, Map<string, number>>();
+
+  join(origin: string, waiter: Waiter): void {
+    const line = this.waiters.get(origin) ?? [];
+    this.waiters.set(origin, line);
+    line.push(waiter);
+  }
+
+  leave(origin: string, waiter: Waiter): void {
+    const line = this.waiters.get(origin);
+    if (!line) return;
+    const at = line.indexOf(waiter);
+    if (at >= 0) line.splice(at, 1);
+    if (line.length === 0) this.waiters.delete(origin);
+  }
+
+  /** Counts a call of `client` in flight at `origin`; the function returned ends it (once). */
+  took(origin: string, client: string): () => void {
+    const clients = this.byClient.get(origin) ?? new Map<string, number>();
+    this.byClient.set(origin, clients);
+    clients.set(client, (clients.get(client) ?? 0) + 1);
+    let ended = false;
+    return () => {
+      if (ended) return;
+      ended = true;
+      const left = (clients.get(client) ?? 1) - 1;
+      if (left > 0) clients.set(client, left);
+      else clients.delete(client);
+      if (clients.size === 0 && this.byClient.get(origin) === clients) this.byClient.delete(origin);
+    };
+  }
+
+  /**
+   * Wakes the waiter a freed slot of `origin` goes to (`inFlight` calls there now): the fewest
+   * calls of its client in flight there, then the first come. None below its cap (a limit lowered
+   * meanwhile): nobody is woken. Whether one was.
+   */
+  wakeNext(origin: string, inFlight: number): boolean {
+    const clients = this.byClient.get(origin);
+    let next: Waiter | undefined;
+    let fewest = Number.POSITIVE_INFINITY;
+    for (const waiter of this.waiters.get(origin) ?? []) {
+      if (inFlight >= waiter.cap) continue;
+      const calls = clients?.get(waiter.client) ?? 0;
+      if (calls < fewest) [next, fewest] = [waiter, calls];
+    }
+    if (!next) return false;
+    this.leave(origin, next);
+    next.wake();
+    return true;
+  }
 }
 
 /** ORIGIN_CONCURRENCY_SCOPE=process: the cap counted in this process alone. */
@@ -129,17 +210,8 @@ export class LocalBulkhead implements Bulkhead {
   private readonly random: () => number;
   private readonly load: OriginLoad;
   private readonly maxWaitMs: number;
-  /**
-   * Waiters per full origin, in arrival order; an origin leaves the map with its last. A freed slot
-   * goes to the waiter whose client has the fewest calls in flight at the origin, the first come
-   * among equals: first come first served alone let a client with many tasks leased (a backlog
-   * fills every worker, most of them waiting here) take nearly every slot, and another client's
-   * task, behind them in line, was sent back to the queue again and again (the noisy-neighbour
-   * benchmark, BENCHMARKS.md "Queue: fair share between clients").
-   */
-  private readonly waiters = new Map<string, Waiter[]>();
-  /** Calls in flight per origin and client (granted here), for the choice above. */
-  private readonly byClient = new Map<string, Map<string, number>>();
+  /** Calls waiting for a slot of a full origin, in a worker or parked (see SlotLine). */
+  private readonly line = new SlotLine();
 
   /**
    * `load`: where calls are counted, when shared with a ClusterBulkhead (its fallback).
@@ -166,29 +238,56 @@ export class LocalBulkhead implements Bulkhead {
     const retryInMs = waitForSlotMs(this.load.typicalCallMs(origin), inFlight, this.random());
     const waitMs = Math.min(this.maxWaitMs, retryInMs);
     if (waitMs <= 0) return Promise.resolve({ granted: false, retryInMs });
-    return new Promise((grant) => {
-      const line = this.waiters.get(origin) ?? [];
-      this.waiters.set(origin, line);
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        this.line.leave(origin, waiter);
+        resolve({ granted: false, retryInMs: Math.max(1, retryInMs - waitMs) });
+      }, waitMs);
       const waiter: Waiter = {
-        grant,
         cap,
         client,
-        timer: setTimeout(() => {
-          this.leaveLine(origin, waiter);
-          grant({ granted: false, retryInMs: Math.max(1, retryInMs - waitMs) });
-        }, waitMs),
+        wake: () => {
+          clearTimeout(timer);
+          resolve(this.grant(origin, client, cap));
+        },
       };
-      line.push(waiter);
+      this.line.join(origin, waiter);
     });
   }
 
-  /** A slot; its release hands it straight to the next waiter of the origin (see `waiters`), if any. */
-  private grant(origin: string, client: string, cap: number): SlotGrant {
+  waitForSlot(
+    origin: string,
+    limit: number | undefined,
+    client = '',
+    signal: AbortSignal,
+  ): Promise<Granted | undefined> {
+    const cap = capOf(this.maxPerOrigin, limit);
+    // A slot freed between the refusal and now: nobody woke for it.
+    if (this.load.inFlight(origin) < cap) return Promise.resolve(this.grant(origin, client, cap));
+    if (signal.aborted) return Promise.resolve(undefined);
+    return new Promise((resolve) => {
+      const over = () => {
+        this.line.leave(origin, waiter);
+        resolve(undefined);
+      };
+      const waiter: Waiter = {
+        cap,
+        client,
+        wake: () => {
+          signal.removeEventListener('abort', over);
+          resolve(this.grant(origin, client, cap));
+        },
+      };
+      signal.addEventListener('abort', over, { once: true });
+      this.line.join(origin, waiter);
+    });
+  }
+
+  /** A slot; its release hands it straight to the next waiter of the origin (see SlotLine), if any. */
+  private grant(origin: string, client: string, cap: number): Granted {
     const end = this.load.start(origin);
+    const uncount = this.line.took(origin, client);
     const inFlight = this.load.inFlight(origin);
-    const clients = this.byClient.get(origin) ?? new Map<string, number>();
-    this.byClient.set(origin, clients);
-    clients.set(client, (clients.get(client) ?? 0) + 1);
     let released = false;
     return {
       granted: true,
@@ -198,43 +297,10 @@ export class LocalBulkhead implements Bulkhead {
         if (released) return;
         released = true;
         end();
-        const left = (clients.get(client) ?? 1) - 1;
-        if (left > 0) clients.set(client, left);
-        else clients.delete(client);
-        if (clients.size === 0) this.byClient.delete(origin);
-        const next = this.nextWaiter(origin);
-        if (!next) return;
-        this.leaveLine(origin, next);
-        clearTimeout(next.timer);
-        next.grant(this.grant(origin, next.client, next.cap));
+        uncount();
+        this.line.wakeNext(origin, this.load.inFlight(origin));
       },
     };
-  }
-
-  /**
-   * The waiter a freed slot of `origin` goes to: the fewest calls of its client in flight there,
-   * then the first come. None below its cap (a limit lowered meanwhile): the slot is not handed
-   * on, and the waiters' timers send them back.
-   */
-  private nextWaiter(origin: string): Waiter | undefined {
-    const inFlight = this.load.inFlight(origin);
-    const clients = this.byClient.get(origin);
-    let next: Waiter | undefined;
-    let fewest = Number.POSITIVE_INFINITY;
-    for (const waiter of this.waiters.get(origin) ?? []) {
-      if (inFlight >= waiter.cap) continue;
-      const calls = clients?.get(waiter.client) ?? 0;
-      if (calls < fewest) [next, fewest] = [waiter, calls];
-    }
-    return next;
-  }
-
-  private leaveLine(origin: string, waiter: Waiter): void {
-    const line = this.waiters.get(origin);
-    if (!line) return;
-    const at = line.indexOf(waiter);
-    if (at >= 0) line.splice(at, 1);
-    if (line.length === 0) this.waiters.delete(origin);
   }
 
   /** Calls to `origin` in flight now (tests, metrics). */
