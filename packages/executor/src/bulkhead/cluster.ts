@@ -76,7 +76,7 @@ export class ClusterBulkhead implements Bulkhead {
     });
   }
 
-  async acquire(origin: string, limit?: number, client = ''): Promise<SlotGrant> {
+  async acquire(origin: string, limit?: number, client = '', wait = true): Promise<SlotGrant> {
     const { redis, leaseMs } = this.options;
     const maxPerOrigin = capOf(this.options.maxPerOrigin, limit);
     const key = slotsKey(this.options.prefix, origin);
@@ -86,7 +86,7 @@ export class ClusterBulkhead implements Bulkhead {
       reply = await this.scripts.acquire(key, maxPerOrigin, leaseMs, lease);
     } catch (err) {
       this.failed('acquire', err);
-      return this.fallback.acquire(origin, limit, client);
+      return this.fallback.acquire(origin, limit, client, wait);
     }
     const { granted, inFlight, oldestAgeMs } = reply;
     if (!granted) {
@@ -123,7 +123,7 @@ export class ClusterBulkhead implements Bulkhead {
     signal: AbortSignal,
   ): Promise<Granted | undefined> {
     while (!signal.aborted) {
-      const grant = await this.acquire(origin, limit, client);
+      const grant = await this.acquire(origin, limit, client, false);
       if (grant.granted) {
         if (!signal.aborted) return grant;
         grant.release();

@@ -104,7 +104,7 @@ describe('LocalBulkhead', () => {
     expect(bulkhead.inFlight('http://a:80')).toBe(0);
   });
 
-  it('hands a freed slot to a parked waiter (waitForSlot) as to one in a worker: fewest calls first, then first come', async () => {
+  it('hands a freed slot to a parked waiter (waitForSlot): fewest calls first, then one in its worker, then first come', async () => {
     const bulkhead = new LocalBulkhead({ maxPerOrigin: 2, maxWaitMs: 60_000 });
     const origin = 'http://parked:80';
     const held = [
@@ -130,13 +130,14 @@ describe('LocalBulkhead', () => {
     const [first, second] = held;
     if (first?.granted) first.release();
     const toB = await b1;
-    // A and B have one call each now: the first come of A's (parked before A2 asked) is served.
+    // A and B have one call each now: A's in its worker goes before A's parked (which would go
+    // through the gate again first, the slot idle meanwhile).
     if (second?.granted) second.release();
-    const toA1 = await a1;
-    toB?.release();
-    toB?.release(); // a second release does nothing: A2 gets that slot, and the cap holds
     const toA2 = await a2;
-    expect(order).toEqual(['A-gone', 'B1', 'A1', 'A2']);
+    toB?.release();
+    toB?.release(); // a second release does nothing: A1 gets that slot, and the cap holds
+    const toA1 = await a1;
+    expect(order).toEqual(['A-gone', 'B1', 'A2', 'A1']);
     expect(bulkhead.inFlight(origin)).toBe(2);
     toA1?.release();
     if (toA2.granted) toA2.release();

@@ -31,8 +31,10 @@ export interface Bulkhead {
    * A slot of `origin`, if fewer than the cap are in flight; `limit` lowers the cap for this call
    * (the origin's adaptive concurrency limit, see OriginPacer), never raises it. `client`: whose
    * call it is (meta.client), so that a freed slot goes to the client with the fewest calls there.
+   * `wait: false`: no short wait in the process (IN_PROCESS_WAIT_MS) when the origin is full, for
+   * a caller that waits parked instead (waitForSlot), its worker free.
    */
-  acquire(origin: string, limit?: number, client?: string): Promise<SlotGrant>;
+  acquire(origin: string, limit?: number, client?: string, wait?: boolean): Promise<SlotGrant>;
   /**
    * Waits for a slot of `origin` without a worker (a task parked by the executor after a refusal):
    * the slot, handed over to it when one frees in this process (its `release` is the caller's
@@ -137,6 +139,11 @@ export interface Waiter {
   client: string;
   /** It has been chosen for the slot just freed (it has left the line). */
   wake: () => void;
+  /**
+   * Parked (waitForSlot): woken, it goes through the gate again (a pace round trip) before its
+   * call, while one waiting in its worker (acquire) calls at once.
+   */
+  parked?: boolean;
 }
 
 /**
@@ -185,8 +192,10 @@ export class SlotLine {
 
   /**
    * Wakes the waiter a freed slot of `origin` goes to (`inFlight` calls there now): the fewest
-   * calls of its client in flight there, then the first come. None below its cap (a limit lowered
-   * meanwhile): nobody is woken. Whether one was.
+   * calls of its client in flight there, then one waiting in its worker before a parked one (the
+   * slot would idle through the parked one's gate: an origin at its cap served at half its pace
+   * under load, bench/load.ts, BENCHMARKS.md 2026-12-02), then the first come. None below its cap
+   * (a limit lowered meanwhile): nobody is woken. Whether one was.
    */
   wakeNext(origin: string, inFlight: number): boolean {
     const clients = this.byClient.get(origin);
@@ -194,8 +203,9 @@ export class SlotLine {
     let fewest = Number.POSITIVE_INFINITY;
     for (const waiter of this.waiters.get(origin) ?? []) {
       if (inFlight >= waiter.cap) continue;
-      const calls = clients?.get(waiter.client) ?? 0;
-      if (calls < fewest) [next, fewest] = [waiter, calls];
+      // Calls first, then parked after ready: a half call's worth.
+      const rank = (clients?.get(waiter.client) ?? 0) + (waiter.parked ? 0.5 : 0);
+      if (rank < fewest) [next, fewest] = [waiter, rank];
     }
     if (!next) return false;
     this.leave(origin, next);
@@ -231,12 +241,12 @@ export class LocalBulkhead implements Bulkhead {
     this.maxWaitMs = options.maxWaitMs ?? IN_PROCESS_WAIT_MS;
   }
 
-  acquire(origin: string, limit?: number, client = ''): Promise<SlotGrant> {
+  acquire(origin: string, limit?: number, client = '', wait = true): Promise<SlotGrant> {
     const inFlight = this.load.inFlight(origin);
     const cap = capOf(this.maxPerOrigin, limit);
     if (inFlight < cap) return Promise.resolve(this.grant(origin, client, cap));
     const retryInMs = waitForSlotMs(this.load.typicalCallMs(origin), inFlight, this.random());
-    const waitMs = Math.min(this.maxWaitMs, retryInMs);
+    const waitMs = wait ? Math.min(this.maxWaitMs, retryInMs) : 0;
     if (waitMs <= 0) return Promise.resolve({ granted: false, retryInMs });
     return new Promise((resolve) => {
       const timer = setTimeout(() => {
@@ -273,6 +283,7 @@ export class LocalBulkhead implements Bulkhead {
       const waiter: Waiter = {
         cap,
         client,
+        parked: true,
         wake: () => {
           signal.removeEventListener('abort', over);
           resolve(this.grant(origin, client, cap));

@@ -79,6 +79,9 @@ export interface ExecutorOptions extends Omit<PolicyModules, 'retryAfterMaxMs'> 
   parking?: Parking;
 }
 
+/** How recent a lease's cancel read stands for a task woken with a bulkhead slot (see attempt). */
+const CANCEL_FRESH_MS = 1_000;
+
 /** How long a paused task waits before it is looked at again (a resume is honoured within it). */
 export const PAUSE_RECHECK_MS = 1_000;
 
@@ -146,6 +149,14 @@ export class Executor {
   private readonly pauseJournaled = new Set<string>();
   /** Tasks waiting in this process for a pacing slot, a retry, a busy breaker or a bulkhead slot, holding their lease but no worker (see park). */
   private readonly parked: Parking = { tasks: 0, bytes: 0 };
+  /**
+   * Tasks parked for a slot, by origin and client: at most HELD_PER_WORKER × `maxWorkers` each (the
+   * leases the loop may hold besides). More would only wait
+   * longer (the slots come at the origin's pace) while the loop leases more of them for nothing: a
+   * backlog's tasks beyond it go back to the queue as before, another client's still park (and,
+   * fewest calls at the origin first, are handed the next slot).
+   */
+  private readonly slotWaits = new Map<string, number>();
   /** The parked tasks by what they wait for (the gauge's `reason`). */
   private readonly parkedBy = new Map<string, number>();
   /** Leases the heartbeat found lost (lapsed, and maybe leased by another executor): not to be called. */
@@ -322,7 +333,10 @@ export class Executor {
         busyParks = 0;
         const { task, slot } = woken;
         try {
-          settlement = await this.limit(() => this.attempt({ ...job, task }, source, undefined, true, slot));
+          // Not behind the p-limit: a worker is freed with the call that handed the slot over, and
+          // a slot idle while its task waits for a worker is the origin's, lost (workers waiting
+          // 50 ms for a slot of the origin in acquire would hold them meanwhile).
+          settlement = await this.attempt({ ...job, task }, source, undefined, true, slot);
         } finally {
           // Unless its call did (or will not have to): cancelled, paused, paced, cached meanwhile.
           slot.release();
@@ -373,8 +387,15 @@ export class Executor {
   ): Promise<Settlement | { task: QueuedTask; slot: Granted }> {
     const { delayMs, outbox, payload, bulkhead } = settlement;
     const bytes = payload ? parkedBytes(job, source, payload) : 0;
+    const line = bulkhead && `${safeOrigin(bulkhead.uri)}\0${bulkhead.client ?? ''}`;
+    const waiting = (line && this.slotWaits.get(line)) || 0;
     const task =
-      bulkhead && !outbox && payload && !this.stopped && waitsForSlot(bytes, this.parked, budget)
+      line &&
+      !outbox &&
+      payload &&
+      !this.stopped &&
+      waiting < HELD_PER_WORKER * this.options.maxWorkers &&
+      waitsForSlot(bytes, this.parked, budget)
         ? decodeTask(payload)
         : undefined;
     const parkedAt = Date.now();
@@ -383,8 +404,9 @@ export class Executor {
       const { requestId, client } = bulkhead;
       this.journal?.emit({ type: 'held', requestId, client, by: 'bulkhead', until });
     }
-    if (!task || !bulkhead) return settlement;
+    if (!task || !bulkhead || !line) return settlement;
     this.parkedMore(1, bytes, 'bulkhead');
+    this.slotWaits.set(line, waiting + 1);
     this.workDone();
     let slot: Granted | undefined;
     try {
@@ -392,6 +414,9 @@ export class Executor {
       slot = await this.policies.waitForSlot(bulkhead.uri, bulkhead.client, signal);
     } finally {
       this.parkedMore(-1, -bytes, 'bulkhead');
+      const left = (this.slotWaits.get(line) ?? 1) - 1;
+      if (left > 0) this.slotWaits.set(line, left);
+      else this.slotWaits.delete(line);
       this.working++;
     }
     const waited = Date.now() - parkedAt;
@@ -524,7 +549,15 @@ export class Executor {
       if (!parked) this.journalLeased(job, parsed.ok ? parsed.envelope.meta.client : undefined);
       if (!parsed.ok) return this.unprocessable(job, fetched.record, parsed.result);
       const { envelope } = parsed;
-      const cancelled = await this.cancelled(job, envelope, progress, read && { found: read.cancellation });
+      // A task handed a slot within a second of its lease is not asked again: the lease batch's
+      // read is as fresh as for a call that waited in its worker (a GET per such call, ~0.5 per
+      // task under load, for a cancel a few hundred ms newer: BENCHMARKS.md, 2026-12-02).
+      const known = read
+        ? { found: read.cancellation }
+        : slot && Date.now() - job.leasedAt < CANCEL_FRESH_MS
+          ? { found: undefined }
+          : undefined;
+      const cancelled = await this.cancelled(job, envelope, progress, known);
       if (cancelled) return cancelled;
       const paused = this.paused(job, envelope);
       if (paused) return paused;
