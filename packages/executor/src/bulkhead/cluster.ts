@@ -118,12 +118,12 @@ export class ClusterBulkhead implements Bulkhead {
    */
   async waitForSlot(
     origin: string,
-    limit: number | undefined,
+    limit: (() => number | undefined) | undefined,
     client = '',
     signal: AbortSignal,
   ): Promise<Granted | undefined> {
     while (!signal.aborted) {
-      const grant = await this.acquire(origin, limit, client, false);
+      const grant = await this.acquire(origin, limit?.(), client, false);
       if (grant.granted) {
         if (!signal.aborted) return grant;
         grant.release();

@@ -40,11 +40,12 @@ export interface Bulkhead {
    * the slot, handed over to it when one frees in this process (its `release` is the caller's
    * then, exactly once), or undefined once `signal` aborts (the wait is over or the executor
    * stops). A freed slot goes to the waiting client with the fewest calls at the origin, as for
-   * `acquire`'s short wait, parked or not.
+   * `acquire`'s short wait, parked or not. `limit`: the origin's limit (as for acquire) when a
+   * slot frees, not when the wait began (an adaptive limit moves meanwhile).
    */
   waitForSlot(
     origin: string,
-    limit: number | undefined,
+    limit: (() => number | undefined) | undefined,
     client: string | undefined,
     signal: AbortSignal,
   ): Promise<Granted | undefined>;
@@ -267,12 +268,13 @@ export class LocalBulkhead implements Bulkhead {
 
   waitForSlot(
     origin: string,
-    limit: number | undefined,
+    limit: (() => number | undefined) | undefined,
     client = '',
     signal: AbortSignal,
   ): Promise<Granted | undefined> {
-    const cap = capOf(this.maxPerOrigin, limit);
+    const capNow = () => capOf(this.maxPerOrigin, limit?.());
     // A slot freed between the refusal and now: nobody woke for it.
+    const cap = capNow();
     if (this.load.inFlight(origin) < cap) return Promise.resolve(this.grant(origin, client, cap));
     if (signal.aborted) return Promise.resolve(undefined);
     return new Promise((resolve) => {
@@ -281,12 +283,14 @@ export class LocalBulkhead implements Bulkhead {
         resolve(undefined);
       };
       const waiter: Waiter = {
-        cap,
+        get cap() {
+          return capNow();
+        },
         client,
         parked: true,
         wake: () => {
           signal.removeEventListener('abort', over);
-          resolve(this.grant(origin, client, cap));
+          resolve(this.grant(origin, client, capNow()));
         },
       };
       signal.addEventListener('abort', over, { once: true });

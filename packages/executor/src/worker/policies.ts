@@ -450,12 +450,8 @@ export class Policies {
     const { bulkhead, pacer, adaptiveConcurrency = true } = this.modules;
     if (!bulkhead) return Promise.resolve(undefined);
     const origin = originOf(uri);
-    return bulkhead.waitForSlot(
-      origin,
-      adaptiveConcurrency ? pacer?.limitOf(origin) : undefined,
-      client,
-      signal,
-    );
+    const limit = adaptiveConcurrency && pacer ? () => pacer.limitOf(origin) : undefined;
+    return bulkhead.waitForSlot(origin, limit, client, signal);
   }
 
   /** The request whose answer held its origin back, or whose probe found it back, tells so in its story. */
