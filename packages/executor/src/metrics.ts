@@ -29,7 +29,8 @@ export const executorMetrics = {
   inFlight: gauge('executor_in_flight', 'tasks leased by this process and not yet settled'),
   parked: gauge(
     'executor_parked_tasks',
-    'tasks parked in this process: waiting for a pacing slot, a retry or a busy breaker under their lease, holding no worker (EXECUTOR_PARKED_TASKS)',
+    'tasks parked in this process under their lease, holding no worker (EXECUTOR_PARKED_TASKS), by what they wait for: paced (a pacing slot), retry, breaker_busy, bulkhead (a slot of their origin)',
+    ['reason'],
   ),
   parkedBytes: gauge(
     'executor_parked_bytes',

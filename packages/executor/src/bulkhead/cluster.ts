@@ -2,7 +2,17 @@ import { createHash, randomBytes } from 'node:crypto';
 import type { Logger } from '@requester/shared/log';
 import { counter } from '@requester/shared/metrics';
 import type { RedisClient } from '@requester/shared/redis';
-import { type Bulkhead, capOf, LocalBulkhead, OriginLoad, type SlotGrant, waitForSlotMs } from './local.ts';
+import {
+  type Bulkhead,
+  capOf,
+  type Granted,
+  LocalBulkhead,
+  OriginLoad,
+  type SlotGrant,
+  SlotLine,
+  type Waiter,
+  waitForSlotMs,
+} from './local.ts';
 import { type AcquireReply, type BulkheadScripts, loadBulkheadScripts } from './scripts.ts';
 
 const errors = counter(
@@ -43,6 +53,12 @@ export class ClusterBulkhead implements Bulkhead {
   private readonly random: () => number;
   private readonly load = new OriginLoad();
   private readonly fallback: LocalBulkhead;
+  /**
+   * Tasks of this process parked for a slot (waitForSlot): a slot this process frees wakes the one
+   * whose client has the fewest calls in flight here to ask Redis again; another executor's
+   * release is only seen at the next re-check.
+   */
+  private readonly line = new SlotLine();
   private readonly leasePrefix = randomBytes(6).toString('hex');
   private leaseSeq = 0;
   private lastErrorLogMs = 0;
@@ -60,7 +76,7 @@ export class ClusterBulkhead implements Bulkhead {
     });
   }
 
-  async acquire(origin: string, limit?: number, client?: string): Promise<SlotGrant> {
+  async acquire(origin: string, limit?: number, client = '', wait = true): Promise<SlotGrant> {
     const { redis, leaseMs } = this.options;
     const maxPerOrigin = capOf(this.options.maxPerOrigin, limit);
     const key = slotsKey(this.options.prefix, origin);
@@ -70,7 +86,7 @@ export class ClusterBulkhead implements Bulkhead {
       reply = await this.scripts.acquire(key, maxPerOrigin, leaseMs, lease);
     } catch (err) {
       this.failed('acquire', err);
-      return this.fallback.acquire(origin, limit, client);
+      return this.fallback.acquire(origin, limit, client, wait);
     }
     const { granted, inFlight, oldestAgeMs } = reply;
     if (!granted) {
@@ -78,15 +94,63 @@ export class ClusterBulkhead implements Bulkhead {
       return { granted: false, retryInMs: waitForSlotMs(typicalMs, inFlight, this.random()) };
     }
     const ended = this.load.start(origin);
+    const uncount = this.line.took(origin, client);
+    let released = false;
     return {
       granted: true,
       inFlight,
       full: inFlight >= maxPerOrigin,
       release: () => {
+        if (released) return;
+        released = true;
         ended();
+        uncount();
         redis.zrem(key, lease).catch((err: unknown) => this.failed('release', err));
+        // Sent after the ZREM on the same connection: its acquire sees the slot free.
+        this.line.wakeNext(origin, 0);
       },
     };
+  }
+
+  /**
+   * Asks Redis for a slot again at each `retryInMs` of its refusal (waitForSlotMs), or sooner when
+   * a call of this process to `origin` ends; no lease round trip, no worker held meanwhile.
+   */
+  async waitForSlot(
+    origin: string,
+    limit: (() => number | undefined) | undefined,
+    client = '',
+    signal: AbortSignal,
+  ): Promise<Granted | undefined> {
+    while (!signal.aborted) {
+      const grant = await this.acquire(origin, limit?.(), client, false);
+      if (grant.granted) {
+        if (!signal.aborted) return grant;
+        grant.release();
+        return undefined;
+      }
+      await this.freedOrLater(origin, client, grant.retryInMs, signal);
+    }
+    return undefined;
+  }
+
+  private freedOrLater(origin: string, client: string, ms: number, signal: AbortSignal): Promise<void> {
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        signal.removeEventListener('abort', gone);
+        resolve();
+      };
+      const gone = () => {
+        this.line.leave(origin, waiter);
+        done();
+      };
+      // Redis counts the cap: every waiter here may ask it.
+      const waiter: Waiter = { cap: Number.POSITIVE_INFINITY, client, wake: done };
+      const timer = setTimeout(gone, ms);
+      signal.addEventListener('abort', gone, { once: true });
+      this.line.join(origin, waiter);
+    });
   }
 
   private failed(op: string, err: unknown): void {

@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ResponseCache } from '../cache/index.ts';
 import { ExecutorHarness } from '../worker/harness.fixture.ts';
 import type { Tried } from '../worker/policies.ts';
+import { slotsKey } from './cluster.ts';
 import {
   ClusterBulkhead,
   LocalBulkhead,
@@ -14,11 +15,15 @@ import {
   waitForSlotMs,
 } from './index.ts';
 
-/** Tasks the executor sent back to the queue because their origin was full (this process). */
-async function bulkheadWaits(): Promise<number> {
-  const metric = await registry.getSingleMetric('requester_executor_tasks_total')?.get();
-  return metric?.values.find((v) => v.labels.outcome === 'bulkhead')?.value ?? 0;
+/** Tasks parked in this process for a slot of their full origin. */
+async function parkedForSlot(): Promise<number> {
+  const metric = await registry.getSingleMetric('requester_executor_parked_tasks')?.get();
+  return metric?.values.find((v) => v.labels.reason === 'bulkhead')?.value ?? 0;
 }
+
+const until = async (ok: () => Promise<boolean>) => {
+  while (!(await ok())) await new Promise((resolve) => setTimeout(resolve, 20));
+};
 
 describe('waitForSlotMs', () => {
   it('expects a slot after the typical call divided by the calls in flight, bounded, jittered ×0.5–1.5', () => {
@@ -99,6 +104,50 @@ describe('LocalBulkhead', () => {
     expect(bulkhead.inFlight('http://a:80')).toBe(0);
   });
 
+  it('hands a freed slot to a parked waiter (waitForSlot): fewest calls first, then one in its worker, then first come', async () => {
+    const bulkhead = new LocalBulkhead({ maxPerOrigin: 2, maxWaitMs: 60_000 });
+    const origin = 'http://parked:80';
+    const held = [
+      await bulkhead.acquire(origin, undefined, 'A'),
+      await bulkhead.acquire(origin, undefined, 'A'),
+    ];
+    const order: string[] = [];
+    const parked = (name: string, client: string, signal = new AbortController().signal) =>
+      bulkhead.waitForSlot(origin, undefined, client, signal).then((grant) => {
+        order.push(name);
+        return grant;
+      });
+    const gone = new AbortController();
+    const a1 = parked('A1', 'A');
+    const left = parked('A-gone', 'A', gone.signal);
+    const a2 = bulkhead.acquire(origin, undefined, 'A').then((grant) => {
+      order.push('A2');
+      return grant;
+    });
+    const b1 = parked('B1', 'B');
+    gone.abort();
+    expect(await left).toBeUndefined();
+    const [first, second] = held;
+    if (first?.granted) first.release();
+    const toB = await b1;
+    // A and B have one call each now: A's in its worker goes before A's parked (which would go
+    // through the gate again first, the slot idle meanwhile).
+    if (second?.granted) second.release();
+    const toA2 = await a2;
+    toB?.release();
+    toB?.release(); // a second release does nothing: A1 gets that slot, and the cap holds
+    const toA1 = await a1;
+    expect(order).toEqual(['A-gone', 'B1', 'A2', 'A1']);
+    expect(bulkhead.inFlight(origin)).toBe(2);
+    toA1?.release();
+    if (toA2.granted) toA2.release();
+    expect(bulkhead.inFlight(origin)).toBe(0);
+    // Free: granted at once, whatever the signal.
+    const free = await bulkhead.waitForSlot(origin, undefined, 'A', AbortSignal.abort());
+    expect(free?.granted).toBe(true);
+    free?.release();
+  });
+
   it('waits at most maxWaitMs in the process, then sends the task back for the rest of its wait', async () => {
     // One call in flight for 800 ms already: a slot is expected in 800 ms (random 0.5: no jitter).
     const load = new OriginLoad();
@@ -143,6 +192,30 @@ describe('ClusterBulkhead (real Redis)', () => {
     if (a.granted) a.release();
     await redis.ping(); // the release's ZREM went first on the same connection
     expect((await two.acquire(origin)).granted).toBe(true);
+  });
+
+  it('a parked waiter gets a slot freed by its own process at once, and one freed by another at its re-check', async () => {
+    const [one, two] = [cluster(), cluster()];
+    const origin = `http://${uniqueName('o')}:80`;
+    const held = [await one.acquire(origin), await two.acquire(origin)];
+    const never = new AbortController().signal;
+    const own = one.waitForSlot(origin, undefined, 'A', never);
+    const [mine, theirs] = held;
+    if (mine?.granted) mine.release();
+    const first = await own;
+    expect(first?.granted).toBe(true);
+    const other = one.waitForSlot(origin, undefined, 'B', never);
+    if (theirs?.granted) theirs.release();
+    const second = await other;
+    expect(second?.granted).toBe(true);
+    const stopped = new AbortController();
+    const gone = two.waitForSlot(origin, undefined, 'C', stopped.signal);
+    stopped.abort();
+    expect(await gone).toBeUndefined();
+    first?.release();
+    second?.release();
+    await redis.ping();
+    expect(await redis.zcard(slotsKey(prefix, origin))).toBe(0);
   });
 
   it('gives the slots of an executor that died (never released) back when their leases end', async () => {
@@ -220,11 +293,10 @@ describe('bulkhead in the executor (end to end)', () => {
       request: { uri: `${hanging.url}/hold/${run}?n=${i}` },
       meta: { requestId: `${run}-${i}` },
     }));
-    const waitsBefore = await bulkheadWaits();
     await h.submit(queue, tasks);
     await h.until(() => (hanging.holding(run) === 1 ? true : undefined));
-    // The other two have been turned away at least once while the first one hangs.
-    while ((await bulkheadWaits()) < waitsBefore + 2) await new Promise((resolve) => setTimeout(resolve, 20));
+    // The other two have been turned away while the first one hangs: they wait parked.
+    await until(async () => (await parkedForSlot()) === 2);
     expect(hanging.holding(run)).toBe(1);
 
     hanging.release(run);
@@ -236,6 +308,88 @@ describe('bulkhead in the executor (end to end)', () => {
     ]);
     expect(results.filter((r) => r.meta.waitTime > 0).length).toBeGreaterThanOrEqual(2);
     expect(hanging.calls.filter((c) => c.path.includes(run))).toHaveLength(3);
+  }, 60_000);
+
+  it('a task refused by a full origin waits parked, holding no worker, and is called once a slot frees: one lease each', async () => {
+    const { queue, leased } = h.countingQueue();
+    // Two workers: one held by the hanging call; three tasks parked behind it hold none.
+    h.startExecutor({ queue, maxWorkers: 2, bulkhead: new LocalBulkhead({ maxPerOrigin: 1 }) });
+    const run = uniqueName('park');
+    const hold = { request: { uri: `${hanging.url}/hold/${run}` }, meta: { requestId: `${run}-hold` } };
+    const refused = [0, 1, 2].map((i) => ({
+      request: { uri: `${hanging.url}/echo?run=${run}&n=${i}` },
+      meta: { requestId: `${run}-${i}` },
+    }));
+    await h.submit(queue, [hold]);
+    await h.until(() => (hanging.holding(run) === 1 ? true : undefined));
+    await h.submit(queue, refused);
+    await until(async () => (await parkedForSlot()) === 3);
+    // Both workers would be taken if they waited in one: another origin is served meanwhile.
+    const other = {
+      request: { uri: `${h.target.url}/echo?run=${run}` },
+      meta: { requestId: `${run}-other` },
+    };
+    await h.submit(queue, [other]);
+    expect((await h.resultOf(other.meta.requestId)).response.status).toBe(200);
+    expect(refused.some((e) => h.results.has(e.meta.requestId))).toBe(false);
+
+    hanging.release(run);
+    const results = await Promise.all(refused.map((e) => h.resultOf(e.meta.requestId)));
+    expect(results.map((r) => [r.response.status, r.meta.tryCount])).toEqual(refused.map(() => [200, 1]));
+    expect(results.every((r) => r.meta.waitTime > 0)).toBe(true);
+    expect([hold, ...refused].map((e) => leased.get(e.meta.requestId))).toEqual([1, 1, 1, 1]);
+    expect(hanging.calls.filter((c) => c.path.includes(run))).toHaveLength(4);
+    expect(await parkedForSlot()).toBe(0);
+  }, 60_000);
+
+  it("gives a freed slot to the parked client with the fewest calls at the origin: B's task behind A's backlog goes first", async () => {
+    const { queue } = h.startExecutor({ maxWorkers: 8, bulkhead: new LocalBulkhead({ maxPerOrigin: 2 }) });
+    const run = uniqueName('fair');
+    const task = (client: string, path: string, id: string) => ({
+      request: { uri: `${hanging.url}${path}` },
+      meta: { requestId: `${run}-${id}`, client },
+    });
+    // A holds both slots, and has three more tasks parked; B's one comes last.
+    await h.submit(queue, [task('A', `/hold/${run}-1`, 'h1'), task('A', `/hold/${run}-2`, 'h2')]);
+    await h.until(() => (hanging.holding(`${run}-1`) + hanging.holding(`${run}-2`) === 2 ? true : undefined));
+    const backlog = [0, 1, 2].map((i) => task('A', `/echo?run=${run}&a=${i}`, `a${i}`));
+    await h.submit(queue, backlog);
+    await until(async () => (await parkedForSlot()) === 3);
+    const b = task('B', `/echo?run=${run}&b=0`, 'b');
+    await h.submit(queue, [b]);
+    await until(async () => (await parkedForSlot()) === 4);
+
+    // One of A's calls ends: A has one call left at the origin, B none.
+    hanging.release(`${run}-1`);
+    await h.resultOf(b.meta.requestId);
+    hanging.release(`${run}-2`);
+    await Promise.all(backlog.map((e) => h.resultOf(e.meta.requestId)));
+    const echoes = hanging.calls.filter((c) => c.path.startsWith(`/echo?run=${run}&`)).map((c) => c.path);
+    expect(echoes[0]).toBe(`/echo?run=${run}&b=0`);
+    expect(echoes).toHaveLength(4);
+  }, 60_000);
+
+  it('a task parked for a slot goes back to the queue when its executor drains; another executor calls it once', async () => {
+    const { queue, leased } = h.countingQueue();
+    const first = h.startExecutor({ queue, maxWorkers: 2, bulkhead: new LocalBulkhead({ maxPerOrigin: 1 }) });
+    const run = uniqueName('drain');
+    const hold = { request: { uri: `${hanging.url}/hold/${run}` }, meta: { requestId: `${run}-hold` } };
+    const parked = { request: { uri: `${hanging.url}/echo?run=${run}` }, meta: { requestId: `${run}-p` } };
+    await h.submit(queue, [hold]);
+    await h.until(() => (hanging.holding(run) === 1 ? true : undefined));
+    await h.submit(queue, [parked]);
+    await until(async () => (await parkedForSlot()) === 1);
+    // The drain waits for the hanging call; the parked task does not wait for its slot.
+    const stopped = first.stop();
+    await until(async () => (await parkedForSlot()) === 0);
+    hanging.release(run);
+    await stopped;
+    expect(h.results.has(parked.meta.requestId)).toBe(false);
+    h.startExecutor({ queue, bulkhead: new LocalBulkhead({ maxPerOrigin: 1 }) });
+    const result = await h.resultOf(parked.meta.requestId);
+    expect([result.response.status, result.meta.tryCount]).toEqual([200, 1]);
+    expect(leased.get(parked.meta.requestId)).toBe(2);
+    expect(hanging.calls.filter((c) => c.path === `/echo?run=${run}`)).toHaveLength(1);
   }, 60_000);
 
   it("a cache hit takes no slot: answered while the origin's only slot hangs", async () => {

@@ -10,12 +10,14 @@ export {
   type Bulkhead,
   capOf,
   defaultMaxPerOrigin,
+  type Granted,
   IN_PROCESS_WAIT_MS,
   LocalBulkhead,
   MAX_WAIT_MS,
   MIN_WAIT_MS,
   OriginLoad,
   type SlotGrant,
+  SlotLine,
   waitForSlotMs,
 } from './local.ts';
 

@@ -31,9 +31,28 @@ export interface Bulkhead {
    * A slot of `origin`, if fewer than the cap are in flight; `limit` lowers the cap for this call
    * (the origin's adaptive concurrency limit, see OriginPacer), never raises it. `client`: whose
    * call it is (meta.client), so that a freed slot goes to the client with the fewest calls there.
+   * `wait: false`: no short wait in the process (IN_PROCESS_WAIT_MS) when the origin is full, for
+   * a caller that waits parked instead (waitForSlot), its worker free.
    */
-  acquire(origin: string, limit?: number, client?: string): Promise<SlotGrant>;
+  acquire(origin: string, limit?: number, client?: string, wait?: boolean): Promise<SlotGrant>;
+  /**
+   * Waits for a slot of `origin` without a worker (a task parked by the executor after a refusal):
+   * the slot, handed over to it when one frees in this process (its `release` is the caller's
+   * then, exactly once), or undefined once `signal` aborts (the wait is over or the executor
+   * stops). A freed slot goes to the waiting client with the fewest calls at the origin, as for
+   * `acquire`'s short wait, parked or not. `limit`: the origin's limit (as for acquire) when a
+   * slot frees, not when the wait began (an adaptive limit moves meanwhile).
+   */
+  waitForSlot(
+    origin: string,
+    limit: (() => number | undefined) | undefined,
+    client: string | undefined,
+    signal: AbortSignal,
+  ): Promise<Granted | undefined>;
 }
+
+/** A slot granted. */
+export type Granted = Extract<SlotGrant, { granted: true }>;
 
 /** The cap for one call: MAX_WORKERS_PER_ORIGIN, or the origin's learnt limit when lower. */
 export function capOf(maxPerOrigin: number, limit: number | undefined): number {
@@ -114,13 +133,86 @@ export class OriginLoad {
 }
 
 /** A call waiting in the process for a slot of its origin. */
-interface Waiter {
-  grant: (grant: SlotGrant) => void;
+export interface Waiter {
   /** Its cap: a freed slot goes to it only below that. */
   cap: number;
   /** Whose call (meta.client; '' when none). */
   client: string;
-  timer: NodeJS.Timeout;
+  /** It has been chosen for the slot just freed (it has left the line). */
+  wake: () => void;
+  /**
+   * Parked (waitForSlot): woken, it goes through the gate again (a pace round trip) before its
+   * call, while one waiting in its worker (acquire) calls at once.
+   */
+  parked?: boolean;
+}
+
+/**
+ * The calls waiting for a slot of a full origin, in arrival order (an origin leaves the map with
+ * its last), and the calls in flight per origin and client, to choose among them. A freed slot
+ * goes to the waiter whose client has the fewest calls in flight at the origin, the first come
+ * among equals: first come first served alone let a client with many tasks leased (a backlog
+ * fills every worker, most of them waiting here) take nearly every slot, and another client's
+ * task, behind them in line, was sent back to the queue again and again (the noisy-neighbour
+ * benchmark, BENCHMARKS.md "Queue: fair share between clients"). Waiters in a worker (acquire's
+ * short wait) and parked ones (waitForSlot) share the line.
+ */
+export class SlotLine {
+  private readonly waiters = new Map<string, Waiter[]>();
+  private readonly byClient = new Map<string, Map<string, number>>();
+
+  join(origin: string, waiter: Waiter): void {
+    const line = this.waiters.get(origin) ?? [];
+    this.waiters.set(origin, line);
+    line.push(waiter);
+  }
+
+  leave(origin: string, waiter: Waiter): void {
+    const line = this.waiters.get(origin);
+    if (!line) return;
+    const at = line.indexOf(waiter);
+    if (at >= 0) line.splice(at, 1);
+    if (line.length === 0) this.waiters.delete(origin);
+  }
+
+  /** Counts a call of `client` in flight at `origin`; the function returned ends it (once). */
+  took(origin: string, client: string): () => void {
+    const clients = this.byClient.get(origin) ?? new Map<string, number>();
+    this.byClient.set(origin, clients);
+    clients.set(client, (clients.get(client) ?? 0) + 1);
+    let ended = false;
+    return () => {
+      if (ended) return;
+      ended = true;
+      const left = (clients.get(client) ?? 1) - 1;
+      if (left > 0) clients.set(client, left);
+      else clients.delete(client);
+      if (clients.size === 0 && this.byClient.get(origin) === clients) this.byClient.delete(origin);
+    };
+  }
+
+  /**
+   * Wakes the waiter a freed slot of `origin` goes to (`inFlight` calls there now): the fewest
+   * calls of its client in flight there, then one waiting in its worker before a parked one (the
+   * slot would idle through the parked one's gate: an origin at its cap served at half its pace
+   * under load, bench/load.ts, BENCHMARKS.md 2026-12-02), then the first come. None below its cap
+   * (a limit lowered meanwhile): nobody is woken. Whether one was.
+   */
+  wakeNext(origin: string, inFlight: number): boolean {
+    const clients = this.byClient.get(origin);
+    let next: Waiter | undefined;
+    let fewest = Number.POSITIVE_INFINITY;
+    for (const waiter of this.waiters.get(origin) ?? []) {
+      if (inFlight >= waiter.cap) continue;
+      // Calls first, then parked after ready: a half call's worth.
+      const rank = (clients?.get(waiter.client) ?? 0) + (waiter.parked ? 0.5 : 0);
+      if (rank < fewest) [next, fewest] = [waiter, rank];
+    }
+    if (!next) return false;
+    this.leave(origin, next);
+    next.wake();
+    return true;
+  }
 }
 
 /** ORIGIN_CONCURRENCY_SCOPE=process: the cap counted in this process alone. */
@@ -129,17 +221,8 @@ export class LocalBulkhead implements Bulkhead {
   private readonly random: () => number;
   private readonly load: OriginLoad;
   private readonly maxWaitMs: number;
-  /**
-   * Waiters per full origin, in arrival order; an origin leaves the map with its last. A freed slot
-   * goes to the waiter whose client has the fewest calls in flight at the origin, the first come
-   * among equals: first come first served alone let a client with many tasks leased (a backlog
-   * fills every worker, most of them waiting here) take nearly every slot, and another client's
-   * task, behind them in line, was sent back to the queue again and again (the noisy-neighbour
-   * benchmark, BENCHMARKS.md "Queue: fair share between clients").
-   */
-  private readonly waiters = new Map<string, Waiter[]>();
-  /** Calls in flight per origin and client (granted here), for the choice above. */
-  private readonly byClient = new Map<string, Map<string, number>>();
+  /** Calls waiting for a slot of a full origin, in a worker or parked (see SlotLine). */
+  private readonly line = new SlotLine();
 
   /**
    * `load`: where calls are counted, when shared with a ClusterBulkhead (its fallback).
@@ -159,36 +242,67 @@ export class LocalBulkhead implements Bulkhead {
     this.maxWaitMs = options.maxWaitMs ?? IN_PROCESS_WAIT_MS;
   }
 
-  acquire(origin: string, limit?: number, client = ''): Promise<SlotGrant> {
+  acquire(origin: string, limit?: number, client = '', wait = true): Promise<SlotGrant> {
     const inFlight = this.load.inFlight(origin);
     const cap = capOf(this.maxPerOrigin, limit);
     if (inFlight < cap) return Promise.resolve(this.grant(origin, client, cap));
     const retryInMs = waitForSlotMs(this.load.typicalCallMs(origin), inFlight, this.random());
-    const waitMs = Math.min(this.maxWaitMs, retryInMs);
+    const waitMs = wait ? Math.min(this.maxWaitMs, retryInMs) : 0;
     if (waitMs <= 0) return Promise.resolve({ granted: false, retryInMs });
-    return new Promise((grant) => {
-      const line = this.waiters.get(origin) ?? [];
-      this.waiters.set(origin, line);
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        this.line.leave(origin, waiter);
+        resolve({ granted: false, retryInMs: Math.max(1, retryInMs - waitMs) });
+      }, waitMs);
       const waiter: Waiter = {
-        grant,
         cap,
         client,
-        timer: setTimeout(() => {
-          this.leaveLine(origin, waiter);
-          grant({ granted: false, retryInMs: Math.max(1, retryInMs - waitMs) });
-        }, waitMs),
+        wake: () => {
+          clearTimeout(timer);
+          resolve(this.grant(origin, client, cap));
+        },
       };
-      line.push(waiter);
+      this.line.join(origin, waiter);
     });
   }
 
-  /** A slot; its release hands it straight to the next waiter of the origin (see `waiters`), if any. */
-  private grant(origin: string, client: string, cap: number): SlotGrant {
+  waitForSlot(
+    origin: string,
+    limit: (() => number | undefined) | undefined,
+    client = '',
+    signal: AbortSignal,
+  ): Promise<Granted | undefined> {
+    const capNow = () => capOf(this.maxPerOrigin, limit?.());
+    // A slot freed between the refusal and now: nobody woke for it.
+    const cap = capNow();
+    if (this.load.inFlight(origin) < cap) return Promise.resolve(this.grant(origin, client, cap));
+    if (signal.aborted) return Promise.resolve(undefined);
+    return new Promise((resolve) => {
+      const over = () => {
+        this.line.leave(origin, waiter);
+        resolve(undefined);
+      };
+      const waiter: Waiter = {
+        get cap() {
+          return capNow();
+        },
+        client,
+        parked: true,
+        wake: () => {
+          signal.removeEventListener('abort', over);
+          resolve(this.grant(origin, client, capNow()));
+        },
+      };
+      signal.addEventListener('abort', over, { once: true });
+      this.line.join(origin, waiter);
+    });
+  }
+
+  /** A slot; its release hands it straight to the next waiter of the origin (see SlotLine), if any. */
+  private grant(origin: string, client: string, cap: number): Granted {
     const end = this.load.start(origin);
+    const uncount = this.line.took(origin, client);
     const inFlight = this.load.inFlight(origin);
-    const clients = this.byClient.get(origin) ?? new Map<string, number>();
-    this.byClient.set(origin, clients);
-    clients.set(client, (clients.get(client) ?? 0) + 1);
     let released = false;
     return {
       granted: true,
@@ -198,43 +312,10 @@ export class LocalBulkhead implements Bulkhead {
         if (released) return;
         released = true;
         end();
-        const left = (clients.get(client) ?? 1) - 1;
-        if (left > 0) clients.set(client, left);
-        else clients.delete(client);
-        if (clients.size === 0) this.byClient.delete(origin);
-        const next = this.nextWaiter(origin);
-        if (!next) return;
-        this.leaveLine(origin, next);
-        clearTimeout(next.timer);
-        next.grant(this.grant(origin, next.client, next.cap));
+        uncount();
+        this.line.wakeNext(origin, this.load.inFlight(origin));
       },
     };
-  }
-
-  /**
-   * The waiter a freed slot of `origin` goes to: the fewest calls of its client in flight there,
-   * then the first come. None below its cap (a limit lowered meanwhile): the slot is not handed
-   * on, and the waiters' timers send them back.
-   */
-  private nextWaiter(origin: string): Waiter | undefined {
-    const inFlight = this.load.inFlight(origin);
-    const clients = this.byClient.get(origin);
-    let next: Waiter | undefined;
-    let fewest = Number.POSITIVE_INFINITY;
-    for (const waiter of this.waiters.get(origin) ?? []) {
-      if (inFlight >= waiter.cap) continue;
-      const calls = clients?.get(waiter.client) ?? 0;
-      if (calls < fewest) [next, fewest] = [waiter, calls];
-    }
-    return next;
-  }
-
-  private leaveLine(origin: string, waiter: Waiter): void {
-    const line = this.waiters.get(origin);
-    if (!line) return;
-    const at = line.indexOf(waiter);
-    if (at >= 0) line.splice(at, 1);
-    if (line.length === 0) this.waiters.delete(origin);
   }
 
   /** Calls to `origin` in flight now (tests, metrics). */

@@ -297,3 +297,14 @@ export function parks(
     parked.bytes + bytes <= budget.bytes
   );
 }
+
+/**
+ * Whether a task the bulkhead refused (its origin at its cap of calls in flight) waits parked for
+ * a slot, holding `bytes` more, with `parked` already parked out of `budget`: woken when a call of
+ * this process to its origin ends, or sent back to the queue after PARK_MAX_MS. Before, it went
+ * back to the queue at once, for a guess of when a slot frees (waitForSlotMs), and was leased
+ * again then: about one call in two under load (BENCHMARKS.md, 2026-12-02).
+ */
+export function waitsForSlot(bytes: number, parked: Parking, budget: Parking): boolean {
+  return parked.tasks < budget.tasks && parked.bytes + bytes <= budget.bytes;
+}

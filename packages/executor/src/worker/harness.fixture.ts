@@ -2,7 +2,13 @@ import { FairQueue, QueueAdmin } from '@requester/queue';
 import type { RequestEnvelopeInput, ResultEnvelope } from '@requester/shared/contract';
 import type { KafkaConsumer, KafkaProducer } from '@requester/shared/kafka';
 import { createRedis, type Redis, type RedisClient } from '@requester/shared/redis';
-import { encodeQueuedTask, type InlineRecord, queuePartition, taskId } from '@requester/shared/task';
+import {
+  decodeQueuedTask,
+  encodeQueuedTask,
+  type InlineRecord,
+  queuePartition,
+  taskId,
+} from '@requester/shared/task';
 import {
   consumeEach,
   createTestTopics,
@@ -116,6 +122,22 @@ export class ExecutorHarness {
       await queue.close();
     });
     return queue;
+  }
+
+  /** A new queue (see newQueue) that counts the leases of each request: `leased`, by requestId. */
+  countingQueue(): { queue: FairQueue; leased: Map<string, number> } {
+    const queue = this.newQueue();
+    const leased = new Map<string, number>();
+    const lease = queue.lease.bind(queue);
+    queue.lease = async (...args) => {
+      const answer = await lease(...args);
+      for (const task of answer.tasks) {
+        const { requestId } = decodeQueuedTask(task.payload);
+        leased.set(requestId, (leased.get(requestId) ?? 0) + 1);
+      }
+      return answer;
+    };
+    return { queue, leased };
   }
 
   /**

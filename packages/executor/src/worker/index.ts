@@ -19,11 +19,12 @@ import type { Fetcher, FetchOutcome, KafkaProducer } from '@requester/shared/kaf
 import { type LazyChild, type Logger, lazyChild } from '@requester/shared/log';
 import type { Outbox } from '@requester/shared/outbox';
 import type { PauseView } from '@requester/shared/pause';
-import { encodeQueuedTask } from '@requester/shared/task';
+import { encodeQueuedTask, type QueuedTask } from '@requester/shared/task';
 import pLimit, { type LimitFunction } from 'p-limit';
+import type { Granted } from '../bulkhead/index.ts';
 import { executorMetrics as metrics } from '../metrics.ts';
 import { ownedBy, unreadableResult } from '../result/index.ts';
-import { isQueueDelay, type Parking, parks, placeOf } from './decide.ts';
+import { addWait, isQueueDelay, PARK_MAX_MS, type Parking, parks, placeOf, waitsForSlot } from './decide.ts';
 import { type Ending, Policies, type PolicyModules, type Progress } from './policies.ts';
 import { type ReplyOptions, Settler } from './settle.ts';
 import { deliver, type Job, KAFKA_RETRY_MS, outboxRow, type Settlement } from './settlement.ts';
@@ -77,6 +78,9 @@ export interface ExecutorOptions extends Omit<PolicyModules, 'retryAfterMaxMs'> 
   /** EXECUTOR_PARKED_TASKS, EXECUTOR_PARKED_BYTES: the most tasks kept parked (see Executor.park). */
   parking?: Parking;
 }
+
+/** How recent a lease's cancel read stands for a task woken with a bulkhead slot (see attempt). */
+const CANCEL_FRESH_MS = 1_000;
 
 /** How long a paused task waits before it is looked at again (a resume is honoured within it). */
 export const PAUSE_RECHECK_MS = 1_000;
@@ -143,8 +147,18 @@ export class Executor {
   private readonly executorId: string;
   /** Tasks whose pause this process journaled already (a paused task comes back every second). */
   private readonly pauseJournaled = new Set<string>();
-  /** Tasks waiting in this process for a pacing slot, a retry or a busy breaker, holding their lease but no worker (see park). */
+  /** Tasks waiting in this process for a pacing slot, a retry, a busy breaker or a bulkhead slot, holding their lease but no worker (see park). */
   private readonly parked: Parking = { tasks: 0, bytes: 0 };
+  /**
+   * Tasks parked for a slot, by origin and client: at most HELD_PER_WORKER × `maxWorkers` each (the
+   * leases the loop may hold besides). More would only wait
+   * longer (the slots come at the origin's pace) while the loop leases more of them for nothing: a
+   * backlog's tasks beyond it go back to the queue as before, another client's still park (and,
+   * fewest calls at the origin first, are handed the next slot).
+   */
+  private readonly slotWaits = new Map<string, number>();
+  /** The parked tasks by what they wait for (the gauge's `reason`). */
+  private readonly parkedBy = new Map<string, number>();
   /** Leases the heartbeat found lost (lapsed, and maybe leased by another executor): not to be called. */
   private readonly lost = new Set<string>();
   /** When the last heartbeat that renewed the held leases was sent (epoch ms). */
@@ -313,6 +327,22 @@ export class Executor {
     let busyParks = 0;
     for (;;) {
       if (settlement.kind !== 'reschedule') return settlement;
+      if (settlement.bulkhead) {
+        const woken = await this.parkForSlot(job, source, settlement, budget);
+        if (!('slot' in woken)) return woken;
+        busyParks = 0;
+        const { task, slot } = woken;
+        try {
+          // Not behind the p-limit: a worker is freed with the call that handed the slot over, and
+          // a slot idle while its task waits for a worker is the origin's, lost (workers waiting
+          // 50 ms for a slot of the origin in acquire would hold them meanwhile).
+          settlement = await this.attempt({ ...job, task }, source, undefined, true, slot);
+        } finally {
+          // Unless its call did (or will not have to): cancelled, paused, paced, cached meanwhile.
+          slot.release();
+        }
+        continue;
+      }
       const { outcome, delayMs, outbox, payload } = settlement;
       const bytes = payload ? parkedBytes(job, source, payload) : 0;
       const task =
@@ -323,13 +353,13 @@ export class Executor {
       if (!task) return settlement;
       busyParks = outcome === 'breaker_busy' ? busyParks + 1 : 0;
       const until = Date.now() + settlement.delayMs;
-      this.parkedMore(1, bytes);
+      this.parkedMore(1, bytes, outcome);
       this.workDone();
       try {
         // Cut short when the executor stops: the task then goes back with the rest of its wait.
         await sleep(settlement.delayMs, undefined, { signal: this.stopping.signal }).catch(() => undefined);
       } finally {
-        this.parkedMore(-1, -bytes);
+        this.parkedMore(-1, -bytes, outcome);
         this.working++;
       }
       if (this.stopped || !this.leaseHeld(job))
@@ -339,10 +369,73 @@ export class Executor {
     }
   }
 
-  private parkedMore(tasks: number, bytes: number): void {
+  /**
+   * A task the bulkhead refused waits parked (see waitsForSlot) until its origin has a slot for it:
+   * handed over by a call of this process that ends (LocalBulkhead; a ClusterBulkhead asks Redis
+   * again then, and at each of its re-checks), to the waiting client with the fewest calls at the
+   * origin. Woken, it has the slot (it cannot be raced away) and goes through the gate again as
+   * other parked tasks do. PARK_MAX_MS without one, a stop, or a lease that may have lapsed: back
+   * to the queue (with the rest of the wait it was refused for), any slot handed over released.
+   * Either way its `held` event says until when it may wait. Apart from park's other waits, as
+   * it waits for an event and not a time.
+   */
+  private async parkForSlot(
+    job: Job,
+    source: FetchOutcome | undefined,
+    settlement: Settlement & { kind: 'reschedule' },
+    budget: Parking,
+  ): Promise<Settlement | { task: QueuedTask; slot: Granted }> {
+    const { delayMs, outbox, payload, bulkhead } = settlement;
+    const bytes = payload ? parkedBytes(job, source, payload) : 0;
+    const line = bulkhead && `${safeOrigin(bulkhead.uri)}\0${bulkhead.client ?? ''}`;
+    const waiting = (line && this.slotWaits.get(line)) || 0;
+    const task =
+      line &&
+      !outbox &&
+      payload &&
+      !this.stopped &&
+      waiting < HELD_PER_WORKER * this.options.maxWorkers &&
+      waitsForSlot(bytes, this.parked, budget)
+        ? decodeTask(payload)
+        : undefined;
+    const parkedAt = Date.now();
+    if (bulkhead) {
+      const until = parkedAt + (task ? PARK_MAX_MS : delayMs);
+      const { requestId, client } = bulkhead;
+      this.journal?.emit({ type: 'held', requestId, client, by: 'bulkhead', until });
+    }
+    if (!task || !bulkhead || !line) return settlement;
+    this.parkedMore(1, bytes, 'bulkhead');
+    this.slotWaits.set(line, waiting + 1);
+    this.workDone();
+    let slot: Granted | undefined;
+    try {
+      const signal = AbortSignal.any([this.stopping.signal, AbortSignal.timeout(PARK_MAX_MS)]);
+      slot = await this.policies.waitForSlot(bulkhead.uri, bulkhead.client, signal);
+    } finally {
+      this.parkedMore(-1, -bytes, 'bulkhead');
+      const left = (this.slotWaits.get(line) ?? 1) - 1;
+      if (left > 0) this.slotWaits.set(line, left);
+      else this.slotWaits.delete(line);
+      this.working++;
+    }
+    const waited = Date.now() - parkedAt;
+    // The wait it was refused for is counted in its progress already: the one it had instead.
+    const before = Math.max(0, (task.waitedMs ?? 0) - delayMs);
+    if (slot && !this.stopped && this.leaseHeld(job))
+      return { task: { ...task, waitedMs: addWait(before, waited) }, slot };
+    slot?.release();
+    const rest = Math.max(1, delayMs - waited);
+    const back = encodeQueuedTask({ ...task, waitedMs: addWait(before, waited + rest) });
+    return { ...settlement, delayMs: rest, payload: back };
+  }
+
+  private parkedMore(tasks: number, bytes: number, reason: string): void {
     this.parked.tasks += tasks;
     this.parked.bytes += bytes;
-    metrics.parked.set(this.parked.tasks);
+    const now = (this.parkedBy.get(reason) ?? 0) + tasks;
+    this.parkedBy.set(reason, now);
+    metrics.parked.set({ reason }, now);
     metrics.parkedBytes.set(this.parked.bytes);
   }
 
@@ -423,6 +516,7 @@ export class Executor {
     fetched: FetchOutcome | undefined,
     read?: { parsed: Parsed; cancellation: Cancellation | undefined },
     parked = false,
+    slot?: Granted,
   ): Promise<Settlement> {
     const { requestId } = job.task;
     // Where the task stands. Every reschedule rewrites the queued task with its progress (see
@@ -455,13 +549,21 @@ export class Executor {
       if (!parked) this.journalLeased(job, parsed.ok ? parsed.envelope.meta.client : undefined);
       if (!parsed.ok) return this.unprocessable(job, fetched.record, parsed.result);
       const { envelope } = parsed;
-      const cancelled = await this.cancelled(job, envelope, progress, read && { found: read.cancellation });
+      // A task handed a slot within a second of its lease is not asked again: the lease batch's
+      // read is as fresh as for a call that waited in its worker (a GET per such call, ~0.5 per
+      // task under load, for a cancel a few hundred ms newer: BENCHMARKS.md, 2026-12-02).
+      const known = read
+        ? { found: read.cancellation }
+        : slot && Date.now() - job.leasedAt < CANCEL_FRESH_MS
+          ? { found: undefined }
+          : undefined;
+      const cancelled = await this.cancelled(job, envelope, progress, known);
       if (cancelled) return cancelled;
       const paused = this.paused(job, envelope);
       if (paused) return paused;
       const taskLog: LazyChild = envelope.meta.client ? log.with({ client: envelope.meta.client }) : log;
       return await traced(job, fetched.record, envelope, (traced) =>
-        this.policies.attempt(traced, progress, taskLog).then(async (ending) => {
+        this.policies.attempt(traced, progress, taskLog, slot).then(async (ending) => {
           // Cancelled while in flight: the attempt made stands, no further one (nor a wait) follows.
           if (ending.kind === 'reschedule') {
             const late = await this.cancelled(job, traced, ending.progress);
@@ -617,11 +719,16 @@ export class Executor {
     const { outbox, horizonMs = Number.POSITIVE_INFINITY } = this.options;
     const where = !outbox || placeOf(delayMs, job.lease.ordered, horizonMs) === 'redis' ? 'redis' : 'outbox';
     // Its journal event is written once the wait's place is known (see park).
-    const retry =
-      reason === 'retry' ? { requestId: job.task.requestId, client: envelope.meta.client } : undefined;
-    if (!outbox || where === 'redis') return { kind: 'reschedule', delayMs, outcome: reason, payload, retry };
+    const { client } = envelope.meta;
+    const retry = reason === 'retry' ? { requestId: job.task.requestId, client } : undefined;
+    const bulkhead =
+      reason === 'bulkhead'
+        ? { requestId: job.task.requestId, client, uri: envelope.request.uri }
+        : undefined;
+    if (!outbox || where === 'redis')
+      return { kind: 'reschedule', delayMs, outcome: reason, payload, retry, bulkhead };
     const row = outboxRow(job.task, envelope, delayMs, progress);
-    return { kind: 'reschedule', delayMs, outcome: reason, payload, outbox: row, retry };
+    return { kind: 'reschedule', delayMs, outcome: reason, payload, outbox: row, retry, bulkhead };
   }
 
   /** A retry's `retry_scheduled`: where it waits, the queue, the outbox or parked in this executor. */

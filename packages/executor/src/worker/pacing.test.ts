@@ -1,7 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { CircuitBreaker, OriginPacer, originOf } from '@requester/policies';
 import { registry } from '@requester/shared/metrics';
-import { decodeQueuedTask } from '@requester/shared/task';
 import { type RemotePacedTarget, startPacedTargetProcess, uniqueName } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LocalBulkhead } from '../bulkhead/index.ts';
@@ -158,20 +157,7 @@ describe('origin pacing (end to end, two executors)', () => {
   }
 
   /** A queue that counts the leases of each request. */
-  function countingQueue() {
-    const queue = h.newQueue();
-    const leased = new Map<string, number>();
-    const lease = queue.lease.bind(queue);
-    queue.lease = async (...args) => {
-      const answer = await lease(...args);
-      for (const task of answer.tasks) {
-        const { requestId } = decodeQueuedTask(task.payload);
-        leased.set(requestId, (leased.get(requestId) ?? 0) + 1);
-      }
-      return answer;
-    };
-    return { queue, leased };
-  }
+  const countingQueue = () => h.countingQueue();
 
   function pacedRequests(run: string, count: number) {
     return Array.from({ length: count }, (_, i) => ({

@@ -38,7 +38,7 @@ import {
   SpanStatusCode,
   tracingEnabled,
 } from '@requester/shared/tracing';
-import type { Bulkhead } from '../bulkhead/index.ts';
+import type { Bulkhead, Granted } from '../bulkhead/index.ts';
 import { type ResponseCache, requestIdentity } from '../cache/index.ts';
 import type { CallOutcome, HttpCall, HttpClient } from '../http/index.ts';
 import { toHttpCall } from '../http/request.ts';
@@ -242,16 +242,24 @@ export class Policies {
   }
 
   /**
-   * One attempt of `envelope`, `progress` being where the task stood when leased. What the request
+   * One attempt of `envelope`, `progress` being where the task stood when leased; `handed`: a slot
+   * of its origin's bulkhead handed to it while it waited parked (see waitForSlot), used instead
+   * of asking the bulkhead (released here when the call ends; its caller releases it whatever
+   * happens, a second release doing nothing). What the request
    * itself gets wrong (an unknown signing key, a bad limiter window) ends in an error result; a
    * policy store that is down, in a reschedule; only bugs throw.
    */
-  async attempt(envelope: RequestEnvelope, progress: Progress, log: LineLogger): Promise<Ending> {
+  async attempt(
+    envelope: RequestEnvelope,
+    progress: Progress,
+    log: LineLogger,
+    handed?: Granted,
+  ): Promise<Ending> {
     const tryCount = progress.tryCount + 1;
     const answer = { tryCount, waitTimeNs: msToNs(progress.waitedMs) };
     try {
       if (isWakeUp(envelope)) return await this.wakeUp(envelope, answer);
-      const fetched = await this.fetch(envelope, tryCount, progress.pacedAt, log);
+      const fetched = await this.fetch(envelope, tryCount, progress.pacedAt, log, handed);
       if (fetched.cached || fetched.shared) this.journalCache(envelope, fetched.cached ? 'hit' : 'coalesced');
       if (fetched.cached) {
         const result = callResult(envelope, fetched.outcome, { ...answer, cached: true });
@@ -307,8 +315,14 @@ export class Policies {
    * one). Requests that share a fill share its outcome, a gate's stop included: they are the same
    * request of the same client (key and identity), so they would all have been stopped alike.
    */
-  private fetch(envelope: RequestEnvelope, tryCount: number, pacedAt: number | undefined, log: LineLogger) {
-    const attempt = () => this.gateAndCall(envelope, tryCount, pacedAt, log);
+  private fetch(
+    envelope: RequestEnvelope,
+    tryCount: number,
+    pacedAt: number | undefined,
+    log: LineLogger,
+    handed: Granted | undefined,
+  ) {
+    const attempt = () => this.gateAndCall(envelope, tryCount, pacedAt, log, handed);
     const { cache } = this.modules;
     const { cache: spec, client } = envelope.meta;
     if (cache && spec) {
@@ -328,6 +342,7 @@ export class Policies {
     tryCount: number,
     pacedAt: number | undefined,
     log: LineLogger,
+    handed: Granted | undefined,
   ): Promise<Tried> {
     const call = await this.prepare(envelope);
     const origin = originOf(envelope.request.uri);
@@ -339,7 +354,8 @@ export class Policies {
     const { pacer, adaptiveConcurrency = true } = this.modules;
     const learnt = adaptiveConcurrency ? pacer?.limitOf(origin) : undefined;
     const grant =
-      this.modules.bulkhead && (await this.modules.bulkhead.acquire(origin, learnt, envelope.meta.client));
+      handed ??
+      (this.modules.bulkhead && (await this.modules.bulkhead.acquire(origin, learnt, envelope.meta.client)));
     const full = grant ? bulkheadStep(grant) : CALL;
     if (full.kind !== 'call') return { kind: 'failure', stop: full };
     // Whether the limit held calls back tells the pacer if a latency is a queue of ours.
@@ -424,6 +440,18 @@ export class Policies {
       return { kind: 'failure', stop: heldProbeStep(recorded.retryAtMs, Date.now()) };
     }
     return outcome;
+  }
+
+  /**
+   * A slot of the origin of `uri`, waited for without a worker by a task the bulkhead refused (see
+   * Bulkhead.waitForSlot); undefined once `signal` aborts, or without a bulkhead.
+   */
+  waitForSlot(uri: string, client: string | undefined, signal: AbortSignal): Promise<Granted | undefined> {
+    const { bulkhead, pacer, adaptiveConcurrency = true } = this.modules;
+    if (!bulkhead) return Promise.resolve(undefined);
+    const origin = originOf(uri);
+    const limit = adaptiveConcurrency && pacer ? () => pacer.limitOf(origin) : undefined;
+    return bulkhead.waitForSlot(origin, limit, client, signal);
   }
 
   /** The request whose answer held its origin back, or whose probe found it back, tells so in its story. */
@@ -541,13 +569,15 @@ export class Policies {
       const { requestId, client } = envelope.meta;
       // Past the cap the task comes back earlier and asks the gate again.
       const delayMs = capped(stop.delayMs, waitCap(envelope, this.modules.horizonMs));
-      this.modules.journal?.emit({
-        type: 'held',
-        requestId,
-        client,
-        by: HELD_BY[stop.reason],
-        until: Date.now() + delayMs,
-      });
+      // A bulkhead wait may be parked in the executor: its event says how long once that is known.
+      if (stop.reason !== 'bulkhead')
+        this.modules.journal?.emit({
+          type: 'held',
+          requestId,
+          client,
+          by: HELD_BY[stop.reason],
+          until: Date.now() + delayMs,
+        });
       const waitedMs = addWait(progress.waitedMs, delayMs);
       // Only a pacing wait reserves a slot (not beyond the pacer's booking horizon: slotMs 0); any
       // other wait leaves the task to take a new one.

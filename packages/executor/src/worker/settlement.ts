@@ -32,6 +32,11 @@ export type Settlement =
       outbox?: OutboxRow;
       /** A retry: its `retry_scheduled` journal event is written where the wait's place is decided. */
       retry?: { requestId: string; client: string | undefined };
+      /**
+       * A bulkhead refusal: the task may wait parked for a slot of its request's origin (see
+       * Executor.parkForSlot), and its `held` journal event is written once that is decided.
+       */
+      bulkhead?: { requestId: string; client: string | undefined; uri: string };
     }
   | { kind: 'dead'; reason: string };
 

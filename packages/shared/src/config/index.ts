@@ -450,7 +450,7 @@ export const CONFIG_VARIABLES = {
     'MAX_WORKERS_PER_ORIGIN',
     undefined,
     positiveInt.optional(),
-    'calls in flight to one target origin (scheme://host:port) per executor process (per cluster with ORIGIN_CONCURRENCY_SCOPE=cluster), so a target that hangs cannot hold every worker; a task over the cap waits up to 50 ms for a freed slot, then in the queue (not an attempt, counted in waitTime); default MAX_WORKERS / 4 rounded up (8 with 32)',
+    'calls in flight to one target origin (scheme://host:port) per executor process (per cluster with ORIGIN_CONCURRENCY_SCOPE=cluster), so a target that hangs cannot hold every worker; a task over the cap waits up to 50 ms for a freed slot in its worker, then parked in its executor without a worker (up to 30 s, within EXECUTOR_PARKED_TASKS), else in the queue (not an attempt, counted in waitTime); default MAX_WORKERS / 4 rounded up (8 with 32)',
   ),
   originConcurrencyScope: variable(
     'ORIGIN_CONCURRENCY_SCOPE',
