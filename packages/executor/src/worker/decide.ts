@@ -253,8 +253,9 @@ export function placeOf(delayMs: number, ordered: boolean, horizonMs: number): '
  * (renewed by the heartbeat like a call in flight; a parked task whose lease may have lapsed is
  * not called, so a crashed or cut-off executor's task is leased again once the lease lapses) but
  * no worker. A longer wait goes back to the queue, as do waits beyond the parking budget. 30 s
- * (10 s before) covers the slots a burst books at a target's pace (400 tasks at 31.5/s: 13 s);
- * the heartbeat and the budget bound what holding them costs, and a cancel is seen at the end of
+ * (10 s before) covers a burst's wait at a target's pace (400 tasks at 31.5/s: 13 s; booked or,
+ * for an origin that advertised its pace, in the pacer's return lane) and a bulkhead slot behind a
+ * backlog; the heartbeat and the budget bound what holding them costs, and a cancel is seen at the end of
  * the wait, as it would be when the task came back from the queue then.
  */
 export const PARK_MAX_MS = 30_000;
