@@ -88,7 +88,7 @@ As run for BENCHMARKS.md:
     silent: {
       type: 'boolean',
       default: false,
-      help: 'quota scenario: the target says only 429 + Retry-After (no RateLimit-Policy): the pace is found from the rate sent',
+      help: 'quota scenario: the target says only 429 + Retry-After (no RateLimit-Policy): the pace is learnt from the rate it served',
     },
     'book-all': {
       type: 'boolean',
@@ -555,6 +555,8 @@ if (args.scenario === 'quota' || args.scenario === 'all') {
   ];
   type QuotaRow = {
     late429: number;
+    /** 429s from 3 s on: after the pace is learnt (converged), what its probes and the jitter cost. */
+    converged429: number;
     done: number;
     finished: boolean;
     served: number;
@@ -586,13 +588,14 @@ if (args.scenario === 'quota' || args.scenario === 'all') {
         refused: r.refused,
         // The first second's 429s answer the burst sent before any pace was learnt (the same on every side).
         late429: r.arrivals.filter(([t, status]) => t >= 1_000 && status === 429).length,
+        converged429: r.arrivals.filter(([t, status]) => t >= 3_000 && status === 429).length,
         rate: span > 0 ? after.length / span : Number.NaN,
         leases: r.run.leases / Math.max(1, r.run.results),
         gates: gates / Math.max(1, r.run.results),
       };
       rows.get(side)?.push(row);
       lines.push(
-        `| ${side}${rounds > 1 ? ` (round ${round + 1})` : ''} | ${row.finished ? `${row.done.toFixed(1)} s` : `not (${r.run.results} in 120 s)`} | ${row.served} | ${row.refused} | ${row.late429} | ${((100 * row.refused) / Math.max(1, row.served)).toFixed(1)} % | ${row.rate.toFixed(1)} | ${row.leases.toFixed(2)} | ${adaptive ? row.gates.toFixed(2) : '-'} |`,
+        `| ${side}${rounds > 1 ? ` (round ${round + 1})` : ''} | ${row.finished ? `${row.done.toFixed(1)} s` : `not (${r.run.results} in 120 s)`} | ${row.served} | ${row.refused} | ${row.late429} | ${row.converged429} | ${((100 * row.refused) / Math.max(1, row.served)).toFixed(1)} % | ${row.rate.toFixed(1)} | ${row.leases.toFixed(2)} | ${adaptive ? row.gates.toFixed(2) : '-'} |`,
       );
       if (adaptive)
         lines.push(
@@ -638,15 +641,15 @@ if (args.scenario === 'quota' || args.scenario === 'all') {
     }
   }
   console.log(
-    '| adaptation | all 400 done in | served | 429 | 429 after 1 s | 429 / served | calls/s after 2 s | leases / request | gate calls / request |',
+    '| adaptation | all 400 done in | served | 429 | 429 after 1 s | 429 after 3 s | 429 / served | calls/s after 2 s | leases / request | gate calls / request |',
   );
-  console.log('|---|---|---|---|---|---|---|---|---|');
+  console.log('|---|---|---|---|---|---|---|---|---|---|');
   for (const line of lines) console.log(line);
   if (rounds > 1)
     for (const [side, all] of rows) {
       const med = (pick: (row: QuotaRow) => number) => percentile(all.map(pick), 50);
       console.log(
-        `| **${side}, median of ${rounds}** | ${med((x) => (x.finished ? x.done : Number.POSITIVE_INFINITY)).toFixed(1)} s | ${med((x) => x.served)} | ${med((x) => x.refused)} | ${med((x) => x.late429)} | ${med((x) => (100 * x.refused) / Math.max(1, x.served)).toFixed(1)} % | ${med((x) => x.rate).toFixed(1)} | ${med((x) => x.leases).toFixed(2)} | ${all.some((x) => x.gates > 0) ? med((x) => x.gates).toFixed(2) : '-'} |`,
+        `| **${side}, median of ${rounds}** | ${med((x) => (x.finished ? x.done : Number.POSITIVE_INFINITY)).toFixed(1)} s | ${med((x) => x.served)} | ${med((x) => x.refused)} | ${med((x) => x.late429)} | ${med((x) => x.converged429)} | ${med((x) => (100 * x.refused) / Math.max(1, x.served)).toFixed(1)} % | ${med((x) => x.rate).toFixed(1)} | ${med((x) => x.leases).toFixed(2)} | ${all.some((x) => x.gates > 0) ? med((x) => x.gates).toFixed(2) : '-'} |`,
       );
     }
 }
