@@ -90,6 +90,13 @@ As run for BENCHMARKS.md:
       default: false,
       help: 'quota scenario: the target says only 429 + Retry-After (no RateLimit-Policy): the pace is learnt from the rate it served',
     },
+    'window-ms': {
+      type: 'string',
+      default: '100',
+      value: 'MS',
+      number: true,
+      help: "quota scenario: the target's window (its quota is 50/s: 5 per 100 ms by default, 50 per 1000 ms)",
+    },
     'book-all': {
       type: 'boolean',
       default: false,
@@ -133,6 +140,8 @@ const PARKING = {
 };
 /** OriginPacer's default local wait: a slot within it is slept for, a later one reserved. */
 const MAX_LOCAL_WAIT_MS = 250;
+const WINDOW_MS = Number(args['window-ms']);
+if (!(WINDOW_MS >= 20 && WINDOW_MS <= 10_000)) fail(`--window-ms must be 20–10000, got ${args['window-ms']}`);
 const BOOK_AHEAD_MS = args['book-ahead'] !== undefined ? Number(args['book-ahead']) : undefined;
 
 interface Task {
@@ -390,8 +399,8 @@ function percentile(values: number[], p: number): number {
 async function quota(adaptive: boolean, bookAheadMs?: number) {
   const target = await startPacedTargetProcess({
     kind: 'quota',
-    perWindow: 5,
-    windowMs: 100,
+    perWindow: Math.round((50 * WINDOW_MS) / 1000),
+    windowMs: WINDOW_MS,
     retryAfterS: 1,
     ...(args.silent ? { advertise: false } : {}),
   });
@@ -539,7 +548,7 @@ console.log(`machine: ${cpus().length} × ${cpus()[0]?.model ?? '?'}, node ${pro
 if (args.scenario === 'quota' || args.scenario === 'all') {
   const rounds = Math.max(1, Number(args.rounds));
   console.log(
-    `\nquota target: 50/s (5 per 100 ms), 429 + Retry-After: 1${args.silent ? '' : ' + RateLimit-Policy'} above; 400 requests; ${rounds} round(s), sides alternating, every other round in reverse order`,
+    `\nquota target: 50/s (${Math.round((50 * WINDOW_MS) / 1000)} per ${WINDOW_MS} ms), 429 + Retry-After: 1${args.silent ? '' : ' + RateLimit-Policy'} above; 400 requests; ${rounds} round(s), sides alternating, every other round in reverse order`,
   );
   /** The sides of one round: the pacer as configured, every slot booked (--book-all), no pacer. */
   const sides: Array<{ side: string; adaptive: boolean; bookAheadMs?: number | undefined }> = [
