@@ -6,7 +6,7 @@
         nothing more). Without an advertised ceiling, also to 90 % of the rate the target served
         (its answers < 400 per second, counted here: this second's over at least a second, or the
         previous second's), when that is lower: a first burst sent at 300/s to a 50/s target is
-        paced near 50/s, not at 210/s. Answers of the burst still coming in during the hold raise
+        paced under what it served (at most 90 % of its 200s in that second), not at 210/s. Answers of the burst still coming in during the hold raise
         that pace up to what they show (a 429 may be reported before the 200s sent ahead of it),
         never above the 70 %. The concurrency limit is left alone: the pace is the answer to a
         429, and a lower limit would only send paced tasks back to the queue again
