@@ -88,7 +88,14 @@ As run for BENCHMARKS.md:
     silent: {
       type: 'boolean',
       default: false,
-      help: 'quota scenario: the target says only 429 + Retry-After (no RateLimit-Policy): the pace is found from the rate sent',
+      help: 'quota scenario: the target says only 429 + Retry-After (no RateLimit-Policy): the pace is learnt from the rate it served',
+    },
+    'window-ms': {
+      type: 'string',
+      default: '100',
+      value: 'MS',
+      number: true,
+      help: "quota scenario: the target's window (its quota is 50/s: 5 per 100 ms by default, 50 per 1000 ms)",
     },
     'book-all': {
       type: 'boolean',
@@ -133,6 +140,8 @@ const PARKING = {
 };
 /** OriginPacer's default local wait: a slot within it is slept for, a later one reserved. */
 const MAX_LOCAL_WAIT_MS = 250;
+const WINDOW_MS = Number(args['window-ms']);
+if (!(WINDOW_MS >= 20 && WINDOW_MS <= 10_000)) fail(`--window-ms must be 20–10000, got ${args['window-ms']}`);
 const BOOK_AHEAD_MS = args['book-ahead'] !== undefined ? Number(args['book-ahead']) : undefined;
 
 interface Task {
@@ -390,8 +399,8 @@ function percentile(values: number[], p: number): number {
 async function quota(adaptive: boolean, bookAheadMs?: number) {
   const target = await startPacedTargetProcess({
     kind: 'quota',
-    perWindow: 5,
-    windowMs: 100,
+    perWindow: Math.round((50 * WINDOW_MS) / 1000),
+    windowMs: WINDOW_MS,
     retryAfterS: 1,
     ...(args.silent ? { advertise: false } : {}),
   });
@@ -539,7 +548,7 @@ console.log(`machine: ${cpus().length} × ${cpus()[0]?.model ?? '?'}, node ${pro
 if (args.scenario === 'quota' || args.scenario === 'all') {
   const rounds = Math.max(1, Number(args.rounds));
   console.log(
-    `\nquota target: 50/s (5 per 100 ms), 429 + Retry-After: 1${args.silent ? '' : ' + RateLimit-Policy'} above; 400 requests; ${rounds} round(s), sides alternating, every other round in reverse order`,
+    `\nquota target: 50/s (${Math.round((50 * WINDOW_MS) / 1000)} per ${WINDOW_MS} ms), 429 + Retry-After: 1${args.silent ? '' : ' + RateLimit-Policy'} above; 400 requests; ${rounds} round(s), sides alternating, every other round in reverse order`,
   );
   /** The sides of one round: the pacer as configured, every slot booked (--book-all), no pacer. */
   const sides: Array<{ side: string; adaptive: boolean; bookAheadMs?: number | undefined }> = [
@@ -555,6 +564,8 @@ if (args.scenario === 'quota' || args.scenario === 'all') {
   ];
   type QuotaRow = {
     late429: number;
+    /** 429s from 3 s on: after the pace is learnt (converged), what its probes and the jitter cost. */
+    converged429: number;
     done: number;
     finished: boolean;
     served: number;
@@ -586,13 +597,14 @@ if (args.scenario === 'quota' || args.scenario === 'all') {
         refused: r.refused,
         // The first second's 429s answer the burst sent before any pace was learnt (the same on every side).
         late429: r.arrivals.filter(([t, status]) => t >= 1_000 && status === 429).length,
+        converged429: r.arrivals.filter(([t, status]) => t >= 3_000 && status === 429).length,
         rate: span > 0 ? after.length / span : Number.NaN,
         leases: r.run.leases / Math.max(1, r.run.results),
         gates: gates / Math.max(1, r.run.results),
       };
       rows.get(side)?.push(row);
       lines.push(
-        `| ${side}${rounds > 1 ? ` (round ${round + 1})` : ''} | ${row.finished ? `${row.done.toFixed(1)} s` : `not (${r.run.results} in 120 s)`} | ${row.served} | ${row.refused} | ${row.late429} | ${((100 * row.refused) / Math.max(1, row.served)).toFixed(1)} % | ${row.rate.toFixed(1)} | ${row.leases.toFixed(2)} | ${adaptive ? row.gates.toFixed(2) : '-'} |`,
+        `| ${side}${rounds > 1 ? ` (round ${round + 1})` : ''} | ${row.finished ? `${row.done.toFixed(1)} s` : `not (${r.run.results} in 120 s)`} | ${row.served} | ${row.refused} | ${row.late429} | ${row.converged429} | ${((100 * row.refused) / Math.max(1, row.served)).toFixed(1)} % | ${row.rate.toFixed(1)} | ${row.leases.toFixed(2)} | ${adaptive ? row.gates.toFixed(2) : '-'} |`,
       );
       if (adaptive)
         lines.push(
@@ -638,15 +650,15 @@ if (args.scenario === 'quota' || args.scenario === 'all') {
     }
   }
   console.log(
-    '| adaptation | all 400 done in | served | 429 | 429 after 1 s | 429 / served | calls/s after 2 s | leases / request | gate calls / request |',
+    '| adaptation | all 400 done in | served | 429 | 429 after 1 s | 429 after 3 s | 429 / served | calls/s after 2 s | leases / request | gate calls / request |',
   );
-  console.log('|---|---|---|---|---|---|---|---|---|');
+  console.log('|---|---|---|---|---|---|---|---|---|---|');
   for (const line of lines) console.log(line);
   if (rounds > 1)
     for (const [side, all] of rows) {
       const med = (pick: (row: QuotaRow) => number) => percentile(all.map(pick), 50);
       console.log(
-        `| **${side}, median of ${rounds}** | ${med((x) => (x.finished ? x.done : Number.POSITIVE_INFINITY)).toFixed(1)} s | ${med((x) => x.served)} | ${med((x) => x.refused)} | ${med((x) => x.late429)} | ${med((x) => (100 * x.refused) / Math.max(1, x.served)).toFixed(1)} % | ${med((x) => x.rate).toFixed(1)} | ${med((x) => x.leases).toFixed(2)} | ${all.some((x) => x.gates > 0) ? med((x) => x.gates).toFixed(2) : '-'} |`,
+        `| **${side}, median of ${rounds}** | ${med((x) => (x.finished ? x.done : Number.POSITIVE_INFINITY)).toFixed(1)} s | ${med((x) => x.served)} | ${med((x) => x.refused)} | ${med((x) => x.late429)} | ${med((x) => x.converged429)} | ${med((x) => (100 * x.refused) / Math.max(1, x.served)).toFixed(1)} % | ${med((x) => x.rate).toFixed(1)} | ${med((x) => x.leases).toFixed(2)} | ${all.some((x) => x.gates > 0) ? med((x) => x.gates).toFixed(2) : '-'} |`,
       );
     }
 }

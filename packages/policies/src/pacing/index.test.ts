@@ -179,6 +179,60 @@ describe('OriginPacer', () => {
     expect((await p.snapshot(ORIGIN)).rate).toBe(36); // never above 90 % of what the target advertised
   });
 
+  it('cuts the pace of a target that advertises nothing to the rate it served, not to 70 % of the rate sent', async () => {
+    const p = pacer();
+    // A burst of 75 dispatches (300/s over the 250 ms a first burst is read over), of which the
+    // target served 8 before answering 429 + Retry-After.
+    for (let i = 0; i < 75; i++) expect((await p.gate(ORIGIN)).admitted).toBe(true);
+    for (let i = 0; i < 8; i++) await p.report(ORIGIN, ok, MS);
+    const cut = await p.report(ORIGIN, tooMany({ 'retry-after': '1' }), MS);
+    expect(cut).toMatchObject({ kind: 'slow', throttled: true });
+    // 90 % of 8 served over at least a second (≤ 7.2/s), not 70 % of the 300/s sent (210/s).
+    const first = cut?.rate ?? 0;
+    expect(first).toBeGreaterThan(0);
+    expect(first).toBeLessThanOrEqual(0.9 * 8 + 1e-6);
+    // The burst's answers still coming in: 200s reported after the 429 may raise the pace to what
+    // was served (12 over at least a second), 429s lower nothing more.
+    for (let i = 0; i < 4; i++) await p.report(ORIGIN, ok, MS);
+    const later = await Promise.all(
+      Array.from({ length: 5 }, () => p.report(ORIGIN, tooMany({ 'retry-after': '1' }), MS)),
+    );
+    expect(later.filter((r) => r?.throttled)).toHaveLength(0);
+    const rate = (await p.snapshot(ORIGIN)).rate ?? 0;
+    expect(rate).toBeGreaterThanOrEqual(first);
+    expect(rate).toBeLessThanOrEqual(0.9 * 12 + 1e-6);
+    // No start before the hold's end.
+    expect((await p.gate(ORIGIN)).admitted).toBe(false);
+  });
+
+  it("grows a silent target's pace back fast up to what it served when refused, then probes past it slowly", async () => {
+    const p = pacer();
+    // A little over a second of calls, each served: the rate served is read over a whole second.
+    const until = Date.now() + 1_100;
+    while (Date.now() < until) {
+      await p.gate(ORIGIN);
+      await p.report(ORIGIN, ok, MS);
+      await sleep(10);
+    }
+    // A 429 without Retry-After: paced at once, at 70 % of the rate sent (the served one is as
+    // high: every call was served); the probe line at 90 % of the rate served.
+    const cut = await p.report(ORIGIN, tooMany(), MS);
+    expect(cut?.throttled).toBe(true);
+    let rate = cut?.rate ?? 0;
+    const steps: number[] = [];
+    for (let i = 0; i < 200; i++) {
+      const next = (await p.report(ORIGIN, ok, MS))?.rate ?? 0;
+      steps.push(Math.round((next - rate) * 100) / 100);
+      rate = next;
+    }
+    // +0.35 per success below the line (0.9/0.7 × the first pace), then +0.05 past it.
+    expect(steps[0]).toBe(0.35);
+    expect(steps.at(-1)).toBe(0.05);
+    const fast = steps.filter((step) => step === 0.35).length;
+    expect(steps.slice(0, fast).every((step) => step === 0.35)).toBe(true);
+    expect(((cut?.rate ?? 0) + 0.35 * fast) / (cut?.rate ?? 1)).toBeCloseTo(0.9 / 0.7, 1);
+  });
+
   it('adapts the concurrency limit to the latency floor: up near it, down on queueing and timeouts', async () => {
     const p = pacer({ maxLimit: 16 });
     await p.report(ORIGIN, { kind: 'failure', error: { code: 'timeout' } }, 10_000 * MS);

@@ -17,9 +17,11 @@ export { type PacedOutcome, type PaceSignal, paceSignal, type SignalKind } from 
  *   call   ◀──gate──── no start before the hold's end, one start per 1000/pace ms
  *
  * - A 429, or a 503 with Retry-After, is the target asking to slow down: the origin is held for
- *   the time asked, then paced at half the rate we were sending at, and the pace grows back
- *   gradually (+10 % a second) up to what the target advertises (`RateLimit-Policy`). It is not
- *   a breaker failure, and the tasks it holds wait in the queue, spaced at the pace.
+ *   the time asked, then paced at 70 % of the rate we were sending at (without a
+ *   `RateLimit-Policy`: at most 90 % of the rate the target served, counted in Redis), and the
+ *   pace grows back gradually up to what the target advertises, or, when it advertises nothing,
+ *   fast up to what it served and slowly past it (see report-1.lua). It is not a breaker
+ *   failure, and the tasks it holds wait in the queue, spaced at the pace.
  * - The concurrency limit adapts: +1 per round of calls while the latency stays near its floor
  *   (the latency without load: the least seen, measured again every 10 s by a probe at one call
  *   per executor), down when
@@ -44,7 +46,7 @@ export interface OriginPacerOptions {
    */
   maxLocalWaitMs?: number;
   /**
-   * How far ahead dispatch slots are booked for an origin that advertised its pace (default and
+   * How far ahead dispatch slots are booked for a paced origin (default and
    * least: maxLocalWaitMs, i.e. a slot is taken only by a worker about to sleep until it): a task
    * whose slot would be farther takes none
    * and is told when to ask again, so that a backlog goes at the pace of the moment, not at the one

@@ -17,17 +17,18 @@
   above it, so that the waiters neither come back all at once nor slower than the slots they are
   to take. Back, it is a new task again: it takes a slot at the pace of then, or is sent down the
   lane again if the horizon is still full (the pace grew slower than expected, or a hold came).
-  Only for an origin that advertised its pace (RateLimit-Policy): without one, the pace is learnt
-  from the rate sent (far above the target's at first) and grows back 5 % a second, so a booked
-  slot falls little behind it, while the waiters back at each hold's end would go at that pace:
-  a burst of 429s per hold (the reservations a hold voids go to the end of the line instead).
+  For every paced origin: one that advertised its pace (RateLimit-Policy), and one that did not,
+  whose pace is learnt from the rate it served when it refused (report-1.lua): there the lane
+  expects the pace to grow back as fast up to the probe line `p`, and no further (it grows
+  slowly past it). (Before
+  that estimate, a silent origin's pace came from the rate sent, far above the target's, and its
+  waiters back at each hold's end drew a burst of 429s at it.)
 
   KEYS[1]  pace HASH (see includes/pace.lua)
   ARGV[1]  longest in-process wait (ms)
   ARGV[2]  state TTL (ms): an origin not called for this long is forgotten
   ARGV[3]  the slot reserved for this task when it was sent back (ms, Redis time); 0 = none
-  ARGV[4]  booking horizon (ms) of an origin with an advertised pace: no slot is reserved farther
-           ahead; 0 = none (book every slot)
+  ARGV[4]  booking horizon (ms): no slot is reserved farther ahead; 0 = none (book every slot)
 
   Returns {admitted, waitMs, limitMilli, rateMilli, slot}
     admitted 1: sleep waitMs, then call; 0: come back in waitMs (not an attempt) with `slot`, the
@@ -42,12 +43,12 @@ local reserved = tonumber(ARGV[3])
 local bookAheadMs = tonumber(ARGV[4])
 local now = nowMs()
 -- How the pace grows back after a hold (report-1.lua: +GROWTH calls/s per success, i.e. × e^GROWTH
--- a second), and the lane's margin above the pace expected: waiters back early are sent down the
+-- a second, up to the ceiling or the probe line), and the lane's margin above the pace expected: waiters back early are sent down the
 -- lane again, a gate call each; late ones leave the pace unused.
 local GROWTH = 0.35
 local LANE_MARGIN = 1.1
 
-local f = redis.call('HMGET', K_PACE, 'h', 'r', 't', 'x', 'ns', 'c', 'k', 'n', 'w')
+local f = redis.call('HMGET', K_PACE, 'h', 'r', 't', 'x', 'ns', 'c', 'k', 'n', 'w', 'p')
 local hold = tonumber(f[1]) or 0
 local rate = tonumber(f[2])
 local limit = tonumber(f[6])
@@ -71,11 +72,15 @@ end
 local start = math.max(now, hold)
 if rate then
   start = math.max(start, tonumber(f[3]) or 0)
-  local ceiling = tonumber(f[4])
-  if ceiling and bookAheadMs > 0 and start - now > bookAheadMs then
+  -- Where the pace stops growing fast: the advertised ceiling, else the probe line (report-1.lua).
+  local line = tonumber(f[4]) or tonumber(f[10])
+  if bookAheadMs > 0 and start - now > bookAheadMs then
     local back = math.max(start - bookAheadMs, tonumber(f[9]) or 0)
     local growing = math.max(0, back - math.max(now, hold)) / 1000
-    local expected = math.min(ceiling, rate * math.exp(GROWTH * growing))
+    local expected = rate * math.exp(GROWTH * growing)
+    if line then
+      expected = math.min(expected, line)
+    end
     redis.call('HSET', K_PACE, 'w', back + 1000 / (math.max(rate, expected) * LANE_MARGIN))
     redis.call('PEXPIRE', K_PACE, math.ceil(ttlMs + (back - now)))
     return { 0, math.ceil(back - now), milli(limit), milli(rate), 0 }

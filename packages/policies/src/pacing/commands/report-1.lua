@@ -1,22 +1,31 @@
 --[[
   What a call's answer says about the origin's pace (the caller reads the headers, see signals.ts).
-    slow (429, 503 + Retry-After): hold the origin for ARGV[2] ms; the pace falls to 70 % (of
-        the rate we were sending at when unpaced), once per burst (the answers to calls already
-        out within 1 s of a decrease, or before a hold's end, lower nothing more). The concurrency
-        limit is left alone: the pace is the answer to a 429, and a lower limit would only send
-        paced tasks back to the queue again
+    slow (429, 503 + Retry-After): hold the origin for ARGV[2] ms; the pace falls to 70 % of the
+        rate we were sending at (the pace, or the dispatches counted when unpaced), once per burst
+        (the answers to calls already out within 1 s of a decrease, or before a hold's end, lower
+        nothing more). Without an advertised ceiling, also to 90 % of the rate the target served
+        (its answers < 400 per second, counted here: this second's over at least a second, or the
+        previous second's), when that is lower: a first burst sent at 300/s to a 50/s target is
+        paced under what it served (at most 90 % of its 200s in that second), not at 210/s. Answers of the burst still coming in during the hold raise
+        that pace up to what they show (a 429 may be reported before the 200s sent ahead of it),
+        never above the 70 %. The concurrency limit is left alone: the pace is the answer to a
+        429, and a lower limit would only send paced tasks back to the queue again
     overload (timeout, transport error, 5xx): the concurrency limit shrinks by 30 %, once per burst
     ok: the pace grows back by 0.35 call/s per success (≈ +35 % a second at that pace), up to 90 %
-        of the advertised ceiling; without one, by 0.05 call/s (+5 % a second), and the pace is
-        dropped once twice above the rate that was refused. The concurrency limit follows the
-        latency against the floor a periodic probe measures (includes/limit.lua)
+        of the advertised ceiling. Without one, as fast up to the probe line `p` (90 % of the rate
+        served when refused, read over a whole second; a shorter reading cannot tell a quota of 5
+        per 100 ms from one of 50 per second, so it sets the pace but not the line: then `p` is the
+        70 % of the rate sent), then by 0.05 call/s (+5 % a second): the pace is probed upward
+        slowly past what was served, and is dropped once twice above `p` (the target changed).
+        The concurrency limit follows the latency against the floor a periodic probe measures
+        (includes/limit.lua)
   An advertised ceiling (ARGV[3]) caps the pace at once (at 90 % of it), whatever the kind.
 
   KEYS[1]  pace HASH (see includes/pace.lua)
   ARGV[1]  kind: 0 ok, 1 slow, 2 overload
   ARGV[2]  hold (ms from now, already bounded by RETRY_AFTER_MAX); 0 = none
   ARGV[3]  advertised ceiling ×1000 (calls/s); 0 = none
-  ARGV[4]  latency of the call (µs); 0 = unknown
+  ARGV[4]  latency of the call (µs); 0 = unknown, or not an answer < 400 (not counted as served)
   ARGV[5]  ceiling of the concurrency limit (MAX_WORKERS_PER_ORIGIN)
   ARGV[6]  state TTL (ms)
   ARGV[7]  event-loop lag of the reporting process (µs): answers it read late by that much
@@ -49,8 +58,17 @@ local DECREASE = 0.7
 local GROWTH = 0.35
 local SILENT_GROWTH = 0.05
 local BURST_MS = 1000
+-- The served rate read at a 429 without a ceiling: this second's answers < 400 over at least a
+-- second, or the previous second's; the pace set at SERVED_MARGIN of it (the dispatch jitter must
+-- not put one call too many into a window). A shorter span reads a target's window, not its rate:
+-- a 1 s-window target serves its whole quota in the first 100 ms of a burst (over 500 ms, 50 per
+-- second read as 100/s: measured, 84–124 × 429 for 400 calls instead of 30), while a reading
+-- under the rate (a 100 ms-window target refusing early in a second) costs only the fast growth
+-- back to the probe line.
+local SERVED_MIN_SPAN_MS = 1000
+local SERVED_MARGIN = 0.9
 
-local f = redis.call('HMGET', K_PACE, 'h', 'r', 'x', 'ns', 'd', 'p', 'n', 'pn')
+local f = redis.call('HMGET', K_PACE, 'h', 'r', 'x', 'ns', 'd', 'p', 'n', 'pn', 'ss', 'sn', 'ps', 'sc')
 local hold = tonumber(f[1]) or 0
 local rate = tonumber(f[2])
 local ceiling = tonumber(f[3])
@@ -65,6 +83,41 @@ local limit = loadLimit(maxLimit)
 local decreased = tonumber(f[5]) or 0
 local refusedAt = tonumber(f[6])
 local throttled = 0
+
+-- Answers < 400 (those that carry a latency) counted per second of arrival, as the gate counts
+-- dispatches: what the target served. The first one after a hold starts afresh, with no previous
+-- second: a second that held everything back says nothing of the target's rate.
+local servedFrom = tonumber(f[9])
+local served = tonumber(f[10]) or 0
+local servedBefore = tonumber(f[11])
+if latency > 0 then
+  local afterHold = servedFrom ~= nil and now >= hold and servedFrom < hold
+  if servedFrom == nil or now - servedFrom >= 1000 or afterHold then
+    servedBefore = nil
+    if servedFrom ~= nil and now - servedFrom < 2000 and not afterHold then
+      servedBefore = served * 1000 / (now - servedFrom)
+    end
+    servedFrom = now
+    served = 1
+  else
+    served = served + 1
+  end
+end
+-- The rate served lately (nil: nothing served in the last two seconds), and whether the reading
+-- spans a whole second (the previous second's, or this one's once a second long).
+local servingNow = nil
+local servedWhole = false
+if servedFrom ~= nil and now - servedFrom < 2000 then
+  servingNow = served * 1000 / math.max(SERVED_MIN_SPAN_MS, now - servedFrom)
+  servedWhole = now - servedFrom >= 1000
+  if servedBefore and servedBefore >= servingNow then
+    servingNow = servedBefore
+    servedWhole = true
+  end
+end
+-- The cap of the last cut without a ceiling (70 % of the rate sent), kept while its burst's answers
+-- still come in: they may raise the pace up to it.
+local sendCap = tonumber(f[12])
 
 if advertised > 0 then
   -- A margin under what the target advertised: the jitter between dispatch and arrival must not
@@ -91,6 +144,18 @@ if kind == 1 then
     end
     rate = math.max(MIN_RATE, (sending or MIN_RATE) * DECREASE)
     refusedAt = sending
+    sendCap = nil
+    if ceiling == nil then
+      sendCap = rate
+      refusedAt = rate
+      if servingNow then
+        local line = servingNow * SERVED_MARGIN
+        rate = math.max(MIN_RATE, math.min(rate, line))
+        if servedWhole then
+          refusedAt = line
+        end
+      end
+    end
     decreased = math.max(now, hold)
     throttled = 1
   end
@@ -100,14 +165,20 @@ elseif kind == 2 then
     decreased = now
     throttled = 1
   end
-elseif now >= hold then
+end
+if sendCap and rate and now < hold and kind ~= 2 and servingNow then
+  -- An answer of the burst in the hold: what the target served may be more than was seen at the cut.
+  rate = math.max(rate, math.min(sendCap, servingNow * SERVED_MARGIN))
+  refusedAt = math.max(refusedAt or 0, rate)
+end
+if kind == 0 and now >= hold then
   if rate then
     if ceiling then
       rate = math.min(rate + GROWTH, ceiling)
     else
-      -- Nothing advertised: the pace that was refused is the only clue, so it is approached
-      -- slowly (+5 % a second), and the pace is dropped once well past it (the target changed).
-      rate = rate + SILENT_GROWTH
+      -- Nothing advertised: back as fast up to the probe line (what was served when refused),
+      -- then probed past it slowly (+5 % a second); dropped once well past it (the target changed).
+      rate = rate + (rate < (refusedAt or 0) and GROWTH or SILENT_GROWTH)
       if refusedAt == nil or rate > 2 * refusedAt then
         rate = nil
         refusedAt = nil
@@ -122,6 +193,24 @@ limitTick(limit, now)
 saveLimit(limit)
 
 local fields = { 'd', decreased }
+if servedFrom then
+  table.insert(fields, 'ss')
+  table.insert(fields, servedFrom)
+  table.insert(fields, 'sn')
+  table.insert(fields, served)
+end
+if servedBefore then
+  table.insert(fields, 'ps')
+  table.insert(fields, servedBefore)
+else
+  redis.call('HDEL', K_PACE, 'ps')
+end
+if sendCap and now < hold then
+  table.insert(fields, 'sc')
+  table.insert(fields, sendCap)
+else
+  redis.call('HDEL', K_PACE, 'sc')
+end
 if hold > now then
   table.insert(fields, 'h')
   table.insert(fields, hold)

@@ -4,7 +4,13 @@
   KEYS[1]  pace HASH, one key per origin (named by a hash of it, see keys in index.ts)
              h  hold-until (ms, Redis time): no call starts before it (Retry-After, quota used up)
              r  paced rate (calls/s); absent = unpaced
-             p  the rate we were sending at when last refused (calls/s), when nothing is advertised
+             p  when nothing is advertised, the probe line (calls/s): the pace grows back fast
+                up to it, slowly past it, and is dropped at twice it; 90 % of the rate served
+                when last refused (read over a whole second), else 70 % of the rate sent then
+             ss, sn  start of this second's window of answers < 400 (ms, by arrival), and their
+                count so far; ps the previous window's per second: the rate the target served
+             sc the cut's 70 % of the rate sent, while its hold lasts: the burst's answers still
+                coming in may raise the pace up to it
              x  the pace the target advertised (calls/s, its RateLimit-Policy); r never exceeds it
              t  next free dispatch slot of the paced rate (ms): the GCRA theoretical arrival time
              k  next free slot of the late lane: tasks back late for their reserved slot (ms)
