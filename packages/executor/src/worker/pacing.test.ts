@@ -374,4 +374,45 @@ describe('origin pacing (end to end, two executors)', () => {
     const result = await h.resultOf(task.meta.requestId);
     expect([result.response.status, result.meta.tryCount]).toEqual([200, 1]);
   }, 60_000);
+
+  it('a call asleep until its slot does not go inside a hold a 429 answered meanwhile sets', async () => {
+    const pacer = new OriginPacer({
+      redis: h.redis,
+      prefix: h.prefix('pace'),
+      maxLimit: 16,
+      retryAfterMaxMs: 60_000,
+      maxLocalWaitMs: 5_000,
+    });
+    // Paced at 90 % of an advertised 1 per 2 s: the next slot is ~2.2 s after the last.
+    const origin = originOf(h.target.url);
+    await pacer.report(
+      origin,
+      { kind: 'response', status: 200, headers: { 'ratelimit-policy': '1;w=2' } },
+      1e6,
+    );
+    const { queue, executor } = h.startExecutor({ pacer, maxWorkers: 4 });
+    const run = uniqueName('asleep');
+    const refused = {
+      request: { uri: `${h.target.url}/hold/${run}/429?retry-after=3` },
+      meta: { requestId: `${run}-a` },
+    };
+    const asleep = { request: { uri: `${h.target.url}/echo?run=${run}` }, meta: { requestId: `${run}-b` } };
+    await h.submit(queue, [refused]);
+    await h.until(() => (h.target.holding(run) === 1 ? true : undefined));
+    // The second call takes the next slot, ~2 s away, and sleeps for it in its worker.
+    await h.submit(queue, [asleep]);
+    await h.until(() => (executor.inFlight === 2 ? true : undefined));
+    await h.until(
+      async () => ((await pacer.snapshot(origin)).nextSlotMs ?? 0) > Date.now() + 1_000 || undefined,
+    );
+    // The first is answered 429 + Retry-After: 3 while the second sleeps (1 s or more to go): the
+    // origin is held 3 s.
+    const answeredAt = Date.now();
+    h.target.release(run);
+    const result = await h.resultOf(asleep.meta.requestId);
+    expect(result.response.status).toBe(200);
+    const arrived = h.target.calls.find((c) => c.path === `/echo?run=${run}`)?.at ?? 0;
+    // Not at its slot (1–2 s after the 429), inside the hold: after the hold's end.
+    expect(arrived - answeredAt).toBeGreaterThanOrEqual(3_000);
+  }, 60_000);
 });

@@ -350,8 +350,15 @@ export class Policies {
     const paced = this.pace && (await this.pace({ origin, reservedMs: pacedAt }));
     const held = paced ? pacedStep(paced) : CALL;
     if (held.kind !== 'call') return { kind: 'failure', stop: held };
-    if (paced?.admitted && paced.waitMs > 0) await sleep(paced.waitMs);
     const { pacer, adaptiveConcurrency = true } = this.modules;
+    if (paced?.admitted && paced.waitMs > 0) {
+      const admittedAt = Date.now();
+      await sleep(paced.waitMs);
+      // A 429 answered here while it slept holds the origin: its slot went with the hold (the gate
+      // asked now would say so), and it would arrive inside it. Back to the gate at the hold's end.
+      const heldMs = pacer?.heldForMs(origin, admittedAt) ?? 0;
+      if (heldMs > 0) return { kind: 'failure', stop: { kind: 'wait', delayMs: heldMs, reason: 'paced' } };
+    }
     const learnt = adaptiveConcurrency ? pacer?.limitOf(origin) : undefined;
     const grant =
       handed ??

@@ -164,6 +164,8 @@ export class OriginPacer {
   private readonly limits = new LRUCache<string, number>({ max: 10_000 });
   /** Each origin's key, hashed once: a gate and a report per call would hash it twice. */
   private readonly keys = new LRUCache<string, string>({ max: 10_000 });
+  /** Each origin's last hold this process's reports heard of: when it ends, when it was heard (epoch ms). */
+  private readonly holds = new LRUCache<string, { untilMs: number; heardMs: number }>({ max: 10_000 });
   private lastErrorLogMs = 0;
 
   constructor(options: OriginPacerOptions) {
@@ -232,6 +234,10 @@ export class OriginPacer {
         ttlMs: this.ttlMs,
       });
       this.remember(origin, reply.limit, reply.rate);
+      if (reply.holdMs > 0) {
+        const now = Date.now();
+        this.holds.set(origin, { untilMs: now + reply.holdMs, heardMs: now });
+      }
       if (reply.throttled) {
         pacingMetrics.throttled.inc({ origin: originLabel.of(origin), signal: signal.kind });
         this.options.logger?.info(
@@ -244,6 +250,23 @@ export class OriginPacer {
       this.failed('report', err);
       return undefined;
     }
+  }
+
+  /**
+   * How much longer `origin` is held by a hold this process heard of (an answer reported here, a
+   * 429's Retry-After) after `sinceMs`, without a round trip; 0 when none. A call admitted to sleep
+   * until its slot asks it before it leaves, with the time it was admitted: a hold set meanwhile
+   * voids the slot, as the gate asked then would. One heard before is the gate's business (it
+   * admitted the call knowing it; the two clocks differ by a round trip).
+   */
+  heldForMs(origin: string, sinceMs: number, nowMs = Date.now()): number {
+    const hold = this.holds.get(origin);
+    if (hold === undefined) return 0;
+    if (hold.untilMs <= nowMs) {
+      this.holds.delete(origin);
+      return 0;
+    }
+    return hold.heardMs >= sinceMs ? hold.untilMs - nowMs : 0;
   }
 
   /** The origin's adaptive concurrency limit as last seen (whole calls, at least 1); undefined = not learnt. */
