@@ -193,42 +193,25 @@ limitTick(limit, now)
 saveLimit(limit)
 
 local fields = { 'd', decreased }
+-- Each field written when it has a value; `stale`: the fields deleted when it has none.
+local function put(name, value, stale)
+  if value then
+    fields[#fields + 1] = name
+    fields[#fields + 1] = value
+  elseif stale then
+    redis.call('HDEL', K_PACE, unpack(stale))
+  end
+end
 if servedFrom then
-  table.insert(fields, 'ss')
-  table.insert(fields, servedFrom)
-  table.insert(fields, 'sn')
-  table.insert(fields, served)
+  put('ss', servedFrom)
+  put('sn', served)
 end
-if servedBefore then
-  table.insert(fields, 'ps')
-  table.insert(fields, servedBefore)
-else
-  redis.call('HDEL', K_PACE, 'ps')
-end
-if sendCap and now < hold then
-  table.insert(fields, 'sc')
-  table.insert(fields, sendCap)
-else
-  redis.call('HDEL', K_PACE, 'sc')
-end
-if hold > now then
-  table.insert(fields, 'h')
-  table.insert(fields, hold)
-end
-if ceiling then
-  table.insert(fields, 'x')
-  table.insert(fields, ceiling)
-end
-if refusedAt then
-  table.insert(fields, 'p')
-  table.insert(fields, refusedAt)
-end
-if rate then
-  table.insert(fields, 'r')
-  table.insert(fields, rate)
-else
-  redis.call('HDEL', K_PACE, 'r', 't', 'p')
-end
+put('ps', servedBefore, { 'ps' })
+put('sc', now < hold and sendCap or nil, { 'sc' })
+put('h', hold > now and hold or nil)
+put('x', ceiling)
+put('p', refusedAt)
+put('r', rate, { 'r', 't', 'p' })
 redis.call('HSET', K_PACE, unpack(fields))
 redis.call('PEXPIRE', K_PACE, math.ceil(ttlMs + math.max(0, hold - now)))
 return { milli(limit.c), milli(rate), math.max(0, hold - now), throttled }
