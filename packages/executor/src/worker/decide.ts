@@ -294,8 +294,7 @@ export function parks(
   return (
     (reason === 'paced' || reason === 'retry' || (reason === 'breaker_busy' && busyParks < BUSY_PARKS_MAX)) &&
     delayMs <= PARK_MAX_MS &&
-    parked.tasks < budget.tasks &&
-    parked.bytes + bytes <= budget.bytes
+    waitsForSlot(bytes, parked, budget)
   );
 }
 
@@ -304,7 +303,8 @@ export function parks(
  * a slot, holding `bytes` more, with `parked` already parked out of `budget`: woken when a call of
  * this process to its origin ends, or sent back to the queue after PARK_MAX_MS. Before, it went
  * back to the queue at once, for a guess of when a slot frees (waitForSlotMs), and was leased
- * again then: about one call in two under load (BENCHMARKS.md, 2026-12-02).
+ * again then: about one call in two under load (BENCHMARKS.md, 2026-12-02). The parking budget
+ * alone: also the last test of `parks`.
  */
 export function waitsForSlot(bytes: number, parked: Parking, budget: Parking): boolean {
   return parked.tasks < budget.tasks && parked.bytes + bytes <= budget.bytes;

@@ -328,7 +328,7 @@ export class Executor {
     for (;;) {
       if (settlement.kind !== 'reschedule') return settlement;
       if (settlement.bulkhead) {
-        const woken = await this.parkForSlot(job, source, settlement, budget);
+        const woken = await this.parkForSlot(job, source, settlement, settlement.bulkhead, budget);
         if (!('slot' in woken)) return woken;
         busyParks = 0;
         const { task, slot } = woken;
@@ -383,14 +383,14 @@ export class Executor {
     job: Job,
     source: FetchOutcome | undefined,
     settlement: Settlement & { kind: 'reschedule' },
+    bulkhead: { requestId: string; client: string | undefined; uri: string },
     budget: Parking,
   ): Promise<Settlement | { task: QueuedTask; slot: Granted }> {
-    const { delayMs, outbox, payload, bulkhead } = settlement;
+    const { delayMs, outbox, payload } = settlement;
     const bytes = payload ? parkedBytes(job, source, payload) : 0;
-    const line = bulkhead && `${safeOrigin(bulkhead.uri)}\0${bulkhead.client ?? ''}`;
-    const waiting = (line && this.slotWaits.get(line)) || 0;
+    const line = `${safeOrigin(bulkhead.uri)}\0${bulkhead.client ?? ''}`;
+    const waiting = this.slotWaits.get(line) ?? 0;
     const task =
-      line &&
       !outbox &&
       payload &&
       !this.stopped &&
@@ -399,12 +399,10 @@ export class Executor {
         ? decodeTask(payload)
         : undefined;
     const parkedAt = Date.now();
-    if (bulkhead) {
-      const until = parkedAt + (task ? PARK_MAX_MS : delayMs);
-      const { requestId, client } = bulkhead;
-      this.journal?.emit({ type: 'held', requestId, client, by: 'bulkhead', until });
-    }
-    if (!task || !bulkhead || !line) return settlement;
+    const { requestId, client } = bulkhead;
+    const until = parkedAt + (task ? PARK_MAX_MS : delayMs);
+    this.journal?.emit({ type: 'held', requestId, client, by: 'bulkhead', until });
+    if (!task) return settlement;
     this.parkedMore(1, bytes, 'bulkhead');
     this.slotWaits.set(line, waiting + 1);
     this.workDone();

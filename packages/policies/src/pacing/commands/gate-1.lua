@@ -20,8 +20,7 @@
   For every paced origin: one that advertised its pace (RateLimit-Policy), and one that did not,
   whose pace is learnt from the rate it served when it refused (report-1.lua): there the lane
   expects the pace to grow back as fast up to the probe line `p`, and no further (it grows
-  slowly past it). (Before
-  that estimate, a silent origin's pace came from the rate sent, far above the target's, and its
+  slowly past it). (Before that estimate, a silent origin's pace came from the rate sent, far above the target's, and its
   waiters back at each hold's end drew a burst of 429s at it.)
 
   KEYS[1]  pace HASH (see includes/pace.lua)
@@ -42,10 +41,9 @@ local ttlMs = tonumber(ARGV[2])
 local reserved = tonumber(ARGV[3])
 local bookAheadMs = tonumber(ARGV[4])
 local now = nowMs()
--- How the pace grows back after a hold (report-1.lua: +GROWTH calls/s per success, i.e. × e^GROWTH
--- a second, up to the ceiling or the probe line), and the lane's margin above the pace expected: waiters back early are sent down the
--- lane again, a gate call each; late ones leave the pace unused.
-local GROWTH = 0.35
+-- The lane's margin above the pace expected (grown back by GROWTH, includes/pace.lua, up to the
+-- ceiling or the probe line): waiters back early are sent down the lane again, a gate call each;
+-- late ones leave the pace unused.
 local LANE_MARGIN = 1.1
 
 local f = redis.call('HMGET', K_PACE, 'h', 'r', 't', 'x', 'ns', 'c', 'k', 'n', 'w', 'p')

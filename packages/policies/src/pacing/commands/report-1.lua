@@ -52,10 +52,9 @@ local now = nowMs()
 -- The slowest pace we fall to: one call per 10 s (a hold says more when the target wants less).
 local MIN_RATE = 0.1
 local CEILING_MARGIN = 0.9
--- After a slow-down: the pace we fall to (× the pace we were at), and what each success adds back
--- (calls/s: at a pace r, +GROWTH·r a second, i.e. +35 % a second: doubled in about 2 s).
+-- After a slow-down: the pace we fall to (× the pace we were at); it grows back by GROWTH
+-- (includes/pace.lua) per success.
 local DECREASE = 0.7
-local GROWTH = 0.35
 local SILENT_GROWTH = 0.05
 local BURST_MS = 1000
 -- The served rate read at a 429 without a ceiling: this second's answers < 400 over at least a

@@ -28,6 +28,11 @@
 ]]
 local K_PACE = KEYS[1]
 
+-- What each success adds back to a pace after a slow-down (calls/s; report-1.lua): at a pace r,
+-- +GROWTH·r a second, i.e. × e^GROWTH a second (+35 %: doubled in about 2 s). The gate expects it
+-- when it spaces the return lane (gate-1.lua).
+local GROWTH = 0.35
+
 --- @include "shared/now"
 
 -- Integers for the reply (Lua numbers become integers on the way out): thousandths.
