@@ -192,13 +192,17 @@ limitTick(limit, now)
 saveLimit(limit)
 
 local fields = { 'd', decreased }
--- Each field written when it has a value; `stale`: the fields deleted when it has none.
+-- Each field written when it has a value; `stale`: the fields deleted when it has none (one HDEL
+-- for all, before the HSET: a report is once per call).
+local gone = {}
 local function put(name, value, stale)
   if value then
     fields[#fields + 1] = name
     fields[#fields + 1] = value
   elseif stale then
-    redis.call('HDEL', K_PACE, unpack(stale))
+    for _, field in ipairs(stale) do
+      gone[#gone + 1] = field
+    end
   end
 end
 if servedFrom then
@@ -211,6 +215,9 @@ put('h', hold > now and hold or nil)
 put('x', ceiling)
 put('p', refusedAt)
 put('r', rate, { 'r', 't', 'p' })
+if #gone > 0 then
+  redis.call('HDEL', K_PACE, unpack(gone))
+end
 redis.call('HSET', K_PACE, unpack(fields))
 redis.call('PEXPIRE', K_PACE, math.ceil(ttlMs + math.max(0, hold - now)))
 return { milli(limit.c), milli(rate), math.max(0, hold - now), throttled }
