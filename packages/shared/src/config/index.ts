@@ -474,7 +474,7 @@ export const CONFIG_VARIABLES = {
     'EXECUTOR_PARKED_TASKS',
     '1000',
     positiveInt,
-    'tasks an executor keeps parked at most: a task the pace books a slot up to 30 s ahead for (or a retry due within 30 s, one a busy breaker refused, or one its origin\'s bulkhead refused, until a slot frees) waits in its executor under its lease, holding no worker and counted apart from the leases of the tasks being worked on, instead of going back to the queue (one lease per request, not two); beyond this (or EXECUTOR_PARKED_BYTES) it goes back to the queue',
+    "tasks an executor keeps parked at most: a task the pace books a slot up to 30 s ahead for (or a retry due within 30 s, one a busy breaker refused, or one its origin's bulkhead refused, until a slot frees) waits in its executor under its lease, holding no worker and counted apart from the leases of the tasks being worked on, instead of going back to the queue (one lease per request, not two); beyond this (or EXECUTOR_PARKED_BYTES) it goes back to the queue",
   ),
   executorParkedBytes: variable(
     'EXECUTOR_PARKED_BYTES',
