@@ -161,21 +161,29 @@ describe.each([single, clustered])('FairQueue on $name', (target) => {
       expect(order).toEqual(['hot0', 'c1', 'c2', 'hot1', 'hot2', 'hot3']);
     });
 
-    test("adopts the ready partitions of an earlier version (no clients' lines yet) under load", async () => {
+    test('serves the ready partitions of earlier layouts first under load (round-robin tickets, with or without a client line)', async () => {
       const queue = makeQueue({ shards: 1 });
-      // Written by a version before the fair share between clients: ready, but in no client's line.
+      const key = (name: Parameters<typeof shardKey>[2]) => shardKey(queue.prefix, 0, name);
       await queue.publish([
         { id: 'old1', partition: 'a @old', payload: '' },
         { id: 'old2', partition: 'b @old', payload: '' },
       ]);
-      await redis.del(shardKey(queue.prefix, 0, 'cready'), shardKey(queue.prefix, 0, 'clients'));
+      // As an earlier version left them: `ready` scored by round-robin tickets; `a @old` also in its
+      // client's line (`cready`, the layout before tags) and `b @old` in none (before fair share);
+      // `clients` holding virtual times, no tag state.
+      await redis.del(key('clients'), key('cready'));
+      await redis.zadd(key('ready'), 1, 'a @old', 2, 'b @old');
+      await redis.zadd(key('cready'), 0, 'old\u0000000000000001a @old');
+      await redis.zadd(key('clients'), 0, 'old');
       // Then a busy client that always has ready partitions.
       await queue.publish(
         Array.from({ length: 20 }, (_, i) => ({ id: `busy${i}`, partition: `p${i} @busy`, payload: '' })),
       );
-      // Adopted, the old client takes turns with the busy one from the first lease on.
+      // The earlier entries are first in line: served by the first lease, their line member gone.
       const first = ids((await queue.lease(4, 10_000)).tasks);
-      expect(first.filter((id) => id.startsWith('old')).sort()).toEqual(['old1', 'old2']);
+      expect(first.slice(0, 2)).toEqual(['old1', 'old2']);
+      expect(await redis.zcard(key('cready'))).toBe(0);
+      expect((await new QueueAdmin(queue).verify()).violations).toEqual([]);
     });
 
     test('few backlogged partitions share one lease call equally; a lone one fills it', async () => {
