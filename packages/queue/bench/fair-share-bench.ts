@@ -156,6 +156,13 @@ async function destroy(side: Side, prefix: string): Promise<void> {
   await queue.close();
 }
 
+/** Redis CPU (user + sys) in µs so far: `INFO cpu` of the server both sides share. */
+async function redisCpuUs(redis: RedisClient): Promise<number> {
+  const info = await redis.info('cpu');
+  const field = (name: string) => Number(new RegExp(`${name}:([\\d.]+)`).exec(info)?.[1] ?? 0);
+  return (field('used_cpu_user') + field('used_cpu_sys')) * 1e6;
+}
+
 /** Lease+ack throughput with `clients` clients, both sides alternating; memory per queued task. */
 async function throughput(sides: Side[], clients: number) {
   const prefixes = sides.map(() => `bench:${randomBytes(4).toString('hex')}:share:`);
@@ -169,14 +176,23 @@ async function throughput(sides: Side[], clients: number) {
       bytesPerTask.push(((await usedMemory(side.redis)) - before) / filled);
     }
     const rates: number[][] = sides.map(() => []);
+    // Redis CPU per leased task (lease + ack), µs: the rounds run one at a time on a private Redis.
+    const cpu: number[][] = sides.map(() => []);
     const perRound = Math.floor(DRAIN / ROUNDS);
     for (let round = 0; round < ROUNDS; round++) {
       for (const [s, side] of sides.entries()) {
+        const cpuBefore = await redisCpuUs(side.redis);
         rates[s]?.push(await drain(side, prefixes[s] as string, perRound));
+        cpu[s]?.push(((await redisCpuUs(side.redis)) - cpuBefore) / perRound);
       }
-      log(`${clients} client(s), round ${round + 1}:`, rates.map((r) => fmt(r.at(-1) ?? 0)).join(' / '));
+      log(
+        `${clients} client(s), round ${round + 1}:`,
+        rates.map((r) => fmt(r.at(-1) ?? 0)).join(' / '),
+        '| Redis CPU µs/task:',
+        cpu.map((c) => fmt(c.at(-1) ?? 0, 1)).join(' / '),
+      );
     }
-    return { clients, rates, medians: rates.map(median), bytesPerTask };
+    return { clients, rates, medians: rates.map(median), cpuMedians: cpu.map(median), bytesPerTask };
   } finally {
     for (const [s, side] of sides.entries()) await destroy(side, prefixes[s] as string);
   }
@@ -341,7 +357,8 @@ function render({ machine, sides, tps, cap, waits, command, privateRedis }: Rend
     .map((tp) => {
       const [b = 0, a = 0] = tp.medians;
       const rounds = tp.rates.map((r) => r.map((x) => fmt(x)).join(' / ')).join(' ‖ ');
-      return `| ${fmt(tp.clients)} | ${fmt(b)} | ${fmt(a)} | **${fmt(a / b, 2)}** | ${rounds} |`;
+      const [cb = 0, ca = 0] = tp.cpuMedians;
+      return `| ${fmt(tp.clients)} | ${fmt(b)} | ${fmt(a)} | **${fmt(a / b, 2)}** | ${fmt(cb, 1)} / ${fmt(ca, 1)} | ${rounds} |`;
     })
     .join('\n');
   const memRows = tps
@@ -373,8 +390,8 @@ Issue 21: the queue with weighted fair share between clients (${after}) against 
 
 ${fmt(DRAIN)} tasks drained per queue. Target: within 10 % of before (ratio ≥ 0.90).
 
-| clients | before tasks/s | fair share tasks/s | ratio | rounds (before ‖ fair share) |
-|---:|---:|---:|---:|---|
+| clients | before tasks/s | fair share tasks/s | ratio | Redis CPU µs/task (before / fair share) | rounds (before ‖ fair share) |
+|---:|---:|---:|---:|---:|---|
 ${tpRows}
 
 ### Cost of a per-client cap
