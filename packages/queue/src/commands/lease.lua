@@ -16,13 +16,15 @@
   ARGV[8]  m: clients with a cap (`caps`) the caller holds permits for, then m pairs: client,
            permits (cap slots taken in the client's own slot, cap/commands/acquire-2.lua). A capped
            client is leased at most that many tasks here. Its partitions met in line with no
-           permit left are set aside (`cready`, ASIDE band of `ready`), out of the others' way;
-           a call with permits for it puts back as many of them first, with fresh tags
+           permit keep their place when the client was not asked for or used up its permits (the
+           reply names it: the caller asks for it next time), and are set aside (`cready`, ASIDE
+           band of `ready`), out of the others' way, when it was asked for and granted none (at
+           its cap); a call with permits for it puts back as many of them first, with fresh tags
 
   Returns {readyCount, nextEventMs, reclaimed, deadLettered, n, then n groups of 7:
            id, partition, payload, token, deliveries, publishedAt, dueAt,
-           then w, then w clients: the capped clients with work set aside here for want of
-           permits, in the order they met their turn (then those first in the aside band),
+           then w, then w clients: the capped clients met in line here without a permit, in the
+           order of their turns (then those first in the aside band),
            then g, then g clients: the capped clients with nothing pending here any more}
 ]]
 --- @include "includes/shard"
@@ -35,9 +37,11 @@ local maxDeliveries = tonumber(ARGV[5])
 local batch = tonumber(ARGV[6])
 local quantum = tonumber(ARGV[7])
 local permits = {}
+local asked = {} -- client -> permits given for this call
 local permitted = {}
 for i = 1, tonumber(ARGV[8]) do
   permits[ARGV[7 + i * 2]] = tonumber(ARGV[8 + i * 2])
+  asked[ARGV[7 + i * 2]] = tonumber(ARGV[8 + i * 2])
   permitted[i] = ARGV[7 + i * 2]
 end
 local now = nowMs()
@@ -192,7 +196,7 @@ local back = {}
 local creadyIn, creadyOut = {}, {}
 local finishDirty = {}
 local v = state.v
-local setAside = 0
+local skipped = 0
 
 local function lower(a, b)
   return a.tag < b.tag or (a.tag == b.tag and a.partition < b.partition)
@@ -246,18 +250,23 @@ while turnsLeft > 0 do
   end
   local capped = cap[client] > 0
   if capped and (permits[client] or 0) <= 0 then
-    -- At its cap as far as this call may lease: set aside in its client's line, out of the way
-    -- (bounded per call: the rest are met again by the next calls).
-    if setAside >= k + batch then
+    -- No permit left in this call (bounded per call: the rest are met again by the next calls).
+    if skipped >= k + batch then
       back[partition] = tag
       break
     end
-    setAside = setAside + 1
-    local ticket = nextSeq()
-    back[partition] = ASIDE + ticket
-    creadyIn[#creadyIn + 1] = 0
-    creadyIn[#creadyIn + 1] = creadyMember(client, ticket, partition)
+    skipped = skipped + 1
     want(client)
+    if permits[client] == nil or asked[client] > 0 then
+      -- Not asked, or its permits used up: it keeps its place, the caller asks for it next time.
+      back[partition] = tag
+    else
+      -- Asked and granted none (at its cap): set aside in its client's line, out of the way.
+      local ticket = nextSeq()
+      back[partition] = ASIDE + ticket
+      creadyIn[#creadyIn + 1] = 0
+      creadyIn[#creadyIn + 1] = creadyMember(client, ticket, partition)
+    end
   else
     if tag < state.b - 0.5 then
       creadyOut[#creadyOut + 1] = creadyMember(client, tag, partition) -- an earlier layout's

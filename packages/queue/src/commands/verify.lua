@@ -163,8 +163,9 @@ for _, partition in ipairs(redis.call('ZRANGE', K_TIMERS, 0, -1)) do
 end
 
 -- fair share: `cready` holds exactly the partitions set aside (ASIDE band of `ready`, with their
--- tickets); every other ready partition's tag is at least V - NEWCOMER_LEAD and below its client's
--- finish tag (tickets of an earlier layout aside, see lease)
+-- tickets); every other ready partition's tag (tickets of an earlier layout aside) is below its
+-- client's finish tag. Not bounded below by V: a capped client's partition met without a permit
+-- keeps its place, and its cap may be lifted since.
 local fairScores = redis.call('ZMSCORE', K_CLIENTS, TAG_V, TAG_B)
 local vNow, bFirst = tonumber(fairScores[1] or nil), tonumber(fairScores[2] or nil)
 local inCready = {}
@@ -193,9 +194,6 @@ for i = 1, #readyRows, 2 do
       report('partition ' .. partition .. ' is set aside but in no client\'s line')
     end
   elseif vNow and tag >= bFirst - 0.5 then
-    if tag < vNow - NEWCOMER_LEAD - 1e-6 then
-      report('partition ' .. partition .. ' has tag ' .. tag .. ' behind the virtual time ' .. vNow)
-    end
     local finish = tonumber(redis.call('ZSCORE', K_CLIENTS, clientOf(partition)) or nil)
     if not finish or tag >= finish then
       report('partition ' .. partition .. ' has tag ' .. tag .. ' not before its client\'s finish tag ' .. tostring(finish))
