@@ -600,6 +600,30 @@ describe.each([single, clustered])('FairQueue on $name', (target) => {
       expect(ids((await fresh.lease(1, 30_000)).tasks)).toEqual([free]);
     });
 
+    test('a client at its cap has its ready partitions set aside, out of the way, and back in line once it has a slot', async () => {
+      const queue = makeQueue({ shards: 1 });
+      const key = (name: Parameters<typeof shardKey>[2]) => shardKey(queue.prefix, 0, name);
+      await queue.setClientMaxInFlight('capped', 1);
+      await queue.publish(Array.from({ length: 5 }, (_, i) => ({ id: `c${i} @capped`, payload: '' })));
+      await queue.publish(Array.from({ length: 5 }, (_, i) => ({ id: `f${i} @free`, payload: '' })));
+      const first = await leaseAll(queue, 10);
+      expect(clientOf(first, 'capped')).toHaveLength(1);
+      expect(clientOf(first, 'free')).toHaveLength(5);
+      // Asked for and denied (at its cap): its 4 partitions left the front of `ready` for its line.
+      expect(await leaseAll(queue, 10)).toEqual([]);
+      expect(await redis.zcard(key('cready'))).toBe(4);
+      expect(Number((await redis.zrange(key('ready'), 0, 0, 'WITHSCORES'))[1])).toBeGreaterThanOrEqual(2 ** 48);
+      // Work of another client is not held behind them.
+      await queue.publish([{ id: 'f9 @free', payload: '' }]);
+      expect(ids((await queue.lease(10, 30_000)).tasks)).toEqual(['f9 @free']);
+      // A slot again: the next of its partitions is back in line and leased.
+      const [held] = clientOf(first, 'capped') as [LeasedTask];
+      expect(await queue.ack(held.token)).toBe('ok');
+      const next = await leaseAll(queue, 10);
+      expect(clientOf(next, 'capped')).toHaveLength(1);
+      expect((await new QueueAdmin(queue).verify()).violations).toEqual([]);
+    });
+
     test('a client at its cap first in line does not keep the next capped client from its turn', async () => {
       // Asked slots first (it has the next turn) and granted none: the ask passes to the client
       // behind it, in the same lease call.
