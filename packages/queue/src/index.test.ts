@@ -612,7 +612,9 @@ describe.each([single, clustered])('FairQueue on $name', (target) => {
       // Asked for and denied (at its cap): its 4 partitions left the front of `ready` for its line.
       expect(await leaseAll(queue, 10)).toEqual([]);
       expect(await redis.zcard(key('cready'))).toBe(4);
-      expect(Number((await redis.zrange(key('ready'), 0, 0, 'WITHSCORES'))[1])).toBeGreaterThanOrEqual(2 ** 48);
+      expect(Number((await redis.zrange(key('ready'), 0, 0, 'WITHSCORES'))[1])).toBeGreaterThanOrEqual(
+        2 ** 48,
+      );
       // Work of another client is not held behind them.
       await queue.publish([{ id: 'f9 @free', payload: '' }]);
       expect(ids((await queue.lease(10, 30_000)).tasks)).toEqual(['f9 @free']);
