@@ -120,7 +120,12 @@ end
   waiting behind the others' history); then F_c = S + 1/weight. Lease takes partitions in tag
   order (ZPOPMIN), so saturated clients are served in proportion to their weights, and a client's
   partitions round-robin (one readied again goes behind the client's others). NEWCOMER_LEAD is
-  below the smallest step (1/MAX_CLIENT_WEIGHT).
+  below the smallest step (1/MAX_CLIENT_WEIGHT). F_c is dropped when the client's last pending
+  task here goes (`cdepth`), so a purge or a cancel of all its work does not leave it in the
+  future. Residual effect: ready partitions that leave without a lease while others of the client
+  stay (a partial cancel, a reject to `timers`) leave F_c where their tags took it: the client's
+  next partitions start behind that gap (the others get up to gap/weight turns each first, once).
+  A capped client's partition met without a permit keeps its tag (lease), so it may sit behind V.
 ]]
 local NEWCOMER_LEAD = 1 / 2000
 local ASIDE = 2 ^ 48
