@@ -183,6 +183,14 @@ describe.each([single, clustered])('FairQueue on $name', (target) => {
       const first = ids((await queue.lease(4, 10_000)).tasks);
       expect(first.slice(0, 2)).toEqual(['old1', 'old2']);
       expect(await redis.zcard(key('cready'))).toBe(0);
+      // A process of the earlier version still running (a rolling upgrade) readies a partition with
+      // a fresh ticket from `seq`: it is served next, not after every client's work.
+      await queue.publish([{ id: 'old3', partition: 'c @old', payload: '' }]);
+      const ticket = Number(await redis.incr(key('seq')));
+      await redis.zadd(key('ready'), ticket, 'c @old');
+      await redis.zadd(key('cready'), 0, `old\u0000${ticket.toString(16).padStart(12, '0')}c @old`);
+      expect(ids((await queue.lease(1, 10_000)).tasks)).toEqual(['old3']);
+      expect(await redis.zcard(key('cready'))).toBe(0);
       expect((await new QueueAdmin(queue).verify()).violations).toEqual([]);
     });
 

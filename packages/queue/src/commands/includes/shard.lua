@@ -38,8 +38,9 @@
                        (absent or <= V: it has no partition ready ahead of the virtual time; reset
                        when its last pending task here goes, see `cdepth`). Two members that are
                        no client: `\0v` = V, the shard's virtual time (the tag of the last partition
-                       leased), and `\0b` = the first V (the `seq` counter + 1 when the key was first
-                       written: every ticket of an earlier layout is below it).
+                       leased), and `\0b` = the first V (the `seq` counter + 2^32 when the key was
+                       first written: every ticket of an earlier layout is below it, also those an
+                       earlier version's process gives during a rolling upgrade).
     KEYS[13] cready    ZSET, every score 0, ordered by member bytes:
                          "<client>\0<ticket:12 hex><partition>"
                        the partitions set aside (score ASIDE + ticket in `ready`), grouped by
@@ -137,12 +138,19 @@ local function creadyMember(client, ticket, partition)
   return client .. '\0' .. string.format('%012x', ticket) .. partition
 end
 
--- A score as Redis stores it, exactly (Lua's own number formatting keeps 14 digits).
+-- A score spelled out to 17 significant digits (a round trip of the double, whatever the server's
+-- conversion of a Lua number argument).
 local function exact(x)
   return string.format('%.17g', x)
 end
 
--- V and the first V, read once per script (written the first time: see KEYS[12]).
+--[[
+  V and the first V, read once per script (written the first time: see KEYS[12]). The first V is
+  the `seq` counter + 2^32: above every round-robin ticket an earlier version's process may still
+  give a partition during a rolling upgrade (each takes one from `seq`), so that those are served
+  first whenever they come; 2^32 keeps the tags' resolution at ~1e-6 for the first billions.
+]]
+local OLD_TICKETS_AHEAD = 2 ^ 32
 local fair
 local function fairState()
   if not fair then
@@ -150,7 +158,7 @@ local function fairState()
     if s[1] and s[2] then
       fair = { v = tonumber(s[1]), b = tonumber(s[2]) }
     else
-      local b = tonumber(redis.call('GET', K_SEQ) or '0') + 1
+      local b = tonumber(redis.call('GET', K_SEQ) or '0') + OLD_TICKETS_AHEAD
       redis.call('ZADD', K_CLIENTS, b, TAG_V, b, TAG_B)
       fair = { v = b, b = b }
     end
