@@ -49,8 +49,9 @@ local now = nowMs()
 promoteTimers(now, batch, unorderedLimit)
 local reclaimed, deadLettered = reclaimExpired(now, batch, maxDeliveries, unorderedLimit)
 local state = fairState()
--- Capped clients whose work waits set aside (the caller asks their slots for more), and those with
--- nothing pending here any more (the caller stops asking slots for them here).
+-- Capped clients met in line without a permit, or with work set aside (the caller asks their slots
+-- for more), and those with nothing pending here any more (the caller stops asking slots for them
+-- here).
 local wanting = {}
 local wantingSet = {}
 local left = {}
@@ -126,9 +127,11 @@ local function putBack(client, n)
 end
 
 learn(permitted)
-for _, client in ipairs(permitted) do
-  if permits[client] > 0 then
-    putBack(client, permits[client])
+if #permitted > 0 and redis.call('EXISTS', K_CREADY) == 1 then
+  for _, client in ipairs(permitted) do
+    if permits[client] > 0 then
+      putBack(client, permits[client])
+    end
   end
 end
 
