@@ -156,6 +156,13 @@ async function destroy(side: Side, prefix: string): Promise<void> {
   await queue.close();
 }
 
+/** Redis CPU (user + sys) in µs so far: `INFO cpu` of the server both sides share. */
+async function redisCpuUs(redis: RedisClient): Promise<number> {
+  const info = await redis.info('cpu');
+  const field = (name: string) => Number(new RegExp(`${name}:([\\d.]+)`).exec(info)?.[1] ?? 0);
+  return (field('used_cpu_user') + field('used_cpu_sys')) * 1e6;
+}
+
 /** Lease+ack throughput with `clients` clients, both sides alternating; memory per queued task. */
 async function throughput(sides: Side[], clients: number) {
   const prefixes = sides.map(() => `bench:${randomBytes(4).toString('hex')}:share:`);
@@ -169,14 +176,23 @@ async function throughput(sides: Side[], clients: number) {
       bytesPerTask.push(((await usedMemory(side.redis)) - before) / filled);
     }
     const rates: number[][] = sides.map(() => []);
+    // Redis CPU per leased task (lease + ack), µs: the rounds run one at a time on a private Redis.
+    const cpu: number[][] = sides.map(() => []);
     const perRound = Math.floor(DRAIN / ROUNDS);
     for (let round = 0; round < ROUNDS; round++) {
       for (const [s, side] of sides.entries()) {
+        const cpuBefore = await redisCpuUs(side.redis);
         rates[s]?.push(await drain(side, prefixes[s] as string, perRound));
+        cpu[s]?.push(((await redisCpuUs(side.redis)) - cpuBefore) / perRound);
       }
-      log(`${clients} client(s), round ${round + 1}:`, rates.map((r) => fmt(r.at(-1) ?? 0)).join(' / '));
+      log(
+        `${clients} client(s), round ${round + 1}:`,
+        rates.map((r) => fmt(r.at(-1) ?? 0)).join(' / '),
+        '| Redis CPU µs/task:',
+        cpu.map((c) => fmt(c.at(-1) ?? 0, 1)).join(' / '),
+      );
     }
-    return { clients, rates, medians: rates.map(median), bytesPerTask };
+    return { clients, rates, medians: rates.map(median), cpuMedians: cpu.map(median), bytesPerTask };
   } finally {
     for (const [s, side] of sides.entries()) await destroy(side, prefixes[s] as string);
   }
@@ -215,6 +231,39 @@ async function capCost(side: Side, clients: number) {
     return { clients, rates, medians: rates.map(median) };
   } finally {
     for (const prefix of prefixes) await destroy(side, prefix);
+  }
+}
+
+/**
+ * Capped clients on both sides (a baseline that has caps: fair share's own history), alternating:
+ * the same drain as capCost's capped side, baseline against this queue.
+ */
+async function cappedSides(sides: Side[], clients: number) {
+  const prefixes = sides.map(() => `bench:${randomBytes(4).toString('hex')}:capped:`);
+  try {
+    const filled = CAP_DRAIN + ROUNDS * WORKER_LOOPS * LEASE_K;
+    for (const [s, side] of sides.entries()) {
+      const queue = newQueue(side, prefixes[s] as string);
+      await publishAll(queue, filled, taskOf(clients, 'req'));
+      for (let at = 0; at < clients; at += 50) {
+        const batch = Array.from({ length: Math.min(50, clients - at) }, (_, i) => `c${at + i}`);
+        await Promise.all(batch.map((client) => queue.setClientMaxInFlight(client, NEVER_BINDING_CAP)));
+      }
+      await queue.close();
+    }
+    const rates: number[][] = sides.map(() => []);
+    const perRound = Math.floor(CAP_DRAIN / ROUNDS);
+    for (let round = 0; round < ROUNDS; round++) {
+      for (const [s, side] of sides.entries())
+        rates[s]?.push(await drain(side, prefixes[s] as string, perRound));
+      log(
+        `${clients} clients capped, both sides, round ${round + 1}:`,
+        rates.map((r) => fmt(r.at(-1) ?? 0)).join(' / '),
+      );
+    }
+    return { clients, rates, medians: rates.map(median) };
+  } finally {
+    for (const [s, side] of sides.entries()) await destroy(side, prefixes[s] as string);
   }
 }
 
@@ -300,6 +349,11 @@ async function main() {
     log('machine', machine);
     const tps = [await throughput(sides, 1), await throughput(sides, 1000)];
     const cap = await capCost(sides[1] as Side, 1000);
+    // A baseline with per-client caps (fair share's own history): the capped drain side by side too.
+    const cappedBoth =
+      typeof sides[0]?.module.FairQueue.prototype.setClientMaxInFlight === 'function'
+        ? await cappedSides(sides, 1000)
+        : undefined;
     const waits = [];
     for (const backlog of BACKLOGS) {
       for (const side of sides) {
@@ -309,7 +363,7 @@ async function main() {
       }
     }
     const command = `pnpm exec node packages/queue/bench/fair-share-bench.ts${quick ? ' --quick' : ''}${million ? ' --million' : ''}${option('baseline') ? ` --baseline ${option('baseline')}` : ''}${urlArg ? ` --url ${urlArg}` : ''}`;
-    const section = render({ machine, sides, tps, cap, waits, command, privateRedis: !urlArg });
+    const section = render({ machine, sides, tps, cap, cappedBoth, waits, command, privateRedis: !urlArg });
     console.log(section);
     if (write)
       writeSection(
@@ -327,6 +381,7 @@ interface Rendered {
   sides: Side[];
   tps: Array<Awaited<ReturnType<typeof throughput>>>;
   cap: Awaited<ReturnType<typeof capCost>>;
+  cappedBoth: Awaited<ReturnType<typeof cappedSides>> | undefined;
   waits: Array<{ side: string } & Awaited<ReturnType<typeof bWait>>>;
   command: string;
   privateRedis: boolean;
@@ -334,14 +389,15 @@ interface Rendered {
 
 const TITLE = '## Queue: fair share between clients';
 
-function render({ machine, sides, tps, cap, waits, command, privateRedis }: Rendered): string {
+function render({ machine, sides, tps, cap, cappedBoth, waits, command, privateRedis }: Rendered): string {
   const [before, after] = sides.map((s) => s.name);
   const date = new Date().toISOString().slice(0, 10);
   const tpRows = tps
     .map((tp) => {
       const [b = 0, a = 0] = tp.medians;
       const rounds = tp.rates.map((r) => r.map((x) => fmt(x)).join(' / ')).join(' ‖ ');
-      return `| ${fmt(tp.clients)} | ${fmt(b)} | ${fmt(a)} | **${fmt(a / b, 2)}** | ${rounds} |`;
+      const [cb = 0, ca = 0] = tp.cpuMedians;
+      return `| ${fmt(tp.clients)} | ${fmt(b)} | ${fmt(a)} | **${fmt(a / b, 2)}** | ${fmt(cb, 1)} / ${fmt(ca, 1)} | ${rounds} |`;
     })
     .join('\n');
   const memRows = tps
@@ -352,6 +408,9 @@ function render({ machine, sides, tps, cap, waits, command, privateRedis }: Rend
     .join('\n');
   const [uncapped = 0, capped = 0] = cap.medians;
   const capRow = `| ${fmt(cap.clients)} | ${fmt(uncapped)} | ${fmt(capped)} | **${fmt(capped / uncapped, 2)}** | ${cap.rates.map((r) => r.map((x) => fmt(x)).join(' / ')).join(' ‖ ')} |`;
+  const cappedBothTable = cappedBoth
+    ? `\n\nThe same capped drain on both sides (the baseline has caps too), alternating rounds:\n\n| clients | ${before} capped tasks/s | ${after} capped tasks/s | ratio | rounds |\n|---:|---:|---:|---:|---|\n| ${fmt(cappedBoth.clients)} | ${fmt(cappedBoth.medians[0] ?? 0)} | ${fmt(cappedBoth.medians[1] ?? 0)} | **${fmt((cappedBoth.medians[1] ?? 0) / (cappedBoth.medians[0] ?? 1), 2)}** | ${cappedBoth.rates.map((r) => r.map((x) => fmt(x)).join(' / ')).join(' ‖ ')} |`
+    : '';
   const waitRows = BACKLOGS.map((backlog) => {
     const b = waits.find((w) => w.side === before && w.backlog === backlog);
     const a = waits.find((w) => w.side === after && w.backlog === backlog);
@@ -373,8 +432,8 @@ Issue 21: the queue with weighted fair share between clients (${after}) against 
 
 ${fmt(DRAIN)} tasks drained per queue. Target: within 10 % of before (ratio ≥ 0.90).
 
-| clients | before tasks/s | fair share tasks/s | ratio | rounds (before ‖ fair share) |
-|---:|---:|---:|---:|---|
+| clients | before tasks/s | fair share tasks/s | ratio | Redis CPU µs/task (before / fair share) | rounds (before ‖ fair share) |
+|---:|---:|---:|---:|---:|---|
 ${tpRows}
 
 ### Cost of a per-client cap
@@ -385,7 +444,7 @@ clients uncapped, alternating rounds.
 
 | clients | uncapped tasks/s | capped tasks/s | ratio | rounds (uncapped ‖ capped) |
 |---:|---:|---:|---:|---|
-${capRow}
+${capRow}${cappedBothTable}
 
 ### Redis memory per queued task
 

@@ -161,21 +161,37 @@ describe.each([single, clustered])('FairQueue on $name', (target) => {
       expect(order).toEqual(['hot0', 'c1', 'c2', 'hot1', 'hot2', 'hot3']);
     });
 
-    test("adopts the ready partitions of an earlier version (no clients' lines yet) under load", async () => {
+    test('serves the ready partitions of earlier layouts first under load (round-robin tickets, with or without a client line)', async () => {
       const queue = makeQueue({ shards: 1 });
-      // Written by a version before the fair share between clients: ready, but in no client's line.
+      const key = (name: Parameters<typeof shardKey>[2]) => shardKey(queue.prefix, 0, name);
       await queue.publish([
         { id: 'old1', partition: 'a @old', payload: '' },
         { id: 'old2', partition: 'b @old', payload: '' },
       ]);
-      await redis.del(shardKey(queue.prefix, 0, 'cready'), shardKey(queue.prefix, 0, 'clients'));
+      // As an earlier version left them: `ready` scored by round-robin tickets; `a @old` also in its
+      // client's line (`cready`, the layout before tags) and `b @old` in none (before fair share);
+      // `clients` holding virtual times, no tag state.
+      await redis.del(key('clients'), key('cready'));
+      await redis.zadd(key('ready'), 1, 'a @old', 2, 'b @old');
+      await redis.zadd(key('cready'), 0, 'old\u0000000000000001a @old');
+      await redis.zadd(key('clients'), 0, 'old');
       // Then a busy client that always has ready partitions.
       await queue.publish(
         Array.from({ length: 20 }, (_, i) => ({ id: `busy${i}`, partition: `p${i} @busy`, payload: '' })),
       );
-      // Adopted, the old client takes turns with the busy one from the first lease on.
+      // The earlier entries are first in line: served by the first lease, their line member gone.
       const first = ids((await queue.lease(4, 10_000)).tasks);
-      expect(first.filter((id) => id.startsWith('old')).sort()).toEqual(['old1', 'old2']);
+      expect(first.slice(0, 2)).toEqual(['old1', 'old2']);
+      expect(await redis.zcard(key('cready'))).toBe(0);
+      // A process of the earlier version still running (a rolling upgrade) readies a partition with
+      // a fresh ticket from `seq`: it is served next, not after every client's work.
+      await queue.publish([{ id: 'old3', partition: 'c @old', payload: '' }]);
+      const ticket = Number(await redis.incr(key('seq')));
+      await redis.zadd(key('ready'), ticket, 'c @old');
+      await redis.zadd(key('cready'), 0, `old\u0000${ticket.toString(16).padStart(12, '0')}c @old`);
+      expect(ids((await queue.lease(1, 10_000)).tasks)).toEqual(['old3']);
+      expect(await redis.zcard(key('cready'))).toBe(0);
+      expect((await new QueueAdmin(queue).verify()).violations).toEqual([]);
     });
 
     test('few backlogged partitions share one lease call equally; a lone one fills it', async () => {
@@ -590,6 +606,32 @@ describe.each([single, clustered])('FairQueue on $name', (target) => {
       expect(held).toHaveLength(1);
       await holder.publish([{ id: free, payload: '' }]);
       expect(ids((await fresh.lease(1, 30_000)).tasks)).toEqual([free]);
+    });
+
+    test('a client at its cap has its ready partitions set aside, out of the way, and back in line once it has a slot', async () => {
+      const queue = makeQueue({ shards: 1 });
+      const key = (name: Parameters<typeof shardKey>[2]) => shardKey(queue.prefix, 0, name);
+      await queue.setClientMaxInFlight('capped', 1);
+      await queue.publish(Array.from({ length: 5 }, (_, i) => ({ id: `c${i} @capped`, payload: '' })));
+      await queue.publish(Array.from({ length: 5 }, (_, i) => ({ id: `f${i} @free`, payload: '' })));
+      const first = await leaseAll(queue, 10);
+      expect(clientOf(first, 'capped')).toHaveLength(1);
+      expect(clientOf(first, 'free')).toHaveLength(5);
+      // Asked for and denied (at its cap): its 4 partitions left the front of `ready` for its line.
+      expect(await leaseAll(queue, 10)).toEqual([]);
+      expect(await redis.zcard(key('cready'))).toBe(4);
+      expect(Number((await redis.zrange(key('ready'), 0, 0, 'WITHSCORES'))[1])).toBeGreaterThanOrEqual(
+        2 ** 48,
+      );
+      // Work of another client is not held behind them.
+      await queue.publish([{ id: 'f9 @free', payload: '' }]);
+      expect(ids((await queue.lease(10, 30_000)).tasks)).toEqual(['f9 @free']);
+      // A slot again: the next of its partitions is back in line and leased.
+      const [held] = clientOf(first, 'capped') as [LeasedTask];
+      expect(await queue.ack(held.token)).toBe('ok');
+      const next = await leaseAll(queue, 10);
+      expect(clientOf(next, 'capped')).toHaveLength(1);
+      expect((await new QueueAdmin(queue).verify()).violations).toEqual([]);
     });
 
     test('a client at its cap first in line does not keep the next capped client from its turn', async () => {

@@ -733,10 +733,10 @@ export class FairQueue {
 
   /**
    * After a lease call on a shard: the capped clients known to wait there, in the order of their
-   * next turns. First those the script skipped for want of slots (in turn order: they are the
-   * front of the line), then the others known, then those served (their virtual time grew), and
-   * last those found at their caps (`denied`: asked first, they would take the ask from the
-   * others every time). Out: those whose line emptied, and, when the call took fewer tasks than
+   * next turns. First those the script set work aside for, for want of slots (in turn order: they
+   * were met at the front of the line), then the others known, then those served (their tags moved
+   * on), and last those found at their caps (`denied`: asked first, they would take the ask from the
+   * others every time). Out: those with nothing pending there any more, and, when the call took fewer tasks than
    * asked (it met every client in line), those given slots that it neither served nor skipped.
    */
   private noteCappedClients(

@@ -1,9 +1,8 @@
 --[[
-  Lease up to k tasks from one shard, fairly at two levels: the client with the lowest virtual
-  time takes a turn (weighted fair share, see includes/shard.lua), and gives the task of its
-  partition waiting longest (one task per partition per turn of that client's round-robin).
-  First moves due timers to ready and reclaims expired leases (bounded by the housekeeping batch),
-  then takes k turns: O(k log P), never a scan.
+  Lease up to k tasks from one shard in fair order: the partitions of `ready` by start tag
+  (weighted fair share between clients, round-robin within a client: see includes/shard.lua), one
+  task per partition per turn. First moves due timers to ready and reclaims expired leases
+  (bounded by the housekeeping batch), then takes k turns: O(k log P), never a scan.
 
   KEYS     the shard layout: every key of one shard, in the order of includes/shard.lua
   ARGV[1]  unordered partition concurrency (0 = unlimited)
@@ -12,20 +11,21 @@
   ARGV[4]  lease duration (ms)
   ARGV[5]  max deliveries before an expiring lease dead-letters the task (0 = unlimited)
   ARGV[6]  housekeeping batch: the most timers promoted and leases reclaimed per call
-  ARGV[7]  quantum: the most tasks one partition gives in this call (0 = no cap); when the
-           partition at the front of a client's line has had its quantum, that client's turns
-           end for this call (it keeps its virtual time and its line)
+  ARGV[7]  quantum: the most tasks one partition gives in this call (0 = no cap); a partition that
+           had its quantum keeps its new tag for the next call
   ARGV[8]  m: clients with a cap (`caps`) the caller holds permits for, then m pairs: client,
            permits (cap slots taken in the client's own slot, cap/commands/acquire-2.lua). A capped
-           client is leased at most that many tasks here; with none left it is skipped like a
-           client with nothing due (it keeps its virtual time and its line, so it is served first
-           once it has permits again)
+           client is leased at most that many tasks here. Its partitions met in line with no
+           permit keep their place when the client was not asked for or used up its permits (the
+           reply names it: the caller asks for it next time), and are set aside (`cready`, ASIDE
+           band of `ready`), out of the others' way, when it was asked for and granted none (at
+           its cap); a call with permits for it puts back as many of them first, with fresh tags
 
   Returns {readyCount, nextEventMs, reclaimed, deadLettered, n, then n groups of 7:
            id, partition, payload, token, deliveries, publishedAt, dueAt,
-           then w, then w clients: the capped clients skipped for want of permits with work ready,
-           in the order of their turns,
-           then g, then g clients: the capped clients that left the shard's line (nothing ready)}
+           then w, then w clients: the capped clients met in line here without a permit, in the
+           order of their turns (then those first in the aside band),
+           then g, then g clients: the capped clients with nothing pending here any more}
 ]]
 --- @include "includes/shard"
 
@@ -37,47 +37,23 @@ local maxDeliveries = tonumber(ARGV[5])
 local batch = tonumber(ARGV[6])
 local quantum = tonumber(ARGV[7])
 local permits = {}
+local asked = {} -- client -> permits given for this call
+local permitted = {}
 for i = 1, tonumber(ARGV[8]) do
   permits[ARGV[7 + i * 2]] = tonumber(ARGV[8 + i * 2])
+  asked[ARGV[7 + i * 2]] = tonumber(ARGV[8 + i * 2])
+  permitted[i] = ARGV[7 + i * 2]
 end
 local now = nowMs()
 
 promoteTimers(now, batch, unorderedLimit)
 local reclaimed, deadLettered = reclaimExpired(now, batch, maxDeliveries, unorderedLimit)
-
--- Partitions made ready by an earlier version are in `ready` only, not in their client's line.
--- Their tickets are older than any placed since, so they are at the front of `ready`: adopt them
--- there (a batch per call, only while `ready` holds more than `cready`), so that an upgrade under
--- load never leaves them waiting behind every client's work.
-local unadopted = redis.call('ZCARD', K_READY) - redis.call('ZCARD', K_CREADY)
-if unadopted > 0 then
-  local front = redis.call('ZRANGE', K_READY, 0, batch - 1, 'WITHSCORES')
-  for i = 1, #front, 2 do
-    local partition, ticket = front[i], tonumber(front[i + 1])
-    if not redis.call('ZSCORE', K_CREADY, creadyMember(clientOf(partition), ticket, partition)) then
-      readyAdd(partition, ticket)
-      unadopted = unadopted - 1
-      if unadopted == 0 then
-        break
-      end
-    end
-  end
-end
-
---[[
-  The turns work in Lua memory and write once at the end (or before a read that must see the
-  writes): a turn costs two reads (its client's line when not cached, its partition's head) and no
-  write of its own. Deferred: the virtual times (one variadic ZADD / ZREM of `clients`), the
-  partitions out of `ready` and `cready`, the heads out of `pending`, the clients' depth counts
-  (one HMGET, HSET and HDEL for all), the age counts (one HINCRBY per second), the records (one
-  HMGET) and the leases (one ZADD).
-]]
-local leased = {} -- {id, partition, limited}
-local turnsLeft = k
-local taken = {}
--- Capped clients out of permits with work ready here: the caller asks their slots for more.
+local state = fairState()
+-- Capped clients met in line without a permit, or with work set aside (the caller asks their slots
+-- for more), and those with nothing pending here any more (the caller stops asking slots for them
+-- here).
 local wanting = {}
--- Capped clients with nothing ready here any more: the caller stops asking slots for them here.
+local wantingSet = {}
 local left = {}
 
 -- Variadic writes in chunks (Lua's unpack has a stack limit).
@@ -86,87 +62,6 @@ local function callChunked(command, key, list, width)
   for from = 1, #list, chunk do
     redis.call(command, key, unpack(list, from, math.min(#list, from + chunk - 1)))
   end
-end
-
--- Heads leased (out of `pending` at the next flush), and the partitions whose head was taken.
-local headsOut = {}
-local headTaken = {}
-local function flushHeads()
-  callChunked('ZREM', K_PENDING, headsOut, 1)
-  headsOut = {}
-end
-
--- Members out of `cready`, and partitions out of `ready` (unless one came back in since: readyAdd
--- then gave it its new ticket there).
-local creadyOut = {}
-local readyOut = {}
-local function flushReady()
-  callChunked('ZREM', K_CREADY, creadyOut, 1)
-  creadyOut = {}
-  local out = {}
-  for partition in pairs(readyOut) do
-    out[#out + 1] = partition
-  end
-  callChunked('ZREM', K_READY, out, 1)
-  readyOut = {}
-end
-
-local depthOut = {} -- client -> tasks leased
-local function leaseHead(partition, client)
-  if headTaken[partition] then
-    flushHeads() -- its line is read again: the heads taken must be gone from it
-  end
-  -- The invariant guarantees a due head here; the check only keeps a damaged shard from erroring.
-  local head, nextHead = headAndNext(partition)
-  if head then
-    headTaken[partition] = true
-    headsOut[#headsOut + 1] = head
-    depthOut[client] = (depthOut[client] or 0) + 1
-    holdRunning(partition, unorderedLimit)
-    leased[#leased + 1] = { idOfMember(partition, head), partition, limitOf(partition, unorderedLimit) > 0 }
-  end
-  -- Back of the line (or out of it, when it may not run more or has nothing due).
-  local back = placeAfterLease(partition, nextHead, now, unorderedLimit)
-  if back then
-    readyOut[partition] = nil
-  end
-  return back
-end
-
---[[
-  The clients in memory: `order` sorted by (virtual time, name), as ZRANGE orders `clients`. Read
-  by the first turns + 1; `horizon` = the last read when there were more: an unread client sorts
-  after it, so a client still before it is the lowest of all; past it, `clients` is read again.
-]]
-local order = {}
-local horizon
-local weight = {}
-local cap = {}
--- Clients whose partitions had their quantum, or capped ones out of permits: out of the turns for
--- the rest of this call, their virtual time kept.
-local restedSet = {}
-local restedCount = 0
-local changed = {} -- client -> entry whose virtual time changed
-local gone = {} -- clients with no ready partition left
-
-local function before(a, b)
-  return a.vt < b.vt or (a.vt == b.vt and a.name < b.name)
-end
-
-local function flushClients()
-  local adds, rems = {}, {}
-  for name, entry in pairs(changed) do
-    if gone[name] then
-      rems[#rems + 1] = name
-    else
-      adds[#adds + 1] = entry.vt
-      adds[#adds + 1] = name
-    end
-  end
-  callChunked('ZADD', K_CLIENTS, adds, 2)
-  callChunked('ZREM', K_CLIENTS, rems, 1)
-  changed = {}
-  gone = {}
 end
 
 -- The values of these fields of a hash (nil where absent), like HMGET; but a hash with none at all
@@ -182,166 +77,273 @@ local function fieldsOf(key, names)
   return redis.call('HMGET', key, unpack(names))
 end
 
--- Reads the first turns + 1 clients not resting (those resting are still in `clients`).
-local function readClients()
-  flushClients()
-  local count = turnsLeft + restedCount
-  local rows = redis.call('ZRANGE', K_CLIENTS, 0, count, 'WITHSCORES')
-  order = {}
-  local names = {}
-  for i = 1, #rows, 2 do
-    if not restedSet[rows[i]] then
-      order[#order + 1] = { name = rows[i], vt = tonumber(rows[i + 1]) }
-      if not weight[rows[i]] then
-        names[#names + 1] = rows[i]
-      end
-    end
+-- Weights and caps of clients not met yet in this call, read for many at once.
+local cap = {}
+local function learn(names)
+  if #names == 0 then
+    return
   end
-  horizon = nil
-  if #rows / 2 > count then
-    horizon = { name = rows[#rows - 1], vt = tonumber(rows[#rows]) }
-  end
-  if #names > 0 then
-    local weights = fieldsOf(K_SHARES, names)
-    local caps = fieldsOf(K_CAPS, names)
-    for i, name in ipairs(names) do
-      weight[name] = tonumber(weights[i] or '1')
-      cap[name] = tonumber(caps[i] or '0')
+  local weights = fieldsOf(K_SHARES, names)
+  local caps = fieldsOf(K_CAPS, names)
+  for i, name in ipairs(names) do
+    if weightCache[name] == nil then
+      weightCache[name] = tonumber(weights[i] or '1')
     end
+    cap[name] = tonumber(caps[i] or '0')
   end
 end
 
--- The entry at order[1] moved back (its virtual time grew): to its sorted place.
-local function resort()
-  local entry = table.remove(order, 1)
-  local lo, hi = 1, #order + 1
-  while lo < hi do
-    local mid = math.floor((lo + hi) / 2)
-    if before(order[mid], entry) then
-      lo = mid + 1
-    else
-      hi = mid
+-- A capped client's partitions set aside go back into `ready` (up to n, in the order they left),
+-- with fresh tags: from its finish tag, or just below V when that is behind.
+local function putBack(client, n)
+  local members = redis.call('ZRANGE', K_CREADY, '[' .. client .. '\0', '(' .. client .. '\1', 'BYLEX', 'LIMIT', 0, n)
+  if #members == 0 then
+    return
+  end
+  local partitions = {}
+  for i, member in ipairs(members) do
+    partitions[i] = string.sub(member, #client + 14)
+  end
+  local scores = redis.call('ZMSCORE', K_READY, unpack(partitions))
+  local adds, outs = {}, {}
+  for i, member in ipairs(members) do
+    local ticket = tonumber(string.sub(member, #client + 2, #client + 13), 16)
+    local score = scores[i] and tonumber(scores[i])
+    if score == ASIDE + ticket then
+      adds[#adds + 1] = exact(tagFor(client))
+      adds[#adds + 1] = partitions[i]
+      outs[#outs + 1] = member
+    elseif not score then
+      outs[#outs + 1] = member -- (a damaged shard: a line member without its partition)
+    end -- else an earlier layout's member: its partition is served in ticket order
+  end
+  if #adds > 0 then
+    redis.call('ZADD', K_READY, unpack(adds))
+    redis.call('ZADD', K_CLIENTS, exact(finishOf[client]), client)
+  end
+  if #outs > 0 then
+    redis.call('ZREM', K_CREADY, unpack(outs))
+  end
+end
+
+learn(permitted)
+if #permitted > 0 and redis.call('EXISTS', K_CREADY) == 1 then
+  for _, client in ipairs(permitted) do
+    if permits[client] > 0 then
+      putBack(client, permits[client])
     end
   end
-  table.insert(order, lo, entry)
 end
 
 --[[
-  Each client's line (its partitions in `cready`) as read: members, the next one's index, whether
-  the read held the whole line, and how many partitions joined its back since. Read 2 members at
-  first (most clients get one turn per call), twice as many at each read again.
+  The turns work in Lua memory and write once at the end (or before a read that must see the
+  writes): the partitions are popped from `ready` by the turns wanted (ZPOPMIN), and a turn reads
+  its partition's head. Deferred: the partitions back into `ready` (one variadic ZADD), the finish
+  tags and V (one ZADD of `clients`), the heads out of `pending`, the clients' depth counts (one
+  HMGET, HSET and HDEL for all), the age counts (one HINCRBY per second), the records (one HMGET)
+  and the leases (one ZADD).
 ]]
-local lines = {}
-local function frontOf(client)
-  local line = lines[client]
-  if line and line.at <= #line.members then
-    return line.members[line.at]
-  end
-  if line and line.complete and line.joined == 0 then
-    return nil
-  end
-  local want = line and math.max(2, math.min(2 * #line.members, turnsLeft + 1)) or 2
-  if line then
-    flushReady() -- what this call took from the line must be gone from what is read
-  end
-  local members = redis.call('ZRANGE', K_CREADY, '[' .. client .. '\0', '(' .. client .. '\1', 'BYLEX', 'LIMIT', 0, want)
-  lines[client] = { members = members, at = 1, complete = #members < want, joined = 0 }
-  return members[1]
+local leased = {} -- {id, partition, limited}
+local turnsLeft = k
+local taken = {}
+
+-- Heads leased (out of `pending` at the next flush), and the partitions whose head was taken.
+local headsOut = {}
+local headTaken = {}
+local function flushHeads()
+  callChunked('ZREM', K_PENDING, headsOut, 1)
+  headsOut = {}
 end
 
--- Whether a partition of the client is still in line (read again when the read part is used up).
-local function hasMore(client)
-  local line = lines[client]
-  if line.at <= #line.members or line.joined > 0 then
-    return true
+local depthOut = {} -- client -> tasks leased
+-- Leases the head of a partition taken from `ready`; returns whether it may go back to `ready`
+-- now (else it is put in `timers`, or nowhere, where the invariant says).
+local function leaseHead(partition, client)
+  if headTaken[partition] then
+    flushHeads() -- its line is read again: the heads taken must be gone from it
   end
-  return not line.complete and frontOf(client) ~= nil
+  -- The invariant guarantees a due head here; the check only keeps a damaged shard from erroring.
+  local head, nextHead = headAndNext(partition)
+  if head then
+    headTaken[partition] = true
+    headsOut[#headsOut + 1] = head
+    depthOut[client] = (depthOut[client] or 0) + 1
+    holdRunning(partition, unorderedLimit)
+    leased[#leased + 1] = { idOfMember(partition, head), partition, limitOf(partition, unorderedLimit) > 0 }
+  end
+  if not nextHead or isOrdered(partition) then
+    return false -- ordered: its one task in flight holds it back until settled
+  end
+  if unorderedLimit > 0 and runningOf(partition) >= unorderedLimit then
+    return false
+  end
+  local due = dueOfMember(partition, nextHead)
+  if due > now then
+    redis.call('ZADD', K_TIMERS, due, partition)
+    return false
+  end
+  return true
 end
 
-local function leave(entry)
-  table.remove(order, 1)
-  gone[entry.name] = true
-  changed[entry.name] = entry
-  if cap[entry.name] > 0 then
-    left[#left + 1] = entry.name
+--[[
+  The line in memory: `popped` (from ZPOPMIN, in tag order, `at` the next), and `again`: the
+  partitions leased in this call and back in line with their new tags, sorted, that may give
+  another task in this call (their quantum not used up). A turn takes the lower of the two fronts.
+  `back`: partition -> score, what goes back into `ready` at the end.
+]]
+local popped = {}
+local at = 1
+local drained = false -- `ready` had no more to pop
+local again = {}
+local back = {}
+local creadyIn, creadyOut = {}, {}
+local finishDirty = {}
+local v = state.v
+local skipped = 0
+
+local function lower(a, b)
+  return a.tag < b.tag or (a.tag == b.tag and a.partition < b.partition)
+end
+
+local function pop()
+  local rows = redis.call('ZPOPMIN', K_READY, turnsLeft)
+  popped = {}
+  at = 1
+  local names, seen = {}, {}
+  for i = 1, #rows, 2 do
+    local partition = rows[i]
+    local client = clientOf(partition)
+    popped[#popped + 1] = { partition = partition, tag = tonumber(rows[i + 1]), client = client }
+    if cap[client] == nil and not seen[client] then
+      seen[client] = true
+      names[#names + 1] = client
+    end
+  end
+  drained = #rows / 2 < turnsLeft
+  learn(names)
+end
+
+local function want(client)
+  if not wantingSet[client] then
+    wantingSet[client] = true
+    wanting[#wanting + 1] = client
   end
 end
 
-local function rest(entry)
-  table.remove(order, 1)
-  restedSet[entry.name] = true
-  restedCount = restedCount + 1
-  changed[entry.name] = entry
-end
-
-readClients()
 while turnsLeft > 0 do
-  local entry = order[1]
-  if horizon and (not entry or before(horizon, entry)) then
-    readClients()
-    entry = order[1]
+  if at > #popped and not drained then
+    pop()
   end
-  if not entry and restedCount > 0 then
+  local entry = popped[at]
+  local first = again[1]
+  if first and (not entry or lower(first, entry)) then
+    table.remove(again, 1)
+    entry = first
+    back[entry.partition] = nil
+  elseif entry then
+    at = at + 1
+  else
     break
-  elseif not entry then
-    -- Partitions of an earlier version not adopted yet (more than a batch of them): plain
-    -- round-robin, once no client's partition is ready.
-    flushClients()
-    flushReady()
-    local popped = redis.call('ZPOPMIN', K_READY)
-    if not popped[1] then
+  end
+  local partition, client, tag = entry.partition, entry.client, entry.tag
+  if tag >= ASIDE then
+    -- Only partitions set aside are left (`ready` holds them at the back).
+    back[partition] = tag
+    break
+  end
+  local capped = cap[client] > 0
+  if capped and (permits[client] or 0) <= 0 then
+    -- No permit left in this call (bounded per call: the rest are met again by the next calls).
+    if skipped >= k + batch then
+      back[partition] = tag
       break
     end
-    leaseHead(popped[1], clientOf(popped[1]))
-    turnsLeft = turnsLeft - 1
-    readClients() -- the partition may have come back into a client's line
-  else
-    local client = entry.name
-    local capped = cap[client] > 0
-    if capped and (permits[client] or 0) <= 0 then
-      -- At its cap as far as this call may lease: skipped, its place kept (see ARGV[8]).
-      rest(entry)
-      wanting[#wanting + 1] = client
+    skipped = skipped + 1
+    want(client)
+    if permits[client] == nil or asked[client] > 0 then
+      -- Not asked, or its permits used up: it keeps its place, the caller asks for it next time.
+      back[partition] = tag
     else
-      -- Its partition waiting longest.
-      local member = frontOf(client)
-      if not member then
-        -- (a damaged shard: a client without a line) out of `clients`
-        leave(entry)
-      else
-        local partition = string.sub(member, #client + 14)
-        if quantum > 0 and (taken[partition] or 0) >= quantum then
-          -- Back at the front of its client's line with its quantum used: every partition of this
-          -- client had as many turns; the client rests until the next call, the others go on.
-          rest(entry)
-        else
-          taken[partition] = (taken[partition] or 0) + 1
-          local line = lines[client]
-          line.at = line.at + 1
-          creadyOut[#creadyOut + 1] = member
-          readyOut[partition] = true
-          if leaseHead(partition, client) then
-            line.joined = line.joined + 1
-          end
-          if capped then
-            permits[client] = permits[client] - 1
-          end
-          turnsLeft = turnsLeft - 1
-          entry.vt = entry.vt + 1 / weight[client]
-          changed[client] = entry
-          if hasMore(client) then
-            resort()
+      -- Asked and granted none (at its cap): set aside in its client's line, out of the way.
+      local ticket = nextSeq()
+      back[partition] = ASIDE + ticket
+      creadyIn[#creadyIn + 1] = 0
+      creadyIn[#creadyIn + 1] = creadyMember(client, ticket, partition)
+    end
+  else
+    if tag < state.b - 0.5 then
+      creadyOut[#creadyOut + 1] = creadyMember(client, tag, partition) -- an earlier layout's
+    elseif tag > v then
+      v = tag
+      state.v = v
+    end
+    taken[partition] = (taken[partition] or 0) + 1
+    if capped then
+      permits[client] = permits[client] - 1
+    end
+    turnsLeft = turnsLeft - 1
+    if leaseHead(partition, client) then
+      local next = tagFor(client)
+      finishDirty[client] = true
+      back[partition] = next
+      if quantum == 0 or taken[partition] < quantum then
+        local item = { partition = partition, tag = next, client = client }
+        local lo, hi = 1, #again + 1
+        while lo < hi do
+          local mid = math.floor((lo + hi) / 2)
+          if lower(again[mid], item) then
+            lo = mid + 1
           else
-            leave(entry)
+            hi = mid
           end
         end
+        table.insert(again, lo, item)
       end
     end
   end
 end
-flushClients()
-flushReady()
+-- Popped and not taken: back with their tags.
+for i = at, #popped do
+  back[popped[i].partition] = popped[i].tag
+end
+local adds = {}
+for partition, score in pairs(back) do
+  adds[#adds + 1] = exact(score)
+  adds[#adds + 1] = partition
+end
+callChunked('ZADD', K_READY, adds, 2)
+callChunked('ZADD', K_CREADY, creadyIn, 2)
+callChunked('ZREM', K_CREADY, creadyOut, 1)
+local finishes = { exact(v), TAG_V }
+for client in pairs(finishDirty) do
+  finishes[#finishes + 1] = exact(finishOf[client])
+  finishes[#finishes + 1] = client
+end
+callChunked('ZADD', K_CLIENTS, finishes, 2)
 flushHeads()
+
+-- Capped clients whose work waits set aside, first in line there (a caller that does not know of
+-- them yet, e.g. after a restart, learns of them here), and aside work of clients whose cap went.
+local aside = redis.call('ZRANGE', K_READY, exact(ASIDE), '+inf', 'BYSCORE', 'LIMIT', 0, 16)
+if #aside > 0 then
+  local names, seen = {}, {}
+  for _, partition in ipairs(aside) do
+    local client = clientOf(partition)
+    if cap[client] == nil and not seen[client] then
+      seen[client] = true
+      names[#names + 1] = client
+    end
+  end
+  learn(names)
+  for _, partition in ipairs(aside) do
+    local client = clientOf(partition)
+    if cap[client] == 0 then
+      putBack(client, k)
+    elseif (permits[client] or 0) <= 0 then
+      want(client)
+    end
+  end
+end
 
 -- The counts of what was leased (one read, one write and one delete for all clients: with many
 -- clients each turn is another client's), then the records (read once) and the leases (written once).
@@ -367,6 +369,27 @@ for from = 1, #depthClients, 512 do
   end
   if #emptied > 0 then
     redis.call('HDEL', K_CDEPTH, unpack(emptied))
+    redis.call('ZREM', K_CLIENTS, unpack(emptied)) -- nothing left here: its next partition starts at V
+    for _, client in ipairs(emptied) do
+      if cap[client] > 0 then
+        left[#left + 1] = client
+      end
+    end
+  end
+end
+-- Capped clients given permits here that have nothing pending here (nor leased now).
+local idle = {}
+for _, client in ipairs(permitted) do
+  if not depthOut[client] and not wantingSet[client] then
+    idle[#idle + 1] = client
+  end
+end
+if #idle > 0 then
+  local depths = redis.call('HMGET', K_CDEPTH, unpack(idle))
+  for i, client in ipairs(idle) do
+    if not depths[i] and cap[client] > 0 then
+      left[#left + 1] = client
+    end
   end
 end
 local tasks = {}

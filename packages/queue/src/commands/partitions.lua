@@ -1,7 +1,7 @@
 --[[
   Read-only: a bounded sample of one shard's partitions, for the operator's view of who is heavy and
-  who is held back. O(k · log N): at most k partitions from each of ready (waiting longest in the
-  round-robin), timers (waking last) and running (a bounded HSCAN), never a scan of the tasks.
+  who is held back. O(k · log N): at most k partitions from each of ready (first in fair order),
+  timers (waking last) and running (a bounded HSCAN), never a scan of the tasks.
 
   KEYS     the shard layout: every key of one shard, in the order of includes/shard.lua
   ARGV[1]  unordered partition concurrency (0 = unlimited)

@@ -162,9 +162,12 @@ for _, partition in ipairs(redis.call('ZRANGE', K_TIMERS, 0, -1)) do
   end
 end
 
--- clients: `cready` holds exactly the partitions of `ready` with their tickets, `clients` exactly
--- the clients with a partition in `cready` (the partitions of an earlier version aside, see lease)
-local readyClients = {}
+-- fair share: `cready` holds exactly the partitions set aside (ASIDE band of `ready`, with their
+-- tickets); every other ready partition's tag (tickets of an earlier layout aside) is below its
+-- client's finish tag. Not bounded below by V: a capped client's partition met without a permit
+-- keeps its place, and its cap may be lifted since.
+local fairScores = redis.call('ZMSCORE', K_CLIENTS, TAG_V, TAG_B)
+local vNow, bFirst = tonumber(fairScores[1] or nil), tonumber(fairScores[2] or nil)
 local inCready = {}
 for _, member in ipairs(redis.call('ZRANGE', K_CREADY, 0, -1)) do
   local cut = string.find(member, '\0', 1, true)
@@ -172,29 +175,30 @@ for _, member in ipairs(redis.call('ZRANGE', K_CREADY, 0, -1)) do
   local partition = string.sub(member, cut + 13)
   local ticket = tonumber(string.sub(member, cut + 1, cut + 12), 16)
   inCready[partition] = true
-  readyClients[client] = true
   if clientOf(partition) ~= client then
-    report('partition ' .. partition .. ' is in the ready line of client ' .. client)
+    report('partition ' .. partition .. ' is in the line of client ' .. client)
   end
   local score = redis.call('ZSCORE', K_READY, partition)
-  if not score or tonumber(score) ~= ticket then
-    report('partition ' .. partition .. ' is in its client\'s ready line with ticket ' .. ticket .. ' but ready says ' .. tostring(score))
+  if not score or tonumber(score) ~= ASIDE + ticket then
+    report('partition ' .. partition .. ' is set aside with ticket ' .. ticket .. ' but ready says ' .. tostring(score))
   end
 end
-for _, partition in ipairs(redis.call('ZRANGE', K_READY, 0, -1)) do
-  if not inCready[partition] then
-    report('ready partition ' .. partition .. ' is in no client\'s ready line')
-  end
+local readyRows = redis.call('ZRANGE', K_READY, 0, -1, 'WITHSCORES')
+if #readyRows > 0 and not (vNow and bFirst) then
+  report('ready partitions but no virtual time')
 end
-local clientList = redis.call('ZRANGE', K_CLIENTS, 0, -1)
-for _, client in ipairs(clientList) do
-  if not readyClients[client] then
-    report('client ' .. client .. ' takes turns but has no ready partition')
+for i = 1, #readyRows, 2 do
+  local partition, tag = readyRows[i], tonumber(readyRows[i + 1])
+  if tag >= ASIDE then
+    if not inCready[partition] then
+      report('partition ' .. partition .. ' is set aside but in no client\'s line')
+    end
+  elseif vNow and tag >= bFirst - 0.5 then
+    local finish = tonumber(redis.call('ZSCORE', K_CLIENTS, clientOf(partition)) or nil)
+    if not finish or tag >= finish then
+      report('partition ' .. partition .. ' has tag ' .. tag .. ' not before its client\'s finish tag ' .. tostring(finish))
+    end
   end
-  readyClients[client] = nil
-end
-for client in pairs(readyClients) do
-  report('client ' .. client .. ' has ready partitions but takes no turns')
 end
 
 -- per-client depth: the pending tasks of each client

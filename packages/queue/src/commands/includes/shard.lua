@@ -3,8 +3,15 @@
 
   The shard layout: every script (commands/<op>.lua) receives the same keys, those of one shard S,
   all tagged {q:S}, in this order (SHARD_KEY_NAMES in keys.ts):
-    KEYS[1]  ready     ZSET partition -> round-robin ticket. Partitions whose head is due and that may
-                       run (ordered: nothing in flight). ZPOPMIN = the partition waiting longest.
+    KEYS[1]  ready     ZSET partition -> start tag. Partitions whose head is due and that may run
+                       (ordered: nothing in flight), in fair order: ZPOPMIN = the next turn
+                       (weighted fair share between clients, then round-robin within a client; see
+                       "Fair share" below). Three bands of scores:
+                         < `\0b` - 0.5   a ticket of an earlier layout (round-robin number from
+                                         `seq`): served first, in ticket order (the upgrade)
+                         below ASIDE     a start tag (virtual time)
+                         >= ASIDE (2^48) ASIDE + ticket: a capped client's partition set aside
+                                         while the client has no cap slot (also in `cready`)
     KEYS[2]  timers    ZSET partition -> wake time (ms). Partitions whose head becomes due later
                        (delayed task, ordered partition blocked after a reject).
     KEYS[3]  pending   ZSET, every score 0, ordered by member bytes:
@@ -27,12 +34,20 @@
     KEYS[11] agecount  HASH second -> pending tasks published in that second (the oldest waiting
                        task's age without an index per task; leased tasks are not counted, so
                        that ack need not read the record).
-    KEYS[12] clients   ZSET client -> virtual time. The clients with at least one partition in
-                       `ready`; ZRANGE 0 0 = the client whose turn it is (weighted fair share).
+    KEYS[12] clients   ZSET client -> its finish tag: the start tag its next ready partition gets
+                       (absent or <= V: it has no partition ready ahead of the virtual time; reset
+                       when its last pending task here goes, see `cdepth`). Two members that are
+                       no client: `\0v` = V, the shard's virtual time (the tag of the last partition
+                       leased), and `\0b` = the first V (the `seq` counter + 2^32 when the key was
+                       first written: every ticket of an earlier layout is below it, also those an
+                       earlier version's process gives during a rolling upgrade).
     KEYS[13] cready    ZSET, every score 0, ordered by member bytes:
                          "<client>\0<ticket:12 hex><partition>"
-                       the partitions of `ready` again, grouped by client, each client's in
-                       round-robin order: its next partition = first member in [C\0, C\1).
+                       the partitions set aside (score ASIDE + ticket in `ready`), grouped by
+                       client, each client's in the order they were set aside; lease puts them
+                       back with fresh tags once the client has cap slots. (An earlier layout had
+                       every ready partition here with its `ready` ticket: such members go with
+                       their partition's first lease.)
     KEYS[14] shares    HASH client -> weight (absent: 1). Written by setClientWeight (`requester
                        keys create|update --weight`), in every shard; never removed by purge.
     KEYS[15] cdepth    HASH client -> its pending tasks in this shard (only clients with some): the
@@ -99,54 +114,125 @@ local function clientOf(partition)
 end
 
 --[[
-  Weighted fair share between clients (start-time fair queuing). Each client in `clients` has a
-  virtual time; lease serves the client with the lowest one and advances it by 1/weight per task,
-  so that under saturation clients are served in proportion to their weights. A client that comes
-  back after having no ready partition starts just below the lowest virtual time present (it
-  neither banks credit while idle nor waits behind the others' history): it is served next. Just
-  below = by less than the smallest step (1/MAX_CLIENT_WEIGHT), so that it goes first without
-  leaping further ahead. Virtual times restart at 0 whenever the shard has no ready client.
+  Fair share (start-time fair queuing, one tag per ready partition). V is the shard's virtual time:
+  the start tag of the last partition leased. A partition of client c entering `ready` gets the
+  start tag S = c's finish tag F_c when that is ahead of V, else V - NEWCOMER_LEAD (a client with
+  nothing ready ahead starts just below V: served next, without banking credit while idle nor
+  waiting behind the others' history); then F_c = S + 1/weight. Lease takes partitions in tag
+  order (ZPOPMIN), so saturated clients are served in proportion to their weights, and a client's
+  partitions round-robin (one readied again goes behind the client's others). NEWCOMER_LEAD is
+  below the smallest step (1/MAX_CLIENT_WEIGHT). F_c is dropped when the client's last pending
+  task here goes (`cdepth`), so a purge or a cancel of all its work does not leave it in the
+  future. Residual effect: ready partitions that leave without a lease while others of the client
+  stay (a partial cancel, a reject to `timers`) leave F_c where their tags took it: the client's
+  next partitions start behind that gap (the others get up to gap/weight turns each first, once).
+  A capped client's partition met without a permit keeps its tag (lease), so it may sit behind V.
 ]]
 local NEWCOMER_LEAD = 1 / 2000
+local ASIDE = 2 ^ 48
+local TAG_V = '\0v'
+local TAG_B = '\0b'
 -- Clients that joined `clients` during this script (publish tells workers: see FairQueue.announce).
 local clientsJoined = 0
 local function creadyMember(client, ticket, partition)
   return client .. '\0' .. string.format('%012x', ticket) .. partition
 end
 
-local function nextReadyOf(client)
-  return redis.call('ZRANGE', K_CREADY, '[' .. client .. '\0', '(' .. client .. '\1', 'BYLEX', 'LIMIT', 0, 1)[1]
+-- A score spelled out to 17 significant digits (a round trip of the double, whatever the server's
+-- conversion of a Lua number argument).
+local function exact(x)
+  return string.format('%.17g', x)
 end
 
--- The partition in `ready` with this ticket (placing it at the back of its client's line).
-local function readyAdd(partition, ticket)
-  local client = clientOf(partition)
-  redis.call('ZADD', K_READY, ticket, partition)
-  redis.call('ZADD', K_CREADY, 0, creadyMember(client, ticket, partition))
-  if not redis.call('ZSCORE', K_CLIENTS, client) then
-    local lowest = redis.call('ZRANGE', K_CLIENTS, 0, 0, 'WITHSCORES')[2]
-    redis.call('ZADD', K_CLIENTS, lowest and tonumber(lowest) - NEWCOMER_LEAD or 0, client)
-    clientsJoined = clientsJoined + 1
+--[[
+  V and the first V, read once per script (written the first time: see KEYS[12]). The first V is
+  the `seq` counter + 2^32: above every round-robin ticket an earlier version's process may still
+  give a partition during a rolling upgrade (each takes one from `seq`), so that those are served
+  first whenever they come; 2^32 keeps the tags' resolution at ~1e-6 for the first billions.
+]]
+local OLD_TICKETS_AHEAD = 2 ^ 32
+local fair
+local function fairState()
+  if not fair then
+    local s = redis.call('ZMSCORE', K_CLIENTS, TAG_V, TAG_B)
+    if s[1] and s[2] then
+      fair = { v = tonumber(s[1]), b = tonumber(s[2]) }
+    else
+      local b = tonumber(redis.call('GET', K_SEQ) or '0') + OLD_TICKETS_AHEAD
+      redis.call('ZADD', K_CLIENTS, b, TAG_V, b, TAG_B)
+      fair = { v = b, b = b }
+    end
   end
+  return fair
 end
 
--- The partition out of `ready`; its client leaves `clients` with its last ready partition.
-local function readyRemove(partition)
-  local ticket = redis.call('ZSCORE', K_READY, partition)
-  if not ticket then
-    return
-  end
-  local client = clientOf(partition)
-  redis.call('ZREM', K_READY, partition)
-  redis.call('ZREM', K_CREADY, creadyMember(client, tonumber(ticket), partition))
-  if not nextReadyOf(client) then
-    redis.call('ZREM', K_CLIENTS, client)
-  end
-end
-
+-- Weights read once per script (lease fills it for many clients at once).
+local weightCache = {}
 -- A client's weight (its share of this shard's leases relative to the others').
 local function weightOf(client)
-  return tonumber(redis.call('HGET', K_SHARES, client) or '1')
+  local w = weightCache[client]
+  if w == nil then
+    w = tonumber(redis.call('HGET', K_SHARES, client) or '1')
+    weightCache[client] = w
+  end
+  return w
+end
+
+-- Finish tags read or computed in this script (client -> number, false = none).
+local finishOf = {}
+local function finishTag(client)
+  local f = finishOf[client]
+  if f == nil then
+    f = tonumber(redis.call('ZSCORE', K_CLIENTS, client) or nil) or false
+    finishOf[client] = f
+  end
+  return f
+end
+
+-- The start tag of the client's next ready partition (its finish tag moves on; not written).
+local function tagFor(client)
+  local v = fairState().v
+  local last = finishTag(client)
+  local start
+  if last and last > v then
+    start = last
+  else
+    start = v - NEWCOMER_LEAD
+    clientsJoined = clientsJoined + 1
+  end
+  finishOf[client] = start + 1 / weightOf(client)
+  return start
+end
+
+-- The `cready` member of a ready partition with this score, if it has one (set aside, or of an
+-- earlier layout).
+local function lineMemberOf(partition, score)
+  if score >= ASIDE then
+    return creadyMember(clientOf(partition), score - ASIDE, partition)
+  end
+  if score < fairState().b - 0.5 then
+    return creadyMember(clientOf(partition), score, partition)
+  end
+end
+
+-- The partition into `ready`, behind its client's others.
+local function readyAdd(partition)
+  local client = clientOf(partition)
+  redis.call('ZADD', K_READY, exact(tagFor(client)), partition)
+  redis.call('ZADD', K_CLIENTS, exact(finishOf[client]), client)
+end
+
+-- The partition out of `ready` (and out of its client's line when set aside).
+local function readyRemove(partition)
+  local score = redis.call('ZSCORE', K_READY, partition)
+  if not score then
+    return
+  end
+  redis.call('ZREM', K_READY, partition)
+  local member = lineMemberOf(partition, tonumber(score))
+  if member then
+    redis.call('ZREM', K_CREADY, member)
+  end
 end
 
 -- A client's cap of tasks in flight across the cluster; 0 = none.
@@ -266,8 +352,8 @@ end
 
 --[[
   Put a partition where the invariant says it belongs. Called after anything that may change its
-  head, its due time or its in-flight count. A partition already in `ready` keeps its ticket (its
-  place in the round-robin line); one entering `ready` gets a fresh ticket (the back of the line).
+  head, its due time or its in-flight count. A partition already in `ready` keeps its tag (its
+  place in line); one entering `ready` gets a fresh tag (the back of its client's line).
 ]]
 local function place(partition, now, unorderedLimit)
   local head = headOf(partition)
@@ -280,32 +366,11 @@ local function place(partition, now, unorderedLimit)
   local due = dueOfMember(partition, head)
   if due <= now then
     if not redis.call('ZSCORE', K_READY, partition) then
-      readyAdd(partition, nextSeq())
+      readyAdd(partition)
       redis.call('ZREM', K_TIMERS, partition)
     end
   else
     readyRemove(partition)
-    redis.call('ZADD', K_TIMERS, due, partition)
-  end
-end
-
---[[
-  `place` for a partition just taken out of `ready` whose head was leased: it is in neither set,
-  and its next head is known. Its client's place in `clients` is lease's business. Returns true
-  when the partition went back into `ready`.
-]]
-local function placeAfterLease(partition, nextHead, now, unorderedLimit)
-  if not nextHead or isOrdered(partition) then
-    return -- ordered: its one task in flight holds it back until settled
-  end
-  if unorderedLimit > 0 and runningOf(partition) >= unorderedLimit then
-    return
-  end
-  local due = dueOfMember(partition, nextHead)
-  if due <= now then
-    readyAdd(partition, nextSeq())
-    return true
-  else
     redis.call('ZADD', K_TIMERS, due, partition)
   end
 end
@@ -332,6 +397,7 @@ local function dequeue(partition, member)
   local client = clientOf(partition)
   if redis.call('HINCRBY', K_CDEPTH, client, -1) <= 0 then
     redis.call('HDEL', K_CDEPTH, client)
+    redis.call('ZREM', K_CLIENTS, client) -- nothing left here: its next partition starts at V
   end
 end
 
