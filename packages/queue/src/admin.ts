@@ -49,8 +49,11 @@ export interface ClientShardView {
   /** '' for tasks without a client (partition names without ` @<client>`). */
   client: string;
   pending: number;
-  /** Its partitions whose head is due and may run: what it has in the fair share now. */
-  readyPartitions: number;
+  /**
+   * Its partitions whose head is due and may run: what it has in the fair share now (null: not
+   * counted, in a read of the fronts only).
+   */
+  readyPartitions: number | null;
   /** First publish (ms) of the task its fair-share turn would lease next; null when none is ready. */
   oldestReadyPublishedAt: number | null;
 }
@@ -195,36 +198,23 @@ export class QueueAdmin {
 
   /**
    * The clients with pending tasks or a cap, largest backlog first: pending tasks, ready partitions,
-   * weight, cap and tasks in flight (capped clients only), and the oldest ready task's age. Also sets the per-client gauges (`queue_client_depth`,
-   * `queue_client_oldest_ready_age_seconds`) for the CLIENT_METRICS_TOP largest backlogs, the rest
-   * as `other`. O(shards · clients with pending tasks per shard), no task scan.
+   * weight, cap and tasks in flight (capped clients only), and the oldest ready task's age. Also
+   * sets the per-client gauges (see sampleClients). Counting a client's ready partitions reads
+   * every shard's `ready` (its partitions are interleaved there by their fair-share tags, with no
+   * line of their own): O(shards · (clients + ready partitions)), on an operator's demand only.
    */
   async clients(options: { onProgress?: Progress } = {}): Promise<ClientInfo[]> {
-    let redisNow = 0;
-    const perShard = await this.eachShard(options.onProgress, async (shard) => {
-      const { nowMs, clients } = await this.queue.scripts.clients(this.keys(shard));
-      redisNow = Math.max(redisNow, nowMs);
-      return clients;
-    });
+    const { views, redisNow } = await this.clientViews('counted', options.onProgress);
     const [weights, caps] = await Promise.all([this.queue.clientWeights(), this.queue.clientCaps()]);
-    const byClient = new Map<string, { pending: number; readyPartitions: number; oldest: number | null }>();
-    for (const view of perShard.flat()) {
-      const seen = byClient.get(view.client) ?? { pending: 0, readyPartitions: 0, oldest: null };
-      seen.pending += view.pending;
-      seen.readyPartitions += view.readyPartitions;
-      if (view.oldestReadyPublishedAt !== null)
-        seen.oldest = Math.min(seen.oldest ?? view.oldestReadyPublishedAt, view.oldestReadyPublishedAt);
-      byClient.set(view.client, seen);
-    }
     for (const client of caps.keys()) {
-      if (!byClient.has(client)) byClient.set(client, { pending: 0, readyPartitions: 0, oldest: null });
+      if (!views.has(client)) views.set(client, { pending: 0, readyPartitions: 0, oldest: null });
     }
     const inFlight = new Map(
       await Promise.all(
         [...caps.keys()].map(async (client) => [client, await this.queue.clientInFlight(client)] as const),
       ),
     );
-    const clients = [...byClient]
+    const clients = [...views]
       .map(([client, c]) => ({
         client,
         pending: c.pending,
@@ -234,9 +224,47 @@ export class QueueAdmin {
         inFlight: inFlight.get(client) ?? null,
         oldestReadyAgeMs: c.oldest === null ? null : Math.max(0, redisNow - c.oldest),
       }))
-      .sort((a, b) => b.pending - a.pending || a.client.localeCompare(b.client));
+      .sort(byBacklog);
     setClientGauges(this.queue.name, clients);
     return clients;
+  }
+
+  /**
+   * The per-client gauges (`queue_client_depth`, `queue_client_oldest_ready_age_seconds`) for the
+   * CLIENT_METRICS_TOP largest backlogs, the rest as `other`: what the routers sample. Reads each
+   * shard's clients and the front of its `ready` only (clients.lua, fronts): O(shards · (clients
+   * + their weights)), whatever the backlog.
+   */
+  async sampleClients(): Promise<void> {
+    const { views, redisNow } = await this.clientViews('fronts');
+    const clients = [...views]
+      .map(([client, c]) => ({
+        client,
+        pending: c.pending,
+        oldestReadyAgeMs: c.oldest === null ? null : Math.max(0, redisNow - c.oldest),
+      }))
+      .sort(byBacklog);
+    setClientGauges(this.queue.name, clients);
+  }
+
+  /** Every shard's clients, summed per client. */
+  private async clientViews(reading: 'counted' | 'fronts', onProgress?: Progress) {
+    let redisNow = 0;
+    const perShard = await this.eachShard(onProgress, async (shard) => {
+      const { nowMs, clients } = await this.queue.scripts.clients(this.keys(shard), reading);
+      redisNow = Math.max(redisNow, nowMs);
+      return clients;
+    });
+    const views = new Map<string, { pending: number; readyPartitions: number; oldest: number | null }>();
+    for (const view of perShard.flat()) {
+      const seen = views.get(view.client) ?? { pending: 0, readyPartitions: 0, oldest: null };
+      seen.pending += view.pending;
+      seen.readyPartitions += view.readyPartitions ?? 0;
+      if (view.oldestReadyPublishedAt !== null)
+        seen.oldest = Math.min(seen.oldest ?? view.oldestReadyPublishedAt, view.oldestReadyPublishedAt);
+      views.set(view.client, seen);
+    }
+    return { views, redisNow };
   }
 
   /**
@@ -440,8 +468,16 @@ function decodeListCursor(cursor: string, shards: number): { shard: number; posi
   throw new RangeError(`not a cursor of this list: ${JSON.stringify(cursor.slice(0, 80))}`);
 }
 
+/** Largest backlog first, then by name. */
+function byBacklog(a: { client: string; pending: number }, b: { client: string; pending: number }): number {
+  return b.pending - a.pending || a.client.localeCompare(b.client);
+}
+
 /** Top CLIENT_METRICS_TOP clients by backlog by name, the others summed (depth) or maxed (age) as `other`. */
-function setClientGauges(queue: string, clients: ClientInfo[]): void {
+function setClientGauges(
+  queue: string,
+  clients: ReadonlyArray<Pick<ClientInfo, 'client' | 'pending' | 'oldestReadyAgeMs'>>,
+): void {
   const { clientDepth, clientOldestAge } = queueMetrics;
   // Clients that left the top (or the queue) must not keep their last value.
   clientDepth.reset();

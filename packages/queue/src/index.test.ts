@@ -847,6 +847,51 @@ describe.each([single, clustered])('FairQueue on $name', (target) => {
       expect((await admin.clients()).map((c) => [c.client, c.pending])).toEqual([['small', 2]]);
     });
 
+    test('the sampler reads fronts only: every client’s next task as a full read finds it, behind any backlog and weights', async () => {
+      const queue = makeQueue({ shards: 1 });
+      const admin = new QueueAdmin(queue);
+      await queue.setClientWeight('heavy', 1000);
+      await queue.setClientWeight('mid', 4);
+      const publish = (client: string, n: number, from: number) =>
+        queue.publish(
+          Array.from({ length: n }, (_, i) => ({ id: `${client}${from + i} @${client}`, payload: '' })),
+        );
+      // A backlog far beyond the fronts' window (~1,000 + Σ(weight + 1)), then others joining as
+      // turns go by: each client's front is somewhere in `ready` by its tag, not at a line's head.
+      await publish('heavy', 3_000, 0);
+      await publish('light', 500, 0);
+      const leaseSome = async (n: number) => {
+        for (let left = n; left > 0; ) left -= (await queue.lease(Math.min(left, 100), 30_000)).tasks.length;
+      };
+      await leaseSome(700);
+      await publish('mid', 300, 0);
+      await sleep(20);
+      await publish('late', 2, 0);
+      await leaseSome(400);
+      await publish('heavy', 100, 3_000);
+      const keys = queue.keysOfShard(0);
+      const fronts = await queue.scripts.clients(keys, 'fronts');
+      const counted = await queue.scripts.clients(keys, 'counted');
+      const oldest = (views: typeof fronts.clients) =>
+        Object.fromEntries(views.map((v) => [v.client, [v.pending, v.oldestReadyPublishedAt]]));
+      expect(counted.clients.map((v) => v.client).sort()).toEqual(['heavy', 'late', 'light', 'mid']);
+      expect(counted.clients.every((v) => v.oldestReadyPublishedAt !== null)).toBe(true);
+      expect(oldest(fronts.clients)).toEqual(oldest(counted.clients));
+      expect(fronts.clients.every((v) => v.readyPartitions === null)).toBe(true);
+      expect(counted.clients.reduce((n, v) => n + (v.readyPartitions ?? 0), 0)).toBe(
+        (await admin.info()).totals.readyPartitions,
+      );
+      // What the routers sample: the gauges, from the fronts.
+      await admin.sampleClients();
+      const gauge = (await registry.getSingleMetric('requester_queue_client_depth')?.get())?.values ?? [];
+      const depths = Object.fromEntries(
+        gauge.filter((v) => v.labels.queue === queue.name).map((v) => [v.labels.client, v.value]),
+      );
+      expect(depths).toEqual(
+        Object.fromEntries([...counted.clients.map((v) => [v.client, v.pending]), ['other', 0]]),
+      );
+    });
+
     test('info reports depth, partitions by state, in-flight, dead letters and oldest age', async () => {
       const queue = makeQueue({ shards: 4 });
       const admin = new QueueAdmin(queue);

@@ -155,8 +155,14 @@ export interface QueueScripts {
     partitionConcurrency: number,
     maxReport: number,
   ): Promise<{ tasks: number; violations: string[] }>;
-  /** The clients with pending tasks in the shard. */
-  clients(keys: readonly string[]): Promise<{ nowMs: number; clients: ClientShardView[] }>;
+  /**
+   * The clients with pending tasks in the shard; `fronts`: their first partitions only, without
+   * their ready counts (null), at a cost bounded by the clients and their weights (clients.lua).
+   */
+  clients(
+    keys: readonly string[],
+    reading: 'counted' | 'fronts',
+  ): Promise<{ nowMs: number; clients: ClientShardView[] }>;
   /** One bounded step of a list of the shard's tasks in a state (commands/listTasks.lua). */
   listTasks(
     keys: readonly string[],
@@ -381,15 +387,15 @@ export function loadQueueScripts(redis: RedisClient): QueueScripts {
     async listDead(keys, limit) {
       return deadTasks(await run('listDead', keys, [limit]));
     },
-    async clients(keys) {
-      const reply = await run('clients', keys, []);
+    async clients(keys, reading) {
+      const reply = await run('clients', keys, [reading === 'fronts' ? 1 : 0]);
       const clients: ClientShardView[] = [];
       for (let i = 0, at = 2; i < Number(reply[1]); i++, at += 4) {
         const oldest = Number(reply[at + 3]);
         clients.push({
           client: String(reply[at]),
           pending: Number(reply[at + 1]),
-          readyPartitions: Number(reply[at + 2]),
+          readyPartitions: Number(reply[at + 2]) >= 0 ? Number(reply[at + 2]) : null,
           oldestReadyPublishedAt: oldest >= 0 ? oldest : null,
         });
       }

@@ -63,7 +63,7 @@ export function startRouterSamplers(options: RouterSamplerOptions): Sampler {
     async () => {
       await queueAdmin.info();
       // the per-client gauges (largest backlogs + `other`)
-      await queueAdmin.clients();
+      await queueAdmin.sampleClients();
     },
     logger,
   );
