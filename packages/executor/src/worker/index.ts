@@ -101,6 +101,18 @@ const MIN_IDLE_MS = 10;
 export const HELD_PER_WORKER = 4;
 
 /**
+ * Wake-ups held at most per process besides the workers' bound (HELD_PER_WORKER): read, their
+ * results made and waiting for a flush (~3 KiB each with its lease and record: ~6 MiB at most). A
+ * lease of wake-ups may ask for this many, so a drain at an instant ("send at 09:00") moves in
+ * calls of up to 2,048 tasks (lease, produce, ack) rather than 64: the pace is the held tasks over
+ * one lease + read + produce + ack round, and each round's time is mostly waiting on a busy Redis
+ * (BENCHMARKS.md, "Wake-ups at an instant"). A call leased in such a batch beyond the workers'
+ * bound goes back to the queue unattempted (see givenBack), so other executors are not held from
+ * calls more than before.
+ */
+export const WAKE_UPS_HELD = 2_048;
+
+/**
  * The parking budget without configuration (the defaults of EXECUTOR_PARKED_TASKS and
  * EXECUTOR_PARKED_BYTES): 1,000 tasks cover 10 s of a 100/s pace, or the 30 s of PARK_MAX_MS at 33/s; 32 MiB of records
  * at most, e.g. 1,000 records of 32 KiB, or 32 of 1 MiB.
@@ -134,6 +146,12 @@ export class Executor {
   private wakeScheduled = false;
   /** The share of wake-ups in recent lease batches (halved per batch): how far a lease may outgrow the free workers. */
   private wakeUpShare = 0;
+  /** Wake-ups in the latest lease batch: the next lease asks for twice as many at most (leaseSize). */
+  private lastWakeUps = 0;
+  /** Wake-ups leased and not yet settled (see WAKE_UPS_HELD). */
+  private wakeUpsHeld = 0;
+  /** Tasks leased whose records are not read yet: calls or wake-ups, not known. */
+  private unread = 0;
   private readonly batches = new Set<Promise<void>>();
   private readonly stopping = new AbortController();
   private readonly settler: Settler;
@@ -251,6 +269,7 @@ export class Executor {
   private take(leases: LeasedTask[]): void {
     for (const lease of leases) this.held.set(lease.token, lease);
     this.working += leases.length;
+    this.unread += leases.length;
     metrics.leases.inc(leases.length);
     metrics.inFlight.set(this.held.size);
     const batch = this.runBatch(leases).catch((err: unknown) => {
@@ -282,10 +301,17 @@ export class Executor {
       this.options.pauses?.refresh(),
     ]);
     const parsed = jobs.map((job, i) => parseSource(this.contract, job, sources[i]));
+    this.unread -= leases.length;
     const wakeUps = this.freeWakeUps(parsed);
+    const givenBack = this.givenBack(wakeUps);
     const cancellations = await this.cancellationsOf(jobs, parsed);
     for (const [i, job] of jobs.entries()) {
       const source = sources[i];
+      if (givenBack.has(i)) {
+        const back = { kind: 'reschedule', delayMs: 0, outcome: 'given_back' } as const;
+        settled.push(this.settler.settle(job.lease, back).finally(() => this.workDone()));
+        continue;
+      }
       const read = parsed[i] && { parsed: parsed[i], cancellation: cancellations[i] };
       const attempt = () => this.attempt(job, source, read);
       // A wake-up calls nobody: it does not wait for a worker (the limiter, bulkhead and breaker
@@ -296,7 +322,7 @@ export class Executor {
       const done = attempted.then((settlement) =>
         this.settler.settle(job.lease, withReplyTo(settlement, source), job.task.createdAt),
       );
-      settled.push(wakeUps[i] ? done : done.finally(() => this.workDone()));
+      settled.push(done.finally(() => (wakeUps[i] ? this.wakeUpsHeld-- : this.workDone())));
     }
     await Promise.all(settled);
   }
@@ -458,12 +484,20 @@ export class Executor {
    */
   private leaseSize(): number {
     const { maxWorkers } = this.options;
-    const workers = maxWorkers - this.working;
+    // The records of the latest batches may still be being read: the wake-ups expected among them
+    // will take no worker, so a drain's next lease overlaps the previous batch's read.
+    const workers = maxWorkers - this.working + Math.floor(this.unread * this.wakeUpShare);
     if (workers <= 0) return 0;
     const callShare = Math.max(1 - this.wakeUpShare, 1 / HELD_PER_WORKER);
-    // Parked tasks have a budget of their own (see park).
-    const held = this.held.size - this.parked.tasks;
-    return Math.min(Math.ceil(workers / callShare), HELD_PER_WORKER * maxWorkers - held);
+    // Parked tasks have a budget of their own (see park), and so have wake-ups (WAKE_UPS_HELD).
+    const held = this.held.size - this.parked.tasks - this.wakeUpsHeld;
+    const forCalls = Math.min(Math.ceil(workers / callShare), HELD_PER_WORKER * maxWorkers - held);
+    // Mostly wake-ups lately: their share of the free wake-up budget too, at most twice as many as
+    // the latest batch brought (a drain doubles its batches; a batch without any stops it). The
+    // calls such a lease brings beyond the workers' bound are given back (givenBack).
+    const room = WAKE_UPS_HELD - this.wakeUpsHeld - this.unread;
+    const forWakeUps = Math.min(Math.floor(this.wakeUpShare * room), 2 * this.lastWakeUps);
+    return Math.max(forCalls, forWakeUps);
   }
 
   /** Which tasks of a lease batch are wake-ups; their workers are free from now on. */
@@ -471,8 +505,29 @@ export class Executor {
     const wakeUps = parsed.map((p) => p?.ok === true && isWakeUp(p.envelope));
     const count = wakeUps.filter(Boolean).length;
     this.wakeUpShare = (this.wakeUpShare + count / Math.max(parsed.length, 1)) / 2;
+    this.wakeUpsHeld += count;
+    this.lastWakeUps = count;
     for (let i = 0; i < count; i++) this.workDone();
     return wakeUps;
+  }
+
+  /**
+   * The calls of a lease batch (by index) that go back to the queue unattempted (a reject without
+   * delay: an ordered one keeps its partition's head): those beyond the HELD_PER_WORKER ×
+   * `maxWorkers` calls held, which a lease sized for wake-ups (leaseSize) may bring when the work
+   * turned to calls. Held here they would wait for this process's workers while other executors
+   * could run them; the wake-up share falls with the batch, so the next lease is sized for calls.
+   */
+  private givenBack(wakeUps: boolean[]): Set<number> {
+    const back = new Set<number>();
+    const calls = this.held.size - this.parked.tasks - this.wakeUpsHeld - this.unread;
+    let excess = calls - HELD_PER_WORKER * this.options.maxWorkers;
+    for (let i = wakeUps.length - 1; i >= 0 && excess > 0; i--) {
+      if (wakeUps[i]) continue;
+      back.add(i);
+      excess--;
+    }
+    return back;
   }
 
   /**
