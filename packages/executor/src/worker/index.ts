@@ -131,7 +131,8 @@ export const DEFAULT_PARKING: Parking = { tasks: 1_000, bytes: 32 * 1024 * 1024 
  * A worker (and the lease) is freed at the settlement, which is also what lets the next task of an
  * ordered partition be leased: order at the target follows from one-in-flight in the queue plus
  * ack-after-produce. A wake-up takes no worker once its record is read; at most HELD_PER_WORKER ×
- * `maxWorkers` leases are held, besides the tasks parked for a short wait (see park).
+ * `maxWorkers` calls and WAKE_UPS_HELD wake-ups are held, besides the tasks parked for a short
+ * wait (see park). A flush writes its batch while the previous one is being acked (settle.ts).
  * Beside this loop: settle.ts (the flush), source.ts (reading a task's record), trace.ts (its spans).
  */
 export class Executor {
@@ -478,9 +479,11 @@ export class Executor {
 
   /**
    * How many tasks the next lease asks for: one per free worker, more when recent batches were
-   * wake-ups, which take none (a batch of wake-ups only: HELD_PER_WORKER per free worker); at most
-   * HELD_PER_WORKER × `maxWorkers` leases held, parked tasks aside. Bigger lease batches are also
-   * fewer lease, produce and ack calls per task (BENCHMARKS.md, "Far schedules").
+   * wake-ups, which take none: for calls, HELD_PER_WORKER per free worker at most and
+   * HELD_PER_WORKER × `maxWorkers` calls held; for wake-ups, their share of the free WAKE_UPS_HELD
+   * budget, at most twice the latest batch's wake-ups. Parked tasks aside. Bigger lease batches
+   * are also fewer lease, produce and ack calls per task (BENCHMARKS.md, "Far schedules", "Wake-ups
+   * at an instant").
    */
   private leaseSize(): number {
     const { maxWorkers } = this.options;
