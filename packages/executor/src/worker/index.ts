@@ -495,11 +495,16 @@ export class Executor {
     // Parked tasks have a budget of their own (see park), and so have wake-ups (WAKE_UPS_HELD).
     const held = this.held.size - this.parked.tasks - this.wakeUpsHeld;
     const forCalls = Math.min(Math.ceil(workers / callShare), HELD_PER_WORKER * maxWorkers - held);
-    // Mostly wake-ups lately: their share of the free wake-up budget too, at most twice as many as
-    // the latest batch brought (a drain doubles its batches; a batch without any stops it). The
-    // calls such a lease brings beyond the workers' bound are given back (givenBack).
-    const room = WAKE_UPS_HELD - this.wakeUpsHeld - this.unread;
-    const forWakeUps = Math.min(Math.floor(this.wakeUpShare * room), 2 * this.lastWakeUps);
+    // Mostly wake-ups lately: a lease whose expected calls still fit the free workers, and whose
+    // expected wake-ups fit the free wake-up budget and are at most twice as many as the latest
+    // batch brought (a drain doubles its batches; a batch without any stops it). So a steady mix
+    // leases as before (3 wake-ups in 4: 4 per free worker), and only a drain goes beyond. The
+    // calls a lease brings beyond the calls' bound all the same are given back (givenBack).
+    const share = this.wakeUpShare;
+    const free = WAKE_UPS_HELD - this.wakeUpsHeld - this.unread;
+    const room = Math.min(free, 2 * this.lastWakeUps);
+    const fitting = Math.min(workers / Math.max(1 - share, 1e-6), room / Math.max(share, 1e-6), free);
+    const forWakeUps = room <= 0 ? 0 : Math.floor(fitting);
     return Math.max(forCalls, forWakeUps);
   }
 
