@@ -102,11 +102,11 @@ export const HELD_PER_WORKER = 4;
 
 /**
  * Wake-ups held at most per process besides the workers' bound (HELD_PER_WORKER): read, their
- * results made and waiting for a flush (~3 KiB each with its lease and record: ~6 MiB at most). A
- * lease of wake-ups may ask for this many, so a drain at an instant ("send at 09:00") moves in
- * calls of up to 2,048 tasks (lease, produce, ack) rather than 64: the pace is the held tasks over
- * one lease + read + produce + ack round, and each round's time is mostly waiting on a busy Redis
- * (BENCHMARKS.md, "Wake-ups at an instant"). A call leased in such a batch beyond the workers'
+ * results made and waiting for a flush (~3 KiB each with its lease, record and result, estimated:
+ * ~6 MiB at most). A lease of wake-ups may ask for this many, so a drain at an instant ("send at
+ * 09:00") moves in calls of hundreds of tasks (lease, produce, ack) rather than 64: the pace is the
+ * held tasks over one lease + read + produce + ack round, and a round's time is mostly waiting on
+ * the shared Redis and cores (BENCHMARKS.md, "Wake-ups at an instant"). A call leased in such a batch beyond the workers'
  * bound goes back to the queue unattempted (see givenBack), so other executors are not held from
  * calls more than before.
  */
@@ -480,8 +480,9 @@ export class Executor {
   /**
    * How many tasks the next lease asks for: one per free worker, more when recent batches were
    * wake-ups, which take none: for calls, HELD_PER_WORKER per free worker at most and
-   * HELD_PER_WORKER × `maxWorkers` calls held; for wake-ups, their share of the free WAKE_UPS_HELD
-   * budget, at most twice the latest batch's wake-ups. Parked tasks aside. Bigger lease batches
+   * HELD_PER_WORKER × `maxWorkers` calls held; when mostly wake-ups, as many as keep the expected
+   * calls within the free workers and the expected wake-ups within the free WAKE_UPS_HELD budget
+   * and twice the latest batch's wake-ups. Parked tasks aside. Bigger lease batches
    * are also fewer lease, produce and ack calls per task (BENCHMARKS.md, "Far schedules", "Wake-ups
    * at an instant").
    */
