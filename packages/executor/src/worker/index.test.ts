@@ -2,6 +2,7 @@ import { RateLimiter } from '@requester/policies';
 import { type FairQueue, QueueAdmin, queueFromConfig } from '@requester/queue';
 import { loadConfig } from '@requester/shared/config';
 import { parseAnyDeadLetter } from '@requester/shared/contract';
+import { registry } from '@requester/shared/metrics';
 import { Dependencies } from '@requester/shared/role';
 import { encodeQueuedTask, taskId } from '@requester/shared/task';
 import {
@@ -18,7 +19,7 @@ import { createHttpClient } from '../http/index.ts';
 import { idempotencyKey } from '../http/request.ts';
 import { executorRole } from '../index.ts';
 import { ExecutorHarness } from './harness.fixture.ts';
-import { Executor, HELD_PER_WORKER } from './index.ts';
+import { Executor, HELD_PER_WORKER, WAKE_UPS_HELD } from './index.ts';
 
 /**
  * The executor end to end over the real Kafka and Redis and a real HTTP target (see
@@ -307,7 +308,7 @@ describe('executor (end to end)', () => {
     },
   );
 
-  it('leases wake-ups beyond its free workers (they call nobody, so take none), at most 4 per worker held', async () => {
+  it('leases wake-ups beyond its workers and their 4 leases each, from a budget of their own', async () => {
     const queue = h.newQueue();
     const asked: number[] = [];
     const lease = queue.lease.bind(queue);
@@ -325,8 +326,44 @@ describe('executor (end to end)', () => {
     const answered = await Promise.all(wakeUps.map((w) => resultOf(w.meta.requestId)));
     expect(answered.map((r) => r.response.status)).toEqual(wakeUps.map(() => 200));
     expect(asked[0]).toBe(2); // nothing known yet: one task per worker
-    expect(Math.max(...asked)).toBeGreaterThan(2);
-    expect(Math.max(...asked)).toBeLessThanOrEqual(HELD_PER_WORKER * 2);
+    // Before the wake-ups' own budget, at most HELD_PER_WORKER × 2 = 8 leases were held.
+    expect(Math.max(...asked)).toBeGreaterThan(HELD_PER_WORKER * 2);
+    expect(Math.max(...asked)).toBeLessThanOrEqual(WAKE_UPS_HELD);
+  });
+
+  it('gives back unattempted the calls a lease sized for wake-ups brings beyond its workers', async () => {
+    const queue = h.newQueue();
+    const asked: number[] = [];
+    const lease = queue.lease.bind(queue);
+    queue.lease = (k, leaseMs) => {
+      asked.push(k);
+      return lease(k, leaseMs);
+    };
+    const run = uniqueName('mixed');
+    const wakeUps = Array.from({ length: 300 }, (_, i) => ({
+      request: { uri: '', body: `w${i}` },
+      meta: { requestId: `${run}-w${i}` },
+    }));
+    const calls = Array.from({ length: 40 }, (_, i) => ({
+      request: { uri: `${h.target.url}/echo/${run}-c${i}`, body: `c${i}` },
+      meta: { requestId: `${run}-c${i}` },
+    }));
+    const givenBack = async () => {
+      const found = registry.getSingleMetric('requester_executor_tasks_total');
+      const values = found ? (await found.get()).values : [];
+      return values.find((v) => v.labels.outcome === 'given_back')?.value ?? 0;
+    };
+    const before = await givenBack();
+    await submit(queue, wakeUps);
+    await submit(queue, calls);
+    startExecutor({ queue, maxWorkers: 1 });
+    const answered = await Promise.all([...wakeUps, ...calls].map((r) => resultOf(r.meta.requestId)));
+    expect(answered.every((r) => r.response.status === 200)).toBe(true);
+    // Leases sized for wake-ups brought calls too; each call was still attempted once.
+    expect(Math.max(...asked)).toBeGreaterThan(HELD_PER_WORKER);
+    expect(answered.slice(wakeUps.length).map((r) => r.meta.tryCount)).toEqual(calls.map(() => 1));
+    expect(h.callsWith(run)).toHaveLength(calls.length);
+    expect(await givenBack()).toBeGreaterThan(before);
   });
 
   it('keeps an ordered partition in order with 8 workers and random target delays', async () => {

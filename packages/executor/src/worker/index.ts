@@ -101,6 +101,18 @@ const MIN_IDLE_MS = 10;
 export const HELD_PER_WORKER = 4;
 
 /**
+ * Wake-ups held at most per process besides the workers' bound (HELD_PER_WORKER): read, their
+ * results made and waiting for a flush (~3 KiB each with its lease, record and result, estimated:
+ * ~6 MiB at most). A lease of wake-ups may ask for this many, so a drain at an instant ("send at
+ * 09:00") moves in calls of hundreds of tasks (lease, produce, ack) rather than 64: the pace is the
+ * held tasks over one lease + read + produce + ack round, and a round's time is mostly waiting on
+ * the shared Redis and cores (BENCHMARKS.md, "Wake-ups at an instant"). A call leased in such a batch beyond the workers'
+ * bound goes back to the queue unattempted (see givenBack), so other executors are not held from
+ * calls more than before.
+ */
+export const WAKE_UPS_HELD = 2_048;
+
+/**
  * The parking budget without configuration (the defaults of EXECUTOR_PARKED_TASKS and
  * EXECUTOR_PARKED_BYTES): 1,000 tasks cover 10 s of a 100/s pace, or the 30 s of PARK_MAX_MS at 33/s; 32 MiB of records
  * at most, e.g. 1,000 records of 32 KiB, or 32 of 1 MiB.
@@ -119,7 +131,8 @@ export const DEFAULT_PARKING: Parking = { tasks: 1_000, bytes: 32 * 1024 * 1024 
  * A worker (and the lease) is freed at the settlement, which is also what lets the next task of an
  * ordered partition be leased: order at the target follows from one-in-flight in the queue plus
  * ack-after-produce. A wake-up takes no worker once its record is read; at most HELD_PER_WORKER ×
- * `maxWorkers` leases are held, besides the tasks parked for a short wait (see park).
+ * `maxWorkers` calls and WAKE_UPS_HELD wake-ups are held, besides the tasks parked for a short
+ * wait (see park). A flush writes its batch while the previous one is being acked (settle.ts).
  * Beside this loop: settle.ts (the flush), source.ts (reading a task's record), trace.ts (its spans).
  */
 export class Executor {
@@ -134,6 +147,12 @@ export class Executor {
   private wakeScheduled = false;
   /** The share of wake-ups in recent lease batches (halved per batch): how far a lease may outgrow the free workers. */
   private wakeUpShare = 0;
+  /** Wake-ups in the latest lease batch: the next lease asks for twice as many at most (leaseSize). */
+  private lastWakeUps = 0;
+  /** Wake-ups leased and not yet settled (see WAKE_UPS_HELD). */
+  private wakeUpsHeld = 0;
+  /** Tasks leased whose records are not read yet: calls or wake-ups, not known. */
+  private unread = 0;
   private readonly batches = new Set<Promise<void>>();
   private readonly stopping = new AbortController();
   private readonly settler: Settler;
@@ -251,6 +270,7 @@ export class Executor {
   private take(leases: LeasedTask[]): void {
     for (const lease of leases) this.held.set(lease.token, lease);
     this.working += leases.length;
+    this.unread += leases.length;
     metrics.leases.inc(leases.length);
     metrics.inFlight.set(this.held.size);
     const batch = this.runBatch(leases).catch((err: unknown) => {
@@ -282,10 +302,17 @@ export class Executor {
       this.options.pauses?.refresh(),
     ]);
     const parsed = jobs.map((job, i) => parseSource(this.contract, job, sources[i]));
+    this.unread -= leases.length;
     const wakeUps = this.freeWakeUps(parsed);
+    const givenBack = this.givenBack(wakeUps);
     const cancellations = await this.cancellationsOf(jobs, parsed);
     for (const [i, job] of jobs.entries()) {
       const source = sources[i];
+      if (givenBack.has(i)) {
+        const back = { kind: 'reschedule', delayMs: 0, outcome: 'given_back' } as const;
+        settled.push(this.settler.settle(job.lease, back).finally(() => this.workDone()));
+        continue;
+      }
       const read = parsed[i] && { parsed: parsed[i], cancellation: cancellations[i] };
       const attempt = () => this.attempt(job, source, read);
       // A wake-up calls nobody: it does not wait for a worker (the limiter, bulkhead and breaker
@@ -296,7 +323,7 @@ export class Executor {
       const done = attempted.then((settlement) =>
         this.settler.settle(job.lease, withReplyTo(settlement, source), job.task.createdAt),
       );
-      settled.push(wakeUps[i] ? done : done.finally(() => this.workDone()));
+      settled.push(done.finally(() => (wakeUps[i] ? this.wakeUpsHeld-- : this.workDone())));
     }
     await Promise.all(settled);
   }
@@ -452,18 +479,34 @@ export class Executor {
 
   /**
    * How many tasks the next lease asks for: one per free worker, more when recent batches were
-   * wake-ups, which take none (a batch of wake-ups only: HELD_PER_WORKER per free worker); at most
-   * HELD_PER_WORKER × `maxWorkers` leases held, parked tasks aside. Bigger lease batches are also
-   * fewer lease, produce and ack calls per task (BENCHMARKS.md, "Far schedules").
+   * wake-ups, which take none: for calls, HELD_PER_WORKER per free worker at most and
+   * HELD_PER_WORKER × `maxWorkers` calls held; when mostly wake-ups, as many as keep the expected
+   * calls within the free workers and the expected wake-ups within the free WAKE_UPS_HELD budget
+   * and twice the latest batch's wake-ups. Parked tasks aside. Bigger lease batches
+   * are also fewer lease, produce and ack calls per task (BENCHMARKS.md, "Far schedules", "Wake-ups
+   * at an instant").
    */
   private leaseSize(): number {
     const { maxWorkers } = this.options;
-    const workers = maxWorkers - this.working;
+    // The records of the latest batches may still be being read: the wake-ups expected among them
+    // will take no worker, so a drain's next lease overlaps the previous batch's read.
+    const workers = maxWorkers - this.working + Math.floor(this.unread * this.wakeUpShare);
     if (workers <= 0) return 0;
     const callShare = Math.max(1 - this.wakeUpShare, 1 / HELD_PER_WORKER);
-    // Parked tasks have a budget of their own (see park).
-    const held = this.held.size - this.parked.tasks;
-    return Math.min(Math.ceil(workers / callShare), HELD_PER_WORKER * maxWorkers - held);
+    // Parked tasks have a budget of their own (see park), and so have wake-ups (WAKE_UPS_HELD).
+    const held = this.held.size - this.parked.tasks - this.wakeUpsHeld;
+    const forCalls = Math.min(Math.ceil(workers / callShare), HELD_PER_WORKER * maxWorkers - held);
+    // Mostly wake-ups lately: a lease whose expected calls still fit the free workers, and whose
+    // expected wake-ups fit the free wake-up budget and are at most twice as many as the latest
+    // batch brought (a drain doubles its batches; a batch without any stops it). So a steady mix
+    // leases as before (3 wake-ups in 4: 4 per free worker), and only a drain goes beyond. The
+    // calls a lease brings beyond the calls' bound all the same are given back (givenBack).
+    const share = this.wakeUpShare;
+    const free = WAKE_UPS_HELD - this.wakeUpsHeld - this.unread;
+    const room = Math.min(free, 2 * this.lastWakeUps);
+    const fitting = Math.min(workers / Math.max(1 - share, 1e-6), room / Math.max(share, 1e-6), free);
+    const forWakeUps = room <= 0 ? 0 : Math.floor(fitting);
+    return Math.max(forCalls, forWakeUps);
   }
 
   /** Which tasks of a lease batch are wake-ups; their workers are free from now on. */
@@ -471,8 +514,29 @@ export class Executor {
     const wakeUps = parsed.map((p) => p?.ok === true && isWakeUp(p.envelope));
     const count = wakeUps.filter(Boolean).length;
     this.wakeUpShare = (this.wakeUpShare + count / Math.max(parsed.length, 1)) / 2;
+    this.wakeUpsHeld += count;
+    this.lastWakeUps = count;
     for (let i = 0; i < count; i++) this.workDone();
     return wakeUps;
+  }
+
+  /**
+   * The calls of a lease batch (by index) that go back to the queue unattempted (a reject without
+   * delay: an ordered one keeps its partition's head): those beyond the HELD_PER_WORKER ×
+   * `maxWorkers` calls held, which a lease sized for wake-ups (leaseSize) may bring when the work
+   * turned to calls. Held here they would wait for this process's workers while other executors
+   * could run them; the wake-up share falls with the batch, so the next lease is sized for calls.
+   */
+  private givenBack(wakeUps: boolean[]): Set<number> {
+    const back = new Set<number>();
+    const calls = this.held.size - this.parked.tasks - this.wakeUpsHeld - this.unread;
+    let excess = calls - HELD_PER_WORKER * this.options.maxWorkers;
+    for (let i = wakeUps.length - 1; i >= 0 && excess > 0; i--) {
+      if (wakeUps[i]) continue;
+      back.add(i);
+      excess--;
+    }
+    return back;
   }
 
   /**

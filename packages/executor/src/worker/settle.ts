@@ -57,6 +57,13 @@ interface Pending {
   done: () => void;
 }
 
+/** What a flush wrote (see Settler.write): the results on `out`, unless that failed, and the outbox rows. */
+interface Writing {
+  deliveries: Pending[];
+  written: Written[] | undefined;
+  outboxed: boolean;
+}
+
 /** A result as written to `out`, with the gateway waiting for it. */
 interface Written {
   value: OutgoingRecord['value'];
@@ -76,6 +83,8 @@ export class Settler {
   private readonly hooks: SettleHooks;
   private pending: Pending[] = [];
   private flushing: Promise<void> | undefined;
+  /** Wakes a flush loop waiting for its previous batch's leases to be settled: more to write. */
+  private arrived: (() => void) | undefined;
 
   constructor(options: SettlerOptions, log: Logger, hooks: SettleHooks) {
     this.options = options;
@@ -87,6 +96,7 @@ export class Settler {
   settle(lease: LeasedTask, settlement: Settlement, createdAt?: number): Promise<void> {
     return new Promise((done) => {
       this.pending.push({ lease, settlement, createdAt, done });
+      this.arrived?.();
       this.flushSoon();
     });
   }
@@ -96,15 +106,36 @@ export class Settler {
     return this.flushing;
   }
 
+  /**
+   * The flush loop. A batch's results are written, then its leases settled; the next batch is
+   * written meanwhile (one batch writing and one settling at most): what finished during a write
+   * goes out in the next one. Ack after produce holds per task, and so does an ordered
+   * partition's order: its next task is only leased after its predecessor's ack.
+   */
   private flushSoon(): void {
     if (this.flushing) return;
     this.flushing = (async () => {
       // One macrotask of grace so results finishing together share a produce.
       await new Promise((resolve) => setImmediate(resolve));
-      while (this.pending.length > 0) {
+      let settling: Promise<void> | undefined;
+      for (;;) {
+        if (this.pending.length === 0) {
+          if (!settling) break;
+          const previous = settling;
+          const more = new Promise<boolean>((resolve) => {
+            this.arrived = () => resolve(true);
+          });
+          const moreFirst = await Promise.race([previous.then(() => false), more]);
+          this.arrived = undefined;
+          if (!moreFirst) settling = undefined;
+          await new Promise((resolve) => setImmediate(resolve));
+          continue;
+        }
         const batch = this.pending;
         this.pending = [];
-        await this.flush(batch);
+        const written = await this.write(batch);
+        await settling;
+        settling = this.settleBatch(batch, written);
       }
     })().finally(() => {
       this.flushing = undefined;
@@ -113,18 +144,25 @@ export class Settler {
   }
 
   /**
-   * Produces the results of the batch (and their dead-letter records) in one go and writes the
-   * outbox rows, then settles the leases: delivered and outboxed tasks are acked, rescheduled ones
+   * A flush's first half: produces the results of the batch (and their dead-letter records) in one
+   * go and writes the outbox rows; its second half (settleBatch) then settles the leases: delivered and outboxed tasks are acked, rescheduled ones
    * rejected with their delay and new payload, dead ones dead-lettered in the queue. If `out`
    * cannot be written within a lease TTL the tasks are given back to the queue (tried again later)
    * rather than acked without a result; if the outbox cannot be written the wait stays in Redis.
    */
-  private async flush(batch: Pending[]): Promise<void> {
+  private async write(batch: Pending[]): Promise<Writing> {
     const deliveries = batch.filter((p) => p.settlement.kind === 'deliver');
     const rows = batch.flatMap((p) => (p.settlement.kind === 'reschedule' && p.settlement.outbox) || []);
     const [written, outboxed] = await Promise.all([this.produceResults(deliveries), this.addToOutbox(rows)]);
     const produced = written !== undefined;
     if (produced) observeProduced(deliveries, Date.now());
+    return { deliveries, written, outboxed };
+  }
+
+  /** The second half of a flush (see write): the batch's leases settled, as its writes allow. */
+  private async settleBatch(batch: Pending[], writing: Writing): Promise<void> {
+    const { deliveries, written, outboxed } = writing;
+    const produced = written !== undefined;
     const acks: string[] = [];
     const rejects: Array<{ token: string; delayMs: number; payload?: string }> = [];
     const dead: Array<{ token: string; reason: string }> = [];
