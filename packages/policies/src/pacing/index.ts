@@ -203,16 +203,16 @@ export class OriginPacer {
   private readonly reportDelayMs: number;
   private readonly reportBatch: number;
   /** Each key's local permission: calls leave without a gate until `untilMs` (epoch ms). */
-  private readonly free = new Map<string, number>();
+  private readonly free = new LRUCache<string, number>({ max: 10_000 });
   /** Each key's calls dispatched on the permission, not yet told to Redis. */
-  private readonly dispatched = new Map<string, number>();
+  private readonly dispatched = new LRUCache<string, number>({ max: 10_000 });
   /**
    * Announcements heard: `heard` counts them all, `heardOf` holds each key's last count. A reply
    * to a call sent before an announcement of its key grants no permission (it may have been read
    * first). Each loss of the subscriber connection counts as an announcement of every key.
    */
   private heard = 0;
-  private readonly heardOf = new Map<string, number>();
+  private readonly heardOf = new LRUCache<string, number>({ max: 10_000 });
   /** Keys with a report in flight that may end their freedom (see report). */
   private readonly unsure = new Map<string, number>();
   private lostAt = 0;
