@@ -464,18 +464,27 @@ describe('OriginPacer round trips (issue 26)', () => {
   it('reports the answers of one origin in one turn of the event loop with one script call, applied in order as one by one', async () => {
     const [batched, single] = executors(2);
     if (!batched || !single) throw new Error('two pacers');
-    const latencies = [12, 40, 60, 80, 20, 9, 50, 10, 70, 11];
-    // Warm: the script loaded, the origin's floor set by a first answer.
-    await batched.p.report(ORIGIN, ok, 10 * MS);
-    await single.p.report(`${ORIGIN}1`, ok, 10 * MS);
+    const latencies = [12, 9, 15, 11, 10, 13, 9, 14, 10, 11];
+    // Warm: the script loaded; a 5xx cuts the limit under its ceiling (so that each answer moves
+    // it), an answer sets the floor. Each batch answer found room (not `full`): no probe starts,
+    // however long the test takes.
+    const slot = { inFlight: 1, full: false };
+    const failed: PacedOutcome = { kind: 'response', status: 500, headers: {} };
+    for (const [p, origin] of [
+      [batched.p, ORIGIN],
+      [single.p, `${ORIGIN}1`],
+    ] as const) {
+      await p.report(origin, failed, 10 * MS, slot);
+      await p.report(origin, ok, 10 * MS, slot);
+    }
     const before = batched.scripts();
-    const reports = await Promise.all(latencies.map((ms) => batched.p.report(ORIGIN, ok, ms * MS)));
+    const reports = await Promise.all(latencies.map((ms) => batched.p.report(ORIGIN, ok, ms * MS, slot)));
     expect(batched.scripts() - before).toBe(1);
     const oneByOne = [];
-    for (const ms of latencies) oneByOne.push(await single.p.report(`${ORIGIN}1`, ok, ms * MS));
+    for (const ms of latencies) oneByOne.push(await single.p.report(`${ORIGIN}1`, ok, ms * MS, slot));
     // Each caller has its own reply, as if reported alone: the limit after its answer.
     expect(reports).toEqual(oneByOne);
-    expect(new Set(reports.map((r) => r?.limit)).size).toBeGreaterThan(1);
+    expect(new Set(reports.map((r) => r?.limit)).size).toBe(latencies.length);
     const [a, b] = [await batched.p.snapshot(ORIGIN), await single.p.snapshot(`${ORIGIN}1`)];
     expect([a.limit, a.floorMs, a.recentMs]).toEqual([b.limit, b.floorMs, b.recentMs]);
   });
