@@ -85,6 +85,13 @@ As run for BENCHMARKS.md:
       number: true,
       help: "the pacer's booking horizon (OriginPacer bookAheadMs; default the pacer's own)",
     },
+    'free-for': {
+      type: 'string',
+      default: '1000',
+      value: 'MS',
+      number: true,
+      help: "each executor's local permission to call a free origin without a gate (OriginPacer freeForMs, PACING_FREE_FOR's default; 0 = every call gated, as before)",
+    },
     silent: {
       type: 'boolean',
       default: false,
@@ -211,14 +218,21 @@ async function drive(options: {
   expected?: number;
 }): Promise<Run> {
   const prefix = `bench:${randomBytes(4).toString('hex')}:`;
-  const pacer = new OriginPacer({
-    redis,
-    prefix: `${prefix}pace:`,
-    maxLimit: PER_ORIGIN,
-    retryAfterMaxMs: 60_000,
-    maxLocalWaitMs: MAX_LOCAL_WAIT_MS,
-    ...(options.bookAheadMs !== undefined ? { bookAheadMs: options.bookAheadMs } : {}),
-  });
+  // One pacer per executor, as in separate processes: each its own local permissions (--free-for).
+  const pacers = Array.from(
+    { length: EXECUTORS },
+    () =>
+      new OriginPacer({
+        redis,
+        prefix: `${prefix}pace:`,
+        maxLimit: PER_ORIGIN,
+        retryAfterMaxMs: 60_000,
+        maxLocalWaitMs: MAX_LOCAL_WAIT_MS,
+        freeForMs: Number(args['free-for']),
+        ...(options.bookAheadMs !== undefined ? { bookAheadMs: options.bookAheadMs } : {}),
+      }),
+  );
+  const [pacer] = pacers as [OriginPacer];
   const breaker = new CircuitBreaker({
     redis,
     prefix: `${prefix}breaker:`,
@@ -241,28 +255,30 @@ async function drive(options: {
     endMs: 0,
   };
   const start = run.startMs;
-  const gate = pacer.gate.bind(pacer);
-  pacer.gate = async (origin, reservedMs) => {
-    const asked = Date.now();
-    const grant = await gate(origin, reservedMs);
-    const kind: GateKind = !reservedMs
-      ? grant.admitted
-        ? grant.waitMs > 0
-          ? 'slept'
-          : 'go'
-        : grant.slotMs > 0
-          ? 'booked'
-          : 'laned'
-      : asked - reservedMs > MAX_LOCAL_WAIT_MS
+  for (const each of pacers) {
+    const gate = each.gate.bind(each);
+    each.gate = async (origin, reservedMs) => {
+      const asked = Date.now();
+      const grant = await gate(origin, reservedMs);
+      const kind: GateKind = !reservedMs
         ? grant.admitted
-          ? 'lane'
-          : 'laneBooked'
-        : grant.admitted
-          ? 'went'
-          : 'voided';
-    count(kind);
-    return grant;
-  };
+          ? grant.waitMs > 0
+            ? 'slept'
+            : 'go'
+          : grant.slotMs > 0
+            ? 'booked'
+            : 'laned'
+        : asked - reservedMs > MAX_LOCAL_WAIT_MS
+          ? grant.admitted
+            ? 'lane'
+            : 'laneBooked'
+          : grant.admitted
+            ? 'went'
+            : 'voided';
+      count(kind);
+      return grant;
+    };
+  }
   const http = createHttpClient({
     connectTimeoutMs: 2_000,
     responseTimeoutMs: 10_000,
@@ -302,9 +318,8 @@ async function drive(options: {
     };
     return local;
   };
-  const executors = Array.from(
-    { length: EXECUTORS },
-    () =>
+  const executors = pacers.map(
+    (pacer) =>
       new Policies({
         http: timed,
         breaker,
@@ -384,6 +399,7 @@ async function drive(options: {
   timed.close();
   await pacer.reset(options.origin);
   for (const origin of run.others.keys()) await pacer.reset(origin);
+  await Promise.all(pacers.map((each) => each.close()));
   return run;
 }
 

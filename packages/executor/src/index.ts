@@ -80,6 +80,14 @@ export const executorRole: RoleDefinition = {
     const originStats = new OriginStatsRecorder({ redis, prefix: `${config.redisPrefix}:`, logger });
     originStats.start();
     const pauses = new PauseView(new Pauses(redis, config.redisPrefix));
+    const pacer = new OriginPacer({
+      redis,
+      prefix: `${config.redisPrefix}:pace:`,
+      maxLimit: config.maxWorkersPerOrigin ?? defaultMaxPerOrigin(config.maxWorkers),
+      retryAfterMaxMs: config.retryAfterMax,
+      freeForMs: config.pacingFreeFor,
+      logger,
+    });
     const executor = new Executor({
       queue,
       fetcher,
@@ -90,13 +98,7 @@ export const executorRole: RoleDefinition = {
       breaker: breakerFromConfig(config, redis, { logger }),
       optOut: config.originOptOut,
       bulkhead: bulkheadFromConfig(config, redis, logger),
-      pacer: new OriginPacer({
-        redis,
-        prefix: `${config.redisPrefix}:pace:`,
-        maxLimit: config.maxWorkersPerOrigin ?? defaultMaxPerOrigin(config.maxWorkers),
-        retryAfterMaxMs: config.retryAfterMax,
-        logger,
-      }),
+      pacer,
       adaptiveConcurrency: config.adaptiveConcurrency,
       originStats,
       cache,
@@ -129,7 +131,7 @@ export const executorRole: RoleDefinition = {
         await executor.drain();
         await originStats.stop();
         http.close();
-        await Promise.all([fetcher.close(), queue.close(), cache.close()]);
+        await Promise.all([fetcher.close(), queue.close(), cache.close(), pacer.close()]);
       },
     };
   },

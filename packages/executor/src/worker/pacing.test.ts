@@ -29,17 +29,34 @@ describe('origin pacing (end to end, two executors)', () => {
     });
   }, 60_000);
   afterAll(async () => {
+    await Promise.all(pacers.map((pacer) => pacer.close()));
     await quota.close();
     await silent.close();
     await h.close();
   }, 60_000);
+
+  /** Pacers with a subscriber connection of their own, closed at the end. */
+  const pacers: OriginPacer[] = [];
+  function listening(pacer: OriginPacer): OriginPacer {
+    pacers.push(pacer);
+    return pacer;
+  }
 
   /** Two executors on one queue with the role's policy modules, each its own Redis-shared pacer and breaker. */
   function startTwo() {
     const paceKeys = h.prefix('pace');
     const breakerKeys = h.prefix('breaker');
     const modules = () => ({
-      pacer: new OriginPacer({ redis: h.redis, prefix: paceKeys, maxLimit: 16, retryAfterMaxMs: 60_000 }),
+      // As the executor role builds it: calls to a free origin leave without a gate.
+      pacer: listening(
+        new OriginPacer({
+          redis: h.redis,
+          prefix: paceKeys,
+          maxLimit: 16,
+          retryAfterMaxMs: 60_000,
+          freeForMs: 1_000,
+        }),
+      ),
       breaker: new CircuitBreaker({
         redis: h.redis,
         prefix: breakerKeys,

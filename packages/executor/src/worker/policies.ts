@@ -232,13 +232,11 @@ export class Policies {
       batched((specs: LimiterSpec[]) => limiter.takeMany(specs.map((spec) => ({ spec, dispatchWithinMs }))));
     this.admit = breaker && batched((origins: string[]) => breaker.admitMany(origins));
     this.record = breaker && batched((reports: OriginReport[]) => breaker.recordMany(reports));
-    this.pace =
-      pacer && batched((asks: PaceAsk[]) => Promise.all(asks.map((a) => pacer.gate(a.origin, a.reservedMs))));
+    // The pacer batches its own round trips (see OriginPacer): a gate of an origin known free is
+    // none, and the answers of one origin go in one report.
+    this.pace = pacer && ((a: PaceAsk) => pacer.gate(a.origin, a.reservedMs));
     this.reportPace =
-      pacer &&
-      batched((answers: PaceAnswer[]) =>
-        Promise.all(answers.map((a) => pacer.report(a.origin, a.outcome, a.outcome.durationNs, a.slot))),
-      );
+      pacer && ((a: PaceAnswer) => pacer.report(a.origin, a.outcome, a.outcome.durationNs, a.slot));
   }
 
   /**

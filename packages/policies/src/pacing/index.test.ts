@@ -415,6 +415,158 @@ describe('OriginPacer', () => {
   });
 });
 
+describe('OriginPacer round trips (issue 26)', () => {
+  const closing: Array<() => Promise<void> | void> = [];
+  afterAll(async () => {
+    for (const close of closing) await close();
+  });
+
+  /** A connection of its own that counts the scripts run on it (EVALSHA, or EVAL after a NOSCRIPT). */
+  function countingRedis(): { redis: RedisClient; scripts: () => number } {
+    const own = redis.duplicate();
+    closing.push(() => own.disconnect());
+    let scripts = 0;
+    const send = own.sendCommand.bind(own);
+    own.sendCommand = ((command: { name: string }, ...rest: unknown[]) => {
+      if (command.name === 'evalsha' || command.name === 'eval') scripts++;
+      return (send as (...args: unknown[]) => unknown)(command, ...rest);
+    }) as typeof own.sendCommand;
+    return { redis: own, scripts: () => scripts };
+  }
+
+  /** Pacers on one prefix, each with a connection of its own (two executors), `freeForMs` as given. */
+  function executors(count: number, options: Partial<OriginPacerOptions> = {}) {
+    const prefix = `t:${randomBytes(6).toString('hex')}:pace:`;
+    prefixes.push(prefix);
+    return Array.from({ length: count }, () => {
+      const own = countingRedis();
+      const p = new OriginPacer({
+        redis: own.redis,
+        prefix,
+        maxLimit: 8,
+        retryAfterMaxMs: 3_600_000,
+        ...options,
+      });
+      closing.unshift(() => p.close());
+      return { p, scripts: own.scripts };
+    });
+  }
+
+  /** `ask` again until it says true; false when `tries` × 10 ms pass first. */
+  async function eventually(ask: () => Promise<boolean>, tries = 300): Promise<boolean> {
+    for (let i = 0; i < tries; i++) {
+      if (await ask()) return true;
+      await sleep(10);
+    }
+    return false;
+  }
+
+  it('reports the answers of one origin in one turn of the event loop with one script call, applied in order as one by one', async () => {
+    const [batched, single] = executors(2);
+    if (!batched || !single) throw new Error('two pacers');
+    const latencies = [12, 9, 15, 11, 10, 13, 9, 14, 10, 11];
+    // Warm: the script loaded; a 5xx cuts the limit under its ceiling (so that each answer moves
+    // it), an answer sets the floor. Each batch answer found room (not `full`): no probe starts,
+    // however long the test takes.
+    const slot = { inFlight: 1, full: false };
+    const failed: PacedOutcome = { kind: 'response', status: 500, headers: {} };
+    for (const [p, origin] of [
+      [batched.p, ORIGIN],
+      [single.p, `${ORIGIN}1`],
+    ] as const) {
+      await p.report(origin, failed, 10 * MS, slot);
+      await p.report(origin, ok, 10 * MS, slot);
+    }
+    const before = batched.scripts();
+    const reports = await Promise.all(latencies.map((ms) => batched.p.report(ORIGIN, ok, ms * MS, slot)));
+    expect(batched.scripts() - before).toBe(1);
+    const oneByOne = [];
+    for (const ms of latencies) oneByOne.push(await single.p.report(`${ORIGIN}1`, ok, ms * MS, slot));
+    // Each caller has its own reply, as if reported alone: the limit after its answer.
+    expect(reports).toEqual(oneByOne);
+    expect(new Set(reports.map((r) => r?.limit)).size).toBe(latencies.length);
+    const [a, b] = [await batched.p.snapshot(ORIGIN), await single.p.snapshot(`${ORIGIN}1`)];
+    expect([a.limit, a.floorMs, a.recentMs]).toEqual([b.limit, b.floorMs, b.recentMs]);
+  });
+
+  it('reports a 429 at once, not with the answers after it', async () => {
+    const [one] = executors(1);
+    if (!one) throw new Error('a pacer');
+    await one.p.report(ORIGIN, ok, MS);
+    const before = one.scripts();
+    const [refused] = await Promise.all([
+      one.p.report(ORIGIN, tooMany({ 'retry-after': '5' }), MS),
+      one.p.report(ORIGIN, ok, MS),
+      one.p.report(ORIGIN, ok, MS),
+    ]);
+    expect(refused).toMatchObject({ kind: 'slow', throttled: true });
+    expect(one.scripts() - before).toBe(2);
+  });
+
+  it('lets calls to a free origin leave without a gate round trip, and counts them with the next report (the rate a 429 cuts)', async () => {
+    const [one] = executors(1, { freeForMs: 60_000 });
+    if (!one) throw new Error('a pacer');
+    // The first gate asks Redis, and is granted the permission once the pacer listens.
+    expect(
+      await eventually(async () => {
+        await one.p.gate(ORIGIN);
+        const before = one.scripts();
+        await one.p.gate(ORIGIN);
+        return one.scripts() === before;
+      }),
+    ).toBe(true);
+    const before = one.scripts();
+    for (let i = 0; i < 40; i++) expect(await one.p.gate(ORIGIN)).toEqual({ admitted: true, waitMs: 0 });
+    expect(one.scripts()).toBe(before);
+    // Unpaced, no RateLimit-Policy, nothing served: the pace falls to 70 % of the rate sent, which
+    // counts the 40 calls sent without a gate (one counted alone: at most 0.7 × 4/s).
+    const report = await one.p.report(ORIGIN, tooMany({ 'retry-after': '1' }), MS);
+    expect(report?.rate).toBeGreaterThan(0.7 * 40);
+    // Held now: the next gate asks Redis again.
+    expect((await one.p.gate(ORIGIN)).admitted).toBe(false);
+  });
+
+  it("ends another executor's permission when a 429 holds the origin: its next calls are held", async () => {
+    const [a, b] = executors(2, { freeForMs: 60_000, maxLocalWaitMs: 0 });
+    if (!a || !b) throw new Error('two pacers');
+    expect(
+      await eventually(async () => {
+        await a.p.gate(ORIGIN);
+        const before = a.scripts();
+        await a.p.gate(ORIGIN);
+        return a.scripts() === before;
+      }),
+    ).toBe(true);
+    await b.p.report(ORIGIN, tooMany({ 'retry-after': '30' }), MS);
+    // Heard through the announcement, well within the permission's 60 s.
+    expect(await eventually(async () => !(await a.p.gate(ORIGIN)).admitted)).toBe(true);
+  });
+
+  it("ends another executor's permission when a probe of the floor starts: it learns the probe's limit of 1", async () => {
+    const [a, b] = executors(2, { freeForMs: 60_000 });
+    if (!a || !b) throw new Error('two pacers');
+    await b.p.report(ORIGIN, ok, 5 * MS, { inFlight: 1, full: true });
+    expect(
+      await eventually(async () => {
+        await a.p.gate(ORIGIN);
+        const before = a.scripts();
+        await a.p.gate(ORIGIN);
+        return a.scripts() === before;
+      }),
+    ).toBe(true);
+    expect(a.p.limitOf(ORIGIN)).toBe(8);
+    await b.p.probe(ORIGIN);
+    await b.p.report(ORIGIN, ok, 5 * MS, { inFlight: 8, full: true });
+    expect((await b.p.snapshot(ORIGIN)).probing).toBe(true);
+    expect(
+      await eventually(async () => {
+        await a.p.gate(ORIGIN);
+        return a.p.limitOf(ORIGIN) === 1;
+      }),
+    ).toBe(true);
+  });
+});
+
 /** A call to ORIGIN as the executor makes it: through the gate (it counts the rate we send at), then reported. */
 async function call(p: OriginPacer, latencyMs: number): Promise<void> {
   await p.gate(ORIGIN);

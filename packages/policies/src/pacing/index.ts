@@ -4,7 +4,7 @@ import { BoundedLabel, counter, gauge } from '@requester/shared/metrics';
 import type { RedisClient } from '@requester/shared/redis';
 import { LRUCache } from 'lru-cache';
 import { eventLoopLagMs } from './loop-lag.ts';
-import { loadPacingScripts, type PacingScripts } from './scripts.ts';
+import { loadPacingScripts, type PacingScripts, type ReportAnswer } from './scripts.ts';
 import { type PacedOutcome, paceSignal, type SignalKind } from './signals.ts';
 
 export { type PacedOutcome, type PaceSignal, paceSignal, type SignalKind } from './signals.ts';
@@ -30,6 +30,15 @@ export { type PacedOutcome, type PaceSignal, paceSignal, type SignalKind } from 
  *   MAX_WORKERS_PER_ORIGIN is its ceiling. The executor applies it to its bulkhead. The caller's
  *   own event-loop lag is allowed for: it delays the answers, it is no queue at the target.
  * Redis errors fail open (the call goes ahead unpaced), as the breaker does.
+ *
+ * Round trips (issue 26): the answers of one origin are reported in batches (those of a turn of the
+ * event loop, or of `reportDelayMs`; a 429, 503 or failure at once), one script call each. With
+ * `freeForMs`, an origin known free (unpaced, not held, no probe of the floor under way) needs no
+ * gate: a gate or report reply grants a local permission for that long, renewed by each report,
+ * under which calls leave at once, counted here and told with the next report (the gate's
+ * dispatches per second, which a 429 cuts). report-1.lua announces on `<prefix>held` whenever an
+ * origin stops being free; every pacer listening drops its permission for it on the spot, and
+ * grants none while it does not listen (its subscriber connection down).
  */
 
 export interface OriginPacerOptions {
@@ -55,6 +64,20 @@ export interface OriginPacerOptions {
   bookAheadMs?: number;
   /** An origin not called for this long is forgotten (default 1 h). */
   stateTtlMs?: number;
+  /**
+   * How long a local permission to call a free origin without a gate lasts (ms; default 0: every
+   * call asks the gate). Each report renews it; the announcement of a hold, a pace or a probe ends
+   * it at once. It bounds how long a lost announcement goes unheard.
+   */
+  freeForMs?: number;
+  /**
+   * How long an origin's successful answers wait for others to share their report's script call
+   * (ms; default 0: the answers of one turn of the event loop). A slow-down or overload signal is
+   * reported at once.
+   */
+  reportDelayMs?: number;
+  /** Most answers in one report (default 64): a full batch is sent at once. */
+  reportBatch?: number;
   /**
    * How late this process reads its answers (ms), allowed for in the latency bound (default: its
    * event loop's lag, `eventLoopLagMs`; tests pass a constant to be deterministic).
@@ -120,6 +143,15 @@ export interface PaceSnapshot {
   probing: boolean;
 }
 
+interface PendingReport {
+  origin: string;
+  answers: ReportAnswer[];
+  kinds: SignalKind[];
+  resolves: Array<(report: PaceReport | undefined) => void>;
+  /** It may end the origin's freedom: no permission is granted until its reply. */
+  news: boolean;
+}
+
 /** Target origins with a label of their own in the pacing metrics; later ones are `other`. */
 const MAX_ORIGIN_LABELS = 50;
 const originLabel = new BoundedLabel(MAX_ORIGIN_LABELS);
@@ -167,6 +199,29 @@ export class OriginPacer {
   /** Each origin's last hold this process's reports heard of: when it ends, when it was heard (epoch ms). */
   private readonly holds = new LRUCache<string, { untilMs: number; heardMs: number }>({ max: 10_000 });
   private lastErrorLogMs = 0;
+  private readonly freeForMs: number;
+  private readonly reportDelayMs: number;
+  private readonly reportBatch: number;
+  /** Each key's local permission: calls leave without a gate until `untilMs` (epoch ms). */
+  private readonly free = new LRUCache<string, number>({ max: 10_000 });
+  /** Each key's calls dispatched on the permission, not yet told to Redis. */
+  private readonly dispatched = new LRUCache<string, number>({ max: 10_000 });
+  /**
+   * Announcements heard: `heard` counts them all, `heardOf` holds each key's last count. A reply
+   * to a call sent before an announcement of its key grants no permission (it may have been read
+   * first). Each loss of the subscriber connection counts as an announcement of every key.
+   */
+  private heard = 0;
+  private readonly heardOf = new LRUCache<string, number>({ max: 10_000 });
+  /** Keys with a report in flight that may end their freedom (see report). */
+  private readonly unsure = new Map<string, number>();
+  private lostAt = 0;
+  private subscriber: RedisClient | undefined;
+  private listening = false;
+  private closed = false;
+  /** Answers waiting to be reported, by key. */
+  private pending = new Map<string, PendingReport>();
+  private flushTimer: NodeJS.Immediate | NodeJS.Timeout | undefined;
 
   constructor(options: OriginPacerOptions) {
     if (!Number.isInteger(options.maxLimit) || options.maxLimit < 1)
@@ -180,6 +235,14 @@ export class OriginPacer {
       ? Math.max(1, this.maxLocalWaitMs, Math.round(bookAheadMs))
       : 0;
     this.ttlMs = Math.max(1, Math.round(options.stateTtlMs ?? 3_600_000));
+    this.freeForMs = Math.max(0, Math.round(options.freeForMs ?? 0));
+    this.reportDelayMs = Math.max(0, options.reportDelayMs ?? 0);
+    this.reportBatch = Math.max(1, Math.round(options.reportBatch ?? 64));
+  }
+
+  /** Where report-1.lua announces that an origin stopped being free (the key is the message). */
+  get channel(): string {
+    return `${this.options.prefix}held`;
   }
 
   /**
@@ -187,16 +250,25 @@ export class OriginPacer {
    * the slot a previous refusal reserved for this task.
    */
   async gate(origin: string, reservedMs?: number): Promise<PaceGrant> {
+    const key = this.keyOf(origin);
+    if (!reservedMs && this.isFree(key)) {
+      this.dispatched.set(key, (this.dispatched.get(key) ?? 0) + 1);
+      return { admitted: true, waitMs: 0 };
+    }
+    const dispatched = this.takeDispatched(key);
+    const asked = this.askFree();
+    const heard = this.heard;
     try {
-      const key = this.keyOf(origin);
-      const reply = await this.scripts.gate(
-        key,
-        this.maxLocalWaitMs,
-        this.ttlMs,
-        reservedMs ?? 0,
-        this.bookAheadMs,
-      );
+      const reply = await this.scripts.gate(key, {
+        maxLocalWaitMs: this.maxLocalWaitMs,
+        ttlMs: this.ttlMs,
+        reservedMs: reservedMs ?? 0,
+        bookAheadMs: this.bookAheadMs,
+        dispatched,
+        freeMs: asked,
+      });
       this.remember(origin, reply.limit, reply.rate);
+      this.permit(key, reply.freeMs, heard);
       if (!reply.admitted) {
         pacingMetrics.waits.inc({ where: 'queued' });
         return { admitted: false, retryInMs: Math.max(1, reply.waitMs), slotMs: reply.slotMs };
@@ -220,36 +292,44 @@ export class OriginPacer {
     slot?: PaceSlot,
   ): Promise<PaceReport | undefined> {
     const signal = paceSignal(outcome, Date.now(), this.options.retryAfterMaxMs);
-    try {
-      const reply = await this.scripts.report(this.keyOf(origin), {
-        kind: signal.kind === 'slow' ? 1 : signal.kind === 'overload' ? 2 : 0,
-        holdMs: signal.holdMs,
-        ceilingPerSec: signal.ceilingPerSec,
-        // A failure's duration says nothing of the target's queue: only answers feed the floor.
-        latencyUs: outcome.kind === 'response' && outcome.status < 400 ? latencyNs / 1000 : 0,
-        lagUs: (this.options.loopLagMs ?? eventLoopLagMs)() * 1000,
-        inFlight: slot?.inFlight ?? 0,
-        full: slot?.full ?? true,
-        maxLimit: this.options.maxLimit,
-        ttlMs: this.ttlMs,
-      });
-      this.remember(origin, reply.limit, reply.rate);
-      if (reply.holdMs > 0) {
-        const now = Date.now();
-        this.holds.set(origin, { untilMs: now + reply.holdMs, heardMs: now });
+    const answer: ReportAnswer = {
+      kind: signal.kind === 'slow' ? 1 : signal.kind === 'overload' ? 2 : 0,
+      holdMs: signal.holdMs,
+      ceilingPerSec: signal.ceilingPerSec,
+      // A failure's duration says nothing of the target's queue: only answers feed the floor.
+      latencyUs: outcome.kind === 'response' && outcome.status < 400 ? latencyNs / 1000 : 0,
+      inFlight: slot?.inFlight ?? 0,
+      full: slot?.full ?? true,
+    };
+    const key = this.keyOf(origin);
+    return new Promise((resolve) => {
+      let batch = this.pending.get(key);
+      if (batch === undefined) {
+        batch = { origin, answers: [], kinds: [], resolves: [], news: false };
+        this.pending.set(key, batch);
       }
-      if (reply.throttled) {
-        pacingMetrics.throttled.inc({ origin: originLabel.of(origin), signal: signal.kind });
-        this.options.logger?.info(
-          { origin, signal: signal.kind, limit: reply.limit, rate: reply.rate, holdMs: reply.holdMs },
-          'origin throttled',
-        );
+      batch.answers.push(answer);
+      batch.kinds.push(signal.kind);
+      batch.resolves.push(resolve);
+      // A slow-down, an overload or an advertised pace is news for every executor: told at once,
+      // and no call leaves without a gate until the reply says whether the origin is still free.
+      const news = signal.kind !== 'ok' || signal.ceilingPerSec !== undefined;
+      if (news) {
+        this.free.delete(key);
+        batch.news = true;
       }
-      return { kind: signal.kind, ...reply };
-    } catch (err) {
-      this.failed('report', err);
-      return undefined;
-    }
+      if (news || batch.answers.length >= this.reportBatch) this.flush(key);
+      else this.scheduleFlush();
+    });
+  }
+
+  /** Ends the subscription to the pacing channel (the caller owns and closes `redis`). */
+  async close(): Promise<void> {
+    this.closed = true;
+    this.lost();
+    const subscriber = this.subscriber;
+    this.subscriber = undefined;
+    if (subscriber) await subscriber.quit().catch(() => subscriber.disconnect());
   }
 
   /**
@@ -314,6 +394,138 @@ export class OriginPacer {
   async reset(origin: string): Promise<void> {
     await this.options.redis.del(this.keyOf(origin));
     this.limits.delete(origin);
+    this.free.delete(this.keyOf(origin));
+  }
+
+  private scheduleFlush(): void {
+    if (this.flushTimer !== undefined) return;
+    const flushAll = () => {
+      this.flushTimer = undefined;
+      for (const key of [...this.pending.keys()]) this.flush(key);
+    };
+    this.flushTimer =
+      this.reportDelayMs > 0 ? setTimeout(flushAll, this.reportDelayMs) : setImmediate(flushAll);
+  }
+
+  /** One script call for the answers of `key` waiting. */
+  private flush(key: string): void {
+    const batch = this.pending.get(key);
+    if (batch === undefined) return;
+    this.pending.delete(key);
+    const dispatched = this.takeDispatched(key);
+    const asked = this.askFree();
+    const heard = this.heard;
+    const { origin, answers, kinds, resolves, news } = batch;
+    if (news) this.unsure.set(key, (this.unsure.get(key) ?? 0) + 1);
+    const settled = () => {
+      if (!news) return;
+      const left = (this.unsure.get(key) ?? 1) - 1;
+      if (left > 0) this.unsure.set(key, left);
+      else this.unsure.delete(key);
+    };
+    this.scripts
+      .report(
+        key,
+        {
+          lagUs: (this.options.loopLagMs ?? eventLoopLagMs)() * 1000,
+          maxLimit: this.options.maxLimit,
+          ttlMs: this.ttlMs,
+          dispatched,
+          freeMs: asked,
+          channel: this.freeForMs > 0 ? this.channel : '',
+        },
+        answers,
+      )
+      .then(
+        ({ replies, freeMs }) => {
+          settled();
+          const last = replies[replies.length - 1];
+          if (last) {
+            this.remember(origin, last.limit, last.rate);
+            if (last.holdMs > 0) {
+              const now = Date.now();
+              this.holds.set(origin, { untilMs: now + last.holdMs, heardMs: now });
+            }
+          }
+          this.permit(key, freeMs, heard);
+          replies.forEach((reply, i) => {
+            const kind = kinds[i] as SignalKind;
+            if (reply.throttled) {
+              pacingMetrics.throttled.inc({ origin: originLabel.of(origin), signal: kind });
+              this.options.logger?.info(
+                { origin, signal: kind, limit: reply.limit, rate: reply.rate, holdMs: reply.holdMs },
+                'origin throttled',
+              );
+            }
+            resolves[i]?.({ kind, ...reply });
+          });
+        },
+        (err: unknown) => {
+          settled();
+          this.failed('report', err);
+          for (const resolve of resolves) resolve(undefined);
+        },
+      );
+  }
+
+  /** Whether calls to `key` may leave without a gate now. */
+  private isFree(key: string): boolean {
+    const untilMs = this.free.get(key);
+    if (untilMs === undefined) return false;
+    if (untilMs > Date.now() && this.listening) return true;
+    this.free.delete(key);
+    return false;
+  }
+
+  /** The permission to ask for: none while the announcements that would end it go unheard. */
+  private askFree(): number {
+    if (this.freeForMs === 0 || this.closed) return 0;
+    this.listen();
+    return this.listening ? this.freeForMs : 0;
+  }
+
+  /** A reply's permission (`freeMs`, 0 = none) to a call sent when `heard` announcements were. */
+  private permit(key: string, freeMs: number, heard: number): void {
+    const voided = (this.heardOf.get(key) ?? 0) > heard || this.lostAt > heard || this.unsure.has(key);
+    if (freeMs > 0 && this.listening && !voided) this.free.set(key, Date.now() + freeMs);
+    else this.free.delete(key);
+  }
+
+  private takeDispatched(key: string): number {
+    const count = this.dispatched.get(key) ?? 0;
+    if (count > 0) this.dispatched.delete(key);
+    return count;
+  }
+
+  /** Subscribes to the pacing channel, once. */
+  private listen(): void {
+    if (this.subscriber !== undefined) return;
+    const subscriber = this.options.redis.duplicate();
+    this.subscriber = subscriber;
+    subscriber.on('message', (_channel: string, key: string) => {
+      this.heard++;
+      this.heardOf.set(key, this.heard);
+      this.free.delete(key);
+    });
+    // Resubscribed by hand after a reconnection: listening again only once Redis confirms.
+    subscriber.on('ready', () => {
+      subscriber.subscribe(this.channel).then(
+        () => {
+          if (this.subscriber === subscriber) this.listening = true;
+        },
+        (err: unknown) => this.failed('subscribe', err),
+      );
+    });
+    subscriber.on('close', () => this.lost());
+    subscriber.on('error', (err: Error) => this.failed('subscribe', err));
+  }
+
+  /** The announcements may go unheard: every permission ends. */
+  private lost(): void {
+    this.listening = false;
+    this.heard++;
+    this.lostAt = this.heard;
+    this.free.clear();
   }
 
   private remember(origin: string, limit: number | undefined, rate: number | undefined): void {

@@ -560,6 +560,12 @@ export const CONFIG_VARIABLES = {
     goDuration,
     'how long an executor trusts a breaker state it read from Redis (0 = read it for every call)',
   ),
+  pacingFreeFor: variable(
+    'PACING_FREE_FOR',
+    '1s',
+    goDuration,
+    "how long an executor calls an origin known free (unpaced, not held, no probe of its latency floor under way) without asking its pace in Redis first: each answer's report renews it, and a hold, a pace or a probe set by any executor ends it at once (announced on a pub/sub channel; no permission while the executor's subscriber connection is down). The dispatches are counted with the next report. 0 = every call asks (one more Redis round trip per call)",
+  ),
   retryAfterMax: variable(
     'RETRY_AFTER_MAX',
     '1h',

@@ -28,11 +28,16 @@
   ARGV[2]  state TTL (ms): an origin not called for this long is forgotten
   ARGV[3]  the slot reserved for this task when it was sent back (ms, Redis time); 0 = none
   ARGV[4]  booking horizon (ms): no slot is reserved farther ahead; 0 = none (book every slot)
+  ARGV[5]  calls the caller dispatched on its local permission since it last told (counted now)
+  ARGV[6]  the local permission asked for (ms): how long the caller may dispatch without asking
+           while the origin is free (unpaced, not held, no probe of the floor under way); 0 = none
 
-  Returns {admitted, waitMs, limitMilli, rateMilli, slot}
+  Returns {admitted, waitMs, limitMilli, rateMilli, slot, freeMs}
     admitted 1: sleep waitMs, then call; 0: come back in waitMs (not an attempt) with `slot`, the
     slot reserved for it (Redis ms), or 0: none (beyond the horizon: ask again then).
     limitMilli the adaptive concurrency limit ×1000 (0 = not learnt yet); rateMilli the pace ×1000 (0 = none).
+    freeMs the local permission granted (ARGV[6] when the origin is free, else 0): report-1.lua
+    announces on the pacing channel whenever the origin stops being free, which voids it.
 ]]
 --- @include "includes/pace"
 
@@ -40,16 +45,29 @@ local maxLocalMs = tonumber(ARGV[1])
 local ttlMs = tonumber(ARGV[2])
 local reserved = tonumber(ARGV[3])
 local bookAheadMs = tonumber(ARGV[4])
+local pending = tonumber(ARGV[5]) or 0
+local freeMs = tonumber(ARGV[6]) or 0
 local now = nowMs()
 -- The lane's margin above the pace expected (grown back by GROWTH, includes/pace.lua, up to the
 -- ceiling or the probe line): waiters back early are sent down the lane again, a gate call each;
 -- late ones leave the pace unused.
 local LANE_MARGIN = 1.1
 
-local f = redis.call('HMGET', K_PACE, 'h', 'r', 't', 'x', 'ns', 'c', 'k', 'n', 'w', 'p')
+local f = redis.call('HMGET', K_PACE, 'h', 'r', 't', 'x', 'ns', 'c', 'k', 'n', 'w', 'p', 'q')
 local hold = tonumber(f[1]) or 0
 local rate = tonumber(f[2])
 local limit = tonumber(f[6])
+local dispatches = { ns = tonumber(f[5]), n = tonumber(f[8]) or 0 }
+if pending > 0 then
+  countDispatches(dispatches, now, pending)
+  redis.call('HSET', K_PACE, unpack(dispatchFields(dispatches, {})))
+  if redis.call('PTTL', K_PACE) == -1 then
+    -- A new key (the origin forgotten since): the paths below that return early set no TTL.
+    redis.call('PEXPIRE', K_PACE, ttlMs)
+  end
+  dispatches.dirty = false
+  dispatches.pn = nil
+end
 
 -- A task back for the slot reserved for it goes at that slot, unless a hold came since. One back
 -- late (a busy executor leased it late) must neither go behind every later reservation (it would
@@ -89,20 +107,12 @@ end
 redis.call('PEXPIRE', K_PACE, math.ceil(ttlMs + (start - now)))
 
 if start - now <= maxLocalMs then
-  -- Dispatches counted per window of a second (n since ns, pn in the previous one): the rate we
-  -- are sending at, which a 429 without an advertised pace cuts.
-  local windowStart = tonumber(f[5])
-  if windowStart == nil or start - windowStart >= 1000 then
-    local count = tonumber(f[8]) or 0
-    local fields = { 'ns', start, 'n', 1 }
-    if windowStart ~= nil and start - windowStart < 2000 then
-      table.insert(fields, 'pn')
-      table.insert(fields, count * 1000 / (start - windowStart))
-    end
-    redis.call('HSET', K_PACE, unpack(fields))
-  else
-    redis.call('HINCRBY', K_PACE, 'n', 1)
+  countDispatches(dispatches, start, 1)
+  redis.call('HSET', K_PACE, unpack(dispatchFields(dispatches, {})))
+  local free = 0
+  if rate == nil and hold <= now and f[11] == false then
+    free = freeMs
   end
-  return { 1, math.ceil(start - now), milli(limit), milli(rate), 0 }
+  return { 1, math.ceil(start - now), milli(limit), milli(rate), 0, free }
 end
 return { 0, math.ceil(start - now), milli(limit), milli(rate), math.ceil(start) }

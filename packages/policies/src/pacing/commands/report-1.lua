@@ -1,6 +1,6 @@
 --[[
   What a call's answer says about the origin's pace (the caller reads the headers, see signals.ts).
-    slow (429, 503 + Retry-After): hold the origin for ARGV[2] ms; the pace falls to 70 % of the
+    slow (429, 503 + Retry-After): hold the origin for the time asked; the pace falls to 70 % of the
         rate we were sending at (the pace, or the dispatches counted when unpaced), once per burst
         (the answers to calls already out within 1 s of a decrease, or before a hold's end, lower
         nothing more). Without an advertised ceiling, also to 90 % of the rate the target served
@@ -19,34 +19,44 @@
         slowly past what was served, and is dropped once twice above `p` (the target changed).
         The concurrency limit follows the latency against the floor a periodic probe measures
         (includes/limit.lua)
-  An advertised ceiling (ARGV[3]) caps the pace at once (at 90 % of it), whatever the kind.
+  An advertised ceiling caps the pace at once (at 90 % of it), whatever the kind.
+
+  The answers of one process to one origin come in batches (index.ts: those of a turn of its event
+  loop, or a few ms), applied here one after the other as if each were reported alone, with the
+  state read once and written once.
 
   KEYS[1]  pace HASH (see includes/pace.lua)
-  ARGV[1]  kind: 0 ok, 1 slow, 2 overload
-  ARGV[2]  hold (ms from now, already bounded by RETRY_AFTER_MAX); 0 = none
-  ARGV[3]  advertised ceiling ×1000 (calls/s); 0 = none
-  ARGV[4]  latency of the call (µs); 0 = unknown, or not an answer < 400 (not counted as served)
-  ARGV[5]  ceiling of the concurrency limit (MAX_WORKERS_PER_ORIGIN)
-  ARGV[6]  state TTL (ms)
-  ARGV[7]  event-loop lag of the reporting process (µs): answers it read late by that much
-  ARGV[8]  1 when the call took the last slot the limit allowed (it binds), else 0
-  ARGV[9]  calls to the origin in flight when it was granted, itself included (0 = unknown)
+  ARGV[1]  ceiling of the concurrency limit (MAX_WORKERS_PER_ORIGIN)
+  ARGV[2]  state TTL (ms)
+  ARGV[3]  event-loop lag of the reporting process (µs): answers it read late by that much
+  ARGV[4]  calls the process dispatched on its local permission since it last told (counted now,
+           before the answers: see gate-1.lua)
+  ARGV[5]  the local permission asked for (ms, as gate-1.lua's ARGV[6]); 0 = none
+  ARGV[6]  the pacing channel: announced the key when the origin stops being free (held, paced,
+           or probed), so that every executor drops its local permission; '' = none
+  ARGV[7..] six per answer, in order:
+    kind: 0 ok, 1 slow, 2 overload
+    hold (ms from now, already bounded by RETRY_AFTER_MAX); 0 = none
+    advertised ceiling ×1000 (calls/s); 0 = none
+    latency of the call (µs); 0 = unknown, or not an answer < 400 (not counted as served)
+    1 when the call took the last slot the limit allowed (it binds), else 0
+    calls to the origin in flight when it was granted, itself included (0 = unknown)
 
-  Returns {limitMilli, rateMilli, holdMs, throttled}
-    holdMs: how long the origin is still held; throttled 1 when this answer lowered the pace or the limit.
+  Returns {limitMilli, rateMilli, holdMs, throttled} per answer, then freeMs
+    holdMs: how long the origin is still held; throttled 1 when this answer lowered the pace or the
+    limit; freeMs the local permission granted (0 = none).
 ]]
 --- @include "includes/pace"
 --- @include "includes/limit"
 
-local kind = tonumber(ARGV[1])
-local holdMs = tonumber(ARGV[2])
-local advertised = tonumber(ARGV[3]) / 1000
-local latency = tonumber(ARGV[4]) / 1000
-local maxLimit = tonumber(ARGV[5])
-local ttlMs = tonumber(ARGV[6])
-local lagMs = tonumber(ARGV[7]) / 1000
-local full = tonumber(ARGV[8]) == 1
-local inFlight = tonumber(ARGV[9]) or 0
+local maxLimit = tonumber(ARGV[1])
+local ttlMs = tonumber(ARGV[2])
+local lagMs = tonumber(ARGV[3]) / 1000
+local pending = tonumber(ARGV[4])
+local freeMs = tonumber(ARGV[5])
+local channel = ARGV[6]
+local FIRST_ANSWER = 7
+local PER_ANSWER = 6
 local now = nowMs()
 
 -- The slowest pace we fall to: one call per 10 s (a hold says more when the target wants less).
@@ -71,129 +81,154 @@ local f = redis.call('HMGET', K_PACE, 'h', 'r', 'x', 'ns', 'd', 'p', 'n', 'pn', 
 local hold = tonumber(f[1]) or 0
 local rate = tonumber(f[2])
 local ceiling = tonumber(f[3])
+local dispatches = { ns = tonumber(f[4]), n = tonumber(f[7]) or 0 }
+if pending > 0 then
+  countDispatches(dispatches, now, pending)
+end
 -- The rate we are sending at: this second's dispatches so far (over at least 250 ms, so that a
 -- first burst reads as a burst, not as infinity), or the previous second's, whichever is higher.
 local sendingNow = nil
-if tonumber(f[4]) then
-  sendingNow = (tonumber(f[7]) or 0) * 1000 / math.max(250, now - tonumber(f[4]))
+if dispatches.ns then
+  sendingNow = dispatches.n * 1000 / math.max(250, now - dispatches.ns)
 end
-local sendingBefore = tonumber(f[8])
+local sendingBefore = dispatches.pn or tonumber(f[8])
 local limit = loadLimit(maxLimit)
 local decreased = tonumber(f[5]) or 0
 local refusedAt = tonumber(f[6])
-local throttled = 0
-
--- Answers < 400 (those that carry a latency) counted per second of arrival, as the gate counts
--- dispatches: what the target served. The first one after a hold starts afresh, with no previous
--- second: a second that held everything back says nothing of the target's rate.
 local servedFrom = tonumber(f[9])
 local served = tonumber(f[10]) or 0
 local servedBefore = tonumber(f[11])
-if latency > 0 then
-  local afterHold = servedFrom ~= nil and now >= hold and servedFrom < hold
-  if servedFrom == nil or now - servedFrom >= 1000 or afterHold then
-    servedBefore = nil
-    if servedFrom ~= nil and now - servedFrom < 2000 and not afterHold then
-      servedBefore = served * 1000 / (now - servedFrom)
-    end
-    servedFrom = now
-    served = 1
-  else
-    served = served + 1
-  end
-end
--- The rate served lately (nil: nothing served in the last two seconds), and whether the reading
--- spans a whole second (the previous second's, or this one's once a second long).
-local servingNow = nil
-local servedWhole = false
-if servedFrom ~= nil and now - servedFrom < 2000 then
-  servingNow = served * 1000 / math.max(SERVED_MIN_SPAN_MS, now - servedFrom)
-  servedWhole = now - servedFrom >= 1000
-  if servedBefore and servedBefore >= servingNow then
-    servingNow = servedBefore
-    servedWhole = true
-  end
-end
 -- The cap of the last cut without a ceiling (70 % of the rate sent), kept while its burst's answers
 -- still come in: they may raise the pace up to it.
 local sendCap = tonumber(f[12])
+local wasFree = hold <= now and rate == nil and limit.probe == nil
 
-if advertised > 0 then
-  -- A margin under what the target advertised: the jitter between dispatch and arrival must not
-  -- put one call too many into one of its windows.
-  ceiling = advertised * CEILING_MARGIN
-  if rate == nil or rate > ceiling then
-    rate = ceiling
-  end
-end
+-- One answer (its arguments from ARGV[at]); returns whether it lowered the pace or the limit.
+local function apply(at)
+  local kind = tonumber(ARGV[at])
+  local holdMs = tonumber(ARGV[at + 1])
+  local advertised = tonumber(ARGV[at + 2]) / 1000
+  local latency = tonumber(ARGV[at + 3]) / 1000
+  local full = tonumber(ARGV[at + 4]) == 1
+  local inFlight = tonumber(ARGV[at + 5]) or 0
+  local throttled = 0
 
-if holdMs > 0 and now + holdMs > hold then
-  hold = now + holdMs
-end
-
-local fresh = now - decreased >= BURST_MS
-if kind == 1 then
-  if fresh then
-    local sending = rate
-    if sending == nil then
-      sending = math.max(sendingNow or 0, sendingBefore or 0)
-      if sending == 0 then
-        sending = nil
+  -- Answers < 400 (those that carry a latency) counted per second of arrival, as the gate counts
+  -- dispatches: what the target served. The first one after a hold starts afresh, with no previous
+  -- second: a second that held everything back says nothing of the target's rate.
+  if latency > 0 then
+    local afterHold = servedFrom ~= nil and now >= hold and servedFrom < hold
+    if servedFrom == nil or now - servedFrom >= 1000 or afterHold then
+      servedBefore = nil
+      if servedFrom ~= nil and now - servedFrom < 2000 and not afterHold then
+        servedBefore = served * 1000 / (now - servedFrom)
       end
+      servedFrom = now
+      served = 1
+    else
+      served = served + 1
     end
-    rate = math.max(MIN_RATE, (sending or MIN_RATE) * DECREASE)
-    refusedAt = sending
-    sendCap = nil
-    if ceiling == nil then
-      sendCap = rate
-      refusedAt = rate
-      if servingNow then
-        local line = servingNow * SERVED_MARGIN
-        rate = math.max(MIN_RATE, math.min(rate, line))
-        if servedWhole then
-          refusedAt = line
+  end
+  -- The rate served lately (nil: nothing served in the last two seconds), and whether the reading
+  -- spans a whole second (the previous second's, or this one's once a second long).
+  local servingNow = nil
+  local servedWhole = false
+  if servedFrom ~= nil and now - servedFrom < 2000 then
+    servingNow = served * 1000 / math.max(SERVED_MIN_SPAN_MS, now - servedFrom)
+    servedWhole = now - servedFrom >= 1000
+    if servedBefore and servedBefore >= servingNow then
+      servingNow = servedBefore
+      servedWhole = true
+    end
+  end
+
+  if advertised > 0 then
+    -- A margin under what the target advertised: the jitter between dispatch and arrival must not
+    -- put one call too many into one of its windows.
+    ceiling = advertised * CEILING_MARGIN
+    if rate == nil or rate > ceiling then
+      rate = ceiling
+    end
+  end
+
+  if holdMs > 0 and now + holdMs > hold then
+    hold = now + holdMs
+  end
+
+  local fresh = now - decreased >= BURST_MS
+  if kind == 1 then
+    if fresh then
+      local sending = rate
+      if sending == nil then
+        sending = math.max(sendingNow or 0, sendingBefore or 0)
+        if sending == 0 then
+          sending = nil
+        end
+      end
+      rate = math.max(MIN_RATE, (sending or MIN_RATE) * DECREASE)
+      refusedAt = sending
+      sendCap = nil
+      if ceiling == nil then
+        sendCap = rate
+        refusedAt = rate
+        if servingNow then
+          local line = servingNow * SERVED_MARGIN
+          rate = math.max(MIN_RATE, math.min(rate, line))
+          if servedWhole then
+            refusedAt = line
+          end
+        end
+      end
+      decreased = math.max(now, hold)
+      throttled = 1
+    end
+  elseif kind == 2 then
+    if fresh then
+      limitOverload(limit)
+      decreased = now
+      throttled = 1
+    end
+  end
+  if sendCap and rate and now < hold and kind ~= 2 and servingNow then
+    -- An answer of the burst in the hold: what the target served may be more than was seen at the cut.
+    rate = math.max(rate, math.min(sendCap, servingNow * SERVED_MARGIN))
+    refusedAt = math.max(refusedAt or 0, rate)
+  end
+  if kind == 0 and now >= hold then
+    if rate then
+      if ceiling then
+        rate = math.min(rate + GROWTH, ceiling)
+      else
+        -- Nothing advertised: back as fast up to the probe line (what was served when refused),
+        -- then probed past it slowly (+5 % a second); dropped once well past it (the target changed).
+        rate = rate + (rate < (refusedAt or 0) and GROWTH or SILENT_GROWTH)
+        if refusedAt == nil or rate > 2 * refusedAt then
+          rate = nil
+          refusedAt = nil
         end
       end
     end
-    decreased = math.max(now, hold)
-    throttled = 1
-  end
-elseif kind == 2 then
-  if fresh then
-    limitOverload(limit)
-    decreased = now
-    throttled = 1
-  end
-end
-if sendCap and rate and now < hold and kind ~= 2 and servingNow then
-  -- An answer of the burst in the hold: what the target served may be more than was seen at the cut.
-  rate = math.max(rate, math.min(sendCap, servingNow * SERVED_MARGIN))
-  refusedAt = math.max(refusedAt or 0, rate)
-end
-if kind == 0 and now >= hold then
-  if rate then
-    if ceiling then
-      rate = math.min(rate + GROWTH, ceiling)
-    else
-      -- Nothing advertised: back as fast up to the probe line (what was served when refused),
-      -- then probed past it slowly (+5 % a second); dropped once well past it (the target changed).
-      rate = rate + (rate < (refusedAt or 0) and GROWTH or SILENT_GROWTH)
-      if refusedAt == nil or rate > 2 * refusedAt then
-        rate = nil
-        refusedAt = nil
-      end
+    if latency > 0 then
+      limitSample(limit, now, latency, lagMs, maxLimit, full, inFlight, rate ~= nil)
     end
   end
-  if latency > 0 then
-    limitSample(limit, now, latency, lagMs, maxLimit, full, inFlight, rate ~= nil)
-  end
+  limitTick(limit, now)
+  return throttled
 end
-limitTick(limit, now)
+
+local replies = {}
+for at = FIRST_ANSWER, #ARGV, PER_ANSWER do
+  local throttled = apply(at)
+  replies[#replies + 1] = milli(limit.c)
+  replies[#replies + 1] = milli(rate)
+  replies[#replies + 1] = math.max(0, hold - now)
+  replies[#replies + 1] = throttled
+end
 saveLimit(limit)
 
-local fields = { 'd', decreased }
+local fields = dispatchFields(dispatches, { 'd', decreased })
 -- Each field written when it has a value; `stale`: the fields deleted when it has none (one HDEL
--- for all, before the HSET: a report is once per call).
+-- for all, before the HSET).
 local gone = {}
 local function put(name, value, stale)
   if value then
@@ -220,4 +255,11 @@ if #gone > 0 then
 end
 redis.call('HSET', K_PACE, unpack(fields))
 redis.call('PEXPIRE', K_PACE, math.ceil(ttlMs + math.max(0, hold - now)))
-return { milli(limit.c), milli(rate), math.max(0, hold - now), throttled }
+
+local free = hold <= now and rate == nil and limit.probe == nil
+if wasFree and not free and channel ~= '' then
+  -- Every executor's local permission for this origin ends (index.ts).
+  redis.call('PUBLISH', channel, K_PACE)
+end
+replies[#replies + 1] = free and freeMs or 0
+return replies

@@ -18,6 +18,8 @@
                 then, unbooked (ms; see gate-1.lua)
              ns, n  start of this second's window of dispatches (ms), and its dispatches so far
              pn     the previous window's dispatches per second: with n, the rate we are sending at
+                    (counted by the gate, or by the next report of an executor that dispatched
+                    on a local permission, see index.ts)
              c  adaptive concurrency limit applied (may be fractional; see includes/limit.lua)
              m  floor: the latency without load (ms), the least one seen since the last probe
              l  recent latency (ms): a fast moving average of the successful calls' latency
@@ -41,4 +43,35 @@ local function milli(value)
     return 0
   end
   return math.floor(value * 1000 + 0.5)
+end
+
+-- Dispatches counted per window of a second (`w`: ns its start, n its dispatches so far, pn the
+-- previous window's per second): the rate we are sending at, which a 429 without an advertised
+-- pace cuts. `count` dispatches at `at` (ms).
+local function countDispatches(w, at, count)
+  if w.ns == nil or at - w.ns >= 1000 then
+    if w.ns ~= nil and at - w.ns < 2000 then
+      w.pn = w.n * 1000 / (at - w.ns)
+    end
+    w.ns = at
+    w.n = count
+  else
+    w.n = w.n + count
+  end
+  w.dirty = true
+end
+
+-- The fields of `w` to write (appended to `fields`) when counted.
+local function dispatchFields(w, fields)
+  if w.dirty then
+    fields[#fields + 1] = 'ns'
+    fields[#fields + 1] = w.ns
+    fields[#fields + 1] = 'n'
+    fields[#fields + 1] = w.n
+    if w.pn then
+      fields[#fields + 1] = 'pn'
+      fields[#fields + 1] = w.pn
+    end
+  end
+  return fields
 end
