@@ -40,7 +40,15 @@ describe('PostgreSQL killed (kill -9) and restarted while scheduled tasks wait i
   beforeAll(async () => {
     pg = await startPrivatePostgres();
     target = await startTarget();
-    stack = await stackEnv({ DATABASE_URL: `${pg.url}/requester`, MAX_WORKERS: '16' });
+    // RELAY_STAGE_AHEAD 1 s: the scheduled tasks (due 3–6 s ahead) wait in the outbox until 1 s
+    // before they are due. With the default (60 s) the relay stages each row back to `in` as soon
+    // as it is written, and whether half of them are ever in the outbox at once (the crash's
+    // moment) was a race between the router's inserts and the relay's claims.
+    stack = await stackEnv({
+      DATABASE_URL: `${pg.url}/requester`,
+      MAX_WORKERS: '16',
+      RELAY_STAGE_AHEAD: '1s',
+    });
     const { topicIn, topicOut, topicDlq } = stack.config;
     await createTestTopics([topicIn, topicOut, topicDlq], 3);
     results = new ResultCollector(stack.config.topicOut);
