@@ -310,12 +310,7 @@ describe('executor (end to end)', () => {
 
   it('leases wake-ups beyond its workers and their 4 leases each, from a budget of their own', async () => {
     const queue = h.newQueue();
-    const asked: number[] = [];
-    const lease = queue.lease.bind(queue);
-    queue.lease = (k, leaseMs) => {
-      asked.push(k);
-      return lease(k, leaseMs);
-    };
+    const asked = leasesAsked(queue);
     const run = uniqueName('wakes');
     const wakeUps = Array.from({ length: 200 }, (_, i) => ({
       request: { uri: '', body: `w${i}` },
@@ -333,12 +328,7 @@ describe('executor (end to end)', () => {
 
   it('gives back unattempted the calls a lease sized for wake-ups brings beyond its workers', async () => {
     const queue = h.newQueue();
-    const asked: number[] = [];
-    const lease = queue.lease.bind(queue);
-    queue.lease = (k, leaseMs) => {
-      asked.push(k);
-      return lease(k, leaseMs);
-    };
+    const asked = leasesAsked(queue);
     const run = uniqueName('mixed');
     const wakeUps = Array.from({ length: 300 }, (_, i) => ({
       request: { uri: '', body: `w${i}` },
@@ -497,3 +487,14 @@ describe('executor (end to end)', () => {
     expect(results.get(bad)).toHaveLength(1);
   }, 20_000);
 });
+
+/** The sizes the executor asks its leases for, in order (the queue's `lease` wrapped). */
+function leasesAsked(queue: FairQueue): number[] {
+  const asked: number[] = [];
+  const lease = queue.lease.bind(queue);
+  queue.lease = (k, leaseMs) => {
+    asked.push(k);
+    return lease(k, leaseMs);
+  };
+  return asked;
+}

@@ -452,6 +452,19 @@ describe('OriginPacer round trips (issue 26)', () => {
     });
   }
 
+  /**
+   * Whether the pacer comes to hold a local permission for ORIGIN (its first gate asks Redis, and is
+   * granted one once the pacer listens): a gate then makes no script call.
+   */
+  function holdsPermission(executor: { p: OriginPacer; scripts: () => number }): Promise<boolean> {
+    return eventually(async () => {
+      await executor.p.gate(ORIGIN);
+      const before = executor.scripts();
+      await executor.p.gate(ORIGIN);
+      return executor.scripts() === before;
+    });
+  }
+
   /** `ask` again until it says true; false when `tries` × 10 ms pass first. */
   async function eventually(ask: () => Promise<boolean>, tries = 300): Promise<boolean> {
     for (let i = 0; i < tries; i++) {
@@ -506,15 +519,7 @@ describe('OriginPacer round trips (issue 26)', () => {
   it('lets calls to a free origin leave without a gate round trip, and counts them with the next report (the rate a 429 cuts)', async () => {
     const [one] = executors(1, { freeForMs: 60_000 });
     if (!one) throw new Error('a pacer');
-    // The first gate asks Redis, and is granted the permission once the pacer listens.
-    expect(
-      await eventually(async () => {
-        await one.p.gate(ORIGIN);
-        const before = one.scripts();
-        await one.p.gate(ORIGIN);
-        return one.scripts() === before;
-      }),
-    ).toBe(true);
+    expect(await holdsPermission(one)).toBe(true);
     const before = one.scripts();
     for (let i = 0; i < 40; i++) expect(await one.p.gate(ORIGIN)).toEqual({ admitted: true, waitMs: 0 });
     expect(one.scripts()).toBe(before);
@@ -529,14 +534,7 @@ describe('OriginPacer round trips (issue 26)', () => {
   it("ends another executor's permission when a 429 holds the origin: its next calls are held", async () => {
     const [a, b] = executors(2, { freeForMs: 60_000, maxLocalWaitMs: 0 });
     if (!a || !b) throw new Error('two pacers');
-    expect(
-      await eventually(async () => {
-        await a.p.gate(ORIGIN);
-        const before = a.scripts();
-        await a.p.gate(ORIGIN);
-        return a.scripts() === before;
-      }),
-    ).toBe(true);
+    expect(await holdsPermission(a)).toBe(true);
     await b.p.report(ORIGIN, tooMany({ 'retry-after': '30' }), MS);
     // Heard through the announcement, well within the permission's 60 s.
     expect(await eventually(async () => !(await a.p.gate(ORIGIN)).admitted)).toBe(true);
@@ -546,14 +544,7 @@ describe('OriginPacer round trips (issue 26)', () => {
     const [a, b] = executors(2, { freeForMs: 60_000 });
     if (!a || !b) throw new Error('two pacers');
     await b.p.report(ORIGIN, ok, 5 * MS, { inFlight: 1, full: true });
-    expect(
-      await eventually(async () => {
-        await a.p.gate(ORIGIN);
-        const before = a.scripts();
-        await a.p.gate(ORIGIN);
-        return a.scripts() === before;
-      }),
-    ).toBe(true);
+    expect(await holdsPermission(a)).toBe(true);
     expect(a.p.limitOf(ORIGIN)).toBe(8);
     await b.p.probe(ORIGIN);
     await b.p.report(ORIGIN, ok, 5 * MS, { inFlight: 8, full: true });
