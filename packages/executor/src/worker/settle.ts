@@ -57,6 +57,14 @@ interface Pending {
   done: () => void;
 }
 
+/**
+ * The fewest settlements written while the previous batch's leases are still being settled. A
+ * drain of wake-ups (hundreds a flush) gains from the overlap; calls settle a few dozen at a time,
+ * and writing those at once only splits them into more, smaller produces (BENCHMARKS.md, "Wake-ups
+ * at an instant": +10–40 % broker CPU per call with every batch overlapped).
+ */
+export const OVERLAP_MIN_BATCH = 128;
+
 /** What a flush wrote (see Settler.write): the results on `out`, unless that failed, and the outbox rows. */
 interface Writing {
   deliveries: Pending[];
@@ -108,8 +116,8 @@ export class Settler {
 
   /**
    * The flush loop. A batch's results are written, then its leases settled; the next batch is
-   * written meanwhile (one batch writing and one settling at most): what finished during a write
-   * goes out in the next one. Ack after produce holds per task, and so does an ordered
+   * written meanwhile when it has OVERLAP_MIN_BATCH settlements or more (one batch writing and one
+   * settling at most): what finished during a write goes out in the next one. Ack after produce holds per task, and so does an ordered
    * partition's order: its next task is only leased after its predecessor's ack.
    */
   private flushSoon(): void {
@@ -130,6 +138,11 @@ export class Settler {
           if (!moreFirst) settling = undefined;
           await new Promise((resolve) => setImmediate(resolve));
           continue;
+        }
+        if (settling && this.pending.length < OVERLAP_MIN_BATCH) {
+          // A small batch waits for the previous one's leases instead, and grows meanwhile.
+          await settling;
+          settling = undefined;
         }
         const batch = this.pending;
         this.pending = [];
