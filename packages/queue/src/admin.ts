@@ -62,7 +62,8 @@ export interface ClientShardView {
 export interface ClientInfo {
   client: string;
   pending: number;
-  readyPartitions: number;
+  /** Its partitions whose head is due and may run; null: not counted (`readyPartitions: false`). */
+  readyPartitions: number | null;
   /** Its weight (`setClientWeight`; 1 by default). */
   weight: number;
   /** Its cap of tasks in flight across executors (`setClientMaxInFlight`); null: none. */
@@ -201,13 +202,17 @@ export class QueueAdmin {
    * weight, cap and tasks in flight (capped clients only), and the oldest ready task's age. Also
    * sets the per-client gauges (see sampleClients). Counting a client's ready partitions reads
    * every shard's `ready` (its partitions are interleaved there by their fair-share tags, with no
-   * line of their own): O(shards · (clients + ready partitions)), on an operator's demand only.
+   * line of their own): O(shards · (clients + ready partitions)), for an operator's one-off look
+   * (`queue info --by-client`, the admin API). `readyPartitions: false` reads the fronts only, as
+   * the sampler does (readyPartitions null): what a view refreshed every few seconds can afford.
    */
-  async clients(options: { onProgress?: Progress } = {}): Promise<ClientInfo[]> {
-    const { views, redisNow } = await this.clientViews('counted', options.onProgress);
+  async clients(options: { onProgress?: Progress; readyPartitions?: boolean } = {}): Promise<ClientInfo[]> {
+    const reading = options.readyPartitions === false ? 'fronts' : 'counted';
+    const { views, redisNow } = await this.clientViews(reading, options.onProgress);
     const [weights, caps] = await Promise.all([this.queue.clientWeights(), this.queue.clientCaps()]);
     for (const client of caps.keys()) {
-      if (!views.has(client)) views.set(client, { pending: 0, readyPartitions: 0, oldest: null });
+      if (!views.has(client))
+        views.set(client, { pending: 0, readyPartitions: reading === 'counted' ? 0 : null, oldest: null });
     }
     const inFlight = new Map(
       await Promise.all(
@@ -255,11 +260,15 @@ export class QueueAdmin {
       redisNow = Math.max(redisNow, nowMs);
       return clients;
     });
-    const views = new Map<string, { pending: number; readyPartitions: number; oldest: number | null }>();
+    const counted = reading === 'counted' ? 0 : null;
+    const views = new Map<
+      string,
+      { pending: number; readyPartitions: number | null; oldest: number | null }
+    >();
     for (const view of perShard.flat()) {
-      const seen = views.get(view.client) ?? { pending: 0, readyPartitions: 0, oldest: null };
+      const seen = views.get(view.client) ?? { pending: 0, readyPartitions: counted, oldest: null };
       seen.pending += view.pending;
-      seen.readyPartitions += view.readyPartitions ?? 0;
+      if (seen.readyPartitions !== null) seen.readyPartitions += view.readyPartitions ?? 0;
       if (view.oldestReadyPublishedAt !== null)
         seen.oldest = Math.min(seen.oldest ?? view.oldestReadyPublishedAt, view.oldestReadyPublishedAt);
       views.set(view.client, seen);

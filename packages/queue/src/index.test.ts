@@ -881,6 +881,11 @@ describe.each([single, clustered])('FairQueue on $name', (target) => {
       expect(counted.clients.reduce((n, v) => n + (v.readyPartitions ?? 0), 0)).toBe(
         (await admin.info()).totals.readyPartitions,
       );
+      // A view refreshed every few seconds asks for the fronts too: the same clients, uncounted.
+      const uncounted = await admin.clients({ readyPartitions: false });
+      expect(uncounted.map((c) => [c.client, c.pending, c.readyPartitions])).toEqual(
+        (await admin.clients()).map((c) => [c.client, c.pending, null]),
+      );
       // What the routers sample: the gauges, from the fronts.
       await admin.sampleClients();
       const gauge = (await registry.getSingleMetric('requester_queue_client_depth')?.get())?.values ?? [];

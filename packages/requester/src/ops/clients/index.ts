@@ -16,7 +16,8 @@ export interface ClientView {
   /** The API key name; '' for requests without a client. */
   client: string;
   backlog: number;
-  readyPartitions: number;
+  /** Its partitions ready to run now; null when not counted (the Clients page's live view). */
+  readyPartitions: number | null;
   /** Tasks leased now; null when the queue does not count them per client. */
   inFlight: number | null;
   weight: number;
@@ -39,13 +40,18 @@ export function topArg(text: string | undefined): number {
   return n;
 }
 
-/** The `top` clients by backlog (every shard read once: O(shards · clients with a backlog)). */
+/**
+ * The `top` clients by backlog (every shard read once). `readyPartitions: false` leaves them
+ * uncounted (null), which reads only the front of each shard's ready partitions: O(shards ·
+ * clients) whatever the backlog, for a view refreshed every few seconds (QueueAdmin.clients).
+ */
 export async function topClients(
   admin: QueueAdmin,
   store: KeyStore,
   top = DEFAULT_TOP,
+  options: { readyPartitions?: boolean } = {},
 ): Promise<ClientView[]> {
-  const [clients, keys] = await Promise.all([admin.clients(), store.list()]);
+  const [clients, keys] = await Promise.all([admin.clients(options), store.list()]);
   const byName = new Map(keys.map((k) => [k.name, k]));
   return clients.slice(0, top).map((c) => clientView(c, byName.get(c.client)));
 }
