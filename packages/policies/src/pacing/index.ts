@@ -32,7 +32,7 @@ export { type PacedOutcome, type PaceSignal, paceSignal, type SignalKind } from 
  * Redis errors fail open (the call goes ahead unpaced), as the breaker does.
  *
  * Round trips (issue 26): the answers of one origin are reported in batches (those of a turn of the
- * event loop, or of `reportDelayMs`; a 429, 503 or failure at once), one script call each. With
+ * event loop, REPORT_BATCH at most; a 429, 503 or failure at once), one script call each. With
  * `freeForMs`, an origin known free (unpaced, not held, no probe of the floor under way) needs no
  * gate: a gate or report reply grants a local permission for that long, renewed by each report,
  * under which calls leave at once, counted here and told with the next report (the gate's
@@ -70,14 +70,6 @@ export interface OriginPacerOptions {
    * it at once. It bounds how long a lost announcement goes unheard.
    */
   freeForMs?: number;
-  /**
-   * How long an origin's successful answers wait for others to share their report's script call
-   * (ms; default 0: the answers of one turn of the event loop). A slow-down or overload signal is
-   * reported at once.
-   */
-  reportDelayMs?: number;
-  /** Most answers in one report (default 64): a full batch is sent at once. */
-  reportBatch?: number;
   /**
    * How late this process reads its answers (ms), allowed for in the latency bound (default: its
    * event loop's lag, `eventLoopLagMs`; tests pass a constant to be deterministic).
@@ -152,6 +144,9 @@ interface PendingReport {
   news: boolean;
 }
 
+/** Most answers of one origin in one report script call: a full batch is sent at once. */
+const REPORT_BATCH = 64;
+
 /** Target origins with a label of their own in the pacing metrics; later ones are `other`. */
 const MAX_ORIGIN_LABELS = 50;
 const originLabel = new BoundedLabel(MAX_ORIGIN_LABELS);
@@ -200,8 +195,6 @@ export class OriginPacer {
   private readonly holds = new LRUCache<string, { untilMs: number; heardMs: number }>({ max: 10_000 });
   private lastErrorLogMs = 0;
   private readonly freeForMs: number;
-  private readonly reportDelayMs: number;
-  private readonly reportBatch: number;
   /** Each key's local permission: calls leave without a gate until `untilMs` (epoch ms). */
   private readonly free = new LRUCache<string, number>({ max: 10_000 });
   /** Each key's calls dispatched on the permission, not yet told to Redis. */
@@ -221,7 +214,7 @@ export class OriginPacer {
   private closed = false;
   /** Answers waiting to be reported, by key. */
   private pending = new Map<string, PendingReport>();
-  private flushTimer: NodeJS.Immediate | NodeJS.Timeout | undefined;
+  private flushScheduled: NodeJS.Immediate | undefined;
 
   constructor(options: OriginPacerOptions) {
     if (!Number.isInteger(options.maxLimit) || options.maxLimit < 1)
@@ -236,8 +229,6 @@ export class OriginPacer {
       : 0;
     this.ttlMs = Math.max(1, Math.round(options.stateTtlMs ?? 3_600_000));
     this.freeForMs = Math.max(0, Math.round(options.freeForMs ?? 0));
-    this.reportDelayMs = Math.max(0, options.reportDelayMs ?? 0);
-    this.reportBatch = Math.max(1, Math.round(options.reportBatch ?? 64));
   }
 
   /** Where report-1.lua announces that an origin stopped being free (the key is the message). */
@@ -318,7 +309,7 @@ export class OriginPacer {
         this.free.delete(key);
         batch.news = true;
       }
-      if (news || batch.answers.length >= this.reportBatch) this.flush(key);
+      if (news || batch.answers.length >= REPORT_BATCH) this.flush(key);
       else this.scheduleFlush();
     });
   }
@@ -398,13 +389,11 @@ export class OriginPacer {
   }
 
   private scheduleFlush(): void {
-    if (this.flushTimer !== undefined) return;
-    const flushAll = () => {
-      this.flushTimer = undefined;
+    if (this.flushScheduled !== undefined) return;
+    this.flushScheduled = setImmediate(() => {
+      this.flushScheduled = undefined;
       for (const key of [...this.pending.keys()]) this.flush(key);
-    };
-    this.flushTimer =
-      this.reportDelayMs > 0 ? setTimeout(flushAll, this.reportDelayMs) : setImmediate(flushAll);
+    });
   }
 
   /** One script call for the answers of `key` waiting. */
