@@ -634,6 +634,22 @@ describe.each([single, clustered])('FairQueue on $name', (target) => {
       expect((await new QueueAdmin(queue).verify()).violations).toEqual([]);
     });
 
+    test('the fronts read finds a client at its cap, its partitions set aside behind any backlog', async () => {
+      const queue = makeQueue({ shards: 1 });
+      await queue.setClientMaxInFlight('capped', 1);
+      await queue.publish(Array.from({ length: 3 }, (_, i) => ({ id: `c${i} @capped`, payload: '' })));
+      expect(await leaseAll(queue, 10)).toHaveLength(1);
+      expect(await leaseAll(queue, 10)).toEqual([]); // asked for, denied: the other two set aside
+      // More ready partitions than the fronts' window, ahead of the set-aside band.
+      await queue.publish(Array.from({ length: 1_100 }, (_, i) => ({ id: `b${i} @bulk`, payload: '' })));
+      const keys = queue.keysOfShard(0);
+      const oldest = async (reading: 'fronts' | 'counted') =>
+        (await queue.scripts.clients(keys, reading)).clients.find((v) => v.client === 'capped')
+          ?.oldestReadyPublishedAt;
+      expect(await oldest('fronts')).toBeTypeOf('number');
+      expect(await oldest('fronts')).toBe(await oldest('counted'));
+    });
+
     test('a client at its cap first in line does not keep the next capped client from its turn', async () => {
       // Asked slots first (it has the next turn) and granted none: the ask passes to the client
       // behind it, in the same lease call.

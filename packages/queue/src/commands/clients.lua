@@ -10,7 +10,8 @@
       can be: the tags of a client's partitions are 1/w apart from its front, and no client d has
       more than w_d + 1 partitions tagged below another client's front (start-time fair queuing;
       weights ≥ 1), so the first Σ (w_d + 1) partitions over the clients with pending tasks (+ a
-      margin for the capped partitions kept behind V by the lease) hold every client's front.
+      margin for the capped partitions kept behind V by the lease) hold every client's front; a
+      client at its cap, its partitions set aside at the back, has its front read from `cready`.
       O((Σ w_d + C) log N) whatever the backlog: what a sampler may afford. Ready counts are not
       given (-1).
 
@@ -61,11 +62,19 @@ repeat
   from = last + 1
 until #partitions < CHUNK or from >= window
 
+-- A capped client at its cap has its partitions set aside, in the ASIDE band at the back of
+-- `ready`, beyond the fronts' window: its first one is the front of its `cready` line, O(log N).
+local anyAside = frontsOnly and redis.call('EXISTS', K_CREADY) == 1
+local function asideFrontOf(client)
+  local first = redis.call('ZRANGE', K_CREADY, '[' .. client .. '\0', '(' .. client .. '\1', 'BYLEX', 'LIMIT', 0, 1)[1]
+  return first and string.sub(first, #client + 14)
+end
+
 local reply = { nowMs(), #depths / 2 }
 for i = 1, #depths, 2 do
   local client = depths[i]
   local oldest = -1
-  local partition = front[client]
+  local partition = front[client] or (anyAside and asideFrontOf(client))
   if partition then
     local head = headOf(partition)
     local record = head and loadRecord(idOfMember(partition, head))
