@@ -9,7 +9,6 @@ import {
   type OriginPacer,
   type OriginStatsRecorder,
   originOf,
-  type PaceGrant,
   type PaceReport,
   type PaceSlot,
   type RateLimiter,
@@ -169,8 +168,6 @@ export type Tried = CallOutcome | Stopped;
 
 type OriginReport = CallReport & { origin: string };
 /** `slot`: the bulkhead's grant (calls in flight, the last slot taken); undefined: no bulkhead. */
-type PaceAnswer = { origin: string; outcome: CallOutcome; slot: PaceSlot | undefined };
-type PaceAsk = { origin: string; reservedMs: number | undefined };
 
 const HELD_BY = {
   rate_limited: 'limiter',
@@ -217,26 +214,19 @@ export class Policies {
   private readonly take: ((spec: LimiterSpec) => Promise<LimitDecision>) | undefined;
   private readonly admit: ((origin: string) => Promise<Admission>) | undefined;
   private readonly record: ((report: OriginReport) => Promise<RecordOutcome>) | undefined;
-  private readonly pace: ((ask: PaceAsk) => Promise<PaceGrant>) | undefined;
-  private readonly reportPace: ((answer: PaceAnswer) => Promise<PaceReport | undefined>) | undefined;
 
   constructor(modules: PolicyModules) {
     this.modules = modules;
     this.signing = modules.signing ?? new SigningKeyring({ legacy: modules.signingKeys });
     this.random = modules.random ?? Math.random;
     // The tasks of a lease batch reach each of these together: one round trip per batch.
-    const { limiter, breaker, pacer } = modules;
+    const { limiter, breaker } = modules;
     const dispatchWithinMs = modules.limiterDispatchBudgetMs ?? DEFAULT_DISPATCH_BUDGET_MS;
     this.take =
       limiter &&
       batched((specs: LimiterSpec[]) => limiter.takeMany(specs.map((spec) => ({ spec, dispatchWithinMs }))));
     this.admit = breaker && batched((origins: string[]) => breaker.admitMany(origins));
     this.record = breaker && batched((reports: OriginReport[]) => breaker.recordMany(reports));
-    // The pacer batches its own round trips (see OriginPacer): a gate of an origin known free is
-    // none, and the answers of one origin go in one report.
-    this.pace = pacer && ((a: PaceAsk) => pacer.gate(a.origin, a.reservedMs));
-    this.reportPace =
-      pacer && ((a: PaceAnswer) => pacer.report(a.origin, a.outcome, a.outcome.durationNs, a.slot));
   }
 
   /**
@@ -345,7 +335,9 @@ export class Policies {
     const call = await this.prepare(envelope);
     const origin = originOf(envelope.request.uri);
     // The pace first: a worker asleep until its slot holds none of the origin's concurrency.
-    const paced = this.pace && (await this.pace({ origin, reservedMs: pacedAt }));
+    // The pacer batches its own round trips (see OriginPacer): a gate of an origin known free is
+    // none, and the answers of one origin go in one report.
+    const paced = this.modules.pacer && (await this.modules.pacer.gate(origin, pacedAt));
     const held = paced ? pacedStep(paced) : CALL;
     if (held.kind !== 'call') return { kind: 'failure', stop: held };
     const { pacer, adaptiveConcurrency = true } = this.modules;
@@ -437,7 +429,9 @@ export class Policies {
       this.record && admission?.admitted
         ? this.record({ origin, ...admission, success: !failed, optOut })
         : undefined,
-      this.reportPace?.({ origin, outcome, slot }).then((report) => this.journalThrottled(envelope, report)),
+      this.modules.pacer
+        ?.report(origin, outcome, outcome.durationNs, slot)
+        .then((report) => this.journalThrottled(envelope, report)),
     ]);
     if (recorded?.change) this.journalHold(envelope, origin, recorded.change);
     if (heldProbe && failed && recorded?.held && recorded.retryAtMs !== undefined) {
