@@ -30,14 +30,13 @@ import type { Journal } from '@requester/shared/journal';
 import type { LineLogger } from '@requester/shared/log';
 import { msToNs } from '@requester/shared/time';
 import {
-  contextFrom,
   inSpan,
   type Span,
   SpanKind,
   type SpanOptions,
   SpanStatusCode,
-  traceparentOf,
   tracingEnabled,
+  untracedTraceparent,
 } from '@requester/shared/tracing';
 import type { Bulkhead, Granted } from '../bulkhead/index.ts';
 import { type ResponseCache, requestIdentity } from '../cache/index.ts';
@@ -406,13 +405,10 @@ export class Policies {
               return outcome;
             }),
         )
-      : // No span nobody records (its contexts and closures cost every call): with tracing off it
-        // would be a no-op one carrying the request's own parsed context, whose traceparent is this.
-        await this.modules.http.call(
-          withTraceparent(call, traceparentOf(contextFrom(traceparent)) ?? traceparent),
-          undefined,
-          { sent },
-        );
+      : // No span nobody would record: its contexts and closures cost every call.
+        await this.modules.http.call(withTraceparent(call, untracedTraceparent(traceparent)), undefined, {
+          sent,
+        });
     // The probe of a held origin: its failure is no attempt of the request (see heldProbeStep).
     const heldProbe = admission?.admitted === true && admission.probe && admission.held !== undefined;
     // Never handed whole to the socket: part of it may have left, so it counts as sent now.
