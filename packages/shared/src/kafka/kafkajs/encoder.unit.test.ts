@@ -153,6 +153,25 @@ describe('kafkajs Encoder (patched)', () => {
     );
   });
 
+  it('encodes a record in the one buffer sized for it', () => {
+    // Its encoder is made to the record's size: a varint written near the end must not grow it.
+    const allocUnsafe = Buffer.allocUnsafe;
+    const sizes: number[] = [];
+    Buffer.allocUnsafe = (size: number) => {
+      sizes.push(size);
+      return allocUnsafe(size);
+    };
+    try {
+      for (const value of ['v', 'x'.repeat(1_000), null]) {
+        sizes.length = 0;
+        const record = Record({ offsetDelta: 3, timestampDelta: 12, key: 'k', value });
+        expect(sizes).toEqual([record.size()]);
+      }
+    } finally {
+      Buffer.allocUnsafe = allocUnsafe;
+    }
+  });
+
   it('writes a varint or a small varlong without a Buffer of its own', () => {
     // Unpatched, each varint was an array turned into a Buffer (Buffer.from) and copied: a record
     // has four or more, and a small varlong (a record's timestamp delta) one BigInt Long per 7 bits.
