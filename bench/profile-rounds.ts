@@ -117,7 +117,12 @@ interface CpuProfile {
  * HTTP call anywhere on their stack (got and its dependencies, Node's http modules: the request
  * built and written, the response parsed and handed back), and the GC's.
  */
-export function cpuSummary(file: string): { busyUs: number; httpUs: number; gcUs: number } {
+export function cpuSummary(file: string): {
+  busyUs: number;
+  httpUs: number;
+  gcUs: number;
+  byOwner: Map<string, number>;
+} {
   const profile = JSON.parse(readFileSync(file, 'utf8')) as CpuProfile;
   const byId = new Map(profile.nodes.map((n) => [n.id, n]));
   const parent = new Map<number, number>();
@@ -131,6 +136,27 @@ export function cpuSummary(file: string): { busyUs: number; httpUs: number; gcUs
     http.set(id, is);
     return is;
   };
+  // Outside the HTTP call, a sample goes to the innermost package on its stack (Node's and V8's
+  // own frames to the package that called them).
+  const owner = new Map<number, string>();
+  const ownerOf = (id: number): string => {
+    const known = owner.get(id);
+    if (known !== undefined) return known;
+    const frame = byId.get(id)?.callFrame;
+    const pkg = packageOf(frame?.url ?? '');
+    const up = parent.get(id);
+    const name =
+      pkg !== 'node' && pkg !== '(native/V8)'
+        ? pkg
+        : up !== undefined && byId.get(up)?.callFrame.functionName !== '(root)'
+          ? ownerOf(up)
+          : frame?.functionName.startsWith('(')
+            ? frame.functionName
+            : '(Node, V8)';
+    owner.set(id, name);
+    return name;
+  };
+  const byOwner = new Map<string, number>();
   let busyUs = 0;
   let httpUs = 0;
   let gcUs = 0;
@@ -139,10 +165,17 @@ export function cpuSummary(file: string): { busyUs: number; httpUs: number; gcUs
     const name = byId.get(id)?.callFrame.functionName;
     if (name === '(idle)') return;
     busyUs += us;
-    if (name === '(garbage collector)') gcUs += us;
-    else if (inHttp(id)) httpUs += us;
+    let key: string;
+    if (name === '(garbage collector)') {
+      gcUs += us;
+      key = '(garbage collector)';
+    } else if (inHttp(id)) {
+      httpUs += us;
+      key = 'the HTTP call';
+    } else key = ownerOf(id);
+    byOwner.set(key, (byOwner.get(key) ?? 0) + us);
   });
-  return { busyUs, httpUs, gcUs };
+  return { busyUs, httpUs, gcUs, byOwner };
 }
 
 /** Bytes allocated over an allocation profile (V8's estimate from its samples) and its sample count. */
@@ -159,13 +192,16 @@ export function allocated(file: string): { bytes: number; samples: number } {
 
 function report(file: string, tasks: number, top: number): void {
   if (file.endsWith('.cpuprofile')) {
-    const { busyUs, httpUs, gcUs } = cpuSummary(file);
+    const { busyUs, httpUs, gcUs, byOwner } = cpuSummary(file);
     const per = (us: number) =>
       `${(us / tasks).toFixed(0)} µs per task (${((us / busyUs) * 100).toFixed(1)} %)`;
     console.log(`${file}: busy ${(busyUs / tasks).toFixed(0)} µs per task over ${tasks} tasks`);
     console.log(`  the HTTP call (got, its dependencies, node:_http_*): ${per(httpUs)}`);
     console.log(`  GC: ${per(gcUs)}`);
     console.log(`  the rest (GC included): ${per(busyUs - httpUs)}`);
+    console.log('\nbusy time by part (outside the HTTP call: the innermost package on the stack)');
+    for (const [k, us] of [...byOwner].sort((a, b) => b[1] - a[1]).slice(0, top))
+      console.log(`  ${per(us).padEnd(26)} ${k}`);
     return;
   }
   const profile = JSON.parse(readFileSync(file, 'utf8')) as HeapProfile;
