@@ -9,6 +9,8 @@
 //        [--wake]   (wake-ups: an empty `request.uri`, nobody is called: Requester's own cost per task)
 //        [--memory]   (each side's RSS and heap after every round and after --idle seconds at the end)
 //        [--idle-cpu S]   (each side's CPU while idle, S seconds after the warm-up: its fixed cost)
+//        [--profile-rounds]   (a CPU and an allocation profile of each round, bench/profile-rounds.ts:
+//        bytes allocated per task, and node CPU per task with the HTTP call's share taken out)
 //        [--stages]   (per-stage latencies of each side, from its task journal: see stageReport)
 //        [--executors 1,2]   (one side per count, all from this checkout: `--role ingress,
 //        sync-gateway,router,relay` plus `requester --role executor --processes N`; CPU of the
@@ -20,7 +22,8 @@
 // the ratio new / baseline of the medians.
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import * as hdr from 'hdr-histogram-js';
 import { Pool } from 'undici';
@@ -40,6 +43,7 @@ import {
 } from '../packages/shared/src/testing/index.ts';
 import { childProcesses, envPairs, loadavg, parseBenchArgs } from './harness.ts';
 import { formatMemory, memoryOf } from './memory.ts';
+import { allocated, cpuSummary } from './profile-rounds.ts';
 
 type Mode = 'http-async' | 'sync' | 'kafka';
 
@@ -92,6 +96,11 @@ As run for BENCHMARKS.md:
       default: false,
       help: "wake-ups: an empty request.uri, nobody is called (Requester's own cost per task)",
     },
+    'profile-rounds': {
+      type: 'boolean',
+      default: false,
+      help: "a CPU and an allocation profile of each round (bench/profile-rounds.ts preloaded): bytes allocated per task, node CPU per task without the HTTP call's share",
+    },
     stages: {
       type: 'boolean',
       default: false,
@@ -130,6 +139,11 @@ const rounds = Number(args.rounds);
 /** Seconds one round may take at most: what is unfinished by then is reported as such. */
 const limitMs = Number(args.limit) * 1000;
 const extraEnv = envPairs(args.env);
+const profileRounds = Boolean(args['profile-rounds']);
+if (profileRounds)
+  // This checkout's copy for every side: the baseline's may predate it.
+  extraEnv.NODE_OPTIONS =
+    `${extraEnv.NODE_OPTIONS ?? ''} --import=${path.resolve(import.meta.dirname, 'profile-rounds.ts')}`.trim();
 /** Executor process counts to compare (--executors): one Requester per count, same checkout. */
 const executorCounts = (args.executors ?? '').split(',').filter(Boolean).map(Number);
 /** Whether the Requester(s) run the whole pipeline (results are counted per completed task). */
@@ -381,6 +395,17 @@ interface RoundResult {
   rtt?: hdr.Histogram;
   cpu: Record<string, number>;
   timedOut: boolean;
+  /** --profile-rounds: what the round's profiles say. */
+  profile?: RoundProfile;
+}
+
+interface RoundProfile {
+  file: string;
+  allocatedPerTask: number;
+  busyPerTask: number;
+  httpShare: number;
+  gcShare: number;
+  withoutHttpPerTask: number;
 }
 
 const newHistogram = () =>
@@ -520,6 +545,38 @@ async function targetLatency(target: { url: string }, n: number): Promise<hdr.Hi
   return histogram;
 }
 
+/** Stops the profilers of `side` (bench/profile-rounds.ts) and reads what they wrote. */
+async function roundProfile(side: Side, r: RoundResult): Promise<RoundProfile> {
+  const stretch = (profiled.get(side.pid) ?? 0) + 1;
+  profiled.set(side.pid, stretch);
+  process.kill(side.pid, 'SIGUSR2');
+  const base = path.join(tmpdir(), 'profile-rounds', `${side.pid}-${stretch}`);
+  await eventually(() => existsSync(`${base}.heapprofile`), 60_000, `${side.label}'s profiles`);
+  const cpu = cpuSummary(`${base}.cpuprofile`);
+  const tasks = Math.max(r.completed, 1);
+  const httpShare = cpu.httpUs / Math.max(cpu.busyUs, 1);
+  return {
+    file: base,
+    allocatedPerTask: allocated(`${base}.heapprofile`).bytes / tasks,
+    busyPerTask: cpu.busyUs / tasks,
+    httpShare,
+    gcShare: cpu.gcUs / Math.max(cpu.busyUs, 1),
+    // The node CPU per task measured from /proc (every thread), less the HTTP call's share of the
+    // profiled main thread's busy time.
+    withoutHttpPerTask: ((r.cpu.node ?? Number.NaN) / tasks) * 1e6 * (1 - httpShare),
+  };
+}
+const profiled = new Map<number, number>();
+
+function profileLine(r: RoundResult): string {
+  const p = r.profile as RoundProfile;
+  return (
+    `allocated ${(p.allocatedPerTask / 1024).toFixed(1)} KiB/task; main thread busy ${p.busyPerTask.toFixed(0)} µs/task ` +
+    `(HTTP call ${(p.httpShare * 100).toFixed(1)} %, GC ${(p.gcShare * 100).toFixed(1)} %); node CPU/task without the HTTP call ` +
+    `${p.withoutHttpPerTask.toFixed(0)}µs (${p.file}.*)`
+  );
+}
+
 // ---------------------------------------------------------------------------------------------
 // Report
 
@@ -570,9 +627,12 @@ async function main(): Promise<void> {
         broker,
         redis,
       };
+      if (profileRounds) process.kill(side.pid, 'SIGUSR2');
       const r = await round(side, n, target, pids);
+      if (profileRounds) r.profile = await roundProfile(side, r);
       all.push(r);
       console.log(`round ${n} ${line(r)}`);
+      if (r.profile) console.log(`round ${n} ${side.label.padEnd(9)} ${profileLine(r)}`);
       if (args.memory) console.log(`round ${n} ${side.label.padEnd(9)} memory: ${await memoryOfSide(side)}`);
     }
   }
@@ -607,6 +667,16 @@ async function main(): Promise<void> {
         `p50 ${ratio(p(50))}, p99 ${ratio(p(99))}, node CPU/task ${ratio(cpu)} ` +
         `(medians ${(median(a.map(cpu)) * 1e6).toFixed(0)} / ${(median(b.map(cpu)) * 1e6).toFixed(0)} µs)`,
     );
+    if (profileRounds) {
+      const of = (f: (p: RoundProfile) => number) => (r: RoundResult) => f(r.profile as RoundProfile);
+      const pair = (f: (p: RoundProfile) => number, digits = 0) =>
+        `${median(a.map(of(f))).toFixed(digits)} / ${median(b.map(of(f))).toFixed(digits)} (${ratio(of(f))})`;
+      console.log(
+        `profiles ${sides[0]?.label}/${sides[1]?.label}, medians: allocated KiB/task ${pair((p) => p.allocatedPerTask / 1024, 1)}, ` +
+          `main thread busy µs/task ${pair((p) => p.busyPerTask)}, HTTP call % ${pair((p) => p.httpShare * 100, 1)}, ` +
+          `node CPU/task without the HTTP call µs ${pair((p) => p.withoutHttpPerTask)}`,
+      );
+    }
   }
   console.log(`load average at the end ${loadavg()}`);
   if (args.stages) for (const side of sides) await stageReport(side);

@@ -145,7 +145,8 @@ export class TargetGuard {
 
   /** Throws a refusal for a URL whose host is an IP literal in a refused range. */
   checkUrl(url: string | URL): void {
-    const parsed = new URL(url);
+    // A URL is only read here: the caller's own, not a copy (a call parses its URL once).
+    const parsed = typeof url === 'string' ? new URL(url) : url;
     const host = parsed.hostname.replace(/^\[(.*)\]$/, '$1');
     if (isIP(host) === 0) return; // a name: judged by the lookup below
     const reason = this.refusal(host, portOf(parsed));

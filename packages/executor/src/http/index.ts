@@ -124,12 +124,13 @@ async function call(
   const started = process.hrtime.bigint();
   const elapsed = () => Number(process.hrtime.bigint() - started);
   try {
-    guard.checkUrl(request.uri);
+    const url = new URL(request.uri);
+    guard.checkUrl(url);
     const hasBody = request.body !== undefined && request.body !== '';
     const stream = client.stream(request.uri, {
       method: request.method as 'GET',
       headers: request.headers,
-      agent: egress.agentsFor(new URL(request.uri)),
+      agent: egress.agentsFor(url),
       ...(hasBody ? { body: request.body } : {}),
     });
     const { sent } = hooks;

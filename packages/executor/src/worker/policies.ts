@@ -36,6 +36,7 @@ import {
   type SpanOptions,
   SpanStatusCode,
   tracingEnabled,
+  untracedTraceparent,
 } from '@requester/shared/tracing';
 import type { Bulkhead, Granted } from '../bulkhead/index.ts';
 import { type ResponseCache, requestIdentity } from '../cache/index.ts';
@@ -394,16 +395,20 @@ export class Policies {
     const sent = () => {
       if (reservation && !settled) settled = this.settle(reservation, performance.now(), log);
     };
-    // The span's attributes parse and redact the URL: not worth it for a span nobody records.
-    const spanOptions = tracingEnabled() ? clientSpanOptions(call) : {};
-    const outcome = await inSpan(call.method, envelope.meta.traceparent, spanOptions, (span) =>
-      this.modules.http
-        .call(withTraceparent(call, span, envelope.meta.traceparent), undefined, { sent })
-        .then((outcome) => {
-          endClientSpan(span, outcome);
-          return outcome;
-        }),
-    );
+    const { traceparent } = envelope.meta;
+    const outcome = tracingEnabled()
+      ? await inSpan(call.method, traceparent, clientSpanOptions(call), (span) =>
+          this.modules.http
+            .call(withTraceparent(call, spanTraceparent(span, traceparent)), undefined, { sent })
+            .then((outcome) => {
+              endClientSpan(span, outcome);
+              return outcome;
+            }),
+        )
+      : // No span nobody would record: its contexts and closures cost every call.
+        await this.modules.http.call(withTraceparent(call, untracedTraceparent(traceparent)), undefined, {
+          sent,
+        });
     // The probe of a held origin: its failure is no attempt of the request (see heldProbeStep).
     const heldProbe = admission?.admitted === true && admission.probe && admission.held !== undefined;
     // Never handed whole to the socket: part of it may have left, so it counts as sent now.
@@ -641,15 +646,19 @@ function endClientSpan(span: Span, outcome: CallOutcome): void {
 }
 
 /**
- * The call with the W3C `traceparent` of this attempt's span, so the target continues the task's
- * trace: the span's own context when tracing is on, else the request's `meta.traceparent`. A
- * `traceparent` header the caller set is kept.
+ * The call with the W3C `traceparent` of this attempt, so the target continues the task's trace:
+ * its span's context when tracing is on, else the request's `meta.traceparent` (normalised when it
+ * parses). A `traceparent` header the caller set is kept.
  */
-function withTraceparent(call: HttpCall, span: Span, fallback: string | undefined): HttpCall {
+function withTraceparent(call: HttpCall, traceparent: string | undefined): HttpCall {
   if (Object.keys(call.headers).some((name) => name.toLowerCase() === 'traceparent')) return call;
+  return traceparent ? { ...call, headers: { ...call.headers, traceparent } } : call;
+}
+
+/** The traceparent of `span`, or `fallback` when it has no trace (a no-op span without a parent). */
+function spanTraceparent(span: Span, fallback: string | undefined): string | undefined {
   const { traceId, spanId, traceFlags } = span.spanContext();
-  const traceparent = /^0+$/.test(traceId)
+  return /^0+$/.test(traceId)
     ? fallback
     : `00-${traceId}-${spanId}-${traceFlags.toString(16).padStart(2, '0')}`;
-  return traceparent ? { ...call, headers: { ...call.headers, traceparent } } : call;
 }

@@ -9,6 +9,7 @@ import {
   traceparentHeader,
   traceparentOf,
   tracingEnabled,
+  untracedTraceparent,
 } from '@requester/shared/tracing';
 import type { Job, Settlement } from './settlement.ts';
 
@@ -29,6 +30,10 @@ export function traced(
     traceparentHeader(record.headers),
     envelope.meta.traceparent,
   );
+  if (!tracingEnabled()) {
+    // The spans below would be no-op ones, each task paying for their dates, attributes and contexts.
+    return carryTraceparent(envelope, untracedTraceparent(parent), run);
+  }
   const { requestId } = envelope.meta;
   const attributes = { 'requester.request_id': requestId, 'requester.try_count': job.task.tryCount };
   startSpan('queue wait', parent, {
@@ -36,13 +41,21 @@ export function traced(
     startTime: new Date(Math.min(job.task.requeuedAt ?? job.lease.publishedAt, job.leasedAt)),
     attributes: { ...attributes, 'requester.deliveries': job.lease.deliveries },
   }).end(new Date(job.leasedAt));
-  return inSpan('execute', parent, { attributes }, async (span) => {
-    const traceparent = traceparentOf(span) ?? parent;
-    const traced = traceparent ? { ...envelope, meta: { ...envelope.meta, traceparent } } : envelope;
-    const settlement = await run(traced);
-    // Executor.settlementOf put the trace id in the result already (the dead letter copies it from there).
-    return settlement.kind === 'deliver' && traceparent ? { ...settlement, traceparent } : settlement;
-  });
+  return inSpan('execute', parent, { attributes }, (span) =>
+    carryTraceparent(envelope, traceparentOf(span) ?? parent, run),
+  );
+}
+
+/** Runs the attempt with `traceparent` in its envelope, and hands it on with a result to deliver. */
+async function carryTraceparent(
+  envelope: RequestEnvelope,
+  traceparent: string | undefined,
+  run: (traced: RequestEnvelope) => Promise<Settlement>,
+): Promise<Settlement> {
+  const traced = traceparent ? { ...envelope, meta: { ...envelope.meta, traceparent } } : envelope;
+  const settlement = await run(traced);
+  // Executor.settlementOf put the trace id in the result already (the dead letter copies it from there).
+  return settlement.kind === 'deliver' && traceparent ? { ...settlement, traceparent } : settlement;
 }
 
 /** The result with the trace id of `traceparent` (unchanged without one, or when it has it). */

@@ -103,6 +103,15 @@ export function traceparentOf(from: Span | Context | undefined): string | undefi
   return `00-${ctx.traceId}-${ctx.spanId}-${(ctx.traceFlags & 0xff).toString(16).padStart(2, '0')}`;
 }
 
+/**
+ * The traceparent of a span under `parent` while tracing is off: such a span is a no-op one with its
+ * parent's context (when `parent` parses), so this is `parent` normalised, or `parent` as it is.
+ * For the hops that skip their spans then (they cost every task, and nobody records them).
+ */
+export function untracedTraceparent(parent: string | undefined): string | undefined {
+  return traceparentOf(contextFrom(parent)) ?? parent;
+}
+
 /** The trace id of a traceparent, undefined when it is not a valid one. */
 export function traceIdOf(traceparent: string | undefined): string | undefined {
   return trace.getSpanContext(contextFrom(traceparent))?.traceId;

@@ -11,6 +11,7 @@ import {
   traceIdOf,
   traceparentHeader,
   traceparentOf,
+  untracedTraceparent,
 } from './index.ts';
 
 /** Spans reach an OTLP/HTTP collector (a real local server here) and continue the caller's trace. */
@@ -49,6 +50,24 @@ describe('tracing', () => {
     // No provider: a non-recording span with its parent's context, so the trace id still travels.
     expect(traceparentOf(startSpan('x', valid, {}))).toBe(valid);
     expect(traceparentOf(startSpan('x', undefined, {}))).toBeUndefined();
+  });
+
+  it('gives with tracing off the traceparent a span under the parent would carry, the span skipped', () => {
+    const valid = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+    for (const parent of [
+      valid,
+      ` ${valid.toUpperCase()} `,
+      `${valid.slice(0, -2)}03`,
+      `${valid}-extra`,
+      valid.replace(/^00/, 'ff'),
+      `00-${'0'.repeat(32)}-00f067aa0ba902b7-01`,
+      'junk',
+      undefined,
+    ]) {
+      const span = startSpan('x', parent, {});
+      expect(untracedTraceparent(parent)).toBe(traceparentOf(span) ?? parent);
+    }
+    expect(untracedTraceparent(` ${valid.toUpperCase()} `)).toBe(valid);
   });
 
   it('exports spans that continue the trace of meta.traceparent', async () => {

@@ -18,8 +18,12 @@ interface Encoder {
   writeString(value: string): Encoder;
   writeEncoder(value: Encoder): Encoder;
   writeArray(values: Encoder[]): Encoder;
+  writeVarInt(value: number): Encoder;
+  writeVarLong(value: number): Encoder;
 }
-const Encoder = require('kafkajs/src/protocol/encoder') as new () => Encoder;
+const Encoder = require('kafkajs/src/protocol/encoder') as (new () => Encoder) & {
+  sizeOfVarLong(value: number): number;
+};
 const Decoder = require('kafkajs/src/protocol/decoder') as new (buffer: Buffer) => unknown;
 const { RecordBatch } = require('kafkajs/src/protocol/recordBatch/v0') as {
   RecordBatch(options: { records: unknown[]; lastOffsetDelta: number }): Promise<Encoder>;
@@ -118,5 +122,74 @@ describe('kafkajs Encoder (patched)', () => {
       expect(bytes).toBeLessThan(8 * (sizes[i] as number));
       if (i > 0) expect(bytes / (allocated[i - 1] as number)).toBeLessThan(2.6);
     });
+  });
+
+  /** The zigzag LEB128 of a 64-bit integer, as the Kafka protocol defines varints and varlongs. */
+  const zigzagLeb128 = (value: bigint) => {
+    let n = BigInt.asUintN(64, (value << 1n) ^ (value >> 63n));
+    const bytes: number[] = [];
+    while (n >= 0x80n) {
+      bytes.push(Number(n & 0x7fn) | 0x80);
+      n >>= 7n;
+    }
+    bytes.push(Number(n));
+    return Buffer.from(bytes);
+  };
+
+  it('writes varints and varlongs as the protocol defines them, after and before other bytes', () => {
+    const int32 = fc.oneof(fc.integer(), fc.integer({ min: -200, max: 200 }));
+    const int53 = fc.oneof(int32, fc.maxSafeInteger(), fc.integer({ min: -(2 ** 31) - 5, max: 2 ** 31 + 5 }));
+    fc.assert(
+      fc.property(int32, int53, (small, large) => {
+        const bytes = new Encoder().writeInt32(7).writeVarInt(small).writeVarLong(large).writeInt32(9).buffer;
+        const varint = zigzagLeb128(BigInt(small));
+        const varlong = zigzagLeb128(BigInt(large));
+        expect(bytes).toEqual(
+          Buffer.concat([Buffer.from([0, 0, 0, 7]), varint, varlong, Buffer.from([0, 0, 0, 9])]),
+        );
+        expect(Encoder.sizeOfVarLong(large)).toBe(varlong.length);
+      }),
+      { numRuns: 2_000 },
+    );
+  });
+
+  it('encodes a record in the one buffer sized for it', () => {
+    // Its encoder is made to the record's size: a varint written near the end must not grow it.
+    const allocUnsafe = Buffer.allocUnsafe;
+    const sizes: number[] = [];
+    Buffer.allocUnsafe = (size: number) => {
+      sizes.push(size);
+      return allocUnsafe(size);
+    };
+    try {
+      for (const value of ['v', 'x'.repeat(1_000), null]) {
+        sizes.length = 0;
+        const record = Record({ offsetDelta: 3, timestampDelta: 12, key: 'k', value });
+        expect(sizes).toEqual([record.size()]);
+      }
+    } finally {
+      Buffer.allocUnsafe = allocUnsafe;
+    }
+  });
+
+  it('writes a varint or a small varlong without a Buffer of its own', () => {
+    // Unpatched, each varint was an array turned into a Buffer (Buffer.from) and copied: a record
+    // has four or more, and a small varlong (a record's timestamp delta) one BigInt Long per 7 bits.
+    const from = Buffer.from;
+    let buffers = 0;
+    Buffer.from = ((...args: Parameters<typeof Buffer.from>) => {
+      buffers++;
+      return from(...args);
+    }) as typeof Buffer.from;
+    try {
+      new Encoder()
+        .writeVarInt(300)
+        .writeVarInt(-1)
+        .writeVarLong(1_000)
+        .writeVarLong(-(2 ** 30));
+    } finally {
+      Buffer.from = from;
+    }
+    expect(buffers).toBe(0);
   });
 });
