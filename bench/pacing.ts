@@ -41,8 +41,8 @@ import { once } from 'node:events';
 import { cpus } from 'node:os';
 import { LocalBulkhead } from '../packages/executor/src/bulkhead/index.ts';
 import { createHttpClient } from '../packages/executor/src/http/index.ts';
-import { parks } from '../packages/executor/src/worker/decide.ts';
-import { DEFAULT_PARKING } from '../packages/executor/src/worker/index.ts';
+import { PARK_MAX_MS, parks } from '../packages/executor/src/worker/decide.ts';
+import { DEFAULT_PARKING, HELD_PER_WORKER } from '../packages/executor/src/worker/index.ts';
 import { type Ending, Policies, type Progress } from '../packages/executor/src/worker/policies.ts';
 import { CircuitBreaker, OriginPacer, originOf } from '../packages/policies/src/index.ts';
 import {
@@ -117,6 +117,11 @@ As run for BENCHMARKS.md:
       type: 'boolean',
       default: false,
       help: 'quota scenario: also run with every slot booked however far (the gate before the booking horizon), alternating: a side-by-side baseline',
+    },
+    'no-slot-wait': {
+      type: 'boolean',
+      default: false,
+      help: 'send a task the bulkhead refused back to the queue for its delay, as the bench did before, not parked waiting for a slot (Executor.parkForSlot)',
     },
     'no-park': {
       type: 'boolean',
@@ -395,6 +400,56 @@ async function drive(options: {
         options.adaptive ? (pacer.limitOf(origin) ?? PER_ORIGIN) : staticLimit,
       ]);
   }, 100);
+  /** Tasks waiting for a bulkhead slot without a worker, per executor (Executor.parkForSlot). */
+  const slotWaits = Array.from({ length: pacers.length }, () => 0);
+  const settle = (policies: Policies, executor: number, task: Task, ending: Ending): void => {
+    if (ending.kind === 'result') {
+      run.results++;
+      options.finished?.(task);
+      const status = ending.result.response.status;
+      run.statuses.set(status, (run.statuses.get(status) ?? 0) + 1);
+      return;
+    }
+    if (
+      ending.reason === 'bulkhead' &&
+      !args['no-slot-wait'] &&
+      (slotWaits[executor] ?? 0) < HELD_PER_WORKER * WORKERS
+    ) {
+      // As the executor does: the refused task waits for a slot of its origin without a worker,
+      // handed one by the next call of this process to end there, then goes through the gate again.
+      slotWaits[executor] = (slotWaits[executor] ?? 0) + 1;
+      void (async () => {
+        const slot = await policies.waitForSlot(
+          task.envelope.request.uri,
+          undefined,
+          AbortSignal.timeout(PARK_MAX_MS),
+        );
+        slotWaits[executor] = (slotWaits[executor] ?? 1) - 1;
+        if (!slot || done()) {
+          slot?.release();
+          waiting.push({
+            envelope: task.envelope,
+            progress: ending.progress,
+            due: Date.now(),
+            parkedIn: executor,
+          });
+          return;
+        }
+        settle(policies, executor, task, await policies.attempt(task.envelope, ending.progress, log, slot));
+      })();
+      return;
+    }
+    const park =
+      !args['no-park'] &&
+      parks(ending.reason, ending.delayMs, 0, parked[executor] ?? { tasks: 0, bytes: 0 }, PARKING);
+    if (park) parked[executor] = { tasks: (parked[executor]?.tasks ?? 0) + 1, bytes: 0 };
+    waiting.push({
+      envelope: task.envelope,
+      progress: ending.progress,
+      due: Date.now() + ending.delayMs,
+      ...(park ? { parkedIn: executor } : {}),
+    });
+  };
   const worker = async (policies: Policies, executor: number) => {
     while (!done()) {
       const task = next(executor);
@@ -404,24 +459,7 @@ async function drive(options: {
       }
       if (task.parkedIn === undefined) run.leases++;
       else parked[executor] = { tasks: (parked[executor]?.tasks ?? 0) - 1, bytes: 0 };
-      const ending: Ending = await policies.attempt(task.envelope, task.progress, log);
-      if (ending.kind === 'result') {
-        run.results++;
-        options.finished?.(task);
-        const status = ending.result.response.status;
-        run.statuses.set(status, (run.statuses.get(status) ?? 0) + 1);
-      } else {
-        const park =
-          !args['no-park'] &&
-          parks(ending.reason, ending.delayMs, 0, parked[executor] ?? { tasks: 0, bytes: 0 }, PARKING);
-        if (park) parked[executor] = { tasks: (parked[executor]?.tasks ?? 0) + 1, bytes: 0 };
-        waiting.push({
-          envelope: task.envelope,
-          progress: ending.progress,
-          due: Date.now() + ending.delayMs,
-          ...(park ? { parkedIn: executor } : {}),
-        });
-      }
+      settle(policies, executor, task, await policies.attempt(task.envelope, task.progress, log));
     }
   };
   await Promise.all(
@@ -620,6 +658,7 @@ function passedOn(): string[] {
   const out: string[] = ['--free-for', String(args['free-for'])];
   if (args['book-ahead'] !== undefined) out.push('--book-ahead', String(args['book-ahead']));
   if (args['no-park']) out.push('--no-park');
+  if (args['no-slot-wait']) out.push('--no-slot-wait');
   if (args['park-per-worker'] !== undefined) out.push('--park-per-worker', String(args['park-per-worker']));
   if (args['park-max'] !== undefined) out.push('--park-max', String(args['park-max']));
   return out;
