@@ -973,6 +973,8 @@ if (args.scenario === 'capacity' || args.scenario === 'all') {
       rate: ms.length / ((to - from) / 1000),
       p50: percentile(ms, 50),
       p99: percentile(ms, 99),
+      // Calls at the target on average (Little's law: the time they spent there over the window's).
+      targetInFlight: atTarget.reduce((a, b) => a + b, 0) / (to - from),
       targetP50: percentile(atTarget, 50),
       targetP99: percentile(atTarget, 99),
       healthyLimit: mean(r.healthyLimits.filter(([t]) => t >= from && t < to).map(([, l]) => l)),
@@ -1066,12 +1068,12 @@ if (args.scenario === 'capacity' || args.scenario === 'all') {
   console.log('|---|---|---|---|---|---|---|---|---|---|---|');
   for (const row of table) console.log(`| ${row.label} | ${row.f.map((f) => cells(f).capped).join(' | ')} |`);
   console.log(
-    '\nagainst the goals (medians): goodput % of C/5 ms 3–6 s (1600/s) | of C/2 9–12 s (800/s) | p99 / floor at the target 3–6 s | 9–12 s | p99 / floor at the client 3–6 s | 9–12 s',
+    '\nagainst the goals (medians): goodput % of C/5 ms 3–6 s (1600/s) | of C/2 9–12 s (800/s) | p99 / floor at the target 3–6 s | 9–12 s | p99 / floor at the client 3–6 s | 9–12 s | calls at the target (mean) 3–6 s | 9–12 s | limit of both executors 3–6 s | 9–12 s',
   );
   for (const row of table.filter((t) => rounds === 1 || t.label.startsWith('**'))) {
     const [a, b] = row.f as [Figures, Figures];
     console.log(
-      `| ${row.label} | ${((100 * a.rate) / 1600).toFixed(1)} % | ${((100 * b.rate) / 800).toFixed(1)} % | ${(a.targetP99 / floorTarget).toFixed(2)} | ${(b.targetP99 / floorTarget).toFixed(2)} | ${(a.p99 / floorClient).toFixed(2)} | ${(b.p99 / floorClient).toFixed(2)} |`,
+      `| ${row.label} | ${((100 * a.rate) / 1600).toFixed(1)} % | ${((100 * b.rate) / 800).toFixed(1)} % | ${(a.targetP99 / floorTarget).toFixed(2)} | ${(b.targetP99 / floorTarget).toFixed(2)} | ${(a.p99 / floorClient).toFixed(2)} | ${(b.p99 / floorClient).toFixed(2)} | ${a.targetInFlight.toFixed(1)} | ${b.targetInFlight.toFixed(1)} | ${(EXECUTORS * a.limit).toFixed(1)} | ${(EXECUTORS * b.limit).toFixed(1)} |`,
     );
   }
   console.log(
