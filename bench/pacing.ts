@@ -5,7 +5,7 @@
 // progress, as in Redis): what is measured is what reaches the target, not the queue's cost.
 //
 //   node bench/pacing.ts [--scenario quota|capacity|all] [--rounds 1] [--plot docs/pacing.png] [--detail] [--no-park]
-//                        [--book-ahead MS] [--book-all]
+//                        [--book-ahead MS] [--book-all] [--fixed N,...] [--in-process] [--no-slot-wait]
 //
 // A task the pace sends back for a slot up to PARK_MAX_MS ahead is parked in its executor, as
 // Executor.park does (the same rule, `parks`, and budget): it comes back to one of its executor's
@@ -62,7 +62,7 @@ each, sharing one Redis, against real targets in child processes; adaptation on 
 ADAPTIVE_CONCURRENCY=true) and off, side by side in one run.
 
   node bench/pacing.ts [--scenario quota|capacity|all] [--rounds 1] [--plot docs/pacing.png] [--detail]
-                       [--book-ahead MS] [--book-all]
+                       [--book-ahead MS] [--book-all] [--fixed N,...] [--in-process] [--no-slot-wait]
 
 - quota: a target serving 50 calls/s that answers 429 + Retry-After above it; 400 requests.
 - capacity: a target serving 8 calls at once in 5 ms each, halving to 4 at 6 s, and a second,
@@ -71,7 +71,9 @@ ADAPTIVE_CONCURRENCY=true) and off, side by side in one run.
   (one call at a time, measured in each round).
 
 As run for BENCHMARKS.md:
-  node bench/pacing.ts --scenario capacity --rounds 3
+  node bench/pacing.ts --scenario capacity --rounds 3 --fixed 4,5,6
+  node bench/pacing.ts --scenario capacity --rounds 1 --in-process   (both executors in one process, as before)
+  node bench/pacing.ts --scenario all --plot docs/pacing.png
   node bench/pacing.ts --scenario quota --rounds 3 --book-all`,
   options: {
     scenario: { type: 'string', default: 'all', value: 'quota|capacity|all', help: 'which scenario to run' },
