@@ -5,7 +5,7 @@
 // progress, as in Redis): what is measured is what reaches the target, not the queue's cost.
 //
 //   node bench/pacing.ts [--scenario quota|capacity|all] [--rounds 1] [--plot docs/pacing.png] [--detail] [--no-park]
-//                        [--book-ahead MS] [--book-all]
+//                        [--book-ahead MS] [--book-all] [--fixed N,...] [--in-process] [--no-slot-wait]
 //
 // A task the pace sends back for a slot up to PARK_MAX_MS ahead is parked in its executor, as
 // Executor.park does (the same rule, `parks`, and budget): it comes back to one of its executor's
@@ -24,18 +24,25 @@
 //
 // - quota: a target serving 50 calls/s (5 per 100 ms by arrival) that answers 429 + Retry-After: 1
 //   + RateLimit-Policy: 50;w=1 above it; 400 requests with retry {max: 30, delay: 200ms, maxDelay: 5s}.
-// - capacity: a target serving 8 calls at once in 5 ms each and queueing the rest; a closed loop of
-//   2 × 16 workers for 12 s; its capacity halves (4) at 6 s. The same workers serve a second,
-//   healthy origin throughout (64 at once, 1 ms each), 400 calls/s arriving on a schedule: its
-//   throughput, latency and wait for a worker must not suffer from the first one's queue.
+// - capacity: a target serving 8 calls at once in 5 ms each and queueing the rest; 2 executors × 16
+//   workers for 12 s, each executor a child process of its own (its own event loop, Policies,
+//   pacer and HTTP client, sharing Redis, as deployed; --in-process: both in this process, as
+//   before), with a backlog of 2 × 16 of its tasks each; its capacity halves (4) at 6 s. The same
+//   workers serve a second, healthy origin throughout (64 at once, 1 ms each), 100 calls/s
+//   arriving on a schedule split between the executors: its throughput, latency and wait for a
+//   worker must not suffer from the first one's queue. Latency is measured at the client (the
+//   call in the executor) and at the target (arrival to answer: its queue and service only), each
+//   against its floor, measured first in each round with one call at a time.
 // Each runs with adaptation on (OriginPacer, ADAPTIVE_CONCURRENCY=true) and off (no pacer: the
 // bulkhead's static MAX_WORKERS_PER_ORIGIN = 16 per executor), side by side in one run.
+import { fork } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { once } from 'node:events';
 import { cpus } from 'node:os';
 import { LocalBulkhead } from '../packages/executor/src/bulkhead/index.ts';
 import { createHttpClient } from '../packages/executor/src/http/index.ts';
-import { parks } from '../packages/executor/src/worker/decide.ts';
-import { DEFAULT_PARKING } from '../packages/executor/src/worker/index.ts';
+import { PARK_MAX_MS, parks } from '../packages/executor/src/worker/decide.ts';
+import { DEFAULT_PARKING, HELD_PER_WORKER } from '../packages/executor/src/worker/index.ts';
 import { type Ending, Policies, type Progress } from '../packages/executor/src/worker/policies.ts';
 import { CircuitBreaker, OriginPacer, originOf } from '../packages/policies/src/index.ts';
 import {
@@ -44,8 +51,8 @@ import {
   parseRequestEnvelope,
   type RequestEnvelope,
 } from '../packages/shared/src/index.ts';
-import { startPacedTargetProcess } from '../packages/shared/src/testing/index.ts';
-import { parseBenchArgs } from './harness.ts';
+import { type RemotePacedTarget, startPacedTargetProcess } from '../packages/shared/src/testing/index.ts';
+import { childProcesses, loadavg, parseBenchArgs } from './harness.ts';
 import { type Panel, writePlot } from './plot.ts';
 
 const { values: args, fail } = parseBenchArgs({
@@ -55,14 +62,18 @@ each, sharing one Redis, against real targets in child processes; adaptation on 
 ADAPTIVE_CONCURRENCY=true) and off, side by side in one run.
 
   node bench/pacing.ts [--scenario quota|capacity|all] [--rounds 1] [--plot docs/pacing.png] [--detail]
-                       [--book-ahead MS] [--book-all]
+                       [--book-ahead MS] [--book-all] [--fixed N,...] [--in-process] [--no-slot-wait]
 
 - quota: a target serving 50 calls/s that answers 429 + Retry-After above it; 400 requests.
 - capacity: a target serving 8 calls at once in 5 ms each, halving to 4 at 6 s, and a second,
-  healthy origin served by the same workers throughout.
+  healthy origin served by the same workers throughout; each executor a child process (as
+  deployed) unless --in-process; latency at the client and at the target, each against its floor
+  (one call at a time, measured in each round).
 
 As run for BENCHMARKS.md:
-  node bench/pacing.ts --scenario capacity --rounds 3
+  node bench/pacing.ts --scenario capacity --rounds 3 --fixed 4,5,6
+  node bench/pacing.ts --scenario capacity --rounds 1 --in-process   (both executors in one process, as before)
+  node bench/pacing.ts --scenario all --plot docs/pacing.png
   node bench/pacing.ts --scenario quota --rounds 3 --book-all`,
   options: {
     scenario: { type: 'string', default: 'all', value: 'quota|capacity|all', help: 'which scenario to run' },
@@ -109,6 +120,11 @@ As run for BENCHMARKS.md:
       default: false,
       help: 'quota scenario: also run with every slot booked however far (the gate before the booking horizon), alternating: a side-by-side baseline',
     },
+    'no-slot-wait': {
+      type: 'boolean',
+      default: false,
+      help: 'send a task the bulkhead refused back to the queue for its delay, as the bench did before, not parked waiting for a slot (Executor.parkForSlot)',
+    },
     'no-park': {
       type: 'boolean',
       default: false,
@@ -125,6 +141,16 @@ As run for BENCHMARKS.md:
       number: true,
       help: 'parked tasks at most per worker (3 = the budget before EXECUTOR_PARKED_TASKS)',
     },
+    'in-process': {
+      type: 'boolean',
+      default: false,
+      help: 'capacity scenario: run both executors in this one process (before), not each in a child process of its own',
+    },
+    'executor-child': {
+      type: 'string',
+      value: 'JSON',
+      help: 'internal: run as one executor process of a capacity run (the parent passes its share)',
+    },
     'park-max': {
       type: 'string',
       value: 'N',
@@ -136,6 +162,7 @@ As run for BENCHMARKS.md:
 if (!['quota', 'capacity', 'all'].includes(args.scenario))
   fail(`--scenario must be quota, capacity or all, got ${args.scenario}`);
 const log = createLogger({ level: 'silent' });
+const spawned = childProcesses();
 const redis = createRedis({ url: 'redis://127.0.0.1:6379' });
 const EXECUTORS = 2;
 const WORKERS = 16;
@@ -210,17 +237,28 @@ async function drive(options: {
   /** Pacer on but the bulkhead's limit fixed at this many calls per executor (no adaptation). */
   fixed?: number | undefined;
   tasks: () => Task | undefined;
+  /** A task that ended with a result (not sent back). */
+  finished?: (task: Task) => void;
   origin: string;
   /** Tasks due by `nowMs` (epoch) that arrive on a schedule of their own (the healthy origin). */
   arrivals?: (nowMs: number) => Task[];
   alsoSampled?: string[];
   stopAtMs?: number;
   expected?: number;
+  /** Executors simulated in this process (default EXECUTORS), each of `workers` (default WORKERS). */
+  executors?: number;
+  workers?: number;
+  /** The Redis key prefix (default a fresh one): executor processes of one run share it. */
+  prefix?: string;
+  /** Start at this epoch ms (executor processes of one run start together); default now. */
+  startMs?: number;
+  /** Forget the origins' pace at the end (default true; the parent does it for executor processes). */
+  reset?: boolean;
 }): Promise<Run> {
-  const prefix = `bench:${randomBytes(4).toString('hex')}:`;
+  const prefix = options.prefix ?? benchPrefix();
   // One pacer per executor, as in separate processes: each its own local permissions (--free-for).
   const pacers = Array.from(
-    { length: EXECUTORS },
+    { length: options.executors ?? EXECUTORS },
     () =>
       new OriginPacer({
         redis,
@@ -242,7 +280,8 @@ async function drive(options: {
   });
   const waiting: Task[] = [];
   /** Tasks parked per executor, bounded as the executor bounds them (Executor.park). */
-  const parked = Array.from({ length: EXECUTORS }, () => ({ tasks: 0, bytes: 0 }));
+  const parked = Array.from({ length: pacers.length }, () => ({ tasks: 0, bytes: 0 }));
+  if (options.startMs !== undefined) await sleep(options.startMs - Date.now());
   const run: Run = {
     leases: 0,
     gates: new Map(),
@@ -251,7 +290,7 @@ async function drive(options: {
     calls: [],
     samples: [],
     others: new Map((options.alsoSampled ?? []).map((origin) => [origin, []])),
-    startMs: Date.now(),
+    startMs: options.startMs ?? Date.now(),
     endMs: 0,
   };
   const start = run.startMs;
@@ -363,44 +402,90 @@ async function drive(options: {
         options.adaptive ? (pacer.limitOf(origin) ?? PER_ORIGIN) : staticLimit,
       ]);
   }, 100);
+  /** Tasks waiting for a bulkhead slot without a worker, per executor (Executor.parkForSlot). */
+  const slotWaits = Array.from({ length: pacers.length }, () => 0);
+  const settle = (policies: Policies, executor: number, task: Task, ending: Ending): void => {
+    if (ending.kind === 'result') {
+      run.results++;
+      options.finished?.(task);
+      const status = ending.result.response.status;
+      run.statuses.set(status, (run.statuses.get(status) ?? 0) + 1);
+      return;
+    }
+    if (
+      ending.reason === 'bulkhead' &&
+      !args['no-slot-wait'] &&
+      (slotWaits[executor] ?? 0) < HELD_PER_WORKER * WORKERS
+    ) {
+      // As the executor does: the refused task waits for a slot of its origin without a worker,
+      // handed one by the next call of this process to end there, then goes through the gate again.
+      slotWaits[executor] = (slotWaits[executor] ?? 0) + 1;
+      void (async () => {
+        const slot = await policies.waitForSlot(
+          task.envelope.request.uri,
+          undefined,
+          AbortSignal.timeout(PARK_MAX_MS),
+        );
+        slotWaits[executor] = (slotWaits[executor] ?? 1) - 1;
+        if (!slot || done()) {
+          slot?.release();
+          waiting.push({
+            envelope: task.envelope,
+            progress: ending.progress,
+            due: Date.now(),
+            parkedIn: executor,
+          });
+          return;
+        }
+        settle(policies, executor, task, await policies.attempt(task.envelope, ending.progress, log, slot));
+      })();
+      return;
+    }
+    const park =
+      !args['no-park'] &&
+      parks(ending.reason, ending.delayMs, 0, parked[executor] ?? { tasks: 0, bytes: 0 }, PARKING);
+    if (park) parked[executor] = { tasks: (parked[executor]?.tasks ?? 0) + 1, bytes: 0 };
+    waiting.push({
+      envelope: task.envelope,
+      progress: ending.progress,
+      due: Date.now() + ending.delayMs,
+      ...(park ? { parkedIn: executor } : {}),
+    });
+  };
   const worker = async (policies: Policies, executor: number) => {
     while (!done()) {
       const task = next(executor);
       if (!task) {
-        await new Promise((resolve) => setTimeout(resolve, 5));
+        await sleep(5);
         continue;
       }
       if (task.parkedIn === undefined) run.leases++;
       else parked[executor] = { tasks: (parked[executor]?.tasks ?? 0) - 1, bytes: 0 };
-      const ending: Ending = await policies.attempt(task.envelope, task.progress, log);
-      if (ending.kind === 'result') {
-        run.results++;
-        const status = ending.result.response.status;
-        run.statuses.set(status, (run.statuses.get(status) ?? 0) + 1);
-      } else {
-        const park =
-          !args['no-park'] &&
-          parks(ending.reason, ending.delayMs, 0, parked[executor] ?? { tasks: 0, bytes: 0 }, PARKING);
-        if (park) parked[executor] = { tasks: (parked[executor]?.tasks ?? 0) + 1, bytes: 0 };
-        waiting.push({
-          envelope: task.envelope,
-          progress: ending.progress,
-          due: Date.now() + ending.delayMs,
-          ...(park ? { parkedIn: executor } : {}),
-        });
-      }
+      settle(policies, executor, task, await policies.attempt(task.envelope, task.progress, log));
     }
   };
   await Promise.all(
-    executors.flatMap((p, executor) => Array.from({ length: WORKERS }, () => worker(p, executor))),
+    executors.flatMap((p, executor) =>
+      Array.from({ length: options.workers ?? WORKERS }, () => worker(p, executor)),
+    ),
   );
   run.endMs = Date.now() - start;
   clearInterval(sampler);
   timed.close();
-  await pacer.reset(options.origin);
-  for (const origin of run.others.keys()) await pacer.reset(origin);
+  if (options.reset !== false) {
+    await pacer.reset(options.origin);
+    for (const origin of run.others.keys()) await pacer.reset(origin);
+  }
   await Promise.all(pacers.map((each) => each.close()));
   return run;
+}
+
+function benchPrefix(): string {
+  return `bench:${randomBytes(4).toString('hex')}:`;
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)));
 }
 
 function envelope(uri: string, id: string, retry?: RequestEnvelope['meta']['retry']): RequestEnvelope {
@@ -449,57 +534,223 @@ async function quota(adaptive: boolean, bookAheadMs?: number) {
 /** The healthy origin's schedule: a call every 10 ms (100/s), whatever the first origin does. */
 const HEALTHY_EVERY_MS = 10;
 
-async function capacity(adaptive: boolean, fixed?: number) {
-  const target = await startPacedTargetProcess({ kind: 'capacity', concurrent: 8, serviceMs: 5 });
-  const healthy = await startPacedTargetProcess({ kind: 'capacity', concurrent: 64, serviceMs: 1 });
+const CAPPED = { concurrent: 8, serviceMs: 5 } as const;
+const HALVE_AT_MS = 6_000;
+/** The capped origin's tasks in circulation per executor: as many as its workers, as many again waiting. */
+const CIRCULATING = 2 * WORKERS;
+
+/** One process's share of a capacity run: its executors, its slice of the healthy origin's schedule. */
+interface CapacitySpec {
+  adaptive: boolean;
+  fixed?: number | undefined;
+  cappedUrl: string;
+  /** None: the capped origin alone (the floor's run). */
+  healthyUrl?: string | undefined;
+  /** Executors simulated in this process. */
+  executors: number;
+  workers: number;
+  /** This process among `of`: it takes the healthy origin's calls h with h % of = index. */
+  index: number;
+  of: number;
+  prefix: string;
+  startMs: number;
+  stopAtMs: number;
+}
+
+/** What one process ran: its calls, and the wait of each healthy call from its due time to leaving. */
+interface CapacityPart {
+  run: Run;
+  waits: Array<{ at: number; ms: number }>;
+}
+
+async function capacityPart(spec: CapacitySpec): Promise<CapacityPart> {
   let n = 0;
-  let h = 0;
-  let t0: number | undefined;
+  let ended = 0;
+  let h = spec.index;
   /** When each of the healthy origin's calls was due (epoch ms), by URI. */
   const dueOf = new Map<string, number>();
-  const halve = setTimeout(() => target.setConcurrent(4), 6_000);
+  const t0 = spec.startMs;
+  const { healthyUrl } = spec;
   const run = await drive({
-    adaptive,
+    adaptive: spec.adaptive,
     bookAheadMs: BOOK_AHEAD_MS,
-    fixed,
-    origin: originOf(target.url),
-    alsoSampled: [originOf(healthy.url)],
-    tasks: () => ({
-      envelope: envelope(`${target.url}/c/${n}`, `c-${n++}`),
-      progress: { tryCount: 0, waitedMs: 0 },
-      due: 0,
-    }),
-    arrivals: (now) => {
-      t0 ??= now;
-      const due: Task[] = [];
-      for (; t0 + h * HEALTHY_EVERY_MS <= now; h++) {
-        const uri = `${healthy.url}/h/${h}`;
-        dueOf.set(uri, t0 + h * HEALTHY_EVERY_MS);
-        due.push({
-          envelope: envelope(uri, `h-${h}`),
-          progress: { tryCount: 0, waitedMs: 0 },
-          due: t0 + h * HEALTHY_EVERY_MS,
-        });
-      }
-      return due;
+    fixed: spec.fixed,
+    origin: originOf(spec.cappedUrl),
+    alsoSampled: healthyUrl ? [originOf(healthyUrl)] : [],
+    // A backlog of CIRCULATING tasks per executor: one ends, another comes. Unbounded, every task
+    // a refusal sends back (the breaker's first second, the bulkhead) is replaced at once and
+    // refused again, thousands of them, due before the healthy origin's calls, which then wait.
+    tasks: () =>
+      n - ended < CIRCULATING * spec.executors
+        ? {
+            envelope: envelope(`${spec.cappedUrl}/c/${spec.index}-${n}`, `c-${spec.index}-${n++}`),
+            progress: { tryCount: 0, waitedMs: 0 },
+            due: 0,
+          }
+        : undefined,
+    finished: (task) => {
+      if (task.envelope.request.uri.startsWith(spec.cappedUrl)) ended++;
     },
-    stopAtMs: 12_000,
+    ...(healthyUrl
+      ? {
+          arrivals: (now: number) => {
+            const due: Task[] = [];
+            for (; t0 + h * HEALTHY_EVERY_MS <= now; h += spec.of) {
+              const uri = `${healthyUrl}/h/${h}`;
+              dueOf.set(uri, t0 + h * HEALTHY_EVERY_MS);
+              due.push({
+                envelope: envelope(uri, `h-${h}`),
+                progress: { tryCount: 0, waitedMs: 0 },
+                due: t0 + h * HEALTHY_EVERY_MS,
+              });
+            }
+            return due;
+          },
+        }
+      : {}),
+    stopAtMs: spec.stopAtMs,
+    executors: spec.executors,
+    workers: spec.workers,
+    prefix: spec.prefix,
+    startMs: spec.startMs,
+    reset: false,
   });
-  clearTimeout(halve);
-  await Promise.all([target.close(), healthy.close()]);
-  const ofHealthy = (uri: string) => dueOf.has(uri);
-  // How long each healthy call waited for a worker and its policies: from its due time to leaving.
   const waits = run.calls
-    .filter((c) => ofHealthy(c.uri))
+    .filter((c) => dueOf.has(c.uri))
     .map((c) => ({ at: c.at, ms: run.startMs + c.at - (dueOf.get(c.uri) ?? 0) }));
+  return { run, waits };
+}
+
+/**
+ * Each executor in a child process of its own (this script, `--executor-child`), as deployed: its
+ * own event loop, Policies, pacer and HTTP client, sharing Redis; the parent only starts them
+ * together and gathers what they measured. --in-process: all of them in this process (before).
+ */
+async function capacityParts(
+  base: Omit<CapacitySpec, 'startMs' | 'index' | 'of' | 'executors'>,
+  executors: number,
+) {
+  if (args['in-process']) {
+    const startMs = Date.now() + 20;
+    return { startMs, parts: [capacityPart({ ...base, executors, index: 0, of: 1, startMs })] };
+  }
+  const children = Array.from({ length: executors }, (_, index) => {
+    const spec: Omit<CapacitySpec, 'startMs'> = { ...base, executors: 1, index, of: executors };
+    const child = fork(import.meta.filename, ['--executor-child', JSON.stringify(spec), ...passedOn()], {
+      execArgv: process.execArgv,
+      serialization: 'advanced',
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    });
+    spawned.push(child);
+    return child;
+  });
+  await Promise.all(children.map((child) => once(child, 'message')));
+  const startMs = Date.now() + 50;
+  const parts = children.map(async (child) => {
+    const gathered = once(child, 'message');
+    child.send({ startMs });
+    const [part] = (await gathered) as [CapacityPart];
+    return part;
+  });
+  return { startMs, parts };
+}
+
+/** The options an executor process must run with as this one does. */
+function passedOn(): string[] {
+  const out: string[] = ['--free-for', String(args['free-for'])];
+  if (args['book-ahead'] !== undefined) out.push('--book-ahead', String(args['book-ahead']));
+  if (args['no-park']) out.push('--no-park');
+  if (args['no-slot-wait']) out.push('--no-slot-wait');
+  if (args['park-per-worker'] !== undefined) out.push('--park-per-worker', String(args['park-per-worker']));
+  if (args['park-max'] !== undefined) out.push('--park-max', String(args['park-max']));
+  return out;
+}
+
+/**
+ * One capacity run: the capped target (C = 8 × 5 ms, halved at 6 s) and, unless `shape.healthy`
+ * is false, the healthy one, both in child processes. With `shape` { executors: 1, workers: 1,
+ * healthy: false }: the floor, one call at a time.
+ */
+async function capacity(
+  adaptive: boolean,
+  fixed?: number,
+  shape: { executors: number; workers: number; healthy: boolean; stopAtMs: number } = {
+    executors: EXECUTORS,
+    workers: WORKERS,
+    healthy: true,
+    stopAtMs: 12_000,
+  },
+) {
+  const target = await startPacedTargetProcess({ kind: 'capacity', ...CAPPED });
+  const healthy = shape.healthy
+    ? await startPacedTargetProcess({ kind: 'capacity', concurrent: 64, serviceMs: 1 })
+    : undefined;
+  const prefix = benchPrefix();
+  const { startMs, parts: pending } = await capacityParts(
+    {
+      adaptive,
+      fixed,
+      cappedUrl: target.url,
+      healthyUrl: healthy?.url,
+      workers: shape.workers,
+      prefix,
+      stopAtMs: shape.stopAtMs,
+    },
+    shape.executors,
+  );
+  const halve = setTimeout(
+    () => target.setConcurrent(CAPPED.concurrent / 2),
+    startMs + HALVE_AT_MS - Date.now(),
+  );
+  const parts = await Promise.all(pending);
+  clearTimeout(halve);
+  const forget = new OriginPacer({
+    redis,
+    prefix: `${prefix}pace:`,
+    maxLimit: PER_ORIGIN,
+    retryAfterMaxMs: 60_000,
+  });
+  await forget.reset(originOf(target.url));
+  if (healthy) await forget.reset(originOf(healthy.url));
+  await forget.close();
+  // At the target: from arrival to answer (its queue + service), none of the client's time.
+  const atTarget = async (t: RemotePacedTarget) =>
+    (await t.arrivals())
+      .filter((a) => typeof a.ms === 'number' && Number.isFinite(a.ms))
+      .map((a) => ({ at: a.at - startMs, ms: a.ms }));
+  const targetCapped = await atTarget(target);
+  const targetHealthy = healthy ? await atTarget(healthy) : [];
+  await Promise.all([target.close(), healthy?.close()]);
+  const [first] = parts as [CapacityPart];
+  const gates: Gates = new Map();
+  for (const part of parts)
+    for (const [second, counts] of part.run.gates) {
+      const sum = gates.get(second) ?? {};
+      for (const [kind, k] of Object.entries(counts) as Array<[GateKind, number]>)
+        sum[kind] = (sum[kind] ?? 0) + k;
+      gates.set(second, sum);
+    }
+  // The limit as the first executor saw it (the limit is one per origin, in Redis).
+  const run: Run = {
+    ...first.run,
+    leases: parts.reduce((a, p) => a + p.run.leases, 0),
+    results: parts.reduce((a, p) => a + p.run.results, 0),
+    gates,
+    calls: parts.flatMap((p) => p.run.calls).sort((a, b) => a.at - b.at),
+    endMs: Math.max(...parts.map((p) => p.run.endMs)),
+  };
+  const healthyUri = healthy ? `${healthy.url}/` : undefined;
+  const ofHealthy = (uri: string) => healthyUri !== undefined && uri.startsWith(healthyUri);
   return {
     adaptive,
     fixed,
     run,
     capped: run.calls.filter((c) => !ofHealthy(c.uri)),
     healthy: run.calls.filter((c) => ofHealthy(c.uri)),
-    waits,
-    healthyLimits: run.others.get(originOf(healthy.url)) ?? [],
+    waits: parts.flatMap((p) => p.waits).sort((a, b) => a.at - b.at),
+    healthyLimits: healthy ? (run.others.get(originOf(healthy.url)) ?? []) : [],
+    targetCapped,
+    targetHealthy,
   };
 }
 
@@ -559,6 +810,20 @@ const ORANGE = '#ff7f0e';
 const GREEN = '#2ca02c';
 const RED = '#d62728';
 const PURPLE = '#9467bd';
+if (args['executor-child'] !== undefined) {
+  // One executor process of a capacity run: ready, then started with the others at the same instant.
+  const spec = JSON.parse(args['executor-child']) as Omit<CapacitySpec, 'startMs'>;
+  const go = once(process, 'message');
+  process.send?.({ ready: true });
+  const [{ startMs }] = (await go) as [{ startMs: number }];
+  const part = await capacityPart({ ...spec, startMs });
+  process.send?.(part, () => {
+    redis.disconnect();
+    process.exit(0);
+  });
+  await new Promise(() => {});
+}
+
 console.log(`machine: ${cpus().length} × ${cpus()[0]?.model ?? '?'}, node ${process.version}`);
 
 if (args.scenario === 'quota' || args.scenario === 'all') {
@@ -695,6 +960,7 @@ if (args.scenario === 'capacity' || args.scenario === 'all') {
   /** The figures of one run in one window, for the capped origin and the healthy one. */
   const figures = (r: Capacity, [from, to]: [number, number]) => {
     const ms = within(r.capped, from, to).map((c) => c.ms);
+    const atTarget = within(r.targetCapped, from, to).map((c) => c.ms);
     const healthy = within(r.healthy, from, to).map((c) => c.ms);
     return {
       limit: mean(r.run.samples.filter(([t]) => t >= from && t < to).map(([, , l]) => l)),
@@ -709,10 +975,18 @@ if (args.scenario === 'capacity' || args.scenario === 'all') {
       rate: ms.length / ((to - from) / 1000),
       p50: percentile(ms, 50),
       p99: percentile(ms, 99),
+      // Calls at the target on average (Little's law: the time they spent there over the window's).
+      targetInFlight: atTarget.reduce((a, b) => a + b, 0) / (to - from),
+      targetP50: percentile(atTarget, 50),
+      targetP99: percentile(atTarget, 99),
       healthyLimit: mean(r.healthyLimits.filter(([t]) => t >= from && t < to).map(([, l]) => l)),
       healthyRate: healthy.length / ((to - from) / 1000),
       healthyP50: percentile(healthy, 50),
       healthyP99: percentile(healthy, 99),
+      healthyTargetP99: percentile(
+        within(r.targetHealthy, from, to).map((c) => c.ms),
+        99,
+      ),
       healthyWaitP99: percentile(
         within(r.waits, from, to).map((w) => w.ms),
         99,
@@ -721,8 +995,8 @@ if (args.scenario === 'capacity' || args.scenario === 'all') {
   };
   type Figures = ReturnType<typeof figures>;
   const cells = (f: Figures) => ({
-    capped: `${f.limit.toFixed(1)} | ${Number.isNaN(f.floor) ? '-' : f.floor.toFixed(1)} | ${f.rate.toFixed(0)} | ${f.p50.toFixed(1)} / ${f.p99.toFixed(1)}`,
-    healthy: `${f.healthyLimit.toFixed(1)} | ${f.healthyRate.toFixed(0)} | ${f.healthyP50.toFixed(1)} / ${f.healthyP99.toFixed(1)} | ${f.healthyWaitP99.toFixed(1)}`,
+    capped: `${f.limit.toFixed(1)} | ${Number.isNaN(f.floor) ? '-' : f.floor.toFixed(1)} | ${f.rate.toFixed(0)} | ${f.p50.toFixed(1)} / ${f.p99.toFixed(1)} | ${f.targetP50.toFixed(1)} / ${f.targetP99.toFixed(1)}`,
+    healthy: `${f.healthyLimit.toFixed(1)} | ${f.healthyRate.toFixed(0)} | ${f.healthyP50.toFixed(1)} / ${f.healthyP99.toFixed(1)} | ${f.healthyTargetP99.toFixed(1)} | ${f.healthyWaitP99.toFixed(1)}`,
   });
   const fixedLimits = (args.fixed ?? '')
     .split(',')
@@ -737,8 +1011,32 @@ if (args.scenario === 'capacity' || args.scenario === 'all') {
     ...fixedLimits.map((n) => ({ side: `fixed ${n}`, adaptive: false, fixed: n })),
   ];
   const results: Capacity[] = [];
-  for (let round = 0; round < rounds; round++)
-    for (const mode of modes) results.push(await capacity(mode.adaptive, mode.fixed));
+  /** The floor of each round: one call at a time (one executor, one worker), 1–3 s. */
+  const floors: Array<{ client: number[]; target: number[] }> = [];
+  console.log(
+    `\ncapacity: load average ${loadavg()} at the start; executors ${args['in-process'] ? 'in this one process' : 'each in a child process of its own'}`,
+  );
+  for (let round = 0; round < rounds; round++) {
+    const alone = await capacity(false, undefined, {
+      executors: 1,
+      workers: 1,
+      healthy: false,
+      stopAtMs: 3_000,
+    });
+    floors.push({
+      client: within(alone.capped, 1_000, 3_000).map((c) => c.ms),
+      target: within(alone.targetCapped, 1_000, 3_000).map((c) => c.ms),
+    });
+    // Every other round in the reverse order: the first run after a pause finds a colder machine.
+    for (const mode of round % 2 === 0 ? modes : [...modes].reverse())
+      results.push(await capacity(mode.adaptive, mode.fixed));
+  }
+  console.log(`capacity: load average ${loadavg()} at the end`);
+  const floorClient = median(floors.map((f) => percentile(f.client, 50)));
+  const floorTarget = median(floors.map((f) => percentile(f.target, 50)));
+  console.log(
+    `\nfloor (one call at a time, 1–3 s, median of ${rounds} round(s)): client p50 ${floorClient.toFixed(2)} ms (p99 ${median(floors.map((f) => percentile(f.client, 99))).toFixed(2)}), at the target p50 ${floorTarget.toFixed(2)} ms (p99 ${median(floors.map((f) => percentile(f.target, 99))).toFixed(2)}); rounds: ${floors.map((f) => `${percentile(f.client, 50).toFixed(2)} / ${percentile(f.target, 50).toFixed(2)}`).join(', ')}`,
+  );
   const rows = (label: string, f: Figures[]) => ({ label, f });
   const table: Array<ReturnType<typeof rows>> = [];
   for (const { side, adaptive, fixed } of modes) {
@@ -764,20 +1062,29 @@ if (args.scenario === 'capacity' || args.scenario === 'all') {
     }
   }
   console.log(
-    `\ncapacity target: 8 at once × 5 ms (1600/s), halved to 4 at 6 s; 2 × 16 workers, 12 s; ${rounds} round(s), on and off alternating`,
+    `\ncapacity target: 8 at once × 5 ms (1600/s), halved to 4 at 6 s; 2 × 16 workers, 12 s; ${rounds} round(s), sides alternating, every other round in reverse order (client: the call's latency in the executor; target: arrival to answer there)`,
   );
   console.log(
-    '| adaptation | limit 3–6 s | floor ms 3–6 s | calls/s 3–6 s | p50 / p99 ms 3–6 s | limit 9–12 s | floor ms 9–12 s | calls/s 9–12 s | p50 / p99 ms 9–12 s |',
+    '| adaptation | limit 3–6 s | floor ms 3–6 s | calls/s 3–6 s | client p50 / p99 ms 3–6 s | target p50 / p99 ms 3–6 s | limit 9–12 s | floor ms 9–12 s | calls/s 9–12 s | client p50 / p99 ms 9–12 s | target p50 / p99 ms 9–12 s |',
   );
-  console.log('|---|---|---|---|---|---|---|---|---|');
+  console.log('|---|---|---|---|---|---|---|---|---|---|---|');
   for (const row of table) console.log(`| ${row.label} | ${row.f.map((f) => cells(f).capped).join(' | ')} |`);
+  console.log(
+    '\nagainst the goals (medians): goodput % of C/5 ms 3–6 s (1600/s) | of C/2 9–12 s (800/s) | p99 / floor at the target 3–6 s | 9–12 s | p99 / floor at the client 3–6 s | 9–12 s | calls at the target (mean) 3–6 s | 9–12 s | limit of both executors 3–6 s | 9–12 s',
+  );
+  for (const row of table.filter((t) => rounds === 1 || t.label.startsWith('**'))) {
+    const [a, b] = row.f as [Figures, Figures];
+    console.log(
+      `| ${row.label} | ${((100 * a.rate) / 1600).toFixed(1)} % | ${((100 * b.rate) / 800).toFixed(1)} % | ${(a.targetP99 / floorTarget).toFixed(2)} | ${(b.targetP99 / floorTarget).toFixed(2)} | ${(a.p99 / floorClient).toFixed(2)} | ${(b.p99 / floorClient).toFixed(2)} | ${a.targetInFlight.toFixed(1)} | ${b.targetInFlight.toFixed(1)} | ${(EXECUTORS * a.limit).toFixed(1)} | ${(EXECUTORS * b.limit).toFixed(1)} |`,
+    );
+  }
   console.log(
     `\nhealthy origin, same workers throughout: 64 at once × 1 ms, ${1000 / HEALTHY_EVERY_MS} calls/s on a schedule (wait: from due to leaving, for a worker and the policies)`,
   );
   console.log(
-    '| adaptation | limit 3–6 s | calls/s 3–6 s | p50 / p99 ms 3–6 s | wait p99 ms 3–6 s | limit 9–12 s | calls/s 9–12 s | p50 / p99 ms 9–12 s | wait p99 ms 9–12 s |',
+    '| adaptation | limit 3–6 s | calls/s 3–6 s | client p50 / p99 ms 3–6 s | target p99 ms 3–6 s | wait p99 ms 3–6 s | limit 9–12 s | calls/s 9–12 s | client p50 / p99 ms 9–12 s | target p99 ms 9–12 s | wait p99 ms 9–12 s |',
   );
-  console.log('|---|---|---|---|---|---|---|---|---|');
+  console.log('|---|---|---|---|---|---|---|---|---|---|---|');
   for (const row of table)
     console.log(`| ${row.label} | ${row.f.map((f) => cells(f).healthy).join(' | ')} |`);
 
@@ -808,11 +1115,21 @@ if (args.scenario === 'capacity' || args.scenario === 'all') {
       title: `capacity, ${side}: the capped origin's call latency per second (its capacity halves at 6 s)`,
       yLabel: 'latency (ms)',
       series: [
-        { name: 'p99', points: perSecond(points(r.capped), r.run.endMs, (ys) => percentile(ys, 99)), color },
         {
-          name: 'p50',
+          name: 'p99 at the client',
+          points: perSecond(points(r.capped), r.run.endMs, (ys) => percentile(ys, 99)),
+          color,
+        },
+        {
+          name: 'p50 at the client',
           points: perSecond(points(r.capped), r.run.endMs, (ys) => percentile(ys, 50)),
           color: GREEN,
+        },
+        {
+          name: 'p99 at the target',
+          points: perSecond(points(r.targetCapped), r.run.endMs, (ys) => percentile(ys, 99)),
+          color: RED,
+          dash: '6 4',
         },
       ],
       yMax: 60,

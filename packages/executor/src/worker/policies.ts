@@ -358,10 +358,19 @@ export class Policies {
     if (full.kind !== 'call') return { kind: 'failure', stop: full };
     // Whether the limit held calls back tells the pacer if a latency is a queue of ours.
     const slot = grant?.granted ? { inFlight: grant.inFlight, full: grant.full } : undefined;
+    // Given back as soon as the answer is in, not after the report and record round trips: held
+    // through them, a slot leaves the target idle that long per call, and a limit at its capacity
+    // C keeps fewer than C calls there (BENCHMARKS.md "Origin pacing: executors in processes").
+    let released = false;
+    const release = () => {
+      if (released || !grant?.granted) return;
+      released = true;
+      grant.release();
+    };
     try {
-      return await this.limitAndCall(envelope, call, origin, slot, tryCount, log);
+      return await this.limitAndCall(envelope, call, origin, slot, tryCount, log, release);
     } finally {
-      if (grant?.granted) grant.release();
+      release();
     }
   }
 
@@ -372,6 +381,7 @@ export class Policies {
     slot: PaceSlot | undefined,
     tryCount: number,
     log: LineLogger,
+    answered: () => void,
   ): Promise<Tried> {
     const { step: limited, reservation } = await this.limit(envelope);
     if (limited.kind !== 'call') return { kind: 'failure', stop: limited };
@@ -411,6 +421,7 @@ export class Policies {
         });
     // The probe of a held origin: its failure is no attempt of the request (see heldProbeStep).
     const heldProbe = admission?.admitted === true && admission.probe && admission.held !== undefined;
+    answered();
     // Never handed whole to the socket: part of it may have left, so it counts as sent now.
     sent();
     this.journalAttempt(envelope, tryCount, outcome, heldProbe);

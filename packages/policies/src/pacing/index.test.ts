@@ -502,6 +502,28 @@ describe('OriginPacer round trips (issue 26)', () => {
     expect([a.limit, a.floorMs, a.recentMs]).toEqual([b.limit, b.floorMs, b.recentMs]);
   });
 
+  it('moves the limit by one per round of the calls of every executor applying it, not one per executor', async () => {
+    // Each executor applies the whole limit: with two, a round is twice the limit's calls.
+    const still = { loopLagMs: () => 0, maxLimit: 16 };
+    const grown = async (pacers: OriginPacer[]) => {
+      const failed: PacedOutcome = { kind: 'response', status: 500, headers: {} };
+      const [first] = pacers;
+      if (!first) throw new Error('a pacer');
+      const slot = { inFlight: 1, full: false };
+      await first.report(ORIGIN, failed, 10 * MS, slot); // under its ceiling: 16 × 0.7
+      for (const p of pacers) await p.report(ORIGIN, ok, 10 * MS, slot); // the floor, then a step
+      const from = (await first.snapshot(ORIGIN)).limit ?? Number.NaN;
+      for (let i = 0; i < 24; i++) await pacers[i % pacers.length]?.report(ORIGIN, ok, 10 * MS, slot);
+      return ((await first.snapshot(ORIGIN)).limit ?? Number.NaN) - from;
+    };
+    const alone = await grown(executors(1, still).map((e) => e.p));
+    const two = await grown(executors(2, still).map((e) => e.p));
+    // 24 answers within the bound at a limit of ~11.5: ~2 rounds of one executor, ~1 of two.
+    expect(alone).toBeGreaterThan(1.9);
+    expect(two).toBeGreaterThan(0.9);
+    expect(two).toBeLessThan(1.2);
+  });
+
   it('reports a 429 at once, not with the answers after it', async () => {
     const [one] = executors(1);
     if (!one) throw new Error('a pacer');

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import type { Logger } from '@requester/shared/log';
 import { BoundedLabel, counter, gauge } from '@requester/shared/metrics';
 import type { RedisClient } from '@requester/shared/redis';
@@ -22,7 +22,8 @@ export { type PacedOutcome, type PaceSignal, paceSignal, type SignalKind } from 
  *   pace grows back gradually up to what the target advertises, or, when it advertises nothing,
  *   fast up to what it served and slowly past it (see report-1.lua). It is not a breaker
  *   failure, and the tasks it holds wait in the queue, spaced at the pace.
- * - The concurrency limit adapts: +1 per round of calls while the latency stays near its floor
+ * - The concurrency limit adapts: +1 per round of calls (of every executor applying it, counted
+ *   from their reports) while the latency stays near its floor
  *   (the latency without load: the least seen, measured again every 10 s by a probe at one call
  *   per executor), down when
  *   it grows (queueing at the target) while the limit binds (the bulkhead's grant tells: see
@@ -215,6 +216,8 @@ export class OriginPacer {
   /** Answers waiting to be reported, by key. */
   private pending = new Map<string, PendingReport>();
   private flushScheduled: NodeJS.Immediate | undefined;
+  /** Names this pacer (one per executor) in its reports: the limit's steps count the executors. */
+  private readonly reporter = randomBytes(6).toString('base64url');
 
   constructor(options: OriginPacerOptions) {
     if (!Number.isInteger(options.maxLimit) || options.maxLimit < 1)
@@ -422,6 +425,7 @@ export class OriginPacer {
           dispatched,
           freeMs: asked,
           channel: this.freeForMs > 0 ? this.channel : '',
+          reporter: this.reporter,
         },
         answers,
       )

@@ -53,6 +53,8 @@ export interface ReportArgs {
   freeMs: number;
   /** Where the origin's end of freedom is announced; '' = nowhere. */
   channel: string;
+  /** This pacer's id: the executors applying the limit are counted by their reports. */
+  reporter: string;
 }
 
 export interface ReportReply {
@@ -105,6 +107,7 @@ export function loadPacingScripts(redis: RedisClient): PacingScripts {
         whole(a.dispatched),
         whole(a.freeMs),
         a.channel,
+        a.reporter,
       ];
       for (const answer of answers)
         args.push(

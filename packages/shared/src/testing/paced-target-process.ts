@@ -11,3 +11,5 @@ process.on('message', (message: { op: string; n?: number }) => {
   else if (message.op === 'concurrent') target.setConcurrent(message.n ?? 1);
   else if (message.op === 'close') void target.close().then(() => process.exit(0));
 });
+// Its parent gone (killed, or ended without closing it): nothing will ask for it any more.
+process.on('disconnect', () => process.exit(0));

@@ -11,12 +11,16 @@ import { freePort } from './server.ts';
  *   `advertise: false`, `RateLimit-Policy: <per second>;w=1`;
  * - `capacity`: serves `concurrent` calls at once, each in `serviceMs`; later ones queue (first
  *   come, first served), so the latency shows the queue. `setConcurrent` changes it live.
- * Every arrival is recorded (time, status) for the assertions; nothing is mocked.
+ * Every arrival is recorded (time, status, and how long the target took to answer it: its own
+ * queue and service, none of the caller's time) for the assertions; nothing is mocked.
  */
 export interface PacedTarget {
   url: string;
-  /** Every call in arrival order: local epoch ms and the status answered. */
-  arrivals: Array<{ at: number; status: number; path: string }>;
+  /**
+   * Every call in arrival order: local epoch ms, the status answered, and `ms`, from its arrival
+   * to its answer (the target's queue + service; NaN while unanswered).
+   */
+  arrivals: Array<{ at: number; status: number; path: string; ms: number }>;
   served(): number;
   refused(): number;
   setConcurrent(n: number): void;
@@ -49,6 +53,7 @@ export async function startPacedTarget(spec: PacedTargetSpec): Promise<PacedTarg
   };
   const server: Server = createServer((req, res) => {
     const at = Date.now();
+    const arrived = performance.now();
     const path = req.url ?? '/';
     req.resume();
     if (spec.kind === 'quota') {
@@ -60,7 +65,7 @@ export async function startPacedTarget(spec: PacedTargetSpec): Promise<PacedTarg
       const allowed = inWindow < spec.perWindow;
       if (allowed) inWindow++;
       const status = allowed ? 200 : 429;
-      arrivals.push({ at, status, path });
+      arrivals.push({ at, status, path, ms: performance.now() - arrived });
       const headers: Record<string, string> = { 'content-type': 'text/plain' };
       if (spec.advertise !== false)
         headers['ratelimit-policy'] = `${(spec.perWindow * 1000) / spec.windowMs};w=1`;
@@ -68,11 +73,13 @@ export async function startPacedTarget(spec: PacedTargetSpec): Promise<PacedTarg
       res.writeHead(status, headers).end(allowed ? 'ok' : 'slow down');
       return;
     }
-    arrivals.push({ at, status: 200, path });
+    const arrival = { at, status: 200, path, ms: Number.NaN };
+    arrivals.push(arrival);
     line.push(() =>
       setTimeout(() => {
         busy--;
         res.writeHead(200, { 'content-type': 'text/plain' }).end('ok');
+        arrival.ms = performance.now() - arrived;
         next();
       }, spec.serviceMs),
     );

@@ -34,7 +34,9 @@
   ARGV[5]  the local permission asked for (ms, as gate-1.lua's ARGV[6]); 0 = none
   ARGV[6]  the pacing channel: announced the key when the origin stops being free (held, paced,
            or probed), so that every executor drops its local permission; '' = none
-  ARGV[7..] six per answer, in order:
+  ARGV[7]  the reporting executor's id (one per pacer): the executors that apply the limit are
+           counted from their reports (includes/limit.lua)
+  ARGV[8..] six per answer, in order:
     kind: 0 ok, 1 slow, 2 overload
     hold (ms from now, already bounded by RETRY_AFTER_MAX); 0 = none
     advertised ceiling ×1000 (calls/s); 0 = none
@@ -55,7 +57,8 @@ local lagMs = tonumber(ARGV[3]) / 1000
 local pending = tonumber(ARGV[4])
 local freeMs = tonumber(ARGV[5])
 local channel = ARGV[6]
-local FIRST_ANSWER = 7
+local reporter = ARGV[7]
+local FIRST_ANSWER = 8
 local PER_ANSWER = 6
 local now = nowMs()
 
@@ -93,6 +96,7 @@ if dispatches.ns then
 end
 local sendingBefore = dispatches.pn or tonumber(f[8])
 local limit = loadLimit(maxLimit)
+limitReporter(limit, reporter, now)
 local decreased = tonumber(f[5]) or 0
 local refusedAt = tonumber(f[6])
 local servedFrom = tonumber(f[9])

@@ -13,7 +13,10 @@
              once the calls in flight before it are answered (one recent latency later), the least
              latency of the next PROBE_SAMPLES calls is the floor (a slower target is then seen as
              such); the limit goes back to where it was
-    between  per success, the limit grows by 1/limit (+1 per round of calls) while the recent
+    between  per success, the limit grows by 1/(limit × executors) (+1 per round of calls, the
+             calls of every executor applying it: each applies the whole limit, so a step of
+             1/limit per answer moved it one per executor per round, and with two executors the
+             limit of a target of capacity 4 swung between 1 and 8) while the recent
              latency (a fast moving average) stays within TOLERANCE × floor + SLACK_MS + the
              reporting process's own event-loop lag (TOLERANCE 1.5: a little queue at the target
              is what keeps it busy while the caller holds its slots longer than the target does,
@@ -63,11 +66,13 @@ local MIN_GRADIENT = 0.5
 local SLACK_MS = 1
 local RECENT_WEIGHT = 0.1
 local OVERLOAD_CUT = 0.7
+-- An executor counts among those applying the limit while it reported within this long.
+local REPORTER_MS = 2000
 
 -- The limit's state; `c` is the limit applied (PROBE_LIMIT during a probe), never above maxLimit
 -- (MAX_WORKERS_PER_ORIGIN may have been lowered since).
 local function loadLimit(maxLimit)
-  local f = redis.call('HMGET', K_PACE, 'c', 'm', 'l', 'q', 'qs', 'qc', 'qm', 'qk', 'qn')
+  local f = redis.call('HMGET', K_PACE, 'c', 'm', 'l', 'q', 'qs', 'qc', 'qm', 'qk', 'qn', 'e')
   local s = {
     c = math.min(tonumber(f[1]) or maxLimit, maxLimit),
     floor = tonumber(f[2]),
@@ -78,11 +83,26 @@ local function loadLimit(maxLimit)
     probeMin = tonumber(f[7]),
     samples = tonumber(f[8]) or 0,
     nextProbe = tonumber(f[9]) or 0,
+    -- The executors reporting lately: "id:ms,id:ms" (their last report, Redis time).
+    reporters = f[10] or '',
+    executors = 1,
   }
   if s.before then
     s.before = math.min(s.before, maxLimit)
   end
   return s
+end
+
+-- Counts `id` among the executors that reported within REPORTER_MS (`s.executors`, at least 1).
+local function limitReporter(s, id, now)
+  local kept = { id .. ':' .. math.floor(now) }
+  for other, at in string.gmatch(s.reporters, '([^:,]+):(%d+)') do
+    if other ~= id and now - tonumber(at) < REPORTER_MS then
+      kept[#kept + 1] = other .. ':' .. at
+    end
+  end
+  s.executors = #kept
+  s.reporters = table.concat(kept, ',')
 end
 
 -- A timeout, a transport error or a 5xx: the limit (the one a probe will go back to) falls by 30 %.
@@ -94,16 +114,16 @@ local function limitOverload(s)
   end
 end
 
--- What one answer moves the limit `c` by, the recent latency against the bound: +1/c (+1 per
--- round of calls) within it; past it, −1/c × how far past (the gradient bound/recent: 1 at the
--- bound, MIN_GRADIENT or less at a whole step), so that the limit settles on the latency's slope,
--- not on its noise.
-local function limitStep(c, recent, bound)
+-- What one answer moves the limit by, the recent latency against the bound, `round` the calls of
+-- a round (the limit × the executors applying it): +1/round (+1 per round of calls) within it;
+-- past it, −1/round × how far past (the gradient bound/recent: 1 at the bound, MIN_GRADIENT or
+-- less at a whole step), so that the limit settles on the latency's slope, not on its noise.
+local function limitStep(round, recent, bound)
   if recent <= bound then
-    return 1 / c
+    return 1 / round
   end
   local past = (1 - bound / recent) / (1 - MIN_GRADIENT)
-  return -math.min(1, past) / c
+  return -math.min(1, past) / round
 end
 
 -- A successful answer that took `latency` ms, reported at `now`, by a process whose event loop
@@ -148,7 +168,7 @@ local function limitSample(s, now, latency, lagMs, maxLimit, full, inFlight, pac
     s.recent = latency
   end
   s.recent = s.recent and s.recent + RECENT_WEIGHT * (latency - s.recent) or latency
-  local step = limitStep(s.c, s.recent, TOLERANCE * s.floor + SLACK_MS + lagMs)
+  local step = limitStep(s.c * s.executors, s.recent, TOLERANCE * s.floor + SLACK_MS + lagMs)
   if step > 0 then
     s.c = math.min(maxLimit, s.c + step)
   elseif full then
@@ -182,7 +202,7 @@ end
 
 -- Writes the state back.
 local function saveLimit(s)
-  local fields = { 'c', s.c, 'qn', s.nextProbe }
+  local fields = { 'c', s.c, 'qn', s.nextProbe, 'e', s.reporters }
   if s.floor then
     table.insert(fields, 'm')
     table.insert(fields, s.floor)

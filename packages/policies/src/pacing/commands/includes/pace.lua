@@ -21,6 +21,8 @@
                     (counted by the gate, or by the next report of an executor that dispatched
                     on a local permission, see index.ts)
              c  adaptive concurrency limit applied (may be fractional; see includes/limit.lua)
+             e  the executors that reported lately: "id:ms,..." (each pacer's id, its last report);
+                a step of the limit is 1/(limit × their count)
              m  floor: the latency without load (ms), the least one seen since the last probe
              l  recent latency (ms): a fast moving average of the successful calls' latency
              qn the next probe of the floor (ms)
