@@ -208,6 +208,15 @@ async function round(side: Side, n: number): Promise<string> {
   side.reader.current = undefined;
   const staged = await stagedBefore(side.topicIn, prefix, dueAt);
   const lates = [...state.seen.values()].map((at) => at - dueAt).sort((a, b) => a - b);
+  // The ordered partitions' results come one lease + produce + ack round after another: their
+  // last and the unordered ones' last tell which of the two ends the drain.
+  let lastOrdered = Number.NEGATIVE_INFINITY;
+  let lastUnordered = Number.NEGATIVE_INFINITY;
+  for (const [id, at] of state.seen) {
+    if (/-o\d+-\d+$/.test(id)) lastOrdered = Math.max(lastOrdered, at - dueAt);
+    else lastUnordered = Math.max(lastUnordered, at - dueAt);
+  }
+  const finite = (ms: number) => (Number.isFinite(ms) ? ms : undefined);
   const s = (ms: number | undefined) => (ms === undefined ? 'n/a' : `${(ms / 1000).toFixed(1)} s`);
   let reordered = 0;
   // Results of one ordered partition land on different partitions of `out` (keyed by requestId):
@@ -220,7 +229,8 @@ async function round(side: Side, n: number): Promise<string> {
   return (
     `${side.label.padEnd(9)} ${state.seen.size}/${count} results (written in ${written.toFixed(1)} s, due ` +
     `${(aheadMs / 1000).toFixed(0)} s after the round began); late: first ${s(lates[0])}, median ` +
-    `${s(lates[Math.floor(lates.length / 2)])}, last ${s(lates.at(-1))}; early ${state.early}; ` +
+    `${s(lates[Math.floor(lates.length / 2)])}, last ${s(lates.at(-1))} (ordered ${s(finite(lastOrdered))}, ` +
+    `unordered ${s(finite(lastUnordered))}); early ${state.early}; ` +
     `ordered partitions out of order: ${reordered}; relayed to in before the instant: ${staged.before}/` +
     `${staged.relayed}; load average ${loadavg()}`
   );
