@@ -608,9 +608,9 @@ export class Executor {
           : parseRecord(this.contract, fetched.record.value, requestId, tryCount));
       if (!parsed.ok && inline) return await this.attemptFromKafka(job);
       // A wake-up's `leased` goes with its result's `completed`, so both are one journal record (one
-      // per request and flush; apart, most wake-ups of a drain made two: BENCHMARKS.md, "Far
-      // schedules"); the event keeps the lease's time. A parked task was not leased again: its
-      // story has one `leased` for both of its gates.
+      // per request and flush; apart, about every other wake-up of a drain made two: BENCHMARKS.md,
+      // "Promotion and journal at the instant"); the event keeps the lease's time. A parked task
+      // was not leased again: its story has one `leased` for both of its gates.
       const client = parsed.ok ? parsed.envelope.meta.client : undefined;
       if (!parked && parsed.ok && isWakeUp(parsed.envelope)) {
         const leased = this.leasedEvent(job, client);
@@ -622,7 +622,10 @@ export class Executor {
           log,
           read,
           slot,
-        );
+        ).catch((err: unknown) => {
+          this.journal?.emit(leased); // its `internal` result goes without it
+          throw err;
+        });
         if (settlement.kind === 'deliver') return { ...settlement, leased };
         this.journal?.emit(leased);
         return settlement;
