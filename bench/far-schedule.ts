@@ -23,6 +23,7 @@ import {
   type KafkaConsumer,
   RELAYED_FROM_HEADER,
 } from '../packages/shared/src/index.ts';
+import { processCpuSeconds } from '../packages/shared/src/testing/cpu.ts';
 import { eventually } from '../packages/shared/src/testing/index.ts';
 import { childProcesses, envPairs, loadavg, parseBenchArgs } from './harness.ts';
 
@@ -88,6 +89,9 @@ const children = childProcesses();
 interface Side {
   label: string;
   topicIn: string;
+  topicEvents: string;
+  /** The Requester process (bin/requester execs node). */
+  pid: number;
   reader: OutReader;
 }
 
@@ -109,7 +113,14 @@ async function startSide(label: string, root: string): Promise<Side> {
   );
   const reader = new OutReader(stack.env.KAFKA_TOPIC_OUT as string);
   await reader.start();
-  return { label, topicIn: stack.env.KAFKA_TOPIC_IN as string, reader };
+  const topicEvents = stack.env.KAFKA_TOPIC_EVENTS as string;
+  return {
+    label,
+    topicIn: stack.env.KAFKA_TOPIC_IN as string,
+    topicEvents,
+    pid: child.pid as number,
+    reader,
+  };
 }
 
 interface Round {
@@ -182,6 +193,12 @@ async function round(side: Side, n: number): Promise<string> {
     state.onAll = resolve;
   });
   side.reader.current = state;
+  const journaledBefore = await recordsIn(side.topicEvents);
+  const cpuBefore = processCpuSeconds(side.pid) ?? Number.NaN;
+  let cpuAtDue = Number.NaN;
+  const atDue = setTimeout(() => {
+    cpuAtDue = processCpuSeconds(side.pid) ?? Number.NaN;
+  }, aheadMs);
   const producer = kafka.producer();
   await producer.connect();
   const t0 = Date.now();
@@ -205,9 +222,26 @@ async function round(side: Side, n: number): Promise<string> {
   const written = (Date.now() - t0) / 1000;
   const limit = aheadMs + 300_000;
   await Promise.race([all, new Promise((resolve) => setTimeout(resolve, limit))]);
+  clearTimeout(atDue);
+  // The Requester's CPU (every role: ingress, router, relay, executor) before the instant (the
+  // wake-ups written, relayed and staged) and from it on (the drain).
+  const cpuEnd = processCpuSeconds(side.pid) ?? Number.NaN;
+  const perWakeUp = (seconds: number) => ((seconds * 1e6) / count).toFixed(0);
+  const cpu = `node CPU µs per wake-up before / after the instant ${perWakeUp(cpuAtDue - cpuBefore)} / ${perWakeUp(cpuEnd - cpuAtDue)}`;
   side.reader.current = undefined;
   const staged = await stagedBefore(side.topicIn, prefix, dueAt);
+  // Every role's journal records of the round (EVENTS=all): the router's and the executor's.
+  const journaled = (await recordsIn(side.topicEvents)) - journaledBefore;
   const lates = [...state.seen.values()].map((at) => at - dueAt).sort((a, b) => a - b);
+  // The ordered partitions' results come one lease + produce + ack round after another: their
+  // last and the unordered ones' last tell which of the two ends the drain.
+  let lastOrdered = Number.NEGATIVE_INFINITY;
+  let lastUnordered = Number.NEGATIVE_INFINITY;
+  for (const [id, at] of state.seen) {
+    if (/-o\d+-\d+$/.test(id)) lastOrdered = Math.max(lastOrdered, at - dueAt);
+    else lastUnordered = Math.max(lastUnordered, at - dueAt);
+  }
+  const finite = (ms: number) => (Number.isFinite(ms) ? ms : undefined);
   const s = (ms: number | undefined) => (ms === undefined ? 'n/a' : `${(ms / 1000).toFixed(1)} s`);
   let reordered = 0;
   // Results of one ordered partition land on different partitions of `out` (keyed by requestId):
@@ -220,10 +254,25 @@ async function round(side: Side, n: number): Promise<string> {
   return (
     `${side.label.padEnd(9)} ${state.seen.size}/${count} results (written in ${written.toFixed(1)} s, due ` +
     `${(aheadMs / 1000).toFixed(0)} s after the round began); late: first ${s(lates[0])}, median ` +
-    `${s(lates[Math.floor(lates.length / 2)])}, last ${s(lates.at(-1))}; early ${state.early}; ` +
+    `${s(lates[Math.floor(lates.length / 2)])}, last ${s(lates.at(-1))} (ordered ${s(finite(lastOrdered))}, ` +
+    `unordered ${s(finite(lastUnordered))}); early ${state.early}; ` +
     `ordered partitions out of order: ${reordered}; relayed to in before the instant: ${staged.before}/` +
-    `${staged.relayed}; load average ${loadavg()}`
+    `${staged.relayed}; journal records per wake-up ${(journaled / count).toFixed(2)}; ${cpu}; load average ${loadavg()}`
   );
+}
+
+/** Records written to a topic so far (every partition's high watermark; none when it does not exist). */
+async function recordsIn(topic: string): Promise<number> {
+  const admin = kafka.admin();
+  await admin.connect();
+  try {
+    const offsets = await admin.topicOffsets(topic);
+    return offsets.reduce((sum, p) => sum + Number(p.high), 0);
+  } catch {
+    return 0;
+  } finally {
+    await admin.disconnect();
+  }
 }
 
 /**

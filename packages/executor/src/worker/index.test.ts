@@ -2,6 +2,7 @@ import { RateLimiter } from '@requester/policies';
 import { type FairQueue, QueueAdmin, queueFromConfig } from '@requester/queue';
 import { loadConfig } from '@requester/shared/config';
 import { parseAnyDeadLetter } from '@requester/shared/contract';
+import type { JournalEventInput } from '@requester/shared/journal';
 import { registry } from '@requester/shared/metrics';
 import { Dependencies } from '@requester/shared/role';
 import { encodeQueuedTask, taskId } from '@requester/shared/task';
@@ -324,6 +325,30 @@ describe('executor (end to end)', () => {
     // Before the wake-ups' own budget, at most HELD_PER_WORKER × 2 = 8 leases were held.
     expect(Math.max(...asked)).toBeGreaterThan(HELD_PER_WORKER * 2);
     expect(Math.max(...asked)).toBeLessThanOrEqual(WAKE_UPS_HELD);
+  });
+
+  it("journals a wake-up's lease with its result: leased then completed, emitted together", async () => {
+    const queue = h.newQueue();
+    const run = uniqueName('wjournal');
+    const wakeUps = Array.from({ length: 20 }, (_, i) => ({
+      request: { uri: '', body: `w${i}` },
+      meta: { requestId: `${run}-${i}` },
+    }));
+    await submit(queue, wakeUps);
+    const events: JournalEventInput[] = [];
+    const journal = { emit: (event: JournalEventInput) => void events.push(event), close: async () => {} };
+    startExecutor({ queue, maxWorkers: 4, journal });
+    await Promise.all(wakeUps.map((w) => resultOf(w.meta.requestId)));
+    await h.until(() => (events.filter((e) => e.type === 'completed').length >= 20 ? true : undefined));
+    // One journal record per request and flush: a `leased` emitted with its `completed` shares it
+    // (before, the lease batch's `leased` events all came first, most flushed apart).
+    for (const [i, event] of events.entries()) {
+      if (event.type !== 'leased') continue;
+      const next = events[i + 1];
+      expect(next).toMatchObject({ type: 'completed', requestId: event.requestId });
+      expect(event.at).toBeTypeOf('number'); // the lease's time, not the flush's
+    }
+    expect(events.filter((e) => e.type === 'leased')).toHaveLength(20);
   });
 
   it('gives back unattempted the calls a lease sized for wake-ups brings beyond its workers', async () => {

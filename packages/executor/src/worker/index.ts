@@ -14,8 +14,8 @@ import {
   type ResultEnvelope,
   sourcedResult,
 } from '@requester/shared/contract';
-import type { Journal } from '@requester/shared/journal';
-import type { Fetcher, FetchOutcome, KafkaProducer } from '@requester/shared/kafka';
+import type { Journal, JournalEventInput } from '@requester/shared/journal';
+import type { FetchedRecord, Fetcher, FetchOutcome, KafkaProducer } from '@requester/shared/kafka';
 import { type LazyChild, type Logger, lazyChild } from '@requester/shared/log';
 import type { Outbox } from '@requester/shared/outbox';
 import type { PauseView } from '@requester/shared/pause';
@@ -607,33 +607,32 @@ export class Executor {
           ? validateRecord(this.contract, inline.value, requestId, tryCount)
           : parseRecord(this.contract, fetched.record.value, requestId, tryCount));
       if (!parsed.ok && inline) return await this.attemptFromKafka(job);
-      // A parked task was not leased again: its story has one `leased` for both of its gates.
-      if (!parked) this.journalLeased(job, parsed.ok ? parsed.envelope.meta.client : undefined);
+      // A wake-up's `leased` goes with its result's `completed`, so both are one journal record (one
+      // per request and flush; apart, about every other wake-up of a drain made two: BENCHMARKS.md,
+      // "Promotion and journal at the instant"); the event keeps the lease's time. A parked task
+      // was not leased again: its story has one `leased` for both of its gates.
+      const client = parsed.ok ? parsed.envelope.meta.client : undefined;
+      if (!parked && parsed.ok && isWakeUp(parsed.envelope)) {
+        const leased = this.leasedEvent(job, client);
+        const settlement = await this.attemptParsed(
+          job,
+          fetched.record,
+          parsed.envelope,
+          progress,
+          log,
+          read,
+          slot,
+        ).catch((err: unknown) => {
+          this.journal?.emit(leased); // its `internal` result goes without it
+          throw err;
+        });
+        if (settlement.kind === 'deliver') return { ...settlement, leased };
+        this.journal?.emit(leased);
+        return settlement;
+      }
+      if (!parked) this.journalLeased(job, client);
       if (!parsed.ok) return this.unprocessable(job, fetched.record, parsed.result);
-      const { envelope } = parsed;
-      // A task handed a slot within a second of its lease is not asked again: the lease batch's
-      // read is as fresh as for a call that waited in its worker (a GET per such call, ~0.5 per
-      // task under load, for a cancel a few hundred ms newer: BENCHMARKS.md, 2026-12-02).
-      const known = read
-        ? { found: read.cancellation }
-        : slot && Date.now() - job.leasedAt < CANCEL_FRESH_MS
-          ? { found: undefined }
-          : undefined;
-      const cancelled = await this.cancelled(job, envelope, progress, known);
-      if (cancelled) return cancelled;
-      const paused = this.paused(job, envelope);
-      if (paused) return paused;
-      const taskLog: LazyChild = envelope.meta.client ? log.with({ client: envelope.meta.client }) : log;
-      return await traced(job, fetched.record, envelope, (traced) =>
-        this.policies.attempt(traced, progress, taskLog, slot).then(async (ending) => {
-          // Cancelled while in flight: the attempt made stands, no further one (nor a wait) follows.
-          if (ending.kind === 'reschedule') {
-            const late = await this.cancelled(job, traced, ending.progress);
-            if (late) return late;
-          }
-          return this.settlementOf(job, traced, ending);
-        }),
-      );
+      return await this.attemptParsed(job, fetched.record, parsed.envelope, progress, log, read, slot);
     } catch (err) {
       log.error({ err }, 'executor failed on a task: answering with an internal error');
       const message = err instanceof Error ? err.message : String(err);
@@ -642,6 +641,41 @@ export class Executor {
         'internal',
       );
     }
+  }
+
+  /** attempt, once the task's record is read as a request (and its `leased` journaled or held). */
+  private async attemptParsed(
+    job: Job,
+    record: FetchedRecord,
+    envelope: RequestEnvelope,
+    progress: Progress,
+    log: LazyChild,
+    read: { parsed: Parsed; cancellation: Cancellation | undefined } | undefined,
+    slot: Granted | undefined,
+  ): Promise<Settlement> {
+    // A task handed a slot within a second of its lease is not asked again: the lease batch's
+    // read is as fresh as for a call that waited in its worker (a GET per such call, ~0.5 per
+    // task under load, for a cancel a few hundred ms newer: BENCHMARKS.md, 2026-12-02).
+    const known = read
+      ? { found: read.cancellation }
+      : slot && Date.now() - job.leasedAt < CANCEL_FRESH_MS
+        ? { found: undefined }
+        : undefined;
+    const cancelled = await this.cancelled(job, envelope, progress, known);
+    if (cancelled) return cancelled;
+    const paused = this.paused(job, envelope);
+    if (paused) return paused;
+    const taskLog: LazyChild = envelope.meta.client ? log.with({ client: envelope.meta.client }) : log;
+    return await traced(job, record, envelope, (traced) =>
+      this.policies.attempt(traced, progress, taskLog, slot).then(async (ending) => {
+        // Cancelled while in flight: the attempt made stands, no further one (nor a wait) follows.
+        if (ending.kind === 'reschedule') {
+          const late = await this.cancelled(job, traced, ending.progress);
+          if (late) return late;
+        }
+        return this.settlementOf(job, traced, ending);
+      }),
+    );
   }
 
   /**
@@ -715,8 +749,12 @@ export class Executor {
    * which only the record tells (the task does not carry it), so its owner reads it in the story.
    */
   private journalLeased(job: Job, client: string | undefined): void {
+    this.journal?.emit(this.leasedEvent(job, client));
+  }
+
+  private leasedEvent(job: Job, client: string | undefined): JournalEventInput {
     const { requestId, tryCount } = job.task;
-    this.journal?.emit({ type: 'leased', requestId, client, executor: this.executorId, tryCount });
+    return { type: 'leased', requestId, client, executor: this.executorId, tryCount, at: Date.now() };
   }
 
   /**

@@ -191,6 +191,7 @@ export class Settler {
       } else dead.push({ token, reason: settlement.reason });
     }
     if (produced) for (const { settlement } of deliveries) this.journalDelivered(settlement);
+    else for (const { settlement } of deliveries) this.journalLeased(settlement);
     const { queue } = this.options;
     await Promise.all([
       written && this.publishReplies(written),
@@ -209,6 +210,7 @@ export class Settler {
   private journalDelivered(settlement: Settlement): void {
     const { journal } = this.options;
     if (!journal || settlement.kind !== 'deliver') return;
+    this.journalLeased(settlement);
     const { response, meta } = settlement.result;
     const requestId = meta.requestId;
     if (!requestId) return;
@@ -224,6 +226,11 @@ export class Settler {
     });
     const reason = settlement.deadLetterReason;
     if (reason !== undefined) journal.emit({ type: 'dead_lettered', requestId, client, reason });
+  }
+
+  /** A wake-up's `leased`, held back until its result's flush (see Executor.attempt). */
+  private journalLeased(settlement: Settlement): void {
+    if (settlement.kind === 'deliver' && settlement.leased) this.options.journal?.emit(settlement.leased);
   }
 
   /**

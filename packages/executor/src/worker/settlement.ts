@@ -1,5 +1,6 @@
 import type { LeasedTask } from '@requester/queue';
 import { kafkaKeyFor, type RequestEnvelope, type ResultEnvelope } from '@requester/shared/contract';
+import type { JournalEventInput } from '@requester/shared/journal';
 import type { OutgoingRecord } from '@requester/shared/kafka';
 import type { OutboxRow } from '@requester/shared/outbox';
 import { type QueuedTask, taskId } from '@requester/shared/task';
@@ -19,6 +20,11 @@ export type Settlement =
       traceparent?: string;
       /** The gateway waiting for this result (the `in` record's reply-to header). */
       replyTo?: string;
+      /**
+       * A wake-up's `leased` journal event (its `at` the lease's), written with its `completed`
+       * (see Executor.attempt).
+       */
+      leased?: JournalEventInput;
     }
   /**
    * Back to the queue for `delayMs`. `payload`: the queued task rewritten with its new progress
