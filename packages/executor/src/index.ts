@@ -94,6 +94,7 @@ export const executorRole: RoleDefinition = {
       http,
       limiter: new RateLimiter({ redis, prefix: `${config.redisPrefix}:` }),
       limiterDispatchBudgetMs: config.limiterDispatchBudget,
+      limiterArrivalMarginMs: config.limiterArrivalMargin,
       sharedLimiterKeys: config.sharedLimiterKeys,
       breaker: breakerFromConfig(config, redis, { logger }),
       optOut: config.originOptOut,

@@ -137,6 +137,11 @@ export interface PolicyModules {
    */
   limiterDispatchBudgetMs?: number | undefined;
   /**
+   * LIMITER_ARRIVAL_MARGIN: how much later than its send a sliding-log slot is counted (ms), for the
+   * variation of the transit to a target that counts by arrival. Default 50 ms; 0 = at the send.
+   */
+  limiterArrivalMarginMs?: number | undefined;
+  /**
    * Limiter keys the operator declared one quota for every caller (SHARED_LIMITER_KEYS); any
    * other `meta.limiter.key` is its client's own (`limiterKeyOf`). Default none.
    */
@@ -201,6 +206,9 @@ export const LATEST_START_MS = 5_000;
  * and `limiter_late_dispatch_total` counts it (decisions made meanwhile did not see it).
  */
 const DEFAULT_DISPATCH_BUDGET_MS = 20_000;
+
+/** LIMITER_ARRIVAL_MARGIN's default. */
+const DEFAULT_ARRIVAL_MARGIN_MS = 50;
 
 /** The limiter's answer to one task: go (with the two-phase slot to settle, if any) or stop. */
 interface Limited {
@@ -562,7 +570,8 @@ export class Policies {
   private async settle(reservation: Reservation | undefined, sentAt: number | undefined, log: LineLogger) {
     if (!reservation || !this.modules.limiter) return;
     try {
-      const { late } = await this.modules.limiter.settle(reservation, sentAt);
+      const marginMs = this.modules.limiterArrivalMarginMs ?? DEFAULT_ARRIVAL_MARGIN_MS;
+      const { late } = await this.modules.limiter.settle(reservation, sentAt, marginMs);
       if (late)
         log.warn({ budgetMs: reservation.budgetMs }, 'the call left after its limiter dispatch budget');
     } catch (err) {

@@ -274,6 +274,22 @@ describe.each(targets)('RateLimiter on $name', (target) => {
       expect(await redis.zscore(reservation.key, `${reservation.head}:1`)).toBe(String(sentUs));
     });
 
+    it('an arrival margin counts the slot from that much after its send, and does not make it late', async () => {
+      const spec = log();
+      const first = await limiter.take(spec, 1, budgetMs);
+      const reservation = first.reservation!;
+      // Sent 1 s after the take; a target counting by arrival may see it up to 250 ms later.
+      const { late } = await limiter.settle(reservation, reservation.issuedAt + 1_000, 250);
+      expect(late).toBe(false);
+      const sentUs = reservation.atUs + 1_000_000;
+      expect(await redis.zscore(reservation.key, `${reservation.head}:1`)).toBe(String(sentUs + 250_000));
+      const second = await limiter.take(spec, 1, budgetMs);
+      expect(second.outcome).toBe('limited');
+      expect(second.retryAfterMs).toBeGreaterThanOrEqual(
+        Math.floor((sentUs + 250_000 + 300_000 - usOf(second)) / 1000),
+      );
+    });
+
     it('a slot given back (the call was never sent) frees its place at once', async () => {
       const spec = log();
       const first = await limiter.take(spec, 1, budgetMs);

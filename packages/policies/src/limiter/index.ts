@@ -160,11 +160,17 @@ export class RateLimiter {
    * back). The send is written on the Redis clock as the decision + the time since the take left
    * (an upper bound: the decision came after that). Returns whether the call left late, after its
    * budget (then counted from its real send all the same; decisions made meanwhile could not see it).
+   * `marginMs`: the entry counts from that much after the send (LIMITER_ARRIVAL_MARGIN), so that a
+   * target counting by arrival, each call after a transit of its own, sees the limit too.
    */
-  async settle(reservation: Reservation, sentAt: number | undefined): Promise<{ late: boolean }> {
+  async settle(
+    reservation: Reservation,
+    sentAt: number | undefined,
+    marginMs = 0,
+  ): Promise<{ late: boolean }> {
     // Rounded up to whole microseconds (less a nanosecond of floating-point noise).
     const elapsedUs = sentAt === undefined ? -1 : Math.ceil((sentAt - reservation.issuedAt) * 1000 - 1e-3);
-    const sentUs = sentAt === undefined ? -1 : reservation.atUs + elapsedUs;
+    const sentUs = sentAt === undefined ? -1 : reservation.atUs + elapsedUs + Math.round(marginMs * 1000);
     const late = elapsedUs > reservation.budgetMs * 1000;
     if (late) lateDispatches.inc();
     try {

@@ -584,6 +584,12 @@ export const CONFIG_VARIABLES = {
     goDuration,
     'the latest a call rate-limited by a `sliding-window-log` leaves after its limiter decision: its slot is counted as sent at the end of this budget until the executor says when the request was really written (two-phase take), so the limit holds at the target whatever the gap between decision and send. Keep it above 5s + 3 × TARGET_CONNECT_TIMEOUT (a call not started within 5s gives its slot back; a later send is still counted, from its real instant, and counted in limiter_late_dispatch_total). A larger budget costs nothing but the slot of a call lost with its executor, held until then. 0 = counted at the decision (a window of send times may then hold more than the limit)',
   ),
+  limiterArrivalMargin: variable(
+    'LIMITER_ARRIVAL_MARGIN',
+    '50ms',
+    goDuration,
+    "how much later than its send a `sliding-window-log` slot is counted, for the target's side of the wire: the limit holds by send time exactly, and a partner counting by arrival sees each call after a transit that varies from call to call (network, its own scheduling); a slot held this much longer keeps a window of arrivals within the limit while that variation stays under it. Costs at most margin ÷ window of the rate (50 ms of a 1 s window: 5 %). 0 = counted at the send",
+  ),
   cacheWaitBudget: variable(
     'CACHE_WAIT_BUDGET',
     '10s',
