@@ -315,12 +315,17 @@ export class FairQueue {
   private observeWaits(tasks: LeasedTask[]): void {
     // dueAt is on Redis's clock, Date.now() on ours: a skew of a few ms, never a negative wait.
     const now = Date.now();
+    // One label set per client of the batch: a drain's lease brings hundreds of tasks of a few
+    // clients, and a label set per task was garbage the drain's collector paid for.
+    const labels = new Map<string, { queue: string; client: string }>();
     for (const task of tasks) {
       const client = clientOfPartition(task.partition);
-      queueMetrics.clientWait.observe(
-        { queue: this.name, client: client === '' ? '(none)' : clientLabel.of(client) },
-        Math.max(0, now - task.dueAt) / 1000,
-      );
+      let set = labels.get(client);
+      if (!set) {
+        set = { queue: this.name, client: client === '' ? '(none)' : clientLabel.of(client) };
+        labels.set(client, set);
+      }
+      queueMetrics.clientWait.observe(set, Math.max(0, now - task.dueAt) / 1000);
     }
   }
 

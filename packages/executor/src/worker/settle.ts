@@ -199,11 +199,16 @@ export class Settler {
       this.settleLeases('reject', rejects, () => queue.rejectMany(rejects)),
       this.settleLeases('dead-letter', dead, () => queue.deadLetterMany(dead)),
     ]);
+    // One counter increment per outcome of the batch rather than per task (a drain's flush holds
+    // hundreds of wake-ups of one outcome).
+    const outcomes = new Map<string, number>();
     for (const { lease, settlement, done } of batch) {
-      metrics.tasks.inc({ outcome: outcomeOf(settlement, produced) });
+      const outcome = outcomeOf(settlement, produced);
+      outcomes.set(outcome, (outcomes.get(outcome) ?? 0) + 1);
       this.hooks.release(lease.token);
       done();
     }
+    for (const [outcome, n] of outcomes) metrics.tasks.inc({ outcome }, n);
     this.hooks.flushed();
   }
 
@@ -393,10 +398,19 @@ function endAll(spans: Array<Span | undefined>, err?: unknown): void {
 
 /** End-to-end latency (measured when the result is on `out`, before the ack) and dead letters written. */
 function observeProduced(deliveries: Pending[], nowMs: number): void {
+  // One label set per outcome of the flush, not one per result (see settleBatch).
+  const labels = new Map<string, { outcome: string }>();
   for (const { settlement, createdAt } of deliveries) {
     if (settlement.kind !== 'deliver') continue;
-    if (createdAt !== undefined)
-      metrics.endToEndSeconds.observe({ outcome: settlement.outcome }, Math.max(0, nowMs - createdAt) / 1000);
+    if (createdAt !== undefined) {
+      const { outcome } = settlement;
+      let set = labels.get(outcome);
+      if (!set) {
+        set = { outcome };
+        labels.set(outcome, set);
+      }
+      metrics.endToEndSeconds.observe(set, Math.max(0, nowMs - createdAt) / 1000);
+    }
     if (settlement.deadLetterReason) metrics.deadLetters.inc({ reason: settlement.deadLetterReason });
   }
 }
