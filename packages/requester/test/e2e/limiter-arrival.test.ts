@@ -45,10 +45,10 @@ const topologies: Topology[] = [
   },
   {
     name: 'the ./dev cluster topology (3 executors)',
-    // Gated off (LIMITER_ARRIVAL_CLUSTER=1 runs it): in one full run of five it saw 6 arrivals in
-    // one window on this topology. Whether the limiter or the arrival timestamps of a stalled
-    // target are at fault is not known yet (issue 23); the one-process case keeps running.
-    skip: !redisServerAvailable() || process.env.LIMITER_ARRIVAL_CLUSTER !== '1',
+    // Gated off before LIMITER_ARRIVAL_MARGIN (one full run in five saw 6 arrivals in a window: the
+    // limit held by send time, the transit to the target varied); six arrivals now span ≥ 1,057 ms
+    // here (5 runs, a CPU hog beside).
+    skip: !redisServerAvailable(),
     // Redis ports of its own: this file runs in the plain suite, beside E2E_TOPOLOGY=cluster files.
     // A second try: on a loaded machine a process may give up on the new Redis Cluster at start
     // ("None of startup nodes is available"); the topology then stops whole.
