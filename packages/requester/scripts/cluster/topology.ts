@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { closeSync, mkdirSync, openSync, writeFileSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import {
   type Config,
@@ -186,7 +186,7 @@ export async function startTopology(options: TopologyOptions): Promise<Topology>
     for (const role of Object.keys(counts) as ClusterRole[]) {
       for (let i = 0; i < counts[role]; i++) spawned.push(await spawnRole(role));
     }
-    await Promise.all(spawned.map((p) => ready(p, options.readyTimeoutMs)));
+    await Promise.all(spawned.map((p) => ready(p, options.runDir, options.readyTimeoutMs)));
     const gatewayPorts = spawned.filter((p) => p.httpUrl).map((p) => Number(new URL(p.httpUrl ?? '').port));
     const frontPort = options.frontPort ?? 0;
     let frontUrl = '';
@@ -227,7 +227,7 @@ export async function startTopology(options: TopologyOptions): Promise<Topology>
       },
       async add(role) {
         const added = await spawnRole(role);
-        await ready(added, options.readyTimeoutMs);
+        await ready(added, options.runDir, options.readyTimeoutMs);
         return added;
       },
       stop: stopAll,
@@ -255,15 +255,33 @@ async function prepare(config: Config): Promise<void> {
   }
 }
 
-/** Ready, or failed early: a process that exits while starting does not hold the caller 2 minutes. */
-function ready(process: ClusterProcess, timeoutMs = 120_000): Promise<void> {
+/**
+ * Ready, or failed early: a process that exits while starting does not hold the caller 2 minutes,
+ * and its error carries the end of its log (a test removes the run folder afterwards).
+ */
+function ready(process: ClusterProcess, runDir: string, timeoutMs = 120_000): Promise<void> {
   let done = false;
   const died = process.exited.then(() => {
-    if (!done) throw new Error(`${process.name} exited while starting; see its log`);
+    if (!done)
+      throw new Error(
+        `${process.name} exited while starting; its log ends:\n${logTail(runDir, process.name)}`,
+      );
   });
   return Promise.race([waitReady(process, timeoutMs), died]).finally(() => {
     done = true;
   });
+}
+
+function logTail(runDir: string, name: string, lines = 30): string {
+  try {
+    return readFileSync(path.join(runDir, `${name}.log`), 'utf8')
+      .trimEnd()
+      .split('\n')
+      .slice(-lines)
+      .join('\n');
+  } catch (err) {
+    return `(no log: ${(err as Error).message})`;
+  }
 }
 
 export async function waitReady(process: Pick<ClusterProcess, 'name' | 'adminUrl'>, timeoutMs: number) {
