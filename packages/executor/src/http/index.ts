@@ -123,34 +123,86 @@ async function call(
 ): Promise<CallOutcome> {
   const started = process.hrtime.bigint();
   const elapsed = () => Number(process.hrtime.bigint() - started);
+  let sent = hooks.sent;
+  const onSent = sent
+    ? () => {
+        sent?.();
+        sent = undefined;
+      }
+    : undefined;
   try {
     const url = new URL(request.uri);
     guard.checkUrl(url);
-    const hasBody = request.body !== undefined && request.body !== '';
-    const stream = client.stream(request.uri, {
-      method: request.method as 'GET',
-      headers: request.headers,
-      agent: egress.agentsFor(url),
-      ...(hasBody ? { body: request.body } : {}),
-    });
-    const { sent } = hooks;
-    if (sent) stream.once('request', (req: ClientRequest) => req.once('finish', sent));
-    // Without a body got waits for the caller to write one (any method that may carry a body).
-    if (!hasBody) stream.end();
-    const [response] = (await once(stream, 'response')) as [
-      { statusCode: number; headers: IncomingHttpHeaders },
-    ];
-    const body = await readCapped(stream, response.headers, settings.maxResponseBytes);
-    return {
-      kind: 'response',
-      status: response.statusCode,
-      headers: flattenHeaders(response.headers),
-      body,
-      durationNs: elapsed(),
-    };
+    const agent = egress.agentsFor(url);
+    for (let replays = 0; ; replays++) {
+      try {
+        const { status, headers, body } = await attempt(client, settings, request, agent, onSent);
+        return { kind: 'response', status, headers, body, durationNs: elapsed() };
+      } catch (err) {
+        if (!(err instanceof StaleConnection)) throw err;
+        if (replays >= STALE_REPLAYS || !replayable(request)) throw err.cause;
+      }
+    }
   } catch (err) {
     return { kind: 'failure', error: failureOf(err, settings), durationNs: elapsed() };
   }
+}
+
+/**
+ * A kept-alive connection the target closed just as a call was written to it (its idle timeout
+ * raced ours, or it restarted): the call failed before any answer, and the target most likely
+ * never read it. Each replay takes another connection (the failed one is destroyed), so a pool of
+ * stale connections is drained in a few; two replays bound it.
+ */
+const STALE_REPLAYS = 2;
+
+class StaleConnection extends Error {}
+
+/**
+ * Replayed as browsers and Go's client do: when the method is idempotent, or the call carries an
+ * Idempotency-Key (every call from a request envelope does, see request.ts), so a target that
+ * did read the first copy can tell the second from a new call.
+ */
+function replayable(request: HttpCall): boolean {
+  if (IDEMPOTENT.has(request.method.toUpperCase())) return true;
+  return Object.keys(request.headers).some((name) => name.toLowerCase() === 'idempotency-key');
+}
+
+const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'PUT', 'DELETE']);
+
+/** One try of the call; a reset of a reused connection before any answer throws StaleConnection. */
+async function attempt(
+  client: Got,
+  settings: HttpClientSettings,
+  request: HttpCall,
+  agent: ReturnType<Egress['agentsFor']>,
+  sent: (() => void) | undefined,
+): Promise<{ status: number; headers: Record<string, string>; body: string }> {
+  const hasBody = request.body !== undefined && request.body !== '';
+  const stream = client.stream(request.uri, {
+    method: request.method as 'GET',
+    headers: request.headers,
+    agent,
+    ...(hasBody ? { body: request.body } : {}),
+  });
+  let clientRequest: ClientRequest | undefined;
+  stream.once('request', (req: ClientRequest) => {
+    clientRequest = req;
+    if (sent) req.once('finish', sent);
+  });
+  // Without a body got waits for the caller to write one (any method that may carry a body).
+  if (!hasBody) stream.end();
+  let response: { statusCode: number; headers: IncomingHttpHeaders };
+  try {
+    [response] = (await once(stream, 'response')) as [typeof response];
+  } catch (err) {
+    const code = (err as { code?: string }).code;
+    if (clientRequest?.reusedSocket && (code === 'ECONNRESET' || code === 'EPIPE'))
+      throw new StaleConnection('kept-alive connection closed by the target', { cause: err });
+    throw err;
+  }
+  const body = await readCapped(stream, response.headers, settings.maxResponseBytes);
+  return { status: response.statusCode, headers: flattenHeaders(response.headers), body };
 }
 
 class ResponseTooLarge extends Error {}

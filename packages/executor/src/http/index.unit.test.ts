@@ -1,8 +1,15 @@
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import {
+  createServer,
+  get as httpGet,
+  type IncomingMessage,
+  type Server,
+  type ServerResponse,
+} from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { networkInterfaces } from 'node:os';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createEgress, parseNoProxy } from '../egress/index.ts';
 import {
   type CallOutcome,
   createHttpClient,
@@ -202,6 +209,92 @@ describe('HTTP client', () => {
     } finally {
       following.close();
     }
+  });
+});
+
+describe('kept-alive connections the target closes', () => {
+  /**
+   * A target that answers the first request of each connection and drops the connection when a
+   * second one arrives on it: what a call sees when it reuses a connection just as the target's
+   * idle timeout closes it.
+   */
+  let url = '';
+  let server: Server;
+  const seen: string[] = [];
+  const served = new WeakSet<object>();
+  beforeAll(async () => {
+    server = createServer((req, res) => {
+      seen.push(`${req.method} ${req.headers['idempotency-key'] ?? '-'}`);
+      req.resume();
+      if (served.has(req.socket)) return void req.socket.destroy();
+      served.add(req.socket);
+      res.writeHead(200, { 'content-type': 'text/plain' }).end('fresh');
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+  afterAll(async () => {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  });
+
+  const twice = async (method: string, headers: Record<string, string> = {}) => {
+    const http = createHttpClient(SETTINGS);
+    seen.length = 0;
+    try {
+      const first = await http.call({ method, uri: `${url}/`, headers, body: 'b' });
+      const second = await http.call({ method, uri: `${url}/`, headers, body: 'b' });
+      return { first, second, seen: [...seen] };
+    } finally {
+      http.close();
+    }
+  };
+
+  it('replays a GET on a fresh connection', async () => {
+    const { first, second, seen } = await twice('GET');
+    expect(first.kind).toBe('response');
+    expect(second).toMatchObject({ kind: 'response', status: 200, body: 'fresh' });
+    expect(seen).toEqual(['GET -', 'GET -', 'GET -']);
+  });
+
+  it('replays a POST that carries an Idempotency-Key, with the same key', async () => {
+    const { second, seen } = await twice('POST', { 'Idempotency-Key': 'k-1' });
+    expect(second).toMatchObject({ kind: 'response', status: 200 });
+    expect(seen).toEqual(['POST k-1', 'POST k-1', 'POST k-1']);
+  });
+
+  it('does not replay a POST without one: the target may have acted on it', async () => {
+    const { second, seen } = await twice('POST');
+    expect(failureCode(second)).toBe('transport_error');
+    expect(seen).toEqual(['POST -', 'POST -']);
+  });
+
+  it('closes an idle connection before the target does: a second under its Keep-Alive hint, else 4 s', async () => {
+    const idleTimeouts = async (keepAliveTimeout: number) => {
+      const hinting = createServer((_req, res) => res.end('ok'));
+      hinting.keepAliveTimeout = keepAliveTimeout;
+      await new Promise<void>((resolve) => hinting.listen(0, '127.0.0.1', resolve));
+      const egress = createEgress({
+        guard: new TargetGuard(['127.0.0.1']),
+        connectTimeoutMs: 1_000,
+        noProxy: parseNoProxy(''),
+      });
+      const target = new URL(`http://127.0.0.1:${(hinting.address() as AddressInfo).port}/`);
+      const agent = egress.agentsFor(target).http;
+      try {
+        await new Promise<void>((resolve, reject) =>
+          httpGet(target, { agent }, (res) => res.resume().on('end', resolve)).on('error', reject),
+        );
+        await new Promise((resolve) => setImmediate(resolve)); // the socket goes back to the pool
+        return Object.values(agent.freeSockets).flatMap((sockets) => (sockets ?? []).map((s) => s.timeout));
+      } finally {
+        egress.destroy();
+        hinting.closeAllConnections();
+        await new Promise((resolve) => hinting.close(resolve));
+      }
+    };
+    expect(await idleTimeouts(3_000)).toEqual([2_000]); // `Keep-Alive: timeout=3`
+    expect(await idleTimeouts(60_000)).toEqual([4_000]);
   });
 });
 
