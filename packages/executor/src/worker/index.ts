@@ -670,14 +670,14 @@ export class Executor {
     if (paused) return paused;
     const taskLog: LazyChild = envelope.meta.client ? log.with({ client: envelope.meta.client }) : log;
     return await traced(job, record, envelope, (traced) =>
-      this.policies.attempt(traced, progress, taskLog, slot).then(async (ending) => {
+      this.policies.attempt(traced, progress, taskLog, slot).then((ending) =>
         // Cancelled while in flight: the attempt made stands, no further one (nor a wait) follows.
-        if (ending.kind === 'reschedule') {
-          const late = await this.cancelled(job, traced, ending.progress);
-          if (late) return late;
-        }
-        return this.settlementOf(job, traced, ending);
-      }),
+        ending.kind === 'reschedule'
+          ? this.cancelled(job, traced, ending.progress).then(
+              (late) => late ?? this.settlementOf(job, traced, ending),
+            )
+          : this.settlementOf(job, traced, ending),
+      ),
     );
   }
 
