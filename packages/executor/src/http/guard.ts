@@ -91,6 +91,9 @@ function ourAddresses(): BlockList {
   return list;
 }
 
+/** How many answers of TargetGuard.refusal are remembered (then forgotten all at once). */
+const REFUSALS_KEPT = 4_096;
+
 const familyOf = (address: string) => (isIP(address) === 6 ? 'ipv6' : 'ipv4');
 const DEFAULT_PORTS: Record<string, number> = { 'http:': 80, 'https:': 443 };
 
@@ -100,6 +103,8 @@ export class TargetGuard {
   private readonly allowedByPort = new Map<number, BlockList>();
   /** Port -> the addresses on which it is ours (see ReservedPort), and what it serves. */
   private readonly reserved = new Map<number, { ours: BlockList; names: string[] }>();
+  /** Answers of `refusal` by port and address ('' for none), REFUSALS_KEPT at most. */
+  private readonly refusals = new Map<string, string>();
 
   /**
    * `allow`: ALLOW_PRIVATE_TARGETS entries (IPs or CIDR ranges, each with an optional port) that
@@ -133,6 +138,18 @@ export class TargetGuard {
 
   /** Why `address`:`port` may not be called, or undefined when it may. */
   refusal(address: string, port: number): string | undefined {
+    // The lists are fixed once built: an answer stays true. Most calls go to a few targets, whose
+    // literal (or resolved) addresses would be run through three to four lists on every call.
+    const key = `${port} ${address}`;
+    const known = this.refusals.get(key);
+    if (known !== undefined) return known || undefined;
+    const reason = this.judge(address, port);
+    if (this.refusals.size >= REFUSALS_KEPT) this.refusals.clear();
+    this.refusals.set(key, reason ?? '');
+    return reason;
+  }
+
+  private judge(address: string, port: number): string | undefined {
     const family = familyOf(address);
     const reserved = this.reserved.get(port);
     if (reserved?.ours.check(address, family))

@@ -1,14 +1,10 @@
-import {
-  createServer,
-  get as httpGet,
-  type IncomingMessage,
-  type Server,
-  type ServerResponse,
-} from 'node:http';
+import { createServer, get as httpGet, IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { BlockList } from 'node:net';
 import { networkInterfaces } from 'node:os';
+import { Readable } from 'node:stream';
 import { gzipSync } from 'node:zlib';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createEgress, parseNoProxy } from '../egress/index.ts';
 import {
   type CallOutcome,
@@ -73,6 +69,19 @@ describe('HTTP client', () => {
       '/gzip': (_req, _body, res) =>
         res.writeHead(200, { 'content-encoding': 'gzip' }).end(gzipSync('z'.repeat(100 * 1024))),
       '/redirect': (_req, _body, res) => res.writeHead(302, { location: redirectTo }).end(),
+      // "é" split across two writes: the body is decoded whole, not chunk by chunk.
+      '/split': (_req, _body, res) => {
+        res.writeHead(200, { 'content-type': 'text/plain' });
+        const bytes = Buffer.from('caf\u00e9 au lait', 'utf8');
+        res.write(bytes.subarray(0, 4));
+        setTimeout(() => res.end(bytes.subarray(4)), 20);
+      },
+      // Headers and part of the body, then the connection is cut.
+      '/cut': (_req, _body, res) => {
+        res.writeHead(200, { 'content-length': '1000' });
+        res.write('x'.repeat(100));
+        setTimeout(() => res.socket?.destroy(), 20);
+      },
     }));
   });
   afterAll(async () => {
@@ -127,6 +136,27 @@ describe('HTTP client', () => {
       const outcome = await http.call({ method: 'GET', uri: `${url}${path}`, headers: {} });
       expect(failureCode(outcome), path).toBe('payload_too_large');
     }
+  });
+
+  it('reads a body of several chunks whole, by its events (no async iterator per call)', async () => {
+    const iterator = vi.spyOn(Readable.prototype, Symbol.asyncIterator);
+    try {
+      const outcome = await http.call({ method: 'GET', uri: `${url}/split`, headers: {} });
+      expect(outcome).toMatchObject({ kind: 'response', status: 200, body: 'caf\u00e9 au lait' });
+      const one = await http.call({
+        method: 'POST',
+        uri: `${url}/echo`,
+        headers: { 'x-test': 't' },
+        body: 'b',
+      });
+      expect(one).toMatchObject({ kind: 'response', status: 201, body: 't|b' });
+      // The target reads its requests so (IncomingMessage); the client's response stream is not read so.
+      expect(iterator.mock.contexts.filter((stream) => !(stream instanceof IncomingMessage))).toEqual([]);
+    } finally {
+      iterator.mockRestore();
+    }
+    const cut = await http.call({ method: 'GET', uri: `${url}/cut`, headers: {} });
+    expect(failureCode(cut)).toBe('transport_error');
   });
 
   it('refuses private targets unless allowed, by literal and by resolved name', async () => {
@@ -315,6 +345,26 @@ describe('target guard', () => {
     for (const address of ['8.8.8.8', '1.1.1.1', '2606:4700::1111', '10.1.2.3', '::1'])
       expect(guard.refusal(address, 443), address).toBeUndefined();
     expect(new TargetGuard(['*']).refusal('127.0.0.1', 443)).toBeUndefined();
+  });
+
+  it('judges an address and port once: the same answer again without the lists', () => {
+    const guard = new TargetGuard(['127.0.0.1:8081']);
+    const check = vi.spyOn(BlockList.prototype, 'check');
+    try {
+      expect(guard.refusal('127.0.0.1', 8081)).toBeUndefined();
+      expect(guard.refusal('127.0.0.1', 8082)).toMatch(/private/);
+      const judged = check.mock.calls.length;
+      expect(judged).toBeGreaterThan(0);
+      for (let i = 0; i < 3; i++) {
+        expect(guard.refusal('127.0.0.1', 8081)).toBeUndefined();
+        expect(guard.refusal('127.0.0.1', 8082)).toMatch(/private/);
+      }
+      expect(check.mock.calls.length).toBe(judged);
+      expect(guard.refusal('127.0.0.2', 8081)).toMatch(/private/);
+      expect(check.mock.calls.length).toBeGreaterThan(judged);
+    } finally {
+      check.mockRestore();
+    }
   });
 
   it('allows an entry with a port on that port only; one without a port on every port', () => {

@@ -10,13 +10,19 @@ import type { HttpCall } from './index.ts';
  */
 export function toHttpCall(envelope: RequestEnvelope): HttpCall {
   const headers = { ...(envelope.request.headers ?? {}) };
-  if (!Object.keys(headers).some((name) => name.toLowerCase() === 'idempotency-key')) {
+  if (!hasHeader(headers, 'idempotency-key')) {
     headers['idempotency-key'] = idempotencyKey(envelope.meta.requestId, envelope.meta.client);
   }
   const call: HttpCall = { method: envelope.request.method, uri: envelope.request.uri, headers };
   if (envelope.request.body !== undefined) call.body = envelope.request.body;
   if (envelope.meta.credentials !== undefined) call.credentials = envelope.meta.credentials;
   return call;
+}
+
+/** Whether `headers` has `name` (lower case), in any case. */
+function hasHeader(headers: Record<string, string>, name: string): boolean {
+  for (const key in headers) if (key.toLowerCase() === name) return true;
+  return false;
 }
 
 // A fixed namespace so every Requester deployment derives the same key from the same requestId.

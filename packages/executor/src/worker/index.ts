@@ -319,7 +319,10 @@ export class Executor {
       // are not asked either). A call keeps its worker until its result is written and acked.
       const attempted = wakeUps[i]
         ? attempt()
-        : this.limit(attempt).then((settlement) => this.park(job, source, settlement));
+        : this.limit(attempt).then((settlement) =>
+            // Most settle at once: park (an async frame and promise per call) is for a reschedule.
+            settlement.kind === 'reschedule' ? this.park(job, source, settlement) : settlement,
+          );
       const done = attempted.then((settlement) =>
         this.settler.settle(job.lease, withReplyTo(settlement, source), job.task.createdAt),
       );
@@ -667,14 +670,14 @@ export class Executor {
     if (paused) return paused;
     const taskLog: LazyChild = envelope.meta.client ? log.with({ client: envelope.meta.client }) : log;
     return await traced(job, record, envelope, (traced) =>
-      this.policies.attempt(traced, progress, taskLog, slot).then(async (ending) => {
+      this.policies.attempt(traced, progress, taskLog, slot).then((ending) =>
         // Cancelled while in flight: the attempt made stands, no further one (nor a wait) follows.
-        if (ending.kind === 'reschedule') {
-          const late = await this.cancelled(job, traced, ending.progress);
-          if (late) return late;
-        }
-        return this.settlementOf(job, traced, ending);
-      }),
+        ending.kind === 'reschedule'
+          ? this.cancelled(job, traced, ending.progress).then(
+              (late) => late ?? this.settlementOf(job, traced, ending),
+            )
+          : this.settlementOf(job, traced, ending),
+      ),
     );
   }
 
@@ -716,8 +719,16 @@ export class Executor {
    * is looked at again after PAUSE_RECHECK_MS, or when the pause ends if sooner.
    */
   private paused(job: Job, envelope: RequestEnvelope): Settlement | undefined {
-    const pause = this.options.pauses?.match({
-      origin: safeOrigin(envelope.request.uri),
+    const { pauses } = this.options;
+    if (!pauses) return undefined;
+    const { uri } = envelope.request;
+    let origin: [string | undefined] | undefined;
+    const pause = pauses.match({
+      // Parsed only when a pause is asked about: none recorded (the usual case) is no URL parse per call.
+      get origin() {
+        origin ??= [safeOrigin(uri)];
+        return origin[0];
+      },
       client: envelope.meta.client,
       partition: job.lease.partition,
     });

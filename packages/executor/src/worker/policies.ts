@@ -256,7 +256,15 @@ export class Policies {
     const answer = { tryCount, waitTimeNs: msToNs(progress.waitedMs) };
     try {
       if (isWakeUp(envelope)) return await this.wakeUp(envelope, answer);
-      const fetched = await this.fetch(envelope, tryCount, progress.pacedAt, log, handed);
+      // Without the cache, the attempt's own promise: no closure and `then` of their own per call.
+      const fetched =
+        this.modules.cache && envelope.meta.cache
+          ? await this.fetch(envelope, tryCount, progress.pacedAt, log, handed)
+          : {
+              cached: false as const,
+              outcome: await this.gateAndCall(envelope, tryCount, progress.pacedAt, log, handed),
+              shared: false,
+            };
       if (fetched.cached || fetched.shared) this.journalCache(envelope, fetched.cached ? 'hit' : 'coalesced');
       if (fetched.cached) {
         const result = callResult(envelope, fetched.outcome, { ...answer, cached: true });
@@ -341,7 +349,8 @@ export class Policies {
     log: LineLogger,
     handed: Granted | undefined,
   ): Promise<Tried> {
-    const call = await this.prepare(envelope);
+    // Unsigned, the call is made here and now: no promise and await per call for it.
+    const call = envelope.meta.signing ? await this.prepare(envelope) : toHttpCall(envelope);
     const origin = originOf(envelope.request.uri);
     // The pace first: a worker asleep until its slot holds none of the origin's concurrency.
     // The pacer batches its own round trips (see OriginPacer): a gate of an origin known free is
@@ -671,8 +680,9 @@ function endClientSpan(span: Span, outcome: CallOutcome): void {
  * parses). A `traceparent` header the caller set is kept.
  */
 function withTraceparent(call: HttpCall, traceparent: string | undefined): HttpCall {
-  if (Object.keys(call.headers).some((name) => name.toLowerCase() === 'traceparent')) return call;
-  return traceparent ? { ...call, headers: { ...call.headers, traceparent } } : call;
+  if (!traceparent) return call;
+  for (const name in call.headers) if (name.toLowerCase() === 'traceparent') return call;
+  return { ...call, headers: { ...call.headers, traceparent } };
 }
 
 /** The traceparent of `span`, or `fallback` when it has no trace (a no-op span without a parent). */

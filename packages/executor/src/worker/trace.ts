@@ -47,15 +47,24 @@ export function traced(
 }
 
 /** Runs the attempt with `traceparent` in its envelope, and hands it on with a result to deliver. */
-async function carryTraceparent(
+function carryTraceparent(
   envelope: RequestEnvelope,
   traceparent: string | undefined,
   run: (traced: RequestEnvelope) => Promise<Settlement>,
 ): Promise<Settlement> {
-  const traced = traceparent ? { ...envelope, meta: { ...envelope.meta, traceparent } } : envelope;
+  // None to carry (tracing off, none sent): the attempt as it is, no async frame of its own.
+  return traceparent ? carried(envelope, traceparent, run) : run(envelope);
+}
+
+async function carried(
+  envelope: RequestEnvelope,
+  traceparent: string,
+  run: (traced: RequestEnvelope) => Promise<Settlement>,
+): Promise<Settlement> {
+  const traced = { ...envelope, meta: { ...envelope.meta, traceparent } };
   const settlement = await run(traced);
   // Executor.settlementOf put the trace id in the result already (the dead letter copies it from there).
-  return settlement.kind === 'deliver' && traceparent ? { ...settlement, traceparent } : settlement;
+  return settlement.kind === 'deliver' ? { ...settlement, traceparent } : settlement;
 }
 
 /** The result with the trace id of `traceparent` (unchanged without one, or when it has it). */
