@@ -6,6 +6,7 @@
 //
 //   node bench/pacing.ts [--scenario quota|capacity|all] [--rounds 1] [--plot docs/pacing.png] [--detail] [--no-park]
 //                        [--book-ahead MS] [--book-all] [--fixed N,...] [--in-process] [--no-slot-wait]
+//                        [--service-ms 5]
 //
 // A task the pace sends back for a slot up to PARK_MAX_MS ahead is parked in its executor, as
 // Executor.park does (the same rule, `parks`, and budget): it comes back to one of its executor's
@@ -63,6 +64,7 @@ ADAPTIVE_CONCURRENCY=true) and off, side by side in one run.
 
   node bench/pacing.ts [--scenario quota|capacity|all] [--rounds 1] [--plot docs/pacing.png] [--detail]
                        [--book-ahead MS] [--book-all] [--fixed N,...] [--in-process] [--no-slot-wait]
+                       [--service-ms 5]
 
 - quota: a target serving 50 calls/s that answers 429 + Retry-After above it; 400 requests.
 - capacity: a target serving 8 calls at once in 5 ms each, halving to 4 at 6 s, and a second,
@@ -130,6 +132,13 @@ As run for BENCHMARKS.md:
       default: false,
       help: 'send every paced task back to the queue, as before parking (for a side-by-side run)',
     },
+    'service-ms': {
+      type: 'string',
+      default: '5',
+      value: 'MS',
+      number: true,
+      help: "capacity scenario: the capped target's service time (8 calls at once, each this long; 5 as in issue 23). A longer one shows where the limit settles with the caller's own jitter small beside it (a loaded box)",
+    },
     fixed: {
       type: 'string',
       value: 'N,N,...',
@@ -175,6 +184,8 @@ const PARKING = {
 /** OriginPacer's default local wait: a slot within it is slept for, a later one reserved. */
 const MAX_LOCAL_WAIT_MS = 250;
 const WINDOW_MS = Number(args['window-ms']);
+if (!(Number(args['service-ms']) >= 1 && Number(args['service-ms']) <= 1_000))
+  fail(`--service-ms must be 1–1000, got ${args['service-ms']}`);
 if (!(WINDOW_MS >= 20 && WINDOW_MS <= 10_000)) fail(`--window-ms must be 20–10000, got ${args['window-ms']}`);
 const BOOK_AHEAD_MS = args['book-ahead'] !== undefined ? Number(args['book-ahead']) : undefined;
 
@@ -534,7 +545,9 @@ async function quota(adaptive: boolean, bookAheadMs?: number) {
 /** The healthy origin's schedule: a call every 10 ms (100/s), whatever the first origin does. */
 const HEALTHY_EVERY_MS = 10;
 
-const CAPPED = { concurrent: 8, serviceMs: 5 } as const;
+const CAPPED = { concurrent: 8, serviceMs: Number(args['service-ms']) } as const;
+/** The capped target's capacity, calls/s (1,600 at 8 × 5 ms). */
+const CAPACITY = (CAPPED.concurrent * 1000) / CAPPED.serviceMs;
 const HALVE_AT_MS = 6_000;
 /** The capped origin's tasks in circulation per executor: as many as its workers, as many again waiting. */
 const CIRCULATING = 2 * WORKERS;
@@ -1062,7 +1075,7 @@ if (args.scenario === 'capacity' || args.scenario === 'all') {
     }
   }
   console.log(
-    `\ncapacity target: 8 at once × 5 ms (1600/s), halved to 4 at 6 s; 2 × 16 workers, 12 s; ${rounds} round(s), sides alternating, every other round in reverse order (client: the call's latency in the executor; target: arrival to answer there)`,
+    `\ncapacity target: 8 at once × ${CAPPED.serviceMs} ms (${CAPACITY}/s), halved to 4 at 6 s; 2 × 16 workers, 12 s; ${rounds} round(s), sides alternating, every other round in reverse order (client: the call's latency in the executor; target: arrival to answer there)`,
   );
   console.log(
     '| adaptation | limit 3–6 s | floor ms 3–6 s | calls/s 3–6 s | client p50 / p99 ms 3–6 s | target p50 / p99 ms 3–6 s | limit 9–12 s | floor ms 9–12 s | calls/s 9–12 s | client p50 / p99 ms 9–12 s | target p50 / p99 ms 9–12 s |',
@@ -1070,12 +1083,12 @@ if (args.scenario === 'capacity' || args.scenario === 'all') {
   console.log('|---|---|---|---|---|---|---|---|---|---|---|');
   for (const row of table) console.log(`| ${row.label} | ${row.f.map((f) => cells(f).capped).join(' | ')} |`);
   console.log(
-    '\nagainst the goals (medians): goodput % of C/5 ms 3–6 s (1600/s) | of C/2 9–12 s (800/s) | p99 / floor at the target 3–6 s | 9–12 s | p99 / floor at the client 3–6 s | 9–12 s | calls at the target (mean) 3–6 s | 9–12 s | limit of both executors 3–6 s | 9–12 s',
+    `\nagainst the goals (medians): goodput % of C/${CAPPED.serviceMs} ms 3–6 s (${CAPACITY}/s) | of C/2 9–12 s (${CAPACITY / 2}/s) | p99 / floor at the target 3–6 s | 9–12 s | p99 / floor at the client 3–6 s | 9–12 s | calls at the target (mean) 3–6 s | 9–12 s | limit of both executors 3–6 s | 9–12 s`,
   );
   for (const row of table.filter((t) => rounds === 1 || t.label.startsWith('**'))) {
     const [a, b] = row.f as [Figures, Figures];
     console.log(
-      `| ${row.label} | ${((100 * a.rate) / 1600).toFixed(1)} % | ${((100 * b.rate) / 800).toFixed(1)} % | ${(a.targetP99 / floorTarget).toFixed(2)} | ${(b.targetP99 / floorTarget).toFixed(2)} | ${(a.p99 / floorClient).toFixed(2)} | ${(b.p99 / floorClient).toFixed(2)} | ${a.targetInFlight.toFixed(1)} | ${b.targetInFlight.toFixed(1)} | ${(EXECUTORS * a.limit).toFixed(1)} | ${(EXECUTORS * b.limit).toFixed(1)} |`,
+      `| ${row.label} | ${((100 * a.rate) / CAPACITY).toFixed(1)} % | ${((100 * b.rate) / (CAPACITY / 2)).toFixed(1)} % | ${(a.targetP99 / floorTarget).toFixed(2)} | ${(b.targetP99 / floorTarget).toFixed(2)} | ${(a.p99 / floorClient).toFixed(2)} | ${(b.p99 / floorClient).toFixed(2)} | ${a.targetInFlight.toFixed(1)} | ${b.targetInFlight.toFixed(1)} | ${(EXECUTORS * a.limit).toFixed(1)} | ${(EXECUTORS * b.limit).toFixed(1)} |`,
     );
   }
   console.log(
