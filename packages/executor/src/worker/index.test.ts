@@ -260,6 +260,40 @@ describe('executor (end to end)', () => {
       expect(counted.refs).toBe(0);
     });
 
+    it('takes an inline copy the router marked as checked as it is: the contract is not run again', async () => {
+      const { counted, fetcher } = countingFetcher();
+      const { queue } = startExecutor({ fetcher });
+      const requestId = uniqueName('inline-checked');
+      const value = JSON.stringify({
+        request: { uri: `${h.target.url}/echo`, body: 'from kafka' },
+        meta: { requestId },
+      });
+      // A copy the contract would refuse (retry.max < 0), marked checked: run from the task as it
+      // is; unmarked, it would be read back from Kafka (the test below).
+      const copy = {
+        request: { uri: `${h.target.url}/echo`, method: 'POST', body: 'as checked' },
+        meta: { requestId, retry: { max: -1 } },
+      };
+      await submitRaw(queue, [{ requestId, value, inline: { value: copy, checked: true } }]);
+      const result = await resultOf(requestId);
+      expect(result.response).toMatchObject({ status: 200, body: 'as checked' });
+      expect(counted.refs).toBe(0);
+    });
+
+    it('validates a copy marked checked that is not shaped like a request (read back from Kafka)', async () => {
+      const { counted, fetcher } = countingFetcher();
+      const { queue } = startExecutor({ fetcher });
+      const requestId = uniqueName('inline-checked-bad');
+      const value = JSON.stringify({
+        request: { uri: `${h.target.url}/echo`, body: 'from kafka' },
+        meta: { requestId },
+      });
+      await submitRaw(queue, [{ requestId, value, inline: { value: { not: 'a request' }, checked: true } }]);
+      const result = await resultOf(requestId);
+      expect(result.response).toMatchObject({ status: 200, body: 'from kafka' });
+      expect(counted.refs).toBe(1);
+    });
+
     it('reads the record back from Kafka when the inline copy is not a request it can parse', async () => {
       const { counted, fetcher } = countingFetcher();
       const { queue } = startExecutor({ fetcher });

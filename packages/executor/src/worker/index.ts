@@ -28,7 +28,7 @@ import { addWait, isQueueDelay, PARK_MAX_MS, type Parking, parks, placeOf, waits
 import { type Ending, Policies, type PolicyModules, type Progress } from './policies.ts';
 import { type ReplyOptions, Settler } from './settle.ts';
 import { deliver, type Job, KAFKA_RETRY_MS, outboxRow, type Settlement } from './settlement.ts';
-import { decodeTask, type Parsed, parseRecord, readSources, validateRecord, withReplyTo } from './source.ts';
+import { decodeTask, inlineRequest, type Parsed, parseRecord, readSources, withReplyTo } from './source.ts';
 import { requeueTrace, traced, withTraceId } from './trace.ts';
 
 export type { ReplyOptions } from './settle.ts';
@@ -607,7 +607,7 @@ export class Executor {
       const parsed =
         read?.parsed ??
         (inline
-          ? validateRecord(this.contract, inline.value, requestId, tryCount)
+          ? inlineRequest(this.contract, inline, requestId, tryCount)
           : parseRecord(this.contract, fetched.record.value, requestId, tryCount));
       if (!parsed.ok && inline) return await this.attemptFromKafka(job);
       // A wake-up's `leased` goes with its result's `completed`, so both are one journal record (one
@@ -935,6 +935,6 @@ function parseSource(
   if (!fetched?.ok) return undefined;
   const { inline, requestId, tryCount } = job.task;
   if (!inline) return parseRecord(contract, fetched.record.value, requestId, tryCount);
-  const parsed = validateRecord(contract, inline.value, requestId, tryCount);
+  const parsed = inlineRequest(contract, inline, requestId, tryCount);
   return parsed.ok ? parsed : undefined;
 }

@@ -78,6 +78,30 @@ export function validateRecord(
   return { ok: false, result };
 }
 
+/**
+ * An inline record's request. One the router marked as checked (`InlineRecord.checked`) is its
+ * contract's output already and is taken as it is, unless it is not even shaped like an envelope
+ * (then it is validated, and answered as any invalid record is); an unmarked one is validated.
+ */
+export function inlineRequest(
+  contract: RequestContract,
+  inline: InlineRecord,
+  requestId: string,
+  tryCount: number,
+): Parsed {
+  if (inline.checked && looksLikeEnvelope(inline.value)) return { ok: true, envelope: inline.value };
+  return validateRecord(contract, inline.value, requestId, tryCount);
+}
+
+function looksLikeEnvelope(value: unknown): value is RequestEnvelope {
+  if (!isObject(value) || !isObject(value.request) || !isObject(value.meta)) return false;
+  return typeof value.meta.requestId === 'string' && typeof value.request.method === 'string';
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
 /** The queued task of a lease's payload; undefined when it is not one. */
 export function decodeTask(payload: string): QueuedTask | undefined {
   try {

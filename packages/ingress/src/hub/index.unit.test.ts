@@ -125,4 +125,73 @@ describe('Hub', () => {
     expect(h.size()).toBe(10);
     expect(h.bytes()).toBeLessThan(1_000 * 100);
   });
+
+  describe('offer: results kept unread until someone waits or asks', () => {
+    /** Ids `<key> @<client>` as the sync-gateway's; the value names its client. */
+    function offering(ttlMs = 60_000) {
+      let clock = 1_000;
+      const h = new Hub<string>({
+        maxBytes: 1 << 20,
+        ttlMs,
+        now: () => clock,
+        keyOf: (id) => id.split(' @')[0] ?? id,
+      });
+      const reads: string[] = [];
+      const idOf = (value: string, key: string) => {
+        reads.push(value);
+        const client = value.split(':')[0];
+        return client === 'bad' ? undefined : `${key} @${client}`;
+      };
+      return { h, reads, idOf, advance: (ms: number) => (clock += ms) };
+    }
+
+    it('reads a result only when it is asked for, and answers it as `publish` would', async () => {
+      const { h, reads, idOf } = offering();
+      for (let i = 0; i < 100; i++) expect(h.offer(`r-${i}`, `c1:result-${i}`, idOf)).toBe(0);
+      expect(reads).toEqual([]);
+      expect(h.peek('r-7 @c2')).toBeUndefined();
+      expect(reads).toEqual(['c1:result-7']);
+      expect(h.peek('r-7 @c1')).toBe('c1:result-7');
+      await expect(h.wait('r-8 @c1', { timeoutMs: 0 })).resolves.toBe('c1:result-8');
+      expect(reads).toEqual(['c1:result-7', 'c1:result-8']);
+    });
+
+    it('reads a result at once for a caller already waiting on its key, and wakes it', async () => {
+      const { h, reads, idOf } = offering();
+      const waiting = h.wait('r-1 @c1', { timeoutMs: 60_000 });
+      expect(h.offer('r-1', 'c2:other client', idOf)).toBe(0);
+      expect(h.offer('r-1', 'c1:mine', idOf)).toBe(1);
+      await expect(waiting).resolves.toBe('c1:mine');
+      expect(reads).toEqual(['c2:other client', 'c1:mine']);
+      expect(h.waiting()).toBe(0);
+      // Nobody waits on the key any more: the next one is kept unread.
+      h.offer('r-1', 'c3:later', idOf);
+      expect(reads).toHaveLength(2);
+      expect(h.peek('r-1 @c2')).toBe('c2:other client');
+    });
+
+    it("keeps two clients' results of one key apart, and the later of two for one id", () => {
+      const { h, idOf } = offering();
+      h.offer('r-1', 'c1:first', idOf);
+      h.offer('r-1', 'c2:theirs', idOf);
+      h.offer('r-1', 'c1:second', idOf);
+      expect(h.peek('r-1 @c1')).toBe('c1:second');
+      expect(h.peek('r-1 @c2')).toBe('c2:theirs');
+      h.offer('r-2', 'c1:offered', idOf);
+      h.publish('r-2 @c1', 'c1:published later');
+      expect(h.peek('r-2 @c1')).toBe('c1:published later');
+    });
+
+    it('drops a result whose id cannot be read, and keeps the TTL a result was offered with', () => {
+      const { h, idOf, advance } = offering(5_000);
+      h.offer('r-1', 'bad:not a result', idOf);
+      expect(h.peek('r-1 @bad')).toBeUndefined();
+      expect(h.size()).toBe(0);
+      h.offer('r-2', 'c1:ages', idOf);
+      advance(4_000);
+      expect(h.peek('r-2 @c1')).toBe('c1:ages');
+      advance(1_001);
+      expect(h.peek('r-2 @c1')).toBeUndefined();
+    });
+  });
 });

@@ -72,4 +72,38 @@ describe('followResults', () => {
       await following.stop();
     }
   });
+
+  it('hands keyed records to onUnread as their raw JSON, read (and checked) only by idOf', async () => {
+    const { out } = await topics(1);
+    const unread: Array<[string, string]> = [];
+    const ids: Array<string | undefined> = [];
+    const results: string[] = [];
+    const following = await followResults({
+      kafka,
+      topic: out,
+      logger: silent,
+      onResult: (id) => results.push(id),
+      onUnread: (key, json, idOf) => {
+        unread.push([key, json]);
+        ids.push(idOf(json, key));
+      },
+    });
+    try {
+      const mine = JSON.stringify({ meta: { requestId: 'x', client: 'c1' } });
+      const unkeyed = JSON.stringify({ meta: { requestId: 'y' } });
+      await (await producer()).send(out, [
+        { key: 'x', value: '{garbage' },
+        { key: 'x', value: mine },
+        { value: unkeyed },
+      ]);
+      await expect.poll(() => results, { timeout: 20_000 }).toEqual(['y']);
+      expect(unread).toEqual([
+        ['x', '{garbage'],
+        ['x', mine],
+      ]);
+      expect(ids).toEqual([undefined, 'x @c1']);
+    } finally {
+      await following.stop();
+    }
+  });
 });

@@ -36,6 +36,18 @@ export interface FollowOptions {
    * PRODUCER span) when it has one.
    */
   onResult(resultId: string, json: string, traceparent?: string): void;
+  /**
+   * When given, a keyed record goes here instead of `onResult`, unread: `key` is its requestId,
+   * `idOf(json, key)` the id `onResult` would have been given (its JSON.parse), or undefined for a
+   * record that is no result (skipped as `onResult` would skip it, when it is read). For a
+   * consumer that reads most results for nobody (`Hub.offer`). Unkeyed records still go to `onResult`.
+   */
+  onUnread?(
+    key: string,
+    json: string,
+    idOf: (json: string, key: string) => string | undefined,
+    traceparent?: string,
+  ): void;
   /** Bound on joining the group at start. */
   joinTimeoutMs?: number;
   /** KAFKA_SESSION_TIMEOUT (default: the adapter's). */
@@ -104,6 +116,7 @@ export async function followResults(options: FollowOptions): Promise<Following> 
   const { kafka, topic, logger } = options;
   const ends = await endOffsets(kafka, topic);
   const groupId = instanceGroupId();
+  const idOf = unreadIdOf(options);
   // Every result on `out` passes here, but sync callers are answered through their gateway's
   // channel first: this copy serves long-polls and late callers, for whom a few ms more do not
   // matter. So fetches wait for some bytes (or FOLLOW_WAIT_MS): under load, fewer and larger
@@ -122,7 +135,7 @@ export async function followResults(options: FollowOptions): Promise<Following> 
       fromBeginning: false,
       commit: 'never',
       onBatch: async ({ records }) => {
-        for (const record of records) deliver(record, options);
+        for (const record of records) deliver(record, options, idOf);
       },
     });
     await withTimeout(joined, options.joinTimeoutMs ?? 30_000, `joining consumer group ${groupId} timed out`);
@@ -190,8 +203,17 @@ type OutMessage = Pick<KafkaRecord, 'key' | 'value'> & Partial<Pick<KafkaRecord,
  * (logged and counted in `sync_skipped_results_total`), so the caller still gets the real result when
  * it comes, and nothing on `out` can stop the consumer.
  */
-function deliver(message: OutMessage, options: Pick<FollowOptions, 'onResult' | 'logger'>): void {
+function deliver(
+  message: OutMessage,
+  options: Pick<FollowOptions, 'onResult' | 'onUnread' | 'logger'>,
+  idOf?: (json: string, key: string) => string | undefined,
+): void {
   try {
+    const key = idOf && message.value ? message.key?.toString('utf8') : undefined;
+    if (key && idOf && options.onUnread) {
+      options.onUnread(key, message.value?.toString('utf8') ?? '', idOf, traceparentHeader(message.headers));
+      return;
+    }
     const json = message.value?.toString('utf8') ?? '';
     const result = readResult(json);
     const requestId = result && (message.key?.toString('utf8') || requestIdOf(result));
@@ -202,6 +224,18 @@ function deliver(message: OutMessage, options: Pick<FollowOptions, 'onResult' | 
     options.logger.error({ err }, 'a result of out could not be handed over: skipped');
     skipped.inc({ reason: 'error' });
   }
+}
+
+/** The `idOf` of `onUnread`: the id `onResult` would have been given, after the same checks. */
+function unreadIdOf(
+  options: Pick<FollowOptions, 'logger'>,
+): (json: string, key: string) => string | undefined {
+  return (json, key) => {
+    const result = readResult(json);
+    if (result) return resultIdOf(result, key);
+    skip({ key: Buffer.from(key), value: null }, options, 'unreadable');
+    return undefined;
+  };
 }
 
 function skip(message: OutMessage, options: Pick<FollowOptions, 'logger'>, reason: string): void {

@@ -1,5 +1,5 @@
 import { Cancellations, cancelRequest } from '@requester/shared/cancel';
-import { clientScoped } from '@requester/shared/contract';
+import { clientScoped, unscoped } from '@requester/shared/contract';
 import { type JournalLookup, readJournal } from '@requester/shared/journal';
 import { Outbox } from '@requester/shared/outbox';
 import { type RedisClient, redisSubscriber } from '@requester/shared/redis';
@@ -110,6 +110,7 @@ export const syncGatewayRole = {
       maxBytes: config.syncCacheMaxBytes,
       ttlMs: config.syncCacheTtl,
       maxWaiters: config.syncMaxWaiters,
+      keyOf: unscoped,
     });
     const redis = deps.redis();
     const gatewayId = newGatewayId();
@@ -160,6 +161,9 @@ function followOut(ctx: RoleContext, hub: Hub<string>): Promise<Following> {
     sessionTimeoutMs: config.kafkaSessionTimeout,
     health: deps.consumers,
     onResult: (id, json, traceparent) => traceReply(config.topicOut, traceparent, hub.publish(id, json)),
+    // Most results of `out` are for nobody here: read (parsed) only when someone waits or asks.
+    onUnread: (key, json, idOf, traceparent) =>
+      traceReply(config.topicOut, traceparent, hub.offer(key, json, idOf)),
   });
 }
 

@@ -99,7 +99,9 @@ export function routeRecord(record: SourceRecord, contract: RequestContract, opt
   const traceparent = trace(envelope);
   if (stagedDueAt === undefined && dueAt - now > horizonMs)
     return { kind: 'outbox', row: outboxRow(record, envelope, dueAt, traceparent), envelope };
-  const inline = inlineRecord(input, record.value.length, record.headers, inlineMaxBytes);
+  // The checked envelope rides inline, marked: the executor need not run the contract again.
+  const inline = inlineRecord(envelope, record.value.length, record.headers, inlineMaxBytes);
+  if (inline) inline.checked = true;
   return { kind: 'queue', task: queueTask(record, envelope, dueAt, traceparent, inline), envelope };
 }
 

@@ -42,13 +42,29 @@ describe('routeRecord', () => {
     });
     if (route.kind !== 'queue') throw new Error(route.kind);
     expect(decodeQueuedTask(route.task.payload).inline).toEqual({
-      value: JSON.parse(value.value?.toString() ?? ''),
+      value: route.envelope,
       headers: { traceparent: headers.traceparent },
+      checked: true,
     });
     // One byte over the bound: the ref alone.
     const over = routeRecord(value, contract, { now: NOW, horizonMs: HORIZON, inlineMaxBytes: size - 1 });
     if (over.kind !== 'queue') throw new Error(over.kind);
     expect(decodeQueuedTask(over.task.payload).inline).toBeUndefined();
+  });
+
+  it("carries the contract's output inline, marked checked (the executor does not run the contract again)", () => {
+    const raw = { request: { uri: '' }, meta: { requestId: 'r-1', retry: { max: 2 } } };
+    const route = routeRecord(record(raw), contract, { now: NOW, horizonMs: HORIZON, inlineMaxBytes: 1_000 });
+    if (route.kind !== 'queue') throw new Error(route.kind);
+    const inline = decodeQueuedTask(route.task.payload).inline;
+    expect(inline?.checked).toBe(true);
+    // Defaults applied: what the contract returns, not the raw record.
+    expect(inline?.value).toEqual(route.envelope);
+    expect(inline?.value).toMatchObject({
+      request: { uri: '', method: 'GET' },
+      meta: { retry: { max: 2, delay: '1s', maxDelay: '5m' } },
+    });
+    expect(contract.safeParse(inline?.value)).toEqual({ ok: true, value: inline?.value });
   });
 
   it('keeps the partition key (ordered `!` included), tryCount and createdAt', () => {

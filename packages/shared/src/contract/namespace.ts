@@ -21,3 +21,9 @@ export const CLIENT_SCOPE_SEPARATOR = ' @';
 export function clientScoped(client: string | undefined, name: string): string {
   return client ? `${name}${CLIENT_SCOPE_SEPARATOR}${client}` : name;
 }
+
+/** The name of a scoped name (`clientScoped`'s inverse for the name; a name without client is itself). */
+export function unscoped(scoped: string): string {
+  const at = scoped.indexOf(CLIENT_SCOPE_SEPARATOR);
+  return at < 0 ? scoped : scoped.slice(0, at);
+}

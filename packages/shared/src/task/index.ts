@@ -49,6 +49,12 @@ export interface InlineRecord {
   value: unknown;
   /** The record's headers the executor acts on (`traceparent`, `requester-reply-to`), when present. */
   headers?: Record<string, string>;
+  /**
+   * The value is the request envelope as the router's contract check returned it (defaults
+   * applied), not the raw record: the executor takes it without checking it again (BENCHMARKS.md,
+   * "Far schedules: fourth pass"). Absent (an older router's task): the executor validates it.
+   */
+  checked?: true;
 }
 
 /** Headers of an `in` record that the executor reads, and so an inline task must carry. */
@@ -124,6 +130,8 @@ interface WireTask {
   /** The inline record's value (JSON as is), and its headers. */
   v?: unknown;
   h?: Record<string, string>;
+  /** 1: `v` is the router's checked envelope (InlineRecord.checked). */
+  k?: 1;
 }
 
 export function encodeQueuedTask(task: QueuedTask): string {
@@ -142,6 +150,7 @@ export function encodeQueuedTask(task: QueuedTask): string {
   if (task.inline) {
     wire.v = task.inline.value;
     if (task.inline.headers) wire.h = task.inline.headers;
+    if (task.inline.checked) wire.k = 1;
   }
   return JSON.stringify(wire);
 }
@@ -169,6 +178,7 @@ export function decodeQueuedTask(payload: string): QueuedTask {
   if (wire.v !== undefined) {
     task.inline = { value: wire.v };
     if (isStringRecord(wire.h)) task.inline.headers = wire.h;
+    if (wire.k === 1) task.inline.checked = true;
   }
   return task;
 }

@@ -60,6 +60,20 @@ describe('queued task encoding', () => {
     expect(inlineRecord(input, text.length, undefined, 1000)).toEqual({ value: input });
   });
 
+  it('carries the mark of an inline value the router checked (k: 1), and no mark otherwise', () => {
+    const ref = { topic: 'in', partition: 0, offset: '5' };
+    const value = { request: { uri: '', method: 'GET' }, meta: { requestId: 'r-1' } };
+    const checked = { ref, requestId: 'r-1', tryCount: 0, inline: { value, checked: true as const } };
+    expect(encodeQueuedTask(checked)).toContain('"k":1');
+    expect(decodeQueuedTask(encodeQueuedTask(checked))).toEqual(checked);
+    const unchecked = { ref, requestId: 'r-1', tryCount: 0, inline: { value } };
+    expect(encodeQueuedTask(unchecked)).not.toContain('"k"');
+    expect(decodeQueuedTask(encodeQueuedTask(unchecked)).inline).toEqual({ value });
+    // Only the exact mark counts.
+    const other = encodeQueuedTask(unchecked).replace('"v":', '"k":true,"v":');
+    expect(decodeQueuedTask(other).inline?.checked).toBeUndefined();
+  });
+
   it('ignores inline headers that are not strings (the value still counts)', () => {
     const payload = JSON.stringify({ t: 'in', p: 0, o: '1', r: 'r', n: 0, v: {}, h: { a: 1 } });
     expect(decodeQueuedTask(payload).inline).toEqual({ value: {} });
