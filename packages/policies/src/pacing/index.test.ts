@@ -252,15 +252,15 @@ describe('OriginPacer', () => {
     expect(q.limitOf(ORIGIN)).toBe(16);
   });
 
-  it('tolerates a little queue (1.5 × the floor), and past it shrinks by how far past the latency is', async () => {
-    const still = () => 0; // no event-loop lag allowed for: the bound is 1.5 × 10 + 1 = 16 ms
+  it('tolerates a little queue (1.25 × the floor), and past it shrinks by how far past the latency is', async () => {
+    const still = () => 0; // no event-loop lag allowed for: the bound is 1.25 × 10 + 0.5 = 13 ms
     const atLimit = { inFlight: 16, full: true };
     const p = pacer({ maxLimit: 16, loopLagMs: still });
     await p.report(ORIGIN, ok, 10 * MS); // the floor
-    // 1.4 × the floor where the limit binds: the target is busy, not queueing much: it stays.
-    for (let i = 0; i < 100; i++) await gateAndReport(p, 14, atLimit);
+    // 1.2 × the floor where the limit binds: the target is busy, not queueing much: it stays.
+    for (let i = 0; i < 100; i++) await gateAndReport(p, 12, atLimit);
     expect(await p.snapshot(ORIGIN)).toMatchObject({ floorMs: 10, limit: 16 });
-    // Just past the bound (18 ms: a gradient of 16/18) and far past it (40 ms): the recent average
+    // Just past the bound (14.6 ms: a gradient of 13/14.6) and far past it (40 ms): the recent average
     // is brought there first by calls that found room (they lower nothing), then 16 calls that
     // took the last slot, a round: the far one loses a whole call, the near one a fifth of one.
     const past = async (latencyMs: number) => {
@@ -271,7 +271,7 @@ describe('OriginPacer', () => {
       for (let i = 0; i < 16; i++) await gateAndReport(q, latencyMs, atLimit);
       return (await q.snapshot(ORIGIN)).limit ?? Number.NaN;
     };
-    const near = await past(18);
+    const near = await past(14.6);
     const far = await past(40);
     expect(near).toBeGreaterThan(15.7);
     expect(near).toBeLessThan(15.85);
@@ -670,6 +670,6 @@ async function allowedLimit(
   lagMs: number,
 ): Promise<number> {
   const floorMs = Math.max(serviceMs, (await p.snapshot(origin)).floorMs ?? serviceMs);
-  const boundMs = 1.5 * floorMs + 1 + lagMs;
+  const boundMs = 1.25 * floorMs + 0.5 + lagMs;
   return (boundMs * concurrent) / serviceMs + 3;
 }

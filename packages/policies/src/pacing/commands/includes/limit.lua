@@ -18,9 +18,9 @@
              1/limit per answer moved it one per executor per round, and with two executors the
              limit of a target of capacity 4 swung between 1 and 8) while the recent
              latency (a fast moving average) stays within TOLERANCE × floor + SLACK_MS + the
-             reporting process's own event-loop lag (TOLERANCE 1.5: a little queue at the target
+             reporting process's own event-loop lag (TOLERANCE 1.25: a little queue at the target
              is what keeps it busy while the caller holds its slots longer than the target does,
-             as Gradient2's rttTolerance), and shrinks when it does not, by 1/limit × how far past
+             as Gradient2's rttTolerance; no more, or its p99 passes 2 × the floor), and shrinks when it does not, by 1/limit × how far past
              the bound (the gradient bound/recent: a whole step at MIN_GRADIENT or less): the limit
              settles on the latency's slope, where a queue shows, rather than wandering on its
              noise near the bound, and a queue twice the bound still costs 1/limit an answer (a
@@ -57,13 +57,17 @@ local PROBE_EVERY_FLOORS = 100
 -- the limit shrinks. The floor is the least latency at one call per executor; with the target
 -- full (C in flight at C slots) the caller still holds each slot longer than the target does (its
 -- own round trips, its loop's turns), so a bound at the floor itself keeps the target idle part of
--- the time: the limit must sit where a little queue shows, as Gradient2's rttTolerance does (1.5).
-local TOLERANCE = 1.5
+-- the time: the limit must sit where a little queue shows, as Gradient2's rttTolerance does. 1.25,
+-- not Gradient2's 1.5: at 1.5 (+ 1 ms) the limit settled near 1.8 × the target's capacity, the
+-- target's p99 2–3 × its floor; at 1.25 (+ 0.5 ms), ~1.4 ×, the p99 within 2 × its floor where
+-- the call is long beside the caller's own share of it, for the same goodput before a capacity
+-- change (BENCHMARKS.md "Capacity: the tolerance, on a quiet box", 2026-12-06).
+local TOLERANCE = 1.25
 -- Past the bound by this share (the gradient bound/recent at its least), the limit shrinks by a
 -- whole 1/limit per answer; nearer the bound, by that much less: a latency just past the bound is
 -- mostly noise, a queue twice it is not.
 local MIN_GRADIENT = 0.5
-local SLACK_MS = 1
+local SLACK_MS = 0.5
 local RECENT_WEIGHT = 0.1
 local OVERLOAD_CUT = 0.7
 -- An executor counts among those applying the limit while it reported within this long.
