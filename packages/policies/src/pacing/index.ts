@@ -152,6 +152,8 @@ const REPORT_BATCH = 64;
 const MAX_ORIGIN_LABELS = 50;
 const originLabel = new BoundedLabel(MAX_ORIGIN_LABELS);
 const ERROR_LOG_EVERY_MS = 10_000;
+/** The most origins each of the pacer's local maps remembers. */
+const MAX_KEYS = 10_000;
 
 export const pacingMetrics = {
   limit: gauge(
@@ -189,24 +191,28 @@ export class OriginPacer {
   private readonly bookAheadMs: number;
   private readonly ttlMs: number;
   /** The last limit Redis told of each origin: what the bulkhead applies without a round trip. */
-  private readonly limits = new LRUCache<string, number>({ max: 10_000 });
+  private readonly limits = new LRUCache<string, number>({ max: MAX_KEYS });
   /** Each origin's key, hashed once: a gate and a report per call would hash it twice. */
-  private readonly keys = new LRUCache<string, string>({ max: 10_000 });
+  private readonly keys = new LRUCache<string, string>({ max: MAX_KEYS });
   /** Each origin's last hold this process's reports heard of: when it ends, when it was heard (epoch ms). */
-  private readonly holds = new LRUCache<string, { untilMs: number; heardMs: number }>({ max: 10_000 });
+  private readonly holds = new LRUCache<string, { untilMs: number; heardMs: number }>({ max: MAX_KEYS });
   private lastErrorLogMs = 0;
   private readonly freeForMs: number;
   /** Each key's local permission: calls leave without a gate until `untilMs` (epoch ms). */
-  private readonly free = new LRUCache<string, number>({ max: 10_000 });
-  /** Each key's calls dispatched on the permission, not yet told to Redis. */
-  private readonly dispatched = new LRUCache<string, number>({ max: 10_000 });
+  private readonly free = new LRUCache<string, number>({ max: MAX_KEYS });
+  /**
+   * Each key's calls dispatched on the permission, not yet told to Redis: a plain Map (a set per
+   * call and a delete per report, where the LRU's bookkeeping cost ~5 µs a task), its entries
+   * taken by the next report; bounded as the LRU was (the oldest key's count dropped).
+   */
+  private readonly dispatched = new Map<string, number>();
   /**
    * Announcements heard: `heard` counts them all, `heardOf` holds each key's last count. A reply
    * to a call sent before an announcement of its key grants no permission (it may have been read
    * first). Each loss of the subscriber connection counts as an announcement of every key.
    */
   private heard = 0;
-  private readonly heardOf = new LRUCache<string, number>({ max: 10_000 });
+  private readonly heardOf = new LRUCache<string, number>({ max: MAX_KEYS });
   /** Keys with a report in flight that may end their freedom (see report). */
   private readonly unsure = new Map<string, number>();
   private lostAt = 0;
@@ -246,7 +252,7 @@ export class OriginPacer {
   async gate(origin: string, reservedMs?: number): Promise<PaceGrant> {
     const key = this.keyOf(origin);
     if (!reservedMs && this.isFree(key)) {
-      this.dispatched.set(key, (this.dispatched.get(key) ?? 0) + 1);
+      this.countDispatched(key);
       return { admitted: true, waitMs: 0 };
     }
     const dispatched = this.takeDispatched(key);
@@ -482,6 +488,15 @@ export class OriginPacer {
     const voided = (this.heardOf.get(key) ?? 0) > heard || this.lostAt > heard || this.unsure.has(key);
     if (freeMs > 0 && this.listening && !voided) this.free.set(key, Date.now() + freeMs);
     else this.free.delete(key);
+  }
+
+  private countDispatched(key: string): void {
+    const count = this.dispatched.get(key);
+    if (count === undefined && this.dispatched.size >= MAX_KEYS) {
+      const oldest = this.dispatched.keys().next().value;
+      if (oldest !== undefined) this.dispatched.delete(oldest);
+    }
+    this.dispatched.set(key, (count ?? 0) + 1);
   }
 
   private takeDispatched(key: string): number {
