@@ -24,7 +24,9 @@
 // between the pace and the calls made goes.
 //
 // - quota: a target serving 50 calls/s (5 per 100 ms by arrival) that answers 429 + Retry-After: 1
-//   + RateLimit-Policy: 50;w=1 above it; 400 requests with retry {max: 30, delay: 200ms, maxDelay: 5s}.
+//   + RateLimit-Policy: 50;w=1 above it; 400 requests with retry {max: 30, delay: 200ms, maxDelay: 5s},
+//   half of them to each executor, each a child process of its own (--in-process: both in this
+//   process, drawing from one backlog, as before 2026-12-06).
 // - capacity: a target serving 8 calls at once in 5 ms each and queueing the rest; 2 executors × 16
 //   workers for 12 s, each executor a child process of its own (its own event loop, Policies,
 //   pacer and HTTP client, sharing Redis, as deployed; --in-process: both in this process, as
@@ -66,7 +68,8 @@ ADAPTIVE_CONCURRENCY=true) and off, side by side in one run.
                        [--book-ahead MS] [--book-all] [--fixed N,...] [--in-process] [--no-slot-wait]
                        [--service-ms 5]
 
-- quota: a target serving 50 calls/s that answers 429 + Retry-After above it; 400 requests.
+- quota: a target serving 50 calls/s that answers 429 + Retry-After above it; 400 requests, half
+  to each executor, each a child process unless --in-process.
 - capacity: a target serving 8 calls at once in 5 ms each, halving to 4 at 6 s, and a second,
   healthy origin served by the same workers throughout; each executor a child process (as
   deployed) unless --in-process; latency at the client and at the target, each against its floor
@@ -153,7 +156,7 @@ As run for BENCHMARKS.md:
     'in-process': {
       type: 'boolean',
       default: false,
-      help: 'capacity scenario: run both executors in this one process (before), not each in a child process of its own',
+      help: 'run both executors in this one process (before), not each in a child process of its own',
     },
     'executor-child': {
       type: 'string',
@@ -508,6 +511,51 @@ function percentile(values: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((sorted.length * p) / 100))] ?? 0;
 }
 
+const QUOTA_REQUESTS = 400;
+const QUOTA_RETRY = { max: 30, delay: '200ms', maxDelay: '5s', multiplier: 2, jitter: 0.2 };
+
+/** One process's share of a quota run: the requests n with n % of = index, of the 400. */
+interface QuotaSpec {
+  kind: 'quota';
+  adaptive: boolean;
+  /** The pacer's booking horizon (ms); `bookAll`: every slot booked (Infinity does not go through JSON). */
+  bookAheadMs?: number | undefined;
+  bookAll?: boolean;
+  url: string;
+  index: number;
+  of: number;
+  prefix: string;
+}
+
+function quotaPart(spec: QuotaSpec, executors: number, startMs?: number): Promise<Run> {
+  let n = spec.index;
+  return drive({
+    adaptive: spec.adaptive,
+    bookAheadMs: spec.bookAll ? Number.POSITIVE_INFINITY : spec.bookAheadMs,
+    origin: originOf(spec.url),
+    tasks: () => {
+      if (n >= QUOTA_REQUESTS) return undefined;
+      const i = n;
+      n += spec.of;
+      return {
+        envelope: envelope(`${spec.url}/q/${i}`, `q-${i}`, QUOTA_RETRY),
+        progress: { tryCount: 0, waitedMs: 0 },
+        due: 0,
+      };
+    },
+    expected: Math.ceil((QUOTA_REQUESTS - spec.index) / spec.of),
+    stopAtMs: 120_000,
+    executors,
+    prefix: spec.prefix,
+    ...(startMs !== undefined ? { startMs } : {}),
+    reset: false,
+  });
+}
+
+/**
+ * The quota target and its 400 requests, the executors each in a child process of its own (each
+ * a share of the requests, as the queue would spread them), or both in this process (--in-process).
+ */
 async function quota(adaptive: boolean, bookAheadMs?: number) {
   const target = await startPacedTargetProcess({
     kind: 'quota',
@@ -516,23 +564,28 @@ async function quota(adaptive: boolean, bookAheadMs?: number) {
     retryAfterS: 1,
     ...(args.silent ? { advertise: false } : {}),
   });
-  const retry = { max: 30, delay: '200ms', maxDelay: '5s', multiplier: 2, jitter: 0.2 };
-  let n = 0;
-  const run = await drive({
+  const prefix = benchPrefix();
+  const spec: QuotaSpec = {
+    kind: 'quota',
     adaptive,
-    bookAheadMs,
-    origin: originOf(target.url),
-    tasks: () =>
-      n < 400
-        ? {
-            envelope: envelope(`${target.url}/q/${n}`, `q-${n++}`, retry),
-            progress: { tryCount: 0, waitedMs: 0 },
-            due: 0,
-          }
-        : undefined,
-    expected: 400,
-    stopAtMs: 120_000,
-  });
+    ...(bookAheadMs === Number.POSITIVE_INFINITY ? { bookAll: true } : { bookAheadMs }),
+    url: target.url,
+    index: 0,
+    of: 1,
+    prefix,
+  };
+  const run = args['in-process']
+    ? await quotaPart(spec, EXECUTORS)
+    : mergeRuns(
+        await Promise.all(
+          (
+            await inChildren(
+              Array.from({ length: EXECUTORS }, (_, index) => ({ ...spec, index, of: EXECUTORS })),
+            )
+          ).parts as Array<Promise<Run>>,
+        ),
+      );
+  await forgetOrigins(prefix, [originOf(target.url)]);
   const arrivals = await target.arrivals();
   await target.close();
   const served = arrivals.filter((a) => a.status === 200).length;
@@ -540,6 +593,44 @@ async function quota(adaptive: boolean, bookAheadMs?: number) {
   const t0 = arrivals[0]?.at ?? 0;
   // Arrivals per 100 ms window above the target's 5: what it counted as over its limit.
   return { adaptive, run, served, refused, arrivals: arrivals.map((a) => [a.at - t0, a.status] as const) };
+}
+
+/** Forgets what the pacers of a run learnt of `origins` (its executors may be other processes). */
+async function forgetOrigins(prefix: string, origins: string[]): Promise<void> {
+  const forget = new OriginPacer({
+    redis,
+    prefix: `${prefix}pace:`,
+    maxLimit: PER_ORIGIN,
+    retryAfterMaxMs: 60_000,
+  });
+  for (const origin of origins) await forget.reset(origin);
+  await forget.close();
+}
+
+/** The runs of one scenario's executor processes as one: counts summed, calls and gates merged, the samples of the first. */
+function mergeRuns(parts: Run[]): Run {
+  const [first] = parts as [Run];
+  const gates: Gates = new Map();
+  for (const part of parts)
+    for (const [second, counts] of part.gates) {
+      const sum = gates.get(second) ?? {};
+      for (const [kind, k] of Object.entries(counts) as Array<[GateKind, number]>)
+        sum[kind] = (sum[kind] ?? 0) + k;
+      gates.set(second, sum);
+    }
+  const statuses = new Map<number, number>();
+  for (const part of parts)
+    for (const [status, k] of part.statuses) statuses.set(status, (statuses.get(status) ?? 0) + k);
+  // The limit as the first executor saw it (the limit is one per origin, in Redis).
+  return {
+    ...first,
+    leases: parts.reduce((a, p) => a + p.leases, 0),
+    results: parts.reduce((a, p) => a + p.results, 0),
+    statuses,
+    gates,
+    calls: parts.flatMap((p) => p.calls).sort((a, b) => a.at - b.at),
+    endMs: Math.max(...parts.map((p) => p.endMs)),
+  };
 }
 
 /** The healthy origin's schedule: a call every 10 ms (100/s), whatever the first origin does. */
@@ -647,8 +738,23 @@ async function capacityParts(
     const startMs = Date.now() + 20;
     return { startMs, parts: [capacityPart({ ...base, executors, index: 0, of: 1, startMs })] };
   }
-  const children = Array.from({ length: executors }, (_, index) => {
-    const spec: Omit<CapacitySpec, 'startMs'> = { ...base, executors: 1, index, of: executors };
+  const specs = Array.from({ length: executors }, (_, index) => ({
+    kind: 'capacity' as const,
+    ...base,
+    executors: 1,
+    index,
+    of: executors,
+  }));
+  const { startMs, parts } = await inChildren(specs);
+  return { startMs, parts: parts as Array<Promise<CapacityPart>> };
+}
+
+/**
+ * One child process (this script, `--executor-child`) per spec, started together once all are
+ * ready; each answers with what it measured (a CapacityPart or a quota Run).
+ */
+async function inChildren(specs: Array<{ kind: 'capacity' | 'quota' }>) {
+  const children = specs.map((spec) => {
     const child = fork(import.meta.filename, ['--executor-child', JSON.stringify(spec), ...passedOn()], {
       execArgv: process.execArgv,
       serialization: 'advanced',
@@ -662,7 +768,7 @@ async function capacityParts(
   const parts = children.map(async (child) => {
     const gathered = once(child, 'message');
     child.send({ startMs });
-    const [part] = (await gathered) as [CapacityPart];
+    const [part] = (await gathered) as [unknown];
     return part;
   });
   return { startMs, parts };
@@ -717,15 +823,7 @@ async function capacity(
   );
   const parts = await Promise.all(pending);
   clearTimeout(halve);
-  const forget = new OriginPacer({
-    redis,
-    prefix: `${prefix}pace:`,
-    maxLimit: PER_ORIGIN,
-    retryAfterMaxMs: 60_000,
-  });
-  await forget.reset(originOf(target.url));
-  if (healthy) await forget.reset(originOf(healthy.url));
-  await forget.close();
+  await forgetOrigins(prefix, [originOf(target.url), ...(healthy ? [originOf(healthy.url)] : [])]);
   // At the target: from arrival to answer (its queue + service), none of the client's time.
   const atTarget = async (t: RemotePacedTarget) =>
     (await t.arrivals())
@@ -734,24 +832,7 @@ async function capacity(
   const targetCapped = await atTarget(target);
   const targetHealthy = healthy ? await atTarget(healthy) : [];
   await Promise.all([target.close(), healthy?.close()]);
-  const [first] = parts as [CapacityPart];
-  const gates: Gates = new Map();
-  for (const part of parts)
-    for (const [second, counts] of part.run.gates) {
-      const sum = gates.get(second) ?? {};
-      for (const [kind, k] of Object.entries(counts) as Array<[GateKind, number]>)
-        sum[kind] = (sum[kind] ?? 0) + k;
-      gates.set(second, sum);
-    }
-  // The limit as the first executor saw it (the limit is one per origin, in Redis).
-  const run: Run = {
-    ...first.run,
-    leases: parts.reduce((a, p) => a + p.run.leases, 0),
-    results: parts.reduce((a, p) => a + p.run.results, 0),
-    gates,
-    calls: parts.flatMap((p) => p.run.calls).sort((a, b) => a.at - b.at),
-    endMs: Math.max(...parts.map((p) => p.run.endMs)),
-  };
+  const run = mergeRuns(parts.map((part) => part.run));
   const healthyUri = healthy ? `${healthy.url}/` : undefined;
   const ofHealthy = (uri: string) => healthyUri !== undefined && uri.startsWith(healthyUri);
   return {
@@ -824,12 +905,15 @@ const GREEN = '#2ca02c';
 const RED = '#d62728';
 const PURPLE = '#9467bd';
 if (args['executor-child'] !== undefined) {
-  // One executor process of a capacity run: ready, then started with the others at the same instant.
-  const spec = JSON.parse(args['executor-child']) as Omit<CapacitySpec, 'startMs'>;
+  // One executor process of a run: ready, then started with the others at the same instant.
+  const spec = JSON.parse(args['executor-child']) as
+    | (Omit<CapacitySpec, 'startMs'> & { kind: 'capacity' })
+    | QuotaSpec;
   const go = once(process, 'message');
   process.send?.({ ready: true });
   const [{ startMs }] = (await go) as [{ startMs: number }];
-  const part = await capacityPart({ ...spec, startMs });
+  const part =
+    spec.kind === 'quota' ? await quotaPart(spec, 1, startMs) : await capacityPart({ ...spec, startMs });
   process.send?.(part, () => {
     redis.disconnect();
     process.exit(0);
