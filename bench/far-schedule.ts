@@ -218,6 +218,7 @@ async function round(side: Side, n: number): Promise<string> {
   await producer.connect();
   const t0 = Date.now();
   const batch = 500;
+  let lateWrites = 0;
   for (let from = 0; from < count; from += batch) {
     const records = [];
     for (let i = from; i < Math.min(count, from + batch); i++) {
@@ -232,6 +233,9 @@ async function round(side: Side, n: number): Promise<string> {
       });
     }
     await producer.send(side.topicIn, records, 30_000);
+    // Written within REDIS_HORIZON (1 s) of the instant: queued at once, they may go ahead of an
+    // earlier request of their partition the relay has not staged yet (docs/architecture.md §9).
+    if (Date.now() > dueAt - 1_000) lateWrites += records.length;
   }
   await producer.disconnect();
   const written = (Date.now() - t0) / 1000;
@@ -278,7 +282,8 @@ async function round(side: Side, n: number): Promise<string> {
   for (const n of state.copies.values()) duplicates += n - 1;
   const why = describeInversions(inversions, state, staged.relayedAt);
   return (
-    `${side.label.padEnd(9)} ${state.seen.size}/${count} results (written in ${written.toFixed(1)} s, due ` +
+    `${side.label.padEnd(9)} ${state.seen.size}/${count} results (written in ${written.toFixed(1)} s` +
+    `${lateWrites ? `, ${lateWrites} within 1 s of the instant` : ''}, due ` +
     `${(aheadMs / 1000).toFixed(0)} s after the round began); late: first ${s(lates[0])}, median ` +
     `${s(lates[Math.floor(lates.length / 2)])}, last ${s(lates.at(-1))} (ordered ${s(finite(lastOrdered))}, ` +
     `unordered ${s(finite(lastUnordered))}); early ${state.early}; ` +
