@@ -128,8 +128,12 @@ interface Round {
   dueAt: number;
   /** Arrival on `out` (epoch ms, this process's clock) per requestId. */
   seen: Map<string, number>;
-  /** Per ordered partition, request number → the broker timestamp of its result. */
+  /** Per ordered partition, request number → the broker timestamp of its first result. */
   order: Map<string, Map<number, number>>;
+  /** Results per requestId on `out` (more than 1: a duplicate, at-least-once). */
+  copies: Map<string, number>;
+  /** The tryCount of each ordered request's first result. */
+  tries: Map<string, number>;
   early: number;
   onAll?: () => void;
 }
@@ -160,12 +164,15 @@ class OutReader {
         if (!round) return;
         for (const record of records) {
           const id = record.key?.toString() ?? '';
-          if (!id.startsWith(round.prefix) || round.seen.has(id)) continue;
+          if (!id.startsWith(round.prefix)) continue;
+          round.copies.set(id, (round.copies.get(id) ?? 0) + 1);
+          if (round.seen.has(id)) continue;
           round.seen.set(id, now);
           // The broker's timestamp is when the executor produced the result: the call happened before.
           if (Number(record.timestamp) < round.dueAt) round.early++;
           const [, partition, i] = /-(o\d+)-(\d+)$/.exec(id) ?? [];
           if (partition) {
+            round.tries.set(id, tryCountOf(record.value));
             const times = round.order.get(partition) ?? new Map<number, number>();
             round.order.set(partition, times.set(Number(i), Number(record.timestamp)));
           }
@@ -188,7 +195,15 @@ async function round(side: Side, n: number): Promise<string> {
   const prefix = `${side.label}-r${n}-${randomBytes(2).toString('hex')}-`;
   const dueAt = Date.now() + aheadMs;
   const scheduled = new Date(dueAt).toISOString();
-  const state: Round = { prefix, dueAt, seen: new Map(), order: new Map(), early: 0 };
+  const state: Round = {
+    prefix,
+    dueAt,
+    seen: new Map(),
+    order: new Map(),
+    copies: new Map(),
+    tries: new Map(),
+    early: 0,
+  };
   const all = new Promise<void>((resolve) => {
     state.onAll = resolve;
   });
@@ -203,6 +218,7 @@ async function round(side: Side, n: number): Promise<string> {
   await producer.connect();
   const t0 = Date.now();
   const batch = 500;
+  let lateWrites = 0;
   for (let from = 0; from < count; from += batch) {
     const records = [];
     for (let i = from; i < Math.min(count, from + batch); i++) {
@@ -217,6 +233,9 @@ async function round(side: Side, n: number): Promise<string> {
       });
     }
     await producer.send(side.topicIn, records, 30_000);
+    // Written within REDIS_HORIZON (1 s) of the instant: queued at once, they may go ahead of an
+    // earlier request of their partition the relay has not staged yet (docs/architecture.md §9).
+    if (Date.now() > dueAt - 1_000) lateWrites += records.length;
   }
   await producer.disconnect();
   const written = (Date.now() - t0) / 1000;
@@ -244,19 +263,31 @@ async function round(side: Side, n: number): Promise<string> {
   const finite = (ms: number) => (Number.isFinite(ms) ? ms : undefined);
   const s = (ms: number | undefined) => (ms === undefined ? 'n/a' : `${(ms / 1000).toFixed(1)} s`);
   let reordered = 0;
+  const inversions: Inversion[] = [];
   // Results of one ordered partition land on different partitions of `out` (keyed by requestId):
-  // their order is the broker's timestamps (a later request produced strictly earlier = reordered).
-  for (const times of state.order.values()) {
+  // their order is the broker's timestamps of each request's *first* result (a later request's
+  // first result produced strictly before an earlier one's first = reordered; a duplicate of a
+  // request already answered, at-least-once, is counted apart, not as an inversion).
+  for (const [partition, times] of state.order) {
     const byNumber = [...times].sort((a, b) => a[0] - b[0]);
-    for (let i = 1; i < byNumber.length; i++)
-      if ((byNumber[i] as [number, number])[1] < (byNumber[i - 1] as [number, number])[1]) reordered++;
+    for (let i = 1; i < byNumber.length; i++) {
+      const [earlier, earlierAt] = byNumber[i - 1] as [number, number];
+      const [later, laterAt] = byNumber[i] as [number, number];
+      if (laterAt >= earlierAt) continue;
+      reordered++;
+      inversions.push({ partition, earlier, earlierAt, later, laterAt });
+    }
   }
+  let duplicates = 0;
+  for (const n of state.copies.values()) duplicates += n - 1;
+  const why = describeInversions(inversions, state, staged.relayedAt);
   return (
-    `${side.label.padEnd(9)} ${state.seen.size}/${count} results (written in ${written.toFixed(1)} s, due ` +
+    `${side.label.padEnd(9)} ${state.seen.size}/${count} results (written in ${written.toFixed(1)} s` +
+    `${lateWrites ? `, ${lateWrites} within 1 s of the instant` : ''}, due ` +
     `${(aheadMs / 1000).toFixed(0)} s after the round began); late: first ${s(lates[0])}, median ` +
     `${s(lates[Math.floor(lates.length / 2)])}, last ${s(lates.at(-1))} (ordered ${s(finite(lastOrdered))}, ` +
     `unordered ${s(finite(lastUnordered))}); early ${state.early}; ` +
-    `ordered partitions out of order: ${reordered}; relayed to in before the instant: ${staged.before}/` +
+    `ordered partitions out of order: ${reordered}${why}; duplicate results: ${duplicates}; relayed to in before the instant: ${staged.before}/` +
     `${staged.relayed}; journal records per wake-up ${(journaled / count).toFixed(2)}; ${cpu}; load average ${loadavg()}`
   );
 }
@@ -285,7 +316,7 @@ async function stagedBefore(topic: string, prefix: string, dueAt: number) {
   const offsets = await admin.topicOffsets(topic);
   await admin.disconnect();
   let left = offsets.reduce((sum, p) => sum + Number(p.high) - Number(p.low), 0);
-  const counts = { relayed: 0, before: 0 };
+  const counts = { relayed: 0, before: 0, relayedAt: new Map<string, number>() };
   const consumer = kafka.consumer({
     groupId: `${topic}-staged-${randomBytes(3).toString('hex')}`,
     maxWaitMs: 100,
@@ -302,6 +333,8 @@ async function stagedBefore(topic: string, prefix: string, dueAt: number) {
           if (!record.key?.toString().includes(prefix)) continue;
           if (headerText(record.headers, RELAYED_FROM_HEADER) !== 'outbox') continue;
           counts.relayed++;
+          const requestId = requestIdOf(record.value);
+          if (requestId) counts.relayedAt.set(requestId, Number(record.timestamp));
           if (Number(record.timestamp) < dueAt) counts.before++;
         }
         if (left <= 0) resolve();
@@ -311,6 +344,59 @@ async function stagedBefore(topic: string, prefix: string, dueAt: number) {
   await Promise.race([read, new Promise((resolve) => setTimeout(resolve, 120_000))]);
   await consumer.stop();
   return counts;
+}
+
+interface Inversion {
+  partition: string;
+  earlier: number;
+  earlierAt: number;
+  later: number;
+  laterAt: number;
+}
+
+/**
+ * What the inversions were: for each pair whether either request has duplicate results, their
+ * tryCounts, and which went through the outbox (relayed back to `in`) and which was queued
+ * straight from its first `in` record (routed within REDIS_HORIZON of the instant); a few in full.
+ */
+function describeInversions(inversions: Inversion[], state: Round, relayedAt: Map<string, number>): string {
+  if (inversions.length === 0) return '';
+  const id = (partition: string, n: number) => `${state.prefix}${partition}-${n}`;
+  const path = (requestId: string) => (relayedAt.has(requestId) ? 'outbox' : 'direct');
+  const kinds = new Map<string, number>();
+  const examples: string[] = [];
+  for (const inv of inversions) {
+    const earlier = id(inv.partition, inv.earlier);
+    const later = id(inv.partition, inv.later);
+    const duplicated = (state.copies.get(earlier) ?? 0) > 1 || (state.copies.get(later) ?? 0) > 1;
+    const kind = `${path(earlier)}→${path(later)}${duplicated ? ' dup' : ''}`;
+    kinds.set(kind, (kinds.get(kind) ?? 0) + 1);
+    if (examples.length < 3)
+      examples.push(
+        `${inv.partition} #${inv.earlier} (${path(earlier)}, relayed ${relayedAt.get(earlier) ?? '-'}, ` +
+          `out ${inv.earlierAt}, try ${state.tries.get(earlier)}, copies ${state.copies.get(earlier)}) after ` +
+          `#${inv.later} (${path(later)}, relayed ${relayedAt.get(later) ?? '-'}, out ${inv.laterAt}, ` +
+          `try ${state.tries.get(later)}, copies ${state.copies.get(later)})`,
+      );
+  }
+  const summary = [...kinds].map(([kind, n]) => `${n} ${kind}`).join(', ');
+  return ` [earlier→later path: ${summary}; e.g. ${examples.join('; ')}]`;
+}
+
+function requestIdOf(value: Buffer | null | undefined): string | undefined {
+  try {
+    return JSON.parse(value?.toString() ?? '').meta?.requestId;
+  } catch {
+    return undefined;
+  }
+}
+
+function tryCountOf(value: Buffer | null | undefined): number {
+  try {
+    return Number(JSON.parse(value?.toString() ?? '').meta?.tryCount);
+  } catch {
+    return Number.NaN;
+  }
 }
 
 async function main(): Promise<void> {

@@ -1,6 +1,7 @@
 import {
   errorResult,
   invalidRequestResult,
+  isOrderedPartition,
   kafkaKeyFor,
   type RequestContract,
   type RequestEnvelope,
@@ -44,6 +45,8 @@ export interface SourceRecord {
   key: Buffer | null;
   value: Buffer | null;
   headers?: RecordHeaders;
+  /** The record's Kafka timestamp (epoch ms as a string): when it reached `in`. */
+  timestamp?: string;
 }
 
 export interface RouteOptions {
@@ -97,12 +100,36 @@ export function routeRecord(record: SourceRecord, contract: RequestContract, opt
   // `scheduled`, which has passed): the later of the two is when it runs.
   const dueAt = stagedDueAt === undefined ? scheduledAt : Math.max(scheduledAt, stagedDueAt);
   const traceparent = trace(envelope);
-  if (stagedDueAt === undefined && dueAt - now > horizonMs)
+  if (
+    stagedDueAt === undefined &&
+    (dueAt - now > horizonMs || farOnArrival(record, envelope, scheduledAt, options))
+  )
     return { kind: 'outbox', row: outboxRow(record, envelope, dueAt, traceparent), envelope };
   // The checked envelope rides inline, marked: the executor need not run the contract again.
   const inline = inlineRecord(envelope, record.value.length, record.headers, inlineMaxBytes);
   if (inline) inline.checked = true;
   return { kind: 'queue', task: queueTask(record, envelope, dueAt, traceparent, inline), envelope };
+}
+
+/**
+ * An ordered record that was scheduled beyond the horizon when it reached `in` goes through the
+ * outbox even when the router reads it later, within the horizon or after its instant (a router
+ * behind `in`): otherwise the records of one ordered partition before it went to the outbox and the
+ * ones after it to the queue, and those overtook the earlier ones still waiting in the outbox or on
+ * their way back through the relay (docs/architecture.md §9, "Ordered partitions and time"). The
+ * path of such a record is its own, not the router's pace: the same in every replay. Its arrival is
+ * the record's Kafka timestamp, never later than now (a timestamp ahead is not believed).
+ */
+function farOnArrival(
+  record: SourceRecord,
+  envelope: RequestEnvelope,
+  scheduledAt: number,
+  { now, horizonMs }: RouteOptions,
+): boolean {
+  if (!envelope.meta.scheduled || !isOrderedPartition(envelope.meta.partition)) return false;
+  const timestamp = Number(record.timestamp);
+  if (!Number.isFinite(timestamp) || timestamp <= 0) return false;
+  return scheduledAt - Math.min(timestamp, now) > horizonMs;
 }
 
 function queueTask(

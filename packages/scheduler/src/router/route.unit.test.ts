@@ -150,6 +150,35 @@ describe('routeRecord', () => {
     expect(early).toMatchObject({ kind: 'queue', task: { dueAt: later } });
   });
 
+  it('sends an ordered request that was beyond the horizon when it reached in to the outbox, however late it is read', () => {
+    const scheduled = '2026-12-01T09:00:00.500Z';
+    const arrived = (timestamp: number | undefined, meta: Record<string, unknown>) =>
+      routeRecord(
+        {
+          ...record(envelope({ scheduled, ...meta })),
+          ...(timestamp === undefined ? {} : { timestamp: String(timestamp) }),
+        },
+        contract,
+        { now: NOW, horizonMs: HORIZON },
+      ).kind;
+    // Reached `in` 60 s before its instant, read 0.5 s before it (a router behind `in`).
+    expect(arrived(NOW - 59_500, { partition: '!o' })).toBe('outbox');
+    // Within the horizon when it arrived, or an unordered one: queued as before.
+    expect(arrived(NOW - 400, { partition: '!o' })).toBe('queue');
+    expect(arrived(NOW - 59_500, { partition: 'u' })).toBe('queue');
+    expect(arrived(NOW - 59_500, {})).toBe('queue');
+    // No timestamp, or one ahead of the router's clock (not believed): the router's clock.
+    expect(arrived(undefined, { partition: '!o' })).toBe('queue');
+    expect(arrived(NOW + 60_000, { partition: '!o' })).toBe('queue');
+    // Not scheduled: due when read, never sent to the outbox for the router's lag.
+    expect(
+      routeRecord({ ...record(envelope({ partition: '!o' })), timestamp: String(NOW - 59_500) }, contract, {
+        now: NOW,
+        horizonMs: HORIZON,
+      }).kind,
+    ).toBe('queue');
+  });
+
   it('treats a past schedule as due now', () => {
     expect(
       routeRecord(record(envelope({ scheduled: '2020-01-01T00:00:00Z' })), contract, {
