@@ -88,6 +88,8 @@ export const executorRole: RoleDefinition = {
       freeForMs: config.pacingFreeFor,
       logger,
     });
+    // Watched: a task's cancel is read again before an attempt only when one was announced since its read.
+    const cancellations = new Cancellations(redis, config.redisPrefix, config.cancelRetention).watch(logger);
     const executor = new Executor({
       queue,
       fetcher,
@@ -117,7 +119,7 @@ export const executorRole: RoleDefinition = {
       produceTimeoutMs: config.kafkaProduceTimeout,
       logger,
       journal: deps.journal(),
-      cancellations: new Cancellations(redis, config.redisPrefix, config.cancelRetention),
+      cancellations,
       pauses,
       replies: {
         redis,
@@ -132,7 +134,13 @@ export const executorRole: RoleDefinition = {
         await executor.drain();
         await originStats.stop();
         http.close();
-        await Promise.all([fetcher.close(), queue.close(), cache.close(), pacer.close()]);
+        await Promise.all([
+          fetcher.close(),
+          queue.close(),
+          cache.close(),
+          pacer.close(),
+          cancellations.close(),
+        ]);
       },
     };
   },

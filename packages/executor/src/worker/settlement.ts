@@ -1,4 +1,5 @@
 import type { LeasedTask } from '@requester/queue';
+import type { CancelMark } from '@requester/shared/cancel';
 import { kafkaKeyFor, type RequestEnvelope, type ResultEnvelope } from '@requester/shared/contract';
 import type { JournalEventInput } from '@requester/shared/journal';
 import type { OutgoingRecord } from '@requester/shared/kafka';
@@ -52,6 +53,12 @@ export interface Job {
   task: QueuedTask;
   /** Epoch ms when the lease was taken: where the task's queue wait ends. */
   leasedAt: number;
+  /**
+   * Where the cancel watch stood when the task's cancel was last read and found absent (see
+   * Cancellations.mark): shared by the copies of the job made as it goes on, so a read done for one
+   * of its attempts stands for the next while no cancel of it is announced.
+   */
+  cancelRead?: { mark: CancelMark | undefined };
 }
 
 /** Pause before a task whose record Kafka could not serve is tried again. */
