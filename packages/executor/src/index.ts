@@ -4,7 +4,8 @@ import { queueFromConfig } from '@requester/queue';
 import { Cancellations } from '@requester/shared/cancel';
 import { CredentialStore, masterKeysFromConfig } from '@requester/shared/credentials';
 import { Outbox } from '@requester/shared/outbox';
-import { Pauses, PauseView } from '@requester/shared/pause';
+import { PAUSES_READ_MAX_MS, Pauses, PauseView } from '@requester/shared/pause';
+import { Announcements } from '@requester/shared/redis';
 import type { RoleDefinition, RoleHandle } from '@requester/shared/role';
 import { bulkheadFromConfig, defaultMaxPerOrigin } from './bulkhead/index.ts';
 import { ResponseCache } from './cache/index.ts';
@@ -79,7 +80,16 @@ export const executorRole: RoleDefinition = {
     });
     const originStats = new OriginStatsRecorder({ redis, prefix: `${config.redisPrefix}:`, logger });
     originStats.start();
-    const pauses = new PauseView(new Pauses(redis, config.redisPrefix));
+    const pausesInRedis = new Pauses(redis, config.redisPrefix);
+    // Watched: read again when a pause or resume was announced, or a second after the last read.
+    const pauses = new PauseView(
+      pausesInRedis,
+      new Announcements(redis, pausesInRedis.channel, {
+        maxAgeMs: PAUSES_READ_MAX_MS,
+        what: 'pause',
+        logger,
+      }),
+    );
     const pacer = new OriginPacer({
       redis,
       prefix: `${config.redisPrefix}:pace:`,
@@ -140,6 +150,7 @@ export const executorRole: RoleDefinition = {
           cache.close(),
           pacer.close(),
           cancellations.close(),
+          pauses.close(),
         ]);
       },
     };

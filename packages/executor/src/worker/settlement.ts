@@ -1,9 +1,9 @@
 import type { LeasedTask } from '@requester/queue';
-import type { CancelMark } from '@requester/shared/cancel';
 import { kafkaKeyFor, type RequestEnvelope, type ResultEnvelope } from '@requester/shared/contract';
 import type { JournalEventInput } from '@requester/shared/journal';
 import type { OutgoingRecord } from '@requester/shared/kafka';
 import type { OutboxRow } from '@requester/shared/outbox';
+import type { AnnouncementMark } from '@requester/shared/redis';
 import { type QueuedTask, taskId } from '@requester/shared/task';
 import { msToNs } from '@requester/shared/time';
 import type { Progress } from './policies.ts';
@@ -58,7 +58,7 @@ export interface Job {
    * Cancellations.mark): shared by the copies of the job made as it goes on, so a read done for one
    * of its attempts stands for the next while no cancel of it is announced.
    */
-  cancelRead?: { mark: CancelMark | undefined };
+  cancelRead?: { mark: AnnouncementMark | undefined };
 }
 
 /** Pause before a task whose record Kafka could not serve is tried again. */

@@ -3,7 +3,7 @@ import { type ErrorResultExtra, errorResult, type ResultEnvelope } from '../cont
 import type { Journal } from '../journal/index.ts';
 import type { Logger } from '../log/index.ts';
 import type { Outbox } from '../outbox/index.ts';
-import { Cluster, type RedisClient } from '../redis/index.ts';
+import { type AnnouncementMark, Announcements, Cluster, type RedisClient } from '../redis/index.ts';
 
 /**
  * Cancels (docs/architecture.md §14): a request taken back by its owner (`DELETE /requests/{id}`)
@@ -36,7 +36,7 @@ export class Cancellations {
   readonly #redis: RedisClient;
   readonly #prefix: string;
   readonly #retentionMs: number;
-  #watch: CancelWatch | undefined;
+  #watch: Announcements | undefined;
 
   /** `prefix`: REDIS_PREFIX; `retentionMs`: CANCEL_RETENTION. */
   constructor(redis: RedisClient, prefix: string, retentionMs: number) {
@@ -45,7 +45,7 @@ export class Cancellations {
     this.#retentionMs = retentionMs;
   }
 
-  /** Where `record` announces a first cancel (its key is the message; see CancelWatch). */
+  /** Where `record` announces a first cancel (its key is the message; see `watch`). */
   get channel(): string {
     return `${this.#prefix}:cancels`;
   }
@@ -56,7 +56,7 @@ export class Cancellations {
 
   /**
    * Records a cancel; when one was recorded already, that first one is kept and returned. A first
-   * cancel is announced on `channel` in the same script as its write (see CancelWatch).
+   * cancel is announced on `channel` in the same script as its write (see `watch`).
    */
   async record(
     client: string | undefined,
@@ -77,11 +77,17 @@ export class Cancellations {
   }
 
   /**
-   * Listens to the announcements of new cancels (one subscriber connection), so that `unchangedSince`
-   * can vouch for a read; until then, and once `close`d, it vouches for none.
+   * Listens to the announcements of new cancels (one subscriber connection, see Announcements), so
+   * that `unchangedSince` can vouch for a read: `record` writes and announces in one script, so a
+   * cancel written after a read is heard of (within a pub/sub delivery), and one heard of is read
+   * again. Until then, and once `close`d, it vouches for none.
    */
   watch(logger?: Logger): this {
-    this.#watch ??= new CancelWatch(this.#redis, this.channel, logger);
+    this.#watch ??= new Announcements(this.#redis, this.channel, {
+      maxAgeMs: CANCEL_MARK_MAX_MS,
+      what: 'cancel',
+      logger,
+    });
     return this;
   }
 
@@ -96,16 +102,16 @@ export class Cancellations {
    * A mark to take right before a read of cancels is sent (`find`, `findMany`): undefined while
    * nothing is watched (see `watch`), or the watch is not subscribed.
    */
-  mark(): CancelMark | undefined {
+  mark(): AnnouncementMark | undefined {
     return this.#watch?.mark();
   }
 
   /**
    * Whether no cancel of the request can have been recorded since `mark` was taken, as far as this
-   * process heard (see CancelWatch): then a read made after the mark still stands, and need not be
+   * process heard (see Announcements): then a read made after the mark still stands, and need not be
    * made again. False when unsure (no mark, the subscriber lost meanwhile, a mark too old).
    */
-  unchangedSince(mark: CancelMark | undefined, client: string | undefined, requestId: string): boolean {
+  unchangedSince(mark: AnnouncementMark | undefined, client: string | undefined, requestId: string): boolean {
     return mark !== undefined && this.#watch?.unchanged(mark, this.#key(client, requestId)) === true;
   }
 
@@ -145,103 +151,8 @@ const RECORD_LUA = `local held = redis.call('SET', KEYS[1], ARGV[1], 'NX', 'GET'
 if not held then redis.call('PUBLISH', ARGV[3], KEYS[1]) end
 return held`;
 
-/** Where a CancelWatch stood when a read of cancels was sent (see Cancellations.mark). */
-export interface CancelMark {
-  /** Announcements heard (and losses of the subscriber) by then. */
-  heard: number;
-  /** Epoch ms. */
-  at: number;
-}
-
-/** How long a mark is vouched for at most: a subscriber connection dead without a `close` stays unheard no longer. */
+/** How long a read of a cancel is vouched for at most (see Announcements): a task parks 30 s at most. */
 export const CANCEL_MARK_MAX_MS = 30_000;
-
-/** Keys of announced cancels remembered; beyond, the oldest are forgotten (and marks before them vouch for nothing). */
-const HEARD_KEYS_MAX = 10_000;
-
-/**
- * The announcements of new cancels, heard on their channel by a subscriber connection of its own
- * (as the pacer's "free origin" permission, docs/architecture.md §9 "Round trips"). A read of a
- * request's cancel stands as long as no cancel of it was announced since the read was sent, and
- * the subscriber stayed subscribed all along: `record` writes and announces in one script, so a
- * cancel written after a read is heard of (within a pub/sub delivery), and one heard of is read
- * again. Each loss of the subscriber counts as an announcement of every key; while it is not
- * subscribed (again), no mark is given, so every check reads.
- */
-class CancelWatch {
-  readonly #subscriber: RedisClient;
-  #heard = 0;
-  /** Each announced key's count of `#heard` when last heard, oldest first. */
-  readonly #heardOf = new Map<string, number>();
-  /** The highest count of a key forgotten (HEARD_KEYS_MAX), and of a loss of the subscriber. */
-  #forgotten = 0;
-  #lost = 0;
-  #listening = false;
-  #closed = false;
-
-  constructor(redis: RedisClient, channel: string, logger?: Logger) {
-    const subscriber = redis.duplicate();
-    this.#subscriber = subscriber;
-    subscriber.on('message', (_channel: string, key: string) => {
-      this.#heard++;
-      this.#heardOf.delete(key);
-      this.#heardOf.set(key, this.#heard);
-      if (this.#heardOf.size > HEARD_KEYS_MAX) {
-        const [oldest, count] = this.#heardOf.entries().next().value as [string, number];
-        this.#heardOf.delete(oldest);
-        this.#forgotten = count;
-      }
-    });
-    // Resubscribed by hand after a reconnection: marks are given again only once Redis confirms.
-    subscriber.on('ready', () => {
-      subscriber.subscribe(channel).then(
-        () => {
-          if (this.#closed) return;
-          this.#listening = true;
-          this.#warned = false;
-        },
-        (err: unknown) => this.#failed(err),
-      );
-    });
-    subscriber.on('close', () => this.#lose());
-    subscriber.on('error', (err: Error) => this.#failed(err));
-    this.#logger = logger;
-  }
-
-  readonly #logger: Logger | undefined;
-  #warned = false;
-
-  /** One warning until the subscriber listens again (ioredis emits an error per reconnect attempt). */
-  #failed(err: unknown): void {
-    if (this.#warned || this.#closed) return;
-    this.#warned = true;
-    this.#logger?.warn({ err }, 'cancel announcements unheard: cancels are read again before each attempt');
-  }
-
-  mark(): CancelMark | undefined {
-    return this.#listening ? { heard: this.#heard, at: Date.now() } : undefined;
-  }
-
-  unchanged(mark: CancelMark, key: string): boolean {
-    if (!this.#listening || this.#lost > mark.heard || Date.now() - mark.at > CANCEL_MARK_MAX_MS)
-      return false;
-    const heard = this.#heardOf.get(key);
-    return heard === undefined ? this.#forgotten <= mark.heard : heard <= mark.heard;
-  }
-
-  async close(): Promise<void> {
-    this.#closed = true;
-    this.#lose();
-    await this.#subscriber.quit().catch(() => this.#subscriber.disconnect());
-  }
-
-  /** The announcements may go unheard: no mark given before stands. */
-  #lose(): void {
-    this.#listening = false;
-    this.#heard++;
-    this.#lost = this.#heard;
-  }
-}
 
 /** The cancel stored as `text`, when it applies to a copy accepted at `createdAtMs` (unknown: it applies). */
 function applying(text: string | null, createdAtMs: number | undefined): Cancellation | undefined {
