@@ -1,6 +1,7 @@
-import { afterAll, describe, expect, it } from 'vitest';
-import { createRedis, Redis } from '../redis/index.ts';
-import { uniqueName } from '../testing/index.ts';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Pauses } from '../pause/index.ts';
+import { Announcements, createRedis, Redis, type RedisClient } from '../redis/index.ts';
+import { redisServerAvailable, startRedisCluster, type TestCluster, uniqueName } from '../testing/index.ts';
 import { Cancellations } from './index.ts';
 
 describe('Cancellations.findMany', () => {
@@ -96,4 +97,45 @@ describe('Cancellations.watch', () => {
     }
     expect(watched.mark()).toBeUndefined();
   });
+});
+
+describe.runIf(redisServerAvailable())('Cancellations.watch on a Redis Cluster', () => {
+  let cluster: TestCluster;
+  let redis: RedisClient;
+  beforeAll(async () => {
+    cluster = await startRedisCluster(7751);
+    redis = createRedis({ url: cluster.url, cluster: true });
+  }, 60_000);
+  afterAll(async () => {
+    redis?.disconnect();
+    await cluster?.stop();
+  }, 30_000);
+
+  it('hears the cancels and pauses written on any node', async () => {
+    const watched = new Cancellations(redis, 'rq', 60_000).watch();
+    const pauses = new Pauses(redis, 'rq');
+    const heardPauses = new Announcements(redis, pauses.channel, { maxAgeMs: 60_000, what: 'pause' });
+    try {
+      while (watched.mark() === undefined || heardPauses.mark() === undefined)
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      const mark = watched.mark();
+      const pauseMark = heardPauses.mark();
+      // Keys in many slots, so on every master.
+      const ids = Array.from({ length: 12 }, (_, i) => `c-${i}`);
+      for (const id of ids) expect((await watched.record('billing', id, 'cli:ops')).first).toBe(true);
+      await pauses.pause('client', 'billing', 'cli:ops');
+      while (ids.some((id) => watched.unchangedSince(mark, 'billing', id)))
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      while (pauseMark && heardPauses.unchanged(pauseMark, pauses.key))
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      expect(watched.unchangedSince(mark, 'billing', 'never')).toBe(true);
+      expect(
+        (await watched.findMany(ids.map((requestId) => ({ client: 'billing', requestId })))).every(Boolean),
+      ).toBe(true);
+      expect(await pauses.resume('client', 'billing')).toBe(true);
+    } finally {
+      await watched.close();
+      await heardPauses.close();
+    }
+  }, 60_000);
 });
