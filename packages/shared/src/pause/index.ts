@@ -119,8 +119,11 @@ export const PAUSES_READ_MAX_MS = 1_000;
  * Watched (`announcements` on `Pauses.channel`, 2026-12-06): `pause` and `resume` announce their
  * write, so the last read stands while none was announced since it was sent and the subscriber
  * stayed subscribed, for PAUSES_READ_MAX_MS at most: `refresh` reads only then (about one HGETALL
- * a second rather than one per lease batch, ~0.15 command per call under load). A pause announced
- * is read by the next lease batch, as before; while the subscriber is down, every batch reads.
+ * a second rather than one per lease batch, ~0.15 command per call under load). A pause heard is read
+ * by the next lease batch, as before; but one written within a pub/sub delivery (sub-millisecond)
+ * before a lease may be heard just after that batch's refresh, and the batch's tasks then run, as
+ * they would had the pause come just after the lease. While the subscriber is down, every batch
+ * reads.
  */
 export class PauseView {
   readonly #pauses: Pick<Pauses, 'list'> & Partial<Pick<Pauses, 'key'>>;
