@@ -4,7 +4,7 @@ import { queueFromConfig } from '@requester/queue';
 import { Cancellations } from '@requester/shared/cancel';
 import { CredentialStore, masterKeysFromConfig } from '@requester/shared/credentials';
 import { Outbox } from '@requester/shared/outbox';
-import { PAUSES_READ_MAX_MS, Pauses, PauseView } from '@requester/shared/pause';
+import { Pauses, PauseView } from '@requester/shared/pause';
 import { Announcements } from '@requester/shared/redis';
 import type { RoleDefinition, RoleHandle } from '@requester/shared/role';
 import { bulkheadFromConfig, defaultMaxPerOrigin } from './bulkhead/index.ts';
@@ -81,15 +81,15 @@ export const executorRole: RoleDefinition = {
     const originStats = new OriginStatsRecorder({ redis, prefix: `${config.redisPrefix}:`, logger });
     originStats.start();
     const pausesInRedis = new Pauses(redis, config.redisPrefix);
-    // Watched: read again when a pause or resume was announced, or a second after the last read.
-    const pauses = new PauseView(
-      pausesInRedis,
-      new Announcements(redis, pausesInRedis.channel, {
-        maxAgeMs: PAUSES_READ_MAX_MS,
-        what: 'pause',
-        logger,
-      }),
-    );
+    // Watched, on one subscriber connection: a task's cancel is read again before an attempt only
+    // when one was announced since its read; the pauses when one was announced, or a second after.
+    const cancellations = new Cancellations(redis, config.redisPrefix, config.cancelRetention);
+    const announcements = new Announcements(redis, [cancellations.channel, pausesInRedis.channel], {
+      what: 'cancel and pause',
+      logger,
+    });
+    cancellations.watch(announcements);
+    const pauses = new PauseView(pausesInRedis, announcements);
     const pacer = new OriginPacer({
       redis,
       prefix: `${config.redisPrefix}:pace:`,
@@ -98,8 +98,6 @@ export const executorRole: RoleDefinition = {
       freeForMs: config.pacingFreeFor,
       logger,
     });
-    // Watched: a task's cancel is read again before an attempt only when one was announced since its read.
-    const cancellations = new Cancellations(redis, config.redisPrefix, config.cancelRetention).watch(logger);
     const executor = new Executor({
       queue,
       fetcher,
@@ -149,8 +147,7 @@ export const executorRole: RoleDefinition = {
           queue.close(),
           cache.close(),
           pacer.close(),
-          cancellations.close(),
-          pauses.close(),
+          announcements.close(),
         ]);
       },
     };

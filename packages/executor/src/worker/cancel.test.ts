@@ -1,6 +1,6 @@
 import { Cancellations } from '@requester/shared/cancel';
 import type { Journal, JournalEventInput } from '@requester/shared/journal';
-import { Redis } from '@requester/shared/redis';
+import { Announcements, Redis } from '@requester/shared/redis';
 import { uniqueName } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LocalBulkhead } from '../bulkhead/index.ts';
@@ -38,9 +38,11 @@ describe('cancels of parked tasks, watched', () => {
     // Named, as its subscriber (a duplicate) is: a test may drop that subscriber alone.
     const redis = new Redis('redis://127.0.0.1:6379', { connectionName: name });
     const prefix = h.prefix('cancels');
-    const cancellations = new CountedCancellations(redis, prefix, 60_000).watch();
+    const cancellations = new CountedCancellations(redis, prefix, 60_000);
+    const announcements = new Announcements(redis, [cancellations.channel], { what: 'cancel' });
+    cancellations.watch(announcements);
     h.onClose(async () => {
-      await cancellations.close();
+      await announcements.close();
       redis.disconnect();
     });
     while (cancellations.mark() === undefined) await new Promise((resolve) => setTimeout(resolve, 5));

@@ -48,7 +48,9 @@ describe('Cancellations.watch', () => {
   };
 
   it('vouches for a read until a cancel of that request is announced; other requests unaffected', async () => {
-    const watched = new Cancellations(redis, prefix, 60_000).watch();
+    const watched = new Cancellations(redis, prefix, 60_000);
+    const announcements = new Announcements(redis, [watched.channel], { what: 'cancel' });
+    watched.watch(announcements);
     try {
       await until(() => watched.mark() !== undefined);
       const mark = watched.mark();
@@ -63,7 +65,7 @@ describe('Cancellations.watch', () => {
       expect(watched.unchangedSince(after, 'billing', 'w-1')).toBe(true);
       expect(watched.unchangedSince(undefined, 'billing', 'w-2')).toBe(false);
     } finally {
-      await watched.close();
+      await announcements.close();
     }
   });
 
@@ -71,7 +73,9 @@ describe('Cancellations.watch', () => {
     const name = uniqueName('cancel-watch-sub');
     // Its subscriber (a duplicate, options kept) is named, so that the test can drop it alone.
     const own = new Redis('redis://127.0.0.1:6379', { connectionName: name });
-    const watched = new Cancellations(own, prefix, 60_000).watch();
+    const watched = new Cancellations(own, prefix, 60_000);
+    const announcements = new Announcements(own, [watched.channel], { what: 'cancel' });
+    watched.watch(announcements);
     try {
       await until(() => watched.mark() !== undefined);
       const mark = watched.mark();
@@ -92,7 +96,7 @@ describe('Cancellations.watch', () => {
       // A read made now is vouched for.
       expect(watched.unchangedSince(watched.mark(), undefined, 'w-4')).toBe(true);
     } finally {
-      await watched.close();
+      await announcements.close();
       own.disconnect();
     }
     expect(watched.mark()).toBeUndefined();
@@ -112,21 +116,22 @@ describe.runIf(redisServerAvailable())('Cancellations.watch on a Redis Cluster',
   }, 30_000);
 
   it('hears the cancels and pauses written on any node', async () => {
-    const watched = new Cancellations(redis, 'rq', 60_000).watch();
+    const watched = new Cancellations(redis, 'rq', 60_000);
     const pauses = new Pauses(redis, 'rq');
-    const heardPauses = new Announcements(redis, pauses.channel, { maxAgeMs: 60_000, what: 'pause' });
+    // One subscriber for both, as an executor has.
+    const heard = new Announcements(redis, [watched.channel, pauses.channel], { what: 'cancel and pause' });
+    watched.watch(heard);
     try {
-      while (watched.mark() === undefined || heardPauses.mark() === undefined)
-        await new Promise((resolve) => setTimeout(resolve, 5));
+      while (watched.mark() === undefined) await new Promise((resolve) => setTimeout(resolve, 5));
       const mark = watched.mark();
-      const pauseMark = heardPauses.mark();
+      const pauseMark = heard.mark();
       // Keys in many slots, so on every master.
       const ids = Array.from({ length: 12 }, (_, i) => `c-${i}`);
       for (const id of ids) expect((await watched.record('billing', id, 'cli:ops')).first).toBe(true);
       await pauses.pause('client', 'billing', 'cli:ops');
       while (ids.some((id) => watched.unchangedSince(mark, 'billing', id)))
         await new Promise((resolve) => setTimeout(resolve, 5));
-      while (pauseMark && heardPauses.unchanged(pauseMark, pauses.key))
+      while (pauseMark && heard.unchanged(pauseMark, pauses.key, 60_000))
         await new Promise((resolve) => setTimeout(resolve, 5));
       expect(watched.unchangedSince(mark, 'billing', 'never')).toBe(true);
       expect(
@@ -134,8 +139,7 @@ describe.runIf(redisServerAvailable())('Cancellations.watch on a Redis Cluster',
       ).toBe(true);
       expect(await pauses.resume('client', 'billing')).toBe(true);
     } finally {
-      await watched.close();
-      await heardPauses.close();
+      await heard.close();
     }
   }, 60_000);
 });

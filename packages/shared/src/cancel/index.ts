@@ -1,9 +1,8 @@
 import { clientScoped } from '../contract/namespace.ts';
 import { type ErrorResultExtra, errorResult, type ResultEnvelope } from '../contract/result.ts';
 import type { Journal } from '../journal/index.ts';
-import type { Logger } from '../log/index.ts';
 import type { Outbox } from '../outbox/index.ts';
-import { type AnnouncementMark, Announcements, Cluster, type RedisClient } from '../redis/index.ts';
+import { type AnnouncementMark, type Announcements, Cluster, type RedisClient } from '../redis/index.ts';
 
 /**
  * Cancels (docs/architecture.md §14): a request taken back by its owner (`DELETE /requests/{id}`)
@@ -77,25 +76,15 @@ export class Cancellations {
   }
 
   /**
-   * Listens to the announcements of new cancels (one subscriber connection, see Announcements), so
-   * that `unchangedSince` can vouch for a read: `record` writes and announces in one script, so a
-   * cancel written after a read is heard of (within a pub/sub delivery), and one heard of is read
-   * again. Until then, and once `close`d, it vouches for none.
+   * Heeds the announcements of new cancels (`announcements` subscribed to `channel`, owned and
+   * closed by the caller), so that `unchangedSince` can vouch for a read: `record` writes and
+   * announces in one script, so a cancel written after a read is heard of (within a pub/sub
+   * delivery), and one heard of is read again. Without it, and while it is not subscribed, it
+   * vouches for none.
    */
-  watch(logger?: Logger): this {
-    this.#watch ??= new Announcements(this.#redis, this.channel, {
-      maxAgeMs: CANCEL_MARK_MAX_MS,
-      what: 'cancel',
-      logger,
-    });
+  watch(announcements: Announcements): this {
+    this.#watch = announcements;
     return this;
-  }
-
-  /** Ends the watch's subscription (the caller owns and closes the Redis client). */
-  async close(): Promise<void> {
-    const watch = this.#watch;
-    this.#watch = undefined;
-    await watch?.close();
   }
 
   /**
@@ -112,7 +101,10 @@ export class Cancellations {
    * made again. False when unsure (no mark, the subscriber lost meanwhile, a mark too old).
    */
   unchangedSince(mark: AnnouncementMark | undefined, client: string | undefined, requestId: string): boolean {
-    return mark !== undefined && this.#watch?.unchanged(mark, this.#key(client, requestId)) === true;
+    return (
+      mark !== undefined &&
+      this.#watch?.unchanged(mark, this.#key(client, requestId), CANCEL_MARK_MAX_MS) === true
+    );
   }
 
   /**

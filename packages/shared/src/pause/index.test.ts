@@ -28,8 +28,8 @@ describe('PauseView, watched', () => {
 
   it('reads the pauses again only when a pause or resume was announced since its last read', async () => {
     const pauses = new CountedPauses(redis, prefix);
-    const announcements = new Announcements(redis, pauses.channel, { maxAgeMs: 60_000, what: 'pause' });
-    const view = new PauseView(pauses, announcements);
+    const announcements = new Announcements(redis, [pauses.channel], { what: 'pause' });
+    const view = new PauseView(pauses, announcements, 60_000);
     try {
       await until(() => announcements.mark() !== undefined);
       await view.refresh();
@@ -41,7 +41,7 @@ describe('PauseView, watched', () => {
       const beforePause = announcements.mark();
       await operator.pause('origin', task.origin, 'cli:ops');
       // Heard: the next refresh reads it (as a lease batch after the pause did before).
-      await until(() => !announcements.unchanged(beforePause ?? { heard: 0, at: 0 }, pauses.key));
+      await until(() => !announcements.unchanged(beforePause ?? { heard: 0, at: 0 }, pauses.key, 60_000));
       await view.refresh();
       expect(pauses.lists).toBe(2);
       expect(view.match(task)?.by).toBe('cli:ops');
@@ -50,12 +50,12 @@ describe('PauseView, watched', () => {
       const beforeResume = announcements.mark();
       expect(await operator.resume('origin', task.origin)).toBe(true);
       expect(await operator.resume('origin', task.origin)).toBe(false);
-      await until(() => !announcements.unchanged(beforeResume ?? { heard: 0, at: 0 }, pauses.key));
+      await until(() => !announcements.unchanged(beforeResume ?? { heard: 0, at: 0 }, pauses.key, 60_000));
       await view.refresh();
       expect(view.match(task)).toBeUndefined();
       expect(pauses.lists).toBe(3);
     } finally {
-      await view.close();
+      await announcements.close();
     }
   });
 
@@ -63,8 +63,8 @@ describe('PauseView, watched', () => {
     const name = uniqueName('pause-view-sub');
     const own = new Redis('redis://127.0.0.1:6379', { connectionName: name });
     const pauses = new CountedPauses(own, prefix);
-    const announcements = new Announcements(own, pauses.channel, { maxAgeMs: 60_000, what: 'pause' });
-    const view = new PauseView(pauses, announcements);
+    const announcements = new Announcements(own, [pauses.channel], { what: 'pause' });
+    const view = new PauseView(pauses, announcements, 60_000);
     try {
       await until(() => announcements.mark() !== undefined);
       const before = announcements.mark();
@@ -88,7 +88,7 @@ describe('PauseView, watched', () => {
       expect(view.match({ client: 'billing', partition: 'p' })?.by).toBe('cli:ops');
       expect(pauses.lists).toBe(2);
     } finally {
-      await view.close();
+      await announcements.close();
       own.disconnect();
     }
   });

@@ -128,19 +128,35 @@ export const PAUSES_READ_MAX_MS = 1_000;
 export class PauseView {
   readonly #pauses: Pick<Pauses, 'list'> & Partial<Pick<Pauses, 'key'>>;
   readonly #announcements: Announcements | undefined;
+  readonly #readMaxMs: number;
   #byKey = new Map<string, Pause>();
   /** Where the announcements stood when the view in hand was read (undefined: read at the next refresh). */
   #read: AnnouncementMark | undefined;
 
-  constructor(pauses: Pick<Pauses, 'list'> & Partial<Pick<Pauses, 'key'>>, announcements?: Announcements) {
+  /**
+   * `announcements`: subscribed to `Pauses.channel` (owned and closed by the caller); `readMaxMs`:
+   * how long a read stands at most (PAUSES_READ_MAX_MS).
+   */
+  constructor(
+    pauses: Pick<Pauses, 'list'> & Partial<Pick<Pauses, 'key'>>,
+    announcements?: Announcements,
+    readMaxMs = PAUSES_READ_MAX_MS,
+  ) {
     this.#pauses = pauses;
     this.#announcements = announcements;
+    this.#readMaxMs = readMaxMs;
   }
 
   async refresh(): Promise<void> {
     const announcements = this.#announcements;
     const key = this.#pauses.key;
-    if (announcements && key !== undefined && this.#read && announcements.unchanged(this.#read, key)) return;
+    if (
+      announcements &&
+      key !== undefined &&
+      this.#read &&
+      announcements.unchanged(this.#read, key, this.#readMaxMs)
+    )
+      return;
     const mark = announcements?.mark();
     try {
       const pauses = await this.#pauses.list();
@@ -150,11 +166,6 @@ export class PauseView {
       // keep the last view, read again next time
       this.#read = undefined;
     }
-  }
-
-  /** Ends the announcements' subscription, if any (the caller owns and closes the Redis client). */
-  async close(): Promise<void> {
-    await this.#announcements?.close();
   }
 
   /** The pause holding a task of this origin, client and queue partition, if one does now. */

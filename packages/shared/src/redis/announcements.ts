@@ -13,13 +13,14 @@ export interface AnnouncementMark {
 const HEARD_KEYS_MAX = 10_000;
 
 /**
- * Announcements of writes, heard on a channel by a subscriber connection of its own (the pattern of
+ * Announcements of writes, heard on one or more channels by a subscriber connection of its own (the pattern of
  * the pacer's "free origin" permission, docs/architecture.md §9 "Round trips"), so that a process
  * can tell that what it read is still what Redis holds, and skip reading it again. A writer writes
  * and PUBLISHes the key it wrote in one script or transaction (a subscriber that hears of a write
- * and then reads, reads it). A read sent after `mark()` stands while `unchanged(mark, key)`: no
- * announcement of `key` heard since, the subscriber subscribed all along, and the mark younger than
- * `maxAgeMs` (what bounds a connection dead without a `close`, or a write not announced).
+ * and then reads, reads it). A read sent after `mark()` stands while `unchanged(mark, key, maxAgeMs)`:
+ * no announcement of `key` heard since, the subscriber subscribed all along, and the mark younger
+ * than `maxAgeMs` (what bounds a connection dead without a `close`, or a write not announced). The
+ * keys of all its channels share one count: a process needs one subscriber for all of them.
  *
  * Each loss of the subscriber counts as an announcement of every key; while it is not subscribed
  * (again: resubscribed by hand at each `ready`, counted only once Redis confirms), no mark is
@@ -29,7 +30,6 @@ const HEARD_KEYS_MAX = 10_000;
  */
 export class Announcements {
   readonly #subscriber: RedisClient;
-  readonly #maxAgeMs: number;
   readonly #logger: Logger | undefined;
   readonly #what: string;
   #heard = 0;
@@ -45,10 +45,9 @@ export class Announcements {
   /** `what`: what is announced, for the one warning of an outage (e.g. "cancel"). */
   constructor(
     redis: RedisClient,
-    channel: string,
-    options: { maxAgeMs: number; what: string; logger?: Logger | undefined },
+    channels: string[],
+    options: { what: string; logger?: Logger | undefined },
   ) {
-    this.#maxAgeMs = options.maxAgeMs;
     this.#logger = options.logger;
     this.#what = options.what;
     const subscriber = redis.duplicate();
@@ -64,7 +63,7 @@ export class Announcements {
       }
     });
     subscriber.on('ready', () => {
-      subscriber.subscribe(channel).then(
+      subscriber.subscribe(...channels).then(
         () => {
           if (this.#closed) return;
           this.#listening = true;
@@ -82,14 +81,15 @@ export class Announcements {
     return this.#listening ? { heard: this.#heard, at: Date.now() } : undefined;
   }
 
-  /** Whether a read of `key` sent after `mark` still stands (see the class). */
-  unchanged(mark: AnnouncementMark, key: string): boolean {
-    if (!this.#listening || this.#lost > mark.heard || Date.now() - mark.at > this.#maxAgeMs) return false;
+  /** Whether a read of `key` sent after `mark` still stands, `maxAgeMs` at most (see the class). */
+  unchanged(mark: AnnouncementMark, key: string, maxAgeMs: number): boolean {
+    if (!this.#listening || this.#lost > mark.heard || Date.now() - mark.at > maxAgeMs) return false;
     const heard = this.#heardOf.get(key);
     return heard === undefined ? this.#forgotten <= mark.heard : heard <= mark.heard;
   }
 
   async close(): Promise<void> {
+    if (this.#closed) return;
     this.#closed = true;
     this.#lose();
     await this.#subscriber.quit().catch(() => this.#subscriber.disconnect());
