@@ -5,6 +5,7 @@ import { Cancellations } from '@requester/shared/cancel';
 import { CredentialStore, masterKeysFromConfig } from '@requester/shared/credentials';
 import { Outbox } from '@requester/shared/outbox';
 import { Pauses, PauseView } from '@requester/shared/pause';
+import { Announcements } from '@requester/shared/redis';
 import type { RoleDefinition, RoleHandle } from '@requester/shared/role';
 import { bulkheadFromConfig, defaultMaxPerOrigin } from './bulkhead/index.ts';
 import { ResponseCache } from './cache/index.ts';
@@ -79,7 +80,16 @@ export const executorRole: RoleDefinition = {
     });
     const originStats = new OriginStatsRecorder({ redis, prefix: `${config.redisPrefix}:`, logger });
     originStats.start();
-    const pauses = new PauseView(new Pauses(redis, config.redisPrefix));
+    const pausesInRedis = new Pauses(redis, config.redisPrefix);
+    // Watched, on one subscriber connection: a task's cancel is read again before an attempt only
+    // when one was announced since its read; the pauses when one was announced, or a second after.
+    const cancellations = new Cancellations(redis, config.redisPrefix, config.cancelRetention);
+    const announcements = new Announcements(redis, [cancellations.channel, pausesInRedis.channel], {
+      what: 'cancel and pause',
+      logger,
+    });
+    cancellations.watch(announcements);
+    const pauses = new PauseView(pausesInRedis, announcements);
     const pacer = new OriginPacer({
       redis,
       prefix: `${config.redisPrefix}:pace:`,
@@ -117,7 +127,7 @@ export const executorRole: RoleDefinition = {
       produceTimeoutMs: config.kafkaProduceTimeout,
       logger,
       journal: deps.journal(),
-      cancellations: new Cancellations(redis, config.redisPrefix, config.cancelRetention),
+      cancellations,
       pauses,
       replies: {
         redis,
@@ -132,7 +142,13 @@ export const executorRole: RoleDefinition = {
         await executor.drain();
         await originStats.stop();
         http.close();
-        await Promise.all([fetcher.close(), queue.close(), cache.close(), pacer.close()]);
+        await Promise.all([
+          fetcher.close(),
+          queue.close(),
+          cache.close(),
+          pacer.close(),
+          announcements.close(),
+        ]);
       },
     };
   },

@@ -72,7 +72,8 @@ export interface ExecutorOptions extends Omit<PolicyModules, 'retryAfterMaxMs'> 
    * Cancelled requests (../../shared cancel): asked before an attempt (one read per lease batch)
    * and before a reschedule; none without it.
    */
-  cancellations?: Pick<Cancellations, 'find' | 'findMany'>;
+  cancellations?: Pick<Cancellations, 'find' | 'findMany'> &
+    Partial<Pick<Cancellations, 'mark' | 'unchangedSince'>>;
   /** Pauses by origin, client or partition (../../shared pause): a paused task waits, not attempted. */
   pauses?: Pick<PauseView, 'match' | 'refresh'>;
   /** EXECUTOR_PARKED_TASKS, EXECUTOR_PARKED_BYTES: the most tasks kept parked (see Executor.park). */
@@ -544,12 +545,14 @@ export class Executor {
 
   /**
    * The cancels of a lease batch's requests, in one read (an `undefined` for a task whose record
-   * did not parse). A Redis that does not answer is no cancel (see cancelled).
+   * did not parse). A Redis that does not answer is no cancel (see cancelled). Each job asked is
+   * given the watch's mark of the read (see knownCancel); one not asked, or a read failed, none.
    */
   private async cancellationsOf(
     jobs: Job[],
     parsed: Array<Parsed | undefined>,
   ): Promise<Array<Cancellation | undefined>> {
+    for (const job of jobs) job.cancelRead = { mark: undefined };
     const { cancellations } = this.options;
     const asked: number[] = [];
     const requests: Array<{ client: string | undefined; requestId: string; createdAtMs?: number }> = [];
@@ -562,9 +565,12 @@ export class Executor {
     const found: Array<Cancellation | undefined> = new Array(parsed.length);
     if (!cancellations || requests.length === 0) return found;
     try {
+      const mark = cancellations.mark?.();
       const answers = await cancellations.findMany(requests);
       asked.forEach((index, n) => {
         found[index] = answers[n];
+        const job = jobs[index];
+        if (job) job.cancelRead = { mark };
       });
     } catch (err) {
       this.log.warn({ err, requests: requests.length }, 'cancels not readable: going on');
@@ -656,14 +662,9 @@ export class Executor {
     read: { parsed: Parsed; cancellation: Cancellation | undefined } | undefined,
     slot: Granted | undefined,
   ): Promise<Settlement> {
-    // A task handed a slot within a second of its lease is not asked again: the lease batch's
-    // read is as fresh as for a call that waited in its worker (a GET per such call, ~0.5 per
-    // task under load, for a cancel a few hundred ms newer: BENCHMARKS.md, 2026-12-02).
     const known = read
       ? { found: read.cancellation }
-      : slot && Date.now() - job.leasedAt < CANCEL_FRESH_MS
-        ? { found: undefined }
-        : undefined;
+      : this.knownCancel(job, envelope, slot !== undefined && Date.now() - job.leasedAt < CANCEL_FRESH_MS);
     const cancelled = await this.cancelled(job, envelope, progress, known);
     if (cancelled) return cancelled;
     const paused = this.paused(job, envelope);
@@ -673,12 +674,31 @@ export class Executor {
       this.policies.attempt(traced, progress, taskLog, slot).then((ending) =>
         // Cancelled while in flight: the attempt made stands, no further one (nor a wait) follows.
         ending.kind === 'reschedule'
-          ? this.cancelled(job, traced, ending.progress).then(
+          ? this.cancelled(job, traced, ending.progress, this.knownCancel(job, traced, false)).then(
               (late) => late ?? this.settlementOf(job, traced, ending),
             )
           : this.settlementOf(job, traced, ending),
       ),
     );
+  }
+
+  /**
+   * No cancel, when the task's last read of it still stands (else undefined: it is read again).
+   * With the cancel watch subscribed, the read stands while no cancel of the request was announced
+   * since it was sent (Cancellations.unchangedSince): a task parked for a slot, a retry or a pace,
+   * or rescheduled by its attempt, reads its cancel again only when one was announced meanwhile.
+   * Without a mark (no watch, its subscriber down when the read was sent, or the read failed):
+   * `fresh`, a task handed a bulkhead slot within CANCEL_FRESH_MS of its lease, is not asked again,
+   * the lease batch's read being as fresh as for a call that waited in its worker (a GET per such
+   * call, ~0.5 per task under load, for a cancel a few hundred ms newer: BENCHMARKS.md, 2026-12-02).
+   */
+  private knownCancel(job: Job, envelope: RequestEnvelope, fresh: boolean): { found: undefined } | undefined {
+    const mark = job.cancelRead?.mark;
+    if (mark === undefined) return fresh ? { found: undefined } : undefined;
+    const { client, requestId } = envelope.meta;
+    return this.options.cancellations?.unchangedSince?.(mark, client, requestId)
+      ? { found: undefined }
+      : undefined;
   }
 
   /**
@@ -696,14 +716,22 @@ export class Executor {
     const { cancellations } = this.options;
     if (!cancellations) return undefined;
     const { client, proxyData } = envelope.meta;
-    const cancellation = known
-      ? known.found
-      : await cancellations
-          .find(client, envelope.meta.requestId, job.task.createdAt)
-          .catch((err: unknown) => {
-            this.log.warn({ err, requestId: envelope.meta.requestId }, 'cancels not readable: going on');
-            return undefined;
-          });
+    let cancellation = known?.found;
+    if (!known) {
+      const mark = cancellations.mark?.();
+      cancellation = await cancellations.find(client, envelope.meta.requestId, job.task.createdAt).then(
+        (found) => {
+          // Read and absent: stands for the task's next checks while no cancel of it is announced.
+          if (job.cancelRead) job.cancelRead.mark = found ? undefined : mark;
+          return found;
+        },
+        (err: unknown) => {
+          this.log.warn({ err, requestId: envelope.meta.requestId }, 'cancels not readable: going on');
+          if (job.cancelRead) job.cancelRead.mark = undefined;
+          return undefined;
+        },
+      );
+    }
     if (!cancellation) return undefined;
     const result = cancelledResult(envelope.meta.requestId, cancellation, {
       tryCount: progress.tryCount,

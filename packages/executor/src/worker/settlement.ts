@@ -3,6 +3,7 @@ import { kafkaKeyFor, type RequestEnvelope, type ResultEnvelope } from '@request
 import type { JournalEventInput } from '@requester/shared/journal';
 import type { OutgoingRecord } from '@requester/shared/kafka';
 import type { OutboxRow } from '@requester/shared/outbox';
+import type { AnnouncementMark } from '@requester/shared/redis';
 import { type QueuedTask, taskId } from '@requester/shared/task';
 import { msToNs } from '@requester/shared/time';
 import type { Progress } from './policies.ts';
@@ -52,6 +53,12 @@ export interface Job {
   task: QueuedTask;
   /** Epoch ms when the lease was taken: where the task's queue wait ends. */
   leasedAt: number;
+  /**
+   * Where the cancel watch stood when the task's cancel was last read and found absent (see
+   * Cancellations.mark): shared by the copies of the job made as it goes on, so a read done for one
+   * of its attempts stands for the next while no cancel of it is announced.
+   */
+  cancelRead?: { mark: AnnouncementMark | undefined };
 }
 
 /** Pause before a task whose record Kafka could not serve is tried again. */

@@ -2,7 +2,7 @@ import { clientScoped } from '../contract/namespace.ts';
 import { type ErrorResultExtra, errorResult, type ResultEnvelope } from '../contract/result.ts';
 import type { Journal } from '../journal/index.ts';
 import type { Outbox } from '../outbox/index.ts';
-import { Cluster, type RedisClient } from '../redis/index.ts';
+import { type AnnouncementMark, type Announcements, Cluster, type RedisClient } from '../redis/index.ts';
 
 /**
  * Cancels (docs/architecture.md §14): a request taken back by its owner (`DELETE /requests/{id}`)
@@ -35,6 +35,7 @@ export class Cancellations {
   readonly #redis: RedisClient;
   readonly #prefix: string;
   readonly #retentionMs: number;
+  #watch: Announcements | undefined;
 
   /** `prefix`: REDIS_PREFIX; `retentionMs`: CANCEL_RETENTION. */
   constructor(redis: RedisClient, prefix: string, retentionMs: number) {
@@ -43,28 +44,67 @@ export class Cancellations {
     this.#retentionMs = retentionMs;
   }
 
+  /** Where `record` announces a first cancel (its key is the message; see `watch`). */
+  get channel(): string {
+    return `${this.#prefix}:cancels`;
+  }
+
   #key(client: string | undefined, requestId: string): string {
     return `${this.#prefix}:cancel:${clientScoped(client, requestId)}`;
   }
 
-  /** Records a cancel; when one was recorded already, that first one is kept and returned. */
+  /**
+   * Records a cancel; when one was recorded already, that first one is kept and returned. A first
+   * cancel is announced on `channel` in the same script as its write (see `watch`).
+   */
   async record(
     client: string | undefined,
     requestId: string,
     by: string,
   ): Promise<{ cancellation: Cancellation; first: boolean }> {
     const cancellation: Cancellation = { by, at: Date.now() };
-    const held = await this.#redis.call(
-      'SET',
+    const held = await this.#redis.eval(
+      RECORD_LUA,
+      1,
       this.#key(client, requestId),
       JSON.stringify(cancellation),
-      'NX',
-      'GET',
-      'PX',
       String(Math.max(1, this.#retentionMs)),
+      this.channel,
     );
-    if (held === null) return { cancellation, first: true };
+    if (held === null || held === undefined) return { cancellation, first: true };
     return { cancellation: parseCancellation(String(held)) ?? cancellation, first: false };
+  }
+
+  /**
+   * Heeds the announcements of new cancels (`announcements` subscribed to `channel`, owned and
+   * closed by the caller), so that `unchangedSince` can vouch for a read: `record` writes and
+   * announces in one script, so a cancel written after a read is heard of (within a pub/sub
+   * delivery), and one heard of is read again. Without it, and while it is not subscribed, it
+   * vouches for none.
+   */
+  watch(announcements: Announcements): this {
+    this.#watch = announcements;
+    return this;
+  }
+
+  /**
+   * A mark to take right before a read of cancels is sent (`find`, `findMany`): undefined while
+   * nothing is watched (see `watch`), or the watch is not subscribed.
+   */
+  mark(): AnnouncementMark | undefined {
+    return this.#watch?.mark();
+  }
+
+  /**
+   * Whether no cancel of the request can have been recorded since `mark` was taken, as far as this
+   * process heard (see Announcements): then a read made after the mark still stands, and need not be
+   * made again. False when unsure (no mark, the subscriber lost meanwhile, a mark too old).
+   */
+  unchangedSince(mark: AnnouncementMark | undefined, client: string | undefined, requestId: string): boolean {
+    return (
+      mark !== undefined &&
+      this.#watch?.unchanged(mark, this.#key(client, requestId), CANCEL_MARK_MAX_MS) === true
+    );
   }
 
   /**
@@ -97,6 +137,14 @@ export class Cancellations {
     return requests.map((r, i) => applying(texts[i] ?? null, r.createdAtMs));
   }
 }
+
+/** A first cancel's write and its announcement, one script: a subscriber that hears it then reads it. */
+const RECORD_LUA = `local held = redis.call('SET', KEYS[1], ARGV[1], 'NX', 'GET', 'PX', ARGV[2])
+if not held then redis.call('PUBLISH', ARGV[3], KEYS[1]) end
+return held`;
+
+/** How long a read of a cancel is vouched for at most (see Announcements): a task parks 30 s at most. */
+export const CANCEL_MARK_MAX_MS = 30_000;
 
 /** The cancel stored as `text`, when it applies to a copy accepted at `createdAtMs` (unknown: it applies). */
 function applying(text: string | null, createdAtMs: number | undefined): Cancellation | undefined {

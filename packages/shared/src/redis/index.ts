@@ -3,6 +3,7 @@ import type { Logger } from '../log/index.ts';
 import type { RedisClient } from './client.ts';
 
 export { Cluster, Redis } from 'ioredis';
+export { type AnnouncementMark, Announcements } from './announcements.ts';
 export type { RedisClient } from './client.ts';
 // The Lua scripts' loader: `@requester/shared/redis` is all a Redis user needs.
 export * from './lua.ts';
