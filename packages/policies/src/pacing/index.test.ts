@@ -262,7 +262,7 @@ describe('OriginPacer', () => {
     expect(await p.snapshot(ORIGIN)).toMatchObject({ floorMs: 10, limit: 16 });
     // Just past the bound (14.6 ms: a gradient of 13/14.6) and far past it (40 ms): the recent average
     // is brought there first by calls that found room (they lower nothing), then 16 calls that
-    // took the last slot, a round: the far one loses a whole call, the near one a fifth of one.
+    // took the last slot, a round: the far one loses a whole step (half a call), the near one a fifth of that.
     const past = async (latencyMs: number) => {
       const q = pacer({ maxLimit: 16, loopLagMs: still });
       await q.report(ORIGIN, ok, 10 * MS);
@@ -273,10 +273,10 @@ describe('OriginPacer', () => {
     };
     const near = await past(14.6);
     const far = await past(40);
-    expect(near).toBeGreaterThan(15.7);
-    expect(near).toBeLessThan(15.85);
-    expect(far).toBeGreaterThan(14.9);
-    expect(far).toBeLessThan(15.05);
+    expect(near).toBeGreaterThan(15.85);
+    expect(near).toBeLessThan(15.93);
+    expect(far).toBeGreaterThan(15.45);
+    expect(far).toBeLessThan(15.55);
   });
 
   it('measures the floor again with a probe at one call, and then sees a slower target as such', async () => {
@@ -502,7 +502,7 @@ describe('OriginPacer round trips (issue 26)', () => {
     expect([a.limit, a.floorMs, a.recentMs]).toEqual([b.limit, b.floorMs, b.recentMs]);
   });
 
-  it('moves the limit by one per round of the calls of every executor applying it, not one per executor', async () => {
+  it('moves the limit by half a call per round of the calls of every executor applying it, not per executor', async () => {
     // Each executor applies the whole limit: with two, a round is twice the limit's calls.
     const still = { loopLagMs: () => 0, maxLimit: 16 };
     const grown = async (pacers: OriginPacer[]) => {
@@ -518,10 +518,11 @@ describe('OriginPacer round trips (issue 26)', () => {
     };
     const alone = await grown(executors(1, still).map((e) => e.p));
     const two = await grown(executors(2, still).map((e) => e.p));
-    // 24 answers within the bound at a limit of ~11.5: ~2 rounds of one executor, ~1 of two.
-    expect(alone).toBeGreaterThan(1.9);
-    expect(two).toBeGreaterThan(0.9);
-    expect(two).toBeLessThan(1.2);
+    // 24 answers within the bound at a limit of ~11.5: ~2 rounds of one executor, ~1 of two; half
+    // a call a round.
+    expect(alone).toBeGreaterThan(0.95);
+    expect(two).toBeGreaterThan(0.45);
+    expect(two).toBeLessThan(0.6);
   });
 
   it('reports a 429 at once, not with the answers after it', async () => {

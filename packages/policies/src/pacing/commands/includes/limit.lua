@@ -13,18 +13,19 @@
              once the calls in flight before it are answered (one recent latency later), the least
              latency of the next PROBE_SAMPLES calls is the floor (a slower target is then seen as
              such); the limit goes back to where it was
-    between  per success, the limit grows by 1/(limit × executors) (+1 per round of calls, the
+    between  per success, the limit grows by STEP/(limit × executors) (+½ per round of calls, the
              calls of every executor applying it: each applies the whole limit, so a step of
              1/limit per answer moved it one per executor per round, and with two executors the
              limit of a target of capacity 4 swung between 1 and 8) while the recent
              latency (a fast moving average) stays within TOLERANCE × floor + SLACK_MS + the
              reporting process's own event-loop lag (TOLERANCE 1.25: a little queue at the target
              is what keeps it busy while the caller holds its slots longer than the target does,
-             as Gradient2's rttTolerance; no more, or its p99 passes 2 × the floor), and shrinks when it does not, by 1/limit × how far past
-             the bound (the gradient bound/recent: a whole step at MIN_GRADIENT or less): the limit
-             settles on the latency's slope, where a queue shows, rather than wandering on its
-             noise near the bound, and a queue twice the bound still costs 1/limit an answer (a
-             halved capacity is followed within a second); a lower latency lowers the floor at
+             as Gradient2's rttTolerance; no more, or its p99 passes 2 × the floor), and shrinks
+             when it does not, by that step × how far past the bound (the gradient bound/recent: a
+             whole step at MIN_GRADIENT or less): the limit settles on the latency's slope, where a
+             queue shows, rather than wandering on its noise near the bound, and a queue twice the
+             bound still costs a whole step an answer (a halved capacity is followed within a
+             second); a lower latency lowers the floor at
              once, and the recent latency with it: a latency that falls is no queue (without it,
              a target held long and then answering faster reads as queueing until the average
              has come down). Past the bound it shrinks on the answers of calls that took the
@@ -67,6 +68,11 @@ local TOLERANCE = 1.25
 -- whole 1/limit per answer; nearer the bound, by that much less: a latency just past the bound is
 -- mostly noise, a queue twice it is not.
 local MIN_GRADIENT = 0.5
+-- What a round of calls moves the limit by at most: half a call. A whole one swung the limit of a
+-- 5 ms target of capacity 8 by ±3 calls around where it settled, and after its capacity halved
+-- it undershot: 82–84 % of the goodput there against 91–92 % at half a call, with a capacity
+-- halving still followed within a second (BENCHMARKS.md "Capacity: the tolerance, on a quiet box").
+local STEP = 0.5
 local SLACK_MS = 0.5
 local RECENT_WEIGHT = 0.1
 local OVERLOAD_CUT = 0.7
@@ -119,15 +125,15 @@ local function limitOverload(s)
 end
 
 -- What one answer moves the limit by, the recent latency against the bound, `round` the calls of
--- a round (the limit × the executors applying it): +1/round (+1 per round of calls) within it;
--- past it, −1/round × how far past (the gradient bound/recent: 1 at the bound, MIN_GRADIENT or
+-- a round (the limit × the executors applying it): +STEP/round (+STEP per round of calls) within
+-- it; past it, −STEP/round × how far past (the gradient bound/recent: 1 at the bound, MIN_GRADIENT or
 -- less at a whole step), so that the limit settles on the latency's slope, not on its noise.
 local function limitStep(round, recent, bound)
   if recent <= bound then
-    return 1 / round
+    return STEP / round
   end
   local past = (1 - bound / recent) / (1 - MIN_GRADIENT)
-  return -math.min(1, past) / round
+  return -math.min(1, past) * STEP / round
 end
 
 -- A successful answer that took `latency` ms, reported at `now`, by a process whose event loop
