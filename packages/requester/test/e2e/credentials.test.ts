@@ -32,6 +32,8 @@ import {
  */
 const CLIENT = { id: 'requester-e2e', secret: `cs-${randomBytes(16).toString('hex')}` };
 const MASTER_KEY = randomBytes(32).toString('base64');
+/** CREDENTIALS_CACHE_TTL of the stack: how long an executor trusts a credential it read. */
+const CACHE_TTL_MS = 200;
 /** A signing credential mid-rotation: the new secret and the old one sign together. */
 const SIGNING = [
   `whsec_${randomBytes(24).toString('base64')}`,
@@ -55,7 +57,10 @@ describe('end to end: target credentials', () => {
     tokens = await startTokenEndpoint(CLIENT);
     target = await startProtectedTarget({ tokens });
     hooks = await startTarget();
-    stack = await stackEnv({ CREDENTIALS_MASTER_KEY: `e2e:${MASTER_KEY}`, CREDENTIALS_CACHE_TTL: '200ms' });
+    stack = await stackEnv({
+      CREDENTIALS_MASTER_KEY: `e2e:${MASTER_KEY}`,
+      CREDENTIALS_CACHE_TTL: `${CACHE_TTL_MS}ms`,
+    });
     running = await startProcess(['ingress', 'router', 'executor', 'relay'], stack.config, logs.logger);
     // A second executor, in a process of its own (its own admin port), sharing Redis and PostgreSQL.
     const secondConfig = loadConfig({ ...stack.env, ADMIN_PORT: String(await freePort()) });
@@ -190,11 +195,14 @@ describe('end to end: target credentials', () => {
 
   it('a revoked credential fails its tasks with credential_revoked, dead-lettered', async () => {
     expect((await admin('revoke', { name: 'partner-billing' })).status).toBe(200);
+    // The contract: a revocation applies within CREDENTIALS_CACHE_TTL (executors trust what they
+    // read for that long, and the test before this one read this credential). Tasks sent once it
+    // has passed must fail; sent sooner, a fast path may still find the cached, valid copy.
+    await new Promise((resolve) => setTimeout(resolve, 2 * CACHE_TTL_MS));
     // Straight to `in` (no API key, no client): the executors judge it, not the ingress.
     const producer = await kafkaProducer();
     const ids = ['revoked-1', 'revoked-2', 'revoked-3'];
     try {
-      // Executors trust what they read for CREDENTIALS_CACHE_TTL (200ms): wait for results, not time.
       await producer.send(
         stack.config.topicIn,
         ids.map((id) => ({ key: id, value: JSON.stringify(request(id)) })),
