@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { Logger } from '@requester/shared/log';
 import { BoundedLabel, counter, gauge } from '@requester/shared/metrics';
-import type { RedisClient } from '@requester/shared/redis';
+import { type AnnouncementMark, Announcements, type RedisClient } from '@requester/shared/redis';
 import { LRUCache } from 'lru-cache';
 import { eventLoopLagMs } from './loop-lag.ts';
 import { loadPacingScripts, type PacingScripts, type ReportAnswer } from './scripts.ts';
@@ -207,17 +207,13 @@ export class OriginPacer {
    */
   private readonly dispatched = new Map<string, number>();
   /**
-   * Announcements heard: `heard` counts them all, `heardOf` holds each key's last count. A reply
-   * to a call sent before an announcement of its key grants no permission (it may have been read
-   * first). Each loss of the subscriber connection counts as an announcement of every key.
+   * The announcements of origins that stop being free, heard from the first permission asked
+   * (see listen). A reply to a call sent before an announcement of its key, or a loss of the
+   * subscriber, grants no permission (it may have been read first): `permit`.
    */
-  private heard = 0;
-  private readonly heardOf = new LRUCache<string, number>({ max: MAX_KEYS });
+  private announcements: Announcements | undefined;
   /** Keys with a report in flight that may end their freedom (see report). */
   private readonly unsure = new Map<string, number>();
-  private lostAt = 0;
-  private subscriber: RedisClient | undefined;
-  private listening = false;
   private closed = false;
   /** Answers waiting to be reported, by key. */
   private pending = new Map<string, PendingReport>();
@@ -257,7 +253,7 @@ export class OriginPacer {
     }
     const dispatched = this.takeDispatched(key);
     const asked = this.askFree();
-    const heard = this.heard;
+    const heard = this.announcements?.mark();
     try {
       const reply = await this.scripts.gate(key, {
         maxLocalWaitMs: this.maxLocalWaitMs,
@@ -326,10 +322,8 @@ export class OriginPacer {
   /** Ends the subscription to the pacing channel (the caller owns and closes `redis`). */
   async close(): Promise<void> {
     this.closed = true;
-    this.lost();
-    const subscriber = this.subscriber;
-    this.subscriber = undefined;
-    if (subscriber) await subscriber.quit().catch(() => subscriber.disconnect());
+    this.free.clear();
+    await this.announcements?.close();
   }
 
   /**
@@ -412,7 +406,7 @@ export class OriginPacer {
     this.pending.delete(key);
     const dispatched = this.takeDispatched(key);
     const asked = this.askFree();
-    const heard = this.heard;
+    const heard = this.announcements?.mark();
     const { origin, answers, kinds, resolves, news } = batch;
     if (news) this.unsure.set(key, (this.unsure.get(key) ?? 0) + 1);
     const settled = () => {
@@ -471,7 +465,7 @@ export class OriginPacer {
   private isFree(key: string): boolean {
     const untilMs = this.free.get(key);
     if (untilMs === undefined) return false;
-    if (untilMs > Date.now() && this.listening) return true;
+    if (untilMs > Date.now() && this.announcements?.listening) return true;
     this.free.delete(key);
     return false;
   }
@@ -479,14 +473,19 @@ export class OriginPacer {
   /** The permission to ask for: none while the announcements that would end it go unheard. */
   private askFree(): number {
     if (this.freeForMs === 0 || this.closed) return 0;
-    this.listen();
-    return this.listening ? this.freeForMs : 0;
+    return this.listen().listening ? this.freeForMs : 0;
   }
 
-  /** A reply's permission (`freeMs`, 0 = none) to a call sent when `heard` announcements were. */
-  private permit(key: string, freeMs: number, heard: number): void {
-    const voided = (this.heardOf.get(key) ?? 0) > heard || this.lostAt > heard || this.unsure.has(key);
-    if (freeMs > 0 && this.listening && !voided) this.free.set(key, Date.now() + freeMs);
+  /**
+   * A reply's permission (`freeMs`, 0 = none) to a call sent at `heard` (the announcements' mark
+   * then; none while they went unheard): void if its key was announced since, or the subscriber lost.
+   */
+  private permit(key: string, freeMs: number, heard: AnnouncementMark | undefined): void {
+    const stands =
+      heard !== undefined &&
+      this.announcements?.unchanged(heard, key, Number.POSITIVE_INFINITY) === true &&
+      !this.unsure.has(key);
+    if (freeMs > 0 && stands) this.free.set(key, Date.now() + freeMs);
     else this.free.delete(key);
   }
 
@@ -505,35 +504,19 @@ export class OriginPacer {
     return count;
   }
 
-  /** Subscribes to the pacing channel, once. */
-  private listen(): void {
-    if (this.subscriber !== undefined) return;
-    const subscriber = this.options.redis.duplicate();
-    this.subscriber = subscriber;
-    subscriber.on('message', (_channel: string, key: string) => {
-      this.heard++;
-      this.heardOf.set(key, this.heard);
-      this.free.delete(key);
+  /**
+   * Subscribes to the pacing channel, once: an origin announced drops its permission, a lost
+   * subscriber every permission (Announcements resubscribes after a reconnection, listening again
+   * only once Redis confirms).
+   */
+  private listen(): Announcements {
+    this.announcements ??= new Announcements(this.options.redis, [this.channel], {
+      what: 'pacing',
+      onHeard: (key) => this.free.delete(key),
+      onLost: () => this.free.clear(),
+      onError: (err) => this.failed('subscribe', err),
     });
-    // Resubscribed by hand after a reconnection: listening again only once Redis confirms.
-    subscriber.on('ready', () => {
-      subscriber.subscribe(this.channel).then(
-        () => {
-          if (this.subscriber === subscriber) this.listening = true;
-        },
-        (err: unknown) => this.failed('subscribe', err),
-      );
-    });
-    subscriber.on('close', () => this.lost());
-    subscriber.on('error', (err: Error) => this.failed('subscribe', err));
-  }
-
-  /** The announcements may go unheard: every permission ends. */
-  private lost(): void {
-    this.listening = false;
-    this.heard++;
-    this.lostAt = this.heard;
-    this.free.clear();
+    return this.announcements;
   }
 
   private remember(origin: string, limit: number | undefined, rate: number | undefined): void {

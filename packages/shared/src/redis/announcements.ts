@@ -42,14 +42,31 @@ export class Announcements {
   #closed = false;
   #warned = false;
 
-  /** `what`: what is announced, for the one warning of an outage (e.g. "cancel"). */
+  readonly #onHeard: ((key: string) => void) | undefined;
+  readonly #onLost: (() => void) | undefined;
+  readonly #onError: ((err: unknown) => void) | undefined;
+
+  /**
+   * `what`: what is announced, for the one warning of an outage (e.g. "cancel"); `onHeard`,
+   * `onLost`: told of each announcement heard and each loss of the subscriber, for a holder of
+   * local state to drop it at once (the pacer's permissions); `onError`: told of every error.
+   */
   constructor(
     redis: RedisClient,
     channels: string[],
-    options: { what: string; logger?: Logger | undefined },
+    options: {
+      what: string;
+      logger?: Logger | undefined;
+      onHeard?: (key: string) => void;
+      onLost?: () => void;
+      onError?: (err: unknown) => void;
+    },
   ) {
     this.#logger = options.logger;
     this.#what = options.what;
+    this.#onHeard = options.onHeard;
+    this.#onLost = options.onLost;
+    this.#onError = options.onError;
     const subscriber = redis.duplicate();
     this.#subscriber = subscriber;
     subscriber.on('message', (_channel: string, key: string) => {
@@ -61,6 +78,7 @@ export class Announcements {
         this.#heardOf.delete(oldest);
         this.#forgotten = count;
       }
+      this.#onHeard?.(key);
     });
     subscriber.on('ready', () => {
       subscriber.subscribe(...channels).then(
@@ -74,6 +92,11 @@ export class Announcements {
     });
     subscriber.on('close', () => this.#lose());
     subscriber.on('error', (err: Error) => this.#failed(err));
+  }
+
+  /** Whether the subscriber is subscribed: what it is told now is heard. */
+  get listening(): boolean {
+    return this.#listening;
   }
 
   /** A mark to take right before a read is sent; undefined while the subscriber is not subscribed. */
@@ -100,10 +123,12 @@ export class Announcements {
     this.#listening = false;
     this.#heard++;
     this.#lost = this.#heard;
+    this.#onLost?.();
   }
 
   /** One warning until the subscriber listens again (ioredis emits an error per reconnect attempt). */
   #failed(err: unknown): void {
+    this.#onError?.(err);
     if (this.#warned || this.#closed) return;
     this.#warned = true;
     this.#logger?.warn({ err }, `${this.#what} announcements unheard: read again at each check`);
