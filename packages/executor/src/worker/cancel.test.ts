@@ -1,7 +1,7 @@
 import { Cancellations } from '@requester/shared/cancel';
 import type { Journal, JournalEventInput } from '@requester/shared/journal';
 import { Announcements, Redis } from '@requester/shared/redis';
-import { uniqueName } from '@requester/shared/testing';
+import { killSubscriber, uniqueName } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LocalBulkhead } from '../bulkhead/index.ts';
 import { ExecutorHarness } from './harness.fixture.ts';
@@ -105,14 +105,7 @@ describe('cancels of parked tasks, watched', () => {
     const run = uniqueName('lost');
     const { parked } = await parkBehindSlowCall(parts, run);
     const markBefore = parts.cancellations.mark();
-    let id: string | undefined;
-    while (id === undefined) {
-      const list = String(await h.redis.client('LIST'));
-      const line = list.split('\n').find((l) => l.includes(`name=${parts.name} `) && l.includes(' sub=1 '));
-      id = line?.match(/^id=(\d+)/)?.[1];
-      if (id === undefined) await new Promise((resolve) => setTimeout(resolve, 5));
-    }
-    await h.redis.client('KILL', 'ID', id);
+    await killSubscriber(h.redis, parts.name);
     // Written without its announcement, as one announced while the subscriber was away would be missed.
     await h.redis.set(`${parts.prefix}:cancel:${parked}`, JSON.stringify({ by: 'cli:test', at: Date.now() }));
     // Subscribed again before the task is woken: only the loss tells that its read may be stale.

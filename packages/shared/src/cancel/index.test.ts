@@ -1,7 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Pauses } from '../pause/index.ts';
 import { Announcements, createRedis, Redis, type RedisClient } from '../redis/index.ts';
-import { redisServerAvailable, startRedisCluster, type TestCluster, uniqueName } from '../testing/index.ts';
+import {
+  killSubscriber,
+  redisServerAvailable,
+  startRedisCluster,
+  type TestCluster,
+  uniqueName,
+} from '../testing/index.ts';
 import { Cancellations } from './index.ts';
 
 describe('Cancellations.findMany', () => {
@@ -79,14 +85,7 @@ describe('Cancellations.watch', () => {
     try {
       await until(() => watched.mark() !== undefined);
       const mark = watched.mark();
-      let id: string | undefined;
-      while (id === undefined) {
-        const list = String(await redis.client('LIST'));
-        const line = list.split('\n').find((l) => l.includes(`name=${name} `) && l.includes(' sub=1 '));
-        id = line?.match(/^id=(\d+)/)?.[1];
-        if (id === undefined) await new Promise((resolve) => setTimeout(resolve, 5));
-      }
-      await redis.client('KILL', 'ID', id);
+      await killSubscriber(redis, name);
       // Not announced, as if announced while the subscriber was away: the read before must be made again.
       await redis.set(`${prefix}:cancel:w-3`, JSON.stringify({ by: 'cli:ops', at: Date.now() }));
       // Subscribed again (the loss counted): the reads before the loss still stand for nothing.

@@ -1,6 +1,6 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { Announcements, createRedis, Redis } from '../redis/index.ts';
-import { uniqueName } from '../testing/index.ts';
+import { killSubscriber, uniqueName } from '../testing/index.ts';
 import { Pauses, PauseView } from './index.ts';
 
 /** Pauses that count the reads of the hash (`list`): the reads skipped are the point. */
@@ -69,14 +69,7 @@ describe('PauseView, watched', () => {
       await until(() => announcements.mark() !== undefined);
       const before = announcements.mark();
       await view.refresh();
-      let id: string | undefined;
-      while (id === undefined) {
-        const list = String(await redis.client('LIST'));
-        const line = list.split('\n').find((l) => l.includes(`name=${name} `) && l.includes(' sub=1 '));
-        id = line?.match(/^id=(\d+)/)?.[1];
-        if (id === undefined) await new Promise((resolve) => setTimeout(resolve, 5));
-      }
-      await redis.client('KILL', 'ID', id);
+      await killSubscriber(redis, name);
       // Not announced, as a write while the subscriber was away would be missed.
       await redis.hset(
         pauses.key,

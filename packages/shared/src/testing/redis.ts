@@ -88,3 +88,25 @@ async function answers(url: string): Promise<boolean> {
   }
   return false;
 }
+
+/**
+ * Drops the subscriber connection named `connectionName` (a duplicate keeps its client's name) once
+ * it has subscribed, as a network blip would: what tests of pub/sub announcements need to see a
+ * loss counted. `redis`: another connection to the same server.
+ */
+export async function killSubscriber(
+  redis: {
+    client(subcommand: 'LIST'): Promise<unknown>;
+    client(subcommand: 'KILL', ...args: string[]): Promise<unknown>;
+  },
+  connectionName: string,
+): Promise<void> {
+  let id: string | undefined;
+  while (id === undefined) {
+    const list = String(await redis.client('LIST'));
+    const line = list.split('\n').find((l) => l.includes(`name=${connectionName} `) && l.includes(' sub=1 '));
+    id = line?.match(/^id=(\d+)/)?.[1];
+    if (id === undefined) await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+  await redis.client('KILL', 'ID', id);
+}
