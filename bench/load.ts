@@ -11,6 +11,7 @@
 //        [--idle-cpu S]   (each side's CPU while idle, S seconds after the warm-up: its fixed cost)
 //        [--profile-rounds]   (a CPU and an allocation profile of each round, bench/profile-rounds.ts:
 //        bytes allocated per task, and node CPU per task with the HTTP call's share taken out)
+//        [--profile-cpu]   (the CPU profile alone: the allocation sampler inflates the node CPU beside it)
 //        [--stages]   (per-stage latencies of each side, from its task journal: see stageReport)
 //        [--executors 1,2]   (one side per count, all from this checkout: `--role ingress,
 //        sync-gateway,router,relay` plus `requester --role executor --processes N`; CPU of the
@@ -101,6 +102,11 @@ As run for BENCHMARKS.md:
       default: false,
       help: "a CPU and an allocation profile of each round (bench/profile-rounds.ts preloaded): bytes allocated per task, node CPU per task without the HTTP call's share",
     },
+    'profile-cpu': {
+      type: 'boolean',
+      default: false,
+      help: "--profile-rounds without the allocation profile, whose sampling inflates the node CPU measured beside it: the truer node CPU per task without the HTTP call's share",
+    },
     stages: {
       type: 'boolean',
       default: false,
@@ -139,7 +145,9 @@ const rounds = Number(args.rounds);
 /** Seconds one round may take at most: what is unfinished by then is reported as such. */
 const limitMs = Number(args.limit) * 1000;
 const extraEnv = envPairs(args.env);
-const profileRounds = Boolean(args['profile-rounds']);
+const profileCpuOnly = Boolean(args['profile-cpu']);
+const profileRounds = Boolean(args['profile-rounds']) || profileCpuOnly;
+if (profileCpuOnly) extraEnv.PROFILE_ROUNDS = 'cpu';
 if (profileRounds)
   // This checkout's copy for every side: the baseline's may predate it.
   extraEnv.NODE_OPTIONS =
@@ -551,13 +559,13 @@ async function roundProfile(side: Side, r: RoundResult): Promise<RoundProfile> {
   profiled.set(side.pid, stretch);
   process.kill(side.pid, 'SIGUSR2');
   const base = path.join(tmpdir(), 'profile-rounds', `${side.pid}-${stretch}`);
-  await eventually(() => existsSync(`${base}.heapprofile`), 60_000, `${side.label}'s profiles`);
+  await eventually(() => existsSync(`${base}.cpuprofile`), 60_000, `${side.label}'s profiles`);
   const cpu = cpuSummary(`${base}.cpuprofile`);
   const tasks = Math.max(r.completed, 1);
   const httpShare = cpu.httpUs / Math.max(cpu.busyUs, 1);
   return {
     file: base,
-    allocatedPerTask: allocated(`${base}.heapprofile`).bytes / tasks,
+    allocatedPerTask: profileCpuOnly ? Number.NaN : allocated(`${base}.heapprofile`).bytes / tasks,
     busyPerTask: cpu.busyUs / tasks,
     httpShare,
     gcShare: cpu.gcUs / Math.max(cpu.busyUs, 1),
@@ -571,7 +579,7 @@ const profiled = new Map<number, number>();
 function profileLine(r: RoundResult): string {
   const p = r.profile as RoundProfile;
   return (
-    `allocated ${(p.allocatedPerTask / 1024).toFixed(1)} KiB/task; main thread busy ${p.busyPerTask.toFixed(0)} µs/task ` +
+    `${profileCpuOnly ? '' : `allocated ${(p.allocatedPerTask / 1024).toFixed(1)} KiB/task; `}main thread busy ${p.busyPerTask.toFixed(0)} µs/task ` +
     `(HTTP call ${(p.httpShare * 100).toFixed(1)} %, GC ${(p.gcShare * 100).toFixed(1)} %); node CPU/task without the HTTP call ` +
     `${p.withoutHttpPerTask.toFixed(0)}µs (${p.file}.*)`
   );
@@ -672,7 +680,8 @@ async function main(): Promise<void> {
       const pair = (f: (p: RoundProfile) => number, digits = 0) =>
         `${median(a.map(of(f))).toFixed(digits)} / ${median(b.map(of(f))).toFixed(digits)} (${ratio(of(f))})`;
       console.log(
-        `profiles ${sides[0]?.label}/${sides[1]?.label}, medians: allocated KiB/task ${pair((p) => p.allocatedPerTask / 1024, 1)}, ` +
+        `profiles ${sides[0]?.label}/${sides[1]?.label}, medians: ` +
+          `${profileCpuOnly ? '' : `allocated KiB/task ${pair((p) => p.allocatedPerTask / 1024, 1)}, `}` +
           `main thread busy µs/task ${pair((p) => p.busyPerTask)}, HTTP call % ${pair((p) => p.httpShare * 100, 1)}, ` +
           `node CPU/task without the HTTP call µs ${pair((p) => p.withoutHttpPerTask)}`,
       );

@@ -3,7 +3,8 @@
 //
 // As a preload, SIGUSR2 starts both profilers and the next SIGUSR2 stops them and writes
 // $TMPDIR/profile-rounds/<pid>-<n>.cpuprofile and .heapprofile (`bench/load.ts --profile-rounds`
-// preloads it into each side and signals around each round). The allocation profile is V8's
+// preloads it into each side and signals around each round; with PROFILE_ROUNDS=cpu, which
+// `bench/load.ts --profile-cpu` sets, the CPU profile alone). The allocation profile is V8's
 // sampling heap profiler with the objects the GC has collected kept in (`--heap-prof` keeps only
 // what is still alive at the end): it estimates every byte allocated, which the box's noise cannot
 // distort the way it does CPU time.
@@ -34,6 +35,11 @@ interface HeapProfile {
 }
 
 function preload(): void {
+  // PROFILE_ROUNDS=cpu: the CPU profile alone. The allocation sampler (a stack every 16 KiB
+  // allocated, the collected objects kept) costs the profiled process more CPU than the sampling
+  // of its stacks does, so node CPU figures taken beside it are inflated (BENCHMARKS.md, "CPU per
+  // task: the profilers' own share").
+  const allocations = process.env.PROFILE_ROUNDS !== 'cpu';
   const session = new Session();
   session.connect();
   let running = false;
@@ -49,25 +55,30 @@ function preload(): void {
     if (!running) {
       running = true;
       await post('Profiler.enable');
-      await post('HeapProfiler.enable');
-      await post('HeapProfiler.startSampling', {
-        samplingInterval: 16_384,
-        includeObjectsCollectedByMajorGC: true,
-        includeObjectsCollectedByMinorGC: true,
-      });
+      // Alone, a sample every 4 ms (not 1): its share of the HTTP call is as good over a round of
+      // thousands of tasks, for a quarter of the interruptions.
+      if (!allocations) await post('Profiler.setSamplingInterval', { interval: 4_000 });
+      if (allocations) {
+        await post('HeapProfiler.enable');
+        await post('HeapProfiler.startSampling', {
+          samplingInterval: 16_384,
+          includeObjectsCollectedByMajorGC: true,
+          includeObjectsCollectedByMinorGC: true,
+        });
+      }
       await post('Profiler.start');
       return;
     }
     running = false;
     const { profile: cpu } = await post('Profiler.stop');
-    const { profile: heap } = await post('HeapProfiler.stopSampling');
+    const heap = allocations ? (await post('HeapProfiler.stopSampling')).profile : undefined;
     stretch += 1;
     mkdirSync(dir, { recursive: true });
     const base = path.join(dir, `${process.pid}-${stretch}`);
-    writeFileSync(`${base}.cpuprofile`, JSON.stringify(cpu));
-    // Renamed once whole: the bench waits for this name.
-    writeFileSync(`${base}.tmp`, JSON.stringify(heap));
-    renameSync(`${base}.tmp`, `${base}.heapprofile`);
+    if (heap) writeFileSync(`${base}.heapprofile`, JSON.stringify(heap));
+    // Renamed once whole, and last: the bench waits for this name.
+    writeFileSync(`${base}.tmp`, JSON.stringify(cpu));
+    renameSync(`${base}.tmp`, `${base}.cpuprofile`);
   };
   process.on('SIGUSR2', () => {
     toggle().catch((error: unknown) => console.error('profile-rounds:', error));

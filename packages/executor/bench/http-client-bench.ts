@@ -7,6 +7,10 @@
  *
  *   node packages/executor/bench/http-client-bench.ts [--calls 5000] [--concurrency 32] [--rounds 4]
  *
+ * Each call's round trip is timed too; with `--concurrency 1` it is what each client adds to the
+ * target's own time on loopback: how long a call holds its caller's slot beyond the target's work
+ * (what the adaptive limit of docs/architecture.md §9 must cover with calls in flight).
+ *
  * The target (the project's test target, `POST /echo`) runs in a child process, so the CPU measured
  * here (this process, all threads and the main thread alone) is the client's. Rounds alternate the
  * two clients, the order flipped each round, so that a shared machine's drift hits both alike; the
@@ -28,11 +32,14 @@ that same kind of agent), to tell got's own floor from what the executor adds ar
 
   node packages/executor/bench/http-client-bench.ts [--calls 5000] [--concurrency 32] [--rounds 4]
 
-The target runs in a child process, so the CPU measured here is the client's. Rounds alternate
+Each call's round trip is timed (p50 / p99 of a round); with --concurrency 1, what each client adds
+to the target's own time on loopback. The target runs in a child process, so the CPU measured here
+is the client's. Rounds alternate
 the clients, the order flipped each round; the report ends with the ratios of the medians.
 
 As run for BENCHMARKS.md:
-  node packages/executor/bench/http-client-bench.ts --calls 5000 --rounds 4`,
+  node packages/executor/bench/http-client-bench.ts --calls 5000 --rounds 4
+  node packages/executor/bench/http-client-bench.ts --calls 2000 --concurrency 1 --rounds 4`,
   options: {
     calls: { type: 'string', default: '5000', value: 'N', number: true, help: 'calls per client per round' },
     concurrency: { type: 'string', default: '32', value: 'N', number: true, help: 'calls in flight at once' },
@@ -50,6 +57,9 @@ interface Result {
   callsPerSec: number;
   cpuUs: number;
   mainUs: number;
+  /** Each call's round trip, ms: with --concurrency 1, what the client adds to the target's time. */
+  p50Ms: number;
+  p99Ms: number;
 }
 
 async function startTargetProcess(): Promise<{ url: string; child: ChildProcess }> {
@@ -65,10 +75,14 @@ async function startTargetProcess(): Promise<{ url: string; child: ChildProcess 
 
 async function measure(client: string, call: Call): Promise<Result> {
   let next = 0;
+  const took = new Float64Array(CALLS);
   const loop = async () => {
     while (next < CALLS) {
+      const i = next;
       next += 1;
+      const start = performance.now();
       await call();
+      took[i] = performance.now() - start;
     }
   };
   const cpu0 = process.cpuUsage();
@@ -83,7 +97,14 @@ async function measure(client: string, call: Call): Promise<Result> {
     callsPerSec: CALLS / seconds,
     cpuUs: (cpu.user + cpu.system) / CALLS,
     mainUs: (main.user + main.system) / CALLS,
+    p50Ms: quantile(took, 0.5),
+    p99Ms: quantile(took, 0.99),
   };
+}
+
+function quantile(values: Float64Array, q: number): number {
+  const sorted = values.slice().sort();
+  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? 0;
 }
 
 const target = await startTargetProcess();
@@ -138,7 +159,7 @@ try {
       results.push(r);
       console.log(
         `round ${round} ${name.padEnd(9)} ${r.callsPerSec.toFixed(0)} calls/s, CPU/call ${r.cpuUs.toFixed(0)} µs ` +
-          `(main thread ${r.mainUs.toFixed(0)} µs)`,
+          `(main thread ${r.mainUs.toFixed(0)} µs), round trip p50 ${r.p50Ms.toFixed(3)} / p99 ${r.p99Ms.toFixed(3)} ms`,
       );
     }
   }
@@ -147,7 +168,8 @@ try {
   for (const name of Object.keys(clients)) {
     console.log(
       `median ${name.padEnd(9)} ${of(name, (r) => r.callsPerSec).toFixed(0)} calls/s, CPU/call ` +
-        `${of(name, (r) => r.cpuUs).toFixed(0)} µs (main thread ${of(name, (r) => r.mainUs).toFixed(0)} µs)`,
+        `${of(name, (r) => r.cpuUs).toFixed(0)} µs (main thread ${of(name, (r) => r.mainUs).toFixed(0)} µs), ` +
+        `round trip p50 ${of(name, (r) => r.p50Ms).toFixed(3)} / p99 ${of(name, (r) => r.p99Ms).toFixed(3)} ms`,
     );
   }
   for (const name of ['got', 'got-bare', 'node-http']) {
