@@ -361,18 +361,30 @@ export class Router {
         route.kind !== 'invalid' && isOrderedPartition(route.envelope.meta.partition) && !woken.has(record),
     );
     if (ordered.length === 0) return undefined;
+    // The queue's partition id (client scope included), whether the record goes to the queue or not.
     const partitionOf = (route: Route) => {
-      if (route.kind === 'queue') return route.task.partition;
-      const { client, partition, requestId } = (route as Exclude<Route, { kind: 'invalid' }>).envelope.meta;
+      if (route.kind === 'invalid') return '';
+      const { client, partition, requestId } = route.envelope.meta;
       return queuePartition(client, partition, requestId);
     };
     const read = await fences.read([...new Set(ordered.map(({ route }) => partitionOf(route)))]);
     const view = new Map<string, Fence | undefined>(read);
     for (const routed of ordered) {
       const partition = partitionOf(routed.route);
-      const next = fenceRoute(routed.record, routed.route, view.get(partition), this.relayed(routed.record));
-      routed.route = next.route;
-      view.set(partition, next.fence);
+      try {
+        const next = fenceRoute(
+          routed.record,
+          routed.route,
+          view.get(partition),
+          this.relayed(routed.record),
+        );
+        routed.route = next.route;
+        view.set(partition, next.fence);
+      } catch (err) {
+        // A bug on strange input must not fail the batch for ever: the record goes as routed.
+        const { partition: kafkaPartition, offset } = routed.record;
+        this.options.logger.error({ err, partition: kafkaPartition, offset }, 'fencing a record failed');
+      }
     }
     const changed = new Map<string, Fence | undefined>();
     for (const [partition, fence] of view) {
