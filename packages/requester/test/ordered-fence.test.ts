@@ -160,6 +160,31 @@ describe('router and relay: the fence of an ordered partition', () => {
     expect(await leaseInOrder(1)).toEqual(['c:0']);
   });
 
+  it('fences within one batch, past a poison record: the later record follows the earlier one into the outbox', async () => {
+    const topicIn = await startRouter();
+    const value = (requestId: string, dueAt?: number) =>
+      JSON.stringify({
+        request: { uri: 'https://example.com/x' },
+        meta: {
+          requestId,
+          partition: '!batch',
+          ...(dueAt === undefined ? {} : { scheduled: new Date(dueAt).toISOString() }),
+        },
+      });
+    // One send, one batch: the fence a sets is in no Redis yet when h is decided.
+    await producer.send(topicIn, [
+      { key: '!batch', value: value('a2', Date.now() + 60_000) },
+      { key: '!batch', value: 'not json' },
+      { key: '!batch', value: value('h') },
+    ]);
+    await routed(2, 'a2 and h routed');
+    expect(await queue.pendingDepth()).toBe(0);
+    const rows = await pg.sql`select request_id, due_at from outbox order by due_at, id`;
+    expect(rows.map((row) => row.request_id)).toEqual(['a2', 'h']);
+    expect(rows[1]?.due_at).toEqual(rows[0]?.due_at);
+    expect(JSON.parse((await redis.get(`${name}:fence:!batch`)) ?? '{}').l).toBe('h:0');
+  });
+
   it('lets a fence lapse after its due time and grace: the partition is queued at once again', async () => {
     const topicIn = await startRouter(0);
     const fenceKey = `${name}:fence:!lapse`;
@@ -181,6 +206,6 @@ describe('router and relay: the fence of an ordered partition', () => {
     await send(topicIn, 'g', 'plain');
     await eventually(async () => (await queue.pendingDepth()) === 1, 30_000, 'g queued');
     expect(await outbox.count()).toBe(1);
-    expect(await redis.keys(`${name}:fence:*`)).toEqual([]);
+    expect(await redis.exists(`${name}:fence:plain`)).toBe(0);
   });
 });
