@@ -65,6 +65,10 @@ const refused = counter(
   'records of in the queue or outbox refused (answered with an error result and dead-lettered)',
   ['destination'],
 );
+const fenced = counter(
+  'router_fenced_total',
+  'records of ordered partitions the queue would have taken, sent to the outbox behind their partition fence',
+);
 const batchSeconds = histogram('router_batch_seconds', 'time to route one fetched batch of in');
 
 /** Where routed tasks go: the Redis queue (FairQueue.publish satisfies this). */
@@ -378,6 +382,7 @@ export class Router {
           view.get(partition),
           this.relayed(routed.record),
         );
+        if (routed.route.kind === 'queue' && next.route.kind === 'outbox') fenced.inc();
         routed.route = next.route;
         view.set(partition, next.fence);
       } catch (err) {
