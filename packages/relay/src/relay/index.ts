@@ -126,6 +126,9 @@ export class Relay {
       // are claimed in due order, and an ordered partition's rows of two claims must reach `in` in
       // that order, which two produces racing each other would not keep. Many rows due at one
       // instant (staged ahead) are exactly the case where one partition spans several claims.
+      // A claim whose produce failed passes the turn only once its rows are handed back (deliverDue
+      // restores their due times before it throws): before that, they are hidden from the next
+      // claim, which would take their partition's later rows and produce them first.
       const previous = this.turn;
       let passTurn = () => {};
       this.turn = new Promise<void>((resolve) => {
@@ -136,11 +139,8 @@ export class Relay {
         const delivered = await outbox.deliverDue(
           this.options.batch,
           async (rows) => {
-            try {
-              await this.deliver(rows);
-            } finally {
-              passTurn();
-            }
+            await this.deliver(rows);
+            passTurn();
           },
           this.leaseMs,
           this.stageAheadMs,

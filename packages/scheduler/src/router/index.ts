@@ -4,6 +4,7 @@ import { Cancellations } from '@requester/shared/cancel';
 import {
   createRequestContract,
   errorResult,
+  isOrderedPartition,
   type RequestContract,
   type UnprocessableAnswer,
   unprocessableAnswer,
@@ -28,6 +29,7 @@ import type { Logger } from '@requester/shared/log';
 import { counter, histogram } from '@requester/shared/metrics';
 import { Outbox, type OutboxRow } from '@requester/shared/outbox';
 import type { RoleDefinition, RoleHandle } from '@requester/shared/role';
+import { queuePartition } from '@requester/shared/task';
 import {
   firstTraceparent,
   kafkaAttributes,
@@ -45,7 +47,16 @@ import {
   backpressureRules,
   type OpenOriginInfo,
 } from './backpressure.ts';
-import { type QueueTask, type Route, routeRecord, type SourceRecord, type TraceRoute } from './route.ts';
+import { Fences } from './fence.ts';
+import {
+  type Fence,
+  fenceRoute,
+  type QueueTask,
+  type Route,
+  routeRecord,
+  type SourceRecord,
+  type TraceRoute,
+} from './route.ts';
 import { startRouterSamplers } from './samplers.ts';
 
 const routed = counter('router_records_total', 'records of in routed, by destination', ['destination']);
@@ -53,6 +64,10 @@ const refused = counter(
   'router_refused_total',
   'records of in the queue or outbox refused (answered with an error result and dead-lettered)',
   ['destination'],
+);
+const fenced = counter(
+  'router_fenced_total',
+  'records of ordered partitions the queue would have taken, sent to the outbox behind their partition fence',
 );
 const batchSeconds = histogram('router_batch_seconds', 'time to route one fetched batch of in');
 
@@ -87,6 +102,12 @@ export interface RouterOptions {
   entry?: KafkaEntry;
   /** Cancelled requests are not parked in the outbox but queued due now (see wakeCancelled). */
   cancellations?: Pick<Cancellations, 'find'>;
+  /**
+   * The fences of ordered partitions (see fenceRoute): the role always gives them; without them
+   * (tests of routing alone) a record queued at once may overtake an earlier one of its ordered
+   * partition still on its way through the outbox.
+   */
+  fences?: Fences;
 }
 
 export interface KafkaEntry {
@@ -177,8 +198,12 @@ export class Router {
     }));
     try {
       await this.admitClaims(routes);
-      await this.wakeCancelled(routes, now);
+      const woken = await this.wakeCancelled(routes, now);
+      const fences = await this.fence(routes, woken);
       await this.write(routes);
+      // After the rows the fences name are in the outbox, before the commit: a crash in between
+      // replays the batch, which reads the same fences and decides the same way.
+      if (fences && fences.size > 0) await this.options.fences?.write(fences);
       for (const { record, route } of routes) this.journalRouted(route, record);
     } catch (err) {
       for (const span of spans) span.setStatus({ code: SpanStatusCode.ERROR });
@@ -288,9 +313,10 @@ export class Router {
   private async wakeCancelled(
     routes: Array<{ record: SourceRecord; route: Route }>,
     now: number,
-  ): Promise<void> {
+  ): Promise<ReadonlySet<SourceRecord>> {
+    const woken = new Set<SourceRecord>();
     const { cancellations, horizonMs: _h, ...options } = this.options;
-    if (!cancellations) return;
+    if (!cancellations) return woken;
     await Promise.all(
       routes.map(async (routed) => {
         const { route } = routed;
@@ -312,9 +338,65 @@ export class Router {
           horizonMs: Number.POSITIVE_INFINITY,
           ...(options.inlineMaxBytes === undefined ? {} : { inlineMaxBytes: options.inlineMaxBytes }),
         });
-        if (queued.kind === 'queue') routed.route = { ...queued, task: { ...queued.task, dueAt: now } };
+        if (queued.kind !== 'queue') return;
+        routed.route = { ...queued, task: { ...queued.task, dueAt: now } };
+        woken.add(routed.record);
       }),
     );
+    return woken;
+  }
+
+  /**
+   * Folds the batch's records of ordered partitions through their partitions' fences (see
+   * fenceRoute), in offset order, so that a record sees the fences set by the ones before it in the
+   * batch; returns the fences that changed, for the caller to write once the rows are in the
+   * outbox. One read for the batch, none for a batch without ordered partitions. A cancelled
+   * request woken out of the outbox path (wakeCancelled) stays in the queue, answered `cancelled`
+   * at once, and touches no fence.
+   */
+  private async fence(
+    routes: Array<{ record: SourceRecord; route: Route }>,
+    woken: ReadonlySet<SourceRecord>,
+  ): Promise<Map<string, Fence | undefined> | undefined> {
+    const { fences } = this.options;
+    if (!fences) return undefined;
+    const ordered = routes.filter(
+      ({ record, route }) =>
+        route.kind !== 'invalid' && isOrderedPartition(route.envelope.meta.partition) && !woken.has(record),
+    );
+    if (ordered.length === 0) return undefined;
+    // The queue's partition id (client scope included), whether the record goes to the queue or not.
+    const partitionOf = (route: Route) => {
+      if (route.kind === 'invalid') return '';
+      const { client, partition, requestId } = route.envelope.meta;
+      return queuePartition(client, partition, requestId);
+    };
+    const read = await fences.read([...new Set(ordered.map(({ route }) => partitionOf(route)))]);
+    const view = new Map<string, Fence | undefined>(read);
+    for (const routed of ordered) {
+      const partition = partitionOf(routed.route);
+      try {
+        const next = fenceRoute(
+          routed.record,
+          routed.route,
+          view.get(partition),
+          this.relayed(routed.record),
+        );
+        if (routed.route.kind === 'queue' && next.route.kind === 'outbox') fenced.inc();
+        routed.route = next.route;
+        view.set(partition, next.fence);
+      } catch (err) {
+        // A bug on strange input must not fail the batch for ever: the record goes as routed.
+        const { partition: kafkaPartition, offset } = routed.record;
+        this.options.logger.error({ err, partition: kafkaPartition, offset }, 'fencing a record failed');
+      }
+    }
+    const changed = new Map<string, Fence | undefined>();
+    for (const [partition, fence] of view) {
+      const before = read.get(partition);
+      if (fence?.dueAt !== before?.dueAt || fence?.last !== before?.last) changed.set(partition, fence);
+    }
+    return changed;
   }
 
   /** routeRecord, with a bug on strange input confined to its record (answered `internal`). */
@@ -340,14 +422,22 @@ export class Router {
    * entry (tests of routing alone) every record is trusted, as its client claim is.
    */
   private stagedDueAt(record: SourceRecord): number | undefined {
-    const { headers } = record;
-    if (headerText(headers, RELAYED_FROM_HEADER) !== 'outbox') return undefined;
-    const text = headerText(headers, RELAY_DUE_AT_HEADER);
-    if (text === undefined) return undefined;
-    const { entry } = this.options;
-    if (entry && !entry.signer.verify(record.value, headers)) return undefined;
+    const text = headerText(record.headers, RELAY_DUE_AT_HEADER);
+    if (text === undefined || !this.relayed(record)) return undefined;
     const ms = Date.parse(text);
     return Number.isFinite(ms) ? ms : undefined;
+  }
+
+  /**
+   * Whether the record is a relay's copy of an outbox row (its header), believed only when
+   * Requester signed it, as its staged due time is. A relayed copy is never fenced again (it is the
+   * earlier record a fence waits for; fencing it would send it round the outbox forever), and only
+   * a relayed copy lifts a fence.
+   */
+  private relayed(record: SourceRecord): boolean {
+    if (headerText(record.headers, RELAYED_FROM_HEADER) !== 'outbox') return false;
+    const { entry } = this.options;
+    return !entry || entry.signer.verify(record.value, record.headers);
   }
 
   private async write(routes: Array<{ record: SourceRecord; route: Route }>): Promise<void> {
@@ -495,6 +585,7 @@ export const routerRole: RoleDefinition = {
       logger,
       journal: deps.journal(),
       cancellations: new Cancellations(deps.redis(), config.redisPrefix, config.cancelRetention),
+      fences: new Fences(deps.redis(), config.redisPrefix),
       entry: {
         signer: await deps.entrySigner(),
         clients: await deps.kafkaEntryClients(),

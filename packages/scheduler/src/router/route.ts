@@ -28,7 +28,13 @@ export interface QueueTask {
 
 /** What the router does with one record of `in`. */
 export type Route =
-  | { kind: 'queue'; task: QueueTask; envelope: RequestEnvelope }
+  | {
+      kind: 'queue';
+      task: QueueTask;
+      envelope: RequestEnvelope;
+      /** The span the task carries, for an outbox row of the same record (see fenceRoute). */
+      traceparent?: string;
+    }
   | { kind: 'outbox'; row: OutboxRow; envelope: RequestEnvelope }
   | { kind: 'invalid'; result: ResultEnvelope };
 
@@ -108,7 +114,52 @@ export function routeRecord(record: SourceRecord, contract: RequestContract, opt
   // The checked envelope rides inline, marked: the executor need not run the contract again.
   const inline = inlineRecord(envelope, record.value.length, record.headers, inlineMaxBytes);
   if (inline) inline.checked = true;
-  return { kind: 'queue', task: queueTask(record, envelope, dueAt, traceparent, inline), envelope };
+  return {
+    kind: 'queue',
+    task: queueTask(record, envelope, dueAt, traceparent, inline),
+    envelope,
+    ...(traceparent === undefined ? {} : { traceparent }),
+  };
+}
+
+/**
+ * The fence of an ordered partition (docs/architecture.md §9, "Ordered partitions and time"): set
+ * while a record of the partition is in the outbox or on its way back through the relay, so that
+ * the later records of the partition queue behind it instead of ahead of it.
+ */
+export interface Fence {
+  /** Epoch ms: the latest due time of the partition's records sent to the outbox. */
+  dueAt: number;
+  /** The task id of the last of them: its relayed copy, once queued, lifts the fence. */
+  last: string;
+}
+
+/**
+ * Where a routed record of an ordered partition goes given its partition's fence, and the fence
+ * after it (pure: the router reads the fences of a batch once, folds its records through this in
+ * offset order, and writes the fences that changed). A record sent to the outbox fences its
+ * partition, due no earlier than the fence; a record the queue would take while the partition is
+ * fenced goes to the outbox too, behind the fence, and becomes its last; the relayed copy of the
+ * fence's last lifts it (`relayed`: the record came back from the outbox). Other records, and
+ * records of unordered partitions, pass unchanged.
+ */
+export function fenceRoute(
+  record: SourceRecord,
+  route: Route,
+  fence: Fence | undefined,
+  relayed: boolean,
+): { route: Route; fence: Fence | undefined } {
+  if (route.kind === 'invalid' || !isOrderedPartition(route.envelope.meta.partition)) return { route, fence };
+  if (route.kind === 'queue') {
+    if (relayed) return { route, fence: fence?.last === route.task.id ? undefined : fence };
+    if (!fence) return { route, fence };
+    const dueAt = Math.max(route.task.dueAt, fence.dueAt);
+    const row = outboxRow(record, route.envelope, dueAt, route.traceparent);
+    return { route: { kind: 'outbox', row, envelope: route.envelope }, fence: { dueAt, last: row.taskId } };
+  }
+  const dueAt = Math.max(route.row.dueAt.getTime(), fence?.dueAt ?? Number.NEGATIVE_INFINITY);
+  const row = dueAt === route.row.dueAt.getTime() ? route.row : { ...route.row, dueAt: new Date(dueAt) };
+  return { route: { ...route, row }, fence: { dueAt, last: row.taskId } };
 }
 
 /**

@@ -1,7 +1,7 @@
 import { createRequestContract } from '@requester/shared/contract';
 import { decodeQueuedTask } from '@requester/shared/task';
 import { describe, expect, it } from 'vitest';
-import { routeRecord, type SourceRecord } from './route.ts';
+import { type Fence, fenceRoute, routeRecord, type SourceRecord } from './route.ts';
 
 const contract = createRequestContract();
 const NOW = Date.parse('2026-12-01T09:00:00Z');
@@ -276,6 +276,66 @@ describe('routeRecord', () => {
       expect(proxied.result.meta.error?.message).toMatch(
         /meta\.proxyData: nests objects\/arrays deeper than the limit of 64 levels/,
       );
+  });
+});
+
+describe('fenceRoute', () => {
+  const ordered = (requestId: string, scheduled?: number, offset = '42') =>
+    record(
+      envelope({
+        requestId,
+        partition: '!p',
+        ...(scheduled ? { scheduled: new Date(scheduled).toISOString() } : {}),
+      }),
+      offset,
+    );
+  const routed = (source: SourceRecord, stagedDueAt?: number) =>
+    routeRecord(source, contract, { now: NOW, horizonMs: HORIZON, ...(stagedDueAt ? { stagedDueAt } : {}) });
+
+  it('fences a partition with the record it sends to the outbox, due no earlier than the fence', () => {
+    const far = ordered('a', NOW + 60_000);
+    const first = fenceRoute(far, routed(far), undefined, false);
+    expect(first.fence).toEqual({ dueAt: NOW + 60_000, last: 'a:0' });
+    const earlier = ordered('b', NOW + 30_000, '43');
+    const second = fenceRoute(earlier, routed(earlier), first.fence, false);
+    if (second.route.kind !== 'outbox') throw new Error(second.route.kind);
+    // b arrived after a: it waits for a's instant, and is the fence's last now.
+    expect(second.route.row.dueAt.getTime()).toBe(NOW + 60_000);
+    expect(second.fence).toEqual({ dueAt: NOW + 60_000, last: 'b:0' });
+  });
+
+  it('sends a record the queue would take to the outbox while its partition is fenced, with its span', () => {
+    const fence: Fence = { dueAt: NOW + 500, last: 'a:0' };
+    const near = ordered('b');
+    const trace = () => '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+    const queued = routeRecord(near, contract, { now: NOW, horizonMs: HORIZON, trace });
+    const { route, fence: after } = fenceRoute(near, queued, fence, false);
+    if (route.kind !== 'outbox') throw new Error(route.kind);
+    expect(route.row).toMatchObject({ taskId: 'b:0', requestId: 'b', key: 'k', dueAt: new Date(NOW + 500) });
+    expect(JSON.parse(route.row.payload.toString()).meta.traceparent).toBe(trace());
+    expect(after).toEqual({ dueAt: NOW + 500, last: 'b:0' });
+    // Unfenced, it is queued as routed.
+    expect(fenceRoute(near, queued, undefined, false)).toEqual({ route: queued, fence: undefined });
+  });
+
+  it('lifts the fence with the relayed copy of its last record, queues every relayed copy, and fences none', () => {
+    const fence: Fence = { dueAt: NOW + 60_000, last: 'b:0' };
+    const a = ordered('a', NOW + 60_000);
+    const relayedA = routed(a, NOW + 60_000);
+    expect(fenceRoute(a, relayedA, fence, true)).toEqual({ route: relayedA, fence });
+    const b = ordered('b', undefined, '43');
+    const relayedB = routed(b, NOW + 60_000);
+    expect(fenceRoute(b, relayedB, fence, true)).toEqual({ route: relayedB, fence: undefined });
+  });
+
+  it('leaves unordered partitions and invalid records alone', () => {
+    const fence: Fence = { dueAt: NOW + 60_000, last: 'a:0' };
+    const plain = record(envelope({ requestId: 'u', partition: 'p' }));
+    expect(fenceRoute(plain, routed(plain), fence, false)).toEqual({ route: routed(plain), fence });
+    const farPlain = record(envelope({ requestId: 'v', scheduled: new Date(NOW + 60_000).toISOString() }));
+    expect(fenceRoute(farPlain, routed(farPlain), undefined, false).fence).toBeUndefined();
+    const junk = record('not json');
+    expect(fenceRoute(junk, routed(junk), fence, false)).toEqual({ route: routed(junk), fence });
   });
 });
 
