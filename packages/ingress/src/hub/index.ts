@@ -11,8 +11,8 @@ import { LRUCache } from 'lru-cache';
  *   reconnects) is still answered. Results are up to KAFKA_MAX_MESSAGE_BYTES each, so a count bound
  *   would not bound memory. A result bigger than `maxBytes` on its own still wakes its waiters; it
  *   is just not kept for later callers. lru-cache drops an expired entry only when it is read or
- *   evicted for room, so under steady traffic every result stayed until `maxBytes` was full (64 MiB
- *   by default: ~25 minutes at 60 results/s, the soak's heap growth past the TTL); `publish` purges
+ *   evicted for room, so under steady traffic every result stayed until `maxBytes` was full (64 MiB,
+ *   the default then: ~25 minutes at 60 results/s, the soak's heap growth past the TTL); `publish` purges
  *   the expired ones every tenth of the TTL, so what is kept is what the TTL says.
  *
  * `wait` registers its waiter synchronously, before it returns: a caller registers first and only

@@ -656,9 +656,13 @@ export const CONFIG_VARIABLES = {
     goDuration,
     'how long a sync call waits before 202 + Location',
   ),
+  // 32 MiB, not 64: all roles in one process at ~2,000 results/s, 64 MiB took ~100,000 results
+  // (minutes of a steady load) to fill, and RSS climbed burst after burst until then, which an
+  // operator reads as a leak; 32 MiB is full within ~20 s there, and holds every result of the
+  // last SYNC_CACHE_TTL up to ~120 results/s (BENCHMARKS.md, "Memory under load").
   syncCacheMaxBytes: variable(
     'SYNC_CACHE_MAX_BYTES',
-    '67108864',
+    '33554432',
     positiveInt,
     'bytes of results the sync-gateway keeps for callers that ask after the fact (LRU; result JSON + ~256 B per entry); a bigger result still answers the callers waiting for it, but is not kept',
   ),
