@@ -1,6 +1,6 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { configMarkdownTable } from '@requester/shared';
+import { configMarkdownTable } from '@requester/shared/config';
 import { parse, stringify } from 'yaml';
 
 /**

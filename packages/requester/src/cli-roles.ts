@@ -1,4 +1,5 @@
-import { ROLE_NAMES, type RoleName, UsageError } from '@requester/shared';
+import { UsageError } from '@requester/shared/errors';
+import { ROLE_NAMES, type RoleName } from '@requester/shared/role/names';
 
 /** Parses `--role a,b` / `all` into role names; a clear message names any unknown one. */
 export function parseRoles(text: string): RoleName[] {

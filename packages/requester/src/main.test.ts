@@ -1,4 +1,7 @@
 import type { ChildProcess } from 'node:child_process';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import {
   eventually,
   freePort,
@@ -28,6 +31,52 @@ describe('requester CLI', () => {
     expect(stdout).toMatch(/Exit codes: 0 done; 1 failed at run time/);
     expect(stdout).toMatch(/--role/);
     expect(stdout).toMatch(/ingress, sync-gateway, router, executor, relay/);
+  });
+
+  describe('loads only what parsing and help need', () => {
+    // The libraries of the roles' clients and of the admin server: a command line that only
+    // parses (--help, a usage error) must not load them; the command that runs imports its own.
+    const HEAVY = /\/node_modules\/(kafkajs|ioredis|postgres|got|hono|@opentelemetry\/[^/]+)\//;
+    const RECORDER = path.resolve(import.meta.dirname, '../test/loaded-modules.ts');
+
+    /** The command line's exit, and the URLs of every module it loaded (test/loaded-modules.ts). */
+    async function loading(
+      args: string[],
+    ): Promise<{ code: number | null; stdout: string; loaded: string[] }> {
+      const file = path.join(mkdtempSync(path.join(tmpdir(), 'requester-modules-')), 'loaded.txt');
+      const { code, stdout } = await requester(args, {
+        NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --import=${RECORDER}`,
+        LOADED_MODULES_FILE: file,
+      }).exit;
+      return { code, stdout, loaded: readFileSync(file, 'utf8').split('\n') };
+    }
+
+    it.each([
+      [['--help'], 0],
+      [['queue', '--help'], 0],
+      [['queue', 'dead', 'list', '--help'], 0],
+      [['dlq', '--help'], 0],
+      [['migrate', '--help'], 0],
+      [['--bogus'], 2],
+      [['queue', 'bogus'], 2],
+    ])('%j loads no client library', async (args, exitCode) => {
+      const { code, loaded } = await loading(args);
+      expect(code).toBe(exitCode);
+      // The recorder saw the modules that are loaded (so the absence below is not its silence).
+      expect(loaded.some((url) => url.includes('/node_modules/yargs/'))).toBe(true);
+      expect(loaded.some((url) => url.endsWith('/src/ops/queue/cli.ts'))).toBe(true);
+      expect(loaded.filter((url) => HEAVY.test(url))).toEqual([]);
+      expect(loaded.filter((url) => url.endsWith('/run.ts') || url.endsWith('/runtime/index.ts'))).toEqual(
+        [],
+      );
+    });
+
+    it('a command that runs imports its implementation', async () => {
+      const { code, stdout, loaded } = await loading(['config']);
+      expect(code).toBe(0);
+      expect(stdout).toContain('KAFKA_BROKERS');
+      expect(loaded.some((url) => url.endsWith('/src/commands/run.ts'))).toBe(true);
+    });
   });
 
   it('refuses an unknown role with a clear message and exit code 2', async () => {

@@ -1,16 +1,7 @@
 import { readFileSync } from 'node:fs';
-import {
-  CONFIG_VARIABLES,
-  type Config,
-  ConfigError,
-  type ConfigOverrides,
-  createLogger,
-  explainDependencyError,
-  loadConfig,
-  ROLE_NAMES,
-  type RoleName,
-  UsageError,
-} from '@requester/shared';
+import { CONFIG_VARIABLES, type Config, type ConfigOverrides, loadConfig } from '@requester/shared/config';
+import { ConfigError, UsageError } from '@requester/shared/errors';
+import { ROLE_NAMES, type RoleName } from '@requester/shared/role/names';
 import yargs, { type Argv } from 'yargs';
 import { hideBin } from 'yargs/helpers';
 import { parseRoles } from './cli-roles.ts';
@@ -23,7 +14,12 @@ import {
   stopWhenOrphaned,
   superviseProcesses,
 } from './processes.ts';
-import { startProcess } from './runtime/index.ts';
+
+// What parsing and --help need is imported above, and nothing more: the runtime (every role's
+// clients: kafkajs, ioredis, postgres, got, the OpenTelemetry exporter) and each admin command's
+// implementation are imported by the handler that runs them, so `--help`, a usage error or a
+// quick admin command does not load the whole service (BENCHMARKS.md, "CLI start").
+// main.test.ts checks it.
 
 /** Exit codes: 0 done, 1 failed at run time, 2 bad usage or configuration. */
 export const EXIT = { ok: 0, failed: 1, usage: 2 } as const;
@@ -72,6 +68,8 @@ async function runRoles(argv: Record<string, unknown>): Promise<void> {
   const config = configFrom(argv);
   const processes = parseProcesses(String(argv.processes), roles);
   if (processes > 1) return runProcesses(argv, roles, config, processes);
+  const { createLogger } = await import('@requester/shared/log');
+  const { startProcess } = await import('./runtime/index.ts');
   const index = process.env.REQUESTER_PROCESS_INDEX;
   const root = createLogger({ level: config.logLevel });
   const logger = index === undefined ? root : root.child({ process: Number(index) });
@@ -110,6 +108,7 @@ async function runProcesses(
   config: Config,
   count: number,
 ): Promise<void> {
+  const { createLogger } = await import('@requester/shared/log');
   const logger = createLogger({ level: config.logLevel });
   const flags = Object.keys(FLAG_OVERRIDES).filter(
     (flag) => flag !== 'admin-port' && argv[flag] !== undefined,
@@ -180,18 +179,24 @@ export async function main(args: string[]): Promise<void> {
       void y;
       const usage = !err || isUsageError(err);
       const hint = usage ? "\n\nRun 'requester --help' for usage." : '';
-      process.stderr.write(`requester: ${err ? explain(err) : message}${hint}\n`);
-      process.exit(usage ? EXIT.usage : EXIT.failed);
+      const fail = (text: string) => {
+        process.stderr.write(`requester: ${text}${hint}\n`);
+        process.exit(usage ? EXIT.usage : EXIT.failed);
+      };
+      if (!err) return fail(message);
+      explain(err).then(fail, () => fail(err.message));
     });
   registerAdminCommands(cli, configFrom);
   await cli.parseAsync();
 }
 
 /** What went wrong, in the terms of the configuration the user can change. */
-function explain(err: Error): string {
+async function explain(err: Error): Promise<string> {
   // ioredis gives up on a command after its retries without naming the server it could not reach.
   if (err.name === 'MaxRetriesPerRequestError')
     return 'Redis does not answer: check REDIS_URL (and that Redis is up)';
+  // The clients' errors are explained by the modules that load them: imported on failure only.
+  const { explainDependencyError } = await import('@requester/shared/role');
   return explainDependencyError(err) ?? err.message;
 }
 

@@ -1,6 +1,8 @@
 import { type ChildProcess, fork } from 'node:child_process';
 import { availableParallelism } from 'node:os';
-import { type Logger, ROLE_LISTENS_ON_HTTP, ROLE_NAMES, type RoleName, UsageError } from '@requester/shared';
+import { UsageError } from '@requester/shared/errors';
+import type { Logger } from '@requester/shared/log';
+import { ROLE_LISTENS_ON_HTTP, ROLE_NAMES, type RoleName } from '@requester/shared/role/names';
 
 /**
  * Roles that may run in several processes of one `requester`: they have no HTTP listener of their

@@ -1,22 +1,12 @@
 import { hostname, userInfo } from 'node:os';
-import {
-  type Config,
-  createKafka,
-  createLogger,
-  createRedis,
-  Dependencies,
-  type KafkaClient,
-  kafkaSecurityFrom,
-  type Logger,
-  type RedisClient,
-} from '@requester/shared';
+import type { Config } from '@requester/shared/config';
 import type { Argv } from 'yargs';
-import { recordAdminAction } from '../ops/audit.ts';
-import { journalHooks } from '../runtime/journal.ts';
 
 /**
  * What every admin subcommand uses, apart from the registry in index.ts (which imports the
- * subcommand modules, so they cannot import it back without a cycle).
+ * subcommand modules, so they cannot import it back without a cycle). Light on purpose: the
+ * commands' definitions (what --help prints) import it; the clients a command works with are made
+ * by ./clients.ts, which only the implementations import.
  *
  * The output rule of every admin command: stdout carries the result only — a table for people,
  * or with `--json` exactly one JSON document for programs; progress, notices and logs go to stderr.
@@ -24,31 +14,6 @@ import { journalHooks } from '../runtime/journal.ts';
 
 /** How a subcommand reads its configuration: environment, then its parsed flags. */
 export type ConfigFrom = (argv: Record<string, unknown>) => Config;
-
-/** The log of an admin command: JSON on stderr (stdout carries the results), warnings and up by default. */
-export function commandLogger(config: Config): Logger {
-  return createLogger({ level: config.logLevel === 'info' ? 'warn' : config.logLevel, destination: 2 });
-}
-
-/** The Redis client of an admin command: long command timeout, connection trouble logged once. */
-export function commandRedis(config: Config, logger: Logger): RedisClient {
-  return createRedis({
-    url: config.redisUrl,
-    cluster: config.redisCluster,
-    commandTimeoutMs: 30_000,
-    logger,
-  });
-}
-
-/** The Kafka client of an admin command (`purpose` ends its client id: `requester-dlq`, `-trace`). */
-export function commandKafka(config: Config, logger: Logger, purpose: string): KafkaClient {
-  return createKafka({
-    brokers: config.kafkaBrokers,
-    clientId: `${config.kafkaClientId}-${purpose}`,
-    logger,
-    security: kafkaSecurityFrom(config),
-  });
-}
 
 /**
  * Who runs an admin command, as operator actions record it: `cli:<CLI_ACTOR>` when set (validated
@@ -111,30 +76,6 @@ export function withReveal<T>(y: Argv<T>): Argv<T & { reveal: boolean }> {
       '--json: show the requests in full (credentials, bodies, proxyData; hidden otherwise), ' +
       'recorded as an admin action of cli:<user> in the journal of each request shown',
   });
-}
-
-/**
- * Records that a command showed requests with their secrets (`--reveal`): an operator action like
- * a replay — a log line, the admin_actions_total metric, and an `admin_action` event in the task
- * journal of each request it showed (the admin API journals its `?reveal=true` the same way).
- */
-export async function recordReveal(
-  config: Config,
-  logger: Logger,
-  view: string,
-  requestIds: ReadonlyArray<string | null | undefined>,
-): Promise<void> {
-  const deps = new Dependencies(config, logger);
-  try {
-    const shown = [...new Set(requestIds.filter((id): id is string => typeof id === 'string' && id !== ''))];
-    await recordAdminAction(
-      logger,
-      { action: 'secrets.reveal', actor: cliActor(), target: { view, requestIds: shown }, outcome: 'done' },
-      journalHooks(config, deps).hooks.journalAdminAction,
-    );
-  } finally {
-    await deps.close();
-  }
 }
 
 /** Exit codes, shown under every command's --help. */

@@ -23,9 +23,9 @@ export interface UiFace {
   routes(app: AdminApp, console: AdminConsole): void;
 }
 
+/** A feature's faces in the admin server (the `cli` faces are listed apart: ./commands.ts). */
 export interface AdminFeature {
   name: string;
-  cli?: CliFace;
   api?: ApiFace;
   ui?: UiFace;
 }

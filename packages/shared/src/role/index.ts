@@ -14,35 +14,12 @@ import {
 import type { Logger } from '../log/index.ts';
 import { createPg, ensureDatabase, explainPgError, migrate, type Sql } from '../pg/index.ts';
 import { checkRedisPersistence, createRedis, explainRedisError, type RedisClient } from '../redis/index.ts';
+import type { RoleName } from './names.ts';
 
 /** Longest shutdown waits for the task journal's last events. */
 const JOURNAL_CLOSE_MS = 2_000;
 
-/** The roles one `requester` process can run (docs/architecture.md §3). */
-export const ROLE_NAMES = ['ingress', 'sync-gateway', 'router', 'executor', 'relay'] as const;
-export type RoleName = (typeof ROLE_NAMES)[number];
-
-/**
- * Whether each role opens an HTTP listener of its own (the admin port aside): N copies of such a
- * role in one `requester` would compete for its port, so only the others may run in several
- * processes (`--processes`); the HTTP roles scale with more `requester` processes.
- */
-export const ROLE_LISTENS_ON_HTTP: Readonly<Record<RoleName, boolean>> = {
-  ingress: true,
-  'sync-gateway': true,
-  router: false,
-  executor: false,
-  relay: false,
-};
-
-/** Whether each role works on Redis (the queue, the limiter, the caches): it starts once Redis answers. */
-export const ROLE_USES_REDIS: Readonly<Record<RoleName, boolean>> = {
-  ingress: true,
-  'sync-gateway': true,
-  router: true,
-  executor: true,
-  relay: false,
-};
+export * from './names.ts';
 
 /** How long a process waits at start for Redis to answer before it gives up and exits. */
 const REDIS_START_WAIT_MS = 300_000;

@@ -1,17 +1,5 @@
-import { Dependencies } from '@requester/shared';
 import type { Argv } from 'yargs';
-import {
-  type ConfigFrom,
-  cliActor,
-  commandLogger,
-  EXIT_CODES_HELP,
-  printFields,
-  printJson,
-  progress,
-  withJson,
-} from '../../commands/common.ts';
-import { journalHooks } from '../../runtime/journal.ts';
-import { cancelById, cancelSummary } from './index.ts';
+import { type ConfigFrom, EXIT_CODES_HELP, withJson } from '../../commands/common.ts';
 
 const ABOUT =
   'A cancelled request gets one result on out, status 499 with meta.error.code cancelled and ' +
@@ -35,40 +23,6 @@ export function registerCancelCommand<T>(cli: Argv<T>, configFrom: ConfigFrom): 
         })
         .example('$0 cancel reminder-42 --client billing', 'the billing service’s reminder-42')
         .epilogue(`${ABOUT}\n\n${EXIT_CODES_HELP}`),
-    async (argv) => {
-      const config = configFrom(argv);
-      const logger = commandLogger(config);
-      const deps = new Dependencies(config, logger);
-      const hooks = journalHooks(config, deps);
-      try {
-        const client = typeof argv.client === 'string' && argv.client.trim() ? argv.client.trim() : undefined;
-        const outcome = await cancelById(
-          {
-            redis: deps.redis(),
-            sql: () => deps.sql(),
-            config,
-            logger,
-            journal: deps.journal(),
-            ...(hooks.hooks.journalAdminAction ? { journalAdminAction: hooks.hooks.journalAdminAction } : {}),
-          },
-          cliActor(),
-          client,
-          String(argv.requestId),
-        );
-        progress(cancelSummary(outcome));
-        if (argv.json) return printJson(outcome);
-        printFields({
-          requestId: outcome.requestId,
-          client: outcome.client ?? '(none)',
-          'cancelled by': outcome.by,
-          at: outcome.at,
-          'first cancel': outcome.first,
-          'outbox rows woken': outcome.outboxWoken,
-        });
-      } finally {
-        await hooks.close();
-        await deps.close();
-      }
-    },
+    async (argv) => (await import('./run.ts')).cancel(argv, configFrom),
   );
 }

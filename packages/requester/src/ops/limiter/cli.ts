@@ -1,24 +1,5 @@
-import type { LimiterWindowState } from '@requester/policies';
 import type { Argv } from 'yargs';
-import {
-  type ConfigFrom,
-  commandLogger,
-  commandRedis,
-  EXIT_CODES_HELP,
-  printJson,
-  printTable,
-  withJson,
-} from '../../commands/common.ts';
-import { humanSpan, humanTime } from '../format.ts';
-import { rateArg, showLimiter } from './index.ts';
-
-interface LimiterArgs {
-  key: string;
-  client?: string;
-  rate?: string[];
-  apiKey: boolean;
-  json: boolean;
-}
+import { type ConfigFrom, EXIT_CODES_HELP, withJson } from '../../commands/common.ts';
 
 const ABOUT =
   "A limiter key is a request's meta.limiter.key, and it is its client's own: give the client (the API " +
@@ -63,42 +44,9 @@ export function registerLimiterCommands<T>(cli: Argv<T>, configFrom: ConfigFrom)
             )
             .example('$0 limiter show partner-api --json', 'the raw view, as JSON')
             .epilogue(`${ABOUT}\n\n${EXIT_CODES_HELP}`),
-        async (argv) => {
-          const args = argv as unknown as LimiterArgs;
-          const rates = (args.rate ?? []).map(String).map(rateArg);
-          const config = configFrom(argv);
-          const redis = commandRedis(config, commandLogger(config));
-          try {
-            const client = args.client === undefined ? undefined : String(args.client);
-            const { windows, views } = await showLimiter(
-              redis,
-              config,
-              String(args.key),
-              rates,
-              args.apiKey,
-              client,
-            );
-            if (args.json) printJson(views);
-            else print(windows);
-          } finally {
-            redis.disconnect();
-          }
-        },
+        async (argv) => (await import('./run.ts')).show(argv, configFrom),
       )
       .demandCommand(1, 'limiter: give show')
       .epilogue(`${ABOUT}\n\n${EXIT_CODES_HELP}`),
-  );
-}
-
-function print(windows: LimiterWindowState[]): void {
-  printTable(
-    windows.map((w) => ({
-      algorithm: w.algorithm,
-      window: w.durationMs === null ? 'all' : humanSpan(w.durationMs),
-      value: w.value,
-      used: w.used,
-      remaining: w.remaining,
-      reset: humanTime(w.resetAtMs),
-    })),
   );
 }

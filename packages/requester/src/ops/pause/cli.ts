@@ -1,18 +1,5 @@
-import { Dependencies } from '@requester/shared';
 import type { Argv } from 'yargs';
-import {
-  type ConfigFrom,
-  cliActor,
-  commandLogger,
-  EXIT_CODES_HELP,
-  printJson,
-  printTable,
-  progress,
-  withJson,
-} from '../../commands/common.ts';
-import { journalHooks } from '../../runtime/journal.ts';
-import { humanTime } from '../format.ts';
-import { listPauses, type PauseParts, pauseWork, resumeWork, untilArg } from './index.ts';
+import { type ConfigFrom, EXIT_CODES_HELP, withJson } from '../../commands/common.ts';
 
 const ABOUT =
   'A pause holds the work of one target origin (scheme://host:port), one client (API key name) or ' +
@@ -31,24 +18,6 @@ export function registerPauseCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): 
         describe: 'the origin (or any URL on it), the client, or the partition',
       })
       .option('client', { type: 'string', describe: 'partition: whose (the API key name)' });
-  const run = async (
-    argv: Record<string, unknown>,
-    act: (parts: PauseParts) => Promise<unknown>,
-  ): Promise<void> => {
-    const config = configFrom(argv);
-    const logger = commandLogger(config);
-    const deps = new Dependencies(config, logger);
-    const hooks = journalHooks(config, deps);
-    try {
-      const parts: PauseParts = { redis: deps.redis(), prefix: config.redisPrefix, logger };
-      if (hooks.hooks.journalAdminAction) parts.journalAdminAction = hooks.hooks.journalAdminAction;
-      const value = await act(parts);
-      if (argv.json) printJson(value);
-    } finally {
-      await hooks.close();
-      await deps.close();
-    }
-  };
   cli.command(
     'pause <scope> <value>',
     'pause the work of an origin, a client or a partition (every executor, from its next lease)',
@@ -58,17 +27,7 @@ export function registerPauseCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): 
         .example('$0 pause origin https://api.partner.example --until 2h', 'a partner announced maintenance')
         .example('$0 pause partition !order-42 --client billing', 'one ordered partition of billing')
         .epilogue(`${ABOUT}\n\n${EXIT_CODES_HELP}`),
-    (argv) =>
-      run(argv, async (parts) => {
-        const row = await pauseWork(
-          parts,
-          cliActor(),
-          { scope: argv.scope, value: argv.value, client: argv.client },
-          untilArg(argv.until),
-        );
-        progress(`paused ${row.scope} ${row.value}${row.until ? ` until ${row.until}` : ' until resumed'}`);
-        return row;
-      }),
+    async (argv) => (await import('./run.ts')).pause(argv, configFrom),
   );
   cli.command(
     'resume <scope> <value>',
@@ -77,37 +36,12 @@ export function registerPauseCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): 
       target(y)
         .example('$0 resume origin https://api.partner.example', 'the partner is back')
         .epilogue(`${ABOUT}\n\n${EXIT_CODES_HELP}`),
-    (argv) =>
-      run(argv, async (parts) => {
-        const result = await resumeWork(parts, cliActor(), {
-          scope: argv.scope,
-          value: argv.value,
-          client: argv.client,
-        });
-        progress(
-          result.resumed ? `resumed ${result.scope} ${result.value}` : `${result.value} was not paused`,
-        );
-        return result;
-      }),
+    async (argv) => (await import('./run.ts')).resume(argv, configFrom),
   );
   cli.command(
     'pauses',
     'the pauses in force: what, by whom, since and until when',
     (y) => withJson(y).epilogue(`${ABOUT}\n\n${EXIT_CODES_HELP}`),
-    (argv) =>
-      run(argv, async (parts) => {
-        const rows = await listPauses(parts);
-        if (!argv.json)
-          printTable(
-            rows.map((r) => ({
-              scope: r.scope,
-              value: r.value,
-              by: r.by,
-              since: humanTime(r.since === null ? null : Date.parse(r.since)),
-              until: r.until === null ? 'resumed by hand' : humanTime(Date.parse(r.until)),
-            })),
-          );
-        return rows;
-      }),
+    async (argv) => (await import('./run.ts')).pauses(argv, configFrom),
   );
 }

@@ -21,6 +21,9 @@ import { type AdminActionEvent, recordAdminAction } from '../audit.ts';
 import { originArg } from '../breakers/index.ts';
 import { isoTime } from '../format.ts';
 import { redactUrl } from '../redact.ts';
+import { CANCELLABLE_STATES, type CancellableState, type TaskState } from './states.ts';
+
+export * from './states.ts';
 
 /**
  * Lists by state (issue 22): pending, scheduled, in flight and dead tasks, from the Redis queue
@@ -43,10 +46,6 @@ function waitingFilter(filter: ScheduledFilter): WaitingFilter {
     ...(filter.dueBefore ? { dueBefore: instant('due-before', filter.dueBefore) } : {}),
   };
 }
-
-/** The states a bulk cancel takes (a dead task is over: nothing to cancel). */
-export const CANCELLABLE_STATES = ['pending', 'scheduled', 'in-flight'] as const;
-export type CancellableState = (typeof CANCELLABLE_STATES)[number];
 
 export interface CancelParts extends TaskListParts {
   redis: RedisClient;
@@ -169,16 +168,6 @@ function safeOrigin(uri: string | null): string | null {
     return null;
   }
 }
-
-/**
- * The states of the task lists (issue 22). pending: due now, waiting in Redis for its turn (or an
- * in-flight limit); scheduled: due later, first those in Redis (a timer inside REDIS_HORIZON, a
- * retry backoff, a wait for a limiter or breaker), then the outbox's rows; in-flight: leased by
- * an executor, until its lease expires; dead: the queue's dead tasks (dead-lettered requests are
- * the DLQ topic's: `requester dlq list`).
- */
-export const TASK_STATES = ['pending', 'scheduled', 'in-flight', 'dead'] as const;
-export type TaskState = (typeof TASK_STATES)[number];
 
 const QUEUE_STATE: Record<TaskState, TaskListState> = {
   pending: 'due',
