@@ -116,15 +116,8 @@ describe('relay: two relay processes keep an ordered partition in order', () => 
       produceTimeoutMs: 5_000,
     });
 
-  /** The sessions holding (granted) or waiting for this outbox's relay turn. */
-  async function turnSessions(sql: Sql = pg.sql): Promise<Array<{ pid: number; granted: boolean }>> {
-    const rows = await sql`
-      select l.pid, l.granted from pg_locks l
-      where l.locktype = 'advisory' and l.objsubid = 1
-        and ((l.classid::bigint << 32) | l.objid::bigint)
-          = ((${0x6f757462}::bigint << 32) | 'outbox'::regclass::oid::bigint)`;
-    return rows.map((r) => ({ pid: Number(r.pid), granted: Boolean(r.granted) }));
-  }
+  /** The sessions holding (granted) or waiting for the relay turn of the outbox of `sql`. */
+  const turnSessions = (sql: Sql = pg.sql) => new Outbox(sql).turnSessions();
 
   it("produces the second relay's claim after the first relay's, however long that produce takes", async () => {
     const topic = uniqueName('relay.processes');

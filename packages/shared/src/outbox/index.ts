@@ -147,7 +147,7 @@ export class Outbox {
           if ((err as { code?: string }).code !== '57014') throw err;
           if (Date.now() - startedAt < maxWaitMs) continue; // statement_timeout: another relay's turn
           throw new Error(
-            `waited ${Date.now() - startedAt} ms for the relay turn, held by PostgreSQL backend ${await this.#turnHolder(key)}`,
+            `waited ${Date.now() - startedAt} ms for the relay turn, held by PostgreSQL backend ${await this.#turnHolder()}`,
             { cause: err },
           );
         }
@@ -179,12 +179,19 @@ export class Outbox {
     }
   }
 
-  async #turnHolder(key: string): Promise<string> {
-    const [row] = await this.sql`
-      select pid from pg_locks
-      where locktype = 'advisory' and granted and objsubid = 1
-        and ((classid::bigint << 32) | objid::bigint) = ${key}::bigint`.catch(() => []);
-    return row ? String(row.pid) : 'unknown';
+  async #turnHolder(): Promise<string> {
+    const holder = (await this.turnSessions().catch(() => [])).find((s) => s.granted);
+    return holder ? String(holder.pid) : 'unknown';
+  }
+
+  /** The PostgreSQL backends holding (granted) or waiting for this outbox's relay turn. */
+  async turnSessions(): Promise<Array<{ pid: number; granted: boolean }>> {
+    const rows = await this.sql`
+      select pid, granted from pg_locks
+      where locktype = 'advisory' and objsubid = 1
+        and ((classid::bigint << 32) | objid::bigint)
+          = ((${TURN_LOCK_CLASS}::bigint << 32) | 'outbox'::regclass::oid::bigint)`;
+    return rows.map((r) => ({ pid: Number(r.pid), granted: Boolean(r.granted) }));
   }
 
   /**
