@@ -177,14 +177,10 @@ export async function main(args: string[]): Promise<void> {
     .wrap(Math.min(110, process.stdout.columns ?? 110))
     .fail((message, err, y) => {
       void y;
-      const usage = !err || isUsageError(err);
-      const hint = usage ? "\n\nRun 'requester --help' for usage." : '';
-      const fail = (text: string) => {
-        process.stderr.write(`requester: ${text}${hint}\n`);
-        process.exit(usage ? EXIT.usage : EXIT.failed);
-      };
-      if (!err) return fail(message);
-      explain(err).then(fail, () => fail(err.message));
+      // A thrown error is explained by main's caller, which may have to load the explainer: yargs
+      // does not wait for a promise here, and rethrows the error once this returns.
+      if (err) throw err;
+      exitWith(message, true);
     });
   registerAdminCommands(cli, configFrom);
   await cli.parseAsync();
@@ -205,10 +201,16 @@ function isUsageError(err: unknown): boolean {
   return err instanceof UsageError || err instanceof ConfigError;
 }
 
+/** Says what went wrong on stderr and exits: 2 for a call the user can correct, else 1. */
+function exitWith(text: string, usage: boolean): never {
+  const hint = usage ? "\n\nRun 'requester --help' for usage." : '';
+  process.stderr.write(`requester: ${text}${hint}\n`);
+  process.exit(usage ? EXIT.usage : EXIT.failed);
+}
+
 if (import.meta.main) {
-  main(hideBin(process.argv)).catch((err: unknown) => {
-    const message = err instanceof Error ? err.message : String(err);
-    process.stderr.write(`requester: ${message}\n`);
-    process.exit(isUsageError(err) ? EXIT.usage : EXIT.failed);
+  main(hideBin(process.argv)).catch(async (err: unknown) => {
+    const text = err instanceof Error ? await explain(err).catch(() => err.message) : String(err);
+    exitWith(text, isUsageError(err));
   });
 }
