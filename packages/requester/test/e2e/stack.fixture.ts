@@ -1,4 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
+import { createWriteStream } from 'node:fs';
 import path from 'node:path';
 import { type KeyScopes, KeyStore } from '@requester/ingress';
 import {
@@ -102,16 +103,22 @@ export async function stackKey(
   }
 }
 
-/** The real `requester` binary in a child process, with the stack's environment. */
+/**
+ * The real `requester` binary in a child process, with the stack's environment. Its JSON log goes
+ * nowhere unless E2E_LOG_DIR names a folder: then to `<folder>/<pid>.log`, at TEST_LOG_LEVEL (set
+ * it too, e.g. `info`): what a flaky end-to-end test needs to be read after the fact.
+ */
 export function spawnRequester(
   stack: StackEnv,
   roles = 'all',
 ): { child: ChildProcess; exited: Promise<number | null> } {
   const main = path.resolve(import.meta.dirname, '../../src/main.ts');
+  const logDir = process.env.E2E_LOG_DIR;
   const child = spawn(process.execPath, [main, '--role', roles], {
     env: { ...process.env, ...stack.env },
-    stdio: ['ignore', 'ignore', 'inherit'],
+    stdio: ['ignore', logDir ? 'pipe' : 'ignore', 'inherit'],
   });
+  if (logDir) child.stdout?.pipe(createWriteStream(path.join(logDir, `${child.pid}.log`)));
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
   return { child, exited };
 }
