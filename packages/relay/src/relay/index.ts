@@ -108,7 +108,6 @@ export class Relay {
     this.stopping = true;
     this.wakeAll();
     await Promise.all(this.loops);
-    await this.options.outbox.leaveTurns();
     await this.unlisten?.();
   }
 
@@ -130,33 +129,23 @@ export class Relay {
       // A claim whose produce failed passes the turn only once its rows are handed back (deliverDue
       // restores their due times before it throws): before that, they are hidden from the next
       // claim, which would take their partition's later rows and produce them first.
-      // The turn is taken across relay processes too (Outbox.takeTurn, an advisory lock), after
-      // this process's own: two relays claiming one partition's rows at once would race likewise.
       const previous = this.turn;
-      let passInProcess = () => {};
+      let passTurn = () => {};
       this.turn = new Promise<void>((resolve) => {
-        passInProcess = resolve;
+        passTurn = resolve;
       });
-      let giveBack: (() => Promise<void>) | undefined;
-      const passTurn = async () => {
-        const give = giveBack;
-        giveBack = undefined;
-        await give?.();
-        passInProcess();
-      };
       try {
         await previous;
-        giveBack = await outbox.takeTurn(this.leaseMs);
         const delivered = await outbox.deliverDue(
           this.options.batch,
           async (rows) => {
             await this.deliver(rows);
-            await passTurn();
+            passTurn();
           },
           this.leaseMs,
           this.stageAheadMs,
         );
-        await passTurn();
+        passTurn();
         if (delivered > 0) {
           this.recovered();
           moved.inc(delivered);
@@ -166,7 +155,7 @@ export class Relay {
         const wait = next === undefined ? MAX_IDLE_MS : next - this.stageAheadMs - Date.now();
         await this.sleep(Math.min(MAX_IDLE_MS, Math.max(0, wait)));
       } catch (err) {
-        await passTurn();
+        passTurn();
         failures.inc();
         // Every worker retries each second while PostgreSQL or Kafka is down: at most one error
         // line a minute (with the failures since the outage began), and one line once rows move again.

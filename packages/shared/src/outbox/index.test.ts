@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createPg, migrate } from '../pg/index.ts';
-import { startPrivatePostgres, TEST_DATABASE_URL, testPg } from '../testing/index.ts';
+import { startPrivatePostgres, testPg } from '../testing/index.ts';
 import { type ClaimedRow, Outbox, type OutboxRow } from './index.ts';
 
 const row = (id: string, dueInMs: number): OutboxRow => ({
@@ -118,52 +118,6 @@ describe('outbox: claim, deliver, delete', () => {
     release();
     expect(await stuck).toBe(1);
     expect(await outbox.count()).toBe(0);
-  });
-});
-
-/**
- * The relays' turn across processes (takeTurn): one holder at a time per outbox, whatever pool
- * asks; a waiter past its bound fails naming the holder; another schema's outbox is another turn.
- */
-describe('outbox: the relay turn', () => {
-  let pg: Awaited<ReturnType<typeof testPg>>;
-  let other: Awaited<ReturnType<typeof testPg>>;
-  /** A second "process" on pg's schema, whose statements time out after 200 ms. */
-  let impatient: ReturnType<typeof createPg>;
-
-  beforeAll(async () => {
-    pg = await testPg();
-    other = await testPg();
-    impatient = createPg({ url: TEST_DATABASE_URL, max: 2, schema: pg.schema, statementTimeoutMs: 200 });
-  });
-  afterAll(async () => {
-    await impatient?.end({ timeout: 5 });
-    await other?.drop();
-    await pg?.drop();
-  });
-
-  it('is held by one outbox at a time; a wait past its bound fails naming the holder', async () => {
-    const first = new Outbox(pg.sql);
-    const second = new Outbox(impatient);
-    const giveBack = await first.takeTurn(30_000);
-    const [holder, ...others] = await first.turnSessions();
-    expect(holder?.granted).toBe(true);
-    expect(others).toEqual([]);
-    // Several statement timeouts (200 ms) in a row before the bound (1 s): no error until then.
-    await expect(second.takeTurn(1_000)).rejects.toThrow(
-      new RegExp(`for the relay turn, held by PostgreSQL backend ${holder?.pid}$`),
-    );
-    // Another schema's outbox takes its own turn meanwhile.
-    const elsewhere = new Outbox(other.sql);
-    const givesBackElsewhere = await elsewhere.takeTurn(1_000);
-    expect((await elsewhere.turnSessions()).map((s) => s.granted)).toEqual([true]);
-    await givesBackElsewhere();
-    await elsewhere.leaveTurns();
-    await giveBack();
-    const secondGivesBack = await second.takeTurn(1_000);
-    await secondGivesBack();
-    await first.leaveTurns();
-    await second.leaveTurns();
   });
 });
 

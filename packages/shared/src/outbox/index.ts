@@ -1,5 +1,5 @@
 import { CLIENT_SCOPE_SEPARATOR } from '../contract/namespace.ts';
-import { type Sql, sessionPg } from '../pg/index.ts';
+import type { Sql } from '../pg/index.ts';
 
 /**
  * The PostgreSQL outbox: tasks due later than the Redis horizon wait here with their full payload
@@ -73,19 +73,8 @@ const DELETE_RETRY_MS = 10_000;
 /** NOTIFY channel: the payload is the earliest due time (epoch ms) of the rows just added. */
 export const OUTBOX_CHANNEL = 'requester_outbox';
 
-/**
- * High 32 bits of the relay turn's advisory lock key ('outb'); the low 32 bits are the outbox
- * table's oid, so deployments with outboxes of their own (another database, or another schema of
- * one) take turns apart. The migrations' lock (a small key) never meets it.
- */
-const TURN_LOCK_CLASS = 0x6f757462;
-
 export class Outbox {
   private readonly sql: Sql;
-  /** The one-connection pool whose session takes the relay turn's advisory lock (see takeTurn). */
-  #turnSql: Sql | undefined;
-  #turnKey: string | undefined;
-  #turnBusy = false;
 
   constructor(sql: Sql) {
     this.sql = sql;
@@ -109,89 +98,6 @@ export class Outbox {
     const earliest = Math.min(...rows.map((r) => r.dueAt.getTime()));
     await this.sql`select pg_notify(${OUTBOX_CHANNEL}, ${String(earliest)})`;
     return inserted.length;
-  }
-
-  /**
-   * Takes the relays' turn to claim and produce (docs/architecture.md §5, "Order"), across
-   * processes: a session advisory lock, on a connection of its own (sessionPg), held from before a
-   * claim until its rows are produced (or handed back), and given back by the function this
-   * resolves to (which never throws). Claims that take turns reach `in` in claim order, which is
-   * due order, so an ordered partition's rows spread over the claims of two relays keep their order.
-   *
-   * A session lock is no transaction (deliverDue says why none stays open): PostgreSQL going away
-   * only fails the statement, and takes the lock with the session; so does a relay that dies
-   * (kill -9 closes its connection). The wait is a statement, so `statement_timeout` ends it; while
-   * another relay holds the turn that is no error, and the wait goes on up to `maxWaitMs` in all
-   * (the holder's produce is bounded well below it), then throws naming the holder's backend.
-   * One caller at a time (the relay's workers take their turns one after the other first).
-   */
-  async takeTurn(maxWaitMs: number): Promise<() => Promise<void>> {
-    if (this.#turnBusy) throw new Error('Outbox.takeTurn: the turn is already taken in this process');
-    this.#turnBusy = true;
-    try {
-      this.#turnKey ??= String(
-        (
-          await this.sql`
-          select ((${TURN_LOCK_CLASS}::bigint << 32) | 'outbox'::regclass::oid::bigint)::text as key`
-        )[0]?.key,
-      );
-      const key = this.#turnKey;
-      this.#turnSql ??= sessionPg(this.sql);
-      const session = this.#turnSql;
-      const startedAt = Date.now();
-      for (;;) {
-        try {
-          await session`select pg_advisory_lock(${key}::bigint)`;
-          return () => this.#giveTurnBack(session, key);
-        } catch (err) {
-          if ((err as { code?: string }).code !== '57014') throw err;
-          if (Date.now() - startedAt < maxWaitMs) continue; // statement_timeout: another relay's turn
-          throw new Error(
-            `waited ${Date.now() - startedAt} ms for the relay turn, held by PostgreSQL backend ${await this.#turnHolder()}`,
-            { cause: err },
-          );
-        }
-      }
-    } catch (err) {
-      this.#turnBusy = false;
-      throw err;
-    }
-  }
-
-  /** Closes the turn's connection (a stopping relay, once its turns are given back). */
-  async leaveTurns(): Promise<void> {
-    const session = this.#turnSql;
-    this.#turnSql = undefined;
-    await session?.end({ timeout: 5 });
-  }
-
-  /**
-   * Unlocks on the lock's session. When that session was lost meanwhile (the lock with it), the
-   * pool's new connection holds no lock: the unlock returns false (a warning, not an error).
-   */
-  async #giveTurnBack(session: Sql, key: string): Promise<void> {
-    try {
-      await session`select pg_advisory_unlock(${key}::bigint)`;
-    } catch {
-      // The session is gone, and its lock with it.
-    } finally {
-      this.#turnBusy = false;
-    }
-  }
-
-  async #turnHolder(): Promise<string> {
-    const holder = (await this.turnSessions().catch(() => [])).find((s) => s.granted);
-    return holder ? String(holder.pid) : 'unknown';
-  }
-
-  /** The PostgreSQL backends holding (granted) or waiting for this outbox's relay turn. */
-  async turnSessions(): Promise<Array<{ pid: number; granted: boolean }>> {
-    const rows = await this.sql`
-      select pid, granted from pg_locks
-      where locktype = 'advisory' and objsubid = 1
-        and ((classid::bigint << 32) | objid::bigint)
-          = ((${TURN_LOCK_CLASS}::bigint << 32) | 'outbox'::regclass::oid::bigint)`;
-    return rows.map((r) => ({ pid: Number(r.pid), granted: Boolean(r.granted) }));
   }
 
   /**
