@@ -1,6 +1,7 @@
 import { FairQueue } from '@requester/queue';
 import { Relay } from '@requester/relay';
-import { Fences, Router } from '@requester/scheduler';
+import { Fences, type Router } from '@requester/scheduler';
+import { testRouter } from '@requester/scheduler/testing';
 import type { KafkaProducer } from '@requester/shared/kafka';
 import { Outbox } from '@requester/shared/outbox';
 import { createRedis, type RedisClient } from '@requester/shared/redis';
@@ -43,16 +44,12 @@ describe('router and relay: the fence of an ordered partition', () => {
     const topicIn = uniqueName(`${name}.in`);
     const topicOut = uniqueName(`${name}.out`);
     await createTestTopics([topicIn, topicOut], 1);
-    const router = new Router({
-      consumer: testKafka().consumer({ groupId: uniqueName('router') }),
+    const router = testRouter({
       queue,
       outbox,
       producer,
       topicIn,
       topicOut,
-      horizonMs: 1_000,
-      produceTimeoutMs: 5_000,
-      logger: silentLogger,
       fences: new Fences(redis, name, graceMs),
     });
     routers.push(router);
