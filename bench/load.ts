@@ -7,7 +7,8 @@
 //        [--body 100] [--rounds 3] [--baseline /tmp/baseline] [--limit 120 (s)] [--env K=V,...]
 //        [--roles all]   (e.g. ingress,sync-gateway: accepts alone, nothing consumes `in`)
 //        [--wake]   (wake-ups: an empty `request.uri`, nobody is called: Requester's own cost per task)
-//        [--memory]   (each side's RSS and heap after every round and after --idle seconds at the end)
+//        [--memory]   (each side's RSS and heap after every round and after --idle seconds at the end,
+//        and its collections of each round by kind)
 //        [--idle-cpu S]   (each side's CPU while idle, S seconds after the warm-up: its fixed cost)
 //        [--profile-rounds]   (a CPU and an allocation profile of each round, bench/profile-rounds.ts:
 //        bytes allocated per task, and node CPU per task with the HTTP call's share taken out)
@@ -43,7 +44,7 @@ import {
   processTreeCpuSeconds,
 } from '../packages/shared/src/testing/index.ts';
 import { childProcesses, envPairs, loadavg, parseBenchArgs } from './harness.ts';
-import { formatMemory, memoryOf } from './memory.ts';
+import { formatGc, formatMemory, gcOf, memoryOf } from './memory.ts';
 import { allocated, cpuSummary } from './profile-rounds.ts';
 
 type Mode = 'http-async' | 'sync' | 'kafka';
@@ -115,7 +116,7 @@ As run for BENCHMARKS.md:
     memory: {
       type: 'boolean',
       default: false,
-      help: "each side's RSS and heap after every round and after --idle seconds at the end",
+      help: "each side's RSS and heap after every round and after --idle seconds at the end, and its collections of the round by kind",
     },
     idle: {
       type: 'string',
@@ -635,13 +636,16 @@ async function main(): Promise<void> {
         broker,
         redis,
       };
+      const gcBefore = args.memory ? await gcOf(side.adminUrl) : undefined;
       if (profileRounds) process.kill(side.pid, 'SIGUSR2');
       const r = await round(side, n, target, pids);
+      const gc = gcBefore && formatGc(gcBefore, await gcOf(side.adminUrl), r.completed);
       if (profileRounds) r.profile = await roundProfile(side, r);
       all.push(r);
       console.log(`round ${n} ${line(r)}`);
       if (r.profile) console.log(`round ${n} ${side.label.padEnd(9)} ${profileLine(r)}`);
       if (args.memory) console.log(`round ${n} ${side.label.padEnd(9)} memory: ${await memoryOfSide(side)}`);
+      if (gc) console.log(`round ${n} ${side.label.padEnd(9)} GC on the main thread: ${gc}`);
     }
   }
   if (args.memory) {

@@ -7,7 +7,8 @@
 // `bench/load.ts --profile-cpu` sets, the CPU profile alone). The allocation profile is V8's
 // sampling heap profiler with the objects the GC has collected kept in (`--heap-prof` keeps only
 // what is still alive at the end): it estimates every byte allocated, which the box's noise cannot
-// distort the way it does CPU time.
+// distort the way it does CPU time. With PROFILE_ROUNDS=survivors (`bench/load.ts --profile-rounds
+// --env PROFILE_ROUNDS=survivors`) it keeps only what survived a scavenge: what the collector copies.
 //
 //   node bench/profile-rounds.ts <file.heapprofile> --tasks 10000 [--top 30]
 //   node bench/profile-rounds.ts <file.cpuprofile> --tasks 10000   (busy time per task, HTTP call apart)
@@ -63,7 +64,9 @@ function preload(): void {
         await post('HeapProfiler.startSampling', {
           samplingInterval: 16_384,
           includeObjectsCollectedByMajorGC: true,
-          includeObjectsCollectedByMinorGC: true,
+          // PROFILE_ROUNDS=survivors: what outlived the young generation (promoted, or alive at
+          // the end): the objects that make scavenges slow and fill the old generation.
+          includeObjectsCollectedByMinorGC: process.env.PROFILE_ROUNDS !== 'survivors',
         });
       }
       await post('Profiler.start');
