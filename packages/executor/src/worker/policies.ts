@@ -14,6 +14,7 @@ import {
   type RateLimiter,
   type RecordOutcome,
   type Reservation,
+  signalKind,
 } from '@requester/policies';
 import {
   attemptsInBudget,
@@ -457,14 +458,17 @@ export class Policies {
     else log.debug({ status: outcome.status, tryCount }, 'target answered');
     const failed = breakerFailure(outcome);
     const optOut = this.modules.optOut === true && optsOut(outcome);
+    const reported = this.modules.pacer?.report(origin, outcome, outcome.durationNs, slot);
     const [, recorded] = await Promise.all([
       settled,
       this.record && admission?.admitted
         ? this.record({ origin, ...admission, success: !failed, optOut })
         : undefined,
-      this.modules.pacer
-        ?.report(origin, outcome, outcome.durationNs, slot)
-        .then((report) => this.journalThrottled(envelope, report)),
+      // Only a slow-down or an overload can be journalled as throttling, and only it is reported
+      // at once: any other answer goes with its origin's next batch, not waited for.
+      signalKind(outcome, Date.now()) === 'ok'
+        ? undefined
+        : reported?.then((report) => this.journalThrottled(envelope, report)),
     ]);
     if (recorded?.change) this.journalHold(envelope, origin, recorded.change);
     if (heldProbe && failed && recorded?.held && recorded.retryAtMs !== undefined) {

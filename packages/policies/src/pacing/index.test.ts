@@ -18,10 +18,22 @@ const tooMany = (headers: Record<string, string> = {}): PacedOutcome => ({
 });
 const MS = 1_000_000; // ns
 
+/**
+ * A pacer reporting each turn of the event loop: these tests await one answer after another, and
+ * a wait of `reportEveryMs` each would stretch them past the floor's 10 s probe (the wait itself is
+ * tested with `executors`).
+ */
 function pacer(options: Partial<OriginPacerOptions> = {}): OriginPacer {
   const prefix = `t:${randomBytes(6).toString('hex')}:pace:`;
   prefixes.push(prefix);
-  return new OriginPacer({ redis, prefix, maxLimit: 8, retryAfterMaxMs: 3_600_000, ...options });
+  return new OriginPacer({
+    redis,
+    prefix,
+    maxLimit: 8,
+    retryAfterMaxMs: 3_600_000,
+    reportEveryMs: 0,
+    ...options,
+  });
 }
 
 afterAll(async () => {
@@ -500,6 +512,38 @@ describe('OriginPacer round trips (issue 26)', () => {
     expect(new Set(reports.map((r) => r?.limit)).size).toBe(latencies.length);
     const [a, b] = [await batched.p.snapshot(ORIGIN), await single.p.snapshot(`${ORIGIN}1`)];
     expect([a.limit, a.floorMs, a.recentMs]).toEqual([b.limit, b.floorMs, b.recentMs]);
+  });
+
+  it('keeps answers that are no news for reportEveryMs, and reports them with the first news at once', async () => {
+    const [executor] = executors(1, { reportEveryMs: 60_000 });
+    if (!executor) throw new Error('a pacer');
+    const { p, scripts } = executor;
+    await p.report(ORIGIN, tooMany(), 10 * MS); // warm: the script loaded (news: at once)
+    const before = scripts();
+    let answered = 0;
+    const waiting = [12, 9, 15].map((ms) => p.report(ORIGIN, ok, ms * MS).then(() => answered++));
+    await sleep(200);
+    expect([scripts() - before, answered]).toEqual([0, 0]);
+    // A slow-down is news for every executor: sent at once, with the answers before it.
+    const slowed = await p.report(ORIGIN, { kind: 'response', status: 503, headers: {} }, 10 * MS);
+    await Promise.all(waiting);
+    expect([scripts() - before, answered, slowed?.kind]).toEqual([1, 3, 'overload']);
+    // Closing reports what still waits.
+    const last = p.report(ORIGIN, ok, 10 * MS);
+    await p.close();
+    expect(await last).toMatchObject({ kind: 'ok' });
+    expect(scripts() - before).toBe(2);
+  });
+
+  it('reports answers that are no news within reportEveryMs without any other call', async () => {
+    const [executor] = executors(1, { reportEveryMs: 50 });
+    if (!executor) throw new Error('a pacer');
+    const { p, scripts } = executor;
+    await p.report(ORIGIN, ok, 10 * MS);
+    const before = scripts();
+    const reports = await Promise.all([p.report(ORIGIN, ok, 10 * MS), p.report(`${ORIGIN}1`, ok, 10 * MS)]);
+    expect(reports.map((r) => r?.kind)).toEqual(['ok', 'ok']);
+    expect(scripts() - before).toBe(2); // one per origin
   });
 
   it('moves the limit by half a call per round of the calls of every executor applying it, not per executor', async () => {

@@ -7,7 +7,7 @@ import { eventLoopLagMs } from './loop-lag.ts';
 import { loadPacingScripts, type PacingScripts, type ReportAnswer } from './scripts.ts';
 import { type PacedOutcome, paceSignal, type SignalKind } from './signals.ts';
 
-export { type PacedOutcome, type PaceSignal, paceSignal, type SignalKind } from './signals.ts';
+export { type PacedOutcome, type PaceSignal, paceSignal, type SignalKind, signalKind } from './signals.ts';
 
 /**
  * Origin pacing (docs/architecture.md §9): what a target asks for, shared by every executor
@@ -32,8 +32,8 @@ export { type PacedOutcome, type PaceSignal, paceSignal, type SignalKind } from 
  *   own event-loop lag is allowed for: it delays the answers, it is no queue at the target.
  * Redis errors fail open (the call goes ahead unpaced), as the breaker does.
  *
- * Round trips (issue 26): the answers of one origin are reported in batches (those of a turn of the
- * event loop, REPORT_BATCH at most; a 429, 503 or failure at once), one script call each. With
+ * Round trips (issue 26): the answers of one origin are reported in batches (those of
+ * `reportEveryMs`, REPORT_BATCH at most; a 429, 503 or failure at once), one script call each. With
  * `freeForMs`, an origin known free (unpaced, not held, no probe of the floor under way) needs no
  * gate: a gate or report reply grants a local permission for that long, renewed by each report,
  * under which calls leave at once, counted here and told with the next report (the gate's
@@ -76,6 +76,14 @@ export interface OriginPacerOptions {
    * event loop's lag, `eventLoopLagMs`; tests pass a constant to be deterministic).
    */
   loopLagMs?: () => number;
+  /**
+   * How long an answer that is no news (no slow-down, overload or advertised pace) waits for others
+   * of its origin to share its report (ms; default REPORT_EVERY_MS). Under load a report per turn of
+   * the event loop carried ~3 answers, one Redis script call per 3 tasks; the waiting answers only
+   * feed the adaptive limit and the latency floor, which a few ms do not change. 0: the answers of
+   * one turn of the event loop.
+   */
+  reportEveryMs?: number;
   logger?: Logger;
 }
 
@@ -147,6 +155,8 @@ interface PendingReport {
 
 /** Most answers of one origin in one report script call: a full batch is sent at once. */
 const REPORT_BATCH = 64;
+/** The default of `reportEveryMs`. */
+export const REPORT_EVERY_MS = 20;
 
 /** Target origins with a label of their own in the pacing metrics; later ones are `other`. */
 const MAX_ORIGIN_LABELS = 50;
@@ -217,7 +227,8 @@ export class OriginPacer {
   private closed = false;
   /** Answers waiting to be reported, by key. */
   private pending = new Map<string, PendingReport>();
-  private flushScheduled: NodeJS.Immediate | undefined;
+  private flushScheduled: NodeJS.Immediate | NodeJS.Timeout | undefined;
+  private readonly reportEveryMs: number;
   /** Names this pacer (one per executor) in its reports: the limit's steps count the executors. */
   private readonly reporter = randomBytes(6).toString('base64url');
 
@@ -234,6 +245,7 @@ export class OriginPacer {
       : 0;
     this.ttlMs = Math.max(1, Math.round(options.stateTtlMs ?? 3_600_000));
     this.freeForMs = Math.max(0, Math.round(options.freeForMs ?? 0));
+    this.reportEveryMs = Math.max(0, Math.round(options.reportEveryMs ?? REPORT_EVERY_MS));
   }
 
   /** Where report-1.lua announces that an origin stopped being free (the key is the message). */
@@ -279,7 +291,10 @@ export class OriginPacer {
 
   /**
    * What `outcome` (a call to `origin` that took `latencyNs`) says about the origin's pace. `slot`:
-   * what the bulkhead granted the call (see PaceSlot); unknown: taken as the last slot.
+   * what the bulkhead granted the call (see PaceSlot); unknown: taken as the last slot. Resolves
+   * once Redis took it: news (a slow-down, an overload, an advertised pace) at once, any other
+   * answer with its origin's next batch (`reportEveryMs`), whose reply the caller need not wait for
+   * (see `signalKind`).
    */
   async report(
     origin: string,
@@ -319,10 +334,20 @@ export class OriginPacer {
     });
   }
 
-  /** Ends the subscription to the pacing channel (the caller owns and closes `redis`). */
+  /**
+   * Reports the answers waiting, then ends the subscription to the pacing channel (the caller owns
+   * and closes `redis`).
+   */
   async close(): Promise<void> {
     this.closed = true;
     this.free.clear();
+    const scheduled = this.flushScheduled;
+    if (scheduled !== undefined) {
+      if (this.reportEveryMs === 0) clearImmediate(scheduled as NodeJS.Immediate);
+      else clearTimeout(scheduled as NodeJS.Timeout);
+    }
+    this.flushScheduled = undefined;
+    await Promise.all([...this.pending.keys()].map((key) => this.flush(key)));
     await this.announcements?.close();
   }
 
@@ -393,16 +418,22 @@ export class OriginPacer {
 
   private scheduleFlush(): void {
     if (this.flushScheduled !== undefined) return;
-    this.flushScheduled = setImmediate(() => {
+    const flushAll = () => {
       this.flushScheduled = undefined;
-      for (const key of [...this.pending.keys()]) this.flush(key);
-    });
+      for (const key of [...this.pending.keys()]) void this.flush(key);
+    };
+    if (this.reportEveryMs === 0) this.flushScheduled = setImmediate(flushAll);
+    else {
+      // Unref'd: answers waiting are no reason to stay up (close reports them).
+      this.flushScheduled = setTimeout(flushAll, this.reportEveryMs);
+      this.flushScheduled.unref();
+    }
   }
 
-  /** One script call for the answers of `key` waiting. */
-  private flush(key: string): void {
+  /** One script call for the answers of `key` waiting; settles when their promises are resolved. */
+  private flush(key: string): Promise<void> {
     const batch = this.pending.get(key);
-    if (batch === undefined) return;
+    if (batch === undefined) return Promise.resolve();
     this.pending.delete(key);
     const dispatched = this.takeDispatched(key);
     const asked = this.askFree();
@@ -415,7 +446,7 @@ export class OriginPacer {
       if (left > 0) this.unsure.set(key, left);
       else this.unsure.delete(key);
     };
-    this.scripts
+    return this.scripts
       .report(
         key,
         {

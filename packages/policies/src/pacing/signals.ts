@@ -37,18 +37,28 @@ const MAX_CEILING_PER_S = 100_000;
 
 /** A pacing reading of one outcome; `retryAfterMaxMs` bounds every hold (RETRY_AFTER_MAX). */
 export function paceSignal(outcome: PacedOutcome, nowMs: number, retryAfterMaxMs: number): PaceSignal {
+  const kind = signalKind(outcome, nowMs);
+  if (outcome.kind === 'failure') return { kind, holdMs: 0, ceilingPerSec: undefined };
+  const { headers } = outcome;
+  const quota = quotaOf(headers, nowMs);
+  let hold = kind === 'slow' ? (retryAfterMs(headers['retry-after'], nowMs) ?? 0) : 0;
+  if (quota.exhaustedForMs !== undefined) hold = Math.max(hold, quota.exhaustedForMs);
+  return { kind, holdMs: Math.min(hold, retryAfterMaxMs), ceilingPerSec: quota.perSec };
+}
+
+/**
+ * The kind of `paceSignal`'s reading alone, without the headers' quota: whether the answer slows
+ * the origin down or says it is overloaded.
+ */
+export function signalKind(outcome: PacedOutcome, nowMs: number): SignalKind {
   if (outcome.kind === 'failure') {
     const overload = outcome.error.code === 'timeout' || outcome.error.code === 'transport_error';
-    return { kind: overload ? 'overload' : 'ok', holdMs: 0, ceilingPerSec: undefined };
+    return overload ? 'overload' : 'ok';
   }
-  const { status, headers } = outcome;
-  const quota = quotaOf(headers, nowMs);
-  const retryAfter = retryAfterMs(headers['retry-after'], nowMs);
-  const slow = status === 429 || (status === 503 && retryAfter !== undefined);
-  let hold = slow ? (retryAfter ?? 0) : 0;
-  if (quota.exhaustedForMs !== undefined) hold = Math.max(hold, quota.exhaustedForMs);
-  const kind: SignalKind = slow ? 'slow' : status >= 500 || status === 408 ? 'overload' : 'ok';
-  return { kind, holdMs: Math.min(hold, retryAfterMaxMs), ceilingPerSec: quota.perSec };
+  const { status } = outcome;
+  if (status === 429) return 'slow';
+  if (status === 503 && retryAfterMs(outcome.headers['retry-after'], nowMs) !== undefined) return 'slow';
+  return status >= 500 || status === 408 ? 'overload' : 'ok';
 }
 
 /**
