@@ -438,10 +438,18 @@ export class Executor {
     this.slotWaits.set(line, waiting + 1);
     this.workDone();
     let slot: Granted | undefined;
+    // A timer cleared when the wait ends, and a listener of the stop removed then: most waits end
+    // in ms, and AbortSignal.timeout's timer lived out its 30 s (AbortSignal.any weakly tracked
+    // each one on the stop's signal besides).
+    const over = new AbortController();
+    const end = () => over.abort();
+    const timer = setTimeout(end, PARK_MAX_MS);
+    this.stopping.signal.addEventListener('abort', end, { once: true });
     try {
-      const signal = AbortSignal.any([this.stopping.signal, AbortSignal.timeout(PARK_MAX_MS)]);
-      slot = await this.policies.waitForSlot(bulkhead.uri, bulkhead.client, signal);
+      slot = await this.policies.waitForSlot(bulkhead.uri, bulkhead.client, over.signal);
     } finally {
+      clearTimeout(timer);
+      this.stopping.signal.removeEventListener('abort', end);
       this.parkedMore(-1, -bytes, 'bulkhead');
       const left = (this.slotWaits.get(line) ?? 1) - 1;
       if (left > 0) this.slotWaits.set(line, left);
