@@ -108,6 +108,11 @@ As run for BENCHMARKS.md:
       default: false,
       help: "--profile-rounds without the allocation profile, whose sampling inflates the node CPU measured beside it: the truer node CPU per task without the HTTP call's share",
     },
+    together: {
+      type: 'boolean',
+      default: false,
+      help: "with --baseline: both sides' rounds at once (each its own requests, the one target), so that both meet the same moments of a shared, noisy box; the node CPU per task of each, side by side, at half the rate each would have alone",
+    },
     stages: {
       type: 'boolean',
       default: false,
@@ -623,28 +628,34 @@ async function main(): Promise<void> {
     for (const side of sides)
       console.log(`warm     ${side.label.padEnd(9)} memory: ${await memoryOfSide(side)}`);
   if (Number(args['idle-cpu']) > 0) await idleCpu(sides, Number(args['idle-cpu']));
+  const measured = async (side: Side, n: number) => {
+    // Looked up each round: another developer may have restarted the shared broker meanwhile.
+    const broker = pidListeningOn(brokerPort);
+    const redis = pidListeningOn(6379);
+    const pids = {
+      node: side.pid,
+      ...(side.executorPid ? { executors: side.executorPid } : {}),
+      target: target.pid,
+      broker,
+      redis,
+    };
+    const gcBefore = args.memory ? await gcOf(side.adminUrl) : undefined;
+    if (profileRounds) process.kill(side.pid, 'SIGUSR2');
+    const r = await round(side, n, target, pids);
+    const gc = gcBefore && formatGc(gcBefore, await gcOf(side.adminUrl), r.completed);
+    if (profileRounds) r.profile = await roundProfile(side, r);
+    const memory = args.memory ? await memoryOfSide(side) : undefined;
+    return { side, r, gc, memory };
+  };
   for (let n = 1; n <= rounds; n++) {
     const order = n % 2 ? sides : [...sides].reverse();
-    for (const side of order) {
-      // Looked up each round: another developer may have restarted the shared broker meanwhile.
-      const broker = pidListeningOn(brokerPort);
-      const redis = pidListeningOn(6379);
-      const pids = {
-        node: side.pid,
-        ...(side.executorPid ? { executors: side.executorPid } : {}),
-        target: target.pid,
-        broker,
-        redis,
-      };
-      const gcBefore = args.memory ? await gcOf(side.adminUrl) : undefined;
-      if (profileRounds) process.kill(side.pid, 'SIGUSR2');
-      const r = await round(side, n, target, pids);
-      const gc = gcBefore && formatGc(gcBefore, await gcOf(side.adminUrl), r.completed);
-      if (profileRounds) r.profile = await roundProfile(side, r);
+    const results = args.together ? await Promise.all(order.map((side) => measured(side, n))) : [];
+    if (!args.together) for (const side of order) results.push(await measured(side, n));
+    for (const { side, r, gc, memory } of results) {
       all.push(r);
       console.log(`round ${n} ${line(r)}`);
       if (r.profile) console.log(`round ${n} ${side.label.padEnd(9)} ${profileLine(r)}`);
-      if (args.memory) console.log(`round ${n} ${side.label.padEnd(9)} memory: ${await memoryOfSide(side)}`);
+      if (memory) console.log(`round ${n} ${side.label.padEnd(9)} memory: ${memory}`);
       if (gc) console.log(`round ${n} ${side.label.padEnd(9)} GC on the main thread: ${gc}`);
     }
   }
@@ -679,8 +690,19 @@ async function main(): Promise<void> {
         `p50 ${ratio(p(50))}, p99 ${ratio(p(99))}, node CPU/task ${ratio(cpu)} ` +
         `(medians ${(median(a.map(cpu)) * 1e6).toFixed(0)} / ${(median(b.map(cpu)) * 1e6).toFixed(0)} µs)`,
     );
+    // Round by round (the two sides of a round ran next to each other, or at once with --together):
+    // the box's slow and fast minutes fall on both sides of a round's ratio alike.
+    const perRound = (f: (r: RoundResult) => number) => {
+      const ratios = a.map((r, i) => f(r) / f(b[i] as RoundResult)).filter(Number.isFinite);
+      const mean = Math.exp(ratios.reduce((sum, x) => sum + Math.log(x), 0) / Math.max(1, ratios.length));
+      return `${ratios.map((x) => x.toFixed(2)).join(' ')} (geometric mean ${mean.toFixed(3)})`;
+    };
+    console.log(`per round ${sides[0]?.label}/${sides[1]?.label}: node CPU/task ${perRound(cpu)}`);
     if (profileRounds) {
       const of = (f: (p: RoundProfile) => number) => (r: RoundResult) => f(r.profile as RoundProfile);
+      console.log(
+        `per round ${sides[0]?.label}/${sides[1]?.label}: node CPU/task without the HTTP call ${perRound(of((p) => p.withoutHttpPerTask))}`,
+      );
       const pair = (f: (p: RoundProfile) => number, digits = 0) =>
         `${median(a.map(of(f))).toFixed(digits)} / ${median(b.map(of(f))).toFixed(digits)} (${ratio(of(f))})`;
       console.log(
