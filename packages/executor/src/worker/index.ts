@@ -75,7 +75,7 @@ export interface ExecutorOptions extends Omit<PolicyModules, 'retryAfterMaxMs'> 
   cancellations?: Pick<Cancellations, 'find' | 'findMany'> &
     Partial<Pick<Cancellations, 'mark' | 'unchangedSince'>>;
   /** Pauses by origin, client or partition (../../shared pause): a paused task waits, not attempted. */
-  pauses?: Pick<PauseView, 'match' | 'refresh'>;
+  pauses?: Pick<PauseView, 'any' | 'match' | 'refresh'>;
   /** EXECUTOR_PARKED_TASKS, EXECUTOR_PARKED_BYTES: the most tasks kept parked (see Executor.park). */
   parking?: Parking;
 }
@@ -756,7 +756,8 @@ export class Executor {
    */
   private paused(job: Job, envelope: RequestEnvelope): Settlement | undefined {
     const { pauses } = this.options;
-    if (!pauses) return undefined;
+    // Before the task's description is built: an object literal with a getter is a slow one.
+    if (!pauses?.any) return undefined;
     const { uri } = envelope.request;
     let origin: [string | undefined] | undefined;
     const pause = pauses.match({

@@ -9,13 +9,16 @@ let histogram: ReturnType<typeof monitorEventLoopDelay> | undefined;
 let windowStart = 0;
 let lastWindowMs = 0;
 /**
- * The current window's lag and the sample count it was computed at: the percentiles change only
- * when the histogram's timer records a sample (every RESOLUTION_MS at most), and a busy executor
- * asks once per answer, so most asks would rebuild the same percentile map (a native call and a
- * sort, ~2 % of an executor's CPU at 1,000 calls/s).
+ * The current window's lag, the sample count it was computed at and when: the percentiles change
+ * only when the histogram's timer records a sample (every RESOLUTION_MS at most), and a busy
+ * executor asks once per batch of answers (every ~20 ms), so each ask would rebuild the percentile
+ * map (a native call building ~100 entries and a sort, ~100 µs on a loaded box): rebuilt at most
+ * every RECOMPUTE_MS, a tenth of the window the lag is averaged over anyway.
  */
 let currentMs = 0;
 let currentAtCount = 0;
+let currentAtMs = Number.NEGATIVE_INFINITY;
+const RECOMPUTE_MS = 100;
 
 /**
  * How late this process's event loop reads an answer, on average over the last second (ms),
@@ -34,16 +37,19 @@ export function eventLoopLagMs(nowMs = performance.now()): number {
     windowStart = nowMs;
   }
   const count = histogram.count;
-  if (count !== currentAtCount) {
+  const windowEnds = nowMs - windowStart >= WINDOW_MS;
+  if (count !== currentAtCount && (windowEnds || nowMs - currentAtMs >= RECOMPUTE_MS)) {
     currentMs = count > 0 ? lagOf(histogram.percentiles) : 0;
     currentAtCount = count;
+    currentAtMs = nowMs;
   }
-  if (nowMs - windowStart >= WINDOW_MS) {
+  if (windowEnds) {
     lastWindowMs = currentMs;
     windowStart = nowMs;
     histogram.reset();
     currentMs = 0;
     currentAtCount = 0;
+    currentAtMs = Number.NEGATIVE_INFINITY;
     return lastWindowMs;
   }
   return Math.max(lastWindowMs, currentMs);

@@ -168,6 +168,11 @@ export class PauseView {
     }
   }
 
+  /** Whether any pause is recorded: none (the usual case) needs no `match` per task. */
+  get any(): boolean {
+    return this.#byKey.size > 0;
+  }
+
   /** The pause holding a task of this origin, client and queue partition, if one does now. */
   match(
     task: { origin?: string | undefined; client?: string | undefined; partition: string },
