@@ -649,8 +649,9 @@ async function main(): Promise<void> {
   };
   for (let n = 1; n <= rounds; n++) {
     const order = n % 2 ? sides : [...sides].reverse();
-    const results = args.together ? await Promise.all(order.map((side) => measured(side, n))) : [];
-    if (!args.together) for (const side of order) results.push(await measured(side, n));
+    const results = [];
+    if (args.together) results.push(...(await Promise.all(order.map((side) => measured(side, n)))));
+    else for (const side of order) results.push(await measured(side, n));
     for (const { side, r, gc, memory } of results) {
       all.push(r);
       console.log(`round ${n} ${line(r)}`);

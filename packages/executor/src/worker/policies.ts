@@ -466,9 +466,9 @@ export class Policies {
         : undefined,
       // Only a slow-down or an overload can be journalled as throttling, and only it is reported
       // at once: any other answer goes with its origin's next batch, not waited for.
-      signalKind(outcome, Date.now()) === 'ok'
-        ? undefined
-        : reported?.then((report) => this.journalThrottled(envelope, report)),
+      reported && signalKind(outcome, Date.now()) !== 'ok'
+        ? reported.then((report) => this.journalThrottled(envelope, report))
+        : undefined,
     ]);
     if (recorded?.change) this.journalHold(envelope, origin, recorded.change);
     if (heldProbe && failed && recorded?.held && recorded.retryAtMs !== undefined) {

@@ -227,7 +227,8 @@ export class OriginPacer {
   private closed = false;
   /** Answers waiting to be reported, by key. */
   private pending = new Map<string, PendingReport>();
-  private flushScheduled: NodeJS.Immediate | NodeJS.Timeout | undefined;
+  /** Cancels the flush scheduled (a timer, or an immediate with `reportEveryMs` 0); undefined: none. */
+  private cancelFlush: (() => void) | undefined;
   private readonly reportEveryMs: number;
   /** Names this pacer (one per executor) in its reports: the limit's steps count the executors. */
   private readonly reporter = randomBytes(6).toString('base64url');
@@ -341,12 +342,8 @@ export class OriginPacer {
   async close(): Promise<void> {
     this.closed = true;
     this.free.clear();
-    const scheduled = this.flushScheduled;
-    if (scheduled !== undefined) {
-      if (this.reportEveryMs === 0) clearImmediate(scheduled as NodeJS.Immediate);
-      else clearTimeout(scheduled as NodeJS.Timeout);
-    }
-    this.flushScheduled = undefined;
+    this.cancelFlush?.();
+    this.cancelFlush = undefined;
     await Promise.all([...this.pending.keys()].map((key) => this.flush(key)));
     await this.announcements?.close();
   }
@@ -417,16 +414,18 @@ export class OriginPacer {
   }
 
   private scheduleFlush(): void {
-    if (this.flushScheduled !== undefined) return;
+    if (this.cancelFlush !== undefined) return;
     const flushAll = () => {
-      this.flushScheduled = undefined;
+      this.cancelFlush = undefined;
       for (const key of [...this.pending.keys()]) void this.flush(key);
     };
-    if (this.reportEveryMs === 0) this.flushScheduled = setImmediate(flushAll);
-    else {
+    if (this.reportEveryMs === 0) {
+      const immediate = setImmediate(flushAll);
+      this.cancelFlush = () => clearImmediate(immediate);
+    } else {
       // Unref'd: answers waiting are no reason to stay up (close reports them).
-      this.flushScheduled = setTimeout(flushAll, this.reportEveryMs);
-      this.flushScheduled.unref();
+      const timer = setTimeout(flushAll, this.reportEveryMs).unref();
+      this.cancelFlush = () => clearTimeout(timer);
     }
   }
 
