@@ -514,11 +514,12 @@ describe('OriginPacer round trips (issue 26)', () => {
     expect([a.limit, a.floorMs, a.recentMs]).toEqual([b.limit, b.floorMs, b.recentMs]);
   });
 
-  it('keeps answers that are no news for reportEveryMs, and reports them with the first news at once', async () => {
-    const [executor] = executors(1, { reportEveryMs: 60_000 });
+  it("keeps a free origin's answers that are no news for reportEveryMs, and reports them with the first news at once", async () => {
+    const [executor] = executors(1, { reportEveryMs: 60_000, freeForMs: 60_000 });
     if (!executor) throw new Error('a pacer');
     const { p, scripts } = executor;
-    await p.report(ORIGIN, tooMany(), 10 * MS); // warm: the script loaded (news: at once)
+    await p.report(`${ORIGIN}2`, tooMany(), 10 * MS); // warm: the report script loaded (news: at once)
+    expect(await holdsPermission(executor)).toBe(true);
     const before = scripts();
     let answered = 0;
     const waiting = [12, 9, 15].map((ms) => p.report(ORIGIN, ok, ms * MS).then(() => answered++));
@@ -533,6 +534,17 @@ describe('OriginPacer round trips (issue 26)', () => {
     await p.close();
     expect(await last).toMatchObject({ kind: 'ok' });
     expect(scripts() - before).toBe(2);
+  });
+
+  it("reports a paced origin's answers at the next turn, not after reportEveryMs: its pace and served rate read them by their time", async () => {
+    const [executor] = executors(1, { reportEveryMs: 60_000, freeForMs: 60_000 });
+    if (!executor) throw new Error('a pacer');
+    const { p, scripts } = executor;
+    await p.report(ORIGIN, tooMany(), 10 * MS); // held, then paced: not free
+    const before = scripts();
+    // Well within the test's timeout, not 60 s.
+    expect(await p.report(ORIGIN, ok, 10 * MS)).toMatchObject({ kind: 'ok' });
+    expect(scripts() - before).toBe(1);
   });
 
   it('reports answers that are no news within reportEveryMs without any other call', async () => {

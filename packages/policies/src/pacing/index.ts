@@ -33,7 +33,8 @@ export { type PacedOutcome, type PaceSignal, paceSignal, type SignalKind, signal
  * Redis errors fail open (the call goes ahead unpaced), as the breaker does.
  *
  * Round trips (issue 26): the answers of one origin are reported in batches (those of
- * `reportEveryMs`, REPORT_BATCH at most; a 429, 503 or failure at once), one script call each. With
+ * `reportEveryMs` for a free origin, of a turn of the event loop for another; REPORT_BATCH at most;
+ * a 429, 503 or failure at once), one script call each. With
  * `freeForMs`, an origin known free (unpaced, not held, no probe of the floor under way) needs no
  * gate: a gate or report reply grants a local permission for that long, renewed by each report,
  * under which calls leave at once, counted here and told with the next report (the gate's
@@ -77,11 +78,12 @@ export interface OriginPacerOptions {
    */
   loopLagMs?: () => number;
   /**
-   * How long an answer that is no news (no slow-down, overload or advertised pace) waits for others
-   * of its origin to share its report (ms; default REPORT_EVERY_MS). Under load a report per turn of
-   * the event loop carried ~3 answers, one Redis script call per 3 tasks; the waiting answers only
-   * feed the adaptive limit and the latency floor, which a few ms do not change. 0: the answers of
-   * one turn of the event loop.
+   * How long an answer of a free origin (see `freeForMs`) that is no news (no slow-down, overload or
+   * advertised pace) waits for others of its origin to share its report (ms; default
+   * REPORT_EVERY_MS). Under load a report per turn of the event loop carried ~3 answers, one Redis
+   * script call per 3 tasks; the waiting answers only feed the adaptive limit and the latency
+   * floor, which a few ms do not change. Other origins' answers, and all with 0: those of one turn
+   * of the event loop.
    */
   reportEveryMs?: number;
   logger?: Logger;
@@ -151,6 +153,8 @@ interface PendingReport {
   resolves: Array<(report: PaceReport | undefined) => void>;
   /** It may end the origin's freedom: no permission is granted until its reply. */
   news: boolean;
+  /** It holds an answer of an origin that was not free: reported at the next turn, not the window. */
+  soon: boolean;
 }
 
 /** Most answers of one origin in one report script call: a full batch is sent at once. */
@@ -227,8 +231,11 @@ export class OriginPacer {
   private closed = false;
   /** Answers waiting to be reported, by key. */
   private pending = new Map<string, PendingReport>();
-  /** Cancels the flush scheduled (a timer, or an immediate with `reportEveryMs` 0); undefined: none. */
-  private cancelFlush: (() => void) | undefined;
+  /**
+   * Cancel the flushes scheduled: `turn`, the batches of origins that were not free, at the next
+   * turn of the event loop; `window`, every batch, after `reportEveryMs`.
+   */
+  private readonly scheduled: { turn?: (() => void) | undefined; window?: (() => void) | undefined } = {};
   private readonly reportEveryMs: number;
   /** Names this pacer (one per executor) in its reports: the limit's steps count the executors. */
   private readonly reporter = randomBytes(6).toString('base64url');
@@ -294,8 +301,8 @@ export class OriginPacer {
    * What `outcome` (a call to `origin` that took `latencyNs`) says about the origin's pace. `slot`:
    * what the bulkhead granted the call (see PaceSlot); unknown: taken as the last slot. Resolves
    * once Redis took it: news (a slow-down, an overload, an advertised pace) at once, any other
-   * answer with its origin's next batch (`reportEveryMs`), whose reply the caller need not wait for
-   * (see `signalKind`).
+   * answer with its origin's next batch (`reportEveryMs` while the origin is free), whose reply the
+   * caller need not wait for (see `signalKind`).
    */
   async report(
     origin: string,
@@ -317,7 +324,7 @@ export class OriginPacer {
     return new Promise((resolve) => {
       let batch = this.pending.get(key);
       if (batch === undefined) {
-        batch = { origin, answers: [], kinds: [], resolves: [], news: false };
+        batch = { origin, answers: [], kinds: [], resolves: [], news: false, soon: false };
         this.pending.set(key, batch);
       }
       batch.answers.push(answer);
@@ -330,8 +337,12 @@ export class OriginPacer {
         this.free.delete(key);
         batch.news = true;
       }
+      // The window is for a free origin, whose answers only feed its limit and latency floor. A
+      // paced or held one's answers also feed its pace and the rate it served, which report-1.lua
+      // reads by the time they reach Redis: those go at the next turn, as they come.
+      if (this.reportEveryMs === 0 || !this.isFree(key)) batch.soon = true;
       if (news || batch.answers.length >= REPORT_BATCH) this.flush(key);
-      else this.scheduleFlush();
+      else this.scheduleFlush(batch.soon);
     });
   }
 
@@ -342,8 +353,9 @@ export class OriginPacer {
   async close(): Promise<void> {
     this.closed = true;
     this.free.clear();
-    this.cancelFlush?.();
-    this.cancelFlush = undefined;
+    this.scheduled.turn?.();
+    this.scheduled.window?.();
+    this.scheduled.turn = this.scheduled.window = undefined;
     await Promise.all([...this.pending.keys()].map((key) => this.flush(key)));
     await this.announcements?.close();
   }
@@ -413,19 +425,21 @@ export class OriginPacer {
     this.free.delete(this.keyOf(origin));
   }
 
-  private scheduleFlush(): void {
-    if (this.cancelFlush !== undefined) return;
-    const flushAll = () => {
-      this.cancelFlush = undefined;
-      for (const key of [...this.pending.keys()]) void this.flush(key);
-    };
-    if (this.reportEveryMs === 0) {
-      const immediate = setImmediate(flushAll);
-      this.cancelFlush = () => clearImmediate(immediate);
-    } else {
+  private scheduleFlush(soon: boolean): void {
+    const { scheduled } = this;
+    if (soon && scheduled.turn === undefined) {
+      const immediate = setImmediate(() => {
+        scheduled.turn = undefined;
+        for (const [key, batch] of [...this.pending]) if (batch.soon) void this.flush(key);
+      });
+      scheduled.turn = () => clearImmediate(immediate);
+    } else if (!soon && scheduled.window === undefined) {
       // Unref'd: answers waiting are no reason to stay up (close reports them).
-      const timer = setTimeout(flushAll, this.reportEveryMs).unref();
-      this.cancelFlush = () => clearTimeout(timer);
+      const timer = setTimeout(() => {
+        scheduled.window = undefined;
+        for (const key of [...this.pending.keys()]) void this.flush(key);
+      }, this.reportEveryMs).unref();
+      scheduled.window = () => clearTimeout(timer);
     }
   }
 
