@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { TEST_DATABASE_URL } from '../testing/index.ts';
+import { TEST_DATABASE_URL, uniqueName } from '../testing/index.ts';
 import { createPg, ensureDatabase, reconnectBackoff, type Sql } from './index.ts';
 
 describe('createPg', () => {
@@ -44,5 +44,31 @@ describe('createPg', () => {
       expect(seconds).toBeLessThanOrEqual(1);
     }
     expect(reconnectBackoff(0)).toBeLessThanOrEqual(0.05);
+  });
+});
+
+describe('ensureDatabase', () => {
+  it('lets several processes create the same database at once: one creates it, none fails', async () => {
+    // PostgreSQL answers two concurrent CREATE DATABASE of one name with a unique violation on
+    // pg_database (23505), not only "already exists" (42P04): a fleet starting together met it.
+    const admin = new URL(TEST_DATABASE_URL);
+    admin.pathname = '/postgres';
+    const sql = createPg({ url: admin.toString(), max: 1 });
+    try {
+      for (let round = 0; round < 5; round++) {
+        const name = uniqueName('race').replaceAll('-', '_');
+        const url = new URL(TEST_DATABASE_URL);
+        url.pathname = `/${name}`;
+        try {
+          const created = await Promise.all(Array.from({ length: 6 }, () => ensureDatabase(url.toString())));
+          expect(created.filter(Boolean)).toHaveLength(1);
+          expect(await sql`select 1 from pg_database where datname = ${name}`).toHaveLength(1);
+        } finally {
+          await sql.unsafe(`drop database if exists "${name}"`);
+        }
+      }
+    } finally {
+      await sql.end({ timeout: 5 });
+    }
   });
 });

@@ -73,7 +73,12 @@ export function explainPgError(err: unknown): string | undefined {
   return undefined;
 }
 
-/** Creates the database named in `url` when it does not exist (connecting to `postgres`). */
+/**
+ * Creates the database named in `url` when it does not exist (connecting to `postgres`). Safe to
+ * race: processes that start together may all find it missing, and PostgreSQL refuses all but one
+ * CREATE DATABASE with "already exists" (42P04) or, when they meet inside the catalog, a unique
+ * violation on pg_database (23505); both mean another process created it.
+ */
 export async function ensureDatabase(url: string): Promise<boolean> {
   const target = new URL(url);
   const name = decodeURIComponent(target.pathname.replace(/^\//, '')) || 'postgres';
@@ -83,10 +88,14 @@ export async function ensureDatabase(url: string): Promise<boolean> {
   try {
     const rows = await sql`select 1 from pg_database where datname = ${name}`;
     if (rows.length > 0) return false;
-    await sql.unsafe(`create database "${name.replaceAll('"', '""')}"`).catch((err: { code?: string }) => {
-      if (err.code !== '42P04') throw err; // created concurrently by another process
-    });
-    return true;
+    try {
+      await sql.unsafe(`create database "${name.replaceAll('"', '""')}"`);
+      return true;
+    } catch (err) {
+      const { code } = err as { code?: string };
+      if (code === '42P04' || code === '23505') return false;
+      throw err;
+    }
   } finally {
     await sql.end({ timeout: 5 });
   }
