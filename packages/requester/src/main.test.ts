@@ -1,5 +1,6 @@
 import type { ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync } from 'node:fs';
+import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import {
@@ -163,6 +164,55 @@ describe('requester CLI', () => {
     expect(code).toBe(0);
     expect(Date.now() - stoppedAt).toBeLessThan(20_000);
     expect(stdout).toContain('shutting down: 3/3 close clients');
+  }, 60_000);
+
+  it('a role that fails to start says why and exits 1, even while /readyz is polled on a kept-alive connection', async () => {
+    // A PostgreSQL that accepts connections and never answers: the relay's start fails after its
+    // connect timeout, while this test keeps asking /readyz (as a load balancer would).
+    const silent = net.createServer(() => {});
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const pgPort = (silent.address() as net.AddressInfo).port;
+    const name = uniqueName('cli');
+    const adminPort = await freePort();
+    const { child, exit } = requester(['--role', 'relay', '--admin-port', String(adminPort)], {
+      DATABASE_URL: `postgres://postgres@127.0.0.1:${pgPort}/${name.replaceAll('-', '_')}`,
+      KAFKA_TOPIC_IN: `${name}.in`,
+      KAFKA_TOPIC_OUT: `${name}.out`,
+      KAFKA_TOPIC_DLQ: `${name}.dlq`,
+      KAFKA_TOPIC_EVENTS: `${name}.events`,
+      KAFKA_TOPIC_PARTITIONS: '1',
+      SHUTDOWN_TIMEOUT: '60s',
+    });
+    running.push(child);
+    let exited = false;
+    const polled: number[] = [];
+    const poll = (async () => {
+      while (!exited) {
+        const status = await fetch(`http://127.0.0.1:${adminPort}/readyz`).then(
+          (res) => res.status,
+          () => 0,
+        );
+        polled.push(status);
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+    })();
+    try {
+      const { code, stdout, stderr } = await exit;
+      exited = true;
+      await poll;
+      expect(polled, 'the admin server answered while the role started').toContain(503);
+      expect(code).toBe(1);
+      const failed = stdout
+        .split('\n')
+        .filter((line) => line.includes('"role relay failed to start'))
+        .map((line) => JSON.parse(line) as { level: string; role: string });
+      expect(failed).toHaveLength(1);
+      expect(failed[0]).toMatchObject({ level: 'error', role: 'relay' });
+      expect(stderr).toContain('requester: ');
+    } finally {
+      exited = true;
+      silent.close();
+    }
   }, 60_000);
 
   it('refuses --processes for a role with an HTTP listener (exit 2)', async () => {

@@ -3,6 +3,7 @@ import {
   type Config,
   collectProcessMetrics,
   Dependencies,
+  explainDependencyError,
   initTracing,
   type Logger,
   ROLE_USES_REDIS,
@@ -88,12 +89,17 @@ export async function startProcess(
     await ownJournal.close().catch((err: unknown) => logger.warn({ err }, 'journal reader close failed'));
     await deps.close();
     await shutdownTracing();
-    await new Promise<void>((resolve) => admin.close(() => resolve()));
+    // Every connection goes at once: a client polling /readyz on a keep-alive connection (a test,
+    // a load balancer) would otherwise keep it busy, and close() would wait for it forever.
+    const closed = new Promise<void>((resolve) => admin.close(() => resolve()));
     admin.closeAllConnections();
+    await closed;
     logger.info('stopped');
   };
 
+  let starting: RoleName | undefined;
   const start = async <N extends RoleName>(name: N): Promise<void> => {
+    starting = name;
     const handle = await startRole(name, { config, logger: logger.child({ role: name }), deps });
     started[name] = handle;
     handles.push({ name, handle });
@@ -103,13 +109,51 @@ export async function startProcess(
   try {
     if (roles.some((name) => ROLE_USES_REDIS[name])) await deps.redisAnswers();
     for (const name of roles) await start(name);
+    starting = undefined;
     await deps.checkCredentials();
     running = true;
   } catch (err) {
-    await shutdown('a role failed to start').catch(() => {});
+    // The cause first: the shutdown that follows may itself be slow or fail, and a process that
+    // stops without saying why leaves its operator (or Kubernetes' events) nothing to go on.
+    const why = explainDependencyError(err) ?? (err instanceof Error ? err.message : String(err));
+    logger.error(
+      { role: starting, err },
+      `${starting ? `role ${starting}` : 'the process'} failed to start: ${why}`,
+    );
+    const stopped = await withDeadline(shutdown('a role failed to start'), FAILED_START_SHUTDOWN_MS);
+    if (!stopped)
+      logger.warn(
+        { timeoutMs: FAILED_START_SHUTDOWN_MS },
+        'shutdown after a failed start did not finish: exiting anyway',
+      );
     throw err;
   }
   return { adminPort: admin.port, shutdown };
+}
+
+/**
+ * How long a process whose roles failed to start spends closing what it opened before it exits:
+ * it holds no work yet, and its supervisor (or Kubernetes) restarts it only once it is gone.
+ */
+const FAILED_START_SHUTDOWN_MS = 5_000;
+
+/** Whether `step` settled (either way) within `ms`. */
+async function withDeadline(step: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const timedOut = new Promise<false>((resolve) => {
+    timer = setTimeout(() => resolve(false), ms);
+  });
+  try {
+    return await Promise.race([
+      step.then(
+        () => true,
+        () => true,
+      ),
+      timedOut,
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 async function settleAll(steps: Array<[RoleName, Promise<void> | undefined]>, logger: Logger): Promise<void> {
