@@ -12,6 +12,7 @@ import { Secret } from 'kubernetes-models/v1/Secret';
 import { Service } from 'kubernetes-models/v1/Service';
 import { ServiceAccount } from 'kubernetes-models/v1/ServiceAccount';
 import { parseAllDocuments } from 'yaml';
+import { routerGroupOf } from '../../packages/shared/src/config/index.ts';
 import { durationToMs } from '../../packages/shared/src/time/duration.ts';
 
 /**
@@ -178,7 +179,11 @@ function applyProblems(objects: Manifest[], config: Manifest | undefined): strin
           say('an empty Prometheus answer must fail the poll (ignoreNullValues "false") with a fallback');
       }
       if (trigger.type === 'kafka') {
-        const group = `${settings.KAFKA_CLIENT_ID ?? 'requester'}-router`;
+        const group = routerGroupOf({
+          kafkaRouterGroup: settings.KAFKA_ROUTER_GROUP,
+          kafkaClientId: settings.KAFKA_CLIENT_ID ?? 'requester',
+          topicIn: settings.KAFKA_TOPIC_IN ?? 'requester.in',
+        });
         const topic = settings.KAFKA_TOPIC_IN ?? 'requester.in';
         if (meta.bootstrapServers !== settings.KAFKA_BROKERS)
           say(`bootstrapServers ${meta.bootstrapServers} is not KAFKA_BROKERS ${settings.KAFKA_BROKERS}`);

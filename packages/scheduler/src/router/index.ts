@@ -1,6 +1,7 @@
 import { breakerFromConfig } from '@requester/policies';
 import { queueFromConfig } from '@requester/queue';
 import { Cancellations } from '@requester/shared/cancel';
+import { routerGroupOf } from '@requester/shared/config';
 import {
   createRequestContract,
   errorResult,
@@ -568,7 +569,7 @@ export const routerRole: RoleDefinition = {
     // METRICS_SAMPLE_INTERVAL, the `breaker_open*` gauges.
     const breaker = breakerFromConfig(config, deps.redis());
     const openOrigins = () => breaker.openOrigins();
-    const groupId = `${config.kafkaClientId}-router`;
+    const groupId = routerGroupOf(config);
     const consumer = deps.kafka().consumer({ groupId, sessionTimeoutMs: config.kafkaSessionTimeout });
     deps.consumers.watch(consumer, groupId);
     const router = new Router({

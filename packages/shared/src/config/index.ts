@@ -207,6 +207,12 @@ export const CONFIG_VARIABLES = {
     z.string().min(1),
     'Kafka client id (suffixed by role)',
   ),
+  kafkaRouterGroup: variable(
+    'KAFKA_ROUTER_GROUP',
+    undefined,
+    z.string().min(1).optional(),
+    'consumer group of the routers on KAFKA_TOPIC_IN. Default: `<KAFKA_CLIENT_ID>-router` for the default `requester.in`, else `<KAFKA_CLIENT_ID>-router.<KAFKA_TOPIC_IN>`, so that two deployments on one broker with other topics never share a group (a member of a shared group is assigned partitions of the other deployment’s topic and leaves them unread)',
+  ),
   topicIn: variable('KAFKA_TOPIC_IN', 'requester.in', z.string().min(1), 'topic of incoming requests'),
   topicOut: variable('KAFKA_TOPIC_OUT', 'requester.out', z.string().min(1), 'topic of results'),
   topicDlq: variable(
@@ -726,6 +732,15 @@ export type ConfigOverrides = Partial<Record<keyof Variables, string>>;
  * Reads the configuration from `env` (default `process.env`) with `overrides` (CLI flags) on top.
  * Throws one ConfigError listing every bad variable by name.
  */
+/** The routers' consumer group (KAFKA_ROUTER_GROUP, or the default derived from the deployment's topic). */
+export function routerGroupOf(
+  config: Pick<Config, 'kafkaRouterGroup' | 'kafkaClientId' | 'topicIn'>,
+): string {
+  if (config.kafkaRouterGroup) return config.kafkaRouterGroup;
+  const base = `${config.kafkaClientId}-router`;
+  return config.topicIn === CONFIG_VARIABLES.topicIn.default ? base : `${base}.${config.topicIn}`;
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: ConfigOverrides = {}): Config {
   const values: Record<string, unknown> = {};
   const problems: string[] = [];
