@@ -297,7 +297,7 @@ describe('kafkaLogCreator', () => {
     ]);
   });
 
-  it('writes a retriable protocol error at debug, and any other response error at error', () => {
+  it('writes a retriable or handled protocol error at debug, and any other response error at error', () => {
     const { logger, lines } = capturingLogger();
     const write = kafkaLogCreator(logger)(logLevel.ERROR);
     const response = (error: string) => ({
@@ -315,10 +315,13 @@ describe('kafkaLogCreator', () => {
     write(response('This server is not the leader for that topic-partition'));
     write(response('The user-specified log directory is not found in the broker config'));
     write(response('Not authorized to access topics: [Topic authorization failed]'));
+    // Another process created a topic first: ensureTopics lists them again (and throws what remains).
+    write(response('Topic creation errors'));
     expect(lines.map(({ level, error }) => ({ level, error }))).toEqual([
       { level: 20, error: 'This server is not the leader for that topic-partition' },
       { level: 50, error: 'The user-specified log directory is not found in the broker config' },
       { level: 50, error: 'Not authorized to access topics: [Topic authorization failed]' },
+      { level: 20, error: 'Topic creation errors' },
     ]);
   });
 });

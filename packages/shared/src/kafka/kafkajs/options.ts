@@ -41,9 +41,20 @@ const RETRIABLE_PROTOCOL_MESSAGES: ReadonlySet<string> = new Set(
     .map((e) => e.message),
 );
 
-/** The level a kafkajs line is written at: a retriable protocol error in a response is `debug`. */
+/**
+ * Errors of a response that the caller handles in full: CreateTopics answers "Topic creation
+ * errors" when another process created a topic first, which ensureTopics expects (it lists the
+ * topics again); written at `error`, it read like the cause of any failure that followed a start.
+ */
+const HANDLED_RESPONSE_ERRORS: ReadonlySet<string> = new Set(['Topic creation errors']);
+
+/** The level a kafkajs line is written at: a retriable or handled error in a response is `debug`. */
 function levelOf(level: number, error: unknown): 'error' | 'warn' | 'info' | 'debug' {
-  if (typeof error === 'string' && RETRIABLE_PROTOCOL_MESSAGES.has(error)) return 'debug';
+  if (
+    typeof error === 'string' &&
+    (RETRIABLE_PROTOCOL_MESSAGES.has(error) || HANDLED_RESPONSE_ERRORS.has(error))
+  )
+    return 'debug';
   return LEVELS[level] ?? 'info';
 }
 
