@@ -141,6 +141,7 @@ export * from './certs.ts';
 export * from './collector.ts';
 export * from './cpu.ts';
 export * from './credentials.ts';
+export * from './fault-proxy.ts';
 export * from './kafka-broker.ts';
 export * from './memory.ts';
 export * from './modules.ts';
