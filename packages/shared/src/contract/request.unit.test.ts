@@ -117,10 +117,7 @@ describe('valid fields', () => {
     ['meta.proxyData', nested(64)],
     ['meta.proxyData', 'a string'],
     ['meta.proxyData', [1, { a: [true] }]],
-    [
-      'meta.proxyData',
-      { max: 9007199254740991, min: -9007199254740991, ratio: 0.1, tiny: 5e-324 },
-    ],
+    ['meta.proxyData', { max: 9007199254740991, min: -9007199254740991, ratio: 0.1, tiny: 5e-324 }],
     ['meta.proxyData', 'x'.repeat(maxProxyDataBytes - 2)],
     ['meta.limiter', REMOVE],
     ['meta.limiter.rates', [{ duration: '1.5h', value: 1 }]],
