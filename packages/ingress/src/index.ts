@@ -17,3 +17,4 @@ export {
   secretHashAccepted,
 } from './keys/index.ts';
 export { type HttpRoleHandle, ingressRole, type SyncGatewayHandle, syncGatewayRole } from './roles/index.ts';
+export { answerClientErrors } from './server/client-errors.ts';

@@ -7,7 +7,7 @@ import { capturingLogger, uniqueName } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BROKERS, closeProducer, reader, send, silent, topics } from '../../test/kit.fixture.ts';
 import { createApi } from '../api/index.ts';
-import { type KeyRecord, type KeyScopes, KeyStore } from '../keys/index.ts';
+import { hashSecret, type KeyRecord, type KeyScopes, KeyStore } from '../keys/index.ts';
 import { ingressRole, syncGatewayRole } from '../roles/index.ts';
 import { KeyAccess } from './index.ts';
 
@@ -265,6 +265,42 @@ describe('KeyAccess cache', () => {
     now = 5_000;
     await access.identify(token);
     expect(reads).toBe(2);
+  });
+
+  it("takes a rotated key's new token at once, old one within its grace; a wrong secret repeated costs no read", async () => {
+    const [oldSecret, newSecret, wrongSecret] = ['a', 'b', 'c'].map((c) => c.repeat(43)) as [
+      string,
+      string,
+      string,
+    ];
+    const bearer = (secret: string) => `Bearer rqk_0123456789ab_${secret}`;
+    let stored: KeyRecord = { ...record(false), secretHash: hashSecret(oldSecret) };
+    let reads = 0;
+    const access = new KeyAccess({
+      find: async () => {
+        reads++;
+        return stored;
+      },
+      cacheTtlMs: 3_600_000,
+      horizonMs: 1_000,
+      limiter: () => {
+        throw new Error('no rate here');
+      },
+    });
+    expect(await access.identify(bearer(oldSecret))).toMatchObject({ name: 'billing' });
+    // keys rotate --grace 1h, as KeyStore.rotate writes it
+    stored = {
+      ...stored,
+      secretHash: hashSecret(newSecret),
+      previousHash: hashSecret(oldSecret),
+      previousExpiresAt: new Date(Date.now() + 3_600_000),
+    };
+    expect(await access.identify(bearer(newSecret))).toMatchObject({ name: 'billing' });
+    expect(await access.identify(bearer(oldSecret))).toMatchObject({ name: 'billing' });
+    expect(reads).toBe(2);
+    for (let i = 0; i < 3; i++)
+      expect(await access.identify(bearer(wrongSecret))).toMatchObject({ status: 401 });
+    expect(reads).toBe(3);
   });
 
   it('warns at start when AUTH=off', async () => {

@@ -5,12 +5,13 @@ import type { RoleContext } from '@requester/shared/role';
 import { durationToMs, formatDuration, tryParseRfc3339 } from '@requester/shared/time';
 import type { Context, MiddlewareHandler } from 'hono';
 import {
+  hashSecret,
   type KeyRecord,
   type KeyScopes,
   KeyStore,
   parseRate,
   parseToken,
-  secretMatches,
+  secretHashAccepted,
 } from '../keys/index.ts';
 import { requestHeader } from '../request/index.ts';
 
@@ -169,6 +170,24 @@ const KEYS_UNAVAILABLE: Refusal = {
 interface Cached {
   record: KeyRecord | undefined;
   expiresAt: number;
+  /** Hashes (hex) of the secrets this very read of the key refused: presented again, no new read. */
+  refused?: Set<string>;
+}
+
+/** Refused secrets remembered per key read; past it, a new wrong secret is refused without one. */
+const MAX_REFUSED_REMEMBERED = 16;
+
+/** Whether a secret this read refuses is worth reading the key again for: not one refused by it already. */
+function mayReadAgain(entry: Cached, presented: Buffer): boolean {
+  const refused = entry.refused;
+  return !refused || (refused.size < MAX_REFUSED_REMEMBERED && !refused.has(presented.toString('hex')));
+}
+
+/** Whether the key read in `entry` refuses a secret (by its hash): wrong, or rotated out. */
+function refuses(entry: Cached, presented: Buffer, now: number): boolean {
+  return (
+    entry.record !== undefined && !entry.record.revokedAt && !secretHashAccepted(entry.record, presented, now)
+  );
 }
 
 /** AUTH=on: API keys from the store, looked up at most once per AUTH_CACHE_TTL per key and process. */
@@ -188,13 +207,26 @@ export class KeyAccess implements Access {
     if (!match) return MISSING;
     const token = parseToken(match[1] as string);
     if (!token) return INVALID;
-    let record: KeyRecord | undefined;
+    const presented = hashSecret(token.secret);
+    let entry: Cached;
     try {
-      record = await this.#record(token.id);
+      let cached: boolean;
+      ({ entry, cached } = await this.#record(token.id));
+      // A remembered key that refuses this secret may have been rotated since it was read: its new
+      // token must work at once, as in a process that had not read the key yet. So the key is read
+      // again, once per secret it refuses: a wrong secret repeated costs no more reads than before.
+      if (cached && refuses(entry, presented, this.#now()) && mayReadAgain(entry, presented))
+        ({ entry } = await this.#record(token.id, true));
     } catch {
       return KEYS_UNAVAILABLE;
     }
-    if (!record || record.revokedAt || !secretMatches(record, token.secret, this.#now())) return INVALID;
+    const { record } = entry;
+    if (!record || record.revokedAt) return INVALID;
+    if (refuses(entry, presented, this.#now())) {
+      entry.refused ??= new Set();
+      if (entry.refused.size < MAX_REFUSED_REMEMBERED) entry.refused.add(presented.toString('hex'));
+      return INVALID;
+    }
     return callerOf(record);
   }
 
@@ -327,19 +359,22 @@ export class KeyAccess implements Access {
     };
   }
 
-  /** A cached lookup, one query at a time per id (a burst of calls with a new key makes one). */
-  async #record(id: string): Promise<KeyRecord | undefined> {
+  /**
+   * A cached lookup (`cached`: remembered from an earlier read), one query at a time per id (a
+   * burst of calls with a new key makes one); `fresh` reads it again whatever is remembered.
+   */
+  async #record(id: string, fresh = false): Promise<{ entry: Cached; cached: boolean }> {
     const now = this.#now();
     const cached = this.#cache.get(id);
-    if (cached && cached.expiresAt > now) return cached.record;
+    if (!fresh && cached && cached.expiresAt > now) return { entry: cached, cached: true };
     let lookup = this.#lookups.get(id);
     if (!lookup) {
       lookup = this.#options.find(id).finally(() => this.#lookups.delete(id));
       this.#lookups.set(id, lookup);
     }
-    const record = await lookup;
-    this.#remember(id, { record, expiresAt: now + this.#options.cacheTtlMs });
-    return record;
+    const entry: Cached = { record: await lookup, expiresAt: now + this.#options.cacheTtlMs };
+    this.#remember(id, entry);
+    return { entry, cached: false };
   }
 
   #remember(id: string, entry: Cached): void {

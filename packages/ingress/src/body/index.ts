@@ -1,4 +1,5 @@
 import { IncomingMessage } from 'node:http';
+import { decodeUtf8 } from '@requester/shared/contract';
 
 /**
  * Reads a JSON request body with a hard size bound. The bound is enforced while reading: a
@@ -42,7 +43,7 @@ export async function readJsonBody(
     return { ok: false, status: 400, message };
   };
   if (read.length === 0) return failed('the request body is empty; expected JSON');
-  const text = decode(read);
+  const text = decodeUtf8(read);
   if (text === undefined) return failed('the request body is not valid UTF-8');
   try {
     return { ok: true, value: JSON.parse(text), bytes: read.length };
@@ -176,16 +177,6 @@ function readNodeBounded(
     incoming.on('error', onError);
     incoming.on('close', onClose);
   });
-}
-
-const utf8 = new TextDecoder('utf-8', { fatal: true });
-
-function decode(bytes: Uint8Array): string | undefined {
-  try {
-    return utf8.decode(bytes);
-  } catch {
-    return undefined;
-  }
 }
 
 /**

@@ -7,6 +7,7 @@ import { type ApiParts, createApi } from '../api/index.ts';
 import { accessFromConfig } from '../auth/index.ts';
 import { CredentialNames } from '../credentials/index.ts';
 import { bodyBytesPerKey, waitersPerKey } from '../fair/index.ts';
+import { answerClientErrors } from './client-errors.ts';
 
 /**
  * The one HTTP server of a process. When ingress and sync-gateway run together they must share
@@ -82,6 +83,7 @@ async function listen(ctx: RoleContext, parts: ApiParts): Promise<SharedServer> 
     logger,
   );
   const server = createAdaptorServer({ fetch: app.fetch }) as Server;
+  answerClientErrors(server);
   // Node's default (5 s) is shorter than most clients' and load balancers' idle timeouts: the
   // server would close connections they are about to reuse. Headers may take a moment longer.
   server.keepAliveTimeout = config.httpKeepAliveTimeout;

@@ -22,8 +22,10 @@ import { adminOpenApiDocument } from './openapi.ts';
  * it), Secure when the login came over https (ADMIN_TRUST_PROXY), and a POST authenticated by it
  * must also carry `HX-Request` or a JSON content type (a plain cross-site form can set neither
  * without a CORS preflight, which this port never grants) and, when the browser sends one, an
- * Origin of this very host. Every answer carries SECURITY_HEADERS: no framing, no inline script,
- * no referrer to other sites.
+ * Origin of this very host; so must logout. SameSite does not keep the cookie from a page on
+ * another port of this host (the same site), and a GET carries no Origin: so revealing secrets
+ * with the cookie is a POST too (http.ts revealTo). Every answer carries SECURITY_HEADERS: no
+ * framing, no inline script, no referrer to other sites.
  *
  * The pages and the API routes are the features' `ui.ts` and `api.ts` (ops/<feature>/), added
  * from the one list of ops/index.ts; this file is the frame: assets, login, authentication, the
@@ -105,6 +107,8 @@ export function adminApp(console: AdminConsole): Hono<Env> {
     return c.redirect('/ui/overview', 303);
   });
   app.post('/ui/logout', async (c) => {
+    // A page on another port of this host is the same site: SameSite sends it the cookie.
+    if (!sameOrigin(c)) return c.text('cross-site logout refused', 403);
     await console.sessions.close(getCookie(c, ADMIN_COOKIE));
     deleteCookie(c, ADMIN_COOKIE, { path: '/', secure: overHttps(c, console) });
     return c.redirect('/ui/login', 303);
@@ -141,7 +145,14 @@ function overHttps(c: Context, console: AdminConsole): boolean {
   return proto === 'https';
 }
 
+/**
+ * Whether a browser's request comes from a page of this very origin: its Origin names this host
+ * (none sent: not a browser's cross-origin POST) and, where the browser says, Sec-Fetch-Site is
+ * `same-origin` (another port of this host is `same-site`, whose requests SameSite lets through).
+ */
 function sameOrigin(c: Context): boolean {
+  const site = c.req.header('sec-fetch-site');
+  if (site !== undefined && site !== 'same-origin') return false;
   const origin = c.req.header('origin');
   if (!origin || origin === 'null') return origin === undefined;
   try {

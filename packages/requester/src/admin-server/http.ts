@@ -1,4 +1,4 @@
-import { UsageError } from '@requester/shared';
+import { RequesterError, UsageError } from '@requester/shared';
 import type { Context, Hono } from 'hono';
 import { flash, type Html, layout, type Nav } from '../ui/layout.ts';
 import type { Operator } from './operator.ts';
@@ -26,11 +26,21 @@ export interface OpenApiOp {
 /** The OpenAPI entries of a face, by path. */
 export type OpenApiPaths = Record<string, Record<'get' | 'post', OpenApiOp | undefined>>;
 
-/** The operator, when the query asks to reveal secrets (`reveal=true`); a read key gets 403. */
+/**
+ * The operator, when the query asks to reveal secrets (`reveal=true`); a read key gets 403. With
+ * the UI's session cookie a GET may not: another site's page on this host (an `<img>`, which sends
+ * the cookie and no Origin) would record reveals in the operator's name. The UI reveals by a POST
+ * (app.ts checks its origin); a Bearer key, which no page can make a browser send, may GET.
+ */
 export function revealTo(c: AdminContext): Operator | undefined {
   const text = c.req.query('reveal');
   if (text === undefined || text === '' || text === 'false' || text === '0') return undefined;
   if (text !== 'true' && text !== '1') throw new UsageError(`reveal must be true or false, got ${text}`);
+  if (c.get('viaCookie') && c.req.method !== 'POST')
+    throw new RequesterError(
+      'forbidden',
+      "reveal=true is not taken from a UI session by GET: use the request page's Show button, or the admin API with the key as Bearer",
+    );
   return c.get('operator');
 }
 

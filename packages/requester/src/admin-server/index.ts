@@ -1,6 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { getRequestListener } from '@hono/node-server';
+import { answerClientErrors } from '@requester/ingress';
 import { gauge, registry } from '@requester/shared';
 import { adminApp } from './app.ts';
 import type { AdminConsole } from './console.ts';
@@ -66,6 +67,7 @@ export async function startAdminServer(
       res.writeHead(500, { 'content-type': 'application/json' }).end(JSON.stringify({ error: String(err) }));
     }
   });
+  answerClientErrors(server);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(port, host, () => resolve());

@@ -22,7 +22,8 @@ const REVEAL_PARAMETER = {
   schema: { type: 'boolean', default: false },
   description:
     'Show the requests in full. By default credential headers and parameters, URL userinfo, bodies and ' +
-    'proxyData are hidden; revealing them needs a write key and is journaled (admin_action secrets.reveal).',
+    'proxyData are hidden; revealing them needs a write key as Bearer (not the UI session cookie) and is ' +
+    'journaled (admin_action secrets.reveal).',
 };
 
 export function adminOpenApiDocument(): Record<string, unknown> {
@@ -57,7 +58,13 @@ export function adminOpenApiDocument(): Record<string, unknown> {
           '400': { description: 'a bad parameter (named)' },
           '401': { description: 'no API key with an admin scope' },
           ...(op.write ? { '403': { description: 'a read-only admin key, or a cross-site request' } } : {}),
-          ...(op.reveal ? { '403': { description: 'reveal=true with a read-only admin key' } } : {}),
+          ...(op.reveal
+            ? {
+                '403': {
+                  description: 'reveal=true with a read-only admin key, or with the UI session cookie',
+                },
+              }
+            : {}),
           '503': { description: 'a dependency (Redis, Kafka, PostgreSQL) does not answer' },
         },
       };

@@ -1,3 +1,4 @@
+import { connect } from 'node:net';
 import {
   type KafkaProducer,
   type KafkaRecord,
@@ -33,20 +34,31 @@ interface Case {
   name: string;
   kafka?: {
     key: string | Buffer | null;
-    value: string | null;
+    value: string | Buffer | null;
     /** The key the answer carries (default: the record's key). */
     answerKey?: string | null;
     requestId?: string;
     code: string;
     status: number;
   };
-  http?: { body: string; contentType?: string; status: number; code: string };
+  http?: { body: string | Buffer; contentType?: string; status: number; code: string };
 }
 
 const run = uniqueName('bad');
 const valid = (requestId: string, meta: Record<string, unknown> = {}) =>
   JSON.stringify({ request: { uri: '', body: 'ok' }, meta: { requestId, ...meta } });
 const hugeKey = Buffer.alloc(200 * 1024, 'k');
+/** `text` with `BAD` replaced by FF FE C3 28: no UTF-8 (read leniently, EF BF BD ×3 + 28). */
+const notUtf8 = (text: string) => {
+  const [before, after] = text.split('BAD') as [string, string];
+  return Buffer.concat([Buffer.from(before), Buffer.from([0xff, 0xfe, 0xc3, 0x28]), Buffer.from(after)]);
+};
+/** proxyData numbers JSON.parse turns into ±Infinity (then null) or a rounded double. */
+const inexact = (requestId: string) =>
+  valid(requestId).replace(
+    '"meta":{',
+    '"meta":{"proxyData":{"n":1e999999,"m":-1e400,"big":123456789012345678901234567890},',
+  );
 
 const CASES: Case[] = [
   {
@@ -173,6 +185,40 @@ const CASES: Case[] = [
     },
   },
   {
+    // Over HTTP it always was a 400; on Kafka it was called with U+FFFD in place of the bytes.
+    name: 'a request.body that is not valid UTF-8',
+    kafka: {
+      key: `${run}-utf8`,
+      value: notUtf8(
+        JSON.stringify({ request: { uri: '', body: 'BAD' }, meta: { requestId: `${run}-utf8` } }),
+      ),
+      answerKey: `${run}-utf8`,
+      requestId: `${run}-utf8`,
+      code: 'invalid_request',
+      status: 400,
+    },
+    http: {
+      body: notUtf8(
+        JSON.stringify({ request: { uri: '', body: 'BAD' }, meta: { requestId: `${run}-utf8-h` } }),
+      ),
+      status: 400,
+      code: 'invalid_request',
+    },
+  },
+  {
+    // They came back as null, null and 1.2345678901234568e+29: refused, never echoed changed.
+    name: 'proxyData with numbers a double does not carry as written',
+    kafka: {
+      key: `${run}-num`,
+      value: inexact(`${run}-num`),
+      answerKey: `${run}-num`,
+      requestId: `${run}-num`,
+      code: 'invalid_request',
+      status: 400,
+    },
+    http: { body: inexact(`${run}-num-h`), status: 400, code: 'invalid_request' },
+  },
+  {
     // A web page may post text/plain or a form cross-site without a CORS preflight.
     name: 'a body declared text/plain',
     http: {
@@ -194,6 +240,24 @@ const CASES: Case[] = [
     },
   },
 ];
+
+/**
+ * Writes `head` on a connection of its own and reads until the server closes it: the answer, and
+ * the error that cut the connection if it did not end cleanly (ECONNRESET: the answer may be lost).
+ */
+function rawExchange(url: string, head: string): Promise<{ answer: string; error?: string }> {
+  const { hostname, port } = new URL(url);
+  return new Promise((resolve) => {
+    const socket = connect(Number(port), hostname);
+    let answer = '';
+    socket.on('data', (chunk) => {
+      answer += chunk.toString('latin1');
+    });
+    socket.on('error', (err: NodeJS.ErrnoException) => resolve({ answer, error: err.code ?? err.message }));
+    socket.on('close', () => resolve({ answer }));
+    socket.write(head);
+  });
+}
 
 describe('bad input: every case gets its exact answer, and never stops the records after it', () => {
   let stack: StackEnv;
@@ -314,6 +378,25 @@ describe('bad input: every case gets its exact answer, and never stops the recor
     const answers = () => out.messages.filter((m) => m.key?.toString() === requestId);
     await expect.poll(() => answers().length, { timeout: 30_000 }).toBe(1);
     expect(resultOf(answers()[0] as KafkaRecord).response.body).toBe('first');
+  });
+
+  it('8,000 headers, or one of 100 KB, get a 431 the client reads whole, on both ports: no reset', async () => {
+    const many = Array.from({ length: 8_000 }, (_, i) => `X-Header-${i}: v\r\n`).join('');
+    const heads = {
+      '8,000 headers': `POST /request HTTP/1.1\r\nHost: x\r\n${many}\r\n`,
+      'one 100 KB header': `GET /readyz HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(100_000)}\r\n\r\n`,
+    };
+    for (const url of [stack.httpUrl, stack.adminUrl]) {
+      for (const [name, head] of Object.entries(heads)) {
+        const { answer, error } = await rawExchange(url, head);
+        expect({ error, status: answer.split('\r\n')[0] }, `${name} on ${url}`).toEqual({
+          error: undefined,
+          status: 'HTTP/1.1 431 Request Header Fields Too Large',
+        });
+        expect(answer).toMatch(/\r\n\r\nrequest header fields too large\n$/);
+      }
+    }
+    expect((await fetch(`${stack.adminUrl}/readyz`)).status).toBe(200);
   });
 
   it('no consumer restarted on any of it: /readyz stays ready', async () => {

@@ -1,8 +1,10 @@
 import {
+  decodeUtf8,
   errorResult,
   invalidRequestResult,
   isOrderedPartition,
   kafkaKeyFor,
+  notUtf8Result,
   type RequestContract,
   type RequestEnvelope,
   type ResultEnvelope,
@@ -85,9 +87,11 @@ export function routeRecord(record: SourceRecord, contract: RequestContract, opt
       errorResult(undefined, 'invalid_request', 'empty record: expected a JSON request envelope', { source }),
     );
   }
+  const text = decodeUtf8(record.value);
+  if (text === undefined) return invalid(notUtf8Result(lossyJson(record.value), source));
   let input: unknown;
   try {
-    input = JSON.parse(record.value.toString('utf8'));
+    input = JSON.parse(text);
   } catch (err) {
     return invalid(
       errorResult(undefined, 'invalid_request', `invalid JSON: ${(err as Error).message}`, { source }),
@@ -224,6 +228,15 @@ function outboxRow(
     key: record.key?.toString('utf8') ?? kafkaKeyFor(envelope),
     payload: traceparent ? withTraceparent(record.value as Buffer, traceparent) : (record.value as Buffer),
   };
+}
+
+/** A record that is not UTF-8, read with U+FFFD for each bad sequence: only to find whose it is. */
+function lossyJson(value: Buffer): unknown {
+  try {
+    return JSON.parse(value.toString('utf8'));
+  } catch {
+    return undefined;
+  }
 }
 
 /**

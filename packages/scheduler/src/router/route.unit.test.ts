@@ -222,6 +222,45 @@ describe('routeRecord', () => {
     }
   });
 
+  it('answers a record that is not valid UTF-8 as invalid, as HTTP does, never calling with U+FFFD', () => {
+    // FF FE C3 28 in place of BAD: no UTF-8 sequence (a lenient decoder makes it EF BF BD x3 + 28)
+    const bytes = (value: unknown) => {
+      const [before, after] = JSON.stringify(value).split('BAD') as [string, string];
+      return Buffer.concat([Buffer.from(before), Buffer.from([0xff, 0xfe, 0xc3, 0x28]), Buffer.from(after)]);
+    };
+    const options = { now: NOW, horizonMs: HORIZON };
+    const badBody = {
+      ...envelope({ proxyData: { tenant: 't1' } }),
+      request: { uri: 'https://a.example/', body: 'BAD' },
+    };
+    expect(routeRecord({ ...record(''), value: bytes(badBody) }, contract, options)).toMatchObject({
+      kind: 'invalid',
+      result: {
+        response: { status: 400 },
+        meta: {
+          requestId: 'r-1',
+          proxyData: { tenant: 't1' },
+          error: {
+            code: 'invalid_request',
+            message: expect.stringMatching(/not valid UTF-8/),
+            source: { offset: '42' },
+          },
+        },
+      },
+    });
+    // What cannot be read intact is not echoed: neither a proxyData nor a requestId with bad bytes.
+    const badMeta = envelope({ requestId: 'r-BAD', proxyData: { note: 'BAD' } });
+    const damaged = routeRecord({ ...record(''), value: bytes(badMeta) }, contract, options);
+    expect(damaged).toMatchObject({
+      kind: 'invalid',
+      result: { meta: { error: { code: 'invalid_request' } } },
+    });
+    if (damaged.kind === 'invalid') {
+      expect(damaged.result.meta.proxyData).toBe(undefined);
+      expect(damaged.result.meta.requestId).toBe(undefined);
+    }
+  });
+
   // Each of these was accepted, then refused by the queue (or the executor) on every attempt.
   it.each([
     ['a scheduled instant before 1970', { scheduled: '0000-01-01T00:00:00Z' }, 'meta.scheduled'],

@@ -158,7 +158,28 @@ export function nestsDeeperThan(value: unknown, maxDepth: number): boolean {
   return false;
 }
 
-/** Any JSON value, refused when nested deeper than MAX_JSON_DEPTH or its serialized UTF-8 size exceeds `maxBytes`. */
+/**
+ * The first number in a JSON value that a double does not carry exactly as written, if any: one
+ * that overflowed to ±Infinity (`1e999`, which JSON.stringify would write as `null`), or one beyond
+ * ±(2^53−1), where integers lose digits (`123456789012345678901234567890`). Walked without recursion.
+ */
+export function inexactNumber(value: unknown): number | undefined {
+  const stack: unknown[] = [value];
+  while (stack.length > 0) {
+    const node = stack.pop();
+    if (typeof node === 'number') {
+      if (!Number.isFinite(node) || Math.abs(node) > Number.MAX_SAFE_INTEGER) return node;
+    } else if (typeof node === 'object' && node !== null)
+      for (const child of Object.values(node)) stack.push(child);
+  }
+  return undefined;
+}
+
+/**
+ * Any JSON value, refused when nested deeper than MAX_JSON_DEPTH, when its serialized UTF-8 size
+ * exceeds `maxBytes`, or when it holds a number that would not come back as written (inexactNumber):
+ * a clear 400 rather than an echo that silently differs.
+ */
 export function boundedJson(maxBytes: number, description: string) {
   return z
     .unknown()
@@ -176,10 +197,17 @@ export function boundedJson(maxBytes: number, description: string) {
           code: 'custom',
           message: `is ${size} bytes as JSON, over the limit of ${maxBytes} bytes`,
         });
+      } else {
+        const inexact = inexactNumber(value);
+        if (inexact !== undefined)
+          ctx.addIssue({
+            code: 'custom',
+            message: `holds a number that would not come back as written (${inexact}): numbers must be finite and within ±${Number.MAX_SAFE_INTEGER}; send larger ones as strings`,
+          });
       }
     })
     .meta({
-      description: `${description} At most ${maxBytes} bytes once serialized as JSON, and at most ${MAX_JSON_DEPTH} levels of nested objects/arrays.`,
+      description: `${description} At most ${maxBytes} bytes once serialized as JSON, and at most ${MAX_JSON_DEPTH} levels of nested objects/arrays; numbers finite and within ±${Number.MAX_SAFE_INTEGER} (2^53−1: a double holds every integer up to it), larger ones sent as strings.`,
     });
 }
 

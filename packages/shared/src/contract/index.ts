@@ -23,3 +23,4 @@ export * from './json-schema.ts';
 export * from './namespace.ts';
 export * from './request.ts';
 export * from './result.ts';
+export { decodeUtf8 } from './utf8.ts';

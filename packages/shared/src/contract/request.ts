@@ -261,7 +261,10 @@ function metaSchema(limits: ContractLimits) {
     partition: partitionField().optional(),
     sync: z.boolean().meta({ description: 'HTTP only: wait for the result and answer with it.' }).optional(),
     scheduled: rfc3339('Do not execute before this instant.').optional(),
-    proxyData: boundedJson(limits.maxProxyDataBytes, 'Any JSON, echoed untouched in the result.').optional(),
+    proxyData: boundedJson(
+      limits.maxProxyDataBytes,
+      'Any JSON, echoed in the result as the same JSON value.',
+    ).optional(),
     limiter: limiterSchema.optional(),
     retry: retrySchema.optional(),
     cache: cacheSchema.optional(),

@@ -117,6 +117,7 @@ describe('valid fields', () => {
     ['meta.proxyData', nested(64)],
     ['meta.proxyData', 'a string'],
     ['meta.proxyData', [1, { a: [true] }]],
+    ['meta.proxyData', { max: 9007199254740991, min: -9007199254740991, ratio: 0.1, tiny: 5e-324 }],
     ['meta.proxyData', 'x'.repeat(maxProxyDataBytes - 2)],
     ['meta.limiter', REMOVE],
     ['meta.limiter.rates', [{ duration: '1.5h', value: 1 }]],
@@ -334,6 +335,20 @@ describe('invalid fields name their path', () => {
     ],
     ['meta.proxyData', () => 1, 'meta.proxyData', /must be a JSON value/],
     ['meta.proxyData', nested(65), 'meta.proxyData', /deeper than the limit of 64 levels/],
+    // JSON.parse reads these as ±Infinity (written back as null) or a rounded double: refused, not changed
+    [
+      'meta.proxyData',
+      { n: JSON.parse('1e999999') },
+      'meta.proxyData',
+      /would not come back as written \(Infinity\)/,
+    ],
+    ['meta.proxyData', [1, { m: JSON.parse('-1e400') }], 'meta.proxyData', /\(-Infinity\)/],
+    [
+      'meta.proxyData',
+      JSON.parse('{"big":123456789012345678901234567890}'),
+      'meta.proxyData',
+      /not come back as written .*within ±9007199254740991; send larger ones as strings/,
+    ],
     // meta.limiter
     ['meta.limiter', 'partner-a', 'meta.limiter', /expected object/],
     ['meta.limiter.key', REMOVE, 'meta.limiter.key', /^required$/],

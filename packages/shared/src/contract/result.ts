@@ -278,6 +278,26 @@ export function invalidRequestResult(input: unknown, error: ValidationError): Re
   });
 }
 
+/**
+ * The error result of an `in` record that is not valid UTF-8, from the record read with each bad
+ * sequence replaced by U+FFFD (`lossyInput`): keyed by its requestId and carrying its proxyData
+ * only when those hold no U+FFFD, so that it finds its caller and echoes nothing changed.
+ */
+export function notUtf8Result(lossyInput: unknown, source?: RecordRef): ResultEnvelope {
+  const intact = (value: unknown) => !JSON.stringify(value)?.includes('\uFFFD');
+  const requestId = requestIdField.safeParse(rawMetaField(lossyInput, 'requestId'));
+  const proxyData = proxyDataField.safeParse(rawMetaField(lossyInput, 'proxyData'));
+  return errorResult(
+    requestId.success && intact(requestId.data) ? requestId.data : undefined,
+    'invalid_request',
+    'the record is not valid UTF-8: a request is JSON text in UTF-8 (encode a binary body yourself, e.g. base64)',
+    {
+      proxyData: proxyData.success && intact(proxyData.data) ? proxyData.data : undefined,
+      ...(source ? { source } : {}),
+    },
+  );
+}
+
 /** A wake-up's synthetic 200: the request's own body and headers come back. */
 export function wakeUpResult(
   envelope: RequestEnvelope,
