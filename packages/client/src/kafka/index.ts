@@ -76,11 +76,21 @@ export interface ConsumedMessage {
   offset: string;
 }
 
+/** What kafkajs's `eachBatch` is given, as far as `readResults` uses it. */
+export interface ConsumedBatch {
+  batch: { topic: string; partition: number; messages: ConsumedMessage[] };
+  resolveOffset(offset: string): void;
+  heartbeat(): Promise<void>;
+  isRunning(): boolean;
+  isStale(): boolean;
+}
+
 /** What `readResults` needs of a consumer: kafkajs's `Consumer` has it. */
 export interface ConsumerLike {
   subscribe(subscription: { topics: string[]; fromBeginning?: boolean }): Promise<void>;
   run(config: {
-    eachMessage: (payload: { topic: string; partition: number; message: ConsumedMessage }) => Promise<void>;
+    eachBatchAutoResolve?: boolean;
+    eachBatch: (payload: ConsumedBatch) => Promise<void>;
   }): Promise<void>;
   stop(): Promise<void>;
 }
@@ -108,10 +118,12 @@ export interface ReadOptions {
 
 /**
  * The results on `out` as an async iterator, filtered by client and requestId. Records that are
- * not a result are skipped, as the contract asks of readers. The consumer's offset of a result is
- * committed only after the loop body that read it has run (one result at a time), so a crash
- * mid-body reads it again. Leaving the loop (`break`, `return`, the signal) stops the consumer;
- * disconnecting it stays the caller's.
+ * not a result are skipped, as the contract asks of readers. One result is handed over at a time,
+ * and its offset is marked consumed (for the consumer's commits) only once the loop asks for the
+ * next one or leaves: a process that dies in the loop body reads that result again, and a result
+ * fetched but not yet handed over when the loop ends is left for the group's next reader. Leaving
+ * the loop (`break`, `return`, a throw, the signal) stops the consumer; disconnecting it stays the
+ * caller's. A loop body longer than the consumer's session timeout makes the group rebalance.
  */
 export function readResults(
   consumer: ConsumerLike,
@@ -119,8 +131,10 @@ export function readResults(
 ): AsyncIterableIterator<ResultRecord> {
   const topic = options.topic ?? 'requester.out';
   const ids = options.requestIds ? new Set(options.requestIds) : undefined;
-  // One result handed over at a time: kafkajs's eachMessage waits until the loop asks for the next.
-  let offered: { record: ResultRecord; taken: () => void } | undefined;
+  // A result fetched before the loop asked for it waits here, not yet consumed.
+  let offered: { record: ResultRecord; settle: (consumed: boolean) => void } | undefined;
+  // The result the loop body holds: consumed once the loop asks for the next one or leaves.
+  let current: ((consumed: boolean) => void) | undefined;
   let waiting: ((value: IteratorResult<ResultRecord>) => void) | undefined;
   let started: Promise<void> | undefined;
   let ended = false;
@@ -130,37 +144,45 @@ export function readResults(
     return ids === undefined || (result.meta?.requestId !== undefined && ids.has(result.meta.requestId));
   };
 
-  const eachMessage = async (payload: { topic: string; partition: number; message: ConsumedMessage }) => {
-    if (ended) return;
-    const result = parseResult(payload.message.value?.toString());
-    if (!result || !wanted(result)) return;
-    const record = {
-      result,
-      topic: payload.topic,
-      partition: payload.partition,
-      offset: payload.message.offset,
-    };
-    await new Promise<void>((taken) => {
+  /** Hands `record` to the loop; resolves true once the loop is done with it, false if it never took it. */
+  const hand = (record: ResultRecord) =>
+    new Promise<boolean>((settle) => {
       if (waiting) {
         const resolve = waiting;
         waiting = undefined;
+        current = settle;
         resolve({ value: record, done: false });
-        taken();
       } else {
-        offered = { record, taken };
+        offered = { record, settle };
       }
     });
+
+  const eachBatch = async ({ batch, resolveOffset, heartbeat, isRunning, isStale }: ConsumedBatch) => {
+    for (const message of batch.messages) {
+      if (ended || !isRunning() || isStale()) return;
+      const result = parseResult(message.value?.toString());
+      if (result && wanted(result)) {
+        const record = { result, topic: batch.topic, partition: batch.partition, offset: message.offset };
+        if (!(await hand(record))) return;
+      }
+      resolveOffset(message.offset);
+      await heartbeat();
+    }
   };
 
   const finish = async (): Promise<IteratorResult<ResultRecord>> => {
     if (!ended) {
       ended = true;
-      offered?.taken();
+      options.signal?.removeEventListener('abort', onAbort);
+      // Stopped first: kafkajs then hands over no further message of the batch in progress.
+      const stopped = started ? consumer.stop() : undefined;
+      current?.(true);
+      current = undefined;
+      offered?.settle(false);
       offered = undefined;
       waiting?.({ value: undefined, done: true });
       waiting = undefined;
-      options.signal?.removeEventListener('abort', onAbort);
-      if (started) await consumer.stop();
+      await stopped;
     }
     return { value: undefined, done: true };
   };
@@ -169,15 +191,19 @@ export function readResults(
 
   const iterator: AsyncIterableIterator<ResultRecord> = {
     async next() {
+      current?.(true);
+      current = undefined;
       if (ended || options.signal?.aborted) return finish();
       started ??= consumer
         .subscribe({ topics: [topic], fromBeginning: options.fromBeginning ?? false })
-        .then(() => consumer.run({ eachMessage }));
+        .then(() => consumer.run({ eachBatchAutoResolve: false, eachBatch }));
       await started;
+      // The signal may have ended the reader while the consumer was starting.
+      if (ended) return { value: undefined, done: true };
       if (offered) {
-        const { record, taken } = offered;
+        const { record, settle } = offered;
         offered = undefined;
-        taken();
+        current = settle;
         return { value: record, done: false };
       }
       return new Promise((resolve) => {
