@@ -1,4 +1,4 @@
-import { type Consumer, Kafka, logLevel, type Producer } from 'kafkajs';
+import { type Consumer, Kafka, logLevel, Partitioners, type Producer } from 'kafkajs';
 
 /** A kafkajs producer and consumer, connected: what the producer and the reader of `out` use. */
 export async function connectKafka(options: {
@@ -10,7 +10,9 @@ export async function connectKafka(options: {
     brokers: options.brokers,
     logLevel: logLevel.WARN,
   });
-  const producer = kafka.producer();
+  // The Java-compatible partitioner, as Requester's own producers use: one ordered partition's
+  // records then land on one Kafka partition whoever writes them.
+  const producer = kafka.producer({ createPartitioner: Partitioners.DefaultPartitioner });
   const consumer = kafka.consumer({ groupId: options.groupId });
   await Promise.all([producer.connect(), consumer.connect()]);
   return {

@@ -1,4 +1,6 @@
+import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
 import {
   CredentialUnknownError,
   envelope,
@@ -23,7 +25,7 @@ import { connectKafka } from '@requester/example-kafka/kafka';
 import { produceRequests } from '@requester/example-kafka/producer';
 import { createApp } from '@requester/example-partner-service';
 import { type FakePartner, startFakePartner } from '@requester/example-partner-service/partner';
-import { eventually, startTarget, type Target, uniqueName } from '@requester/shared/testing';
+import { eventually, freePort, startTarget, type Target, uniqueName } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningProcess } from '../../src/runtime/index.ts';
 import {
@@ -41,6 +43,25 @@ import {
  * each refusal a caller can meet, signatures checked by the receivers, and the two examples
  * (`examples/partner-service` over HTTP, `examples/kafka` straight through Kafka).
  */
+const EXAMPLES = fileURLToPath(new URL('../../../../examples/', import.meta.url));
+
+/** An example's `main.ts` in a child process, as `pnpm start` runs it; its output once it exits or is stopped. */
+function runExample(path: string, env: Record<string, string>) {
+  const child = spawn(process.execPath, [`${EXAMPLES}${path}`], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout.on('data', (chunk: Buffer) => {
+    output += chunk.toString('utf8');
+  });
+  child.stderr.on('data', (chunk: Buffer) => {
+    output += chunk.toString('utf8');
+  });
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  return { child, exited, output: () => output };
+}
+
 const HOOKS_SECRET = `whsec_${randomBytes(24).toString('base64')}`;
 const XSIG_SECRET = `hex:${randomBytes(24).toString('hex')}`;
 
@@ -293,6 +314,37 @@ describe('end to end: @requester/client', () => {
       expect(steps).toEqual(['/steps/0', '/steps/1', '/steps/2']);
     } finally {
       await kafka.close();
+    }
+  });
+
+  it('runs the examples’ entry points as `pnpm start` does', async () => {
+    const kafka = runExample('kafka/src/main.ts', {
+      KAFKA_BROKERS: stack.env.KAFKA_BROKERS ?? '127.0.0.1:9092',
+      KAFKA_TOPIC_IN: stack.config.topicIn,
+      KAFKA_TOPIC_OUT: stack.config.topicOut,
+    });
+    expect(await kafka.exited, kafka.output()).toBe(0);
+    expect(kafka.output().match(/ 200 step \d/g)).toHaveLength(3);
+
+    const port = await freePort();
+    const service = runExample('partner-service/src/main.ts', {
+      REQUESTER_URL: stack.httpUrl,
+      REQUESTER_API_KEY: caller.token,
+      PARTNER_URL: partner.url,
+      PORT: String(port),
+    });
+    try {
+      await eventually(
+        () => service.output().includes('partner-service on'),
+        30_000,
+        'the service listening',
+        service.output,
+      );
+      const quote = await fetch(`http://127.0.0.1:${port}/quotes/pear`);
+      expect(await quote.json()).toEqual({ sku: 'pear', price: 42 });
+    } finally {
+      service.child.kill('SIGTERM');
+      await service.exited;
     }
   });
 });
