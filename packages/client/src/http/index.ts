@@ -187,8 +187,13 @@ export class RequesterClient {
       const waitMs = Math.min(this.#longPollMs, deadline - Date.now() - 500);
       if (waitMs <= 0) throw new DOMException('the call reached its deadline', 'TimeoutError');
       url.searchParams.set('wait', `${Math.floor(waitMs)}ms`);
+      const asked = Date.now();
       const result = await this.#poll(url, id, signal);
       if (result) return result;
+      // A gateway that answers "pending" well before the wait asked (a crowded one, a proxy's
+      // timeout) is asked again after a pause, not in a tight loop.
+      const early = waitMs / 2 - (Date.now() - asked);
+      if (early > 0) await pause(Math.min(1_000, Math.max(250, early)), signal);
     }
   }
 

@@ -3,6 +3,7 @@ import { freePort } from '@requester/shared/testing';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import {
   ConnectionError,
+  DeadlineExceededError,
   DependencyUnavailableError,
   InvalidRequestError,
   RateLimitedError,
@@ -127,6 +128,20 @@ describe('RequesterClient over a scripted gateway', () => {
       '/requests/s-1?wait=…',
       '/requests/s-1?wait=…',
     ]);
+  });
+
+  it('ends a sync call at its deadline with DeadlineExceededError, naming the request that goes on', async () => {
+    script = (req, res) => {
+      res.writeHead(req.method === 'POST' ? 202 : 404, { 'content-type': 'application/json' });
+      res.end('{"requestId":"d-1","status":"pending"}');
+    };
+    const error = await client()
+      .call({ request: { uri: 'https://x.example' }, meta: { requestId: 'd-1' } }, { timeoutMs: 1_500 })
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(DeadlineExceededError);
+    expect((error as DeadlineExceededError).requestId).toBe('d-1');
+    // Answered "pending" at once, the client paused between polls instead of spinning.
+    expect(seen.filter((s) => s.method === 'GET').length).toBeLessThan(10);
   });
 
   it('aborts with the caller’s signal and its reason', async () => {
