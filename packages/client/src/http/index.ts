@@ -31,7 +31,7 @@ export interface RequesterClientOptions {
   url: string | URL;
   /** An API key (`rqk_…`); none for a Requester with AUTH=off. */
   apiKey?: string | undefined;
-  /** Time given to one HTTP exchange of `send`, `result`, `events` and `cancel`. Default 30 s. */
+  /** Time for one call of `send`, `result`, `events` or `cancel`, its retries included. Default 30 s. */
   timeoutMs?: number;
   /** How long `call()` waits for its result by default (its own `timeoutMs` wins). Default 60 s. */
   callTimeoutMs?: number;
