@@ -98,7 +98,7 @@ export interface RequestMeta {
   sync?: boolean;
   /** Do not execute before this instant. RFC 3339 date-time with offset, e.g. 2026-12-01T09:00:00Z, from 1970-01-01T00:00:00Z to 9999-12-31T23:59:59.999Z. */
   scheduled?: string;
-  /** Any JSON, echoed untouched in the result. At most 65536 bytes once serialized as JSON, and at most 64 levels of nested objects/arrays. */
+  /** Any JSON, echoed in the result as the same JSON value. At most 65536 bytes once serialized as JSON, and at most 64 levels of nested objects/arrays; numbers finite and within ±9007199254740991 (2^53−1: a double holds every integer up to it), larger ones sent as strings. */
   proxyData?: unknown;
   /** Rate limit protecting the target’s quota. */
   limiter?: Limiter;
