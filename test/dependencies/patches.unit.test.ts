@@ -95,6 +95,19 @@ describe('patched dependencies (pnpm-workspace.yaml patchedDependencies)', () =>
     },
   );
 
+  it('every reference in pnpm-lock.yaml names the hash of the patch as it is now', () => {
+    // A merge of two branches that each changed the lock can keep an importer on an older patch's
+    // hash: a frozen install accepts it and links a package directory that does not exist.
+    const text = readFileSync(join(ROOT, 'pnpm-lock.yaml'), 'utf8');
+    const documents = parseAllDocuments(text);
+    const lock = (documents as { toJS(): unknown }[]).map((document) => document.toJS()).at(-1) as {
+      patchedDependencies?: Record<string, string>;
+    };
+    const current = new Set(Object.values(lock.patchedDependencies ?? {}));
+    const referenced = new Set([...text.matchAll(/patch_hash=([0-9a-f]+)/g)].map((m) => m[1]));
+    expect([...referenced].filter((hash) => !current.has(hash as string))).toEqual([]);
+  });
+
   it.each(PATCHED)(
     '$file: every hunk says why (a "Requester patch" comment among its added lines)',
     ({ file }) => {
