@@ -112,8 +112,8 @@ export class CredentialStore {
     origins: readonly string[] | string | null,
   ): Promise<CredentialInfo> {
     checkCredentialName(name);
-    const bound = origins === null ? null : parseCredentialOrigins(origins);
     const secrets = parseCredentialSecrets(input);
+    const bound = origins === null ? null : parseCredentialOrigins(origins);
     const id = randomBytes(6).toString('hex');
     const sealed = this.#seal(id, secrets);
     try {

@@ -56,9 +56,9 @@ function credentialsTable(operator: Operator, views: CredentialView[] | { error:
   if ('error' in views) return html`<div class="flash err">${views.error}</div>`;
   if (views.length === 0) return html`<p class="muted">No credential yet.</p>`;
   const canAct = operator.admin === 'write';
-  return html`<table><tr><th>name</th><th>kind</th><th>origins</th><th>version</th><th>master key</th><th>created</th><th>rotated</th><th>revoked</th>${canAct ? html`<th></th>` : ''}</tr>${views.map(
+  return html`<table><tr><th>name</th><th>kind</th><th>version</th><th>master key</th><th>created</th><th>rotated</th><th>revoked</th><th>origins</th>${canAct ? html`<th></th>` : ''}</tr>${views.map(
     (v) =>
-      html`<tr data-credential="${v.name}"><td><code>${v.name}</code></td><td>${v.kind}</td><td>${v.origins.length > 0 ? v.origins.join(', ') : 'none: refused'}</td><td>${v.version}</td><td>${v.masterKeyId}</td><td>${at(v.createdAt)}</td><td>${at(v.rotatedAt)}</td><td>${at(v.revokedAt)}</td>${
+      html`<tr data-credential="${v.name}"><td><code>${v.name}</code></td><td>${v.kind}</td><td>${v.version}</td><td>${v.masterKeyId}</td><td>${at(v.createdAt)}</td><td>${at(v.rotatedAt)}</td><td>${at(v.revokedAt)}</td><td>${v.origins.length > 0 ? v.origins.join(', ') : 'none: refused until set'}</td>${
         canAct
           ? html`<td>${
               v.revokedAt
