@@ -37,7 +37,11 @@ export const api: ApiFace = {
         summary:
           'Create a target credential bound to its origins (requester credentials create); needs a write key',
         write: true,
-        body: { name: { type: 'string' }, secrets: { type: 'object' }, origins: { type: 'array' } },
+        body: {
+          name: { type: 'string' },
+          secrets: { type: 'object' },
+          origins: { type: 'array', items: { type: 'string' } },
+        },
       },
     },
     '/admin/api/credentials/set-origins': {
@@ -46,7 +50,7 @@ export const api: ApiFace = {
         summary:
           'Name the origins a credential may be sent to, replacing its list (requester credentials set-origins); needs a write key',
         write: true,
-        body: { name: { type: 'string' }, origins: { type: 'array' } },
+        body: { name: { type: 'string' }, origins: { type: 'array', items: { type: 'string' } } },
       },
     },
     '/admin/api/credentials/rotate': {
