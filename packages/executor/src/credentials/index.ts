@@ -28,8 +28,9 @@ export { TokenSource } from './tokens.ts';
  * call's `keepOrigin`).
  *
  * Failures before the call end the attempt like a failed call: `credential_unknown` (no such
- * credential), `credential_revoked`, `credential_origin_refused`, `credential_unavailable` (no master key here, the token
- * endpoint failed or did not answer in time, the store or Redis unreachable). Never a throw: the
+ * credential), `credential_revoked`, `credential_origin_refused`, `credential_unavailable` (no
+ * master key here, the token endpoint failed or did not answer in time, the store or Redis
+ * unreachable). Never a throw: the
  * call runs inside the breaker's admission, which only an outcome gives back. Messages never
  * carry a secret.
  */
