@@ -1,4 +1,6 @@
 import { randomBytes } from 'node:crypto';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { CredentialStore, parseMasterKeys } from '@requester/shared/credentials';
 import { registry } from '@requester/shared/metrics';
 import { createRedis, type RedisClient } from '@requester/shared/redis';
@@ -8,7 +10,9 @@ import {
   type ProtectedTarget,
   startConnectProxy,
   startProtectedTarget,
+  startTarget,
   startTokenEndpoint,
+  type Target,
   type TestPki,
   type TestProxy,
   type TokenEndpoint,
@@ -47,6 +51,9 @@ async function spread<T>(count: number, workers: number, run: (i: number) => Pro
   return results;
 }
 
+/** The origin a credential is bound to for a test server's URL. */
+const originOf = (url: string) => new URL(url).origin;
+
 const statusOf = (o: CallOutcome) => (o.kind === 'response' ? o.status : o.error.code);
 const failureOf = (o: CallOutcome) =>
   o.kind === 'response' ? String(o.status) : `${o.error.code}: ${o.error.message}`;
@@ -83,10 +90,12 @@ describe('calls with named credentials (real token endpoint, Redis, PostgreSQL)'
     tokens = await startTokenEndpoint(CLIENT);
     target = await startProtectedTarget({ tokens });
     const oauth2 = { tokenUrl: tokens.url, clientId: CLIENT.id, clientSecret: CLIENT.secret, scope: 'pay' };
-    await store.create('partner', { oauth2 });
-    await store.create('partner-post', {
-      oauth2: { ...oauth2, authMethod: 'client_secret_post', audience: 'api' },
-    });
+    await store.create('partner', { oauth2 }, originOf(target.url));
+    await store.create(
+      'partner-post',
+      { oauth2: { ...oauth2, authMethod: 'client_secret_post', audience: 'api' } },
+      originOf(target.url),
+    );
   });
   afterAll(async () => {
     for (const c of clients) c.close();
@@ -149,7 +158,7 @@ describe('calls with named credentials (real token endpoint, Redis, PostgreSQL)'
 
   it('a failing token endpoint fails the attempt with credential_unavailable, asked once for many calls', async () => {
     const oauth2 = { tokenUrl: tokens.url, clientId: CLIENT.id, clientSecret: CLIENT.secret };
-    await store.create('failing', { oauth2 });
+    await store.create('failing', { oauth2 }, originOf(target.url));
     tokens.failWith = 503;
     const before = tokens.requests.length;
     const outcomes = await Promise.all(Array.from({ length: 50 }, () => call(executor(), 'failing')));
@@ -166,7 +175,7 @@ describe('calls with named credentials (real token endpoint, Redis, PostgreSQL)'
 
   it('a token endpoint that hangs fails the attempt within OAUTH2_TOKEN_TIMEOUT', async () => {
     const oauth2 = { tokenUrl: tokens.url, clientId: CLIENT.id, clientSecret: CLIENT.secret };
-    await store.create('hanging', { oauth2 });
+    await store.create('hanging', { oauth2 }, originOf(target.url));
     tokens.hang = true;
     const outcome = await call(executor({}, 300), 'hanging');
     tokens.hang = false;
@@ -175,9 +184,11 @@ describe('calls with named credentials (real token endpoint, Redis, PostgreSQL)'
   });
 
   it('a wrong client secret is a clear failure naming the OAuth2 error, not the secret', async () => {
-    await store.create('wrong-secret', {
-      oauth2: { tokenUrl: tokens.url, clientId: CLIENT.id, clientSecret: 'not-the-secret' },
-    });
+    await store.create(
+      'wrong-secret',
+      { oauth2: { tokenUrl: tokens.url, clientId: CLIENT.id, clientSecret: 'not-the-secret' } },
+      originOf(target.url),
+    );
     const outcome = await call(executor(), 'wrong-secret');
     expect(outcome.kind === 'failure' && outcome.error.message).toMatch(/answered 401 \(invalid_client\)/);
     expect(outcome.kind === 'failure' && outcome.error.message).not.toContain('not-the-secret');
@@ -185,9 +196,11 @@ describe('calls with named credentials (real token endpoint, Redis, PostgreSQL)'
 
   it('refuses a revoked credential and an unknown one with their own codes', async () => {
     const client = executor();
-    await store.create('short-lived', {
-      oauth2: { tokenUrl: tokens.url, clientId: CLIENT.id, clientSecret: CLIENT.secret },
-    });
+    await store.create(
+      'short-lived',
+      { oauth2: { tokenUrl: tokens.url, clientId: CLIENT.id, clientSecret: CLIENT.secret } },
+      originOf(target.url),
+    );
     expect(statusOf(await call(client, 'short-lived'))).toBe(200);
     await store.revoke('short-lived');
     await eventually(
@@ -196,6 +209,72 @@ describe('calls with named credentials (real token endpoint, Redis, PostgreSQL)'
       'revoked',
     );
     expect(statusOf(await call(client, 'no-such-credential'))).toBe('credential_unknown');
+  });
+
+  it('sends the token only to the credential’s origins: another port of the same host, a foreign Host header, a redirect get nothing', async () => {
+    // The attack: a key allowed the host 127.0.0.1 names the credential for a listener it runs.
+    const stealer: Target = await startTarget();
+    const redirector: Server = createServer((_req, res) => {
+      res.writeHead(302, { location: `${stealer.url}/collect` }).end();
+    });
+    await new Promise<void>((resolve) => redirector.listen(0, '127.0.0.1', resolve));
+    const redirectorUrl = `http://127.0.0.1:${(redirector.address() as AddressInfo).port}`;
+    try {
+      const client = executor({ followRedirects: true });
+      const elsewhere = await call(client, 'partner', `${stealer.url}/hello`);
+      expect(elsewhere.kind === 'failure' && elsewhere.error.code).toBe('credential_origin_refused');
+      expect(elsewhere.kind === 'failure' && elsewhere.error.message).toContain(
+        `may not be sent to ${originOf(stealer.url)} (its origins: ${originOf(target.url)})`,
+      );
+      // The right address, but a Host header asking the server to route it to another name.
+      const vhost = await client.call({
+        method: 'GET',
+        uri: target.url,
+        headers: { Host: 'evil.example' },
+        credentials: 'partner',
+      });
+      expect(vhost.kind === 'failure' && vhost.error.code).toBe('credential_origin_refused');
+      // A Host header naming the URI's own host is fine.
+      const own = await client.call({
+        method: 'GET',
+        uri: target.url,
+        headers: { host: new URL(target.url).host },
+        credentials: 'partner',
+      });
+      expect(statusOf(own)).toBe(200);
+      // A redirect is the result of a call with a credential, even with TARGET_FOLLOW_REDIRECTS=true.
+      await store.setOrigins('partner', [originOf(target.url), redirectorUrl]);
+      await eventually(
+        async () => statusOf(await call(client, 'partner', `${redirectorUrl}/start`)) === 302,
+        5000,
+        'the redirect as the result',
+      );
+      expect(stealer.calls).toEqual([]);
+      // Without a credential the same redirect is followed (the setting still holds for the others).
+      const plain = await client.call({ method: 'GET', uri: `${redirectorUrl}/start`, headers: {} });
+      expect(statusOf(plain)).toBe(200);
+      expect(stealer.calls.map((c) => [c.path, c.headers.authorization])).toEqual([['/collect', undefined]]);
+    } finally {
+      await store.setOrigins('partner', originOf(target.url));
+      await stealer.close();
+      await new Promise((resolve) => redirector.close(resolve));
+    }
+  });
+
+  it('a credential written before origins existed is refused until an operator names them', async () => {
+    const client = executor();
+    await store.create(
+      'from-before',
+      { oauth2: { tokenUrl: tokens.url, clientId: CLIENT.id, clientSecret: CLIENT.secret } },
+      null,
+    );
+    const refused = await call(client, 'from-before');
+    expect(refused.kind === 'failure' && refused.error.code).toBe('credential_origin_refused');
+    expect(refused.kind === 'failure' && refused.error.message).toContain(
+      'requester credentials set-origins from-before',
+    );
+    await store.setOrigins('from-before', originOf(target.url));
+    await eventually(async () => statusOf(await call(client, 'from-before')) === 200, 5000, 'origins named');
   });
 
   it('keeps secrets and tokens out of Redis in the clear and out of the metrics', async () => {
@@ -244,11 +323,23 @@ describe('mTLS and the egress proxy (real TLS target, real proxy)', () => {
     });
     plainTarget = await startProtectedTarget({});
     proxy = await startConnectProxy();
-    await store.create('client-cert', { mtls: { cert: pki.clientCert, key: pki.clientKey, ca: pki.caCert } });
-    await store.create('stranger-cert', {
-      mtls: { cert: pki.strangerCert, key: pki.strangerKey, ca: pki.caCert },
-    });
-    await store.create('own-proxy', { proxy: proxy.url.replace('//', '//user:proxy-pass@') });
+    // Also the target's `localhost` spelling: the SSRF guard's test below reaches it by that name.
+    const tlsOrigins = [originOf(tlsTarget.url), originOf(tlsTarget.url.replace('127.0.0.1', 'localhost'))];
+    await store.create(
+      'client-cert',
+      { mtls: { cert: pki.clientCert, key: pki.clientKey, ca: pki.caCert } },
+      tlsOrigins,
+    );
+    await store.create(
+      'stranger-cert',
+      { mtls: { cert: pki.strangerCert, key: pki.strangerKey, ca: pki.caCert } },
+      tlsOrigins,
+    );
+    await store.create(
+      'own-proxy',
+      { proxy: proxy.url.replace('//', '//user:proxy-pass@') },
+      originOf(plainTarget.url),
+    );
   });
   afterAll(async () => {
     for (const c of clients) c.close();
@@ -267,6 +358,16 @@ describe('mTLS and the egress proxy (real TLS target, real proxy)', () => {
     // Pools are per credential: the certified connection kept alive is not lent to the others.
     expect(tlsTarget.clientNames).toEqual(['client']);
     expect(statusOf(await get(client, tlsTarget.url, 'client-cert'))).toBe(200);
+    // The client certificate goes to no other origin: another https server of the same host is refused.
+    const other = await startProtectedTarget({
+      tls: { cert: pki.serverCert, key: pki.serverKey, ca: pki.caCert },
+    });
+    try {
+      expect(statusOf(await get(client, other.url, 'client-cert'))).toBe('credential_origin_refused');
+      expect(other.clientNames).toEqual([]);
+    } finally {
+      await other.close();
+    }
   });
 
   it('EGRESS_PROXY: https through a CONNECT tunnel (mTLS end to end), http forwarded, EGRESS_NO_PROXY direct', async () => {

@@ -1,4 +1,8 @@
-import type { CredentialStore, OpenedCredential } from '@requester/shared/credentials';
+import {
+  type CredentialStore,
+  credentialOriginRefusal,
+  type OpenedCredential,
+} from '@requester/shared/credentials';
 import { RequesterError } from '@requester/shared/errors';
 import type { Egress } from '../egress/index.ts';
 import type { CallHooks, CallOutcome, FailureCode, HttpCall, HttpClient } from '../http/index.ts';
@@ -17,9 +21,16 @@ export { TokenSource } from './tokens.ts';
  * `Authorization: Bearer <token>` (replacing any the caller set). A 401 from the target drops
  * that token and the call is made once more with a fresh one.
  *
+ * A credential goes only to the origins named with it (and only under a `Host` header naming the
+ * URI's host): any other call ends in `credential_origin_refused` before a token is asked for or a
+ * connection made, whatever reached the queue (the ingress refused it already; a record written
+ * straight to `in` did not pass there). Redirects are never followed with a credential (the
+ * call's `keepOrigin`).
+ *
  * Failures before the call end the attempt like a failed call: `credential_unknown` (no such
- * credential), `credential_revoked`, `credential_unavailable` (no master key here, the token
- * endpoint failed or did not answer in time, the store or Redis unreachable). Never a throw: the
+ * credential), `credential_revoked`, `credential_origin_refused`, `credential_unavailable` (no
+ * master key here, the token endpoint failed or did not answer in time, the store or Redis
+ * unreachable). Never a throw: the
  * call runs inside the breaker's admission, which only an outcome gives back. Messages never
  * carry a secret.
  */
@@ -55,9 +66,10 @@ export function withCredentials(http: HttpClient, settings: CredentialSettings):
   }
 
   async function callWith(
-    request: HttpCall & { credentials: string },
+    asked: HttpCall & { credentials: string },
     hooks?: CallHooks,
   ): Promise<CallOutcome> {
+    let request = asked;
     const started = process.hrtime.bigint();
     const failed = (code: FailureCode, message: string): CallOutcome => ({
       kind: 'failure',
@@ -81,7 +93,16 @@ export function withCredentials(http: HttpClient, settings: CredentialSettings):
       return failed(resolved.code, resolved.message);
     }
     const { credential } = resolved;
+    const refusal = credentialOriginRefusal(
+      credential.name,
+      credential.origins,
+      request.uri,
+      request.headers,
+    );
+    if (refusal) return failed('credential_origin_refused', refusal);
     const egress = poolOf(credential);
+    // Whoever built the call: a redirect would carry the token or certificate to another origin.
+    if (!request.keepOrigin) request = { ...request, keepOrigin: true };
     if (!credential.secrets.oauth2) return http.call(request, egress, hooks);
     const bearer = async () => {
       try {

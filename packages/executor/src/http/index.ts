@@ -21,6 +21,12 @@ export interface HttpCall {
   body?: string;
   /** `meta.credentials`: the name of the target credential the call is made with (credentials/). */
   credentials?: string;
+  /**
+   * The call carries something bound to its origin (a credential, a signature): a redirect is its
+   * result, never followed, whatever TARGET_FOLLOW_REDIRECTS says, so that neither the token, the
+   * client certificate nor the signed payload reaches another origin.
+   */
+  keepOrigin?: boolean;
 }
 
 export type FailureCode =
@@ -30,7 +36,8 @@ export type FailureCode =
   | 'payload_too_large'
   | 'credential_unknown'
   | 'credential_revoked'
-  | 'credential_unavailable';
+  | 'credential_unavailable'
+  | 'credential_origin_refused';
 
 export type CallOutcome =
   | { kind: 'response'; status: number; headers: Record<string, string>; body: string; durationNs: number }
@@ -185,6 +192,7 @@ async function attempt(
     headers: request.headers,
     agent,
     ...(hasBody ? { body: request.body } : {}),
+    ...(request.keepOrigin ? { followRedirect: false } : {}),
   });
   let clientRequest: ClientRequest | undefined;
   stream.once('request', (req: ClientRequest) => {

@@ -4,6 +4,7 @@ import { BlockList } from 'node:net';
 import { networkInterfaces } from 'node:os';
 import { Readable } from 'node:stream';
 import { gzipSync } from 'node:zlib';
+import { parseRequestEnvelope } from '@requester/shared/contract';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createEgress, parseNoProxy } from '../egress/index.ts';
 import {
@@ -13,6 +14,7 @@ import {
   reservedPortsOf,
   TargetGuard,
 } from './index.ts';
+import { toHttpCall } from './request.ts';
 
 type Handler = (req: IncomingMessage, body: string, res: ServerResponse) => void;
 
@@ -236,6 +238,16 @@ describe('HTTP client', () => {
       redirectTo = 'http://10.0.0.1/'; // private, not allowed: refused before any connection
       const outcome = await following.call({ method: 'GET', uri: `${url}/redirect`, headers: {} });
       expect(failureCode(outcome)).toBe('target_refused');
+      // A signed call (or one with a credential) keeps its origin: the 3xx is its result.
+      redirectTo = `${url}/missing`;
+      const signed = toHttpCall(
+        parseRequestEnvelope({
+          request: { uri: `${url}/redirect` },
+          meta: { requestId: 'signed-1', signing: { keyId: 'hooks' } },
+        }),
+      );
+      expect(signed.keepOrigin).toBe(true);
+      expect(await following.call(signed)).toMatchObject({ kind: 'response', status: 302 });
     } finally {
       following.close();
     }

@@ -16,6 +16,7 @@ export function toHttpCall(envelope: RequestEnvelope): HttpCall {
   const call: HttpCall = { method: envelope.request.method, uri: envelope.request.uri, headers };
   if (envelope.request.body !== undefined) call.body = envelope.request.body;
   if (envelope.meta.credentials !== undefined) call.credentials = envelope.meta.credentials;
+  if (envelope.meta.credentials !== undefined || envelope.meta.signing) call.keepOrigin = true;
   return call;
 }
 

@@ -24,6 +24,7 @@ const FAILURE_STATUS: Record<FailureCode, number> = {
   credential_unknown: ERROR_STATUS.credential_unknown,
   credential_revoked: ERROR_STATUS.credential_revoked,
   credential_unavailable: ERROR_STATUS.credential_unavailable,
+  credential_origin_refused: ERROR_STATUS.credential_origin_refused,
 };
 
 /** Where a task stands when its result is written. */

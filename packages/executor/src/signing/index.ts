@@ -1,6 +1,7 @@
 import { createHmac } from 'node:crypto';
 import type { SecretText } from '@requester/shared/config';
 import {
+  credentialOriginRefusal,
   parseSigningKeys,
   type SigningKeys,
   signingKeyOf,
@@ -105,8 +106,14 @@ function unknownKey(keyId: string): RequesterError {
  * once per CREDENTIALS_CACHE_TTL, and a rotation or revocation reaches every executor within it),
  * then the deprecated SIGNING_KEYS of this executor, for ids the store does not know.
  *
+ * A key of the store signs only for the origins named with its credential: `keys` given the call
+ * it is about to sign refuses any other with `credential_origin_refused`, so that Requester is no
+ * signing oracle for whatever hosts a caller may reach. SIGNING_KEYS carry no origins (deprecated:
+ * import them, then name their origins).
+ *
  * Throws RequesterError: `invalid_request` (unknown id, or a credential without signing secrets),
  * `credential_revoked` (revoked in the store: SIGNING_KEYS does not bring it back),
+ * `credential_origin_refused` (the call's origin is not one of the credential's),
  * `dependency_unavailable` (the store does not answer: the task comes back, unattempted).
  */
 export class SigningKeyring {
@@ -120,9 +127,9 @@ export class SigningKeyring {
     this.#legacy = options.legacy;
   }
 
-  /** Signing keys holding `keyId`. */
-  async keys(keyId: string): Promise<SigningKeys> {
-    const stored = await this.#stored(keyId);
+  /** Signing keys holding `keyId`, for signing `call` when given (its origin is checked). */
+  async keys(keyId: string, call?: Pick<HttpCall, 'uri' | 'headers'>): Promise<SigningKeys> {
+    const stored = await this.#stored(keyId, call);
     if (stored) return stored;
     if (this.#legacy && signingKeyOf(this.#legacy, keyId)) return this.#legacy;
     if (!this.#resolver && !this.#legacy)
@@ -133,7 +140,10 @@ export class SigningKeyring {
     throw unknownKey(keyId);
   }
 
-  async #stored(keyId: string): Promise<SigningKeys | undefined> {
+  async #stored(
+    keyId: string,
+    call: Pick<HttpCall, 'uri' | 'headers'> | undefined,
+  ): Promise<SigningKeys | undefined> {
     if (!this.#resolver) return undefined;
     let resolved: Awaited<ReturnType<CredentialResolver['resolve']>>;
     try {
@@ -152,6 +162,12 @@ export class SigningKeyring {
       return undefined;
     }
     const { credential } = resolved;
+    const refusal =
+      call && credentialOriginRefusal(credential.name, credential.origins, call.uri, call.headers);
+    if (refusal)
+      throw new RequesterError('credential_origin_refused', refusal, {
+        details: { field: 'meta.signing.keyId' },
+      });
     const secrets = signingSecretsOf(credential.secrets);
     if (secrets.length === 0)
       throw new RequesterError(

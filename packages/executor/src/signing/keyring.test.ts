@@ -12,6 +12,7 @@ import { verifyPlain, verifyStandardWebhook } from './verify.fixture.ts';
 const MASTER = parseMasterKeys(`m1:${randomBytes(32).toString('base64')}`);
 const whsec = () => `whsec_${randomBytes(24).toString('base64')}`;
 const call: HttpCall = { method: 'POST', uri: 'https://partner.example/hook', headers: {}, body: '{"n":1}' };
+const ORIGIN = 'https://partner.example';
 
 /** Signing keys from the credential store (real PostgreSQL), beside the deprecated SIGNING_KEYS. */
 describe('signing keys in the credential store', () => {
@@ -33,12 +34,12 @@ describe('signing keys in the credential store', () => {
   });
 
   const sign = async (keyId: string) =>
-    signRequest(call, { keyId, requestId: 'r-1' }, await keyring.keys(keyId)).headers;
+    signRequest(call, { keyId, requestId: 'r-1' }, await keyring.keys(keyId, call)).headers;
   const now = () => Math.floor(Date.now() / 1000);
 
   it('signs with a stored key; a rotation keeps the old secret signing beside the new; a revocation wins over SIGNING_KEYS', async () => {
     const [first, second] = [whsec(), whsec()];
-    const created = await store.create('hooks', { signing: first });
+    const created = await store.create('hooks', { signing: first }, ORIGIN);
     expect(created.summary).toEqual({ signing: { scheme: 'standard-webhooks', secrets: 1 } });
     const headers = await sign('hooks');
     expect(verifyStandardWebhook(first, headers, call.body as string, now())).toBe(true);
@@ -73,7 +74,7 @@ describe('signing keys in the credential store', () => {
       code: 'invalid_request',
       message: 'unknown signing key id "nobody"',
     });
-    await store.create('only-proxy', { proxy: 'http://127.0.0.1:3128' });
+    await store.create('only-proxy', { proxy: 'http://127.0.0.1:3128' }, ORIGIN);
     await expect(keyring.keys('only-proxy')).rejects.toMatchObject({
       code: 'invalid_request',
       message: 'credential only-proxy holds no signing secret (meta.signing.keyId)',
@@ -82,16 +83,39 @@ describe('signing keys in the credential store', () => {
 
   it('validates signing secrets without echoing them; one scheme per credential', async () => {
     const short = 'hex:00112233';
-    const caught = await store.create('bad', { signing: [whsec(), short] }).catch((err) => err);
+    const caught = await store.create('bad', { signing: [whsec(), short] }, ORIGIN).catch((err) => err);
     expect(caught).toBeInstanceOf(ValidationError);
     expect(caught.message).toContain('signing.1');
     expect(caught.message).toContain('the secret has 4 bytes; at least 16 are needed');
     expect(caught.message).not.toContain('00112233');
     const mixed = await store
-      .create('mixed', { signing: [whsec(), 'text:another-scheme-secret-0123'] })
+      .create('mixed', { signing: [whsec(), 'text:another-scheme-secret-0123'] }, ORIGIN)
       .catch((err) => err);
     expect(mixed.message).toContain('one scheme');
-    await expect(store.create('none', { signing: [] })).rejects.toBeInstanceOf(ValidationError);
+    await expect(store.create('none', { signing: [] }, ORIGIN)).rejects.toBeInstanceOf(ValidationError);
+  });
+
+  it('signs only for the credential’s origins: no signing oracle for other hosts, ports or Host headers', async () => {
+    const secret = whsec();
+    await store.create('receiver-hooks', { signing: secret }, ORIGIN);
+    const elsewhere = [
+      { ...call, uri: 'https://attacker.example/hook' },
+      { ...call, uri: 'https://partner.example:8443/hook' },
+      { ...call, uri: 'http://partner.example/hook' },
+      { ...call, headers: { Host: 'attacker.example' } },
+    ];
+    for (const target of elsewhere)
+      await expect(keyring.keys('receiver-hooks', target)).rejects.toMatchObject({
+        code: 'credential_origin_refused',
+      });
+    const signed = await sign('receiver-hooks');
+    expect(verifyStandardWebhook(secret, signed, call.body as string, now())).toBe(true);
+    // Imported from SIGNING_KEYS (no origins known): refused until an operator names them.
+    await store.create('imported', { signing: whsec() }, null);
+    await expect(keyring.keys('imported', call)).rejects.toMatchObject({
+      code: 'credential_origin_refused',
+      message: expect.stringContaining('set-origins imported'),
+    });
   });
 
   it('a store that does not answer makes the task come back (dependency_unavailable), not fail', async () => {

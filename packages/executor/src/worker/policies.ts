@@ -188,7 +188,12 @@ const HELD_BY = {
 const NONE_SHARED: ReadonlySet<string> = new Set();
 
 /** Errors of the request itself, thrown before the call: an error result, never retried. */
-const PERMANENT: ReadonlySet<string> = new Set(['invalid_request', 'invalid_config', 'credential_revoked']);
+const PERMANENT: ReadonlySet<string> = new Set([
+  'invalid_request',
+  'invalid_config',
+  'credential_revoked',
+  'credential_origin_refused',
+]);
 
 /** A Redis hiccup of the gate: come back soon; neither an attempt nor a wait. */
 const GATE_UNAVAILABLE_RETRY_MS = 1_000;
@@ -550,7 +555,7 @@ export class Policies {
     const call = toHttpCall(envelope);
     const signing = envelope.meta.signing;
     if (!signing) return call;
-    const keys = await this.signing.keys(signing.keyId);
+    const keys = await this.signing.keys(signing.keyId, call);
     const { requestId, client } = envelope.meta;
     return signRequest(call, { keyId: signing.keyId, requestId, client }, keys);
   }

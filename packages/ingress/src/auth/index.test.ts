@@ -1,9 +1,10 @@
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { type ConfigOverrides, loadConfig } from '@requester/shared/config';
 import { buildResult, clientScoped, type RequestEnvelope } from '@requester/shared/contract';
+import { CredentialStore, parseMasterKeys } from '@requester/shared/credentials';
 import { createPg } from '@requester/shared/pg';
 import { Dependencies } from '@requester/shared/role';
-import { capturingLogger, uniqueName } from '@requester/shared/testing';
+import { capturingLogger, eventually, uniqueName } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BROKERS, closeProducer, reader, send, silent, topics } from '../../test/kit.fixture.ts';
 import { createApi } from '../api/index.ts';
@@ -166,6 +167,129 @@ describe('API keys at the door', () => {
     expect(retryAfter).toBeLessThanOrEqual(2);
     await new Promise((resolve) => setTimeout(resolve, retryAfter * 1000));
     expect((await post(stack.url, call('r-3'), token)).status).toBe(202);
+  });
+});
+
+describe('targets: host ports, Host headers and credential origins', () => {
+  it('--hosts takes host:port (a plain host still means any port)', async () => {
+    const { token } = await stack.keys.create({
+      name: uniqueName('k'),
+      hosts: ['127.0.0.1:8081', 'api.partner.example', '*.hooks.example:443'],
+    });
+    const status = async (id: string, uri: string) => (await post(stack.url, call(id, uri), token)).status;
+    expect(await status('p-1', 'http://127.0.0.1:8081/x')).toBe(202);
+    // The probe's listener: same host, another port.
+    const other = await post(stack.url, call('p-2', 'http://127.0.0.1:18601/hello'), token);
+    expect(other.status).toBe(403);
+    expect(await other.json()).toMatchObject({
+      code: 'forbidden',
+      issues: [{ path: 'request.uri', message: expect.stringContaining('port 18601') }],
+    });
+    expect(await status('p-3', 'https://api.partner.example:8443/x')).toBe(202);
+    expect(await status('p-4', 'https://a.hooks.example/x')).toBe(202);
+    expect(await status('p-5', 'http://a.hooks.example/x')).toBe(403);
+    await expect(stack.keys.create({ name: uniqueName('k'), hosts: ['x.example:99999'] })).rejects.toThrow(
+      /optional :port/,
+    );
+  });
+
+  it('refuses a Host header naming another host than the URI’s (400) unless the key allows virtual hosts', async () => {
+    const plain = await stack.keys.create({ name: uniqueName('k'), hosts: ['127.0.0.1'] });
+    const hosted = (id: string, host: string) => ({
+      request: { uri: 'http://127.0.0.1:18601/hello', headers: { Host: host } },
+      meta: { requestId: id },
+    });
+    const evil = await post(stack.url, hosted('v-1', 'evil.example'), plain.token);
+    expect(evil.status).toBe(400);
+    expect(await evil.json()).toMatchObject({
+      code: 'invalid_request',
+      issues: [{ path: 'request.headers.host' }],
+    });
+    expect((await post(stack.url, hosted('v-2', '127.0.0.1:18601'), plain.token)).status).toBe(202);
+    expect((await post(stack.url, hosted('v-3', '127.0.0.1:9999'), plain.token)).status).toBe(400);
+    const vhosts = await stack.keys.create({
+      name: uniqueName('k'),
+      hosts: ['127.0.0.1'],
+      virtualHosts: true,
+    });
+    expect((await post(stack.url, hosted('v-4', 'evil.example'), vhosts.token)).status).toBe(202);
+  });
+
+  it('refuses a credential (or signing key) for another origin than its own with 403 credential_origin_refused', async () => {
+    const own = await startStack({ authCacheTtl: '1s', credentialsCacheTtl: '100ms' });
+    const sql = createPg({ url: DATABASE_URL, max: 1 });
+    try {
+      const store = new CredentialStore(sql, parseMasterKeys(`t:${randomBytes(32).toString('base64')}`));
+      const oauth2 = {
+        tokenUrl: 'https://auth.partner.example/token',
+        clientId: 'c',
+        clientSecret: 's-0123',
+      };
+      await store.create('partner-pay', { oauth2 }, 'https://api.partner.example');
+      await store.create(
+        'partner-sign',
+        { signing: `whsec_${randomBytes(24).toString('base64')}` },
+        'https://hooks.partner.example',
+      );
+      await store.create('older', { oauth2 }, null);
+      const { token } = await own.keys.create({
+        name: uniqueName('k'),
+        hosts: ['127.0.0.1', 'api.partner.example', 'hooks.partner.example'],
+        credentials: ['partner-pay', 'partner-sign', 'older'],
+      });
+      const send = (id: string, uri: string, meta: object, headers?: Record<string, string>) =>
+        post(
+          own.url,
+          { request: { uri, ...(headers ? { headers } : {}) }, meta: { requestId: id, ...meta } },
+          token,
+        );
+      // The attack: the key may call 127.0.0.1 and use partner-pay, so it names it for its own listener.
+      const stolen = await send('c-1', 'http://127.0.0.1:18601/hello', { credentials: 'partner-pay' });
+      expect(stolen.status).toBe(403);
+      expect(await stolen.json()).toMatchObject({
+        code: 'credential_origin_refused',
+        issues: [
+          {
+            path: 'meta.credentials',
+            message: expect.stringContaining('may not be sent to http://127.0.0.1:18601'),
+          },
+        ],
+      });
+      expect(
+        (await send('c-2', 'https://api.partner.example/pay', { credentials: 'partner-pay' })).status,
+      ).toBe(202);
+      expect(
+        (await send('c-3', 'http://api.partner.example/pay', { credentials: 'partner-pay' })).status,
+      ).toBe(403);
+      // A signing oracle no more: the key's signing credential signs only for its own origin.
+      const oracle = await send('c-4', 'http://127.0.0.1:18601/sign-me', {
+        signing: { keyId: 'partner-sign' },
+      });
+      expect(oracle.status).toBe(403);
+      expect(await oracle.json()).toMatchObject({
+        code: 'credential_origin_refused',
+        issues: [{ path: 'meta.signing.keyId' }],
+      });
+      expect(
+        (await send('c-5', 'https://hooks.partner.example/in', { signing: { keyId: 'partner-sign' } }))
+          .status,
+      ).toBe(202);
+      // Created before origins existed: refused until an operator names them.
+      const older = await send('c-6', 'https://api.partner.example/pay', { credentials: 'older' });
+      expect(older.status).toBe(403);
+      expect(JSON.stringify(await older.json())).toContain('set-origins older');
+      await store.setOrigins('older', 'https://api.partner.example');
+      await eventually(
+        async () =>
+          (await send(`c-7-${Date.now()}`, 'https://api.partner.example/pay', { credentials: 'older' }))
+            .status === 202,
+        10_000,
+        'the origins named',
+      );
+    } finally {
+      await sql.end({ timeout: 5 });
+      await own.stop();
+    }
   });
 });
 

@@ -1,5 +1,6 @@
 import { longestWaitMs, RateLimiter } from '@requester/policies';
 import type { LimiterSpec, RequestEnvelope } from '@requester/shared/contract';
+import { hostHeaderMatches, hostHeaderOf } from '@requester/shared/credentials';
 import { counter } from '@requester/shared/metrics';
 import type { RoleContext } from '@requester/shared/role';
 import { durationToMs, formatDuration, tryParseRfc3339 } from '@requester/shared/time';
@@ -12,6 +13,7 @@ import {
   parseRate,
   parseToken,
   secretHashAccepted,
+  splitHostPattern,
 } from '../keys/index.ts';
 import { requestHeader } from '../request/index.ts';
 
@@ -100,20 +102,41 @@ const CLIENT_IS_OURS: Refusal = {
   issues: [{ path: 'meta.client', message: 'set by Requester from the API key; leave it out' }],
 };
 
-/** AUTH=off: every caller is let in, reads every result, and no request carries a client. */
-export function openAccess(): Access {
+/**
+ * AUTH=off: every caller is let in, reads every result, and no request carries a client. Its
+ * records are not signed, so they are anonymous ones to the router: a credential may be named
+ * only when `anonymousCredentials` (KAFKA_ANONYMOUS_CREDENTIALS) lists it, refused here (403)
+ * rather than answered forbidden later. Undefined: no such check (tests of the API alone).
+ */
+export function openAccess(anonymousCredentials?: ReadonlySet<string>): Access {
   return {
     identify: async () => undefined,
-    admit: async (_caller, envelope) =>
-      envelope.meta.client === undefined
-        ? { ok: true, envelope: withoutMark(envelope) }
-        : { ok: false, refusal: CLIENT_IS_OURS },
+    admit: async (_caller, envelope) => {
+      if (envelope.meta.client !== undefined) return { ok: false, refusal: CLIENT_IS_OURS };
+      const issues = anonymousCredentials ? anonymousIssues(envelope, anonymousCredentials) : [];
+      if (issues.length > 0) return { ok: false, refusal: forbidden(issues) };
+      return { ok: true, envelope: withoutMark(envelope) };
+    },
     mayNotWait: () => undefined,
     takeRate: async () => undefined,
     bodyLimit: (_caller, serverMax) => serverMax,
     mayRead: () => true,
     mayReadClient: () => true,
   };
+}
+
+function anonymousIssues(envelope: RequestEnvelope, allowed: ReadonlySet<string>): Issue[] {
+  const issues: Issue[] = [];
+  for (const [path, name] of [
+    ['meta.credentials', envelope.meta.credentials],
+    ['meta.signing.keyId', envelope.meta.signing?.keyId],
+  ] as const)
+    if (name !== undefined && !allowed.has(name))
+      issues.push({
+        path,
+        message: `with AUTH=off only the credentials of KAFKA_ANONYMOUS_CREDENTIALS may be used (${name} is not among them)`,
+      });
+  return issues;
 }
 
 /** `withinHorizon` is the service's to set (from the key), never the caller's. */
@@ -233,6 +256,11 @@ export class KeyAccess implements Access {
   async admit(caller: Caller | undefined, envelope: RequestEnvelope, written?: unknown): Promise<Admission> {
     if (envelope.meta.client !== undefined) return { ok: false, refusal: CLIENT_IS_OURS };
     if (!caller) return { ok: false, refusal: MISSING };
+    const foreignHost = caller.scopes.virtualHosts ? undefined : foreignHostHeader(envelope);
+    if (foreignHost) {
+      decisions.inc({ client: caller.name, outcome: 'invalid_request' });
+      return { ok: false, refusal: foreignHost };
+    }
     const outOfScope = this.#outOfScope(caller, envelope, written);
     if (outOfScope.length > 0) {
       decisions.inc({ client: caller.name, outcome: 'forbidden' });
@@ -271,11 +299,13 @@ export class KeyAccess implements Access {
     const { scopes } = caller;
     const issues: Issue[] = [];
     if (scopes.hosts && envelope.request.uri !== '') {
-      const host = hostOf(envelope.request.uri);
-      if (!scopes.hosts.some((pattern) => hostMatches(pattern, host)))
+      const url = new URL(envelope.request.uri);
+      const host = url.hostname.toLowerCase();
+      const port = url.port || DEFAULT_PORTS[url.protocol] || '';
+      if (!scopes.hosts.some((pattern) => hostPortMatches(pattern, host, port)))
         issues.push({
           path: 'request.uri',
-          message: `host ${host} is not among the hosts this API key may call`,
+          message: `host ${host} port ${port} is not among the hosts this API key may call`,
         });
     }
     if (envelope.meta.sync && !scopes.sync)
@@ -398,6 +428,7 @@ function callerOf(record: KeyRecord): Caller {
     ...(record.maxBodyBytes === undefined ? {} : { maxBodyBytes: record.maxBodyBytes }),
     ...(record.admin ? { admin: record.admin } : {}),
     ...(record.credentials ? { credentials: record.credentials } : {}),
+    ...(record.virtualHosts ? { virtualHosts: true } : {}),
   };
   const caller: Caller = { keyId: record.id, name: record.name, scopes };
   if (record.rate) {
@@ -407,9 +438,33 @@ function callerOf(record: KeyRecord): Caller {
   return caller;
 }
 
-/** The host of a (validated) request URI, lower-case (an IPv6 literal keeps its brackets). */
-function hostOf(uri: string): string {
-  return new URL(uri).hostname.toLowerCase();
+const DEFAULT_PORTS: Record<string, string> = { 'http:': '80', 'https:': '443' };
+
+/**
+ * A `--hosts` pattern against a request's host (lower-case; an IPv6 literal keeps its brackets)
+ * and port (the default one spelled out): a pattern without a port matches any port.
+ */
+export function hostPortMatches(pattern: string, host: string, port: string): boolean {
+  const split = splitHostPattern(pattern);
+  return hostMatches(split.host, host) && (split.port === undefined || split.port === port);
+}
+
+/**
+ * A `Host` header naming another host than the request URI's would have the target's server route
+ * the call (and whatever credential it carries) to a name the key's scope never judged: refused
+ * unless the key allows virtual hosts. A wake-up (empty uri) calls nobody.
+ */
+function foreignHostHeader(envelope: RequestEnvelope): Refusal | undefined {
+  const { uri, headers } = envelope.request;
+  const host = uri === '' ? undefined : hostHeaderOf(headers);
+  if (host === undefined || hostHeaderMatches(host, new URL(uri))) return undefined;
+  const message = `must name the request URI's host (${new URL(uri).host}); this API key may not send another (keys update --virtual-hosts)`;
+  return {
+    status: 400,
+    code: 'invalid_request',
+    detail: `request.headers.host: ${message}`,
+    issues: [{ path: 'request.headers.host', message }],
+  };
 }
 
 /** `*.partner.example` covers every name under partner.example (not partner.example itself). */
@@ -450,7 +505,7 @@ export async function accessFromConfig(ctx: RoleContext): Promise<Access> {
     logger.warn(
       'AUTH=off: the HTTP API lets every caller in without an API key, and any caller reads any result',
     );
-    return openAccess();
+    return openAccess(config.kafkaAnonymousCredentials);
   }
   let sql: Awaited<ReturnType<typeof deps.sql>>;
   try {

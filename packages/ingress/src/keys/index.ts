@@ -18,8 +18,16 @@ const NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
 
 /** What a key may do: checked by the ingress before anything is written to Kafka. */
 export interface KeyScopes {
-  /** Target host patterns (`api.x.com`, `*.partner.example`); undefined = any host. */
+  /**
+   * Target host patterns (`api.x.com`, `*.partner.example`), each with an optional port
+   * (`127.0.0.1:8081`, `*.partner.example:443`; without one, any port); undefined = any host.
+   */
   hosts?: string[];
+  /**
+   * Its callers may send a `Host` header naming another host than the request URI's (virtual
+   * hosts behind one address); without it such a header is refused (400).
+   */
+  virtualHosts?: boolean;
   /** Requests per window, e.g. `200/s`, `1000/10m`; undefined = no per-key rate. */
   rate?: string;
   /** May make sync calls (`meta.sync: true`). */
@@ -98,16 +106,34 @@ export function parseRate(text: string): KeyRate {
   return { value, duration };
 }
 
-/** Host patterns: a host name, or `*.` + a domain (any name under it, not the domain itself). */
+/**
+ * Host patterns: a host name, or `*.` + a domain (any name under it, not the domain itself), each
+ * with an optional `:port` (an IPv6 literal in brackets: `[::1]:8080`); without a port, any port.
+ */
 export function checkHostPattern(pattern: string): string {
-  const host = pattern.trim().toLowerCase();
+  const text = pattern.trim().toLowerCase();
+  const { host, port } = splitHostPattern(text);
   const bare = host.startsWith('*.') ? host.slice(2) : host;
-  if (!/^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$/.test(bare) && !isIpLiteral(bare)) {
+  const validPort =
+    port === undefined || (/^\d{1,5}$/.test(port) && Number(port) >= 1 && Number(port) <= 65535);
+  if (
+    !validPort ||
+    (!/^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$/.test(bare) && !isIpLiteral(bare))
+  ) {
     throw new ValidationError([
-      { path: 'hosts', message: `${JSON.stringify(pattern)} is not a host name or *.domain` },
+      {
+        path: 'hosts',
+        message: `${JSON.stringify(pattern)} is not a host name or *.domain, with an optional :port`,
+      },
     ]);
   }
-  return host;
+  return port === undefined ? host : `${host}:${Number(port)}`;
+}
+
+/** A host pattern's host and port (undefined: any port). */
+export function splitHostPattern(pattern: string): { host: string; port?: string } {
+  const match = /^(\[[^\]]*\]|[^:]*):(\d*)$/.exec(pattern);
+  return match ? { host: match[1] as string, port: match[2] as string } : { host: pattern };
 }
 
 function isIpLiteral(text: string): boolean {
@@ -172,6 +198,7 @@ interface KeyRow {
   admin: AdminScope | null;
   kafka_entry: boolean;
   credentials: string[] | null;
+  virtual_hosts: boolean;
   weight: number;
   max_in_flight: number;
   created_at: Date;
@@ -194,6 +221,7 @@ function recordOf(row: KeyRow): KeyRecord {
     ...(row.admin ? { admin: row.admin } : {}),
     kafkaEntry: row.kafka_entry,
     ...(row.credentials ? { credentials: row.credentials } : {}),
+    ...(row.virtual_hosts ? { virtualHosts: true } : {}),
     ...(row.weight === 1 ? {} : { weight: row.weight }),
     ...(row.max_in_flight > 0 ? { maxInFlight: row.max_in_flight } : {}),
     createdAt: row.created_at,
@@ -263,11 +291,12 @@ export class KeyStore {
     const { token, secret } = newToken(id);
     try {
       await this.#sql`insert into requester_api_keys
-        (id, name, secret_hash, hosts, rate, sync, schedule, max_body_bytes, admin, kafka_entry, credentials, weight, max_in_flight)
+        (id, name, secret_hash, hosts, rate, sync, schedule, max_body_bytes, admin, kafka_entry, credentials,
+         weight, max_in_flight, virtual_hosts)
         values (${id}, ${name}, ${hashSecret(secret)}, ${hosts ?? null}, ${spec.rate ?? null},
                 ${spec.sync ?? false}, ${spec.schedule ?? false}, ${spec.maxBodyBytes ?? null},
                 ${spec.admin ?? null}, ${spec.kafkaEntry ?? false}, ${credentials?.length ? credentials : null},
-                ${spec.weight ?? 1}, ${spec.maxInFlight ?? 0})`;
+                ${spec.weight ?? 1}, ${spec.maxInFlight ?? 0}, ${spec.virtualHosts ?? false})`;
     } catch (err) {
       if ((err as { code?: string }).code === '23505')
         throw new ValidationError([{ path: 'name', message: `a live key named ${name} exists already` }]);
@@ -325,6 +354,16 @@ export class KeyStore {
    */
   async setKafkaEntry(idOrName: string, allowed: boolean): Promise<boolean> {
     const rows = await this.#sql`update requester_api_keys set kafka_entry = ${allowed}
+      where (id = ${idOrName} or name = ${idOrName}) and revoked_at is null returning id`;
+    return rows.length > 0;
+  }
+
+  /**
+   * Lets the live key with this id or name send its own `Host` headers (or withdraws it): ingresses
+   * see the change within AUTH_CACHE_TTL. False when there is no such key.
+   */
+  async setVirtualHosts(idOrName: string, allowed: boolean): Promise<boolean> {
+    const rows = await this.#sql`update requester_api_keys set virtual_hosts = ${allowed}
       where (id = ${idOrName} or name = ${idOrName}) and revoked_at is null returning id`;
     return rows.length > 0;
   }

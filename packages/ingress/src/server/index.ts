@@ -76,7 +76,7 @@ async function listen(ctx: RoleContext, parts: ApiParts): Promise<SharedServer> 
       longPollMaxMs: config.longPollMax,
       access: await accessFromConfig(ctx),
       credentialNames: new CredentialNames(
-        async () => new CredentialStore(await ctx.deps.sql(), undefined).liveNames(),
+        async () => new CredentialStore(await ctx.deps.sql(), undefined).liveOrigins(),
         config.credentialsCacheTtl,
       ),
     },

@@ -60,6 +60,8 @@ describe('end to end: target credentials', () => {
     stack = await stackEnv({
       CREDENTIALS_MASTER_KEY: `e2e:${MASTER_KEY}`,
       CREDENTIALS_CACHE_TTL: `${CACHE_TTL_MS}ms`,
+      // The revocation test below writes straight to `in`, naming the credential without a client.
+      KAFKA_ANONYMOUS_CREDENTIALS: 'partner-billing',
     });
     running = await startProcess(['ingress', 'router', 'executor', 'relay'], stack.config, logs.logger);
     // A second executor, in a process of its own (its own admin port), sharing Redis and PostgreSQL.
@@ -76,6 +78,7 @@ describe('end to end: target credentials', () => {
       secrets: {
         oauth2: { tokenUrl: tokens.url, clientId: CLIENT.id, clientSecret: CLIENT.secret, scope: 'pay' },
       },
+      origins: [new URL(target.url).origin],
     });
     expect(created.status).toBe(200);
   }, 180_000);
@@ -163,7 +166,11 @@ describe('end to end: target credentials', () => {
   });
 
   it('signs with a signing credential of the store (two secrets mid-rotation), within the key’s scope only', async () => {
-    const created = await admin('create', { name: 'partner-hooks', secrets: { signing: SIGNING } });
+    const created = await admin('create', {
+      name: 'partner-hooks',
+      secrets: { signing: SIGNING },
+      origins: new URL(hooks.url).origin,
+    });
     const view = await created.text();
     expect(created.status, view).toBe(200);
     expect(JSON.parse(view)).toMatchObject({

@@ -202,13 +202,24 @@ describe('Kafka entry during an upgrade (KAFKA_ENTRY=report)', () => {
     expect(result.meta.client).toBe(b.name);
     expect(await reportedClaims(stack)).toBe(before + 1);
   });
+
+  it('an unsigned record naming a credential outside any scope is let through, logged and counted', async () => {
+    const id = uniqueName('pre-upgrade-credential');
+    const before = await reportedClaims(stack, 'requester_router_refused_credentials_total');
+    // A wake-up: it names the credential (the router judges the name) but calls nobody with it.
+    const value = { request: { uri: '', body: 'ok' }, meta: { requestId: id, credentials: 'partner-pay' } };
+    await producer.send(stack.config.topicIn, [{ key: id, value: JSON.stringify(value) }]);
+    expect((await results.one(id)).response).toMatchObject({ status: 200, body: 'ok' });
+    expect(await reportedClaims(stack, 'requester_router_refused_credentials_total')).toBe(before + 1);
+  });
 });
 
-/** requester_router_refused_claims_total{action="reported"} on the stack's /metrics. */
-async function reportedClaims(stack: StackEnv): Promise<number> {
+/** requester_router_refused_claims_total{action="reported"} (or `metric`'s) on the stack's /metrics. */
+async function reportedClaims(
+  stack: StackEnv,
+  metric = 'requester_router_refused_claims_total',
+): Promise<number> {
   const text = await (await fetch(`${stack.adminUrl}/metrics`)).text();
-  const line = text
-    .split('\n')
-    .find((l) => l.startsWith('requester_router_refused_claims_total{action="reported"}'));
+  const line = text.split('\n').find((l) => l.startsWith(`${metric}{action="reported"}`));
   return line ? Number(line.split(' ').at(-1)) : 0;
 }

@@ -74,6 +74,7 @@ describe('operator UI: credentials', () => {
     await page.waitForSelector('#credentials p, #credentials table');
 
     await page.fill('input[name=name]', 'ui-hooks');
+    await page.fill('input[name=origins]', 'https://hooks.customer.example');
     await page.selectOption('select[name=kind]', 'signing');
     await page.fill('input[name=signing]', FIRST);
     expect(await page.getAttribute('input[name=signing]', 'type')).toBe('password');
@@ -81,7 +82,7 @@ describe('operator UI: credentials', () => {
     await flash(page, 'Created ui-hooks (signing), version 1.');
     await row(page, 'ui-hooks').waitFor();
     expect(await row(page, 'ui-hooks').locator('td').allTextContents()).toEqual(
-      expect.arrayContaining(['ui-hooks', 'signing', '1']),
+      expect.arrayContaining(['ui-hooks', 'signing', '1', 'https://hooks.customer.example:443']),
     );
     // Posted once: the form is emptied, nothing keeps the secret in the page.
     await eventually(
@@ -144,7 +145,11 @@ describe('operator UI: credentials', () => {
     const created = await fetch(`${stack.adminUrl}/admin/api/credentials/create`, {
       method: 'POST',
       headers: { authorization: `Bearer ${writer.token}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ name: 'ui-live', secrets: { signing: SECOND } }),
+      body: JSON.stringify({
+        name: 'ui-live',
+        secrets: { signing: SECOND },
+        origins: ['https://hooks.customer.example'],
+      }),
     });
     expect(created.status).toBe(200);
     await login(page, reader.token);
@@ -152,7 +157,7 @@ describe('operator UI: credentials', () => {
     await row(page, 'ui-live').waitFor();
     expect(await page.locator('form[data-action=credential-form]').count()).toBe(0);
     expect(await page.locator('button[data-action]').count()).toBe(0);
-    for (const verb of ['create', 'rotate', 'revoke']) {
+    for (const verb of ['create', 'rotate', 'revoke', 'set-origins']) {
       const forged = await fetch(`${stack.adminUrl}/admin/api/credentials/${verb}`, {
         method: 'POST',
         headers: { authorization: `Bearer ${reader.token}`, 'content-type': 'application/json' },

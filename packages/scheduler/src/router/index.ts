@@ -7,6 +7,7 @@ import {
   errorResult,
   isOrderedPartition,
   type RequestContract,
+  type RequestEnvelope,
   type UnprocessableAnswer,
   unprocessableAnswer,
 } from '@requester/shared/contract';
@@ -114,15 +115,26 @@ export interface RouterOptions {
 export interface KafkaEntry {
   /** Verifies the signature Requester's own writers of `in` put on their records. */
   signer: Pick<EntrySigner, 'verify'>;
-  /** The clients an unsigned record may claim (keys marked for Kafka entry). */
-  clients: Pick<KafkaEntryClients, 'allowed'>;
+  /** The clients an unsigned record may claim (keys marked for Kafka entry), with their credentials scopes. */
+  clients: Pick<KafkaEntryClients, 'scopes'>;
   /** KAFKA_ENTRY=report: a claim that would be refused is only logged and counted (upgrades). */
   reportOnly?: boolean;
+  /**
+   * KAFKA_ANONYMOUS_CREDENTIALS: credentials any record written straight to `in` may name, with or
+   * without a client. Others only a claimed client whose key's credentials scope lists them.
+   */
+  anonymousCredentials?: ReadonlySet<string>;
 }
 
 const refusedClaims = counter(
   'router_refused_claims_total',
   'records written straight to in that claimed a meta.client not allowed for Kafka entry: refused (answered forbidden and dead-lettered), or reported (KAFKA_ENTRY=report: let through)',
+  ['action'],
+);
+
+const refusedCredentials = counter(
+  'router_refused_credentials_total',
+  'records written straight to in that named a credential (meta.credentials, meta.signing.keyId) their claimed client may not use, or that no client was claimed for and KAFKA_ANONYMOUS_CREDENTIALS does not list: refused (answered forbidden and dead-lettered), or reported (KAFKA_ENTRY=report: let through)',
   ['action'],
 );
 
@@ -260,6 +272,11 @@ export class Router {
    * is answered `forbidden` (without the client: the result is nobody's to read over HTTP) and
    * dead-lettered with the raw record, not an envelope, so a DLQ replay (which signs) can never
    * turn it into a trusted one. A PostgreSQL outage fails the batch (retried, uncommitted).
+   *
+   * Such a record's credentials (`meta.credentials`, `meta.signing.keyId`) follow the HTTP door's
+   * rule: its claimed client's key must list them, unless the operator lets every producer of
+   * `in` use them (KAFKA_ANONYMOUS_CREDENTIALS). The broker's ACL on `in` is no gate where the
+   * broker has none; a record refused this way is answered and dead-lettered alike.
    */
   private async admitClaims(routes: Array<{ record: KafkaRecord; route: Route }>): Promise<void> {
     const { entry } = this.options;
@@ -267,14 +284,25 @@ export class Router {
     const claims = routes.flatMap((routed) => {
       const { record, route } = routed;
       if (route.kind === 'invalid') return [];
-      const client = route.envelope.meta.client;
-      if (client === undefined || entry.signer.verify(record.value, record.headers)) return [];
-      return [{ routed, envelope: route.envelope, client }];
+      const { client, credentials, signing } = route.envelope.meta;
+      const named = [credentials, signing?.keyId].filter(
+        (name): name is string => name !== undefined && !entry.anonymousCredentials?.has(name),
+      );
+      if (client === undefined && named.length === 0) return [];
+      if (entry.signer.verify(record.value, record.headers)) return [];
+      return [{ routed, envelope: route.envelope, client, named }];
     });
     if (claims.length === 0) return;
-    const allowed = await entry.clients.allowed(new Set(claims.map((claim) => claim.client)));
-    for (const { routed, envelope, client } of claims) {
-      if (allowed.has(client)) continue;
+    const clients = new Set(claims.flatMap((claim) => (claim.client === undefined ? [] : [claim.client])));
+    const allowed =
+      clients.size > 0 ? await entry.clients.scopes(clients) : new Map<string, readonly string[]>();
+    for (const { routed, envelope, client, named } of claims) {
+      if (client === undefined || allowed.has(client)) {
+        const scope = client === undefined ? [] : (allowed.get(client) ?? []);
+        const outside = named.filter((name) => !scope.includes(name));
+        if (outside.length > 0) this.refuseCredentials(routed, envelope, client, outside);
+        continue;
+      }
       const { requestId, proxyData } = envelope.meta;
       const { partition, offset } = routed.record;
       if (entry.reportOnly) {
@@ -300,6 +328,45 @@ export class Router {
       });
       routed.route = { kind: 'invalid', result };
     }
+  }
+
+  /** A record written straight to `in` naming credentials it may not use: see admitClaims. */
+  private refuseCredentials(
+    routed: { record: KafkaRecord; route: Route },
+    envelope: RequestEnvelope,
+    client: string | undefined,
+    outside: readonly string[],
+  ): void {
+    const { entry } = this.options;
+    const { requestId, proxyData } = envelope.meta;
+    const { partition, offset } = routed.record;
+    const facts = { requestId, claimedClient: client, credentials: outside, partition, offset };
+    if (entry?.reportOnly) {
+      refusedCredentials.inc({ action: 'reported' });
+      this.options.logger.warn(
+        facts,
+        'a record written straight to in named a credential its client may not use: let through (KAFKA_ENTRY=report)',
+      );
+      return;
+    }
+    refusedCredentials.inc({ action: 'refused' });
+    this.options.logger.warn(
+      facts,
+      'a record written straight to in named a credential its client may not use: refused',
+    );
+    const names = outside.map((name) => JSON.stringify(name)).join(', ');
+    const message =
+      client === undefined
+        ? `credential ${names} may not be used by a record written straight to in without a client: ` +
+          'claim a key allowed for Kafka entry whose credentials scope lists it (requester keys update <key> ' +
+          '--kafka-entry; keys create --credentials), or an operator lists it in KAFKA_ANONYMOUS_CREDENTIALS'
+        : `credential ${names} is not in the credentials scope of ${JSON.stringify(client)} ` +
+          '(requester keys create --credentials), nor in KAFKA_ANONYMOUS_CREDENTIALS';
+    const result = errorResult(requestId, 'forbidden', message, {
+      tryCount: envelope.tryCount ?? 0,
+      proxyData,
+    });
+    routed.route = { kind: 'invalid', result };
   }
 
   /**
@@ -591,6 +658,7 @@ export const routerRole: RoleDefinition = {
         signer: await deps.entrySigner(),
         clients: await deps.kafkaEntryClients(),
         reportOnly: config.kafkaEntry === 'report',
+        anonymousCredentials: config.kafkaAnonymousCredentials,
       },
       backpressure: {
         ...rules,

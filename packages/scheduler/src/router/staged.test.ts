@@ -51,7 +51,7 @@ describe('router: staged outbox rows', () => {
       horizonMs: 1_000,
       produceTimeoutMs: 5_000,
       logger: silentLogger,
-      entry: { signer, clients: { allowed: async () => new Set<string>() } },
+      entry: { signer, clients: { scopes: async () => new Map<string, readonly string[]>() } },
     });
     await router.start();
   });

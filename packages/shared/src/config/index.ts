@@ -106,6 +106,18 @@ const limiterKeyList = z.string().transform((text, ctx) => {
   }
   return new Set(items) as ReadonlySet<string>;
 });
+/** Comma-separated credential names (1-64 letters, digits, '.', '_', '-'); empty = none. */
+const credentialNameList = z.string().transform((text, ctx) => {
+  const items = text
+    .split(',')
+    .map((item) => item.trim())
+    .filter(Boolean);
+  for (const item of items) {
+    if (!/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/.test(item))
+      ctx.addIssue({ code: 'custom', message: `${JSON.stringify(item)} is not a credential name` });
+  }
+  return new Set(items) as ReadonlySet<string>;
+});
 const bool = z
   .enum(['true', 'false', '1', '0', 'yes', 'no'])
   .transform((v) => ['true', '1', 'yes'].includes(v));
@@ -232,6 +244,12 @@ export const CONFIG_VARIABLES = {
     'enforce',
     z.enum(['enforce', 'report']),
     'what the router does with a record written straight to in that claims a meta.client not allowed for Kafka entry: enforce answers it forbidden and dead-letters it; report lets it through and only logs and counts it (requester_router_refused_claims_total{action="reported"}), for the rolling upgrade from a version whose ingresses did not sign their records (docs/architecture.md §10)',
+  ),
+  kafkaAnonymousCredentials: variable(
+    'KAFKA_ANONYMOUS_CREDENTIALS',
+    '',
+    credentialNameList,
+    'credentials (comma-separated names: `meta.credentials` or `meta.signing.keyId`) that a record written straight to in may name without claiming a client, or under a client whose key does not list them: every producer the broker lets write in may then make calls with them. Any other credential on a record written straight to in needs its meta.client to be a key allowed for Kafka entry whose credentials scope lists it (the router answers the rest forbidden and dead-letters it, like a refused claim; KAFKA_ENTRY=report only logs them)',
   ),
   events: variable(
     'EVENTS',

@@ -218,7 +218,7 @@ const cacheSchema = strictObject({
 const signingSchema = strictObject({
   keyId: printableId(
     MAX_SIGNING_KEY_ID_LENGTH,
-    'Id of a signing key kept by the service (a signing credential: `requester credentials create <id> --signing-secret-file`); secrets never travel in requests. Over HTTP the API key must list the id in its credentials scope.',
+    "Id of a signing key kept by the service (a signing credential: `requester credentials create <id> --signing-secret-file`); secrets never travel in requests. The API key must list the id in its credentials scope (on Kafka: the claimed Kafka-entry client's key, or KAFKA_ANONYMOUS_CREDENTIALS), and a key of the store signs only for the origins it is bound to.",
   ),
 }).meta({ title: 'Signing', description: 'Sign the outgoing request (HMAC) with a server-side key.' });
 
@@ -230,7 +230,7 @@ const credentialsField = z
   })
   .meta({
     description:
-      'Name of a target credential kept by the service (`requester credentials create`): an OAuth2 client-credentials grant whose access token is sent as `Authorization: Bearer`, a client certificate (mTLS), an egress proxy. Only the name travels; the secrets never leave the service. Over HTTP the API key must list the name in its credentials scope.',
+      "Name of a target credential kept by the service (`requester credentials create`): an OAuth2 client-credentials grant whose access token is sent as `Authorization: Bearer`, a client certificate (mTLS), an egress proxy. Only the name travels; the secrets never leave the service. The API key must list the name in its credentials scope (on Kafka: the claimed Kafka-entry client's key, or KAFKA_ANONYMOUS_CREDENTIALS), and the request's origin must be one the credential is bound to.",
     pattern: CREDENTIAL_NAME_PATTERN.source,
   });
 

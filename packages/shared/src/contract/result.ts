@@ -57,7 +57,7 @@ const resultErrorSchema = z
       .regex(/^[a-z][a-z0-9_]*$/)
       .meta({
         description:
-          'Stable machine code: invalid_request, payload_too_large, timeout, transport_error, target_refused, credential_unknown, credential_revoked, credential_unavailable, record_expired, dependency_unavailable, cancelled, internal...',
+          'Stable machine code: invalid_request, payload_too_large, timeout, transport_error, target_refused, credential_unknown, credential_revoked, credential_unavailable, credential_origin_refused, record_expired, dependency_unavailable, cancelled, internal...',
       }),
     message: z.string().meta({ description: 'Human explanation; not stable, do not parse.' }),
     issues: z
@@ -210,6 +210,7 @@ export const ERROR_STATUS: Readonly<Record<ErrorCode, number>> = Object.freeze({
   credential_unknown: 400,
   credential_revoked: 403,
   credential_unavailable: 502,
+  credential_origin_refused: 403,
   dependency_unavailable: 503,
   record_expired: 500,
   invalid_config: 500,

@@ -2,10 +2,16 @@ import { randomBytes } from 'node:crypto';
 import { makeTestPki, testPg } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ValidationError } from '../errors/index.ts';
-import { CredentialStore, parseMasterKeys } from './index.ts';
+import {
+  CredentialStore,
+  credentialOriginRefusal,
+  parseCredentialOrigins,
+  parseMasterKeys,
+} from './index.ts';
 
 const keyText = (id: string) => `${id}:${randomBytes(32).toString('base64')}`;
 const SECRET = `cs-${randomBytes(12).toString('hex')}`;
+const ORIGIN = 'https://api.partner.example';
 const oauth2 = (secret = SECRET) => ({
   oauth2: { tokenUrl: 'https://auth.example/token', clientId: 'billing', clientSecret: secret, scope: 'pay' },
 });
@@ -21,8 +27,13 @@ describe('CredentialStore (PostgreSQL)', () => {
 
   it('keeps the secrets sealed at rest and opens them with the master key', async () => {
     const store = new CredentialStore(pg.sql, parseMasterKeys(oldKey));
-    const info = await store.create('partner-billing', oauth2());
-    expect(info).toMatchObject({ name: 'partner-billing', version: 1, masterKeyId: 'k1' });
+    const info = await store.create('partner-billing', oauth2(), ORIGIN);
+    expect(info).toMatchObject({
+      name: 'partner-billing',
+      version: 1,
+      masterKeyId: 'k1',
+      origins: ['https://api.partner.example:443'],
+    });
     expect(info.summary).toEqual({
       oauth2: { tokenUrl: 'https://auth.example/token', authMethod: 'client_secret_basic', scope: 'pay' },
     });
@@ -38,7 +49,7 @@ describe('CredentialStore (PostgreSQL)', () => {
 
   it('re-wraps under a new master key while old and new both open every row (rotation without downtime)', async () => {
     const during = new CredentialStore(pg.sql, parseMasterKeys(`${newKey},${oldKey}`));
-    await during.create('written-during-rotation', oauth2('second-secret'));
+    await during.create('written-during-rotation', oauth2('second-secret'), ORIGIN);
     // A process still on the old key alone opens the rows it wrapped; one on both opens every row.
     const before = new CredentialStore(pg.sql, parseMasterKeys(oldKey));
     expect((await before.open('partner-billing')).credential?.secrets.oauth2?.clientSecret).toBe(SECRET);
@@ -71,15 +82,19 @@ describe('CredentialStore (PostgreSQL)', () => {
 
   it('refuses bad input with the field named and never the secret echoed', async () => {
     const store = new CredentialStore(pg.sql, parseMasterKeys(newKey));
-    const bad = store.create('bad-key', {
-      mtls: { cert: 'not-a-cert', key: `-----BEGIN PRIVATE KEY-----${SECRET}` },
-    });
+    const bad = store.create(
+      'bad-key',
+      {
+        mtls: { cert: 'not-a-cert', key: `-----BEGIN PRIVATE KEY-----${SECRET}` },
+      },
+      ORIGIN,
+    );
     await expect(bad).rejects.toBeInstanceOf(ValidationError);
     await expect(bad).rejects.toThrow(/mtls\.key: is not a PEM private key/);
     await bad.catch((err: Error) => expect(JSON.stringify(err) + err.message).not.toContain(SECRET));
-    await expect(store.create('nothing', {})).rejects.toThrow(/at least one of oauth2, mtls, proxy/);
-    await expect(store.create('bad name!', oauth2())).rejects.toThrow(/name/);
-    await expect(new CredentialStore(pg.sql, undefined).create('x', oauth2())).rejects.toThrow(
+    await expect(store.create('nothing', {}, ORIGIN)).rejects.toThrow(/at least one of oauth2, mtls, proxy/);
+    await expect(store.create('bad name!', oauth2(), ORIGIN)).rejects.toThrow(/name/);
+    await expect(new CredentialStore(pg.sql, undefined).create('x', oauth2(), ORIGIN)).rejects.toThrow(
       /CREDENTIALS_MASTER_KEY/,
     );
   });
@@ -87,11 +102,67 @@ describe('CredentialStore (PostgreSQL)', () => {
   it('stores a client certificate and summarises it without the key', async () => {
     const pki = makeTestPki();
     const store = new CredentialStore(pg.sql, parseMasterKeys(newKey));
-    const info = await store.create('partner-mtls', {
-      mtls: { cert: pki.clientCert, key: pki.clientKey, ca: pki.caCert },
-    });
+    const info = await store.create(
+      'partner-mtls',
+      { mtls: { cert: pki.clientCert, key: pki.clientKey, ca: pki.caCert } },
+      ORIGIN,
+    );
     expect(info.summary.mtls).toMatchObject({ subject: 'CN=client', ca: true });
     expect(JSON.stringify(info)).not.toContain('PRIVATE KEY');
+  });
+});
+
+describe('credential origins', () => {
+  it('are named at creation, normalized, and refused when they are more (or less) than scheme://host[:port]', async () => {
+    expect(
+      parseCredentialOrigins(
+        'https://API.partner.example, http://10.0.0.5:8080,https://api.partner.example:443',
+      ),
+    ).toEqual(['https://api.partner.example:443', 'http://10.0.0.5:8080']);
+    for (const bad of [
+      'api.partner.example',
+      'ftp://x',
+      'https://x/path',
+      'https://u:p@x',
+      'https://*.x.example',
+      'https://x?q=1',
+    ])
+      expect(() => parseCredentialOrigins(bad)).toThrow(ValidationError);
+    expect(() => parseCredentialOrigins(' , ')).toThrow(/at least one origin/);
+  });
+
+  it('refuse another scheme, host or port, a foreign Host header, and a credential without origins', () => {
+    const origins = ['https://api.partner.example:443', 'http://127.0.0.1:8081'];
+    const refusal = (uri: string, headers?: Record<string, string>) =>
+      credentialOriginRefusal('pay', origins, uri, headers);
+    expect(refusal('https://api.partner.example/orders')).toBeUndefined();
+    expect(refusal('https://API.partner.example:443/x', { host: 'api.partner.example' })).toBeUndefined();
+    expect(refusal('http://127.0.0.1:8081/x', { Host: '127.0.0.1:8081' })).toBeUndefined();
+    expect(refusal('http://127.0.0.1:18601/hello')).toMatch(/may not be sent to http:\/\/127\.0\.0\.1:18601/);
+    expect(refusal('http://api.partner.example/orders')).toMatch(/may not be sent/);
+    expect(refusal('https://api.partner.example.evil/x')).toMatch(/may not be sent/);
+    expect(refusal('http://127.0.0.1:8081/x', { host: 'evil.example' })).toMatch(/Host header/);
+    expect(refusal('http://127.0.0.1:8081/x', { host: '127.0.0.1:9999' })).toMatch(/Host header/);
+    expect(refusal('http://127.0.0.1:8081/x', { host: '127.0.0.1/evil' })).toMatch(/Host header/);
+    expect(credentialOriginRefusal('old', undefined, 'https://api.partner.example/')).toMatch(
+      /set-origins old/,
+    );
+  });
+
+  it('are kept with the credential, opened with it, and replaced by setOrigins (the upgrade of older rows)', async () => {
+    const pg = await testPg();
+    try {
+      const store = new CredentialStore(pg.sql, parseMasterKeys(keyText('k1')));
+      await store.create('imported', { signing: `whsec_${randomBytes(24).toString('base64')}` }, null);
+      expect((await store.open('imported')).credential?.origins).toBeUndefined();
+      expect(await store.liveOrigins()).toEqual(new Map([['imported', undefined]]));
+      const set = await store.setOrigins('imported', 'https://hooks.example');
+      expect(set?.origins).toEqual(['https://hooks.example:443']);
+      expect((await store.open('imported')).credential?.origins).toEqual(['https://hooks.example:443']);
+      expect(await store.setOrigins('nobody', 'https://hooks.example')).toBeUndefined();
+    } finally {
+      await pg.drop();
+    }
   });
 });
 

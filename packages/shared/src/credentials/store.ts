@@ -3,6 +3,7 @@ import { CREDENTIAL_NAME_PATTERN } from '../contract/request.ts';
 import { ValidationError } from '../errors/index.ts';
 import type { Sql } from '../pg/index.ts';
 import type { MasterKeys } from './master.ts';
+import { parseCredentialOrigins } from './origins.ts';
 import { open, type Sealed, seal, unwrap, wrap } from './seal.ts';
 import { type CredentialSecrets, type CredentialSummary, parseCredentialSecrets, summaryOf } from './spec.ts';
 
@@ -13,6 +14,8 @@ export interface CredentialInfo {
   version: number;
   masterKeyId: string;
   summary: CredentialSummary;
+  /** The origins (`scheme://host:port`) it may be sent to; undefined = none named yet (refused). */
+  origins?: string[];
   createdAt: Date;
   rotatedAt?: Date;
   revokedAt?: Date;
@@ -24,6 +27,8 @@ export interface OpenedCredential {
   name: string;
   version: number;
   secrets: CredentialSecrets;
+  /** Where it may be sent (see CredentialInfo.origins). */
+  origins?: string[];
 }
 
 interface Row {
@@ -34,6 +39,7 @@ interface Row {
   wrapped_key: Buffer;
   master_key_id: string;
   summary: CredentialSummary;
+  origins: string[] | null;
   created_at: Date;
   rotated_at: Date | null;
   revoked_at: Date | null;
@@ -46,6 +52,7 @@ function infoOf(row: Row): CredentialInfo {
     version: row.version,
     masterKeyId: row.master_key_id,
     summary: row.summary,
+    ...(row.origins?.length ? { origins: row.origins } : {}),
     createdAt: row.created_at,
     ...(row.rotated_at ? { rotatedAt: row.rotated_at } : {}),
     ...(row.revoked_at ? { revokedAt: row.revoked_at } : {}),
@@ -94,16 +101,26 @@ export class CredentialStore {
     return seal(this.#requireMasters(), Buffer.from(JSON.stringify(secrets), 'utf8'), aadOf(id));
   }
 
-  async create(name: string, input: unknown): Promise<CredentialInfo> {
+  /**
+   * A new credential, bound to `origins` (at least one: see ./origins.ts); null only where they
+   * cannot be known (`credentials import-signing`): the credential is then refused everywhere
+   * until an operator names them (setOrigins).
+   */
+  async create(
+    name: string,
+    input: unknown,
+    origins: readonly string[] | string | null,
+  ): Promise<CredentialInfo> {
     checkCredentialName(name);
     const secrets = parseCredentialSecrets(input);
+    const bound = origins === null ? null : parseCredentialOrigins(origins);
     const id = randomBytes(6).toString('hex');
     const sealed = this.#seal(id, secrets);
     try {
       const [row] = await this.#sql<Row[]>`insert into requester_credentials
-        (id, name, data, wrapped_key, master_key_id, summary)
+        (id, name, data, wrapped_key, master_key_id, summary, origins)
         values (${id}, ${name}, ${sealed.data}, ${sealed.wrappedKey}, ${sealed.masterKeyId},
-                ${this.#sql.json(summaryOf(secrets) as never)})
+                ${this.#sql.json(summaryOf(secrets) as never)}, ${bound})
         returning *`;
       return infoOf(row as Row);
     } catch (err) {
@@ -124,10 +141,31 @@ export class CredentialStore {
 
   /** The names of the live credentials (the ingress checks `meta.credentials` against them). */
   async liveNames(): Promise<Set<string>> {
+    return new Set((await this.liveOrigins()).keys());
+  }
+
+  /**
+   * The live credentials by name, each with the origins it may be sent to (undefined: none named
+   * yet): what the ingress checks `meta.credentials` and `meta.signing.keyId` against, without
+   * opening a secret.
+   */
+  async liveOrigins(): Promise<Map<string, string[] | undefined>> {
     const rows = await this.#sql<
-      { name: string }[]
-    >`select name from requester_credentials where revoked_at is null`;
-    return new Set(rows.map((r) => r.name));
+      { name: string; origins: string[] | null }[]
+    >`select name, origins from requester_credentials where revoked_at is null`;
+    return new Map(rows.map((r) => [r.name, r.origins?.length ? r.origins : undefined]));
+  }
+
+  /**
+   * Names the origins the live credential `name` may be sent to, replacing those it had (the
+   * upgrade of a credential created before origins existed, or a partner moving). Executors and
+   * ingresses see it within CREDENTIALS_CACHE_TTL. Undefined when there is no such credential.
+   */
+  async setOrigins(name: string, origins: readonly string[] | string): Promise<CredentialInfo | undefined> {
+    const bound = parseCredentialOrigins(origins);
+    const [row] = await this.#sql<Row[]>`update requester_credentials set origins = ${bound}
+      where name = ${name} and revoked_at is null returning *`;
+    return row ? infoOf(row) : undefined;
   }
 
   /**
@@ -143,7 +181,9 @@ export class CredentialStore {
     const plain = open(this.#requireMasters(), sealedOf(row), aadOf(row.id));
     const secrets = parseCredentialSecrets(JSON.parse(plain.toString('utf8')));
     plain.fill(0);
-    return { credential: { id: row.id, name: row.name, version: row.version, secrets }, revoked: false };
+    const credential: OpenedCredential = { id: row.id, name: row.name, version: row.version, secrets };
+    if (row.origins?.length) credential.origins = row.origins;
+    return { credential, revoked: false };
   }
 
   /**

@@ -76,15 +76,17 @@ export async function loadEntrySigner(sql: Sql): Promise<EntrySigner> {
 }
 
 interface Cached {
-  allowed: boolean;
+  /** The key's credentials scope when it is allowed for Kafka entry; undefined = not allowed. */
+  credentials: readonly string[] | undefined;
   expiresAt: number;
 }
 
 /**
  * Which client names a record written straight to `in` may claim: those of live API keys marked
- * for Kafka entry. Each answer is trusted for `ttlMs` (AUTH_CACHE_TTL: the bound on how long a
- * revoked key, or one whose Kafka entry was withdrawn, is still accepted); at most `maxCached`
- * names are remembered.
+ * for Kafka entry, and with each the credentials its key may name (its `--credentials` scope,
+ * which then holds on Kafka as on HTTP). Each answer is trusted for `ttlMs` (AUTH_CACHE_TTL: the
+ * bound on how long a revoked key, or one whose Kafka entry or scope was withdrawn, is still
+ * accepted); at most `maxCached` names are remembered.
  */
 export class KafkaEntryClients {
   readonly #sql: Sql;
@@ -102,22 +104,33 @@ export class KafkaEntryClients {
 
   /** The names among `names` that may be claimed; one query for those not cached. */
   async allowed(names: Iterable<string>): Promise<Set<string>> {
+    return new Set((await this.scopes(names)).keys());
+  }
+
+  /**
+   * The names among `names` that may be claimed, each with the credentials its key may name; one
+   * query for those not cached.
+   */
+  async scopes(names: Iterable<string>): Promise<Map<string, readonly string[]>> {
     const now = this.#now();
-    const allowed = new Set<string>();
+    const allowed = new Map<string, readonly string[]>();
     const unknown = new Set<string>();
     for (const name of names) {
       const cached = this.#cache.get(name);
       if (cached && cached.expiresAt > now) {
-        if (cached.allowed) allowed.add(name);
+        if (cached.credentials) allowed.set(name, cached.credentials);
       } else unknown.add(name);
     }
     if (unknown.size === 0) return allowed;
-    const rows = await this.#sql<Array<{ name: string }>>`select name from requester_api_keys
+    const rows = await this.#sql<
+      Array<{ name: string; credentials: string[] | null }>
+    >`select name, credentials from requester_api_keys
       where name = any(${[...unknown]}) and kafka_entry and revoked_at is null`;
-    const found = new Set(rows.map((row) => row.name));
+    const found = new Map(rows.map((row) => [row.name, row.credentials ?? []]));
     for (const name of unknown) {
-      this.#remember(name, { allowed: found.has(name), expiresAt: now + this.#ttlMs });
-      if (found.has(name)) allowed.add(name);
+      const credentials = found.get(name);
+      this.#remember(name, { credentials, expiresAt: now + this.#ttlMs });
+      if (credentials) allowed.set(name, credentials);
     }
     return allowed;
   }

@@ -21,6 +21,9 @@ export type ErrorCode =
   | 'credential_unknown'
   | 'credential_revoked'
   | 'credential_unavailable'
+  // The credential (meta.credentials, or a signing key) may not be sent to the request's origin:
+  // only to those named when it was created (`requester credentials set-origins`).
+  | 'credential_origin_refused'
   // The request was taken back (DELETE /requests/{id}, `requester cancel`): its one result.
   | 'cancelled'
   // Refusals of the HTTP API (problem bodies).

@@ -31,6 +31,8 @@ describe('requester credentials', () => {
       OLD,
       'create',
       'partner-billing',
+      '--origins',
+      'https://api.partner.example',
       ...flags,
       '--client-secret-file',
       secretFile,
@@ -41,6 +43,7 @@ describe('requester credentials', () => {
       name: 'partner-billing',
       version: 1,
       masterKeyId: 'old',
+      origins: ['https://api.partner.example:443'],
     });
     const listed = await cli(OLD, 'list', '--json');
     expect(JSON.parse(listed.stdout)).toMatchObject([
@@ -79,6 +82,8 @@ describe('requester credentials', () => {
       OLD,
       'create',
       'broken',
+      '--origins',
+      'https://a.test',
       '--token-url',
       'ftp://x',
       '--client-id',
@@ -90,6 +95,8 @@ describe('requester credentials', () => {
     expect(bad.stderr).toContain('oauth2.tokenUrl');
     expect(bad.stderr).not.toContain(SECRET);
     const valid = [
+      '--origins',
+      'https://a.test',
       '--token-url',
       'https://a.test/token',
       '--client-id',
@@ -107,7 +114,16 @@ describe('requester credentials', () => {
     const plain = `hex:${randomBytes(20).toString('hex')}`;
     const signingFile = path.join(dir, 'signing.txt');
     writeFileSync(signingFile, `# new first, old still signing\n${whsec}\n\n`);
-    const created = await cli(OLD, 'create', 'hooks', '--signing-secret-file', signingFile, '--json');
+    const created = await cli(
+      OLD,
+      'create',
+      'hooks',
+      '--signing-secret-file',
+      signingFile,
+      '--origins',
+      'https://hooks.example',
+      '--json',
+    );
     expect(created.code, created.stderr).toBe(0);
     expect(JSON.parse(created.stdout)).toMatchObject({
       name: 'hooks',
@@ -140,9 +156,65 @@ describe('requester credentials', () => {
       await sql.end({ timeout: 5 });
     }
     const table = await cli(OLD, 'list');
-    expect(table.stdout).toMatch(/legacy\s+signing\s+1/);
+    expect(table.stdout).toMatch(/legacy\s+signing\s+1\s+none: refused \(set-origins\)/);
     for (const out of [created, imported, again, table])
       for (const secret of [whsec, whsec.slice(6), plain.slice(4)])
         expect(out.stdout + out.stderr).not.toContain(secret);
   }, 180_000);
+});
+
+describe('requester credentials: origins and stdin', () => {
+  it('create needs --origins; set-origins names them for an older credential; --from-file - reads stdin', async () => {
+    const json = JSON.stringify({
+      oauth2: { tokenUrl: 'https://auth.x.example/token', clientId: 'c', clientSecret: SECRET },
+    });
+    const without = await cli(OLD, 'create', 'no-origins', '--from-file', path.join(dir, 'none.json'));
+    expect(without.code).toBe(2);
+    expect(without.stderr).toContain('needs --origins');
+    // The README's way to keep a secret out of files: the credential on stdin.
+    const piped = requester(
+      [
+        'credentials',
+        'create',
+        'from-stdin',
+        '--from-file',
+        '-',
+        '--origins',
+        'https://api.x.example:8443',
+        '--json',
+      ],
+      {
+        DATABASE_URL,
+        CREDENTIALS_MASTER_KEY: OLD,
+      },
+    );
+    piped.child.stdin?.end(json);
+    const created = await piped.exit;
+    expect(created.code, created.stderr).toBe(0);
+    expect(JSON.parse(created.stdout)).toMatchObject({
+      name: 'from-stdin',
+      kind: 'oauth2',
+      origins: ['https://api.x.example:8443'],
+    });
+    const moved = await cli(
+      OLD,
+      'set-origins',
+      'from-stdin',
+      '--origins',
+      'https://api.x.example,https://eu.x.example',
+      '--json',
+    );
+    expect(moved.code, moved.stderr).toBe(0);
+    expect(JSON.parse(moved.stdout).origins).toEqual([
+      'https://api.x.example:443',
+      'https://eu.x.example:443',
+    ]);
+    const bad = await cli(OLD, 'set-origins', 'from-stdin', '--origins', 'https://x.example/path');
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('scheme://host[:port] only');
+    const nobody = await cli(OLD, 'set-origins', 'nobody', '--origins', 'https://x.example');
+    expect(nobody.code).toBe(2);
+    expect(nobody.stderr).toContain('no live credential named nobody');
+    for (const out of [created, moved]) expect(out.stdout + out.stderr).not.toContain(SECRET);
+  }, 120_000);
 });

@@ -18,6 +18,8 @@ export interface CredentialView {
   version: number;
   masterKeyId: string;
   summary: CredentialInfo['summary'];
+  /** Where it may be sent (`scheme://host:port`); empty: none named yet, so refused everywhere. */
+  origins: string[];
   createdAt: string;
   rotatedAt: string | null;
   revokedAt: string | null;
@@ -31,6 +33,7 @@ export function credentialView(info: CredentialInfo): CredentialView {
     version: info.version,
     masterKeyId: info.masterKeyId,
     summary: info.summary,
+    origins: info.origins ?? [],
     createdAt: info.createdAt.toISOString(),
     rotatedAt: info.rotatedAt?.toISOString() ?? null,
     revokedAt: info.revokedAt?.toISOString() ?? null,
@@ -45,8 +48,20 @@ export async function createCredential(
   store: CredentialStore,
   name: string,
   secrets: CredentialSecretsInput,
+  origins: readonly string[] | string,
 ): Promise<CredentialView> {
-  return credentialView(await store.create(name, secrets));
+  return credentialView(await store.create(name, secrets, origins));
+}
+
+/** Where the live credential `name` may be sent, replacing its list (the upgrade of an older one). */
+export async function setCredentialOrigins(
+  store: CredentialStore,
+  name: string,
+  origins: readonly string[] | string,
+): Promise<CredentialView> {
+  const updated = await store.setOrigins(name, origins);
+  if (!updated) throw new UsageError(`no live credential named ${name}`);
+  return credentialView(updated);
 }
 
 export async function rotateCredential(
@@ -100,7 +115,8 @@ export async function importSigningKeys(store: CredentialStore, text: string): P
     if (!CREDENTIAL_NAME_PATTERN.test(keyId)) done.push({ ...row, outcome: 'bad-name' });
     else if (live.has(keyId)) done.push({ ...row, outcome: 'exists' });
     else {
-      const info = await store.create(keyId, { signing: secrets });
+      // Where each may sign for is not in SIGNING_KEYS: refused until an operator names it (set-origins).
+      const info = await store.create(keyId, { signing: secrets }, null);
       done.push({ ...row, outcome: 'created', version: info.version });
     }
   }

@@ -19,13 +19,15 @@ import {
   rotateCredential,
   type SecretSources,
   secretsFrom,
+  setCredentialOrigins,
 } from './index.ts';
 
-type Action = 'create' | 'list' | 'rotate' | 'revoke' | 'rewrap' | 'import-signing';
+type Action = 'create' | 'list' | 'rotate' | 'revoke' | 'rewrap' | 'import-signing' | 'set-origins';
 
 interface CredentialsArgs extends SecretSources {
   action: Action;
   name?: string;
+  origins?: string;
   all: boolean;
   json: boolean;
 }
@@ -70,16 +72,33 @@ async function runAction(
     case 'create':
     case 'rotate': {
       const name = nameArg(args);
+      if (args.action === 'create' && !args.origins)
+        throw new UsageError(
+          'credentials create needs --origins: the origins (scheme://host[:port], comma-separated) it may be sent to',
+        );
       const secrets = secretsFrom(args);
       const view =
         args.action === 'create'
-          ? await createCredential(store, name, secrets)
+          ? await createCredential(store, name, secrets, args.origins as string)
           : await rotateCredential(store, name, secrets);
       progress(
         `credential ${name} ${args.action === 'create' ? 'created' : `rotated to version ${view.version}`}`,
       );
       if (args.json) printJson(view);
       return { credential: name, version: view.version };
+    }
+    case 'set-origins': {
+      const name = nameArg(args);
+      if (!args.origins)
+        throw new UsageError(
+          'credentials set-origins needs --origins (scheme://host[:port], comma-separated)',
+        );
+      const view = await setCredentialOrigins(store, name, args.origins);
+      progress(
+        `credential ${name} may be sent to ${view.origins.join(', ')} (in force everywhere within CREDENTIALS_CACHE_TTL)`,
+      );
+      if (args.json) printJson(view);
+      return { credential: name, origins: view.origins };
     }
     case 'revoke': {
       const name = nameArg(args);
@@ -95,6 +114,7 @@ async function runAction(
       const created = imported.filter((k) => k.outcome === 'created').map((k) => k.keyId);
       progress(
         `imported ${created.length} of ${imported.length} SIGNING_KEYS ids as signing credentials; ` +
+          'name where each may sign for (credentials set-origins <id> --origins …: refused until then), ' +
           'grant them to API keys (keys create --credentials), then unset SIGNING_KEYS',
       );
       return created.length > 0 ? { credentials: created } : undefined;
@@ -119,6 +139,7 @@ function row(view: CredentialView) {
     name: view.name,
     kind: view.kind,
     version: view.version,
+    origins: view.origins.length > 0 ? view.origins.join(',') : 'none: refused (set-origins)',
     oauth2: oauth2 ? `${oauth2.tokenUrl} (${oauth2.authMethod})` : '-',
     mtls: mtls ? `${mtls.subject} until ${mtls.validTo}` : '-',
     proxy: proxy ?? '-',

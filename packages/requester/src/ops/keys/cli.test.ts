@@ -73,8 +73,27 @@ describe('requester keys', { timeout: 180_000 }, () => {
     expect(await entries()).toMatchObject({ jobs: false, web: true });
     const vague = await cli('update', 'web');
     expect(vague.code).toBe(2);
-    expect(vague.stderr).toContain('--kafka-entry, --no-kafka-entry, --weight N or --max-in-flight N');
+    expect(vague.stderr).toContain(
+      '--kafka-entry, --no-kafka-entry, --virtual-hosts, --no-virtual-hosts, --weight N or --max-in-flight N',
+    );
     expect((await cli('update', 'nobody', '--kafka-entry')).code).toBe(2);
+  });
+
+  it('lets a key send its own Host headers (update --virtual-hosts / --no-virtual-hosts) and keeps host:port scopes', async () => {
+    expect((await cli('create', '--name', 'vhosts', '--hosts', '127.0.0.1:8081,*.x.example')).code).toBe(0);
+    const key = async () =>
+      (JSON.parse((await cli('list', '--json')).stdout) as Array<{ name: string }>).find(
+        (k) => k.name === 'vhosts',
+      );
+    expect(await key()).toMatchObject({ hosts: ['127.0.0.1:8081', '*.x.example'] });
+    expect((await key()) as object).not.toHaveProperty('virtualHosts');
+    expect((await cli('update', 'vhosts', '--virtual-hosts')).code).toBe(0);
+    expect(await key()).toMatchObject({ virtualHosts: true });
+    expect((await cli('update', 'vhosts', '--no-virtual-hosts')).code).toBe(0);
+    expect((await key()) as object).not.toHaveProperty('virtualHosts');
+    const bad = await cli('create', '--name', 'bad-port', '--hosts', 'x.example:0');
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('optional :port');
   });
 
   it('gives a key its weight (create|update --weight): stored with the key and in every queue shard', async () => {

@@ -18,7 +18,8 @@ export function registerKeysCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): v
           describe:
             'create: a new key (printed once); list: the live keys; revoke: refuse a key from now on ' +
             '(within AUTH_CACHE_TTL); rotate: a new secret, the old one valid for --grace; ' +
-            'update: allow or withdraw Kafka entry (--kafka-entry, --no-kafka-entry), set the --weight or ' +
+            'update: allow or withdraw Kafka entry (--kafka-entry, --no-kafka-entry) or virtual hosts ' +
+            '(--virtual-hosts, --no-virtual-hosts), set the --weight or ' +
             'the --max-in-flight; ' +
             'token: a fresh token for BOOTSTRAP_ADMIN_KEY, stored nowhere (no database needed)',
         })
@@ -27,7 +28,8 @@ export function registerKeysCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): v
         .option('hosts', {
           type: 'string',
           describe:
-            "create: allowed target hosts, comma-separated ('*.partner.example,api.x.com'); default any",
+            "create: allowed target hosts, comma-separated, each with an optional :port ('*.partner.example,api.x.com:8443'; " +
+            'without a port, any port); default any',
         })
         .option('rate', { type: 'string', describe: 'create: requests per window, e.g. 200/s, 1000/10m' })
         .option('sync', {
@@ -57,6 +59,13 @@ export function registerKeysCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): v
             'create, update: records written straight to Kafka in may claim this key as meta.client ' +
             '(whoever the broker lets write in may then act as this client; its HTTP scopes do not ' +
             'apply there); update: --no-kafka-entry withdraws it (within AUTH_CACHE_TTL)',
+        })
+        .option('virtual-hosts', {
+          type: 'boolean',
+          describe:
+            "create, update: its callers may send a Host header naming another host than the URI's " +
+            '(virtual hosts behind one address); without it such a request is refused (400). ' +
+            'update: --no-virtual-hosts withdraws it',
         })
         .option('credentials', {
           type: 'string',

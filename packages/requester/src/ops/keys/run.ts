@@ -18,6 +18,7 @@ interface KeysArgs {
   maxBodyBytes?: number;
   admin?: AdminScope;
   kafkaEntry?: boolean;
+  virtualHosts?: boolean;
   credentials?: string;
   weight?: number;
   maxInFlight?: number;
@@ -82,6 +83,7 @@ async function runAction(
         ...(args.maxBodyBytes === undefined ? {} : { maxBodyBytes: args.maxBodyBytes }),
         ...(args.admin === undefined ? {} : { admin: args.admin }),
         kafkaEntry: args.kafkaEntry ?? false,
+        ...(args.virtualHosts ? { virtualHosts: true } : {}),
         ...(args.credentials === undefined ? {} : { credentials: args.credentials.split(',') }),
         ...(args.weight === undefined ? {} : { weight: args.weight }),
         ...(args.maxInFlight === undefined ? {} : { maxInFlight: args.maxInFlight }),
@@ -105,6 +107,7 @@ async function runAction(
           maxBody: k.maxBodyBytes === undefined ? 'default' : humanSize(k.maxBodyBytes),
           admin: k.admin ?? '-',
           kafkaEntry: k.kafkaEntry,
+          virtualHosts: k.virtualHosts ?? false,
           credentials: k.credentials?.join(',') ?? '-',
           weight: k.weight ?? 1,
           maxInFlight: k.maxInFlight ?? '-',
@@ -124,10 +127,15 @@ async function runAction(
     }
     case 'update': {
       const key = keyArg(args);
-      if (args.kafkaEntry === undefined && args.weight === undefined && args.maxInFlight === undefined)
+      if (
+        args.kafkaEntry === undefined &&
+        args.virtualHosts === undefined &&
+        args.weight === undefined &&
+        args.maxInFlight === undefined
+      )
         throw new UsageError(
-          'keys update changes Kafka entry, the weight or the cap: give --kafka-entry, --no-kafka-entry, ' +
-            '--weight N or --max-in-flight N',
+          'keys update changes Kafka entry, virtual hosts, the weight or the cap: give --kafka-entry, ' +
+            '--no-kafka-entry, --virtual-hosts, --no-virtual-hosts, --weight N or --max-in-flight N',
         );
       if (args.weight !== undefined) {
         const client = await store.setWeight(key, args.weight);
@@ -148,10 +156,17 @@ async function runAction(
         const what = args.kafkaEntry ? 'allowed' : 'withdrawn';
         progress(`Kafka entry ${what} for ${key}; routers apply it within AUTH_CACHE_TTL`);
       }
+      if (args.virtualHosts !== undefined) {
+        if (!(await store.setVirtualHosts(key, args.virtualHosts)))
+          throw new UsageError(`no live key with id or name ${key}`);
+        const what = args.virtualHosts ? 'allowed' : 'withdrawn';
+        progress(`virtual hosts ${what} for ${key}; ingresses apply it within AUTH_CACHE_TTL`);
+      }
       if (args.json)
         printJson({
           key,
           ...(args.kafkaEntry === undefined ? {} : { kafkaEntry: args.kafkaEntry }),
+          ...(args.virtualHosts === undefined ? {} : { virtualHosts: args.virtualHosts }),
           ...(args.weight === undefined ? {} : { weight: args.weight }),
           ...(args.maxInFlight === undefined ? {} : { maxInFlight: args.maxInFlight }),
         });

@@ -25,7 +25,7 @@ function keysBody(operator: Operator): Html {
     operator.admin === 'write'
       ? html`<section><h2>Create a key</h2><form class="filters" hx-post="/admin/api/keys/create" hx-target="#flash" data-action="create-form">
 <label>name<input name="name" placeholder="the client name" required></label>
-<label>hosts<input name="hosts" placeholder="*.partner.example,api.x.com (blank: any)"></label>
+<label>hosts<input name="hosts" placeholder="*.partner.example,api.x.com:8443 (blank: any)"></label>
 <label>rate<input name="rate" size="8" placeholder="200/s"></label>
 <label>weight<input name="weight" size="4" placeholder="1"></label>
 <label>max in flight<input name="maxInFlight" size="4" placeholder="none"></label>
@@ -34,6 +34,7 @@ function keysBody(operator: Operator): Html {
 <label><input type="checkbox" name="sync"> sync</label>
 <label><input type="checkbox" name="schedule"> schedule</label>
 <label><input type="checkbox" name="kafkaEntry"> Kafka entry</label>
+<label><input type="checkbox" name="virtualHosts"> virtual hosts (own Host header)</label>
 <button data-action="create">Create</button></form>
 <p class="muted">The token is shown once, here, and never again: it is stored as a hash only. Rotate gives a new token; the old one keeps working for the grace given.</p></section>`
       : ''
