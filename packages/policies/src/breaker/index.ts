@@ -122,6 +122,8 @@ export interface RecordOutcome {
 
 export interface HeldOrigin {
   origin: string;
+  /** Set when the hold is this caller's own breaker at the origin (its calls alone wait). */
+  client?: string;
   reason: HoldReason;
   /** Local epoch ms. */
   sinceMs: number;
@@ -378,6 +380,8 @@ export class CircuitBreaker {
         toLocal(mine.retryAtMs, now),
       );
     const callerHoldChange = mine ? this.holdChange(origin, mine, callerHeld, caller) : undefined;
+    if (mine && callerHoldChange)
+      await this.updateHeldIndex(heldMember(origin, caller), callerHoldChange.kind, mine.heldSinceMs);
     // The hold that concerns the call: its probe's scope, else the origin's, else the caller's.
     const heldScope: BreakerScope | undefined = report.callerProbe
       ? callerHeld && 'caller'
@@ -453,21 +457,28 @@ export class CircuitBreaker {
     const index = heldIndexKey(this.prefix);
     const [now, members] = await Promise.all([this.redisNow(), this.redis.zrange(index, 0, limit - 1)]);
     const states = await Promise.all(
-      members.map((origin) =>
-        this.redis.hmget(originKeys(this.prefix, origin)[0], 'h', 'hw', 'fc', 'fs', 'u'),
-      ),
+      members.map((member) => {
+        const { origin, client } = ofHeldMember(member);
+        const key =
+          client === undefined
+            ? originKeys(this.prefix, origin)[0]
+            : (scopeKeys(this.prefix, origin, callerIdOf(client))[2] ?? '');
+        return this.redis.hmget(key, 'h', 'hw', 'fc', 'fs', 'u');
+      }),
     );
     const held: HeldOrigin[] = [];
     const stale: string[] = [];
-    for (const [i, origin] of members.entries()) {
+    for (const [i, member] of members.entries()) {
       const [h, hw, fc, fs, u] = states[i] ?? [];
       const reason = hw ? HOLD_CODES[hw] : undefined;
       if (!h || !reason) {
-        stale.push(origin); // ended (or forgotten) without its index entry being removed
+        stale.push(member); // ended (or forgotten) without its index entry being removed
         continue;
       }
+      const { origin, client } = ofHeldMember(member);
       held.push({
         origin,
+        ...(client === undefined ? {} : { client }),
         reason,
         sinceMs: toLocal(Number(h), now),
         failures: Number(fc ?? 0),
@@ -523,6 +534,11 @@ export class CircuitBreaker {
       this.redis.zrem(openIndexKey(this.prefix), origin),
       this.redis.zrem(heldIndexKey(this.prefix), origin),
     ]);
+    // The callers' holds listed (a member each); those of forgotten states are repaired when listed.
+    const index = heldIndexKey(this.prefix);
+    const listed = await this.redis.zrange(index, 0, MAX_INDEXED);
+    const mine = listed.filter((member) => ofHeldMember(member).origin === origin && member !== origin);
+    if (mine.length > 0) await this.redis.zrem(index, ...mine);
     // Every caller's cached state of the origin goes too (a key per caller: found by its prefix).
     if (this.cache)
       for (const key of this.cache.keys()) if (originOfCacheKey(key) === origin) this.cache.delete(key);
@@ -667,6 +683,16 @@ export class CircuitBreaker {
   }
 }
 
+/** The held index's member of a hold: the origin, or the origin and the client whose breaker it is. */
+function heldMember(origin: string, client: string | undefined): string {
+  return client === undefined ? origin : `${origin}\n${client}`;
+}
+
+function ofHeldMember(member: string): { origin: string; client?: string } {
+  const end = member.indexOf('\n');
+  return end < 0 ? { origin: member } : { origin: member.slice(0, end), client: member.slice(end + 1) };
+}
+
 /** The local cache's key of an origin's state as one caller sees it (the newline is in no origin). */
 function cacheKeyOf(origin: string, caller: string | undefined): string {
   return caller === undefined ? origin : `${origin}\n${caller}`;
@@ -683,7 +709,10 @@ function toLocal(redisMs: number, redisNowMs: number): number {
 }
 
 /** `origin_failing_origins`, and `origin_failing_seconds` of the longest held (held is sorted by since). */
-function sampleHeldGauges(held: readonly HeldOrigin[]): void {
+function sampleHeldGauges(all: readonly HeldOrigin[]): void {
+  // A caller's own hold is counted apart: the origin is not held for the others.
+  const held = all.filter((h) => h.client === undefined);
+  breakerMetrics.callersHeld.set(all.length - held.length);
   breakerMetrics.heldOrigins.set(held.length);
   breakerMetrics.heldSeconds.reset();
   const now = Date.now();

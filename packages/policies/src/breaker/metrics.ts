@@ -35,6 +35,10 @@ export const breakerMetrics = {
     'origin_failing_origins',
     "target origins held back: failing for longer than ORIGIN_FAILING_HOLD_AFTER (or ORIGIN_FAILING_HOLD_FAILURES failures in a row), or at the receiver's request (sampled when listed)",
   ),
+  callersHeld: gauge(
+    'breaker_callers_held',
+    "callers (clients) held back at an origin by their own breaker: only their calls failed there, or the receiver's opt-out answered them (sampled when listed); the origin stays open to the others",
+  ),
   heldSeconds: gauge(
     'origin_failing_seconds',
     `seconds since a target origin was held back, by reason (failing, opt_out; sampled when listed; at most ${MAX_ORIGIN_LABELS} origins, the longest held)`,
