@@ -647,9 +647,14 @@ describe('whose trouble: a failing caller or a failing origin', () => {
       scope: 'caller',
     });
     expect((await breaker.admit(origin, 'a')).admitted).toBe(true);
-    expect(await breaker.heldOrigins()).toEqual([]);
+    // Listed with its client, for the operator; the origin's own gauges do not count it.
+    expect(await breaker.heldOrigins()).toEqual([
+      expect.objectContaining({ origin, client: 'b', reason: 'opt_out' }),
+    ]);
+    expect((await breaker.snapshot(origin)).held).toBeUndefined();
     expect(await breaker.reset(origin)).toBe(true);
     expect((await breaker.admit(origin, 'b')).admitted).toBe(true);
+    expect(await breaker.heldOrigins()).toEqual([]);
   });
 });
 
