@@ -588,7 +588,10 @@ describe('whose trouble: a failing caller or a failing origin', () => {
     expect(await breaker.admit(origin, 'c')).toEqual({ admitted: true, probe: false, caller: 'c' });
     expect(await breaker.snapshot(origin)).toMatchObject({ state: 'closed', failures: 0 });
     expect(await breaker.snapshot(origin, 'a')).toMatchObject({ state: 'open', opens: 1 });
-    expect(await breaker.openOrigins()).toEqual([]);
+    expect(await breaker.openOrigins()).toEqual([]); // nothing for backpressure to pause on
+    expect(await breaker.openCallers()).toEqual([
+      expect.objectContaining({ origin, client: 'a', state: 'open' }),
+    ]);
 
     // A's probe finds it back: its breaker closes and leaves no state behind.
     await h.admin.hset(scopeKeys(prefix, origin, callerId('a'))[2] ?? '', 'u', Date.now() - 1);
@@ -597,6 +600,7 @@ describe('whose trouble: a failing caller or a failing origin', () => {
     await breaker.record(origin, { ...probe, success: true });
     expect(await breaker.snapshot(origin, 'a')).toMatchObject({ state: 'closed', failures: undefined });
     expect(await breaker.admit(origin, 'a')).toEqual({ admitted: true, probe: false, caller: 'a' });
+    expect(await breaker.openCallers()).toEqual([]);
   });
 
   it('opens the origin for every caller when several callers fail (an outage)', async () => {

@@ -8,6 +8,7 @@ import {
   callerKeysOf,
   callersKey,
   heldIndexKey,
+  openCallersIndexKey,
   openIndexKey,
   originKeys,
   scopeKeys,
@@ -379,6 +380,13 @@ export class CircuitBreaker {
         caller,
         toLocal(mine.retryAtMs, now),
       );
+    if (mine && callerChange)
+      await this.updateIndex(
+        heldMember(origin, caller),
+        callerChange.to,
+        mine.retryAtMs,
+        openCallersIndexKey(this.prefix),
+      );
     const callerHoldChange = mine ? this.holdChange(origin, mine, callerHeld, caller) : undefined;
     if (mine && callerHoldChange)
       await this.updateHeldIndex(heldMember(origin, caller), callerHoldChange.kind, mine.heldSinceMs);
@@ -449,6 +457,41 @@ export class CircuitBreaker {
     if (stale.length > 0) await this.redis.zrem(index, ...stale);
     sampleGauges(open);
     sampleHeldGauges(await this.heldOrigins(limit));
+    return open;
+  }
+
+  /**
+   * Callers whose own breaker at an origin is open or half-open (only their calls failed there),
+   * latest open-until first: the operator's listing; never backpressure (the origin is fine).
+   */
+  async openCallers(limit = 1_000): Promise<Array<OpenOrigin & { client: string }>> {
+    const index = openCallersIndexKey(this.prefix);
+    const now = await this.redisNow();
+    const members = await this.redis.zrevrange(index, 0, limit - 1);
+    const states = await Promise.all(
+      members.map((member) => {
+        const { origin, client = '' } = ofHeldMember(member);
+        return this.redis.hmget(scopeKeys(this.prefix, origin, callerIdOf(client))[2] ?? '', 'u', 's');
+      }),
+    );
+    const open: Array<OpenOrigin & { client: string }> = [];
+    const stale: string[] = [];
+    for (const [i, member] of members.entries()) {
+      const [u, s] = (states[i] ?? []).map(Number);
+      if (!u) {
+        stale.push(member); // closed, or forgotten
+        continue;
+      }
+      const { origin, client = '' } = ofHeldMember(member);
+      open.push({
+        origin,
+        client,
+        state: now < u ? 'open' : 'half_open',
+        retryAtMs: toLocal(u, now),
+        openSinceMs: toLocal(s || u, now),
+      });
+    }
+    if (stale.length > 0) await this.redis.zrem(index, ...stale);
     return open;
   }
 
@@ -534,11 +577,13 @@ export class CircuitBreaker {
       this.redis.zrem(openIndexKey(this.prefix), origin),
       this.redis.zrem(heldIndexKey(this.prefix), origin),
     ]);
-    // The callers' holds listed (a member each); those of forgotten states are repaired when listed.
-    const index = heldIndexKey(this.prefix);
-    const listed = await this.redis.zrange(index, 0, MAX_INDEXED);
-    const mine = listed.filter((member) => ofHeldMember(member).origin === origin && member !== origin);
-    if (mine.length > 0) await this.redis.zrem(index, ...mine);
+    // The callers' open and held states listed (a member each); those of forgotten states are
+    // repaired when listed.
+    for (const index of [heldIndexKey(this.prefix), openCallersIndexKey(this.prefix)]) {
+      const listed = await this.redis.zrange(index, 0, MAX_INDEXED);
+      const mine = listed.filter((member) => ofHeldMember(member).origin === origin && member !== origin);
+      if (mine.length > 0) await this.redis.zrem(index, ...mine);
+    }
     // Every caller's cached state of the origin goes too (a key per caller: found by its prefix).
     if (this.cache)
       for (const key of this.cache.keys()) if (originOfCacheKey(key) === origin) this.cache.delete(key);
@@ -652,8 +697,12 @@ export class CircuitBreaker {
   }
 
   /** Keeps the open-origins index after a transition (best effort: repaired when listed). */
-  private async updateIndex(origin: string, to: BreakerState, untilRedisMs: number): Promise<void> {
-    const index = openIndexKey(this.prefix);
+  private async updateIndex(
+    origin: string,
+    to: BreakerState,
+    untilRedisMs: number,
+    index = openIndexKey(this.prefix),
+  ): Promise<void> {
     try {
       if (to === 'closed') {
         await this.redis.zrem(index, origin);

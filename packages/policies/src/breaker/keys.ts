@@ -61,6 +61,15 @@ export function openIndexKey(prefix: string): string {
 }
 
 /**
+ * ZSET `origin\nclient` -> open-until (ms) of the callers whose own breaker at an origin is not
+ * closed: the operator's listing (`requester breakers list`), apart from the origins' index, which
+ * the router's backpressure reads (one client's failures pause nobody). Kept like the open index.
+ */
+export function openCallersIndexKey(prefix: string): string {
+  return `${prefix}open-callers`;
+}
+
+/**
  * ZSET origin -> held since (ms) of the origins held back (failing-held, or at the receiver's
  * request): `heldOrigins()` and the `origin_failing*` gauges. Kept like the open index.
  */

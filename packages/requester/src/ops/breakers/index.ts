@@ -54,21 +54,30 @@ function breakerView(origin: string, s: BreakerSnapshot, client?: string): Break
 export async function listBreakers(breaker: CircuitBreaker, limit: number): Promise<BreakerView[]> {
   if (!Number.isInteger(limit) || limit < 1)
     throw new UsageError(`limit must be a whole number ≥ 1, got ${limit}`);
-  const [held, open] = await Promise.all([breaker.heldOrigins(limit), breaker.openOrigins(limit)]);
+  const [held, open, openCallers] = await Promise.all([
+    breaker.heldOrigins(limit),
+    breaker.openOrigins(limit),
+    breaker.openCallers(limit),
+  ]);
   const origins = [
     ...new Set([
       ...held.filter((h) => h.client === undefined).map((h) => h.origin),
       ...open.map((o) => o.origin),
     ]),
   ];
-  // A client's own hold is listed apart: the origin is not held for the others (reset ends both).
-  const callers = held.filter((h) => h.client !== undefined);
-  return Promise.all([
+  // A client's own breaker (only its calls failed there, or the receiver's opt-out answered it) is
+  // listed apart, with its client: the origin is not open for the others (reset ends both).
+  const callers = new Map<string, { origin: string; client: string }>();
+  for (const c of [...held, ...openCallers])
+    if (c.client !== undefined)
+      callers.set(`${c.origin}\n${c.client}`, { origin: c.origin, client: c.client });
+  const views = await Promise.all([
     ...origins.map(async (origin) => breakerView(origin, await breaker.snapshot(origin))),
-    ...callers.map(async ({ origin, client }) =>
+    ...[...callers.values()].map(async ({ origin, client }) =>
       breakerView(origin, await breaker.snapshot(origin, client), client),
     ),
-  ]).then((views) => views.slice(0, limit));
+  ]);
+  return views.slice(0, limit);
 }
 
 export async function showBreaker(breaker: CircuitBreaker, origin: string): Promise<BreakerView> {
