@@ -82,7 +82,7 @@ export interface Cache {
 
 /** Sign the outgoing request (HMAC) with a server-side key. */
 export interface Signing {
-  /** Id of a signing key kept by the service (a signing credential: `requester credentials create <id> --signing-secret-file`); secrets never travel in requests. Over HTTP the API key must list the id in its credentials scope. */
+  /** Id of a signing key kept by the service (a signing credential: `requester credentials create <id> --signing-secret-file`); secrets never travel in requests. The API key must list the id in its credentials scope (on Kafka: the claimed Kafka-entry client's key, or KAFKA_ANONYMOUS_CREDENTIALS), and a key of the store signs only for the origins it is bound to. */
   keyId: string;
 }
 
@@ -108,7 +108,7 @@ export interface RequestMeta {
   cache?: Cache;
   /** Sign the outgoing request (HMAC) with a server-side key. */
   signing?: Signing;
-  /** Name of a target credential kept by the service (`requester credentials create`): an OAuth2 client-credentials grant whose access token is sent as `Authorization: Bearer`, a client certificate (mTLS), an egress proxy. Only the name travels; the secrets never leave the service. Over HTTP the API key must list the name in its credentials scope. */
+  /** Name of a target credential kept by the service (`requester credentials create`): an OAuth2 client-credentials grant whose access token is sent as `Authorization: Bearer`, a client certificate (mTLS), an egress proxy. Only the name travels; the secrets never leave the service. The API key must list the name in its credentials scope (on Kafka: the claimed Kafka-entry client's key, or KAFKA_ANONYMOUS_CREDENTIALS), and the request's origin must be one the credential is bound to. */
   credentials?: string;
   /** Who sent the request, echoed in the result. Over HTTP the ingress sets it to the name of the API key and refuses a caller-sent value; on Kafka it is whatever the producer writes (Requester does not authenticate producers: the broker ACLs on `in` decide who may write). */
   client?: string;
@@ -164,7 +164,7 @@ export interface RecordRef {
 
 /** Present when the service, not the target, produced the status. */
 export interface ResultError {
-  /** Stable machine code: invalid_request, payload_too_large, timeout, transport_error, target_refused, credential_unknown, credential_revoked, credential_unavailable, record_expired, dependency_unavailable, cancelled, internal... */
+  /** Stable machine code: invalid_request, payload_too_large, timeout, transport_error, target_refused, credential_unknown, credential_revoked, credential_unavailable, credential_origin_refused, record_expired, dependency_unavailable, cancelled, internal... */
   code: string;
   /** Human explanation; not stable, do not parse. */
   message: string;
@@ -330,6 +330,8 @@ export interface OriginFailingEvent {
   failures: number;
   /** When the run of failures began. */
   failingSince?: number;
+  /** Whose breaker: `origin` (absent: the same), held for every caller; `caller`, held for this request's client alone (only its calls failed, or the receiver's opt-out answered it). */
+  scope?: 'origin' | 'caller';
 }
 
 /** This request was the probe that found its held origin back: the origin's tasks resume. */
@@ -346,6 +348,8 @@ export interface OriginRecoveredEvent {
   since: number;
   /** Failures in the run it ended. */
   failures: number;
+  /** Whose breaker: `origin` (absent: the same), held for every caller; `caller`, held for this request's client alone (only its calls failed, or the receiver's opt-out answered it). */
+  scope?: 'origin' | 'caller';
 }
 
 export interface RetryScheduledEvent {

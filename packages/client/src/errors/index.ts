@@ -17,6 +17,7 @@ export type ProblemCode =
   | 'target_refused'
   | 'not_found'
   | 'credential_unknown'
+  | 'credential_origin_refused'
   | 'credential_revoked'
   | 'credential_unavailable'
   | 'cancelled'
@@ -126,6 +127,13 @@ export class NotFoundError extends RequesterApiError {
 export class CredentialUnknownError extends RequesterApiError {
   override name = 'CredentialUnknownError';
 }
+/**
+ * `403`: the credential (or store signing key) named is not bound to the request's origin, the
+ * `Host` header names another host, or the credential has no origins yet.
+ */
+export class CredentialOriginRefusedError extends RequesterApiError {
+  override name = 'CredentialOriginRefusedError';
+}
 /** `403`: the signing key or credential named was revoked. */
 export class CredentialRevokedError extends RequesterApiError {
   override name = 'CredentialRevokedError';
@@ -180,6 +188,7 @@ export const ERROR_CLASSES: Readonly<Record<ProblemCode, ApiErrorClass>> = {
   target_refused: TargetRefusedError,
   not_found: NotFoundError,
   credential_unknown: CredentialUnknownError,
+  credential_origin_refused: CredentialOriginRefusedError,
   credential_revoked: CredentialRevokedError,
   credential_unavailable: CredentialUnavailableError,
   cancelled: CancelledError,

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import {
   type Admission,
   type CallReport,
@@ -227,7 +228,7 @@ export class Policies {
   private readonly signing: SigningKeyring;
   private readonly random: () => number;
   private readonly take: ((spec: LimiterSpec) => Promise<LimitDecision>) | undefined;
-  private readonly admit: ((origin: string) => Promise<Admission>) | undefined;
+  private readonly admit: ((call: { origin: string; caller: string }) => Promise<Admission>) | undefined;
   private readonly record: ((report: OriginReport) => Promise<RecordOutcome>) | undefined;
 
   constructor(modules: PolicyModules) {
@@ -240,7 +241,8 @@ export class Policies {
     this.take =
       limiter &&
       batched((specs: LimiterSpec[]) => limiter.takeMany(specs.map((spec) => ({ spec, dispatchWithinMs }))));
-    this.admit = breaker && batched((origins: string[]) => breaker.admitMany(origins));
+    this.admit =
+      breaker && batched((calls: Array<{ origin: string; caller: string }>) => breaker.admitMany(calls));
     this.record = breaker && batched((reports: OriginReport[]) => breaker.recordMany(reports));
   }
 
@@ -358,10 +360,11 @@ export class Policies {
     // Unsigned, the call is made here and now: no promise and await per call for it.
     const call = envelope.meta.signing ? await this.prepare(envelope) : toHttpCall(envelope);
     const origin = originOf(envelope.request.uri);
+    const identity = paceIdentity(envelope);
     // The pace first: a worker asleep until its slot holds none of the origin's concurrency.
     // The pacer batches its own round trips (see OriginPacer): a gate of an origin known free is
     // none, and the answers of one origin go in one report.
-    const paced = this.modules.pacer && (await this.modules.pacer.gate(origin, pacedAt));
+    const paced = this.modules.pacer && (await this.modules.pacer.gate(origin, pacedAt, identity));
     const held = paced ? pacedStep(paced) : CALL;
     if (held.kind !== 'call') return { kind: 'failure', stop: held };
     const { pacer, adaptiveConcurrency = true } = this.modules;
@@ -370,10 +373,10 @@ export class Policies {
       await sleep(paced.waitMs);
       // A 429 answered here while it slept holds the origin: its slot went with the hold (the gate
       // asked now would say so), and it would arrive inside it. Back to the gate at the hold's end.
-      const heldMs = pacer?.heldForMs(origin, admittedAt) ?? 0;
+      const heldMs = pacer?.heldForMs(origin, admittedAt, Date.now(), identity) ?? 0;
       if (heldMs > 0) return { kind: 'failure', stop: { kind: 'wait', delayMs: heldMs, reason: 'paced' } };
     }
-    const learnt = adaptiveConcurrency ? pacer?.limitOf(origin) : undefined;
+    const learnt = adaptiveConcurrency ? pacer?.limitOf(origin, identity) : undefined;
     const grant =
       handed ??
       (this.modules.bulkhead && (await this.modules.bulkhead.acquire(origin, learnt, envelope.meta.client)));
@@ -391,7 +394,7 @@ export class Policies {
       grant.release();
     };
     try {
-      return await this.limitAndCall(envelope, call, origin, slot, tryCount, log, release);
+      return await this.limitAndCall(envelope, call, { origin, identity }, slot, tryCount, log, release);
     } finally {
       release();
     }
@@ -400,7 +403,7 @@ export class Policies {
   private async limitAndCall(
     envelope: RequestEnvelope,
     call: HttpCall,
-    origin: string,
+    { origin, identity }: { origin: string; identity: string | undefined },
     slot: PaceSlot | undefined,
     tryCount: number,
     log: LineLogger,
@@ -415,7 +418,11 @@ export class Policies {
       await this.settle(reservation, undefined, log);
       return { kind: 'failure', stop: { kind: 'wait', delayMs: 1, reason: 'rate_limited' } };
     }
-    const admission = this.admit && (await this.admit(origin).catch(this.giveBack(reservation, log)));
+    // The caller is the client: its failures open its own breaker at the origin, and the origin's
+    // only once other clients fail too (docs/architecture.md §9, "whose trouble").
+    const caller = envelope.meta.client ?? '';
+    const admission =
+      this.admit && (await this.admit({ origin, caller }).catch(this.giveBack(reservation, log)));
     const opened = admission ? breakerStep(admission, Date.now()) : CALL;
     if (opened.kind !== 'call') {
       await this.settle(reservation, undefined, log);
@@ -443,7 +450,10 @@ export class Policies {
           sent,
         });
     // The probe of a held origin: its failure is no attempt of the request (see heldProbeStep).
-    const heldProbe = admission?.admitted === true && admission.probe && admission.held !== undefined;
+    const heldProbe =
+      admission?.admitted === true &&
+      (admission.probe || admission.callerProbe === true) &&
+      admission.held !== undefined;
     answered();
     // Never handed whole to the socket: part of it may have left, so it counts as sent now.
     sent();
@@ -463,7 +473,7 @@ export class Policies {
     else log.debug({ status: outcome.status, tryCount }, 'target answered');
     const failed = breakerFailure(outcome);
     const optOut = this.modules.optOut === true && optsOut(outcome);
-    const reported = this.modules.pacer?.report(origin, outcome, outcome.durationNs, slot);
+    const reported = this.modules.pacer?.report(origin, outcome, outcome.durationNs, slot, identity);
     const [, recorded] = await Promise.all([
       settled,
       this.record && admission?.admitted
@@ -507,6 +517,7 @@ export class Policies {
         origin,
         since,
         failures: change.failures,
+        ...(change.scope === 'caller' ? { scope: 'caller' as const } : {}),
       });
       return;
     }
@@ -519,6 +530,7 @@ export class Policies {
       since,
       failures: change.failures,
       ...(change.failingSinceMs === undefined ? {} : { failingSince: Math.round(change.failingSinceMs) }),
+      ...(change.scope === 'caller' ? { scope: 'caller' as const } : {}),
     });
   }
 
@@ -643,6 +655,25 @@ export class Policies {
 }
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/**
+ * The credential identity a call's pace is kept for (docs/architecture.md §9, "whose trouble"): the
+ * named credential (`c:<name>`), else a hash of the caller's own `Authorization` (`a:<hash>`;
+ * the secret itself never reaches a Redis key, a log or a metric), else none: the origin's pace.
+ * Targets count quotas per credential, so one credential's 429 holds its own calls.
+ */
+export function paceIdentity(envelope: RequestEnvelope): string | undefined {
+  const named = envelope.meta.credentials;
+  if (named) return `c:${named}`;
+  const headers = envelope.request.headers;
+  if (!headers) return undefined;
+  for (const name in headers)
+    if (name.length === 13 && name.toLowerCase() === 'authorization') {
+      const value = headers[name];
+      if (value) return `a:${createHash('sha256').update(value, 'utf8').digest('base64url').slice(0, 22)}`;
+    }
+  return undefined;
+}
 
 function deadLetterOf(step: Step): DeadLetterReason | undefined {
   return step.kind === 'deliver' ? step.deadLetter : undefined;

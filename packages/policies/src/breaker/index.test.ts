@@ -13,7 +13,7 @@ import {
   type JudgedOutcome,
   originOf,
 } from './index.ts';
-import { openIndexKey, originKeys } from './keys.ts';
+import { callerIdOf as callerId, openIndexKey, originKeys, scopeKeys } from './keys.ts';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const OPEN_MS = 60_000;
@@ -556,6 +556,109 @@ describe.skipIf(!redisServerAvailable())('circuit breaker on a 3-node Redis Clus
     expect(probe).toMatchObject({ admitted: true, probe: true });
     await breaker.record(origin, { ...(probe as { probe: boolean }), success: true });
     expect(await breaker.openOrigins()).toHaveLength(5);
+  });
+});
+
+describe('whose trouble: a failing caller or a failing origin', () => {
+  const h = harness();
+  afterAll(() => h.close());
+
+  /** Admits `caller`'s call and reports its outcome, as a worker would. */
+  async function callAs(
+    breaker: CircuitBreaker,
+    origin: string,
+    caller: string,
+    success: boolean,
+    optOut = false,
+  ): Promise<Admission> {
+    const admission = await breaker.admit(origin, caller);
+    if (admission.admitted) await breaker.record(origin, { ...admission, success, optOut });
+    return admission;
+  }
+
+  it("opens one caller's own breaker on its failures alone; the origin stays free for the others", async () => {
+    const prefix = h.prefix();
+    const breaker = h.breaker(prefix, { stateCacheMs: 0 });
+    const origin = 'https://partner.example:443';
+    expect((await callAs(breaker, origin, 'b', true)).admitted).toBe(true); // proven
+    for (let i = 0; i < 5; i++) await callAs(breaker, origin, 'a', false);
+    const refused = await breaker.admit(origin, 'a');
+    expect(refused).toMatchObject({ admitted: false, state: 'open', scope: 'caller' });
+    expect(await breaker.admit(origin, 'b')).toEqual({ admitted: true, probe: false, caller: 'b' });
+    expect(await breaker.admit(origin, 'c')).toEqual({ admitted: true, probe: false, caller: 'c' });
+    expect(await breaker.snapshot(origin)).toMatchObject({ state: 'closed', failures: 0 });
+    expect(await breaker.snapshot(origin, 'a')).toMatchObject({ state: 'open', opens: 1 });
+    expect(await breaker.openOrigins()).toEqual([]); // nothing for backpressure to pause on
+    expect(await breaker.openCallers()).toEqual([
+      expect.objectContaining({ origin, client: 'a', state: 'open' }),
+    ]);
+
+    // A's probe finds it back: its breaker closes and leaves no state behind.
+    await h.admin.hset(scopeKeys(prefix, origin, callerId('a'))[2] ?? '', 'u', Date.now() - 1);
+    const probe = granted(await breaker.admit(origin, 'a'));
+    expect(probe).toMatchObject({ callerProbe: true, probe: false });
+    await breaker.record(origin, { ...probe, success: true });
+    expect(await breaker.snapshot(origin, 'a')).toMatchObject({ state: 'closed', failures: undefined });
+    expect(await breaker.admit(origin, 'a')).toEqual({ admitted: true, probe: false, caller: 'a' });
+    expect(await breaker.openCallers()).toEqual([]);
+  });
+
+  it('opens the origin for every caller when several callers fail (an outage)', async () => {
+    const prefix = h.prefix();
+    const breaker = h.breaker(prefix, { stateCacheMs: 0 });
+    const origin = 'https://down.example:443';
+    await callAs(breaker, origin, 'a', true);
+    for (let i = 0; i < 3; i++) {
+      await callAs(breaker, origin, 'a', false);
+      await callAs(breaker, origin, 'b', false);
+    }
+    expect(await breaker.snapshot(origin)).toMatchObject({ state: 'open' });
+    expect(await breaker.admit(origin, 'c')).toMatchObject({
+      admitted: false,
+      state: 'open',
+      scope: 'origin',
+    });
+    expect(await breaker.openOrigins()).toEqual([expect.objectContaining({ origin, state: 'open' })]);
+  });
+
+  it("a caller cut off by its own breaker adds no failures: another caller's rare failure opens nothing", async () => {
+    const prefix = h.prefix();
+    const breaker = h.breaker(prefix, { stateCacheMs: 0 });
+    const origin = 'https://busy.example:443';
+    for (let i = 0; i < 20; i++) {
+      await callAs(breaker, origin, 'a', false);
+      if (i % 4 === 0) await callAs(breaker, origin, 'b', i % 8 === 0); // B fails now and then, succeeds more
+    }
+    expect(await breaker.snapshot(origin)).toMatchObject({ state: 'closed' });
+    expect((await breaker.admit(origin, 'b')).admitted).toBe(true);
+    expect(await breaker.admit(origin, 'a')).toMatchObject({ admitted: false, scope: 'caller' });
+  });
+
+  it("holds only the caller the receiver's opt-out answered, until reset", async () => {
+    const prefix = h.prefix();
+    const breaker = h.breaker(prefix, { stateCacheMs: 0 });
+    const origin = 'https://hooks.example:443';
+    const admission = granted(await breaker.admit(origin, 'b'));
+    const outcome = await breaker.record(origin, { ...admission, success: true, optOut: true });
+    expect(outcome).toMatchObject({
+      held: 'opt_out',
+      scope: 'caller',
+      change: { kind: 'began', scope: 'caller' },
+    });
+    expect(await breaker.admit(origin, 'b')).toMatchObject({
+      admitted: false,
+      held: 'opt_out',
+      scope: 'caller',
+    });
+    expect((await breaker.admit(origin, 'a')).admitted).toBe(true);
+    // Listed with its client, for the operator; the origin's own gauges do not count it.
+    expect(await breaker.heldOrigins()).toEqual([
+      expect.objectContaining({ origin, client: 'b', reason: 'opt_out' }),
+    ]);
+    expect((await breaker.snapshot(origin)).held).toBeUndefined();
+    expect(await breaker.reset(origin)).toBe(true);
+    expect((await breaker.admit(origin, 'b')).admitted).toBe(true);
+    expect(await breaker.heldOrigins()).toEqual([]);
   });
 });
 

@@ -3,9 +3,24 @@ import type { Config } from '@requester/shared/config';
 import type { Logger } from '@requester/shared/log';
 import type { RedisClient } from '@requester/shared/redis';
 import { LRUCache } from 'lru-cache';
-import { heldIndexKey, openIndexKey, originKeys } from './keys.ts';
+import {
+  callerIdOf,
+  callerKeysOf,
+  callersKey,
+  heldIndexKey,
+  openCallersIndexKey,
+  openIndexKey,
+  originKeys,
+  scopeKeys,
+} from './keys.ts';
 import { breakerMetrics, MAX_ORIGIN_LABELS } from './metrics.ts';
-import { type AdmitReply, type BreakerScripts, loadBreakerScripts, type RecordReply } from './scripts.ts';
+import {
+  type AdmitReply,
+  type BreakerScripts,
+  loadBreakerScripts,
+  type RecordReply,
+  type ScopeReply,
+} from './scripts.ts';
 
 /**
  * The shared circuit breaker (docs/architecture.md §5 outbound hygiene, §9): one per target origin, its state
@@ -27,6 +42,13 @@ import { type AdmitReply, type BreakerScripts, loadBreakerScripts, type RecordRe
  * until a probe succeeds. A call whose answer carries the receiver's opt-out holds it at once, with
  * no probe, until `reset`.
  *
+ * A call may name its caller (the client): the breaker then tells a failing origin from a failing
+ * caller (docs/architecture.md §9, "whose trouble"). A caller's failures count in a breaker of its
+ * own at that origin, which opens, holds and is probed by the rules above for its calls alone;
+ * the origin's counts them only once a second caller fails before a success ends the run, and a
+ * receiver's opt-out holds the caller it answered. Both states are in one slot, read and written
+ * by one script call, as the origin's alone was.
+ *
  * Redis errors fail open (the call goes ahead): the breaker protects targets, it must not become
  * an outage of its own.
  */
@@ -39,25 +61,40 @@ export type BreakerState = 'closed' | 'open' | 'half_open';
  */
 export type HoldReason = 'failing' | 'opt_out';
 
+/** Whose breaker decided: the origin's (every caller's), or the caller's own at that origin. */
+export type BreakerScope = 'origin' | 'caller';
+
 export type Admission =
   /**
    * `ticket`: hand it back to `record` (it frees the call's slot); absent for proven origins.
-   * `held`: the call is the probe of a held origin.
+   * `held`: the call is the probe of a held origin (or of the caller's held breaker: `scope`).
+   * `caller`: as given to `admit`; `callerProbe`: the call is the probe of the caller's own breaker.
    */
-  | { admitted: true; probe: boolean; ticket?: string; held?: HoldReason }
+  | {
+      admitted: true;
+      probe: boolean;
+      ticket?: string;
+      held?: HoldReason;
+      scope?: BreakerScope;
+      caller?: string;
+      callerProbe?: boolean;
+    }
   /**
    * `retryAtMs`: local epoch ms when the origin may take calls again (reschedule the task there).
    * `held`: the origin is held back (the task waits for its next probe instant).
    */
-  | { admitted: false; retryAtMs: number; state: BreakerState; held?: HoldReason };
+  | { admitted: false; retryAtMs: number; state: BreakerState; held?: HoldReason; scope?: BreakerScope };
 
 /** What `record` needs: `{ ...admission, success }`. */
 export interface CallReport {
   success: boolean;
   probe: boolean;
   ticket?: string | undefined;
-  /** The answer carried the receiver's opt-out (`webhook-delivery: disable`): hold the origin. */
+  /** The answer carried the receiver's opt-out (`webhook-delivery: disable`): hold the caller (or, without one, the origin). */
   optOut?: boolean | undefined;
+  /** The caller given to `admit` (undefined: the origin's breaker alone). */
+  caller?: string | undefined;
+  callerProbe?: boolean | undefined;
 }
 
 /** A hold that began or ended with a recorded outcome (times are local epoch ms). */
@@ -70,6 +107,8 @@ export interface HoldChange {
   failures: number;
   /** When the run of failures began (undefined: none, e.g. an opt-out after a success). */
   failingSinceMs: number | undefined;
+  /** `caller`: the hold is the caller's own breaker's at the origin, not the origin's. */
+  scope: BreakerScope;
 }
 
 /** What `record` learnt: whether the origin is held after the outcome, and a hold that began or ended. */
@@ -77,11 +116,15 @@ export interface RecordOutcome {
   held?: HoldReason;
   /** Held: the next probe instant (local epoch ms), where a task of the origin should wait. */
   retryAtMs?: number;
+  /** Whose breaker is held: the origin's, or the caller's own. */
+  scope?: BreakerScope;
   change?: HoldChange;
 }
 
 export interface HeldOrigin {
   origin: string;
+  /** Set when the hold is this caller's own breaker at the origin (its calls alone wait). */
+  client?: string;
   reason: HoldReason;
   /** Local epoch ms. */
   sinceMs: number;
@@ -164,7 +207,13 @@ const ERROR_LOG_EVERY_MS = 10_000;
 /** `successAt`: when this executor last wrote a success of the (proven) origin to Redis. */
 type CacheEntry =
   | { healthy: true; successAt?: number }
-  | { healthy: false; state: BreakerState; retryAtMs: number; held?: HoldReason | undefined };
+  | {
+      healthy: false;
+      state: BreakerState;
+      retryAtMs: number;
+      held?: HoldReason | undefined;
+      scope: BreakerScope;
+    };
 const HEALTHY: CacheEntry = { healthy: true };
 
 export class CircuitBreaker {
@@ -210,48 +259,68 @@ export class CircuitBreaker {
         : undefined;
   }
 
-  /** May a call to `origin` go ahead now? A refusal says when to come back. */
-  async admit(origin: string): Promise<Admission> {
-    const local = this.fromCache(origin);
-    if (local) return local;
+  /**
+   * May a call to `origin` by `caller` (a client; undefined: none, the origin's breaker alone) go
+   * ahead now? A refusal says when to come back, and `scope` whose breaker refused.
+   */
+  async admit(origin: string, caller?: string): Promise<Admission> {
+    const scoped = caller === undefined ? {} : { caller };
+    const cacheKey = cacheKeyOf(origin, caller);
+    const local = this.fromCache(cacheKey);
+    if (local) return { ...local, ...scoped };
     const ticket = `${this.ticketPrefix}:${(++this.ticketSeq).toString(36)}`;
+    const callerId = caller === undefined ? '' : callerIdOf(caller);
     let reply: AdmitReply;
     try {
-      reply = await this.scripts.admit(originKeys(this.prefix, origin), {
+      reply = await this.scripts.admit(scopeKeys(this.prefix, origin, callerId), {
         threshold: this.threshold,
         trialLeaseMs: this.trialLeaseMs,
         ticket,
         busyRetryMs: this.busyRetryMs,
         holdPeriodMs: this.holdPeriodMs,
+        caller: callerId,
       });
     } catch (err) {
       this.failedOpen('admit', origin, err);
-      return { admitted: true, probe: false };
+      return { admitted: true, probe: false, ...scoped };
     }
     const { admitted, probe, retryAtMs: retryAt, nowMs: now, stateCode, proven, heldCode } = reply;
     const state = STATES[stateCode] ?? 'closed';
     const held = HOLDS[heldCode];
+    const scope: BreakerScope = reply.callerScope ? 'caller' : 'origin';
     if (admitted) {
-      this.remember(origin, proven ? HEALTHY : undefined);
-      if (proven) return { admitted: true, probe: false };
-      if (probe) this.transition(origin, 'open', 'half_open');
-      return { admitted: true, probe, ticket, ...(held ? { held } : {}) };
+      this.remember(cacheKey, proven ? HEALTHY : undefined);
+      if (proven) return { admitted: true, probe: false, ...scoped };
+      if (probe) this.transition(origin, 'open', 'half_open', 'origin');
+      if (reply.callerProbe) this.transition(origin, 'open', 'half_open', 'caller', caller);
+      return {
+        admitted: true,
+        probe,
+        ticket,
+        ...scoped,
+        ...(reply.callerProbe ? { callerProbe: true } : {}),
+        ...(held ? { held, scope } : {}),
+      };
     }
     const retryAtMs = toLocal(retryAt, now);
-    this.remember(origin, { healthy: false, state, retryAtMs, held });
-    breakerMetrics.rejected.inc({ state, source: 'redis' });
-    return { admitted: false, retryAtMs, state, ...(held ? { held } : {}) };
+    this.remember(cacheKey, { healthy: false, state, retryAtMs, held, scope });
+    breakerMetrics.rejected.inc({ state, source: 'redis', scope });
+    return { admitted: false, retryAtMs, state, scope, ...(held ? { held } : {}) };
   }
 
   /**
-   * Reports the outcome of an admitted call (`{ ...admission, success }`): whether the origin is
-   * held after it, and a hold that began or ended with it. Never throws.
+   * Reports the outcome of an admitted call (`{ ...admission, success }`): whether the origin (or
+   * the caller's own breaker there) is held after it, and a hold that began or ended with it.
+   * Never throws.
    */
   async record(origin: string, report: CallReport): Promise<RecordOutcome> {
-    if (this.successAlreadyWritten(origin, report)) return {};
+    const { caller } = report;
+    const cacheKey = cacheKeyOf(origin, caller);
+    if (this.successAlreadyWritten(cacheKey, report)) return {};
     let reply: RecordReply;
     try {
-      reply = await this.scripts.record(originKeys(this.prefix, origin), {
+      const callerId = caller === undefined ? '' : callerIdOf(caller);
+      reply = await this.scripts.record(scopeKeys(this.prefix, origin, callerId), {
         threshold: this.threshold,
         openMs: this.openMs,
         maxOpenMs: this.maxOpenMs,
@@ -264,34 +333,92 @@ export class CircuitBreaker {
         holdFailures: this.holdFailures,
         optOut: report.optOut === true,
         holdPeriodMs: this.holdPeriodMs,
+        caller: callerId,
+        callerProbe: report.callerProbe === true,
       });
     } catch (err) {
       this.failedOpen('record', origin, err);
       return {};
     }
-    const { stateCode, retryAtMs: retryAt, nowMs: now, proven, transition } = reply;
-    const state = STATES[stateCode] ?? 'closed';
+    const mine = reply.caller;
+    const { nowMs: now } = reply;
     const held = HOLDS[reply.heldCode];
-    if (proven) this.remember(origin, report.success ? { healthy: true, successAt: Date.now() } : HEALTHY);
-    else if (state === 'open')
-      this.remember(origin, { healthy: false, state, retryAtMs: toLocal(retryAt, now), held });
-    else this.remember(origin, undefined);
-    const change = TRANSITIONS[transition];
+    const callerHeld = mine ? HOLDS[mine.heldCode] : undefined;
+    const openUntil = Math.max(
+      STATES[reply.stateCode] === 'open' ? reply.retryAtMs : 0,
+      mine && STATES[mine.stateCode] === 'open' ? mine.retryAtMs : 0,
+    );
+    if (reply.proven && (mine === undefined || mine.proven))
+      this.remember(cacheKey, report.success ? { healthy: true, successAt: Date.now() } : HEALTHY);
+    else if (openUntil > 0) {
+      const scope: BreakerScope = openUntil === reply.retryAtMs ? 'origin' : 'caller';
+      const heldNow = scope === 'origin' ? held : callerHeld;
+      this.remember(cacheKey, {
+        healthy: false,
+        state: 'open',
+        retryAtMs: toLocal(openUntil, now),
+        held: heldNow,
+        scope,
+      });
+    } else this.remember(cacheKey, undefined);
+    const change = TRANSITIONS[reply.transition];
     if (change) {
-      this.transition(origin, change.from, change.to, toLocal(retryAt, now));
-      await this.updateIndex(origin, change.to, retryAt);
+      this.transition(origin, change.from, change.to, 'origin', undefined, toLocal(reply.retryAtMs, now));
+      await this.updateIndex(origin, change.to, reply.retryAtMs);
     }
-    const holdChange = this.holdChange(origin, reply, held);
+    const holdChange = this.holdChange(origin, reply, held, undefined);
     if (holdChange) await this.updateHeldIndex(origin, holdChange.kind, reply.heldSinceMs);
+    // The caller's own breaker: told in the log, the journal and the metrics' `scope`, never in
+    // the origins' listings (the origin is fine for everyone else).
+    const callerChange = mine ? TRANSITIONS[mine.transition] : undefined;
+    if (mine && callerChange)
+      this.transition(
+        origin,
+        callerChange.from,
+        callerChange.to,
+        'caller',
+        caller,
+        toLocal(mine.retryAtMs, now),
+      );
+    if (mine && callerChange)
+      await this.updateIndex(
+        heldMember(origin, caller),
+        callerChange.to,
+        mine.retryAtMs,
+        openCallersIndexKey(this.prefix),
+      );
+    const callerHoldChange = mine ? this.holdChange(origin, mine, callerHeld, caller) : undefined;
+    if (mine && callerHoldChange)
+      await this.updateHeldIndex(heldMember(origin, caller), callerHoldChange.kind, mine.heldSinceMs);
+    // The hold that concerns the call: its probe's scope, else the origin's, else the caller's.
+    const heldScope: BreakerScope | undefined = report.callerProbe
+      ? callerHeld && 'caller'
+      : held
+        ? 'origin'
+        : callerHeld && 'caller';
+    const heldUntil = heldScope === 'origin' ? reply.retryAtMs : mine?.retryAtMs;
+    const anyChange = holdChange ?? callerHoldChange;
     return {
-      ...(held ? { held, retryAtMs: toLocal(retryAt, now) } : {}),
-      ...(holdChange ? { change: holdChange } : {}),
+      ...(heldScope && heldUntil !== undefined
+        ? {
+            held: heldScope === 'origin' ? held : callerHeld,
+            retryAtMs: toLocal(heldUntil, now),
+            scope: heldScope,
+          }
+        : {}),
+      ...(anyChange ? { change: anyChange } : {}),
     };
   }
 
   /** `admit` for a lease batch (one Redis round trip with auto-pipelining). */
-  admitMany(origins: readonly string[]): Promise<Admission[]> {
-    return Promise.all(origins.map((origin) => this.admit(origin)));
+  admitMany(
+    calls: ReadonlyArray<string | { origin: string; caller?: string | undefined }>,
+  ): Promise<Admission[]> {
+    return Promise.all(
+      calls.map((call) =>
+        typeof call === 'string' ? this.admit(call) : this.admit(call.origin, call.caller),
+      ),
+    );
   }
 
   /** `record` for a lease batch. */
@@ -333,26 +460,68 @@ export class CircuitBreaker {
     return open;
   }
 
+  /**
+   * Callers whose own breaker at an origin is open or half-open (only their calls failed there),
+   * latest open-until first: the operator's listing; never backpressure (the origin is fine).
+   */
+  async openCallers(limit = 1_000): Promise<Array<OpenOrigin & { client: string }>> {
+    const index = openCallersIndexKey(this.prefix);
+    const now = await this.redisNow();
+    const members = await this.redis.zrevrange(index, 0, limit - 1);
+    const states = await Promise.all(
+      members.map((member) => {
+        const { origin, client = '' } = ofHeldMember(member);
+        return this.redis.hmget(scopeKeys(this.prefix, origin, callerIdOf(client))[2] ?? '', 'u', 's');
+      }),
+    );
+    const open: Array<OpenOrigin & { client: string }> = [];
+    const stale: string[] = [];
+    for (const [i, member] of members.entries()) {
+      const [u, s] = (states[i] ?? []).map(Number);
+      if (!u) {
+        stale.push(member); // closed, or forgotten
+        continue;
+      }
+      const { origin, client = '' } = ofHeldMember(member);
+      open.push({
+        origin,
+        client,
+        state: now < u ? 'open' : 'half_open',
+        retryAtMs: toLocal(u, now),
+        openSinceMs: toLocal(s || u, now),
+      });
+    }
+    if (stale.length > 0) await this.redis.zrem(index, ...stale);
+    return open;
+  }
+
   /** Origins held back, longest held first (also in `openOrigins`, which samples their gauges). */
   async heldOrigins(limit = 1_000): Promise<HeldOrigin[]> {
     const index = heldIndexKey(this.prefix);
     const [now, members] = await Promise.all([this.redisNow(), this.redis.zrange(index, 0, limit - 1)]);
     const states = await Promise.all(
-      members.map((origin) =>
-        this.redis.hmget(originKeys(this.prefix, origin)[0], 'h', 'hw', 'fc', 'fs', 'u'),
-      ),
+      members.map((member) => {
+        const { origin, client } = ofHeldMember(member);
+        const key =
+          client === undefined
+            ? originKeys(this.prefix, origin)[0]
+            : (scopeKeys(this.prefix, origin, callerIdOf(client))[2] ?? '');
+        return this.redis.hmget(key, 'h', 'hw', 'fc', 'fs', 'u');
+      }),
     );
     const held: HeldOrigin[] = [];
     const stale: string[] = [];
-    for (const [i, origin] of members.entries()) {
+    for (const [i, member] of members.entries()) {
       const [h, hw, fc, fs, u] = states[i] ?? [];
       const reason = hw ? HOLD_CODES[hw] : undefined;
       if (!h || !reason) {
-        stale.push(origin); // ended (or forgotten) without its index entry being removed
+        stale.push(member); // ended (or forgotten) without its index entry being removed
         continue;
       }
+      const { origin, client } = ofHeldMember(member);
       held.push({
         origin,
+        ...(client === undefined ? {} : { client }),
         reason,
         sinceMs: toLocal(Number(h), now),
         failures: Number(fc ?? 0),
@@ -364,9 +533,12 @@ export class CircuitBreaker {
     return held;
   }
 
-  /** The shared state of one origin, read from Redis (admin, tests). */
-  async snapshot(origin: string): Promise<BreakerSnapshot> {
-    const [stateKey, trialsKey] = originKeys(this.prefix, origin);
+  /** The shared state of one origin, or of a caller's own breaker there, read from Redis (admin, tests). */
+  async snapshot(origin: string, caller?: string): Promise<BreakerSnapshot> {
+    const [stateKey = '', trialsKey = ''] =
+      caller === undefined
+        ? originKeys(this.prefix, origin)
+        : scopeKeys(this.prefix, origin, callerIdOf(caller)).slice(2, 4);
     const now = await this.redisNow();
     const [fields, slots] = await Promise.all([
       this.redis.hgetall(stateKey),
@@ -397,13 +569,24 @@ export class CircuitBreaker {
    * held origin's next probe instant come back then. Returns whether there was a state to forget.
    */
   async reset(origin: string): Promise<boolean> {
-    const keys = originKeys(this.prefix, origin);
+    const callers = callersKey(this.prefix, origin);
+    const ids = await this.redis.smembers(callers);
+    const keys = [...originKeys(this.prefix, origin), ...callerKeysOf(this.prefix, origin, ids), callers];
     const [removed] = await Promise.all([
       this.redis.del(...keys),
       this.redis.zrem(openIndexKey(this.prefix), origin),
       this.redis.zrem(heldIndexKey(this.prefix), origin),
     ]);
-    this.cache?.delete(origin);
+    // The callers' open and held states listed (a member each); those of forgotten states are
+    // repaired when listed.
+    for (const index of [heldIndexKey(this.prefix), openCallersIndexKey(this.prefix)]) {
+      const listed = await this.redis.zrange(index, 0, MAX_INDEXED);
+      const mine = listed.filter((member) => ofHeldMember(member).origin === origin && member !== origin);
+      if (mine.length > 0) await this.redis.zrem(index, ...mine);
+    }
+    // Every caller's cached state of the origin goes too (a key per caller: found by its prefix).
+    if (this.cache)
+      for (const key of this.cache.keys()) if (originOfCacheKey(key) === origin) this.cache.delete(key);
     return removed > 0;
   }
 
@@ -433,9 +616,9 @@ export class CircuitBreaker {
     if (!entry) return undefined;
     if (entry.healthy) return { admitted: true, probe: false };
     if (Date.now() < entry.retryAtMs) {
-      breakerMetrics.rejected.inc({ state: entry.state, source: 'cache' });
+      breakerMetrics.rejected.inc({ state: entry.state, source: 'cache', scope: entry.scope });
       const held = entry.held ? { held: entry.held } : {};
-      return { admitted: false, retryAtMs: entry.retryAtMs, state: entry.state, ...held };
+      return { admitted: false, retryAtMs: entry.retryAtMs, state: entry.state, scope: entry.scope, ...held };
     }
     this.cache?.delete(origin); // its time has come: ask Redis
     return undefined;
@@ -447,18 +630,30 @@ export class CircuitBreaker {
     else this.cache.delete(origin);
   }
 
-  private transition(origin: string, from: BreakerState, to: BreakerState, retryAtMs?: number): void {
-    breakerMetrics.transitions.inc({ from, to });
+  private transition(
+    origin: string,
+    from: BreakerState,
+    to: BreakerState,
+    scope: BreakerScope,
+    caller?: string,
+    retryAtMs?: number,
+  ): void {
+    breakerMetrics.transitions.inc({ from, to, scope });
+    const who = scope === 'caller' ? { origin, scope, client: caller } : { origin };
     if (to === 'open')
-      this.logger?.warn({ origin, from, retryAt: new Date(retryAtMs ?? 0) }, 'circuit opened');
-    else this.logger?.info({ origin, from, to }, 'circuit breaker state changed');
+      this.logger?.warn(
+        { ...who, from, retryAt: new Date(retryAtMs ?? 0) },
+        scope === 'caller' ? "circuit opened for one caller's calls" : 'circuit opened',
+      );
+    else this.logger?.info({ ...who, from, to }, 'circuit breaker state changed');
   }
 
   /** The hold that began or ended with a recorded outcome (logged; the caller journals it). */
   private holdChange(
     origin: string,
-    reply: RecordReply,
+    reply: ScopeReply,
     held: HoldReason | undefined,
+    caller: string | undefined,
   ): HoldChange | undefined {
     if (reply.holdChange === 0) return undefined;
     const kind = reply.holdChange === 1 ? 'began' : 'ended';
@@ -468,9 +663,11 @@ export class CircuitBreaker {
       sinceMs: toLocal(reply.heldSinceMs, reply.nowMs),
       failures: reply.runFailures,
       failingSinceMs: reply.runSinceMs > 0 ? toLocal(reply.runSinceMs, reply.nowMs) : undefined,
+      scope: caller === undefined ? 'origin' : 'caller',
     };
     const fields = {
       origin,
+      ...(caller === undefined ? {} : { scope: 'caller', client: caller }),
       reason: change.reason,
       since: new Date(change.sinceMs),
       failures: change.failures,
@@ -500,8 +697,12 @@ export class CircuitBreaker {
   }
 
   /** Keeps the open-origins index after a transition (best effort: repaired when listed). */
-  private async updateIndex(origin: string, to: BreakerState, untilRedisMs: number): Promise<void> {
-    const index = openIndexKey(this.prefix);
+  private async updateIndex(
+    origin: string,
+    to: BreakerState,
+    untilRedisMs: number,
+    index = openIndexKey(this.prefix),
+  ): Promise<void> {
     try {
       if (to === 'closed') {
         await this.redis.zrem(index, origin);
@@ -531,13 +732,36 @@ export class CircuitBreaker {
   }
 }
 
+/** The held index's member of a hold: the origin, or the origin and the client whose breaker it is. */
+function heldMember(origin: string, client: string | undefined): string {
+  return client === undefined ? origin : `${origin}\n${client}`;
+}
+
+function ofHeldMember(member: string): { origin: string; client?: string } {
+  const end = member.indexOf('\n');
+  return end < 0 ? { origin: member } : { origin: member.slice(0, end), client: member.slice(end + 1) };
+}
+
+/** The local cache's key of an origin's state as one caller sees it (the newline is in no origin). */
+function cacheKeyOf(origin: string, caller: string | undefined): string {
+  return caller === undefined ? origin : `${origin}\n${caller}`;
+}
+
+function originOfCacheKey(key: string): string {
+  const end = key.indexOf('\n');
+  return end < 0 ? key : key.slice(0, end);
+}
+
 /** A Redis-time instant on the local clock (the script replied `now` alongside it). */
 function toLocal(redisMs: number, redisNowMs: number): number {
   return Date.now() + (redisMs - redisNowMs);
 }
 
 /** `origin_failing_origins`, and `origin_failing_seconds` of the longest held (held is sorted by since). */
-function sampleHeldGauges(held: readonly HeldOrigin[]): void {
+function sampleHeldGauges(all: readonly HeldOrigin[]): void {
+  // A caller's own hold is counted apart: the origin is not held for the others.
+  const held = all.filter((h) => h.client === undefined);
+  breakerMetrics.callersHeld.set(all.length - held.length);
   breakerMetrics.heldOrigins.set(held.length);
   breakerMetrics.heldSeconds.reset();
   const now = Date.now();

@@ -7,14 +7,15 @@ import { counter, gauge } from '@requester/shared/metrics';
 export const MAX_ORIGIN_LABELS = 20;
 
 export const breakerMetrics = {
-  transitions: counter('breaker_transitions_total', 'circuit breaker state changes seen by this process', [
-    'from',
-    'to',
-  ]),
+  transitions: counter(
+    'breaker_transitions_total',
+    "circuit breaker state changes seen by this process, by scope: `origin` (the origin's breaker, every caller's) or `caller` (one caller's own breaker at an origin)",
+    ['from', 'to', 'scope'],
+  ),
   rejected: counter(
     'breaker_rejected_total',
-    'calls refused by the circuit breaker, by the state that refused them, and whether the local cache answered',
-    ['state', 'source'],
+    "calls refused by the circuit breaker, by the state that refused them, whether the local cache answered, and whose breaker it was (`origin` or the `caller`'s own)",
+    ['state', 'source', 'scope'],
   ),
   errors: counter(
     'breaker_errors_total',
@@ -33,6 +34,10 @@ export const breakerMetrics = {
   heldOrigins: gauge(
     'origin_failing_origins',
     "target origins held back: failing for longer than ORIGIN_FAILING_HOLD_AFTER (or ORIGIN_FAILING_HOLD_FAILURES failures in a row), or at the receiver's request (sampled when listed)",
+  ),
+  callersHeld: gauge(
+    'breaker_callers_held',
+    "callers (clients) held back at an origin by their own breaker: only their calls failed there, or the receiver's opt-out answered them (sampled when listed); the origin stays open to the others",
   ),
   heldSeconds: gauge(
     'origin_failing_seconds',

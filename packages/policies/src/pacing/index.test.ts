@@ -152,6 +152,22 @@ describe('OriginPacer', () => {
     expect((await p.snapshot(ORIGIN)).nextSlotMs).toBe(after);
   });
 
+  it("keeps a credential identity's hold and limit to its own calls: another identity's, and the origin's, go at once", async () => {
+    const p = pacer();
+    const held = await p.report(ORIGIN, tooMany({ 'retry-after': '600' }), MS, undefined, 'c:partner-pay');
+    expect(held?.holdMs).toBeGreaterThan(0);
+    expect(await p.gate(ORIGIN, undefined, 'c:partner-pay')).toMatchObject({ admitted: false });
+    expect(p.heldForMs(ORIGIN, 0, Date.now(), 'c:partner-pay')).toBeGreaterThan(0);
+    expect(await p.gate(ORIGIN, undefined, 'c:other')).toEqual({ admitted: true, waitMs: 0 });
+    expect(await p.gate(ORIGIN)).toEqual({ admitted: true, waitMs: 0 });
+    expect(p.heldForMs(ORIGIN, 0)).toBe(0);
+    expect((await p.snapshot(ORIGIN)).holdUntilMs).toBeUndefined();
+    // An identity not heard of yet has the origin's learnt limit.
+    await p.report(ORIGIN, ok, MS);
+    expect(p.limitOf(ORIGIN)).toBeDefined();
+    expect(p.limitOf(ORIGIN, 'c:never-seen')).toBe(p.limitOf(ORIGIN));
+  });
+
   it('bounds a hold by RETRY_AFTER_MAX', async () => {
     const p = pacer({ maxLocalWaitMs: 0, retryAfterMaxMs: 2_000 });
     await p.report(ORIGIN, tooMany({ 'retry-after': '86400' }), MS);

@@ -32,6 +32,12 @@ export { type PacedOutcome, type PaceSignal, paceSignal, type SignalKind, signal
  *   own event-loop lag is allowed for: it delays the answers, it is no queue at the target.
  * Redis errors fail open (the call goes ahead unpaced), as the breaker does.
  *
+ * Whose pace (docs/architecture.md §9, "whose trouble"): a call may name the credential identity it
+ * goes with (`identity`: the named credential, or a hash of the caller's own `Authorization`). A
+ * target that counts quotas per credential answers one credential's 429 for it alone, so the pace
+ * of such calls is kept per origin and identity, each a hash of its own; calls without one share
+ * the origin's. Metrics and logs name the origin only.
+ *
  * Round trips (issue 26): the answers of one origin are reported in batches (those of
  * `reportEveryMs` for a free origin, of a turn of the event loop for another; REPORT_BATCH at most;
  * a 429, 503 or failure at once), one script call each. With
@@ -148,6 +154,8 @@ export interface PaceSnapshot {
 
 interface PendingReport {
   origin: string;
+  /** The origin, or the origin and the identity the answers' pace is kept for (see scopeOf). */
+  scope: string;
   answers: ReportAnswer[];
   kinds: SignalKind[];
   resolves: Array<(report: PaceReport | undefined) => void>;
@@ -265,8 +273,9 @@ export class OriginPacer {
    * When may a call to `origin` leave? Asked just before it does (see gate-1.lua); `reservedMs`:
    * the slot a previous refusal reserved for this task.
    */
-  async gate(origin: string, reservedMs?: number): Promise<PaceGrant> {
-    const key = this.keyOf(origin);
+  async gate(origin: string, reservedMs?: number, identity?: string): Promise<PaceGrant> {
+    const scope = scopeOf(origin, identity);
+    const key = this.keyOf(scope);
     if (!reservedMs && this.isFree(key)) {
       this.countDispatched(key);
       return { admitted: true, waitMs: 0 };
@@ -283,7 +292,7 @@ export class OriginPacer {
         dispatched,
         freeMs: asked,
       });
-      this.remember(origin, reply.limit, reply.rate);
+      this.remember(origin, scope, reply.limit, reply.rate);
       this.permit(key, reply.freeMs, heard);
       if (!reply.admitted) {
         pacingMetrics.waits.inc({ where: 'queued' });
@@ -309,6 +318,7 @@ export class OriginPacer {
     outcome: PacedOutcome,
     latencyNs: number,
     slot?: PaceSlot,
+    identity?: string,
   ): Promise<PaceReport | undefined> {
     const signal = paceSignal(outcome, Date.now(), this.options.retryAfterMaxMs);
     const answer: ReportAnswer = {
@@ -320,11 +330,12 @@ export class OriginPacer {
       inFlight: slot?.inFlight ?? 0,
       full: slot?.full ?? true,
     };
-    const key = this.keyOf(origin);
+    const scope = scopeOf(origin, identity);
+    const key = this.keyOf(scope);
     return new Promise((resolve) => {
       let batch = this.pending.get(key);
       if (batch === undefined) {
-        batch = { origin, answers: [], kinds: [], resolves: [], news: false, soon: false };
+        batch = { origin, scope, answers: [], kinds: [], resolves: [], news: false, soon: false };
         this.pending.set(key, batch);
       }
       batch.answers.push(answer);
@@ -367,26 +378,32 @@ export class OriginPacer {
    * voids the slot, as the gate asked then would. One heard before is the gate's business (it
    * admitted the call knowing it; the two clocks differ by a round trip).
    */
-  heldForMs(origin: string, sinceMs: number, nowMs = Date.now()): number {
-    const hold = this.holds.get(origin);
+  heldForMs(origin: string, sinceMs: number, nowMs = Date.now(), identity?: string): number {
+    const scope = scopeOf(origin, identity);
+    const hold = this.holds.get(scope);
     if (hold === undefined) return 0;
     if (hold.untilMs <= nowMs) {
-      this.holds.delete(origin);
+      this.holds.delete(scope);
       return 0;
     }
     return hold.heardMs >= sinceMs ? hold.untilMs - nowMs : 0;
   }
 
-  /** The origin's adaptive concurrency limit as last seen (whole calls, at least 1); undefined = not learnt. */
-  limitOf(origin: string): number | undefined {
-    const limit = this.limits.get(origin);
+  /**
+   * The origin's adaptive concurrency limit as last seen (whole calls, at least 1), learnt from the
+   * calls of `identity` when given and heard of, else from the origin's; undefined = not learnt.
+   */
+  limitOf(origin: string, identity?: string): number | undefined {
+    const limit =
+      (identity === undefined ? undefined : this.limits.get(scopeOf(origin, identity))) ??
+      this.limits.get(origin);
     return limit === undefined ? undefined : Math.max(1, Math.floor(limit));
   }
 
-  /** The shared state of one origin (tests, admin); times are Redis epoch ms. */
-  async snapshot(origin: string): Promise<PaceSnapshot> {
+  /** The shared state of one origin, or of its calls of `identity` (tests, admin); times are Redis epoch ms. */
+  async snapshot(origin: string, identity?: string): Promise<PaceSnapshot> {
     const fields = await this.options.redis.hmget(
-      this.keyOf(origin),
+      this.keyOf(scopeOf(origin, identity)),
       'h',
       'r',
       'x',
@@ -414,15 +431,16 @@ export class OriginPacer {
   }
 
   /** Measures the origin's latency floor again from its next answer (tests, admin). */
-  async probe(origin: string): Promise<void> {
-    await this.options.redis.hset(this.keyOf(origin), 'qn', 0);
+  async probe(origin: string, identity?: string): Promise<void> {
+    await this.options.redis.hset(this.keyOf(scopeOf(origin, identity)), 'qn', 0);
   }
 
-  /** Forgets an origin's pace (tests, admin). */
-  async reset(origin: string): Promise<void> {
-    await this.options.redis.del(this.keyOf(origin));
-    this.limits.delete(origin);
-    this.free.delete(this.keyOf(origin));
+  /** Forgets an origin's pace, or that of its calls of `identity` (tests, admin). */
+  async reset(origin: string, identity?: string): Promise<void> {
+    const scope = scopeOf(origin, identity);
+    await this.options.redis.del(this.keyOf(scope));
+    this.limits.delete(scope);
+    this.free.delete(this.keyOf(scope));
   }
 
   private scheduleFlush(soon: boolean): void {
@@ -451,7 +469,7 @@ export class OriginPacer {
     const dispatched = this.takeDispatched(key);
     const asked = this.askFree();
     const heard = this.announcements?.mark();
-    const { origin, answers, kinds, resolves, news } = batch;
+    const { origin, scope, answers, kinds, resolves, news } = batch;
     if (news) this.unsure.set(key, (this.unsure.get(key) ?? 0) + 1);
     const settled = () => {
       if (!news) return;
@@ -478,10 +496,10 @@ export class OriginPacer {
           settled();
           const last = replies[replies.length - 1];
           if (last) {
-            this.remember(origin, last.limit, last.rate);
+            this.remember(origin, scope, last.limit, last.rate);
             if (last.holdMs > 0) {
               const now = Date.now();
-              this.holds.set(origin, { untilMs: now + last.holdMs, heardMs: now });
+              this.holds.set(scope, { untilMs: now + last.holdMs, heardMs: now });
             }
           }
           this.permit(key, freeMs, heard);
@@ -563,21 +581,21 @@ export class OriginPacer {
     return this.announcements;
   }
 
-  private remember(origin: string, limit: number | undefined, rate: number | undefined): void {
+  private remember(origin: string, scope: string, limit: number | undefined, rate: number | undefined): void {
     const label = originLabel.of(origin);
     if (limit !== undefined) {
-      this.limits.set(origin, limit);
+      this.limits.set(scope, limit);
       pacingMetrics.limit.set({ origin: label }, Math.floor(limit));
     }
     pacingMetrics.rate.set({ origin: label }, rate ?? 0);
   }
 
-  /** One key per origin, named by a hash: origins are user input. */
-  private keyOf(origin: string): string {
-    let key = this.keys.get(origin);
+  /** One key per origin (or origin and identity: see scopeOf), named by a hash: origins are user input. */
+  private keyOf(scope: string): string {
+    let key = this.keys.get(scope);
     if (key === undefined) {
-      key = `${this.options.prefix}${createHash('sha256').update(origin, 'utf8').digest('hex').slice(0, 32)}`;
-      this.keys.set(origin, key);
+      key = `${this.options.prefix}${createHash('sha256').update(scope, 'utf8').digest('hex').slice(0, 32)}`;
+      this.keys.set(scope, key);
     }
     return key;
   }
@@ -592,4 +610,12 @@ export class OriginPacer {
       'origin pacing unavailable: calls go ahead unpaced',
     );
   }
+}
+
+/**
+ * What a pace is kept for: the origin, or the origin and a credential identity (a newline is in
+ * no origin, so no origin's scope is another's). The origin's alone hashes as before.
+ */
+function scopeOf(origin: string, identity: string | undefined): string {
+  return identity === undefined ? origin : `${origin}\n${identity}`;
 }

@@ -12,6 +12,12 @@ import { z } from 'zod';
 const requestId = z.string().min(1).max(256);
 const epochMs = z.number().int().nonnegative().meta({ description: 'Epoch milliseconds.' });
 
+/** Whose breaker a hold is: absent or `origin`, every caller's; `caller`, the request's client's alone. */
+const holdScope = z.enum(['origin', 'caller']).optional().meta({
+  description:
+    "Whose breaker: `origin` (absent: the same), held for every caller; `caller`, held for this request's client alone (only its calls failed, or the receiver's opt-out answered it).",
+});
+
 const common = {
   requestId,
   at: epochMs.meta({ description: 'When the step happened (epoch ms, clock of the process that saw it).' }),
@@ -104,6 +110,7 @@ export const journalEventSchema = z
         since: epochMs.meta({ description: 'When the hold began.' }),
         failures: z.number().int().nonnegative().meta({ description: 'Failures in the run so far.' }),
         failingSince: epochMs.optional().meta({ description: 'When the run of failures began.' }),
+        scope: holdScope,
       })
       .meta({
         description:
@@ -116,6 +123,7 @@ export const journalEventSchema = z
         origin: z.string().meta({ description: 'The target origin (scheme://host:port).' }),
         since: epochMs.meta({ description: 'When the hold had begun.' }),
         failures: z.number().int().nonnegative().meta({ description: 'Failures in the run it ended.' }),
+        scope: holdScope,
       })
       .meta({
         description: "This request was the probe that found its held origin back: the origin's tasks resume.",

@@ -9,6 +9,11 @@ import { isoTime } from '../format.ts';
 
 export interface BreakerView {
   origin: string;
+  /**
+   * The client whose own breaker at the origin this is (only its calls failed there, or the
+   * receiver's opt-out answered it: its calls alone wait); null: the origin's, every caller's.
+   */
+  client: string | null;
   state: BreakerSnapshot['state'];
   /** Consecutive failures while closed; null: not seen (or forgotten). */
   failures: number | null;
@@ -28,9 +33,10 @@ export interface BreakerView {
   failingSince: string | null;
 }
 
-function breakerView(origin: string, s: BreakerSnapshot): BreakerView {
+function breakerView(origin: string, s: BreakerSnapshot, client?: string): BreakerView {
   return {
     origin,
+    client: client ?? null,
     state: s.state,
     failures: s.failures ?? null,
     opensInARow: s.opens,
@@ -48,9 +54,30 @@ function breakerView(origin: string, s: BreakerSnapshot): BreakerView {
 export async function listBreakers(breaker: CircuitBreaker, limit: number): Promise<BreakerView[]> {
   if (!Number.isInteger(limit) || limit < 1)
     throw new UsageError(`limit must be a whole number ≥ 1, got ${limit}`);
-  const [held, open] = await Promise.all([breaker.heldOrigins(limit), breaker.openOrigins(limit)]);
-  const origins = [...new Set([...held.map((h) => h.origin), ...open.map((o) => o.origin)])].slice(0, limit);
-  return Promise.all(origins.map(async (origin) => breakerView(origin, await breaker.snapshot(origin))));
+  const [held, open, openCallers] = await Promise.all([
+    breaker.heldOrigins(limit),
+    breaker.openOrigins(limit),
+    breaker.openCallers(limit),
+  ]);
+  const origins = [
+    ...new Set([
+      ...held.filter((h) => h.client === undefined).map((h) => h.origin),
+      ...open.map((o) => o.origin),
+    ]),
+  ];
+  // A client's own breaker (only its calls failed there, or the receiver's opt-out answered it) is
+  // listed apart, with its client: the origin is not open for the others (reset ends both).
+  const callers = new Map<string, { origin: string; client: string }>();
+  for (const c of [...held, ...openCallers])
+    if (c.client !== undefined)
+      callers.set(`${c.origin}\n${c.client}`, { origin: c.origin, client: c.client });
+  const views = await Promise.all([
+    ...origins.map(async (origin) => breakerView(origin, await breaker.snapshot(origin))),
+    ...[...callers.values()].map(async ({ origin, client }) =>
+      breakerView(origin, await breaker.snapshot(origin, client), client),
+    ),
+  ]);
+  return views.slice(0, limit);
 }
 
 export async function showBreaker(breaker: CircuitBreaker, origin: string): Promise<BreakerView> {

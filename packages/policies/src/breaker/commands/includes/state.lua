@@ -23,10 +23,26 @@
                      origin that is not proven (at most threshold - f). A dead caller's slot comes
                      back when its lease ends.
 
-  States: CLOSED 0, OPEN 1, HALF_OPEN 2. A held origin is open or half-open.
+  The same two keys exist per caller of the origin (a client: docs/architecture.md §9, "whose
+  trouble"), tagged like the origin's so that one script call sees both scopes:
+    KEYS[3]  the caller's state   HASH, the fields above; absent = nothing failed for this caller
+    KEYS[4]  the caller's trials  ZSET, as KEYS[2]
+    KEYS[5]  callers              SET of the callers of the origin that have a state (for reset)
+  The origin's state then also keeps the callers of its run of failures:
+               fcl the caller whose failure began the run
+               mx  1 once another caller failed in the same run: the origin fails, not a caller.
+
+  States: CLOSED 0, OPEN 1, HALF_OPEN 2. A held origin (or caller) is open or half-open.
 ]]
 local K_STATE = KEYS[1]
 local K_TRIALS = KEYS[2]
+
+-- The scripts run the same rules on the origin's keys, then on the caller's: the functions below
+-- read the scope's keys from these two upvalues.
+local function useScope(stateKey, trialsKey)
+  K_STATE = stateKey
+  K_TRIALS = trialsKey
+end
 
 local CLOSED = 0
 local OPEN = 1
