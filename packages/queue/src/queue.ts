@@ -19,114 +19,21 @@ import {
   type QueueScripts,
   type Settled,
 } from './scripts.ts';
-
-export {
-  CLIENT_SEPARATOR,
-  clientOfPartition,
-  isOrderedPartition,
-  ORDERED_PREFIX,
-  parseToken,
-  shardOfPartition,
-} from './keys.ts';
-
-export interface FairQueueOptions {
-  redis: RedisClient;
-  /** Prepended to every key (`<prefix>{q:S}:ready`, ...). Default `rq:`. */
-  prefix?: string;
-  /** Label of this queue's metrics. Default: the prefix. */
-  name?: string;
-  /** Shard count; every process of one queue must use the same value. Default 128. */
-  shards?: number;
-  /** How long an acked task id stays refused by publish. Default 24 h. */
-  dedupWindowMs?: number;
-  /**
-   * Most tasks of one unordered partition in flight at once; 0 = unlimited (default). Ordered
-   * partitions (`!` prefix) always have at most one. Must be the same in every process.
-   */
-  partitionConcurrency?: number;
-  /** A task whose lease expired this many times goes to the dead letters; 0 = never (default). */
-  maxDeliveries?: number;
-  /** Most timers promoted / leases reclaimed by one lease call per shard. Default 256. */
-  housekeepingBatch?: number;
-  /** Most tasks per publish script call (bounds one script's run time). Default 500. */
-  publishBatch?: number;
-  /**
-   * How often lease() re-reads the state of every shard (one small read script per shard,
-   * pipelined). Between refreshes it visits only shards it knows to have work; work published by
-   * other processes is announced on a pub/sub channel (`notify`). Default 1000 ms; 0 = every call.
-   */
-  refreshMs?: number;
-  /**
-   * How many shards one lease call aims to visit when partitions are few (fewer script calls, a
-   * coarser interleaving across shards). Default 8.
-   */
-  shardsPerLease?: number;
-  /** Upper bound of `nextWakeMs`. Default 1000 ms. */
-  maxIdleMs?: number;
-  /** Announce newly available work on `<prefix>wake` so idle workers wake early. Default true. */
-  notify?: boolean;
-  /**
-   * Largest payload accepted (bytes, UTF-8): Redis coordinates, it does not store fat documents
-   * (large bodies stay in Kafka as offset-refs). Default 64 KiB.
-   */
-  maxPayloadBytes?: number;
-  logger?: Logger;
-}
-
-export interface PublishTask {
-  /** Unique task id (`requestId:tryCount`): publish is idempotent by it. */
-  id: string;
-  /** Fairness unit; `!`-prefixed = ordered. Default: the task id (a partition of its own). */
-  partition?: string;
-  /** Small opaque string (an offset-ref JSON or a small inline task). */
-  payload: string;
-  /** Due time, epoch ms (the caller's clock). Default: now (Redis clock). */
-  dueAt?: number;
-  /** Due in this many ms from now (Redis clock); used when dueAt is not given. */
-  delayMs?: number;
-}
-
-export type PublishResult = 'queued' | 'duplicate';
-
-export interface LeasedTask {
-  id: string;
-  partition: string;
-  payload: string;
-  /** Present it to extend/ack/reject/deadLetter; refused once the lease was reclaimed. */
-  token: string;
-  /** How many times this task has been leased, this lease included (1 = first delivery). */
-  deliveries: number;
-  /** Epoch ms (Redis clock) of the first publish. */
-  publishedAt: number;
-  /** Epoch ms at which the task became due. */
-  dueAt: number;
-  ordered: boolean;
-}
-
-export interface LeaseResult {
-  tasks: LeasedTask[];
-  /** 0 when tasks were returned; else how long an idle worker may sleep (≤ maxIdleMs). */
-  nextWakeMs: number;
-}
-
-/** `ok`, or `stale`: the lease was reclaimed (expired) or already settled — the task is not yours. */
-export type SettleResult = 'ok' | 'stale';
-
-export interface ReclaimResult {
-  reclaimed: number;
-  deadLettered: number;
-}
+import type {
+  CapHold,
+  FairQueueOptions,
+  LeasedTask,
+  LeaseResult,
+  PublishResult,
+  PublishTask,
+  ReclaimResult,
+  SettleResult,
+} from './types.ts';
 
 /** One lease round trip: tasks to ask of each shard, and the most one partition may give. */
 interface Wave {
   asks: Map<number, number>;
   quantum: number;
-}
-
-/** A cap slot (`cap/commands/acquire-2.lua`) held for a lease of a capped client. */
-export interface CapHold {
-  client: string;
-  permit: string;
 }
 
 const DAY_MS = 24 * 60 * 60 * 1000;

@@ -1,16 +1,17 @@
 import { join } from 'node:path';
 import { luaScripts, type RedisClient, readLuaCommands } from '@requester/shared/redis';
+import { isOrderedPartition, SHARD_KEY_NAMES } from './keys.ts';
 import type {
   ClientShardView,
   DeadTask,
+  LeasedTask,
   ListedTask,
   PartitionView,
+  PublishTask,
   ShardInfo,
   TaskListFilter,
   TaskListState,
-} from './admin.ts';
-import { isOrderedPartition, SHARD_KEY_NAMES } from './keys.ts';
-import type { LeasedTask, PublishTask } from './queue.ts';
+} from './types.ts';
 
 /**
  * Every `commands/<op>.lua`, read once per process. Each takes the same keys, those of one shard

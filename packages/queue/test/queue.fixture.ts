@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { clientCapKeys, shardKey } from '../src/keys.ts';
-import type { FairQueue, LeasedTask } from '../src/queue.ts';
+import type { FairQueue } from '../src/queue.ts';
+import type { LeasedTask } from '../src/types.ts';
 
 /** A key prefix of its own per test, so test files may share one Redis. */
 export function uniquePrefix(): string {
