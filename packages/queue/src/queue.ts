@@ -1,5 +1,3 @@
-import { randomBytes } from 'node:crypto';
-import { EventEmitter } from 'node:events';
 import { RequesterError } from '@requester/shared/errors';
 import type { Logger } from '@requester/shared/log';
 import type { RedisClient } from '@requester/shared/redis';
@@ -30,6 +28,7 @@ import type {
   SettleResult,
 } from './types.ts';
 import { checkClient, checkedPayload, nonNegativeInt, positiveInt, validateTask } from './validation.ts';
+import { clientJoinedWake, PROCESS_TAG, shardWake, Wakes } from './wakes.ts';
 
 /** One lease round trip: tasks to ask of each shard, and the most one partition may give. */
 interface Wave {
@@ -73,7 +72,6 @@ export class FairQueue {
   private readonly refreshMs: number;
   private readonly maxIdleMs: number;
   private readonly shardsPerLease: number;
-  private readonly notify: boolean;
   private readonly maxPayloadBytes: number;
   private readonly logger: Logger | undefined;
   /** The queue's scripts (for the admin module and tests); `keysOfShard` gives their keys. */
@@ -81,11 +79,7 @@ export class FairQueue {
   private readonly keysOf: string[][];
   private readonly view: ShardView;
   private cursor: number;
-  private subscriber: RedisClient | undefined;
-  private readonly waiters = new Set<(woken: boolean) => void>();
-  /** Wake messages received so far, and how many of them the latest lease call started after. */
-  private announcements = 0;
-  private announcementsLeaseSaw = 0;
+  private readonly wakes: Wakes;
   private readonly capScripts: CapScripts;
   /**
    * Per shard, the capped clients known to wait there, in the order of their next turns as far as
@@ -108,13 +102,21 @@ export class FairQueue {
     this.refreshMs = nonNegativeInt('refreshMs', options.refreshMs ?? 1000);
     this.maxIdleMs = nonNegativeInt('maxIdleMs', options.maxIdleMs ?? 1000);
     this.shardsPerLease = positiveInt('shardsPerLease', options.shardsPerLease ?? 8);
-    this.notify = options.notify ?? true;
     this.maxPayloadBytes = positiveInt('maxPayloadBytes', options.maxPayloadBytes ?? 64 * 1024);
     this.logger = options.logger;
     this.scripts = loadQueueScripts(this.redis);
     this.capScripts = loadCapScripts(this.redis);
     this.keysOf = Array.from({ length: this.shards }, (_, shard) => shardKeys(this.prefix, shard));
     this.view = new ShardView(this.shards);
+    this.wakes = new Wakes({
+      redis: this.redis,
+      prefix: this.prefix,
+      enabled: options.notify ?? true,
+      shards: this.shards,
+      listener: this.view,
+      name: this.name,
+      logger: this.logger,
+    });
     // Workers start at different shards so that they do not all hit shard 0.
     this.cursor = Math.floor(Math.random() * this.shards);
   }
@@ -155,14 +157,14 @@ export class FairQueue {
               this.partitionConcurrency,
               this.dedupWindowMs,
               published,
-              this.notify ? { channel: this.wakeChannel, shard, tail: `,${PROCESS_TAG}` } : undefined,
+              this.wakes.forPublish(shard),
             )
             .then(({ readyCount, nextEvent, notify, clientJoined, queued }) => {
               this.view.update(shard, readyCount, nextEvent);
-              if (notify) woke.push(`${shard}:${readyCount > 0 ? 0 : nextEvent}`);
+              if (notify) woke.push(shardWake(shard, readyCount > 0 ? 0 : nextEvent));
               // A client new to the shard's fair share has the next turn there: workers go there
               // first, or its task would wait for their cursors to come round (shards × k tasks).
-              if (clientJoined) woke.push(`${FIRST_MARK}${shard}`);
+              if (clientJoined) woke.push(clientJoinedWake(shard));
               chunk.forEach((index, i) => {
                 results[index] = queued[i] ? 'queued' : 'duplicate';
               });
@@ -179,7 +181,7 @@ export class FairQueue {
     }
     // The scripts announced their shards on Redis themselves (no round trip of its own); the
     // workers of this process hear it here.
-    this.announceLocally(woke);
+    this.wakes.announceLocally(woke);
     return results;
   }
 
@@ -192,9 +194,7 @@ export class FairQueue {
     positiveInt('k', k);
     positiveInt('leaseMs', leaseMs);
     const started = performance.now();
-    this.announcementsLeaseSaw = this.announcements;
-    // Busy workers hear announcements too: a client joining a shard's fair share is one for them.
-    if (this.notify && !this.subscriber) await this.subscribe();
+    await this.wakes.leaseStarts();
     if (Date.now() - this.view.refreshedAt >= this.refreshMs) await this.refreshView();
     const tasks: LeasedTask[] = [];
     await this.leaseWaveWithCaps(this.allocate(k, this.shardsPerLease), leaseMs, tasks, k);
@@ -418,68 +418,22 @@ export class FairQueue {
 
   /**
    * Resolves after ms, or earlier when some process announces new work (pub/sub) — what an idle
-   * worker does with `nextWakeMs`. Resolves true when woken by an announcement, false on timeout
-   * or abort. An announcement that arrived while the latest `lease` was under way (after it began)
-   * answers true at once: that lease may not have seen the work, and waiting for the next
-   * announcement would leave it queued for as long (a lost wake-up).
+   * worker does with `nextWakeMs`: true when woken by an announcement, false on timeout or abort.
    */
-  async waitForWork(ms: number, signal?: AbortSignal): Promise<boolean> {
-    if (ms <= 0 || signal?.aborted) return false;
-    if (this.notify) await this.subscribe();
-    if (this.announcements !== this.announcementsLeaseSaw) return true;
-    return new Promise<boolean>((resolve) => {
-      const finish = (woken: boolean) => {
-        clearTimeout(timer);
-        this.waiters.delete(finish);
-        signal?.removeEventListener('abort', abort);
-        resolve(woken);
-      };
-      const abort = () => finish(false);
-      const timer = setTimeout(abort, ms);
-      this.waiters.add(finish);
-      signal?.addEventListener('abort', abort, { once: true });
-    });
+  waitForWork(ms: number, signal?: AbortSignal): Promise<boolean> {
+    return this.wakes.waitForWork(ms, signal);
   }
 
   /** Stops the wake-up subscription (the caller owns and closes `redis`). */
-  async close(): Promise<void> {
-    localWakes.off(this.wakeChannel, this.heardLocally);
-    for (const finish of [...this.waiters]) finish(false);
-    const subscriber = this.subscriber;
-    this.subscriber = undefined;
-    if (subscriber) await subscriber.quit().catch(() => subscriber.disconnect());
+  close(): Promise<void> {
+    return this.wakes.close();
   }
 
   get wakeChannel(): string {
-    return `${this.prefix}wake`;
+    return this.wakes.channel;
   }
 
   // ---------------------------------------------------------------------------------------------
-
-  /**
-   * Tells the idle workers (`waitForWork`) of this process — another instance on the same queue,
-   * e.g. `--role all` — which shards have work now (`shard:inMs`, comma-separated), at once.
-   */
-  private announceLocally(shards: string[]): void {
-    if (!this.notify || shards.length === 0) return;
-    localWakes.emit(this.wakeChannel, shards.join(','));
-  }
-
-  /**
-   * `announceLocally`, and to the other processes through Redis, tagged so that this process skips
-   * its own echo. (Publish announces from its script instead.)
-   */
-  private async announce(shards: string[]): Promise<void> {
-    if (!this.notify || shards.length === 0) return;
-    const message = shards.join(',');
-    this.announceLocally(shards);
-    try {
-      await this.redis.publish(this.wakeChannel, `${message},${PROCESS_TAG}`);
-    } catch (err) {
-      // Only a latency hint: workers find the work on their next view refresh anyway.
-      this.logger?.warn({ err, queue: this.name }, 'wake announcement failed');
-    }
-  }
 
   /** One settle script call per shard, all pipelined; results in the order of `items`. */
   private async settle<Item extends { token: string }>(
@@ -510,7 +464,7 @@ export class FairQueue {
         );
         if (state) {
           this.view.update(shard, state.readyCount, state.nextEvent);
-          if (state.notify) woke.push(`${shard}:0`);
+          if (state.notify) woke.push(shardWake(shard, 0));
         }
         indexes.forEach((index, i) => {
           results[index] = ok[i] ? 'ok' : 'stale';
@@ -519,7 +473,7 @@ export class FairQueue {
     );
     // e.g. an ordered partition unblocked by this ack, on a shard other workers believe idle
     // (not awaited, as in publish)
-    void this.announce(woke);
+    void this.wakes.announce(woke);
     await this.settleCapHolds(op, items, results);
     const ok = results.filter((r) => r === 'ok').length;
     if (ok > 0) queueMetrics.settled.inc({ queue: this.name, op, result: 'ok' }, ok);
@@ -855,23 +809,6 @@ export class FairQueue {
     return Math.max(0, Math.min(soonest - now, this.maxIdleMs));
   }
 
-  /** A wake announcement (`shard:inMs`, comma-separated): the shards' views, then idle workers. */
-  private heard(message: string): void {
-    this.announcements++;
-    for (const entry of message.split(',')) {
-      if (entry.startsWith(FIRST_MARK)) {
-        const shard = Number(entry.slice(FIRST_MARK.length));
-        if (Number.isInteger(shard) && shard >= 0 && shard < this.shards) this.view.first(shard);
-        continue;
-      }
-      const [shard, inMs] = entry.split(':').map(Number);
-      if (shard !== undefined && inMs !== undefined && shard < this.shards) this.view.wake(shard, inMs);
-    }
-    for (const finish of [...this.waiters]) finish(true);
-  }
-
-  private readonly heardLocally = (message: string) => this.heard(message);
-
   /** Re-reads the state of every shard (one small read-only script per shard, pipelined). */
   private async refreshView(): Promise<void> {
     const at = Date.now();
@@ -883,45 +820,13 @@ export class FairQueue {
     });
     this.view.refreshedAt = at;
   }
-
-  private async subscribe(): Promise<void> {
-    if (this.subscriber) return;
-    const subscriber = this.redis.duplicate();
-    this.subscriber = subscriber;
-    subscriber.on('message', (_channel: string, message: string) => {
-      // Our own announcement: heard already, through localWakes.
-      if (!message.endsWith(PROCESS_TAG)) this.heard(message);
-    });
-    localWakes.on(this.wakeChannel, this.heardLocally);
-    subscriber.on('error', (err: Error) => this.logger?.warn({ err, queue: this.name }, 'wake subscription'));
-    await subscriber.subscribe(this.wakeChannel);
-  }
 }
 
-/**
- * Wake announcements inside this process, by wake channel: a queue instance that publishes wakes
- * the idle workers of the others on the same queue without the round trip through Redis pub/sub.
- */
-const localWakes = new EventEmitter().setMaxListeners(0);
-
-/**
- * Ends this process's announcements on Redis (`,@<random>`), so that it skips their echo: without
- * it each announcement woke its own idle workers twice, and each second wake cost a lease script
- * that found nothing. Readers skip the entry as they skip any that is not `shard:inMs`.
- */
-const PROCESS_TAG = `@${randomBytes(6).toString('hex')}`;
 /**
  * Cap slot ids are `<PROCESS_TAG>.<n>`: n counts for the whole process, not per queue object, or
  * two queue objects of one process (workers of `--role all`, tests) would take the same slot twice.
  */
 let permitSeq = 0;
-
-/**
- * `!<shard>` in an announcement: a client joined that shard's fair share, and has the next turn
- * there; workers visit it first in their next lease. (Readers that do not know it skip it: it is not
- * `shard:inMs`.)
- */
-const FIRST_MARK = '!';
 
 /**
  * What this process knows about each shard: when it next has something to do (a ready partition,
