@@ -17,6 +17,7 @@ import {
   type QueueScripts,
   type Settled,
 } from './scripts.ts';
+import { ShardView, type Wave } from './shards.ts';
 import type {
   CapHold,
   FairQueueOptions,
@@ -29,12 +30,6 @@ import type {
 } from './types.ts';
 import { checkClient, checkedPayload, nonNegativeInt, positiveInt, validateTask } from './validation.ts';
 import { clientJoinedWake, PROCESS_TAG, shardWake, Wakes } from './wakes.ts';
-
-/** One lease round trip: tasks to ask of each shard, and the most one partition may give. */
-interface Wave {
-  asks: Map<number, number>;
-  quantum: number;
-}
 
 const DAY_MS = 24 * 60 * 60 * 1000;
 /** Shares are relative: beyond this, a client of weight 1 would hardly ever be served. */
@@ -78,7 +73,6 @@ export class FairQueue {
   readonly scripts: QueueScripts;
   private readonly keysOf: string[][];
   private readonly view: ShardView;
-  private cursor: number;
   private readonly wakes: Wakes;
   private readonly capScripts: CapScripts;
   /**
@@ -117,8 +111,6 @@ export class FairQueue {
       name: this.name,
       logger: this.logger,
     });
-    // Workers start at different shards so that they do not all hit shard 0.
-    this.cursor = Math.floor(Math.random() * this.shards);
   }
 
   /** The shard of a partition (stable across processes). */
@@ -197,14 +189,14 @@ export class FairQueue {
     await this.wakes.leaseStarts();
     if (Date.now() - this.view.refreshedAt >= this.refreshMs) await this.refreshView();
     const tasks: LeasedTask[] = [];
-    await this.leaseWaveWithCaps(this.allocate(k, this.shardsPerLease), leaseMs, tasks, k);
+    await this.leaseWaveWithCaps(this.view.planWave(k, this.shardsPerLease), leaseMs, tasks, k);
     // The partitions met had fewer due tasks than the quantum assumed: more round trips, one task
     // per ready partition over as many shards as it takes. Another round only when the last one
     // met shards holding nothing but clients at their caps: those are now idle in the view
     // (leaseWave), so the next round looks further, and a lease does not come back empty while
     // another shard has work. Each such round idles a shard or more: at most as many as shards.
     for (let round = 0; tasks.length < k && round < this.shards; round++) {
-      const wave = this.allocate(k - tasks.length, this.shards);
+      const wave = this.view.planWave(k - tasks.length, this.shards);
       if (wave.asks.size === 0) break;
       const idledCapped = await this.leaseWaveWithCaps(wave, leaseMs, tasks, k);
       if (!idledCapped) break;
@@ -214,7 +206,7 @@ export class FairQueue {
       queueMetrics.leased.inc({ queue: this.name }, tasks.length);
       this.observeWaits(tasks);
     }
-    return { tasks, nextWakeMs: tasks.length > 0 ? 0 : this.idleFor() };
+    return { tasks, nextWakeMs: tasks.length > 0 ? 0 : this.view.idleFor(this.maxIdleMs) };
   }
 
   /** Each task's wait from due to lease, per client: what fair share is judged by. */
@@ -634,46 +626,6 @@ export class FairQueue {
   }
 
   /**
-   * Which shards to visit and how many tasks to ask of each. Walks the shards from the cursor,
-   * skipping those known to have nothing to do, until the ready partitions met could give k tasks
-   * at one task each, or `maxShards` shards were picked. When fewer than k partitions were met,
-   * each may give up to `quantum` = ceil(k / partitions met) tasks: few shards per lease (few script
-   * calls) while every partition still gets the same share per visit of its shard. The cursor then
-   * moves past the last shard picked, so that shards take turns.
-   */
-  private allocate(k: number, maxShards: number): Wave {
-    const now = Date.now();
-    const picked: number[] = [];
-    let partitionsMet = 0;
-    // Shards where a client joined the fair share first (announced by its publisher), once each.
-    for (const shard of this.view.firstShards()) {
-      if (picked.length >= maxShards || partitionsMet >= k) break;
-      this.view.visited(shard);
-      picked.push(shard);
-      partitionsMet += Math.max(1, this.view.ready[shard] ?? 0);
-    }
-    let last = this.cursor - 1;
-    for (let i = 0; i < this.shards && picked.length < maxShards && partitionsMet < k; i++) {
-      const shard = (this.cursor + i) % this.shards;
-      if (!this.view.hasWork(shard, now) || picked.includes(shard)) continue;
-      picked.push(shard);
-      partitionsMet += Math.max(1, this.view.ready[shard] ?? 0);
-      last = shard;
-    }
-    this.cursor = (last + 1) % this.shards;
-    const quantum = Math.max(1, Math.ceil(k / Math.max(1, partitionsMet)));
-    const asks = new Map<number, number>();
-    let remaining = k;
-    for (const shard of picked) {
-      if (remaining <= 0) break;
-      const ask = Math.min(remaining, Math.max(1, this.view.ready[shard] ?? 0) * quantum);
-      asks.set(shard, ask);
-      remaining -= ask;
-    }
-    return { asks, quantum };
-  }
-
-  /**
    * A wave, and when it skipped capped clients it had not asked slots for (this process did not
    * know they waited there, or the ask was covered by clients before them that turned out to be at
    * their caps), more visits of those shards with their cap slots (never more than k tasks in all,
@@ -801,14 +753,6 @@ export class FairQueue {
     }
   }
 
-  private idleFor(): number {
-    const now = Date.now();
-    let soonest = Number.POSITIVE_INFINITY;
-    for (let shard = 0; shard < this.shards; shard++)
-      soonest = Math.min(soonest, this.view.wakeAt[shard] ?? 0);
-    return Math.max(0, Math.min(soonest - now, this.maxIdleMs));
-  }
-
   /** Re-reads the state of every shard (one small read-only script per shard, pipelined). */
   private async refreshView(): Promise<void> {
     const at = Date.now();
@@ -827,51 +771,3 @@ export class FairQueue {
  * two queue objects of one process (workers of `--role all`, tests) would take the same slot twice.
  */
 let permitSeq = 0;
-
-/**
- * What this process knows about each shard: when it next has something to do (a ready partition,
- * a timer or a lease deadline), in local ms, and how many partitions it had ready. Updated by every
- * script reply, by wake messages, and by a periodic refresh.
- */
-class ShardView {
-  readonly wakeAt: Float64Array;
-  readonly ready: Uint32Array;
-  refreshedAt = Number.NEGATIVE_INFINITY;
-  /** Shards to visit first (a client joined their fair share), in the order announced. */
-  private readonly firsts = new Set<number>();
-
-  constructor(shards: number) {
-    // Unknown shards count as having work: the first lease looks everywhere.
-    this.wakeAt = new Float64Array(shards).fill(0);
-    this.ready = new Uint32Array(shards);
-  }
-
-  update(shard: number, readyCount: number, nextEventMs: number, now = Date.now()): void {
-    this.ready[shard] = readyCount;
-    this.wakeAt[shard] =
-      readyCount > 0 ? now : nextEventMs >= 0 ? now + nextEventMs : Number.POSITIVE_INFINITY;
-  }
-
-  wake(shard: number, inMs: number): void {
-    this.wakeAt[shard] = Math.min(this.wakeAt[shard] ?? 0, Date.now() + inMs);
-    if (inMs === 0) this.ready[shard] = Math.max(1, this.ready[shard] ?? 0);
-  }
-
-  first(shard: number): void {
-    this.firsts.add(shard);
-    this.wake(shard, 0);
-  }
-
-  /** The shards to visit first, in the order announced (a copy: `visited` forgets them). */
-  firstShards(): number[] {
-    return [...this.firsts];
-  }
-
-  visited(shard: number): void {
-    this.firsts.delete(shard);
-  }
-
-  hasWork(shard: number, now: number): boolean {
-    return (this.wakeAt[shard] ?? 0) <= now;
-  }
-}
