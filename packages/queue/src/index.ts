@@ -5,6 +5,7 @@
  * classes, never its keys.
  */
 export { CLIENT_METRICS_TOP, QueueAdmin } from './admin.ts';
+export { CAP_GRACE_MS } from './cap/index.ts';
 export { queueFromConfig } from './config.ts';
 export {
   CLIENT_SEPARATOR,
@@ -14,7 +15,7 @@ export {
   parseToken,
   shardOfPartition,
 } from './keys.ts';
-export { CAP_GRACE_MS, FairQueue, MAX_CLIENT_WEIGHT } from './queue.ts';
+export { FairQueue, MAX_CLIENT_WEIGHT } from './queue.ts';
 export type {
   CapHold,
   ClientInfo,

@@ -1,22 +1,10 @@
 import { RequesterError } from '@requester/shared/errors';
 import type { Logger } from '@requester/shared/log';
 import type { RedisClient } from '@requester/shared/redis';
-import {
-  clientCapKeys,
-  clientOfPartition,
-  parseToken,
-  shardKey,
-  shardKeys,
-  shardOfPartition,
-} from './keys.ts';
+import { ClientCaps } from './cap/index.ts';
+import { clientOfPartition, parseToken, shardKey, shardKeys, shardOfPartition } from './keys.ts';
 import { clientLabel, queueMetrics } from './metrics.ts';
-import {
-  type CapScripts,
-  loadCapScripts,
-  loadQueueScripts,
-  type QueueScripts,
-  type Settled,
-} from './scripts.ts';
+import { loadQueueScripts, type QueueScripts, type Settled } from './scripts.ts';
 import { ShardView, type Wave } from './shards.ts';
 import type {
   CapHold,
@@ -29,17 +17,11 @@ import type {
   SettleResult,
 } from './types.ts';
 import { checkClient, checkedPayload, nonNegativeInt, positiveInt, validateTask } from './validation.ts';
-import { clientJoinedWake, PROCESS_TAG, shardWake, Wakes } from './wakes.ts';
+import { clientJoinedWake, shardWake, Wakes } from './wakes.ts';
 
 const DAY_MS = 24 * 60 * 60 * 1000;
 /** Shares are relative: beyond this, a client of weight 1 would hardly ever be served. */
 export const MAX_CLIENT_WEIGHT = 1000;
-/**
- * A cap slot outlives its lease by this much (it is taken just before the lease and extended just
- * after it), so that a slot never expires while its lease is live: the cap is never exceeded; the
- * price is that a dead executor's slots come back this long after its leases expired.
- */
-export const CAP_GRACE_MS = 2000;
 /**
  * A shard whose only ready work belongs to clients at their caps is looked at again after this
  * long (a slot freed elsewhere is not announced: the holder does not know where the client waits).
@@ -74,14 +56,7 @@ export class FairQueue {
   private readonly keysOf: string[][];
   private readonly view: ShardView;
   private readonly wakes: Wakes;
-  private readonly capScripts: CapScripts;
-  /**
-   * Per shard, the capped clients known to wait there, in the order of their next turns as far as
-   * this process saw (`noteCappedClients`): the first ones get cap slots for the shard's next visit.
-   */
-  private readonly wanting = new Map<number, string[]>();
-  /** The cap slots of the leases this instance handed out, by token (settled here, released here). */
-  private readonly capHolds = new Map<string, CapHold>();
+  private readonly caps: ClientCaps;
 
   constructor(options: FairQueueOptions) {
     this.redis = options.redis;
@@ -99,7 +74,7 @@ export class FairQueue {
     this.maxPayloadBytes = positiveInt('maxPayloadBytes', options.maxPayloadBytes ?? 64 * 1024);
     this.logger = options.logger;
     this.scripts = loadQueueScripts(this.redis);
-    this.capScripts = loadCapScripts(this.redis);
+    this.caps = new ClientCaps({ redis: this.redis, prefix: this.prefix, shards: this.shards });
     this.keysOf = Array.from({ length: this.shards }, (_, shard) => shardKeys(this.prefix, shard));
     this.view = new ShardView(this.shards);
     this.wakes = new Wakes({
@@ -250,46 +225,35 @@ export class FairQueue {
     );
   }
 
-  /**
-   * A client's cap of tasks in flight across every executor (0: none). Written into every shard
-   * (lease reads whether a client is capped in its own slot) and into the client's own slot, where
-   * the slots are counted (`cap/commands/acquire-2.lua`): a shard is a slot of its own and a client's
-   * partitions are in many, so no shard can count them. Lowering a cap leaves the tasks in flight
-   * alone: the client gets no more until it is below the new one.
-   */
-  async setClientMaxInFlight(client: string, cap: number): Promise<void> {
-    checkClient(client);
-    nonNegativeInt('max in flight', cap);
-    const { cap: capKey } = clientCapKeys(this.prefix, client);
-    await Promise.all([
-      cap === 0 ? this.redis.del(capKey) : this.redis.set(capKey, cap),
-      ...Array.from({ length: this.shards }, (_, shard) => {
-        const key = shardKey(this.prefix, shard, 'caps');
-        return cap === 0 ? this.redis.hdel(key, client) : this.redis.hset(key, client, cap);
-      }),
-    ]);
-  }
-
-  /** The clients with a cap of tasks in flight (read from shard 0; every shard holds the same). */
-  async clientCaps(): Promise<Map<string, number>> {
-    const all = await this.redis.hgetall(shardKey(this.prefix, 0, 'caps'));
-    return new Map(Object.entries(all).map(([client, cap]) => [client, Number(cap)]));
-  }
-
-  /** The cap slots a client holds now: its tasks in flight, counted only for a capped client. */
-  async clientInFlight(client: string): Promise<number> {
-    return this.redis.zcount(clientCapKeys(this.prefix, client).held, `(${Date.now()}`, '+inf');
-  }
-
-  /** The cap slot this instance holds for a lease it handed out (a capped client's), if any. */
-  capHoldOf(token: string): Readonly<CapHold> | undefined {
-    return this.capHolds.get(token);
-  }
-
   /** The clients with a weight other than 1 (read from shard 0; every shard holds the same). */
   async clientWeights(): Promise<Map<string, number>> {
     const all = await this.redis.hgetall(shardKey(this.prefix, 0, 'shares'));
     return new Map(Object.entries(all).map(([client, weight]) => [client, Number(weight)]));
+  }
+
+  /**
+   * A client's cap of tasks in flight across every executor (0: none); lowering it leaves the
+   * tasks in flight alone: the client gets no more until it is below the new one.
+   */
+  async setClientMaxInFlight(client: string, cap: number): Promise<void> {
+    checkClient(client);
+    nonNegativeInt('max in flight', cap);
+    await this.caps.setMaxInFlight(client, cap);
+  }
+
+  /** The clients with a cap of tasks in flight. */
+  clientCaps(): Promise<Map<string, number>> {
+    return this.caps.caps();
+  }
+
+  /** The cap slots a client holds now: its tasks in flight, counted only for a capped client. */
+  clientInFlight(client: string): Promise<number> {
+    return this.caps.inFlight(client);
+  }
+
+  /** The cap slot this instance holds for a lease it handed out (a capped client's), if any. */
+  capHoldOf(token: string): Readonly<CapHold> | undefined {
+    return this.caps.holdOf(token);
   }
 
   /** Heartbeat: the lease now ends leaseMs from now. */
@@ -466,163 +430,13 @@ export class FairQueue {
     // e.g. an ordered partition unblocked by this ack, on a shard other workers believe idle
     // (not awaited, as in publish)
     void this.wakes.announce(woke);
-    await this.settleCapHolds(op, items, results);
+    await this.caps.settle(op, items, results);
     const ok = results.filter((r) => r === 'ok').length;
     if (ok > 0) queueMetrics.settled.inc({ queue: this.name, op, result: 'ok' }, ok);
     if (ok < results.length) {
       queueMetrics.settled.inc({ queue: this.name, op, result: 'stale' }, results.length - ok);
     }
     return results;
-  }
-
-  /**
-   * The cap slots of settled leases: an extended lease extends its slot; any other settle, or a
-   * stale token (its lease was reclaimed: the task may be another's now), gives it back.
-   */
-  private async settleCapHolds(
-    op: 'extend' | 'ack' | 'reject' | 'deadLetter',
-    items: ReadonlyArray<{ token: string; leaseMs?: number }>,
-    results: readonly SettleResult[],
-  ): Promise<void> {
-    if (this.capHolds.size === 0) return;
-    const released: CapHold[] = [];
-    const extended = new Map<string, { holdMs: number; permits: string[] }>();
-    items.forEach((item, i) => {
-      const hold = this.capHolds.get(item.token);
-      if (!hold) return;
-      if (op === 'extend' && results[i] === 'ok') {
-        const holdMs = (item.leaseMs ?? 0) + CAP_GRACE_MS;
-        const entry = extended.get(hold.client) ?? { holdMs, permits: [] };
-        entry.holdMs = Math.max(entry.holdMs, holdMs);
-        entry.permits.push(hold.permit);
-        extended.set(hold.client, entry);
-        return;
-      }
-      this.capHolds.delete(item.token);
-      released.push(hold);
-    });
-    await Promise.all([
-      this.releaseCapSlots(released),
-      ...[...extended].map(([client, { holdMs, permits }]) =>
-        this.capScripts.extend(clientCapKeys(this.prefix, client).held, holdMs, permits),
-      ),
-    ]);
-  }
-
-  private async releaseCapSlots(holds: readonly CapHold[]): Promise<void> {
-    const byClient = new Map<string, string[]>();
-    for (const { client, permit } of holds) {
-      const list = byClient.get(client);
-      if (list) list.push(permit);
-      else byClient.set(client, [permit]);
-    }
-    await Promise.all(
-      [...byClient].map(([client, permits]) =>
-        this.redis.zrem(clientCapKeys(this.prefix, client).held, ...permits),
-      ),
-    );
-  }
-
-  /**
-   * Cap slots for the capped clients known to wait in the shards of a wave (`wanting`), taken in
-   * each client's slot (one acquire script per client, pipelined: the clients' slots are apart).
-   * A client is asked only for the turns it may get in a shard: the shard's ask shared out between
-   * the clients waiting there (at least the wave's quantum), to the first ones in turn order until
-   * the ask is covered. A client with more due work, or one not asked, is skipped by the script
-   * with its place kept, and reported: it gets slots at the next visit. Per shard: client → slots,
-   * also for a client granted none; `recorded` false for a client whose cap was lifted meanwhile
-   * (the shard still asks for slots until it sees the change: pseudo-slots, never released).
-   */
-  private async takeCapSlots(
-    asks: ReadonlyMap<number, number>,
-    quantum: number,
-    leaseMs: number,
-  ): Promise<Map<number, Map<string, { permits: string[]; recorded: boolean }>>> {
-    const wants = new Map<string, Array<{ shard: number; count: number }>>();
-    for (const [shard, ask] of asks) {
-      const waiting = this.wanting.get(shard);
-      if (!waiting || waiting.length === 0) continue;
-      const each = Math.min(ask, Math.max(quantum, Math.ceil(ask / waiting.length)));
-      let left = ask;
-      for (const client of waiting) {
-        if (left <= 0) break;
-        const count = Math.min(each, left);
-        left -= count;
-        const list = wants.get(client);
-        if (list) list.push({ shard, count });
-        else wants.set(client, [{ shard, count }]);
-      }
-    }
-    const byShard = new Map<number, Map<string, { permits: string[]; recorded: boolean }>>();
-    await Promise.all(
-      [...wants].map(async ([client, shards]) => {
-        const need = shards.reduce((sum, { count }) => sum + count, 0);
-        const ids = Array.from({ length: need }, () => `${PROCESS_TAG}.${++permitSeq}`);
-        const granted = await this.capScripts.acquire(
-          clientCapKeys(this.prefix, client),
-          leaseMs + CAP_GRACE_MS,
-          ids,
-        );
-        const permits = granted === null ? ids : ids.slice(0, granted);
-        // One slot at a time to each shard in turn, up to its count.
-        const given = new Map<number, string[]>(shards.map(({ shard }) => [shard, []]));
-        let at = 0;
-        while (at < permits.length) {
-          let placed = false;
-          for (const { shard, count } of shards) {
-            const mine = given.get(shard) as string[];
-            if (at < permits.length && mine.length < count) {
-              mine.push(permits[at++] as string);
-              placed = true;
-            }
-          }
-          if (!placed) break;
-        }
-        for (const [shard, mine] of given) {
-          const perClient = byShard.get(shard) ?? new Map();
-          perClient.set(client, { permits: mine, recorded: granted !== null });
-          byShard.set(shard, perClient);
-        }
-      }),
-    );
-    return byShard;
-  }
-
-  /**
-   * After a lease call on a shard: the capped clients known to wait there, in the order of their
-   * next turns. First those the script set work aside for, for want of slots (in turn order: they
-   * were met at the front of the line), then the others known, then those served (their tags moved
-   * on), and last those found at their caps (`denied`: asked first, they would take the ask from the
-   * others every time). Out: those with nothing pending there any more, and, when the call took fewer tasks than
-   * asked (it met every client in line), those given slots that it neither served nor skipped.
-   */
-  private noteCappedClients(
-    shard: number,
-    reply: { tasks: readonly LeasedTask[]; wanting: readonly string[]; left: readonly string[] },
-    given: ReadonlyMap<string, unknown> | undefined,
-    denied: ReadonlySet<string>,
-    ask: number,
-  ): void {
-    const known = this.wanting.get(shard) ?? [];
-    if (known.length === 0 && reply.wanting.length === 0) return;
-    const served = new Set<string>();
-    if (given) {
-      for (const task of reply.tasks) {
-        const client = clientOfPartition(task.partition);
-        if (given.has(client)) served.add(client);
-      }
-    }
-    const out = new Set([...reply.wanting, ...reply.left]);
-    const metAll = reply.tasks.length < ask;
-    const next = reply.wanting.filter((client) => !denied.has(client));
-    for (const client of known) {
-      if (out.has(client) || served.has(client) || (metAll && given?.has(client))) continue;
-      next.push(client);
-    }
-    for (const client of served) if (!out.has(client)) next.push(client);
-    for (const client of reply.wanting) if (denied.has(client)) next.push(client);
-    if (next.length > 0) this.wanting.set(shard, next);
-    else this.wanting.delete(shard);
   }
 
   /**
@@ -667,7 +481,7 @@ export class FairQueue {
     into: LeasedTask[],
   ): Promise<{ metCaps: number[]; idledCapped: boolean }> {
     if (asks.size === 0) return { metCaps: [], idledCapped: false };
-    const slots = await this.takeCapSlots(asks, quantum, leaseMs);
+    const slots = await this.caps.take(asks, quantum, leaseMs);
     const args = (shard: number, ask: number) => ({
       partitionConcurrency: this.partitionConcurrency,
       shard,
@@ -703,26 +517,12 @@ export class FairQueue {
       reclaimed += reply.reclaimed;
       deadLettered += reply.deadLettered;
       into.push(...reply.tasks);
-      // Asked, and granted no slot: at its cap (behind the others in this process's order).
-      const denied = new Set<string>();
-      for (const [client, { permits }] of given ?? []) if (permits.length === 0) denied.add(client);
-      // Without cap slots for this shard (no capped client met), no task holds one: no name parsed.
-      for (const task of given ? reply.tasks : []) {
-        const client = clientOfPartition(task.partition);
-        const mine = given?.get(client);
-        const permit = mine?.permits.shift();
-        if (permit !== undefined && mine?.recorded) this.capHolds.set(task.token, { client, permit });
-      }
-      for (const [client, { permits, recorded }] of given ?? []) {
-        if (recorded) for (const permit of permits) unused.push({ client, permit });
-      }
       const ask = asks.get(shard) ?? 1;
+      const { skippedUnasked } = this.caps.afterLease(shard, reply, given, ask, unused);
       // Skipped without having been asked for slots: worth a second visit with slots, when the
       // call took fewer tasks than asked.
-      const unasked = reply.wanting.some((client) => !given?.has(client));
-      if (unasked && reply.tasks.length < ask) metCaps.push(shard);
-      this.noteCappedClients(shard, reply, given, denied, ask);
-      if (reply.tasks.length === 0 && reply.wanting.length > 0 && !unasked) {
+      if (skippedUnasked && reply.tasks.length < ask) metCaps.push(shard);
+      if (reply.tasks.length === 0 && reply.wanting.length > 0 && !skippedUnasked) {
         // Its ready work is all of clients at their caps: not worth a visit per lease call.
         const inMs = reply.nextEvent >= 0 ? Math.min(reply.nextEvent, CAP_RETRY_MS) : CAP_RETRY_MS;
         this.view.update(shard, 0, inMs);
@@ -734,9 +534,11 @@ export class FairQueue {
     // this connection sees them, and a slot given back late only keeps the client below its cap
     // a moment longer.
     if (unused.length > 0) {
-      this.releaseCapSlots(unused).catch((err: unknown) =>
-        this.logger?.warn({ err, queue: this.name }, 'giving back unused cap slots failed'),
-      );
+      this.caps
+        .release(unused)
+        .catch((err: unknown) =>
+          this.logger?.warn({ err, queue: this.name }, 'giving back unused cap slots failed'),
+        );
     }
     if (failure !== undefined) {
       // Tasks leased on the other shards are handed out anyway; the failed shard is retried later.
@@ -765,9 +567,3 @@ export class FairQueue {
     this.view.refreshedAt = at;
   }
 }
-
-/**
- * Cap slot ids are `<PROCESS_TAG>.<n>`: n counts for the whole process, not per queue object, or
- * two queue objects of one process (workers of `--role all`, tests) would take the same slot twice.
- */
-let permitSeq = 0;

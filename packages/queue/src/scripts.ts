@@ -251,32 +251,6 @@ function deadTasks(reply: Reply): Array<Omit<DeadTask, 'shard'>> {
   return tasks;
 }
 
-const CAP_COMMANDS = readLuaCommands(join(import.meta.dirname, 'cap', 'commands'), 'clientCap');
-
-/** The scripts of clients' caps of tasks in flight (keys: `clientCapKeys`, one slot per client). */
-export interface CapScripts {
-  /** Slots granted (the first `granted` of `permits`), or null when the client has no cap. */
-  acquire(
-    keys: { cap: string; held: string },
-    holdMs: number,
-    permits: readonly string[],
-  ): Promise<number | null>;
-  extend(held: string, holdMs: number, permits: readonly string[]): Promise<number>;
-}
-
-export function loadCapScripts(redis: RedisClient): CapScripts {
-  const run = luaScripts<'acquire' | 'extend'>(redis, CAP_COMMANDS, 2);
-  return {
-    async acquire(keys, holdMs, permits) {
-      const granted = Number(await run('acquire', [keys.cap, keys.held], [holdMs, ...permits]));
-      return granted < 0 ? null : granted;
-    },
-    async extend(held, holdMs, permits) {
-      return Number(await run('extend', [held], [holdMs, ...permits]));
-    },
-  };
-}
-
 /** Defines the queue scripts on a client (once per client). */
 export function loadQueueScripts(redis: RedisClient): QueueScripts {
   const luaRun = luaScripts<Op>(redis, QUEUE_COMMANDS, SHARD_KEY_NAMES.length);
