@@ -15,7 +15,7 @@ export {
   parseToken,
   shardOfPartition,
 } from './keys.ts';
-export { FairQueue, MAX_CLIENT_WEIGHT } from './queue.ts';
+export { FairQueue } from './queue.ts';
 export type {
   CapHold,
   ClientInfo,
@@ -37,3 +37,4 @@ export type {
   TaskListPage,
   TaskListState,
 } from './types.ts';
+export { MAX_CLIENT_WEIGHT } from './weights.ts';

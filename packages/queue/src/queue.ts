@@ -18,10 +18,9 @@ import type {
 } from './types.ts';
 import { checkClient, checkedPayload, nonNegativeInt, positiveInt, validateTask } from './validation.ts';
 import { clientJoinedWake, shardWake, Wakes } from './wakes.ts';
+import { readClientWeights, writeClientWeight } from './weights.ts';
 
 const DAY_MS = 24 * 60 * 60 * 1000;
-/** Shares are relative: beyond this, a client of weight 1 would hardly ever be served. */
-export const MAX_CLIENT_WEIGHT = 1000;
 /**
  * A shard whose only ready work belongs to clients at their caps is looked at again after this
  * long (a slot freed elsewhere is not announced: the holder does not know where the client waits).
@@ -203,32 +202,18 @@ export class FairQueue {
   }
 
   /**
-   * A client's share of the workers relative to other clients' (weighted fair share, see
-   * `commands/includes/shard.lua`): with every client saturating the queue, a client of weight 3
-   * gets 3 leases for each of a weight-1 client's. Written into every shard (each lease script
-   * reads its own shard's copy, single-slot): one pipelined HSET per shard. Weight 1 (the default)
-   * removes the entry. A client is the suffix of its partition names (`clientOfPartition`).
+   * A client's share of the leases relative to other clients' (1 to MAX_CLIENT_WEIGHT; 1 by
+   * default): with every client saturating the queue, a client of weight 3 gets 3 leases for each
+   * of a weight-1 client's. A client is the suffix of its partition names (`clientOfPartition`).
    */
   async setClientWeight(client: string, weight: number): Promise<void> {
     checkClient(client);
-    if (!Number.isInteger(weight) || weight < 1 || weight > MAX_CLIENT_WEIGHT) {
-      throw new RequesterError(
-        'invalid_request',
-        `a client weight is an integer from 1 to ${MAX_CLIENT_WEIGHT}, got ${weight}`,
-      );
-    }
-    await Promise.all(
-      Array.from({ length: this.shards }, (_, shard) => {
-        const key = shardKey(this.prefix, shard, 'shares');
-        return weight === 1 ? this.redis.hdel(key, client) : this.redis.hset(key, client, weight);
-      }),
-    );
+    await writeClientWeight(this, client, weight);
   }
 
   /** The clients with a weight other than 1 (read from shard 0; every shard holds the same). */
-  async clientWeights(): Promise<Map<string, number>> {
-    const all = await this.redis.hgetall(shardKey(this.prefix, 0, 'shares'));
-    return new Map(Object.entries(all).map(([client, weight]) => [client, Number(weight)]));
+  clientWeights(): Promise<Map<string, number>> {
+    return readClientWeights(this);
   }
 
   /**
