@@ -2,14 +2,14 @@ import { RequesterError } from '@requester/shared/errors';
 import type { Logger } from '@requester/shared/log';
 import type { RedisClient } from '@requester/shared/redis';
 import { ClientCaps } from './cap/index.ts';
-import { clientOfPartition, parseToken, shardKey, shardKeys, shardOfPartition } from './keys.ts';
-import { clientLabel, queueMetrics } from './metrics.ts';
+import { parseToken, shardKey, shardKeys, shardOfPartition } from './keys.ts';
+import { Leasing } from './lease.ts';
+import { queueMetrics } from './metrics.ts';
 import { loadQueueScripts, type QueueScripts, type Settled } from './scripts.ts';
-import { ShardView, type Wave } from './shards.ts';
+import { ShardView } from './shards.ts';
 import type {
   CapHold,
   FairQueueOptions,
-  LeasedTask,
   LeaseResult,
   PublishResult,
   PublishTask,
@@ -21,13 +21,6 @@ import { clientJoinedWake, shardWake, Wakes } from './wakes.ts';
 import { readClientWeights, writeClientWeight } from './weights.ts';
 
 const DAY_MS = 24 * 60 * 60 * 1000;
-/**
- * A shard whose only ready work belongs to clients at their caps is looked at again after this
- * long (a slot freed elsewhere is not announced: the holder does not know where the client waits).
- */
-const CAP_RETRY_MS = 100;
-/** Most further visits of a wave's shards for capped clients skipped without slots (see leaseWaveWithCaps). */
-const CAP_VISITS = 3;
 
 /**
  * The Redis fair queue (docs/architecture.md §6): N shards, each a Redis Cluster slot; fair round-robin over
@@ -43,11 +36,7 @@ export class FairQueue {
   readonly dedupWindowMs: number;
   readonly partitionConcurrency: number;
   readonly maxDeliveries: number;
-  private readonly housekeepingBatch: number;
   private readonly publishBatch: number;
-  private readonly refreshMs: number;
-  private readonly maxIdleMs: number;
-  private readonly shardsPerLease: number;
   private readonly maxPayloadBytes: number;
   private readonly logger: Logger | undefined;
   /** The queue's scripts (for the admin module and tests); `keysOfShard` gives their keys. */
@@ -56,6 +45,7 @@ export class FairQueue {
   private readonly view: ShardView;
   private readonly wakes: Wakes;
   private readonly caps: ClientCaps;
+  private readonly leasing: Leasing;
 
   constructor(options: FairQueueOptions) {
     this.redis = options.redis;
@@ -65,11 +55,11 @@ export class FairQueue {
     this.dedupWindowMs = nonNegativeInt('dedupWindowMs', options.dedupWindowMs ?? DAY_MS);
     this.partitionConcurrency = nonNegativeInt('partitionConcurrency', options.partitionConcurrency ?? 0);
     this.maxDeliveries = nonNegativeInt('maxDeliveries', options.maxDeliveries ?? 0);
-    this.housekeepingBatch = positiveInt('housekeepingBatch', options.housekeepingBatch ?? 256);
+    const housekeepingBatch = positiveInt('housekeepingBatch', options.housekeepingBatch ?? 256);
     this.publishBatch = positiveInt('publishBatch', options.publishBatch ?? 500);
-    this.refreshMs = nonNegativeInt('refreshMs', options.refreshMs ?? 1000);
-    this.maxIdleMs = nonNegativeInt('maxIdleMs', options.maxIdleMs ?? 1000);
-    this.shardsPerLease = positiveInt('shardsPerLease', options.shardsPerLease ?? 8);
+    const refreshMs = nonNegativeInt('refreshMs', options.refreshMs ?? 1000);
+    const maxIdleMs = nonNegativeInt('maxIdleMs', options.maxIdleMs ?? 1000);
+    const shardsPerLease = positiveInt('shardsPerLease', options.shardsPerLease ?? 8);
     this.maxPayloadBytes = positiveInt('maxPayloadBytes', options.maxPayloadBytes ?? 64 * 1024);
     this.logger = options.logger;
     this.scripts = loadQueueScripts(this.redis);
@@ -83,6 +73,22 @@ export class FairQueue {
       shards: this.shards,
       listener: this.view,
       name: this.name,
+      logger: this.logger,
+    });
+    this.leasing = new Leasing({
+      name: this.name,
+      shards: this.shards,
+      partitionConcurrency: this.partitionConcurrency,
+      maxDeliveries: this.maxDeliveries,
+      housekeepingBatch,
+      refreshMs,
+      maxIdleMs,
+      shardsPerLease,
+      scripts: this.scripts,
+      keysOfShard: (shard) => this.keysOfShard(shard),
+      view: this.view,
+      wakes: this.wakes,
+      caps: this.caps,
       logger: this.logger,
     });
   }
@@ -159,46 +165,7 @@ export class FairQueue {
   async lease(k: number, leaseMs: number): Promise<LeaseResult> {
     positiveInt('k', k);
     positiveInt('leaseMs', leaseMs);
-    const started = performance.now();
-    await this.wakes.leaseStarts();
-    if (Date.now() - this.view.refreshedAt >= this.refreshMs) await this.refreshView();
-    const tasks: LeasedTask[] = [];
-    await this.leaseWaveWithCaps(this.view.planWave(k, this.shardsPerLease), leaseMs, tasks, k);
-    // The partitions met had fewer due tasks than the quantum assumed: more round trips, one task
-    // per ready partition over as many shards as it takes. Another round only when the last one
-    // met shards holding nothing but clients at their caps: those are now idle in the view
-    // (leaseWave), so the next round looks further, and a lease does not come back empty while
-    // another shard has work. Each such round idles a shard or more: at most as many as shards.
-    for (let round = 0; tasks.length < k && round < this.shards; round++) {
-      const wave = this.view.planWave(k - tasks.length, this.shards);
-      if (wave.asks.size === 0) break;
-      const idledCapped = await this.leaseWaveWithCaps(wave, leaseMs, tasks, k);
-      if (!idledCapped) break;
-    }
-    queueMetrics.leaseLatency.observe({ queue: this.name }, (performance.now() - started) / 1000);
-    if (tasks.length > 0) {
-      queueMetrics.leased.inc({ queue: this.name }, tasks.length);
-      this.observeWaits(tasks);
-    }
-    return { tasks, nextWakeMs: tasks.length > 0 ? 0 : this.view.idleFor(this.maxIdleMs) };
-  }
-
-  /** Each task's wait from due to lease, per client: what fair share is judged by. */
-  private observeWaits(tasks: LeasedTask[]): void {
-    // dueAt is on Redis's clock, Date.now() on ours: a skew of a few ms, never a negative wait.
-    const now = Date.now();
-    // One label set per client of the batch: a drain's lease brings hundreds of tasks of a few
-    // clients, and a label set per task was garbage the drain's collector paid for.
-    const labels = new Map<string, { queue: string; client: string }>();
-    for (const task of tasks) {
-      const client = clientOfPartition(task.partition);
-      let set = labels.get(client);
-      if (!set) {
-        set = { queue: this.name, client: client === '' ? '(none)' : clientLabel.of(client) };
-        labels.set(client, set);
-      }
-      queueMetrics.clientWait.observe(set, Math.max(0, now - task.dueAt) / 1000);
-    }
+    return this.leasing.lease(k, leaseMs);
   }
 
   /**
@@ -313,31 +280,8 @@ export class FairQueue {
   }
 
   /** Takes back every expired lease on every shard (lease() also does it as it goes). */
-  async reclaim(): Promise<ReclaimResult> {
-    const total = { reclaimed: 0, deadLettered: 0 };
-    let shards = Array.from({ length: this.shards }, (_, s) => s);
-    while (shards.length > 0) {
-      const replies = await Promise.all(
-        shards.map((shard) =>
-          this.scripts.reclaim(this.keysOfShard(shard), {
-            partitionConcurrency: this.partitionConcurrency,
-            maxDeliveries: this.maxDeliveries,
-            housekeepingBatch: this.housekeepingBatch,
-          }),
-        ),
-      );
-      const again: number[] = [];
-      replies.forEach((reply, i) => {
-        const shard = shards[i] as number;
-        this.view.update(shard, reply.readyCount, reply.nextEvent);
-        total.reclaimed += reply.reclaimed;
-        total.deadLettered += reply.deadLettered;
-        if (reply.more) again.push(shard);
-      });
-      shards = again;
-    }
-    this.countReclaimed(total.reclaimed, total.deadLettered);
-    return total;
+  reclaim(): Promise<ReclaimResult> {
+    return this.leasing.reclaim();
   }
 
   /**
@@ -422,133 +366,5 @@ export class FairQueue {
       queueMetrics.settled.inc({ queue: this.name, op, result: 'stale' }, results.length - ok);
     }
     return results;
-  }
-
-  /**
-   * A wave, and when it skipped capped clients it had not asked slots for (this process did not
-   * know they waited there, or the ask was covered by clients before them that turned out to be at
-   * their caps), more visits of those shards with their cap slots (never more than k tasks in all,
-   * at most CAP_VISITS: each moves the clients found at their caps behind the others). True when a
-   * shard gave nothing for its clients being at their caps (idle in the view for a while since).
-   */
-  private async leaseWaveWithCaps(
-    wave: Wave,
-    leaseMs: number,
-    into: LeasedTask[],
-    k: number,
-  ): Promise<boolean> {
-    let visit = await this.leaseWave(wave, leaseMs, into);
-    let idledCapped = visit.idledCapped;
-    for (let again = 0; again < CAP_VISITS && visit.metCaps.length > 0; again++) {
-      let remaining = k - into.length;
-      const asks = new Map<number, number>();
-      for (const shard of visit.metCaps) {
-        if (remaining <= 0) break;
-        const ask = Math.min(remaining, wave.asks.get(shard) ?? 1);
-        asks.set(shard, ask);
-        remaining -= ask;
-      }
-      if (asks.size === 0) break;
-      visit = await this.leaseWave({ asks, quantum: wave.quantum }, leaseMs, into);
-      idledCapped ||= visit.idledCapped;
-    }
-    return idledCapped;
-  }
-
-  /**
-   * One lease call per shard of the wave, pipelined. `idledCapped`: a shard gave nothing for its
-   * clients being at their caps. `metCaps`: the shards where capped clients this
-   * process had not known of were skipped for want of cap slots (worth a second visit with slots).
-   */
-  private async leaseWave(
-    { asks, quantum }: Wave,
-    leaseMs: number,
-    into: LeasedTask[],
-  ): Promise<{ metCaps: number[]; idledCapped: boolean }> {
-    if (asks.size === 0) return { metCaps: [], idledCapped: false };
-    const slots = await this.caps.take(asks, quantum, leaseMs);
-    const args = (shard: number, ask: number) => ({
-      partitionConcurrency: this.partitionConcurrency,
-      shard,
-      ask,
-      leaseMs,
-      maxDeliveries: this.maxDeliveries,
-      housekeepingBatch: this.housekeepingBatch,
-      quantum,
-      permits: new Map(
-        [...(slots.get(shard) ?? [])].map(([client, { permits }]) => [client, permits.length]),
-      ),
-    });
-    const shards = [...asks.keys()];
-    const settled = await Promise.allSettled(
-      shards.map((shard) => this.scripts.lease(this.keysOfShard(shard), args(shard, asks.get(shard) ?? 1))),
-    );
-    let failure: unknown;
-    let reclaimed = 0;
-    let deadLettered = 0;
-    const unused: CapHold[] = [];
-    const metCaps: number[] = [];
-    let idledCapped = false;
-    settled.forEach((outcome, i) => {
-      const shard = shards[i] as number;
-      const given = slots.get(shard);
-      // A failed call keeps its slots until they expire: it may have leased before its reply was lost.
-      if (outcome.status === 'rejected') {
-        failure ??= outcome.reason;
-        return;
-      }
-      const reply = outcome.value;
-      this.view.update(shard, reply.readyCount, reply.nextEvent);
-      reclaimed += reply.reclaimed;
-      deadLettered += reply.deadLettered;
-      into.push(...reply.tasks);
-      const ask = asks.get(shard) ?? 1;
-      const { skippedUnasked } = this.caps.afterLease(shard, reply, given, ask, unused);
-      // Skipped without having been asked for slots: worth a second visit with slots, when the
-      // call took fewer tasks than asked.
-      if (skippedUnasked && reply.tasks.length < ask) metCaps.push(shard);
-      if (reply.tasks.length === 0 && reply.wanting.length > 0 && !skippedUnasked) {
-        // Its ready work is all of clients at their caps: not worth a visit per lease call.
-        const inMs = reply.nextEvent >= 0 ? Math.min(reply.nextEvent, CAP_RETRY_MS) : CAP_RETRY_MS;
-        this.view.update(shard, 0, inMs);
-        idledCapped = true;
-      }
-    });
-    this.countReclaimed(reclaimed, deadLettered);
-    // Not awaited (a round trip less per lease): the ZREMs are sent now, so every later command on
-    // this connection sees them, and a slot given back late only keeps the client below its cap
-    // a moment longer.
-    if (unused.length > 0) {
-      this.caps
-        .release(unused)
-        .catch((err: unknown) =>
-          this.logger?.warn({ err, queue: this.name }, 'giving back unused cap slots failed'),
-        );
-    }
-    if (failure !== undefined) {
-      // Tasks leased on the other shards are handed out anyway; the failed shard is retried later.
-      if (into.length === 0) throw failure;
-      this.logger?.warn({ err: failure, queue: this.name }, 'lease failed on a shard');
-    }
-    return { metCaps, idledCapped };
-  }
-
-  private countReclaimed(reclaimed: number, deadLettered: number): void {
-    if (reclaimed > 0) queueMetrics.reclaimed.inc({ queue: this.name }, reclaimed);
-    if (deadLettered > 0) {
-      queueMetrics.deadLettered.inc({ queue: this.name, cause: 'max_deliveries' }, deadLettered);
-    }
-  }
-
-  /** Re-reads the state of every shard (one small read-only script per shard, pipelined). */
-  private async refreshView(): Promise<void> {
-    const at = Date.now();
-    const replies = await Promise.all(
-      Array.from({ length: this.shards }, (_, shard) => this.scripts.peek(this.keysOfShard(shard))),
-    );
-    replies.forEach(({ readyCount, nextEvent }, shard) => {
-      this.view.update(shard, readyCount, nextEvent, at);
-    });
-    this.view.refreshedAt = at;
   }
 }
