@@ -5,7 +5,7 @@ import { ClientCaps } from './cap/index.ts';
 import { parseToken, shardKey, shardKeys, shardOfPartition } from './keys.ts';
 import { Leasing } from './lease.ts';
 import { queueMetrics } from './metrics.ts';
-import { loadQueueScripts, type QueueScripts, type Settled } from './scripts.ts';
+import { loadQueueScripts, type QueueScripts, type TokenReply } from './scripts.ts';
 import { ShardView } from './shards.ts';
 import type {
   CapHold,
@@ -216,7 +216,7 @@ export class FairQueue {
 
   async extendMany(leases: ReadonlyArray<{ token: string; leaseMs: number }>): Promise<SettleResult[]> {
     const checked = leases.map((l) => ({ token: l.token, leaseMs: positiveInt('leaseMs', l.leaseMs) }));
-    return this.settle('extend', checked, (keys, mine) => this.scripts.extend(keys, mine));
+    return this.onTokens('extend', checked, (keys, mine) => this.scripts.extend(keys, mine));
   }
 
   /** Done: the task leaves the queue and its id stays refused for the dedup window. */
@@ -226,7 +226,7 @@ export class FairQueue {
   }
 
   async ackMany(tokens: readonly string[]): Promise<SettleResult[]> {
-    return this.settle(
+    return this.onTokens(
       'ack',
       tokens.map((token) => ({ token })),
       (keys, mine) =>
@@ -259,7 +259,7 @@ export class FairQueue {
       delayMs: nonNegativeInt('delayMs', i.delayMs),
       payload: i.payload === undefined ? '' : checkedPayload(i.payload, this.maxPayloadBytes),
     }));
-    return this.settle('reject', checked, (keys, mine) =>
+    return this.onTokens('reject', checked, (keys, mine) =>
       this.scripts.reject(keys, this.partitionConcurrency, mine),
     );
   }
@@ -271,7 +271,7 @@ export class FairQueue {
   }
 
   async deadLetterMany(items: ReadonlyArray<{ token: string; reason: string }>): Promise<SettleResult[]> {
-    const results = await this.settle('deadLetter', items, (keys, mine) =>
+    const results = await this.onTokens('deadLetter', items, (keys, mine) =>
       this.scripts.deadLetter(keys, this.partitionConcurrency, mine),
     );
     const dead = results.filter((r) => r === 'ok').length;
@@ -320,11 +320,14 @@ export class FairQueue {
 
   // ---------------------------------------------------------------------------------------------
 
-  /** One settle script call per shard, all pipelined; results in the order of `items`. */
-  private async settle<Item extends { token: string }>(
+  /**
+   * One script call per shard on the tokens of `items` (extend or a settlement), all pipelined;
+   * results in the order of `items`.
+   */
+  private async onTokens<Item extends { token: string }>(
     op: 'extend' | 'ack' | 'reject' | 'deadLetter',
     items: readonly Item[],
-    run: (keys: string[], items: Item[]) => Promise<Settled>,
+    run: (keys: string[], items: Item[]) => Promise<TokenReply>,
   ): Promise<SettleResult[]> {
     const byShard = new Map<number, number[]>();
     items.forEach((item, index) => {
@@ -359,7 +362,7 @@ export class FairQueue {
     // e.g. an ordered partition unblocked by this ack, on a shard other workers believe idle
     // (not awaited, as in publish)
     void this.wakes.announce(woke);
-    await this.caps.settle(op, items, results);
+    await this.caps.afterTokens(op, items, results);
     const ok = results.filter((r) => r === 'ok').length;
     if (ok > 0) queueMetrics.settled.inc({ queue: this.name, op, result: 'ok' }, ok);
     if (ok < results.length) {

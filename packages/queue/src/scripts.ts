@@ -47,8 +47,11 @@ export interface ShardState {
   nextEvent: number;
 }
 
-/** A settle of tokens of one shard: per token, in order, whether it was still leased. */
-export interface Settled {
+/**
+ * The reply of a script on tokens of one shard (extend, ack, reject, deadLetter): per token, in
+ * order, whether its lease was still live.
+ */
+export interface TokenReply {
   ok: boolean[];
   /** Absent for `extend`, which does not change what is ready. */
   state?: ShardState & { notify: boolean };
@@ -101,24 +104,24 @@ export interface QueueScripts {
   extend(
     keys: readonly string[],
     leases: ReadonlyArray<{ token: string; leaseMs: number }>,
-  ): Promise<Settled>;
+  ): Promise<TokenReply>;
   ack(
     keys: readonly string[],
     partitionConcurrency: number,
     dedupWindowMs: number,
     tokens: readonly string[],
-  ): Promise<Settled>;
+  ): Promise<TokenReply>;
   /** `payload` '' keeps the task's payload. */
   reject(
     keys: readonly string[],
     partitionConcurrency: number,
     items: ReadonlyArray<{ token: string; delayMs: number; payload: string }>,
-  ): Promise<Settled>;
+  ): Promise<TokenReply>;
   deadLetter(
     keys: readonly string[],
     partitionConcurrency: number,
     items: ReadonlyArray<{ token: string; reason: string }>,
-  ): Promise<Settled>;
+  ): Promise<TokenReply>;
   /** `more`: the batch was full, call again. */
   reclaim(
     keys: readonly string[],
@@ -180,7 +183,7 @@ function shardState(reply: Reply): ShardState {
 }
 
 /** The replies of ack, reject and deadLetter: the shard's state, then one flag per token. */
-function settledWithState(reply: Reply): Settled {
+function settledWithState(reply: Reply): TokenReply {
   return {
     state: { ...shardState(reply), notify: num(reply, 2) === 1 },
     ok: reply.slice(3).map((r) => Number(r) === 1),

@@ -220,10 +220,11 @@ export class ClientCaps {
   }
 
   /**
-   * The cap slots of settled leases: an extended lease extends its slot; any other settle, or a
-   * stale token (its lease was reclaimed: the task may be another's now), gives it back.
+   * The cap slots of leases after a script on their tokens: an extended lease extends its slot; a
+   * settled one (ack, reject, deadLetter), or a stale token (its lease was reclaimed: the task may
+   * be another's now), gives it back.
    */
-  async settle(
+  async afterTokens(
     op: 'extend' | 'ack' | 'reject' | 'deadLetter',
     items: ReadonlyArray<{ token: string; leaseMs?: number }>,
     results: readonly SettleResult[],
