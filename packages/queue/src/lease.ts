@@ -75,8 +75,8 @@ export class Leasing {
   private observeWaits(tasks: LeasedTask[]): void {
     // dueAt is on Redis's clock, Date.now() on ours: a skew of a few ms, never a negative wait.
     const now = Date.now();
-    // One label set per client of the batch: a drain's lease brings hundreds of tasks of a few
-    // clients, and a label set per task was garbage the drain's collector paid for.
+    // One label set per client of the batch, not per task: a drain's lease brings hundreds of
+    // tasks of a few clients, and a set per task would be garbage on the hot path.
     const labels = new Map<string, { queue: string; client: string }>();
     for (const task of tasks) {
       const client = clientOfPartition(task.partition);
