@@ -18,6 +18,7 @@ export {
 export { FairQueue } from './queue.ts';
 export type {
   CapHold,
+  CapSlot,
   ClientInfo,
   ClientShardView,
   DeadTask,

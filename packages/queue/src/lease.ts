@@ -9,7 +9,7 @@ import { clientOfPartition } from './keys.ts';
 import { clientLabel, queueMetrics } from './metrics.ts';
 import type { QueueScripts } from './scripts.ts';
 import type { ShardView, Wave } from './shards.ts';
-import type { CapHold, LeasedTask, LeaseResult, ReclaimResult } from './types.ts';
+import type { CapSlot, LeasedTask, LeaseResult, ReclaimResult } from './types.ts';
 import type { Wakes } from './wakes.ts';
 
 /**
@@ -181,7 +181,7 @@ export class Leasing {
     let failure: unknown;
     let reclaimed = 0;
     let deadLettered = 0;
-    const unused: CapHold[] = [];
+    const unused: CapSlot[] = [];
     const metCaps: number[] = [];
     let idledCapped = false;
     settled.forEach((outcome, i) => {

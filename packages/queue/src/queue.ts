@@ -8,7 +8,7 @@ import { queueMetrics } from './metrics.ts';
 import { loadQueueScripts, type QueueScripts, type TokenReply } from './scripts.ts';
 import { ShardView } from './shards.ts';
 import type {
-  CapHold,
+  CapSlot,
   FairQueueOptions,
   LeaseResult,
   PublishResult,
@@ -203,9 +203,14 @@ export class FairQueue {
     return this.caps.inFlight(client);
   }
 
-  /** The cap slot this instance holds for a lease it handed out (a capped client's), if any. */
-  capHoldOf(token: string): Readonly<CapHold> | undefined {
-    return this.caps.holdOf(token);
+  /** The cap slot bound to a lease this instance handed out (a capped client's), if any. */
+  capSlotOf(token: string): Readonly<CapSlot> | undefined {
+    return this.caps.slotOf(token);
+  }
+
+  /** @deprecated Use `capSlotOf`. */
+  capHoldOf(token: string): Readonly<CapSlot> | undefined {
+    return this.capSlotOf(token);
   }
 
   /** Heartbeat: the lease now ends leaseMs from now. */

@@ -93,11 +93,15 @@ export interface ReclaimResult {
   deadLettered: number;
 }
 
-/** A cap slot (`cap/commands/acquire-2.lua`) held for a lease of a capped client. */
-export interface CapHold {
+/** A cap slot (`cap/commands/acquire-2.lua`) bound to a lease of a capped client. */
+export interface CapSlot {
   client: string;
+  /** The slot's id in the client's `held` set. */
   permit: string;
 }
+
+/** @deprecated Use `CapSlot` ("hold" names an origin held back, see the glossary). */
+export type CapHold = CapSlot;
 
 /** Called after each step of a long operation (shards visited, or dead letters handled). */
 export type Progress = (done: number, total: number) => void;

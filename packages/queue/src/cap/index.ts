@@ -6,7 +6,7 @@
  */
 import type { RedisClient } from '@requester/shared/redis';
 import { clientCapKeys, clientOfPartition, shardKey } from '../keys.ts';
-import type { CapHold, LeasedTask, SettleResult } from '../types.ts';
+import type { CapSlot, LeasedTask, SettleResult } from '../types.ts';
 import { PROCESS_TAG } from '../wakes.ts';
 import { type CapScripts, loadCapScripts } from './scripts.ts';
 
@@ -48,7 +48,7 @@ export class ClientCaps {
    */
   private readonly wanting = new Map<number, string[]>();
   /** The cap slots of the leases this instance handed out, by token (settled here, released here). */
-  private readonly holds = new Map<string, CapHold>();
+  private readonly bound = new Map<string, CapSlot>();
 
   constructor(options: { redis: RedisClient; prefix: string; shards: number }) {
     this.redis = options.redis;
@@ -87,8 +87,8 @@ export class ClientCaps {
   }
 
   /** The cap slot this instance holds for a lease it handed out (a capped client's), if any. */
-  holdOf(token: string): Readonly<CapHold> | undefined {
-    return this.holds.get(token);
+  slotOf(token: string): Readonly<CapSlot> | undefined {
+    return this.bound.get(token);
   }
 
   /**
@@ -162,7 +162,7 @@ export class ClientCaps {
     reply: { tasks: readonly LeasedTask[]; wanting: readonly string[]; left: readonly string[] },
     given: ReadonlyMap<string, { permits: string[]; recorded: boolean }> | undefined,
     ask: number,
-    unused: CapHold[],
+    unused: CapSlot[],
   ): CapVisit {
     // Asked, and granted no slot: at its cap (behind the others in this process's order).
     const denied = new Set<string>();
@@ -172,7 +172,7 @@ export class ClientCaps {
       const client = clientOfPartition(task.partition);
       const mine = given?.get(client);
       const permit = mine?.permits.shift();
-      if (permit !== undefined && mine?.recorded) this.holds.set(task.token, { client, permit });
+      if (permit !== undefined && mine?.recorded) this.bound.set(task.token, { client, permit });
     }
     for (const [client, { permits, recorded }] of given ?? []) {
       if (recorded) for (const permit of permits) unused.push({ client, permit });
@@ -229,22 +229,22 @@ export class ClientCaps {
     items: ReadonlyArray<{ token: string; leaseMs?: number }>,
     results: readonly SettleResult[],
   ): Promise<void> {
-    if (this.holds.size === 0) return;
-    const released: CapHold[] = [];
+    if (this.bound.size === 0) return;
+    const released: CapSlot[] = [];
     const extended = new Map<string, { holdMs: number; permits: string[] }>();
     items.forEach((item, i) => {
-      const hold = this.holds.get(item.token);
-      if (!hold) return;
+      const slot = this.bound.get(item.token);
+      if (!slot) return;
       if (op === 'extend' && results[i] === 'ok') {
         const holdMs = (item.leaseMs ?? 0) + CAP_GRACE_MS;
-        const entry = extended.get(hold.client) ?? { holdMs, permits: [] };
+        const entry = extended.get(slot.client) ?? { holdMs, permits: [] };
         entry.holdMs = Math.max(entry.holdMs, holdMs);
-        entry.permits.push(hold.permit);
-        extended.set(hold.client, entry);
+        entry.permits.push(slot.permit);
+        extended.set(slot.client, entry);
         return;
       }
-      this.holds.delete(item.token);
-      released.push(hold);
+      this.bound.delete(item.token);
+      released.push(slot);
     });
     await Promise.all([
       this.release(released),
@@ -255,9 +255,9 @@ export class ClientCaps {
   }
 
   /** Gives cap slots back (one ZREM per client, pipelined). */
-  async release(holds: readonly CapHold[]): Promise<void> {
+  async release(slots: readonly CapSlot[]): Promise<void> {
     const byClient = new Map<string, string[]>();
-    for (const { client, permit } of holds) {
+    for (const { client, permit } of slots) {
       const list = byClient.get(client);
       if (list) list.push(permit);
       else byClient.set(client, [permit]);
