@@ -1,3 +1,8 @@
+/**
+ * The operator's side of the queue (`QueueAdmin`): depth and per-client views, listing, dead
+ * letters, purge, verify. Apart from the façade because none of it is on a worker's path: each
+ * operation walks the shards a few at a time and may take seconds.
+ */
 import { queueMetrics } from './metrics.ts';
 import type { FairQueue } from './queue.ts';
 import type {

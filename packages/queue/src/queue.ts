@@ -1,3 +1,9 @@
+/**
+ * The fair queue's façade, `FairQueue`: the one class callers hold. It checks arguments, spreads
+ * each call over the shards it concerns, and hands the work to the parts beside it (`lease.ts`,
+ * `shards.ts`, `wakes.ts`, `cap/`, `weights.ts`), which share its settings and its view of the
+ * shards; the Lua scripts do the rest (`scripts.ts`, `commands/`).
+ */
 import { RequesterError } from '@requester/shared/errors';
 import type { Logger } from '@requester/shared/log';
 import type { RedisClient } from '@requester/shared/redis';
@@ -23,10 +29,10 @@ import { readClientWeights, writeClientWeight } from './weights.ts';
 const DAY_MS = 24 * 60 * 60 * 1000;
 
 /**
- * The Redis fair queue (docs/architecture.md §6): N shards, each a Redis Cluster slot; fair round-robin over
- * partitions with a due head; ordered partitions with one task in flight; leases with tokens and
- * reclaim; idempotent publish with a post-ack dedup window. Every operation is batched per shard
- * and pipelined over shards.
+ * The Redis fair queue (docs/architecture.md §6): N shards, each a Redis Cluster slot; partitions
+ * with a due head take turns, weighted between clients; ordered partitions with one task in
+ * flight; leases with tokens and reclaim; idempotent publish with a post-ack dedup window. Every
+ * operation is batched per shard and pipelined over shards.
  */
 export class FairQueue {
   readonly redis: RedisClient;

@@ -1,3 +1,7 @@
+/**
+ * The queue's Lua scripts as typed operations: the arguments each `commands/<op>.lua` takes and the
+ * parsing of its flat reply, in one place, so that no other module knows a script's layout.
+ */
 import { join } from 'node:path';
 import { luaScripts, type RedisClient, readLuaCommands } from '@requester/shared/redis';
 import { isOrderedPartition, SHARD_KEY_NAMES } from './keys.ts';
