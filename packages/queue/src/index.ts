@@ -37,5 +37,6 @@ export type {
   TaskListFilter,
   TaskListPage,
   TaskListState,
+  TokenResult,
 } from './types.ts';
 export { MAX_CLIENT_WEIGHT } from './weights.ts';

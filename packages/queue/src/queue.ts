@@ -20,7 +20,7 @@ import type {
   PublishResult,
   PublishTask,
   ReclaimResult,
-  SettleResult,
+  TokenResult,
 } from './types.ts';
 import { checkClient, checkedPayload, nonNegativeInt, positiveInt, validateTask } from './validation.ts';
 import { clientJoinedWake, shardWake, Wakes } from './wakes.ts';
@@ -220,23 +220,23 @@ export class FairQueue {
   }
 
   /** Heartbeat: the lease now ends leaseMs from now. */
-  async extend(token: string, leaseMs: number): Promise<SettleResult> {
+  async extend(token: string, leaseMs: number): Promise<TokenResult> {
     const [result] = await this.extendMany([{ token, leaseMs }]);
-    return result as SettleResult;
+    return result as TokenResult;
   }
 
-  async extendMany(leases: ReadonlyArray<{ token: string; leaseMs: number }>): Promise<SettleResult[]> {
+  async extendMany(leases: ReadonlyArray<{ token: string; leaseMs: number }>): Promise<TokenResult[]> {
     const checked = leases.map((l) => ({ token: l.token, leaseMs: positiveInt('leaseMs', l.leaseMs) }));
     return this.onTokens('extend', checked, (keys, mine) => this.scripts.extend(keys, mine));
   }
 
   /** Done: the task leaves the queue and its id stays refused for the dedup window. */
-  async ack(token: string): Promise<SettleResult> {
+  async ack(token: string): Promise<TokenResult> {
     const [result] = await this.ackMany([token]);
-    return result as SettleResult;
+    return result as TokenResult;
   }
 
-  async ackMany(tokens: readonly string[]): Promise<SettleResult[]> {
+  async ackMany(tokens: readonly string[]): Promise<TokenResult[]> {
     return this.onTokens(
       'ack',
       tokens.map((token) => ({ token })),
@@ -254,17 +254,17 @@ export class FairQueue {
    * Try again later. Ordered partition: the task stays at the head and the partition is blocked for
    * delayMs. Unordered: the task becomes due at now + delayMs.
    */
-  async reject(token: string, delayMs: number, payload?: string): Promise<SettleResult> {
+  async reject(token: string, delayMs: number, payload?: string): Promise<TokenResult> {
     const [result] = await this.rejectMany([
       { token, delayMs, ...(payload === undefined ? {} : { payload }) },
     ]);
-    return result as SettleResult;
+    return result as TokenResult;
   }
 
   /** `payload`, when given, replaces the task's payload (e.g. a retry carrying its attempt count). */
   async rejectMany(
     items: ReadonlyArray<{ token: string; delayMs: number; payload?: string }>,
-  ): Promise<SettleResult[]> {
+  ): Promise<TokenResult[]> {
     const checked = items.map((i) => ({
       token: i.token,
       delayMs: nonNegativeInt('delayMs', i.delayMs),
@@ -276,12 +276,12 @@ export class FairQueue {
   }
 
   /** Give up on a task: it moves to the dead letters with the reason (see admin listDead/retryDead). */
-  async deadLetter(token: string, reason: string): Promise<SettleResult> {
+  async deadLetter(token: string, reason: string): Promise<TokenResult> {
     const [result] = await this.deadLetterMany([{ token, reason }]);
-    return result as SettleResult;
+    return result as TokenResult;
   }
 
-  async deadLetterMany(items: ReadonlyArray<{ token: string; reason: string }>): Promise<SettleResult[]> {
+  async deadLetterMany(items: ReadonlyArray<{ token: string; reason: string }>): Promise<TokenResult[]> {
     const results = await this.onTokens('deadLetter', items, (keys, mine) =>
       this.scripts.deadLetter(keys, this.partitionConcurrency, mine),
     );
@@ -320,7 +320,7 @@ export class FairQueue {
     return this.wakes.waitForWork(ms, signal);
   }
 
-  /** Stops the wake-up subscription (the caller owns and closes `redis`). */
+  /** Stops listening to wake announcements (the caller owns and closes `redis`). */
   close(): Promise<void> {
     return this.wakes.close();
   }
@@ -339,7 +339,7 @@ export class FairQueue {
     op: 'extend' | 'ack' | 'reject' | 'deadLetter',
     items: readonly Item[],
     run: (keys: string[], items: Item[]) => Promise<TokenReply>,
-  ): Promise<SettleResult[]> {
+  ): Promise<TokenResult[]> {
     const byShard = new Map<number, number[]>();
     items.forEach((item, index) => {
       const { shard } = parseToken(item.token);
@@ -353,7 +353,7 @@ export class FairQueue {
       if (list) list.push(index);
       else byShard.set(shard, [index]);
     });
-    const results: SettleResult[] = new Array(items.length);
+    const results: TokenResult[] = new Array(items.length);
     const woke: string[] = [];
     await Promise.all(
       [...byShard].map(async ([shard, indexes]) => {

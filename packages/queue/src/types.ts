@@ -85,8 +85,14 @@ export interface LeaseResult {
   nextWakeMs: number;
 }
 
-/** `ok`, or `stale`: the lease was reclaimed (expired) or already settled — the task is not yours. */
-export type SettleResult = 'ok' | 'stale';
+/**
+ * What extend and the settlements answer per token: `ok`, or `stale`: the lease was reclaimed
+ * (expired) or already settled — the task is not yours.
+ */
+export type TokenResult = 'ok' | 'stale';
+
+/** @deprecated Use `TokenResult` (an extend is not a settlement). */
+export type SettleResult = TokenResult;
 
 export interface ReclaimResult {
   reclaimed: number;

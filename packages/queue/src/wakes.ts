@@ -91,7 +91,7 @@ export class Wakes {
    * Resolves after ms, or earlier when some process announces new work — true when woken by an
    * announcement, false on timeout or abort. An announcement that arrived while the latest lease
    * was under way answers true at once: that lease may not have seen the work, and waiting for the
-   * next announcement would leave it queued for as long (a lost wake-up).
+   * next announcement would leave it queued for as long (a lost wake announcement).
    */
   async waitForWork(ms: number, signal?: AbortSignal): Promise<boolean> {
     if (ms <= 0 || signal?.aborted) return false;

@@ -6,7 +6,7 @@
  */
 import type { RedisClient } from '@requester/shared/redis';
 import { clientCapKeys, clientOfPartition, shardKey } from '../keys.ts';
-import type { CapSlot, LeasedTask, SettleResult } from '../types.ts';
+import type { CapSlot, LeasedTask, TokenResult } from '../types.ts';
 import { PROCESS_TAG } from '../wakes.ts';
 import { type CapScripts, loadCapScripts } from './scripts.ts';
 
@@ -227,7 +227,7 @@ export class ClientCaps {
   async afterTokens(
     op: 'extend' | 'ack' | 'reject' | 'deadLetter',
     items: ReadonlyArray<{ token: string; leaseMs?: number }>,
-    results: readonly SettleResult[],
+    results: readonly TokenResult[],
   ): Promise<void> {
     if (this.bound.size === 0) return;
     const released: CapSlot[] = [];
