@@ -1,150 +1,24 @@
+/**
+ * The operator's side of the queue (`QueueAdmin`): depth and per-client views, listing, dead
+ * letters, purge, verify. Apart from the façade because none of it is on a worker's path: each
+ * operation walks the shards a few at a time and may take seconds.
+ */
 import { queueMetrics } from './metrics.ts';
 import type { FairQueue } from './queue.ts';
-
-/** Called after each step of a long operation (shards visited, or dead letters handled). */
-export type Progress = (done: number, total: number) => void;
-
-export interface ShardInfo {
-  shard: number;
-  /** Tasks waiting to be leased (due or not). */
-  pending: number;
-  /** Tasks leased and not yet settled. */
-  inFlight: number;
-  dead: number;
-  /** Partitions in the round-robin now. */
-  readyPartitions: number;
-  /** Partitions waiting for a due time (delayed head, ordered partition blocked after a reject). */
-  waitingPartitions: number;
-  /** Partitions with pending tasks held back by their in-flight limit (ordered: one at a time). */
-  blockedPartitions: number;
-  /** Publish time (epoch ms, second resolution) of the oldest pending (not leased) task. */
-  oldestPublishedAt: number | null;
-  /** Acked ids inside the dedup window. */
-  dedupIds: number;
-}
-
-export interface QueueInfo {
-  shards: ShardInfo[];
-  totals: Omit<ShardInfo, 'shard' | 'oldestPublishedAt'>;
-  /**
-   * Age of the oldest task waiting to be leased (second resolution, Redis clock; time since its
-   * first publish); null when nothing is pending.
-   */
-  oldestTaskAgeMs: number | null;
-}
-
-export interface DeadTask {
-  id: string;
-  partition: string;
-  payload: string;
-  reason: string;
-  deadAt: number;
-  deliveries: number;
-  publishedAt: number;
-  shard: number;
-}
-
-/** What one shard knows of a client with pending tasks. */
-export interface ClientShardView {
-  /** '' for tasks without a client (partition names without ` @<client>`). */
-  client: string;
-  pending: number;
-  /**
-   * Its partitions whose head is due and may run: what it has in the fair share now (null: not
-   * counted, in a read of the fronts only).
-   */
-  readyPartitions: number | null;
-  /** First publish (ms) of the task its fair-share turn would lease next; null when none is ready. */
-  oldestReadyPublishedAt: number | null;
-}
-
-/** A client across every shard (`QueueAdmin.clients`). */
-export interface ClientInfo {
-  client: string;
-  pending: number;
-  /** Its partitions whose head is due and may run; null: not counted (`readyPartitions: false`). */
-  readyPartitions: number | null;
-  /** Its weight (`setClientWeight`; 1 by default). */
-  weight: number;
-  /** Its cap of tasks in flight across executors (`setClientMaxInFlight`); null: none. */
-  maxInFlight: number | null;
-  /** Its tasks in flight (the cap slots it holds); null when it has no cap (not counted then). */
-  inFlight: number | null;
-  /**
-   * How long the oldest of the tasks its turns would lease next has waited since its first publish
-   * (the longest current wait of the client's ready work); null when none is ready.
-   */
-  oldestReadyAgeMs: number | null;
-}
+import type {
+  ClientInfo,
+  DeadTask,
+  ListedTask,
+  PartitionView,
+  Progress,
+  QueueInfo,
+  TaskListFilter,
+  TaskListPage,
+  TaskListState,
+} from './types.ts';
 
 /** Clients named in the per-client metrics; the rest are summed as `other` (bounded labels). */
 export const CLIENT_METRICS_TOP = 20;
-
-/** One partition of the sample `partitions` takes, and the task at its head. */
-export interface PartitionView {
-  partition: string;
-  shard: number;
-  /**
-   * ready: in the round-robin now; waiting: its head is due later (a schedule, a retry backoff, a
-   * wait for a limiter or an open breaker, or an ordered partition held after a reject); blocked:
-   * its in-flight limit is reached (ordered: one at a time); idle: nothing pending.
-   */
-  state: 'ready' | 'waiting' | 'blocked' | 'idle';
-  pending: number;
-  inFlight: number;
-  /** When a waiting partition's head becomes due (epoch ms). */
-  wakeAt: number | null;
-  head: {
-    id: string;
-    dueAt: number;
-    deliveries: number;
-    publishedAt: number;
-    /** The queued task (JSON of `encodeQueuedTask`): its try count and time waited. */
-    payload: string;
-  } | null;
-}
-
-/**
- * The states `listTasks` walks: due (pending, due now), later (pending, due later: a schedule inside
- * REDIS_HORIZON, a backoff, a wait), leased (in flight), dead (the queue's dead tasks).
- */
-export type TaskListState = 'due' | 'later' | 'leased' | 'dead';
-
-export interface TaskListFilter {
-  /** One partition (its full name, client namespace included). */
-  partition?: string;
-  /** A client's tasks (its partitions' ` @<client>`); '' = tasks without a client. */
-  client?: string;
-  /** The state's time (due: due time; leased: lease deadline; dead: dead time), ms: at or after. */
-  from?: number;
-  /** … before. */
-  to?: number;
-  /** Only tasks first published before (ms): an age filter. */
-  publishedBefore?: number;
-}
-
-export interface ListedTask {
-  id: string;
-  partition: string;
-  shard: number;
-  dueAt: number;
-  deliveries: number;
-  publishedAt: number;
-  payload: string;
-  /** The state's time: due time (due, later), lease deadline (leased), dead time (dead). */
-  at: number;
-  /** leased: the lease token. */
-  token?: string;
-  /** dead: why. */
-  reason?: string;
-}
-
-export interface TaskListPage {
-  tasks: ListedTask[];
-  /** The cursor of the following page; null: the list is done. */
-  next: string | null;
-  nowMs: number;
-}
 
 /** Most members a listTasks script examines per call, and most calls per page. */
 const LIST_BUDGET = 1_000;

@@ -1,7 +1,8 @@
 import type { Config } from '@requester/shared/config';
 import type { Logger } from '@requester/shared/log';
 import type { RedisClient } from '@requester/shared/redis';
-import { FairQueue, type FairQueueOptions } from './queue.ts';
+import { FairQueue } from './queue.ts';
+import type { FairQueueOptions } from './types.ts';
 
 /**
  * The task queue of a deployment, built from its configuration. Every process that touches the

@@ -4,38 +4,39 @@
  * single shards, so it runs on a Redis Cluster. Its Redis layout is its own: callers use these
  * classes, never its keys.
  */
-export {
-  CLIENT_METRICS_TOP,
-  type ClientInfo,
-  type ClientShardView,
-  type DeadTask,
-  type ListedTask,
-  type PartitionView,
-  type Progress,
-  QueueAdmin,
-  type QueueInfo,
-  type ShardInfo,
-  type TaskListFilter,
-  type TaskListPage,
-  type TaskListState,
-} from './admin.ts';
+export { CLIENT_METRICS_TOP, QueueAdmin } from './admin.ts';
+export { CAP_GRACE_MS } from './cap/index.ts';
 export { queueFromConfig } from './config.ts';
 export {
-  CAP_GRACE_MS,
-  type CapHold,
   CLIENT_SEPARATOR,
   clientOfPartition,
-  FairQueue,
-  type FairQueueOptions,
   isOrderedPartition,
-  type LeasedTask,
-  type LeaseResult,
-  MAX_CLIENT_WEIGHT,
   ORDERED_PREFIX,
-  type PublishResult,
-  type PublishTask,
   parseToken,
-  type ReclaimResult,
-  type SettleResult,
   shardOfPartition,
-} from './queue.ts';
+} from './keys.ts';
+export { FairQueue } from './queue.ts';
+export type {
+  CapHold,
+  CapSlot,
+  ClientInfo,
+  ClientShardView,
+  DeadTask,
+  FairQueueOptions,
+  LeasedTask,
+  LeaseResult,
+  ListedTask,
+  PartitionView,
+  Progress,
+  PublishResult,
+  PublishTask,
+  QueueInfo,
+  ReclaimResult,
+  SettleResult,
+  ShardInfo,
+  TaskListFilter,
+  TaskListPage,
+  TaskListState,
+  TokenResult,
+} from './types.ts';
+export { MAX_CLIENT_WEIGHT } from './weights.ts';

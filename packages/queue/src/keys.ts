@@ -73,8 +73,9 @@ export function isOrderedPartition(partition: string): boolean {
 
 /**
  * A lease token is `<shard>:<arrival seq hex>-<delivery count>-<limited 1|0>:<task id>`: the shard
- * routes settle calls without a lookup; sequence number and delivery count make every lease of a
- * task distinct, so that a token that outlived its lease (reclaimed, re-leased) is refused.
+ * routes extend and settlement calls without a lookup; sequence number and delivery count make
+ * every lease of a task distinct, so that a token that outlived its lease (reclaimed, re-leased)
+ * is refused.
  */
 export function parseToken(token: string): { shard: number; id: string } {
   const first = token.indexOf(':');

@@ -1,8 +1,8 @@
 import { createRedis, type RedisClient } from '@requester/shared/redis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { uniquePrefix } from '../test/queue.fixture.ts';
-import { type ListedTask, QueueAdmin, type TaskListFilter, type TaskListState } from './admin.ts';
-import { FairQueue } from './index.ts';
+import { QueueAdmin } from './admin.ts';
+import { FairQueue, type ListedTask, type TaskListFilter, type TaskListState } from './index.ts';
 
 /** Every page of a list, `limit` at a time: each page bounded, the whole list once. */
 async function walk(

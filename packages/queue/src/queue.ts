@@ -1,158 +1,38 @@
-import { randomBytes } from 'node:crypto';
-import { EventEmitter } from 'node:events';
+/**
+ * The fair queue's façade, `FairQueue`: the one class callers hold. It checks arguments, spreads
+ * each call over the shards it concerns, and hands the work to the parts beside it (`lease.ts`,
+ * `shards.ts`, `wakes.ts`, `cap/`, `weights.ts`), which share its settings and its view of the
+ * shards; the Lua scripts do the rest (`scripts.ts`, `commands/`).
+ */
 import { RequesterError } from '@requester/shared/errors';
 import type { Logger } from '@requester/shared/log';
 import type { RedisClient } from '@requester/shared/redis';
-import {
-  clientCapKeys,
-  clientOfPartition,
-  parseToken,
-  shardKey,
-  shardKeys,
-  shardOfPartition,
-} from './keys.ts';
-import { clientLabel, queueMetrics } from './metrics.ts';
-import {
-  type CapScripts,
-  loadCapScripts,
-  loadQueueScripts,
-  type QueueScripts,
-  type Settled,
-} from './scripts.ts';
-
-export {
-  CLIENT_SEPARATOR,
-  clientOfPartition,
-  isOrderedPartition,
-  ORDERED_PREFIX,
-  parseToken,
-  shardOfPartition,
-} from './keys.ts';
-
-export interface FairQueueOptions {
-  redis: RedisClient;
-  /** Prepended to every key (`<prefix>{q:S}:ready`, ...). Default `rq:`. */
-  prefix?: string;
-  /** Label of this queue's metrics. Default: the prefix. */
-  name?: string;
-  /** Shard count; every process of one queue must use the same value. Default 128. */
-  shards?: number;
-  /** How long an acked task id stays refused by publish. Default 24 h. */
-  dedupWindowMs?: number;
-  /**
-   * Most tasks of one unordered partition in flight at once; 0 = unlimited (default). Ordered
-   * partitions (`!` prefix) always have at most one. Must be the same in every process.
-   */
-  partitionConcurrency?: number;
-  /** A task whose lease expired this many times goes to the dead letters; 0 = never (default). */
-  maxDeliveries?: number;
-  /** Most timers promoted / leases reclaimed by one lease call per shard. Default 256. */
-  housekeepingBatch?: number;
-  /** Most tasks per publish script call (bounds one script's run time). Default 500. */
-  publishBatch?: number;
-  /**
-   * How often lease() re-reads the state of every shard (one small read script per shard,
-   * pipelined). Between refreshes it visits only shards it knows to have work; work published by
-   * other processes is announced on a pub/sub channel (`notify`). Default 1000 ms; 0 = every call.
-   */
-  refreshMs?: number;
-  /**
-   * How many shards one lease call aims to visit when partitions are few (fewer script calls, a
-   * coarser interleaving across shards). Default 8.
-   */
-  shardsPerLease?: number;
-  /** Upper bound of `nextWakeMs`. Default 1000 ms. */
-  maxIdleMs?: number;
-  /** Announce newly available work on `<prefix>wake` so idle workers wake early. Default true. */
-  notify?: boolean;
-  /**
-   * Largest payload accepted (bytes, UTF-8): Redis coordinates, it does not store fat documents
-   * (large bodies stay in Kafka as offset-refs). Default 64 KiB.
-   */
-  maxPayloadBytes?: number;
-  logger?: Logger;
-}
-
-export interface PublishTask {
-  /** Unique task id (`requestId:tryCount`): publish is idempotent by it. */
-  id: string;
-  /** Fairness unit; `!`-prefixed = ordered. Default: the task id (a partition of its own). */
-  partition?: string;
-  /** Small opaque string (an offset-ref JSON or a small inline task). */
-  payload: string;
-  /** Due time, epoch ms (the caller's clock). Default: now (Redis clock). */
-  dueAt?: number;
-  /** Due in this many ms from now (Redis clock); used when dueAt is not given. */
-  delayMs?: number;
-}
-
-export type PublishResult = 'queued' | 'duplicate';
-
-export interface LeasedTask {
-  id: string;
-  partition: string;
-  payload: string;
-  /** Present it to extend/ack/reject/deadLetter; refused once the lease was reclaimed. */
-  token: string;
-  /** How many times this task has been leased, this lease included (1 = first delivery). */
-  deliveries: number;
-  /** Epoch ms (Redis clock) of the first publish. */
-  publishedAt: number;
-  /** Epoch ms at which the task became due. */
-  dueAt: number;
-  ordered: boolean;
-}
-
-export interface LeaseResult {
-  tasks: LeasedTask[];
-  /** 0 when tasks were returned; else how long an idle worker may sleep (≤ maxIdleMs). */
-  nextWakeMs: number;
-}
-
-/** `ok`, or `stale`: the lease was reclaimed (expired) or already settled — the task is not yours. */
-export type SettleResult = 'ok' | 'stale';
-
-export interface ReclaimResult {
-  reclaimed: number;
-  deadLettered: number;
-}
-
-/** One lease round trip: tasks to ask of each shard, and the most one partition may give. */
-interface Wave {
-  asks: Map<number, number>;
-  quantum: number;
-}
-
-/** A cap slot (`cap/commands/acquire-2.lua`) held for a lease of a capped client. */
-export interface CapHold {
-  client: string;
-  permit: string;
-}
+import { ClientCaps } from './cap/index.ts';
+import { parseToken, shardKey, shardKeys, shardOfPartition } from './keys.ts';
+import { Leasing } from './lease.ts';
+import { queueMetrics } from './metrics.ts';
+import { loadQueueScripts, type QueueScripts, type TokenReply } from './scripts.ts';
+import { ShardView } from './shards.ts';
+import type {
+  CapSlot,
+  FairQueueOptions,
+  LeaseResult,
+  PublishResult,
+  PublishTask,
+  ReclaimResult,
+  TokenResult,
+} from './types.ts';
+import { checkClient, checkedPayload, nonNegativeInt, positiveInt, validateTask } from './validation.ts';
+import { clientJoinedWake, shardWake, Wakes } from './wakes.ts';
+import { readClientWeights, writeClientWeight } from './weights.ts';
 
 const DAY_MS = 24 * 60 * 60 * 1000;
-/** Shares are relative: beyond this, a client of weight 1 would hardly ever be served. */
-export const MAX_CLIENT_WEIGHT = 1000;
-/**
- * A cap slot outlives its lease by this much (it is taken just before the lease and extended just
- * after it), so that a slot never expires while its lease is live: the cap is never exceeded; the
- * price is that a dead executor's slots come back this long after its leases expired.
- */
-export const CAP_GRACE_MS = 2000;
-/**
- * A shard whose only ready work belongs to clients at their caps is looked at again after this
- * long (a slot freed elsewhere is not announced: the holder does not know where the client waits).
- */
-const CAP_RETRY_MS = 100;
-/** Most further visits of a wave's shards for capped clients skipped without slots (see leaseWaveWithCaps). */
-const CAP_VISITS = 3;
-// Due times are 11 hex digits in pending members (see shard.lua): beyond year 2500 is an error.
-const MAX_DUE_MS = 0xfff_ffff_ffff;
 
 /**
- * The Redis fair queue (docs/architecture.md §6): N shards, each a Redis Cluster slot; fair round-robin over
- * partitions with a due head; ordered partitions with one task in flight; leases with tokens and
- * reclaim; idempotent publish with a post-ack dedup window. Every operation is batched per shard
- * and pipelined over shards.
+ * The Redis fair queue (docs/architecture.md §6): N shards, each a Redis Cluster slot; partitions
+ * with a due head take turns, weighted between clients; ordered partitions with one task in
+ * flight; leases with tokens and reclaim; idempotent publish with a post-ack dedup window. Every
+ * operation is batched per shard and pipelined over shards.
  */
 export class FairQueue {
   readonly redis: RedisClient;
@@ -162,32 +42,16 @@ export class FairQueue {
   readonly dedupWindowMs: number;
   readonly partitionConcurrency: number;
   readonly maxDeliveries: number;
-  private readonly housekeepingBatch: number;
   private readonly publishBatch: number;
-  private readonly refreshMs: number;
-  private readonly maxIdleMs: number;
-  private readonly shardsPerLease: number;
-  private readonly notify: boolean;
   private readonly maxPayloadBytes: number;
   private readonly logger: Logger | undefined;
   /** The queue's scripts (for the admin module and tests); `keysOfShard` gives their keys. */
   readonly scripts: QueueScripts;
   private readonly keysOf: string[][];
   private readonly view: ShardView;
-  private cursor: number;
-  private subscriber: RedisClient | undefined;
-  private readonly waiters = new Set<(woken: boolean) => void>();
-  /** Wake messages received so far, and how many of them the latest lease call started after. */
-  private announcements = 0;
-  private announcementsLeaseSaw = 0;
-  private readonly capScripts: CapScripts;
-  /**
-   * Per shard, the capped clients known to wait there, in the order of their next turns as far as
-   * this process saw (`noteCappedClients`): the first ones get cap slots for the shard's next visit.
-   */
-  private readonly wanting = new Map<number, string[]>();
-  /** The cap slots of the leases this instance handed out, by token (settled here, released here). */
-  private readonly capHolds = new Map<string, CapHold>();
+  private readonly wakes: Wakes;
+  private readonly caps: ClientCaps;
+  private readonly leasing: Leasing;
 
   constructor(options: FairQueueOptions) {
     this.redis = options.redis;
@@ -197,20 +61,42 @@ export class FairQueue {
     this.dedupWindowMs = nonNegativeInt('dedupWindowMs', options.dedupWindowMs ?? DAY_MS);
     this.partitionConcurrency = nonNegativeInt('partitionConcurrency', options.partitionConcurrency ?? 0);
     this.maxDeliveries = nonNegativeInt('maxDeliveries', options.maxDeliveries ?? 0);
-    this.housekeepingBatch = positiveInt('housekeepingBatch', options.housekeepingBatch ?? 256);
+    const housekeepingBatch = positiveInt('housekeepingBatch', options.housekeepingBatch ?? 256);
     this.publishBatch = positiveInt('publishBatch', options.publishBatch ?? 500);
-    this.refreshMs = nonNegativeInt('refreshMs', options.refreshMs ?? 1000);
-    this.maxIdleMs = nonNegativeInt('maxIdleMs', options.maxIdleMs ?? 1000);
-    this.shardsPerLease = positiveInt('shardsPerLease', options.shardsPerLease ?? 8);
-    this.notify = options.notify ?? true;
+    const refreshMs = nonNegativeInt('refreshMs', options.refreshMs ?? 1000);
+    const maxIdleMs = nonNegativeInt('maxIdleMs', options.maxIdleMs ?? 1000);
+    const shardsPerLease = positiveInt('shardsPerLease', options.shardsPerLease ?? 8);
     this.maxPayloadBytes = positiveInt('maxPayloadBytes', options.maxPayloadBytes ?? 64 * 1024);
     this.logger = options.logger;
     this.scripts = loadQueueScripts(this.redis);
-    this.capScripts = loadCapScripts(this.redis);
+    this.caps = new ClientCaps({ redis: this.redis, prefix: this.prefix, shards: this.shards });
     this.keysOf = Array.from({ length: this.shards }, (_, shard) => shardKeys(this.prefix, shard));
     this.view = new ShardView(this.shards);
-    // Workers start at different shards so that they do not all hit shard 0.
-    this.cursor = Math.floor(Math.random() * this.shards);
+    this.wakes = new Wakes({
+      redis: this.redis,
+      prefix: this.prefix,
+      enabled: options.notify ?? true,
+      shards: this.shards,
+      listener: this.view,
+      name: this.name,
+      logger: this.logger,
+    });
+    this.leasing = new Leasing({
+      name: this.name,
+      shards: this.shards,
+      partitionConcurrency: this.partitionConcurrency,
+      maxDeliveries: this.maxDeliveries,
+      housekeepingBatch,
+      refreshMs,
+      maxIdleMs,
+      shardsPerLease,
+      scripts: this.scripts,
+      keysOfShard: (shard) => this.keysOfShard(shard),
+      view: this.view,
+      wakes: this.wakes,
+      caps: this.caps,
+      logger: this.logger,
+    });
   }
 
   /** The shard of a partition (stable across processes). */
@@ -249,14 +135,14 @@ export class FairQueue {
               this.partitionConcurrency,
               this.dedupWindowMs,
               published,
-              this.notify ? { channel: this.wakeChannel, shard, tail: `,${PROCESS_TAG}` } : undefined,
+              this.wakes.forPublish(shard),
             )
             .then(({ readyCount, nextEvent, notify, clientJoined, queued }) => {
               this.view.update(shard, readyCount, nextEvent);
-              if (notify) woke.push(`${shard}:${readyCount > 0 ? 0 : nextEvent}`);
+              if (notify) woke.push(shardWake(shard, readyCount > 0 ? 0 : nextEvent));
               // A client new to the shard's fair share has the next turn there: workers go there
               // first, or its task would wait for their cursors to come round (shards × k tasks).
-              if (clientJoined) woke.push(`${FIRST_MARK}${shard}`);
+              if (clientJoined) woke.push(clientJoinedWake(shard));
               chunk.forEach((index, i) => {
                 results[index] = queued[i] ? 'queued' : 'duplicate';
               });
@@ -273,7 +159,7 @@ export class FairQueue {
     }
     // The scripts announced their shards on Redis themselves (no round trip of its own); the
     // workers of this process hear it here.
-    this.announceLocally(woke);
+    this.wakes.announceLocally(woke);
     return results;
   }
 
@@ -285,134 +171,73 @@ export class FairQueue {
   async lease(k: number, leaseMs: number): Promise<LeaseResult> {
     positiveInt('k', k);
     positiveInt('leaseMs', leaseMs);
-    const started = performance.now();
-    this.announcementsLeaseSaw = this.announcements;
-    // Busy workers hear announcements too: a client joining a shard's fair share is one for them.
-    if (this.notify && !this.subscriber) await this.subscribe();
-    if (Date.now() - this.view.refreshedAt >= this.refreshMs) await this.refreshView();
-    const tasks: LeasedTask[] = [];
-    await this.leaseWaveWithCaps(this.allocate(k, this.shardsPerLease), leaseMs, tasks, k);
-    // The partitions met had fewer due tasks than the quantum assumed: more round trips, one task
-    // per ready partition over as many shards as it takes. Another round only when the last one
-    // met shards holding nothing but clients at their caps: those are now idle in the view
-    // (leaseWave), so the next round looks further, and a lease does not come back empty while
-    // another shard has work. Each such round idles a shard or more: at most as many as shards.
-    for (let round = 0; tasks.length < k && round < this.shards; round++) {
-      const wave = this.allocate(k - tasks.length, this.shards);
-      if (wave.asks.size === 0) break;
-      const idledCapped = await this.leaseWaveWithCaps(wave, leaseMs, tasks, k);
-      if (!idledCapped) break;
-    }
-    queueMetrics.leaseLatency.observe({ queue: this.name }, (performance.now() - started) / 1000);
-    if (tasks.length > 0) {
-      queueMetrics.leased.inc({ queue: this.name }, tasks.length);
-      this.observeWaits(tasks);
-    }
-    return { tasks, nextWakeMs: tasks.length > 0 ? 0 : this.idleFor() };
-  }
-
-  /** Each task's wait from due to lease, per client: what fair share is judged by. */
-  private observeWaits(tasks: LeasedTask[]): void {
-    // dueAt is on Redis's clock, Date.now() on ours: a skew of a few ms, never a negative wait.
-    const now = Date.now();
-    // One label set per client of the batch: a drain's lease brings hundreds of tasks of a few
-    // clients, and a label set per task was garbage the drain's collector paid for.
-    const labels = new Map<string, { queue: string; client: string }>();
-    for (const task of tasks) {
-      const client = clientOfPartition(task.partition);
-      let set = labels.get(client);
-      if (!set) {
-        set = { queue: this.name, client: client === '' ? '(none)' : clientLabel.of(client) };
-        labels.set(client, set);
-      }
-      queueMetrics.clientWait.observe(set, Math.max(0, now - task.dueAt) / 1000);
-    }
+    return this.leasing.lease(k, leaseMs);
   }
 
   /**
-   * A client's share of the workers relative to other clients' (weighted fair share, see
-   * `commands/includes/shard.lua`): with every client saturating the queue, a client of weight 3
-   * gets 3 leases for each of a weight-1 client's. Written into every shard (each lease script
-   * reads its own shard's copy, single-slot): one pipelined HSET per shard. Weight 1 (the default)
-   * removes the entry. A client is the suffix of its partition names (`clientOfPartition`).
+   * A client's share of the leases relative to other clients' (1 to MAX_CLIENT_WEIGHT; 1 by
+   * default): with every client saturating the queue, a client of weight 3 gets 3 leases for each
+   * of a weight-1 client's. A client is the suffix of its partition names (`clientOfPartition`).
    */
   async setClientWeight(client: string, weight: number): Promise<void> {
     checkClient(client);
-    if (!Number.isInteger(weight) || weight < 1 || weight > MAX_CLIENT_WEIGHT) {
-      throw new RequesterError(
-        'invalid_request',
-        `a client weight is an integer from 1 to ${MAX_CLIENT_WEIGHT}, got ${weight}`,
-      );
-    }
-    await Promise.all(
-      Array.from({ length: this.shards }, (_, shard) => {
-        const key = shardKey(this.prefix, shard, 'shares');
-        return weight === 1 ? this.redis.hdel(key, client) : this.redis.hset(key, client, weight);
-      }),
-    );
+    await writeClientWeight(this, client, weight);
+  }
+
+  /** The clients with a weight other than 1 (read from shard 0; every shard holds the same). */
+  clientWeights(): Promise<Map<string, number>> {
+    return readClientWeights(this);
   }
 
   /**
-   * A client's cap of tasks in flight across every executor (0: none). Written into every shard
-   * (lease reads whether a client is capped in its own slot) and into the client's own slot, where
-   * the slots are counted (`cap/commands/acquire-2.lua`): a shard is a slot of its own and a client's
-   * partitions are in many, so no shard can count them. Lowering a cap leaves the tasks in flight
-   * alone: the client gets no more until it is below the new one.
+   * A client's cap of tasks in flight across every executor (0: none); lowering it leaves the
+   * tasks in flight alone: the client gets no more until it is below the new one.
    */
   async setClientMaxInFlight(client: string, cap: number): Promise<void> {
     checkClient(client);
     nonNegativeInt('max in flight', cap);
-    const { cap: capKey } = clientCapKeys(this.prefix, client);
-    await Promise.all([
-      cap === 0 ? this.redis.del(capKey) : this.redis.set(capKey, cap),
-      ...Array.from({ length: this.shards }, (_, shard) => {
-        const key = shardKey(this.prefix, shard, 'caps');
-        return cap === 0 ? this.redis.hdel(key, client) : this.redis.hset(key, client, cap);
-      }),
-    ]);
+    await this.caps.setMaxInFlight(client, cap);
   }
 
-  /** The clients with a cap of tasks in flight (read from shard 0; every shard holds the same). */
-  async clientCaps(): Promise<Map<string, number>> {
-    const all = await this.redis.hgetall(shardKey(this.prefix, 0, 'caps'));
-    return new Map(Object.entries(all).map(([client, cap]) => [client, Number(cap)]));
+  /** The clients with a cap of tasks in flight. */
+  clientCaps(): Promise<Map<string, number>> {
+    return this.caps.caps();
   }
 
   /** The cap slots a client holds now: its tasks in flight, counted only for a capped client. */
-  async clientInFlight(client: string): Promise<number> {
-    return this.redis.zcount(clientCapKeys(this.prefix, client).held, `(${Date.now()}`, '+inf');
+  clientInFlight(client: string): Promise<number> {
+    return this.caps.inFlight(client);
   }
 
-  /** The cap slot this instance holds for a lease it handed out (a capped client's), if any. */
-  capHoldOf(token: string): Readonly<CapHold> | undefined {
-    return this.capHolds.get(token);
+  /** The cap slot bound to a lease this instance handed out (a capped client's), if any. */
+  capSlotOf(token: string): Readonly<CapSlot> | undefined {
+    return this.caps.slotOf(token);
   }
 
-  /** The clients with a weight other than 1 (read from shard 0; every shard holds the same). */
-  async clientWeights(): Promise<Map<string, number>> {
-    const all = await this.redis.hgetall(shardKey(this.prefix, 0, 'shares'));
-    return new Map(Object.entries(all).map(([client, weight]) => [client, Number(weight)]));
+  /** @deprecated Use `capSlotOf`. */
+  capHoldOf(token: string): Readonly<CapSlot> | undefined {
+    return this.capSlotOf(token);
   }
 
   /** Heartbeat: the lease now ends leaseMs from now. */
-  async extend(token: string, leaseMs: number): Promise<SettleResult> {
+  async extend(token: string, leaseMs: number): Promise<TokenResult> {
     const [result] = await this.extendMany([{ token, leaseMs }]);
-    return result as SettleResult;
+    return result as TokenResult;
   }
 
-  async extendMany(leases: ReadonlyArray<{ token: string; leaseMs: number }>): Promise<SettleResult[]> {
+  async extendMany(leases: ReadonlyArray<{ token: string; leaseMs: number }>): Promise<TokenResult[]> {
     const checked = leases.map((l) => ({ token: l.token, leaseMs: positiveInt('leaseMs', l.leaseMs) }));
-    return this.settle('extend', checked, (keys, mine) => this.scripts.extend(keys, mine));
+    return this.onTokens('extend', checked, (keys, mine) => this.scripts.extend(keys, mine));
   }
 
   /** Done: the task leaves the queue and its id stays refused for the dedup window. */
-  async ack(token: string): Promise<SettleResult> {
+  async ack(token: string): Promise<TokenResult> {
     const [result] = await this.ackMany([token]);
-    return result as SettleResult;
+    return result as TokenResult;
   }
 
-  async ackMany(tokens: readonly string[]): Promise<SettleResult[]> {
-    return this.settle(
+  async ackMany(tokens: readonly string[]): Promise<TokenResult[]> {
+    return this.onTokens(
       'ack',
       tokens.map((token) => ({ token })),
       (keys, mine) =>
@@ -429,35 +254,35 @@ export class FairQueue {
    * Try again later. Ordered partition: the task stays at the head and the partition is blocked for
    * delayMs. Unordered: the task becomes due at now + delayMs.
    */
-  async reject(token: string, delayMs: number, payload?: string): Promise<SettleResult> {
+  async reject(token: string, delayMs: number, payload?: string): Promise<TokenResult> {
     const [result] = await this.rejectMany([
       { token, delayMs, ...(payload === undefined ? {} : { payload }) },
     ]);
-    return result as SettleResult;
+    return result as TokenResult;
   }
 
   /** `payload`, when given, replaces the task's payload (e.g. a retry carrying its attempt count). */
   async rejectMany(
     items: ReadonlyArray<{ token: string; delayMs: number; payload?: string }>,
-  ): Promise<SettleResult[]> {
+  ): Promise<TokenResult[]> {
     const checked = items.map((i) => ({
       token: i.token,
       delayMs: nonNegativeInt('delayMs', i.delayMs),
       payload: i.payload === undefined ? '' : checkedPayload(i.payload, this.maxPayloadBytes),
     }));
-    return this.settle('reject', checked, (keys, mine) =>
+    return this.onTokens('reject', checked, (keys, mine) =>
       this.scripts.reject(keys, this.partitionConcurrency, mine),
     );
   }
 
   /** Give up on a task: it moves to the dead letters with the reason (see admin listDead/retryDead). */
-  async deadLetter(token: string, reason: string): Promise<SettleResult> {
+  async deadLetter(token: string, reason: string): Promise<TokenResult> {
     const [result] = await this.deadLetterMany([{ token, reason }]);
-    return result as SettleResult;
+    return result as TokenResult;
   }
 
-  async deadLetterMany(items: ReadonlyArray<{ token: string; reason: string }>): Promise<SettleResult[]> {
-    const results = await this.settle('deadLetter', items, (keys, mine) =>
+  async deadLetterMany(items: ReadonlyArray<{ token: string; reason: string }>): Promise<TokenResult[]> {
+    const results = await this.onTokens('deadLetter', items, (keys, mine) =>
       this.scripts.deadLetter(keys, this.partitionConcurrency, mine),
     );
     const dead = results.filter((r) => r === 'ok').length;
@@ -466,31 +291,8 @@ export class FairQueue {
   }
 
   /** Takes back every expired lease on every shard (lease() also does it as it goes). */
-  async reclaim(): Promise<ReclaimResult> {
-    const total = { reclaimed: 0, deadLettered: 0 };
-    let shards = Array.from({ length: this.shards }, (_, s) => s);
-    while (shards.length > 0) {
-      const replies = await Promise.all(
-        shards.map((shard) =>
-          this.scripts.reclaim(this.keysOfShard(shard), {
-            partitionConcurrency: this.partitionConcurrency,
-            maxDeliveries: this.maxDeliveries,
-            housekeepingBatch: this.housekeepingBatch,
-          }),
-        ),
-      );
-      const again: number[] = [];
-      replies.forEach((reply, i) => {
-        const shard = shards[i] as number;
-        this.view.update(shard, reply.readyCount, reply.nextEvent);
-        total.reclaimed += reply.reclaimed;
-        total.deadLettered += reply.deadLettered;
-        if (reply.more) again.push(shard);
-      });
-      shards = again;
-    }
-    this.countReclaimed(total.reclaimed, total.deadLettered);
-    return total;
+  reclaim(): Promise<ReclaimResult> {
+    return this.leasing.reclaim();
   }
 
   /**
@@ -512,75 +314,32 @@ export class FairQueue {
 
   /**
    * Resolves after ms, or earlier when some process announces new work (pub/sub) — what an idle
-   * worker does with `nextWakeMs`. Resolves true when woken by an announcement, false on timeout
-   * or abort. An announcement that arrived while the latest `lease` was under way (after it began)
-   * answers true at once: that lease may not have seen the work, and waiting for the next
-   * announcement would leave it queued for as long (a lost wake-up).
+   * worker does with `nextWakeMs`: true when woken by an announcement, false on timeout or abort.
    */
-  async waitForWork(ms: number, signal?: AbortSignal): Promise<boolean> {
-    if (ms <= 0 || signal?.aborted) return false;
-    if (this.notify) await this.subscribe();
-    if (this.announcements !== this.announcementsLeaseSaw) return true;
-    return new Promise<boolean>((resolve) => {
-      const finish = (woken: boolean) => {
-        clearTimeout(timer);
-        this.waiters.delete(finish);
-        signal?.removeEventListener('abort', abort);
-        resolve(woken);
-      };
-      const abort = () => finish(false);
-      const timer = setTimeout(abort, ms);
-      this.waiters.add(finish);
-      signal?.addEventListener('abort', abort, { once: true });
-    });
+  waitForWork(ms: number, signal?: AbortSignal): Promise<boolean> {
+    return this.wakes.waitForWork(ms, signal);
   }
 
-  /** Stops the wake-up subscription (the caller owns and closes `redis`). */
-  async close(): Promise<void> {
-    localWakes.off(this.wakeChannel, this.heardLocally);
-    for (const finish of [...this.waiters]) finish(false);
-    const subscriber = this.subscriber;
-    this.subscriber = undefined;
-    if (subscriber) await subscriber.quit().catch(() => subscriber.disconnect());
+  /** Stops listening to wake announcements (the caller owns and closes `redis`). */
+  close(): Promise<void> {
+    return this.wakes.close();
   }
 
   get wakeChannel(): string {
-    return `${this.prefix}wake`;
+    return this.wakes.channel;
   }
 
   // ---------------------------------------------------------------------------------------------
 
   /**
-   * Tells the idle workers (`waitForWork`) of this process — another instance on the same queue,
-   * e.g. `--role all` — which shards have work now (`shard:inMs`, comma-separated), at once.
+   * One script call per shard on the tokens of `items` (extend or a settlement), all pipelined;
+   * results in the order of `items`.
    */
-  private announceLocally(shards: string[]): void {
-    if (!this.notify || shards.length === 0) return;
-    localWakes.emit(this.wakeChannel, shards.join(','));
-  }
-
-  /**
-   * `announceLocally`, and to the other processes through Redis, tagged so that this process skips
-   * its own echo. (Publish announces from its script instead.)
-   */
-  private async announce(shards: string[]): Promise<void> {
-    if (!this.notify || shards.length === 0) return;
-    const message = shards.join(',');
-    this.announceLocally(shards);
-    try {
-      await this.redis.publish(this.wakeChannel, `${message},${PROCESS_TAG}`);
-    } catch (err) {
-      // Only a latency hint: workers find the work on their next view refresh anyway.
-      this.logger?.warn({ err, queue: this.name }, 'wake announcement failed');
-    }
-  }
-
-  /** One settle script call per shard, all pipelined; results in the order of `items`. */
-  private async settle<Item extends { token: string }>(
+  private async onTokens<Item extends { token: string }>(
     op: 'extend' | 'ack' | 'reject' | 'deadLetter',
     items: readonly Item[],
-    run: (keys: string[], items: Item[]) => Promise<Settled>,
-  ): Promise<SettleResult[]> {
+    run: (keys: string[], items: Item[]) => Promise<TokenReply>,
+  ): Promise<TokenResult[]> {
     const byShard = new Map<number, number[]>();
     items.forEach((item, index) => {
       const { shard } = parseToken(item.token);
@@ -594,7 +353,7 @@ export class FairQueue {
       if (list) list.push(index);
       else byShard.set(shard, [index]);
     });
-    const results: SettleResult[] = new Array(items.length);
+    const results: TokenResult[] = new Array(items.length);
     const woke: string[] = [];
     await Promise.all(
       [...byShard].map(async ([shard, indexes]) => {
@@ -604,7 +363,7 @@ export class FairQueue {
         );
         if (state) {
           this.view.update(shard, state.readyCount, state.nextEvent);
-          if (state.notify) woke.push(`${shard}:0`);
+          if (state.notify) woke.push(shardWake(shard, 0));
         }
         indexes.forEach((index, i) => {
           results[index] = ok[i] ? 'ok' : 'stale';
@@ -613,513 +372,13 @@ export class FairQueue {
     );
     // e.g. an ordered partition unblocked by this ack, on a shard other workers believe idle
     // (not awaited, as in publish)
-    void this.announce(woke);
-    await this.settleCapHolds(op, items, results);
+    void this.wakes.announce(woke);
+    await this.caps.afterTokens(op, items, results);
     const ok = results.filter((r) => r === 'ok').length;
     if (ok > 0) queueMetrics.settled.inc({ queue: this.name, op, result: 'ok' }, ok);
     if (ok < results.length) {
       queueMetrics.settled.inc({ queue: this.name, op, result: 'stale' }, results.length - ok);
     }
     return results;
-  }
-
-  /**
-   * The cap slots of settled leases: an extended lease extends its slot; any other settle, or a
-   * stale token (its lease was reclaimed: the task may be another's now), gives it back.
-   */
-  private async settleCapHolds(
-    op: 'extend' | 'ack' | 'reject' | 'deadLetter',
-    items: ReadonlyArray<{ token: string; leaseMs?: number }>,
-    results: readonly SettleResult[],
-  ): Promise<void> {
-    if (this.capHolds.size === 0) return;
-    const released: CapHold[] = [];
-    const extended = new Map<string, { holdMs: number; permits: string[] }>();
-    items.forEach((item, i) => {
-      const hold = this.capHolds.get(item.token);
-      if (!hold) return;
-      if (op === 'extend' && results[i] === 'ok') {
-        const holdMs = (item.leaseMs ?? 0) + CAP_GRACE_MS;
-        const entry = extended.get(hold.client) ?? { holdMs, permits: [] };
-        entry.holdMs = Math.max(entry.holdMs, holdMs);
-        entry.permits.push(hold.permit);
-        extended.set(hold.client, entry);
-        return;
-      }
-      this.capHolds.delete(item.token);
-      released.push(hold);
-    });
-    await Promise.all([
-      this.releaseCapSlots(released),
-      ...[...extended].map(([client, { holdMs, permits }]) =>
-        this.capScripts.extend(clientCapKeys(this.prefix, client).held, holdMs, permits),
-      ),
-    ]);
-  }
-
-  private async releaseCapSlots(holds: readonly CapHold[]): Promise<void> {
-    const byClient = new Map<string, string[]>();
-    for (const { client, permit } of holds) {
-      const list = byClient.get(client);
-      if (list) list.push(permit);
-      else byClient.set(client, [permit]);
-    }
-    await Promise.all(
-      [...byClient].map(([client, permits]) =>
-        this.redis.zrem(clientCapKeys(this.prefix, client).held, ...permits),
-      ),
-    );
-  }
-
-  /**
-   * Cap slots for the capped clients known to wait in the shards of a wave (`wanting`), taken in
-   * each client's slot (one acquire script per client, pipelined: the clients' slots are apart).
-   * A client is asked only for the turns it may get in a shard: the shard's ask shared out between
-   * the clients waiting there (at least the wave's quantum), to the first ones in turn order until
-   * the ask is covered. A client with more due work, or one not asked, is skipped by the script
-   * with its place kept, and reported: it gets slots at the next visit. Per shard: client → slots,
-   * also for a client granted none; `recorded` false for a client whose cap was lifted meanwhile
-   * (the shard still asks for slots until it sees the change: pseudo-slots, never released).
-   */
-  private async takeCapSlots(
-    asks: ReadonlyMap<number, number>,
-    quantum: number,
-    leaseMs: number,
-  ): Promise<Map<number, Map<string, { permits: string[]; recorded: boolean }>>> {
-    const wants = new Map<string, Array<{ shard: number; count: number }>>();
-    for (const [shard, ask] of asks) {
-      const waiting = this.wanting.get(shard);
-      if (!waiting || waiting.length === 0) continue;
-      const each = Math.min(ask, Math.max(quantum, Math.ceil(ask / waiting.length)));
-      let left = ask;
-      for (const client of waiting) {
-        if (left <= 0) break;
-        const count = Math.min(each, left);
-        left -= count;
-        const list = wants.get(client);
-        if (list) list.push({ shard, count });
-        else wants.set(client, [{ shard, count }]);
-      }
-    }
-    const byShard = new Map<number, Map<string, { permits: string[]; recorded: boolean }>>();
-    await Promise.all(
-      [...wants].map(async ([client, shards]) => {
-        const need = shards.reduce((sum, { count }) => sum + count, 0);
-        const ids = Array.from({ length: need }, () => `${PROCESS_TAG}.${++permitSeq}`);
-        const granted = await this.capScripts.acquire(
-          clientCapKeys(this.prefix, client),
-          leaseMs + CAP_GRACE_MS,
-          ids,
-        );
-        const permits = granted === null ? ids : ids.slice(0, granted);
-        // One slot at a time to each shard in turn, up to its count.
-        const given = new Map<number, string[]>(shards.map(({ shard }) => [shard, []]));
-        let at = 0;
-        while (at < permits.length) {
-          let placed = false;
-          for (const { shard, count } of shards) {
-            const mine = given.get(shard) as string[];
-            if (at < permits.length && mine.length < count) {
-              mine.push(permits[at++] as string);
-              placed = true;
-            }
-          }
-          if (!placed) break;
-        }
-        for (const [shard, mine] of given) {
-          const perClient = byShard.get(shard) ?? new Map();
-          perClient.set(client, { permits: mine, recorded: granted !== null });
-          byShard.set(shard, perClient);
-        }
-      }),
-    );
-    return byShard;
-  }
-
-  /**
-   * After a lease call on a shard: the capped clients known to wait there, in the order of their
-   * next turns. First those the script set work aside for, for want of slots (in turn order: they
-   * were met at the front of the line), then the others known, then those served (their tags moved
-   * on), and last those found at their caps (`denied`: asked first, they would take the ask from the
-   * others every time). Out: those with nothing pending there any more, and, when the call took fewer tasks than
-   * asked (it met every client in line), those given slots that it neither served nor skipped.
-   */
-  private noteCappedClients(
-    shard: number,
-    reply: { tasks: readonly LeasedTask[]; wanting: readonly string[]; left: readonly string[] },
-    given: ReadonlyMap<string, unknown> | undefined,
-    denied: ReadonlySet<string>,
-    ask: number,
-  ): void {
-    const known = this.wanting.get(shard) ?? [];
-    if (known.length === 0 && reply.wanting.length === 0) return;
-    const served = new Set<string>();
-    if (given) {
-      for (const task of reply.tasks) {
-        const client = clientOfPartition(task.partition);
-        if (given.has(client)) served.add(client);
-      }
-    }
-    const out = new Set([...reply.wanting, ...reply.left]);
-    const metAll = reply.tasks.length < ask;
-    const next = reply.wanting.filter((client) => !denied.has(client));
-    for (const client of known) {
-      if (out.has(client) || served.has(client) || (metAll && given?.has(client))) continue;
-      next.push(client);
-    }
-    for (const client of served) if (!out.has(client)) next.push(client);
-    for (const client of reply.wanting) if (denied.has(client)) next.push(client);
-    if (next.length > 0) this.wanting.set(shard, next);
-    else this.wanting.delete(shard);
-  }
-
-  /**
-   * Which shards to visit and how many tasks to ask of each. Walks the shards from the cursor,
-   * skipping those known to have nothing to do, until the ready partitions met could give k tasks
-   * at one task each, or `maxShards` shards were picked. When fewer than k partitions were met,
-   * each may give up to `quantum` = ceil(k / partitions met) tasks: few shards per lease (few script
-   * calls) while every partition still gets the same share per visit of its shard. The cursor then
-   * moves past the last shard picked, so that shards take turns.
-   */
-  private allocate(k: number, maxShards: number): Wave {
-    const now = Date.now();
-    const picked: number[] = [];
-    let partitionsMet = 0;
-    // Shards where a client joined the fair share first (announced by its publisher), once each.
-    for (const shard of this.view.firstShards()) {
-      if (picked.length >= maxShards || partitionsMet >= k) break;
-      this.view.visited(shard);
-      picked.push(shard);
-      partitionsMet += Math.max(1, this.view.ready[shard] ?? 0);
-    }
-    let last = this.cursor - 1;
-    for (let i = 0; i < this.shards && picked.length < maxShards && partitionsMet < k; i++) {
-      const shard = (this.cursor + i) % this.shards;
-      if (!this.view.hasWork(shard, now) || picked.includes(shard)) continue;
-      picked.push(shard);
-      partitionsMet += Math.max(1, this.view.ready[shard] ?? 0);
-      last = shard;
-    }
-    this.cursor = (last + 1) % this.shards;
-    const quantum = Math.max(1, Math.ceil(k / Math.max(1, partitionsMet)));
-    const asks = new Map<number, number>();
-    let remaining = k;
-    for (const shard of picked) {
-      if (remaining <= 0) break;
-      const ask = Math.min(remaining, Math.max(1, this.view.ready[shard] ?? 0) * quantum);
-      asks.set(shard, ask);
-      remaining -= ask;
-    }
-    return { asks, quantum };
-  }
-
-  /**
-   * A wave, and when it skipped capped clients it had not asked slots for (this process did not
-   * know they waited there, or the ask was covered by clients before them that turned out to be at
-   * their caps), more visits of those shards with their cap slots (never more than k tasks in all,
-   * at most CAP_VISITS: each moves the clients found at their caps behind the others). True when a
-   * shard gave nothing for its clients being at their caps (idle in the view for a while since).
-   */
-  private async leaseWaveWithCaps(
-    wave: Wave,
-    leaseMs: number,
-    into: LeasedTask[],
-    k: number,
-  ): Promise<boolean> {
-    let visit = await this.leaseWave(wave, leaseMs, into);
-    let idledCapped = visit.idledCapped;
-    for (let again = 0; again < CAP_VISITS && visit.metCaps.length > 0; again++) {
-      let remaining = k - into.length;
-      const asks = new Map<number, number>();
-      for (const shard of visit.metCaps) {
-        if (remaining <= 0) break;
-        const ask = Math.min(remaining, wave.asks.get(shard) ?? 1);
-        asks.set(shard, ask);
-        remaining -= ask;
-      }
-      if (asks.size === 0) break;
-      visit = await this.leaseWave({ asks, quantum: wave.quantum }, leaseMs, into);
-      idledCapped ||= visit.idledCapped;
-    }
-    return idledCapped;
-  }
-
-  /**
-   * One lease call per shard of the wave, pipelined. `idledCapped`: a shard gave nothing for its
-   * clients being at their caps. `metCaps`: the shards where capped clients this
-   * process had not known of were skipped for want of cap slots (worth a second visit with slots).
-   */
-  private async leaseWave(
-    { asks, quantum }: Wave,
-    leaseMs: number,
-    into: LeasedTask[],
-  ): Promise<{ metCaps: number[]; idledCapped: boolean }> {
-    if (asks.size === 0) return { metCaps: [], idledCapped: false };
-    const slots = await this.takeCapSlots(asks, quantum, leaseMs);
-    const args = (shard: number, ask: number) => ({
-      partitionConcurrency: this.partitionConcurrency,
-      shard,
-      ask,
-      leaseMs,
-      maxDeliveries: this.maxDeliveries,
-      housekeepingBatch: this.housekeepingBatch,
-      quantum,
-      permits: new Map(
-        [...(slots.get(shard) ?? [])].map(([client, { permits }]) => [client, permits.length]),
-      ),
-    });
-    const shards = [...asks.keys()];
-    const settled = await Promise.allSettled(
-      shards.map((shard) => this.scripts.lease(this.keysOfShard(shard), args(shard, asks.get(shard) ?? 1))),
-    );
-    let failure: unknown;
-    let reclaimed = 0;
-    let deadLettered = 0;
-    const unused: CapHold[] = [];
-    const metCaps: number[] = [];
-    let idledCapped = false;
-    settled.forEach((outcome, i) => {
-      const shard = shards[i] as number;
-      const given = slots.get(shard);
-      // A failed call keeps its slots until they expire: it may have leased before its reply was lost.
-      if (outcome.status === 'rejected') {
-        failure ??= outcome.reason;
-        return;
-      }
-      const reply = outcome.value;
-      this.view.update(shard, reply.readyCount, reply.nextEvent);
-      reclaimed += reply.reclaimed;
-      deadLettered += reply.deadLettered;
-      into.push(...reply.tasks);
-      // Asked, and granted no slot: at its cap (behind the others in this process's order).
-      const denied = new Set<string>();
-      for (const [client, { permits }] of given ?? []) if (permits.length === 0) denied.add(client);
-      // Without cap slots for this shard (no capped client met), no task holds one: no name parsed.
-      for (const task of given ? reply.tasks : []) {
-        const client = clientOfPartition(task.partition);
-        const mine = given?.get(client);
-        const permit = mine?.permits.shift();
-        if (permit !== undefined && mine?.recorded) this.capHolds.set(task.token, { client, permit });
-      }
-      for (const [client, { permits, recorded }] of given ?? []) {
-        if (recorded) for (const permit of permits) unused.push({ client, permit });
-      }
-      const ask = asks.get(shard) ?? 1;
-      // Skipped without having been asked for slots: worth a second visit with slots, when the
-      // call took fewer tasks than asked.
-      const unasked = reply.wanting.some((client) => !given?.has(client));
-      if (unasked && reply.tasks.length < ask) metCaps.push(shard);
-      this.noteCappedClients(shard, reply, given, denied, ask);
-      if (reply.tasks.length === 0 && reply.wanting.length > 0 && !unasked) {
-        // Its ready work is all of clients at their caps: not worth a visit per lease call.
-        const inMs = reply.nextEvent >= 0 ? Math.min(reply.nextEvent, CAP_RETRY_MS) : CAP_RETRY_MS;
-        this.view.update(shard, 0, inMs);
-        idledCapped = true;
-      }
-    });
-    this.countReclaimed(reclaimed, deadLettered);
-    // Not awaited (a round trip less per lease): the ZREMs are sent now, so every later command on
-    // this connection sees them, and a slot given back late only keeps the client below its cap
-    // a moment longer.
-    if (unused.length > 0) {
-      this.releaseCapSlots(unused).catch((err: unknown) =>
-        this.logger?.warn({ err, queue: this.name }, 'giving back unused cap slots failed'),
-      );
-    }
-    if (failure !== undefined) {
-      // Tasks leased on the other shards are handed out anyway; the failed shard is retried later.
-      if (into.length === 0) throw failure;
-      this.logger?.warn({ err: failure, queue: this.name }, 'lease failed on a shard');
-    }
-    return { metCaps, idledCapped };
-  }
-
-  private countReclaimed(reclaimed: number, deadLettered: number): void {
-    if (reclaimed > 0) queueMetrics.reclaimed.inc({ queue: this.name }, reclaimed);
-    if (deadLettered > 0) {
-      queueMetrics.deadLettered.inc({ queue: this.name, cause: 'max_deliveries' }, deadLettered);
-    }
-  }
-
-  private idleFor(): number {
-    const now = Date.now();
-    let soonest = Number.POSITIVE_INFINITY;
-    for (let shard = 0; shard < this.shards; shard++)
-      soonest = Math.min(soonest, this.view.wakeAt[shard] ?? 0);
-    return Math.max(0, Math.min(soonest - now, this.maxIdleMs));
-  }
-
-  /** A wake announcement (`shard:inMs`, comma-separated): the shards' views, then idle workers. */
-  private heard(message: string): void {
-    this.announcements++;
-    for (const entry of message.split(',')) {
-      if (entry.startsWith(FIRST_MARK)) {
-        const shard = Number(entry.slice(FIRST_MARK.length));
-        if (Number.isInteger(shard) && shard >= 0 && shard < this.shards) this.view.first(shard);
-        continue;
-      }
-      const [shard, inMs] = entry.split(':').map(Number);
-      if (shard !== undefined && inMs !== undefined && shard < this.shards) this.view.wake(shard, inMs);
-    }
-    for (const finish of [...this.waiters]) finish(true);
-  }
-
-  private readonly heardLocally = (message: string) => this.heard(message);
-
-  /** Re-reads the state of every shard (one small read-only script per shard, pipelined). */
-  private async refreshView(): Promise<void> {
-    const at = Date.now();
-    const replies = await Promise.all(
-      Array.from({ length: this.shards }, (_, shard) => this.scripts.peek(this.keysOfShard(shard))),
-    );
-    replies.forEach(({ readyCount, nextEvent }, shard) => {
-      this.view.update(shard, readyCount, nextEvent, at);
-    });
-    this.view.refreshedAt = at;
-  }
-
-  private async subscribe(): Promise<void> {
-    if (this.subscriber) return;
-    const subscriber = this.redis.duplicate();
-    this.subscriber = subscriber;
-    subscriber.on('message', (_channel: string, message: string) => {
-      // Our own announcement: heard already, through localWakes.
-      if (!message.endsWith(PROCESS_TAG)) this.heard(message);
-    });
-    localWakes.on(this.wakeChannel, this.heardLocally);
-    subscriber.on('error', (err: Error) => this.logger?.warn({ err, queue: this.name }, 'wake subscription'));
-    await subscriber.subscribe(this.wakeChannel);
-  }
-}
-
-/**
- * Wake announcements inside this process, by wake channel: a queue instance that publishes wakes
- * the idle workers of the others on the same queue without the round trip through Redis pub/sub.
- */
-const localWakes = new EventEmitter().setMaxListeners(0);
-
-/**
- * Ends this process's announcements on Redis (`,@<random>`), so that it skips their echo: without
- * it each announcement woke its own idle workers twice, and each second wake cost a lease script
- * that found nothing. Readers skip the entry as they skip any that is not `shard:inMs`.
- */
-const PROCESS_TAG = `@${randomBytes(6).toString('hex')}`;
-/**
- * Cap slot ids are `<PROCESS_TAG>.<n>`: n counts for the whole process, not per queue object, or
- * two queue objects of one process (workers of `--role all`, tests) would take the same slot twice.
- */
-let permitSeq = 0;
-
-/**
- * `!<shard>` in an announcement: a client joined that shard's fair share, and has the next turn
- * there; workers visit it first in their next lease. (Readers that do not know it skip it: it is not
- * `shard:inMs`.)
- */
-const FIRST_MARK = '!';
-
-/**
- * What this process knows about each shard: when it next has something to do (a ready partition,
- * a timer or a lease deadline), in local ms, and how many partitions it had ready. Updated by every
- * script reply, by wake messages, and by a periodic refresh.
- */
-class ShardView {
-  readonly wakeAt: Float64Array;
-  readonly ready: Uint32Array;
-  refreshedAt = Number.NEGATIVE_INFINITY;
-  /** Shards to visit first (a client joined their fair share), in the order announced. */
-  private readonly firsts = new Set<number>();
-
-  constructor(shards: number) {
-    // Unknown shards count as having work: the first lease looks everywhere.
-    this.wakeAt = new Float64Array(shards).fill(0);
-    this.ready = new Uint32Array(shards);
-  }
-
-  update(shard: number, readyCount: number, nextEventMs: number, now = Date.now()): void {
-    this.ready[shard] = readyCount;
-    this.wakeAt[shard] =
-      readyCount > 0 ? now : nextEventMs >= 0 ? now + nextEventMs : Number.POSITIVE_INFINITY;
-  }
-
-  wake(shard: number, inMs: number): void {
-    this.wakeAt[shard] = Math.min(this.wakeAt[shard] ?? 0, Date.now() + inMs);
-    if (inMs === 0) this.ready[shard] = Math.max(1, this.ready[shard] ?? 0);
-  }
-
-  first(shard: number): void {
-    this.firsts.add(shard);
-    this.wake(shard, 0);
-  }
-
-  /** The shards to visit first, in the order announced (a copy: `visited` forgets them). */
-  firstShards(): number[] {
-    return [...this.firsts];
-  }
-
-  visited(shard: number): void {
-    this.firsts.delete(shard);
-  }
-
-  hasWork(shard: number, now: number): boolean {
-    return (this.wakeAt[shard] ?? 0) <= now;
-  }
-}
-
-function positiveInt(name: string, value: number): number {
-  if (!Number.isInteger(value) || value <= 0) {
-    throw new RequesterError('invalid_request', `${name} must be a positive integer, got ${value}`);
-  }
-  return value;
-}
-
-function nonNegativeInt(name: string, value: number): number {
-  if (!Number.isInteger(value) || value < 0) {
-    throw new RequesterError('invalid_request', `${name} must be a non-negative integer, got ${value}`);
-  }
-  return value;
-}
-
-/** A replacement payload: non-empty (empty means "keep" to the script) and within the size cap. */
-function checkedPayload(payload: string, maxPayloadBytes: number): string {
-  if (typeof payload !== 'string' || payload === '') {
-    throw new RequesterError('invalid_request', 'a replacement payload must be a non-empty string');
-  }
-  if (Buffer.byteLength(payload) > maxPayloadBytes) {
-    throw new RequesterError('payload_too_large', `replacement payload exceeds ${maxPayloadBytes} bytes`);
-  }
-  return payload;
-}
-
-function checkClient(client: string): void {
-  if (typeof client !== 'string' || client === '' || /[\s\0]/.test(client)) {
-    throw new RequesterError('invalid_request', `not a client name: ${JSON.stringify(client)}`);
-  }
-}
-
-function validateTask(task: PublishTask, maxPayloadBytes: number): void {
-  const bad = (message: string) =>
-    new RequesterError('invalid_request', `queue task ${JSON.stringify(task.id)}: ${message}`);
-  if (typeof task.id !== 'string' || task.id === '') throw bad('id must be a non-empty string');
-  if (task.partition !== undefined && (typeof task.partition !== 'string' || task.partition === '')) {
-    throw bad('partition must be a non-empty string when given');
-  }
-  // NUL separates the partition from the sort key in pending members (see shard.lua).
-  if ((task.partition ?? task.id).includes('\0'))
-    throw bad('partition (or id used as one) must not contain NUL');
-  if (typeof task.payload !== 'string') throw bad('payload must be a string');
-  if (task.payload.length > maxPayloadBytes / 3 && Buffer.byteLength(task.payload) > maxPayloadBytes) {
-    throw new RequesterError(
-      'payload_too_large',
-      `queue task ${JSON.stringify(task.id)}: payload of ${Buffer.byteLength(task.payload)} bytes exceeds ${maxPayloadBytes}`,
-    );
-  }
-  if (
-    task.dueAt !== undefined &&
-    (!Number.isInteger(task.dueAt) || task.dueAt < 0 || task.dueAt > MAX_DUE_MS)
-  ) {
-    throw bad('dueAt must be an integer epoch ms');
-  }
-  if (task.delayMs !== undefined && (!Number.isInteger(task.delayMs) || task.delayMs < 0)) {
-    throw bad('delayMs must be a non-negative integer');
   }
 }

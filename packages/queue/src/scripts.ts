@@ -1,16 +1,21 @@
+/**
+ * The queue's Lua scripts as typed operations: the arguments each `commands/<op>.lua` takes and the
+ * parsing of its flat reply, in one place, so that no other module knows a script's layout.
+ */
 import { join } from 'node:path';
 import { luaScripts, type RedisClient, readLuaCommands } from '@requester/shared/redis';
+import { isOrderedPartition, SHARD_KEY_NAMES } from './keys.ts';
 import type {
   ClientShardView,
   DeadTask,
+  LeasedTask,
   ListedTask,
   PartitionView,
+  PublishTask,
   ShardInfo,
   TaskListFilter,
   TaskListState,
-} from './admin.ts';
-import { isOrderedPartition, SHARD_KEY_NAMES } from './keys.ts';
-import type { LeasedTask, PublishTask } from './queue.ts';
+} from './types.ts';
 
 /**
  * Every `commands/<op>.lua`, read once per process. Each takes the same keys, those of one shard
@@ -46,8 +51,11 @@ export interface ShardState {
   nextEvent: number;
 }
 
-/** A settle of tokens of one shard: per token, in order, whether it was still leased. */
-export interface Settled {
+/**
+ * The reply of a script on tokens of one shard (extend, ack, reject, deadLetter): per token, in
+ * order, whether its lease was still live.
+ */
+export interface TokenReply {
   ok: boolean[];
   /** Absent for `extend`, which does not change what is ready. */
   state?: ShardState & { notify: boolean };
@@ -100,24 +108,24 @@ export interface QueueScripts {
   extend(
     keys: readonly string[],
     leases: ReadonlyArray<{ token: string; leaseMs: number }>,
-  ): Promise<Settled>;
+  ): Promise<TokenReply>;
   ack(
     keys: readonly string[],
     partitionConcurrency: number,
     dedupWindowMs: number,
     tokens: readonly string[],
-  ): Promise<Settled>;
+  ): Promise<TokenReply>;
   /** `payload` '' keeps the task's payload. */
   reject(
     keys: readonly string[],
     partitionConcurrency: number,
     items: ReadonlyArray<{ token: string; delayMs: number; payload: string }>,
-  ): Promise<Settled>;
+  ): Promise<TokenReply>;
   deadLetter(
     keys: readonly string[],
     partitionConcurrency: number,
     items: ReadonlyArray<{ token: string; reason: string }>,
-  ): Promise<Settled>;
+  ): Promise<TokenReply>;
   /** `more`: the batch was full, call again. */
   reclaim(
     keys: readonly string[],
@@ -179,7 +187,7 @@ function shardState(reply: Reply): ShardState {
 }
 
 /** The replies of ack, reject and deadLetter: the shard's state, then one flag per token. */
-function settledWithState(reply: Reply): Settled {
+function settledWithState(reply: Reply): TokenReply {
   return {
     state: { ...shardState(reply), notify: num(reply, 2) === 1 },
     ok: reply.slice(3).map((r) => Number(r) === 1),
@@ -248,32 +256,6 @@ function deadTasks(reply: Reply): Array<Omit<DeadTask, 'shard'>> {
     });
   }
   return tasks;
-}
-
-const CAP_COMMANDS = readLuaCommands(join(import.meta.dirname, 'cap', 'commands'), 'clientCap');
-
-/** The scripts of clients' caps of tasks in flight (keys: `clientCapKeys`, one slot per client). */
-export interface CapScripts {
-  /** Slots granted (the first `granted` of `permits`), or null when the client has no cap. */
-  acquire(
-    keys: { cap: string; held: string },
-    holdMs: number,
-    permits: readonly string[],
-  ): Promise<number | null>;
-  extend(held: string, holdMs: number, permits: readonly string[]): Promise<number>;
-}
-
-export function loadCapScripts(redis: RedisClient): CapScripts {
-  const run = luaScripts<'acquire' | 'extend'>(redis, CAP_COMMANDS, 2);
-  return {
-    async acquire(keys, holdMs, permits) {
-      const granted = Number(await run('acquire', [keys.cap, keys.held], [holdMs, ...permits]));
-      return granted < 0 ? null : granted;
-    },
-    async extend(held, holdMs, permits) {
-      return Number(await run('extend', [held], [holdMs, ...permits]));
-    },
-  };
 }
 
 /** Defines the queue scripts on a client (once per client). */

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { clientCapKeys, shardKey } from '../src/keys.ts';
-import type { FairQueue, LeasedTask } from '../src/queue.ts';
+import type { FairQueue } from '../src/queue.ts';
+import type { LeasedTask } from '../src/types.ts';
 
 /** A key prefix of its own per test, so test files may share one Redis. */
 export function uniquePrefix(): string {
@@ -29,8 +30,8 @@ export async function expireLeases(queue: FairQueue, tokens?: readonly string[])
  */
 export async function expireCapSlots(owner: FairQueue, tokens: readonly string[]): Promise<void> {
   for (const token of tokens) {
-    const hold = owner.capHoldOf(token);
-    if (hold) await owner.redis.zadd(clientCapKeys(owner.prefix, hold.client).held, 'XX', 0, hold.permit);
+    const slot = owner.capSlotOf(token);
+    if (slot) await owner.redis.zadd(clientCapKeys(owner.prefix, slot.client).held, 'XX', 0, slot.permit);
   }
 }
 
