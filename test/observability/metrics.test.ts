@@ -41,10 +41,12 @@ describe('metrics of a running stack', () => {
 
   const used: SeriesRef[] = [...dashboardExprs(), ...alertRules().map((r) => r.expr)].flatMap(seriesOf);
   const scrape = async () => (await fetch(`${stack.adminUrl}/metrics`)).text();
-  const post = async (body: unknown) => {
+  /** A second client: an origin's breaker opens when the calls of several clients fail (an outage). */
+  let otherHeaders: Record<string, string>;
+  const post = async (body: unknown, as: Record<string, string> = headers) => {
     const reply = await fetch(`${stack.httpUrl}/request`, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', ...headers },
+      headers: { 'content-type': 'application/json', ...as },
       body: JSON.stringify(body),
     });
     expect(reply.status).toBe(202);
@@ -61,6 +63,7 @@ describe('metrics of a running stack', () => {
     running = await startStack(stack);
     await waitReady(stack);
     headers = (await stackKey(stack)).headers;
+    otherHeaders = (await stackKey(stack)).headers;
     results = new ResultCollector(stack.config.topicOut);
     await results.start();
 
@@ -79,9 +82,15 @@ describe('metrics of a running stack', () => {
       request: { uri: `${target.url}/status/404?id=obs-dead` },
       meta: { requestId: 'obs-dead', retry: { max: 3 } },
     });
-    // Two failures open the breaker of the second origin; the third request finds it open.
-    for (const id of ['obs-503-1', 'obs-503-2'])
-      await post({ request: { uri: `${failing.url}/status/503?id=${id}` }, meta: { requestId: id } });
+    // Two failures, of two clients, open the breaker of the second origin; the third request finds it open.
+    await post({
+      request: { uri: `${failing.url}/status/503?id=obs-503-1` },
+      meta: { requestId: 'obs-503-1' },
+    });
+    await post(
+      { request: { uri: `${failing.url}/status/503?id=obs-503-2` }, meta: { requestId: 'obs-503-2' } },
+      otherHeaders,
+    );
     for (const id of ['obs-503-1', 'obs-503-2']) await results.one(id, 30_000);
     await post({
       request: { uri: `${failing.url}/status/503?id=obs-503-3` },

@@ -110,7 +110,7 @@ describe('end to end: @requester/client', () => {
       const created = await fetch(`${stack.adminUrl}/admin/api/credentials/create`, {
         method: 'POST',
         headers: { 'content-type': 'application/json', ...operator.headers },
-        body: JSON.stringify({ name, secrets: { signing } }),
+        body: JSON.stringify({ name, secrets: { signing }, origins: [new URL(target.url).origin] }),
       });
       expect(created.status).toBe(200);
     }
