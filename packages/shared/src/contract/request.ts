@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { tryParseDuration } from '../time/duration.ts';
+import { deadlineField } from './deadline.ts';
 import { boundedJson, goDuration, printableId, rfc3339, strictObject, traceparent } from './fields.ts';
 import { outgoingHeaders } from './headers.ts';
 import { parseWith, type SafeParse, safeParseWith } from './issues.ts';
@@ -261,6 +262,7 @@ function metaSchema(limits: ContractLimits) {
     partition: partitionField().optional(),
     sync: z.boolean().meta({ description: 'HTTP only: wait for the result and answer with it.' }).optional(),
     scheduled: rfc3339('Do not execute before this instant.').optional(),
+    deadline: deadlineField().optional(),
     proxyData: boundedJson(
       limits.maxProxyDataBytes,
       'Any JSON, echoed in the result as the same JSON value.',
