@@ -8,6 +8,8 @@ import {
   type RequestContract,
   type RequestEnvelope,
   type ResultEnvelope,
+  resolveDeadline,
+  withDeadlineInstant,
 } from '@requester/shared/contract';
 import type { RecordHeaders } from '@requester/shared/kafka';
 import type { OutboxRow } from '@requester/shared/outbox';
@@ -104,7 +106,13 @@ export function routeRecord(record: SourceRecord, contract: RequestContract, opt
     if (result.meta.error) result.meta.error.source = source;
     return invalid(result);
   }
-  const envelope = parsed.value;
+  const deadline = resolveDeadline(parsed.value.meta, acceptedAt(record, parsed.value, now));
+  if (!deadline.ok) {
+    const result = invalidRequestResult(input, deadline.error);
+    if (result.meta.error) result.meta.error.source = source;
+    return invalid(result);
+  }
+  const envelope = withDeadlineInstant(parsed.value, deadline.at);
   const scheduledAt = envelope.meta.scheduled ? parseRfc3339(envelope.meta.scheduled) : now;
   // A rescheduled task's outbox row carries its due time alone (its envelope keeps the caller's
   // `scheduled`, which has passed): the later of the two is when it runs.
@@ -120,10 +128,23 @@ export function routeRecord(record: SourceRecord, contract: RequestContract, opt
   if (inline) inline.checked = true;
   return {
     kind: 'queue',
-    task: queueTask(record, envelope, dueAt, traceparent, inline),
+    task: queueTask(record, envelope, dueAt, traceparent, inline, deadline.at),
     envelope,
     ...(traceparent === undefined ? {} : { traceparent }),
   };
+}
+
+/**
+ * When the request was accepted, the instant a `meta.deadline` given as a duration counts from:
+ * its `createdAt` when the service set one (the ingress's acceptance, kept by every copy that
+ * comes back through the outbox), else the record's Kafka timestamp (when a direct producer's
+ * record reached `in`: a router behind `in` does not lengthen the caller's deadline), never later
+ * than now (a timestamp ahead is not believed), else now.
+ */
+function acceptedAt(record: SourceRecord, envelope: RequestEnvelope, now: number): number {
+  if (envelope.createdAt) return parseRfc3339(envelope.createdAt);
+  const timestamp = Number(record.timestamp);
+  return Number.isFinite(timestamp) && timestamp > 0 ? Math.min(timestamp, now) : now;
 }
 
 /**
@@ -193,6 +214,7 @@ function queueTask(
   dueAt: number,
   traceparent: string | undefined,
   inline: InlineRecord | undefined,
+  deadlineAt: number | undefined,
 ): QueueTask {
   const { requestId, partition, client } = envelope.meta;
   const tryCount = envelope.tryCount ?? 0;
@@ -208,6 +230,7 @@ function queueTask(
       ...(createdAt === undefined ? {} : { createdAt }),
       ...(waitedMs === 0 ? {} : { waitedMs }),
       ...(traceparent === undefined ? {} : { traceparent }),
+      ...(deadlineAt === undefined ? {} : { deadlineAt }),
       ...(inline === undefined ? {} : { inline }),
     }),
     dueAt,
@@ -226,7 +249,11 @@ function outboxRow(
     dueAt: new Date(dueAt),
     topic: record.topic,
     key: record.key?.toString('utf8') ?? kafkaKeyFor(envelope),
-    payload: traceparent ? withTraceparent(record.value as Buffer, traceparent) : (record.value as Buffer),
+    payload: withMeta(record.value as Buffer, {
+      ...(traceparent ? { traceparent } : {}),
+      // The instant a duration resolved to: counted again from the relayed record, it would move.
+      ...(envelope.meta.deadline ? { deadline: envelope.meta.deadline } : {}),
+    }),
   };
 }
 
@@ -240,12 +267,14 @@ function lossyJson(value: Buffer): unknown {
 }
 
 /**
- * The record's JSON with `meta.traceparent` set: the outbox keeps no headers, so the router's span
- * rides in the envelope to the relay, which continues it. Fields the contract does not know stay.
+ * The record's JSON with the given `meta` fields set (the record itself when there are none):
+ * the outbox keeps no headers, so the router's span (`traceparent`) rides in the envelope to the
+ * relay, which continues it, and so does a resolved `deadline`. Fields the contract does not know stay.
  */
-function withTraceparent(value: Buffer, traceparent: string): Buffer {
+function withMeta(value: Buffer, fields: Record<string, string>): Buffer {
+  if (Object.keys(fields).length === 0) return value;
   const input = JSON.parse(value.toString('utf8')) as { meta: Record<string, unknown> };
-  return Buffer.from(JSON.stringify({ ...input, meta: { ...input.meta, traceparent } }));
+  return Buffer.from(JSON.stringify({ ...input, meta: { ...input.meta, ...fields } }));
 }
 
 /**
