@@ -398,7 +398,7 @@ describe('routeRecord: meta.deadline of a record written straight to in', () => 
     if (route.kind !== 'queue') throw new Error(route.kind);
     const task = decodeQueuedTask(route.task.payload);
     expect(task.deadlineAt).toBe(arrived + 30_000);
-    expect((task.inline?.value as { meta: { deadline: string } }).meta.deadline).toBe(
+    expect((task.inline?.value as { meta: { deadline: string } } | undefined)?.meta.deadline).toBe(
       new Date(arrived + 30_000).toISOString(),
     );
   });
