@@ -7,7 +7,10 @@ import { safeParseRequestEnvelope } from './request.ts';
 const ACCEPTED = Date.UTC(2026, 11, 1, 9, 0, 0);
 
 function envelope(meta: Record<string, unknown>) {
-  return { request: { uri: '' }, meta: { requestId: 'd-1', ...meta } };
+  return {
+    request: { uri: '' },
+    meta: { requestId: 'd-1', ...meta } as { requestId: string; deadline?: string; scheduled?: string },
+  };
 }
 
 function issuesOf(meta: Record<string, unknown>) {
@@ -72,7 +75,7 @@ describe('resolveDeadline, at the door', () => {
         const resolved = resolveDeadline(original.meta, ACCEPTED);
         if (!resolved.ok) return false;
         const copy = withDeadlineInstant(original, resolved.at);
-        expect(isDeadlineInstant(copy.meta.deadline)).toBe(true);
+        expect(isDeadlineInstant(copy.meta.deadline ?? '')).toBe(true);
         expect(safeParseRequestEnvelope(copy).ok).toBe(true);
         // A later reader (another anchor) finds the same instant.
         expect(deadlineAt(copy.meta.deadline, ACCEPTED + later)).toBe(ACCEPTED + ms);
