@@ -40,6 +40,12 @@ export interface Limiter {
     | 'sliding-window-counter';
   /** Every window must allow the call; they are checked and consumed atomically. */
   rates: Rate[];
+  /**
+   * Units this request counts for in every window (tokens, rows, pages), 1 when absent. At most the smallest window’s `value`: a larger cost could never be admitted.
+   *
+   * @default 1
+   */
+  cost?: number;
 }
 
 /** Retries with exponential backoff and jitter. */
