@@ -900,7 +900,14 @@ export class Executor {
       const result = withTraceId(ownedBy(envelope, ending.result), envelope.meta.traceparent);
       const { topicDlq } = this.options;
       if (!deadLetter || !topicDlq) return deliver(result, label);
-      const message = deadLetterMessage({ envelope, result, reason: deadLetter, source: job.task.ref });
+      // The instant its deadline resolved to: a replay must not count a duration again from its own time.
+      const letter = withDeadlineInstant(envelope, deadlineOf(job.task, envelope));
+      const message = deadLetterMessage({
+        envelope: letter,
+        result,
+        reason: deadLetter,
+        source: job.task.ref,
+      });
       return { kind: 'deliver', result, outcome: label, deadLetter: message, deadLetterReason: deadLetter };
     }
     const { delayMs, reason, progress } = ending;

@@ -1,4 +1,5 @@
 import {
+  deadlineAt,
   decodeUtf8,
   errorResult,
   invalidRequestResult,
@@ -74,6 +75,13 @@ export interface RouteOptions {
    * outbox, however far ahead: the relay chose to move it, and a second trip would only loop.
    */
   stagedDueAt?: number;
+  /**
+   * Whether Requester itself wrote the record (the ingress, the relay, a DLQ replay: signed), asked
+   * only when its deadline fails the door's check: such a record's deadline was checked where it
+   * entered, and one that has passed since (a replay after it) ends the task `expired` downstream
+   * rather than refusing it as if a producer had just sent it.
+   */
+  signed?: () => boolean;
 }
 
 /**
@@ -82,7 +90,7 @@ export interface RouteOptions {
  * with the full record; unreadable or invalid → an error result.
  */
 export function routeRecord(record: SourceRecord, contract: RequestContract, options: RouteOptions): Route {
-  const { now, horizonMs, trace = () => undefined, inlineMaxBytes = 0, stagedDueAt } = options;
+  const { now, horizonMs, trace = () => undefined, inlineMaxBytes = 0, stagedDueAt, signed } = options;
   const source = { topic: record.topic, partition: record.partition, offset: record.offset };
   if (!record.value || record.value.length === 0) {
     return invalid(
@@ -106,13 +114,15 @@ export function routeRecord(record: SourceRecord, contract: RequestContract, opt
     if (result.meta.error) result.meta.error.source = source;
     return invalid(result);
   }
-  const deadline = resolveDeadline(parsed.value.meta, acceptedAt(record, parsed.value, now));
-  if (!deadline.ok) {
+  const accepted = acceptedAt(record, parsed.value, now);
+  const deadline = resolveDeadline(parsed.value.meta, accepted);
+  if (!deadline.ok && !signed?.()) {
     const result = invalidRequestResult(input, deadline.error);
     if (result.meta.error) result.meta.error.source = source;
     return invalid(result);
   }
-  const envelope = withDeadlineInstant(parsed.value, deadline.at);
+  const deadlineAtMs = deadline.ok ? deadline.at : deadlineAt(parsed.value.meta.deadline, accepted);
+  const envelope = withDeadlineInstant(parsed.value, deadlineAtMs);
   const scheduledAt = envelope.meta.scheduled ? parseRfc3339(envelope.meta.scheduled) : now;
   // A rescheduled task's outbox row carries its due time alone (its envelope keeps the caller's
   // `scheduled`, which has passed): the later of the two is when it runs.
@@ -128,7 +138,7 @@ export function routeRecord(record: SourceRecord, contract: RequestContract, opt
   if (inline) inline.checked = true;
   return {
     kind: 'queue',
-    task: queueTask(record, envelope, dueAt, traceparent, inline, deadline.at),
+    task: queueTask(record, envelope, dueAt, traceparent, inline, deadlineAtMs),
     envelope,
     ...(traceparent === undefined ? {} : { traceparent }),
   };

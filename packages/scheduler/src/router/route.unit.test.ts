@@ -446,4 +446,16 @@ describe('routeRecord: meta.deadline of a record written straight to in', () => 
     if (route.kind !== 'queue') throw new Error(route.kind);
     expect(decodeQueuedTask(route.task.payload).deadlineAt).toBe(Date.parse('2026-12-01T08:30:00Z'));
   });
+
+  it('does not refuse a passed deadline on a record Requester signed (a DLQ replay): that task expires downstream', () => {
+    const replayed = envelope(
+      { deadline: '2026-12-01T08:30:00Z' },
+      { createdAt: '2026-12-01T09:00:00Z', tryCount: 1, retryBase: 1 },
+    );
+    const options = { now: NOW, horizonMs: HORIZON };
+    expect(routeRecord(stamped('6', replayed, NOW), contract, options).kind).toBe('invalid');
+    const route = routeRecord(stamped('7', replayed, NOW), contract, { ...options, signed: () => true });
+    if (route.kind !== 'queue') throw new Error(route.kind);
+    expect(decodeQueuedTask(route.task.payload).deadlineAt).toBe(Date.parse('2026-12-01T08:30:00Z'));
+  });
 });
