@@ -240,11 +240,11 @@ export function retryAfterMs(value: string | undefined, nowMs: number): number |
 
 /**
  * Whether a task whose next start would be at `startAt` (epoch ms) misses its start-by deadline
- * (`meta.deadline`, undefined = none): it then ends `expired` at once instead of waiting for a
- * start that is already too late. A start at the deadline itself is too late.
+ * (`meta.deadline`, epoch ms): it then ends `expired` at once instead of waiting for a start that
+ * is already too late. A start at the deadline itself is too late.
  */
-export function missesDeadline(deadlineAt: number | undefined, startAt: number): boolean {
-  return deadlineAt !== undefined && startAt >= deadlineAt;
+export function missesDeadline(deadlineAt: number, startAt: number): boolean {
+  return startAt >= deadlineAt;
 }
 
 /**

@@ -688,7 +688,8 @@ export class Executor {
     const cancelled = await this.cancelled(job, envelope, progress, known);
     if (cancelled) return cancelled;
     const deadline = deadlineOf(job.task, envelope);
-    if (missesDeadline(deadline, Date.now())) return this.expired(envelope, progress, deadline, 'queued');
+    if (deadline !== undefined && missesDeadline(deadline, Date.now()))
+      return this.expired(envelope, progress, deadline, 'queued');
     const paused = this.paused(job, envelope);
     if (paused) return paused;
     const taskLog: LazyChild = envelope.meta.client ? log.with({ client: envelope.meta.client }) : log;
@@ -772,11 +773,11 @@ export class Executor {
   private expired(
     envelope: RequestEnvelope,
     progress: Progress,
-    deadline: number | undefined,
+    deadline: number,
     stage: 'queued' | 'retry' | 'wait',
   ): Settlement {
     const { requestId, client, proxyData } = envelope.meta;
-    const at = new Date(deadline ?? 0).toISOString();
+    const at = new Date(deadline).toISOString();
     const why =
       stage === 'queued'
         ? 'before an attempt could start'
@@ -791,7 +792,7 @@ export class Executor {
       type: 'expired',
       requestId,
       client,
-      deadline: deadline ?? 0,
+      deadline,
       tryCount: progress.tryCount,
       stage,
     });
@@ -913,7 +914,7 @@ export class Executor {
     const { delayMs, reason, progress } = ending;
     // A start after the deadline is no start: the task ends now rather than wait for nothing.
     const deadline = deadlineOf(job.task, envelope);
-    if (missesDeadline(deadline, Date.now() + delayMs))
+    if (deadline !== undefined && missesDeadline(deadline, Date.now() + delayMs))
       return this.expired(envelope, progress, deadline, reason === 'retry' ? 'retry' : 'wait');
     // The queue refuses such a delay for the whole reject batch: fail this task alone (internal result).
     if (!isQueueDelay(delayMs)) throw new RangeError(`cannot reschedule: ${delayMs} is not a delay in ms`);
