@@ -114,7 +114,8 @@ export function routeRecord(record: SourceRecord, contract: RequestContract, opt
     if (result.meta.error) result.meta.error.source = source;
     return invalid(result);
   }
-  const accepted = acceptedAt(record, parsed.value, now);
+  // Only a request with a deadline needs its acceptance (a createdAt is parsed for nothing otherwise).
+  const accepted = parsed.value.meta.deadline === undefined ? now : acceptedAt(record, parsed.value, now);
   const deadline = resolveDeadline(parsed.value.meta, accepted);
   if (!deadline.ok && !signed?.()) {
     const result = invalidRequestResult(input, deadline.error);
