@@ -22,6 +22,11 @@ export const executorMetrics = {
     'dead-letter records written to the DLQ topic beside their result, by reason (permanent, retries_exhausted, unprocessable)',
     ['reason'],
   ),
+  expired: counter(
+    'executor_expired_total',
+    'requests ended by their start-by deadline (meta.deadline), with an expired result, by stage: queued (its turn came after it), retry (the pause before its next attempt would end after it), wait (a rate limit, breaker or other wait would)',
+    ['stage'],
+  ),
   leases: counter(
     'executor_leases_total',
     'tasks leased by the executor: divided by the tasks settled with a result, the leases a request costs (1 = never sent back to wait)',

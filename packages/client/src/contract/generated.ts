@@ -40,6 +40,12 @@ export interface Limiter {
     | 'sliding-window-counter';
   /** Every window must allow the call; they are checked and consumed atomically. */
   rates: Rate[];
+  /**
+   * Units this request counts for in every window (tokens, rows, pages), 1 when absent. At most the smallest window’s `value`: a larger cost could never be admitted.
+   *
+   * @default 1
+   */
+  cost?: number;
 }
 
 /** Retries with exponential backoff and jitter. */
@@ -98,6 +104,8 @@ export interface RequestMeta {
   sync?: boolean;
   /** Do not execute before this instant. RFC 3339 date-time with offset, e.g. 2026-12-01T09:00:00Z, from 1970-01-01T00:00:00Z to 9999-12-31T23:59:59.999Z. */
   scheduled?: string;
+  /** Start-by deadline: a task not started by then ends with one result, `meta.error.code` expired, and no attempt (a retry whose pause would end after it ends the same way). An RFC 3339 instant with offset (2026-12-01T09:00:00Z), or a Go duration counted from acceptance (30s, 1h30m; at least 1ms): the service writes the instant it resolves to into the copy it passes on. Refused when it is already past at acceptance, or earlier than `scheduled`. */
+  deadline?: string;
   /** Any JSON, echoed in the result as the same JSON value. At most 65536 bytes once serialized as JSON, and at most 64 levels of nested objects/arrays; numbers finite and within ±9007199254740991 (2^53−1: a double holds every integer up to it), larger ones sent as strings. */
   proxyData?: unknown;
   /** Rate limit protecting the target’s quota. */
@@ -164,7 +172,7 @@ export interface RecordRef {
 
 /** Present when the service, not the target, produced the status. */
 export interface ResultError {
-  /** Stable machine code: invalid_request, payload_too_large, timeout, transport_error, target_refused, credential_unknown, credential_revoked, credential_unavailable, credential_origin_refused, record_expired, dependency_unavailable, cancelled, internal... */
+  /** Stable machine code: invalid_request, payload_too_large, timeout, transport_error, target_refused, credential_unknown, credential_revoked, credential_unavailable, credential_origin_refused, record_expired, dependency_unavailable, cancelled, expired, internal... */
   code: string;
   /** Human explanation; not stable, do not parse. */
   message: string;
@@ -409,6 +417,22 @@ export interface ReplayedEvent {
   by: string;
 }
 
+/** The request’s start-by deadline passed (or would before its next start): no further attempt; its result (`expired`) follows as `completed`. */
+export interface ExpiredEvent {
+  requestId: string;
+  /** When the step happened (epoch ms, clock of the process that saw it). */
+  at: number;
+  /** meta.client of the request when the process knew it (owner check of GET /requests/{id}/events). */
+  client?: string;
+  type: 'expired';
+  /** The request’s start-by deadline (meta.deadline, epoch ms). */
+  deadline: number;
+  /** Attempts made before it expired. */
+  tryCount: number;
+  /** queued: its turn came after the deadline; retry: the pause before its next attempt would end after it; wait: a rate limit, breaker or other wait would. */
+  stage: 'queued' | 'retry' | 'wait';
+}
+
 /** The request was cancelled (recorded; the hop holding it answers it). */
 export interface CancelledEvent {
   requestId: string;
@@ -451,5 +475,6 @@ export type JournalEvent =
   | CompletedEvent
   | DeadLetteredEvent
   | ReplayedEvent
+  | ExpiredEvent
   | CancelledEvent
   | AdminActionEvent;

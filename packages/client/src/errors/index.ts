@@ -21,6 +21,7 @@ export type ProblemCode =
   | 'credential_revoked'
   | 'credential_unavailable'
   | 'cancelled'
+  | 'expired'
   | 'unauthorized'
   | 'forbidden'
   | 'rate_limited'
@@ -146,6 +147,10 @@ export class CredentialUnavailableError extends RequesterApiError {
 export class CancelledError extends RequesterApiError {
   override name = 'CancelledError';
 }
+/** `expired`: the request's start-by deadline passed before an attempt started (a result's `meta.error.code`, status 504). */
+export class ExpiredError extends RequesterApiError {
+  override name = 'ExpiredError';
+}
 /** `401`: no valid API key. */
 export class UnauthorizedError extends RequesterApiError {
   override name = 'UnauthorizedError';
@@ -192,6 +197,7 @@ export const ERROR_CLASSES: Readonly<Record<ProblemCode, ApiErrorClass>> = {
   credential_revoked: CredentialRevokedError,
   credential_unavailable: CredentialUnavailableError,
   cancelled: CancelledError,
+  expired: ExpiredError,
   unauthorized: UnauthorizedError,
   forbidden: ForbiddenError,
   rate_limited: RateLimitedError,

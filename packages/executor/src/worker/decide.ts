@@ -239,6 +239,15 @@ export function retryAfterMs(value: string | undefined, nowMs: number): number |
 }
 
 /**
+ * Whether a task whose next start would be at `startAt` (epoch ms) misses its start-by deadline
+ * (`meta.deadline`, epoch ms): it then ends `expired` at once instead of waiting for a start that
+ * is already too late. A start at the deadline itself is too late.
+ */
+export function missesDeadline(deadlineAt: number, startAt: number): boolean {
+  return startAt >= deadlineAt;
+}
+
+/**
  * Where a rescheduled task waits. Ordered partitions stay in Redis whatever the delay: the task
  * keeps its place at the head and the partition stays blocked (docs/architecture.md §9). Unordered ones stay
  * in Redis within the horizon; beyond it they go to the outbox with their full envelope, so a long

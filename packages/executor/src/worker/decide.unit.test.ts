@@ -17,6 +17,7 @@ import {
   isRetryable,
   limiterStep,
   MAX_DELAY_MS,
+  missesDeadline,
   type OutcomeFacts,
   optsOut,
   outcomeStep,
@@ -367,5 +368,19 @@ describe('parks', () => {
     expect(parks('paced', 100, 601, { tasks: 1, bytes: 400 }, budget)).toBe(false);
     // A record bigger than the whole budget is never parked, even alone.
     expect(parks('paced', 100, 1_001, { tasks: 0, bytes: 0 }, budget)).toBe(false);
+  });
+});
+
+describe('missesDeadline', () => {
+  it('is true exactly when the next start is at or after the deadline', () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 0, max: 2 ** 40 }),
+        fc.integer({ min: 0, max: 2 ** 40 }),
+        (deadline, start) => {
+          expect(missesDeadline(deadline, start)).toBe(start >= deadline);
+        },
+      ),
+    );
   });
 });

@@ -7,12 +7,15 @@ import {
   createRequestContract,
   DEAD_LETTER_REASONS,
   deadLetterMessage,
+  deadlineAt,
   errorResult,
+  isDeadlineInstant,
   isWakeUp,
   type RequestContract,
   type RequestEnvelope,
   type ResultEnvelope,
   sourcedResult,
+  withDeadlineInstant,
 } from '@requester/shared/contract';
 import type { Journal, JournalEventInput } from '@requester/shared/journal';
 import type { FetchedRecord, Fetcher, FetchOutcome, KafkaProducer } from '@requester/shared/kafka';
@@ -24,7 +27,16 @@ import pLimit, { type LimitFunction } from 'p-limit';
 import type { Granted } from '../bulkhead/index.ts';
 import { executorMetrics as metrics } from '../metrics.ts';
 import { ownedBy, unreadableResult } from '../result/index.ts';
-import { addWait, isQueueDelay, PARK_MAX_MS, type Parking, parks, placeOf, waitsForSlot } from './decide.ts';
+import {
+  addWait,
+  isQueueDelay,
+  missesDeadline,
+  PARK_MAX_MS,
+  type Parking,
+  parks,
+  placeOf,
+  waitsForSlot,
+} from './decide.ts';
 import { type Ending, Policies, type PolicyModules, type Progress } from './policies.ts';
 import { type ReplyOptions, Settler } from './settle.ts';
 import { deliver, type Job, KAFKA_RETRY_MS, outboxRow, type Settlement } from './settlement.ts';
@@ -675,6 +687,9 @@ export class Executor {
       : this.knownCancel(job, envelope, slot !== undefined && Date.now() - job.leasedAt < CANCEL_FRESH_MS);
     const cancelled = await this.cancelled(job, envelope, progress, known);
     if (cancelled) return cancelled;
+    const deadline = deadlineOf(job.task, envelope);
+    if (deadline !== undefined && missesDeadline(deadline, Date.now()))
+      return this.expired(envelope, progress, deadline, 'queued');
     const paused = this.paused(job, envelope);
     if (paused) return paused;
     const taskLog: LazyChild = envelope.meta.client ? log.with({ client: envelope.meta.client }) : log;
@@ -747,6 +762,41 @@ export class Executor {
       proxyData,
     });
     return deliver(withTraceId(ownedBy(envelope, result), envelope.meta.traceparent), 'cancelled');
+  }
+
+  /**
+   * The one result of a request whose start-by deadline (`meta.deadline`) has passed, or would
+   * before its next start (`stage`): `expired`, no further attempt, counted and journaled. Not
+   * dead-lettered: the caller said the call is not worth making after the deadline, so a replay
+   * could only expire again.
+   */
+  private expired(
+    envelope: RequestEnvelope,
+    progress: Progress,
+    deadline: number,
+    stage: 'queued' | 'retry' | 'wait',
+  ): Settlement {
+    const { requestId, client, proxyData } = envelope.meta;
+    const at = new Date(deadline).toISOString();
+    const why =
+      stage === 'queued'
+        ? 'before an attempt could start'
+        : `before its next ${stage === 'retry' ? 'attempt' : 'start'} (after ${progress.tryCount} attempt(s))`;
+    const result = errorResult(requestId, 'expired', `the deadline ${at} (meta.deadline) passed ${why}`, {
+      tryCount: progress.tryCount,
+      waitTimeNs: progress.waitedMs * 1e6,
+      proxyData,
+    });
+    metrics.expired.inc({ stage });
+    this.journal?.emit({
+      type: 'expired',
+      requestId,
+      client,
+      deadline,
+      tryCount: progress.tryCount,
+      stage,
+    });
+    return deliver(withTraceId(ownedBy(envelope, result), envelope.meta.traceparent), 'expired');
   }
 
   /**
@@ -851,10 +901,21 @@ export class Executor {
       const result = withTraceId(ownedBy(envelope, ending.result), envelope.meta.traceparent);
       const { topicDlq } = this.options;
       if (!deadLetter || !topicDlq) return deliver(result, label);
-      const message = deadLetterMessage({ envelope, result, reason: deadLetter, source: job.task.ref });
+      // The instant its deadline resolved to: a replay must not count a duration again from its own time.
+      const letter = withDeadlineInstant(envelope, deadlineOf(job.task, envelope));
+      const message = deadLetterMessage({
+        envelope: letter,
+        result,
+        reason: deadLetter,
+        source: job.task.ref,
+      });
       return { kind: 'deliver', result, outcome: label, deadLetter: message, deadLetterReason: deadLetter };
     }
     const { delayMs, reason, progress } = ending;
+    // A start after the deadline is no start: the task ends now rather than wait for nothing.
+    const deadline = deadlineOf(job.task, envelope);
+    if (deadline !== undefined && missesDeadline(deadline, Date.now() + delayMs))
+      return this.expired(envelope, progress, deadline, reason === 'retry' ? 'retry' : 'wait');
     // The queue refuses such a delay for the whole reject batch: fail this task alone (internal result).
     if (!isQueueDelay(delayMs)) throw new RangeError(`cannot reschedule: ${delayMs} is not a delay in ms`);
     // A reserved pacing slot is the last wait's alone (progress says whether this one reserved one).
@@ -875,7 +936,7 @@ export class Executor {
         : undefined;
     if (!outbox || where === 'redis')
       return { kind: 'reschedule', delayMs, outcome: reason, payload, retry, bulkhead };
-    const row = outboxRow(job.task, envelope, delayMs, progress);
+    const row = outboxRow(job.task, withDeadlineInstant(envelope, deadline), delayMs, progress);
     return { kind: 'reschedule', delayMs, outcome: reason, payload, outbox: row, retry, bulkhead };
   }
 
@@ -939,6 +1000,18 @@ export class Executor {
     this.slotWaiters = [];
     for (const wake of waiters) wake();
   }
+}
+
+/**
+ * The request's start-by deadline (epoch ms): as the router resolved it into the queued task, else
+ * the instant its envelope names (a task queued without it, or an envelope whose duration only
+ * its acceptance, `createdAt`, anchors).
+ */
+function deadlineOf(task: QueuedTask, envelope: RequestEnvelope): number | undefined {
+  const { deadline } = envelope.meta;
+  if (task.deadlineAt !== undefined || deadline === undefined) return task.deadlineAt;
+  if (isDeadlineInstant(deadline)) return deadlineAt(deadline, 0);
+  return task.createdAt === undefined ? undefined : deadlineAt(deadline, task.createdAt);
 }
 
 /**

@@ -116,6 +116,20 @@ describe('executor delivery policies (end to end)', () => {
       ]);
     });
 
+    it('meta.limiter.cost counts against the window: two calls of cost 3 do not fit a window of 5', async () => {
+      const key = uniqueName('cost');
+      const calls = [call('probe-a', key, '2s'), call('probe-a', key, '2s')].map((c) => ({
+        ...c,
+        meta: { ...c.meta, limiter: { ...c.meta.limiter!, rates: [{ duration: '2s', value: 5 }], cost: 3 } },
+      }));
+      await h.submit(queue, calls);
+      const results = await resultsOf(calls);
+      expect(results.map((r) => r.response.status)).toEqual([200, 200]);
+      const waits = results.map((r) => r.meta.waitTime).sort((a, b) => a - b);
+      expect(waits[0]).toBe(0);
+      expect(waits[1]).toBeGreaterThan(0); // waited for the first one's 3 units to leave the window
+    });
+
     it('a key the operator declared shared (SHARED_LIMITER_KEYS) is one limiter for every client', async () => {
       const first = call('probe-a', shared, '2s');
       await h.submit(queue, [first]);

@@ -240,7 +240,9 @@ export class Policies {
     const dispatchWithinMs = modules.limiterDispatchBudgetMs ?? DEFAULT_DISPATCH_BUDGET_MS;
     this.take =
       limiter &&
-      batched((specs: LimiterSpec[]) => limiter.takeMany(specs.map((spec) => ({ spec, dispatchWithinMs }))));
+      batched((specs: LimiterSpec[]) =>
+        limiter.takeMany(specs.map((spec) => ({ spec, cost: spec.cost ?? 1, dispatchWithinMs }))),
+      );
     this.admit =
       breaker && batched((calls: Array<{ origin: string; caller: string }>) => breaker.admitMany(calls));
     this.record = breaker && batched((reports: OriginReport[]) => breaker.recordMany(reports));

@@ -19,7 +19,9 @@ import {
   clientScoped,
   kafkaKeyFor,
   type RequestEnvelope,
+  resolveDeadline,
   safeParseRequestEnvelope,
+  withDeadlineInstant,
 } from '@requester/shared/contract';
 import type { ErrorCode } from '@requester/shared/errors';
 import {
@@ -231,6 +233,10 @@ async function accept(
 ): Promise<Accepted | Response> {
   const parsed = safeParseRequestEnvelope(input);
   if (!parsed.ok) return problem(c, 400, 'invalid_request', parsed.error.message, parsed.error.issues);
+  // Acceptance is now: a deadline given as a duration counts from here, and one already past is refused.
+  const acceptedAt = Date.now();
+  const deadline = resolveDeadline(parsed.value.meta, acceptedAt);
+  if (!deadline.ok) return problem(c, 400, 'invalid_request', deadline.error.message, deadline.error.issues);
   const admitted = await settings.access.admit(c.get('caller'), parsed.value, input);
   if (!admitted.ok) return refuse(c, admitted.refusal);
   const noCredential = await settings.credentialNames?.refusal(admitted.envelope);
@@ -246,7 +252,7 @@ async function accept(
     kind: SpanKind.PRODUCER,
     attributes: { 'messaging.system': 'kafka', 'messaging.operation.type': 'send' },
   });
-  const envelope = stamp(admitted.envelope, traceparentOf(sending));
+  const envelope = stamp(admitted.envelope, traceparentOf(sending), acceptedAt, deadline.at);
 
   // The waiter is registered before the produce: a result that comes back fast cannot slip past.
   // A key holding its share of waiters already is answered 202 + Location at once, as when the
@@ -317,18 +323,23 @@ async function claimRequestId(
 
 /**
  * What the ingress adds to the Kafka copy: `createdAt` is when *this* service accepted the request
- * (so a client cannot backdate it), `tryCount`, `waitTime` and `retryBase` start over, and
+ * (so a client cannot backdate it), `tryCount`, `waitTime` and `retryBase` start over,
  * `traceparent` becomes the ingress's own span (a child of the caller's), or starts a trace when
- * there is neither a span nor a caller's.
+ * there is neither a span nor a caller's, and a `deadline` given as a duration becomes the instant
+ * it resolved to (`deadlineAt`), so that every later reader finds the same one.
  */
-function stamp(envelope: RequestEnvelope, spanTraceparent: string | undefined): RequestEnvelope {
+function stamp(
+  envelope: RequestEnvelope,
+  spanTraceparent: string | undefined,
+  acceptedAt: number,
+  deadlineAt: number | undefined,
+): RequestEnvelope {
   const { tryCount: _attempts, waitTime: _waited, retryBase: _base, ...rest } = envelope;
   const traceparent = spanTraceparent ?? rest.meta.traceparent ?? newTraceparent();
-  return {
-    ...rest,
-    meta: { ...rest.meta, traceparent },
-    createdAt: formatRfc3339(Date.now()),
-  };
+  return withDeadlineInstant(
+    { ...rest, meta: { ...rest.meta, traceparent }, createdAt: formatRfc3339(acceptedAt) },
+    deadlineAt,
+  );
 }
 
 async function getResult(

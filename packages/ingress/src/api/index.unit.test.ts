@@ -37,6 +37,42 @@ async function closedPort(): Promise<number> {
   return port;
 }
 
+describe('POST /request: meta.deadline', () => {
+  it('writes a duration deadline as the instant it resolves to, counted from createdAt', async () => {
+    const sent: string[] = [];
+    const app = api({ submit: async (_key, value) => void sent.push(value) });
+    const body = { ...VALID, meta: { ...VALID.meta, deadline: '30s' } };
+    expect((await app.request('/request', post(JSON.stringify(body)))).status).toBe(202);
+    const copy = JSON.parse(sent[0] ?? '{}') as { createdAt: string; meta: { deadline: string } };
+    expect(Date.parse(copy.meta.deadline) - Date.parse(copy.createdAt)).toBe(30_000);
+  });
+
+  it('answers 400 for a deadline already past, and for a scheduled time after the deadline', async () => {
+    const sent: string[] = [];
+    const app = api({ submit: async (_key, value) => void sent.push(value) });
+    const cases = [
+      [{ deadline: '2020-01-01T00:00:00Z' }, 'meta.deadline', /is in the past/],
+      [
+        { deadline: '1m', scheduled: new Date(Date.now() + 3_600_000).toISOString() },
+        'meta.scheduled',
+        /after meta.deadline/,
+      ],
+    ] as const;
+    for (const [meta, path, message] of cases) {
+      const body = { ...VALID, meta: { ...VALID.meta, ...meta } };
+      const res = await app.request('/request', post(JSON.stringify(body)));
+      expect(res.status, path).toBe(400);
+      const problem = (await res.json()) as {
+        code: string;
+        issues: Array<{ path: string; message: string }>;
+      };
+      expect(problem.code).toBe('invalid_request');
+      expect(problem.issues).toEqual([{ path, message: expect.stringMatching(message) }]);
+    }
+    expect(sent).toEqual([]);
+  });
+});
+
 describe('POST /request refusals', () => {
   const parts: ApiParts = { submit: async () => {} };
 

@@ -348,10 +348,8 @@ export class KeyAccess implements Access {
     }
     const limiter = envelope.meta.limiter;
     limiter?.rates.forEach((rate, i) => {
-      const longest = longestWaitMs(limiter.algorithm, {
-        durationMs: durationToMs(rate.duration),
-        value: rate.value,
-      });
+      const window = { durationMs: durationToMs(rate.duration), value: rate.value };
+      const longest = longestWaitMs(limiter.algorithm, window, limiter.cost);
       if (longest > horizonMs)
         issues.push({
           path: `meta.limiter.rates.${i}.duration`,

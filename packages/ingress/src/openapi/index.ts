@@ -92,7 +92,7 @@ const POST_REQUEST: Json = {
   operationId: 'submitRequest',
   summary: 'Submit a request for execution',
   description:
-    'The body must be sent as `Content-Type: application/json`. Validates the envelope, stamps `createdAt` and `meta.traceparent` (the ingress span, in the trace of the `traceparent` header or `meta.traceparent`, else a new trace), and writes it to the `in` topic (key: `meta.partition`, else `meta.requestId`) with acknowledgement from every in-sync replica. Nothing is accepted that was not written. With `meta.sync: true` the call waits for the result up to the sync budget.',
+    'The body must be sent as `Content-Type: application/json`. Validates the envelope (a `meta.deadline` not after acceptance, or before `meta.scheduled`, is a 400), stamps `createdAt` and `meta.traceparent` (the ingress span, in the trace of the `traceparent` header or `meta.traceparent`, else a new trace), writes a `meta.deadline` duration as the instant it resolves to, and writes it to the `in` topic (key: `meta.partition`, else `meta.requestId`) with acknowledgement from every in-sync replica. Nothing is accepted that was not written. With `meta.sync: true` the call waits for the result up to the sync budget.',
   requestBody: { required: true, content: json('RequestEnvelope') },
   responses: {
     '200': RESULT_200,

@@ -4,6 +4,7 @@ import { RequesterError } from '@requester/shared/errors';
 import { registry } from '@requester/shared/metrics';
 import { createRedis, type Redis, type RedisClient } from '@requester/shared/redis';
 import { redisServerAvailable, startRedisCluster, type TestCluster } from '@requester/shared/testing';
+import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type LimitDecision, limiterKeys, limiterWindows, longestWaitMs, RateLimiter } from './index.ts';
 
@@ -166,6 +167,48 @@ describe.each(targets)('RateLimiter on $name', (target) => {
       expect(decision).toMatchObject({ outcome: 'oversized', allowed: false, retryAfterMs: 0 });
       expect(await redis.exists(...limiterKeys(prefix, spec))).toBe(0);
       expect(await limiter.take(spec, 5)).toMatchObject({ outcome: 'allowed', remaining: 0 });
+    });
+
+    // meta.limiter.cost: a take of cost c is c units in every window (tokens, rows, pages).
+    it('allows a take of cost c exactly when the units taken so far plus c fit the window', async () => {
+      await fc.assert(
+        fc.asyncProperty(
+          fc.integer({ min: 1, max: 20 }),
+          fc.array(fc.integer({ min: 1, max: 20 }), { minLength: 1, maxLength: 12 }),
+          async (value, asked) => {
+            // A window far longer than the test: nothing leaks or rolls over meanwhile.
+            const spec = specOf(algorithm, [['1000h', value]]);
+            let used = 0;
+            for (const cost of asked.map((c) => Math.min(c, value))) {
+              const decision = await limiter.take(spec, cost);
+              const fits = used + cost <= value;
+              expect(decision.outcome, `${used} + ${cost} of ${value}`).toBe(fits ? 'allowed' : 'limited');
+              if (fits) used += cost;
+              else expect(decision.retryAfterMs).toBeGreaterThanOrEqual(1);
+            }
+          },
+        ),
+        { numRuns: 25 },
+      );
+    });
+
+    it('takes a cost from every window, and nothing when one of them cannot hold it', async () => {
+      const key = unique('k');
+      const both = specOf(
+        algorithm,
+        [
+          ['1000h', 10],
+          ['2000h', 15],
+        ],
+        key,
+      );
+      expect((await limiter.take(both, 8)).outcome).toBe('allowed');
+      expect((await limiter.take(both, 3)).outcome).toBe('limited'); // the 10 window: 8 + 3 > 10
+      expect((await limiter.take(both, 2)).outcome).toBe('allowed');
+      // The longer window alone (same key, same state) holds 15 − 10 = 5 units more, not a call more.
+      const longer = specOf(algorithm, [['2000h', 15]], key);
+      expect((await limiter.take(longer, 6)).outcome).toBe('limited');
+      expect((await limiter.take(longer, 5)).outcome).toBe('allowed');
     });
 
     it('counts remaining calls of the tightest window', async () => {

@@ -58,15 +58,16 @@ export function limiterWindows(spec: Pick<LimiterSpec, 'rates'>): LimiterWindow[
 }
 
 /**
- * The longest a take of cost 1 can be told to wait by one window (README "Algorithms"): a bucket
- * admits one call every d/v; the fixed window and the sliding log may have to wait for the whole
- * window to pass, the sliding counter for what is left of its window plus d/v of the next.
+ * The longest a take of `cost` units (at most the window's value) can be told to wait by one
+ * window (README "Algorithms"): a bucket admits one unit every d/v, so `cost` units in cost·d/v;
+ * the fixed window and the sliding log may have to wait for the whole window to pass, the sliding
+ * counter for what is left of its window plus cost·d/v of the next.
  */
-export function longestWaitMs(algorithm: LimiterAlgorithm, window: LimiterWindow): number {
+export function longestWaitMs(algorithm: LimiterAlgorithm, window: LimiterWindow, cost = 1): number {
   const { durationMs, value } = window;
-  const perCall = Math.ceil(durationMs / value);
-  if (algorithm === 'token-bucket' || algorithm === 'leaky-bucket') return perCall;
-  return algorithm === 'sliding-window-counter' ? durationMs + perCall : durationMs;
+  const perTake = Math.ceil((durationMs * cost) / value);
+  if (algorithm === 'token-bucket' || algorithm === 'leaky-bucket') return perTake;
+  return algorithm === 'sliding-window-counter' ? durationMs + perTake : durationMs;
 }
 
 /**

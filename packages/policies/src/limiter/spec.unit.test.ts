@@ -3,7 +3,7 @@ import { goDurationText } from '@requester/shared/testing';
 import { MAX_DURATION_NS, toMs } from '@requester/shared/time';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { algorithmOfTag, limiterCall, limiterKeyOf, limiterWindows } from './spec.ts';
+import { algorithmOfTag, limiterCall, limiterKeyOf, limiterWindows, longestWaitMs } from './spec.ts';
 
 /** The longest wait anything asks for (the executor's MAX_DELAY_MS): the range of a Go duration. */
 const MAX_DELAY_MS = toMs(MAX_DURATION_NS);
@@ -19,6 +19,7 @@ describe('limiter spec', () => {
       key: fc.constant('k'),
       algorithm: fc.constantFrom(...LIMITER_ALGORITHMS),
       rates: fc.array(rate, { minLength: 1, maxLength: 8 }),
+      cost: fc.option(fc.oneof(fc.integer({ min: -2, max: 40 }), fc.constant(1.5)), { nil: undefined }),
     });
     fc.assert(
       fc.property(limiter, (input) => {
@@ -27,13 +28,19 @@ describe('limiter spec', () => {
           meta: { requestId: 'r', limiter: input },
         });
         if (!parsed.ok) {
-          expect(parsed.error.issues.every((i) => i.path.startsWith('meta.limiter.rates.'))).toBe(true);
+          const paths = parsed.error.issues.map((i) => i.path);
+          expect(paths.every((p) => p.startsWith('meta.limiter.rates.') || p === 'meta.limiter.cost')).toBe(
+            true,
+          );
           return;
         }
         const spec = parsed.value.meta.limiter as LimiterSpec;
         for (const window of limiterWindows(spec)) {
           expect(window.durationMs).toBeGreaterThanOrEqual(1);
           expect(window.durationMs).toBeLessThanOrEqual(MAX_DELAY_MS);
+          // An accepted cost is never oversized: some wait admits it (the limiter answers no -1).
+          expect(spec.cost ?? 1).toBeLessThanOrEqual(window.value);
+          expect(longestWaitMs(spec.algorithm, window, spec.cost)).toBeLessThanOrEqual(2 * window.durationMs);
         }
         expect(limiterCall('p:', spec, 1).args.every(Number.isSafeInteger)).toBe(true);
       }),
@@ -66,5 +73,16 @@ describe('limiterKeyOf', () => {
     expect(limiterKeyOf('probe-a', 'partner-quota', shared)).toBe('partner-quota');
     expect(limiterKeyOf('probe-b', 'partner-quota', shared)).toBe('partner-quota');
     expect(limiterKeyOf('probe-a', 'partner-quota', new Set())).toBe('partner-quota @probe-a');
+  });
+});
+
+describe('longestWaitMs', () => {
+  it('grows with the cost for the buckets and the sliding counter, not for whole-window algorithms', () => {
+    const window = { durationMs: 1_000, value: 10 };
+    expect(longestWaitMs('token-bucket', window, 4)).toBe(400);
+    expect(longestWaitMs('leaky-bucket', window)).toBe(100);
+    expect(longestWaitMs('sliding-window-counter', window, 4)).toBe(1_400);
+    expect(longestWaitMs('fixed-window-counter', window, 4)).toBe(1_000);
+    expect(longestWaitMs('sliding-window-log', window, 10)).toBe(1_000);
   });
 });

@@ -33,6 +33,7 @@ describe('tasks scheduled: the outbox by page', () => {
   const start = Date.now();
   const ids = Array.from({ length: 5 }, (_, i) => uniqueName(`sch-${i}`));
   const theirs = uniqueName('sch-b');
+  const theirDeadline = new Date(start + 3 * day).toISOString();
 
   beforeAll(async () => {
     stack = await stackEnv();
@@ -48,20 +49,20 @@ describe('tasks scheduled: the outbox by page', () => {
     ]);
     results = new ResultCollector(stack.config.topicOut);
     await results.start();
-    const submit = async (key: typeof a, requestId: string, dueMs: number) => {
+    const submit = async (key: typeof a, requestId: string, dueMs: number, deadline?: string) => {
       const response = await fetch(`${stack.httpUrl}/request`, {
         method: 'POST',
         headers: { ...key.headers, 'content-type': 'application/json' },
         body: JSON.stringify({
           request: { uri: `https://user:pw@api.example.test/hook?token=s3cret&n=${requestId}` },
-          meta: { requestId, scheduled: new Date(dueMs).toISOString() },
+          meta: { requestId, scheduled: new Date(dueMs).toISOString(), ...(deadline ? { deadline } : {}) },
         }),
       });
       expect(response.status).toBe(202);
     };
     // Submitted out of due order: the list orders by due time.
     for (const [i, id] of [...ids.entries()].reverse()) await submit(a, id, start + (i + 1) * day);
-    await submit(b, theirs, start + 2 * day);
+    await submit(b, theirs, start + 2 * day, theirDeadline);
     await eventually(
       async () => Number((await sql`select count(*) as n from outbox`)[0]?.n) === 6,
       30_000,
@@ -121,7 +122,10 @@ describe('tasks scheduled: the outbox by page', () => {
       stack.env,
     ).exit;
     expect(code, stderr).toBe(0);
-    expect(JSON.parse(stdout)).toMatchObject({ rows: [{ requestId: theirs, client: b.name }], next: null });
+    expect(JSON.parse(stdout)).toMatchObject({
+      rows: [{ requestId: theirs, client: b.name, deadline: theirDeadline }],
+      next: null,
+    });
     const page = await fetch(`${stack.adminUrl}/ui/tasks?client=${a.name}&limit=3`, {
       headers: { authorization: `Bearer ${reader.token}` },
     });

@@ -3,14 +3,18 @@ import { QueueAdmin } from '@requester/queue';
 import {
   attemptBudget,
   createRequestContract,
+  decodeQueuedTask,
   LIMITER_ALGORITHMS,
   MAX_INSTANT_MS,
   MAX_JSON_DEPTH,
   MAX_TRY_COUNT,
+  parseRfc3339,
   type RequestEnvelope,
+  resolveDeadline,
 } from '@requester/shared';
 import {
   capturingLogger,
+  deadlineText,
   goDurationText,
   instantText,
   rfc3339At,
@@ -28,14 +32,17 @@ import { routeRecord, type SourceRecord } from '../../../scheduler/src/router/ro
 /**
  * One truth for validity, checked on generated envelopes whose fields sit on the edges of the
  * contract (extreme durations and multipliers, instants before 1970 and past 9999, attempt
- * counters, limiter windows, deep or large proxyData, odd URIs, methods and headers):
+ * counters, limiter windows and costs, start-by deadlines, deep or large proxyData, odd URIs,
+ * methods and headers):
  *
- * - every envelope the schema refuses is answered 400 by the HTTP API and as an `invalid` route
- *   (an `invalid_request` result) by the router;
+ * - every envelope the schema refuses, or whose deadline the door refuses (not after acceptance,
+ *   or before `scheduled`: resolveDeadline), is answered 400 by the HTTP API and as an `invalid`
+ *   route (an `invalid_request` result) by the router;
  * - every envelope it accepts is answered 202 by the HTTP API, and on the Kafka path — the real
  *   routing function, the real FairQueue on Redis, the real executor (limiter and cache on Redis)
- *   against a local target — ends in exactly one result, never an internal error; one due beyond
- *   the horizon goes to the outbox with a due time PostgreSQL and Date hold.
+ *   against a local target — ends in exactly one result, never an internal error, `expired` only
+ *   once its deadline has passed; one due beyond the horizon goes to the outbox with a due time
+ *   PostgreSQL and Date hold.
  */
 
 const HORIZON_MS = 1_000;
@@ -178,14 +185,48 @@ function limiterArb(runnable: boolean, key: string) {
   const value = runnable
     ? fc.integer({ min: 100, max: Number.MAX_SAFE_INTEGER })
     : mostly(fc.integer({ min: 1, max: Number.MAX_SAFE_INTEGER }), fc.constantFrom(0, -1, 1.5));
-  return fc.record({
-    key: fc.constant(key),
-    algorithm: fc.constantFrom(...LIMITER_ALGORITHMS),
-    rates: fc.array(fc.record({ duration: mostly(goDurationText(MS), goDurationText()), value }), {
-      minLength: 1,
-      maxLength: 3,
-    }),
-  });
+  // Runnable: a cost every window holds at once; else also above a window's value, or no integer.
+  const usualCost = fc.integer({ min: 1, max: 100 });
+  const cost = runnable
+    ? usualCost
+    : mostly(usualCost, fc.constantFrom(0, -1, 1.5, 101, Number.MAX_SAFE_INTEGER, 2 ** 53));
+  return fc.record(
+    {
+      key: fc.constant(key),
+      algorithm: fc.constantFrom(...LIMITER_ALGORITHMS),
+      rates: fc.array(fc.record({ duration: mostly(goDurationText(MS), goDurationText()), value }), {
+        minLength: 1,
+        maxLength: 3,
+      }),
+      cost,
+    },
+    { requiredKeys: ['key', 'algorithm', 'rates'] },
+  );
+}
+
+/** `meta.deadline`: far from now or a duration (deadlineText), and now and then no deadline text at all. */
+function deadlineArb(runnable: boolean): fc.Arbitrary<unknown> {
+  const usual = deadlineText(now);
+  if (runnable) return usual;
+  const refused = fc.constantFrom<unknown>(
+    'soon',
+    '-5s',
+    '0',
+    '',
+    '2026-13-01T00:00:00Z',
+    '2026-12-01T09:00:00',
+    5,
+  );
+  return mostly<unknown>(usual, refused);
+}
+
+/**
+ * Whether the door accepts the envelope's deadline: the HTTP API at `acceptedAt` (it ignores a
+ * caller's `createdAt`), the router at the record's `createdAt`, else its own clock.
+ */
+function deadlineAccepted(envelope: RequestEnvelope, door: 'http' | 'router', acceptedAt: number): boolean {
+  const at = door === 'router' && envelope.createdAt ? parseRfc3339(envelope.createdAt) : acceptedAt;
+  return resolveDeadline(envelope.meta, at).ok;
 }
 
 function countersArb() {
@@ -253,6 +294,7 @@ function envelopeArb(shape: Shape): fc.Arbitrary<Spec> {
       ),
       sync: sometimes(fc.boolean()),
       scheduled: sometimes(scheduledArb()),
+      deadline: sometimes(deadlineArb(runnable)),
       proxyData: sometimes(proxyDataArb()),
       limiter: sometimes(limiterArb(runnable, `${requestId}-lim`)),
       retry: sometimes(retryArb(runnable)),
@@ -333,8 +375,12 @@ describe('validity: the schema is the one truth for the HTTP API, the router and
         const status = await httpStatus(text);
         if (parsed.ok) {
           accepted++;
-          expect(status).toBe(202);
-          expect(route.kind).not.toBe('invalid');
+          // The deadline is judged at each door's acceptance: a caller's createdAt anchors only the router.
+          expect(status).toBe(deadlineAccepted(parsed.value, 'http', Date.now()) ? 202 : 400);
+          const routed = deadlineAccepted(parsed.value, 'router', now);
+          expect(route.kind === 'invalid').toBe(!routed);
+          if (!routed)
+            expect(route).toMatchObject({ result: { meta: { error: { code: 'invalid_request' } } } });
         } else {
           refused++;
           expect(status).toBe(400);
@@ -382,11 +428,16 @@ describe('validity: the schema is the one truth for the HTTP API, the router and
             const record = { ...sourceRecord(text, String(meta?.baseOffset ?? '0')), topic: h.inTopic };
             // Read back from Kafka, or carried inline in the task: both must end alike.
             const inlineMaxBytes = inline ? 1 << 20 : 0;
+            const routedAt = Date.now();
             const route = routeRecord(record, contract, {
-              now: Date.now(),
+              now: routedAt,
               horizonMs: HORIZON_MS,
               inlineMaxBytes,
             });
+            if (!deadlineAccepted(envelope, 'router', routedAt)) {
+              expect(route.kind).toBe('invalid'); // refused at the door: the refusal property covers it
+              return;
+            }
             if (route.kind === 'outbox') {
               outboxed++;
               expect(route.row.dueAt.getTime()).toBeLessThanOrEqual(MAX_INSTANT_MS);
@@ -401,6 +452,12 @@ describe('validity: the schema is the one truth for the HTTP API, the router and
             // Accepted means the later stages carry it out: none refuses it (only a signing key the
             // service lacks is a refusal the schema cannot know of).
             expect(result.meta.error?.code).not.toBe('internal');
+            // Expired only once its deadline has passed: an accepted deadline never cuts a task short.
+            if (result.meta.error?.code === 'expired') {
+              const task = decodeQueuedTask(route.task.payload);
+              expect(task.deadlineAt).toBeDefined();
+              expect(task.deadlineAt).toBeLessThanOrEqual(Date.now());
+            }
             if (result.meta.error?.code === 'invalid_request') expect(envelope.meta.signing).toBeDefined();
             expect(result.meta.tryCount - (envelope.retryBase ?? 0)).toBeLessThanOrEqual(
               attemptBudget(envelope),

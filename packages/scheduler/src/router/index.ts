@@ -472,7 +472,15 @@ export class Router {
     try {
       const { horizonMs, inlineMaxBytes } = this.options;
       const stagedDueAt = this.stagedDueAt(record);
-      return routeRecord(record, this.contract, { now, horizonMs, trace, inlineMaxBytes, stagedDueAt });
+      const signed = () => this.signed(record);
+      return routeRecord(record, this.contract, {
+        now,
+        horizonMs,
+        trace,
+        inlineMaxBytes,
+        stagedDueAt,
+        signed,
+      });
     } catch (err) {
       this.options.logger.error(
         { err, partition: record.partition, offset: record.offset },
@@ -494,6 +502,11 @@ export class Router {
     if (text === undefined || !this.relayed(record)) return undefined;
     const ms = Date.parse(text);
     return Number.isFinite(ms) ? ms : undefined;
+  }
+
+  /** Whether one of Requester's own writers signed the record (no Kafka entry, in tests of routing alone: none). */
+  private signed(record: SourceRecord): boolean {
+    return this.options.entry?.signer.verify(record.value, record.headers) === true;
   }
 
   /**

@@ -1,4 +1,5 @@
 import {
+  deadlineAt,
   decodeUtf8,
   errorResult,
   invalidRequestResult,
@@ -8,6 +9,8 @@ import {
   type RequestContract,
   type RequestEnvelope,
   type ResultEnvelope,
+  resolveDeadline,
+  withDeadlineInstant,
 } from '@requester/shared/contract';
 import type { RecordHeaders } from '@requester/shared/kafka';
 import type { OutboxRow } from '@requester/shared/outbox';
@@ -72,6 +75,13 @@ export interface RouteOptions {
    * outbox, however far ahead: the relay chose to move it, and a second trip would only loop.
    */
   stagedDueAt?: number;
+  /**
+   * Whether Requester itself wrote the record (the ingress, the relay, a DLQ replay: signed), asked
+   * only when its deadline fails the door's check: such a record's deadline was checked where it
+   * entered, and one that has passed since (a replay after it) ends the task `expired` downstream
+   * rather than refusing it as if a producer had just sent it.
+   */
+  signed?: () => boolean;
 }
 
 /**
@@ -80,7 +90,7 @@ export interface RouteOptions {
  * with the full record; unreadable or invalid → an error result.
  */
 export function routeRecord(record: SourceRecord, contract: RequestContract, options: RouteOptions): Route {
-  const { now, horizonMs, trace = () => undefined, inlineMaxBytes = 0, stagedDueAt } = options;
+  const { now, horizonMs, trace = () => undefined, inlineMaxBytes = 0, stagedDueAt, signed } = options;
   const source = { topic: record.topic, partition: record.partition, offset: record.offset };
   if (!record.value || record.value.length === 0) {
     return invalid(
@@ -104,7 +114,16 @@ export function routeRecord(record: SourceRecord, contract: RequestContract, opt
     if (result.meta.error) result.meta.error.source = source;
     return invalid(result);
   }
-  const envelope = parsed.value;
+  // Only a request with a deadline needs its acceptance (a createdAt is parsed for nothing otherwise).
+  const accepted = parsed.value.meta.deadline === undefined ? now : acceptedAt(record, parsed.value, now);
+  const deadline = resolveDeadline(parsed.value.meta, accepted);
+  if (!deadline.ok && !signed?.()) {
+    const result = invalidRequestResult(input, deadline.error);
+    if (result.meta.error) result.meta.error.source = source;
+    return invalid(result);
+  }
+  const deadlineAtMs = deadline.ok ? deadline.at : deadlineAt(parsed.value.meta.deadline, accepted);
+  const envelope = withDeadlineInstant(parsed.value, deadlineAtMs);
   const scheduledAt = envelope.meta.scheduled ? parseRfc3339(envelope.meta.scheduled) : now;
   // A rescheduled task's outbox row carries its due time alone (its envelope keeps the caller's
   // `scheduled`, which has passed): the later of the two is when it runs.
@@ -120,10 +139,23 @@ export function routeRecord(record: SourceRecord, contract: RequestContract, opt
   if (inline) inline.checked = true;
   return {
     kind: 'queue',
-    task: queueTask(record, envelope, dueAt, traceparent, inline),
+    task: queueTask(record, envelope, dueAt, traceparent, inline, deadlineAtMs),
     envelope,
     ...(traceparent === undefined ? {} : { traceparent }),
   };
+}
+
+/**
+ * When the request was accepted, the instant a `meta.deadline` given as a duration counts from:
+ * its `createdAt` when the service set one (the ingress's acceptance, kept by every copy that
+ * comes back through the outbox), else the record's Kafka timestamp (when a direct producer's
+ * record reached `in`: a router behind `in` does not lengthen the caller's deadline), never later
+ * than now (a timestamp ahead is not believed), else now.
+ */
+function acceptedAt(record: SourceRecord, envelope: RequestEnvelope, now: number): number {
+  if (envelope.createdAt) return parseRfc3339(envelope.createdAt);
+  const timestamp = Number(record.timestamp);
+  return Number.isFinite(timestamp) && timestamp > 0 ? Math.min(timestamp, now) : now;
 }
 
 /**
@@ -193,6 +225,7 @@ function queueTask(
   dueAt: number,
   traceparent: string | undefined,
   inline: InlineRecord | undefined,
+  deadlineAt: number | undefined,
 ): QueueTask {
   const { requestId, partition, client } = envelope.meta;
   const tryCount = envelope.tryCount ?? 0;
@@ -208,6 +241,7 @@ function queueTask(
       ...(createdAt === undefined ? {} : { createdAt }),
       ...(waitedMs === 0 ? {} : { waitedMs }),
       ...(traceparent === undefined ? {} : { traceparent }),
+      ...(deadlineAt === undefined ? {} : { deadlineAt }),
       ...(inline === undefined ? {} : { inline }),
     }),
     dueAt,
@@ -226,7 +260,11 @@ function outboxRow(
     dueAt: new Date(dueAt),
     topic: record.topic,
     key: record.key?.toString('utf8') ?? kafkaKeyFor(envelope),
-    payload: traceparent ? withTraceparent(record.value as Buffer, traceparent) : (record.value as Buffer),
+    payload: withMeta(record.value as Buffer, {
+      ...(traceparent ? { traceparent } : {}),
+      // The instant a duration resolved to: counted again from the relayed record, it would move.
+      ...(envelope.meta.deadline ? { deadline: envelope.meta.deadline } : {}),
+    }),
   };
 }
 
@@ -240,12 +278,14 @@ function lossyJson(value: Buffer): unknown {
 }
 
 /**
- * The record's JSON with `meta.traceparent` set: the outbox keeps no headers, so the router's span
- * rides in the envelope to the relay, which continues it. Fields the contract does not know stay.
+ * The record's JSON with the given `meta` fields set (the record itself when there are none):
+ * the outbox keeps no headers, so the router's span (`traceparent`) rides in the envelope to the
+ * relay, which continues it, and so does a resolved `deadline`. Fields the contract does not know stay.
  */
-function withTraceparent(value: Buffer, traceparent: string): Buffer {
+function withMeta(value: Buffer, fields: Record<string, string>): Buffer {
+  if (Object.keys(fields).length === 0) return value;
   const input = JSON.parse(value.toString('utf8')) as { meta: Record<string, unknown> };
-  return Buffer.from(JSON.stringify({ ...input, meta: { ...input.meta, traceparent } }));
+  return Buffer.from(JSON.stringify({ ...input, meta: { ...input.meta, ...fields } }));
 }
 
 /**

@@ -381,3 +381,81 @@ describe('fenceRoute', () => {
 function limiterWith(duration: string) {
   return { limiter: { key: 'k', algorithm: 'token-bucket', rates: [{ duration, value: 1 }] } };
 }
+
+describe('routeRecord: meta.deadline of a record written straight to in', () => {
+  const stamped = (offset: string, value: unknown, timestamp: number) => ({
+    ...record(value, offset),
+    timestamp: String(timestamp),
+  });
+
+  it("counts a duration from the record's timestamp and carries the instant in the task", () => {
+    const arrived = NOW - 5_000; // a router behind `in` does not lengthen the deadline
+    const route = routeRecord(stamped('1', envelope({ deadline: '30s' }), arrived), contract, {
+      now: NOW,
+      horizonMs: HORIZON,
+      inlineMaxBytes: 10_000,
+    });
+    if (route.kind !== 'queue') throw new Error(route.kind);
+    const task = decodeQueuedTask(route.task.payload);
+    expect(task.deadlineAt).toBe(arrived + 30_000);
+    expect((task.inline?.value as { meta: { deadline: string } } | undefined)?.meta.deadline).toBe(
+      new Date(arrived + 30_000).toISOString(),
+    );
+  });
+
+  it('writes the instant into the outbox copy, so the relayed record keeps the same deadline', () => {
+    const meta = { deadline: '2h', scheduled: '2026-12-01T10:00:00Z' };
+    const route = routeRecord(stamped('2', envelope(meta), NOW), contract, { now: NOW, horizonMs: HORIZON });
+    if (route.kind !== 'outbox') throw new Error(route.kind);
+    const copy = JSON.parse(route.row.payload.toString('utf8')) as { meta: { deadline: string } };
+    expect(copy.meta.deadline).toBe('2026-12-01T11:00:00.000Z');
+    const later = NOW + 3_600_000;
+    const relayed = routeRecord(stamped('3', copy, later), contract, {
+      now: later,
+      horizonMs: HORIZON,
+      stagedDueAt: later,
+    });
+    if (relayed.kind !== 'queue') throw new Error(relayed.kind);
+    expect(decodeQueuedTask(relayed.task.payload).deadlineAt).toBe(NOW + 7_200_000);
+  });
+
+  it('answers a deadline past at arrival, or before scheduled, with an invalid_request result', () => {
+    const cases = [
+      [{ deadline: '2026-12-01T08:59:00Z' }, 'meta.deadline'],
+      [{ deadline: '1m', scheduled: '2026-12-01T09:05:00Z' }, 'meta.scheduled'],
+    ] as const;
+    for (const [meta, path] of cases) {
+      const route = routeRecord(stamped('4', envelope(meta), NOW), contract, {
+        now: NOW,
+        horizonMs: HORIZON,
+      });
+      if (route.kind !== 'invalid') throw new Error(route.kind);
+      expect(route.result.meta.requestId).toBe('r-1');
+      expect(route.result.meta.error).toMatchObject({
+        code: 'invalid_request',
+        issues: [{ path }],
+        source: { topic: 'in', partition: 3, offset: '4' },
+      });
+    }
+  });
+
+  it('does not refuse a deadline that passed after acceptance (createdAt): that task expires downstream', () => {
+    const created = '2026-12-01T08:00:00Z';
+    const value = envelope({ deadline: '2026-12-01T08:30:00Z' }, { createdAt: created });
+    const route = routeRecord(stamped('5', value, NOW), contract, { now: NOW, horizonMs: HORIZON });
+    if (route.kind !== 'queue') throw new Error(route.kind);
+    expect(decodeQueuedTask(route.task.payload).deadlineAt).toBe(Date.parse('2026-12-01T08:30:00Z'));
+  });
+
+  it('does not refuse a passed deadline on a record Requester signed (a DLQ replay): that task expires downstream', () => {
+    const replayed = envelope(
+      { deadline: '2026-12-01T08:30:00Z' },
+      { createdAt: '2026-12-01T09:00:00Z', tryCount: 1, retryBase: 1 },
+    );
+    const options = { now: NOW, horizonMs: HORIZON };
+    expect(routeRecord(stamped('6', replayed, NOW), contract, options).kind).toBe('invalid');
+    const route = routeRecord(stamped('7', replayed, NOW), contract, { ...options, signed: () => true });
+    if (route.kind !== 'queue') throw new Error(route.kind);
+    expect(decodeQueuedTask(route.task.payload).deadlineAt).toBe(Date.parse('2026-12-01T08:30:00Z'));
+  });
+});

@@ -1,4 +1,5 @@
 export * from './dead-letter.ts';
+export * from './deadline.ts';
 export {
   MAX_DURATION_TEXT_LENGTH,
   MAX_INSTANT,

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { tryParseDuration } from '../time/duration.ts';
+import { deadlineField } from './deadline.ts';
 import { boundedJson, goDuration, printableId, rfc3339, strictObject, traceparent } from './fields.ts';
 import { outgoingHeaders } from './headers.ts';
 import { parseWith, type SafeParse, safeParseWith } from './issues.ts';
@@ -146,6 +147,21 @@ const rateSchema = strictObject({
   value: z.number().int().positive().meta({ description: 'Calls allowed per window.' }),
 }).meta({ title: 'Rate', description: 'One window of a limiter: at most `value` calls per `duration`.' });
 
+/** A cost above a window's value would wait forever: refused at the door rather than dead-lettered later. */
+function checkLimiterCost(
+  limiter: { cost?: number | undefined; rates: ReadonlyArray<{ value: number }> },
+  ctx: z.RefinementCtx,
+): void {
+  if (limiter.cost === undefined || limiter.rates.length === 0) return;
+  const smallest = Math.min(...limiter.rates.map((rate) => rate.value));
+  if (limiter.cost > smallest)
+    ctx.addIssue({
+      code: 'custom',
+      path: ['cost'],
+      message: `must not exceed the smallest window's value (${limiter.cost} > ${smallest}): the limiter could never admit it`,
+    });
+}
+
 const limiterSchema = strictObject({
   key: printableId(
     MAX_ID_LENGTH,
@@ -157,7 +173,19 @@ const limiterSchema = strictObject({
     .min(1)
     .max(MAX_LIMITER_RATES)
     .meta({ description: 'Every window must allow the call; they are checked and consumed atomically.' }),
-}).meta({ title: 'Limiter', description: 'Rate limit protecting the target’s quota.' });
+  cost: z
+    .number()
+    .int()
+    .min(1)
+    .meta({
+      description:
+        'Units this request counts for in every window (tokens, rows, pages), 1 when absent. At most the smallest window’s `value`: a larger cost could never be admitted.',
+      default: 1,
+    })
+    .optional(),
+})
+  .superRefine(checkLimiterCost)
+  .meta({ title: 'Limiter', description: 'Rate limit protecting the target’s quota.' });
 
 function durationNs(text: string): bigint | undefined {
   const parsed = tryParseDuration(text);
@@ -261,6 +289,7 @@ function metaSchema(limits: ContractLimits) {
     partition: partitionField().optional(),
     sync: z.boolean().meta({ description: 'HTTP only: wait for the result and answer with it.' }).optional(),
     scheduled: rfc3339('Do not execute before this instant.').optional(),
+    deadline: deadlineField().optional(),
     proxyData: boundedJson(
       limits.maxProxyDataBytes,
       'Any JSON, echoed in the result as the same JSON value.',

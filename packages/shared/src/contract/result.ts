@@ -57,7 +57,7 @@ const resultErrorSchema = z
       .regex(/^[a-z][a-z0-9_]*$/)
       .meta({
         description:
-          'Stable machine code: invalid_request, payload_too_large, timeout, transport_error, target_refused, credential_unknown, credential_revoked, credential_unavailable, credential_origin_refused, record_expired, dependency_unavailable, cancelled, internal...',
+          'Stable machine code: invalid_request, payload_too_large, timeout, transport_error, target_refused, credential_unknown, credential_revoked, credential_unavailable, credential_origin_refused, record_expired, dependency_unavailable, cancelled, expired, internal...',
       }),
     message: z.string().meta({ description: 'Human explanation; not stable, do not parse.' }),
     issues: z
@@ -197,6 +197,7 @@ export const ERROR_STATUS: Readonly<Record<ErrorCode, number>> = Object.freeze({
   payload_too_large: 413,
   not_found: 404,
   cancelled: 499,
+  expired: 504,
   unauthorized: 401,
   forbidden: 403,
   rate_limited: 429,

@@ -26,6 +26,8 @@ export type ErrorCode =
   | 'credential_origin_refused'
   // The request was taken back (DELETE /requests/{id}, `requester cancel`): its one result.
   | 'cancelled'
+  // The request's start-by deadline (meta.deadline) passed before an attempt could start: its one result.
+  | 'expired'
   // Refusals of the HTTP API (problem bodies).
   | 'unauthorized'
   | 'forbidden'

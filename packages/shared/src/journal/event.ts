@@ -165,6 +165,21 @@ export const journalEventSchema = z
     z
       .object({
         ...common,
+        type: z.literal('expired'),
+        deadline: epochMs.meta({ description: 'The request’s start-by deadline (meta.deadline, epoch ms).' }),
+        tryCount: z.number().int().nonnegative().meta({ description: 'Attempts made before it expired.' }),
+        stage: z.enum(['queued', 'retry', 'wait']).meta({
+          description:
+            'queued: its turn came after the deadline; retry: the pause before its next attempt would end after it; wait: a rate limit, breaker or other wait would.',
+        }),
+      })
+      .meta({
+        description:
+          'The request’s start-by deadline passed (or would before its next start): no further attempt; its result (`expired`) follows as `completed`.',
+      }),
+    z
+      .object({
+        ...common,
         type: z.literal('cancelled'),
         by: z.string().meta({
           description:

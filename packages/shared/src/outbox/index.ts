@@ -51,6 +51,8 @@ export interface WaitingRow {
   /** The request's URL (callers redact it); null for a row that holds none. */
   uri: string | null;
   partition: string | null;
+  /** `meta.deadline`, the instant the request's door resolved it to; null without one. */
+  deadline: string | null;
 }
 
 /** `<due_at with microseconds>~<id>`: the position after the last row of a page. */
@@ -231,7 +233,8 @@ export class Outbox {
       select id, task_id, request_id, due_at, created_at,
         to_char(due_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') as due_text,
         convert_from(payload, 'UTF8')::jsonb #>> '{request,uri}' as uri,
-        convert_from(payload, 'UTF8')::jsonb #>> '{meta,partition}' as partition
+        convert_from(payload, 'UTF8')::jsonb #>> '{meta,partition}' as partition,
+        convert_from(payload, 'UTF8')::jsonb #>> '{meta,deadline}' as deadline
       from outbox
       where ${this.#matching(filter)}
         ${after ? sql`and (due_at, id) > (${after.due}::timestamptz, ${after.id}::bigint)` : sql``}
@@ -248,6 +251,7 @@ export class Outbox {
         addedAt: (r.created_at as Date).getTime(),
         uri: (r.uri as string | null) ?? null,
         partition: (r.partition as string | null) ?? null,
+        deadline: (r.deadline as string | null) ?? null,
         id: String(r.id),
         dueText: String(r.due_text),
       };

@@ -36,6 +36,11 @@ export interface QueuedTask {
    * epoch ms): coming back at that time, it goes without taking another slot (OriginPacer).
    */
   pacedAt?: number;
+  /**
+   * Epoch ms of the request's start-by deadline (`meta.deadline`) as the door resolved it: the
+   * `in` record of a direct producer may hold a duration, which only its acceptance anchors.
+   */
+  deadlineAt?: number;
   /** The `in` record itself, when it is small enough to ride in the task (the ref stays the truth). */
   inline?: InlineRecord;
 }
@@ -127,6 +132,8 @@ interface WireTask {
   q?: number;
   /** pacedAt */
   s?: number;
+  /** deadlineAt */
+  d?: number;
   /** The inline record's value (JSON as is), and its headers. */
   v?: unknown;
   h?: Record<string, string>;
@@ -147,6 +154,7 @@ export function encodeQueuedTask(task: QueuedTask): string {
   if (task.traceparent?.startsWith('00-')) wire.x = task.traceparent.slice(3);
   if (task.requeuedAt !== undefined) wire.q = task.requeuedAt;
   if (task.pacedAt !== undefined) wire.s = task.pacedAt;
+  if (task.deadlineAt !== undefined) wire.d = task.deadlineAt;
   if (task.inline) {
     wire.v = task.inline.value;
     if (task.inline.headers) wire.h = task.inline.headers;
@@ -175,6 +183,7 @@ export function decodeQueuedTask(payload: string): QueuedTask {
   if (typeof wire.x === 'string') task.traceparent = `00-${wire.x}`;
   if (typeof wire.q === 'number') task.requeuedAt = wire.q;
   if (typeof wire.s === 'number') task.pacedAt = wire.s;
+  if (typeof wire.d === 'number') task.deadlineAt = wire.d;
   if (wire.v !== undefined) {
     task.inline = { value: wire.v };
     if (isStringRecord(wire.h)) task.inline.headers = wire.h;

@@ -14,6 +14,14 @@ describe('queued task encoding', () => {
     expect(decodeQueuedTask(encodeQueuedTask(task))).toEqual(task);
   });
 
+  it('carries the resolved start-by deadline as `d`, and nothing without one', () => {
+    const task = { ref: { topic: 'in', partition: 0, offset: '1' }, requestId: 'r-1', tryCount: 0 };
+    const payload = encodeQueuedTask({ ...task, deadlineAt: 1_764_000_030_000 });
+    expect(JSON.parse(payload)).toMatchObject({ d: 1_764_000_030_000 });
+    expect(decodeQueuedTask(payload)).toEqual({ ...task, deadlineAt: 1_764_000_030_000 });
+    expect(encodeQueuedTask(task)).not.toMatch(/"d"/);
+  });
+
   it('carries the trace context compactly: the traceparent without its version, and the requeue time', () => {
     const traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
     const task = {

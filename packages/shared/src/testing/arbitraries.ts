@@ -64,3 +64,25 @@ export function instantText(nowMs: number, pastOnly = false): fc.Arbitrary<strin
   );
   return fc.tuple(epochMs, offset).map(([ms, minutes]) => rfc3339At(ms, minutes));
 }
+
+/**
+ * `meta.deadline` text: instants at least `marginMs` before or after `nowMs` (so that two doors
+ * reading the clock a few seconds apart judge them alike), up to the last instant the service
+ * holds, and Go durations: short ones (1ms to 50ms, which may pass while the task waits), long
+ * ones (an hour and more), and the sub-millisecond edge the contract refuses.
+ */
+export function deadlineText(nowMs: number, marginMs = 3_600_000): fc.Arbitrary<string> {
+  const offset = fc.integer({ min: -1439, max: 1439 });
+  const instant = fc.oneof(
+    fc.integer({ min: 0, max: nowMs - marginMs }),
+    fc.integer({ min: nowMs + marginMs, max: MAX_INSTANT_MS }),
+    fc.constantFrom(0, MAX_INSTANT_MS),
+  );
+  const instants = fc
+    .tuple(instant, offset)
+    .map(([ms, minutes]) => rfc3339At(ms, minutes))
+    // An offset may carry an edge instant's wall time outside 0000-9999: keep the year readable.
+    .filter((text) => /^\d{4}-/.test(text));
+  const durations = fc.oneof(goDurationText(MS, 50n * MS), goDurationText(HOUR), fc.constant(`${MS - 1n}ns`));
+  return fc.oneof(instants, durations);
+}

@@ -200,6 +200,8 @@ export interface TaskRow {
   /** First queued (Redis) or added to the outbox. */
   queuedAt: string | null;
   tryCount: number | null;
+  /** Its start-by deadline (`meta.deadline`, resolved at acceptance); null without one or unknown. */
+  deadline: string | null;
   /** Leases so far (Redis). */
   deliveries: number | null;
   /** in-flight: when its lease runs out (then the task is reclaimed and leased again). */
@@ -312,6 +314,7 @@ async function outboxPage(
     dueAt: isoTime(r.dueAt),
     queuedAt: isoTime(r.addedAt),
     tryCount: tryCountOf(r.taskId),
+    deadline: r.deadline,
     deliveries: null,
     leaseExpiresAt: null,
     leaseToken: null,
@@ -350,6 +353,7 @@ async function queueRows(
       dueAt: isoTime(task.dueAt),
       queuedAt: isoTime(task.publishedAt),
       tryCount: queued?.tryCount ?? null,
+      deadline: queued?.deadlineAt === undefined ? null : isoTime(queued.deadlineAt),
       deliveries: task.deliveries,
       leaseExpiresAt: state === 'in-flight' ? isoTime(task.at) : null,
       leaseToken: task.token ?? null,

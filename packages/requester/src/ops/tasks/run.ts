@@ -111,14 +111,16 @@ function tableRow(state: TaskState, r: TaskRow): Record<string, string | number>
   const time = (iso: string | null) => humanTime(iso === null ? null : Date.parse(iso));
   const common = { requestId: r.requestId ?? '–', client: r.client ?? '–' };
   const where = { origin: r.origin ?? '–', partition: r.partition ?? '–' };
+  const deadline = r.deadline === null ? '–' : time(r.deadline);
   if (state === 'in-flight')
     return {
       ...common,
       'lease expires': time(r.leaseExpiresAt),
       deliveries: r.deliveries ?? '–',
       try: r.tryCount ?? '–',
+      deadline,
       ...where,
     };
   if (state === 'dead') return { ...common, dead: time(r.deadAt), reason: r.reason ?? '–', ...where };
-  return { ...common, due: time(r.dueAt), queued: time(r.queuedAt), store: r.store, ...where };
+  return { ...common, due: time(r.dueAt), queued: time(r.queuedAt), deadline, store: r.store, ...where };
 }

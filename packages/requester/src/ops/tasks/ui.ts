@@ -36,16 +36,19 @@ const COLUMNS: Record<TaskState, Array<[string, (r: TaskPage['rows'][number]) =>
     ['due', (r) => r.dueAt],
     ['queued', (r) => r.queuedAt],
     ['try', (r) => r.tryCount],
+    ['deadline', (r) => r.deadline],
   ],
   scheduled: [
     ['due', (r) => r.dueAt],
     ['where', (r) => r.store],
     ['queued', (r) => r.queuedAt],
+    ['deadline', (r) => r.deadline],
   ],
   'in-flight': [
     ['lease expires', (r) => r.leaseExpiresAt],
     ['deliveries', (r) => r.deliveries],
     ['try', (r) => r.tryCount],
+    ['deadline', (r) => r.deadline],
   ],
   dead: [
     ['dead', (r) => r.deadAt],

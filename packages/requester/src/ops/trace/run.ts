@@ -82,6 +82,8 @@ function describe(e: JournalEvent, origin: number): string {
       return `replayed by ${e.by}`;
     case 'cancelled':
       return `cancelled by ${e.by}`;
+    case 'expired':
+      return `expired: deadline ${new Date(e.deadline).toISOString()} passed (${e.stage === 'queued' ? 'before its turn' : `before its next ${e.stage === 'retry' ? 'attempt' : 'start'}`}), after ${e.tryCount} attempt(s)`;
     case 'admin_action':
       return `${e.action} by ${e.actor}${e.outcome === 'failed' ? ' (failed)' : ''}`;
   }
