@@ -336,12 +336,19 @@ describe('origin pacing (end to end, two executors)', () => {
   it('a parked task whose lease may have lapsed (the heartbeat failing) is not called: the executor that leased it again calls it once', async () => {
     const pacer = await pausedPacer(4);
     const queue = h.newQueue();
-    // Redis unreachable after its first lease: its heartbeat fails, and the lease lapses at 1.5 s,
-    // its task parked until its slot at 4 s.
-    let leases = 0;
+    // Redis unreachable once it leased the task: its heartbeat fails, and the lease lapses at
+    // 1.5 s, its task parked until its slot at 4 s. Cut off from the lease that brought the task,
+    // not the first lease: the executor leases as it starts, often before the task is published.
+    let cut = false;
+    let emptyLeases = 0;
     const cutOff = Object.assign(Object.create(queue) as typeof queue, {
       lease: async (...args: Parameters<typeof queue.lease>) => {
-        if (leases++ === 0) return queue.lease(...args);
+        if (!cut) {
+          const leased = await queue.lease(...args);
+          cut = leased.tasks.length > 0;
+          if (!cut) emptyLeases++;
+          return leased;
+        }
         await sleep(100);
         throw new Error('Redis unreachable');
       },
@@ -353,6 +360,9 @@ describe('origin pacing (end to end, two executors)', () => {
     const run = uniqueName('lapse');
     const [task] = pacedRequests(run, 1);
     if (!task) throw new Error('no task');
+    // Published once a lease came back empty, always: the order that cut the executor off before
+    // it held the task when only its first lease reached Redis.
+    await h.until(() => (emptyLeases > 0 ? true : undefined));
     await h.submit(queue, [task]);
     await h.until(() => (first.executor.inFlight === 1 ? true : undefined));
     // Its first lease lapsed and taken back: another executor leases it, parks it for a slot of its
