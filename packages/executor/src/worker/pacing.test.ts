@@ -72,6 +72,12 @@ describe('origin pacing (end to end, two executors)', () => {
     return { queue: first.queue, breaker: modules().breaker };
   }
 
+  /** Calls of this process woken well past their pacing slot, which asked the gate again. */
+  async function lateWakeUps(): Promise<number> {
+    const metric = (await registry.getMetricsAsJSON()).find((m) => m.name === 'requester_pacing_waits_total');
+    return Number(metric?.values.find((v) => v.labels.where === 'late')?.value ?? 0);
+  }
+
   async function counter(name: string): Promise<number> {
     const metric = (await registry.getMetricsAsJSON()).find((m) => m.name === name);
     return (metric?.values ?? []).reduce((sum, v) => sum + Number(v.value), 0);
@@ -225,6 +231,7 @@ describe('origin pacing (end to end, two executors)', () => {
       return grant;
     };
     const { queue, leased } = countingQueue();
+    const lateBefore = await lateWakeUps();
     h.startExecutor({ queue, pacer, maxWorkers: 2 });
     const run = uniqueName('horizon');
     const paced = pacedRequests(run, 16);
@@ -237,8 +244,10 @@ describe('origin pacing (end to end, two executors)', () => {
     // No slot was reserved (all were farther than the local wait): each came back unbooked and
     // asked again, a few gate calls each at most.
     expect(asked.filter((a) => a.slotMs > 0 || a.reservedMs !== undefined)).toEqual([]);
-    expect(asked.filter((a) => a.admitted)).toHaveLength(16);
-    expect(asked.length).toBeLessThan(16 * 4);
+    // Admitted once each, and once more for a call woken well past its slot on a loaded box.
+    const late = (await lateWakeUps()) - lateBefore;
+    expect(asked.filter((a) => a.admitted).length - late).toBe(16);
+    expect(asked.length - late).toBeLessThan(16 * 4);
     // None of them reached the target before the hold's end.
     const calls = (await quota.arrivals()).filter((a) => a.path.includes(`run=${run}&`));
     expect(calls).toHaveLength(16);
@@ -400,6 +409,62 @@ describe('origin pacing (end to end, two executors)', () => {
     h.startExecutor({ queue: first.queue, pacer: pacer(), maxWorkers: 1 });
     const result = await h.resultOf(task.meta.requestId);
     expect([result.response.status, result.meta.tryCount]).toEqual([200, 1]);
+  }, 60_000);
+
+  it('a call woken well past its slot (its process stalled) asks the gate again instead of leaving late', async () => {
+    const pacer = new OriginPacer({
+      redis: h.redis,
+      prefix: h.prefix('pace'),
+      maxLimit: 16,
+      retryAfterMaxMs: 60_000,
+      maxLocalWaitMs: 5_000,
+    });
+    // Paced at 90 % of an advertised 1 per 2 s: a call after the first sleeps ~2.2 s for its slot.
+    const origin = originOf(h.target.url);
+    await pacer.report(
+      origin,
+      { kind: 'response', status: 200, headers: { 'ratelimit-policy': '1;w=2' } },
+      1e6,
+    );
+    const gates: number[] = [];
+    let stall = false;
+    // The real pacer, whose gate this process answers late once: its event loop blocked for 3 s
+    // right after the gate admits the second call, as a stalled process would be.
+    const stalling = Object.assign(Object.create(pacer) as OriginPacer, {
+      gate: async (...args: Parameters<OriginPacer['gate']>) => {
+        const grant = await pacer.gate(...args);
+        gates.push(grant.admitted ? grant.waitMs : -1);
+        if (stall && grant.admitted && grant.waitMs > 0) {
+          stall = false;
+          const until = Date.now() + grant.waitMs + 3_000;
+          while (Date.now() < until) {
+            // Busy: no timer of this process fires meanwhile.
+          }
+        }
+        return grant;
+      },
+    });
+    const lateBefore = await lateWakeUps();
+    const { queue } = h.startExecutor({ pacer: stalling, maxWorkers: 4 });
+    const run = uniqueName('woken');
+    const first = {
+      request: { uri: `${h.target.url}/echo?run=${run}&n=1` },
+      meta: { requestId: `${run}-1` },
+    };
+    await h.submit(queue, [first]);
+    await h.resultOf(first.meta.requestId);
+    stall = true;
+    const second = {
+      request: { uri: `${h.target.url}/echo?run=${run}&n=2` },
+      meta: { requestId: `${run}-2` },
+    };
+    await h.submit(queue, [second]);
+    expect((await h.resultOf(second.meta.requestId)).response.status).toBe(200);
+    // Its first gate gave a slot ~2.2 s ahead; woken 3 s past it, it asked again (a slot of now,
+    // or one ahead: the pace's, not the stall's), and the late wake-up was counted.
+    expect(gates.filter((waitMs) => waitMs > 0).length).toBeGreaterThanOrEqual(1);
+    expect(gates.length).toBeGreaterThanOrEqual(3);
+    expect((await lateWakeUps()) - lateBefore).toBe(1);
   }, 60_000);
 
   it('a call asleep until its slot does not go inside a hold a 429 answered meanwhile sets', async () => {

@@ -366,17 +366,10 @@ export class Policies {
     // The pace first: a worker asleep until its slot holds none of the origin's concurrency.
     // The pacer batches its own round trips (see OriginPacer): a gate of an origin known free is
     // none, and the answers of one origin go in one report.
-    const paced = this.modules.pacer && (await this.modules.pacer.gate(origin, pacedAt, identity));
-    const held = paced ? pacedStep(paced) : CALL;
-    if (held.kind !== 'call') return { kind: 'failure', stop: held };
     const { pacer, adaptiveConcurrency = true } = this.modules;
-    if (paced?.admitted && paced.waitMs > 0) {
-      const admittedAt = Date.now();
-      await sleep(paced.waitMs);
-      // A 429 answered here while it slept holds the origin: its slot went with the hold (the gate
-      // asked now would say so), and it would arrive inside it. Back to the gate at the hold's end.
-      const heldMs = pacer?.heldForMs(origin, admittedAt, Date.now(), identity) ?? 0;
-      if (heldMs > 0) return { kind: 'failure', stop: { kind: 'wait', delayMs: heldMs, reason: 'paced' } };
+    if (pacer) {
+      const held = await this.paced(pacer, origin, pacedAt, identity);
+      if (held) return { kind: 'failure', stop: held };
     }
     const learnt = adaptiveConcurrency ? pacer?.limitOf(origin, identity) : undefined;
     const grant =
@@ -399,6 +392,36 @@ export class Policies {
       return await this.limitAndCall(envelope, call, { origin, identity }, slot, tryCount, log, release);
     } finally {
       release();
+    }
+  }
+
+  /**
+   * The pace's gate, and the sleep until the slot it gives: undefined when the call may leave, else
+   * the step that holds it back. A call woken well past its slot (a stalled process wakes all its
+   * sleepers at once, and they would reach the target together, inside one window of a partner
+   * that counts by arrival) asks the gate once more for a slot of now, instead of leaving late.
+   */
+  private async paced(
+    pacer: OriginPacer,
+    origin: string,
+    pacedAt: number | undefined,
+    identity: string | undefined,
+  ): Promise<Exclude<GateStep, { kind: 'call' }> | undefined> {
+    for (let gates = 1; ; gates++) {
+      const askedAt = performance.now();
+      const paced = await pacer.gate(origin, gates === 1 ? pacedAt : undefined, identity);
+      const held = pacedStep(paced);
+      if (held.kind !== 'call') return held;
+      if (!paced.admitted || paced.waitMs <= 0) return undefined;
+      const admittedAt = Date.now();
+      await sleep(paced.waitMs);
+      // A 429 answered here while it slept holds the origin: its slot went with the hold (the gate
+      // asked now would say so), and it would arrive inside it. Back to the gate at the hold's end.
+      const heldMs = pacer.heldForMs(origin, admittedAt, Date.now(), identity);
+      if (heldMs > 0) return { kind: 'wait', delayMs: heldMs, reason: 'paced' };
+      const lateMs = performance.now() - askedAt - paced.waitMs;
+      if (gates > 1 || lateMs <= pacer.lateToleranceMs(origin, identity)) return undefined;
+      pacer.countLate();
     }
   }
 

@@ -177,6 +177,9 @@ const ERROR_LOG_EVERY_MS = 10_000;
 /** The most origins each of the pacer's local maps remembers. */
 const MAX_KEYS = 10_000;
 
+/** The least lateness past its slot that sends a call back to the gate: timers' own jitter is a few ms. */
+export const LATE_FLOOR_MS = 10;
+
 export const pacingMetrics = {
   limit: gauge(
     'origin_concurrency_limit',
@@ -195,7 +198,7 @@ export const pacingMetrics = {
   ),
   waits: counter(
     'pacing_waits_total',
-    'dispatches the pace delayed: `local` (the worker slept until the slot) or `queued` (the task went back to the queue)',
+    'dispatches the pace delayed: `local` (the worker slept until the slot), `queued` (the task went back to the queue) or `late` (the worker woke past its slot and asked the gate again)',
     ['where'],
   ),
   errors: counter(
@@ -214,6 +217,8 @@ export class OriginPacer {
   private readonly ttlMs: number;
   /** The last limit Redis told of each origin: what the bulkhead applies without a round trip. */
   private readonly limits = new LRUCache<string, number>({ max: MAX_KEYS });
+  /** The last pace Redis told of each scope (calls/s): how late a woken call may still leave. */
+  private readonly rates = new LRUCache<string, number>({ max: MAX_KEYS });
   /** Each origin's key, hashed once: a gate and a report per call would hash it twice. */
   private readonly keys = new LRUCache<string, string>({ max: MAX_KEYS });
   /** Each origin's last hold this process's reports heard of: when it ends, when it was heard (epoch ms). */
@@ -400,6 +405,22 @@ export class OriginPacer {
     return limit === undefined ? undefined : Math.max(1, Math.floor(limit));
   }
 
+  /**
+   * How late past its slot a call that slept for it may still leave (ms): half the pace's interval,
+   * at least LATE_FLOOR_MS. Later, it would arrive in the slot of the call after it, and calls woken
+   * together by a stalled process would reach the target together; it asks the gate again instead.
+   * Infinity when the scope has no pace.
+   */
+  lateToleranceMs(origin: string, identity?: string): number {
+    const rate = this.rates.get(scopeOf(origin, identity)) ?? this.rates.get(origin);
+    return rate && rate > 0 ? Math.max(LATE_FLOOR_MS, 500 / rate) : Number.POSITIVE_INFINITY;
+  }
+
+  /** Counts a call woken past its slot that asked the gate again (`pacing_waits_total{where="late"}`). */
+  countLate(): void {
+    pacingMetrics.waits.inc({ where: 'late' });
+  }
+
   /** The shared state of one origin, or of its calls of `identity` (tests, admin); times are Redis epoch ms. */
   async snapshot(origin: string, identity?: string): Promise<PaceSnapshot> {
     const fields = await this.options.redis.hmget(
@@ -583,6 +604,8 @@ export class OriginPacer {
 
   private remember(origin: string, scope: string, limit: number | undefined, rate: number | undefined): void {
     const label = originLabel.of(origin);
+    if (rate === undefined) this.rates.delete(scope);
+    else this.rates.set(scope, rate);
     if (limit !== undefined) {
       this.limits.set(scope, limit);
       pacingMetrics.limit.set({ origin: label }, Math.floor(limit));
