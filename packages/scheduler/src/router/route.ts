@@ -9,7 +9,7 @@ import {
   type RequestEnvelope,
   type ResultEnvelope,
 } from '@requester/shared/contract';
-import type { RecordHeaders } from '@requester/shared/kafka';
+import type { RecordBatchShape, RecordHeaders } from '@requester/shared/kafka';
 import type { OutboxRow } from '@requester/shared/outbox';
 import {
   encodeQueuedTask,
@@ -55,6 +55,8 @@ export interface SourceRecord {
   headers?: RecordHeaders;
   /** The record's Kafka timestamp (epoch ms as a string): when it reached `in`. */
   timestamp?: string;
+  /** Its record batch as consumed (see BodyCopies). */
+  batch?: RecordBatchShape;
 }
 
 export interface RouteOptions {
