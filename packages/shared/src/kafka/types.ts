@@ -37,7 +37,7 @@ export interface KafkaRecord {
   timestamp: string;
   /**
    * The record batch its producer wrote it in, as a consumer received it: the records the batch
-   * holds, and the bytes of those delivered (keys, values, headers). A reader by offset receives
+   * holds, and the bytes of those delivered (keys and values). A reader by offset receives
    * the whole batch (the router copies a big record out of a big batch: see ROUTER_BODY_COPIES).
    * Absent where unknown.
    */
