@@ -8,6 +8,7 @@
 //   node bench/entry-bodies.ts [--rounds 2] [--count-small 6000] [--count-big 4000]
 //        [--baseline /tmp/baseline] [--cells http,kafkajs,kafkajs-1mib] [--env K=V,...]
 import { spawn } from 'node:child_process';
+import { appendFileSync } from 'node:fs';
 import path from 'node:path';
 import { median } from '../packages/shared/src/testing/index.ts';
 import { loadavg, parseBenchArgs } from './harness.ts';
@@ -36,6 +37,7 @@ producers (default batching; ~1 MiB sends), each cell a fresh bench/load.ts run,
     },
     env: { type: 'string', default: '', value: 'K=V,...', help: 'extra environment of the Requester(s)' },
     limit: { type: 'string', default: '180', value: 'S', number: true, help: 'seconds a cell may take' },
+    log: { type: 'string', value: 'FILE', help: "append every bench/load.ts run's own output to FILE" },
   },
 });
 
@@ -50,8 +52,15 @@ for (const entry of entries) if (!ENTRIES[entry]) throw new Error(`unknown cell 
 const cells = entries.flatMap((entry) => BODIES.map((body) => ({ entry, body })));
 const key = (entry: string, body: number) => `${entry} ${body}`;
 
-/** One bench/load.ts run: completed/s per side (`new`, and `baseline` with --baseline). */
-function runCell(entry: string, body: number): Promise<Map<string, number>> {
+interface CellResult {
+  rate: number;
+  /** Requester's CPU per task (µs, every thread of the process), and the shared broker's. */
+  nodeUs: number;
+  brokerUs: number;
+}
+
+/** One bench/load.ts run: completed/s and CPU per task per side (`new`, and `baseline` with --baseline). */
+function runCell(entry: string, body: number): Promise<Map<string, CellResult>> {
   const count = body > 1024 ? args['count-big'] : args['count-small'];
   const argv = [
     path.join(import.meta.dirname, 'load.ts'),
@@ -75,15 +84,25 @@ function runCell(entry: string, body: number): Promise<Map<string, number>> {
     });
     child.on('exit', (code) => {
       if (code !== 0) return reject(new Error(`bench/load.ts ${entry} ${body} exited ${code}:\n${out}`));
-      const rates = new Map<string, number>();
-      for (const match of out.matchAll(/^round \d+ (\S+)\s+accepted .*?completed (\d+) \((\d+)\/s\)(.*)$/gm))
-        rates.set(match[1] as string, match[4]?.includes('TIMED OUT') ? Number.NaN : Number(match[3]));
-      resolve(rates);
+      if (args.log) appendFileSync(String(args.log), out);
+      const results = new Map<string, CellResult>();
+      for (const match of out.matchAll(
+        /^round \d+ (\S+)\s+accepted .*?completed (\d+) \((\d+)\/s\)(.*)$/gm,
+      )) {
+        const rest = match[4] ?? '';
+        const us = (name: string) => Number(new RegExp(`${name} (\\d+)µs`).exec(rest)?.[1] ?? Number.NaN);
+        results.set(match[1] as string, {
+          rate: rest.includes('TIMED OUT') ? Number.NaN : Number(match[3]),
+          nodeUs: us('node'),
+          brokerUs: us('broker'),
+        });
+      }
+      resolve(results);
     });
   });
 }
 
-const rates = new Map<string, Map<string, number[]>>();
+const rates = new Map<string, Map<string, CellResult[]>>();
 console.log(
   `entry-bodies: ${args.rounds} round(s), cells ${cells.map((c) => key(c.entry, c.body)).join(', ')}`,
 );
@@ -92,25 +111,33 @@ for (let round = 1; round <= Number(args.rounds); round++) {
   for (const { entry, body } of order) {
     const load = loadavg();
     const result = await runCell(entry, body);
-    for (const [side, rate] of result) {
-      const bySide = rates.get(side) ?? new Map<string, number[]>();
+    for (const [side, cell] of result) {
+      const bySide = rates.get(side) ?? new Map<string, CellResult[]>();
       rates.set(side, bySide);
-      bySide.set(key(entry, body), [...(bySide.get(key(entry, body)) ?? []), rate]);
+      bySide.set(key(entry, body), [...(bySide.get(key(entry, body)) ?? []), cell]);
     }
-    const line = [...result].map(([side, rate]) => `${side} ${rate}/s`).join(', ');
+    const line = [...result]
+      .map(([side, c]) => `${side} ${c.rate}/s (node ${c.nodeUs} µs/task, broker ${c.brokerUs})`)
+      .join(', ');
     console.log(`round ${round} ${key(entry, body).padEnd(18)} ${line} (load average ${load})`);
   }
 }
 
-console.log('\n| side | entry | 100 B tasks/s | 64 KiB tasks/s | ratio 64 KiB / 100 B (per round; median) |');
-console.log('|---|---|---:|---:|---:|');
+const ratioText = (ratios: number[]) =>
+  `${ratios.map((r) => r.toFixed(2)).join(' / ')}; **${median(ratios).toFixed(2)}**`;
+console.log(
+  '\n| side | entry | 100 B tasks/s | 64 KiB tasks/s | ratio 64 KiB / 100 B (per round; median) | node CPU µs/task 100 B · 64 KiB | CPU ratio 100 B / 64 KiB |',
+);
+console.log('|---|---|---:|---:|---:|---:|---:|');
 for (const [side, bySide] of rates) {
   for (const entry of entries) {
     const small = bySide.get(key(entry, 100)) ?? [];
     const big = bySide.get(key(entry, 65_536)) ?? [];
-    const ratios = big.map((b, i) => b / (small[i] as number));
+    const ratios = big.map((b, i) => b.rate / (small[i]?.rate as number));
+    const cpuRatios = big.map((b, i) => (small[i]?.nodeUs as number) / b.nodeUs);
     console.log(
-      `| ${side} | ${entry} | ${small.join(' / ')} | ${big.join(' / ')} | ${ratios.map((r) => r.toFixed(2)).join(' / ')}; **${median(ratios).toFixed(2)}** |`,
+      `| ${side} | ${entry} | ${small.map((c) => c.rate).join(' / ')} | ${big.map((c) => c.rate).join(' / ')} | ` +
+        `${ratioText(ratios)} | ${small.map((c) => c.nodeUs).join(' / ')} · ${big.map((c) => c.nodeUs).join(' / ')} | ${ratioText(cpuRatios)} |`,
     );
   }
 }
@@ -118,6 +145,9 @@ if (rates.has('baseline'))
   for (const { entry, body } of cells) {
     const mine = rates.get('new')?.get(key(entry, body)) ?? [];
     const theirs = rates.get('baseline')?.get(key(entry, body)) ?? [];
-    const ratios = mine.map((m, i) => m / (theirs[i] as number));
-    console.log(`new / baseline ${key(entry, body)}: ${ratios.map((r) => r.toFixed(2)).join(' / ')}`);
+    const rate = mine.map((m, i) => m.rate / (theirs[i]?.rate as number));
+    const cpu = mine.map((m, i) => m.nodeUs / (theirs[i]?.nodeUs as number));
+    console.log(
+      `new / baseline ${key(entry, body)}: rate ${ratioText(rate)}, node CPU/task ${ratioText(cpu)}`,
+    );
   }
