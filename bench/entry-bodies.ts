@@ -57,6 +57,8 @@ interface CellResult {
   /** Requester's CPU per task (µs, every thread of the process), and the shared broker's. */
   nodeUs: number;
   brokerUs: number;
+  /** KiB Requester read per task (rchar: `in`, Redis, the target's answer). */
+  readKiB: number;
 }
 
 /** One bench/load.ts run: completed/s and CPU per task per side (`new`, and `baseline` with --baseline). */
@@ -95,6 +97,7 @@ function runCell(entry: string, body: number): Promise<Map<string, CellResult>> 
           rate: rest.includes('TIMED OUT') ? Number.NaN : Number(match[3]),
           nodeUs: us('node'),
           brokerUs: us('broker'),
+          readKiB: Number(/read\/task ([\d.]+) KiB/.exec(rest)?.[1] ?? Number.NaN),
         });
       }
       resolve(results);
@@ -117,7 +120,10 @@ for (let round = 1; round <= Number(args.rounds); round++) {
       bySide.set(key(entry, body), [...(bySide.get(key(entry, body)) ?? []), cell]);
     }
     const line = [...result]
-      .map(([side, c]) => `${side} ${c.rate}/s (node ${c.nodeUs} µs/task, broker ${c.brokerUs})`)
+      .map(
+        ([side, c]) =>
+          `${side} ${c.rate}/s (node ${c.nodeUs} µs/task, broker ${c.brokerUs}, read ${c.readKiB} KiB/task)`,
+      )
       .join(', ');
     console.log(`round ${round} ${key(entry, body).padEnd(18)} ${line} (load average ${load})`);
   }
@@ -126,9 +132,9 @@ for (let round = 1; round <= Number(args.rounds); round++) {
 const ratioText = (ratios: number[]) =>
   `${ratios.map((r) => r.toFixed(2)).join(' / ')}; **${median(ratios).toFixed(2)}**`;
 console.log(
-  '\n| side | entry | 100 B tasks/s | 64 KiB tasks/s | ratio 64 KiB / 100 B (per round; median) | node CPU µs/task 100 B · 64 KiB | CPU ratio 100 B / 64 KiB |',
+  '\n| side | entry | 100 B tasks/s | 64 KiB tasks/s | ratio 64 KiB / 100 B (per round; median) | node CPU µs/task 100 B · 64 KiB | CPU ratio 100 B / 64 KiB | 64 KiB: read KiB/task |',
 );
-console.log('|---|---|---:|---:|---:|---:|---:|');
+console.log('|---|---|---:|---:|---:|---:|---:|---:|');
 for (const [side, bySide] of rates) {
   for (const entry of entries) {
     const small = bySide.get(key(entry, 100)) ?? [];
@@ -137,7 +143,7 @@ for (const [side, bySide] of rates) {
     const cpuRatios = big.map((b, i) => (small[i]?.nodeUs as number) / b.nodeUs);
     console.log(
       `| ${side} | ${entry} | ${small.map((c) => c.rate).join(' / ')} | ${big.map((c) => c.rate).join(' / ')} | ` +
-        `${ratioText(ratios)} | ${small.map((c) => c.nodeUs).join(' / ')} · ${big.map((c) => c.nodeUs).join(' / ')} | ${ratioText(cpuRatios)} |`,
+        `${ratioText(ratios)} | ${small.map((c) => c.nodeUs).join(' / ')} · ${big.map((c) => c.nodeUs).join(' / ')} | ${ratioText(cpuRatios)} | ${big.map((c) => c.readKiB).join(' / ')} |`,
     );
   }
 }

@@ -379,6 +379,19 @@ const cpuOf = (key: string, pid: number) =>
   (key === 'executors' ? processTreeCpuSeconds(pid) : processCpuSeconds(pid)) ?? Number.NaN;
 
 /**
+ * Bytes a process has read (`rchar` of /proc/<pid>/io: sockets included). Per task of Requester:
+ * what it receives of `in` (the router's consume, the executor's reads by offset), of Redis and of
+ * the target. Unlike the rates, the load of a shared box does not move it.
+ */
+function readBytesOf(pid: number): number {
+  try {
+    return Number(/^rchar: (\d+)$/m.exec(readFileSync(`/proc/${pid}/io`, 'utf8'))?.[1] ?? Number.NaN);
+  } catch {
+    return Number.NaN;
+  }
+}
+
+/**
  * Each side's CPU while nothing is sent, all sides over the same seconds: what it spends per
  * second whatever the load (timers, polls, heartbeats), which a slow round divides among few tasks.
  */
@@ -449,6 +462,8 @@ interface RoundResult {
   /** sync: the HTTP round trip per call. */
   rtt?: hdr.Histogram;
   cpu: Record<string, number>;
+  /** Bytes Requester read (rchar) during the round. */
+  readBytes: number;
   timedOut: boolean;
   /** --profile-rounds: what the round's profiles say. */
   profile?: RoundProfile;
@@ -482,6 +497,7 @@ async function round(
   const allDone = new Promise<void>((resolve) => {
     tracker.onDone = resolve;
   });
+  const readBefore = readBytesOf(side.pid);
   const cpuBefore = Object.fromEntries(
     Object.entries(pids).map(([k, pid]) => [k, pid ? cpuOf(k, pid) : Number.NaN]),
   );
@@ -566,6 +582,7 @@ async function round(
     await Promise.race([allDone, new Promise((resolve) => setTimeout(resolve, Math.max(remaining, 5_000)))]);
   }
   side.results.current = undefined;
+  const readBytes = readBytesOf(side.pid) - readBefore;
   const cpu = Object.fromEntries(
     Object.entries(pids).map(([k, pid]) => [k, pid ? cpuOf(k, pid) - (cpuBefore[k] as number) : Number.NaN]),
   );
@@ -583,6 +600,7 @@ async function round(
     latency: tracker.histogram,
     ...(mode === 'sync' ? { rtt } : {}),
     cpu,
+    readBytes,
     timedOut: tracker.done < sent,
   };
 }
@@ -707,7 +725,8 @@ function line(r: RoundResult): string {
   const rtt = r.rtt ? `, reply p50 ${ms(r.rtt, 50)} p99 ${ms(r.rtt, 99)} ms` : '';
   return (
     `${r.side.padEnd(9)} accepted ${r.accepted}/${r.sent} (${r.acceptedPerSec.toFixed(0)}/s), completed ${r.completed} ` +
-    `(${r.completedPerSec.toFixed(0)}/s), errors ${r.errors}${r.timedOut ? ' TIMED OUT' : ''}; ${lat}${rtt}; CPU/task: ${cpu}`
+    `(${r.completedPerSec.toFixed(0)}/s), errors ${r.errors}${r.timedOut ? ' TIMED OUT' : ''}; ${lat}${rtt}; CPU/task: ${cpu}; ` +
+    `read/task ${(r.readBytes / Math.max(pipeline ? r.completed : r.accepted, 1) / 1024).toFixed(1)} KiB`
   );
 }
 
