@@ -30,14 +30,14 @@ describe('router: copies of big batched records (ROUTER_BODY_COPIES)', () => {
   let producer: KafkaProducer;
   const routers: Router[] = [];
 
-  function startRouter(): Promise<void> {
-    const router = testRouter({ queue, outbox, producer, topicIn, topicOut, topicBodies });
+  function startRouter(from = topicIn, bodies = topicBodies): Promise<void> {
+    const router = testRouter({ queue, outbox, producer, topicIn: from, topicOut, topicBodies: bodies });
     routers.push(router);
     return router.start();
   }
 
   beforeAll(async () => {
-    await createTestTopics([topicIn, topicOut, topicBodies], 2);
+    await createTestTopics([topicIn, `${topicIn}2`, topicOut, topicBodies], 2);
     redis = createRedis({ url: 'redis://127.0.0.1:6379' });
     queue = new FairQueue({ redis, prefix: `${name}:`, shards: 4, refreshMs: 0 });
     pg = await testPg();
@@ -136,5 +136,23 @@ describe('router: copies of big batched records (ROUTER_BODY_COPIES)', () => {
     expect(big?.batch?.records).toBe(8);
     expect(big?.batch?.bytes).toBeGreaterThan(8 * 16_384);
     expect(read.find((r) => r.key?.toString() === 'own')?.batch?.records).toBe(1);
+  });
+
+  it('leaves the tasks on their in records when the copy fails (here: no bodies topic)', async () => {
+    const from = `${topicIn}2`;
+    await producer.send(
+      from,
+      Array.from({ length: 6 }, (_, i) => ({
+        key: `lost-${i}`,
+        value: request(`lost-${i}`, 16_384),
+        partition: 0,
+      })),
+    );
+    await startRouter(from, `${name}.no-such-topic`);
+    const leased = await leaseAll(6);
+    for (const task of leased.map((t) => decodeQueuedTask(t.payload))) {
+      expect(task.ref.topic).toBe(from);
+      expect(task.entryTopic).toBeUndefined();
+    }
   });
 });
