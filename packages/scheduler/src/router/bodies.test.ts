@@ -30,8 +30,16 @@ describe('router: copies of big batched records (ROUTER_BODY_COPIES)', () => {
   let producer: KafkaProducer;
   const routers: Router[] = [];
 
-  function startRouter(from = topicIn, bodies = topicBodies): Promise<void> {
-    const router = testRouter({ queue, outbox, producer, topicIn: from, topicOut, topicBodies: bodies });
+  function startRouter(from = topicIn, bodies = topicBodies, groupId = uniqueName('group')): Promise<void> {
+    const router = testRouter({
+      groupId,
+      queue,
+      outbox,
+      producer,
+      topicIn: from,
+      topicOut,
+      topicBodies: bodies,
+    });
     routers.push(router);
     return router.start();
   }
@@ -136,6 +144,27 @@ describe('router: copies of big batched records (ROUTER_BODY_COPIES)', () => {
     expect(big?.batch?.records).toBe(8);
     expect(big?.batch?.bytes).toBeGreaterThan(8 * 16_384);
     expect(read.find((r) => r.key?.toString() === 'own')?.batch?.records).toBe(1);
+
+    // A router that dies after the copies, before its commit: the batch is read again, copied
+    // again, and the same task ids are refused by the queue. An unread copy is the only trace.
+    const replay = uniqueName('replay');
+    await startRouter(topicIn, topicBodies, replay);
+    const admin = testKafka().admin();
+    await admin.connect();
+    try {
+      await eventually(
+        async () => {
+          const offsets = await admin.committedOffsets(replay, topicIn);
+          return offsets.reduce((sum, p) => sum + Math.max(0, Number(p.offset)), 0) === 13;
+        },
+        30_000,
+        'the replay committed all 13 records',
+      );
+    } finally {
+      await admin.disconnect();
+    }
+    expect(await readTopic(topicBodies, (m) => m.length >= 16)).toHaveLength(16);
+    expect((await queue.lease(50, 30_000)).tasks).toEqual([]);
   });
 
   it('leaves the tasks on their in records when the copy fails (here: no bodies topic)', async () => {
