@@ -5,6 +5,8 @@
 //   pnpm run bench:load -- --mode ...   (or: node bench/load.ts, on the project's Node 24)
 //   node bench/load.ts --mode http-async|sync|kafka [--count 20000] [--connections 64]
 //        [--body 100] [--rounds 3] [--baseline /tmp/baseline] [--limit 120 (s)] [--env K=V,...]
+//        [--producer requester|kafkajs [--batch-bytes 1048576]]   (--mode kafka: Requester's writer,
+//        or a plain kafkajs producer batching as an outside one does)
 //        [--roles all]   (e.g. ingress,sync-gateway: accepts alone, nothing consumes `in`)
 //        [--wake]   (wake-ups: an empty `request.uri`, nobody is called: Requester's own cost per task)
 //        [--memory]   (each side's RSS and heap after every round and after --idle seconds at the end,
@@ -25,6 +27,7 @@
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import * as hdr from 'hdr-histogram-js';
@@ -46,6 +49,28 @@ import {
 import { childProcesses, envPairs, loadavg, parseBenchArgs } from './harness.ts';
 import { formatGc, formatMemory, gcOf, memoryOf } from './memory.ts';
 import { allocated, cpuSummary } from './profile-rounds.ts';
+
+// A plain kafkajs client for --producer kafkajs (the root package does not depend on kafkajs).
+interface PlainKafkaClient {
+  producer(): {
+    connect(): Promise<void>;
+    send(batch: {
+      topic: string;
+      messages: Array<{ key: string; value: string; partition: number | undefined }>;
+    }): Promise<unknown>;
+    disconnect(): Promise<void>;
+  };
+  admin(): {
+    connect(): Promise<void>;
+    fetchTopicOffsets(topic: string): Promise<unknown[]>;
+    disconnect(): Promise<void>;
+  };
+}
+const { Kafka: PlainKafka } = createRequire(
+  path.resolve(import.meta.dirname, '../packages/shared/package.json'),
+)('kafkajs') as {
+  Kafka: new (config: { clientId: string; brokers: string[]; logLevel: number }) => PlainKafkaClient;
+};
 
 type Mode = 'http-async' | 'sync' | 'kafka';
 
@@ -92,6 +117,19 @@ As run for BENCHMARKS.md:
       type: 'string',
       value: '1,2',
       help: 'one side per count, all from this checkout: --role ingress,sync-gateway,router,relay plus requester --role executor --processes N (CPU of the executors summed)',
+    },
+    producer: {
+      type: 'string',
+      default: 'requester',
+      value: 'requester|kafkajs',
+      help: "--mode kafka: who writes in: Requester's own producer (512 KiB requests), or a plain kafkajs producer as an outside one (its default partitioner and batching: a send of 100 records is one batch per partition)",
+    },
+    'batch-bytes': {
+      type: 'string',
+      default: '0',
+      value: 'BYTES',
+      number: true,
+      help: '--producer kafkajs: each send carries records of one partition (round-robin) up to BYTES, one record batch (e.g. 1048576, as librdkafka with linger.ms or the Java client with batch.size fill them); 0 = sends of 100 keyed records',
     },
     wake: {
       type: 'boolean',
@@ -144,6 +182,9 @@ As run for BENCHMARKS.md:
 const mode = args.mode as Mode;
 if (!['http-async', 'sync', 'kafka'].includes(mode))
   fail(`--mode must be http-async, sync or kafka, got ${mode}`);
+if (!['requester', 'kafkajs'].includes(args.producer as string))
+  fail(`--producer must be requester or kafkajs, got ${args.producer}`);
+const batchBytes = Number(args['batch-bytes']);
 const count = Number(args.count);
 const connections = Number(args.connections);
 const bodyBytes = Number(args.body);
@@ -338,6 +379,19 @@ const cpuOf = (key: string, pid: number) =>
   (key === 'executors' ? processTreeCpuSeconds(pid) : processCpuSeconds(pid)) ?? Number.NaN;
 
 /**
+ * Bytes a process has read (`rchar` of /proc/<pid>/io: sockets included). Per task of Requester:
+ * what it receives of `in` (the router's consume, the executor's reads by offset), of Redis and of
+ * the target. Unlike the rates, the load of a shared box does not move it.
+ */
+function readBytesOf(pid: number): number {
+  try {
+    return Number(/^rchar: (\d+)$/m.exec(readFileSync(`/proc/${pid}/io`, 'utf8'))?.[1] ?? Number.NaN);
+  } catch {
+    return Number.NaN;
+  }
+}
+
+/**
  * Each side's CPU while nothing is sent, all sides over the same seconds: what it spends per
  * second whatever the load (timers, polls, heartbeats), which a slow round divides among few tasks.
  */
@@ -408,6 +462,8 @@ interface RoundResult {
   /** sync: the HTTP round trip per call. */
   rtt?: hdr.Histogram;
   cpu: Record<string, number>;
+  /** Bytes Requester read (rchar) during the round. */
+  readBytes: number;
   timedOut: boolean;
   /** --profile-rounds: what the round's profiles say. */
   profile?: RoundProfile;
@@ -441,6 +497,7 @@ async function round(
   const allDone = new Promise<void>((resolve) => {
     tracker.onDone = resolve;
   });
+  const readBefore = readBytesOf(side.pid);
   const cpuBefore = Object.fromEntries(
     Object.entries(pids).map(([k, pid]) => [k, pid ? cpuOf(k, pid) : Number.NaN]),
   );
@@ -452,7 +509,12 @@ async function round(
   let lastAccept = 0;
   const rtt = newHistogram();
 
-  if (mode === 'kafka') {
+  if (mode === 'kafka' && args.producer === 'kafkajs') {
+    const sent = await produceAsOutsider(side, target.url, prefix, tracker, deadline);
+    firstAccept = sent.firstAccept;
+    lastAccept = sent.lastAccept;
+    accepted = sent.accepted;
+  } else if (mode === 'kafka') {
     const producer = kafka.producer();
     await producer.connect();
     const batch = 100;
@@ -520,6 +582,7 @@ async function round(
     await Promise.race([allDone, new Promise((resolve) => setTimeout(resolve, Math.max(remaining, 5_000)))]);
   }
   side.results.current = undefined;
+  const readBytes = readBytesOf(side.pid) - readBefore;
   const cpu = Object.fromEntries(
     Object.entries(pids).map(([k, pid]) => [k, pid ? cpuOf(k, pid) - (cpuBefore[k] as number) : Number.NaN]),
   );
@@ -537,8 +600,65 @@ async function round(
     latency: tracker.histogram,
     ...(mode === 'sync' ? { rtt } : {}),
     cpu,
+    readBytes,
     timedOut: tracker.done < sent,
   };
+}
+
+/**
+ * Writes the round's records to `in` as a producer outside Requester does: a plain kafkajs
+ * producer (its default partitioner; acks from all replicas), not Requester's writer, which keeps a
+ * big record's batch small. Sends of 100 keyed records (one record batch per partition each), or
+ * with --batch-bytes sends of one partition's records up to that many bytes (round-robin).
+ */
+async function produceAsOutsider(
+  side: Side,
+  targetUrl: string,
+  prefix: string,
+  tracker: Tracker,
+  deadline: number,
+): Promise<{ firstAccept: number; lastAccept: number; accepted: number }> {
+  const topic = side.env.KAFKA_TOPIC_IN as string;
+  const client = new PlainKafka({
+    clientId: 'bench-outsider',
+    brokers: args.brokers.split(','),
+    logLevel: 0,
+  });
+  const producer = client.producer();
+  await producer.connect();
+  const admin = client.admin();
+  await admin.connect();
+  const partitions = (await admin.fetchTopicOffsets(topic)).length;
+  await admin.disconnect();
+  const perSend = batchBytes > 0 ? Math.max(1, Math.floor(batchBytes / (bodyBytes + 400))) : 100;
+  let next = 0;
+  let sends = 0;
+  let firstAccept = Number.POSITIVE_INFINITY;
+  let lastAccept = 0;
+  let accepted = 0;
+  const loop = async () => {
+    while (next < count && performance.now() < deadline) {
+      const from = next;
+      next = Math.min(count, next + perSend);
+      const partition = batchBytes > 0 ? sends++ % partitions : undefined;
+      const createdAt = new Date().toISOString();
+      const messages = [];
+      for (let i = from; i < next; i++) {
+        const id = `${prefix}${i}`;
+        tracker.sentAt.set(id, performance.now());
+        const value = JSON.parse(bodyOf(id, targetUrl, false));
+        messages.push({ key: id, value: JSON.stringify({ ...value, createdAt }), partition });
+      }
+      const t0 = performance.now();
+      await producer.send({ topic, messages });
+      firstAccept = Math.min(firstAccept, t0);
+      lastAccept = performance.now();
+      accepted += messages.length;
+    }
+  };
+  await Promise.all(Array.from({ length: 8 }, loop));
+  await producer.disconnect();
+  return { firstAccept, lastAccept, accepted };
 }
 
 /** The target's own latency at the same concurrency (what sync overhead is measured against). */
@@ -605,13 +725,14 @@ function line(r: RoundResult): string {
   const rtt = r.rtt ? `, reply p50 ${ms(r.rtt, 50)} p99 ${ms(r.rtt, 99)} ms` : '';
   return (
     `${r.side.padEnd(9)} accepted ${r.accepted}/${r.sent} (${r.acceptedPerSec.toFixed(0)}/s), completed ${r.completed} ` +
-    `(${r.completedPerSec.toFixed(0)}/s), errors ${r.errors}${r.timedOut ? ' TIMED OUT' : ''}; ${lat}${rtt}; CPU/task: ${cpu}`
+    `(${r.completedPerSec.toFixed(0)}/s), errors ${r.errors}${r.timedOut ? ' TIMED OUT' : ''}; ${lat}${rtt}; CPU/task: ${cpu}; ` +
+    `read/task ${(r.readBytes / Math.max(pipeline ? r.completed : r.accepted, 1) / 1024).toFixed(1)} KiB`
   );
 }
 
 async function main(): Promise<void> {
   console.log(
-    `mode ${mode}${args.wake ? ' (wake-ups)' : ''}, ${count} requests of ${bodyBytes} B, ${connections} connections, ${rounds} round(s); load average ${loadavg()}`,
+    `mode ${mode}${mode === 'kafka' ? ` (producer ${args.producer}${batchBytes > 0 ? `, ${batchBytes} B sends` : ''})` : ''}${args.wake ? ' (wake-ups)' : ''}, ${count} requests of ${bodyBytes} B, ${connections} connections, ${rounds} round(s); load average ${loadavg()}`,
   );
   if (Object.keys(extraEnv).length) console.log(`extra env: ${JSON.stringify(extraEnv)}`);
   const target = await startTarget();

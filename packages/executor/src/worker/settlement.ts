@@ -89,7 +89,7 @@ export function outboxRow(
     taskId: taskId(envelope.meta.client, task.requestId, tryCount, waitedMs),
     requestId: task.requestId,
     dueAt: new Date(Date.now() + delayMs),
-    topic: task.ref.topic,
+    topic: task.entryTopic ?? task.ref.topic,
     key: kafkaKeyFor(envelope),
     payload: Buffer.from(JSON.stringify(copy)),
   };

@@ -1,6 +1,7 @@
 import { KeyStore } from '@requester/ingress';
 import {
   migrate as applyMigrations,
+  bodiesTopicOf,
   CONFIG_VARIABLES,
   type Config,
   configMarkdownTable,
@@ -24,7 +25,13 @@ import { type ConfigFrom, printJson, printTable, progress } from './common.ts';
 export async function topics(argv: Record<string, unknown>, configFrom: ConfigFrom): Promise<void> {
   const config = configFrom(argv);
   const deps = new Dependencies({ ...config, createTopics: true }, commandLogger(config));
-  const topics = [config.topicIn, config.topicOut, config.topicDlq, config.topicEvents];
+  const topics = [
+    config.topicIn,
+    config.topicOut,
+    config.topicDlq,
+    config.topicEvents,
+    bodiesTopicOf(config),
+  ];
   try {
     progress(`ensuring topics ${topics.join(', ')} on ${config.kafkaBrokers}`);
     await deps.topics();

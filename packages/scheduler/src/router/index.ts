@@ -1,7 +1,7 @@
 import { breakerFromConfig } from '@requester/policies';
 import { queueFromConfig } from '@requester/queue';
 import { Cancellations } from '@requester/shared/cancel';
-import { routerGroupOf } from '@requester/shared/config';
+import { bodiesTopicOf, routerGroupOf } from '@requester/shared/config';
 import {
   createRequestContract,
   errorResult,
@@ -49,6 +49,7 @@ import {
   backpressureRules,
   type OpenOriginInfo,
 } from './backpressure.ts';
+import { BodyCopies } from './bodies.ts';
 import { Fences } from './fence.ts';
 import {
   type Fence,
@@ -110,6 +111,11 @@ export interface RouterOptions {
    * partition still on its way through the outbox.
    */
   fences?: Fences;
+  /**
+   * The bodies topic: big records an outside producer batched with others are copied there, each
+   * in a batch of its own, and their tasks point at the copy (see BodyCopies). Absent = no copies.
+   */
+  topicBodies?: string;
 }
 
 export interface KafkaEntry {
@@ -160,9 +166,19 @@ export class Router {
   private readonly options: RouterOptions;
   private readonly contract: RequestContract;
   private readonly backpressure: Backpressure | undefined;
+  private readonly bodies: BodyCopies | undefined;
 
   constructor(options: RouterOptions) {
     this.options = options;
+    this.bodies =
+      options.topicBodies === undefined
+        ? undefined
+        : new BodyCopies({
+            producer: options.producer,
+            topic: options.topicBodies,
+            produceTimeoutMs: options.produceTimeoutMs,
+            logger: options.logger,
+          });
     this.contract = options.contract ?? createRequestContract();
     const topics = [options.topicIn];
     this.backpressure =
@@ -213,6 +229,8 @@ export class Router {
       await this.admitClaims(routes);
       const woken = await this.wakeCancelled(routes, now);
       const fences = await this.fence(routes, woken);
+      // Before the tasks are published: a task names its copy only once the copy is written.
+      await this.bodies?.copy(routes);
       await this.write(routes);
       // After the rows the fences name are in the outbox, before the commit: a crash in between
       // replays the batch, which reads the same fences and decides the same way.
@@ -667,6 +685,7 @@ export const routerRole: RoleDefinition = {
       journal: deps.journal(),
       cancellations: new Cancellations(deps.redis(), config.redisPrefix, config.cancelRetention),
       fences: new Fences(deps.redis(), config.redisPrefix),
+      ...(config.routerBodyCopies ? { topicBodies: bodiesTopicOf(config) } : {}),
       entry: {
         signer: await deps.entrySigner(),
         clients: await deps.kafkaEntryClients(),

@@ -12,7 +12,7 @@ import {
   resolveDeadline,
   withDeadlineInstant,
 } from '@requester/shared/contract';
-import type { RecordHeaders } from '@requester/shared/kafka';
+import type { RecordBatchShape, RecordHeaders } from '@requester/shared/kafka';
 import type { OutboxRow } from '@requester/shared/outbox';
 import {
   encodeQueuedTask,
@@ -58,6 +58,8 @@ export interface SourceRecord {
   headers?: RecordHeaders;
   /** The record's Kafka timestamp (epoch ms as a string): when it reached `in`. */
   timestamp?: string;
+  /** Its record batch as consumed (see BodyCopies). */
+  batch?: RecordBatchShape;
 }
 
 export interface RouteOptions {

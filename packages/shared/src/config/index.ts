@@ -239,6 +239,12 @@ export const CONFIG_VARIABLES = {
     z.string().min(1),
     'topic of the task journal (one event per step of a request, keyed by requestId; `requester trace`)',
   ),
+  topicBodies: variable(
+    'KAFKA_TOPIC_BODIES',
+    undefined,
+    z.string().min(1).optional(),
+    'topic of the routers’ copies of big `in` records that an outside producer batched with others (ROUTER_BODY_COPIES), each in a record batch of its own, for the executors to read by offset; nothing consumes it, its retention must match `in`’s. Default: `<KAFKA_TOPIC_IN>.bodies`',
+  ),
   kafkaEntry: variable(
     'KAFKA_ENTRY',
     'enforce',
@@ -346,6 +352,12 @@ export const CONFIG_VARIABLES = {
     undefined,
     nonNegativeInt.optional(),
     'pending tasks at or below which paused routers resume; default 80% of QUEUE_HIGH_WATERMARK',
+  ),
+  routerBodyCopies: variable(
+    'ROUTER_BODY_COPIES',
+    'true',
+    bool,
+    'a record of `in` of 8 KiB or more that its producer wrote in a record batch over 64 KiB with other records is copied by the router to KAFKA_TOPIC_BODIES, alone in its batch, and its task points there: the executor then reads that record, not the whole batch (docs/architecture.md §9). Upgrade executors before routers: an older executor would send such a task’s retries to the bodies topic',
   ),
   routerBreakerPauseAfter: variable(
     'ROUTER_BREAKER_PAUSE_AFTER',
@@ -757,6 +769,11 @@ export function routerGroupOf(
   if (config.kafkaRouterGroup) return config.kafkaRouterGroup;
   const base = `${config.kafkaClientId}-router`;
   return config.topicIn === CONFIG_VARIABLES.topicIn.default ? base : `${base}.${config.topicIn}`;
+}
+
+/** The topic of the routers' copies of big batched `in` records (KAFKA_TOPIC_BODIES, or `<KAFKA_TOPIC_IN>.bodies`). */
+export function bodiesTopicOf(config: Pick<Config, 'topicBodies' | 'topicIn'>): string {
+  return config.topicBodies ?? `${config.topicIn}.bodies`;
 }
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: ConfigOverrides = {}): Config {

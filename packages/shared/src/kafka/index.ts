@@ -2,7 +2,13 @@
  * Requester's Kafka interface (types.ts) and what is built on it. The client library behind it is
  * chosen here, once: everything else imports this module, never a Kafka client.
  */
-export { chunksOf, PRODUCE_CHUNK_BYTES, withTimeout } from './batching.ts';
+export {
+  BIG_RECORD_BYTES,
+  chunksOf,
+  PARTITION_BATCH_BYTES,
+  PRODUCE_CHUNK_BYTES,
+  withTimeout,
+} from './batching.ts';
 export { ConsumerHealth, type ConsumerHealthOptions, CRASH_LIMIT, CRASH_WINDOW_MS } from './health.ts';
 export { explainKafkaError, isMessageTooLargeError, isRetriableKafkaError } from './kafkajs/errors.ts';
 export { createKafka, type KafkaSettings } from './kafkajs/index.ts';
@@ -30,6 +36,7 @@ export {
   type PartitionOffsets,
   type ProducedBatch,
   type RecordBatch,
+  type RecordBatchShape,
   type RecordHeaders,
   RecordUnavailableError,
   type SendOptions,

@@ -35,6 +35,18 @@ export interface KafkaRecord {
   headers: RecordHeaders;
   /** Epoch ms, as a decimal string. */
   timestamp: string;
+  /**
+   * The record batch its producer wrote it in, as a consumer received it: the records the batch
+   * holds, and the bytes of those delivered (keys and values). A reader by offset receives
+   * the whole batch (the router copies a big record out of a big batch: see ROUTER_BODY_COPIES).
+   * Absent where unknown.
+   */
+  batch?: RecordBatchShape;
+}
+
+export interface RecordBatchShape {
+  records: number;
+  bytes: number;
 }
 
 /** A record to write. Without `partition`, the key decides it (murmur2, as the Java client does). */

@@ -1,4 +1,4 @@
-import type { Config } from '../config/index.ts';
+import { bodiesTopicOf, type Config } from '../config/index.ts';
 import { type EntrySigner, KafkaEntryClients, loadEntrySigner } from '../entry/index.ts';
 import { RequesterError } from '../errors/index.ts';
 import { createJournal, type Journal } from '../journal/index.ts';
@@ -85,7 +85,7 @@ export class Dependencies {
     return this.kafkaClient;
   }
 
-  /** Creates the in/out/dlq topics when missing (once per process; KAFKA_CREATE_TOPICS=false skips). */
+  /** Creates the in/out/dlq/events/bodies topics when missing (once per process; KAFKA_CREATE_TOPICS=false skips). */
   topics(): Promise<void> {
     this.topicsPromise ??= retryable(
       async () => {
@@ -95,16 +95,18 @@ export class Dependencies {
         try {
           const { topicPartitions: numPartitions, topicReplication: replicationFactor } = this.config;
           const created = await admin.ensureTopics(
-            [this.config.topicIn, this.config.topicOut, this.config.topicDlq, this.config.topicEvents].map(
-              (topic) => ({
-                topic,
-                numPartitions,
-                replicationFactor,
-                configEntries: [
-                  { name: 'max.message.bytes', value: String(this.config.kafkaMaxMessageBytes) },
-                ],
-              }),
-            ),
+            [
+              this.config.topicIn,
+              this.config.topicOut,
+              this.config.topicDlq,
+              this.config.topicEvents,
+              bodiesTopicOf(this.config),
+            ].map((topic) => ({
+              topic,
+              numPartitions,
+              replicationFactor,
+              configEntries: [{ name: 'max.message.bytes', value: String(this.config.kafkaMaxMessageBytes) }],
+            })),
           );
           if (created.length > 0) this.logger.info({ topics: created }, 'created Kafka topics');
         } finally {

@@ -43,6 +43,12 @@ export interface QueuedTask {
   deadlineAt?: number;
   /** The `in` record itself, when it is small enough to ride in the task (the ref stays the truth). */
   inline?: InlineRecord;
+  /**
+   * The topic the request entered by (`in`) when `ref` points at the router's copy of its record
+   * on the bodies topic (docs/architecture.md §9, "Big records from outside producers"): a task
+   * sent back through the outbox goes back there, not to the copy's topic, which nobody consumes.
+   */
+  entryTopic?: string;
 }
 
 /** What the executor reads of an `in` record: its value, and the headers it acts on. */
@@ -139,6 +145,8 @@ interface WireTask {
   h?: Record<string, string>;
   /** 1: `v` is the router's checked envelope (InlineRecord.checked). */
   k?: 1;
+  /** entryTopic */
+  e?: string;
 }
 
 export function encodeQueuedTask(task: QueuedTask): string {
@@ -155,6 +163,7 @@ export function encodeQueuedTask(task: QueuedTask): string {
   if (task.requeuedAt !== undefined) wire.q = task.requeuedAt;
   if (task.pacedAt !== undefined) wire.s = task.pacedAt;
   if (task.deadlineAt !== undefined) wire.d = task.deadlineAt;
+  if (task.entryTopic !== undefined) wire.e = task.entryTopic;
   if (task.inline) {
     wire.v = task.inline.value;
     if (task.inline.headers) wire.h = task.inline.headers;
@@ -184,6 +193,7 @@ export function decodeQueuedTask(payload: string): QueuedTask {
   if (typeof wire.q === 'number') task.requeuedAt = wire.q;
   if (typeof wire.s === 'number') task.pacedAt = wire.s;
   if (typeof wire.d === 'number') task.deadlineAt = wire.d;
+  if (typeof wire.e === 'string') task.entryTopic = wire.e;
   if (wire.v !== undefined) {
     task.inline = { value: wire.v };
     if (isStringRecord(wire.h)) task.inline.headers = wire.h;

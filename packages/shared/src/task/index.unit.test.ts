@@ -22,6 +22,18 @@ describe('queued task encoding', () => {
     expect(encodeQueuedTask(task)).not.toMatch(/"d"/);
   });
 
+  it("carries the entry topic of a task whose ref is the router's copy on the bodies topic", () => {
+    const task = {
+      ref: { topic: 'requester.in.bodies', partition: 3, offset: '12' },
+      requestId: 'big-1',
+      tryCount: 0,
+      entryTopic: 'requester.in',
+    };
+    expect(JSON.parse(encodeQueuedTask(task)).e).toBe('requester.in');
+    expect(decodeQueuedTask(encodeQueuedTask(task))).toEqual(task);
+    expect(decodeQueuedTask(encodeQueuedTask({ ...task, entryTopic: undefined })).entryTopic).toBeUndefined();
+  });
+
   it('carries the trace context compactly: the traceparent without its version, and the requeue time', () => {
     const traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
     const task = {

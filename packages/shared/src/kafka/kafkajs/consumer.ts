@@ -6,6 +6,7 @@ import type {
   ConsumerOptions,
   KafkaConsumer,
   RecordBatch,
+  RecordBatchShape,
 } from '../types.ts';
 
 export class KafkajsConsumer implements KafkaConsumer {
@@ -137,18 +138,48 @@ export class BackgroundCommits {
 
 function recordBatch(batch: Batch): RecordBatch {
   const { topic, partition } = batch;
+  const shapes = batchShapes(batch.messages as DecodedMessage[]);
   return {
     topic,
     partition,
     lastOffset: batch.lastOffset(),
-    records: batch.messages.map((message) => ({
-      topic,
-      partition,
-      offset: message.offset,
-      key: message.key ?? null,
-      value: message.value ?? null,
-      headers: message.headers ?? {},
-      timestamp: message.timestamp,
-    })),
+    records: batch.messages.map((message) => {
+      const context = (message as DecodedMessage).batchContext;
+      const shape = context && shapes.get(context);
+      return {
+        topic,
+        partition,
+        offset: message.offset,
+        key: message.key ?? null,
+        value: message.value ?? null,
+        headers: message.headers ?? {},
+        timestamp: message.timestamp,
+        ...(shape ? { batch: shape } : {}),
+      };
+    }),
   };
+}
+
+/** kafkajs's decoded message: its record batch's header, one object shared by the batch's records. */
+type DecodedMessage = Batch['messages'][number] & { batchContext?: { lastOffsetDelta?: number } };
+
+/**
+ * The shape of each record batch among `messages`, keyed by kafkajs's per-batch context object:
+ * its record count from the batch header (lastOffsetDelta + 1, so records before the fetch offset
+ * count too), its bytes summed over the keys and values delivered (headers are left out: small,
+ * and walking them would cost every record of every batch).
+ */
+function batchShapes(messages: DecodedMessage[]): Map<object, RecordBatchShape> {
+  const shapes = new Map<object, RecordBatchShape>();
+  for (const message of messages) {
+    const context = message.batchContext;
+    if (!context) continue;
+    let shape = shapes.get(context);
+    if (!shape) {
+      shape = { records: (context.lastOffsetDelta ?? 0) + 1, bytes: 0 };
+      shapes.set(context, shape);
+    }
+    shape.bytes += (message.key?.length ?? 0) + (message.value?.length ?? 0);
+  }
+  return shapes;
 }
