@@ -45,6 +45,7 @@ import { type Access, authenticate, type Refusal } from '../auth/index.ts';
 import { ByteBudget, isJsonMediaType, readJsonBody } from '../body/index.ts';
 import { type ClaimRequestId, requestFingerprint } from '../claims/index.ts';
 import type { CredentialNames, CredentialRefusal } from '../credentials/index.ts';
+import type { DestinationDoor } from '../destinations/index.ts';
 import { BodyBudgets, KeySlots, type Slot } from '../fair/index.ts';
 import type { Hub } from '../hub/index.ts';
 import { openApiDocument } from '../openapi/index.ts';
@@ -111,6 +112,8 @@ export interface ApiSettings {
   access: Access;
   /** The live credential names `meta.credentials` may name (`credentials/`); absent = not checked here. */
   credentialNames?: CredentialNames | undefined;
+  /** The destinations `meta.destination` may name (`destinations/`); absent = not checked here. */
+  destinations?: DestinationDoor | undefined;
 }
 
 const syncReplies = counter('sync_replies_total', 'Sync calls and long-polls, by whether a result came', [
@@ -235,6 +238,8 @@ async function accept(
   if (!admitted.ok) return refuse(c, admitted.refusal);
   const noCredential = await settings.credentialNames?.refusal(admitted.envelope);
   if (noCredential) return refuse(c, noCredential);
+  const noDestination = await settings.destinations?.refusal(c.get('caller'), admitted.envelope);
+  if (noDestination) return refuse(c, noDestination);
   const id = admitted.envelope.meta.requestId;
   useLog(c, parts.ingressLog, id);
   // A requestId is claimed in the caller's namespace: another key's same id is no conflict.
