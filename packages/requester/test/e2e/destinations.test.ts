@@ -188,12 +188,12 @@ describe('destinations', () => {
     const unknown = await post(to('nope', '/x'));
     expect(unknown.status).toBe(400);
     expect(await unknown.json()).toMatchObject({ issues: [{ path: 'meta.destination' }] });
-    const [escape, missing] = [to('plain', '/../x'), to('nope', '/x')];
+    const [escaping, missing] = [to('plain', '/../x'), to('nope', '/x')];
     await producer.send(stack.config.topicIn, [
-      { key: escape.meta.requestId, value: JSON.stringify(escape) },
+      { key: escaping.meta.requestId, value: JSON.stringify(escaping) },
       { key: missing.meta.requestId, value: JSON.stringify(missing) },
     ]);
-    for (const sent of [escape, missing]) {
+    for (const sent of [escaping, missing]) {
       const result = await results.one(sent.meta.requestId);
       expect(result.response.status).toBe(400);
       expect(result.meta.error?.code).toBe('invalid_request');
