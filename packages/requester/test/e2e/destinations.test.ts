@@ -176,6 +176,21 @@ describe('destinations', () => {
     expect(target.calls.at(-1)?.headers['x-partner']).toBe('v2');
   });
 
+  it('the operator UI: the page lists them, its form makes a new version', async () => {
+    const form = await fetch(`${stack.adminUrl}/admin/api/destinations/update`, {
+      method: 'POST',
+      headers: { 'hx-request': 'true', ...operator.headers },
+      body: new URLSearchParams({ name: 'plain', baseUrl: '', maxBodyBytes: '65536' }),
+    });
+    expect(form.status, await form.text()).toBe(200);
+    const live = await fetch(`${stack.adminUrl}/ui/destinations/live`, { headers: operator.headers });
+    const text = await live.text();
+    expect(live.status).toBe(200);
+    expect(text).toContain('data-destination="plain"');
+    expect(text).toContain('65536');
+    expect(text).toContain('sliding-window-log 5/1000ms');
+  });
+
   it('refuses absolute URIs, escapes, unknown destinations with a 400 (an error result on Kafka)', async () => {
     for (const uri of [`${target.url}/x`, '//evil.example/x', '/a/../../x', '/%2e%2e/x', '/a\\b']) {
       const reply = await post(to('plain', uri));

@@ -1,11 +1,12 @@
 import { UsageError } from '@requester/shared';
-import { type AdminContext, answer } from '../../admin-server/http.ts';
+import { type AdminContext, answer, bodyOf as readBody } from '../../admin-server/http.ts';
 import type { ApiFace } from '../faces.ts';
 import {
   createDestination,
   deleteDestination,
   listDestinations,
   showDestination,
+  specFromForm,
   updateDestination,
 } from './index.ts';
 
@@ -13,7 +14,8 @@ import {
  * The admin API of destinations (`/admin/api/destinations…` on the admin port; a POST needs a
  * write key). Bodies are JSON: `{name, spec}` to create (the spec: baseUrl, headers, credentials,
  * limiter {algorithm, rates}, retry, maxBodyBytes), `{name, spec}` to update (the fields given laid
- * over the current version: a new version), `{name}` to delete.
+ * over the current version: a new version), `{name}` to delete; or the operator UI's form (flat
+ * fields: specFromForm).
  */
 export const api: ApiFace = {
   paths: {
@@ -103,10 +105,15 @@ async function bodyOf(
   c: AdminContext,
   withSpec: boolean,
 ): Promise<{ name: string; spec: Record<string, unknown> }> {
-  const body = (await c.req.json().catch(() => undefined)) as Record<string, unknown> | undefined;
+  const json = (c.req.header('content-type') ?? '').startsWith('application/json');
+  const body = json
+    ? ((await c.req.json().catch(() => undefined)) as Record<string, unknown> | undefined)
+    : ((await readBody(c)) as Record<string, unknown>);
   const name = typeof body?.name === 'string' ? body.name.trim() : '';
   if (name === '') throw new UsageError('name is required');
   if (!withSpec) return { name, spec: {} };
+  // The UI's form: flat fields, as the CLI's options. JSON: the spec under `spec`.
+  if (!json) return { name, spec: specFromForm(body as Record<string, unknown>) };
   const spec = body?.spec;
   if (typeof spec !== 'object' || spec === null || Array.isArray(spec))
     throw new UsageError(

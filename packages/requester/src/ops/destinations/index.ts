@@ -166,3 +166,37 @@ function rateOf(text: string): { value: number; duration: string } {
     throw new UsageError(`--rate ${JSON.stringify(text)}: expected calls/window, e.g. 5/1s or 100/m`);
   return { value: Number(match[1]), duration: `${match[2] || '1'}${match[3]}` };
 }
+
+/**
+ * The spec (or changes) of the operator UI's form: its blank fields are left out, so an update
+ * changes only what was filled in. `headers`: one `Name: value` a line; `rate`: `5/1s`, comma-separated.
+ */
+export function specFromForm(form: Record<string, unknown>): Record<string, unknown> {
+  const text = (field: string) => {
+    const value = form[field];
+    return typeof value === 'string' && value.trim() !== '' ? value.trim() : undefined;
+  };
+  const whole = (field: string) => {
+    const value = text(field);
+    if (value === undefined) return undefined;
+    const n = Number(value);
+    if (!Number.isSafeInteger(n)) throw new UsageError(`${field} must be a whole number, got ${value}`);
+    return n;
+  };
+  const options: SpecOptions = {};
+  const baseUrl = text('baseUrl');
+  if (baseUrl) options.baseUrl = baseUrl;
+  const headers = text('headers');
+  if (headers) options.header = headers.split(/\r?\n/).filter((line) => line.trim());
+  const credentials = text('credentials');
+  if (credentials) options.credentials = credentials;
+  const rate = text('rate');
+  if (rate) options.rate = [rate];
+  const algorithm = text('algorithm');
+  if (algorithm) options.algorithm = algorithm;
+  const retryMax = whole('retryMax');
+  if (retryMax !== undefined) options.retryMax = retryMax;
+  const maxBodyBytes = whole('maxBodyBytes');
+  if (maxBodyBytes !== undefined) options.maxBodyBytes = maxBodyBytes;
+  return specFromOptions(options);
+}
