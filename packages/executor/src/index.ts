@@ -55,7 +55,7 @@ export const executorRole: RoleDefinition = {
       egressProxyCa: config.egressProxyCaFile ? readFileSync(config.egressProxyCaFile, 'utf8') : undefined,
     });
     const store = masterKeys && new CredentialStore(sql, masterKeys);
-    const destinationStore = new DestinationStore(sql);
+    const destinationStore = new DestinationStore(sql, undefined, masterKeys);
     // One read of the store per credential and CREDENTIALS_CACHE_TTL, for calls and the signer alike.
     const resolver = new CredentialResolver(store, config.credentialsCacheTtl);
     const legacyKeys = signingKeysFromConfig(config);
@@ -132,7 +132,7 @@ export const executorRole: RoleDefinition = {
       cancellations,
       pauses,
       // Read like the credentials: a change of a destination is in force within CREDENTIALS_CACHE_TTL.
-      destinations: new DestinationCatalog((name) => destinationStore.get(name), config.credentialsCacheTtl),
+      destinations: new DestinationCatalog((name) => destinationStore.open(name), config.credentialsCacheTtl),
       replies: {
         redis,
         prefix: config.redisPrefix,

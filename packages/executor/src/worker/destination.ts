@@ -6,6 +6,7 @@ import {
   applyDestination,
   type DestinationCatalog,
 } from '@requester/shared/destinations';
+import { RequesterError } from '@requester/shared/errors';
 import type { Ending } from './policies.ts';
 import { deliver, type Settlement } from './settlement.ts';
 
@@ -30,18 +31,15 @@ export async function prepareDestination(
 ): Promise<Prepared> {
   const name = envelope.meta.destination;
   if (name === undefined) return { kind: 'as-is' };
-  const refuse = (message: string): Prepared => {
-    const result = errorResult(envelope.meta.requestId, 'invalid_request', message, {
-      tryCount,
-      proxyData: envelope.meta.proxyData,
-    });
-    return { kind: 'settled', settlement: deliver(result, 'invalid_request') };
-  };
+  const refuse = (message: string): Prepared => settledWith(envelope, tryCount, 'invalid_request', message);
   if (!catalog) return refuse(`meta.destination: this executor has no destinations (no PostgreSQL store)`);
   let destination: Awaited<ReturnType<DestinationCatalog['current']>>;
   try {
     destination = await catalog.current(name);
-  } catch {
+  } catch (err) {
+    // This executor cannot open the destination's secret headers: no wait would change that.
+    if (err instanceof RequesterError && err.code === 'invalid_config')
+      return settledWith(envelope, tryCount, 'internal', err.message);
     return {
       kind: 'settled',
       settlement: { kind: 'reschedule', delayMs: STORE_RETRY_MS, outcome: 'dependency_unavailable' },
@@ -65,4 +63,17 @@ export async function prepareDestination(
 export function withApplied(ending: Ending, applied: AppliedDestination): Ending {
   if (ending.kind !== 'result') return ending;
   return { ...ending, result: { ...ending.result, meta: { ...ending.result.meta, destination: applied } } };
+}
+
+function settledWith(
+  envelope: RequestEnvelope,
+  tryCount: number,
+  code: 'invalid_request' | 'internal',
+  message: string,
+): Prepared {
+  const result = errorResult(envelope.meta.requestId, code, message, {
+    tryCount,
+    proxyData: envelope.meta.proxyData,
+  });
+  return { kind: 'settled', settlement: deliver(result, code) };
 }

@@ -268,7 +268,7 @@ export class AdminConsole {
 
   async destinationStore(): Promise<DestinationStore> {
     const sql = await this.#options.deps.sql();
-    return new DestinationStore(sql, credentialOriginsOf(sql));
+    return new DestinationStore(sql, credentialOriginsOf(sql), masterKeysFromConfig(this.config));
   }
 
   record(operator: Operator, action: string, target: Record<string, unknown>): Promise<void> {

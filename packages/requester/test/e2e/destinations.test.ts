@@ -36,6 +36,7 @@ const CLIENT = { id: 'requester-pay', secret: `cs-${randomBytes(16).toString('he
 const LIMIT = 5;
 const WINDOW_MS = 1_000;
 const PACED = 20;
+const API_KEY = `sk-${randomBytes(16).toString('hex')}`;
 
 describe('destinations', () => {
   let stack: StackEnv;
@@ -105,6 +106,7 @@ describe('destinations', () => {
     for (const [name, spec] of [
       ['plain', { baseUrl: `${target.url}/api/`, headers: { 'X-Partner': 'requester' }, retry: { max: 1 } }],
       ['pay', { baseUrl: partner.url, credentials: 'partner-pay' }],
+      ['keyed', { baseUrl: target.url, secretHeaders: { 'X-Api-Key': API_KEY } }],
       [
         'paced',
         {
@@ -153,6 +155,20 @@ describe('destinations', () => {
       expect(call?.headers['x-partner']).toBe('requester');
     }
     expect(target.calls.find((c) => c.path === '/api/v2/invoices?x=1')?.headers.accept).toBe('text/plain');
+  });
+
+  it('secret headers: sent by the executor, never shown nor written to out', async () => {
+    const sent = to('keyed', '/keyed');
+    expect((await post(sent)).status).toBe(202);
+    const result = await results.one(sent.meta.requestId);
+    expect(result.response.status).toBe(200);
+    expect(target.calls.find((c) => c.path === '/keyed')?.headers['x-api-key']).toBe(API_KEY);
+    expect(JSON.stringify(result)).not.toContain(API_KEY);
+    const listed = await (
+      await fetch(`${stack.adminUrl}/admin/api/destinations`, { headers: operator.headers })
+    ).text();
+    expect(listed).toContain('"secretHeaderNames":["X-Api-Key"]');
+    expect(listed).not.toContain(API_KEY);
   });
 
   it('an update is a new version, in force for the next attempts', async () => {

@@ -8,6 +8,8 @@ export interface Destination {
   name: string;
   version: number;
   spec: DestinationSpec;
+  /** Its secret headers, opened: only where a call is made (the executor), never written anywhere. */
+  secretHeaders?: Record<string, string>;
 }
 
 /** Which destination and version a call followed: the result's `meta.destination`. */
@@ -66,7 +68,8 @@ export function applyDestination(envelope: RequestEnvelope, destination: Destina
       'request.body',
       `is ${Buffer.byteLength(body, 'utf8')} bytes, over the destination ${name}'s limit of ${spec.maxBodyBytes} bytes`,
     );
-  const headers = mergeHeaders(request.headers, spec.headers);
+  const pinned = destination.secretHeaders ? { ...spec.headers, ...destination.secretHeaders } : spec.headers;
+  const headers = mergeHeaders(request.headers, pinned);
   const resolvedMeta: RequestEnvelope['meta'] = { ...meta };
   if (spec.credentials !== undefined) resolvedMeta.credentials = spec.credentials;
   if (spec.limiter) resolvedMeta.limiter = { key: destinationLimiterKey(name), ...spec.limiter };

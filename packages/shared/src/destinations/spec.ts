@@ -47,6 +47,10 @@ export const destinationSpecSchema = strictObject({
     DEFAULT_CONTRACT_LIMITS,
     'Static headers sent with every call, over the caller’s own of the same name.',
   ).optional(),
+  secretHeaders: outgoingHeaders(
+    DEFAULT_CONTRACT_LIMITS,
+    'Static headers whose values are secrets (an API key): stored sealed under the master key, added by the executor at each call, never shown nor written to a topic.',
+  ).optional(),
   credentials: z
     .string()
     .regex(DESTINATION_NAME_PATTERN, { error: 'must be a credential name' })
@@ -65,7 +69,13 @@ export const destinationSpecSchema = strictObject({
 });
 
 export type DestinationSpecInput = z.input<typeof destinationSpecSchema>;
-export type DestinationSpec = z.output<typeof destinationSpecSchema>;
+/**
+ * A destination's spec as kept and shown: its secret headers by name only (`secretHeaderNames`);
+ * their values are sealed apart (store.ts) and opened only by the executor.
+ */
+export type DestinationSpec = Omit<z.output<typeof destinationSpecSchema>, 'secretHeaders'> & {
+  secretHeaderNames?: string[];
+};
 
 /** The base URL without a trailing `/` (a relative URI brings its own), its origin's case folded. */
 export function normalizeBaseUrl(text: string): string {
@@ -74,9 +84,27 @@ export function normalizeBaseUrl(text: string): string {
   return `${url.protocol}//${url.host.toLowerCase()}${path}`;
 }
 
-/** A spec as an operator gives it (JSON), validated; a ValidationError naming each bad field. */
+/**
+ * A spec as an operator gives it (JSON), validated, its secret header values apart; a
+ * ValidationError naming each bad field.
+ */
+export function parseDestinationInput(input: unknown): {
+  spec: DestinationSpec;
+  secretHeaders: Record<string, string> | undefined;
+} {
+  const { secretHeaders, ...spec } = parseWith(destinationSpecSchema, input);
+  const names = new Set(Object.keys(spec.headers ?? {}).map((n) => n.toLowerCase()));
+  const both = Object.keys(secretHeaders ?? {}).filter((n) => names.has(n.toLowerCase()));
+  if (both.length > 0)
+    throw new ValidationError([
+      { path: 'secretHeaders', message: `${both.join(', ')}: a header is either plain or secret, not both` },
+    ]);
+  return { spec, secretHeaders };
+}
+
+/** A spec without secret headers (what resolution tests and the ingress need). */
 export function parseDestinationSpec(input: unknown): DestinationSpec {
-  return parseWith(destinationSpecSchema, input);
+  return parseDestinationInput(input).spec;
 }
 
 /** The origin (`scheme://host:port`) a destination's calls go to: what its credential must be bound to. */

@@ -1,5 +1,7 @@
+import { randomBytes } from 'node:crypto';
 import { testPg } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseMasterKeys } from '../credentials/index.ts';
 import { ValidationError } from '../errors/index.ts';
 import { DestinationCatalog, DestinationStore } from './index.ts';
 
@@ -57,6 +59,38 @@ describe('DestinationStore (PostgreSQL)', () => {
       credentials: 'billing-oauth',
     });
     expect(ok.spec.credentials).toBe('billing-oauth');
+  });
+
+  it('keeps secret headers sealed, names them only, opens them with the master key, keeps them across versions', async () => {
+    const masters = parseMasterKeys(`k1:${randomBytes(32).toString('base64')}`);
+    const store = new DestinationStore(pg.sql, undefined, masters);
+    const secret = `sk-${randomBytes(12).toString('hex')}`;
+    const created = await store.create('keyed', {
+      baseUrl: 'https://k.example',
+      headers: { Accept: 'application/json' },
+      secretHeaders: { 'X-Api-Key': secret },
+    });
+    expect(created.spec.secretHeaderNames).toEqual(['X-Api-Key']);
+    expect(JSON.stringify(created)).not.toContain(secret);
+    const rows = await pg.sql`select * from requester_destinations where name = 'keyed'`;
+    expect(JSON.stringify(rows)).not.toContain(secret);
+    expect(Buffer.concat(rows.map((r) => r.secret_data as Buffer)).includes(secret)).toBe(false);
+    // An update that does not name them keeps them; one without a master key too.
+    await new DestinationStore(pg.sql).update('keyed', { maxBodyBytes: 10 }, 'ops', true);
+    const opened = await store.open('keyed');
+    expect(opened).toMatchObject({ version: 2, secretHeaders: { 'X-Api-Key': secret } });
+    expect(opened?.spec).toMatchObject({ maxBodyBytes: 10, secretHeaderNames: ['X-Api-Key'] });
+    // Without the master key they are neither written nor opened.
+    await expect(new DestinationStore(pg.sql).open('keyed')).rejects.toThrow(/CREDENTIALS_MASTER_KEY/);
+    await expect(
+      new DestinationStore(pg.sql).create('k2', { baseUrl: 'https://k.example', secretHeaders: { a: 'b' } }),
+    ).rejects.toThrow(/master key/);
+    await expect(
+      store.create('k3', { baseUrl: 'https://k.example', headers: { a: 'x' }, secretHeaders: { A: 'y' } }),
+    ).rejects.toThrow(/plain or secret/);
+    // `{}` drops them.
+    await store.update('keyed', { secretHeaders: {} }, 'ops', true);
+    expect((await store.open('keyed'))?.secretHeaders).toBeUndefined();
   });
 
   it('catalog: reads a name once per TTL', async () => {

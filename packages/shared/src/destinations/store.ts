@@ -1,11 +1,13 @@
-import { ValidationError } from '../errors/index.ts';
+import type { MasterKeys } from '../credentials/master.ts';
+import { open, type Sealed, seal } from '../credentials/seal.ts';
+import { RequesterError, ValidationError } from '../errors/index.ts';
 import type { Sql } from '../pg/index.ts';
 import type { Destination } from './resolve.ts';
 import {
   checkDestinationName,
   type DestinationSpec,
   destinationOrigin,
-  parseDestinationSpec,
+  parseDestinationInput,
 } from './spec.ts';
 
 /** A version of a destination as shown to operators. */
@@ -18,8 +20,19 @@ interface Row {
   name: string;
   version: number;
   spec: DestinationSpec;
+  secret_data: Buffer | null;
+  secret_wrapped_key: Buffer | null;
+  secret_master_key_id: string | null;
   created_at: Date;
   created_by: string | null;
+}
+
+/** The sealed secret headers of a row, bound to the destination's name (kept across its versions). */
+const aadOf = (name: string) => `destination:${name}`;
+
+function sealedOf(row: Row): Sealed | undefined {
+  if (!row.secret_data || !row.secret_wrapped_key || !row.secret_master_key_id) return undefined;
+  return { data: row.secret_data, wrappedKey: row.secret_wrapped_key, masterKeyId: row.secret_master_key_id };
 }
 
 const infoOf = (row: Row): DestinationInfo => ({
@@ -41,26 +54,32 @@ export type CredentialOrigins = (name: string) => Promise<readonly string[] | un
 export class DestinationStore {
   readonly #sql: Sql;
   readonly #credentialOrigins: CredentialOrigins | undefined;
+  readonly #masters: MasterKeys | undefined;
 
   /**
    * `credentialOrigins`: the origins of a live credential (undefined: none named yet, null: no
    * such credential), to refuse a destination whose credential is not bound to its origin.
+   * `masters`: to seal secret headers (writing them) and open them (the executor); listing and
+   * every other change need none.
    */
-  constructor(sql: Sql, credentialOrigins?: CredentialOrigins) {
+  constructor(sql: Sql, credentialOrigins?: CredentialOrigins, masters?: MasterKeys) {
     this.#sql = sql;
     this.#credentialOrigins = credentialOrigins;
+    this.#masters = masters;
   }
 
   /** A new destination; a ValidationError when a live one has the name. */
   async create(name: string, input: unknown, actor?: string): Promise<DestinationInfo> {
     checkDestinationName(name);
-    const spec = await this.#check(parseDestinationSpec(input));
-    return this.#write(name, spec, actor, 'create');
+    const { spec, secretHeaders } = parseDestinationInput(input);
+    await this.#check(spec);
+    return this.#write(name, spec, this.#sealHeaders(name, spec, secretHeaders), actor, 'create');
   }
 
   /**
    * A new version of the live destination `name`: `input` replaces the spec, or with `merge`, is
-   * laid over it field by field. Undefined when there is no such destination.
+   * laid over it field by field. Its secret headers are kept unless `input` names
+   * `secretHeaders` (`{}` drops them). Undefined when there is no such destination.
    */
   async update(
     name: string,
@@ -68,11 +87,36 @@ export class DestinationStore {
     actor?: string,
     merge = false,
   ): Promise<DestinationInfo | undefined> {
-    const current = await this.get(name);
+    const [current] = await this.#sql<Row[]>`select * from requester_destinations
+      where name = ${name} and deleted_at is null order by version desc limit 1`;
     if (!current) return undefined;
-    const next = merge ? { ...current.spec, ...(input as object) } : input;
-    const spec = await this.#check(parseDestinationSpec(next));
-    return this.#write(name, spec, actor, 'update');
+    const { secretHeaderNames, ...kept } = current.spec;
+    const next = merge ? { ...kept, ...(input as object) } : input;
+    const { spec, secretHeaders } = parseDestinationInput(next);
+    await this.#check(spec);
+    const given = typeof input === 'object' && input !== null && 'secretHeaders' in input;
+    if (!given && secretHeaderNames) spec.secretHeaderNames = secretHeaderNames;
+    const sealed = given ? this.#sealHeaders(name, spec, secretHeaders) : sealedOf(current);
+    return this.#write(name, spec, sealed, actor, 'update');
+  }
+
+  /** Seals `headers` for `name`, naming them in `spec` (undefined: none). */
+  #sealHeaders(
+    name: string,
+    spec: DestinationSpec,
+    headers: Record<string, string> | undefined,
+  ): Sealed | undefined {
+    if (!headers || Object.keys(headers).length === 0) return undefined;
+    spec.secretHeaderNames = Object.keys(headers);
+    if (!this.#masters)
+      throw new ValidationError([
+        {
+          path: 'secretHeaders',
+          message:
+            'secret headers need a master key: set CREDENTIALS_MASTER_KEY or CREDENTIALS_MASTER_KEY_FILE',
+        },
+      ]);
+    return seal(this.#masters, Buffer.from(JSON.stringify(headers), 'utf8'), aadOf(name));
   }
 
   async #check(spec: DestinationSpec): Promise<DestinationSpec> {
@@ -96,7 +140,13 @@ export class DestinationStore {
     return spec;
   }
 
-  async #write(name: string, spec: DestinationSpec, actor: string | undefined, how: 'create' | 'update') {
+  async #write(
+    name: string,
+    spec: DestinationSpec,
+    sealed: Sealed | undefined,
+    actor: string | undefined,
+    how: 'create' | 'update',
+  ) {
     return this.#sql.begin(async (tx) => {
       // One writer per name at a time: two updates never take the same version.
       await tx`select pg_advisory_xact_lock(hashtext(${`requester_destinations:${name}`}))`;
@@ -106,11 +156,36 @@ export class DestinationStore {
       if (how === 'create' && live)
         throw new ValidationError([{ path: 'name', message: `a destination named ${name} exists already` }]);
       if (how === 'update' && !live) return undefined;
-      const [row] = await tx<Row[]>`insert into requester_destinations (name, version, spec, created_by)
-        values (${name}, ${(last?.version ?? 0) + 1}, ${tx.json(spec as never)}, ${actor ?? null})
+      const [row] = await tx<Row[]>`insert into requester_destinations
+          (name, version, spec, secret_data, secret_wrapped_key, secret_master_key_id, created_by)
+        values (${name}, ${(last?.version ?? 0) + 1}, ${tx.json(spec as never)}, ${sealed?.data ?? null},
+                ${sealed?.wrappedKey ?? null}, ${sealed?.masterKeyId ?? null}, ${actor ?? null})
         returning *`;
       return infoOf(row as Row);
     }) as Promise<DestinationInfo>;
+  }
+
+  /**
+   * The current version of the live destination `name` with its secret headers opened (the
+   * executor's read); undefined when there is none. A RequesterError `invalid_config` when it has
+   * secret headers and no master key here opens them.
+   */
+  async open(name: string): Promise<Destination | undefined> {
+    const [row] = await this.#sql<Row[]>`select * from requester_destinations
+      where name = ${name} and deleted_at is null order by version desc limit 1`;
+    if (!row) return undefined;
+    const destination: Destination = { name: row.name, version: row.version, spec: row.spec };
+    const sealed = sealedOf(row);
+    if (!sealed) return destination;
+    if (!this.#masters)
+      throw new RequesterError(
+        'invalid_config',
+        `destination ${name} has secret headers: this executor needs CREDENTIALS_MASTER_KEY to send them`,
+      );
+    const plain = open(this.#masters, sealed, aadOf(row.name));
+    destination.secretHeaders = JSON.parse(plain.toString('utf8')) as Record<string, string>;
+    plain.fill(0);
+    return destination;
   }
 
   /** The current version of the live destination `name`; undefined when there is none. */

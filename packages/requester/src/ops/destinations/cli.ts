@@ -35,6 +35,12 @@ export function registerDestinationsCommands<T>(cli: Argv<T>, configFrom: Config
           array: true,
           describe: "a static header, 'Name: value' (repeatable); sent over the caller's header of that name",
         })
+        .option('secret-header-file', {
+          type: 'string',
+          requiresArg: true,
+          describe:
+            "create, update: a file of secret headers, 'Name: value' a line (- = stdin): sealed under CREDENTIALS_MASTER_KEY, sent by the executors, never shown; update: replaces them (an empty file drops them)",
+        })
         .option('credentials', {
           type: 'string',
           describe:

@@ -27,6 +27,8 @@ export interface DestinationView {
   version: number;
   baseUrl: string;
   headers?: Record<string, string>;
+  /** The names of its secret headers; their values are never shown. */
+  secretHeaderNames?: string[];
   credentials?: string;
   limiter?: unknown;
   retry?: unknown;
@@ -102,6 +104,8 @@ export interface SpecOptions {
   fromFile?: string;
   baseUrl?: string;
   header?: string[];
+  /** A file of secret headers, `Name: value` a line (`-` = stdin): never on the command line. */
+  secretHeaderFile?: string;
   credentials?: string;
   algorithm?: string;
   rate?: string[];
@@ -125,6 +129,13 @@ export function specFromOptions(options: SpecOptions): Record<string, unknown> {
     : {};
   if (options.baseUrl !== undefined) spec.baseUrl = options.baseUrl;
   if (options.header?.length) spec.headers = Object.fromEntries(options.header.map(headerOf));
+  if (options.secretHeaderFile !== undefined)
+    spec.secretHeaders = Object.fromEntries(
+      readFileSync(options.secretHeaderFile === '-' ? 0 : options.secretHeaderFile, 'utf8')
+        .split(/\r?\n/)
+        .filter((line) => line.trim() && !line.trimStart().startsWith('#'))
+        .map(secretHeaderOf),
+    );
   if (options.credentials !== undefined) spec.credentials = options.credentials;
   if (options.rate?.length)
     spec.limiter = {
@@ -157,6 +168,13 @@ function headerOf(text: string): [string, string] {
   const at = text.indexOf(':');
   if (at <= 0) throw new UsageError(`--header ${JSON.stringify(text)}: expected 'Name: value'`);
   return [text.slice(0, at).trim(), text.slice(at + 1).trim()];
+}
+
+/** A line of the secret header file; the error never echoes the value. */
+function secretHeaderOf(line: string): [string, string] {
+  const at = line.indexOf(':');
+  if (at <= 0) throw new UsageError("--secret-header-file: each line must be 'Name: value'");
+  return [line.slice(0, at).trim(), line.slice(at + 1).trim()];
 }
 
 /** `5/1s`, `100/m`: calls per window (a unit alone is one of it). */

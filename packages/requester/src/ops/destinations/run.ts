@@ -1,4 +1,4 @@
-import { Dependencies, DestinationStore, UsageError } from '@requester/shared';
+import { Dependencies, DestinationStore, masterKeysFromConfig, UsageError } from '@requester/shared';
 import { commandLogger } from '../../commands/clients.ts';
 import { type ConfigFrom, cliActor, printJson, printTable, progress } from '../../commands/common.ts';
 import { journalHooks } from '../../runtime/journal.ts';
@@ -30,7 +30,7 @@ export async function destinations(argv: Record<string, unknown>, configFrom: Co
   const hooks = journalHooks(config, deps);
   try {
     const sql = await deps.sql();
-    const store = new DestinationStore(sql, credentialOriginsOf(sql));
+    const store = new DestinationStore(sql, credentialOriginsOf(sql), masterKeysFromConfig(config));
     const target = await runAction(store, args);
     if (target)
       await recordAdminAction(
@@ -100,7 +100,11 @@ function row(view: DestinationView) {
     name: view.name,
     version: view.version,
     baseUrl: view.baseUrl,
-    headers: view.headers ? Object.keys(view.headers).join(',') : '-',
+    headers:
+      [
+        ...Object.keys(view.headers ?? {}),
+        ...(view.secretHeaderNames ?? []).map((n) => `${n} (secret)`),
+      ].join(',') || '-',
     credentials: view.credentials ?? '-',
     limiter: limiter
       ? `${limiter.algorithm} ${limiter.rates.map((r) => `${r.value}/${r.duration}`).join(',')}`

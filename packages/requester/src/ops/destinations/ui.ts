@@ -49,7 +49,7 @@ function destinationsTable(operator: Operator, views: DestinationView[] | { erro
   const canAct = operator.admin === 'write';
   return html`<table><tr><th>name</th><th>version</th><th>base URL</th><th>headers</th><th>credential</th><th>limiter</th><th>attempts</th><th>max body</th><th>since</th><th>by</th>${canAct ? html`<th></th>` : ''}</tr>${views.map(
     (v) =>
-      html`<tr data-destination="${v.name}"><td><code>${v.name}</code></td><td>${v.version}</td><td><code>${v.baseUrl}</code></td><td>${v.headers ? Object.keys(v.headers).join(', ') : '–'}</td><td>${v.credentials ?? '–'}</td><td>${limiterText(v.limiter)}</td><td>${(v.retry as { max?: number } | undefined)?.max ?? 1}</td><td>${v.maxBodyBytes ?? '–'}</td><td>${at(v.createdAt)}</td><td>${v.createdBy ?? '–'}</td>${
+      html`<tr data-destination="${v.name}"><td><code>${v.name}</code></td><td>${v.version}</td><td><code>${v.baseUrl}</code></td><td>${[...Object.keys(v.headers ?? {}), ...(v.secretHeaderNames ?? []).map((n) => `${n} (secret)`)].join(', ') || '–'}</td><td>${v.credentials ?? '–'}</td><td>${limiterText(v.limiter)}</td><td>${(v.retry as { max?: number } | undefined)?.max ?? 1}</td><td>${v.maxBodyBytes ?? '–'}</td><td>${at(v.createdAt)}</td><td>${v.createdBy ?? '–'}</td>${
         canAct
           ? html`<td><button class="small danger" hx-post="/admin/api/destinations/delete" hx-vals='${JSON.stringify({ name: v.name })}' hx-target="#flash" hx-confirm="Delete ${v.name}? Requests naming it are refused." data-action="delete">Delete</button></td>`
           : ''
