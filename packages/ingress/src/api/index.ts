@@ -236,10 +236,14 @@ async function accept(
   if (!parsed.ok) return problem(c, 400, 'invalid_request', parsed.error.message, parsed.error.issues);
   const admitted = await settings.access.admit(c.get('caller'), parsed.value, input);
   if (!admitted.ok) return refuse(c, admitted.refusal);
-  const noCredential = await settings.credentialNames?.refusal(admitted.envelope);
+  // A destination's call is what the credential checks judge (its URL, its credential); the
+  // request goes to `in` as sent, resolved again by the executor.
+  const resolved = settings.destinations
+    ? await settings.destinations.resolve(c.get('caller'), admitted.envelope)
+    : { call: admitted.envelope };
+  if ('refusal' in resolved) return refuse(c, resolved.refusal);
+  const noCredential = await settings.credentialNames?.refusal(resolved.call);
   if (noCredential) return refuse(c, noCredential);
-  const noDestination = await settings.destinations?.refusal(c.get('caller'), admitted.envelope);
-  if (noDestination) return refuse(c, noDestination);
   const id = admitted.envelope.meta.requestId;
   useLog(c, parts.ingressLog, id);
   // A requestId is claimed in the caller's namespace: another key's same id is no conflict.

@@ -23,6 +23,22 @@ export class DestinationDoor {
     this.#anonymousCredentials = anonymousCredentials;
   }
 
+  /**
+   * The call a request naming a destination makes (what the credential checks then judge: its
+   * absolute URL, its credential), or the refusal; a request naming none as it is.
+   */
+  async resolve(
+    caller: Caller | undefined,
+    envelope: RequestEnvelope,
+  ): Promise<{ call: RequestEnvelope } | { refusal: Refusal }> {
+    const refusal = await this.refusal(caller, envelope);
+    if (refusal) return { refusal };
+    const destination = envelope.meta.destination && (await this.#catalog.current(envelope.meta.destination));
+    if (!destination) return { call: envelope };
+    const resolved = applyDestination(envelope, destination);
+    return resolved.ok ? { call: resolved.envelope } : { refusal: invalid(resolved.path, resolved.message) };
+  }
+
   async refusal(caller: Caller | undefined, envelope: RequestEnvelope): Promise<Refusal | undefined> {
     const name = envelope.meta.destination;
     if (name === undefined) return undefined;
