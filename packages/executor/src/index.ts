@@ -3,6 +3,7 @@ import { breakerFromConfig, OriginPacer, OriginStatsRecorder, RateLimiter } from
 import { queueFromConfig } from '@requester/queue';
 import { Cancellations } from '@requester/shared/cancel';
 import { CredentialStore, masterKeysFromConfig } from '@requester/shared/credentials';
+import { DestinationCatalog, DestinationStore } from '@requester/shared/destinations';
 import { Outbox } from '@requester/shared/outbox';
 import { Pauses, PauseView } from '@requester/shared/pause';
 import { Announcements } from '@requester/shared/redis';
@@ -54,6 +55,7 @@ export const executorRole: RoleDefinition = {
       egressProxyCa: config.egressProxyCaFile ? readFileSync(config.egressProxyCaFile, 'utf8') : undefined,
     });
     const store = masterKeys && new CredentialStore(sql, masterKeys);
+    const destinationStore = new DestinationStore(sql, undefined, masterKeys);
     // One read of the store per credential and CREDENTIALS_CACHE_TTL, for calls and the signer alike.
     const resolver = new CredentialResolver(store, config.credentialsCacheTtl);
     const legacyKeys = signingKeysFromConfig(config);
@@ -129,6 +131,8 @@ export const executorRole: RoleDefinition = {
       journal: deps.journal(),
       cancellations,
       pauses,
+      // Read like the credentials: a change of a destination is in force within CREDENTIALS_CACHE_TTL.
+      destinations: new DestinationCatalog((name) => destinationStore.open(name), config.credentialsCacheTtl),
       replies: {
         redis,
         prefix: config.redisPrefix,

@@ -2,6 +2,7 @@ export * from './cancel/index.ts';
 export * from './config/index.ts';
 export * from './contract/index.ts';
 export * from './credentials/index.ts';
+export * from './destinations/index.ts';
 export * from './entry/index.ts';
 export * from './errors/index.ts';
 export * from './journal/index.ts';

@@ -84,6 +84,15 @@ export function withCredentials(name: string): MetaOption {
   return { credentials: name };
 }
 
+/**
+ * To the destination `name` an operator defined (`requester destinations create`): the request's
+ * URI is then a path relative to it (`get('/v2/invoices?x=1')`), and the destination's headers,
+ * credential, rate limit and retries apply; `meta.destination` of the result names its version.
+ */
+export function destination(name: string): MetaOption {
+  return { destination: name };
+}
+
 /** Echoed untouched in the result. */
 export function proxyData(data: unknown): MetaOption {
   return { proxyData: data };

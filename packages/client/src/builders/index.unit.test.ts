@@ -1,6 +1,7 @@
 import { safeParseRequestEnvelope } from '@requester/shared/contract';
 import { describe, expect, it } from 'vitest';
 import {
+  destination,
   envelope,
   get,
   ordered,
@@ -71,6 +72,14 @@ describe('builders', () => {
     const built = accepted(wakeUp('2026-12-01T09:00:00Z', { body: 'hello', proxyData: { n: 1 } }));
     expect(built.request).toMatchObject({ uri: '', body: 'hello' });
     expect(built.meta).toMatchObject({ scheduled: '2026-12-01T09:00:00Z', proxyData: { n: 1 } });
+  });
+
+  it('name a destination with a relative URI', () => {
+    const built = accepted(envelope(get('/v2/invoices?x=1'), destination('partner-billing')));
+    expect(built).toMatchObject({
+      request: { uri: '/v2/invoices?x=1' },
+      meta: { destination: 'partner-billing' },
+    });
   });
 
   it('withRequestId keeps a given id and the rest of the envelope', () => {

@@ -3,7 +3,7 @@
 
 /** The HTTP call to make on the caller’s behalf. */
 export interface HttpRequest {
-  /** Target URL, absolute http or https. An empty string makes a wake-up: no HTTP call is made and body/headers come back in a synthetic 200 (with `scheduled` and `proxyData`, an alarm clock). */
+  /** Target URL, absolute http or https. An empty string makes a wake-up: no HTTP call is made and body/headers come back in a synthetic 200 (with `scheduled` and `proxyData`, an alarm clock). With `meta.destination`, a path relative to the destination’s base URL instead (`/v2/invoices?x=1`). */
   uri: string;
   /**
    * HTTP method, upper-case (GET, POST, PUT, PATCH, DELETE, HEAD, OPTIONS...).
@@ -120,6 +120,8 @@ export interface RequestMeta {
   credentials?: string;
   /** Who sent the request, echoed in the result. Over HTTP the ingress sets it to the name of the API key and refuses a caller-sent value; on Kafka it is whatever the producer writes (Requester does not authenticate producers: the broker ACLs on `in` decide who may write). */
   client?: string;
+  /** Name of a destination defined by the operators (`requester destinations create`): `request.uri` is then a path relative to its base URL, and its headers, credential, rate limit and retry policy apply. A caller may ask for fewer retries, never more; its own `limiter` and `credentials` give way to the destination’s. The result’s `meta.destination` says which version applied. */
+  destination?: string;
 }
 
 /** A request for Requester: the value of a record on the `in` topic, or the body of POST /request. Kafka key: meta.partition when set, else meta.requestId. */
@@ -208,6 +210,13 @@ export interface ResultMeta {
   proxyData?: unknown;
   /** The request’s meta.client (over HTTP: the name of the API key that sent it). */
   client?: string;
+  /** Set when the request named a destination: which one, and the version whose base URL, headers, credential, limits and retries applied (the operator’s, pinned; see the request’s meta.destination). */
+  destination?: {
+    /** The destination the request named (`meta.destination`). */
+    name: string;
+    /** The version of the destination whose policy applied to the attempt. */
+    version: number;
+  };
   /** Present when the service, not the target, produced the status. */
   error?: ResultError;
   /** Present on the one result of a cancelled request (status 499, `error.code` cancelled): no attempt is made after the cancel. */

@@ -17,6 +17,7 @@ import {
   sourcedResult,
   withDeadlineInstant,
 } from '@requester/shared/contract';
+import type { DestinationCatalog } from '@requester/shared/destinations';
 import type { Journal, JournalEventInput } from '@requester/shared/journal';
 import type { FetchedRecord, Fetcher, FetchOutcome, KafkaProducer } from '@requester/shared/kafka';
 import { type LazyChild, type Logger, lazyChild } from '@requester/shared/log';
@@ -37,6 +38,7 @@ import {
   placeOf,
   waitsForSlot,
 } from './decide.ts';
+import { prepareDestination, withApplied } from './destination.ts';
 import { type Ending, Policies, type PolicyModules, type Progress } from './policies.ts';
 import { type ReplyOptions, Settler } from './settle.ts';
 import { deliver, type Job, KAFKA_RETRY_MS, outboxRow, type Settlement } from './settlement.ts';
@@ -88,6 +90,8 @@ export interface ExecutorOptions extends Omit<PolicyModules, 'retryAfterMaxMs'> 
     Partial<Pick<Cancellations, 'mark' | 'unchangedSince'>>;
   /** Pauses by origin, client or partition (../../shared pause): a paused task waits, not attempted. */
   pauses?: Pick<PauseView, 'any' | 'match' | 'refresh'>;
+  /** The destinations requests name (meta.destination); without it such a request is refused. */
+  destinations?: Pick<DestinationCatalog, 'current'>;
   /** EXECUTOR_PARKED_TASKS, EXECUTOR_PARKED_BYTES: the most tasks kept parked (see Executor.park). */
   parking?: Parking;
 }
@@ -690,15 +694,28 @@ export class Executor {
     const deadline = deadlineOf(job.task, envelope);
     if (deadline !== undefined && missesDeadline(deadline, Date.now()))
       return this.expired(envelope, progress, deadline, 'queued');
-    const paused = this.paused(job, envelope);
+    // The policies see the call its destination makes of the request; the settlement (outbox row,
+    // dead letter) keeps the request as sent, so that it is resolved again when it comes back.
+    const prepared = await prepareDestination(this.options.destinations, envelope, progress.tryCount);
+    if (prepared.kind === 'settled') return prepared.settlement;
+    const paused = this.paused(job, prepared.kind === 'call' ? prepared.call(envelope) : envelope);
     if (paused) return paused;
     const taskLog: LazyChild = envelope.meta.client ? log.with({ client: envelope.meta.client }) : log;
+    // The origin a bulkhead wait is for is the one called.
+    const callUri = (traced: RequestEnvelope) =>
+      prepared.kind === 'call' ? prepared.call(traced).request.uri : traced.request.uri;
+    const attempt = (traced: RequestEnvelope) =>
+      prepared.kind === 'as-is'
+        ? this.policies.attempt(traced, progress, taskLog, slot)
+        : this.policies
+            .attempt(prepared.call(traced), progress, taskLog, slot)
+            .then((ending) => withApplied(ending, prepared.applied));
     return await traced(job, record, envelope, (traced) =>
-      this.policies.attempt(traced, progress, taskLog, slot).then((ending) =>
+      attempt(traced).then((ending) =>
         // Cancelled while in flight: the attempt made stands, no further one (nor a wait) follows.
         ending.kind === 'reschedule'
           ? this.cancelled(job, traced, ending.progress, this.knownCancel(job, traced, false)).then(
-              (late) => late ?? this.settlementOf(job, traced, ending),
+              (late) => late ?? this.settlementOf(job, traced, ending, callUri(traced)),
             )
           : this.settlementOf(job, traced, ending),
       ),
@@ -894,7 +911,12 @@ export class Executor {
    * payload; it waits in Redis (ordered partitions always: the task keeps the head and blocks its
    * partition), or, for an unordered task beyond the horizon, in the outbox as a full envelope.
    */
-  private settlementOf(job: Job, envelope: RequestEnvelope, ending: Ending): Settlement {
+  private settlementOf(
+    job: Job,
+    envelope: RequestEnvelope,
+    ending: Ending,
+    uri = envelope.request.uri,
+  ): Settlement {
     if (ending.kind === 'result') {
       const { label, deadLetter } = ending;
       // The trace id goes in before the dead letter copies the result: both must say the same.
@@ -930,10 +952,7 @@ export class Executor {
     // Its journal event is written once the wait's place is known (see park).
     const { client } = envelope.meta;
     const retry = reason === 'retry' ? { requestId: job.task.requestId, client } : undefined;
-    const bulkhead =
-      reason === 'bulkhead'
-        ? { requestId: job.task.requestId, client, uri: envelope.request.uri }
-        : undefined;
+    const bulkhead = reason === 'bulkhead' ? { requestId: job.task.requestId, client, uri } : undefined;
     if (!outbox || where === 'redis')
       return { kind: 'reschedule', delayMs, outcome: reason, payload, retry, bulkhead };
     const row = outboxRow(job.task, withDeadlineInstant(envelope, deadline), delayMs, progress);

@@ -27,6 +27,7 @@ import {
   type ResultEnvelope,
   wakeUpResult,
 } from '@requester/shared/contract';
+import { isDestinationLimiterKey } from '@requester/shared/destinations';
 import { RequesterError } from '@requester/shared/errors';
 import type { Journal } from '@requester/shared/journal';
 import type { LineLogger } from '@requester/shared/log';
@@ -612,7 +613,10 @@ export class Policies {
     if (!spec) return { step: CALL };
     if (!this.take) throw new RequesterError('invalid_config', 'this executor has no rate limiter');
     limiterWindows(spec); // a bad spec fails this request alone, not the batch it would share a takeMany with
-    const key = limiterKeyOf(client, spec.key, this.modules.sharedLimiterKeys ?? NONE_SHARED);
+    // A destination's quota is one for every caller of it (its key is one no caller can write).
+    const key = isDestinationLimiterKey(spec.key)
+      ? spec.key
+      : limiterKeyOf(client, spec.key, this.modules.sharedLimiterKeys ?? NONE_SHARED);
     const decision = await this.take({ ...spec, key });
     return { step: limiterStep(decision), reservation: decision.reservation };
   }

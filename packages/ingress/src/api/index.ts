@@ -47,6 +47,7 @@ import { type Access, authenticate, type Refusal } from '../auth/index.ts';
 import { ByteBudget, isJsonMediaType, readJsonBody } from '../body/index.ts';
 import { type ClaimRequestId, requestFingerprint } from '../claims/index.ts';
 import type { CredentialNames, CredentialRefusal } from '../credentials/index.ts';
+import type { DestinationDoor } from '../destinations/index.ts';
 import { BodyBudgets, KeySlots, type Slot } from '../fair/index.ts';
 import type { Hub } from '../hub/index.ts';
 import { openApiDocument } from '../openapi/index.ts';
@@ -113,6 +114,8 @@ export interface ApiSettings {
   access: Access;
   /** The live credential names `meta.credentials` may name (`credentials/`); absent = not checked here. */
   credentialNames?: CredentialNames | undefined;
+  /** The destinations `meta.destination` may name (`destinations/`); absent = not checked here. */
+  destinations?: DestinationDoor | undefined;
 }
 
 const syncReplies = counter('sync_replies_total', 'Sync calls and long-polls, by whether a result came', [
@@ -239,7 +242,13 @@ async function accept(
   if (!deadline.ok) return problem(c, 400, 'invalid_request', deadline.error.message, deadline.error.issues);
   const admitted = await settings.access.admit(c.get('caller'), parsed.value, input);
   if (!admitted.ok) return refuse(c, admitted.refusal);
-  const noCredential = await settings.credentialNames?.refusal(admitted.envelope);
+  // A destination's call is what the credential checks judge (its URL, its credential); the
+  // request goes to `in` as sent, resolved again by the executor.
+  const resolved = settings.destinations
+    ? await settings.destinations.resolve(c.get('caller'), admitted.envelope)
+    : { call: admitted.envelope };
+  if ('refusal' in resolved) return refuse(c, resolved.refusal);
+  const noCredential = await settings.credentialNames?.refusal(resolved.call);
   if (noCredential) return refuse(c, noCredential);
   const id = admitted.envelope.meta.requestId;
   useLog(c, parts.ingressLog, id);

@@ -298,7 +298,19 @@ export class KeyAccess implements Access {
   #outOfScope(caller: Caller, envelope: RequestEnvelope, written: unknown): Issue[] {
     const { scopes } = caller;
     const issues: Issue[] = [];
-    if (scopes.hosts && envelope.request.uri !== '') {
+    const destination = envelope.meta.destination;
+    if (scopes.destinations && destination === undefined)
+      issues.push({
+        path: 'request.uri',
+        message: `this API key may call only its destinations (${scopes.destinations.join(', ')}): name one in meta.destination with a relative URI`,
+      });
+    if (scopes.destinations && destination !== undefined && !scopes.destinations.includes(destination))
+      issues.push({
+        path: 'meta.destination',
+        message: `this API key may not call the destination ${destination} (its destinations scope: keys create --destinations)`,
+      });
+    // A destination's host is the operator's choice, not the caller's: the key's hosts do not judge it.
+    if (scopes.hosts && envelope.request.uri !== '' && destination === undefined) {
       const url = new URL(envelope.request.uri);
       const host = url.hostname.toLowerCase();
       const port = url.port || DEFAULT_PORTS[url.protocol] || '';
@@ -426,6 +438,7 @@ function callerOf(record: KeyRecord): Caller {
     ...(record.maxBodyBytes === undefined ? {} : { maxBodyBytes: record.maxBodyBytes }),
     ...(record.admin ? { admin: record.admin } : {}),
     ...(record.credentials ? { credentials: record.credentials } : {}),
+    ...(record.destinations ? { destinations: record.destinations } : {}),
     ...(record.virtualHosts ? { virtualHosts: true } : {}),
   };
   const caller: Caller = { keyId: record.id, name: record.name, scopes };
@@ -454,7 +467,8 @@ export function hostPortMatches(pattern: string, host: string, port: string): bo
  */
 function foreignHostHeader(envelope: RequestEnvelope): Refusal | undefined {
   const { uri, headers } = envelope.request;
-  const host = uri === '' ? undefined : hostHeaderOf(headers);
+  // A request to a destination may send no Host header at all (applyDestination refuses it).
+  const host = uri === '' || envelope.meta.destination !== undefined ? undefined : hostHeaderOf(headers);
   if (host === undefined || hostHeaderMatches(host, new URL(uri))) return undefined;
   const message = `must name the request URI's host (${new URL(uri).host}); this API key may not send another (keys update --virtual-hosts)`;
   return {

@@ -1,5 +1,9 @@
 import { hash, randomBytes, timingSafeEqual } from 'node:crypto';
-import { CREDENTIAL_NAME_PATTERN, MAX_CLIENT_LENGTH } from '@requester/shared/contract';
+import {
+  CREDENTIAL_NAME_PATTERN,
+  DESTINATION_NAME_PATTERN,
+  MAX_CLIENT_LENGTH,
+} from '@requester/shared/contract';
 import { ValidationError } from '@requester/shared/errors';
 import type { Sql } from '@requester/shared/pg';
 import { durationToMs } from '@requester/shared/time';
@@ -45,6 +49,11 @@ export interface KeyScopes {
   kafkaEntry: boolean;
   /** Target credentials its requests may name (`meta.credentials`); undefined = none. */
   credentials?: string[];
+  /**
+   * The destinations its requests may name (`meta.destination`); undefined = any, and absolute
+   * URIs too. A key limited to destinations calls nothing else.
+   */
+  destinations?: string[];
   /**
    * The client's share of the workers relative to other clients' (the queue's weighted fair
    * share, docs/architecture.md §6), up to MAX_KEY_WEIGHT; undefined = 1.
@@ -198,6 +207,7 @@ interface KeyRow {
   admin: AdminScope | null;
   kafka_entry: boolean;
   credentials: string[] | null;
+  destinations: string[] | null;
   virtual_hosts: boolean;
   weight: number;
   max_in_flight: number;
@@ -221,6 +231,7 @@ function recordOf(row: KeyRow): KeyRecord {
     ...(row.admin ? { admin: row.admin } : {}),
     kafkaEntry: row.kafka_entry,
     ...(row.credentials ? { credentials: row.credentials } : {}),
+    ...(row.destinations ? { destinations: row.destinations } : {}),
     ...(row.virtual_hosts ? { virtualHosts: true } : {}),
     ...(row.weight === 1 ? {} : { weight: row.weight }),
     ...(row.max_in_flight > 0 ? { maxInFlight: row.max_in_flight } : {}),
@@ -287,16 +298,19 @@ export class KeyStore {
         throw new ValidationError([
           { path: 'credentials', message: `${JSON.stringify(credential)} is not a credential name` },
         ]);
+    const destinations =
+      spec.destinations === undefined ? undefined : checkDestinationNames(spec.destinations);
     const id = randomBytes(ID_BYTES).toString('hex');
     const { token, secret } = newToken(id);
     try {
       await this.#sql`insert into requester_api_keys
         (id, name, secret_hash, hosts, rate, sync, schedule, max_body_bytes, admin, kafka_entry, credentials,
-         weight, max_in_flight, virtual_hosts)
+         weight, max_in_flight, virtual_hosts, destinations)
         values (${id}, ${name}, ${hashSecret(secret)}, ${hosts ?? null}, ${spec.rate ?? null},
                 ${spec.sync ?? false}, ${spec.schedule ?? false}, ${spec.maxBodyBytes ?? null},
                 ${spec.admin ?? null}, ${spec.kafkaEntry ?? false}, ${credentials?.length ? credentials : null},
-                ${spec.weight ?? 1}, ${spec.maxInFlight ?? 0}, ${spec.virtualHosts ?? false})`;
+                ${spec.weight ?? 1}, ${spec.maxInFlight ?? 0}, ${spec.virtualHosts ?? false},
+                ${destinations ?? null})`;
     } catch (err) {
       if ((err as { code?: string }).code === '23505')
         throw new ValidationError([{ path: 'name', message: `a live key named ${name} exists already` }]);
@@ -369,6 +383,17 @@ export class KeyStore {
   }
 
   /**
+   * Limits the live key with this id or name to `destinations` (an empty list: no limit, absolute
+   * URIs again): ingresses see the change within AUTH_CACHE_TTL. False when there is no such key.
+   */
+  async setDestinations(idOrName: string, destinations: readonly string[]): Promise<boolean> {
+    const names = checkDestinationNames(destinations);
+    const rows = await this.#sql`update requester_api_keys set destinations = ${names.length ? names : null}
+      where (id = ${idOrName} or name = ${idOrName}) and revoked_at is null returning id`;
+    return rows.length > 0;
+  }
+
+  /**
    * Sets the weight of the live key with this id or name; its name (the client whose weight the
    * queue must be given), or undefined when there is no such key.
    */
@@ -411,6 +436,16 @@ export class KeyStore {
       return { id: row.id, name: row.name, token };
     }) as Promise<IssuedKey | undefined>;
   }
+}
+
+function checkDestinationNames(input: readonly string[]): string[] {
+  const names = [...new Set(input.map((n) => n.trim()).filter(Boolean))];
+  for (const name of names)
+    if (!DESTINATION_NAME_PATTERN.test(name))
+      throw new ValidationError([
+        { path: 'destinations', message: `${JSON.stringify(name)} is not a destination name` },
+      ]);
+  return names;
 }
 
 function checkWeight(weight: number): void {

@@ -2,10 +2,12 @@ import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createAdaptorServer } from '@hono/node-server';
 import { CredentialStore } from '@requester/shared/credentials';
+import { DestinationCatalog, DestinationStore } from '@requester/shared/destinations';
 import type { Dependencies, RoleContext } from '@requester/shared/role';
 import { type ApiParts, createApi } from '../api/index.ts';
 import { accessFromConfig } from '../auth/index.ts';
 import { CredentialNames } from '../credentials/index.ts';
+import { DestinationDoor } from '../destinations/index.ts';
 import { bodyBytesPerKey, waitersPerKey } from '../fair/index.ts';
 import { answerClientErrors } from './client-errors.ts';
 
@@ -78,6 +80,13 @@ async function listen(ctx: RoleContext, parts: ApiParts): Promise<SharedServer> 
       credentialNames: new CredentialNames(
         async () => new CredentialStore(await ctx.deps.sql(), undefined).liveOrigins(),
         config.credentialsCacheTtl,
+      ),
+      destinations: new DestinationDoor(
+        new DestinationCatalog(
+          async (name) => new DestinationStore(await ctx.deps.sql()).get(name),
+          config.credentialsCacheTtl,
+        ),
+        config.kafkaAnonymousCredentials,
       ),
     },
     logger,

@@ -5,6 +5,7 @@ import {
   type Config,
   CredentialStore,
   type Dependencies,
+  DestinationStore,
   type Fetcher,
   type Logger,
   masterKeysFromConfig,
@@ -12,6 +13,7 @@ import {
 } from '@requester/shared';
 import { type AdminActionEvent, recordAdminAction } from '../ops/audit.ts';
 import { cancelById } from '../ops/cancel/index.ts';
+import { credentialOriginsOf } from '../ops/destinations/index.ts';
 import { HandledDeadLetters } from '../ops/dlq/index.ts';
 import type { DlqSource } from '../ops/dlq/topic.ts';
 import type { KeysParts } from '../ops/keys/index.ts';
@@ -262,6 +264,11 @@ export class AdminConsole {
   /** The credential store, with this process's master keys (ops/credentials/api.ts). */
   async credentialStore(): Promise<CredentialStore> {
     return new CredentialStore(await this.#options.deps.sql(), masterKeysFromConfig(this.config));
+  }
+
+  async destinationStore(): Promise<DestinationStore> {
+    const sql = await this.#options.deps.sql();
+    return new DestinationStore(sql, credentialOriginsOf(sql), masterKeysFromConfig(this.config));
   }
 
   record(operator: Operator, action: string, target: Record<string, unknown>): Promise<void> {

@@ -1,6 +1,7 @@
 import { registerBreakersCommands } from './breakers/cli.ts';
 import { registerCancelCommand } from './cancel/cli.ts';
 import { registerCredentialsCommands } from './credentials/cli.ts';
+import { registerDestinationsCommands } from './destinations/cli.ts';
 import { registerDlqCommands } from './dlq/cli.ts';
 import type { CliFace } from './faces.ts';
 import { registerKeysCommands } from './keys/cli.ts';
@@ -24,6 +25,7 @@ export const ADMIN_COMMANDS: readonly CliFace[] = [
   registerDlqCommands,
   registerKeysCommands,
   registerCredentialsCommands,
+  registerDestinationsCommands,
   registerTraceCommand,
   registerCancelCommand,
   registerPauseCommands,

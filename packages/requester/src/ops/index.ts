@@ -5,6 +5,8 @@ import { api as clientsApi } from './clients/api.ts';
 import { ui as clientsUi } from './clients/ui.ts';
 import { api as credentialsApi } from './credentials/api.ts';
 import { ui as credentialsUi } from './credentials/ui.ts';
+import { api as destinationsApi } from './destinations/api.ts';
+import { ui as destinationsUi } from './destinations/ui.ts';
 import { api as dlqApi } from './dlq/api.ts';
 import { ui as dlqUi } from './dlq/ui.ts';
 import type { AdminFeature } from './faces.ts';
@@ -46,6 +48,7 @@ export const ADMIN_FEATURES: readonly AdminFeature[] = [
   { name: 'clients', api: clientsApi, ui: clientsUi },
   { name: 'keys', api: keysApi, ui: keysUi },
   { name: 'credentials', api: credentialsApi, ui: credentialsUi },
+  { name: 'destinations', api: destinationsApi, ui: destinationsUi },
   { name: 'cancel', api: cancelApi },
   { name: 'pause', api: pauseApi, ui: pauseUi },
   { name: 'tasks', api: tasksApi, ui: tasksUi },

@@ -11,6 +11,7 @@ import {
   type UnprocessableAnswer,
   unprocessableAnswer,
 } from '@requester/shared/contract';
+import { DestinationCatalog, DestinationStore } from '@requester/shared/destinations';
 import type { EntrySigner, KafkaEntryClients } from '@requester/shared/entry';
 import { asRequesterError, isOutage } from '@requester/shared/errors';
 import {
@@ -130,6 +131,11 @@ export interface KafkaEntry {
    * without a client. Others only a claimed client whose key's credentials scope lists them.
    */
   anonymousCredentials?: ReadonlySet<string>;
+  /**
+   * The destinations a record may name: a destination's credential is a credential the record
+   * names (the same rule), since its calls carry it.
+   */
+  destinations?: Pick<DestinationCatalog, 'current'>;
 }
 
 const refusedClaims = counter(
@@ -299,11 +305,12 @@ export class Router {
   private async admitClaims(routes: Array<{ record: KafkaRecord; route: Route }>): Promise<void> {
     const { entry } = this.options;
     if (!entry) return;
+    const viaDestination = await this.destinationCredentials(routes, entry);
     const claims = routes.flatMap((routed) => {
       const { record, route } = routed;
       if (route.kind === 'invalid') return [];
       const { client, credentials, signing } = route.envelope.meta;
-      const named = [credentials, signing?.keyId].filter(
+      const named = [credentials, signing?.keyId, viaDestination.get(route)].filter(
         (name): name is string => name !== undefined && !entry.anonymousCredentials?.has(name),
       );
       if (client === undefined && named.length === 0) return [];
@@ -346,6 +353,25 @@ export class Router {
       });
       routed.route = { kind: 'invalid', result };
     }
+  }
+
+  /**
+   * The credential each routed record's destination sends (a destination that does not exist is
+   * answered by the executor). Throws when the destinations cannot be read: the batch is retried.
+   */
+  private async destinationCredentials(
+    routes: Array<{ record: KafkaRecord; route: Route }>,
+    entry: KafkaEntry,
+  ): Promise<Map<Route, string>> {
+    const found = new Map<Route, string>();
+    if (!entry.destinations) return found;
+    for (const { route } of routes) {
+      const name = route.kind === 'invalid' ? undefined : route.envelope.meta.destination;
+      if (name === undefined) continue;
+      const credential = (await entry.destinations.current(name))?.spec.credentials;
+      if (credential !== undefined) found.set(route, credential);
+    }
+    return found;
   }
 
   /** A record written straight to `in` naming credentials it may not use: see admitClaims. */
@@ -670,6 +696,7 @@ export const routerRole: RoleDefinition = {
     const groupId = routerGroupOf(config);
     const consumer = deps.kafka().consumer({ groupId, sessionTimeoutMs: config.kafkaSessionTimeout });
     deps.consumers.watch(consumer, groupId);
+    const destinations = new DestinationStore(await deps.sql());
     const router = new Router({
       consumer,
       queue,
@@ -691,6 +718,7 @@ export const routerRole: RoleDefinition = {
         clients: await deps.kafkaEntryClients(),
         reportOnly: config.kafkaEntry === 'report',
         anonymousCredentials: config.kafkaAnonymousCredentials,
+        destinations: new DestinationCatalog((name) => destinations.get(name), config.credentialsCacheTtl),
       },
       backpressure: {
         ...rules,

@@ -83,18 +83,47 @@ function uriProblem(uri: string): string | undefined {
   return undefined;
 }
 
+/** A destination's name (`meta.destination`, `requester destinations create <name>`). */
+export const DESTINATION_NAME_PATTERN = CREDENTIAL_NAME_PATTERN;
+
+/**
+ * Why `uri` cannot be the relative URI of a request naming a destination, or undefined: a path
+ * from the root (`/v2/invoices?x=1`), which the destination's base URL then prefixes. Anything
+ * that could leave the base URL is refused: an absolute URI or a scheme-relative one (`//host`),
+ * a backslash, and a `.` or `..` segment, written plainly or percent-encoded (a target's server
+ * may decode it before routing).
+ */
+export function relativeUriProblem(uri: string): string | undefined {
+  if (uri === '') return 'must be a path relative to the destination, e.g. /v2/invoices?x=1';
+  if (hasWhitespaceOrControl(uri)) return 'must not contain whitespace or control characters';
+  if (!uri.startsWith('/') || uri.startsWith('//'))
+    return 'must be a path relative to the destination, starting with a single "/" (no absolute URI: the destination names the host)';
+  if (uri.includes('\\')) return 'must not contain a backslash';
+  const path = uri.split(/[?#]/, 1)[0] as string;
+  let decoded = path;
+  try {
+    decoded = decodeURIComponent(path);
+  } catch {
+    return 'has a malformed percent-encoding';
+  }
+  if ([path, decoded].some((p) => p.split('/').some((segment) => segment === '..' || segment === '.')))
+    return 'must not contain "." or ".." segments: a path may not leave the destination\'s base URL';
+  return undefined;
+}
+
 function uriField(limits: ContractLimits) {
   return z
     .string()
     .max(limits.maxUriLength, { abort: true })
     .superRefine((uri, ctx) => {
-      const problem = uriProblem(uri);
+      // A relative URI is judged with meta.destination (checkUri), once the envelope is whole.
+      const problem = uri.startsWith('/') ? relativeUriProblem(uri) : uriProblem(uri);
       if (problem) ctx.addIssue({ code: 'custom', message: problem });
     })
     .meta({
       description:
-        'Target URL, absolute http or https. An empty string makes a wake-up: no HTTP call is made and body/headers come back in a synthetic 200 (with `scheduled` and `proxyData`, an alarm clock).',
-      pattern: '^$|^[Hh][Tt][Tt][Pp][Ss]?://[^\\s]+$',
+        'Target URL, absolute http or https. An empty string makes a wake-up: no HTTP call is made and body/headers come back in a synthetic 200 (with `scheduled` and `proxyData`, an alarm clock). With `meta.destination`, a path relative to the destination’s base URL instead (`/v2/invoices?x=1`).',
+      pattern: '^$|^[Hh][Tt][Tt][Pp][Ss]?://[^\\s]+$|^/[^\\s]*$',
       maxLength: limits.maxUriLength,
     });
 }
@@ -142,7 +171,7 @@ function httpRequestSchema(limits: ContractLimits) {
   }).meta({ title: 'HttpRequest', description: 'The HTTP call to make on the caller’s behalf.' });
 }
 
-const rateSchema = strictObject({
+export const rateSchema = strictObject({
   duration: goDuration('at-least-1ms', 'Window length (the limiter counts whole milliseconds).'),
   value: z.number().int().positive().meta({ description: 'Calls allowed per window.' }),
 }).meta({ title: 'Rate', description: 'One window of a limiter: at most `value` calls per `duration`.' });
@@ -208,7 +237,7 @@ function checkRetryBounds(retry: { delay: string; maxDelay: string }, ctx: z.Ref
 /** Retry defaults, applied when `retry` is present but leaves a field out. */
 export const RETRY_DEFAULTS = Object.freeze({ delay: '1s', maxDelay: '5m', multiplier: 2, jitter: 0.2 });
 
-const retrySchema = strictObject({
+export const retrySchema = strictObject({
   max: z
     .number()
     .int()
@@ -300,6 +329,18 @@ function metaSchema(limits: ContractLimits) {
     signing: signingSchema.optional(),
     credentials: credentialsField.optional(),
     client: clientField().optional(),
+    destination: z
+      .string()
+      .regex(DESTINATION_NAME_PATTERN, {
+        error:
+          "must be a destination name: 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit",
+      })
+      .meta({
+        description:
+          'Name of a destination defined by the operators (`requester destinations create`): `request.uri` is then a path relative to its base URL, and its headers, credential, rate limit and retry policy apply. A caller may ask for fewer retries, never more; its own `limiter` and `credentials` give way to the destination’s. The result’s `meta.destination` says which version applied.',
+        pattern: DESTINATION_NAME_PATTERN.source,
+      })
+      .optional(),
   }).meta({ title: 'RequestMeta', description: 'How, when and under which policies to make the call.' });
 }
 
@@ -339,6 +380,43 @@ function checkAttemptCounters(
       message: `leaves no attempt to make: ${made} attempts already made, ${budget} allowed (meta.retry.max, 1 without retry); producers leave tryCount out`,
     });
   }
+}
+
+/**
+ * `request.uri` is absolute, or, with `meta.destination`, relative to the destination (and then
+ * never empty, nor with `meta.credentials`: the destination's credential is the operator's).
+ */
+function checkUri(
+  envelope: {
+    request: { uri: string };
+    meta: { destination?: string | undefined; credentials?: string | undefined };
+  },
+  ctx: z.RefinementCtx,
+): void {
+  const { uri } = envelope.request;
+  if (envelope.meta.destination === undefined) {
+    if (uri.startsWith('/'))
+      ctx.addIssue({
+        code: 'custom',
+        path: ['request', 'uri'],
+        message:
+          'must be an absolute http(s) URL, or empty for a wake-up (a relative URI needs meta.destination)',
+      });
+    return;
+  }
+  // A relative URI's problems were reported by the field; an absolute one or a wake-up has no place here.
+  if (!uri.startsWith('/'))
+    ctx.addIssue({
+      code: 'custom',
+      path: ['request', 'uri'],
+      message: relativeUriProblem(uri) ?? 'must be relative',
+    });
+  if (envelope.meta.credentials !== undefined)
+    ctx.addIssue({
+      code: 'custom',
+      path: ['meta', 'credentials'],
+      message: 'a request naming a destination uses the destination’s credential: leave meta.credentials out',
+    });
 }
 
 export function createRequestEnvelopeSchema(limits: Partial<ContractLimits> = {}) {
@@ -385,6 +463,7 @@ export function createRequestEnvelopeSchema(limits: Partial<ContractLimits> = {}
       .optional(),
   })
     .superRefine(checkAttemptCounters)
+    .superRefine(checkUri)
     .meta({
       title: 'RequestEnvelope',
       description:
@@ -405,6 +484,7 @@ export type RateSpec = LimiterSpec['rates'][number];
 export type RetrySpec = NonNullable<RequestMeta['retry']>;
 export type CacheSpec = NonNullable<RequestMeta['cache']>;
 export type SigningSpec = NonNullable<RequestMeta['signing']>;
+export type RateInput = z.input<typeof rateSchema>;
 
 export interface RequestContract {
   schema: typeof requestEnvelopeSchema;

@@ -109,6 +109,20 @@ const resultMetaSchema = z
       .string()
       .meta({ description: 'The request’s meta.client (over HTTP: the name of the API key that sent it).' })
       .optional(),
+    destination: z
+      .object({
+        name: z.string().meta({ description: 'The destination the request named (`meta.destination`).' }),
+        version: z
+          .number()
+          .int()
+          .min(1)
+          .meta({ description: 'The version of the destination whose policy applied to the attempt.' }),
+      })
+      .meta({
+        description:
+          'Set when the request named a destination: which one, and the version whose base URL, headers, credential, limits and retries applied (the operator’s, pinned; see the request’s meta.destination).',
+      })
+      .optional(),
     error: resultErrorSchema.optional(),
     cancelled: z
       .object({

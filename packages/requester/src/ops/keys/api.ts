@@ -39,6 +39,7 @@ export const api: ApiFace = {
           kafkaEntry: { type: 'boolean' },
           virtualHosts: { type: 'boolean' },
           credentials: { type: 'string' },
+          destinations: { type: 'string' },
           weight: { type: 'integer' },
           maxInFlight: { type: 'integer' },
         },
@@ -141,6 +142,7 @@ function specOf(body: Body): CreateKey {
     throw new UsageError(`admin must be read or write, got ${admin}`);
   const hosts = listOf(body.hosts);
   const credentials = listOf(body.credentials);
+  const destinations = listOf(body.destinations);
   const rate = text(body.rate);
   const maxBodyBytes = whole(body.maxBodyBytes, 'maxBodyBytes');
   const weight = whole(body.weight, 'weight');
@@ -153,6 +155,7 @@ function specOf(body: Body): CreateKey {
     ...(flag(body.virtualHosts) ? { virtualHosts: true } : {}),
     ...(hosts ? { hosts } : {}),
     ...(credentials ? { credentials } : {}),
+    ...(destinations ? { destinations } : {}),
     ...(rate ? { rate } : {}),
     ...(maxBodyBytes === undefined ? {} : { maxBodyBytes }),
     ...(weight === undefined ? {} : { weight }),

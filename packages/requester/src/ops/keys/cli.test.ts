@@ -74,7 +74,7 @@ describe('requester keys', { timeout: 180_000 }, () => {
     const vague = await cli('update', 'web');
     expect(vague.code).toBe(2);
     expect(vague.stderr).toContain(
-      '--kafka-entry, --no-kafka-entry, --virtual-hosts, --no-virtual-hosts, --weight N or --max-in-flight N',
+      '--kafka-entry, --no-kafka-entry, --virtual-hosts, --no-virtual-hosts, --weight N, --max-in-flight N or --destinations a,b',
     );
     expect((await cli('update', 'nobody', '--kafka-entry')).code).toBe(2);
   });

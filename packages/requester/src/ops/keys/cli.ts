@@ -73,6 +73,13 @@ export function registerKeysCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): v
             'create: target credentials its requests may name in meta.credentials, comma-separated ' +
             '(requester credentials list); default none',
         })
+        .option('destinations', {
+          type: 'string',
+          describe:
+            'create, update: the destinations its requests may name in meta.destination, comma-separated ' +
+            '(requester destinations list); a key limited so calls nothing else, no absolute URI. ' +
+            "update: --destinations '' lifts the limit. Default: any destination, and absolute URIs",
+        })
         .option('weight', {
           type: 'number',
           describe:
@@ -98,6 +105,7 @@ export function registerKeysCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): v
         .example('$0 keys update bulk-mailer --weight 1', 'the nightly bulk sender: one share')
         .example('$0 keys update checkout --weight 3', 'three shares when both wait for workers')
         .example('$0 keys update reports --max-in-flight 2', 'never more than 2 of its calls at once')
+        .example('$0 keys create --name billing --destinations partner-billing', 'calls partner-billing only')
         .example('$0 keys update billing --kafka-entry', 'producers writing in may claim meta.client billing')
         .example('TOKEN=$($0 keys create --name ci)', 'the token alone on stdout')
         .example('$0 keys create --name ci --json', '{id, name, token} as JSON')

@@ -4,6 +4,7 @@ import { type Config, Dependencies, durationToMs, UsageError, ValidationError } 
 import { commandLogger } from '../../commands/clients.ts';
 import { type ConfigFrom, cliActor, printJson, printTable, progress } from '../../commands/common.ts';
 import { journalHooks } from '../../runtime/journal.ts';
+import { recordAdminAction } from '../audit.ts';
 import { humanSize, humanTime } from '../format.ts';
 import { createKey, type KeysParts, type QueueShare, revokeKey, rotateKey } from './index.ts';
 
@@ -20,6 +21,7 @@ interface KeysArgs {
   kafkaEntry?: boolean;
   virtualHosts?: boolean;
   credentials?: string;
+  destinations?: string;
   weight?: number;
   maxInFlight?: number;
   grace: string;
@@ -85,6 +87,7 @@ async function runAction(
         kafkaEntry: args.kafkaEntry ?? false,
         ...(args.virtualHosts ? { virtualHosts: true } : {}),
         ...(args.credentials === undefined ? {} : { credentials: args.credentials.split(',') }),
+        ...(args.destinations === undefined ? {} : { destinations: args.destinations.split(',') }),
         ...(args.weight === undefined ? {} : { weight: args.weight }),
         ...(args.maxInFlight === undefined ? {} : { maxInFlight: args.maxInFlight }),
       });
@@ -109,6 +112,7 @@ async function runAction(
           kafkaEntry: k.kafkaEntry,
           virtualHosts: k.virtualHosts ?? false,
           credentials: k.credentials?.join(',') ?? '-',
+          destinations: k.destinations?.join(',') ?? '*',
           weight: k.weight ?? 1,
           maxInFlight: k.maxInFlight ?? '-',
           created: humanTime(k.createdAt.getTime()),
@@ -131,12 +135,25 @@ async function runAction(
         args.kafkaEntry === undefined &&
         args.virtualHosts === undefined &&
         args.weight === undefined &&
-        args.maxInFlight === undefined
+        args.maxInFlight === undefined &&
+        args.destinations === undefined
       )
         throw new UsageError(
-          'keys update changes Kafka entry, virtual hosts, the weight or the cap: give --kafka-entry, ' +
-            '--no-kafka-entry, --virtual-hosts, --no-virtual-hosts, --weight N or --max-in-flight N',
+          'keys update changes Kafka entry, virtual hosts, the weight, the cap or the destinations: give --kafka-entry, ' +
+            '--no-kafka-entry, --virtual-hosts, --no-virtual-hosts, --weight N, --max-in-flight N or --destinations a,b',
         );
+      if (args.destinations !== undefined) {
+        const names = args.destinations.split(',').filter((n) => n.trim());
+        if (!(await store.setDestinations(key, names)))
+          throw new UsageError(`no live key with id or name ${key}`);
+        const what = names.length ? `limited to ${names.join(', ')}` : 'no longer limited to destinations';
+        progress(`${key} ${what}; ingresses apply it within AUTH_CACHE_TTL`);
+        await recordAdminAction(
+          parts.logger,
+          { action: 'keys.update', actor: cliActor(), target: { key, destinations: names }, outcome: 'done' },
+          parts.journalAdminAction,
+        );
+      }
       if (args.weight !== undefined) {
         const client = await store.setWeight(key, args.weight);
         if (client === undefined) throw new UsageError(`no live key with id or name ${key}`);
@@ -169,6 +186,7 @@ async function runAction(
           ...(args.virtualHosts === undefined ? {} : { virtualHosts: args.virtualHosts }),
           ...(args.weight === undefined ? {} : { weight: args.weight }),
           ...(args.maxInFlight === undefined ? {} : { maxInFlight: args.maxInFlight }),
+          ...(args.destinations === undefined ? {} : { destinations: args.destinations }),
         });
       return;
     }

@@ -30,6 +30,7 @@ function keysBody(operator: Operator): Html {
 <label>weight<input name="weight" size="4" placeholder="1"></label>
 <label>max in flight<input name="maxInFlight" size="4" placeholder="none"></label>
 <label>credentials<input name="credentials" placeholder="comma-separated"></label>
+<label>destinations<input name="destinations" placeholder="comma-separated (blank: any, and absolute URIs)"></label>
 <label>admin<select name="admin"><option value="">none</option><option>read</option><option>write</option></select></label>
 <label><input type="checkbox" name="sync"> sync</label>
 <label><input type="checkbox" name="schedule"> schedule</label>

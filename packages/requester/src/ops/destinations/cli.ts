@@ -1,0 +1,87 @@
+import type { Argv } from 'yargs';
+import { type ConfigFrom, EXIT_CODES_HELP, withJson } from '../../commands/common.ts';
+
+/**
+ * `requester destinations create|update|list|show|delete`: partner APIs defined once by operators
+ * (PostgreSQL, DATABASE_URL), which requests name in `meta.destination` with a relative URI. Each
+ * create or update is a new version; executors and ingresses use it within CREDENTIALS_CACHE_TTL.
+ */
+export function registerDestinationsCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): void {
+  cli.command(
+    'destinations <action> [name]',
+    'destinations (a partner API: base URL, headers, credential, rate limit, retries): create, update, list, show, delete',
+    (y) =>
+      withJson(y)
+        .positional('action', {
+          choices: ['create', 'update', 'list', 'show', 'delete'] as const,
+          describe:
+            'create: a new destination (version 1); update: a new version, the options given laid over ' +
+            'the current one; list: the live destinations at their current version; show: one, with every ' +
+            'version; delete: its requests are refused from then on',
+        })
+        .positional('name', { type: 'string', describe: 'the destination name (meta.destination)' })
+        .option('from-file', {
+          type: 'string',
+          requiresArg: true,
+          describe:
+            'create, update: the spec as JSON ({baseUrl, headers, credentials, limiter, retry, maxBodyBytes}; - = stdin); the options below go over it',
+        })
+        .option('base-url', {
+          type: 'string',
+          describe: 'scheme://host[:port][/path prefix] every call starts with (create: required)',
+        })
+        .option('header', {
+          type: 'string',
+          array: true,
+          describe: "a static header, 'Name: value' (repeatable); sent over the caller's header of that name",
+        })
+        .option('secret-header-file', {
+          type: 'string',
+          requiresArg: true,
+          describe:
+            "create, update: a file of secret headers, 'Name: value' a line (- = stdin): sealed under CREDENTIALS_MASTER_KEY, sent by the executors, never shown; update: replaces them (an empty file drops them)",
+        })
+        .option('credentials', {
+          type: 'string',
+          describe:
+            'the credential every call carries (requester credentials list); it must be bound to the base URL origin',
+        })
+        .option('rate', {
+          type: 'string',
+          array: true,
+          describe:
+            "the destination's rate limit, one quota for every caller: calls/window (5/1s, 100/m; repeatable)",
+        })
+        .option('algorithm', {
+          choices: [
+            'token-bucket',
+            'leaky-bucket',
+            'fixed-window-counter',
+            'sliding-window-log',
+            'sliding-window-counter',
+          ] as const,
+          describe: 'the limiter algorithm of --rate (default token-bucket)',
+        })
+        .option('retry-max', {
+          type: 'number',
+          describe: 'attempts in total, the first included (no retry policy: 1)',
+        })
+        .option('retry-delay', { type: 'string', describe: 'pause before the first retry (default 1s)' })
+        .option('retry-max-delay', {
+          type: 'string',
+          describe: 'longest pause between attempts (default 5m)',
+        })
+        .option('max-body-bytes', { type: 'number', describe: 'largest request body the destination takes' })
+        .example(
+          "$0 destinations create partner-billing --base-url https://api.partner.example/v2 --credentials partner-billing --rate 50/1s --retry-max 5 --header 'X-Partner-Account: 1234'",
+          'requests then name meta.destination partner-billing and a relative uri (/invoices?x=1)',
+        )
+        .example(
+          '$0 destinations update partner-billing --rate 20/1s',
+          'version 2: a lower rate, the rest kept',
+        )
+        .example('$0 destinations show partner-billing --json', 'the current version and the history')
+        .epilogue(EXIT_CODES_HELP),
+    async (argv) => (await import('./run.ts')).destinations(argv, configFrom),
+  );
+}

@@ -1,0 +1,3 @@
+export * from './resolve.ts';
+export * from './spec.ts';
+export * from './store.ts';

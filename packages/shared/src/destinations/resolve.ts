@@ -1,0 +1,141 @@
+import type { RequestEnvelope, RetrySpec } from '../contract/request.ts';
+import { credentialOriginOf, hostHeaderOf } from '../credentials/origins.ts';
+import { tryParseDuration } from '../time/duration.ts';
+import { type DestinationSpec, destinationOrigin } from './spec.ts';
+
+/** One version of a destination, as requests resolve it. */
+export interface Destination {
+  name: string;
+  version: number;
+  spec: DestinationSpec;
+  /** Its secret headers, opened: only where a call is made (the executor), never written anywhere. */
+  secretHeaders?: Record<string, string>;
+}
+
+/** Which destination and version a call followed: the result's `meta.destination`. */
+export interface AppliedDestination {
+  name: string;
+  version: number;
+}
+
+export type Resolution =
+  | { ok: true; envelope: RequestEnvelope; applied: AppliedDestination }
+  | { ok: false; path: string; message: string };
+
+/**
+ * The limiter key of a destination's quota. The space makes it one no caller can write (a
+ * `meta.limiter.key` is printable ASCII without spaces), so the executor may take it as one quota
+ * for every caller (limiterKeyOf would scope it to the client) without a caller reaching it.
+ */
+export function destinationLimiterKey(name: string): string {
+  return `destination ${name}`;
+}
+
+export function isDestinationLimiterKey(key: string): boolean {
+  return key.startsWith('destination ');
+}
+
+/**
+ * A request naming a destination, turned into the call it makes (pure): the destination's base
+ * URL before the relative URI, its headers over the caller's, its credential, its limiter instead
+ * of the caller's, and a retry policy no more generous than its own (a caller may ask for fewer
+ * attempts and longer pauses, never more attempts nor shorter pauses). The URL built is checked
+ * to stay under the base URL, whatever the relative URI held. A request without
+ * `meta.destination` is returned as it is.
+ */
+export function applyDestination(envelope: RequestEnvelope, destination: Destination): Resolution {
+  const { spec, name, version } = destination;
+  const { request, meta } = envelope;
+  const refuse = (path: string, message: string): Resolution => ({ ok: false, path, message });
+  const url = URL.parse(spec.baseUrl + request.uri);
+  const base = new URL(spec.baseUrl);
+  const prefix = base.pathname.replace(/\/+$/, '');
+  if (
+    !url ||
+    credentialOriginOf(url) !== destinationOrigin(spec) ||
+    (prefix !== '' && url.pathname !== prefix && !url.pathname.startsWith(`${prefix}/`))
+  )
+    return refuse('request.uri', `must stay under the destination ${name}'s base URL ${spec.baseUrl}`);
+  if (hostHeaderOf(request.headers) !== undefined)
+    return refuse('request.headers', `a request to the destination ${name} may not name a Host header`);
+  const body = request.body;
+  if (
+    spec.maxBodyBytes !== undefined &&
+    body !== undefined &&
+    Buffer.byteLength(body, 'utf8') > spec.maxBodyBytes
+  )
+    return refuse(
+      'request.body',
+      `is ${Buffer.byteLength(body, 'utf8')} bytes, over the destination ${name}'s limit of ${spec.maxBodyBytes} bytes`,
+    );
+  const pinned = destination.secretHeaders ? { ...spec.headers, ...destination.secretHeaders } : spec.headers;
+  const headers = mergeHeaders(request.headers, pinned);
+  const resolvedMeta: RequestEnvelope['meta'] = { ...meta };
+  if (spec.credentials !== undefined) resolvedMeta.credentials = spec.credentials;
+  if (spec.limiter) {
+    // The caller's units count against the destination's quota, which must be able to admit them.
+    const cost = meta.limiter?.cost;
+    const smallest = Math.min(...spec.limiter.rates.map((rate) => rate.value));
+    if (cost !== undefined && cost > smallest)
+      return refuse(
+        'meta.limiter.cost',
+        `${cost} exceeds the smallest window of the destination ${name}'s limit (${smallest}): it could never be admitted`,
+      );
+    resolvedMeta.limiter = {
+      key: destinationLimiterKey(name),
+      ...spec.limiter,
+      ...(cost === undefined ? {} : { cost }),
+    };
+  }
+  const retry = pinnedRetry(meta.retry, spec.retry);
+  if (retry) resolvedMeta.retry = retry;
+  else delete resolvedMeta.retry;
+  return {
+    ok: true,
+    envelope: {
+      ...envelope,
+      request: { ...request, uri: url.href, ...(headers ? { headers } : {}) },
+      meta: resolvedMeta,
+    },
+    applied: { name, version },
+  };
+}
+
+/** The caller's headers, less those the destination sets (names compared without case), then the destination's. */
+function mergeHeaders(
+  caller: Readonly<Record<string, string>> | undefined,
+  pinned: Readonly<Record<string, string>> | undefined,
+): Record<string, string> | undefined {
+  if (!pinned) return caller && { ...caller };
+  const names = new Set(Object.keys(pinned).map((n) => n.toLowerCase()));
+  const merged: Record<string, string> = {};
+  for (const [n, v] of Object.entries(caller ?? {})) if (!names.has(n.toLowerCase())) merged[n] = v;
+  return { ...merged, ...pinned };
+}
+
+/**
+ * The retry policy of a call to a destination: the destination's, or the caller's where it asks for
+ * less (fewer attempts; each pause and growth at least the destination's). Without a destination
+ * retry policy a call is tried once, as a request without `meta.retry` is.
+ */
+export function pinnedRetry(
+  caller: RetrySpec | undefined,
+  pinned: RetrySpec | undefined,
+): RetrySpec | undefined {
+  if (!pinned) return undefined;
+  if (!caller) return { ...pinned };
+  return {
+    max: Math.min(caller.max, pinned.max),
+    delay: longer(caller.delay, pinned.delay),
+    maxDelay: longer(caller.maxDelay, pinned.maxDelay),
+    multiplier: Math.max(caller.multiplier, pinned.multiplier),
+    jitter: caller.jitter,
+  };
+}
+
+function longer(a: string, b: string): string {
+  const pa = tryParseDuration(a);
+  const pb = tryParseDuration(b);
+  if (!pa.ok || !pb.ok) return b;
+  return pa.ns >= pb.ns ? a : b;
+}

@@ -1,0 +1,138 @@
+import { parseRequestEnvelope, safeParseRequestEnvelope } from '@requester/shared/contract';
+import { describe, expect, it } from 'vitest';
+import {
+  applyDestination,
+  type Destination,
+  destinationLimiterKey,
+  parseDestinationSpec,
+  pinnedRetry,
+} from './index.ts';
+
+const destination: Destination = {
+  name: 'partner-billing',
+  version: 4,
+  spec: parseDestinationSpec({
+    baseUrl: 'https://api.partner.example/v2',
+    headers: { 'X-Partner': 'requester' },
+    credentials: 'billing-oauth',
+    limiter: { algorithm: 'token-bucket', rates: [{ duration: '1s', value: 5 }] },
+    retry: { max: 3, delay: '2s' },
+    maxBodyBytes: 10,
+  }),
+};
+
+const envelope = (uri: string, meta: Record<string, unknown> = {}, request: Record<string, unknown> = {}) =>
+  parseRequestEnvelope({
+    request: { uri, ...request },
+    meta: { requestId: 'r1', destination: 'partner-billing', ...meta },
+  });
+
+describe('meta.destination in the contract', () => {
+  it.each([
+    ['https://api.partner.example/v2/x', /relative/],
+    ['', /relative/],
+    ['//evil.example/x', /single "\/"/],
+    ['/a/../../x', /"\.\." segments/],
+    ['/a/%2e%2e/x', /"\.\." segments/],
+    ['/a/%2E%2e/x', /"\.\." segments/],
+    ['/./x', /segments/],
+    ['/a\\b', /backslash/],
+  ])('refuses %j', (uri, message) => {
+    const parsed = safeParseRequestEnvelope({ request: { uri }, meta: { requestId: 'r', destination: 'd' } });
+    expect(parsed.ok).toBe(false);
+    if (parsed.ok) return;
+    expect(parsed.error.issues.map((i) => `${i.path}: ${i.message}`).join('\n')).toMatch(message);
+  });
+
+  it('refuses a relative URI without a destination, and meta.credentials with one', () => {
+    expect(safeParseRequestEnvelope({ request: { uri: '/x' }, meta: { requestId: 'r' } }).ok).toBe(false);
+    const parsed = safeParseRequestEnvelope({
+      request: { uri: '/x' },
+      meta: { requestId: 'r', destination: 'd', credentials: 'c' },
+    });
+    expect(parsed.ok).toBe(false);
+  });
+});
+
+describe('applyDestination', () => {
+  it('builds the URL under the base, pins headers, credential, limiter and retries', () => {
+    const resolved = applyDestination(
+      envelope(
+        '/invoices?x=1',
+        {
+          limiter: { key: 'mine', algorithm: 'token-bucket', rates: [{ duration: '1s', value: 500 }] },
+          retry: { max: 10, delay: '1ms' },
+        },
+        { headers: { 'x-partner': 'forged', accept: 'application/json' } },
+      ),
+      destination,
+    );
+    expect(resolved.ok).toBe(true);
+    if (!resolved.ok) return;
+    expect(resolved.applied).toEqual({ name: 'partner-billing', version: 4 });
+    expect(resolved.envelope.request.uri).toBe('https://api.partner.example/v2/invoices?x=1');
+    expect(resolved.envelope.request.headers).toEqual({
+      accept: 'application/json',
+      'X-Partner': 'requester',
+    });
+    expect(resolved.envelope.meta.credentials).toBe('billing-oauth');
+    expect(resolved.envelope.meta.limiter).toEqual({
+      key: destinationLimiterKey('partner-billing'),
+      algorithm: 'token-bucket',
+      rates: [{ duration: '1s', value: 5 }],
+    });
+    expect(resolved.envelope.meta.retry).toMatchObject({ max: 3, delay: '2s' });
+  });
+
+  it("counts the caller's cost units against the destination's quota, refusing units it could never admit", () => {
+    const limiter = (cost: number) => ({
+      key: 'mine',
+      algorithm: 'token-bucket',
+      rates: [{ duration: '1s', value: 500 }],
+      cost,
+    });
+    const fits = applyDestination(envelope('/x', { limiter: limiter(3) }), destination);
+    expect(fits.ok && fits.envelope.meta.limiter).toMatchObject({
+      key: destinationLimiterKey('partner-billing'),
+      cost: 3,
+    });
+    const tooMany = applyDestination(envelope('/x', { limiter: limiter(6) }), destination);
+    expect(tooMany).toMatchObject({ ok: false, path: 'meta.limiter.cost' });
+  });
+
+  it('lets a caller ask for fewer attempts, never more', () => {
+    const pinned = destination.spec.retry;
+    expect(
+      pinnedRetry({ max: 2, delay: '5s', maxDelay: '5m', multiplier: 3, jitter: 0 }, pinned),
+    ).toMatchObject({
+      max: 2,
+      delay: '5s',
+      multiplier: 3,
+    });
+    expect(
+      pinnedRetry({ max: 50, delay: '0s', maxDelay: '1s', multiplier: 1, jitter: 0 }, pinned),
+    ).toMatchObject({
+      max: 3,
+      delay: '2s',
+      maxDelay: '5m',
+      multiplier: 2,
+    });
+    // No retry policy on the destination: one attempt, whatever the caller asks.
+    expect(
+      pinnedRetry({ max: 5, delay: '1s', maxDelay: '5m', multiplier: 2, jitter: 0 }, undefined),
+    ).toBeUndefined();
+  });
+
+  it('refuses a body over the destination limit and a Host header', () => {
+    expect(applyDestination(envelope('/x', {}, { body: 'x'.repeat(11) }), destination)).toMatchObject({
+      ok: false,
+      path: 'request.body',
+    });
+    expect(
+      applyDestination(envelope('/x', {}, { headers: { Host: 'evil.example' } }), destination),
+    ).toMatchObject({
+      ok: false,
+      path: 'request.headers',
+    });
+  });
+});
