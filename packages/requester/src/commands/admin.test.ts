@@ -99,7 +99,14 @@ describe('requester admin commands', () => {
       return JSON.parse(stdout) as unknown;
     };
     expect(await run('topics')).toEqual({
-      topics: [kafka.KAFKA_TOPIC_IN, kafka.KAFKA_TOPIC_OUT, kafka.KAFKA_TOPIC_DLQ, kafka.KAFKA_TOPIC_EVENTS],
+      topics: [
+        kafka.KAFKA_TOPIC_IN,
+        kafka.KAFKA_TOPIC_OUT,
+        kafka.KAFKA_TOPIC_DLQ,
+        kafka.KAFKA_TOPIC_EVENTS,
+        // KAFKA_TOPIC_BODIES by default: where the router copies big records of outside producers.
+        `${kafka.KAFKA_TOPIC_IN}.bodies`,
+      ],
     });
     expect(await run('dlq', 'list')).toEqual([]);
     expect(await run('dlq', 'replay', '--all', '--dry-run')).toMatchObject({ dryRun: true, replayed: [] });
