@@ -26,6 +26,6 @@ EXPOSE 8080 9464
 HEALTHCHECK --interval=10s --timeout=3s --start-period=30s --retries=3 \
   CMD ["node", "-e", "fetch(`http://127.0.0.1:${process.env.ADMIN_PORT ?? 9464}/healthz`).then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
 # Through the same shim as the CLI: it starts Node with the memory settings measured in
-# BENCHMARKS.md ("Memory under load": young generation, heap growth, MALLOC_ARENA_MAX=2).
+# docs/benchmarks/memory.md ("Memory under load": young generation, heap growth, MALLOC_ARENA_MAX=2).
 ENTRYPOINT ["tini", "--", "requester"]
 CMD ["--role", "all"]

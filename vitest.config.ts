@@ -24,7 +24,7 @@ export const sharedTestOptions = {
 // Redis key prefixes and database schema, so files may run in parallel.
 // - unit: `*.unit.test.ts` share their worker processes (isolate: false): they hold no process-wide
 //   state that outlives a file, and skipping the per-file module reload halves their time
-//   (BENCHMARKS.md, "Test suite").
+//   (docs/benchmarks/test-suite.md, "Test suite").
 // - integration: everything else, one fresh module graph per file, since those files start roles
 //   that register metrics, tracers and signal handlers for the life of their process.
 const INTEGRATION_TESTS = [

@@ -32,7 +32,7 @@ samples and of the busy ones ((idle) excluded).
 
   node bench/cpuprofile.ts <file.cpuprofile> [--top 40] [--filter packages/ingress] [--callers name [--depth 6]]
 
-As run for BENCHMARKS.md:
+As run for docs/benchmarks/load.md:
   node bench/cpuprofile.ts <file> [--filter …] [--callers fn]`,
   positionals: '<file.cpuprofile>',
   options: {

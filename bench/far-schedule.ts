@@ -38,7 +38,7 @@ many came early. A share of them is in ordered partitions, whose order on out is
 
 Each side is a requester --role all child process on its own topics, Redis prefix and database.
 
-As run for BENCHMARKS.md:
+As run for docs/benchmarks/wake-ups.md:
   pnpm run bench:far-schedule -- --count 20000 --ahead 53 --ordered 100 --rounds 2 --baseline /tmp/wt26-base`,
   options: {
     count: { type: 'string', default: '150000', value: 'N', number: true, help: 'wake-ups per round' },

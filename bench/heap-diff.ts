@@ -28,7 +28,7 @@ const {
 - "Survivors": the nodes of the last snapshot that were allocated after A, by group. With three
   snapshots, those allocated between A and B and still alive at C.
 
-As run for BENCHMARKS.md:
+As run for docs/benchmarks/memory.md:
   pnpm run bench:heap-diff -- A.heapsnapshot B.heapsnapshot --retainers '(string)' --depth 5`,
   positionals: 'A.heapsnapshot B.heapsnapshot [C.heapsnapshot]',
   options: {

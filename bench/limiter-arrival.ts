@@ -35,7 +35,7 @@ exceeded at the target), and the calls per executor.
 
   node bench/limiter-arrival.ts [--runs 3] [--requests 40] [--budgets 0s,20s]
 
-As run for BENCHMARKS.md:
+As run for docs/benchmarks/limiter.md:
   node bench/limiter-arrival.ts --runs 3`,
   options: {
     runs: { type: 'string', default: '3', value: 'N', number: true, help: 'bursts per budget' },

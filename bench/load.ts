@@ -87,7 +87,7 @@ With --baseline <checkout>, a second Requester runs from that checkout and the r
 between the two, the order flipped each round; the report gives the ratio new / baseline of the
 medians.
 
-As run for BENCHMARKS.md:
+As run for docs/benchmarks/load.md:
   pnpm run bench:load -- --mode http-async --count 20000 --connections 64 --rounds 2 --baseline /tmp/baseline`,
   options: {
     mode: {

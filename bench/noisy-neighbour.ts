@@ -56,7 +56,7 @@ are stopped, client A posts its backlog, and once it is queued the executors sta
 sends its requests as in 1. Printed: B's p50/p99/max idle and behind A's backlog, the difference
 of the p99s (target: <= 1 s), B's steps in the task journal, A's drain rate, the load average.
 
-As run for BENCHMARKS.md:
+As run for docs/benchmarks/fair-share.md:
   pnpm run bench:noisy-neighbour -- --executors 1 --backlog 50000`,
   options: {
     executors: {

@@ -75,7 +75,7 @@ ADAPTIVE_CONCURRENCY=true) and off, side by side in one run.
   deployed) unless --in-process; latency at the client and at the target, each against its floor
   (one call at a time, measured in each round).
 
-As run for BENCHMARKS.md:
+As run for docs/benchmarks/pacing.md:
   node bench/pacing.ts --scenario capacity --rounds 3 --fixed 4,5,6
   node bench/pacing.ts --scenario capacity --rounds 1 --in-process   (both executors in one process, as before)
   node bench/pacing.ts --scenario all --plot docs/pacing.png

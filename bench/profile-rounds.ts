@@ -38,8 +38,8 @@ interface HeapProfile {
 function preload(): void {
   // PROFILE_ROUNDS=cpu: the CPU profile alone. The allocation sampler (a stack every 16 KiB
   // allocated, the collected objects kept) costs the profiled process more CPU than the sampling
-  // of its stacks does, so node CPU figures taken beside it are inflated (BENCHMARKS.md, "CPU per
-  // task: the profilers' own share").
+  // of its stacks does, so node CPU figures taken beside it are inflated (docs/benchmarks/executor.md,
+  // "CPU per task without the HTTP call, with a profiler that does not inflate it").
   const allocations = process.env.PROFILE_ROUNDS !== 'cpu';
   const session = new Session();
   session.connect();

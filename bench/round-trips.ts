@@ -89,7 +89,7 @@ then, per task:
 
   node bench/round-trips.ts <pid>.json --tasks N
 
-As run for BENCHMARKS.md:
+As run for docs/benchmarks/executor.md:
   node bench/round-trips.ts /tmp/round-trips/<pid>.json --tasks 5000`,
     positionals: '<pid>.json',
     options: {

@@ -42,7 +42,7 @@ RSS, heap and external memory are sampled; at the end a PNG plots them over time
 
 A real soak is ten minutes or more (the default); a short run only proves the script works.
 
-As run for BENCHMARKS.md:
+As run for docs/benchmarks/memory.md:
   node bench/soak.ts --duration 480 --rate 60 --heap-snapshots .run/snaps1 --snapshot-at 60,180,300`,
   options: {
     duration: { type: 'string', default: '600', value: 'S', number: true, help: 'seconds of load' },

@@ -63,7 +63,7 @@ fetch -> HTTP -> out -> ack) for unordered tasks and for one ordered partition. 
 value in turn (--rounds times, interleaved), printed as ratios to the first value.
 Topics and Redis keys are unique per run; queue keys are purged at the end.
 
-As run for BENCHMARKS.md:
+As run for docs/benchmarks/executor.md:
   pnpm exec node packages/executor/bench/executor-bench.ts --tasks 2000 --workers 32`,
   options: {
     tasks: { type: 'string', default: '2000', value: 'N', number: true, help: 'tasks per executor run' },

@@ -37,7 +37,7 @@ to the target's own time on loopback. The target runs in a child process, so the
 is the client's. Rounds alternate
 the clients, the order flipped each round; the report ends with the ratios of the medians.
 
-As run for BENCHMARKS.md:
+As run for docs/benchmarks/executor.md:
   node packages/executor/bench/http-client-bench.ts --calls 5000 --rounds 4
   node packages/executor/bench/http-client-bench.ts --calls 2000 --concurrency 1 --rounds 4`,
   options: {

@@ -6,7 +6,7 @@
  *
  * Runs against a private redis-server it starts on a free port (no persistence), so that the
  * memory figures are not polluted by other work on the shared Redis; it stops exactly that process.
- * Figures are recorded in the "Rate limiter" section of the repo-root BENCHMARKS.md.
+ * Figures are recorded in the "Rate limiter" section of docs/benchmarks/limiter.md.
  */
 import { LIMITER_ALGORITHMS, type LimiterAlgorithm, type LimiterSpec } from '@requester/shared/contract';
 import { createRedis, type Redis } from '@requester/shared/redis';
@@ -20,7 +20,7 @@ redis-server it starts on a free port (no persistence), and stops exactly that p
 
   pnpm exec node packages/policies/bench/limiter-bench.ts [--seconds 3] [--keys 10000]
 
-As run for BENCHMARKS.md:
+As run for docs/benchmarks/limiter.md:
   pnpm exec node packages/policies/bench/limiter-bench.ts --seconds 3 --keys 10000`,
   options: {
     seconds: {

@@ -2,7 +2,7 @@
  * Fair share between clients (issue 21): this queue against a baseline revision of it (by default
  * the merge-base with `main`: the queue before fair share), side by side in one run, each on its
  * own Redis connection (both define their scripts under the same command names). Figures go into
- * the "Queue: fair share between clients" section of the repo-root BENCHMARKS.md.
+ * the "Queue: fair share between clients" section of docs/benchmarks/fair-share.md.
  *
  *   pnpm exec node packages/queue/bench/fair-share-bench.ts            10k/100k backlogs
  *   pnpm exec node packages/queue/bench/fair-share-bench.ts --quick    small sizes (seconds)
@@ -28,14 +28,14 @@ import * as current from '../src/index.ts';
 const { values: args } = parseBenchArgs({
   usage: `Fair share between clients (issue 21): this queue against a baseline revision of it, side by
 side in one run, each on its own Redis connection. Figures go into the "Queue: fair share between
-clients" section of BENCHMARKS.md.
+clients" section of docs/benchmarks/fair-share.md.
 
   pnpm exec node packages/queue/bench/fair-share-bench.ts            10k/100k backlogs
   pnpm exec node packages/queue/bench/fair-share-bench.ts --quick    small sizes (seconds)
 
 The baseline's packages/queue/src is extracted with git archive under packages/queue/bench/.baseline/.
 
-As run for BENCHMARKS.md:
+As run for BENCHMARKS.md (docs/benchmarks/fair-share.md):
   ./node_modules/.bin/node packages/queue/bench/fair-share-bench.ts --baseline 4afd591 --no-write`,
   options: {
     quick: { type: 'boolean', default: false, help: 'small sizes (seconds)' },
@@ -50,7 +50,7 @@ As run for BENCHMARKS.md:
       help: 'the revision to compare with (default: merge-base HEAD main: the queue before fair share)',
     },
     url: { type: 'string', value: 'redis://...', help: 'use that Redis instead of a private redis-server' },
-    'no-write': { type: 'boolean', default: false, help: 'print only (BENCHMARKS.md untouched)' },
+    'no-write': { type: 'boolean', default: false, help: 'print only (docs/benchmarks untouched)' },
   },
 });
 const quick = args.quick;
@@ -467,12 +467,12 @@ ${waitRows}
 }
 
 /**
- * Adds this run to the "Queue: fair share between clients" section of the repo-root BENCHMARKS.md:
+ * Adds this run to the "Queue: fair share between clients" section of docs/benchmarks/fair-share.md:
  * the whole section when there is none, else a subsection at its end (earlier runs are kept: the
  * history of the ratios is part of the record).
  */
 function writeSection(section: string, heading: string): void {
-  const file = join(git('rev-parse', '--show-toplevel'), 'BENCHMARKS.md');
+  const file = join(git('rev-parse', '--show-toplevel'), 'docs/benchmarks/fair-share.md');
   let text = readFileSync(file, 'utf8');
   const start = text.indexOf(`${TITLE}\n`);
   if (start < 0) text = `${text.trimEnd()}\n\n${section}`;

@@ -1,6 +1,6 @@
 /**
  * Fair queue benchmarks (issue 3). Every comparison runs side by side in one invocation and is
- * reported as a ratio; the figures go into the "Queue" section of the repo-root BENCHMARKS.md.
+ * reported as a ratio; the figures go into the "Queue" section of docs/benchmarks/queue.md.
  *
  *   pnpm exec node packages/queue/bench/queue-bench.ts            full sizes (a few minutes)
  *   pnpm exec node packages/queue/bench/queue-bench.ts --quick    small sizes (seconds)
@@ -23,7 +23,7 @@ import { FairQueue, type PublishTask, QueueAdmin } from '../src/index.ts';
 
 const { values: args } = parseBenchArgs({
   usage: `Fair queue benchmarks (issue 3). Every comparison runs side by side in one invocation and is
-reported as a ratio; the figures go into the "Queue" section of BENCHMARKS.md.
+reported as a ratio; the figures go into the "Queue" section of docs/benchmarks/queue.md.
 
   pnpm exec node packages/queue/bench/queue-bench.ts            full sizes (a few minutes)
   pnpm exec node packages/queue/bench/queue-bench.ts --quick    small sizes (seconds)
@@ -31,12 +31,12 @@ reported as a ratio; the figures go into the "Queue" section of BENCHMARKS.md.
 By default it starts its own redis-server (no persistence) on a free port, and stops it at the
 end. Every key written is removed afterwards either way.
 
-As run for BENCHMARKS.md:
+As run for BENCHMARKS.md (docs/benchmarks/queue.md):
   pnpm exec node packages/queue/bench/queue-bench.ts --quick`,
   options: {
     quick: { type: 'boolean', default: false, help: 'small sizes (seconds)' },
     url: { type: 'string', value: 'redis://host:port', help: 'use that Redis instead of a private one' },
-    'no-write': { type: 'boolean', default: false, help: 'print only (BENCHMARKS.md untouched)' },
+    'no-write': { type: 'boolean', default: false, help: 'print only (docs/benchmarks/queue.md untouched)' },
   },
 });
 const quick = args.quick;
@@ -462,15 +462,15 @@ function bullmqVersion(): string {
   }
 }
 
-/** Replaces (or appends) the "## Queue" section of the repo-root BENCHMARKS.md. */
+/** Replaces (or appends) the "## Queue" section of docs/benchmarks/queue.md. */
 function writeSection(section: string): void {
   const root = execFileSync('git', ['rev-parse', '--show-toplevel'], { encoding: 'utf8' }).trim();
-  const file = join(root, 'BENCHMARKS.md');
+  const file = join(root, 'docs/benchmarks/queue.md');
   let text = '';
   try {
     text = readFileSync(file, 'utf8');
   } catch {}
-  if (!text.trim()) text = '# Benchmarks\n';
+  if (!text.trim()) text = '# Benchmarks: Queue\n';
   const start = text.search(/^## Queue\s*$/m);
   if (start < 0) {
     text = `${text.trimEnd()}\n\n${section}`;

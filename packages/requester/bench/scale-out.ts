@@ -1,5 +1,5 @@
 /**
- * Scale-out figures on the local topology of `./dev cluster` (BENCHMARKS.md, "Scale-out").
+ * Scale-out figures on the local topology of `./dev cluster` (docs/benchmarks/scale-out.md).
  *
  *   executors  throughput with 1, 2 and 3 executor processes (2 routers, a 3-master Redis Cluster,
  *              in with 12 partitions), in alternating rounds of one run; CPU per task of each part
@@ -25,7 +25,7 @@ import { type ClusterProcess, startTopology, type Topology } from '../scripts/cl
 import { dropStackDatabase, kafkaProducer } from '../test/e2e/stack.fixture.ts';
 
 const { values: args, fail } = parseBenchArgs({
-  usage: `Scale-out figures on the local topology of ./dev cluster (BENCHMARKS.md, "Scale-out").
+  usage: `Scale-out figures on the local topology of ./dev cluster (docs/benchmarks/scale-out.md).
 
   executors  throughput with 1, 2 and 3 executor processes (2 routers, a 3-master Redis Cluster,
              in with 12 partitions), in alternating rounds of one run; CPU per task of each part
@@ -35,7 +35,7 @@ const { values: args, fail } = parseBenchArgs({
   node packages/requester/bench/scale-out.ts [--part executors|fan-in|all] [--tasks 3000]
        [--rounds 2] [--calls 300] [--follow-out true|false]
 
-As run for BENCHMARKS.md:
+As run for docs/benchmarks/scale-out.md:
   pnpm exec node packages/requester/bench/scale-out.ts --part executors --tasks 3000 --rounds 3`,
   options: {
     part: { type: 'string', default: 'all', value: 'executors|fan-in|all', help: 'which part to run' },

@@ -18,7 +18,7 @@ import {
 // What parsing and --help need is imported above, and nothing more: the runtime (every role's
 // clients: kafkajs, ioredis, postgres, got, the OpenTelemetry exporter) and each admin command's
 // implementation are imported by the handler that runs them, so `--help`, a usage error or a
-// quick admin command does not load the whole service (BENCHMARKS.md, "CLI start").
+// quick admin command does not load the whole service.
 // main.test.ts checks it.
 
 /** Exit codes: 0 done, 1 failed at run time, 2 bad usage or configuration. */

@@ -28,7 +28,7 @@ executor write them), spread over the last hour, to a new topic; then looks up -
 requests the way the tools do (readJournal), cold and warm, and with a 10 min window. The topic is
 deleted at the end.
 
-As run for BENCHMARKS.md:
+As run for docs/benchmarks/journal.md:
   pnpm exec node packages/shared/bench/journal-lookup-bench.ts --events 1000000 --partitions 12 --lookups 20`,
   options: {
     events: { type: 'string', default: '1000000', value: 'N', number: true, help: 'journal events written' },

@@ -27,7 +27,7 @@ Emits an executor's events of a task (leased, attempt, completed) for --tasks ta
 2,000 tasks/s, with EVENTS=all and EVENTS=off in turn (--rounds each, interleaved), and prints
 the process CPU per task of each round; the difference is the journal's cost.
 
-As run for BENCHMARKS.md:
+As run for docs/benchmarks/journal.md:
   pnpm exec node packages/shared/bench/journal-writer-bench.ts --tasks 10000 --rounds 4`,
   options: {
     tasks: { type: 'string', default: '10000', value: 'N', number: true, help: 'tasks per round' },

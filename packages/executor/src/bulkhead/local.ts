@@ -154,7 +154,7 @@ export interface Waiter {
  * among equals: first come first served alone let a client with many tasks leased (a backlog
  * fills every worker, most of them waiting here) take nearly every slot, and another client's
  * task, behind them in line, was sent back to the queue again and again (the noisy-neighbour
- * benchmark, BENCHMARKS.md "Queue: fair share between clients"). Waiters in a worker (acquire's
+ * benchmark). Waiters in a worker (acquire's
  * short wait) and parked ones (waitForSlot) share the line.
  */
 export class SlotLine {
@@ -206,7 +206,7 @@ export class SlotLine {
    * Wakes the waiter a freed slot of `origin` goes to (`inFlight` calls there now): the fewest
    * calls of its client in flight there, then one waiting in its worker before a parked one (the
    * slot would idle through the parked one's gate: an origin at its cap served at half its pace
-   * under load, bench/load.ts, BENCHMARKS.md 2026-12-02), then the first come. None below its cap
+   * under load, bench/load.ts), then the first come. None below its cap
    * (a limit lowered meanwhile): nobody is woken. Whether one was.
    */
   wakeNext(origin: string, inFlight: number): boolean {

@@ -312,7 +312,7 @@ export function parks(
  * a slot, holding `bytes` more, with `parked` already parked out of `budget`: woken when a call of
  * this process to its origin ends, or sent back to the queue after PARK_MAX_MS. Before, it went
  * back to the queue at once, for a guess of when a slot frees (waitForSlotMs), and was leased
- * again then: about one call in two under load (BENCHMARKS.md, 2026-12-02). The parking budget
+ * again then: about one call in two under load. The parking budget
  * alone: also the last test of `parks`.
  */
 export function waitsForSlot(bytes: number, parked: Parking, budget: Parking): boolean {

@@ -123,7 +123,7 @@ export const HELD_PER_WORKER = 4;
  * ~6 MiB at most). A lease of wake-ups may ask for this many, so a drain at an instant ("send at
  * 09:00") moves in calls of hundreds of tasks (lease, produce, ack) rather than 64: the pace is the
  * held tasks over one lease + read + produce + ack round, and a round's time is mostly waiting on
- * the shared Redis and cores (BENCHMARKS.md, "Wake-ups at an instant"). A call leased in such a batch beyond the workers'
+ * the shared Redis and cores. A call leased in such a batch beyond the workers'
  * bound goes back to the queue unattempted (see givenBack), so other executors are not held from
  * calls more than before.
  */
@@ -356,7 +356,7 @@ export class Executor {
    * `voided` when a hold came meanwhile), its cancel and pause looked at again first. A retry is
    * still the attempt counted when it failed (its tryCount is in the task it carries); a busy
    * breaker is re-checked once per wait, BUSY_PARKS_MAX times in a row at most. Before, it
-   * went back to the queue: two leases per such task (BENCHMARKS.md, "Quota: where the calls go").
+   * went back to the queue: two leases per such task.
    * Parked tasks take no worker and count apart from the leases the loop may hold (leaseSize), so
    * a paced backlog never stops the loop leasing other origins' tasks; their own budget
    * (`parking`: tasks, and bytes of the records they hold) bounds their memory. A farther slot, or
@@ -511,8 +511,7 @@ export class Executor {
    * HELD_PER_WORKER × `maxWorkers` calls held; when mostly wake-ups, as many as keep the expected
    * calls within the free workers and the expected wake-ups within the free WAKE_UPS_HELD budget
    * and twice the latest batch's wake-ups. Parked tasks aside. Bigger lease batches
-   * are also fewer lease, produce and ack calls per task (BENCHMARKS.md, "Far schedules", "Wake-ups
-   * at an instant").
+   * are also fewer lease, produce and ack calls per task.
    */
   private leaseSize(): number {
     const { maxWorkers } = this.options;
@@ -641,9 +640,9 @@ export class Executor {
           : parseRecord(this.contract, fetched.record.value, requestId, tryCount));
       if (!parsed.ok && inline) return await this.attemptFromKafka(job);
       // A wake-up's `leased` goes with its result's `completed`, so both are one journal record (one
-      // per request and flush; apart, about every other wake-up of a drain made two: BENCHMARKS.md,
-      // "Promotion and journal at the instant"); the event keeps the lease's time. A parked task
-      // was not leased again: its story has one `leased` for both of its gates.
+      // per request and flush; apart, about every other wake-up of a drain made two); the event
+      // keeps the lease's time. A parked task was not leased again: its story has one `leased` for
+      // both of its gates.
       const client = parsed.ok ? parsed.envelope.meta.client : undefined;
       if (!parked && parsed.ok && isWakeUp(parsed.envelope)) {
         const leased = this.leasedEvent(job, client);
@@ -730,7 +729,7 @@ export class Executor {
    * Without a mark (no watch, its subscriber down when the read was sent, or the read failed):
    * `fresh`, a task handed a bulkhead slot within CANCEL_FRESH_MS of its lease, is not asked again,
    * the lease batch's read being as fresh as for a call that waited in its worker (a GET per such
-   * call, ~0.5 per task under load, for a cancel a few hundred ms newer: BENCHMARKS.md, 2026-12-02).
+   * call, ~0.5 per task under load, for a cancel a few hundred ms newer).
    */
   private knownCancel(job: Job, envelope: RequestEnvelope, fresh: boolean): { found: undefined } | undefined {
     const mark = job.cancelRead?.mark;

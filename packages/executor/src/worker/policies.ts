@@ -382,7 +382,7 @@ export class Policies {
     const slot = grant?.granted ? { inFlight: grant.inFlight, full: grant.full } : undefined;
     // Given back as soon as the answer is in, not after the report and record round trips: held
     // through them, a slot leaves the target idle that long per call, and a limit at its capacity
-    // C keeps fewer than C calls there (BENCHMARKS.md "Origin pacing: executors in processes").
+    // C keeps fewer than C calls there.
     let released = false;
     const release = () => {
       if (released || !grant?.granted) return;

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ExecutorHarness } from './harness.fixture.ts';
 
 /**
- * Sync results routed to their gateway (BENCHMARKS.md, "Sync-gateway fan-in"): after `out`, the
+ * Sync results routed to their gateway: after `out`, the
  * executor SPUBLISHes a result whose `in` record names a gateway, on that gateway's channel only.
  */
 describe('executor: sync replies', () => {

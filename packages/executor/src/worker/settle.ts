@@ -60,8 +60,8 @@ interface Pending {
 /**
  * The fewest settlements written while the previous batch's leases are still being settled. A
  * drain of wake-ups (hundreds a flush) gains from the overlap; calls settle a few dozen at a time,
- * and writing those at once only splits them into more, smaller produces (BENCHMARKS.md, "Wake-ups
- * at an instant": +10–40 % broker CPU per call with every batch overlapped).
+ * and writing those at once only splits them into more, smaller produces (docs/benchmarks/wake-ups.md,
+ * "Wake-ups at an instant": +10–40 % broker CPU per call with every batch overlapped).
  */
 export const OVERLAP_MIN_BATCH = 128;
 

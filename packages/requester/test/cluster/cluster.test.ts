@@ -134,7 +134,7 @@ describe.skipIf(!redisServerAvailable())('the local scale-out topology', () => {
       expect(result.meta.requestId).toBe(`sync-${i}`);
       expect(result.response.body).toBe(`sync-${i}`);
 
-      // Every gateway reads every result of out, so the other one knows it too (see BENCHMARKS.md,
+      // Every gateway reads every result of out, so the other one knows it too (see docs/benchmarks/scale-out.md,
       // "Sync-gateway fan-in", for what that costs as gateways are added).
       const other = gateways[(i + 1) % gateways.length] as string;
       const poll = await fetch(`${other}/requests/sync-${i}?wait=10s`, {

@@ -695,7 +695,7 @@ export const CONFIG_VARIABLES = {
   // 32 MiB, not 64: all roles in one process at ~2,000 results/s, 64 MiB took ~100,000 results
   // (minutes of a steady load) to fill, and RSS climbed burst after burst until then, which an
   // operator reads as a leak; 32 MiB is full within ~20 s there, and holds every result of the
-  // last SYNC_CACHE_TTL up to ~120 results/s (BENCHMARKS.md, "Memory under load").
+  // last SYNC_CACHE_TTL up to ~120 results/s.
   syncCacheMaxBytes: variable(
     'SYNC_CACHE_MAX_BYTES',
     '33554432',

@@ -1,7 +1,7 @@
 /**
  * @module
- * Routing of sync results to the sync-gateway holding their caller (BENCHMARKS.md, "Sync-gateway
- * fan-in"). The ingress stamps a sync request's `in` record with the id of its process's gateway
+ * Routing of sync results to the sync-gateway holding their caller. The ingress stamps a sync
+ * request's `in` record with the id of its process's gateway
  * (a Kafka header: set by the service, never taken from the caller, and outside the JSON
  * contract); the executor, after writing the result to `out`, publishes it on that gateway's
  * channel with Redis sharded pub/sub, so each gateway reads only its own callers' results.

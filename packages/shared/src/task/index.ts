@@ -62,8 +62,8 @@ export interface InlineRecord {
   headers?: Record<string, string>;
   /**
    * The value is the request envelope as the router's contract check returned it (defaults
-   * applied), not the raw record: the executor takes it without checking it again (BENCHMARKS.md,
-   * "Far schedules: fourth pass"). Absent (an older router's task): the executor validates it.
+   * applied), not the raw record: the executor takes it without checking it again. Absent
+   * (an older router's task): the executor validates it.
    */
   checked?: true;
 }

@@ -448,7 +448,7 @@ end
   Due timers become ready (bounded per call; the rest on the next call): `place` for each, with
   its writes batched. A crowd due at one instant (a "send at 09:00" campaign: a partition per
   unordered task) is promoted by the leases right after it, so each partition's own ZSCORE, two
-  ZADDs and ZREM were most of a lease's Redis time then (BENCHMARKS.md, "Far schedules"); here one
+  ZADDs and ZREM were most of a lease's Redis time then (docs/benchmarks/wake-ups.md, "Far schedules"); here one
   ZMSCORE, one ZADD of `ready`, one of `clients` and one ZREM of `timers` per call, and a head read
   per partition. The tags are taken in the same order as one `place` after another would.
 ]]

@@ -2,8 +2,8 @@ import { createRequire } from 'node:module';
 
 /**
  * The CRC-32C kafkajs puts in every record batch it produces. Its own is a byte-at-a-time table in
- * JavaScript: about 2.4 ms per MiB here, most of the produce CPU for large results (BENCHMARKS.md,
- * "Bodies and partitions"). `@node-rs/crc32` is SIMD, about 15 times faster; its prebuilt binary
+ * JavaScript: about 2.4 ms per MiB here, most of the produce CPU for large results.
+ * `@node-rs/crc32` is SIMD, about 15 times faster; its prebuilt binary
  * comes as an optional dependency per platform, so it may be missing, and then kafkajs keeps its
  * own. kafkajs has no option for it: patches/kafkajs@2.2.4.patch gives its CRC module a `use`.
  */

@@ -62,7 +62,7 @@ local PROBE_EVERY_FLOORS = 100
 -- not Gradient2's 1.5: at 1.5 (+ 1 ms) the limit settled near 1.8 × the target's capacity, the
 -- target's p99 2–3 × its floor; at 1.25 (+ 0.5 ms), ~1.4 ×, the p99 within 2 × its floor where
 -- the call is long beside the caller's own share of it, for the same goodput before a capacity
--- change (BENCHMARKS.md "Capacity: the tolerance, on a quiet box", 2026-12-06).
+-- change (docs/benchmarks/pacing.md "Capacity: the tolerance, on a quiet box", 2026-12-06).
 local TOLERANCE = 1.25
 -- Past the bound by this share (the gradient bound/recent at its least), the limit shrinks by a
 -- whole 1/limit per answer; nearer the bound, by that much less: a latency just past the bound is
@@ -71,7 +71,7 @@ local MIN_GRADIENT = 0.5
 -- What a round of calls moves the limit by at most: half a call. A whole one swung the limit of a
 -- 5 ms target of capacity 8 by ±3 calls around where it settled, and after its capacity halved
 -- it undershot: 82–84 % of the goodput there against 91–92 % at half a call, with a capacity
--- halving still followed within a second (BENCHMARKS.md "Capacity: the tolerance, on a quiet box").
+-- halving still followed within a second (docs/benchmarks/pacing.md "Capacity: the tolerance, on a quiet box").
 local STEP = 0.5
 local SLACK_MS = 0.5
 local RECENT_WEIGHT = 0.1
