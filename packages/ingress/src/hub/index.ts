@@ -21,7 +21,7 @@ import { LRUCache } from 'lru-cache';
  * `offer` keeps a result unread: under a key its id starts with (a result's requestId, `keyOf`),
  * with the function that reads its id. It is read (a JSON.parse, for the sync-gateway) only when
  * someone waits on that key when it comes, or asks for an id of that key later: a gateway that
- * follows all of `out` reads most results for nobody (BENCHMARKS.md, "Far schedules: fourth pass").
+ * follows all of `out` reads most results for nobody (docs/benchmarks/wake-ups.md, "Far schedules: fourth pass").
  */
 export interface HubOptions<T> {
   /** Bytes of results kept for late callers (their `sizeOf`, plus ENTRY_OVERHEAD_BYTES each). */
