@@ -34,6 +34,8 @@ const WINDOW_MS = 1_000;
 interface Topology {
   name: string;
   skip: boolean;
+  /** Settings of this topology's stack beside the shared ones. */
+  env?: Record<string, string>;
   start(stack: StackEnv): Promise<RunningProcess & Partial<Pick<ClusterStack, 'executorAdminUrls'>>>;
 }
 
@@ -49,6 +51,11 @@ const topologies: Topology[] = [
     // limit held by send time, the transit to the target varied); six arrivals now span ≥ 1,057 ms
     // here (5 runs, a CPU hog beside).
     skip: !redisServerAvailable(),
+    // The margin is the deployment's transit variation, which the limit holds under (the setting's
+    // own terms). Here a dozen processes share 2 cores with the rest of the suite: 50 ms, the
+    // default, was exceeded once in six full runs (6 arrivals within 973 ms), a process scheduled
+    // late between its send and the target's read. A deployment this crowded sets it so.
+    env: { LIMITER_ARRIVAL_MARGIN: '150ms' },
     // Redis ports of its own: this file runs in the plain suite, beside E2E_TOPOLOGY=cluster files.
     // A second try: on a loaded machine a process may give up on the new Redis Cluster at start
     // ("None of startup nodes is available"); the topology then stops whole.
@@ -69,7 +76,7 @@ describe.each(topologies)('a sliding-window-log limit at the target: $name', (to
   beforeAll(async () => {
     if (topology.skip) return;
     target = await startArrivalTarget();
-    stack = await stackEnv({ MAX_WORKERS: '16' });
+    stack = await stackEnv({ MAX_WORKERS: '16', ...topology.env });
     running = await topology.start(stack);
     await waitReady(stack, 400_000);
     key = await stackKey(stack);
