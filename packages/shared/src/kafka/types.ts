@@ -198,8 +198,12 @@ export interface KafkaAdmin {
   committedOffsets(groupId: string, topic: string): Promise<Array<{ partition: number; offset: string }>>;
   /** Deletes the records of `partition` below `offset` (what retention does). */
   deleteRecordsBefore(topic: string, partition: number, offset: string): Promise<void>;
-  /** Resolves when the cluster answers a metadata request. */
-  ping(): Promise<void>;
+  /**
+   * Resolves when the cluster answers a metadata request for `topic` alone: a request for every
+   * topic grows with the cluster (4–5 s against a broker of 13,000 partitions), longer than a
+   * readiness probe may take.
+   */
+  ping(topic: string): Promise<void>;
 }
 
 /** A record read by offset (see Fetcher). */

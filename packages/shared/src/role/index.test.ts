@@ -1,7 +1,14 @@
 import { createServer } from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../config/index.ts';
-import { freePort, silentLogger, startPrivateRedis, TEST_KAFKA_BROKERS } from '../testing/index.ts';
+import {
+  createTestTopics,
+  freePort,
+  silentLogger,
+  startPrivateRedis,
+  TEST_KAFKA_BROKERS,
+  uniqueName,
+} from '../testing/index.ts';
 import { Dependencies } from './index.ts';
 
 describe('Dependencies.readiness', () => {
@@ -18,7 +25,10 @@ describe('Dependencies.readiness', () => {
   });
 
   it('answers every probe over one kept Kafka connection', async () => {
-    const deps = dependencies({ KAFKA_BROKERS: TEST_KAFKA_BROKERS });
+    // The probe asks the metadata of the deployment's `in` alone (see KafkaAdmin.ping).
+    const topic = uniqueName('ready');
+    await createTestTopics([topic], 1);
+    const deps = dependencies({ KAFKA_BROKERS: TEST_KAFKA_BROKERS, KAFKA_TOPIC_IN: topic });
     const kafka = deps.kafka();
     let connects = 0;
     const admin = kafka.admin.bind(kafka);

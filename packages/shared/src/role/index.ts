@@ -307,7 +307,7 @@ export class Dependencies {
     const probe = this.probeAdmin;
     try {
       await probe.connected;
-      await probe.admin.ping();
+      await probe.admin.ping(this.config.topicIn);
     } catch (err) {
       if (this.probeAdmin === probe) this.probeAdmin = undefined;
       void probe.admin.disconnect().catch(() => {});

@@ -115,7 +115,7 @@ export class KafkajsAdmin implements KafkaAdmin {
     await this.admin.deleteTopicRecords({ topic, partitions: [{ partition, offset }] });
   }
 
-  async ping(): Promise<void> {
-    await this.admin.describeCluster();
+  async ping(topic: string): Promise<void> {
+    await this.admin.fetchTopicMetadata({ topics: [topic] });
   }
 }
