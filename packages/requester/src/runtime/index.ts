@@ -11,6 +11,7 @@ import {
   type RoleName,
   shutdownTracing,
 } from '@requester/shared';
+import { settledWithin } from '@requester/shared/time';
 import { AdminConsole, startAdminServer } from '../admin-server/index.ts';
 import { type JournalHooks, journalHooks } from './journal.ts';
 import { type RoleHandles, startRole } from './roles.ts';
@@ -120,7 +121,8 @@ export async function startProcess(
       { role: starting, err },
       `${starting ? `role ${starting}` : 'the process'} failed to start: ${why}`,
     );
-    const stopped = await withDeadline(shutdown('a role failed to start'), FAILED_START_SHUTDOWN_MS);
+    const stopped =
+      (await settledWithin(shutdown('a role failed to start'), FAILED_START_SHUTDOWN_MS)) !== 'timeout';
     if (!stopped)
       logger.warn(
         { timeoutMs: FAILED_START_SHUTDOWN_MS },
@@ -136,25 +138,6 @@ export async function startProcess(
  * it holds no work yet, and its supervisor (or Kubernetes) restarts it only once it is gone.
  */
 const FAILED_START_SHUTDOWN_MS = 5_000;
-
-/** Whether `step` settled (either way) within `ms`. */
-async function withDeadline(step: Promise<unknown>, ms: number): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined;
-  const timedOut = new Promise<false>((resolve) => {
-    timer = setTimeout(() => resolve(false), ms);
-  });
-  try {
-    return await Promise.race([
-      step.then(
-        () => true,
-        () => true,
-      ),
-      timedOut,
-    ]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 async function settleAll(steps: Array<[RoleName, Promise<void> | undefined]>, logger: Logger): Promise<void> {
   const results = await Promise.allSettled(steps.map(([, step]) => step));

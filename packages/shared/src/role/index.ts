@@ -14,6 +14,7 @@ import {
 import type { Logger } from '../log/index.ts';
 import { createPg, ensureDatabase, explainPgError, migrate, type Sql } from '../pg/index.ts';
 import { checkRedisPersistence, createRedis, explainRedisError, type RedisClient } from '../redis/index.ts';
+import { settledWithin } from '../time/index.ts';
 import type { RoleName } from './names.ts';
 
 /** Longest shutdown waits for the task journal's last events. */
@@ -287,7 +288,9 @@ export class Dependencies {
     if (this.sqlPromise) checks.push(['postgres', this.sqlPromise.then((sql) => sql`select 1`)]);
     if (this.kafkaClient) checks.push(['kafka', this.kafkaBrokersAnswer()]);
     const results = await Promise.all(
-      checks.map(async ([name, check]) => [name, await withDeadline(check, 2_000)] as const),
+      checks.map(
+        async ([name, check]) => [name, (await settledWithin(check, 2_000)) === 'fulfilled'] as const,
+      ),
     );
     if (this.consumers.watching) results.push(['consumers', this.consumers.ready]);
     return Object.fromEntries(results);
@@ -319,7 +322,7 @@ export class Dependencies {
   async close(): Promise<void> {
     // The journal's last events, but not at any price: with Kafka away, shutdown must not wait a
     // produce timeout for them (they are counted as dropped by then anyway).
-    if (this.journalWriter) await withDeadline(this.journalWriter.close(), JOURNAL_CLOSE_MS);
+    if (this.journalWriter) await settledWithin(this.journalWriter.close(), JOURNAL_CLOSE_MS);
     const closing: Array<Promise<unknown>> = [];
     if (this.producerPromise) closing.push(this.producerPromise.then((p) => p.disconnect()));
     if (this.journalProducerPromise) closing.push(this.journalProducerPromise.then((p) => p.disconnect()));
@@ -353,20 +356,4 @@ function retryable<T>(create: () => Promise<T>, forget: () => void): Promise<T> 
     forget();
     throw err;
   });
-}
-
-async function withDeadline(check: Promise<unknown>, ms: number): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    return await Promise.race([
-      check.then(() => true),
-      new Promise<boolean>((resolve) => {
-        timer = setTimeout(() => resolve(false), ms);
-      }),
-    ]);
-  } catch {
-    return false;
-  } finally {
-    clearTimeout(timer);
-  }
 }
