@@ -5,9 +5,9 @@
  *
  *   node packages/client/scripts/api-doc.ts [--check]
  */
-import { readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import ts from 'typescript';
+import { writeOrCheck } from '../../shared/scripts/generated-files.ts';
 
 const packageDir = fileURLToPath(new URL('../', import.meta.url));
 const target = `${packageDir}API.md`;
@@ -155,25 +155,10 @@ function oneLine(text: string): string {
   return text.replace(/\s*\n\s*/g, ' ');
 }
 
-function main(): number {
-  const text = generate();
-  if (process.argv.includes('--check')) {
-    let current = '';
-    try {
-      current = readFileSync(target, 'utf8');
-    } catch {}
-    if (current === text) {
-      console.log('packages/client/API.md is up to date');
-      return 0;
-    }
-    console.error(
-      'packages/client/API.md is out of date with the types; run `pnpm run client:emit` and commit it',
-    );
-    return 1;
-  }
-  writeFileSync(target, text);
-  console.log('wrote packages/client/API.md');
-  return 0;
-}
-
-process.exitCode = main();
+process.exitCode = writeOrCheck(
+  [{ path: target, label: 'packages/client/API.md (from the types)', text: generate() }],
+  {
+    check: process.argv.includes('--check'),
+    emitCommand: 'pnpm run client:emit',
+  },
+);

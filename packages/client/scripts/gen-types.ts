@@ -11,8 +11,9 @@
  * grows a new construct cannot be turned into a silently wrong type.
  */
 import { execFileSync } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { writeOrCheck } from '../../shared/scripts/generated-files.ts';
 
 type Schema = Record<string, unknown>;
 
@@ -216,26 +217,16 @@ function formatted(text: string): string {
   });
 }
 
-function main(): number {
-  const text = generate();
-  if (process.argv.includes('--check')) {
-    let current = '';
-    try {
-      current = readFileSync(target, 'utf8');
-    } catch {}
-    if (current === text) {
-      console.log('client contract types are up to date');
-      return 0;
-    }
-    console.error(
-      'packages/client/src/contract/generated.ts is out of date with contracts/*.schema.json\n' +
-        'run `pnpm run client:emit` and commit the result',
-    );
-    return 1;
-  }
-  writeFileSync(target, text);
-  console.log('wrote packages/client/src/contract/generated.ts');
-  return 0;
-}
-
-process.exitCode = main();
+process.exitCode = writeOrCheck(
+  [
+    {
+      path: target,
+      label: 'packages/client/src/contract/generated.ts (from contracts/*.schema.json)',
+      text: generate(),
+    },
+  ],
+  {
+    check: process.argv.includes('--check'),
+    emitCommand: 'pnpm run client:emit',
+  },
+);

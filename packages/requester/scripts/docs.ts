@@ -1,7 +1,8 @@
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { configMarkdownTable } from '@requester/shared/config';
 import { parse, stringify } from 'yaml';
+import { betweenMarkers, readIfExists, writeOrCheck } from '../../shared/scripts/generated-files.ts';
 
 /**
  * Writes the configuration table into README.md between its markers, and the alert rules of
@@ -12,12 +13,7 @@ const README = path.resolve(import.meta.dirname, '../../../README.md');
 const START = '<!-- config-table:start -->';
 const END = '<!-- config-table:end -->';
 
-const text = readFileSync(README, 'utf8');
-const [before, rest] = text.split(START);
-const after = rest?.split(END)[1];
-if (before === undefined || after === undefined)
-  throw new Error(`README.md lacks the ${START} … ${END} markers`);
-const wanted = `${before}${START}\n${configMarkdownTable()}\n${END}${after}`;
+const wanted = betweenMarkers(readIfExists(README), START, END, configMarkdownTable());
 
 const RULES = path.resolve(import.meta.dirname, '../../../infra/prometheus/alerts.yml');
 const K8S_RULES = path.resolve(import.meta.dirname, '../../../infra/k8s/base/prometheus-rule.yaml');
@@ -31,27 +27,10 @@ const wantedRules =
   '# Generated from infra/prometheus/alerts.yml by `pnpm run docs:emit` (docs:check fails on drift):\n' +
   '# the same alert rules, for the Prometheus Operator. Edit alerts.yml, never this file.\n' +
   stringify(rule, { lineWidth: 0 });
-let rulesText = '';
-try {
-  rulesText = readFileSync(K8S_RULES, 'utf8');
-} catch {}
-
-if (process.argv.includes('--check')) {
-  const stale = [
-    ...(wanted !== text ? ['README.md configuration table'] : []),
-    ...(wantedRules !== rulesText ? ['infra/k8s/base/prometheus-rule.yaml'] : []),
-  ];
-  if (stale.length > 0) {
-    process.stderr.write(`${stale.join(' and ')} out of date: run \`pnpm run docs:emit\`\n`);
-    process.exit(1);
-  }
-} else {
-  if (wanted !== text) {
-    writeFileSync(README, wanted);
-    process.stderr.write('README.md configuration table updated\n');
-  }
-  if (wantedRules !== rulesText) {
-    writeFileSync(K8S_RULES, wantedRules);
-    process.stderr.write('infra/k8s/base/prometheus-rule.yaml updated\n');
-  }
-}
+process.exitCode = writeOrCheck(
+  [
+    { path: README, label: 'README.md configuration table', text: wanted },
+    { path: K8S_RULES, text: wantedRules },
+  ],
+  { check: process.argv.includes('--check'), emitCommand: 'pnpm run docs:emit' },
+);
