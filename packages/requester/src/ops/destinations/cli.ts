@@ -13,11 +13,12 @@ export function registerDestinationsCommands<T>(cli: Argv<T>, configFrom: Config
     (y) =>
       withJson(y)
         .positional('action', {
-          choices: ['create', 'update', 'list', 'show', 'delete'] as const,
+          choices: ['create', 'update', 'list', 'show', 'delete', 'recover'] as const,
           describe:
             'create: a new destination (version 1); update: a new version, the options given laid over ' +
             'the current one; list: the live destinations at their current version; show: one, with every ' +
-            'version; delete: its requests are refused from then on',
+            'version; delete: its requests are refused from then on; recover: re-send to in the requests to ' +
+            'it that failed for good (its dead letters) within --since/--until, each once (see dlq replay)',
         })
         .positional('name', { type: 'string', describe: 'the destination name (meta.destination)' })
         .option('from-file', {
@@ -72,6 +73,21 @@ export function registerDestinationsCommands<T>(cli: Argv<T>, configFrom: Config
           describe: 'longest pause between attempts (default 5m)',
         })
         .option('max-body-bytes', { type: 'number', describe: 'largest request body the destination takes' })
+        .option('since', {
+          type: 'string',
+          describe: 'recover: the requests that failed at or after this instant (RFC 3339; required)',
+        })
+        .option('until', { type: 'string', describe: 'recover: … and before this instant (RFC 3339)' })
+        .option('dry-run', {
+          type: 'boolean',
+          default: false,
+          describe: 'recover: count and list what would be re-sent, send nothing',
+        })
+        .option('force', {
+          type: 'boolean',
+          default: false,
+          describe: 'recover: again those replayed or recovered before',
+        })
         .example(
           "$0 destinations create partner-billing --base-url https://api.partner.example/v2 --credentials partner-billing --rate 50/1s --retry-max 5 --header 'X-Partner-Account: 1234'",
           'requests then name meta.destination partner-billing and a relative uri (/invoices?x=1)',
@@ -81,6 +97,10 @@ export function registerDestinationsCommands<T>(cli: Argv<T>, configFrom: Config
           'version 2: a lower rate, the rest kept',
         )
         .example('$0 destinations show partner-billing --json', 'the current version and the history')
+        .example(
+          '$0 destinations recover partner-billing --since 2026-12-06T09:00:00Z --until 2026-12-06T10:30:00Z --dry-run',
+          'how many requests to partner-billing failed for good during an outage (then again without --dry-run)',
+        )
         .epilogue(EXIT_CODES_HELP),
     async (argv) => (await import('./run.ts')).destinations(argv, configFrom),
   );

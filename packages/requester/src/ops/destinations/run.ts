@@ -16,9 +16,11 @@ import {
 } from './index.ts';
 
 interface DestinationsArgs extends SpecOptions {
-  action: 'create' | 'update' | 'list' | 'show' | 'delete';
+  action: 'create' | 'update' | 'list' | 'show' | 'delete' | 'recover';
   name?: string;
   json: boolean;
+  since?: string;
+  until?: string;
 }
 
 /** `requester destinations`: the implementation, imported when the command runs (./cli.ts defines it). */
@@ -31,6 +33,19 @@ export async function destinations(argv: Record<string, unknown>, configFrom: Co
   try {
     const sql = await deps.sql();
     const store = new DestinationStore(sql, credentialOriginsOf(sql), masterKeysFromConfig(config));
+    if (args.action === 'recover') {
+      // The destination must exist now; its dead letters are found by the name they carried.
+      const name = (await showDestination(store, nameArg(args))).current.name;
+      if (!args.since)
+        throw new UsageError('destinations recover needs --since (RFC 3339): the start of the range');
+      // The DLQ replay does the rest (preview, progress, once each, journal, audit), its
+      // selection narrowed to this destination; dead letters marked handled are left out.
+      const { dlq } = await import('../dlq/run.ts');
+      return await dlq(
+        { ...argv, action: 'replay', destination: name, hideHandled: true, all: false },
+        configFrom,
+      );
+    }
     const target = await runAction(store, args);
     if (target)
       await recordAdminAction(
@@ -49,6 +64,8 @@ async function runAction(
   args: DestinationsArgs,
 ): Promise<Record<string, unknown> | undefined> {
   switch (args.action) {
+    case 'recover':
+      throw new Error('recover is run before the other actions');
     case 'list': {
       const views = await listDestinations(store);
       if (args.json) printJson(views);

@@ -42,7 +42,7 @@ async function replay(
   const filter = dlqFilterFrom(selection);
   if (Object.keys(filter).length === 0)
     throw new UsageError(
-      'replay needs a selection: refs, requestIds, since/until, origin, errorCode or client',
+      'replay needs a selection: refs, requestIds, since/until, origin, errorCode, client or destination',
     );
   const dryRun = selection.dryRun ?? false;
   const summary = await replayFromDlq(
@@ -79,7 +79,7 @@ export function selectionOf(query: Body): DlqSelection {
   const selection: DlqSelection = {};
   const ids = list(query.requestIds ?? query.requestId);
   if (ids.length) selection.requestIds = ids;
-  for (const key of ['since', 'until', 'origin', 'errorCode', 'client'] as const) {
+  for (const key of ['since', 'until', 'origin', 'errorCode', 'client', 'destination'] as const) {
     const value = stringOf(query[key])?.trim();
     if (value) selection[key] = value;
   }
@@ -91,7 +91,7 @@ export const api: ApiFace = {
     '/admin/api/dlq': {
       get: {
         summary: 'Dead letters, newest first, without those marked handled (requester dlq list)',
-        params: ['requestId', 'since', 'until', 'origin', 'errorCode', 'client', 'limit'],
+        params: ['requestId', 'since', 'until', 'origin', 'errorCode', 'client', 'destination', 'limit'],
         reveal: true,
       },
       post: undefined,
@@ -114,6 +114,7 @@ export const api: ApiFace = {
           origin: { type: 'string' },
           errorCode: { type: 'string' },
           client: { type: 'string' },
+          destination: { type: 'string', description: "meta.destination: a destination's recover" },
           force: { type: 'boolean' },
           dryRun: { type: 'boolean', description: 'the preview: count and list, write nothing' },
         },

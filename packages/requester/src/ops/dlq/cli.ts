@@ -26,6 +26,10 @@ export function registerDlqCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): vo
         .option('origin', { type: 'string', describe: 'only requests to this origin (or any URL on it)' })
         .option('error-code', { type: 'string', describe: 'only results with this error code (timeout…)' })
         .option('client', { type: 'string', describe: 'only requests of this client (API key name)' })
+        .option('destination', {
+          type: 'string',
+          describe: 'only requests that named this destination (meta.destination)',
+        })
         .option('hide-handled', {
           type: 'boolean',
           default: false,

@@ -72,6 +72,7 @@ export interface DlqSelection {
   origin?: string;
   errorCode?: string;
   client?: string;
+  destination?: string;
 }
 
 export function dlqFilterFrom(selection: DlqSelection): DlqFilter {
@@ -83,6 +84,7 @@ export function dlqFilterFrom(selection: DlqSelection): DlqFilter {
   if (selection.origin) filter.origin = originArg(selection.origin, 'filter');
   if (selection.errorCode) filter.errorCode = selection.errorCode;
   if (selection.client) filter.client = selection.client;
+  if (selection.destination) filter.destination = selection.destination;
   return filter;
 }
 

@@ -31,6 +31,7 @@ interface DlqArgs {
   origin?: string;
   errorCode?: string;
   client?: string;
+  destination?: string;
   hideHandled: boolean;
   limit?: number;
   json: boolean;
@@ -77,13 +78,14 @@ function filterFrom(args: DlqArgs): DlqFilter {
     ...(args.origin === undefined ? {} : { origin: args.origin }),
     ...(args.errorCode === undefined ? {} : { errorCode: args.errorCode }),
     ...(args.client === undefined ? {} : { client: args.client }),
+    ...(args.destination === undefined ? {} : { destination: args.destination }),
   });
   const limit = args.limit;
   if (limit !== undefined && !(Number.isInteger(limit) && limit >= 0))
     throw new UsageError(`--limit must be a whole number ≥ 0, got ${limit}`);
   if (args.action !== 'list' && !args.all && Object.keys(filter).length === 0)
     throw new UsageError(
-      `${args.action} needs a selection: --request-id, --since/--until, --origin, --error-code, --client, or --all`,
+      `${args.action} needs a selection: --request-id, --since/--until, --origin, --error-code, --client, --destination, or --all`,
     );
   return filter;
 }

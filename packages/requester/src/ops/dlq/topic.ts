@@ -55,6 +55,8 @@ export interface DlqFilter {
   errorCode?: string;
   /** The client (API key name) that sent the request. */
   client?: string;
+  /** The destination the request named (`meta.destination`): a destination's recover. */
+  destination?: string;
   /** DLQ positions (`topic/partition/offset`) left out: those an operator marked as handled. */
   exclude?: ReadonlySet<string>;
 }
@@ -103,6 +105,8 @@ export function matches(record: AnyDeadLetter, filter: DlqFilter, at?: RecordRef
   )
     return false;
   if (filter.origin !== undefined && deadLetterOrigin(record) !== filter.origin) return false;
+  if (filter.destination !== undefined && record.envelope?.meta.destination !== filter.destination)
+    return false;
   if (sinceMs === undefined && untilMs === undefined) return true;
   const failedAt = Date.parse(record.failedAt);
   return (sinceMs === undefined || failedAt >= sinceMs) && (untilMs === undefined || failedAt < untilMs);
