@@ -9,6 +9,7 @@ import {
   specFromForm,
   updateDestination,
 } from './index.ts';
+import { destinationStatus } from './status.ts';
 
 /**
  * The admin API of destinations (`/admin/api/destinations…` on the admin port; a POST needs a
@@ -26,6 +27,14 @@ export const api: ApiFace = {
     '/admin/api/destinations/{name}': {
       get: {
         summary: 'A destination: its current version and every version (requester destinations show)',
+        params: ['name'],
+      },
+      post: undefined,
+    },
+    '/admin/api/destinations/{name}/status': {
+      get: {
+        summary:
+          "How a destination is doing (requester destinations status): its origin's breaker, calls in flight, pace, pause and calls of the last minutes, and its quota's windows",
         params: ['name'],
       },
       post: undefined,
@@ -64,6 +73,10 @@ export const api: ApiFace = {
     app.get('/admin/api/destinations/:name', async (c) =>
       c.json(await showDestination(await console.destinationStore(), c.req.param('name'))),
     );
+    app.get('/admin/api/destinations/:name/status', async (c) => {
+      const { current } = await showDestination(await console.destinationStore(), c.req.param('name'));
+      return c.json(await destinationStatus(console.originParts(), current));
+    });
     app.post('/admin/api/destinations/create', async (c) => {
       const { name, spec } = await bodyOf(c, true);
       const view = await createDestination(

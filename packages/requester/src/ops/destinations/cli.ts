@@ -13,11 +13,12 @@ export function registerDestinationsCommands<T>(cli: Argv<T>, configFrom: Config
     (y) =>
       withJson(y)
         .positional('action', {
-          choices: ['create', 'update', 'list', 'show', 'delete', 'recover'] as const,
+          choices: ['create', 'update', 'list', 'show', 'status', 'delete', 'recover'] as const,
           describe:
             'create: a new destination (version 1); update: a new version, the options given laid over ' +
             'the current one; list: the live destinations at their current version; show: one, with every ' +
-            'version; delete: its requests are refused from then on; recover: re-send to in the requests to ' +
+            "version; status: how it is doing (its origin's breaker, calls in flight, pace, pause, the calls of the " +
+            'last minutes; its quota now); delete: its requests are refused from then on; recover: re-send to in the requests to ' +
             'it that failed for good (its dead letters) within --since/--until, each once (see dlq replay)',
         })
         .positional('name', { type: 'string', describe: 'the destination name (meta.destination)' })

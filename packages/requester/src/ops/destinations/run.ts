@@ -1,5 +1,6 @@
+import { breakerFromConfig } from '@requester/policies';
 import { Dependencies, DestinationStore, masterKeysFromConfig, UsageError } from '@requester/shared';
-import { commandLogger } from '../../commands/clients.ts';
+import { commandLogger, commandRedis } from '../../commands/clients.ts';
 import { type ConfigFrom, cliActor, printJson, printTable, progress } from '../../commands/common.ts';
 import { journalHooks } from '../../runtime/journal.ts';
 import { recordAdminAction } from '../audit.ts';
@@ -14,9 +15,10 @@ import {
   specFromOptions,
   updateDestination,
 } from './index.ts';
+import { type DestinationStatus, destinationStatus } from './status.ts';
 
 interface DestinationsArgs extends SpecOptions {
-  action: 'create' | 'update' | 'list' | 'show' | 'delete' | 'recover';
+  action: 'create' | 'update' | 'list' | 'show' | 'status' | 'delete' | 'recover';
   name?: string;
   json: boolean;
   since?: string;
@@ -46,6 +48,19 @@ export async function destinations(argv: Record<string, unknown>, configFrom: Co
         configFrom,
       );
     }
+    if (args.action === 'status') {
+      const { current } = await showDestination(store, nameArg(args));
+      const redis = commandRedis(config, logger);
+      try {
+        const parts = { redis, config, breaker: breakerFromConfig(config, redis, { stateCacheMs: 0 }) };
+        const status = await destinationStatus(parts, current);
+        if (args.json) printJson(status);
+        else printStatus(status);
+      } finally {
+        redis.disconnect();
+      }
+      return;
+    }
     const target = await runAction(store, args);
     if (target)
       await recordAdminAction(
@@ -64,8 +79,9 @@ async function runAction(
   args: DestinationsArgs,
 ): Promise<Record<string, unknown> | undefined> {
   switch (args.action) {
+    case 'status':
     case 'recover':
-      throw new Error('recover is run before the other actions');
+      throw new Error(`${args.action} is run before the other actions`);
     case 'list': {
       const views = await listDestinations(store);
       if (args.json) printJson(views);
@@ -131,4 +147,27 @@ function row(view: DestinationView) {
     created: view.createdAt ?? '-',
     by: view.createdBy ?? '-',
   };
+}
+
+function printStatus(status: DestinationStatus): void {
+  const { origin } = status;
+  const percent = origin.calls.successRate === null ? '-' : `${(origin.calls.successRate * 100).toFixed(1)}%`;
+  printTable([
+    {
+      destination: `${status.destination} v${status.version}`,
+      origin: origin.origin,
+      breaker: origin.breaker.state,
+      paused: origin.pause ? 'yes' : 'no',
+      inFlight:
+        origin.bulkhead.inFlight === null ? '-' : `${origin.bulkhead.inFlight}/${origin.bulkhead.cap}`,
+      pace: origin.pace.rate === null ? '-' : `${origin.pace.rate}/s`,
+      [`calls ${origin.calls.windowMinutes}m`]: origin.calls.attempts,
+      success: percent,
+      p50: origin.calls.p50Ms === null ? '-' : `${origin.calls.p50Ms}ms`,
+      quota:
+        status.quota
+          .map((w) => `${w.used === null ? '?' : Math.ceil(w.used)}/${w.value ?? '?'}`)
+          .join(', ') || '-',
+    },
+  ]);
 }

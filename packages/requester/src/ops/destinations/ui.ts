@@ -4,6 +4,7 @@ import type { Operator } from '../../admin-server/operator.ts';
 import { at, type Html } from '../../ui/layout.ts';
 import type { UiFace } from '../faces.ts';
 import { type DestinationView, listDestinations } from './index.ts';
+import { type DestinationStatus, destinationStatus } from './status.ts';
 
 /**
  * The Destinations page: every live destination at its current version (base URL, headers by
@@ -17,7 +18,13 @@ export const ui: UiFace = {
     app.get('/ui/destinations', (c) => page(c, 'Destinations', destinationsBody(c.get('operator'))));
     app.get('/ui/destinations/live', async (c) => {
       const views = await listDestinations(await console.destinationStore()).catch(messageOf);
-      return c.html(destinationsTable(c.get('operator'), views));
+      const statuses =
+        'error' in views
+          ? []
+          : await Promise.all(
+              views.map((v) => destinationStatus(console.originParts(), v).catch(() => undefined)),
+            );
+      return c.html(destinationsTable(c.get('operator'), views, statuses));
     });
   },
 };
@@ -43,18 +50,35 @@ function destinationForm(): Html {
 <p class="muted">Requests name a destination in <code>meta.destination</code> with a relative URI (<code>/invoices?x=1</code>). Its headers, credential (bound to the base URL's origin), rate limit (one quota for every caller) and retries apply; a caller may ask for fewer retries, never more. A new version keeps the fields left blank.</p></section>`;
 }
 
-function destinationsTable(operator: Operator, views: DestinationView[] | { error: string }): Html {
+function destinationsTable(
+  operator: Operator,
+  views: DestinationView[] | { error: string },
+  statuses: Array<DestinationStatus | undefined>,
+): Html {
   if ('error' in views) return html`<div class="flash err">${views.error}</div>`;
   if (views.length === 0) return html`<p class="muted">No destination yet.</p>`;
   const canAct = operator.admin === 'write';
-  return html`<table><tr><th>name</th><th>version</th><th>base URL</th><th>headers</th><th>credential</th><th>limiter</th><th>attempts</th><th>max body</th><th>since</th><th>by</th>${canAct ? html`<th></th>` : ''}</tr>${views.map(
-    (v) =>
-      html`<tr data-destination="${v.name}"><td><code>${v.name}</code></td><td>${v.version}</td><td><code>${v.baseUrl}</code></td><td>${[...Object.keys(v.headers ?? {}), ...(v.secretHeaderNames ?? []).map((n) => `${n} (secret)`)].join(', ') || '–'}</td><td>${v.credentials ?? '–'}</td><td>${limiterText(v.limiter)}</td><td>${(v.retry as { max?: number } | undefined)?.max ?? 1}</td><td>${v.maxBodyBytes ?? '–'}</td><td>${at(v.createdAt)}</td><td>${v.createdBy ?? '–'}</td>${
+  return html`<table><tr><th>name</th><th>version</th><th>base URL</th><th>headers</th><th>credential</th><th>limiter</th><th>attempts</th><th>max body</th><th>since</th><th>by</th><th>now</th>${canAct ? html`<th></th>` : ''}</tr>${views.map(
+    (v, i) =>
+      html`<tr data-destination="${v.name}"><td><code>${v.name}</code></td><td>${v.version}</td><td><code>${v.baseUrl}</code></td><td>${[...Object.keys(v.headers ?? {}), ...(v.secretHeaderNames ?? []).map((n) => `${n} (secret)`)].join(', ') || '–'}</td><td>${v.credentials ?? '–'}</td><td>${limiterText(v.limiter)}</td><td>${(v.retry as { max?: number } | undefined)?.max ?? 1}</td><td>${v.maxBodyBytes ?? '–'}</td><td>${at(v.createdAt)}</td><td>${v.createdBy ?? '–'}</td><td>${statusText(statuses[i])}</td>${
         canAct
           ? html`<td><button class="small danger" hx-post="/admin/api/destinations/delete" hx-vals='${JSON.stringify({ name: v.name })}' hx-target="#flash" hx-confirm="Delete ${v.name}? Requests naming it are refused." data-action="delete">Delete</button></td>`
           : ''
       }</tr>`,
   )}</table>`;
+}
+
+/** The destination's origin now, in a few words: breaker, pause, the calls of the last minutes. */
+function statusText(status: DestinationStatus | undefined): string {
+  if (!status) return '–';
+  const { breaker, pause, calls } = status.origin;
+  const parts = [`breaker ${breaker.state}`];
+  if (pause) parts.push('paused');
+  if (calls.attempts > 0)
+    parts.push(
+      `${calls.attempts} calls in ${calls.windowMinutes}m, ${((calls.successRate ?? 0) * 100).toFixed(1)}% ok, p50 ${calls.p50Ms ?? '–'}ms`,
+    );
+  return parts.join('; ');
 }
 
 function limiterText(limiter: unknown): string {

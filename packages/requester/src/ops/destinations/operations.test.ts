@@ -1,3 +1,4 @@
+import { CircuitBreaker, RateLimiter } from '@requester/policies';
 import {
   buildResult,
   createPg,
@@ -6,6 +7,7 @@ import {
   type KafkaProducer,
   parseRequestEnvelope,
 } from '@requester/shared';
+import { destinationLimiterKey } from '@requester/shared/destinations';
 import { createTestTopics, readTopic, testKafka, uniqueName } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { requester } from '../../../test/cli.fixture.ts';
@@ -44,7 +46,7 @@ function deadLetter(requestId: string, destination: string | undefined, failedAt
   });
 }
 
-describe('requester destinations recover', () => {
+describe('requester destinations recover and status', () => {
   let producer: KafkaProducer;
 
   beforeAll(async () => {
@@ -100,5 +102,56 @@ describe('requester destinations recover', () => {
     const open = await cli('recover', 'billing');
     expect(open.code).toBe(2);
     expect(open.stderr).toContain('needs --since');
+  }, 60_000);
+
+  it('status shows its origin’s breaker and its quota as every executor shares them', async () => {
+    const created = await cli(
+      'create',
+      'quota',
+      '--base-url',
+      'https://quota.example:8443/v1',
+      '--rate',
+      '5/1m',
+      '--algorithm',
+      'fixed-window-counter',
+    );
+    expect(created.code, created.stderr).toBe(0);
+    const redis = createRedis({ url: 'redis://127.0.0.1:6379' });
+    try {
+      const limiter = new RateLimiter({ redis, prefix: `${name}:` });
+      const rates = [{ duration: '1m', value: 5 }];
+      for (let i = 0; i < 2; i++)
+        expect(
+          (
+            await limiter.take({
+              key: destinationLimiterKey('quota'),
+              algorithm: 'fixed-window-counter',
+              rates,
+            })
+          ).allowed,
+        ).toBe(true);
+      const breaker = new CircuitBreaker({
+        redis,
+        prefix: `${name}:breaker:`,
+        failureThreshold: 1,
+        openMs: 600_000,
+        stateCacheMs: 0,
+      });
+      const origin = 'https://quota.example:8443';
+      const admission = await breaker.admit(origin);
+      if (admission.admitted) await breaker.record(origin, { ...admission, success: false });
+    } finally {
+      redis.disconnect();
+    }
+    const status = await cli('status', 'quota', '--json');
+    expect(status.code, status.stderr).toBe(0);
+    expect(JSON.parse(status.stdout)).toMatchObject({
+      destination: 'quota',
+      version: 1,
+      origin: { origin: 'https://quota.example:8443', breaker: { state: 'open' }, pause: null },
+      quota: [expect.objectContaining({ value: 5, used: 2 })],
+    });
+    const table = await cli('status', 'quota');
+    expect(table.stdout).toMatch(/quota v1\s+https:\/\/quota\.example:8443\s+open\s+no/);
   }, 60_000);
 });

@@ -1,0 +1,44 @@
+import { inspectLimiter, type LimiterWindowState, limiterWindows } from '@requester/policies';
+import { destinationLimiterKey, destinationOrigin } from '@requester/shared/destinations';
+import { isoTime } from '../format.ts';
+import { type OriginParts, type OriginView, showOrigin } from '../origins/index.ts';
+import type { DestinationView } from './index.ts';
+
+/**
+ * How a destination is doing, as an operator checks it before and after a change: the state every
+ * executor shares about its origin (breaker, calls in flight against the cap, pace, pause, the
+ * calls of the last minutes) and its quota's windows now. The calls are the origin's: two
+ * destinations on one origin show the same figures, as they share its breaker and pace too.
+ */
+export interface DestinationStatus {
+  destination: string;
+  version: number;
+  origin: OriginView;
+  /** Its limiter's windows (used, limit, when each resets); empty without a limiter. */
+  quota: Array<Omit<LimiterWindowState, 'resetAtMs'> & { resetAt: string | null }>;
+}
+
+export async function destinationStatus(
+  parts: OriginParts,
+  view: DestinationView,
+  now = Date.now(),
+): Promise<DestinationStatus> {
+  const limiter = view.limiter as Parameters<typeof limiterWindows>[0] | undefined;
+  const [origin, windows] = await Promise.all([
+    showOrigin(parts, destinationOrigin(view), now),
+    limiter
+      ? inspectLimiter(
+          parts.redis,
+          `${parts.config.redisPrefix}:`,
+          destinationLimiterKey(view.name),
+          limiterWindows(limiter),
+        )
+      : [],
+  ]);
+  return {
+    destination: view.name,
+    version: view.version,
+    origin,
+    quota: windows.map(({ resetAtMs, ...w }) => ({ ...w, resetAt: isoTime(resetAtMs) })),
+  };
+}
