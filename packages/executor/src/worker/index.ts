@@ -834,6 +834,7 @@ export class Executor {
       },
       client: envelope.meta.client,
       partition: job.lease.partition,
+      destination: envelope.meta.destination,
     });
     if (!pause) return undefined;
     const now = Date.now();

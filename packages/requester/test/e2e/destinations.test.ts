@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { KafkaProducer } from '@requester/shared';
 import {
+  eventually,
   freePort,
   type ProtectedTarget,
   startProtectedTarget,
@@ -190,6 +191,40 @@ describe('destinations', () => {
     }
     expect(version).toBe(2);
     expect(target.calls.at(-1)?.headers['x-partner']).toBe('v2');
+  });
+
+  it('a paused destination holds the calls naming it, not another destination’s on the same origin', async () => {
+    const pauses = (path: string, body: unknown) =>
+      fetch(`${stack.adminUrl}/admin/api/pauses${path}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...operator.headers },
+        body: JSON.stringify(body),
+      });
+    const paused = await pauses('', { scope: 'destination', value: 'keyed' });
+    expect(paused.status, await paused.text()).toBe(200);
+    const held = to('keyed', '/held');
+    const free = to('plain', '/v2/free');
+    expect((await post(held)).status).toBe(202);
+    expect((await post(free)).status).toBe(202);
+    // Both destinations call the same target: only the one paused waits.
+    expect((await results.one(free.meta.requestId)).response.status).toBe(200);
+    await eventually(
+      async () => {
+        const story = (await (
+          await fetch(`${stack.adminUrl}/admin/api/requests/${held.meta.requestId}/events`, {
+            headers: operator.headers,
+          })
+        ).json()) as { events: Array<Record<string, unknown>> };
+        return story.events.some((e) => e.type === 'held' && e.by === 'pause');
+      },
+      30_000,
+      'the request to the paused destination held by the pause',
+    );
+    expect(target.calls.some((c) => c.path === '/held')).toBe(false);
+    const resumed = await pauses('/resume', { scope: 'destination', value: 'keyed' });
+    expect(resumed.status, await resumed.text()).toBe(200);
+    expect((await results.one(held.meta.requestId)).response.status).toBe(200);
+    expect(target.calls.filter((c) => c.path === '/held')).toHaveLength(1);
   });
 
   it('the operator UI: the page lists them, its form makes a new version', async () => {

@@ -2,8 +2,8 @@ import { clientScoped } from '../contract/namespace.ts';
 import type { AnnouncementMark, Announcements, RedisClient } from '../redis/index.ts';
 
 /**
- * Pauses (docs/architecture.md §15): an operator holds the work of one target origin, one client or
- * one partition, until resumed or until an instant. Paused work stays where it is — queued, in
+ * Pauses (docs/architecture.md §15): an operator holds the work of one target origin, one client,
+ * one partition or one destination (the requests naming it), until resumed or until an instant. Paused work stays where it is — queued, in
  * order — and is not attempted: the executor that leases such a task puts it back (a wait, not an
  * attempt: no limiter token, no breaker outcome) and looks again a second later.
  *
@@ -14,12 +14,12 @@ import type { AnnouncementMark, Announcements, RedisClient } from '../redis/inde
  * them all is one small command pipelined beside the batch's reads, and matching a task is three
  * map look-ups.
  */
-export const PAUSE_SCOPES = ['origin', 'client', 'partition'] as const;
+export const PAUSE_SCOPES = ['origin', 'client', 'partition', 'destination'] as const;
 export type PauseScope = (typeof PAUSE_SCOPES)[number];
 
 export interface Pause {
   scope: PauseScope;
-  /** An origin (`https://api.x.com:443`), a client (API key name) or a queue partition (in its client's namespace). */
+  /** An origin (`https://api.x.com:443`), a client (API key name), a queue partition (in its client's namespace) or a destination name. */
   value: string;
   /** Who paused. */
   by: string;
@@ -173,9 +173,14 @@ export class PauseView {
     return this.#byKey.size > 0;
   }
 
-  /** The pause holding a task of this origin, client and queue partition, if one does now. */
+  /** The pause holding a task of this origin, client, queue partition or destination, if one does now. */
   match(
-    task: { origin?: string | undefined; client?: string | undefined; partition: string },
+    task: {
+      origin?: string | undefined;
+      client?: string | undefined;
+      partition: string;
+      destination?: string | undefined;
+    },
     now = Date.now(),
   ) {
     if (this.#byKey.size === 0) return undefined;
@@ -183,6 +188,7 @@ export class PauseView {
       task.origin === undefined ? undefined : this.#byKey.get(`origin ${task.origin}`),
       task.client === undefined ? undefined : this.#byKey.get(`client ${task.client}`),
       this.#byKey.get(`partition ${task.partition}`),
+      task.destination === undefined ? undefined : this.#byKey.get(`destination ${task.destination}`),
     ];
     return candidates.find((p) => p !== undefined && (p.until === null || p.until > now));
   }

@@ -2,7 +2,7 @@ import { answer, type Body, bodyOf, stringOf } from '../../admin-server/http.ts'
 import type { ApiFace } from '../faces.ts';
 import { type PauseTarget, untilArg } from './index.ts';
 
-const SCOPE = { type: 'string', enum: ['origin', 'client', 'partition'] };
+const SCOPE = { type: 'string', enum: ['origin', 'client', 'partition', 'destination'] };
 
 /**
  * `GET /admin/api/pauses` (read key), `POST /admin/api/pauses` `{scope, value, client?, until?}`

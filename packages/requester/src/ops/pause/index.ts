@@ -69,6 +69,7 @@ const examples: Record<PauseScope, string> = {
   origin: 'https://api.partner.example',
   client: 'an API key name',
   partition: '!order-42, with --client',
+  destination: 'a destination name (requester destinations list)',
 };
 
 /** `until`: RFC 3339, or a Go duration from now (`2h`); blank = until resumed. */

@@ -22,7 +22,7 @@ function pausesBody(operator: Operator): Html {
   return html`${
     canAct
       ? html`<section><h2>Pause</h2><form class="filters" hx-post="/admin/api/pauses" hx-target="#flash" data-action="pause-form">
-<label>scope<select name="scope"><option>origin</option><option>client</option><option>partition</option></select></label>
+<label>scope<select name="scope"><option>origin</option><option>client</option><option>partition</option><option>destination</option></select></label>
 <label>value<input name="value" size="36" placeholder="https://api.partner.example, a client, or a partition"></label>
 <label>client<input name="client" placeholder="partition: whose"></label>
 <label>until<input name="until" placeholder="2h, or 2026-12-01T14:00:00Z (blank: until resumed)"></label>
