@@ -148,6 +148,7 @@ describe('requester destinations recover and status', () => {
     expect(JSON.parse(status.stdout)).toMatchObject({
       destination: 'quota',
       version: 1,
+      pause: null,
       origin: { origin: 'https://quota.example:8443', breaker: { state: 'open' }, pause: null },
       quota: [expect.objectContaining({ value: 5, used: 2 })],
     });

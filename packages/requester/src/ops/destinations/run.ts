@@ -157,7 +157,7 @@ function printStatus(status: DestinationStatus): void {
       destination: `${status.destination} v${status.version}`,
       origin: origin.origin,
       breaker: origin.breaker.state,
-      paused: origin.pause ? 'yes' : 'no',
+      paused: status.pause ? 'yes' : origin.pause ? 'its origin' : 'no',
       inFlight:
         origin.bulkhead.inFlight === null ? '-' : `${origin.bulkhead.inFlight}/${origin.bulkhead.cap}`,
       pace: origin.pace.rate === null ? '-' : `${origin.pace.rate}/s`,

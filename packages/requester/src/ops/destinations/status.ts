@@ -1,8 +1,12 @@
 import { inspectLimiter, type LimiterWindowState, limiterWindows } from '@requester/policies';
+import { Pauses } from '@requester/shared';
 import { destinationLimiterKey, destinationOrigin } from '@requester/shared/destinations';
 import { isoTime } from '../format.ts';
 import { type OriginParts, type OriginView, showOrigin } from '../origins/index.ts';
+import { type PauseRow, pauseRow } from '../pause/index.ts';
 import type { DestinationView } from './index.ts';
+
+const pauseRowOf = (pause: Parameters<typeof pauseRow>[0] | undefined) => (pause ? pauseRow(pause) : null);
 
 /**
  * How a destination is doing, as an operator checks it before and after a change: the state every
@@ -13,6 +17,8 @@ import type { DestinationView } from './index.ts';
 export interface DestinationStatus {
   destination: string;
   version: number;
+  /** Its own pause (`requester pause destination`); its origin's is `origin.pause`. */
+  pause: PauseRow | null;
   origin: OriginView;
   /** Its limiter's windows (used, limit, when each resets); empty without a limiter. */
   quota: Array<Omit<LimiterWindowState, 'resetAtMs'> & { resetAt: string | null }>;
@@ -24,8 +30,9 @@ export async function destinationStatus(
   now = Date.now(),
 ): Promise<DestinationStatus> {
   const limiter = view.limiter as Parameters<typeof limiterWindows>[0] | undefined;
-  const [origin, windows] = await Promise.all([
+  const [origin, pauses, windows] = await Promise.all([
     showOrigin(parts, destinationOrigin(view), now),
+    new Pauses(parts.redis, parts.config.redisPrefix).list(now),
     limiter
       ? inspectLimiter(
           parts.redis,
@@ -38,6 +45,7 @@ export async function destinationStatus(
   return {
     destination: view.name,
     version: view.version,
+    pause: pauseRowOf(pauses.find((p) => p.scope === 'destination' && p.value === view.name)),
     origin,
     quota: windows.map(({ resetAtMs, ...w }) => ({ ...w, resetAt: isoTime(resetAtMs) })),
   };

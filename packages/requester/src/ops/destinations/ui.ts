@@ -73,7 +73,8 @@ function statusText(status: DestinationStatus | undefined): string {
   if (!status) return '–';
   const { breaker, pause, calls } = status.origin;
   const parts = [`breaker ${breaker.state}`];
-  if (pause) parts.push('paused');
+  if (status.pause) parts.push('paused');
+  else if (pause) parts.push('its origin paused');
   if (calls.attempts > 0)
     parts.push(
       `${calls.attempts} calls in ${calls.windowMinutes}m, ${((calls.successRate ?? 0) * 100).toFixed(1)}% ok, p50 ${calls.p50Ms ?? '–'}ms`,
