@@ -34,8 +34,6 @@ export interface FetcherSettings extends FetcherOptions {
   security?: KafkaSecurity;
 }
 
-export { partitionOfKey } from '../partitioner.ts';
-
 export function createFetcher(settings: FetcherSettings): Fetcher {
   return new KafkaFetcher(settings);
 }
