@@ -20,7 +20,8 @@
  * keys in the queue at once). With `--inline off,on`, the same with every task's `in` record read
  * back by offset against carried in the task (QUEUE_INLINE_BYTES), with the Redis memory each
  * queued task takes (`used_memory` delta over the publish, divided by the tasks).
- * Topics and Redis keys are unique per run; queue keys are purged at the end.
+ * Topics and Redis keys are unique per run; queue keys are purged at the end. What is measured
+ * besides throughput: `support/measure.ts`.
  *
  * Recorded 2026-11-30, 2 CPUs shared with other work, Node 24.21, Kafka 4 (KRaft, local), Redis 7;
  * target, reader and executor in this one process; two runs:
@@ -29,17 +30,15 @@
  *   executor one ordered partition, 300 tasks: 251 / 171 tasks/s (one task in flight: each costs
  *   a lease, a fetch, the call, a produce and an ack in sequence)
  */
-import { readFileSync } from 'node:fs';
 import { FairQueue, QueueAdmin } from '@requester/queue';
 import { createJournal, type JournalMode } from '@requester/shared/journal';
-import type { Fetcher, KafkaRef } from '@requester/shared/kafka';
+import type { KafkaRef } from '@requester/shared/kafka';
 import { createRedis } from '@requester/shared/redis';
 import { encodeQueuedTask, queuePartition, taskId } from '@requester/shared/task';
 import {
   createTestTopics,
   median,
   parseBenchArgs,
-  processCpuSeconds,
   silentLogger,
   startTarget,
   testKafka,
@@ -48,6 +47,8 @@ import {
 import { type Bulkhead, ClusterBulkhead, LocalBulkhead } from '../src/bulkhead/index.ts';
 import { createHttpClient } from '../src/http/index.ts';
 import { Executor } from '../src/worker/index.ts';
+import { compareVariants } from './support/compare.ts';
+import { bytesRead, cacheLine, cpuMs, slow, usedMemory } from './support/measure.ts';
 
 const { values: args } = parseBenchArgs({
   usage: `Executor and fetcher benchmarks against the local Kafka and Redis and a local HTTP target.
@@ -105,48 +106,6 @@ const BODY_SIZES = list(args['body-bytes']).map(Number);
 const PARTITION_MODES = list(args.partitions);
 const INLINE_MODES = list(args.inline);
 
-/**
- * CPU time spent so far by each part of the pipeline: this process (executor, target, reader; all
- * its threads, and its main thread alone),
- * Redis, and the Kafka broker when its pid file is found. On a shared 2-core machine the
- * executor's rate is bounded by the CPU the three need per task, which wall-clock rates hide.
- */
-async function cpuMs(): Promise<{ node: number; main: number; redis: number; kafka: number | undefined }> {
-  const { user, system } = process.cpuUsage();
-  const thread = process.threadCpuUsage();
-  const info = (await redis.info('cpu')).replace(/\r/g, '');
-  const seconds = (name: string) => Number(new RegExp(`^${name}:([\\d.]+)`, 'm').exec(info)?.[1] ?? 0);
-  return {
-    node: (user + system) / 1000,
-    main: (thread.user + thread.system) / 1000,
-    redis: (seconds('used_cpu_user') + seconds('used_cpu_sys')) * 1000,
-    kafka: brokerCpuMs(),
-  };
-}
-
-/**
- * Bytes this process has read (`rchar` of /proc/self/io: sockets included): the `in` records the
- * fetcher receives, and the target's, the HTTP client's and the reader's reads of each body.
- */
-function bytesRead(): number {
-  try {
-    return Number(/^rchar: (\d+)$/m.exec(readFileSync('/proc/self/io', 'utf8'))?.[1] ?? 0);
-  } catch {
-    return 0;
-  }
-}
-
-/** utime + stime of the local broker (infra/kafka.sh writes its pid), in ms; undefined elsewhere. */
-function brokerCpuMs(): number | undefined {
-  try {
-    const runDir = process.env.REQUESTER_RUN_DIR ?? new URL('../../../.run', import.meta.url).pathname;
-    const seconds = processCpuSeconds(Number(readFileSync(`${runDir}/kafka/broker.pid`, 'utf8').trim()));
-    return seconds === undefined ? undefined : seconds * 1000;
-  } catch {
-    return undefined;
-  }
-}
-
 const inTopic = uniqueName('bench-in');
 const outTopic = uniqueName('bench-out');
 await createTestTopics([inTopic, outTopic], 3);
@@ -175,11 +134,6 @@ async function writeIn(count: number, envelope: (i: number) => object): Promise<
     });
   }
   return refs;
-}
-
-/** Redis `used_memory` (bytes): its delta over a publish is what the queued tasks take. */
-async function usedMemory(): Promise<number> {
-  return Number(/used_memory:(\d+)/.exec(await redis.info('memory'))?.[1] ?? 0);
 }
 
 async function benchFetcher(): Promise<void> {
@@ -294,9 +248,9 @@ async function benchExecutor(
     logger: silentLogger,
     bulkhead,
   });
-  const memoryBefore = await usedMemory();
+  const memoryBefore = await usedMemory(redis);
   const started = performance.now();
-  const cpuBefore = await cpuMs();
+  const cpuBefore = await cpuMs(redis);
   const readBefore = bytesRead();
   await queue.publish(
     refs.map((ref, i) => ({
@@ -310,7 +264,7 @@ async function benchExecutor(
       }),
     })),
   );
-  const bytesPerTask = ((await usedMemory()) - memoryBefore) / count;
+  const bytesPerTask = ((await usedMemory(redis)) - memoryBefore) / count;
   executor.start();
   // A run that stops making progress says where it stands instead of hanging.
   let lastSeen = -1;
@@ -328,7 +282,7 @@ async function benchExecutor(
   await finished;
   clearInterval(watchdog);
   const seconds = (performance.now() - started) / 1000;
-  const cpuAfter = await cpuMs();
+  const cpuAfter = await cpuMs(redis);
   const readPerTask = (bytesRead() - readBefore) / count / 1024;
   const perTask = (before: number | undefined, after: number | undefined) =>
     before === undefined || after === undefined
@@ -348,17 +302,6 @@ async function benchExecutor(
   await new QueueAdmin(queue).purge();
   await queue.close();
   return count / seconds;
-}
-
-/** The fetcher's record cache over a run: how many wanted records it answered, and its neighbours' fate. */
-function cacheLine(fetcher: Partial<Pick<Fetcher, 'cacheStats'>>): string {
-  // The baseline tree's fetcher (run with this bench) has no counters.
-  const stats = fetcher.cacheStats?.();
-  if (!stats) return 'n/a';
-  return (
-    `hits ${stats.hits}, misses ${stats.misses}, neighbours kept ${stats.neighbours}, ` +
-    `of which evicted unread ${stats.evictedUnread}`
-  );
 }
 
 /** The unordered run once per bulkhead scope, ROUNDS times interleaved; then each scope's ratio to the first. */
@@ -404,6 +347,7 @@ async function benchEventModes(): Promise<void> {
 /** The unordered run once per body size, ROUNDS times interleaved; then each size's ratio to the first. */
 async function benchBodySizes(): Promise<void> {
   await compareVariants(
+    ROUNDS,
     BODY_SIZES.map((bytes) => `body ${bytes} B`),
     (i) =>
       benchExecutor(
@@ -425,6 +369,7 @@ async function benchPartitionModes(): Promise<void> {
     throw new Error(`unknown partition mode ${mode}`);
   };
   await compareVariants(
+    ROUNDS,
     PARTITION_MODES.map((mode) => `partitions ${mode}`),
     (i) => benchExecutor(`partitions ${PARTITION_MODES[i]}`, TASKS, partitionOf(PARTITION_MODES[i] ?? '')),
   );
@@ -433,6 +378,7 @@ async function benchPartitionModes(): Promise<void> {
 /** The `in` record read back by offset against carried in the task, ROUNDS times interleaved. */
 async function benchInlineModes(): Promise<void> {
   await compareVariants(
+    ROUNDS,
     INLINE_MODES.map((mode) => `inline ${mode}`),
     (i) =>
       benchExecutor(
@@ -445,31 +391,6 @@ async function benchInlineModes(): Promise<void> {
         INLINE_MODES[i] === 'on',
       ),
   );
-}
-
-/** Runs each variant once per round, ROUNDS rounds; prints each variant's per-round ratio to the first. */
-async function compareVariants(labels: string[], run: (variant: number) => Promise<number>): Promise<void> {
-  const rates = labels.map((): number[] => []);
-  for (let round = 1; round <= ROUNDS; round++)
-    for (let v = 0; v < labels.length; v++) rates[v]?.push(await run(v));
-  const baseRates = rates[0] ?? [];
-  for (let v = 1; v < labels.length; v++) {
-    const ratios = (rates[v] ?? []).map((rate, i) => rate / (baseRates[i] ?? rate));
-    console.log(
-      `${labels[v]} / ${labels[0]}: median ${median(rates[v] ?? []).toFixed(0)} / ${median(baseRates).toFixed(0)} tasks/s; ` +
-        `per-round ratios ${ratios.map((r) => r.toFixed(2)).join(', ')}; median ratio ${median(ratios).toFixed(2)}`,
-    );
-  }
-}
-
-/** Awaits a teardown step, saying so on stderr when it takes more than 5 s (a hang, not noise). */
-async function slow<T>(label: string, step: Promise<T>): Promise<T> {
-  const warn = setTimeout(() => console.error(`${label} has not finished after 5 s`), 5_000);
-  try {
-    return await step;
-  } finally {
-    clearTimeout(warn);
-  }
 }
 
 try {

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { partitionOfKey } from '../kafka/kafkajs/fetcher.ts';
+import { partitionOfKey } from '../kafka/kafkajs/partitioner.ts';
 import type { KafkaProducer } from '../kafka/types.ts';
 import { registry } from '../metrics/index.ts';
 import { createTestTopics, silentLogger, testKafka, uniqueName } from '../testing/index.ts';

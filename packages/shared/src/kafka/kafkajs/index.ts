@@ -12,7 +12,7 @@ import type {
 import { KafkajsAdmin } from './admin.ts';
 import { KafkajsConsumer } from './consumer.ts';
 import { installCrc32c } from './crc32c.ts';
-import { createFetcher } from './fetcher.ts';
+import { createFetcher } from './fetcher/index.ts';
 import { brokerList, kafkajsSecurity, kafkaLogCreator } from './options.ts';
 import { KafkajsProducer } from './producer.ts';
 

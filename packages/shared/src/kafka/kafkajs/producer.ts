@@ -1,7 +1,7 @@
 import { type ICustomPartitioner, type Kafka, Partitioners, type Producer } from 'kafkajs';
 import { chunksOf, PRODUCE_CHUNK_BYTES, withTimeout } from '../batching.ts';
 import type { KafkaProducer, OutgoingRecord, ProducedBatch, SendOptions } from '../types.ts';
-import { partitionOfKey } from './fetcher.ts';
+import { partitionOfKey } from './partitioner.ts';
 
 const DEFAULT_TIMEOUT_MS = 10_000;
 

@@ -1,0 +1,71 @@
+/** What the processes of a load run spend: CPU, bytes read, memory; and who listens on a port. */
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
+import { processCpuSeconds, processTreeCpuSeconds } from '../../packages/shared/src/testing/index.ts';
+import { formatMemory, memoryOf } from '../memory.ts';
+import type { Side } from './processes.ts';
+import { executorCounts } from './settings.ts';
+
+/** The executors' supervisor counts with its children; every other process alone. */
+export const cpuOf = (key: string, pid: number) =>
+  (key === 'executors' ? processTreeCpuSeconds(pid) : processCpuSeconds(pid)) ?? Number.NaN;
+
+/**
+ * Bytes a process has read (`rchar` of /proc/<pid>/io: sockets included). Per task of Requester:
+ * what it receives of `in` (the router's consume, the executor's reads by offset), of Redis and of
+ * the target. Unlike the rates, the load of a shared box does not move it.
+ */
+export function readBytesOf(pid: number): number {
+  try {
+    return Number(/^rchar: (\d+)$/m.exec(readFileSync(`/proc/${pid}/io`, 'utf8'))?.[1] ?? Number.NaN);
+  } catch {
+    return Number.NaN;
+  }
+}
+
+/**
+ * Each side's CPU while nothing is sent, all sides over the same seconds: what it spends per
+ * second whatever the load (timers, polls, heartbeats), which a slow round divides among few tasks.
+ */
+export async function idleCpu(sides: Side[], seconds: number): Promise<void> {
+  const before = sides.map((side) => cpuOf('node', side.pid));
+  await new Promise((resolve) => setTimeout(resolve, seconds * 1000));
+  sides.forEach((side, i) => {
+    const perSecond = (cpuOf('node', side.pid) - (before[i] as number)) / seconds;
+    console.log(
+      `idle     ${side.label.padEnd(9)} node CPU ${(perSecond * 1000).toFixed(1)} ms/s over ${seconds} s`,
+    );
+  });
+}
+
+/** The pid listening on a local TCP port (from /proc/net/tcp and the fds of each process). */
+export function pidListeningOn(port: number): number | undefined {
+  const inodes = new Set<string>();
+  for (const file of ['/proc/net/tcp', '/proc/net/tcp6']) {
+    for (const line of readFileSync(file, 'utf8').split('\n').slice(1)) {
+      const cols = line.trim().split(/\s+/);
+      if (cols.length < 10 || cols[3] !== '0A') continue;
+      if (Number.parseInt(cols[1]?.split(':')[1] ?? '', 16) === port) inodes.add(cols[9] as string);
+    }
+  }
+  for (const pid of readdirSync('/proc').filter((p: string) => /^\d+$/.test(p))) {
+    try {
+      for (const fd of readdirSync(`/proc/${pid}/fd`)) {
+        const link = readlinkSync(`/proc/${pid}/fd/${fd}`);
+        const m = /^socket:\[(\d+)\]$/.exec(link);
+        if (m && inodes.has(m[1] as string)) return Number(pid);
+      }
+    } catch {}
+  }
+  return undefined;
+}
+
+/**
+ * A side's memory, as bench/memory.ts reads it. With `--executors 1` the executor is a process of
+ * its own (the supervisor runs it in-process), so it is reported apart: the per-role figures.
+ */
+export async function memoryOfSide(side: Side): Promise<string> {
+  const own = formatMemory(await memoryOf(side.pid, side.adminUrl));
+  if (!side.executorPid || !side.executorAdminUrl || executorCounts.some((n) => n !== 1)) return own;
+  const executor = formatMemory(await memoryOf(side.executorPid, side.executorAdminUrl));
+  return `${own}; executor ${executor}`;
+}
