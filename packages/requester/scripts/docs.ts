@@ -1,12 +1,14 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
+import { decisionsMarkdown } from '@requester/executor/attempt/diagram';
 import { configMarkdownTable } from '@requester/shared/config';
 import { parse, stringify } from 'yaml';
 
 /**
- * Writes the configuration table into README.md between its markers, and the alert rules of
+ * Writes the configuration table into README.md between its markers, the executor's decisions
+ * (its chain of gates) into docs/architecture.md between theirs, and the alert rules of
  * infra/prometheus/alerts.yml into the PrometheusRule of infra/k8s; with `--check`, fails when
- * either is out of date (CI runs the check, so neither drifts from its source).
+ * any is out of date (CI runs the check, so none drifts from its source).
  */
 const README = path.resolve(import.meta.dirname, '../../../README.md');
 const START = '<!-- config-table:start -->';
@@ -18,6 +20,16 @@ const after = rest?.split(END)[1];
 if (before === undefined || after === undefined)
   throw new Error(`README.md lacks the ${START} … ${END} markers`);
 const wanted = `${before}${START}\n${configMarkdownTable()}\n${END}${after}`;
+
+const ARCHITECTURE = path.resolve(import.meta.dirname, '../../../docs/architecture.md');
+const CHAIN_START = '<!-- executor-decisions:start -->';
+const CHAIN_END = '<!-- executor-decisions:end -->';
+const architecture = readFileSync(ARCHITECTURE, 'utf8');
+const [chainBefore, chainRest] = architecture.split(CHAIN_START);
+const chainAfter = chainRest?.split(CHAIN_END)[1];
+if (chainBefore === undefined || chainAfter === undefined)
+  throw new Error(`docs/architecture.md lacks the ${CHAIN_START} … ${CHAIN_END} markers`);
+const wantedArchitecture = `${chainBefore}${CHAIN_START}\n${decisionsMarkdown()}\n${CHAIN_END}${chainAfter}`;
 
 const RULES = path.resolve(import.meta.dirname, '../../../infra/prometheus/alerts.yml');
 const K8S_RULES = path.resolve(import.meta.dirname, '../../../infra/k8s/base/prometheus-rule.yaml');
@@ -39,6 +51,7 @@ try {
 if (process.argv.includes('--check')) {
   const stale = [
     ...(wanted !== text ? ['README.md configuration table'] : []),
+    ...(wantedArchitecture !== architecture ? ["docs/architecture.md executor's decisions"] : []),
     ...(wantedRules !== rulesText ? ['infra/k8s/base/prometheus-rule.yaml'] : []),
   ];
   if (stale.length > 0) {
@@ -49,6 +62,10 @@ if (process.argv.includes('--check')) {
   if (wanted !== text) {
     writeFileSync(README, wanted);
     process.stderr.write('README.md configuration table updated\n');
+  }
+  if (wantedArchitecture !== architecture) {
+    writeFileSync(ARCHITECTURE, wantedArchitecture);
+    process.stderr.write("docs/architecture.md executor's decisions updated\n");
   }
   if (wantedRules !== rulesText) {
     writeFileSync(K8S_RULES, wantedRules);
