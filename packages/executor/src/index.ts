@@ -8,13 +8,13 @@ import { Outbox } from '@requester/shared/outbox';
 import { Pauses, PauseView } from '@requester/shared/pause';
 import { Announcements } from '@requester/shared/redis';
 import type { RoleDefinition, RoleHandle } from '@requester/shared/role';
+import type { CallOrRefusal } from './attempt/index.ts';
 import { bulkheadFromConfig, defaultMaxPerOrigin } from './bulkhead/index.ts';
 import { ResponseCache } from './cache/index.ts';
 import { CredentialResolver, withCredentials } from './credentials/index.ts';
 import { createHttpClient, reservedPortsOf } from './http/index.ts';
 import { SigningKeyring, signingKeysFromConfig } from './signing/index.ts';
 import { Executor } from './worker/index.ts';
-import type { Tried } from './worker/policies.ts';
 
 export { slotsKey } from './bulkhead/cluster.ts';
 export { capOf, defaultMaxPerOrigin } from './bulkhead/index.ts';
@@ -73,7 +73,7 @@ export const executorRole: RoleDefinition = {
       timeoutMs: config.oauth2TokenTimeout,
     });
     const queue = queueFromConfig(config, redis, { logger });
-    const cache = new ResponseCache<Tried>({
+    const cache = new ResponseCache<CallOrRefusal>({
       redis,
       prefix: `${config.redisPrefix}:`,
       waitBudgetMs: config.cacheWaitBudget,
