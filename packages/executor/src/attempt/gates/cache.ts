@@ -1,5 +1,6 @@
-import { clientScoped } from '@requester/shared/contract';
+import { clientScoped, type RequestEnvelope } from '@requester/shared/contract';
 import { requestIdentity } from '../../cache/index.ts';
+import type { Attempt } from '../attempt.ts';
 import type { GateSpec } from '../gate.ts';
 
 /**
@@ -8,14 +9,15 @@ import type { GateSpec } from '../gate.ts';
  * misses of one key cost one token and one call. Requests that share a fill share its answer, a
  * gate's refusal included: they are the same request of the same client (key and identity).
  */
+type CacheSpec = NonNullable<RequestEnvelope['meta']['cache']>;
+
 export const cache: GateSpec = {
   name: 'cache',
   does: 'serves a stored answer, or one fill per key across processes',
   exits: [{ when: 'hit', becomes: 'result (cached)' }],
   link({ cache }) {
-    return async (attempt) => {
-      const spec = attempt.envelope.meta.cache;
-      if (!cache || !spec) return attempt.next();
+    if (!cache) return (attempt) => attempt.next();
+    const fill = async (attempt: Attempt, spec: CacheSpec) => {
       const { envelope } = attempt;
       // The client's own entry, answering only this very request (docs/architecture.md §10).
       const lookup = {
@@ -27,6 +29,11 @@ export const cache: GateSpec = {
       if (fetched.cached) attempt.cache = 'hit';
       else if (fetched.shared) attempt.cache = 'coalesced';
       return fetched.outcome;
+    };
+    // A request without the cache passes with no promise of this gate's own.
+    return (attempt) => {
+      const spec = attempt.envelope.meta.cache;
+      return spec ? fill(attempt, spec) : attempt.next();
     };
   },
 };

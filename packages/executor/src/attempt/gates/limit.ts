@@ -13,7 +13,7 @@ import { batched } from '../../worker/batch.ts';
 import { limiterStep } from '../../worker/decide.ts';
 import type { Attempt } from '../attempt.ts';
 import type { GateSpec } from '../gate.ts';
-import { isRefusal, refusal } from '../outcome.ts';
+import { type CallOrRefusal, isRefusal, refusal } from '../outcome.ts';
 
 /**
  * The longest from a two-phase limiter take to the breaker's admission, the last step before the
@@ -63,15 +63,14 @@ export const limit: GateSpec = {
       limiter.takeMany(specs.map((spec) => ({ spec, cost: spec.cost ?? 1, dispatchWithinMs }))),
     );
     const shared = sharedLimiterKeys ?? NONE_SHARED;
-    return async (attempt) => {
-      const { limiter: spec, client } = attempt.envelope.meta;
-      if (!spec) return attempt.next();
+    const limited = async (attempt: Attempt, spec: LimiterSpec) => {
+      const { client } = attempt.envelope.meta;
       limiterWindows(spec); // a bad spec fails this request alone, not the batch it would share a takeMany with
       // A destination's quota is one for every caller of it (its key is one no caller can write).
       const key = isDestinationLimiterKey(spec.key) ? spec.key : limiterKeyOf(client, spec.key, shared);
       const decision: LimitDecision = await take({ ...spec, key });
-      const limited = limiterStep(decision);
-      if (limited.kind !== 'call') return refusal(limited);
+      const step = limiterStep(decision);
+      if (step.kind !== 'call') return refusal(step);
       const { reservation } = decision;
       if (!reservation) return attempt.next();
       // Checked before the breaker's admission, which nothing may refuse after; the budget leaves
@@ -81,7 +80,7 @@ export const limit: GateSpec = {
         return refusal({ kind: 'wait', delayMs: 1, reason: 'rate_limited' });
       }
       attempt.reservation = reservation;
-      let answer: Awaited<ReturnType<Attempt['next']>>;
+      let answer: CallOrRefusal;
       try {
         answer = await attempt.next();
       } catch (err) {
@@ -92,6 +91,11 @@ export const limit: GateSpec = {
       if (isRefusal(answer) && !attempt.settled)
         await settleSlot(limiter, reservation, undefined, marginMs, attempt.log);
       return answer;
+    };
+    // A request without a limit passes with no promise of this gate's own.
+    return (attempt) => {
+      const spec = attempt.envelope.meta.limiter;
+      return spec ? limited(attempt, spec) : attempt.next();
     };
   },
 };
