@@ -13,10 +13,12 @@ export const bulkhead: GateSpec = {
   does: "takes one of the origin's slots of calls in flight",
   exits: [{ when: 'origin full', becomes: 'wait, parked until a call of the origin ends' }],
   link({ bulkhead, pacer, adaptiveConcurrency = true }) {
+    // Without a bulkhead no slot is ever handed either (Policies.waitForSlot).
+    if (!bulkhead) return (attempt) => attempt.next();
     return async (attempt) => {
       const { handed, origin } = attempt;
       let grant = handed;
-      if (!grant && bulkhead) {
+      if (!grant) {
         const learnt = adaptiveConcurrency ? pacer?.limitOf(origin, attempt.identity) : undefined;
         const asked = await bulkhead.acquire(origin, learnt, attempt.envelope.meta.client);
         const full = bulkheadStep(asked);

@@ -3,14 +3,14 @@ import { requestIdentity } from '../../cache/index.ts';
 import type { Attempt } from '../attempt.ts';
 import type { GateSpec } from '../gate.ts';
 
+type CacheSpec = NonNullable<RequestEnvelope['meta']['cache']>;
+
 /**
  * The response cache, first: a hit does not reach the target, so it spends none of its quota and
  * waits for none of its breaker; the gates after it run inside the cache fill, so N concurrent
  * misses of one key cost one token and one call. Requests that share a fill share its answer, a
  * gate's refusal included: they are the same request of the same client (key and identity).
  */
-type CacheSpec = NonNullable<RequestEnvelope['meta']['cache']>;
-
 export const cache: GateSpec = {
   name: 'cache',
   does: 'serves a stored answer, or one fill per key across processes',
