@@ -31,8 +31,9 @@ export { Executor, type ExecutorOptions, type TaskQueue } from './worker/index.t
 
 /**
  * The executor role (docs/architecture.md §3, §5): leases tasks from the Redis fair queue, reads their `in`
- * records by offset, applies the delivery policies (cache, rate limiter, circuit breaker, signing,
- * retries) around each call, writes every outcome to `out` (and failures to the DLQ), then acks.
+ * records by offset, runs each attempt through its chain of gates (attempt/chain.ts: cache, sign,
+ * pace, bulkhead, limit, breaker, then the call) and the retry decision, writes every outcome to
+ * `out` (and failures to the DLQ), then acks.
  * Long waits of unordered tasks go to the PostgreSQL outbox.
  */
 export const executorRole: RoleDefinition = {
