@@ -8,13 +8,13 @@ import { Outbox } from '@requester/shared/outbox';
 import { Pauses, PauseView } from '@requester/shared/pause';
 import { Announcements } from '@requester/shared/redis';
 import type { RoleDefinition, RoleHandle } from '@requester/shared/role';
+import type { CallOrRefusal } from './attempt/index.ts';
 import { bulkheadFromConfig, defaultMaxPerOrigin } from './bulkhead/index.ts';
 import { ResponseCache } from './cache/index.ts';
 import { CredentialResolver, withCredentials } from './credentials/index.ts';
 import { createHttpClient, reservedPortsOf } from './http/index.ts';
 import { SigningKeyring, signingKeysFromConfig } from './signing/index.ts';
 import { Executor } from './worker/index.ts';
-import type { Tried } from './worker/policies.ts';
 
 export { slotsKey } from './bulkhead/cluster.ts';
 export { capOf, defaultMaxPerOrigin } from './bulkhead/index.ts';
@@ -31,8 +31,9 @@ export { Executor, type ExecutorOptions, type TaskQueue } from './worker/index.t
 
 /**
  * The executor role (docs/architecture.md §3, §5): leases tasks from the Redis fair queue, reads their `in`
- * records by offset, applies the delivery policies (cache, rate limiter, circuit breaker, signing,
- * retries) around each call, writes every outcome to `out` (and failures to the DLQ), then acks.
+ * records by offset, runs each attempt through its chain of gates (attempt/chain.ts: cache, sign,
+ * pace, bulkhead, limit, breaker, then the call) and the retry decision, writes every outcome to
+ * `out` (and failures to the DLQ), then acks.
  * Long waits of unordered tasks go to the PostgreSQL outbox.
  */
 export const executorRole: RoleDefinition = {
@@ -73,7 +74,7 @@ export const executorRole: RoleDefinition = {
       timeoutMs: config.oauth2TokenTimeout,
     });
     const queue = queueFromConfig(config, redis, { logger });
-    const cache = new ResponseCache<Tried>({
+    const cache = new ResponseCache<CallOrRefusal>({
       redis,
       prefix: `${config.redisPrefix}:`,
       waitBudgetMs: config.cacheWaitBudget,

@@ -67,7 +67,7 @@ export interface CallHooks {
   /**
    * The request was handed to the socket whole (the ClientRequest's `finish`): called once, at
    * the first hop, an upper bound of the instant the target could see it. The two-phase limiter
-   * counts the call from there (worker/policies.ts). Not called when the request was never
+   * counts the call from there (attempt/call.ts). Not called when the request was never
    * written (refused, no connection).
    */
   sent?: () => void;

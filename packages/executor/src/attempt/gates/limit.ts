@@ -1,0 +1,121 @@
+import {
+  type LimitDecision,
+  limiterKeyOf,
+  limiterWindows,
+  type RateLimiter,
+  type Reservation,
+} from '@requester/policies';
+import type { LimiterSpec } from '@requester/shared/contract';
+import { isDestinationLimiterKey } from '@requester/shared/destinations';
+import { RequesterError } from '@requester/shared/errors';
+import type { LineLogger } from '@requester/shared/log';
+import { batched } from '../../worker/batch.ts';
+import { limiterStep } from '../../worker/decide.ts';
+import type { Attempt } from '../attempt.ts';
+import type { GateSpec } from '../gate.ts';
+import { type CallOrRefusal, isRefusal, refusal } from '../outcome.ts';
+
+/**
+ * The longest from a two-phase limiter take to the breaker's admission, the last step before the
+ * call (a stalled event loop, a slow Redis reply): later, the call is not made and its slot is
+ * given back.
+ */
+export const LATEST_START_MS = 5_000;
+
+/**
+ * LIMITER_DISPATCH_BUDGET's default: the latest start, then DNS lookup, TCP connect and TLS
+ * handshake each bounded by TARGET_CONNECT_TIMEOUT. A call of a credential that first fetches an
+ * OAuth2 token can leave later: it is then counted from its real send all the same, and
+ * `limiter_late_dispatch_total` counts it (decisions made meanwhile did not see it).
+ */
+const DEFAULT_DISPATCH_BUDGET_MS = 20_000;
+
+/** LIMITER_ARRIVAL_MARGIN's default. */
+export const DEFAULT_ARRIVAL_MARGIN_MS = 50;
+
+const NONE_SHARED: ReadonlySet<string> = new Set();
+
+/**
+ * The request's rate limit (`meta.limiter`), after the bulkhead and before the breaker, whose
+ * admission nothing may refuse after it. The limit holds where the target counts it
+ * (docs/architecture.md §9): a sliding-log take is two-phase, counted pending until the call is on
+ * the socket (`Attempt.settled`), and given back here when no call was made after all. The price
+ * of coming before the breaker: a task an open breaker refuses has spent a token of any other kind.
+ */
+export const limit: GateSpec = {
+  name: 'limit',
+  does: "takes a token of the request's rate limit",
+  exits: [
+    { when: 'limited', becomes: 'wait `retryAfterMs` (not an attempt; waitTime grows)' },
+    { when: 'oversized', becomes: 'error result, dead letter `permanent`' },
+  ],
+  link({ limiter, limiterDispatchBudgetMs, limiterArrivalMarginMs, sharedLimiterKeys }) {
+    if (!limiter)
+      return (attempt) => {
+        if (attempt.envelope.meta.limiter)
+          throw new RequesterError('invalid_config', 'this executor has no rate limiter');
+        return attempt.next();
+      };
+    const dispatchWithinMs = limiterDispatchBudgetMs ?? DEFAULT_DISPATCH_BUDGET_MS;
+    const marginMs = limiterArrivalMarginMs ?? DEFAULT_ARRIVAL_MARGIN_MS;
+    // The tasks of a lease batch reach the limiter together: one round trip per batch.
+    const take = batched((specs: LimiterSpec[]) =>
+      limiter.takeMany(specs.map((spec) => ({ spec, cost: spec.cost ?? 1, dispatchWithinMs }))),
+    );
+    const shared = sharedLimiterKeys ?? NONE_SHARED;
+    const limited = async (attempt: Attempt, spec: LimiterSpec) => {
+      const { client } = attempt.envelope.meta;
+      limiterWindows(spec); // a bad spec fails this request alone, not the batch it would share a takeMany with
+      // A destination's quota is one for every caller of it (its key is one no caller can write).
+      const key = isDestinationLimiterKey(spec.key) ? spec.key : limiterKeyOf(client, spec.key, shared);
+      const decision: LimitDecision = await take({ ...spec, key });
+      const step = limiterStep(decision);
+      if (step.kind !== 'call') return refusal(step);
+      const { reservation } = decision;
+      if (!reservation) return attempt.next();
+      // Checked before the breaker's admission, which nothing may refuse after; the budget leaves
+      // room for that round trip and the connection.
+      if (performance.now() - reservation.issuedAt > LATEST_START_MS) {
+        await settleSlot(limiter, reservation, undefined, marginMs, attempt.log);
+        return refusal({ kind: 'wait', delayMs: 1, reason: 'rate_limited' });
+      }
+      attempt.reservation = reservation;
+      let answer: CallOrRefusal;
+      try {
+        answer = await attempt.next();
+      } catch (err) {
+        if (!attempt.settled) await settleSlot(limiter, reservation, undefined, marginMs, attempt.log);
+        throw err;
+      }
+      // Refused after the take (the breaker): no call was made, the slot goes back.
+      if (isRefusal(answer) && !attempt.settled)
+        await settleSlot(limiter, reservation, undefined, marginMs, attempt.log);
+      return answer;
+    };
+    // A request without a limit passes with no promise of this gate's own.
+    return (attempt) => {
+      const spec = attempt.envelope.meta.limiter;
+      return spec ? limited(attempt, spec) : attempt.next();
+    };
+  },
+};
+
+/**
+ * Settles a two-phase limiter slot: `sentAt` the `performance.now()` of the send, undefined when
+ * the call was not made (the slot goes back). A failure leaves the slot pending, counted until
+ * its dispatch budget is over: more waiting for later takes, never a call too many.
+ */
+export async function settleSlot(
+  limiter: RateLimiter,
+  reservation: Reservation,
+  sentAt: number | undefined,
+  marginMs: number,
+  log: LineLogger,
+): Promise<void> {
+  try {
+    const { late } = await limiter.settle(reservation, sentAt, marginMs);
+    if (late) log.warn({ budgetMs: reservation.budgetMs }, 'the call left after its limiter dispatch budget');
+  } catch (err) {
+    log.warn({ err }, 'could not settle a limiter slot; it stays counted until its dispatch budget');
+  }
+}
