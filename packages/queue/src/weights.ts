@@ -43,3 +43,42 @@ export async function readClientWeights(queue: {
   const all = await queue.redis.hgetall(shardKey(queue.prefix, 0, 'shares'));
   return new Map(Object.entries(all).map(([client, weight]) => [client, Number(weight)]));
 }
+
+/** How often ClientWeights reads the weights again: a weight set applies at the origins within it. */
+export const WEIGHTS_REFRESH_MS = 5_000;
+
+/**
+ * The clients' weights as this process last read them (readClientWeights, every
+ * WEIGHTS_REFRESH_MS, one HGETALL): for the order of the waits at a saturated origin, which must
+ * share out slots by the same weights the lease does, without a read per task. A read that fails
+ * keeps the last weights.
+ */
+export class ClientWeights {
+  private weights = new Map<string, number>();
+  private readonly timer: NodeJS.Timeout;
+
+  constructor(queue: { redis: RedisClient; prefix: string }, refreshMs = WEIGHTS_REFRESH_MS) {
+    const read = () =>
+      readClientWeights(queue).then(
+        (weights) => {
+          this.weights = weights;
+        },
+        () => undefined,
+      );
+    this.ready = read();
+    this.timer = setInterval(read, refreshMs);
+    this.timer.unref();
+  }
+
+  /** Resolves once the first read is done (or failed). */
+  readonly ready: Promise<void>;
+
+  /** A client's weight (1 when it has none). */
+  weightOf(client: string): number {
+    return this.weights.get(client) ?? 1;
+  }
+
+  close(): void {
+    clearInterval(this.timer);
+  }
+}

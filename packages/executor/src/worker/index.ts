@@ -25,7 +25,7 @@ import type { Outbox } from '@requester/shared/outbox';
 import type { PauseView } from '@requester/shared/pause';
 import { encodeQueuedTask, type QueuedTask } from '@requester/shared/task';
 import pLimit, { type LimitFunction } from 'p-limit';
-import type { Granted } from '../bulkhead/index.ts';
+import { type Granted, linePartition } from '../bulkhead/index.ts';
 import { executorMetrics as metrics } from '../metrics.ts';
 import { ownedBy, unreadableResult } from '../result/index.ts';
 import {
@@ -430,7 +430,7 @@ export class Executor {
     job: Job,
     source: FetchOutcome | undefined,
     settlement: Settlement & { kind: 'reschedule' },
-    bulkhead: { requestId: string; client: string | undefined; uri: string },
+    bulkhead: { requestId: string; client: string | undefined; uri: string; partition: string },
     budget: Parking,
   ): Promise<Settlement | { task: QueuedTask; slot: Granted }> {
     const { delayMs, outbox, payload } = settlement;
@@ -462,7 +462,7 @@ export class Executor {
     const timer = setTimeout(end, PARK_MAX_MS);
     this.stopping.signal.addEventListener('abort', end, { once: true });
     try {
-      slot = await this.policies.waitForSlot(bulkhead.uri, bulkhead.client, over.signal);
+      slot = await this.policies.waitForSlot(bulkhead.uri, bulkhead.client, over.signal, bulkhead.partition);
     } finally {
       clearTimeout(timer);
       this.stopping.signal.removeEventListener('abort', end);
@@ -951,7 +951,9 @@ export class Executor {
     // Its journal event is written once the wait's place is known (see park).
     const { client } = envelope.meta;
     const retry = reason === 'retry' ? { requestId: job.task.requestId, client } : undefined;
-    const bulkhead = reason === 'bulkhead' ? { requestId: job.task.requestId, client, uri } : undefined;
+    const partition = linePartition(envelope.meta);
+    const bulkhead =
+      reason === 'bulkhead' ? { requestId: job.task.requestId, client, uri, partition } : undefined;
     if (!outbox || where === 'redis')
       return { kind: 'reschedule', delayMs, outcome: reason, payload, retry, bulkhead };
     const row = outboxRow(job.task, withDeadlineInstant(envelope, deadline), delayMs, progress);

@@ -41,7 +41,7 @@ import {
   tracingEnabled,
   untracedTraceparent,
 } from '@requester/shared/tracing';
-import type { Bulkhead, Granted } from '../bulkhead/index.ts';
+import { type Bulkhead, type Granted, linePartition } from '../bulkhead/index.ts';
 import { type ResponseCache, requestIdentity } from '../cache/index.ts';
 import type { CallOutcome, HttpCall, HttpClient } from '../http/index.ts';
 import { toHttpCall } from '../http/request.ts';
@@ -375,7 +375,14 @@ export class Policies {
     const learnt = adaptiveConcurrency ? pacer?.limitOf(origin, identity) : undefined;
     const grant =
       handed ??
-      (this.modules.bulkhead && (await this.modules.bulkhead.acquire(origin, learnt, envelope.meta.client)));
+      (this.modules.bulkhead &&
+        (await this.modules.bulkhead.acquire(
+          origin,
+          learnt,
+          envelope.meta.client,
+          true,
+          linePartition(envelope.meta),
+        )));
     const full = grant ? bulkheadStep(grant) : CALL;
     if (full.kind !== 'call') return { kind: 'failure', stop: full };
     // Whether the limit held calls back tells the pacer if a latency is a queue of ours.
@@ -523,12 +530,17 @@ export class Policies {
    * A slot of the origin of `uri`, waited for without a worker by a task the bulkhead refused (see
    * Bulkhead.waitForSlot); undefined once `signal` aborts, or without a bulkhead.
    */
-  waitForSlot(uri: string, client: string | undefined, signal: AbortSignal): Promise<Granted | undefined> {
+  waitForSlot(
+    uri: string,
+    client: string | undefined,
+    signal: AbortSignal,
+    partition?: string,
+  ): Promise<Granted | undefined> {
     const { bulkhead, pacer, adaptiveConcurrency = true } = this.modules;
     if (!bulkhead) return Promise.resolve(undefined);
     const origin = originOf(uri);
     const limit = adaptiveConcurrency && pacer ? () => pacer.limitOf(origin) : undefined;
-    return bulkhead.waitForSlot(origin, limit, client, signal);
+    return bulkhead.waitForSlot(origin, limit, client, signal, partition);
   }
 
   /** The request whose answer held its origin back, or whose probe found it back, tells so in its story. */
