@@ -55,23 +55,26 @@ export const WEIGHTS_REFRESH_MS = 5_000;
  */
 export class ClientWeights {
   private weights = new Map<string, number>();
+  private readonly queue: { redis: RedisClient; prefix: string };
   private readonly timer: NodeJS.Timeout;
+  /** Resolves once the first read is done (or failed). */
+  readonly ready: Promise<void>;
 
   constructor(queue: { redis: RedisClient; prefix: string }, refreshMs = WEIGHTS_REFRESH_MS) {
-    const read = () =>
-      readClientWeights(queue).then(
-        (weights) => {
-          this.weights = weights;
-        },
-        () => undefined,
-      );
-    this.ready = read();
-    this.timer = setInterval(read, refreshMs);
+    this.queue = queue;
+    this.ready = this.refresh();
+    this.timer = setInterval(() => void this.refresh(), refreshMs);
     this.timer.unref();
   }
 
-  /** Resolves once the first read is done (or failed). */
-  readonly ready: Promise<void>;
+  /** Reads the weights again now (a weight just set, instead of at the next refresh). */
+  async refresh(): Promise<void> {
+    try {
+      this.weights = await readClientWeights(this.queue);
+    } catch {
+      // Redis away: the last weights hold until a read succeeds.
+    }
+  }
 
   /** A client's weight (1 when it has none). */
   weightOf(client: string): number {
