@@ -4,10 +4,12 @@
 //
 //   node bench/origin-fairness.ts [--scenario hot,weights] [--executors 1|3|1,3]
 //
-// Scenarios (per topology, the executors stopped while the backlog is posted, then started):
-//  - hot: one client; one partition with 4,000 tasks (50 ms calls), then 50 single-task
-//    partitions; how many hot calls reached the target before the last cold one (target: < 25 %).
-//  - weights: keys of weight 3 and 1, 1,500 requests each (40 ms calls), the origin's cap
+// Scenarios (per topology):
+//  - hot: one client, the executors running; one partition with 4,000 tasks (50 ms calls) posted,
+//    then 50 single-task partitions; how many hot calls reached the target before the last cold
+//    one (target: < 25 %).
+//  - weights: keys of weight 3 and 1, 1,500 requests each (40 ms calls) queued while the executors
+//    are stopped, then started; the origin's cap
 //    MAX_WORKERS_PER_ORIGIN=8 counted across the executors (ORIGIN_CONCURRENCY_SCOPE=cluster); the
 //    share of calls 200–1,000 at the target (target: 3 : 1 ± 15 %).
 import { queueFromConfig } from '../packages/queue/src/index.ts';
@@ -28,14 +30,15 @@ import { childProcesses, loadavg, parseBenchArgs, stopOnSignal } from './harness
 
 const { values: args, fail } = parseBenchArgs({
   usage: `Fairness at a saturated origin (issue 41), end to end through HTTP: every request calls one
-local target, so the origin is the bottleneck. Per topology the executors are stopped while the
-backlog is posted, then started.
+local target, so the origin is the bottleneck.
 
   node bench/origin-fairness.ts [--scenario hot,weights] [--executors 1|3|1,3]
 
-  hot      one client: a partition of 4,000 tasks (50 ms calls), then 50 single-task partitions;
-           printed: the hot calls at the target before the last cold one (target: < 25 %)
-  weights  keys of weight 3 and 1, 1,500 requests each (40 ms calls), MAX_WORKERS_PER_ORIGIN=8
+  hot      one client, executors running: a partition of 4,000 tasks (50 ms calls) posted, then
+           50 single-task partitions; printed: the hot calls at the target before the last cold
+           one (target: < 25 %)
+  weights  keys of weight 3 and 1, 1,500 requests each (40 ms calls) queued, executors stopped,
+           then started; MAX_WORKERS_PER_ORIGIN=8
            across the executors (ORIGIN_CONCURRENCY_SCOPE=cluster); printed: the calls 200-1,000
            at the target by key (target: 3 : 1 +/- 15 %)
 
@@ -174,7 +177,6 @@ async function measure(executors: number, scenario: string): Promise<void> {
   const run = uniqueName('of');
   const topology = executors === 1 ? '1 executor (split roles)' : '3 executors (`./dev cluster`)';
   try {
-    await service.stopExecutors();
     let requests: Array<{ key: Key; id: string; uri: string; partition?: string }>;
     if (scenario === 'hot') {
       const key = await stackKey(stack);
@@ -190,11 +192,14 @@ async function measure(executors: number, scenario: string): Promise<void> {
         uri: `${target.url}/${run}-cold-${i}?delay=50`,
         partition: `cold-${i}`,
       }));
-      // The hot partition first, then the cold ones: they are queued behind its backlog.
+      // The executors run: the hot partition's backlog builds while it is posted (faster than the
+      // origin serves it), leased and waiting at the origin; then the cold partitions come.
       await post(service, hot);
       await post(service, cold);
       requests = [...hot, ...cold];
     } else {
+      // Both backlogs queued while no executor runs, so that both clients wait from the start.
+      await service.stopExecutors();
       const [heavy, light] = [await stackKey(stack, { weight: 3 }), await stackKey(stack)];
       // What `requester keys create --weight 3` does besides storing it with the key.
       await queue.setClientWeight(heavy.name, 3);
@@ -208,9 +213,11 @@ async function measure(executors: number, scenario: string): Promise<void> {
       requests = h.flatMap((x, i) => [x, l[i]!]);
       await post(service, requests);
     }
-    await eventually(async () => (await queue.pendingDepth()) >= requests.length, 900_000, 'queued');
     const load1 = loadavg();
-    await service.startExecutors();
+    if (scenario === 'weights') {
+      await eventually(async () => (await queue.pendingDepth()) >= requests.length, 900_000, 'queued');
+      await service.startExecutors();
+    }
     const calls = async () =>
       (await target.arrivals()).filter((a) => a.path.startsWith(`/${run}-`)).sort((x, y) => x.at - y.at);
     console.log(`\n### ${scenario}, ${topology}`);

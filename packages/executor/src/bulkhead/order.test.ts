@@ -1,5 +1,7 @@
+import type { FairQueue } from '@requester/queue';
 import { ClientWeights } from '@requester/queue';
 import type { RequestEnvelopeInput } from '@requester/shared/contract';
+import { encodeQueuedTask, queuePartition, taskId } from '@requester/shared/task';
 import { uniqueName } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ExecutorHarness } from '../worker/harness.fixture.ts';
@@ -35,6 +37,30 @@ describe('one order at a saturated origin (end to end, two executors)', () => {
     return { queue, weights };
   }
 
+  /**
+   * Writes the requests to `in` and queues them as the router does, in their client's namespace
+   * (so the lease shares them out by client, as in production).
+   */
+  async function submit(queue: FairQueue, envelopes: RequestEnvelopeInput[]): Promise<void> {
+    const kafkaPartition = 0;
+    const [meta] = await h.producer.send(
+      h.inTopic,
+      envelopes.map((e) => ({ partition: kafkaPartition, key: e.meta.requestId, value: JSON.stringify(e) })),
+    );
+    const base = BigInt(meta?.baseOffset ?? '0');
+    await queue.publish(
+      envelopes.map((e, i) => ({
+        id: taskId(e.meta.client, e.meta.requestId, 0),
+        partition: queuePartition(e.meta.client, e.meta.partition, e.meta.requestId),
+        payload: encodeQueuedTask({
+          ref: { topic: h.inTopic, partition: kafkaPartition, offset: String(base + BigInt(i)) },
+          requestId: e.meta.requestId,
+          tryCount: 0,
+        }),
+      })),
+    );
+  }
+
   const run = () => uniqueName('order');
   const request = (run: string, client: string, name: string, partition?: string): RequestEnvelopeInput => ({
     request: { uri: `${h.target.url}/slow/40?run=${run}&n=${name}` },
@@ -57,7 +83,7 @@ describe('one order at a saturated origin (end to end, two executors)', () => {
       request(id, 'heavy', `h${i}`),
       request(id, 'light', `l${i}`),
     ]).flat();
-    await h.submit(queue, both);
+    await submit(queue, both);
     const seen = await h.until(() => (calls(id).length >= 140 ? calls(id) : undefined));
     // After the first calls (taken before any wait formed), by counts: 3 : 1 is 90 of 120.
     const window = seen.slice(20, 140);
@@ -70,11 +96,11 @@ describe('one order at a saturated origin (end to end, two executors)', () => {
     const { queue } = await twoExecutors(2);
     const id = run();
     const hot = Array.from({ length: 60 }, (_, i) => request(id, 'A', `hot${i}`, 'hot'));
-    await h.submit(queue, hot);
+    await submit(queue, hot);
     // The hot backlog is leased and waiting at the origin before the cold partitions are queued.
     await h.until(() => (calls(id).length >= 2 ? true : undefined));
     const cold = Array.from({ length: 6 }, (_, i) => request(id, 'A', `cold${i}`, `cold-${i}`));
-    await h.submit(queue, cold);
+    await submit(queue, cold);
     const seen = await h.until(() =>
       calls(id).filter((n) => n.startsWith('cold')).length === cold.length ? calls(id) : undefined,
     );
@@ -87,10 +113,10 @@ describe('one order at a saturated origin (end to end, two executors)', () => {
     const { queue } = await twoExecutors(2);
     const id = run();
     const backlog = Array.from({ length: 80 }, (_, i) => request(id, 'A', `a${i}`));
-    await h.submit(queue, backlog);
+    await submit(queue, backlog);
     await h.until(() => (calls(id).length >= 2 ? true : undefined));
     const few = Array.from({ length: 4 }, (_, i) => request(id, 'B', `b${i}`));
-    await h.submit(queue, few);
+    await submit(queue, few);
     const seen = await h.until(() =>
       calls(id).filter((n) => n.startsWith('b')).length === few.length ? calls(id) : undefined,
     );
