@@ -5,9 +5,9 @@
 //   node bench/origin-fairness.ts [--scenario hot,weights] [--executors 1|3|1,3]
 //
 // Scenarios (per topology):
-//  - hot: one client, the executors running; one partition with 4,000 tasks (50 ms calls) posted,
-//    then 50 single-task partitions; how many hot calls reached the target before the last cold
-//    one (target: < 25 %).
+//  - hot: one client; one partition with 4,000 tasks (50 ms calls) queued, the executors started
+//    on it, then 50 single-task partitions posted once 50 hot calls were made; how many hot calls
+//    reached the target before the last cold one (target: < 25 %).
 //  - weights: keys of weight 3 and 1, 1,500 requests each (40 ms calls) queued while the executors
 //    are stopped, then started; the origin's cap
 //    MAX_WORKERS_PER_ORIGIN=8 counted across the executors (ORIGIN_CONCURRENCY_SCOPE=cluster); the
@@ -34,9 +34,9 @@ local target, so the origin is the bottleneck.
 
   node bench/origin-fairness.ts [--scenario hot,weights] [--executors 1|3|1,3]
 
-  hot      one client, executors running: a partition of 4,000 tasks (50 ms calls) posted, then
-           50 single-task partitions; printed: the hot calls at the target before the last cold
-           one (target: < 25 %)
+  hot      one client: a partition of 4,000 tasks (50 ms calls) queued, executors started on it,
+           then 50 single-task partitions posted after 50 hot calls; printed: the hot calls at
+           the target before the last cold one (target: < 25 %)
   weights  keys of weight 3 and 1, 1,500 requests each (40 ms calls) queued, executors stopped,
            then started; MAX_WORKERS_PER_ORIGIN=8
            across the executors (ORIGIN_CONCURRENCY_SCOPE=cluster); printed: the calls 200-1,000
@@ -192,9 +192,17 @@ async function measure(executors: number, scenario: string): Promise<void> {
         uri: `${target.url}/${run}-cold-${i}?delay=50`,
         partition: `cold-${i}`,
       }));
-      // The executors run: the hot partition's backlog builds while it is posted (faster than the
-      // origin serves it), leased and waiting at the origin; then the cold partitions come.
+      // The hot backlog queued while no executor runs; once the executors have started on it
+      // (its tasks leased and waiting at the origin), the cold partitions come.
+      await service.stopExecutors();
       await post(service, hot);
+      await eventually(async () => (await queue.pendingDepth()) >= HOT, 900_000, 'hot queued');
+      await service.startExecutors();
+      await eventually(
+        async () => (await target.arrivals()).filter((a) => a.path.includes(`${run}-hot-`)).length >= 50,
+        900_000,
+        'hot calls',
+      );
       await post(service, cold);
       requests = [...hot, ...cold];
     } else {
