@@ -72,7 +72,7 @@ describe('LocalBulkhead', () => {
     expect(order).toEqual(['first', 'second']);
   });
 
-  it('hands a freed slot to the waiting client with the fewest calls at the origin, first come among equals', async () => {
+  it('hands a freed slot to the waiting client whose turn comes first (a newcomer before a backlog), first come among equals', async () => {
     // A backlog's client holds the origin's slots and has calls waiting; another client's call
     // comes last: the next slot is its own, then A's waiters again in their order.
     const bulkhead = new LocalBulkhead({ maxPerOrigin: 2, maxWaitMs: 60_000 });
@@ -93,7 +93,7 @@ describe('LocalBulkhead', () => {
     if (first?.granted) first.release();
     const toB = await b1;
     expect(order).toEqual(['B1']);
-    // A and B have one call each now: the first come of them is served.
+    // B waits no more: the next slot is A's first come.
     if (second?.granted) second.release();
     const toA1 = await a1;
     expect(order).toEqual(['B1', 'A1']);
@@ -104,7 +104,7 @@ describe('LocalBulkhead', () => {
     expect(bulkhead.inFlight('http://a:80')).toBe(0);
   });
 
-  it('hands a freed slot to a parked waiter (waitForSlot): fewest calls first, then one in its worker, then first come', async () => {
+  it('hands a freed slot to a parked waiter (waitForSlot): the turn first, then one in its worker, then first come', async () => {
     const bulkhead = new LocalBulkhead({ maxPerOrigin: 2, maxWaitMs: 60_000 });
     const origin = 'http://parked:80';
     const held = [
@@ -130,7 +130,7 @@ describe('LocalBulkhead', () => {
     const [first, second] = held;
     if (first?.granted) first.release();
     const toB = await b1;
-    // A and B have one call each now: A's in its worker goes before A's parked (which would go
+    // B waits no more: A's in its worker goes before A's parked (which would go
     // through the gate again first, the slot idle meanwhile).
     if (second?.granted) second.release();
     const toA2 = await a2;
@@ -342,7 +342,7 @@ describe('bulkhead in the executor (end to end)', () => {
     expect(await parkedForSlot()).toBe(0);
   }, 60_000);
 
-  it("gives a freed slot to the parked client with the fewest calls at the origin: B's task behind A's backlog goes first", async () => {
+  it("gives a freed slot to the parked client whose turn comes first: B's task behind A's backlog goes first", async () => {
     const { queue } = h.startExecutor({ maxWorkers: 8, bulkhead: new LocalBulkhead({ maxPerOrigin: 2 }) });
     const run = uniqueName('fair');
     const task = (client: string, path: string, id: string) => ({
