@@ -157,16 +157,25 @@ export class ClusterBulkhead implements Bulkhead {
     try {
       while (this.line.waiting(origin)) {
         const asked = await this.ask(origin, loop.limit());
-        let retryInMs: number;
-        if (asked === 'failed') retryInMs = MAX_WAIT_MS / 4;
-        else if (asked.granted) {
-          this.handing = asked.grant;
+        // Redis away: a slot under the cap counted in this process alone, as for acquire.
+        const local =
+          asked === 'failed' ? await this.fallback.acquire(origin, loop.limit(), '', false) : undefined;
+        const grant = local?.granted
+          ? () => local
+          : asked !== 'failed' && asked.granted
+            ? asked.grant
+            : undefined;
+        if (grant) {
+          this.handing = grant;
           const woken = this.line.wakeNext(origin, 0);
           // Everyone left meanwhile: the slot goes back.
-          if (!woken) asked.grant('').release();
+          if (!woken) grant('').release();
           this.handing = undefined;
           continue;
-        } else retryInMs = asked.retryInMs;
+        }
+        let retryInMs = MAX_WAIT_MS / 4;
+        if (local && !local.granted) retryInMs = local.retryInMs;
+        else if (asked !== 'failed' && !asked.granted) retryInMs = asked.retryInMs;
         await new Promise<void>((resolve) => {
           const timer = setTimeout(resolve, retryInMs);
           loop.kick = () => {

@@ -218,6 +218,41 @@ describe('ClusterBulkhead (real Redis)', () => {
     expect(await redis.zcard(slotsKey(prefix, origin))).toBe(0);
   });
 
+  it("serves its parked waiters in the line's order, and a new call does not go ahead of them", async () => {
+    const bulkhead = new ClusterBulkhead({
+      redis,
+      prefix,
+      maxPerOrigin: 1,
+      leaseMs: 60_000,
+      weightOf: (client) => (client === 'heavy' ? 3 : 1),
+    });
+    const origin = `http://${uniqueName('o')}:80`;
+    const held = await bulkhead.acquire(origin, undefined, 'light');
+    const never = new AbortController().signal;
+    const order: string[] = [];
+    const parked = ['l1', 'l2', 'h1', 'h2', 'h3', 'h4'].map((name) =>
+      bulkhead
+        .waitForSlot(origin, undefined, name.startsWith('h') ? 'heavy' : 'light', never)
+        .then((grant) => {
+          order.push(name);
+          return grant;
+        }),
+    );
+    // The line is not empty: a new call is refused without asking Redis for the slot.
+    expect((await bulkhead.acquire(origin, undefined, 'light')).granted).toBe(false);
+    let slot = held.granted ? held : undefined;
+    for (let served = 0; served < parked.length; served++) {
+      slot?.release();
+      const before = order.length;
+      await Promise.race(parked);
+      while (order.length === before) await new Promise((resolve) => setTimeout(resolve, 5));
+      slot = await parked[['l1', 'l2', 'h1', 'h2', 'h3', 'h4'].indexOf(order.at(-1) ?? '')];
+    }
+    slot?.release();
+    // light had the slot held; heavy (weight 3) then takes three turns for each of light's.
+    expect(order).toEqual(['h1', 'h2', 'h3', 'l1', 'h4', 'l2']);
+  });
+
   it('gives the slots of an executor that died (never released) back when their leases end', async () => {
     const origin = `http://${uniqueName('o')}:80`;
     const dead = cluster(300);
