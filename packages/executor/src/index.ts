@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { breakerFromConfig, OriginPacer, OriginStatsRecorder, RateLimiter } from '@requester/policies';
-import { queueFromConfig } from '@requester/queue';
+import { ClientWeights, queueFromConfig } from '@requester/queue';
 import { Cancellations } from '@requester/shared/cancel';
 import { CredentialStore, masterKeysFromConfig } from '@requester/shared/credentials';
 import { DestinationCatalog, DestinationStore } from '@requester/shared/destinations';
@@ -74,6 +74,8 @@ export const executorRole: RoleDefinition = {
       timeoutMs: config.oauth2TokenTimeout,
     });
     const queue = queueFromConfig(config, redis, { logger });
+    // The waits at a saturated origin are served by the weights the lease uses (SlotLine).
+    const weights = new ClientWeights(queue);
     const cache = new ResponseCache<CallOrRefusal>({
       redis,
       prefix: `${config.redisPrefix}:`,
@@ -111,7 +113,7 @@ export const executorRole: RoleDefinition = {
       sharedLimiterKeys: config.sharedLimiterKeys,
       breaker: breakerFromConfig(config, redis, { logger }),
       optOut: config.originOptOut,
-      bulkhead: bulkheadFromConfig(config, redis, logger),
+      bulkhead: bulkheadFromConfig(config, redis, logger, (client) => weights.weightOf(client)),
       pacer,
       adaptiveConcurrency: config.adaptiveConcurrency,
       originStats,
@@ -146,6 +148,7 @@ export const executorRole: RoleDefinition = {
       async drain() {
         await executor.drain();
         await originStats.stop();
+        weights.close();
         http.close();
         await Promise.all([
           fetcher.close(),

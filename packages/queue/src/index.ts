@@ -39,4 +39,4 @@ export type {
   TaskListState,
   TokenResult,
 } from './types.ts';
-export { MAX_CLIENT_WEIGHT } from './weights.ts';
+export { ClientWeights, MAX_CLIENT_WEIGHT, WEIGHTS_REFRESH_MS } from './weights.ts';

@@ -43,3 +43,45 @@ export async function readClientWeights(queue: {
   const all = await queue.redis.hgetall(shardKey(queue.prefix, 0, 'shares'));
   return new Map(Object.entries(all).map(([client, weight]) => [client, Number(weight)]));
 }
+
+/** How often ClientWeights reads the weights again: a weight set applies at the origins within it. */
+export const WEIGHTS_REFRESH_MS = 5_000;
+
+/**
+ * The clients' weights as this process last read them (readClientWeights, every
+ * WEIGHTS_REFRESH_MS, one HGETALL): for the order of the waits at a saturated origin, which must
+ * share out slots by the same weights the lease does, without a read per task. A read that fails
+ * keeps the last weights.
+ */
+export class ClientWeights {
+  private weights = new Map<string, number>();
+  private readonly queue: { redis: RedisClient; prefix: string };
+  private readonly timer: NodeJS.Timeout;
+  /** Resolves once the first read is done (or failed). */
+  readonly ready: Promise<void>;
+
+  constructor(queue: { redis: RedisClient; prefix: string }, refreshMs = WEIGHTS_REFRESH_MS) {
+    this.queue = queue;
+    this.ready = this.refresh();
+    this.timer = setInterval(() => void this.refresh(), refreshMs);
+    this.timer.unref();
+  }
+
+  /** Reads the weights again now (a weight just set, instead of at the next refresh). */
+  async refresh(): Promise<void> {
+    try {
+      this.weights = await readClientWeights(this.queue);
+    } catch {
+      // Redis away: the last weights hold until a read succeeds.
+    }
+  }
+
+  /** A client's weight (1 when it has none). */
+  weightOf(client: string): number {
+    return this.weights.get(client) ?? 1;
+  }
+
+  close(): void {
+    clearInterval(this.timer);
+  }
+}

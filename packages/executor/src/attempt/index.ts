@@ -131,12 +131,17 @@ export class Policies {
    * A slot of the origin of `uri`, waited for without a worker by a task the bulkhead refused (see
    * Bulkhead.waitForSlot); undefined once `signal` aborts, or without a bulkhead.
    */
-  waitForSlot(uri: string, client: string | undefined, signal: AbortSignal): Promise<Granted | undefined> {
+  waitForSlot(
+    uri: string,
+    client: string | undefined,
+    signal: AbortSignal,
+    partition?: string,
+  ): Promise<Granted | undefined> {
     const { bulkhead, pacer, adaptiveConcurrency = true } = this.modules;
     if (!bulkhead) return Promise.resolve(undefined);
     const origin = originOf(uri);
     const limit = adaptiveConcurrency && pacer ? () => pacer.limitOf(origin) : undefined;
-    return bulkhead.waitForSlot(origin, limit, client, signal);
+    return bulkhead.waitForSlot(origin, limit, client, signal, partition);
   }
 
   /** A wake-up calls nobody, but the signing key it names must exist, as for a call. */

@@ -2,15 +2,15 @@ import { createHash, randomBytes } from 'node:crypto';
 import type { Logger } from '@requester/shared/log';
 import { counter } from '@requester/shared/metrics';
 import type { RedisClient } from '@requester/shared/redis';
+import { SlotLine, type Waiter } from './line.ts';
 import {
   type Bulkhead,
   capOf,
   type Granted,
   LocalBulkhead,
+  MAX_WAIT_MS,
   OriginLoad,
   type SlotGrant,
-  SlotLine,
-  type Waiter,
   waitForSlotMs,
 } from './local.ts';
 import { type AcquireReply, type BulkheadScripts, loadBulkheadScripts } from './scripts.ts';
@@ -34,6 +34,8 @@ export interface ClusterBulkheadOptions {
   leaseMs: number;
   random?: () => number;
   logger?: Logger;
+  /** A client's weight, for the order of the line (SlotLine; 1 when not given). */
+  weightOf?: (client: string) => number;
 }
 
 const ERROR_LOG_EVERY_MS = 10_000;
@@ -44,6 +46,14 @@ const ERROR_LOG_EVERY_MS = 10_000;
  * caller died. The acquires of a lease batch share a round trip (auto-pipelining); a release is
  * fire-and-forget (a lost ZREM costs the slot until its lease ends, never a call).
  *
+ * The tasks of this process waiting for an origin wait in one line (SlotLine, the queue's order),
+ * and one loop per origin asks Redis for their slots: at each re-check of its refusal
+ * (waitForSlotMs), and at once when a call of this process to the origin ends. A slot Redis grants
+ * goes to the line's next waiter; while the line is not empty, a new call is refused without asking
+ * (it parks and joins the line), so it cannot take a slot ahead of those waiting. Every executor
+ * serves its line in the one order, and each gets the freed slots it asks for first; the lease
+ * gives each executor its share of every client's work, so the order holds across them too.
+ *
  * If Redis fails, the cap is applied in this process alone (LocalBulkhead): a hanging origin must
  * still not take every worker while Redis is away, and nothing stops for lack of Redis.
  */
@@ -53,12 +63,12 @@ export class ClusterBulkhead implements Bulkhead {
   private readonly random: () => number;
   private readonly load = new OriginLoad();
   private readonly fallback: LocalBulkhead;
-  /**
-   * Tasks of this process parked for a slot (waitForSlot): a slot this process frees wakes the one
-   * whose client has the fewest calls in flight here to ask Redis again; another executor's
-   * release is only seen at the next re-check.
-   */
-  private readonly line = new SlotLine();
+  /** Tasks of this process parked for a slot (waitForSlot), in the order they get one. */
+  private readonly line: SlotLine;
+  /** Per origin with a line: its asking loop's wake-up (a call of this process ended). */
+  private readonly loops = new Map<string, { kick: () => void; limit: () => number | undefined }>();
+  /** The slot being handed to the waiter wakeNext chose (see ask). */
+  private handing: ((client: string) => Granted) | undefined;
   private readonly leasePrefix = randomBytes(6).toString('hex');
   private leaseSeq = 0;
   private lastErrorLogMs = 0;
@@ -67,16 +77,126 @@ export class ClusterBulkhead implements Bulkhead {
     this.options = options;
     this.scripts = loadBulkheadScripts(options.redis);
     this.random = options.random ?? Math.random;
+    this.line = new SlotLine(options.weightOf);
     // Counts every call of this process, those Redis granted included: during an outage the
     // local cap sees the calls already running.
     this.fallback = new LocalBulkhead({
       maxPerOrigin: options.maxPerOrigin,
       random: this.random,
       load: this.load,
+      ...(options.weightOf ? { weightOf: options.weightOf } : {}),
     });
   }
 
-  async acquire(origin: string, limit?: number, client = '', wait = true): Promise<SlotGrant> {
+  async acquire(
+    origin: string,
+    limit?: number,
+    client = '',
+    wait = true,
+    partition = '',
+  ): Promise<SlotGrant> {
+    if (this.line.waiting(origin)) {
+      // Behind those already waiting here: the task parks and joins the line (see waitForSlot).
+      const typicalMs = this.load.typicalCallMs(origin);
+      return {
+        granted: false,
+        retryInMs: waitForSlotMs(typicalMs, this.load.inFlight(origin), this.random()),
+      };
+    }
+    const asked = await this.ask(origin, limit);
+    if (asked === 'failed') return this.fallback.acquire(origin, limit, client, wait, partition);
+    if (!asked.granted) return asked;
+    return asked.grant(client);
+  }
+
+  /**
+   * Joins this process's line for `origin` and waits there until its asking loop hands it a slot,
+   * or `signal` aborts; no lease round trip, no worker held meanwhile.
+   */
+  waitForSlot(
+    origin: string,
+    limit: (() => number | undefined) | undefined,
+    client = '',
+    signal: AbortSignal,
+    partition = '',
+  ): Promise<Granted | undefined> {
+    if (signal.aborted) return Promise.resolve(undefined);
+    return new Promise((resolve) => {
+      const gone = () => {
+        this.line.leave(origin, waiter);
+        resolve(undefined);
+      };
+      // Redis counts the cap: every waiter here may be handed a slot.
+      const waiter: Waiter = {
+        cap: Number.POSITIVE_INFINITY,
+        client,
+        partition,
+        parked: true,
+        wake: () => {
+          signal.removeEventListener('abort', gone);
+          const grant = this.handing?.(client);
+          this.handing = undefined;
+          resolve(grant);
+        },
+      };
+      signal.addEventListener('abort', gone, { once: true });
+      this.line.join(origin, waiter);
+      const loop = this.loops.get(origin);
+      if (loop) loop.limit = limit ?? (() => undefined);
+      else void this.askFor(origin, limit ?? (() => undefined));
+    });
+  }
+
+  /**
+   * The asking loop of `origin`'s line: a slot for its next waiter at a time, while any waits.
+   * Re-asks at once after a grant, else at the refusal's re-check or when a call here ends.
+   */
+  private async askFor(origin: string, limit: () => number | undefined): Promise<void> {
+    const loop = { kick: () => {}, limit };
+    this.loops.set(origin, loop);
+    try {
+      while (this.line.waiting(origin)) {
+        const asked = await this.ask(origin, loop.limit());
+        // Redis away: a slot under the cap counted in this process alone, as for acquire.
+        const local =
+          asked === 'failed' ? await this.fallback.acquire(origin, loop.limit(), '', false) : undefined;
+        const grant = local?.granted
+          ? () => local
+          : asked !== 'failed' && asked.granted
+            ? asked.grant
+            : undefined;
+        if (grant) {
+          this.handing = grant;
+          const woken = this.line.wakeNext(origin, 0);
+          // Everyone left meanwhile: the slot goes back.
+          if (!woken) grant('').release();
+          this.handing = undefined;
+          continue;
+        }
+        let retryInMs = MAX_WAIT_MS / 4;
+        if (local && !local.granted) retryInMs = local.retryInMs;
+        else if (asked !== 'failed' && !asked.granted) retryInMs = asked.retryInMs;
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, retryInMs);
+          loop.kick = () => {
+            clearTimeout(timer);
+            resolve();
+          };
+        });
+        loop.kick = () => {};
+      }
+    } finally {
+      this.loops.delete(origin);
+    }
+  }
+
+  /** One acquire in Redis: a slot to give (to whose call it becomes), a refusal, or 'failed'. */
+  private async ask(
+    origin: string,
+    limit: number | undefined,
+  ): Promise<
+    { granted: true; grant: (client: string) => Granted } | { granted: false; retryInMs: number } | 'failed'
+  > {
     const { redis, leaseMs } = this.options;
     const maxPerOrigin = capOf(this.options.maxPerOrigin, limit);
     const key = slotsKey(this.options.prefix, origin);
@@ -86,71 +206,33 @@ export class ClusterBulkhead implements Bulkhead {
       reply = await this.scripts.acquire(key, maxPerOrigin, leaseMs, lease);
     } catch (err) {
       this.failed('acquire', err);
-      return this.fallback.acquire(origin, limit, client, wait);
+      return 'failed';
     }
     const { granted, inFlight, oldestAgeMs } = reply;
     if (!granted) {
       const typicalMs = Math.max(this.load.typicalCallMs(origin), oldestAgeMs);
       return { granted: false, retryInMs: waitForSlotMs(typicalMs, inFlight, this.random()) };
     }
-    const ended = this.load.start(origin);
-    const uncount = this.line.took(origin, client);
-    let released = false;
-    return {
-      granted: true,
-      inFlight,
-      full: inFlight >= maxPerOrigin,
-      release: () => {
-        if (released) return;
-        released = true;
-        ended();
-        uncount();
-        redis.zrem(key, lease).catch((err: unknown) => this.failed('release', err));
-        // Sent after the ZREM on the same connection: its acquire sees the slot free.
-        this.line.wakeNext(origin, 0);
-      },
+    const grant = (client: string): Granted => {
+      const ended = this.load.start(origin);
+      const uncount = this.line.took(origin, client);
+      let released = false;
+      return {
+        granted: true,
+        inFlight,
+        full: inFlight >= maxPerOrigin,
+        release: () => {
+          if (released) return;
+          released = true;
+          ended();
+          uncount();
+          redis.zrem(key, lease).catch((err: unknown) => this.failed('release', err));
+          // Sent after the ZREM on the same connection: its acquire sees the slot free.
+          this.loops.get(origin)?.kick();
+        },
+      };
     };
-  }
-
-  /**
-   * Asks Redis for a slot again at each `retryInMs` of its refusal (waitForSlotMs), or sooner when
-   * a call of this process to `origin` ends; no lease round trip, no worker held meanwhile.
-   */
-  async waitForSlot(
-    origin: string,
-    limit: (() => number | undefined) | undefined,
-    client = '',
-    signal: AbortSignal,
-  ): Promise<Granted | undefined> {
-    while (!signal.aborted) {
-      const grant = await this.acquire(origin, limit?.(), client, false);
-      if (grant.granted) {
-        if (!signal.aborted) return grant;
-        grant.release();
-        return undefined;
-      }
-      await this.freedOrLater(origin, client, grant.retryInMs, signal);
-    }
-    return undefined;
-  }
-
-  private freedOrLater(origin: string, client: string, ms: number, signal: AbortSignal): Promise<void> {
-    return new Promise((resolve) => {
-      const done = () => {
-        clearTimeout(timer);
-        signal.removeEventListener('abort', gone);
-        resolve();
-      };
-      const gone = () => {
-        this.line.leave(origin, waiter);
-        done();
-      };
-      // Redis counts the cap: every waiter here may ask it.
-      const waiter: Waiter = { cap: Number.POSITIVE_INFINITY, client, wake: done };
-      const timer = setTimeout(gone, ms);
-      signal.addEventListener('abort', gone, { once: true });
-      this.line.join(origin, waiter);
-    });
+    return { granted: true, grant };
   }
 
   private failed(op: string, err: unknown): void {

@@ -72,7 +72,7 @@ describe('LocalBulkhead', () => {
     expect(order).toEqual(['first', 'second']);
   });
 
-  it('hands a freed slot to the waiting client with the fewest calls at the origin, first come among equals', async () => {
+  it('hands a freed slot to the waiting client whose turn comes first (a newcomer before a backlog), first come among equals', async () => {
     // A backlog's client holds the origin's slots and has calls waiting; another client's call
     // comes last: the next slot is its own, then A's waiters again in their order.
     const bulkhead = new LocalBulkhead({ maxPerOrigin: 2, maxWaitMs: 60_000 });
@@ -93,7 +93,7 @@ describe('LocalBulkhead', () => {
     if (first?.granted) first.release();
     const toB = await b1;
     expect(order).toEqual(['B1']);
-    // A and B have one call each now: the first come of them is served.
+    // B waits no more: the next slot is A's first come.
     if (second?.granted) second.release();
     const toA1 = await a1;
     expect(order).toEqual(['B1', 'A1']);
@@ -104,7 +104,7 @@ describe('LocalBulkhead', () => {
     expect(bulkhead.inFlight('http://a:80')).toBe(0);
   });
 
-  it('hands a freed slot to a parked waiter (waitForSlot): fewest calls first, then one in its worker, then first come', async () => {
+  it('hands a freed slot to a parked waiter (waitForSlot): the turn first, then one in its worker, then first come', async () => {
     const bulkhead = new LocalBulkhead({ maxPerOrigin: 2, maxWaitMs: 60_000 });
     const origin = 'http://parked:80';
     const held = [
@@ -130,7 +130,7 @@ describe('LocalBulkhead', () => {
     const [first, second] = held;
     if (first?.granted) first.release();
     const toB = await b1;
-    // A and B have one call each now: A's in its worker goes before A's parked (which would go
+    // B waits no more: A's in its worker goes before A's parked (which would go
     // through the gate again first, the slot idle meanwhile).
     if (second?.granted) second.release();
     const toA2 = await a2;
@@ -216,6 +216,41 @@ describe('ClusterBulkhead (real Redis)', () => {
     second?.release();
     await redis.ping();
     expect(await redis.zcard(slotsKey(prefix, origin))).toBe(0);
+  });
+
+  it("serves its parked waiters in the line's order, and a new call does not go ahead of them", async () => {
+    const bulkhead = new ClusterBulkhead({
+      redis,
+      prefix,
+      maxPerOrigin: 1,
+      leaseMs: 60_000,
+      weightOf: (client) => (client === 'heavy' ? 3 : 1),
+    });
+    const origin = `http://${uniqueName('o')}:80`;
+    const held = await bulkhead.acquire(origin, undefined, 'light');
+    const never = new AbortController().signal;
+    const order: string[] = [];
+    const parked = ['l1', 'l2', 'h1', 'h2', 'h3', 'h4'].map((name) =>
+      bulkhead
+        .waitForSlot(origin, undefined, name.startsWith('h') ? 'heavy' : 'light', never)
+        .then((grant) => {
+          order.push(name);
+          return grant;
+        }),
+    );
+    // The line is not empty: a new call is refused without asking Redis for the slot.
+    expect((await bulkhead.acquire(origin, undefined, 'light')).granted).toBe(false);
+    let slot = held.granted ? held : undefined;
+    for (let served = 0; served < parked.length; served++) {
+      slot?.release();
+      const before = order.length;
+      await Promise.race(parked);
+      while (order.length === before) await new Promise((resolve) => setTimeout(resolve, 5));
+      slot = await parked[['l1', 'l2', 'h1', 'h2', 'h3', 'h4'].indexOf(order.at(-1) ?? '')];
+    }
+    slot?.release();
+    // light had the slot held; heavy (weight 3) then takes three turns for each of light's.
+    expect(order).toEqual(['h1', 'h2', 'h3', 'l1', 'h4', 'l2']);
   });
 
   it('gives the slots of an executor that died (never released) back when their leases end', async () => {
@@ -342,7 +377,7 @@ describe('bulkhead in the executor (end to end)', () => {
     expect(await parkedForSlot()).toBe(0);
   }, 60_000);
 
-  it("gives a freed slot to the parked client with the fewest calls at the origin: B's task behind A's backlog goes first", async () => {
+  it("gives a freed slot to the parked client whose turn comes first: B's task behind A's backlog goes first", async () => {
     const { queue } = h.startExecutor({ maxWorkers: 8, bulkhead: new LocalBulkhead({ maxPerOrigin: 2 }) });
     const run = uniqueName('fair');
     const task = (client: string, path: string, id: string) => ({

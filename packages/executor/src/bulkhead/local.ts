@@ -15,6 +15,8 @@
  *   executor; one round trip per lease batch.
  */
 
+import { SlotLine, type Waiter } from './line.ts';
+
 export type SlotGrant =
   /**
    * `release` frees the slot; call it exactly once, when the call is over. `inFlight`: the calls
@@ -29,25 +31,31 @@ export type SlotGrant =
 export interface Bulkhead {
   /**
    * A slot of `origin`, if fewer than the cap are in flight; `limit` lowers the cap for this call
-   * (the origin's adaptive concurrency limit, see OriginPacer), never raises it. `client`: whose
-   * call it is (meta.client), so that a freed slot goes to the client with the fewest calls there.
-   * `wait: false`: no short wait in the process (IN_PROCESS_WAIT_MS) when the origin is full, for
-   * a caller that waits parked instead (waitForSlot), its worker free.
+   * (the origin's adaptive concurrency limit, see OriginPacer), never raises it. `client` and
+   * `partition`: whose call it is (meta.client, its queue partition), so that a freed slot goes by
+   * the queue's order (SlotLine). `wait: false`: no short wait in the process (IN_PROCESS_WAIT_MS)
+   * when the origin is full, for a caller that waits parked instead (waitForSlot), its worker free.
    */
-  acquire(origin: string, limit?: number, client?: string, wait?: boolean): Promise<SlotGrant>;
+  acquire(
+    origin: string,
+    limit?: number,
+    client?: string,
+    wait?: boolean,
+    partition?: string,
+  ): Promise<SlotGrant>;
   /**
    * Waits for a slot of `origin` without a worker (a task parked by the executor after a refusal):
-   * the slot, handed over to it when one frees in this process (its `release` is the caller's
-   * then, exactly once), or undefined once `signal` aborts (the wait is over or the executor
-   * stops). A freed slot goes to the waiting client with the fewest calls at the origin, as for
-   * `acquire`'s short wait, parked or not. `limit`: the origin's limit (as for acquire) when a
-   * slot frees, not when the wait began (an adaptive limit moves meanwhile).
+   * the slot, handed over to it when one frees (its `release` is the caller's then, exactly once),
+   * or undefined once `signal` aborts (the wait is over or the executor stops). Freed slots go by
+   * the queue's order (SlotLine), parked or not. `limit`: the origin's limit (as for acquire) when
+   * a slot frees, not when the wait began (an adaptive limit moves meanwhile).
    */
   waitForSlot(
     origin: string,
     limit: (() => number | undefined) | undefined,
     client: string | undefined,
     signal: AbortSignal,
+    partition?: string,
   ): Promise<Granted | undefined>;
 }
 
@@ -132,133 +140,6 @@ export class OriginLoad {
   }
 }
 
-/** A call waiting in the process for a slot of its origin. */
-export interface Waiter {
-  /** Its cap: a freed slot goes to it only below that. */
-  cap: number;
-  /** Whose call (meta.client; '' when none). */
-  client: string;
-  /** It has been chosen for the slot just freed (it has left the line). */
-  wake: () => void;
-  /**
-   * Parked (waitForSlot): woken, it goes through the gate again (a pace round trip) before its
-   * call, while one waiting in its worker (acquire) calls at once.
-   */
-  parked?: boolean;
-}
-
-/**
- * The calls waiting for a slot of a full origin, in arrival order (an origin leaves the map with
- * its last), and the calls in flight per origin and client, to choose among them. A freed slot
- * goes to the waiter whose client has the fewest calls in flight at the origin, the first come
- * among equals: first come first served alone let a client with many tasks leased (a backlog
- * fills every worker, most of them waiting here) take nearly every slot, and another client's
- * task, behind them in line, was sent back to the queue again and again (the noisy-neighbour
- * benchmark). Waiters in a worker (acquire's
- * short wait) and parked ones (waitForSlot) share the line.
- */
-export class SlotLine {
-  /**
-   * origin → client → its waiters, in a worker and parked, each in arrival order (a Map keeps
-   * insertion order; the value is the arrival number). By client: a freed slot looks at each
-   * waiting client's first waiter, not at every waiter (up to the parking budget, 1,000, behind
-   * one origin: a scan of them per freed slot was ~25 µs a call, bench/load.ts profile).
-   */
-  private readonly lines = new Map<string, Map<string, ClientWaiters>>();
-  private readonly byClient = new Map<string, Map<string, number>>();
-  private arrivals = 0;
-
-  join(origin: string, waiter: Waiter): void {
-    const clients = this.lines.get(origin) ?? new Map<string, ClientWaiters>();
-    this.lines.set(origin, clients);
-    const line = clients.get(waiter.client) ?? { ready: new Map(), parked: new Map() };
-    clients.set(waiter.client, line);
-    (waiter.parked ? line.parked : line.ready).set(waiter, ++this.arrivals);
-  }
-
-  leave(origin: string, waiter: Waiter): void {
-    const clients = this.lines.get(origin);
-    const line = clients?.get(waiter.client);
-    if (!clients || !line) return;
-    line.ready.delete(waiter);
-    line.parked.delete(waiter);
-    if (line.ready.size === 0 && line.parked.size === 0) clients.delete(waiter.client);
-    if (clients.size === 0) this.lines.delete(origin);
-  }
-
-  /** Counts a call of `client` in flight at `origin`; the function returned ends it (once). */
-  took(origin: string, client: string): () => void {
-    const clients = this.byClient.get(origin) ?? new Map<string, number>();
-    this.byClient.set(origin, clients);
-    clients.set(client, (clients.get(client) ?? 0) + 1);
-    let ended = false;
-    return () => {
-      if (ended) return;
-      ended = true;
-      const left = (clients.get(client) ?? 1) - 1;
-      if (left > 0) clients.set(client, left);
-      else clients.delete(client);
-      if (clients.size === 0 && this.byClient.get(origin) === clients) this.byClient.delete(origin);
-    };
-  }
-
-  /**
-   * Wakes the waiter a freed slot of `origin` goes to (`inFlight` calls there now): the fewest
-   * calls of its client in flight there, then one waiting in its worker before a parked one (the
-   * slot would idle through the parked one's gate: an origin at its cap served at half its pace
-   * under load, bench/load.ts), then the first come. None below its cap
-   * (a limit lowered meanwhile): nobody is woken. Whether one was.
-   */
-  wakeNext(origin: string, inFlight: number): boolean {
-    const clients = this.lines.get(origin);
-    if (!clients) return false;
-    const calls = this.byClient.get(origin);
-    let next: Waiter | undefined;
-    let fewest = Number.POSITIVE_INFINITY;
-    let firstCome = Number.POSITIVE_INFINITY;
-    for (const [client, line] of clients) {
-      const base = calls?.get(client) ?? 0;
-      // Calls first, then parked after ready: a half call's worth.
-      for (const [candidate, rank] of [
-        [firstBelowCap(line.ready, inFlight, false), base],
-        [firstBelowCap(line.parked, inFlight, true), base + 0.5],
-      ] as const) {
-        if (!candidate) continue;
-        const [waiter, arrival] = candidate;
-        if (rank < fewest || (rank === fewest && arrival < firstCome))
-          [next, fewest, firstCome] = [waiter, rank, arrival];
-      }
-    }
-    if (!next) return false;
-    this.leave(origin, next);
-    next.wake();
-    return true;
-  }
-}
-
-/** One client's waiters at one origin: waiter → arrival number. */
-interface ClientWaiters {
-  ready: Map<Waiter, number>;
-  parked: Map<Waiter, number>;
-}
-
-/**
- * The first waiter (and its arrival) a slot may go to with `inFlight` calls out. Parked waiters
- * read their origin's limit when asked, the same for all of them: when the first is at its cap, so
- * are the others. Those in a worker keep the cap of their arrival (at most MAX_WORKERS of them).
- */
-function firstBelowCap(
-  waiters: Map<Waiter, number>,
-  inFlight: number,
-  sameCap: boolean,
-): readonly [Waiter, number] | undefined {
-  for (const entry of waiters) {
-    if (inFlight < entry[0].cap) return entry;
-    if (sameCap) return undefined;
-  }
-  return undefined;
-}
-
 /** ORIGIN_CONCURRENCY_SCOPE=process: the cap counted in this process alone. */
 export class LocalBulkhead implements Bulkhead {
   private readonly maxPerOrigin: number;
@@ -266,17 +147,19 @@ export class LocalBulkhead implements Bulkhead {
   private readonly load: OriginLoad;
   private readonly maxWaitMs: number;
   /** Calls waiting for a slot of a full origin, in a worker or parked (see SlotLine). */
-  private readonly line = new SlotLine();
+  private readonly line: SlotLine;
 
   /**
    * `load`: where calls are counted, when shared with a ClusterBulkhead (its fallback).
    * `maxWaitMs`: the longest in-process wait for a slot (IN_PROCESS_WAIT_MS; 0 = none).
+   * `weightOf`: a client's weight, for the order of the line (SlotLine; 1 when not given).
    */
   constructor(options: {
     maxPerOrigin: number;
     random?: () => number;
     load?: OriginLoad;
     maxWaitMs?: number;
+    weightOf?: (client: string) => number;
   }) {
     if (!Number.isInteger(options.maxPerOrigin) || options.maxPerOrigin < 1)
       throw new RangeError('maxPerOrigin must be a positive integer');
@@ -284,9 +167,10 @@ export class LocalBulkhead implements Bulkhead {
     this.random = options.random ?? Math.random;
     this.load = options.load ?? new OriginLoad();
     this.maxWaitMs = options.maxWaitMs ?? IN_PROCESS_WAIT_MS;
+    this.line = new SlotLine(options.weightOf);
   }
 
-  acquire(origin: string, limit?: number, client = '', wait = true): Promise<SlotGrant> {
+  acquire(origin: string, limit?: number, client = '', wait = true, partition = ''): Promise<SlotGrant> {
     const inFlight = this.load.inFlight(origin);
     const cap = capOf(this.maxPerOrigin, limit);
     if (inFlight < cap) return Promise.resolve(this.grant(origin, client, cap));
@@ -301,6 +185,7 @@ export class LocalBulkhead implements Bulkhead {
       const waiter: Waiter = {
         cap,
         client,
+        partition,
         wake: () => {
           clearTimeout(timer);
           resolve(this.grant(origin, client, cap));
@@ -315,6 +200,7 @@ export class LocalBulkhead implements Bulkhead {
     limit: (() => number | undefined) | undefined,
     client = '',
     signal: AbortSignal,
+    partition = '',
   ): Promise<Granted | undefined> {
     const capNow = () => capOf(this.maxPerOrigin, limit?.());
     // A slot freed between the refusal and now: nobody woke for it.
@@ -331,6 +217,7 @@ export class LocalBulkhead implements Bulkhead {
           return capNow();
         },
         client,
+        partition,
         parked: true,
         wake: () => {
           signal.removeEventListener('abort', over);

@@ -25,7 +25,7 @@ import type { Outbox } from '@requester/shared/outbox';
 import type { PauseView } from '@requester/shared/pause';
 import { encodeQueuedTask, type QueuedTask } from '@requester/shared/task';
 import pLimit, { type LimitFunction } from 'p-limit';
-import type { Granted } from '../bulkhead/index.ts';
+import { type Granted, linePartition } from '../bulkhead/index.ts';
 import { executorMetrics as metrics } from '../metrics.ts';
 import { ownedBy, unreadableResult } from '../result/index.ts';
 import {
@@ -190,7 +190,7 @@ export class Executor {
    * leases the loop may hold besides). More would only wait
    * longer (the slots come at the origin's pace) while the loop leases more of them for nothing: a
    * backlog's tasks beyond it go back to the queue as before, another client's still park (and,
-   * fewest calls at the origin first, are handed the next slot).
+   * in the slot line's order, are handed the next slot).
    */
   private readonly slotWaits = new Map<string, number>();
   /** The parked tasks by what they wait for (the gauge's `reason`). */
@@ -419,8 +419,8 @@ export class Executor {
   /**
    * A task the bulkhead refused waits parked (see waitsForSlot) until its origin has a slot for it:
    * handed over by a call of this process that ends (LocalBulkhead; a ClusterBulkhead asks Redis
-   * again then, and at each of its re-checks), to the waiting client with the fewest calls at the
-   * origin. Woken, it has the slot (it cannot be raced away) and goes through the gate again as
+   * for its line then, and at each of its re-checks), in the slot line's order (the queue's:
+   * bulkhead/line.ts). Woken, it has the slot (it cannot be raced away) and goes through the gate again as
    * other parked tasks do. PARK_MAX_MS without one, a stop, or a lease that may have lapsed: back
    * to the queue (with the rest of the wait it was refused for), any slot handed over released.
    * Either way its `held` event says until when it may wait. Apart from park's other waits, as
@@ -430,7 +430,7 @@ export class Executor {
     job: Job,
     source: FetchOutcome | undefined,
     settlement: Settlement & { kind: 'reschedule' },
-    bulkhead: { requestId: string; client: string | undefined; uri: string },
+    bulkhead: { requestId: string; client: string | undefined; uri: string; partition: string },
     budget: Parking,
   ): Promise<Settlement | { task: QueuedTask; slot: Granted }> {
     const { delayMs, outbox, payload } = settlement;
@@ -462,7 +462,7 @@ export class Executor {
     const timer = setTimeout(end, PARK_MAX_MS);
     this.stopping.signal.addEventListener('abort', end, { once: true });
     try {
-      slot = await this.policies.waitForSlot(bulkhead.uri, bulkhead.client, over.signal);
+      slot = await this.policies.waitForSlot(bulkhead.uri, bulkhead.client, over.signal, bulkhead.partition);
     } finally {
       clearTimeout(timer);
       this.stopping.signal.removeEventListener('abort', end);
@@ -952,7 +952,10 @@ export class Executor {
     // Its journal event is written once the wait's place is known (see park).
     const { client } = envelope.meta;
     const retry = reason === 'retry' ? { requestId: job.task.requestId, client } : undefined;
-    const bulkhead = reason === 'bulkhead' ? { requestId: job.task.requestId, client, uri } : undefined;
+    const bulkhead =
+      reason === 'bulkhead'
+        ? { requestId: job.task.requestId, client, uri, partition: linePartition(envelope.meta) }
+        : undefined;
     if (!outbox || where === 'redis')
       return { kind: 'reschedule', delayMs, outcome: reason, payload, retry, bulkhead };
     const row = outboxRow(job.task, withDeadlineInstant(envelope, deadline), delayMs, progress);

@@ -43,7 +43,7 @@ export type Settlement =
        * A bulkhead refusal: the task may wait parked for a slot of its request's origin (see
        * Executor.parkForSlot), and its `held` journal event is written once that is decided.
        */
-      bulkhead?: { requestId: string; client: string | undefined; uri: string };
+      bulkhead?: { requestId: string; client: string | undefined; uri: string; partition: string };
     }
   | { kind: 'dead'; reason: string };
 

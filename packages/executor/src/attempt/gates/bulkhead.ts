@@ -1,3 +1,4 @@
+import { linePartition } from '../../bulkhead/index.ts';
 import { bulkheadStep } from '../../worker/decide.ts';
 import type { GateSpec } from '../gate.ts';
 import { refusal } from '../outcome.ts';
@@ -20,7 +21,8 @@ export const bulkhead: GateSpec = {
       let grant = handed;
       if (!grant) {
         const learnt = adaptiveConcurrency ? pacer?.limitOf(origin, attempt.identity) : undefined;
-        const asked = await bulkhead.acquire(origin, learnt, attempt.envelope.meta.client);
+        const { meta } = attempt.envelope;
+        const asked = await bulkhead.acquire(origin, learnt, meta.client, true, linePartition(meta));
         const full = bulkheadStep(asked);
         if (full.kind !== 'call') return refusal(full);
         if (asked.granted) grant = asked;
