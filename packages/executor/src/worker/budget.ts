@@ -63,12 +63,12 @@ export class LeaseBudget {
   }
 
   /**
-   * A lease batch's records were read: its wake-ups free their workers at once (a wake-up calls
-   * nobody) and count in their own budget.
+   * A lease batch's records were read (`leased` tasks, `parsed` of them queued tasks): its
+   * wake-ups free their workers at once (a wake-up calls nobody) and count in their own budget.
    */
-  read(batch: number, wakeUps: number): void {
-    this.unread -= batch;
-    this.wakeUpShare = (this.wakeUpShare + wakeUps / Math.max(batch, 1)) / 2;
+  read(leased: number, parsed: number, wakeUps: number): void {
+    this.unread -= leased;
+    this.wakeUpShare = (this.wakeUpShare + wakeUps / Math.max(parsed, 1)) / 2;
     this.wakeUpsHeld += wakeUps;
     this.lastWakeUps = wakeUps;
     this.working -= wakeUps;
@@ -84,6 +84,17 @@ export class LeaseBudget {
   settled(wakeUp: boolean): void {
     this.held--;
     if (wakeUp) this.wakeUpsHeld--;
+  }
+
+  /** A parked task took its worker back to go through the gate again. */
+  resumed(): void {
+    this.working++;
+  }
+
+  /** How long until a borrowing lease may go (see borrowSize); Infinity when none may. */
+  borrowIn(now: number): number {
+    if (2 * this.maxWorkers - this.working - this.unread <= 0) return Number.POSITIVE_INFINITY;
+    return Math.max(0, BORROW_AFTER_MS - (now - this.quietSince));
   }
 
   /**

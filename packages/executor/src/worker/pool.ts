@@ -102,7 +102,8 @@ export class WorkerPool {
   /** No waiting client has fewer calls in flight for its weight. */
   private first(line: Line): boolean {
     const ratio = line.inFlight / line.weight;
-    for (const other of this.waiters) if (other !== line && other.inFlight / other.weight < ratio) return false;
+    for (const other of this.waiters)
+      if (other !== line && other.inFlight / other.weight < ratio) return false;
     return true;
   }
 

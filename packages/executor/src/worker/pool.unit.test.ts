@@ -7,7 +7,14 @@ function gate() {
   const ended = new Promise<void>((resolve) => {
     end = resolve;
   });
-  const call = { started: false, end, fn: () => ((call.started = true), ended) };
+  const call = {
+    started: false,
+    end,
+    fn: () => {
+      call.started = true;
+      return ended;
+    },
+  };
   return call;
 }
 
@@ -96,8 +103,7 @@ describe('WorkerPool', () => {
     const blocker = gate();
     void pool.run('a', 'x', blocker.fn);
     const done: Array<Promise<void>> = [];
-    for (const p of ['x', 'x', 'x', 'y', 'z'])
-      done.push(pool.run('a', p, async () => void order.push(p)));
+    for (const p of ['x', 'x', 'x', 'y', 'z']) done.push(pool.run('a', p, async () => void order.push(p)));
     blocker.end();
     await Promise.all(done);
     expect(order).toEqual(['x', 'y', 'z', 'x', 'x']);
