@@ -91,12 +91,6 @@ export class LeaseBudget {
     this.working++;
   }
 
-  /** How long until a borrowing lease may go (see borrowSize); Infinity when none may. */
-  borrowIn(now: number): number {
-    if (2 * this.maxWorkers - this.working - this.unread <= 0) return Number.POSITIVE_INFINITY;
-    return Math.max(0, BORROW_AFTER_MS - (now - this.quietSince));
-  }
-
   /**
    * How many tasks the next lease asks for: one per free worker, more when recent batches were
    * wake-ups, which take none: for calls, HELD_PER_WORKER per free worker at most and
@@ -126,13 +120,26 @@ export class LeaseBudget {
   /**
    * How many tasks a lease may ask for when every worker is taken (size() is 0), for a client
    * that may borrow a worker (WorkerPool.mayBorrow): none while workers keep being freed (the
-   * ordinary lease serves newcomers then) or a borrowing lease went out within BORROW_AFTER_MS,
-   * and never beyond twice `maxWorkers` calls in all. What it brings for others is given back.
+   * ordinary lease serves newcomers then) or a borrowing lease went out within BORROW_AFTER_MS.
+   * Bounded by twice `maxWorkers` calls started (`waiting`: calls in the pool not started yet) and
+   * by the calls' bound of HELD_PER_WORKER × `maxWorkers`, so that such a lease never brings
+   * calls the loop would give back for want of room.
    */
-  borrowSize(now: number): number {
+  borrowSize(now: number, waiting: number): number {
     if (now - this.quietSince < BORROW_AFTER_MS) return 0;
-    const room = 2 * this.maxWorkers - this.working - this.unread;
-    return Math.max(0, Math.min(room, BORROW_LEASE));
+    return Math.max(0, Math.min(this.borrowRoom(waiting), BORROW_LEASE));
+  }
+
+  /** How long until a borrowing lease may go (see borrowSize); Infinity when none may. */
+  borrowIn(now: number, waiting: number): number {
+    if (this.borrowRoom(waiting) <= 0) return Number.POSITIVE_INFINITY;
+    return Math.max(0, BORROW_AFTER_MS - (now - this.quietSince));
+  }
+
+  private borrowRoom(waiting: number): number {
+    const calls = this.held - this.parked - this.wakeUpsHeld;
+    const started = this.working - waiting;
+    return Math.min(2 * this.maxWorkers - started, HELD_PER_WORKER * this.maxWorkers - calls);
   }
 
   /** A borrowing lease was sent: the next one waits BORROW_AFTER_MS unless it found a borrower. */

@@ -8,7 +8,7 @@ import type { Logger } from '@requester/shared/log';
 import type { Outbox } from '@requester/shared/outbox';
 import type { PauseView } from '@requester/shared/pause';
 import { executorMetrics as metrics } from '../metrics.ts';
-import { LeaseBudget } from './budget.ts';
+import { BORROW_LEASE, LeaseBudget } from './budget.ts';
 import type { Parking } from './decide.ts';
 import { Endings } from './ending.ts';
 import { LeaseHeartbeat } from './heartbeat.ts';
@@ -191,9 +191,9 @@ export class Executor {
       let size = this.budget.size();
       // Every worker taken: a lease may still find a client below its share, which borrows one.
       const borrowing = size <= 0;
-      if (borrowing) size = this.budget.borrowSize(Date.now());
+      if (borrowing) size = this.budget.borrowSize(Date.now(), this.pool.waiting);
       if (size <= 0) {
-        await this.slotFreed(this.budget.borrowIn(Date.now()));
+        await this.slotFreed(this.budget.borrowIn(Date.now(), this.pool.waiting));
         continue;
       }
       try {
@@ -249,7 +249,8 @@ export class Executor {
    * call through the worker pool, a wake-up without a worker (it calls nobody, and the limiter,
    * bulkhead and breaker are not asked either); then its settlement. A call keeps its worker
    * until its result is written and acked. What a borrowing lease (see run) brings for clients not
-   * below their share goes back to the queue unattempted (see givenBack).
+   * below their share waits in the pool, BORROW_LEASE calls at most; the rest goes back to the
+   * queue unattempted.
    */
   private async runBatch(leases: LeasedTask[], borrowing: boolean): Promise<void> {
     const jobs: Job[] = [];
@@ -290,7 +291,9 @@ export class Executor {
       if (!wakeUp && !back) {
         if (room > 0) room--;
         else if (this.pool.mayBorrow(client)) borrowed = true;
-        else back = true;
+        // A few wait in the pool for a worker, as they would have been leased next; more would
+        // use up the room the next borrowing lease needs to find a client below its share.
+        else if (this.pool.waiting >= BORROW_LEASE) back = true;
       }
       if (back) {
         const given = { kind: 'reschedule', delayMs: 0, outcome: 'given_back' } as const;

@@ -25,6 +25,8 @@ export class WorkerPool {
   readonly maxWorkers: number;
   /** Calls started and not released, borrowed ones included. */
   running = 0;
+  /** Calls waiting for a worker. */
+  waiting = 0;
   private readonly lines = new Map<string, Line>();
   /** Σ weights of the clients in `lines` (those with calls in flight or waiting). */
   private activeWeight = 0;
@@ -112,6 +114,7 @@ export class WorkerPool {
     if (queue) queue.push(resolve);
     else line.partitions.set(partition, [resolve]);
     line.waiting++;
+    this.waiting++;
     this.waiters.add(line);
   }
 
@@ -152,6 +155,7 @@ export class WorkerPool {
     line.partitions.delete(partition);
     if (queue.length > 0) line.partitions.set(partition, queue);
     line.waiting--;
+    this.waiting--;
     if (line.waiting === 0) this.waiters.delete(line);
     this.running++;
     line.inFlight++;
