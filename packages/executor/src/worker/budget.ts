@@ -40,6 +40,8 @@ export class LeaseBudget {
   held = 0;
   /** Tasks leased whose records are not read yet: calls or wake-ups, not known. */
   unread = 0;
+  /** Tasks leased and not yet handed to the pool (or settled): their clients' shares do not show them. */
+  entering = 0;
   /** Tasks parked (see ParkingLot): they hold a lease and no worker, and have a budget of their own. */
   parked = 0;
   /** Wake-ups leased and not yet settled (see WAKE_UPS_HELD). */
@@ -48,7 +50,7 @@ export class LeaseBudget {
   wakeUpShare = 0;
   /** Wake-ups in the latest lease batch: the next lease asks for twice as many at most. */
   lastWakeUps = 0;
-  /** When a worker was last freed or a borrowing lease sent (epoch ms): see borrowSize. */
+  /** When a worker was last taken or freed, or a borrowing lease sent (epoch ms): see borrowSize. */
   private quietSince = 0;
 
   constructor(maxWorkers: number) {
@@ -56,10 +58,17 @@ export class LeaseBudget {
   }
 
   /** A lease batch was taken: every task holds a lease and, until read, a worker. */
-  taken(count: number): void {
+  taken(count: number, now: number): void {
     this.held += count;
     this.working += count;
     this.unread += count;
+    this.entering += count;
+    this.quietSince = now;
+  }
+
+  /** A lease batch's tasks are in the worker pool (or settled without it). */
+  entered(count: number): void {
+    this.entering -= count;
   }
 
   /**
@@ -119,19 +128,23 @@ export class LeaseBudget {
 
   /**
    * How many tasks a lease may ask for when every worker is taken (size() is 0), for a client
-   * that may borrow a worker (WorkerPool.mayBorrow): none while workers keep being freed (the
-   * ordinary lease serves newcomers then) or a borrowing lease went out within BORROW_AFTER_MS.
+   * that may borrow a worker (WorkerPool.mayBorrow): none while workers keep being taken or freed
+   * (the ordinary lease serves newcomers then), a borrowing lease went out within BORROW_AFTER_MS,
+   * or tasks of a lease are not in the pool yet.
    * Bounded by twice `maxWorkers` calls started (`waiting`: calls in the pool not started yet) and
    * by the calls' bound of HELD_PER_WORKER × `maxWorkers`, so that such a lease never brings
    * calls the loop would give back for want of room.
    */
   borrowSize(now: number, waiting: number): number {
-    if (now - this.quietSince < BORROW_AFTER_MS) return 0;
+    // Tasks not in the pool yet (records being read): the shares cannot be told.
+    if (now - this.quietSince < BORROW_AFTER_MS || this.entering > 0) return 0;
     return Math.max(0, Math.min(this.borrowRoom(waiting), BORROW_LEASE));
   }
 
   /** How long until a borrowing lease may go (see borrowSize); Infinity when none may. */
   borrowIn(now: number, waiting: number): number {
+    // Tasks entering the pool change the room: asked again once they are in.
+    if (this.entering > 0) return BORROW_AFTER_MS;
     if (this.borrowRoom(waiting) <= 0) return Number.POSITIVE_INFINITY;
     return Math.max(0, BORROW_AFTER_MS - (now - this.quietSince));
   }

@@ -5,9 +5,10 @@ describe('LeaseBudget', () => {
   it('leases one task per free worker while the work is calls', () => {
     const budget = new LeaseBudget(8);
     expect(budget.size()).toBe(8);
-    budget.taken(8);
+    budget.taken(8, 0);
     expect(budget.size()).toBe(0);
     budget.read(8, 8, 0);
+    budget.entered(8);
     budget.freed(1_000);
     budget.freed(1_000);
     expect(budget.size()).toBe(2);
@@ -15,8 +16,9 @@ describe('LeaseBudget', () => {
 
   it('frees the workers of wake-ups once read, and leases beyond the workers while they come', () => {
     const budget = new LeaseBudget(4);
-    budget.taken(4);
+    budget.taken(4, 0);
     budget.read(4, 4, 4);
+    budget.entered(4);
     expect(budget.working).toBe(0);
     expect(budget.wakeUpsHeld).toBe(4);
     // Half of recent batches were wake-ups: more than the 4 free workers, twice the latest batch at most.
@@ -33,8 +35,9 @@ describe('LeaseBudget', () => {
     while (budget.wakeUpsHeld < WAKE_UPS_HELD) {
       const size = budget.size();
       sizes.push(size);
-      budget.taken(size);
+      budget.taken(size, 0);
       budget.read(size, size, size);
+      budget.entered(size);
     }
     expect(Math.max(...sizes)).toBeGreaterThan(HELD_PER_WORKER * 2);
     expect(Math.max(...sizes)).toBeLessThanOrEqual(WAKE_UPS_HELD);
@@ -44,16 +47,18 @@ describe('LeaseBudget', () => {
 
   it('counts the calls a lease sized for wake-ups brought beyond the calls bound', () => {
     const budget = new LeaseBudget(1);
-    budget.taken(10);
+    budget.taken(10, 0);
     budget.read(10, 10, 2);
+    budget.entered(10);
     // 8 calls held, 4 allowed for one worker.
     expect(budget.callsOver()).toBe(8 - HELD_PER_WORKER);
   });
 
   it('leaves parked tasks out of the calls held: they take no worker and no lease budget', () => {
     const budget = new LeaseBudget(2);
-    budget.taken(2);
+    budget.taken(2, 0);
     budget.read(2, 2, 0);
+    budget.entered(2);
     budget.parked += 2;
     budget.freed(0);
     budget.freed(0);
@@ -63,11 +68,13 @@ describe('LeaseBudget', () => {
 
   it('borrows only once every worker stayed taken for BORROW_AFTER_MS, then waits as long again', () => {
     const budget = new LeaseBudget(4);
-    budget.taken(4);
+    budget.taken(4, 0);
     budget.read(4, 4, 0);
-    budget.freed(1_000);
-    budget.taken(1);
+    budget.entered(4);
+    budget.freed(900);
+    budget.taken(1, 1_000);
     budget.read(1, 1, 0);
+    budget.entered(1);
     expect(budget.size()).toBe(0);
     expect(budget.borrowSize(1_000 + BORROW_AFTER_MS - 1, 0)).toBe(0);
     expect(budget.borrowIn(1_000 + 10, 0)).toBe(BORROW_AFTER_MS - 10);
@@ -81,15 +88,17 @@ describe('LeaseBudget', () => {
 
   it('bounds borrowing by twice maxWorkers calls started and by the calls held', () => {
     const budget = new LeaseBudget(2);
-    budget.taken(4);
+    budget.taken(4, 0);
     budget.read(4, 4, 0);
+    budget.entered(4);
     // 4 calls started: twice the 2 workers.
     expect(budget.borrowSize(10_000, 0)).toBe(0);
     expect(budget.borrowIn(10_000, 0)).toBe(Number.POSITIVE_INFINITY);
     // Two of them wait in the pool: 2 more may start, and 8 − 4 calls may still be held.
     expect(budget.borrowSize(10_000, 2)).toBe(2);
-    budget.taken(4);
+    budget.taken(4, 0);
     budget.read(4, 4, 0);
+    budget.entered(4);
     // 8 calls held: HELD_PER_WORKER × 2.
     expect(budget.borrowSize(10_000, 6)).toBe(0);
   });

@@ -233,7 +233,7 @@ export class Executor {
   /** Holds the leases (heartbeats start covering them) and starts their batch. */
   private take(leases: LeasedTask[], borrowing: boolean): void {
     this.heartbeat.hold(leases);
-    this.budget.taken(leases.length);
+    this.budget.taken(leases.length, Date.now());
     metrics.leases.inc(leases.length);
     metrics.inFlight.set(this.heartbeat.size);
     const batch = this.runBatch(leases, borrowing).catch((err: unknown) => {
@@ -313,9 +313,10 @@ export class Executor {
       );
       settled.push(done.finally(() => this.released(token, wakeUp ? 'wake-up' : 'call')));
     }
+    this.budget.entered(leases.length);
     if (borrowing) {
       this.budget.borrowed(Date.now(), borrowed);
-      if (borrowed) this.wakeSoon();
+      this.wakeSoon();
     }
     await Promise.all(settled);
   }
