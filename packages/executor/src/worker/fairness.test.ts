@@ -1,4 +1,4 @@
-import { OriginPacer, originOf } from '@requester/policies';
+import { originOf } from '@requester/policies';
 import { startTarget, uniqueName } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ExecutorHarness } from './harness.fixture.ts';
@@ -45,25 +45,20 @@ describe('fairness at the executor (end to end)', () => {
     expect(done.map((r) => r.response.status)).toEqual(a.map(() => 200));
   }, 120_000);
 
-  it("serves a healthy origin's trickle while a held origin's backlog of 10,000 tasks waits", async () => {
+  it("serves a healthy origin's trickle while a paused origin's backlog of 10,000 tasks waits", async () => {
     const held = await startTarget();
     h.onClose(() => held.close());
-    const pacer = new OriginPacer({
-      redis: h.redis,
-      prefix: h.prefix('fair-hold'),
-      maxLimit: 16,
-      retryAfterMaxMs: 3_600_000,
-      maxLocalWaitMs: 250,
-    });
-    h.onClose(() => pacer.close());
-    // The held origin asked for 10 minutes' peace: its tasks wait without attempts.
-    await pacer.report(
-      originOf(held.url),
-      { kind: 'response', status: 429, headers: { 'retry-after': '600' } },
-      1e6,
-    );
+    // The held origin is paused until resumed: its tasks go back to the queue unattempted, and
+    // come back to be looked at again every PAUSE_RECHECK_MS.
+    const heldOrigin = originOf(held.url);
+    const pause = { scope: 'origin', value: heldOrigin, by: 'test', at: Date.now(), until: null } as const;
+    const pauses = {
+      any: true,
+      match: (task: { origin?: string | undefined }) => (task.origin === heldOrigin ? pause : undefined),
+      refresh: async () => {},
+    };
     const { queue, leased } = h.countingQueue();
-    h.startExecutor({ queue, pacer, maxWorkers: 8 });
+    h.startExecutor({ queue, pauses, maxWorkers: 8 });
     const run = uniqueName('backlog');
     const BACKLOG = 10_000;
     const backlog = Array.from({ length: BACKLOG }, (_, i) =>
