@@ -11,7 +11,7 @@ export const HELD_PER_WORKER = 4;
  * Wake-ups held at most per process besides the workers' bound (HELD_PER_WORKER): read, their
  * results made and waiting for a flush (a few KiB each). A drain at an instant ("send at 09:00")
  * then moves in lease, produce and ack calls of hundreds of tasks. A call leased in such a batch
- * beyond the workers' bound goes back to the queue unattempted (see LeaseBudget.givenBack), so
+ * beyond the workers' bound goes back to the queue unattempted (see LeaseBudget.callsOver), so
  * other executors are not held from calls.
  */
 export const WAKE_UPS_HELD = 2_048;

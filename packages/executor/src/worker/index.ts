@@ -75,7 +75,7 @@ export interface ExecutorOptions extends Omit<PolicyModules, 'retryAfterMaxMs'> 
   pauses?: Pick<PauseView, 'any' | 'match' | 'refresh'>;
   /** The destinations requests name (meta.destination); without it such a request is refused. */
   destinations?: Pick<DestinationCatalog, 'current'>;
-  /** EXECUTOR_PARKED_TASKS, EXECUTOR_PARKED_BYTES: the most tasks kept parked (see Executor.park). */
+  /** EXECUTOR_PARKED_TASKS, EXECUTOR_PARKED_BYTES: the most tasks kept parked (see ParkingLot.park). */
   parking?: Parking;
 }
 
