@@ -116,8 +116,8 @@ export class LeaseBudget {
     const callShare = Math.max(1 - this.wakeUpShare, 1 / HELD_PER_WORKER);
     const calls = this.held - this.parked - this.wakeUpsHeld;
     const forCalls = Math.min(Math.ceil(workers / callShare), HELD_PER_WORKER * maxWorkers - calls);
-    // A drain doubles its batches and a batch without wake-ups stops it, so a steady mix leases
-    // as before and only a drain goes beyond the calls' bound (whose excess is given back).
+    // A drain doubles its batches and a batch without wake-ups stops it, so only a drain goes
+    // beyond the calls' bound (whose excess is given back).
     const share = this.wakeUpShare;
     const free = WAKE_UPS_HELD - this.wakeUpsHeld - this.unread;
     const room = Math.min(free, 2 * this.lastWakeUps);

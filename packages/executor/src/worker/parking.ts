@@ -18,8 +18,8 @@ import type { TaskRunner } from './task.ts';
 
 /**
  * The parking budget without configuration (the defaults of EXECUTOR_PARKED_TASKS and
- * EXECUTOR_PARKED_BYTES): 1,000 tasks cover 10 s of a 100/s pace, or the 30 s of PARK_MAX_MS at
- * 33/s; 32 MiB of records at most, e.g. 1,000 records of 32 KiB, or 32 of 1 MiB.
+ * EXECUTOR_PARKED_BYTES): enough tasks for a few seconds of a fast pace, and a bound on the
+ * memory of the records they hold.
  */
 export const DEFAULT_PARKING: Parking = { tasks: 1_000, bytes: 32 * 1024 * 1024 };
 
@@ -78,7 +78,7 @@ export class ParkingLot {
    * Parked tasks take no worker and count apart from the leases the loop may hold (LeaseBudget), so
    * a paced backlog never stops the loop leasing other origins' tasks; their own budget
    * (`parking`: tasks, and bytes of the records they hold) bounds their memory. A farther slot, or
-   * one beyond the budget, goes back to the queue as before; so does a parked task when the
+   * one beyond the budget, goes back to the queue; so does a parked task when the
    * executor stops (with the rest of its wait), or whose lease may have lapsed meanwhile (see
    * LeaseHeartbeat.holds: another executor may hold it, and must be the one to call).
    */
@@ -94,7 +94,7 @@ export class ParkingLot {
         busyParks = 0;
         const { task, slot } = woken;
         try {
-          // Not behind the p-limit: a worker is freed with the call that handed the slot over, and
+          // Not through the pool: a worker is freed with the call that handed the slot over, and
           // a slot idle while its task waits for a worker is the origin's, lost (workers waiting
           // 50 ms for a slot of the origin in acquire would hold them meanwhile).
           settlement = await this.parts.runner.attempt({ ...job, task }, source, undefined, true, slot);

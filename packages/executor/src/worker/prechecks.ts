@@ -80,8 +80,8 @@ export class PreChecks {
    * or rescheduled by its attempt, reads its cancel again only when one was announced meanwhile.
    * Without a mark (no watch, its subscriber down when the read was sent, or the read failed):
    * `fresh`, a task handed a bulkhead slot within CANCEL_FRESH_MS of its lease, is not asked again,
-   * the lease batch's read being as fresh as for a call that waited in its worker (a GET per such
-   * call, ~0.5 per task under load, for a cancel a few hundred ms newer).
+   * the lease batch's read being as fresh as for a call that waited in its worker (asking again
+   * would cost a read per such call for a cancel a moment newer).
    */
   knownCancel(job: Job, envelope: RequestEnvelope, fresh: boolean): { found: undefined } | undefined {
     const mark = job.cancelRead?.mark;
