@@ -236,9 +236,12 @@ export class Executor {
     this.budget.taken(leases.length, Date.now());
     metrics.leases.inc(leases.length);
     metrics.inFlight.set(this.heartbeat.size);
-    const batch = this.runBatch(leases, borrowing).catch((err: unknown) => {
+    const entry = { entered: false };
+    const batch = this.runBatch(leases, borrowing, entry).catch((err: unknown) => {
       // runBatch settles every task itself; reaching here is a bug, and the leases will lapse.
       this.log.error({ err }, 'executor batch failed');
+      // Borrowing waits for a batch to enter the pool: this one never will.
+      if (!entry.entered) this.budget.entered(leases.length);
     });
     this.batches.add(batch);
     void batch.finally(() => this.batches.delete(batch));
@@ -252,7 +255,11 @@ export class Executor {
    * below their share waits in the pool, BORROW_LEASE calls at most; the rest goes back to the
    * queue unattempted.
    */
-  private async runBatch(leases: LeasedTask[], borrowing: boolean): Promise<void> {
+  private async runBatch(
+    leases: LeasedTask[],
+    borrowing: boolean,
+    entry: { entered: boolean },
+  ): Promise<void> {
     const jobs: Job[] = [];
     const settled: Array<Promise<void>> = [];
     const leasedAt = Date.now();
@@ -314,6 +321,7 @@ export class Executor {
       settled.push(done.finally(() => this.released(token, wakeUp ? 'wake-up' : 'call')));
     }
     this.budget.entered(leases.length);
+    entry.entered = true;
     if (borrowing) {
       this.budget.borrowed(Date.now(), borrowed);
       this.wakeSoon();
