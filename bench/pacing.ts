@@ -9,7 +9,7 @@
 //                        [--service-ms 5]
 //
 // A task the pace sends back for a slot up to PARK_MAX_MS ahead is parked in its executor, as
-// Executor.park does (the same rule, `parks`, and budget): it comes back to one of its executor's
+// ParkingLot.park does (the same rule, `parks`, and budget): it comes back to one of its executor's
 // workers at its slot without a lease. --no-park: every such task goes back to the queue (before);
 // --park-max N: another budget than the executor's (EXECUTOR_PARKED_TASKS, 1,000 per executor; its
 // bytes budget is not reached by these small records); --park-per-worker N: N × 16 per executor
@@ -128,7 +128,7 @@ As run for docs/benchmarks/pacing.md:
     'no-slot-wait': {
       type: 'boolean',
       default: false,
-      help: 'send a task the bulkhead refused back to the queue for its delay, as the bench did before, not parked waiting for a slot (Executor.parkForSlot)',
+      help: 'send a task the bulkhead refused back to the queue for its delay, as the bench did before, not parked waiting for a slot (ParkingLot.parkForSlot)',
     },
     'no-park': {
       type: 'boolean',
@@ -293,7 +293,7 @@ async function drive(options: {
     stateCacheMs: 1_000,
   });
   const waiting: Task[] = [];
-  /** Tasks parked per executor, bounded as the executor bounds them (Executor.park). */
+  /** Tasks parked per executor, bounded as the executor bounds them (ParkingLot.park). */
   const parked = Array.from({ length: pacers.length }, () => ({ tasks: 0, bytes: 0 }));
   if (options.startMs !== undefined) await sleep(options.startMs - Date.now());
   const run: Run = {
@@ -416,7 +416,7 @@ async function drive(options: {
         options.adaptive ? (pacer.limitOf(origin) ?? PER_ORIGIN) : staticLimit,
       ]);
   }, 100);
-  /** Tasks waiting for a bulkhead slot without a worker, per executor (Executor.parkForSlot). */
+  /** Tasks waiting for a bulkhead slot without a worker, per executor (ParkingLot.parkForSlot). */
   const slotWaits = Array.from({ length: pacers.length }, () => 0);
   const settle = (policies: Policies, executor: number, task: Task, ending: Ending): void => {
     if (ending.kind === 'result') {

@@ -149,6 +149,8 @@ export class ExecutorHarness {
     items: Array<{
       requestId: string;
       partition?: string;
+      /** The client whose partition the task is queued in (none: the anonymous client). */
+      client?: string;
       value: string;
       headers?: Record<string, string>;
       /** Carried in the task as the router does for small records (QUEUE_INLINE_BYTES). */
@@ -169,8 +171,8 @@ export class ExecutorHarness {
     const base = BigInt(meta?.baseOffset ?? '0');
     await queue.publish(
       items.map((item, i) => ({
-        id: taskId(undefined, item.requestId, 0),
-        partition: queuePartition(undefined, item.partition, item.requestId),
+        id: taskId(item.client, item.requestId, 0),
+        partition: queuePartition(item.client, item.partition, item.requestId),
         payload: encodeQueuedTask({
           ref: {
             topic: this.inTopic,

@@ -41,14 +41,6 @@ export interface SettlerOptions {
   journal?: Journal;
 }
 
-/** How the settle path tells the executor's lease loop what it freed. */
-export interface SettleHooks {
-  /** The lease is settled (acked, rejected or dead-lettered, or left to lapse): its slot is free. */
-  release(token: string): void;
-  /** A flush settled its whole batch. */
-  flushed(): void;
-}
-
 interface Pending {
   lease: LeasedTask;
   settlement: Settlement;
@@ -88,19 +80,20 @@ interface Written {
 export class Settler {
   private readonly options: SettlerOptions;
   private readonly log: Logger;
-  private readonly hooks: SettleHooks;
   private pending: Pending[] = [];
   private flushing: Promise<void> | undefined;
   /** Wakes a flush loop waiting for its previous batch's leases to be settled: more to write. */
   private arrived: (() => void) | undefined;
 
-  constructor(options: SettlerOptions, log: Logger, hooks: SettleHooks) {
+  constructor(options: SettlerOptions, log: Logger) {
     this.options = options;
     this.log = log;
-    this.hooks = hooks;
   }
 
-  /** Queues the settlement for the next flush; resolves once it is written and the lease settled. */
+  /**
+   * Queues the settlement for the next flush; resolves once it is written and the lease settled
+   * (acked, rejected or dead-lettered, or left to lapse when Redis stays away): its worker is free.
+   */
   settle(lease: LeasedTask, settlement: Settlement, createdAt?: number): Promise<void> {
     return new Promise((done) => {
       this.pending.push({ lease, settlement, createdAt, done });
@@ -202,14 +195,12 @@ export class Settler {
     // One counter increment per outcome of the batch rather than per task (a drain's flush holds
     // hundreds of wake-ups of one outcome).
     const outcomes = new Map<string, number>();
-    for (const { lease, settlement, done } of batch) {
+    for (const { settlement, done } of batch) {
       const outcome = outcomeOf(settlement, produced);
       outcomes.set(outcome, (outcomes.get(outcome) ?? 0) + 1);
-      this.hooks.release(lease.token);
       done();
     }
     for (const [outcome, n] of outcomes) metrics.tasks.inc({ outcome }, n);
-    this.hooks.flushed();
   }
 
   private journalDelivered(settlement: Settlement): void {
@@ -233,7 +224,7 @@ export class Settler {
     if (reason !== undefined) journal.emit({ type: 'dead_lettered', requestId, client, reason });
   }
 
-  /** A wake-up's `leased`, held back until its result's flush (see Executor.attempt). */
+  /** A wake-up's `leased`, held back until its result's flush (see TaskRunner.attempt). */
   private journalLeased(settlement: Settlement): void {
     if (settlement.kind === 'deliver' && settlement.leased) this.options.journal?.emit(settlement.leased);
   }

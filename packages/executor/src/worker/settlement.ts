@@ -23,7 +23,7 @@ export type Settlement =
       replyTo?: string;
       /**
        * A wake-up's `leased` journal event (its `at` the lease's), written with its `completed`
-       * (see Executor.attempt).
+       * (see TaskRunner.attempt).
        */
       leased?: JournalEventInput;
     }
@@ -41,7 +41,7 @@ export type Settlement =
       retry?: { requestId: string; client: string | undefined };
       /**
        * A bulkhead refusal: the task may wait parked for a slot of its request's origin (see
-       * Executor.parkForSlot), and its `held` journal event is written once that is decided.
+       * ParkingLot.parkForSlot), and its `held` journal event is written once that is decided.
        */
       bulkhead?: { requestId: string; client: string | undefined; uri: string; partition: string };
     }
