@@ -49,6 +49,7 @@ export default defineConfig({
           include: INTEGRATION_TESTS,
           exclude: [...UNIT_TESTS, '**/node_modules/**'],
           globalSetup: ['./test/global-setup.ts'],
+          setupFiles: ['./test/topics.setup.ts'],
         },
       },
     ],
