@@ -1,4 +1,5 @@
 import { defineConfig, type ViteUserConfig } from 'vitest/config';
+import { LongestFirstSequencer } from './test/longest-first-sequencer.ts';
 
 /**
  * Test files that need no Kafka, Redis or PostgreSQL are named `*.unit.test.ts`: `pnpm test:unit`
@@ -36,6 +37,9 @@ const INTEGRATION_TESTS = [
 export default defineConfig({
   test: {
     ...sharedTestOptions,
+    // The longest files first, from the last run's figures or test/file-durations.json, so that the
+    // run does not end on one long file while the other worker idles.
+    sequence: { sequencer: LongestFirstSequencer },
     projects: [
       { extends: true, test: { name: 'unit', include: UNIT_TESTS, isolate: false } },
       {
@@ -45,6 +49,7 @@ export default defineConfig({
           include: INTEGRATION_TESTS,
           exclude: [...UNIT_TESTS, '**/node_modules/**'],
           globalSetup: ['./test/global-setup.ts'],
+          setupFiles: ['./test/topics.setup.ts'],
         },
       },
     ],

@@ -30,7 +30,9 @@ describe.each([
 
   beforeAll(async () => {
     target = await startTarget();
-    stack = await stackEnv({ MAX_WORKERS: '16', EXECUTOR_LEASE_TTL: '3s' });
+    // Every worker on the one target origin: the default per-origin cap (a quarter of MAX_WORKERS)
+    // would call it 4 at a time, and the 500 slow calls would take four times as long.
+    stack = await stackEnv({ MAX_WORKERS: '16', MAX_WORKERS_PER_ORIGIN: '16', EXECUTOR_LEASE_TTL: '3s' });
     const { topicIn, topicOut, topicDlq } = stack.config;
     await createTestTopics([topicIn, topicOut, topicDlq], 3); // the collector subscribes before requester starts
     results = new ResultCollector(stack.config.topicOut);

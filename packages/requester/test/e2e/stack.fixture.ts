@@ -3,6 +3,7 @@ import { createWriteStream } from 'node:fs';
 import path from 'node:path';
 import { type KeyScopes, KeyStore } from '@requester/ingress';
 import {
+  bodiesTopicOf,
   type Config,
   createPg,
   Dependencies,
@@ -19,6 +20,7 @@ import {
 } from '@requester/shared';
 import {
   consumeEach,
+  deleteWhenFileEnds,
   freePort,
   type PrivateServer,
   silentLogger,
@@ -62,10 +64,18 @@ export async function stackEnv(overrides: Record<string, string> = {}): Promise<
     SHUTDOWN_TIMEOUT: '30s',
     ...overrides,
   };
+  const config = loadConfig(env);
+  deleteWhenFileEnds([
+    config.topicIn,
+    config.topicOut,
+    config.topicDlq,
+    config.topicEvents,
+    bodiesTopicOf(config),
+  ]);
   return {
     name,
     env,
-    config: loadConfig(env),
+    config,
     httpUrl: `http://127.0.0.1:${httpPort}`,
     adminUrl: `http://127.0.0.1:${adminPort}`,
   };

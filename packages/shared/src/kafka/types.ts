@@ -186,6 +186,8 @@ export interface KafkaAdmin {
   connect(): Promise<void>;
   disconnect(): Promise<void>;
   listTopics(): Promise<string[]>;
+  /** Deletes these topics and their records (each must exist). */
+  deleteTopics(topics: string[]): Promise<void>;
   /**
    * Creates the topics that are missing (existing ones are left as they are) and returns the
    * names it created, once every partition of `topics` has a leader (whoever created them);

@@ -4,6 +4,7 @@ import pino from 'pino';
 import { createKafka, type KafkaClient, type KafkaConsumer, type KafkaRecord } from '../kafka/index.ts';
 import { createLogger, type Logger } from '../log/index.ts';
 import { createPg, ensureDatabase, migrate, type Sql } from '../pg/index.ts';
+import { deleteWhenFileEnds } from './topics.ts';
 
 /**
  * Helpers for tests that talk to the real local Kafka, Redis and PostgreSQL: unique names so test
@@ -38,7 +39,9 @@ export function testKafka(clientId = uniqueName('test')): KafkaClient {
   return createKafka({ brokers: TEST_KAFKA_BROKERS, clientId, logger: silentLogger });
 }
 
+/** Creates `topics` on the shared test broker; they are deleted when the test file ends. */
 export async function createTestTopics(topics: string[], numPartitions = 3): Promise<void> {
+  deleteWhenFileEnds(topics);
   const admin = testKafka().admin();
   await admin.connect();
   try {
@@ -151,3 +154,4 @@ export * from './redis.ts';
 export * from './redis-cluster.ts';
 export * from './server.ts';
 export * from './target.ts';
+export * from './topics.ts';

@@ -23,6 +23,10 @@ export class KafkajsAdmin implements KafkaAdmin {
     return this.admin.listTopics();
   }
 
+  async deleteTopics(topics: string[]): Promise<void> {
+    if (topics.length > 0) await this.admin.deleteTopics({ topics, timeout: 30_000 });
+  }
+
   /**
    * Creates the topics that are missing and returns once every partition of `topics` has a leader.
    * A broker that just started (or just created a topic) may answer retriable errors while it
