@@ -58,7 +58,9 @@ describe('relay: outbox → Kafka in', () => {
   it('moves due rows to Kafka and deletes them; a later row waits for its time', async () => {
     const later = row('later', 1_500);
     expect(await outbox.add([row('now-1', -10), row('now-2', 0), later])).toBe(3);
-    expect(await outbox.add([row('now-1', -10)])).toBe(0); // the same task twice is ignored
+    // The same task twice is ignored: asked of the row not due yet, as a due one may be relayed
+    // and deleted already, and added again then.
+    expect(await outbox.add([later])).toBe(0);
 
     const early = await readTopic(topic, (m) => m.length >= 2);
     expect(early.map((m) => m.key?.toString()).sort()).toEqual(['now-1', 'now-2']);
