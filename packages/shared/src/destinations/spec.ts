@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { strictObject } from '../contract/fields.ts';
 import { outgoingHeaders } from '../contract/headers.ts';
 import { parseWith } from '../contract/issues.ts';
+import { quotaSchema } from '../contract/quota.ts';
 import {
   DEFAULT_CONTRACT_LIMITS,
   DESTINATION_NAME_PATTERN,
@@ -58,8 +59,13 @@ export const destinationSpecSchema = strictObject({
     .optional(),
   limiter: strictObject({
     algorithm: z.enum(LIMITER_ALGORITHMS),
-    rates: z.array(rateSchema).min(1).max(MAX_LIMITER_RATES),
+    rates: z.array(rateSchema).max(MAX_LIMITER_RATES).default([]),
+    quota: quotaSchema.optional(),
   })
+    .refine((limiter) => limiter.rates.length > 0 || limiter.quota !== undefined, {
+      path: ['rates'],
+      error: 'needs at least one window, or a quota',
+    })
     .meta({
       description: 'One quota for every caller of the destination (a caller’s own meta.limiter gives way).',
     })
