@@ -1,4 +1,4 @@
-import { longestWaitMs, RateLimiter } from '@requester/policies';
+import { longestQuotaPeriodMs, longestWaitMs, RateLimiter } from '@requester/policies';
 import type { LimiterSpec, RequestEnvelope } from '@requester/shared/contract';
 import { hostHeaderMatches, hostHeaderOf } from '@requester/shared/credentials';
 import { counter } from '@requester/shared/metrics';
@@ -342,7 +342,7 @@ export class KeyAccess implements Access {
   /**
    * What would park the task beyond REDIS_HORIZON, which a key without the `schedule` scope may
    * not do: a `scheduled` instant, a retry pause the caller wrote (`delay`, `maxDelay`), a limiter
-   * window whose wait can be longer. What only the run tells (a default `maxDelay` reached, a
+   * window whose wait can be longer, a calendar quota (its wait lasts until its reset). What only the run tells (a default `maxDelay` reached, a
    * target's Retry-After) is capped by the executor instead (the envelope's `withinHorizon`).
    */
   #beyondHorizon(envelope: RequestEnvelope, written: unknown): Issue[] {
@@ -368,6 +368,12 @@ export class KeyAccess implements Access {
           message: `${limiter.algorithm} at ${rate.value} per ${rate.duration} can hold a call ${formatDuration(longest)}, beyond ${horizon}`,
         });
     });
+    const longestQuotaMs = limiter?.quota && longestQuotaPeriodMs(limiter.quota.period);
+    if (longestQuotaMs && longestQuotaMs > horizonMs)
+      issues.push({
+        path: 'meta.limiter.quota',
+        message: `a ${limiter.quota?.period}ly quota can hold a call until its reset, up to ${formatDuration(longestQuotaMs)}, beyond ${horizon}`,
+      });
     return issues;
   }
 

@@ -26,7 +26,8 @@ export function isKnownTimeZone(zone: string): boolean {
 
 /** A week's reset day is an ISO weekday, a month's a day of the month; a day has none. */
 function checkResetDay(quota: { period: QuotaPeriod; resetDay?: number | undefined }, ctx: z.RefinementCtx) {
-  if (quota.resetDay === undefined) return;
+  // Past 31 the field's own bound has said it.
+  if (quota.resetDay === undefined || quota.resetDay > 31) return;
   const most = quota.period === 'month' ? 31 : quota.period === 'week' ? 7 : 0;
   if (most === 0)
     ctx.addIssue({
@@ -53,6 +54,7 @@ export const quotaSchema = strictObject({
     .number()
     .int()
     .min(1)
+    .max(31)
     .meta({
       description:
         'When the period starts, at midnight in `timeZone`: for `month` a day of the month, 1 to 31 (a month without that day resets on its last day); for `week` an ISO weekday, 1 Monday to 7 Sunday; not for `day`. 1 when absent.',
@@ -77,6 +79,12 @@ export const quotaSchema = strictObject({
   });
 
 export type QuotaSpec = z.output<typeof quotaSchema>;
+
+/** The JSON Schema of "at least one window, or a quota" (the validator's own check is in code). */
+export const LIMITER_NEEDS_WINDOW_OR_QUOTA = [
+  { required: ['quota'] },
+  { required: ['rates'], properties: { rates: { minItems: 1 } } },
+];
 
 /** The smallest number of units the limiter can ever admit at once: a larger cost never gets in. */
 export function smallestLimiterValue(limiter: {

@@ -4,7 +4,7 @@ import { deadlineField } from './deadline.ts';
 import { boundedJson, goDuration, printableId, rfc3339, strictObject, traceparent } from './fields.ts';
 import { outgoingHeaders } from './headers.ts';
 import { parseWith, type SafeParse, safeParseWith } from './issues.ts';
-import { quotaSchema, smallestLimiterValue } from './quota.ts';
+import { LIMITER_NEEDS_WINDOW_OR_QUOTA, quotaSchema, smallestLimiterValue } from './quota.ts';
 
 /**
  * The request envelope of docs/architecture.md §4: the same JSON on HTTP (`POST /request`) and on Kafka
@@ -198,7 +198,7 @@ function checkLimiterCost(
     ctx.addIssue({
       code: 'custom',
       path: ['cost'],
-      message: `must not exceed the smallest window's or quota's value (${limiter.cost} > ${smallest}): the limiter could never admit it`,
+      message: `must not exceed the smallest ${limiter.quota ? "window's or quota's" : "window's"} value (${limiter.cost} > ${smallest}): the limiter could never admit it`,
     });
 }
 
@@ -225,7 +225,11 @@ const limiterSchema = strictObject({
   quota: quotaSchema.optional(),
 })
   .superRefine(checkLimiterCost)
-  .meta({ title: 'Limiter', description: 'Rate limit protecting the target’s quota.' });
+  .meta({
+    title: 'Limiter',
+    description: 'Rate limit protecting the target’s quota.',
+    anyOf: LIMITER_NEEDS_WINDOW_OR_QUOTA,
+  });
 
 function durationNs(text: string): bigint | undefined {
   const parsed = tryParseDuration(text);

@@ -80,7 +80,7 @@ export function applyDestination(envelope: RequestEnvelope, destination: Destina
     if (cost !== undefined && cost > smallest)
       return refuse(
         'meta.limiter.cost',
-        `${cost} exceeds the smallest window or quota of the destination ${name}'s limit (${smallest}): it could never be admitted`,
+        `${cost} exceeds the smallest ${spec.limiter.quota ? 'window or quota' : 'window'} of the destination ${name}'s limit (${smallest}): it could never be admitted`,
       );
     resolvedMeta.limiter = {
       key: destinationLimiterKey(name),
