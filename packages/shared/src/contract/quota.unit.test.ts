@@ -34,12 +34,7 @@ describe('meta.limiter.quota', () => {
   });
 
   it.each<[string, unknown, string, RegExp]>([
-    [
-      'a day of the month past 31',
-      { value: 1, period: 'month', resetDay: 32 },
-      'quota.resetDay',
-      /<= 31/,
-    ],
+    ['a day of the month past 31', { value: 1, period: 'month', resetDay: 32 }, 'quota.resetDay', /<= 31/],
     ['a weekday past Sunday', { value: 1, period: 'week', resetDay: 8 }, 'quota.resetDay', /at most 7/],
     [
       'a reset day for a daily quota',
