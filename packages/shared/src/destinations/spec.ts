@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { defaultDeadlineProblem } from '../contract/deadline.ts';
 import { strictObject } from '../contract/fields.ts';
 import { outgoingHeaders } from '../contract/headers.ts';
 import { parseWith } from '../contract/issues.ts';
@@ -71,6 +72,17 @@ export const destinationSpecSchema = strictObject({
     })
     .optional(),
   retry: retrySchema.optional(),
+  deadline: z
+    .string()
+    .superRefine((text, ctx) => {
+      const problem = defaultDeadlineProblem(text);
+      if (problem) ctx.addIssue({ code: 'custom', message: problem });
+    })
+    .meta({
+      description:
+        'Default start-by deadline of its requests that give no `meta.deadline`: a Go duration counted from when the task is first due (its `scheduled` instant, else its acceptance). An API key’s default, when earlier, wins.',
+    })
+    .optional(),
   maxBodyBytes: z.number().int().positive().max(DEFAULT_CONTRACT_LIMITS.maxBodyBytes).optional(),
 });
 
