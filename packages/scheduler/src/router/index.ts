@@ -227,11 +227,12 @@ export class Router {
     const timer = batchSeconds.startTimer();
     const now = Date.now();
     const spans: Span[] = [];
-    const routes = batch.records.map((record) => ({
-      record,
-      route: this.route(record, now, this.traceRoute(record, spans)),
-    }));
+    const routes = batch.records.map((record) => {
+      const trace = onceTrace(this.traceRoute(record, spans));
+      return { record, trace, route: this.route(record, now, trace) };
+    });
     try {
+      await this.defaultDeadlines(routes, now);
       await this.admitClaims(routes);
       const woken = await this.wakeCancelled(routes, now);
       const fences = await this.fence(routes, woken);
@@ -511,8 +512,37 @@ export class Router {
     return changed;
   }
 
+  /**
+   * A record a producer wrote straight to `in` naming a destination with a default deadline, and
+   * none of its own, is routed again with that default (the HTTP door applied it to its own
+   * records already; a record Requester signed keeps the deadline it came with, so a task coming
+   * back from the outbox is not given a new one). Throws when the destinations cannot be read: the
+   * batch is retried.
+   */
+  private async defaultDeadlines(
+    routes: Array<{ record: KafkaRecord; trace: TraceRoute; route: Route }>,
+    now: number,
+  ): Promise<void> {
+    const destinations = this.options.entry?.destinations;
+    if (!destinations) return;
+    for (const routed of routes) {
+      const { route, record } = routed;
+      if (route.kind === 'invalid' || route.envelope.meta.deadline !== undefined) continue;
+      const name = route.envelope.meta.destination;
+      if (name === undefined) continue;
+      const deadline = (await destinations.current(name))?.spec.deadline;
+      if (deadline === undefined || this.signed(record)) continue;
+      routed.route = this.route(record, now, routed.trace, [deadline]);
+    }
+  }
+
   /** routeRecord, with a bug on strange input confined to its record (answered `internal`). */
-  private route(record: SourceRecord, now: number, trace: TraceRoute): Route {
+  private route(
+    record: SourceRecord,
+    now: number,
+    trace: TraceRoute,
+    defaultDeadlines?: readonly string[],
+  ): Route {
     try {
       const { horizonMs, inlineMaxBytes } = this.options;
       const stagedDueAt = this.stagedDueAt(record);
@@ -524,6 +554,7 @@ export class Router {
         inlineMaxBytes,
         stagedDueAt,
         signed,
+        ...(defaultDeadlines ? { defaultDeadlines } : {}),
       });
     } catch (err) {
       this.options.logger.error(
@@ -744,3 +775,12 @@ export const routerRole: RoleDefinition = {
     };
   },
 };
+
+/** A record's trace span, started once however often the record is routed (a default deadline routes it again). */
+function onceTrace(trace: TraceRoute): TraceRoute {
+  let started: { traceparent: string | undefined } | undefined;
+  return (envelope) => {
+    started ??= { traceparent: trace(envelope) };
+    return started.traceparent;
+  };
+}
