@@ -24,7 +24,7 @@ export function registerDestinationsCommands<T>(cli: Argv<T>, configFrom: Config
           type: 'string',
           requiresArg: true,
           describe:
-            'create, update: the spec as JSON ({baseUrl, headers, credentials, limiter, retry, maxBodyBytes}; - = stdin); the options below go over it',
+            'create, update: the spec as JSON ({baseUrl, headers, credentials, limiter (with a calendar quota: limiter.quota), retry, maxBodyBytes, deadline}; - = stdin); the options below go over it',
         })
         .option('base-url', {
           type: 'string',
@@ -72,6 +72,11 @@ export function registerDestinationsCommands<T>(cli: Argv<T>, configFrom: Config
           describe: 'longest pause between attempts (default 5m)',
         })
         .option('max-body-bytes', { type: 'number', describe: 'largest request body the destination takes' })
+        .option('deadline', {
+          type: 'string',
+          describe:
+            "the default start-by deadline of its requests that give no meta.deadline, a duration counted from when each is first due (5m); with an API key's default, the earlier wins",
+        })
         .example(
           "$0 destinations create partner-billing --base-url https://api.partner.example/v2 --credentials partner-billing --rate 50/1s --retry-max 5 --header 'X-Partner-Account: 1234'",
           'requests then name meta.destination partner-billing and a relative uri (/invoices?x=1)',
