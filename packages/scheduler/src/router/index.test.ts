@@ -126,7 +126,7 @@ describe('router over real Kafka, Redis and PostgreSQL', () => {
   });
 });
 
-describe('router: a destination’s default deadline for records written straight to in', () => {
+describe('router: the default deadlines of records written straight to in', () => {
   const name = uniqueName('router-dl');
   const topicIn = `${name}.in`;
   const topicOut = `${name}.out`;
@@ -154,7 +154,7 @@ describe('router: a destination’s default deadline for records written straigh
     await pg.drop();
   });
 
-  it('gives the default to a record naming the destination without a deadline, and leaves the others alone', async () => {
+  it('gives the destination’s or the client’s default to a record without a deadline, and leaves the others alone', async () => {
     const spec = parseDestinationSpec({ baseUrl: 'https://partner.example', deadline: '30s' });
     router = testRouter({
       queue,
@@ -164,7 +164,12 @@ describe('router: a destination’s default deadline for records written straigh
       topicOut,
       entry: {
         signer: { verify: () => false },
-        clients: { scopes: async () => new Map() },
+        // `quotes` may be claimed, and its key gives its records 10 s.
+        clients: {
+          scopes: async (names) => new Map([...names].filter((n) => n === 'quotes').map((n) => [n, []])),
+          deadlines: async (names) =>
+            new Map([...names].filter((n) => n === 'quotes').map((n) => [n, '10s'])),
+        },
         destinations: { current: async (n) => (n === 'partner' ? { name: n, version: 1, spec } : undefined) },
       },
     });
@@ -183,18 +188,28 @@ describe('router: a destination’s default deadline for records written straigh
         key: 'plain',
         value: JSON.stringify({ request: { uri: 'https://example.com/' }, meta: { requestId: 'plain' } }),
       },
+      record('client', { client: 'quotes' }),
+      {
+        key: 'client-only',
+        value: JSON.stringify({
+          request: { uri: 'https://example.com/' },
+          meta: { requestId: 'client-only', client: 'quotes' },
+        }),
+      },
     ]);
     const leased: LeasedTask[] = [];
     await eventually(
       async () => {
         leased.push(...(await queue.lease(10, 30_000)).tasks);
-        return leased.length >= 3;
+        return leased.length >= 5;
       },
       20_000,
-      'three tasks leased',
+      'five tasks leased',
     );
-    const deadlineOf = (id: string) =>
-      decodeQueuedTask(leased.find((t) => t.id === `${id}:0`)?.payload ?? '').deadlineAt;
+    // A client's task ids are in its namespace (`<id>:0 @<client>`).
+    const deadlineOf = (id: string, client?: string) =>
+      decodeQueuedTask(leased.find((t) => t.id === `${id}:0${client ? ` @${client}` : ''}`)?.payload ?? '')
+        .deadlineAt;
     const defaulted = deadlineOf('defaulted');
     const own = deadlineOf('own');
     expect(defaulted).toBeDefined();
@@ -203,5 +218,9 @@ describe('router: a destination’s default deadline for records written straigh
     expect(own! - defaulted!).toBeGreaterThan(3_500_000);
     expect(defaulted! - Date.now()).toBeLessThanOrEqual(30_000);
     expect(deadlineOf('plain')).toBeUndefined();
+    // The client's key's 10 s, alone or against the destination's 30 s: the earlier binds.
+    const client = deadlineOf('client', 'quotes');
+    expect(client! - deadlineOf('client-only', 'quotes')!).toBeLessThan(1_000);
+    expect(defaulted! - client!).toBeGreaterThan(19_000);
   });
 });

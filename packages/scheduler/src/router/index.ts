@@ -122,8 +122,11 @@ export interface RouterOptions {
 export interface KafkaEntry {
   /** Verifies the signature Requester's own writers of `in` put on their records. */
   signer: Pick<EntrySigner, 'verify'>;
-  /** The clients an unsigned record may claim (keys marked for Kafka entry), with their credentials scopes. */
-  clients: Pick<KafkaEntryClients, 'scopes'>;
+  /**
+   * The clients an unsigned record may claim (keys marked for Kafka entry), with their credentials
+   * scopes and default deadlines.
+   */
+  clients: Pick<KafkaEntryClients, 'scopes'> & Partial<Pick<KafkaEntryClients, 'deadlines'>>;
   /** KAFKA_ENTRY=report: a claim that would be refused is only logged and counted (upgrades). */
   reportOnly?: boolean;
   /**
@@ -513,26 +516,39 @@ export class Router {
   }
 
   /**
-   * A record a producer wrote straight to `in` naming a destination with a default deadline, and
-   * none of its own, is routed again with that default (the HTTP door applied it to its own
-   * records already; a record Requester signed keeps the deadline it came with, so a task coming
-   * back from the outbox is not given a new one). Throws when the destinations cannot be read: the
-   * batch is retried.
+   * A record a producer wrote straight to `in` without a deadline of its own is routed again with
+   * the operator's defaults, as the HTTP door applies them: its claimed client's key's, its
+   * destination's (the earlier binds). A record Requester signed keeps the deadline it came with,
+   * so a task coming back from the outbox is not given a new one. Throws when the keys or the
+   * destinations cannot be read: the batch is retried.
    */
   private async defaultDeadlines(
     routes: Array<{ record: KafkaRecord; trace: TraceRoute; route: Route }>,
     now: number,
   ): Promise<void> {
-    const destinations = this.options.entry?.destinations;
-    if (!destinations) return;
-    for (const routed of routes) {
+    const { entry } = this.options;
+    if (!entry) return;
+    const undated = routes.filter(
+      ({ route }) => route.kind !== 'invalid' && route.envelope.meta.deadline === undefined,
+    );
+    const clients = new Set(
+      undated.flatMap(({ route }) => (route.kind === 'invalid' ? [] : (route.envelope.meta.client ?? []))),
+    );
+    const byClient =
+      clients.size > 0 && entry.clients.deadlines
+        ? await entry.clients.deadlines(clients)
+        : new Map<string, string>();
+    for (const routed of undated) {
       const { route, record } = routed;
-      if (route.kind === 'invalid' || route.envelope.meta.deadline !== undefined) continue;
-      const name = route.envelope.meta.destination;
-      if (name === undefined) continue;
-      const deadline = (await destinations.current(name))?.spec.deadline;
-      if (deadline === undefined || this.signed(record)) continue;
-      routed.route = this.route(record, now, routed.trace, [deadline]);
+      if (route.kind === 'invalid') continue;
+      const { client, destination } = route.envelope.meta;
+      const fromDestination =
+        destination === undefined
+          ? undefined
+          : (await entry.destinations?.current(destination))?.spec.deadline;
+      const defaults = [client === undefined ? undefined : byClient.get(client), fromDestination];
+      if (defaults.every((d) => d === undefined) || this.signed(record)) continue;
+      routed.route = this.route(record, now, routed.trace, defaults);
     }
   }
 
@@ -541,7 +557,7 @@ export class Router {
     record: SourceRecord,
     now: number,
     trace: TraceRoute,
-    defaultDeadlines?: readonly string[],
+    defaultDeadlines?: ReadonlyArray<string | undefined>,
   ): Route {
     try {
       const { horizonMs, inlineMaxBytes } = this.options;
