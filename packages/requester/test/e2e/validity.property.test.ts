@@ -181,9 +181,10 @@ function retryArb(runnable: boolean) {
 }
 
 function limiterArb(runnable: boolean, key: string) {
-  // Runnable: every window allows more calls than any budget makes, so no call waits for years.
+  // Runnable: every window allows more units than any budget spends (4 attempts of cost 100), so
+  // no attempt waits for years: a window of centuries would otherwise park a retry past the test.
   const value = runnable
-    ? fc.integer({ min: 100, max: Number.MAX_SAFE_INTEGER })
+    ? fc.integer({ min: 400, max: Number.MAX_SAFE_INTEGER })
     : mostly(fc.integer({ min: 1, max: Number.MAX_SAFE_INTEGER }), fc.constantFrom(0, -1, 1.5));
   // Runnable: a cost every window holds at once; else also above a window's value, or no integer.
   const usualCost = fc.integer({ min: 1, max: 100 });
