@@ -32,7 +32,7 @@ export interface LimitDecision {
 }
 
 /**
- * The pending entries of an allowed two-phase take (commands/slidingLog-1.lua): counted as sent at
+ * The pending entries of an allowed two-phase take (commands/slidingLog-n.lua): counted as sent at
  * the latest instant allowed (decision + budget) until `settle` says when the call really left.
  */
 export interface Reservation {

@@ -4,7 +4,7 @@
   ARGV[1]                   cost: calls this take consumes (integer >= 1)
   ARGV[2]                   dispatch budget (ms, >= 0): the latest the caller may send the call after
                             this decision. 0: the call is counted at the decision. Only the sliding
-                            log uses it (a two-phase take: see slidingLog-1.lua); the others ignore it.
+                            log uses it (a two-phase take: see slidingLog-n.lua); the others ignore it.
   ARGV[3]                   calendar quota: units per period; 0 = the limiter has none
   ARGV[4], ARGV[5]          the quota's current period [start, end), epoch ms, as the caller computed
                             it from its clock and the quota's calendar (Redis knows no time zones)
@@ -20,8 +20,9 @@
                        w.allows     whether the window admits COST now
                        w.waitUs     when it does not: microseconds until it would (no other take assumed)
                        w.remaining  calls of cost 1 the window admits now, before this take
-    commit(windows)  (called only with windows) consumes COST from every window and writes the state with a TTL; returns the
-                     reservation to settle (a string) or nothing.
+    commit(windows)  (called only when there are windows) consumes COST from every window and
+                     writes the state with a TTL; returns the reservation to settle (a string) or
+                     nothing.
   Every window and the quota are inspected before any is committed, so a denial consumes nothing
   anywhere: the popular "union of limiters" consumes the windows that allowed before finding one
   that denies.
@@ -36,8 +37,9 @@
 
   The windows' time is Redis TIME, never the caller's clock: their state lives and dies by it. The
   quota's period is a calendar reckoning in a time zone, which only the caller can make, so its
-  now comes with it; a few milliseconds of skew between processes move a reset by as much. Numbers above 2^47 (microsecond timestamps) are
-  written with fmt(): Lua's default number-to-string keeps only 14 significant digits.
+  now comes with it; a few milliseconds of skew between processes move a reset by as much.
+  Numbers above 2^47 (microsecond timestamps) are written with fmt(): Lua's default
+  number-to-string keeps only 14 significant digits.
 ]]
 local OUTCOME_ALLOWED = 1
 local OUTCOME_LIMITED = 0
