@@ -87,8 +87,9 @@ export interface RouteOptions {
    */
   signed?: () => boolean;
   /**
-   * The operator's default deadlines of a record without `meta.deadline` (its destination's):
-   * Go durations counted from when it is first due, the earliest binding (`defaultDeadlineAt`).
+   * The operator's default deadlines of a record without `meta.deadline` (its Kafka-entry client's
+   * key's, its destination's): Go durations counted from when it is first due, the earliest
+   * binding (`defaultDeadlineAt`).
    */
   defaultDeadlines?: ReadonlyArray<string | undefined>;
 }
