@@ -68,6 +68,16 @@ interface Declaration {
   text: string;
 }
 
+/**
+ * The members of a oneOf/anyOf that is a union of types. One whose members only add constraints
+ * to the schema's own properties (`{ required: ['quota'] }`: "at least one of") changes no type.
+ */
+function unionOf(schema: Schema): Schema[] | undefined {
+  const members = (schema.oneOf ?? schema.anyOf) as Schema[] | undefined;
+  const typed = (member: Schema) => ['type', '$ref', 'const', 'enum', 'title'].some((k) => k in member);
+  return members?.some(typed) || !isObjectSchema(schema) ? members : undefined;
+}
+
 class Generator {
   readonly declarations: Declaration[] = [];
   readonly #names = new Map<string, string>();
@@ -92,7 +102,7 @@ class Generator {
 
   #declaration(name: string, schema: Schema, path: string): string {
     const doc = jsdoc(schema, '');
-    if (isObjectSchema(schema) && !schema.oneOf && !schema.anyOf) {
+    if (isObjectSchema(schema) && !unionOf(schema)) {
       return `${doc}export interface ${name} ${this.#objectBody(schema, path, '')}\n`;
     }
     return `${doc}export type ${name} = ${this.type(schema, path, '')};\n`;
@@ -108,7 +118,7 @@ class Generator {
       if (!name) throw new Error(`${path}: $ref ${schema.$ref} names no contract file`);
       return name;
     }
-    const union = (schema.oneOf ?? schema.anyOf) as Schema[] | undefined;
+    const union = unionOf(schema);
     if (union) {
       return union
         .map((member, i) => {

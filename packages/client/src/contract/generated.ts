@@ -27,6 +27,18 @@ export interface Rate {
   value: number;
 }
 
+/** A calendar quota: at most `value` units per day, week or month from a reset day, checked and consumed together with the windows. */
+export interface Quota {
+  /** Units allowed per period (calls, or the requests’ `cost`). */
+  value: number;
+  /** The calendar period the quota counts. */
+  period: 'day' | 'week' | 'month';
+  /** When the period starts, at midnight in `timeZone`: for `month` a day of the month, 1 to 31 (a month without that day resets on its last day); for `week` an ISO weekday, 1 Monday to 7 Sunday; not for `day`. 1 when absent. */
+  resetDay?: number;
+  /** IANA time zone whose midnight starts a period; UTC when absent. */
+  timeZone?: string;
+}
+
 /** Rate limit protecting the target’s quota. */
 export interface Limiter {
   /** Limiter identity, the client’s own: the requests of one client (meta.client) naming this key share its quota; another client’s same key is another limiter, unless the operator declared the key shared (SHARED_LIMITER_KEYS): then every request naming it shares one quota. */
@@ -38,14 +50,20 @@ export interface Limiter {
     | 'fixed-window-counter'
     | 'sliding-window-log'
     | 'sliding-window-counter';
-  /** Every window must allow the call; they are checked and consumed atomically. */
-  rates: Rate[];
   /**
-   * Units this request counts for in every window (tokens, rows, pages), 1 when absent. At most the smallest window’s `value`: a larger cost could never be admitted.
+   * Every window must allow the call; they are checked and consumed atomically. At least one, unless a `quota` is given.
+   *
+   * @default []
+   */
+  rates?: Rate[];
+  /**
+   * Units this request counts for in every window and the quota (tokens, rows, pages), 1 when absent. At most the smallest window’s or quota’s `value`: a larger cost could never be admitted.
    *
    * @default 1
    */
   cost?: number;
+  /** A calendar quota: at most `value` units per day, week or month from a reset day, checked and consumed together with the windows. */
+  quota?: Quota;
 }
 
 /** Retries with exponential backoff and jitter. */

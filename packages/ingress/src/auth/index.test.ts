@@ -154,6 +154,15 @@ describe('API keys at the door', () => {
     expect((await post(stack.url, call('s-6', undefined, { scheduled: farAway }), scheduler)).status).toBe(
       202,
     );
+
+    // A monthly quota holds a call until its reset: a parking only the schedule scope allows.
+    const quota = {
+      limiter: { key: 'partner', algorithm: 'token-bucket', quota: { value: 10, period: 'month' } },
+    };
+    const monthly = await post(stack.url, call('s-7', undefined, quota), token);
+    expect(monthly.status).toBe(403);
+    expect(await monthly.json()).toMatchObject({ issues: [{ path: 'meta.limiter.quota' }] });
+    expect((await post(stack.url, call('s-8', undefined, quota), scheduler)).status).toBe(202);
   });
 
   it('answers 429 with an honest Retry-After above the key rate: waiting that long is enough', async () => {

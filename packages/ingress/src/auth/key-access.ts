@@ -200,6 +200,7 @@ function callerOf(record: KeyRecord): Caller {
     ...(record.credentials ? { credentials: record.credentials } : {}),
     ...(record.destinations ? { destinations: record.destinations } : {}),
     ...(record.virtualHosts ? { virtualHosts: true } : {}),
+    ...(record.deadline ? { deadline: record.deadline } : {}),
   };
   const caller: Caller = { keyId: record.id, name: record.name, scopes };
   if (record.rate) {

@@ -5,7 +5,7 @@
  * @module
  */
 
-import { longestWaitMs } from '@requester/policies';
+import { longestQuotaPeriodMs, longestWaitMs } from '@requester/policies';
 import type { RequestEnvelope } from '@requester/shared/contract';
 import { hostHeaderMatches, hostHeaderOf } from '@requester/shared/credentials';
 import { durationToMs, formatDuration, tryParseRfc3339 } from '@requester/shared/time';
@@ -70,7 +70,7 @@ export function outOfScope(
 /**
  * What would park the task beyond REDIS_HORIZON, which a key without the `schedule` scope may
  * not do: a `scheduled` instant, a retry pause the caller wrote (`delay`, `maxDelay`), a limiter
- * window whose wait can be longer. What only the run tells (a default `maxDelay` reached, a
+ * window whose wait can be longer, a calendar quota (its wait lasts until its reset). What only the run tells (a default `maxDelay` reached, a
  * target's Retry-After) is capped by the executor instead (the envelope's `withinHorizon`).
  */
 function beyondHorizon(envelope: RequestEnvelope, written: unknown, horizonMs: number, now: number): Issue[] {
@@ -95,6 +95,12 @@ function beyondHorizon(envelope: RequestEnvelope, written: unknown, horizonMs: n
         message: `${limiter.algorithm} at ${rate.value} per ${rate.duration} can hold a call ${formatDuration(longest)}, beyond ${horizon}`,
       });
   });
+  const longestQuotaMs = limiter?.quota && longestQuotaPeriodMs(limiter.quota.period);
+  if (longestQuotaMs && longestQuotaMs > horizonMs)
+    issues.push({
+      path: 'meta.limiter.quota',
+      message: `a ${limiter.quota?.period}ly quota can hold a call until its reset, up to ${formatDuration(longestQuotaMs)}, beyond ${horizon}`,
+    });
   return issues;
 }
 

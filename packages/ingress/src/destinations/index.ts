@@ -25,18 +25,21 @@ export class DestinationDoor {
 
   /**
    * The call a request naming a destination makes (what the credential checks then judge: its
-   * absolute URL, its credential), or the refusal; a request naming none as it is.
+   * absolute URL, its credential) and the destination's default deadline, or the refusal; a
+   * request naming none as it is.
    */
   async resolve(
     caller: Caller | undefined,
     envelope: RequestEnvelope,
-  ): Promise<{ call: RequestEnvelope } | { refusal: Refusal }> {
+  ): Promise<{ call: RequestEnvelope; defaultDeadline?: string } | { refusal: Refusal }> {
     const refusal = await this.refusal(caller, envelope);
     if (refusal) return { refusal };
     const destination = envelope.meta.destination && (await this.#catalog.current(envelope.meta.destination));
     if (!destination) return { call: envelope };
     const resolved = applyDestination(envelope, destination);
-    return resolved.ok ? { call: resolved.envelope } : { refusal: invalid(resolved.path, resolved.message) };
+    if (!resolved.ok) return { refusal: invalid(resolved.path, resolved.message) };
+    const { deadline } = destination.spec;
+    return { call: resolved.envelope, ...(deadline === undefined ? {} : { defaultDeadline: deadline }) };
   }
 
   async refusal(caller: Caller | undefined, envelope: RequestEnvelope): Promise<Refusal | undefined> {

@@ -58,6 +58,19 @@ describe('KeyStore (PostgreSQL)', () => {
     expect(secretMatches(record, oldSecret, Date.now() + 61_000)).toBe(false);
     expect(await store.rotate('nobody', 1)).toBeUndefined();
   });
+
+  it('keeps a default deadline per key: set at creation, changed, removed; a bad one refused', async () => {
+    const issued = await store.create({ name: 'quotes', deadline: '30s' });
+    expect((await store.find(issued.id))?.deadline).toBe('30s');
+    expect(await store.setDeadline('quotes', '2m')).toBe(true);
+    expect((await store.find(issued.id))?.deadline).toBe('2m');
+    expect(await store.setDeadline('quotes', undefined)).toBe(true);
+    expect((await store.find(issued.id))?.deadline).toBeUndefined();
+    expect(await store.setDeadline('nobody', '1m')).toBe(false);
+    for (const bad of ['soon', '500us', '2026-12-01T09:00:00Z', '-1m'])
+      await expect(store.create({ name: 'bad-deadline', deadline: bad })).rejects.toThrow(ValidationError);
+    await expect(store.setDeadline('quotes', '0s')).rejects.toThrow(/at least 1ms/);
+  });
 });
 
 describe('key fields', () => {

@@ -2,6 +2,7 @@ import { hash, randomBytes, timingSafeEqual } from 'node:crypto';
 import {
   CREDENTIAL_NAME_PATTERN,
   DESTINATION_NAME_PATTERN,
+  defaultDeadlineProblem,
   MAX_CLIENT_LENGTH,
 } from '@requester/shared/contract';
 import { ValidationError } from '@requester/shared/errors';
@@ -64,6 +65,11 @@ export interface KeyScopes {
    * cap, docs/architecture.md §6); undefined = no cap.
    */
   maxInFlight?: number;
+  /**
+   * The default start-by deadline of its requests that give no `meta.deadline`: a Go duration
+   * counted from when the task is first due (`defaultDeadlineAt`); undefined = none.
+   */
+  deadline?: string;
 }
 
 /** The largest `--max-in-flight` (a sanity bound, far above any executor fleet's concurrency). */
@@ -211,6 +217,7 @@ interface KeyRow {
   virtual_hosts: boolean;
   weight: number;
   max_in_flight: number;
+  deadline: string | null;
   created_at: Date;
   rotated_at: Date | null;
   revoked_at: Date | null;
@@ -235,6 +242,7 @@ function recordOf(row: KeyRow): KeyRecord {
     ...(row.virtual_hosts ? { virtualHosts: true } : {}),
     ...(row.weight === 1 ? {} : { weight: row.weight }),
     ...(row.max_in_flight > 0 ? { maxInFlight: row.max_in_flight } : {}),
+    ...(row.deadline ? { deadline: row.deadline } : {}),
     createdAt: row.created_at,
     ...(row.rotated_at ? { rotatedAt: row.rotated_at } : {}),
     ...(row.revoked_at ? { revokedAt: row.revoked_at } : {}),
@@ -290,6 +298,7 @@ export class KeyStore {
       throw new ValidationError([{ path: 'maxBodyBytes', message: 'must be a whole number of bytes > 0' }]);
     if (spec.weight !== undefined) checkWeight(spec.weight);
     if (spec.maxInFlight !== undefined) checkMaxInFlight(spec.maxInFlight);
+    if (spec.deadline !== undefined) checkDeadline(spec.deadline);
     if (spec.admin !== undefined && !ADMIN_SCOPES.includes(spec.admin))
       throw new ValidationError([{ path: 'admin', message: `must be ${ADMIN_SCOPES.join(' or ')}` }]);
     const credentials = spec.credentials?.map((c) => c.trim()).filter(Boolean);
@@ -305,12 +314,12 @@ export class KeyStore {
     try {
       await this.#sql`insert into requester_api_keys
         (id, name, secret_hash, hosts, rate, sync, schedule, max_body_bytes, admin, kafka_entry, credentials,
-         weight, max_in_flight, virtual_hosts, destinations)
+         weight, max_in_flight, virtual_hosts, destinations, deadline)
         values (${id}, ${name}, ${hashSecret(secret)}, ${hosts ?? null}, ${spec.rate ?? null},
                 ${spec.sync ?? false}, ${spec.schedule ?? false}, ${spec.maxBodyBytes ?? null},
                 ${spec.admin ?? null}, ${spec.kafkaEntry ?? false}, ${credentials?.length ? credentials : null},
                 ${spec.weight ?? 1}, ${spec.maxInFlight ?? 0}, ${spec.virtualHosts ?? false},
-                ${destinations ?? null})`;
+                ${destinations ?? null}, ${spec.deadline ?? null})`;
     } catch (err) {
       if ((err as { code?: string }).code === '23505')
         throw new ValidationError([{ path: 'name', message: `a live key named ${name} exists already` }]);
@@ -394,6 +403,17 @@ export class KeyStore {
   }
 
   /**
+   * Sets (or, undefined, removes) the default deadline of the live key with this id or name:
+   * ingresses apply it within AUTH_CACHE_TTL. False when there is no such key.
+   */
+  async setDeadline(idOrName: string, deadline: string | undefined): Promise<boolean> {
+    if (deadline !== undefined) checkDeadline(deadline);
+    const rows = await this.#sql`update requester_api_keys set deadline = ${deadline ?? null}
+      where (id = ${idOrName} or name = ${idOrName}) and revoked_at is null returning id`;
+    return rows.length > 0;
+  }
+
+  /**
    * Sets the weight of the live key with this id or name; its name (the client whose weight the
    * queue must be given), or undefined when there is no such key.
    */
@@ -462,4 +482,9 @@ function checkMaxInFlight(maxInFlight: number): void {
       { path: 'maxInFlight', message: `must be a whole number from 0 (no cap) to ${MAX_KEY_IN_FLIGHT}` },
     ]);
   }
+}
+
+function checkDeadline(deadline: string): void {
+  const problem = defaultDeadlineProblem(deadline);
+  if (problem) throw new ValidationError([{ path: 'deadline', message: problem }]);
 }

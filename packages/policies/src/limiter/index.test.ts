@@ -272,6 +272,27 @@ describe.each(targets)('RateLimiter on $name', (target) => {
     expect(new Set(slots).size).toBe(1);
   });
 
+  it.skipIf(target.skip)('takes a calendar quota with the most windows in the limiter’s slot', async () => {
+    const durations = ['1s', '2s', '3s', '4s', '5s', '6s', '7s', '8s'];
+    for (const algorithm of LIMITER_ALGORITHMS) {
+      const spec: LimiterSpec = {
+        ...specOf(
+          algorithm,
+          durations.map((d) => [d, 5]),
+        ),
+        quota: { value: 2, period: 'month', resetDay: 31, timeZone: 'Europe/Paris' },
+      };
+      const keys = limiterKeys(prefix, spec);
+      expect(keys).toHaveLength(algorithm === 'sliding-window-log' ? 2 : 9);
+      const decisions = await limiter.takeMany([{ spec, cost: 2 }, { spec }]);
+      expect(decisions.map((d) => d.outcome)).toEqual(['allowed', 'limited']);
+      if (redis.isCluster) {
+        const slots = await Promise.all(keys.map((k) => redis.call('CLUSTER', 'KEYSLOT', k)));
+        expect(new Set(slots).size).toBe(1);
+      }
+    }
+  });
+
   it.skipIf(target.skip)('serves a batch spread over many slots', async () => {
     const specs = LIMITER_ALGORITHMS.flatMap((algorithm) =>
       Array.from({ length: 8 }, () =>

@@ -5,9 +5,17 @@ import type { RedisClient } from '@requester/shared/redis';
 import { type LimiterScripts, type LimitOutcome, loadLimiterScripts, type TakeReply } from './scripts.ts';
 import { type LimiterCall, limiterCall } from './spec.ts';
 
+export { longestQuotaPeriodMs, type QuotaPeriodSpan, quotaPeriod } from './calendar.ts';
 export { inspectLimiter, type LimiterWindowState } from './inspect.ts';
 export type { LimitOutcome } from './scripts.ts';
-export { type LimiterWindow, limiterKeyOf, limiterKeys, limiterWindows, longestWaitMs } from './spec.ts';
+export {
+  type LimiterWindow,
+  limiterKeyOf,
+  limiterKeys,
+  limiterWindows,
+  longestWaitMs,
+  quotaKey,
+} from './spec.ts';
 
 export interface LimitDecision {
   outcome: LimitOutcome;
@@ -24,7 +32,7 @@ export interface LimitDecision {
 }
 
 /**
- * The pending entries of an allowed two-phase take (commands/slidingLog-1.lua): counted as sent at
+ * The pending entries of an allowed two-phase take (commands/slidingLog-n.lua): counted as sent at
  * the latest instant allowed (decision + budget) until `settle` says when the call really left.
  */
 export interface Reservation {
@@ -57,6 +65,8 @@ export interface RateLimiterOptions {
   redis: RedisClient;
   /** Key prefix, e.g. `rq:`; must not contain braces (the hash tag is the limiter's own). */
   prefix: string;
+  /** The clock a calendar quota's period is reckoned by (epoch ms); `Date.now` by default. */
+  clock?: () => number;
 }
 
 const decisions = counter('limiter_decisions_total', 'rate limiter decisions, by algorithm and outcome', [
@@ -112,11 +122,13 @@ function unavailable(err: unknown): RequesterError {
 
 /**
  * Rate limits of docs/architecture.md §9 in Redis: one Lua script per take checks every window of the
- * limiter and consumes from all of them only when all allow. Time is the Redis clock.
+ * limiter and its calendar quota, and consumes from all of them only when all allow. The windows'
+ * time is the Redis clock; a quota's period is reckoned by `clock`.
  */
 export class RateLimiter {
   readonly #prefix: string;
   readonly #scripts: LimiterScripts;
+  readonly #clock: () => number;
 
   constructor(options: RateLimiterOptions) {
     if (/[{}]/.test(options.prefix)) {
@@ -124,11 +136,18 @@ export class RateLimiter {
     }
     this.#prefix = options.prefix;
     this.#scripts = loadLimiterScripts(options.redis);
+    this.#clock = options.clock ?? Date.now;
   }
 
   /** Takes `cost` calls from the limiter `spec` names, or says how long to wait. */
   async take(spec: LimiterSpec, cost = 1, dispatchWithinMs = 0): Promise<LimitDecision> {
-    const call = limiterCall(this.#prefix, spec, checkedCost(cost), checkedBudget(dispatchWithinMs));
+    const call = limiterCall(
+      this.#prefix,
+      spec,
+      checkedCost(cost),
+      checkedBudget(dispatchWithinMs),
+      this.#clock(),
+    );
     const issuedAt = performance.now();
     let reply: TakeReply;
     try {
@@ -141,8 +160,9 @@ export class RateLimiter {
 
   /** Several takes in one round trip (a lease batch), decided in array order (`LimiterScripts.takeMany`). */
   async takeMany(requests: readonly LimitRequest[]): Promise<LimitDecision[]> {
+    const nowMs = this.#clock();
     const calls = requests.map((r) =>
-      limiterCall(this.#prefix, r.spec, checkedCost(r.cost ?? 1), checkedBudget(r.dispatchWithinMs)),
+      limiterCall(this.#prefix, r.spec, checkedCost(r.cost ?? 1), checkedBudget(r.dispatchWithinMs), nowMs),
     );
     const issuedAt = performance.now();
     let replies: TakeReply[];

@@ -1,17 +1,21 @@
 import type { LimiterAlgorithm } from '@requester/shared/contract';
 import type { Cluster, Redis, RedisClient } from '@requester/shared/redis';
-import { algorithmOfTag, type LimiterWindow } from './spec.ts';
+import { algorithmOfTag, type LimiterWindow, QUOTA_TAG } from './spec.ts';
 
 /**
  * Read-only view of one limiter key's windows (`requester limiter show`), decoding the state the
  * scripts in `commands/` keep (layout: README "Redis layout"). Redis holds durations but not the
  * windows' values (they come with each take's spec): given the rates, used/remaining are computed;
- * without, only what the state alone tells (counts, reset times).
+ * without, only what the state alone tells (counts, reset times). The same holds of a calendar
+ * quota's value.
  */
 export interface LimiterWindowState {
-  algorithm: LimiterAlgorithm;
-  /** null: the sliding log inspected without rates (one log serves every window). */
+  /** `calendar-quota`: the limiter's calendar quota (`meta.limiter.quota`). */
+  algorithm: LimiterAlgorithm | 'calendar-quota';
+  /** null: the sliding log inspected without rates (one log serves every window). A quota: its current period's length. */
   durationMs: number | null;
+  /** A calendar quota's calendar, `<period>:<reset day>:<time zone>` (`month:15:Europe/Paris`); null for a window. */
+  calendar: string | null;
   /** The window's value, when the caller gave the rates. */
   value: number | null;
   /** Calls counted in the window now (bucket: its level), fractional for the estimates; null when unknown. */
@@ -29,6 +33,7 @@ export async function inspectLimiter(
   prefix: string,
   key: string,
   rates: readonly LimiterWindow[] = [],
+  quotaValue?: number,
 ): Promise<LimiterWindowState[]> {
   const base = `${prefix}{lim:${key}}:`;
   const keys = (await scanKeys(redis, `${globEscape(base)}*`)).sort();
@@ -38,6 +43,12 @@ export async function inspectLimiter(
   const states: LimiterWindowState[] = [];
   for (const redisKey of keys) {
     const [tag, duration] = redisKey.slice(base.length).split(':');
+    if (tag === QUOTA_TAG) {
+      const stored = await redis.get(redisKey);
+      const calendar = redisKey.slice(base.length + QUOTA_TAG.length + 1);
+      if (stored !== null) states.push(quota(redisKey, calendar, stored, nowUs / 1000, quotaValue ?? null));
+      continue;
+    }
     const algorithm = algorithmOfTag(tag ?? '');
     if (!algorithm) continue;
     if (algorithm === 'sliding-window-log') {
@@ -47,7 +58,7 @@ export async function inspectLimiter(
     const durationMs = Number(duration);
     const stored = await redis.get(redisKey);
     if (stored === null || !(durationMs > 0)) continue; // expired between the scan and the read
-    const window = { algorithm, durationMs, value: valueFor(durationMs), key: redisKey };
+    const window = { algorithm, durationMs, calendar: null, value: valueFor(durationMs), key: redisKey };
     if (algorithm === 'fixed-window-counter') states.push(fixedWindow(window, stored, nowUs));
     else if (algorithm === 'sliding-window-counter') states.push(slidingCounter(window, stored, nowUs));
     else states.push(bucket(window, stored, nowUs));
@@ -57,7 +68,22 @@ export async function inspectLimiter(
   );
 }
 
-type Window = Pick<LimiterWindowState, 'algorithm' | 'durationMs' | 'value' | 'key'> & { durationMs: number };
+type Window = Pick<LimiterWindowState, 'algorithm' | 'durationMs' | 'calendar' | 'value' | 'key'> & {
+  durationMs: number;
+};
+
+/** STRING `<start ms>:<end ms>:<count>` of the current period (includes/windows.lua); an ended one counts nothing. */
+function quota(
+  key: string,
+  calendar: string,
+  stored: string,
+  nowMs: number,
+  value: number | null,
+): LimiterWindowState {
+  const [startMs = 0, endMs = 0, count = 0] = stored.split(':').map(Number);
+  const window = { algorithm: 'calendar-quota' as const, durationMs: endMs - startMs, calendar, value, key };
+  return withValue(window, nowMs < endMs ? count : 0, endMs);
+}
 
 function withValue(window: Window, used: number, resetAtMs: number | null): LimiterWindowState {
   const remaining = window.value === null ? null : Math.max(0, Math.floor(window.value - used + 1e-9));
@@ -109,7 +135,18 @@ async function slidingLog(
     // The log expires one longest window after its last admission: that is when it is empty.
     const [count, pttl] = await Promise.all([redis.zcard(key), redis.pttl(key)]);
     const resetAtMs = pttl > 0 ? nowUs / 1000 + pttl : null;
-    return [{ algorithm, durationMs: null, value: null, used: count, remaining: null, resetAtMs, key }];
+    return [
+      {
+        algorithm,
+        durationMs: null,
+        calendar: null,
+        value: null,
+        used: count,
+        remaining: null,
+        resetAtMs,
+        key,
+      },
+    ];
   }
   return Promise.all(
     rates.map(async ({ durationMs, value }) => {
@@ -119,7 +156,7 @@ async function slidingLog(
         redis.zrange(key, '+inf', after, 'BYSCORE', 'REV', 'LIMIT', 0, 1, 'WITHSCORES'),
       ]);
       const newestUs = newest[1] === undefined ? null : Number(newest[1]);
-      const window = { algorithm, durationMs, value, key };
+      const window = { algorithm, durationMs, calendar: null, value, key };
       return withValue(window, count, newestUs === null ? null : newestUs / 1000 + durationMs);
     }),
   );

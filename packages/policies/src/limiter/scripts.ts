@@ -65,7 +65,8 @@ function decode(reply: unknown): TakeReply {
 }
 
 export function loadLimiterScripts(redis: RedisClient): LimiterScripts {
-  const run = luaScripts<string>(redis, LIMITER_COMMANDS, MAX_LIMITER_RATES);
+  // One key per window, and one for the calendar quota.
+  const run = luaScripts<string>(redis, LIMITER_COMMANDS, MAX_LIMITER_RATES + 1);
   const send = (call: LimiterCall) => run(call.op, call.keys, call.args);
   const pipelined = async (calls: readonly LimiterCall[]): Promise<unknown[]> => {
     const pipeline = redis.pipeline();

@@ -1,6 +1,15 @@
-import { clientScoped, type LimiterAlgorithm, type LimiterSpec } from '@requester/shared/contract';
+import {
+  clientScoped,
+  type LimiterAlgorithm,
+  type LimiterSpec,
+  type QuotaSpec,
+} from '@requester/shared/contract';
 import { ValidationError } from '@requester/shared/errors';
 import { durationToMs } from '@requester/shared/time';
+import { quotaPeriod } from './calendar.ts';
+
+/** The tag of a calendar quota's key (`quotaKey`). */
+export const QUOTA_TAG = 'cq';
 
 /** One window of a limiter, normalized: whole milliseconds. */
 export interface LimiterWindow {
@@ -10,7 +19,7 @@ export interface LimiterWindow {
 
 /** What one take sends to Redis. */
 export interface LimiterCall {
-  /** The Lua command (commands/<op>-<numKeys>.lua). */
+  /** The Lua command (commands/<op>-<numKeys>.lua); without windows it only checks the quota. */
   op: string;
   keys: string[];
   args: number[];
@@ -80,21 +89,41 @@ export function limiterKeyOf(client: string | undefined, key: string, shared: Re
   return shared.has(key) ? key : clientScoped(client, key);
 }
 
+/** The key of a limiter's calendar quota: one count per calendar, so that changing it starts afresh. */
+export function quotaKey(prefix: string, key: string, quota: QuotaSpec): string {
+  return `${prefix}{lim:${key}}:${QUOTA_TAG}:${quota.period}:${quota.resetDay ?? 1}:${quota.timeZone ?? 'UTC'}`;
+}
+
 /**
- * `dispatchMs` > 0 makes a sliding-log take two-phase (commands/slidingLog-1.lua): the call is
+ * `dispatchMs` > 0 makes a sliding-log take two-phase (commands/slidingLog-n.lua): the call is
  * counted pending until settled with the instant it was sent, at most `dispatchMs` later.
  * Every key of one limiter carries the hash tag `{lim:<key>}`: one Redis Cluster slot, so that
  * a multi-window script is a single-slot operation. Layout: `<prefix>{lim:<key>}:<tag>:<duration ms>`
- * per window, or `<prefix>{lim:<key>}:sl` for the sliding log.
+ * per window, or `<prefix>{lim:<key>}:sl` for the sliding log; then the quota's key (`quotaKey`),
+ * whose period is reckoned at `nowMs` (the caller's clock: includes/windows.lua).
  */
-export function limiterCall(prefix: string, spec: LimiterSpec, cost: number, dispatchMs = 0): LimiterCall {
+export function limiterCall(
+  prefix: string,
+  spec: LimiterSpec,
+  cost: number,
+  dispatchMs = 0,
+  nowMs = Date.now(),
+): LimiterCall {
   const windows = limiterWindows(spec);
   const { op, tag, keyPerWindow } = LAYOUT[spec.algorithm];
   const base = `${prefix}{lim:${spec.key}}:${tag}`;
+  const keys =
+    windows.length === 0 ? [] : keyPerWindow ? windows.map((w) => `${base}:${w.durationMs}`) : [base];
+  let quotaArgs = [0, 0, 0, nowMs];
+  if (spec.quota) {
+    const period = quotaPeriod(spec.quota, nowMs);
+    keys.push(quotaKey(prefix, spec.key, spec.quota));
+    quotaArgs = [spec.quota.value, period.startMs, period.endMs, nowMs];
+  }
   return {
     op,
-    keys: keyPerWindow ? windows.map((w) => `${base}:${w.durationMs}`) : [base],
-    args: [cost, dispatchMs, ...windows.flatMap((w) => [w.durationMs, w.value])],
+    keys,
+    args: [cost, dispatchMs, ...quotaArgs, ...windows.flatMap((w) => [w.durationMs, w.value])],
   };
 }
 

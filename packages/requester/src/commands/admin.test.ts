@@ -249,6 +249,28 @@ describe('requester admin commands', () => {
     expect(billing).toEqual([expect.objectContaining({ algorithm: 'sliding-window-log', used: 1 })]);
   }, 60_000);
 
+  it('limiter show gives a calendar quota: units spent and left, and its reset', async () => {
+    const limiter = new RateLimiter({ redis, prefix: `${prefix}:` });
+    const key = `${prefix}-monthly`;
+    const quota = { value: 1_000, period: 'month' as const, resetDay: 31, timeZone: 'Europe/Paris' };
+    expect(
+      (await limiter.take({ key, algorithm: 'fixed-window-counter', rates: [], quota }, 40)).allowed,
+    ).toBe(true);
+    const [shown] = await json<Array<Record<string, unknown>>>('limiter', 'show', key, '--quota', '1000');
+    expect(shown).toMatchObject({
+      algorithm: 'calendar-quota',
+      calendar: 'month:31:Europe/Paris',
+      value: 1_000,
+      used: 40,
+      remaining: 960,
+    });
+    expect(Date.parse(shown?.resetAt as string)).toBeGreaterThan(Date.now());
+    const table = await cli('limiter', 'show', key, '--quota', '1000');
+    expect(table.stdout).toMatch(
+      /^calendar-quota\s+month from day 31 \(Europe\/Paris\)\s+1000\s+40\s+960\s+in /m,
+    );
+  }, 60_000);
+
   it('keeps the old queue dead-task names working, hidden, with a deprecation notice', async () => {
     const queue = queueFromConfig({ redisPrefix: prefix, queueShards: 4, queueDedupWindow: 60_000 }, redis, {
       notify: false,

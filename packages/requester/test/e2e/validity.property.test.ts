@@ -181,9 +181,10 @@ function retryArb(runnable: boolean) {
 }
 
 function limiterArb(runnable: boolean, key: string) {
-  // Runnable: every window allows more calls than any budget makes, so no call waits for years.
+  // Runnable: every window allows more units than any budget spends (4 attempts of cost 100), so
+  // no attempt waits for years: a window of centuries would otherwise park a retry past the test.
   const value = runnable
-    ? fc.integer({ min: 100, max: Number.MAX_SAFE_INTEGER })
+    ? fc.integer({ min: 400, max: Number.MAX_SAFE_INTEGER })
     : mostly(fc.integer({ min: 1, max: Number.MAX_SAFE_INTEGER }), fc.constantFrom(0, -1, 1.5));
   // Runnable: a cost every window holds at once; else also above a window's value, or no integer.
   const usualCost = fc.integer({ min: 1, max: 100 });
@@ -194,14 +195,48 @@ function limiterArb(runnable: boolean, key: string) {
     {
       key: fc.constant(key),
       algorithm: fc.constantFrom(...LIMITER_ALGORITHMS),
+      // Not runnable: now and then no window at all (refused unless a quota stands in).
       rates: fc.array(fc.record({ duration: mostly(goDurationText(MS), goDurationText()), value }), {
-        minLength: 1,
+        minLength: runnable ? 1 : 0,
         maxLength: 3,
       }),
       cost,
+      quota: quotaArb(runnable),
     },
     { requiredKeys: ['key', 'algorithm', 'rates'] },
   );
+}
+
+/** `meta.limiter.quota`: runnable, more units than any budget spends; else also a bad field now and then. */
+function quotaArb(runnable: boolean): fc.Arbitrary<unknown> {
+  const value = fc.integer({ min: 1_000, max: Number.MAX_SAFE_INTEGER });
+  const timeZone = fc.constantFrom('UTC', 'Europe/Paris', 'Asia/Kolkata', 'America/Santiago');
+  const calendar = fc.oneof(
+    fc.record({ period: fc.constant('day') }),
+    fc.record(
+      { period: fc.constant('week'), resetDay: fc.integer({ min: 1, max: 7 }) },
+      { requiredKeys: ['period'] },
+    ),
+    fc.record(
+      { period: fc.constant('month'), resetDay: fc.integer({ min: 1, max: 31 }) },
+      { requiredKeys: ['period'] },
+    ),
+  );
+  const usual = fc
+    .tuple(value, calendar, fc.option(timeZone, { nil: undefined }))
+    .map(([v, c, zone]) => defined({ value: v, ...c, timeZone: zone }));
+  if (runnable) return usual;
+  const refused = fc.constantFrom<unknown>(
+    { value: 0, period: 'day' },
+    { value: 10, period: 'year' },
+    { value: 10, period: 'month', resetDay: 32 },
+    { value: 10, period: 'week', resetDay: 8 },
+    { value: 10, period: 'day', resetDay: 2 },
+    { value: 10, period: 'day', timeZone: 'Mars/Olympus' },
+    { value: 1, period: 'day' }, // below most costs: refused as a cost it could never admit
+    'monthly',
+  );
+  return mostly(usual, refused);
 }
 
 /** `meta.deadline`: far from now or a duration (deadlineText), and now and then no deadline text at all. */

@@ -16,8 +16,11 @@ import type { Route } from './route.ts';
 export interface KafkaEntry {
   /** Verifies the signature Requester's own writers of `in` put on their records. */
   signer: Pick<EntrySigner, 'verify'>;
-  /** The clients an unsigned record may claim (keys marked for Kafka entry), with their credentials scopes. */
-  clients: Pick<KafkaEntryClients, 'scopes'>;
+  /**
+   * The clients an unsigned record may claim (keys marked for Kafka entry), with their credentials
+   * scopes and default deadlines.
+   */
+  clients: Pick<KafkaEntryClients, 'scopes'> & Partial<Pick<KafkaEntryClients, 'deadlines'>>;
   /** KAFKA_ENTRY=report: a claim that would be refused is only logged and counted (upgrades). */
   reportOnly?: boolean;
   /**

@@ -1,4 +1,5 @@
 import { FairQueue, type LeasedTask } from '@requester/queue';
+import { parseDestinationSpec } from '@requester/shared/destinations';
 import type { KafkaProducer } from '@requester/shared/kafka';
 import { Outbox } from '@requester/shared/outbox';
 import { createRedis, type RedisClient } from '@requester/shared/redis';
@@ -122,5 +123,104 @@ describe('router over real Kafka, Redis and PostgreSQL', () => {
       'all 7 records committed',
     );
     await admin.disconnect();
+  });
+});
+
+describe('router: the default deadlines of records written straight to in', () => {
+  const name = uniqueName('router-dl');
+  const topicIn = `${name}.in`;
+  const topicOut = `${name}.out`;
+  let redis: RedisClient;
+  let queue: FairQueue;
+  let pg: Awaited<ReturnType<typeof testPg>>;
+  let producer: KafkaProducer;
+  let router: Router | undefined;
+
+  beforeAll(async () => {
+    await createTestTopics([topicIn, topicOut], 1);
+    redis = createRedis({ url: 'redis://127.0.0.1:6379' });
+    queue = new FairQueue({ redis, prefix: `${name}:`, shards: 2, refreshMs: 0 });
+    pg = await testPg();
+    producer = testKafka().producer();
+    await producer.connect();
+  });
+
+  afterAll(async () => {
+    await router?.stop();
+    await producer.disconnect();
+    const keys = await redis.keys(`${name}:*`);
+    if (keys.length > 0) await redis.del(...keys);
+    redis.disconnect();
+    await pg.drop();
+  });
+
+  it('gives the destination’s or the client’s default to a record without a deadline, and leaves the others alone', async () => {
+    const spec = parseDestinationSpec({ baseUrl: 'https://partner.example', deadline: '30s' });
+    router = testRouter({
+      queue,
+      outbox: new Outbox(pg.sql),
+      producer,
+      topicIn,
+      topicOut,
+      entry: {
+        signer: { verify: () => false },
+        // `quotes` may be claimed, and its key gives its records 10 s.
+        clients: {
+          scopes: async (names) => new Map([...names].filter((n) => n === 'quotes').map((n) => [n, []])),
+          deadlines: async (names) =>
+            new Map([...names].filter((n) => n === 'quotes').map((n) => [n, '10s'])),
+        },
+        destinations: { current: async (n) => (n === 'partner' ? { name: n, version: 1, spec } : undefined) },
+      },
+    });
+    await router.start();
+    const record = (requestId: string, meta: Record<string, unknown>) => ({
+      key: requestId,
+      value: JSON.stringify({
+        request: { uri: '/v1/x' },
+        meta: { requestId, destination: 'partner', ...meta },
+      }),
+    });
+    await producer.send(topicIn, [
+      record('defaulted', {}),
+      record('own', { deadline: '1h' }),
+      {
+        key: 'plain',
+        value: JSON.stringify({ request: { uri: 'https://example.com/' }, meta: { requestId: 'plain' } }),
+      },
+      record('client', { client: 'quotes' }),
+      {
+        key: 'client-only',
+        value: JSON.stringify({
+          request: { uri: 'https://example.com/' },
+          meta: { requestId: 'client-only', client: 'quotes' },
+        }),
+      },
+    ]);
+    const leased: LeasedTask[] = [];
+    await eventually(
+      async () => {
+        leased.push(...(await queue.lease(10, 30_000)).tasks);
+        return leased.length >= 5;
+      },
+      20_000,
+      'five tasks leased',
+    );
+    // A client's task ids are in its namespace (`<id>:0 @<client>`).
+    const deadlineOf = (id: string, client?: string) =>
+      decodeQueuedTask(leased.find((t) => t.id === `${id}:0${client ? ` @${client}` : ''}`)?.payload ?? '')
+        .deadlineAt;
+    const defaulted = deadlineOf('defaulted');
+    const own = deadlineOf('own');
+    expect(defaulted).toBeDefined();
+    expect(own).toBeDefined();
+    // Counted from the record's arrival: 30 s for the default, an hour for its own.
+    expect(own! - defaulted!).toBeGreaterThan(3_500_000);
+    expect(defaulted! - Date.now()).toBeLessThanOrEqual(30_000);
+    expect(deadlineOf('plain')).toBeUndefined();
+    // The client's key's 10 s, alone or against the destination's 30 s: the earlier binds.
+    const client = deadlineOf('client', 'quotes');
+    expect(client! - deadlineOf('client-only', 'quotes')!).toBeLessThan(1_000);
+    expect(defaulted! - client!).toBeGreaterThan(19_000);
   });
 });

@@ -1,6 +1,7 @@
 import {
   deadlineAt,
   decodeUtf8,
+  defaultDeadlineAt,
   errorResult,
   invalidRequestResult,
   isOrderedPartition,
@@ -11,6 +12,7 @@ import {
   type ResultEnvelope,
   resolveDeadline,
   withDeadlineInstant,
+  withDefaultDeadline,
 } from '@requester/shared/contract';
 import type { RecordBatchShape, RecordHeaders } from '@requester/shared/kafka';
 import type { OutboxRow } from '@requester/shared/outbox';
@@ -84,6 +86,12 @@ export interface RouteOptions {
    * rather than refusing it as if a producer had just sent it.
    */
   signed?: () => boolean;
+  /**
+   * The operator's default deadlines of a record without `meta.deadline` (its Kafka-entry client's
+   * key's, its destination's): Go durations counted from when it is first due, the earliest
+   * binding (`defaultDeadlineAt`).
+   */
+  defaultDeadlines?: ReadonlyArray<string | undefined>;
 }
 
 /**
@@ -93,6 +101,7 @@ export interface RouteOptions {
  */
 export function routeRecord(record: SourceRecord, contract: RequestContract, options: RouteOptions): Route {
   const { now, horizonMs, trace = () => undefined, inlineMaxBytes = 0, stagedDueAt, signed } = options;
+  const { defaultDeadlines = [] } = options;
   const source = { topic: record.topic, partition: record.partition, offset: record.offset };
   if (!record.value || record.value.length === 0) {
     return invalid(
@@ -116,16 +125,21 @@ export function routeRecord(record: SourceRecord, contract: RequestContract, opt
     if (result.meta.error) result.meta.error.source = source;
     return invalid(result);
   }
-  // Only a request with a deadline needs its acceptance (a createdAt is parsed for nothing otherwise).
-  const accepted = parsed.value.meta.deadline === undefined ? now : acceptedAt(record, parsed.value, now);
+  // Only a request with a deadline, or a default one, needs its acceptance (a createdAt is parsed
+  // for nothing otherwise).
+  const dated = parsed.value.meta.deadline !== undefined || defaultDeadlines.length > 0;
+  const accepted = dated ? acceptedAt(record, parsed.value, now) : now;
   const deadline = resolveDeadline(parsed.value.meta, accepted);
   if (!deadline.ok && !signed?.()) {
     const result = invalidRequestResult(input, deadline.error);
     if (result.meta.error) result.meta.error.source = source;
     return invalid(result);
   }
-  const deadlineAtMs = deadline.ok ? deadline.at : deadlineAt(parsed.value.meta.deadline, accepted);
-  const envelope = withDeadlineInstant(parsed.value, deadlineAtMs);
+  const defaulted = defaultDeadlineAt(defaultDeadlines, parsed.value.meta, accepted);
+  const deadlineAtMs = deadline.ok
+    ? (deadline.at ?? defaulted)
+    : deadlineAt(parsed.value.meta.deadline, accepted);
+  const envelope = withDefaultDeadline(withDeadlineInstant(parsed.value, deadlineAtMs), defaulted);
   const scheduledAt = envelope.meta.scheduled ? parseRfc3339(envelope.meta.scheduled) : now;
   // A rescheduled task's outbox row carries its due time alone (its envelope keeps the caller's
   // `scheduled`, which has passed): the later of the two is when it runs.

@@ -458,4 +458,21 @@ describe('routeRecord: meta.deadline of a record written straight to in', () => 
     if (route.kind !== 'queue') throw new Error(route.kind);
     expect(decodeQueuedTask(route.task.payload).deadlineAt).toBe(Date.parse('2026-12-01T08:30:00Z'));
   });
+
+  it('gives a record without a deadline the default one, from its arrival or its scheduled instant', () => {
+    const options = { now: NOW, horizonMs: HORIZON, inlineMaxBytes: 10_000, defaultDeadlines: ['1h', '30s'] };
+    const route = routeRecord(stamped('8', envelope({}), NOW - 1_000), contract, options);
+    if (route.kind !== 'queue') throw new Error(route.kind);
+    expect(decodeQueuedTask(route.task.payload).deadlineAt).toBe(NOW - 1_000 + 30_000);
+    expect(route.envelope.meta.deadline).toBe(new Date(NOW - 1_000 + 30_000).toISOString());
+    const scheduled = envelope({ scheduled: '2026-12-01T11:00:00Z' });
+    const later = routeRecord(stamped('9', scheduled, NOW), contract, options);
+    if (later.kind !== 'outbox') throw new Error(later.kind);
+    const copy = JSON.parse(later.row.payload.toString('utf8')) as { meta: { deadline: string } };
+    expect(copy.meta.deadline).toBe('2026-12-01T11:00:30.000Z');
+    // A deadline of its own wins, later or not.
+    const own = routeRecord(stamped('10', envelope({ deadline: '2h' }), NOW), contract, options);
+    if (own.kind !== 'queue') throw new Error(own.kind);
+    expect(decodeQueuedTask(own.task.payload).deadlineAt).toBe(NOW + 7_200_000);
+  });
 });

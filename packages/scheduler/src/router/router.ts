@@ -149,12 +149,13 @@ export class Router {
     const timer = batchSeconds.startTimer();
     const now = Date.now();
     const spans: Span[] = [];
-    const routes = batch.records.map((record) => ({
-      record,
-      route: this.route(record, now, traceRoute(record, spans)),
-    }));
+    const routes = batch.records.map((record) => {
+      const trace = onceTrace(traceRoute(record, spans));
+      return { record, trace, route: this.route(record, now, trace) };
+    });
     try {
       const { entry, cancellations, fences: fenceStore, logger } = this.options;
+      if (entry) await this.defaultDeadlines(routes, entry, now);
       if (entry) await admitClaims(routes, entry, logger);
       const woken = cancellations
         ? await wakeCancelled(routes, now, {
@@ -197,8 +198,49 @@ export class Router {
     journal.emit({ type: 'routed', requestId, client, to: route.kind === 'queue' ? 'redis' : 'outbox', due });
   }
 
+  /**
+   * A record a producer wrote straight to `in` without a deadline of its own is routed again with
+   * the operator's defaults, as the HTTP door applies them: its claimed client's key's, its
+   * destination's (the earlier binds). A record Requester signed keeps the deadline it came with,
+   * so a task coming back from the outbox is not given a new one. Throws when the keys or the
+   * destinations cannot be read: the batch is retried.
+   */
+  private async defaultDeadlines(
+    routes: Array<{ record: SourceRecord; trace: TraceRoute; route: Route }>,
+    entry: KafkaEntry,
+    now: number,
+  ): Promise<void> {
+    const undated = routes.filter(
+      ({ route }) => route.kind !== 'invalid' && route.envelope.meta.deadline === undefined,
+    );
+    const clients = new Set(
+      undated.flatMap(({ route }) => (route.kind === 'invalid' ? [] : (route.envelope.meta.client ?? []))),
+    );
+    const byClient =
+      clients.size > 0 && entry.clients.deadlines
+        ? await entry.clients.deadlines(clients)
+        : new Map<string, string>();
+    for (const routed of undated) {
+      const { route, record } = routed;
+      if (route.kind === 'invalid') continue;
+      const { client, destination } = route.envelope.meta;
+      const fromDestination =
+        destination === undefined
+          ? undefined
+          : (await entry.destinations?.current(destination))?.spec.deadline;
+      const defaults = [client === undefined ? undefined : byClient.get(client), fromDestination];
+      if (defaults.every((d) => d === undefined) || this.signed(record)) continue;
+      routed.route = this.route(record, now, routed.trace, defaults);
+    }
+  }
+
   /** routeRecord, with a bug on strange input confined to its record (answered `internal`). */
-  private route(record: SourceRecord, now: number, trace: TraceRoute): Route {
+  private route(
+    record: SourceRecord,
+    now: number,
+    trace: TraceRoute,
+    defaultDeadlines?: ReadonlyArray<string | undefined>,
+  ): Route {
     try {
       const { horizonMs, inlineMaxBytes } = this.options;
       const stagedDueAt = this.stagedDueAt(record);
@@ -210,6 +252,7 @@ export class Router {
         inlineMaxBytes,
         stagedDueAt,
         signed,
+        ...(defaultDeadlines ? { defaultDeadlines } : {}),
       });
     } catch (err) {
       this.options.logger.error(
@@ -250,4 +293,13 @@ export class Router {
     const { entry } = this.options;
     return !entry || entry.signer.verify(record.value, record.headers);
   }
+}
+
+/** A record's trace span, started once however often the record is routed (a default deadline routes it again). */
+function onceTrace(trace: TraceRoute): TraceRoute {
+  let started: { traceparent: string | undefined } | undefined;
+  return (envelope) => {
+    started ??= { traceparent: trace(envelope) };
+    return started.traceparent;
+  };
 }

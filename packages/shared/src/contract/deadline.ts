@@ -108,3 +108,45 @@ export function withDeadlineInstant<T extends { meta: { deadline?: string | unde
   if (isDeadlineInstant(envelope.meta.deadline)) return envelope;
   return { ...envelope, meta: { ...envelope.meta, deadline: formatRfc3339(at) } };
 }
+
+/** Why `text` cannot be an operator's default deadline (a Go duration of at least 1ms), if it cannot. */
+export function defaultDeadlineProblem(text: string): string | undefined {
+  if (isDeadlineInstant(text)) return 'must be a Go duration (30s, 1h): a default counts from each request';
+  const parsed = tryParseDuration(text);
+  if (!parsed.ok) return `must be a Go duration (30s, 1h): ${parsed.message}`;
+  if (parsed.ns < 1_000_000n) return `duration ${JSON.stringify(text)} must be at least 1ms`;
+  if (toMs(parsed.ns) > MAX_INSTANT_MS)
+    return `duration ${JSON.stringify(text)} is beyond any instant the service can hold`;
+  return undefined;
+}
+
+/**
+ * The start-by deadline the operator's defaults give a request without `meta.deadline` (its API
+ * key's, its destination's): each a duration counted from when the task is first due, its
+ * `scheduled` instant or else its acceptance, so that a default never refuses a request scheduled
+ * ahead; the earliest of them binds. Undefined when the request has its own or no default applies.
+ */
+export function defaultDeadlineAt(
+  defaults: ReadonlyArray<string | undefined>,
+  meta: { deadline?: string | undefined; scheduled?: string | undefined },
+  acceptedAtMs: number,
+): number | undefined {
+  if (meta.deadline !== undefined) return undefined;
+  const scheduled = meta.scheduled === undefined ? undefined : tryParseRfc3339(meta.scheduled);
+  const dueAtMs = Math.max(acceptedAtMs, scheduled?.ok ? scheduled.epochMs : acceptedAtMs);
+  const instants = defaults.flatMap((text) => {
+    if (text === undefined || defaultDeadlineProblem(text) !== undefined) return [];
+    const at = deadlineAt(text, dueAtMs);
+    return at === undefined ? [] : [Math.min(at, MAX_INSTANT_MS)];
+  });
+  return instants.length === 0 ? undefined : Math.min(...instants);
+}
+
+/** The envelope with a default deadline `at` written as its `meta.deadline` (unchanged without one). */
+export function withDefaultDeadline<T extends { meta: { deadline?: string | undefined } }>(
+  envelope: T,
+  at: number | undefined,
+): T {
+  if (at === undefined || envelope.meta.deadline !== undefined) return envelope;
+  return { ...envelope, meta: { ...envelope.meta, deadline: formatRfc3339(at) } };
+}

@@ -22,6 +22,7 @@ export {
 export type { FieldIssue, SafeParse } from './issues.ts';
 export * from './json-schema.ts';
 export * from './namespace.ts';
+export * from './quota.ts';
 export * from './request.ts';
 export * from './result.ts';
 export { decodeUtf8 } from './utf8.ts';

@@ -14,6 +14,7 @@ import {
   MAX_RETRY_ATTEMPTS,
   MAX_SIGNING_KEY_ID_LENGTH,
 } from './limits.ts';
+import { LIMITER_NEEDS_WINDOW_OR_QUOTA, quotaSchema, smallestLimiterValue } from './quota.ts';
 
 export const LIMITER_ALGORITHMS = [
   'token-bucket',
@@ -29,18 +30,28 @@ export const rateSchema = strictObject({
   value: z.number().int().positive().meta({ description: 'Calls allowed per window.' }),
 }).meta({ title: 'Rate', description: 'One window of a limiter: at most `value` calls per `duration`.' });
 
-/** A cost above a window's value would wait forever: refused at the door rather than dead-lettered later. */
+/**
+ * A limiter needs a window or a quota; a cost above the smallest of their values would wait
+ * forever: refused at the door rather than dead-lettered later.
+ */
 function checkLimiterCost(
-  limiter: { cost?: number | undefined; rates: ReadonlyArray<{ value: number }> },
+  limiter: {
+    cost?: number | undefined;
+    rates: ReadonlyArray<{ value: number }>;
+    quota?: { value: number } | undefined;
+  },
   ctx: z.RefinementCtx,
 ): void {
-  if (limiter.cost === undefined || limiter.rates.length === 0) return;
-  const smallest = Math.min(...limiter.rates.map((rate) => rate.value));
-  if (limiter.cost > smallest)
+  if (limiter.rates.length === 0 && limiter.quota === undefined) {
+    ctx.addIssue({ code: 'custom', path: ['rates'], message: 'needs at least one window, or a quota' });
+    return;
+  }
+  const smallest = smallestLimiterValue(limiter);
+  if (limiter.cost !== undefined && limiter.cost > smallest)
     ctx.addIssue({
       code: 'custom',
       path: ['cost'],
-      message: `must not exceed the smallest window's value (${limiter.cost} > ${smallest}): the limiter could never admit it`,
+      message: `must not exceed the smallest ${limiter.quota ? "window's or quota's" : "window's"} value (${limiter.cost} > ${smallest}): the limiter could never admit it`,
     });
 }
 
@@ -50,24 +61,28 @@ export const limiterSchema = strictObject({
     'Limiter identity, the client’s own: the requests of one client (meta.client) naming this key share its quota; another client’s same key is another limiter, unless the operator declared the key shared (SHARED_LIMITER_KEYS): then every request naming it shares one quota.',
   ),
   algorithm: z.enum(LIMITER_ALGORITHMS).meta({ description: 'Rate-limiting algorithm.' }),
-  rates: z
-    .array(rateSchema)
-    .min(1)
-    .max(MAX_LIMITER_RATES)
-    .meta({ description: 'Every window must allow the call; they are checked and consumed atomically.' }),
+  rates: z.array(rateSchema).max(MAX_LIMITER_RATES).default([]).meta({
+    description:
+      'Every window must allow the call; they are checked and consumed atomically. At least one, unless a `quota` is given.',
+  }),
   cost: z
     .number()
     .int()
     .min(1)
     .meta({
       description:
-        'Units this request counts for in every window (tokens, rows, pages), 1 when absent. At most the smallest window’s `value`: a larger cost could never be admitted.',
+        'Units this request counts for in every window and the quota (tokens, rows, pages), 1 when absent. At most the smallest window’s or quota’s `value`: a larger cost could never be admitted.',
       default: 1,
     })
     .optional(),
+  quota: quotaSchema.optional(),
 })
   .superRefine(checkLimiterCost)
-  .meta({ title: 'Limiter', description: 'Rate limit protecting the target’s quota.' });
+  .meta({
+    title: 'Limiter',
+    description: 'Rate limit protecting the target’s quota.',
+    anyOf: LIMITER_NEEDS_WINDOW_OR_QUOTA,
+  });
 
 function durationNs(text: string): bigint | undefined {
   const parsed = tryParseDuration(text);

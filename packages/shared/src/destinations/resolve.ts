@@ -1,3 +1,4 @@
+import { smallestLimiterValue } from '../contract/quota.ts';
 import type { RequestEnvelope, RetrySpec } from '../contract/request.ts';
 import { credentialOriginOf, hostHeaderOf } from '../credentials/origins.ts';
 import { tryParseDuration } from '../time/duration.ts';
@@ -75,11 +76,11 @@ export function applyDestination(envelope: RequestEnvelope, destination: Destina
   if (spec.limiter) {
     // The caller's units count against the destination's quota, which must be able to admit them.
     const cost = meta.limiter?.cost;
-    const smallest = Math.min(...spec.limiter.rates.map((rate) => rate.value));
+    const smallest = smallestLimiterValue(spec.limiter);
     if (cost !== undefined && cost > smallest)
       return refuse(
         'meta.limiter.cost',
-        `${cost} exceeds the smallest window of the destination ${name}'s limit (${smallest}): it could never be admitted`,
+        `${cost} exceeds the smallest ${spec.limiter.quota ? 'window or quota' : 'window'} of the destination ${name}'s limit (${smallest}): it could never be admitted`,
       );
     resolvedMeta.limiter = {
       key: destinationLimiterKey(name),

@@ -1,7 +1,9 @@
 import { z } from 'zod';
+import { defaultDeadlineProblem } from '../contract/deadline.ts';
 import { strictObject } from '../contract/fields.ts';
 import { outgoingHeaders } from '../contract/headers.ts';
 import { parseWith } from '../contract/issues.ts';
+import { quotaSchema } from '../contract/quota.ts';
 import {
   DEFAULT_CONTRACT_LIMITS,
   DESTINATION_NAME_PATTERN,
@@ -58,13 +60,29 @@ export const destinationSpecSchema = strictObject({
     .optional(),
   limiter: strictObject({
     algorithm: z.enum(LIMITER_ALGORITHMS),
-    rates: z.array(rateSchema).min(1).max(MAX_LIMITER_RATES),
+    rates: z.array(rateSchema).max(MAX_LIMITER_RATES).default([]),
+    quota: quotaSchema.optional(),
   })
+    .refine((limiter) => limiter.rates.length > 0 || limiter.quota !== undefined, {
+      path: ['rates'],
+      error: 'needs at least one window, or a quota',
+    })
     .meta({
       description: 'One quota for every caller of the destination (a caller’s own meta.limiter gives way).',
     })
     .optional(),
   retry: retrySchema.optional(),
+  deadline: z
+    .string()
+    .superRefine((text, ctx) => {
+      const problem = defaultDeadlineProblem(text);
+      if (problem) ctx.addIssue({ code: 'custom', message: problem });
+    })
+    .meta({
+      description:
+        'Default start-by deadline of its requests that give no `meta.deadline`: a Go duration counted from when the task is first due (its `scheduled` instant, else its acceptance). An API key’s default, when earlier, wins.',
+    })
+    .optional(),
   maxBodyBytes: z.number().int().positive().max(DEFAULT_CONTRACT_LIMITS.maxBodyBytes).optional(),
 });
 

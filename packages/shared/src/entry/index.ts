@@ -78,6 +78,8 @@ export async function loadEntrySigner(sql: Sql): Promise<EntrySigner> {
 interface Cached {
   /** The key's credentials scope when it is allowed for Kafka entry; undefined = not allowed. */
   credentials: readonly string[] | undefined;
+  /** The key's default start-by deadline (`keys --deadline`), if it has one. */
+  deadline?: string;
   expiresAt: number;
 }
 
@@ -112,27 +114,51 @@ export class KafkaEntryClients {
    * query for those not cached.
    */
   async scopes(names: Iterable<string>): Promise<Map<string, readonly string[]>> {
-    const now = this.#now();
     const allowed = new Map<string, readonly string[]>();
+    for (const [name, key] of await this.#keys(names))
+      if (key.credentials) allowed.set(name, key.credentials);
+    return allowed;
+  }
+
+  /**
+   * The default start-by deadline of each name among `names` that may be claimed and whose key
+   * has one (`keys --deadline`): the router gives it to such a client's records without a
+   * deadline of their own, as the ingress does to its HTTP requests. Cached with the scopes.
+   */
+  async deadlines(names: Iterable<string>): Promise<Map<string, string>> {
+    const found = new Map<string, string>();
+    for (const [name, key] of await this.#keys(names))
+      if (key.credentials && key.deadline !== undefined) found.set(name, key.deadline);
+    return found;
+  }
+
+  /** What the keys of `names` allow, from the cache or one query for those not cached. */
+  async #keys(names: Iterable<string>): Promise<Map<string, Cached>> {
+    const now = this.#now();
+    const known = new Map<string, Cached>();
     const unknown = new Set<string>();
     for (const name of names) {
       const cached = this.#cache.get(name);
-      if (cached && cached.expiresAt > now) {
-        if (cached.credentials) allowed.set(name, cached.credentials);
-      } else unknown.add(name);
+      if (cached && cached.expiresAt > now) known.set(name, cached);
+      else unknown.add(name);
     }
-    if (unknown.size === 0) return allowed;
+    if (unknown.size === 0) return known;
     const rows = await this.#sql<
-      Array<{ name: string; credentials: string[] | null }>
-    >`select name, credentials from requester_api_keys
+      Array<{ name: string; credentials: string[] | null; deadline: string | null }>
+    >`select name, credentials, deadline from requester_api_keys
       where name = any(${[...unknown]}) and kafka_entry and revoked_at is null`;
-    const found = new Map(rows.map((row) => [row.name, row.credentials ?? []]));
+    const found = new Map(rows.map((row) => [row.name, row]));
     for (const name of unknown) {
-      const credentials = found.get(name);
-      this.#remember(name, { credentials, expiresAt: now + this.#ttlMs });
-      if (credentials) allowed.set(name, credentials);
+      const row = found.get(name);
+      const entry: Cached = {
+        credentials: row ? (row.credentials ?? []) : undefined,
+        ...(row?.deadline ? { deadline: row.deadline } : {}),
+        expiresAt: now + this.#ttlMs,
+      };
+      this.#remember(name, entry);
+      known.set(name, entry);
     }
-    return allowed;
+    return known;
   }
 
   #remember(name: string, entry: Cached): void {

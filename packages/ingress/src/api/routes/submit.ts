@@ -1,10 +1,12 @@
 import {
   clientScoped,
+  defaultDeadlineAt,
   kafkaKeyFor,
   type RequestEnvelope,
   resolveDeadline,
   safeParseRequestEnvelope,
   withDeadlineInstant,
+  withDefaultDeadline,
 } from '@requester/shared/contract';
 import { REPLY_TO_HEADER } from '@requester/shared/replies';
 import { formatRfc3339 } from '@requester/shared/time';
@@ -125,7 +127,16 @@ async function accept(
     kind: SpanKind.PRODUCER,
     attributes: { 'messaging.system': 'kafka', 'messaging.operation.type': 'send' },
   });
-  const envelope = stamp(admitted.envelope, traceparentOf(sending), acceptedAt, deadline.at);
+  // Without a deadline of its own, the operator's defaults (its key's, its destination's) give one.
+  const defaults = [
+    c.get('caller')?.scopes.deadline,
+    'defaultDeadline' in resolved ? resolved.defaultDeadline : undefined,
+  ];
+  const defaulted = defaultDeadlineAt(defaults, admitted.envelope.meta, acceptedAt);
+  const envelope = withDefaultDeadline(
+    stamp(admitted.envelope, traceparentOf(sending), acceptedAt, deadline.at),
+    defaulted,
+  );
 
   // The waiter is registered before the produce: a result that comes back fast cannot slip past.
   // A key holding its share of waiters already is answered 202 + Location at once, as when the

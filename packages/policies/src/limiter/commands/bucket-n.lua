@@ -8,7 +8,8 @@
   KEYS[i]  window i: STRING, the theoretical arrival time TAT (microseconds since the epoch): the
            instant the bucket is full of tokens again, i.e. the meter's level has leaked to zero.
            Absent = full bucket / empty meter. It expires exactly at TAT, when absence means the same.
-  ARGV     see includes/windows.lua (cost, then duration ms and value per window)
+  KEYS[n]  last, when the limiter has a calendar quota: its count (includes/windows.lua)
+  ARGV     see includes/windows.lua (cost, dispatch budget, quota, then duration ms and value per window)
   Returns  see includes/windows.lua
 
   Emission interval T = duration / value. level = max(0, TAT - now) / T.

@@ -1,5 +1,5 @@
 --[[
-  Settles a two-phase take of the sliding log (slidingLog-1.lua): its pending entries are rescored
+  Settles a two-phase take of the sliding log (slidingLog-n.lua): its pending entries are rescored
   at the instant the call was sent, or removed when it was never sent.
 
   KEYS[1]  the limiter's log (ZSET)

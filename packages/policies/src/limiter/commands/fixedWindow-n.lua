@@ -5,7 +5,8 @@
   KEYS[i]  window i: STRING "<k>:<count>", the current window's number and the calls it admitted;
            expires at the window's end. The number is kept so that a key read in the first
            microseconds after the boundary (before Redis expires it) is not mistaken for the new window.
-  ARGV     see includes/windows.lua (cost, then duration ms and value per window)
+  KEYS[n]  last, when the limiter has a calendar quota: its count (includes/windows.lua)
+  ARGV     see includes/windows.lua (cost, dispatch budget, quota, then duration ms and value per window)
   Returns  see includes/windows.lua
 
   Allowed iff count + cost <= value. When not: retryAfter = the window's remaining time (its TTL).

@@ -7,7 +7,8 @@
 
   KEYS[i]  window i: STRING "<k>:<current>:<previous>", window number k and the counts of windows
            k and k - 1; expires when window k + 1 ends (its count still weighs during k + 1).
-  ARGV     see includes/windows.lua (cost, then duration ms and value per window)
+  KEYS[n]  last, when the limiter has a calendar quota: its count (includes/windows.lua)
+  ARGV     see includes/windows.lua (cost, dispatch budget, quota, then duration ms and value per window)
   Returns  see includes/windows.lua
 
   Allowed iff estimate + cost <= value. When not, retryAfter is the first instant the estimate has

@@ -72,6 +72,32 @@ describe('requester destinations', () => {
     expect(gone.stderr).toContain('no destination named partner-billing');
   }, 120_000);
 
+  it('takes a calendar quota (from a file) and a default deadline, and shows them', async () => {
+    const file = path.join(dir, 'quota.json');
+    const quota = { value: 1_000_000, period: 'month', resetDay: 15 };
+    writeFileSync(file, JSON.stringify({ limiter: { algorithm: 'token-bucket', quota } }));
+    const created = await cli(
+      'create',
+      'partner-monthly',
+      '--base-url',
+      'https://api.partner.example',
+      '--from-file',
+      file,
+      '--deadline',
+      '5m',
+      '--json',
+    );
+    expect(created.code, created.stderr).toBe(0);
+    expect(JSON.parse(created.stdout)).toMatchObject({ deadline: '5m', limiter: { rates: [], quota } });
+    const table = await cli('list');
+    expect(table.stdout).toMatch(/quota 1000000\/month from day 15 \(UTC\)/);
+    expect(table.stdout).toMatch(/\b5m\b/);
+    const bad = await cli('create', 'partner-bad', '--base-url', 'https://b.example', '--deadline', 'soon');
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('deadline');
+    expect((await cli('delete', 'partner-monthly')).code).toBe(0);
+  }, 120_000);
+
   it('refuses bad input as a usage error naming the field', async () => {
     const absolute = await cli('create', 'bad', '--base-url', 'https://x.example/?q=1');
     expect(absolute.code).toBe(2);

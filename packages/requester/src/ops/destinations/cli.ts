@@ -26,7 +26,7 @@ export function registerDestinationsCommands<T>(cli: Argv<T>, configFrom: Config
           type: 'string',
           requiresArg: true,
           describe:
-            'create, update: the spec as JSON ({baseUrl, headers, credentials, limiter, retry, maxBodyBytes}; - = stdin); the options below go over it',
+            'create, update: the spec as JSON ({baseUrl, headers, credentials, limiter (with a calendar quota: limiter.quota), retry, maxBodyBytes, deadline}; - = stdin); the options below go over it',
         })
         .option('base-url', {
           type: 'string',
@@ -88,6 +88,11 @@ export function registerDestinationsCommands<T>(cli: Argv<T>, configFrom: Config
           type: 'boolean',
           default: false,
           describe: 'recover: again those replayed or recovered before',
+        })
+        .option('deadline', {
+          type: 'string',
+          describe:
+            "the default start-by deadline of its requests that give no meta.deadline, a duration counted from when each is first due (5m); with an API key's default, the earlier wins",
         })
         .example(
           "$0 destinations create partner-billing --base-url https://api.partner.example/v2 --credentials partner-billing --rate 50/1s --retry-max 5 --header 'X-Partner-Account: 1234'",

@@ -33,6 +33,7 @@ export interface DestinationView {
   limiter?: unknown;
   retry?: unknown;
   maxBodyBytes?: number;
+  deadline?: string;
   createdAt: string | null;
   createdBy?: string;
 }
@@ -113,6 +114,8 @@ export interface SpecOptions {
   retryDelay?: string;
   retryMaxDelay?: string;
   maxBodyBytes?: number;
+  /** The default start-by deadline of its requests (a duration). */
+  deadline?: string;
 }
 
 /**
@@ -149,6 +152,7 @@ export function specFromOptions(options: SpecOptions): Record<string, unknown> {
       ...(options.retryMaxDelay ? { maxDelay: options.retryMaxDelay } : {}),
     };
   if (options.maxBodyBytes !== undefined) spec.maxBodyBytes = options.maxBodyBytes;
+  if (options.deadline !== undefined) spec.deadline = options.deadline;
   return spec;
 }
 
@@ -216,5 +220,25 @@ export function specFromForm(form: Record<string, unknown>): Record<string, unkn
   if (retryMax !== undefined) options.retryMax = retryMax;
   const maxBodyBytes = whole('maxBodyBytes');
   if (maxBodyBytes !== undefined) options.maxBodyBytes = maxBodyBytes;
+  const deadline = text('deadline');
+  if (deadline) options.deadline = deadline;
   return specFromOptions(options);
+}
+
+/** A destination's limiter as one line: `token-bucket 50/1s, 1000/1m + 1000000/month from day 15 (UTC)`. */
+export function limiterText(limiter: unknown, none: string): string {
+  const spec = limiter as
+    | {
+        algorithm: string;
+        rates?: Array<{ value: number; duration: string }>;
+        quota?: { value: number; period: string; resetDay?: number; timeZone?: string };
+      }
+    | undefined;
+  if (!spec) return none;
+  const rates = (spec.rates ?? []).map((r) => `${r.value}/${r.duration}`).join(', ');
+  const q = spec.quota;
+  const from =
+    q && q.period !== 'day' ? ` from ${q.period === 'week' ? 'weekday' : 'day'} ${q.resetDay ?? 1}` : '';
+  const quota = q ? `${q.value}/${q.period}${from} (${q.timeZone ?? 'UTC'})` : '';
+  return rates ? `${spec.algorithm} ${rates}${quota ? ` + ${quota}` : ''}` : `quota ${quota}`;
 }

@@ -9,6 +9,7 @@ import {
   credentialOriginsOf,
   type DestinationView,
   deleteDestination,
+  limiterText,
   listDestinations,
   type SpecOptions,
   showDestination,
@@ -125,9 +126,6 @@ function nameArg(args: DestinationsArgs): string {
 }
 
 function row(view: DestinationView) {
-  const limiter = view.limiter as
-    | { algorithm: string; rates: Array<{ value: number; duration: string }> }
-    | undefined;
   const retry = view.retry as { max: number } | undefined;
   return {
     name: view.name,
@@ -139,11 +137,10 @@ function row(view: DestinationView) {
         ...(view.secretHeaderNames ?? []).map((n) => `${n} (secret)`),
       ].join(',') || '-',
     credentials: view.credentials ?? '-',
-    limiter: limiter
-      ? `${limiter.algorithm} ${limiter.rates.map((r) => `${r.value}/${r.duration}`).join(',')}`
-      : '-',
+    limiter: limiterText(view.limiter, '-'),
     retries: retry ? retry.max : 1,
     maxBody: view.maxBodyBytes ?? '-',
+    deadline: view.deadline ?? '-',
     created: view.createdAt ?? '-',
     by: view.createdBy ?? '-',
   };

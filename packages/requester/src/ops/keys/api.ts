@@ -26,7 +26,7 @@ export const api: ApiFace = {
       get: undefined,
       post: {
         summary:
-          'Create an API key (requester keys create): the answer holds its token, shown this once. hosts and credentials: comma-separated; rate: 200/s',
+          'Create an API key (requester keys create): the answer holds its token, shown this once. hosts and credentials: comma-separated; rate: 200/s; deadline: the default start-by deadline of its requests, a duration (5m)',
         write: true,
         body: {
           name: { type: 'string' },
@@ -42,6 +42,7 @@ export const api: ApiFace = {
           destinations: { type: 'string' },
           weight: { type: 'integer' },
           maxInFlight: { type: 'integer' },
+          deadline: { type: 'string' },
         },
       },
     },
@@ -147,6 +148,7 @@ function specOf(body: Body): CreateKey {
   const maxBodyBytes = whole(body.maxBodyBytes, 'maxBodyBytes');
   const weight = whole(body.weight, 'weight');
   const maxInFlight = whole(body.maxInFlight, 'maxInFlight');
+  const deadline = text(body.deadline);
   return {
     name,
     sync: flag(body.sync),
@@ -160,6 +162,7 @@ function specOf(body: Body): CreateKey {
     ...(maxBodyBytes === undefined ? {} : { maxBodyBytes }),
     ...(weight === undefined ? {} : { weight }),
     ...(maxInFlight === undefined ? {} : { maxInFlight }),
+    ...(deadline ? { deadline } : {}),
     ...(admin ? { admin: admin as AdminScope } : {}),
   };
 }

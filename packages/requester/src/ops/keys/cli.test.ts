@@ -74,9 +74,26 @@ describe('requester keys', { timeout: 180_000 }, () => {
     const vague = await cli('update', 'web');
     expect(vague.code).toBe(2);
     expect(vague.stderr).toContain(
-      '--kafka-entry, --no-kafka-entry, --virtual-hosts, --no-virtual-hosts, --weight N, --max-in-flight N or --destinations a,b',
+      '--kafka-entry, --no-kafka-entry, --virtual-hosts, --no-virtual-hosts, --weight N, --max-in-flight N, --destinations a,b or --deadline 5m',
     );
     expect((await cli('update', 'nobody', '--kafka-entry')).code).toBe(2);
+  });
+
+  it("gives a key a default deadline (create|update --deadline; update --deadline '' removes it)", async () => {
+    expect((await cli('create', '--name', 'quotes', '--deadline', '30s')).code).toBe(0);
+    const deadlineOf = async () =>
+      (JSON.parse((await cli('list', '--json')).stdout) as Array<{ name: string; deadline?: string }>).find(
+        (k) => k.name === 'quotes',
+      )?.deadline;
+    expect(await deadlineOf()).toBe('30s');
+    expect((await cli('update', 'quotes', '--deadline', '2m')).code).toBe(0);
+    expect(await deadlineOf()).toBe('2m');
+    expect((await cli('list')).stdout).toMatch(/\bquotes\b.*\b2m\b/);
+    expect((await cli('update', 'quotes', '--deadline', '')).code).toBe(0);
+    expect(await deadlineOf()).toBeUndefined();
+    const bad = await cli('update', 'quotes', '--deadline', 'later');
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('deadline: must be a Go duration');
   });
 
   it('lets a key send its own Host headers (update --virtual-hosts / --no-virtual-hosts) and keeps host:port scopes', async () => {

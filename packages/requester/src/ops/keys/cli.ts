@@ -93,6 +93,13 @@ export function registerKeysCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): v
             'the default); a client at its cap waits, the others go on. Set it for a client whose targets ' +
             'must not see more than N calls at once',
         })
+        .option('deadline', {
+          type: 'string',
+          describe:
+            'create, update: the default start-by deadline of its requests that give no meta.deadline, a ' +
+            'duration counted from when each is first due (5m); a task not started by then ends expired. ' +
+            "update: --deadline '' removes it. With a destination's default, the earlier wins",
+        })
         .option('grace', {
           type: 'string',
           default: '24h',
@@ -105,6 +112,7 @@ export function registerKeysCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): v
         .example('$0 keys update bulk-mailer --weight 1', 'the nightly bulk sender: one share')
         .example('$0 keys update checkout --weight 3', 'three shares when both wait for workers')
         .example('$0 keys update reports --max-in-flight 2', 'never more than 2 of its calls at once')
+        .example('$0 keys update quotes --deadline 30s', 'its requests are not worth starting after 30 s')
         .example('$0 keys create --name billing --destinations partner-billing', 'calls partner-billing only')
         .example('$0 keys update billing --kafka-entry', 'producers writing in may claim meta.client billing')
         .example('TOKEN=$($0 keys create --name ci)', 'the token alone on stdout')

@@ -24,6 +24,7 @@ interface KeysArgs {
   destinations?: string;
   weight?: number;
   maxInFlight?: number;
+  deadline?: string;
   grace: string;
   all: boolean;
   json: boolean;
@@ -90,6 +91,7 @@ async function runAction(
         ...(args.destinations === undefined ? {} : { destinations: args.destinations.split(',') }),
         ...(args.weight === undefined ? {} : { weight: args.weight }),
         ...(args.maxInFlight === undefined ? {} : { maxInFlight: args.maxInFlight }),
+        ...(args.deadline ? { deadline: args.deadline } : {}),
       });
       return printToken(issued, 'created', args.json);
     }
@@ -115,6 +117,7 @@ async function runAction(
           destinations: k.destinations?.join(',') ?? '*',
           weight: k.weight ?? 1,
           maxInFlight: k.maxInFlight ?? '-',
+          deadline: k.deadline ?? '-',
           created: humanTime(k.createdAt.getTime()),
           rotated: humanTime(k.rotatedAt?.getTime()),
           revoked: humanTime(k.revokedAt?.getTime()),
@@ -136,12 +139,30 @@ async function runAction(
         args.virtualHosts === undefined &&
         args.weight === undefined &&
         args.maxInFlight === undefined &&
-        args.destinations === undefined
+        args.destinations === undefined &&
+        args.deadline === undefined
       )
         throw new UsageError(
-          'keys update changes Kafka entry, virtual hosts, the weight, the cap or the destinations: give --kafka-entry, ' +
-            '--no-kafka-entry, --virtual-hosts, --no-virtual-hosts, --weight N, --max-in-flight N or --destinations a,b',
+          'keys update changes Kafka entry, virtual hosts, the weight, the cap, the destinations or the default deadline: give --kafka-entry, ' +
+            '--no-kafka-entry, --virtual-hosts, --no-virtual-hosts, --weight N, --max-in-flight N, --destinations a,b or --deadline 5m',
         );
+      if (args.deadline !== undefined) {
+        const deadline = args.deadline.trim() || undefined;
+        if (!(await store.setDeadline(key, deadline)))
+          throw new UsageError(`no live key with id or name ${key}`);
+        const what = deadline ? `set to ${deadline}` : 'removed';
+        progress(`default deadline of ${key} ${what}; ingresses apply it within AUTH_CACHE_TTL`);
+        await recordAdminAction(
+          parts.logger,
+          {
+            action: 'keys.update',
+            actor: cliActor(),
+            target: { key, deadline: deadline ?? null },
+            outcome: 'done',
+          },
+          parts.journalAdminAction,
+        );
+      }
       if (args.destinations !== undefined) {
         const names = args.destinations.split(',').filter((n) => n.trim());
         if (!(await store.setDestinations(key, names)))
@@ -187,6 +208,7 @@ async function runAction(
           ...(args.weight === undefined ? {} : { weight: args.weight }),
           ...(args.maxInFlight === undefined ? {} : { maxInFlight: args.maxInFlight }),
           ...(args.destinations === undefined ? {} : { destinations: args.destinations }),
+          ...(args.deadline === undefined ? {} : { deadline: args.deadline.trim() || null }),
         });
       return;
     }

@@ -29,6 +29,7 @@ function keysBody(operator: Operator): Html {
 <label>rate<input name="rate" size="8" placeholder="200/s"></label>
 <label>weight<input name="weight" size="4" placeholder="1"></label>
 <label>max in flight<input name="maxInFlight" size="4" placeholder="none"></label>
+<label>default deadline<input name="deadline" size="6" placeholder="none (5m)"></label>
 <label>credentials<input name="credentials" placeholder="comma-separated"></label>
 <label>destinations<input name="destinations" placeholder="comma-separated (blank: any, and absolute URIs)"></label>
 <label>admin<select name="admin"><option value="">none</option><option>read</option><option>write</option></select></label>

@@ -2,7 +2,7 @@ import { UsageError } from '@requester/shared';
 import type { AdminConsole } from '../../admin-server/console.ts';
 import { clientOf } from '../../admin-server/http.ts';
 import type { ApiFace } from '../faces.ts';
-import { rateArg, showLimiter } from './index.ts';
+import { quotaArg, rateArg, showLimiter } from './index.ts';
 
 /** The limiter key, its windows, whether it is an API key's rate, and whose key, of a query. */
 export interface LimiterQuery {
@@ -10,6 +10,8 @@ export interface LimiterQuery {
   rates: string[];
   apiKey: boolean;
   client: string | undefined;
+  /** The calendar quota's value, as the requests give it (text until shown). */
+  quota: string;
 }
 
 export function limiterQuery(query: Record<string, string>): LimiterQuery {
@@ -21,6 +23,7 @@ export function limiterQuery(query: Record<string, string>): LimiterQuery {
       .map((r) => r.trim())
       .filter(Boolean),
     apiKey: query.apiKey === '1' || query.apiKey === 'true',
+    quota: (query.quota ?? '').trim(),
   };
 }
 
@@ -33,6 +36,7 @@ export function showLimiterOf(console: AdminConsole, query: LimiterQuery) {
     query.rates.map(rateArg),
     query.apiKey,
     query.client,
+    query.quota ? quotaArg(query.quota) : undefined,
   );
 }
 
@@ -41,8 +45,8 @@ export const api: ApiFace = {
     '/admin/api/limiters': {
       get: {
         summary:
-          "The windows of a limiter key (requester limiter show); `client`: whose key (a request's limiter key is its client's, unless SHARED_LIMITER_KEYS declares it shared)",
-        params: ['key', 'client', 'rate', 'apiKey'],
+          "The windows and calendar quota of a limiter key (requester limiter show); `quota`: the quota's value; `client`: whose key (a request's limiter key is its client's, unless SHARED_LIMITER_KEYS declares it shared)",
+        params: ['key', 'client', 'rate', 'apiKey', 'quota'],
       },
       post: undefined,
     },

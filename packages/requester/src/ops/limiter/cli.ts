@@ -7,7 +7,9 @@ const ABOUT =
   'caller. Its state lives in Redis per algorithm and window ' +
   "duration. Redis does not hold the windows' values (each request carries them): give them with " +
   '--rate to see used/remaining; without, counts and reset times only (buckets show when they are ' +
-  'full again). The reset is when the window has forgotten every call counted now.';
+  'full again). The reset is when the window has forgotten every call counted now. A calendar quota ' +
+  '(meta.limiter.quota) shows as calendar-quota, its window the period (month from day 15 (UTC)), its ' +
+  'reset the end of the period; give its value with --quota.';
 
 /** `requester limiter show <key>`: the current windows of one rate-limiter key. */
 export function registerLimiterCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): void {
@@ -33,6 +35,11 @@ export function registerLimiterCommands<T>(cli: Argv<T>, configFrom: ConfigFrom)
               array: true,
               describe: 'the windows as the requests give them, <value>/<duration>: 100/1s, 5000/1h, 10/s',
             })
+            .option('quota', {
+              type: 'string',
+              describe:
+                "the calendar quota's value as the requests give it (meta.limiter.quota.value): used/remaining of the quota",
+            })
             .option('api-key', {
               type: 'boolean',
               default: false,
@@ -41,6 +48,10 @@ export function registerLimiterCommands<T>(cli: Argv<T>, configFrom: ConfigFrom)
             .example(
               '$0 limiter show partner-api --client billing --rate 100/1s --rate 5000/1h',
               'used and remaining per window of the key partner-api of the client billing',
+            )
+            .example(
+              '$0 limiter show partner-api --client billing --quota 1000000',
+              'units spent and left of its calendar quota, and when it resets',
             )
             .example('$0 limiter show partner-api --json', 'the raw view, as JSON')
             .epilogue(`${ABOUT}\n\n${EXIT_CODES_HELP}`),

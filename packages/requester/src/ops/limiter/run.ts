@@ -2,13 +2,14 @@ import type { LimiterWindowState } from '@requester/policies';
 import { commandLogger, commandRedis } from '../../commands/clients.ts';
 import { type ConfigFrom, printJson, printTable } from '../../commands/common.ts';
 import { humanSpan, humanTime } from '../format.ts';
-import { rateArg, showLimiter } from './index.ts';
+import { quotaArg, rateArg, showLimiter, spanOf } from './index.ts';
 
 interface LimiterArgs {
   key: string;
   client?: string;
   rate?: string[];
   apiKey: boolean;
+  quota?: string | number;
   json: boolean;
 }
 
@@ -20,7 +21,16 @@ export async function show(argv: Record<string, unknown>, configFrom: ConfigFrom
   const redis = commandRedis(config, commandLogger(config));
   try {
     const client = args.client === undefined ? undefined : String(args.client);
-    const { windows, views } = await showLimiter(redis, config, String(args.key), rates, args.apiKey, client);
+    const quota = args.quota === undefined ? undefined : quotaArg(String(args.quota));
+    const { windows, views } = await showLimiter(
+      redis,
+      config,
+      String(args.key),
+      rates,
+      args.apiKey,
+      client,
+      quota,
+    );
     if (args.json) printJson(views);
     else print(windows);
   } finally {
@@ -32,7 +42,7 @@ function print(windows: LimiterWindowState[]): void {
   printTable(
     windows.map((w) => ({
       algorithm: w.algorithm,
-      window: w.durationMs === null ? 'all' : humanSpan(w.durationMs),
+      window: spanOf(w, humanSpan),
       value: w.value,
       used: w.used,
       remaining: w.remaining,

@@ -83,6 +83,7 @@ const KNOWN = new Set([
   'minimum',
   'maximum',
   'exclusiveMinimum',
+  'anyOf',
 ]);
 
 function validateAt(value: unknown, schema: Schema, path: string, errors: string[]): void {
@@ -94,6 +95,11 @@ function validateAt(value: unknown, schema: Schema, path: string, errors: string
     return;
   }
   if (Array.isArray(schema.enum) && !schema.enum.includes(value)) errors.push(`${path}: enum`);
+  if (
+    Array.isArray(schema.anyOf) &&
+    !(schema.anyOf as Schema[]).some((s) => validateJsonSchema(value, s).length === 0)
+  )
+    errors.push(`${path}: anyOf`);
   if (typeof value === 'string') checkString(value, schema, path, errors);
   else if (typeof value === 'number') checkNumber(value, schema, path, errors);
   else if (Array.isArray(value)) checkArray(value, schema, path, errors);

@@ -8,7 +8,8 @@
            windows, a denied one none, so each window's count is a range count over the same log.
            Entries older than the longest window are trimmed on write, and the key expires one
            longest window (plus the dispatch budget) after the last admission.
-  ARGV     see includes/windows.lua (cost, dispatch budget, then duration ms and value per window)
+  KEYS[n]  last, when the limiter has a calendar quota: its count (includes/windows.lua)
+  ARGV     see includes/windows.lua (cost, dispatch budget, quota, then duration ms and value per window)
   Returns  see includes/windows.lua; the reservation is "<us>" (the members' common head) when the
            take is two-phase
 
