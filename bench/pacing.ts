@@ -10,14 +10,13 @@
 //
 // A task the pace sends back for a slot up to PARK_MAX_MS ahead is parked in its executor, as
 // Executor.park does (the same rule, `parks`, and budget): it comes back to one of its executor's
-// workers at its slot without a lease. --no-park: every such task goes back to the queue (before);
+// workers at its slot without a lease. --no-park: every such task goes back to the queue;
 // --park-max N: another budget than the executor's (EXECUTOR_PARKED_TASKS, 1,000 per executor; its
-// bytes budget is not reached by these small records); --park-per-worker N: N × 16 per executor
-// (3 was the budget before EXECUTOR_PARKED_TASKS).
+// bytes budget is not reached by these small records); --park-per-worker N: N × 16 per executor.
 //
 // --book-ahead MS: the pacer's booking horizon (OriginPacer bookAheadMs; default its own); --book-all:
-// the quota scenario also runs with every slot booked however far (bookAheadMs Infinity, the gate
-// before the horizon), alternating with the default in each round: a side-by-side baseline.
+// the quota scenario also runs with every slot booked however far (bookAheadMs Infinity),
+// alternating with the default in each round: a side-by-side baseline.
 //
 // --detail: for the quota scenario with adaptation, one line a second: calls at the target (and
 // 429s), the shared pace, and what the pace gate answered (see `Gates`), to tell where the gap
@@ -26,11 +25,11 @@
 // - quota: a target serving 50 calls/s (5 per 100 ms by arrival) that answers 429 + Retry-After: 1
 //   + RateLimit-Policy: 50;w=1 above it; 400 requests with retry {max: 30, delay: 200ms, maxDelay: 5s},
 //   half of them to each executor, each a child process of its own (--in-process: both in this
-//   process, drawing from one backlog, as before 2026-12-06).
+//   process, drawing from one backlog).
 // - capacity: a target serving 8 calls at once in 5 ms each and queueing the rest; 2 executors × 16
 //   workers for 12 s, each executor a child process of its own (its own event loop, Policies,
-//   pacer and HTTP client, sharing Redis, as deployed; --in-process: both in this process, as
-//   before), with a backlog of 2 × 16 of its tasks each; its capacity halves (4) at 6 s. The same
+//   pacer and HTTP client, sharing Redis, as deployed; --in-process: both in this process),
+//   with a backlog of 2 × 16 of its tasks each; its capacity halves (4) at 6 s. The same
 //   workers serve a second, healthy origin throughout (64 at once, 1 ms each), 100 calls/s
 //   arriving on a schedule split between the executors: its throughput, latency and wait for a
 //   worker must not suffer from the first one's queue. Latency is measured at the client (the

@@ -118,7 +118,7 @@ export async function capacityPart(spec: CapacitySpec): Promise<CapacityPart> {
 /**
  * Each executor in a child process of its own (this script, `--executor-child`), as deployed: its
  * own event loop, Policies, pacer and HTTP client, sharing Redis; the parent only starts them
- * together and gathers what they measured. --in-process: all of them in this process (before).
+ * together and gathers what they measured. --in-process: all of them in this process.
  */
 async function capacityParts(
   base: Omit<CapacitySpec, 'startMs' | 'index' | 'of' | 'executors'>,
