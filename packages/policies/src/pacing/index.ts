@@ -1,10 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import { REPORT_BATCH, REPORT_EVERY_MS, ReportBatches } from './batches.ts';
-import { FreePermits } from './free.ts';
 import { PaceKeys, scopeOf } from './keys.ts';
 import { LearntPace } from './learnt.ts';
 import { eventLoopLagMs } from './loop-lag.ts';
 import { originLabel, pacingMetrics } from './metrics.ts';
+import { LocalPermissions } from './permissions.ts';
 import { loadPacingScripts, type PacingScripts, type ReportAnswer } from './scripts.ts';
 import { type PacedOutcome, paceSignal, type SignalKind } from './signals.ts';
 import type { OriginPacerOptions, PaceGrant, PaceReport, PaceSlot, PaceSnapshot } from './types.ts';
@@ -66,7 +66,7 @@ export class OriginPacer {
   private readonly ttlMs: number;
   private readonly keys: PaceKeys;
   private readonly learnt = new LearntPace();
-  private readonly permits: FreePermits;
+  private readonly permits: LocalPermissions;
   private readonly batches: ReportBatches;
   private lastErrorLogMs = 0;
   private readonly freeForMs: number;
@@ -89,7 +89,7 @@ export class OriginPacer {
     this.freeForMs = Math.max(0, Math.round(options.freeForMs ?? 0));
     this.reportEveryMs = Math.max(0, Math.round(options.reportEveryMs ?? REPORT_EVERY_MS));
     this.keys = new PaceKeys(options.prefix);
-    this.permits = new FreePermits(options.redis, `${options.prefix}held`, this.freeForMs, (err) =>
+    this.permits = new LocalPermissions(options.redis, `${options.prefix}held`, this.freeForMs, (err) =>
       this.failed('subscribe', err),
     );
     this.batches = new ReportBatches(this.reportEveryMs, (key) => this.flush(key));

@@ -8,7 +8,7 @@ import { MAX_KEYS } from './keys.ts';
  * and dropped the moment report-1.lua announces that the origin stopped being free. None is
  * granted while the announcements go unheard, nor on a reply that an announcement may have beaten.
  */
-export class FreePermits {
+export class LocalPermissions {
   private readonly redis: RedisClient;
   /** Where report-1.lua announces that an origin stopped being free (the key is the message). */
   readonly channel: string;
