@@ -1,13 +1,19 @@
-import { createHash, randomBytes } from 'node:crypto';
-import type { Logger } from '@requester/shared/log';
-import { BoundedLabel, counter, gauge } from '@requester/shared/metrics';
-import { type AnnouncementMark, Announcements, type RedisClient } from '@requester/shared/redis';
-import { LRUCache } from 'lru-cache';
+import { randomBytes } from 'node:crypto';
+import { REPORT_BATCH, REPORT_EVERY_MS, ReportBatches } from './batches.ts';
+import { PaceKeys, scopeOf } from './keys.ts';
+import { LearntPace } from './learnt.ts';
 import { eventLoopLagMs } from './loop-lag.ts';
+import { originLabel, pacingMetrics } from './metrics.ts';
+import { LocalPermissions } from './permissions.ts';
 import { loadPacingScripts, type PacingScripts, type ReportAnswer } from './scripts.ts';
 import { type PacedOutcome, paceSignal, type SignalKind } from './signals.ts';
+import type { OriginPacerOptions, PaceGrant, PaceReport, PaceSlot, PaceSnapshot } from './types.ts';
 
+export { REPORT_EVERY_MS } from './batches.ts';
+export { LATE_FLOOR_MS } from './learnt.ts';
+export { pacingMetrics } from './metrics.ts';
 export { type PacedOutcome, type PaceSignal, paceSignal, type SignalKind, signalKind } from './signals.ts';
+export type { OriginPacerOptions, PaceGrant, PaceReport, PaceSlot, PaceSnapshot } from './types.ts';
 
 /**
  * Origin pacing (docs/architecture.md §9): what a target asks for, shared by every executor
@@ -38,7 +44,7 @@ export { type PacedOutcome, type PaceSignal, paceSignal, type SignalKind, signal
  * of such calls is kept per origin and identity, each a hash of its own; calls without one share
  * the origin's. Metrics and logs name the origin only.
  *
- * Round trips (issue 26): the answers of one origin are reported in batches (those of
+ * Round trips: the answers of one origin are reported in batches (those of
  * `reportEveryMs` for a free origin, of a turn of the event loop for another; REPORT_BATCH at most;
  * a 429, 503 or failure at once), one script call each. With
  * `freeForMs`, an origin known free (unpaced, not held, no probe of the floor under way) needs no
@@ -49,164 +55,7 @@ export { type PacedOutcome, type PaceSignal, paceSignal, type SignalKind, signal
  * grants none while it does not listen (its subscriber connection down).
  */
 
-export interface OriginPacerOptions {
-  redis: RedisClient;
-  /** Key prefix, e.g. `rq:pace:`. */
-  prefix: string;
-  /** The ceiling of the adaptive concurrency limit (MAX_WORKERS_PER_ORIGIN). */
-  maxLimit: number;
-  /** The longest hold a target may ask for (RETRY_AFTER_MAX). */
-  retryAfterMaxMs: number;
-  /**
-   * A dispatch slot this close is waited for in the process (the worker sleeps); a later one sends
-   * the task back to the queue. Default 250 ms: at 50 calls/s, about a dozen workers asleep.
-   */
-  maxLocalWaitMs?: number;
-  /**
-   * How far ahead dispatch slots are booked for a paced origin (default and
-   * least: maxLocalWaitMs, i.e. a slot is taken only by a worker about to sleep until it): a task
-   * whose slot would be farther takes none
-   * and is told when to ask again, so that a backlog goes at the pace of the moment, not at the one
-   * it was booked at (see gate-1.lua). Infinity: every slot is booked however far (before).
-   */
-  bookAheadMs?: number;
-  /** An origin not called for this long is forgotten (default 1 h). */
-  stateTtlMs?: number;
-  /**
-   * How long a local permission to call a free origin without a gate lasts (ms; default 0: every
-   * call asks the gate). Each report renews it; the announcement of a hold, a pace or a probe ends
-   * it at once. It bounds how long a lost announcement goes unheard.
-   */
-  freeForMs?: number;
-  /**
-   * How late this process reads its answers (ms), allowed for in the latency bound (default: its
-   * event loop's lag, `eventLoopLagMs`; tests pass a constant to be deterministic).
-   */
-  loopLagMs?: () => number;
-  /**
-   * How long an answer of a free origin (see `freeForMs`) that is no news (no slow-down, overload or
-   * advertised pace) waits for others of its origin to share its report (ms; default
-   * REPORT_EVERY_MS). Under load a report per turn of the event loop carried ~3 answers, one Redis
-   * script call per 3 tasks; the waiting answers only feed the adaptive limit and the latency
-   * floor, which a few ms do not change. Other origins' answers, and all with 0: those of one turn
-   * of the event loop.
-   */
-  reportEveryMs?: number;
-  logger?: Logger;
-}
-
-export type PaceGrant =
-  /** Sleep `waitMs`, then call (the slot is taken). */
-  | { admitted: true; waitMs: number }
-  /**
-   * Not before `retryInMs`: back to the queue (or parked), not an attempt, carrying `slotMs`, the
-   * slot reserved for it: given back to `gate` then, it is let through at that slot. `slotMs` 0:
-   * none reserved (beyond the booking horizon, or held without a pace): it asks for one then.
-   */
-  | { admitted: false; retryInMs: number; slotMs: number };
-
-export interface PaceReport {
-  kind: SignalKind;
-  /** The answer lowered the origin's pace or concurrency limit. */
-  throttled: boolean;
-  limit: number;
-  /** calls/s; undefined = unpaced. */
-  rate: number | undefined;
-  /** How long the origin is still held (ms). */
-  holdMs: number;
-}
-
-/**
- * The bulkhead's slot of a reported call: whether the limit held our calls back. Only the latency
- * of a call that took the last slot (`full`) lowers the limit step by step; a queue seen below it
- * brings the limit down to the calls in flight + 1 at most, where it binds, never under: our calls
- * queue nothing the limit could spare, whatever the target's latency (a slow receiver, a client
- * capped elsewhere), and a limit lowered under them would take away concurrency the target takes.
- */
-export interface PaceSlot {
-  /** Calls to the origin in flight in the bulkhead's scope when it was granted, this one included. */
-  inFlight: number;
-  /** It took the last slot the limit (or MAX_WORKERS_PER_ORIGIN) allowed. */
-  full: boolean;
-}
-
-/** One origin's shared pace; undefined = not set. */
-export interface PaceSnapshot {
-  /** No call starts before it (Redis epoch ms). */
-  holdUntilMs: number | undefined;
-  /** calls/s. */
-  rate: number | undefined;
-  /** The pace the target advertised (calls/s). */
-  ceiling: number | undefined;
-  /** The adaptive concurrency limit applied (fractional; 1 during a probe of the floor). */
-  limit: number | undefined;
-  /** The next free dispatch slot of a paced origin (Redis epoch ms). */
-  nextSlotMs: number | undefined;
-  /** The next free time of the return lane: a task beyond the booking horizon asks again then (Redis epoch ms). */
-  laneMs: number | undefined;
-  /** The latency without load (ms), as the last probe measured it (or less since). */
-  floorMs: number | undefined;
-  /** The recent latency (ms), a fast moving average. */
-  recentMs: number | undefined;
-  /** A probe of the floor is under way. */
-  probing: boolean;
-}
-
-interface PendingReport {
-  origin: string;
-  /** The origin, or the origin and the identity the answers' pace is kept for (see scopeOf). */
-  scope: string;
-  answers: ReportAnswer[];
-  kinds: SignalKind[];
-  resolves: Array<(report: PaceReport | undefined) => void>;
-  /** It may end the origin's freedom: no permission is granted until its reply. */
-  news: boolean;
-  /** It holds an answer of an origin that was not free: reported at the next turn, not the window. */
-  soon: boolean;
-}
-
-/** Most answers of one origin in one report script call: a full batch is sent at once. */
-const REPORT_BATCH = 64;
-/** The default of `reportEveryMs`. */
-export const REPORT_EVERY_MS = 20;
-
-/** Target origins with a label of their own in the pacing metrics; later ones are `other`. */
-const MAX_ORIGIN_LABELS = 50;
-const originLabel = new BoundedLabel(MAX_ORIGIN_LABELS);
 const ERROR_LOG_EVERY_MS = 10_000;
-/** The most origins each of the pacer's local maps remembers. */
-const MAX_KEYS = 10_000;
-
-/** The least lateness past its slot that sends a call back to the gate: timers' own jitter is a few ms. */
-export const LATE_FLOOR_MS = 10;
-
-export const pacingMetrics = {
-  limit: gauge(
-    'origin_concurrency_limit',
-    `adaptive concurrency limit of a target origin, last seen by this process (at most ${MAX_ORIGIN_LABELS} origins)`,
-    ['origin'],
-  ),
-  rate: gauge(
-    'origin_pace_rate',
-    `calls per second a target origin is paced at (0 = unpaced), last seen by this process (at most ${MAX_ORIGIN_LABELS} origins)`,
-    ['origin'],
-  ),
-  throttled: counter(
-    'origin_throttled_total',
-    'answers that lowered the pace or the concurrency limit of an origin, by signal (slow: 429 or 503 + Retry-After; overload: timeout, transport error, 5xx)',
-    ['origin', 'signal'],
-  ),
-  waits: counter(
-    'pacing_waits_total',
-    'dispatches the pace delayed: `local` (the worker slept until the slot), `queued` (the task went back to the queue) or `late` (the worker woke past its slot and asked the gate again)',
-    ['where'],
-  ),
-  errors: counter(
-    'pacing_errors_total',
-    'pacing calls to Redis that failed (the call then goes ahead unpaced)',
-    ['op'],
-  ),
-};
 
 export class OriginPacer {
   private readonly options: OriginPacerOptions;
@@ -215,40 +64,12 @@ export class OriginPacer {
   /** 0: no horizon. */
   private readonly bookAheadMs: number;
   private readonly ttlMs: number;
-  /** The last limit Redis told of each origin: what the bulkhead applies without a round trip. */
-  private readonly limits = new LRUCache<string, number>({ max: MAX_KEYS });
-  /** The last pace Redis told of each scope (calls/s): how late a woken call may still leave. */
-  private readonly rates = new LRUCache<string, number>({ max: MAX_KEYS });
-  /** Each origin's key, hashed once: a gate and a report per call would hash it twice. */
-  private readonly keys = new LRUCache<string, string>({ max: MAX_KEYS });
-  /** Each origin's last hold this process's reports heard of: when it ends, when it was heard (epoch ms). */
-  private readonly holds = new LRUCache<string, { untilMs: number; heardMs: number }>({ max: MAX_KEYS });
+  private readonly keys: PaceKeys;
+  private readonly learnt = new LearntPace();
+  private readonly permits: LocalPermissions;
+  private readonly batches: ReportBatches;
   private lastErrorLogMs = 0;
   private readonly freeForMs: number;
-  /** Each key's local permission: calls leave without a gate until `untilMs` (epoch ms). */
-  private readonly free = new LRUCache<string, number>({ max: MAX_KEYS });
-  /**
-   * Each key's calls dispatched on the permission, not yet told to Redis: a plain Map (a set per
-   * call and a delete per report, where the LRU's bookkeeping cost ~5 µs a task), its entries
-   * taken by the next report; bounded as the LRU was (the oldest key's count dropped).
-   */
-  private readonly dispatched = new Map<string, number>();
-  /**
-   * The announcements of origins that stop being free, heard from the first permission asked
-   * (see listen). A reply to a call sent before an announcement of its key, or a loss of the
-   * subscriber, grants no permission (it may have been read first): `permit`.
-   */
-  private announcements: Announcements | undefined;
-  /** Keys with a report in flight that may end their freedom (see report). */
-  private readonly unsure = new Map<string, number>();
-  private closed = false;
-  /** Answers waiting to be reported, by key. */
-  private pending = new Map<string, PendingReport>();
-  /**
-   * Cancel the flushes scheduled: `turn`, the batches of origins that were not free, at the next
-   * turn of the event loop; `window`, every batch, after `reportEveryMs`.
-   */
-  private readonly scheduled: { turn?: (() => void) | undefined; window?: (() => void) | undefined } = {};
   private readonly reportEveryMs: number;
   /** Names this pacer (one per executor) in its reports: the limit's steps count the executors. */
   private readonly reporter = randomBytes(6).toString('base64url');
@@ -267,11 +88,16 @@ export class OriginPacer {
     this.ttlMs = Math.max(1, Math.round(options.stateTtlMs ?? 3_600_000));
     this.freeForMs = Math.max(0, Math.round(options.freeForMs ?? 0));
     this.reportEveryMs = Math.max(0, Math.round(options.reportEveryMs ?? REPORT_EVERY_MS));
+    this.keys = new PaceKeys(options.prefix);
+    this.permits = new LocalPermissions(options.redis, `${options.prefix}held`, this.freeForMs, (err) =>
+      this.failed('subscribe', err),
+    );
+    this.batches = new ReportBatches(this.reportEveryMs, (key) => this.flush(key));
   }
 
   /** Where report-1.lua announces that an origin stopped being free (the key is the message). */
   get channel(): string {
-    return `${this.options.prefix}held`;
+    return this.permits.channel;
   }
 
   /**
@@ -280,14 +106,14 @@ export class OriginPacer {
    */
   async gate(origin: string, reservedMs?: number, identity?: string): Promise<PaceGrant> {
     const scope = scopeOf(origin, identity);
-    const key = this.keyOf(scope);
-    if (!reservedMs && this.isFree(key)) {
-      this.countDispatched(key);
+    const key = this.keys.of(scope);
+    if (!reservedMs && this.permits.isFree(key)) {
+      this.permits.countDispatched(key);
       return { admitted: true, waitMs: 0 };
     }
-    const dispatched = this.takeDispatched(key);
-    const asked = this.askFree();
-    const heard = this.announcements?.mark();
+    const dispatched = this.permits.takeDispatched(key);
+    const asked = this.permits.ask();
+    const heard = this.permits.mark();
     try {
       const reply = await this.scripts.gate(key, {
         maxLocalWaitMs: this.maxLocalWaitMs,
@@ -297,8 +123,8 @@ export class OriginPacer {
         dispatched,
         freeMs: asked,
       });
-      this.remember(origin, scope, reply.limit, reply.rate);
-      this.permit(key, reply.freeMs, heard);
+      this.learnt.remember(origin, scope, reply.limit, reply.rate);
+      this.permits.permit(key, reply.freeMs, heard);
       if (!reply.admitted) {
         pacingMetrics.waits.inc({ where: 'queued' });
         return { admitted: false, retryInMs: Math.max(1, reply.waitMs), slotMs: reply.slotMs };
@@ -336,13 +162,9 @@ export class OriginPacer {
       full: slot?.full ?? true,
     };
     const scope = scopeOf(origin, identity);
-    const key = this.keyOf(scope);
+    const key = this.keys.of(scope);
     return new Promise((resolve) => {
-      let batch = this.pending.get(key);
-      if (batch === undefined) {
-        batch = { origin, scope, answers: [], kinds: [], resolves: [], news: false, soon: false };
-        this.pending.set(key, batch);
-      }
+      const batch = this.batches.of(key, origin, scope);
       batch.answers.push(answer);
       batch.kinds.push(signal.kind);
       batch.resolves.push(resolve);
@@ -350,15 +172,15 @@ export class OriginPacer {
       // and no call leaves without a gate until the reply says whether the origin is still free.
       const news = signal.kind !== 'ok' || signal.ceilingPerSec !== undefined;
       if (news) {
-        this.free.delete(key);
+        this.permits.revoke(key);
         batch.news = true;
       }
       // The window is for a free origin, whose answers only feed its limit and latency floor. A
       // paced or held one's answers also feed its pace and the rate it served, which report-1.lua
       // reads by the time they reach Redis: those go at the next turn, as they come.
-      if (this.reportEveryMs === 0 || !this.isFree(key)) batch.soon = true;
+      if (this.reportEveryMs === 0 || !this.permits.isFree(key)) batch.soon = true;
       if (news || batch.answers.length >= REPORT_BATCH) this.flush(key);
-      else this.scheduleFlush(batch.soon);
+      else this.batches.schedule(batch.soon);
     });
   }
 
@@ -367,13 +189,9 @@ export class OriginPacer {
    * and closes `redis`).
    */
   async close(): Promise<void> {
-    this.closed = true;
-    this.free.clear();
-    this.scheduled.turn?.();
-    this.scheduled.window?.();
-    this.scheduled.turn = this.scheduled.window = undefined;
-    await Promise.all([...this.pending.keys()].map((key) => this.flush(key)));
-    await this.announcements?.close();
+    this.permits.stop();
+    await this.batches.flushAll();
+    await this.permits.close();
   }
 
   /**
@@ -384,14 +202,7 @@ export class OriginPacer {
    * admitted the call knowing it; the two clocks differ by a round trip).
    */
   heldForMs(origin: string, sinceMs: number, nowMs = Date.now(), identity?: string): number {
-    const scope = scopeOf(origin, identity);
-    const hold = this.holds.get(scope);
-    if (hold === undefined) return 0;
-    if (hold.untilMs <= nowMs) {
-      this.holds.delete(scope);
-      return 0;
-    }
-    return hold.heardMs >= sinceMs ? hold.untilMs - nowMs : 0;
+    return this.learnt.heldForMs(origin, sinceMs, nowMs, identity);
   }
 
   /**
@@ -399,10 +210,7 @@ export class OriginPacer {
    * calls of `identity` when given and heard of, else from the origin's; undefined = not learnt.
    */
   limitOf(origin: string, identity?: string): number | undefined {
-    const limit =
-      (identity === undefined ? undefined : this.limits.get(scopeOf(origin, identity))) ??
-      this.limits.get(origin);
-    return limit === undefined ? undefined : Math.max(1, Math.floor(limit));
+    return this.learnt.limitOf(origin, identity);
   }
 
   /**
@@ -412,8 +220,7 @@ export class OriginPacer {
    * Infinity when the scope has no pace.
    */
   lateToleranceMs(origin: string, identity?: string): number {
-    const rate = this.rates.get(scopeOf(origin, identity)) ?? this.rates.get(origin);
-    return rate && rate > 0 ? Math.max(LATE_FLOOR_MS, 500 / rate) : Number.POSITIVE_INFINITY;
+    return this.learnt.lateToleranceMs(origin, identity);
   }
 
   /** Counts a call woken past its slot that asked the gate again (`pacing_waits_total{where="late"}`). */
@@ -424,7 +231,7 @@ export class OriginPacer {
   /** The shared state of one origin, or of its calls of `identity` (tests, admin); times are Redis epoch ms. */
   async snapshot(origin: string, identity?: string): Promise<PaceSnapshot> {
     const fields = await this.options.redis.hmget(
-      this.keyOf(scopeOf(origin, identity)),
+      this.keys.of(scopeOf(origin, identity)),
       'h',
       'r',
       'x',
@@ -453,50 +260,28 @@ export class OriginPacer {
 
   /** Measures the origin's latency floor again from its next answer (tests, admin). */
   async probe(origin: string, identity?: string): Promise<void> {
-    await this.options.redis.hset(this.keyOf(scopeOf(origin, identity)), 'qn', 0);
+    await this.options.redis.hset(this.keys.of(scopeOf(origin, identity)), 'qn', 0);
   }
 
   /** Forgets an origin's pace, or that of its calls of `identity` (tests, admin). */
   async reset(origin: string, identity?: string): Promise<void> {
     const scope = scopeOf(origin, identity);
-    await this.options.redis.del(this.keyOf(scope));
-    this.limits.delete(scope);
-    this.free.delete(this.keyOf(scope));
-  }
-
-  private scheduleFlush(soon: boolean): void {
-    const { scheduled } = this;
-    if (soon && scheduled.turn === undefined) {
-      const immediate = setImmediate(() => {
-        scheduled.turn = undefined;
-        for (const [key, batch] of [...this.pending]) if (batch.soon) void this.flush(key);
-      });
-      scheduled.turn = () => clearImmediate(immediate);
-    } else if (!soon && scheduled.window === undefined) {
-      // Unref'd: answers waiting are no reason to stay up (close reports them).
-      const timer = setTimeout(() => {
-        scheduled.window = undefined;
-        for (const key of [...this.pending.keys()]) void this.flush(key);
-      }, this.reportEveryMs).unref();
-      scheduled.window = () => clearTimeout(timer);
-    }
+    await this.options.redis.del(this.keys.of(scope));
+    this.learnt.forget(scope);
+    this.permits.revoke(this.keys.of(scope));
   }
 
   /** One script call for the answers of `key` waiting; settles when their promises are resolved. */
   private flush(key: string): Promise<void> {
-    const batch = this.pending.get(key);
+    const batch = this.batches.take(key);
     if (batch === undefined) return Promise.resolve();
-    this.pending.delete(key);
-    const dispatched = this.takeDispatched(key);
-    const asked = this.askFree();
-    const heard = this.announcements?.mark();
+    const dispatched = this.permits.takeDispatched(key);
+    const asked = this.permits.ask();
+    const heard = this.permits.mark();
     const { origin, scope, answers, kinds, resolves, news } = batch;
-    if (news) this.unsure.set(key, (this.unsure.get(key) ?? 0) + 1);
+    if (news) this.permits.beginNews(key);
     const settled = () => {
-      if (!news) return;
-      const left = (this.unsure.get(key) ?? 1) - 1;
-      if (left > 0) this.unsure.set(key, left);
-      else this.unsure.delete(key);
+      if (news) this.permits.endNews(key);
     };
     return this.scripts
       .report(
@@ -517,13 +302,10 @@ export class OriginPacer {
           settled();
           const last = replies[replies.length - 1];
           if (last) {
-            this.remember(origin, scope, last.limit, last.rate);
-            if (last.holdMs > 0) {
-              const now = Date.now();
-              this.holds.set(scope, { untilMs: now + last.holdMs, heardMs: now });
-            }
+            this.learnt.remember(origin, scope, last.limit, last.rate);
+            if (last.holdMs > 0) this.learnt.heardHold(scope, last.holdMs);
           }
-          this.permit(key, freeMs, heard);
+          this.permits.permit(key, freeMs, heard);
           replies.forEach((reply, i) => {
             const kind = kinds[i] as SignalKind;
             if (reply.throttled) {
@@ -544,85 +326,6 @@ export class OriginPacer {
       );
   }
 
-  /** Whether calls to `key` may leave without a gate now. */
-  private isFree(key: string): boolean {
-    const untilMs = this.free.get(key);
-    if (untilMs === undefined) return false;
-    if (untilMs > Date.now() && this.announcements?.listening) return true;
-    this.free.delete(key);
-    return false;
-  }
-
-  /** The permission to ask for: none while the announcements that would end it go unheard. */
-  private askFree(): number {
-    if (this.freeForMs === 0 || this.closed) return 0;
-    return this.listen().listening ? this.freeForMs : 0;
-  }
-
-  /**
-   * A reply's permission (`freeMs`, 0 = none) to a call sent at `heard` (the announcements' mark
-   * then; none while they went unheard): void if its key was announced since, or the subscriber lost.
-   */
-  private permit(key: string, freeMs: number, heard: AnnouncementMark | undefined): void {
-    const stands =
-      heard !== undefined &&
-      this.announcements?.unchanged(heard, key, Number.POSITIVE_INFINITY) === true &&
-      !this.unsure.has(key);
-    if (freeMs > 0 && stands) this.free.set(key, Date.now() + freeMs);
-    else this.free.delete(key);
-  }
-
-  private countDispatched(key: string): void {
-    const count = this.dispatched.get(key);
-    if (count === undefined && this.dispatched.size >= MAX_KEYS) {
-      const oldest = this.dispatched.keys().next().value;
-      if (oldest !== undefined) this.dispatched.delete(oldest);
-    }
-    this.dispatched.set(key, (count ?? 0) + 1);
-  }
-
-  private takeDispatched(key: string): number {
-    const count = this.dispatched.get(key) ?? 0;
-    if (count > 0) this.dispatched.delete(key);
-    return count;
-  }
-
-  /**
-   * Subscribes to the pacing channel, once: an origin announced drops its permission, a lost
-   * subscriber every permission (Announcements resubscribes after a reconnection, listening again
-   * only once Redis confirms).
-   */
-  private listen(): Announcements {
-    this.announcements ??= new Announcements(this.options.redis, [this.channel], {
-      what: 'pacing',
-      onHeard: (key) => this.free.delete(key),
-      onLost: () => this.free.clear(),
-      onError: (err) => this.failed('subscribe', err),
-    });
-    return this.announcements;
-  }
-
-  private remember(origin: string, scope: string, limit: number | undefined, rate: number | undefined): void {
-    const label = originLabel.of(origin);
-    if (rate === undefined) this.rates.delete(scope);
-    else this.rates.set(scope, rate);
-    if (limit !== undefined) {
-      this.limits.set(scope, limit);
-      pacingMetrics.limit.set({ origin: label }, Math.floor(limit));
-    }
-    pacingMetrics.rate.set({ origin: label }, rate ?? 0);
-  }
-
-  /** One key per origin (or origin and identity: see scopeOf), named by a hash: origins are user input. */
-  private keyOf(scope: string): string {
-    let key = this.keys.get(scope);
-    if (key === undefined) {
-      key = `${this.options.prefix}${createHash('sha256').update(scope, 'utf8').digest('hex').slice(0, 32)}`;
-      this.keys.set(scope, key);
-    }
-    return key;
-  }
-
   private failed(op: string, err: unknown): void {
     pacingMetrics.errors.inc({ op });
     const now = Date.now();
@@ -633,12 +336,4 @@ export class OriginPacer {
       'origin pacing unavailable: calls go ahead unpaced',
     );
   }
-}
-
-/**
- * What a pace is kept for: the origin, or the origin and a credential identity (a newline is in
- * no origin, so no origin's scope is another's). The origin's alone hashes as before.
- */
-function scopeOf(origin: string, identity: string | undefined): string {
-  return identity === undefined ? origin : `${origin}\n${identity}`;
 }
