@@ -48,6 +48,14 @@ export interface Limiter {
   cost?: number;
 }
 
+/** At most `limit` calls in flight for `key` across every executor; a task over it waits, without an attempt, for a call of the key to end. */
+export interface Concurrency {
+  /** Concurrency key, the client’s own (as a limiter key): the requests of one client (meta.client) naming this key share its calls in flight; another client’s same key is another one. */
+  key: string;
+  /** Most calls in flight for the key across every executor. */
+  limit: number;
+}
+
 /** Retries with exponential backoff and jitter. */
 export interface Retry {
   /** Attempts in total, the first included (1 = no retry). */
@@ -110,6 +118,8 @@ export interface RequestMeta {
   proxyData?: unknown;
   /** Rate limit protecting the target’s quota. */
   limiter?: Limiter;
+  /** At most `limit` calls in flight for `key` across every executor; a task over it waits, without an attempt, for a call of the key to end. */
+  concurrency?: Concurrency;
   /** Retries with exponential backoff and jitter. */
   retry?: Retry;
   /** Response cache: a hit answers without calling the target. */

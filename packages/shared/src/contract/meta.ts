@@ -8,7 +8,11 @@ import { z } from 'zod';
 import { deadlineField } from './deadline.ts';
 import { boundedJson, printableId, rfc3339, strictObject, traceparent } from './fields.ts';
 import { type ContractLimits, DESTINATION_NAME_PATTERN, MAX_CLIENT_LENGTH, MAX_ID_LENGTH } from './limits.ts';
-import { cacheSchema, credentialsField, limiterSchema, retrySchema, signingSchema } from './policies.ts';
+import {
+  cacheSchema,
+  concurrencySchema,
+  credentialsField,
+  limiterSchema, retrySchema, signingSchema } from './policies.ts';
 
 function partitionField() {
   return printableId(
@@ -40,6 +44,7 @@ export function metaSchema(limits: ContractLimits) {
       'Any JSON, echoed in the result as the same JSON value.',
     ).optional(),
     limiter: limiterSchema.optional(),
+    concurrency: concurrencySchema.optional(),
     retry: retrySchema.optional(),
     cache: cacheSchema.optional(),
     signing: signingSchema.optional(),
