@@ -12,7 +12,10 @@ import {
   cacheSchema,
   concurrencySchema,
   credentialsField,
-  limiterSchema, retrySchema, signingSchema } from './policies.ts';
+  limiterSchema,
+  retrySchema,
+  signingSchema,
+} from './policies.ts';
 
 function partitionField() {
   return printableId(
