@@ -15,6 +15,7 @@ import {
   limiterSchema,
   retrySchema,
   signingSchema,
+  timeoutField,
 } from './policies.ts';
 
 function partitionField() {
@@ -48,6 +49,7 @@ export function metaSchema(limits: ContractLimits) {
     ).optional(),
     limiter: limiterSchema.optional(),
     concurrency: concurrencySchema.optional(),
+    timeout: timeoutField.optional(),
     retry: retrySchema.optional(),
     cache: cacheSchema.optional(),
     signing: signingSchema.optional(),

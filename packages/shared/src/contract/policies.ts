@@ -88,6 +88,11 @@ export const concurrencySchema = strictObject({
     'At most `limit` calls in flight for `key` across every executor; a task over it waits, without an attempt, for a call of the key to end.',
 });
 
+export const timeoutField = goDuration(
+  'at-least-1ms',
+  'Attempt timeout: a call whose answer is not in within it fails with `timeout` (and is retried as any). At most the service’s TARGET_RESPONSE_TIMEOUT, which applies without it; a destination’s own is the most a caller may ask for.',
+);
+
 function durationNs(text: string): bigint | undefined {
   const parsed = tryParseDuration(text);
   return parsed.ok ? parsed.ns : undefined;

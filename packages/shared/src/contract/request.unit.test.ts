@@ -108,6 +108,8 @@ describe('valid fields', () => {
     ['meta.limiter.cost', 1],
     ['meta.limiter.cost', 10],
     ['meta.concurrency', { key: 'tenant-7', limit: 1 }],
+    ['meta.timeout', '1ms'],
+    ['meta.timeout', '2.5s'],
     ['meta.concurrency', { key: 'k'.repeat(200), limit: 10_000 }],
     ['meta.deadline', '30s'],
     ['meta.deadline', '2026-12-01T09:05:00+01:00'],
@@ -355,6 +357,10 @@ describe('invalid fields name their path', () => {
       'meta.proxyData',
       /not come back as written .*within ±9007199254740991; send larger ones as strings/,
     ],
+    // meta.timeout
+    ['meta.timeout', '0s', 'meta.timeout', /must be at least 1ms/],
+    ['meta.timeout', '-1s', 'meta.timeout', /must not be negative/],
+    ['meta.timeout', 30, 'meta.timeout', /expected string/],
     // meta.concurrency
     ['meta.concurrency', 5, 'meta.concurrency', /expected object/],
     ['meta.concurrency', { limit: 1 }, 'meta.concurrency.key', /^required$/],
