@@ -9,6 +9,7 @@
 import { longestCallMs } from '@requester/policies';
 import type { Config } from '@requester/shared/config';
 import { clientScoped, MAX_CONCURRENCY_LIMIT } from '@requester/shared/contract';
+import { isDestinationConcurrencyKey } from '@requester/shared/destinations';
 import type { Logger } from '@requester/shared/log';
 import { counter, gauge } from '@requester/shared/metrics';
 import type { RedisClient } from '@requester/shared/redis';
@@ -26,9 +27,12 @@ export function isKeyGrant(grant: Granted | undefined): grant is KeyGrant {
   return grant !== undefined && 'concurrencyKey' in grant;
 }
 
-/** The concurrency key of a request in its client's namespace (as limiter keys are). */
+/**
+ * The concurrency key of a request in its client's namespace (as limiter keys are), but for a
+ * destination's, which no caller can write and every caller shares.
+ */
 export function concurrencyKeyOf(client: string | undefined, key: string): string {
-  return clientScoped(client, key);
+  return isDestinationConcurrencyKey(key) ? key : clientScoped(client, key);
 }
 
 /**

@@ -1,11 +1,12 @@
 import { z } from 'zod';
-import { strictObject } from '../contract/fields.ts';
+import { goDuration, strictObject } from '../contract/fields.ts';
 import { outgoingHeaders } from '../contract/headers.ts';
 import { parseWith } from '../contract/issues.ts';
 import {
   DEFAULT_CONTRACT_LIMITS,
   DESTINATION_NAME_PATTERN,
   LIMITER_ALGORITHMS,
+  MAX_CONCURRENCY_LIMIT,
   MAX_LIMITER_RATES,
   rateSchema,
   retrySchema,
@@ -65,6 +66,20 @@ export const destinationSpecSchema = strictObject({
     })
     .optional(),
   retry: retrySchema.optional(),
+  maxConcurrency: z
+    .number()
+    .int()
+    .min(1)
+    .max(MAX_CONCURRENCY_LIMIT)
+    .meta({
+      description:
+        'Most calls in flight to the destination across every executor and caller (a caller’s own meta.concurrency gives way).',
+    })
+    .optional(),
+  timeout: goDuration(
+    'at-least-1ms',
+    'Attempt timeout of its calls; a caller may ask for a shorter one (meta.timeout), never a longer one.',
+  ).optional(),
   maxBodyBytes: z.number().int().positive().max(DEFAULT_CONTRACT_LIMITS.maxBodyBytes).optional(),
 });
 
