@@ -32,6 +32,8 @@ export interface DestinationView {
   credentials?: string;
   limiter?: unknown;
   retry?: unknown;
+  maxConcurrency?: number;
+  timeout?: string;
   maxBodyBytes?: number;
   createdAt: string | null;
   createdBy?: string;
@@ -112,6 +114,8 @@ export interface SpecOptions {
   retryMax?: number;
   retryDelay?: string;
   retryMaxDelay?: string;
+  maxConcurrency?: number;
+  timeout?: string;
   maxBodyBytes?: number;
 }
 
@@ -148,6 +152,8 @@ export function specFromOptions(options: SpecOptions): Record<string, unknown> {
       ...(options.retryDelay ? { delay: options.retryDelay } : {}),
       ...(options.retryMaxDelay ? { maxDelay: options.retryMaxDelay } : {}),
     };
+  if (options.maxConcurrency !== undefined) spec.maxConcurrency = options.maxConcurrency;
+  if (options.timeout !== undefined) spec.timeout = options.timeout;
   if (options.maxBodyBytes !== undefined) spec.maxBodyBytes = options.maxBodyBytes;
   return spec;
 }
@@ -214,6 +220,10 @@ export function specFromForm(form: Record<string, unknown>): Record<string, unkn
   if (algorithm) options.algorithm = algorithm;
   const retryMax = whole('retryMax');
   if (retryMax !== undefined) options.retryMax = retryMax;
+  const maxConcurrency = whole('maxConcurrency');
+  if (maxConcurrency !== undefined) options.maxConcurrency = maxConcurrency;
+  const timeout = text('timeout');
+  if (timeout) options.timeout = timeout;
   const maxBodyBytes = whole('maxBodyBytes');
   if (maxBodyBytes !== undefined) options.maxBodyBytes = maxBodyBytes;
   return specFromOptions(options);

@@ -143,6 +143,8 @@ function row(view: DestinationView) {
       ? `${limiter.algorithm} ${limiter.rates.map((r) => `${r.value}/${r.duration}`).join(',')}`
       : '-',
     retries: retry ? retry.max : 1,
+    concurrency: view.maxConcurrency ?? '-',
+    timeout: view.timeout ?? '-',
     maxBody: view.maxBodyBytes ?? '-',
     created: view.createdAt ?? '-',
     by: view.createdBy ?? '-',
