@@ -19,7 +19,11 @@ export const concurrency: GateSpec = {
     return async (attempt) => {
       const { meta } = attempt.envelope;
       const asked = meta.concurrency;
-      if (!asked) return attempt.next();
+      if (!asked) {
+        // Handed a key's slot while parked, and no key now (its destination dropped its cap).
+        attempt.handedKey?.release();
+        return attempt.next();
+      }
       if (!keys) throw new RequesterError('invalid_config', 'this executor has no concurrency keys');
       const key = concurrencyKeyOf(meta.client, asked.key);
       let grant = attempt.handedKey;
