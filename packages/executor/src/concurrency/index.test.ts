@@ -1,6 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { RequestEnvelopeInput } from '@requester/shared/contract';
+import { registry } from '@requester/shared/metrics';
 import { uniqueName } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ExecutorHarness } from '../worker/harness.fixture.ts';
@@ -36,6 +37,9 @@ async function countingTarget(holdMs: number) {
   };
 }
 
+const concurrencyWaits = async () =>
+  (await registry.getSingleMetric('requester_concurrency_waits_total')?.get())?.values[0]?.value ?? 0;
+
 describe('concurrency keys across three executors (end to end)', () => {
   const h = new ExecutorHarness();
   beforeAll(() => h.open(), 60_000);
@@ -54,9 +58,9 @@ describe('concurrency keys across three executors (end to end)', () => {
         concurrency: new KeyConcurrency({ redis: h.redis, prefix, leaseMs: 30_000 }),
       });
     const run = uniqueName('conc');
-    const keys = 40;
-    const tasks = 1_200;
-    // Limits 1, 2 and 3 over the keys; 24 workers against at most 80 slots, so keys fill up.
+    const keys = 10;
+    const tasks = 1_000;
+    // Limits 1, 2 and 3 over the keys: 24 workers against 20 slots, so keys fill up and tasks park.
     const limitOf = (key: number) => 1 + (key % 3);
     const envelopes: RequestEnvelopeInput[] = Array.from({ length: tasks }, (_, i) => {
       const key = i % keys;
@@ -65,11 +69,13 @@ describe('concurrency keys across three executors (end to end)', () => {
         meta: { requestId: `${run}-${i}`, concurrency: { key: `${run}-${key}`, limit: limitOf(key) } },
       };
     });
+    const waitsBefore = await concurrencyWaits();
     await h.submit(queue, envelopes);
     const last = await h.resultOf(`${run}-${tasks - 1}`);
     await h.until(() => (envelopes.every((e) => h.results.has(e.meta.requestId)) ? true : undefined));
     expect(last.response?.status).toBe(200);
     expect(target.served()).toBe(tasks);
+    expect(await concurrencyWaits()).toBeGreaterThan(waitsBefore);
     for (let key = 0; key < keys; key++)
       expect(target.most.get(`${run}-${key}`)).toBeLessThanOrEqual(limitOf(key));
   }, 120_000);
