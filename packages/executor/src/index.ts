@@ -11,6 +11,7 @@ import type { RoleDefinition, RoleHandle } from '@requester/shared/role';
 import type { CallOrRefusal } from './attempt/index.ts';
 import { bulkheadFromConfig, defaultMaxPerOrigin } from './bulkhead/index.ts';
 import { ResponseCache } from './cache/index.ts';
+import { keyConcurrencyFromConfig } from './concurrency/index.ts';
 import { CredentialResolver, withCredentials } from './credentials/index.ts';
 import { createHttpClient, reservedPortsOf } from './http/index.ts';
 import { SigningKeyring, signingKeysFromConfig } from './signing/index.ts';
@@ -114,6 +115,7 @@ export const executorRole: RoleDefinition = {
       breaker: breakerFromConfig(config, redis, { logger }),
       optOut: config.originOptOut,
       bulkhead: bulkheadFromConfig(config, redis, logger, (client) => weights.weightOf(client)),
+      concurrency: keyConcurrencyFromConfig(config, redis, logger, (client) => weights.weightOf(client)),
       pacer,
       adaptiveConcurrency: config.adaptiveConcurrency,
       originStats,

@@ -66,6 +66,14 @@ export interface Limiter {
   quota?: Quota;
 }
 
+/** At most `limit` calls in flight for `key` across every executor; a task over it waits, without an attempt, for a call of the key to end. */
+export interface Concurrency {
+  /** Concurrency key, the client’s own (as a limiter key): the requests of one client (meta.client) naming this key share its calls in flight; another client’s same key is another one. */
+  key: string;
+  /** Most calls in flight for the key across every executor. */
+  limit: number;
+}
+
 /** Retries with exponential backoff and jitter. */
 export interface Retry {
   /** Attempts in total, the first included (1 = no retry). */
@@ -128,6 +136,10 @@ export interface RequestMeta {
   proxyData?: unknown;
   /** Rate limit protecting the target’s quota. */
   limiter?: Limiter;
+  /** At most `limit` calls in flight for `key` across every executor; a task over it waits, without an attempt, for a call of the key to end. */
+  concurrency?: Concurrency;
+  /** Attempt timeout: a call whose answer is not in within it fails with `timeout` (and is retried as any). At most the service’s TARGET_RESPONSE_TIMEOUT, which applies without it; a destination’s own is the most a caller may ask for. A Go time.ParseDuration string (units ns, us, ms, s, m, h; e.g. 300ms, 1.5h, 2h45m), at least 1ms. */
+  timeout?: string;
   /** Retries with exponential backoff and jitter. */
   retry?: Retry;
   /** Response cache: a hit answers without calling the target. */
@@ -304,8 +316,8 @@ export interface HeldEvent {
   /** meta.client of the request when the process knew it (owner check of GET /requests/{id}/events). */
   client?: string;
   type: 'held';
-  /** pacing: the origin is held or paced at what the target asked for (429/503 + Retry-After, RateLimit headers), not an attempt. pause: an operator paused its origin, client or partition (pausedBy says who and what). hold: its origin is held back (failing for ORIGIN_FAILING_HOLD_AFTER, or the receiver opted out): it waits for the next probe instant, not an attempt. */
-  by: 'limiter' | 'breaker' | 'bulkhead' | 'pacing' | 'pause' | 'hold';
+  /** concurrency: its `meta.concurrency` key is at its limit of calls in flight; it waits parked for a call of the key to end (the executor then journals its parked wait as by bulkhead), not an attempt. pacing: the origin is held or paced at what the target asked for (429/503 + Retry-After, RateLimit headers), not an attempt. pause: an operator paused its origin, client or partition (pausedBy says who and what). hold: its origin is held back (failing for ORIGIN_FAILING_HOLD_AFTER, or the receiver opted out): it waits for the next probe instant, not an attempt. */
+  by: 'limiter' | 'breaker' | 'bulkhead' | 'concurrency' | 'pacing' | 'pause' | 'hold';
   /** Epoch milliseconds. */
   until: number;
   /** by pause: who paused, and what (`ops-oncall: origin https://api.x.com:443`). */

@@ -2,6 +2,7 @@ import { type Admission, originOf, type PaceSlot, type Reservation } from '@requ
 import type { RequestEnvelope } from '@requester/shared/contract';
 import type { LineLogger } from '@requester/shared/log';
 import type { Granted, SlotGrant } from '../bulkhead/index.ts';
+import { isKeyGrant, type KeyGrant } from '../concurrency/index.ts';
 import type { HttpCall } from '../http/index.ts';
 import { type Chain, Passage } from './compose.ts';
 import { paceIdentity } from './identity.ts';
@@ -20,6 +21,8 @@ export class Attempt extends Passage<Attempt, CallOrRefusal> {
   readonly log: LineLogger;
   /** A bulkhead slot handed to the task while it waited parked, used instead of asking. */
   readonly handed: Granted | undefined;
+  /** A slot of its concurrency key handed to it while it waited parked, used instead of asking. */
+  readonly handedKey: KeyGrant | undefined;
 
   /** The cache's part: the answer was its stored one, or another request's call of this process. */
   cache: 'hit' | 'coalesced' | undefined;
@@ -27,6 +30,8 @@ export class Attempt extends Passage<Attempt, CallOrRefusal> {
   call: HttpCall | undefined;
   /** The bulkhead's grant, released once the answer is in (see answered). */
   grant: SlotGrant | undefined;
+  /** The concurrency key's slot, released once the answer is in (see answered). */
+  keyGrant: KeyGrant | undefined;
   /** Whether the limit held calls back, told to the pacer with the answer. */
   slot: PaceSlot | undefined;
   /** The limiter's two-phase slot, settled once the request is on the socket (or given back). */
@@ -53,7 +58,9 @@ export class Attempt extends Passage<Attempt, CallOrRefusal> {
     this.tryCount = tryCount;
     this.pacedAt = pacedAt;
     this.log = log;
-    this.handed = handed;
+    // The slot a parked task was handed is its origin's or its concurrency key's (Policies.waitForSlot).
+    this.handed = isKeyGrant(handed) ? undefined : handed;
+    this.handedKey = isKeyGrant(handed) ? handed : undefined;
   }
 
   /** The origin called: the unit of pacing, the bulkhead and the breaker. */
@@ -69,10 +76,12 @@ export class Attempt extends Passage<Attempt, CallOrRefusal> {
   }
 
   /**
-   * The answer is in: the bulkhead slot goes back now, not after the report and record round
-   * trips (held through them, a slot leaves the target idle that long per call). Idempotent.
+   * The answer is in: the bulkhead's and the concurrency key's slots go back now, not after the
+   * report and record round trips (held through them, a slot leaves the target idle that long per
+   * call). Idempotent (so is a grant's release).
    */
   answered(): void {
+    this.keyGrant?.release();
     const grant = this.grant;
     if (this.released || !grant?.granted) return;
     this.released = true;

@@ -62,11 +62,12 @@ describe('compose', () => {
 });
 
 describe('the chain of an attempt', () => {
-  it('is cache → sign → pace → bulkhead → limit → breaker → call', () => {
+  it('is cache → sign → pace → concurrency → bulkhead → limit → breaker → call', () => {
     expect(CHAIN.map((gate) => gate.name)).toEqual([
       'cache',
       'sign',
       'pace',
+      'concurrency',
       'bulkhead',
       'limit',
       'breaker',

@@ -10,6 +10,7 @@ import { RequesterError } from '@requester/shared/errors';
 import type { LineLogger } from '@requester/shared/log';
 import { msToNs } from '@requester/shared/time';
 import type { Granted } from '../bulkhead/index.ts';
+import { lineOf } from '../concurrency/index.ts';
 import { outcomeLabel } from '../metrics.ts';
 import { callResult } from '../result/index.ts';
 import { SigningKeyring } from '../signing/index.ts';
@@ -129,7 +130,8 @@ export class Policies {
 
   /**
    * A slot of the origin of `uri`, waited for without a worker by a task the bulkhead refused (see
-   * Bulkhead.waitForSlot); undefined once `signal` aborts, or without a bulkhead.
+   * Bulkhead.waitForSlot), or of its concurrency key when that refused it (the gate noted which:
+   * KeyConcurrency.expect); undefined once `signal` aborts, or without a bulkhead.
    */
   waitForSlot(
     uri: string,
@@ -137,7 +139,9 @@ export class Policies {
     signal: AbortSignal,
     partition?: string,
   ): Promise<Granted | undefined> {
-    const { bulkhead, pacer, adaptiveConcurrency = true } = this.modules;
+    const { bulkhead, pacer, adaptiveConcurrency = true, concurrency } = this.modules;
+    const key = concurrency?.waitFor(lineOf(uri, client, partition), client, signal, partition);
+    if (key) return key;
     if (!bulkhead) return Promise.resolve(undefined);
     const origin = originOf(uri);
     const limit = adaptiveConcurrency && pacer ? () => pacer.limitOf(origin) : undefined;

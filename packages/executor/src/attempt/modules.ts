@@ -2,6 +2,7 @@ import type { CircuitBreaker, OriginPacer, OriginStatsRecorder, RateLimiter } fr
 import type { Journal } from '@requester/shared/journal';
 import type { Bulkhead } from '../bulkhead/index.ts';
 import type { ResponseCache } from '../cache/index.ts';
+import type { KeyConcurrency } from '../concurrency/index.ts';
 import type { HttpClient } from '../http/index.ts';
 import type { SigningKeyring, SigningKeys } from '../signing/index.ts';
 import type { CallOrRefusal } from './outcome.ts';
@@ -13,6 +14,8 @@ export interface PolicyModules {
   breaker?: CircuitBreaker | undefined;
   /** Caps the calls in flight per origin (MAX_WORKERS_PER_ORIGIN); absent = no cap. */
   bulkhead?: Bulkhead | undefined;
+  /** The slots of `meta.concurrency` keys across every executor; absent = a request naming one is refused. */
+  concurrency?: KeyConcurrency | undefined;
   /**
    * ORIGIN_OPT_OUT: an answer carrying `webhook-delivery: disable` holds its origin back (the
    * breaker's opt-out hold) until an operator resets it. Default false: the header is ignored.

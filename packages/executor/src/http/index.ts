@@ -27,6 +27,11 @@ export interface HttpCall {
    * client certificate nor the signed payload reaches another origin.
    */
   keepOrigin?: boolean;
+  /**
+   * `meta.timeout` (a destination's timeout, or a caller's shorter one): the whole call's bound,
+   * connection included. Only ever lowers the client's own bounds (TARGET_RESPONSE_TIMEOUT).
+   */
+  timeoutMs?: number;
 }
 
 export type FailureCode =
@@ -152,7 +157,7 @@ async function call(
       }
     }
   } catch (err) {
-    return { kind: 'failure', error: failureOf(err, settings), durationNs: elapsed() };
+    return { kind: 'failure', error: failureOf(err, settings, request), durationNs: elapsed() };
   }
 }
 
@@ -193,6 +198,9 @@ async function attempt(
     agent,
     ...(hasBody ? { body: request.body } : {}),
     ...(request.keepOrigin ? { followRedirect: false } : {}),
+    ...(shorterTimeout(settings, request) === undefined
+      ? {}
+      : { timeout: { request: shorterTimeout(settings, request) } }),
   });
   let clientRequest: ClientRequest | undefined;
   stream.once('request', (req: ClientRequest) => {
@@ -279,7 +287,11 @@ function flattenHeaders(headers: IncomingHttpHeaders): Record<string, string> {
 }
 
 /** Maps what got or the socket threw onto the stable `meta.error` codes. */
-function failureOf(err: unknown, settings: HttpClientSettings): RequesterError & { code: FailureCode } {
+function failureOf(
+  err: unknown,
+  settings: HttpClientSettings,
+  request: HttpCall,
+): RequesterError & { code: FailureCode } {
   const e = err as { code?: string; name?: string; message?: string; event?: string; cause?: unknown };
   const fail = (code: FailureCode, message: string) =>
     new RequesterError(code, message, { cause: err }) as RequesterError & { code: FailureCode };
@@ -287,11 +299,20 @@ function failureOf(err: unknown, settings: HttpClientSettings): RequesterError &
   if (e.code === TARGET_REFUSED)
     return fail('target_refused', (e.cause as Error | undefined)?.message ?? String(e.message));
   if (e.name === 'TimeoutError' || e.code === 'ETIMEDOUT') {
+    const bound = shorterTimeout(settings, request);
+    if (e.event === 'request' && bound !== undefined)
+      return fail('timeout', `target did not answer within the call's timeout of ${bound} ms`);
     const phase = timeoutPhase(e.event);
     const limit = phase === 'connect' ? settings.connectTimeoutMs : settings.responseTimeoutMs;
     return fail('timeout', `target did not ${phaseText[phase]} within ${limit} ms`);
   }
   return fail('transport_error', `${e.code ?? e.name ?? 'error'}: ${e.message ?? String(err)}`);
+}
+
+/** A call's own timeout, when it is below the client's response timeout (else the client's bounds hold). */
+function shorterTimeout(settings: HttpClientSettings, request: HttpCall): number | undefined {
+  const ms = request.timeoutMs;
+  return ms !== undefined && ms < settings.responseTimeoutMs ? Math.max(1, Math.floor(ms)) : undefined;
 }
 
 type Phase = 'connect' | 'response' | 'read';

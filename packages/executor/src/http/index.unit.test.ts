@@ -133,6 +133,16 @@ describe('HTTP client', () => {
     expect(hang.kind === 'failure' && hang.error.message).toBe('target did not answer within 300 ms');
   });
 
+  it("bounds a call by its own shorter timeout, never by a longer one than the client's", async () => {
+    const short = await http.call({ method: 'GET', uri: `${url}/hang`, headers: {}, timeoutMs: 40 });
+    expect(failureCode(short)).toBe('timeout');
+    expect(short.kind === 'failure' && short.error.message).toBe(
+      "target did not answer within the call's timeout of 40 ms",
+    );
+    const long = await http.call({ method: 'GET', uri: `${url}/hang`, headers: {}, timeoutMs: 60_000 });
+    expect(long.kind === 'failure' && long.error.message).toBe('target did not answer within 300 ms');
+  });
+
   it('caps the response body, declared, chunked or decompressed', async () => {
     for (const path of ['/big', '/big-chunked', '/gzip']) {
       const outcome = await http.call({ method: 'GET', uri: `${url}${path}`, headers: {} });

@@ -1,5 +1,6 @@
 import { hash } from 'node:crypto';
 import { clientScoped, type RequestEnvelope } from '@requester/shared/contract';
+import { durationToMs } from '@requester/shared/time';
 import type { HttpCall } from './index.ts';
 
 /**
@@ -17,6 +18,7 @@ export function toHttpCall(envelope: RequestEnvelope): HttpCall {
   if (envelope.request.body !== undefined) call.body = envelope.request.body;
   if (envelope.meta.credentials !== undefined) call.credentials = envelope.meta.credentials;
   if (envelope.meta.credentials !== undefined || envelope.meta.signing) call.keepOrigin = true;
+  if (envelope.meta.timeout !== undefined) call.timeoutMs = durationToMs(envelope.meta.timeout);
   return call;
 }
 

@@ -24,6 +24,9 @@ export const DEFAULT_CONTRACT_LIMITS: Readonly<ContractLimits> = Object.freeze({
 export const MAX_ID_LENGTH = 256;
 export const MAX_SIGNING_KEY_ID_LENGTH = 128;
 export const MAX_LIMITER_RATES = 8;
+/** `meta.concurrency`: its key's length, and the most calls in flight a key may allow. */
+export const MAX_CONCURRENCY_KEY_LENGTH = 200;
+export const MAX_CONCURRENCY_LIMIT = 10_000;
 export const MAX_RETRY_ATTEMPTS = 100;
 /**
  * Bound of the service-set attempt counters (`tryCount`, `retryBase`): with a full retry budget on

@@ -8,7 +8,15 @@ import { z } from 'zod';
 import { deadlineField } from './deadline.ts';
 import { boundedJson, printableId, rfc3339, strictObject, traceparent } from './fields.ts';
 import { type ContractLimits, DESTINATION_NAME_PATTERN, MAX_CLIENT_LENGTH, MAX_ID_LENGTH } from './limits.ts';
-import { cacheSchema, credentialsField, limiterSchema, retrySchema, signingSchema } from './policies.ts';
+import {
+  cacheSchema,
+  concurrencySchema,
+  credentialsField,
+  limiterSchema,
+  retrySchema,
+  signingSchema,
+  timeoutField,
+} from './policies.ts';
 
 function partitionField() {
   return printableId(
@@ -40,6 +48,8 @@ export function metaSchema(limits: ContractLimits) {
       'Any JSON, echoed in the result as the same JSON value.',
     ).optional(),
     limiter: limiterSchema.optional(),
+    concurrency: concurrencySchema.optional(),
+    timeout: timeoutField.optional(),
     retry: retrySchema.optional(),
     cache: cacheSchema.optional(),
     signing: signingSchema.optional(),

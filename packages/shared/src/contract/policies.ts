@@ -1,5 +1,5 @@
 /**
- * The policies a request may ask for in `meta`: limiter, retry, cache, signing, credentials.
+ * The policies a request may ask for in `meta`: limiter, concurrency, retry, cache, signing, credentials.
  *
  * @module
  */
@@ -9,6 +9,8 @@ import { tryParseDuration } from '../time/duration.ts';
 import { goDuration, printableId, strictObject } from './fields.ts';
 import {
   CREDENTIAL_NAME_PATTERN,
+  MAX_CONCURRENCY_KEY_LENGTH,
+  MAX_CONCURRENCY_LIMIT,
   MAX_ID_LENGTH,
   MAX_LIMITER_RATES,
   MAX_RETRY_ATTEMPTS,
@@ -83,6 +85,28 @@ export const limiterSchema = strictObject({
     description: 'Rate limit protecting the target’s quota.',
     anyOf: LIMITER_NEEDS_WINDOW_OR_QUOTA,
   });
+
+export const concurrencySchema = strictObject({
+  key: printableId(
+    MAX_CONCURRENCY_KEY_LENGTH,
+    'Concurrency key, the client’s own (as a limiter key): the requests of one client (meta.client) naming this key share its calls in flight; another client’s same key is another one.',
+  ),
+  limit: z
+    .number()
+    .int()
+    .min(1)
+    .max(MAX_CONCURRENCY_LIMIT)
+    .meta({ description: 'Most calls in flight for the key across every executor.' }),
+}).meta({
+  title: 'Concurrency',
+  description:
+    'At most `limit` calls in flight for `key` across every executor; a task over it waits, without an attempt, for a call of the key to end.',
+});
+
+export const timeoutField = goDuration(
+  'at-least-1ms',
+  'Attempt timeout: a call whose answer is not in within it fails with `timeout` (and is retried as any). At most the service’s TARGET_RESPONSE_TIMEOUT, which applies without it; a destination’s own is the most a caller may ask for.',
+);
 
 function durationNs(text: string): bigint | undefined {
   const parsed = tryParseDuration(text);

@@ -107,6 +107,10 @@ describe('valid fields', () => {
     ['meta.sync', true],
     ['meta.limiter.cost', 1],
     ['meta.limiter.cost', 10],
+    ['meta.concurrency', { key: 'tenant-7', limit: 1 }],
+    ['meta.timeout', '1ms'],
+    ['meta.timeout', '2.5s'],
+    ['meta.concurrency', { key: 'k'.repeat(200), limit: 10_000 }],
     ['meta.deadline', '30s'],
     ['meta.deadline', '2026-12-01T09:05:00+01:00'],
     ['meta.sync', REMOVE],
@@ -358,6 +362,22 @@ describe('invalid fields name their path', () => {
       'meta.proxyData',
       /not come back as written .*within ±9007199254740991; send larger ones as strings/,
     ],
+    // meta.timeout
+    ['meta.timeout', '0s', 'meta.timeout', /must be at least 1ms/],
+    ['meta.timeout', '-1s', 'meta.timeout', /must not be negative/],
+    ['meta.timeout', 30, 'meta.timeout', /expected string/],
+    // meta.concurrency
+    ['meta.concurrency', 5, 'meta.concurrency', /expected object/],
+    ['meta.concurrency', { limit: 1 }, 'meta.concurrency.key', /^required$/],
+    ['meta.concurrency', { key: 'a' }, 'meta.concurrency.limit', /^required$/],
+    ['meta.concurrency', { key: '', limit: 1 }, 'meta.concurrency.key', /must not be empty/],
+    ['meta.concurrency', { key: 'k'.repeat(201), limit: 1 }, 'meta.concurrency.key', /at most 200/],
+    ['meta.concurrency', { key: 'a b', limit: 1 }, 'meta.concurrency.key', /printable ASCII/],
+    ['meta.concurrency', { key: 'a', limit: 0 }, 'meta.concurrency.limit', /must be >= 1/],
+    ['meta.concurrency', { key: 'a', limit: -3 }, 'meta.concurrency.limit', /must be >= 1/],
+    ['meta.concurrency', { key: 'a', limit: 10_001 }, 'meta.concurrency.limit', /must be <= 10000/],
+    ['meta.concurrency', { key: 'a', limit: 1.5 }, 'meta.concurrency.limit', /integer/],
+    ['meta.concurrency', { key: 'a', limit: 1, over: 1 }, 'meta.concurrency', /unknown key "over"/],
     // meta.limiter
     ['meta.limiter', 'partner-a', 'meta.limiter', /expected object/],
     ['meta.limiter.key', REMOVE, 'meta.limiter.key', /^required$/],
@@ -514,6 +534,22 @@ describe('error reporting', () => {
         const result = safeParseRequestEnvelope(input);
         if (!result.ok) expect(result.error).toBeInstanceOf(ValidationError);
       }),
+    );
+  });
+
+  it('meta.concurrency: accepted exactly when its key is printable, 1-200 chars, and its limit 1-10,000', () => {
+    fc.assert(
+      fc.property(
+        fc.oneof(fc.string({ maxLength: 220 }), fc.stringMatching(/^[!-~]{1,210}$/)),
+        fc.oneof(fc.integer({ min: -5, max: 10_005 }), fc.double(), fc.constant('3')),
+        (key, limit) => {
+          const result = safeParseRequestEnvelope(withField('meta.concurrency', { key, limit }));
+          const keyOk = /^[!-~]{1,200}$/.test(key);
+          const limitOk = Number.isInteger(limit) && (limit as number) >= 1 && (limit as number) <= 10_000;
+          expect(result.ok).toBe(keyOk && limitOk);
+          if (!result.ok) expect(result.error.issues[0]?.path).toMatch(/^meta\.concurrency\.(key|limit)$/);
+        },
+      ),
     );
   });
 

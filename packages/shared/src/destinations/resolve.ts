@@ -24,6 +24,18 @@ export type Resolution =
   | { ok: false; path: string; message: string };
 
 /**
+ * The concurrency key of a destination's calls in flight: as its limiter key, one no caller can
+ * write, shared by every caller (the executor does not scope it to the client).
+ */
+export function destinationConcurrencyKey(name: string): string {
+  return destinationLimiterKey(name);
+}
+
+export function isDestinationConcurrencyKey(key: string): boolean {
+  return isDestinationLimiterKey(key);
+}
+
+/**
  * The limiter key of a destination's quota. The space makes it one no caller can write (a
  * `meta.limiter.key` is printable ASCII without spaces), so the executor may take it as one quota
  * for every caller (limiterKeyOf would scope it to the client) without a caller reaching it.
@@ -40,7 +52,9 @@ export function isDestinationLimiterKey(key: string): boolean {
  * A request naming a destination, turned into the call it makes (pure): the destination's base
  * URL before the relative URI, its headers over the caller's, its credential, its limiter instead
  * of the caller's, and a retry policy no more generous than its own (a caller may ask for fewer
- * attempts and longer pauses, never more attempts nor shorter pauses). The URL built is checked
+ * attempts and longer pauses, never more attempts nor shorter pauses), its concurrency key instead
+ * of the caller's (one key per call: the destination's cap must count every call to it), and an
+ * attempt timeout no longer than its own. The URL built is checked
  * to stay under the base URL, whatever the relative URI held. A request without
  * `meta.destination` is returned as it is.
  */
@@ -88,6 +102,10 @@ export function applyDestination(envelope: RequestEnvelope, destination: Destina
       ...(cost === undefined ? {} : { cost }),
     };
   }
+  if (spec.maxConcurrency !== undefined)
+    resolvedMeta.concurrency = { key: destinationConcurrencyKey(name), limit: spec.maxConcurrency };
+  const timeout = pinnedTimeout(meta.timeout, spec.timeout);
+  if (timeout !== undefined) resolvedMeta.timeout = timeout;
   const retry = pinnedRetry(meta.retry, spec.retry);
   if (retry) resolvedMeta.retry = retry;
   else delete resolvedMeta.retry;
@@ -132,6 +150,12 @@ export function pinnedRetry(
     multiplier: Math.max(caller.multiplier, pinned.multiplier),
     jitter: caller.jitter,
   };
+}
+
+/** The attempt timeout of a call to a destination: the caller's when shorter than the destination's. */
+export function pinnedTimeout(caller: string | undefined, pinned: string | undefined): string | undefined {
+  if (pinned === undefined || caller === undefined) return caller ?? pinned;
+  return longer(caller, pinned) === caller ? pinned : caller;
 }
 
 function longer(a: string, b: string): string {

@@ -3,9 +3,11 @@ import { describe, expect, it } from 'vitest';
 import {
   applyDestination,
   type Destination,
+  destinationConcurrencyKey,
   destinationLimiterKey,
   parseDestinationSpec,
   pinnedRetry,
+  pinnedTimeout,
 } from './index.ts';
 
 const destination: Destination = {
@@ -121,6 +123,54 @@ describe('applyDestination', () => {
     expect(
       pinnedRetry({ max: 5, delay: '1s', maxDelay: '5m', multiplier: 2, jitter: 0 }, undefined),
     ).toBeUndefined();
+  });
+
+  it("pins the destination's concurrency key and limit in place of the caller's, shared by every client", () => {
+    const capped: Destination = {
+      ...destination,
+      spec: parseDestinationSpec({ baseUrl: 'https://api.partner.example', maxConcurrency: 4 }),
+    };
+    const own = { concurrency: { key: 'mine', limit: 2 } };
+    for (const meta of [{}, own, { ...own, client: 'team-a' }]) {
+      const resolved = applyDestination(envelope('/x', meta), capped);
+      expect(resolved.ok && resolved.envelope.meta.concurrency).toEqual({
+        key: destinationConcurrencyKey('partner-billing'),
+        limit: 4,
+      });
+    }
+    // No cap on the destination: the caller's own key stays.
+    const open = applyDestination(envelope('/x', own), {
+      ...destination,
+      spec: parseDestinationSpec({ baseUrl: 'https://api.partner.example' }),
+    });
+    expect(open.ok && open.envelope.meta.concurrency).toEqual(own.concurrency);
+    // No caller can name the destination's key: it is not a printable id.
+    expect(
+      safeParseRequestEnvelope({
+        request: { uri: 'https://a.example/' },
+        meta: { requestId: 'r', concurrency: { key: destinationConcurrencyKey('x'), limit: 1 } },
+      }).ok,
+    ).toBe(false);
+  });
+
+  it('applies the destination timeout, or a shorter one the caller asks for, never a longer one', () => {
+    expect(pinnedTimeout(undefined, '2s')).toBe('2s');
+    expect(pinnedTimeout('500ms', '2s')).toBe('500ms');
+    expect(pinnedTimeout('1m', '2s')).toBe('2s');
+    expect(pinnedTimeout('3s', undefined)).toBe('3s');
+    expect(pinnedTimeout(undefined, undefined)).toBeUndefined();
+    const timed: Destination = {
+      ...destination,
+      spec: parseDestinationSpec({ baseUrl: 'https://api.partner.example', timeout: '2s' }),
+    };
+    const longer = applyDestination(envelope('/x', { timeout: '30s' }), timed);
+    expect(longer.ok && longer.envelope.meta.timeout).toBe('2s');
+    const shorter = applyDestination(envelope('/x', { timeout: '100ms' }), timed);
+    expect(shorter.ok && shorter.envelope.meta.timeout).toBe('100ms');
+    expect(() => parseDestinationSpec({ baseUrl: 'https://a.example', timeout: '0s' })).toThrow(/timeout/);
+    expect(() => parseDestinationSpec({ baseUrl: 'https://a.example', maxConcurrency: 0 })).toThrow(
+      /maxConcurrency/,
+    );
   });
 
   it('refuses a body over the destination limit and a Host header', () => {

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { defaultDeadlineProblem } from '../contract/deadline.ts';
-import { strictObject } from '../contract/fields.ts';
+import { goDuration, strictObject } from '../contract/fields.ts';
 import { outgoingHeaders } from '../contract/headers.ts';
 import { parseWith } from '../contract/issues.ts';
 import { quotaSchema } from '../contract/quota.ts';
@@ -8,6 +8,7 @@ import {
   DEFAULT_CONTRACT_LIMITS,
   DESTINATION_NAME_PATTERN,
   LIMITER_ALGORITHMS,
+  MAX_CONCURRENCY_LIMIT,
   MAX_LIMITER_RATES,
   rateSchema,
   retrySchema,
@@ -83,6 +84,20 @@ export const destinationSpecSchema = strictObject({
         'Default start-by deadline of its requests that give no `meta.deadline`: a Go duration counted from when the task is first due (its `scheduled` instant, else its acceptance). An API key’s default, when earlier, wins.',
     })
     .optional(),
+  maxConcurrency: z
+    .number()
+    .int()
+    .min(1)
+    .max(MAX_CONCURRENCY_LIMIT)
+    .meta({
+      description:
+        'Most calls in flight to the destination across every executor and caller (a caller’s own meta.concurrency gives way).',
+    })
+    .optional(),
+  timeout: goDuration(
+    'at-least-1ms',
+    'Attempt timeout of its calls; a caller may ask for a shorter one (meta.timeout), never a longer one.',
+  ).optional(),
   maxBodyBytes: z.number().int().positive().max(DEFAULT_CONTRACT_LIMITS.maxBodyBytes).optional(),
 });
 

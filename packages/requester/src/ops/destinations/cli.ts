@@ -26,7 +26,7 @@ export function registerDestinationsCommands<T>(cli: Argv<T>, configFrom: Config
           type: 'string',
           requiresArg: true,
           describe:
-            'create, update: the spec as JSON ({baseUrl, headers, credentials, limiter (with a calendar quota: limiter.quota), retry, maxBodyBytes, deadline}; - = stdin); the options below go over it',
+            'create, update: the spec as JSON ({baseUrl, headers, credentials, limiter (with a calendar quota: limiter.quota), retry, maxConcurrency, timeout, maxBodyBytes, deadline}; - = stdin); the options below go over it',
         })
         .option('base-url', {
           type: 'string',
@@ -72,6 +72,16 @@ export function registerDestinationsCommands<T>(cli: Argv<T>, configFrom: Config
         .option('retry-max-delay', {
           type: 'string',
           describe: 'longest pause between attempts (default 5m)',
+        })
+        .option('max-concurrency', {
+          type: 'number',
+          describe:
+            "most calls in flight to it, every caller and executor together (a caller's meta.concurrency gives way)",
+        })
+        .option('timeout', {
+          type: 'string',
+          describe:
+            'attempt timeout of its calls (2s, 500ms); a caller may ask for a shorter one, never longer',
         })
         .option('max-body-bytes', { type: 'number', describe: 'largest request body the destination takes' })
         .option('since', {

@@ -32,6 +32,8 @@ export interface DestinationView {
   credentials?: string;
   limiter?: unknown;
   retry?: unknown;
+  maxConcurrency?: number;
+  timeout?: string;
   maxBodyBytes?: number;
   deadline?: string;
   createdAt: string | null;
@@ -113,6 +115,8 @@ export interface SpecOptions {
   retryMax?: number;
   retryDelay?: string;
   retryMaxDelay?: string;
+  maxConcurrency?: number;
+  timeout?: string;
   maxBodyBytes?: number;
   /** The default start-by deadline of its requests (a duration). */
   deadline?: string;
@@ -151,6 +155,8 @@ export function specFromOptions(options: SpecOptions): Record<string, unknown> {
       ...(options.retryDelay ? { delay: options.retryDelay } : {}),
       ...(options.retryMaxDelay ? { maxDelay: options.retryMaxDelay } : {}),
     };
+  if (options.maxConcurrency !== undefined) spec.maxConcurrency = options.maxConcurrency;
+  if (options.timeout !== undefined) spec.timeout = options.timeout;
   if (options.maxBodyBytes !== undefined) spec.maxBodyBytes = options.maxBodyBytes;
   if (options.deadline !== undefined) spec.deadline = options.deadline;
   return spec;
@@ -218,6 +224,10 @@ export function specFromForm(form: Record<string, unknown>): Record<string, unkn
   if (algorithm) options.algorithm = algorithm;
   const retryMax = whole('retryMax');
   if (retryMax !== undefined) options.retryMax = retryMax;
+  const maxConcurrency = whole('maxConcurrency');
+  if (maxConcurrency !== undefined) options.maxConcurrency = maxConcurrency;
+  const timeout = text('timeout');
+  if (timeout) options.timeout = timeout;
   const maxBodyBytes = whole('maxBodyBytes');
   if (maxBodyBytes !== undefined) options.maxBodyBytes = maxBodyBytes;
   const deadline = text('deadline');

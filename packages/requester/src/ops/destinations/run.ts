@@ -139,6 +139,8 @@ function row(view: DestinationView) {
     credentials: view.credentials ?? '-',
     limiter: limiterText(view.limiter, '-'),
     retries: retry ? retry.max : 1,
+    concurrency: view.maxConcurrency ?? '-',
+    timeout: view.timeout ?? '-',
     maxBody: view.maxBodyBytes ?? '-',
     deadline: view.deadline ?? '-',
     created: view.createdAt ?? '-',

@@ -44,11 +44,13 @@ function destinationForm(): Html {
 <label>rate<input name="rate" size="10" placeholder="50/1s,1000/m"></label>
 <label>algorithm<select name="algorithm"><option value="">token-bucket</option><option>leaky-bucket</option><option>fixed-window-counter</option><option>sliding-window-log</option><option>sliding-window-counter</option></select></label>
 <label>attempts<input name="retryMax" size="4" placeholder="1"></label>
+<label>max concurrency<input name="maxConcurrency" size="5"></label>
+<label>timeout<input name="timeout" size="6" placeholder="10s"></label>
 <label>max body bytes<input name="maxBodyBytes" size="8"></label>
 <label>default deadline<input name="deadline" size="6" placeholder="5m"></label>
 <button hx-post="/admin/api/destinations/create" data-action="create">Create</button>
 <button hx-post="/admin/api/destinations/update" hx-confirm="Make a new version of this destination? Queued requests follow it from their next attempt." data-action="update">New version</button></form>
-<p class="muted">Requests name a destination in <code>meta.destination</code> with a relative URI (<code>/invoices?x=1</code>). Its headers, credential (bound to the base URL's origin), rate limit (one quota for every caller) and retries apply; a caller may ask for fewer retries, never more. A new version keeps the fields left blank.</p></section>`;
+<p class="muted">Requests name a destination in <code>meta.destination</code> with a relative URI (<code>/invoices?x=1</code>). Its headers, credential (bound to the base URL's origin), rate limit (one quota for every caller), max concurrency, timeout and retries apply; a caller may ask for fewer retries or a shorter timeout, never more. A new version keeps the fields left blank.</p></section>`;
 }
 
 function destinationsTable(
@@ -59,9 +61,9 @@ function destinationsTable(
   if ('error' in views) return html`<div class="flash err">${views.error}</div>`;
   if (views.length === 0) return html`<p class="muted">No destination yet.</p>`;
   const canAct = operator.admin === 'write';
-  return html`<table><tr><th>name</th><th>version</th><th>base URL</th><th>headers</th><th>credential</th><th>limiter</th><th>attempts</th><th>max body</th><th>deadline</th><th>since</th><th>by</th><th>now</th>${canAct ? html`<th></th>` : ''}</tr>${views.map(
+  return html`<table><tr><th>name</th><th>version</th><th>base URL</th><th>headers</th><th>credential</th><th>limiter</th><th>attempts</th><th>concurrency</th><th>timeout</th><th>max body</th><th>deadline</th><th>since</th><th>by</th><th>now</th>${canAct ? html`<th></th>` : ''}</tr>${views.map(
     (v, i) =>
-      html`<tr data-destination="${v.name}"><td><code>${v.name}</code></td><td>${v.version}</td><td><code>${v.baseUrl}</code></td><td>${[...Object.keys(v.headers ?? {}), ...(v.secretHeaderNames ?? []).map((n) => `${n} (secret)`)].join(', ') || '–'}</td><td>${v.credentials ?? '–'}</td><td>${limiterText(v.limiter, '–')}</td><td>${(v.retry as { max?: number } | undefined)?.max ?? 1}</td><td>${v.maxBodyBytes ?? '–'}</td><td>${v.deadline ?? '–'}</td><td>${at(v.createdAt)}</td><td>${v.createdBy ?? '–'}</td><td>${statusText(statuses[i])}</td>${
+      html`<tr data-destination="${v.name}"><td><code>${v.name}</code></td><td>${v.version}</td><td><code>${v.baseUrl}</code></td><td>${[...Object.keys(v.headers ?? {}), ...(v.secretHeaderNames ?? []).map((n) => `${n} (secret)`)].join(', ') || '–'}</td><td>${v.credentials ?? '–'}</td><td>${limiterText(v.limiter, '–')}</td><td>${(v.retry as { max?: number } | undefined)?.max ?? 1}</td><td>${v.maxConcurrency ?? '–'}</td><td>${v.timeout ?? '–'}</td><td>${v.maxBodyBytes ?? '–'}</td><td>${v.deadline ?? '–'}</td><td>${at(v.createdAt)}</td><td>${v.createdBy ?? '–'}</td><td>${statusText(statuses[i])}</td>${
         canAct
           ? html`<td><button class="small danger" hx-post="/admin/api/destinations/delete" hx-vals='${JSON.stringify({ name: v.name })}' hx-target="#flash" hx-confirm="Delete ${v.name}? Requests naming it are refused." data-action="delete">Delete</button></td>`
           : ''
