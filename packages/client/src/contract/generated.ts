@@ -316,7 +316,7 @@ export interface HeldEvent {
   /** meta.client of the request when the process knew it (owner check of GET /requests/{id}/events). */
   client?: string;
   type: 'held';
-  /** concurrency: its `meta.concurrency` key is at its limit of calls in flight; it waits parked for a call of the key to end (the executor then journals its parked wait as by bulkhead), not an attempt. pacing: the origin is held or paced at what the target asked for (429/503 + Retry-After, RateLimit headers), not an attempt. pause: an operator paused its origin, client or partition (pausedBy says who and what). hold: its origin is held back (failing for ORIGIN_FAILING_HOLD_AFTER, or the receiver opted out): it waits for the next probe instant, not an attempt. */
+  /** concurrency: its `meta.concurrency` key is at its limit of calls in flight; it waits parked for a call of the key to end, not an attempt. pacing: the origin is held or paced at what the target asked for (429/503 + Retry-After, RateLimit headers), not an attempt. pause: an operator paused its origin, client or partition (pausedBy says who and what). hold: its origin is held back (failing for ORIGIN_FAILING_HOLD_AFTER, or the receiver opted out): it waits for the next probe instant, not an attempt. */
   by: 'limiter' | 'breaker' | 'bulkhead' | 'concurrency' | 'pacing' | 'pause' | 'hold';
   /** Epoch milliseconds. */
   until: number;

@@ -10,6 +10,7 @@ const HELD_BY = {
   circuit_open: 'breaker',
   breaker_busy: 'breaker',
   bulkhead: 'bulkhead',
+  concurrency: 'concurrency',
   paced: 'pacing',
   origin_held: 'hold',
 } as const;
@@ -28,8 +29,9 @@ export function refusedOutcome(
     const { requestId, client } = envelope.meta;
     // Past the cap the task comes back earlier and asks the gate again.
     const delayMs = capped(stop.delayMs, waitCap(envelope, horizonMs));
-    // A bulkhead wait may be parked in the executor: its event says how long once that is known.
-    if (stop.reason !== 'bulkhead')
+    // A wait for a slot (of an origin or a concurrency key) may be parked in the executor: its
+    // event says how long once that is known.
+    if (stop.reason !== 'bulkhead' && stop.reason !== 'concurrency')
       journal?.emit({
         type: 'held',
         requestId,

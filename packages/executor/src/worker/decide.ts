@@ -47,7 +47,14 @@ export type Step =
   | {
       kind: 'wait';
       delayMs: number;
-      reason: 'rate_limited' | 'circuit_open' | 'breaker_busy' | 'bulkhead' | 'paced' | 'origin_held';
+      reason:
+        | 'rate_limited'
+        | 'circuit_open'
+        | 'breaker_busy'
+        | 'bulkhead'
+        | 'concurrency'
+        | 'paced'
+        | 'origin_held';
       /** `paced`: the dispatch slot reserved for the task (Redis epoch ms), carried back to the pacer. */
       slotMs?: number;
     }

@@ -136,10 +136,15 @@ export class Endings {
     // Its journal event is written once the wait's place is known (see park).
     const { client } = envelope.meta;
     const retry = reason === 'retry' ? { requestId: job.task.requestId, client } : undefined;
-    const bulkhead =
-      reason === 'bulkhead'
-        ? { requestId: job.task.requestId, client, uri, partition: linePartition(envelope.meta) }
-        : undefined;
+    const by: 'bulkhead' | 'concurrency' | undefined =
+      reason === 'bulkhead' || reason === 'concurrency' ? reason : undefined;
+    const bulkhead = by && {
+      requestId: job.task.requestId,
+      client,
+      uri,
+      partition: linePartition(envelope.meta),
+      by,
+    };
     if (!outbox || where === 'redis')
       return { kind: 'reschedule', delayMs, outcome: reason, payload, retry, bulkhead };
     const row = outboxRow(job.task, withDeadlineInstant(envelope, deadline), delayMs, progress);

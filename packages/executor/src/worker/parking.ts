@@ -147,7 +147,13 @@ export class ParkingLot {
     job: Job,
     source: FetchOutcome | undefined,
     settlement: Settlement & { kind: 'reschedule' },
-    bulkhead: { requestId: string; client: string | undefined; uri: string; partition: string },
+    bulkhead: {
+      requestId: string;
+      client: string | undefined;
+      uri: string;
+      partition: string;
+      by: 'bulkhead' | 'concurrency';
+    },
     budget: Parking,
   ): Promise<Settlement | { task: QueuedTask; slot: Granted }> {
     const { delayMs, outbox, payload } = settlement;
@@ -165,9 +171,9 @@ export class ParkingLot {
     const parkedAt = Date.now();
     const { requestId, client } = bulkhead;
     const until = parkedAt + (task ? PARK_MAX_MS : delayMs);
-    this.parts.journal?.emit({ type: 'held', requestId, client, by: 'bulkhead', until });
+    this.parts.journal?.emit({ type: 'held', requestId, client, by: bulkhead.by, until });
     if (!task) return settlement;
-    this.parkedMore(1, bytes, 'bulkhead');
+    this.parkedMore(1, bytes, bulkhead.by);
     this.slotWaits.set(line, waiting + 1);
     this.parts.freed();
     let slot: Granted | undefined;
@@ -188,7 +194,7 @@ export class ParkingLot {
     } finally {
       clearTimeout(timer);
       this.parts.stopping.removeEventListener('abort', end);
-      this.parkedMore(-1, -bytes, 'bulkhead');
+      this.parkedMore(-1, -bytes, bulkhead.by);
       const left = (this.slotWaits.get(line) ?? 1) - 1;
       if (left > 0) this.slotWaits.set(line, left);
       else this.slotWaits.delete(line);

@@ -43,7 +43,14 @@ export type Settlement =
        * A bulkhead refusal: the task may wait parked for a slot of its request's origin (see
        * ParkingLot.parkForSlot), and its `held` journal event is written once that is decided.
        */
-      bulkhead?: { requestId: string; client: string | undefined; uri: string; partition: string };
+      bulkhead?: {
+        requestId: string;
+        client: string | undefined;
+        uri: string;
+        partition: string;
+        /** What the slot is of: the origin's bulkhead, or the request's concurrency key. */
+        by: 'bulkhead' | 'concurrency';
+      };
     }
   | { kind: 'dead'; reason: string };
 

@@ -57,7 +57,7 @@ export const journalEventSchema = z
       type: z.literal('held'),
       by: z.enum(['limiter', 'breaker', 'bulkhead', 'concurrency', 'pacing', 'pause', 'hold']).meta({
         description:
-          'concurrency: its `meta.concurrency` key is at its limit of calls in flight; it waits parked for a call of the key to end (the executor then journals its parked wait as by bulkhead), not an attempt. pacing: the origin is held or paced at what the target asked for (429/503 + Retry-After, RateLimit headers), not an attempt. pause: an operator paused its origin, client or partition (pausedBy says who and what). hold: its origin is held back (failing for ORIGIN_FAILING_HOLD_AFTER, or the receiver opted out): it waits for the next probe instant, not an attempt.',
+          'concurrency: its `meta.concurrency` key is at its limit of calls in flight; it waits parked for a call of the key to end, not an attempt. pacing: the origin is held or paced at what the target asked for (429/503 + Retry-After, RateLimit headers), not an attempt. pause: an operator paused its origin, client or partition (pausedBy says who and what). hold: its origin is held back (failing for ORIGIN_FAILING_HOLD_AFTER, or the receiver opted out): it waits for the next probe instant, not an attempt.',
       }),
       until: epochMs,
       pausedBy: z.string().optional().meta({

@@ -50,7 +50,7 @@ describe('the concurrency gate (real Redis)', () => {
     const second = walk.run(request(meta));
     await reached(walk, 2);
     const third = await walk.run(request(meta));
-    expect(third.answer).toMatchObject({ kind: 'failure', stop: { kind: 'wait', reason: 'bulkhead' } });
+    expect(third.answer).toMatchObject({ kind: 'failure', stop: { kind: 'wait', reason: 'concurrency' } });
     expect(walk.reached).toHaveLength(2);
     answer();
     await Promise.all([first, second]);
@@ -65,7 +65,7 @@ describe('the concurrency gate (real Redis)', () => {
     const theirs = walk.run(request({ client: 'b', ...capped(1, key) }));
     await reached(walk, 2);
     const mineAgain = await walk.run(request({ client: 'a', ...capped(1, key) }));
-    expect(mineAgain.answer).toMatchObject({ kind: 'failure', stop: { reason: 'bulkhead' } });
+    expect(mineAgain.answer).toMatchObject({ kind: 'failure', stop: { reason: 'concurrency' } });
     answer();
     await Promise.all([mine, theirs]);
   });
@@ -77,7 +77,7 @@ describe('the concurrency gate (real Redis)', () => {
     await reached(walk, 1);
     const parked = request(meta);
     const refused = await walk.run(parked);
-    expect(refused.answer).toMatchObject({ stop: { reason: 'bulkhead' } });
+    expect(refused.answer).toMatchObject({ stop: { reason: 'concurrency' } });
     // What the worker does with a bulkhead wait: it parks the task for a slot (Policies.waitForSlot).
     const policies = new Policies({ http: {} as never, retryAfterMaxMs: 60_000, concurrency: keys });
     const { uri } = parked.request;

@@ -9,13 +9,13 @@ import { refusal } from '../outcome.ts';
  * whose key is full would otherwise take a slot of its origin, shared by every caller, only to
  * give it back; and the key, the caller's narrower cap, is the one likelier to refuse. Its slot
  * is held to the answer (Attempt.answered). A refused task waits parked like one the bulkhead
- * refused (the worker parks a `bulkhead` wait), in its key's slot line (Policies.waitForSlot).
+ * refused, in its key's slot line (Policies.waitForSlot).
  */
 export const concurrency: GateSpec = {
   name: 'concurrency',
   does: 'takes one of the calls in flight its `meta.concurrency` key allows',
   exits: [{ when: 'key full', becomes: 'wait, parked until a call of the key ends' }],
-  link({ concurrency: keys, journal }) {
+  link({ concurrency: keys }) {
     return async (attempt) => {
       const { meta } = attempt.envelope;
       const asked = meta.concurrency;
@@ -37,16 +37,8 @@ export const concurrency: GateSpec = {
         const taken = await keys.acquire(key, asked.limit, meta.client ?? '', partition);
         if (!taken.granted) {
           keys.expect(lineOf(attempt.envelope.request.uri, meta.client, partition), key, asked.limit);
-          const { requestId, client } = meta;
-          journal?.emit({
-            type: 'held',
-            requestId,
-            client,
-            by: 'concurrency',
-            until: Date.now() + taken.retryInMs,
-          });
-          // A `bulkhead` wait: the one the worker parks (an executor-side wait for a slot).
-          return refusal({ kind: 'wait', reason: 'bulkhead', delayMs: Math.max(1, taken.retryInMs) });
+          // A wait for a slot, parked by the worker as a bulkhead wait is (its `held` event then).
+          return refusal({ kind: 'wait', reason: 'concurrency', delayMs: Math.max(1, taken.retryInMs) });
         }
         grant = { ...taken, concurrencyKey: key };
       }
