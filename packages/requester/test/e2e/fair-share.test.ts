@@ -2,7 +2,7 @@ import { createServer, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { type FairQueue, QueueAdmin, queueFromConfig } from '@requester/queue';
 import { createRedis, type RedisClient } from '@requester/shared';
-import { eventually, startTarget, type Target, uniqueName } from '@requester/shared/testing';
+import { eventually, freePort, startTarget, type Target, uniqueName } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningProcess } from '../../src/runtime/index.ts';
 import {
@@ -10,6 +10,7 @@ import {
   postRequest,
   ResultCollector,
   type StackEnv,
+  spawnRequester,
   stackEnv,
   stackKey,
   startStack,
@@ -19,10 +20,10 @@ import {
 type Key = Awaited<ReturnType<typeof stackKey>>;
 
 /**
- * Fair share between clients (issue 21; docs/architecture.md §6), through HTTP. Every worker is
- * first held by calls to a target that does not answer, so that the backlogs below are all in the
- * queue before anything is leased; then the target answers, and the order in which the target
- * was called (each request's id is in its path) says who was served first. Assertions are on that
+ * Fair share between clients (issue 21; docs/architecture.md §6), through HTTP. The executor (a
+ * process of its own) is stopped while the backlogs below are queued, so that all are in the
+ * queue before anything is leased; then it starts again, and the order in which the target was
+ * called (each request's id is in its path) says who was served first. Assertions are on that
  * order, never on time. (The order of results on `out` is not it: `out` has several partitions,
  * read independently.)
  *
@@ -74,9 +75,10 @@ async function startCountingTarget() {
 describe('fair share between clients', () => {
   let stack: StackEnv;
   let running: RunningProcess;
+  /** The executor, a process of its own: stopped while a test queues its backlogs. */
+  let executor: ReturnType<typeof spawnRequester> | undefined;
   let results: ResultCollector;
   let target: Target;
-  let plug: Target;
   let redis: RedisClient;
   let queue: FairQueue;
 
@@ -87,9 +89,10 @@ describe('fair share between clients', () => {
       // the held calls must outlast the posting of the backlogs (slow on a loaded machine)
       TARGET_RESPONSE_TIMEOUT: '15m',
     });
-    [target, plug] = [await startTarget(), await startTarget()];
-    running = await startStack(stack);
+    target = await startTarget();
+    running = await startStack(stack, ['ingress', 'sync-gateway', 'router', 'relay']);
     await waitReady(stack);
+    await startExecutor();
     results = new ResultCollector(stack.config.topicOut);
     await results.start();
     redis = createRedis({ url: stack.config.redisUrl });
@@ -98,10 +101,11 @@ describe('fair share between clients', () => {
 
   afterAll(async () => {
     await results?.stop();
+    await stopExecutor();
     await running?.shutdown('test over');
     await queue?.close();
     redis?.disconnect();
-    await Promise.all([target?.close(), plug?.close()]);
+    await target?.close();
     if (stack) await dropStackDatabase(stack);
   }, 60_000);
 
@@ -131,21 +135,22 @@ describe('fair share between clients', () => {
     return ids;
   }
 
-  /** Holds every worker on `/hold/<gate>` (a client of its own); resolves once all are held. */
-  async function holdWorkers(gate: string): Promise<void> {
-    const holder = await stackKey(stack);
-    for (let i = 0; i < WORKERS; i++) {
-      const reply = await postRequest(`${stack.httpUrl}/request`, {
-        method: 'POST',
-        headers: { ...holder.headers, 'content-type': 'application/json' },
-        body: JSON.stringify({
-          request: { uri: `${plug.url}/hold/${gate}` },
-          meta: { requestId: `${gate}-${i}` },
-        }),
-      });
-      expect(reply.status).toBe(202);
-    }
-    await eventually(() => plug.holding(gate) === WORKERS, 60_000, 'every worker held');
+  /**
+   * The backlogs are queued while no executor runs, so that the order of service is the queue's
+   * alone: held workers would not do, as the worker pool lets another client borrow a worker then.
+   */
+  async function stopExecutor(): Promise<void> {
+    if (!executor) return;
+    executor.child.kill('SIGTERM');
+    await executor.exited;
+    executor = undefined;
+  }
+
+  async function startExecutor(): Promise<void> {
+    const adminPort = await freePort();
+    const own = { ...stack, env: { ...stack.env, ADMIN_PORT: String(adminPort) } };
+    executor = spawnRequester(own, 'executor');
+    await waitReady({ ...own, adminUrl: `http://127.0.0.1:${adminPort}` }, 120_000);
   }
 
   let depth = 0;
@@ -174,7 +179,7 @@ describe('fair share between clients', () => {
 
   it("a client's backlog does not hold another client's requests: B completes before A's backlog drains", async () => {
     const [a, b] = [await stackKey(stack), await stackKey(stack)];
-    await holdWorkers('gate-ab');
+    await stopExecutor();
     let aIds: string[];
     let bIds: string[];
     try {
@@ -184,7 +189,7 @@ describe('fair share between clients', () => {
       bIds = await send(b, 10, uniqueName('B'), 1);
       await queued(BACKLOG + 10);
     } finally {
-      plug.release('gate-ab');
+      await startExecutor();
     }
     await results.until(() => bIds.every((id) => results.byId.has(id)), 300_000, "B's results");
     await results.until(() => aIds.every((id) => results.byId.has(id)), 300_000, "A's results");
@@ -204,7 +209,7 @@ describe('fair share between clients', () => {
     const [heavy, light] = [await stackKey(stack, { weight: 3 }), await stackKey(stack)];
     // What `requester keys create --weight 3` does besides storing it with the key.
     await queue.setClientWeight(heavy.name, 3);
-    await holdWorkers('gate-w');
+    await stopExecutor();
     let heavyIds: string[];
     let lightIds: string[];
     try {
@@ -215,7 +220,7 @@ describe('fair share between clients', () => {
       ]);
       await queued(before + 2 * BACKLOG);
     } finally {
-      plug.release('gate-w');
+      await startExecutor();
     }
     // Measured while both clients have a backlog in nearly every shard. Shares are kept per shard
     // (a shard's lease serves its own clients' turns), and each client has only BACKLOG / shards
