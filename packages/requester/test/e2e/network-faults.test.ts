@@ -2,6 +2,7 @@ import { type KafkaProducer, loadConfig } from '@requester/shared';
 import {
   createTestTopics,
   type FaultProxy,
+  kafkaRouteEnv,
   startFaultProxy,
   startTarget,
   type Target,
@@ -19,7 +20,9 @@ import {
 
 /**
  * Network faults between Requester and one of its stores (docs/reliability.md): the whole service
- * in a child process reaches Redis or PostgreSQL through a TCP proxy the test controls, and while
+ * in a child process reaches Redis, PostgreSQL or Kafka through a TCP proxy the test controls (for
+ * Kafka its connections to the broker are rerouted to the proxy, kafka-route.ts, since the broker
+ * advertises its own address), and while
  * it works through a backlog (unordered calls, ordered partitions, tasks scheduled beyond the
  * Redis horizon into the outbox) the link gets slow, stalls, is reset and is partitioned, one
  * fault after another. Then: every task answered, each ordered partition called in order at the
@@ -55,10 +58,20 @@ interface Row {
 
 const rows: Row[] = [];
 
+/** The last /readyz answer that was not ready: a wait that runs out names what was not. */
+let lastUnready = '';
+
 async function ready(adminUrl: string): Promise<boolean> {
   return fetch(`${adminUrl}/readyz`, { signal: AbortSignal.timeout(5_000) }).then(
-    (res) => res.status === 200,
-    () => false,
+    async (res) => {
+      if (res.status === 200) return true;
+      lastUnready = `${res.status} ${await res.text()}`;
+      return false;
+    },
+    (err: Error) => {
+      lastUnready = err.message;
+      return false;
+    },
   );
 }
 
@@ -68,13 +81,44 @@ async function waitFor(check: () => Promise<boolean>, timeoutMs: number, what: s
     if (await check()) return Date.now() - started;
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
-  throw new Error(`${what}: not within ${timeoutMs} ms`);
+  throw new Error(`${what}: not within ${timeoutMs} ms (last /readyz: ${lastUnready})`);
 }
 
-describe.each([
-  { store: 'Redis', variable: 'REDIS_URL' as const },
-  { store: 'PostgreSQL', variable: 'DATABASE_URL' as const },
-])('network faults between Requester and $store', ({ store, variable }) => {
+/** How the child process is pointed at the proxy instead of the store. */
+interface Store {
+  store: string;
+  /** `host:port` of the store, as the plain stack reaches it. */
+  direct(config: StackEnv['config']): string;
+  /** The environment that sends the child's connections to the store through `proxy`. */
+  viaProxy(config: StackEnv['config'], proxy: FaultProxy): Record<string, string>;
+}
+
+/** A URL variable's host swapped for the proxy's. */
+function urlVia(url: string, proxy: FaultProxy): string {
+  const proxied = new URL(url);
+  proxied.host = proxy.address;
+  return proxied.toString();
+}
+
+const STORES: Store[] = [
+  {
+    store: 'Redis',
+    direct: (c) => new URL(c.redisUrl).host,
+    viaProxy: (c, proxy) => ({ REDIS_URL: urlVia(c.redisUrl, proxy) }),
+  },
+  {
+    store: 'PostgreSQL',
+    direct: (c) => new URL(c.databaseUrl).host,
+    viaProxy: (c, proxy) => ({ DATABASE_URL: urlVia(c.databaseUrl, proxy) }),
+  },
+  {
+    store: 'Kafka',
+    direct: (c) => c.kafkaBrokers.split(',')[0] as string,
+    viaProxy: (c, proxy) => kafkaRouteEnv({ [c.kafkaBrokers.split(',')[0] as string]: proxy.address }),
+  },
+];
+
+describe.each(STORES)('network faults between Requester and $store', ({ store, direct, viaProxy }) => {
   let proxy: FaultProxy;
   let stack: StackEnv;
   let target: Target;
@@ -84,13 +128,10 @@ describe.each([
   beforeAll(async () => {
     target = await startTarget();
     const plain = await stackEnv();
-    const direct = new URL(store === 'Redis' ? plain.config.redisUrl : plain.config.databaseUrl);
-    proxy = await startFaultProxy(`${direct.hostname}:${direct.port || (store === 'Redis' ? 6379 : 5432)}`);
-    const proxied = new URL(direct);
-    proxied.host = proxy.address;
+    proxy = await startFaultProxy(withPort(direct(plain.config), store));
     const env = {
       ...plain.env,
-      [variable]: proxied.toString(),
+      ...viaProxy(plain.config, proxy),
       MAX_WORKERS: '16',
       EXECUTOR_LEASE_TTL: '3s',
       REDIS_COMMAND_TIMEOUT: '2s',
@@ -109,7 +150,7 @@ describe.each([
     await target?.close();
     await proxy?.close();
     if (stack) await dropStackDatabase(stack);
-    if (rows.length > 0 && store === 'PostgreSQL') {
+    if (rows.length > 0 && store === STORES.at(-1)?.store) {
       const table = rows.map(
         (r) =>
           `| ${r.store} | ${r.fault} | ${r.unreadyDuring ? 'not ready' : 'ready'} | ${r.resultsDuring} | ${(r.readyAfterMs / 1000).toFixed(1)} s |`,
@@ -198,3 +239,9 @@ describe.each([
     120_000 + FAULTS.length * (FAULT_MS + 60_000),
   );
 });
+
+/** `host:port` with the store's default port when the URL left it out. */
+function withPort(address: string, store: string): string {
+  if (/:\d+$/.test(address)) return address;
+  return `${address}:${store === 'Redis' ? 6379 : 5432}`;
+}

@@ -1,6 +1,15 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { registry } from '../metrics/index.ts';
-import { createTestTopics, eventually, silentLogger, testKafka, uniqueName } from '../testing/index.ts';
+import {
+  createTestTopics,
+  eventually,
+  routeConnections,
+  silentLogger,
+  startFaultProxy,
+  TEST_KAFKA_BROKERS,
+  testKafka,
+  uniqueName,
+} from '../testing/index.ts';
 import { ConsumerHealth } from './health.ts';
 
 async function crashCount(group: string): Promise<number> {
@@ -48,4 +57,40 @@ describe('ConsumerHealth over a real consumer that fails on every batch', () => 
     now += 61_000; // the crashes age out of the window
     expect(health.ready).toBe(true);
   });
+
+  it('forgets the crashes of a broker it could not reach once the consumer joins its group again', async () => {
+    const cutTopic = uniqueName('health-cut');
+    await createTestTopics([cutTopic], 1);
+    // The consumer reaches the broker through a fault proxy (its other connections go direct).
+    const broker = TEST_KAFKA_BROKERS.split(',')[0] as string;
+    const proxy = await startFaultProxy(broker);
+    const unroute = routeConnections({ [broker]: proxy.address });
+    const group = uniqueName('cut');
+    const consumer = testKafka().consumer({ groupId: group, retries: 0 });
+    try {
+      // A window far longer than the test: only the join may clear these crashes.
+      const health = new ConsumerHealth({ logger: silentLogger, crashLimit: 3, windowMs: 3_600_000 });
+      health.watch(consumer, group);
+      let joins = 0;
+      consumer.onAssigned(() => joins++);
+      await consumer.start({
+        topics: [cutTopic],
+        fromBeginning: true,
+        commit: 'after-batch',
+        onBatch: async () => {},
+      });
+      await eventually(async () => joins >= 1, 30_000, 'the first join');
+      proxy.partition();
+      await eventually(async () => (await crashCount(group)) >= 3, 60_000, 'three crashes counted');
+      expect(health.ready).toBe(false);
+      const before = joins;
+      proxy.heal();
+      await eventually(async () => joins > before, 60_000, 'the group joined again');
+      expect(health.ready).toBe(true);
+    } finally {
+      await consumer.stop();
+      unroute();
+      await proxy.close();
+    }
+  }, 150_000);
 });

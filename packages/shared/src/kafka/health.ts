@@ -22,7 +22,7 @@ export interface ConsumerHealthOptions {
 
 interface Watched {
   group: string;
-  crashedAt: number[];
+  crashedAt: Array<{ at: number; unreachable: boolean }>;
   /** The client gave up on it (a crash it does not restart after): it consumes nothing any more. */
   stopped: boolean;
 }
@@ -33,6 +33,12 @@ interface Watched {
  * seconds, and the partitions it holds stop moving. Counted in `kafka_consumer_crashes_total{group}`;
  * a consumer that crashed `crashLimit` times within `windowMs`, or that the client stopped restarting,
  * makes the process not ready.
+ *
+ * A crash because the broker could not be reached is forgotten once the consumer joins its group
+ * again: a partition from Kafka of a few seconds crashes every restart attempt, and counting those
+ * for the whole window kept a process not ready for minutes after Kafka was back (while the
+ * outage lasts, /readyz's Kafka probe says not ready anyway). A batch that fails is not forgotten
+ * on a join: that loop joins every time.
  */
 export class ConsumerHealth {
   private readonly watched: Watched[] = [];
@@ -53,10 +59,16 @@ export class ConsumerHealth {
     this.watched.push(watched);
     // Exported at 0 from the start: increase() and the crash-loop alert see the first crash.
     crashes.inc({ group }, 0);
+    const offJoined = consumer.onAssigned(() => {
+      watched.crashedAt = watched.crashedAt.filter((crash) => !crash.unreachable);
+    });
     const off = consumer.onCrash((payload) => {
       crashes.inc({ group });
       const now = this.options.now();
-      watched.crashedAt = [...watched.crashedAt.filter((at) => now - at < this.options.windowMs), now];
+      watched.crashedAt = [
+        ...watched.crashedAt.filter((crash) => now - crash.at < this.options.windowMs),
+        { at: now, unreachable: payload.unreachable },
+      ];
       if (!payload.restart) watched.stopped = true;
       this.options.logger.error(
         { err: payload.error, group, restart: payload.restart, recentCrashes: watched.crashedAt.length },
@@ -67,6 +79,7 @@ export class ConsumerHealth {
     });
     return () => {
       off();
+      offJoined();
       const at = this.watched.indexOf(watched);
       if (at >= 0) this.watched.splice(at, 1);
     };
@@ -83,7 +96,8 @@ export class ConsumerHealth {
     return this.watched.every(
       (w) =>
         !w.stopped &&
-        w.crashedAt.filter((at) => now - at < this.options.windowMs).length < this.options.crashLimit,
+        w.crashedAt.filter((crash) => now - crash.at < this.options.windowMs).length <
+          this.options.crashLimit,
     );
   }
 }

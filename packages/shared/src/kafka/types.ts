@@ -118,6 +118,11 @@ export interface ConsumerOptions {
 export interface ConsumerCrash {
   error: unknown;
   restart: boolean;
+  /**
+   * The broker could not be reached (refused, reset, timed out): an outage of the link, which ends
+   * with it, rather than a batch that fails each time it comes.
+   */
+  unreachable: boolean;
 }
 
 /** The partitions assigned to this member, by topic. */

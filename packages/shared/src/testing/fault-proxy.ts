@@ -104,7 +104,9 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
       return;
     }
     accepted++;
-    const upstream = net.connect({ host, port });
+    // Not `net.connect`: a process that reroutes its Kafka connections to this proxy
+    // (kafka-route.ts) wraps that one, and the proxy's own way to the broker must not be rerouted.
+    const upstream = new net.Socket().connect({ host, port });
     const pair = { client, upstream };
     open.add(pair);
     const up = new Pipe(upstream, faults, wake);

@@ -8,6 +8,7 @@ import type {
   RecordBatch,
   RecordBatchShape,
 } from '../types.ts';
+import { isKafkaUnreachableError } from './errors.ts';
 
 export class KafkajsConsumer implements KafkaConsumer {
   readonly groupId: string;
@@ -83,7 +84,11 @@ export class KafkajsConsumer implements KafkaConsumer {
 
   onCrash(listener: (crash: ConsumerCrash) => void): () => void {
     return this.consumer.on(this.consumer.events.CRASH, ({ payload }) =>
-      listener({ error: payload.error, restart: payload.restart }),
+      listener({
+        error: payload.error,
+        restart: payload.restart,
+        unreachable: isKafkaUnreachableError(payload.error),
+      }),
     );
   }
 

@@ -45,6 +45,22 @@ export function isKafkaClientError(e: { name?: unknown }): boolean {
   return typeof e.name === 'string' && e.name.startsWith('KafkaJS');
 }
 
+/** kafkajs's errors for a broker that could not be reached or did not answer in time. */
+const UNREACHABLE = new Set([
+  'KafkaJSConnectionError',
+  'KafkaJSConnectionClosedError',
+  'KafkaJSRequestTimeoutError',
+  'KafkaJSBrokerNotFound',
+]);
+
+/**
+ * Whether the broker could not be reached (refused, reset, closed, timed out), however kafkajs
+ * wrapped it: an outage of the link, as opposed to a batch or a request Kafka answered with an error.
+ */
+export function isKafkaUnreachableError(err: unknown): boolean {
+  return causes(err).some((e) => typeof e.name === 'string' && UNREACHABLE.has(e.name));
+}
+
 /**
  * What a Kafka error means for the operator: kafkajs names the SASL mechanism that failed, not
  * the system, and a refused login must not look like a broker that is merely down.
