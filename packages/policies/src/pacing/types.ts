@@ -47,6 +47,11 @@ export interface OriginPacerOptions {
    * of the event loop.
    */
   reportEveryMs?: number;
+  /**
+   * A client's weight (the queue's, ClientWeights; default 1 each): the share of a paced origin's
+   * returns its waiters beyond the booking horizon get (see gate-1.lua).
+   */
+  weightOf?: (client: string) => number;
   logger?: Logger;
 }
 

@@ -35,7 +35,12 @@ async function paced(pacer: OriginPacer, attempt: Attempt): Promise<Refusal | un
   const { origin, identity } = attempt;
   for (let gates = 1; ; gates++) {
     const askedAt = performance.now();
-    const paced = await pacer.gate(origin, gates === 1 ? attempt.pacedAt : undefined, identity);
+    const paced = await pacer.gate(
+      origin,
+      gates === 1 ? attempt.pacedAt : undefined,
+      identity,
+      attempt.envelope.meta.client ?? '',
+    );
     const held = pacedStep(paced);
     if (held.kind !== 'call') return refusal(held);
     if (!paced.admitted || paced.waitMs <= 0) return undefined;
