@@ -10,7 +10,8 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
  * The origin's pace (OriginPacer: what the target asked for, shared in Redis), before the
  * bulkhead: a dispatch slot a few ms ahead is slept for in the worker, holding none of the
  * origin's concurrency; a later one is reserved and the task waits until then (not an attempt).
- * The pacer batches its own round trips: a gate of an origin known free is none.
+ * The pacer batches its own round trips: a gate of an origin known free is none. The call's client
+ * is named, so that a backlog beyond the booking horizon waits in its client's own return lane.
  */
 export const pace: GateSpec = {
   name: 'pace',
