@@ -102,6 +102,7 @@ export const executorRole: RoleDefinition = {
       maxLimit: config.maxWorkersPerOrigin ?? defaultMaxPerOrigin(config.maxWorkers),
       retryAfterMaxMs: config.retryAfterMax,
       freeForMs: config.pacingFreeFor,
+      weightOf: (client) => weights.weightOf(client),
       logger,
     });
     const executor = new Executor({

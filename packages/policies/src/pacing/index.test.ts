@@ -92,6 +92,71 @@ describe('OriginPacer', () => {
     expect(lane).toBeLessThanOrEqual(5 * (1000 / (6.3 * 1.1)) + 1);
   });
 
+  it("gives each client a return lane of its own: a backlog down one, across executors, is no newcomer's wait", async () => {
+    const a = pacer({ maxLocalWaitMs: 0, bookAheadMs: 500 });
+    const b = new OriginPacer({
+      redis,
+      prefix: prefixes.at(-1) ?? '',
+      maxLimit: 8,
+      retryAfterMaxMs: 3_600_000,
+      reportEveryMs: 0,
+      maxLocalWaitMs: 0,
+      bookAheadMs: 500,
+    });
+    await a.report(ORIGIN, tooMany({ 'retry-after': '30', 'ratelimit-policy': '10;w=1' }), MS);
+    const backlog: number[] = [];
+    for (let i = 0; i < 30; i++) {
+      const grant = await a.gate(ORIGIN, undefined, undefined, 'A');
+      if (!grant.admitted) backlog.push(Date.now() + grant.retryInMs);
+    }
+    // Client B, on the other executor, asks after A's 30 went down A's lane: its first return is
+    // due when the horizon reaches the hold's end, as A's first was, not after A's 30.
+    const newcomer = await b.gate(ORIGIN, undefined, undefined, 'B');
+    if (newcomer.admitted) throw new Error('expected a refusal');
+    expect(newcomer.slotMs).toBe(0);
+    expect(Date.now() + newcomer.retryInMs).toBeLessThan(backlog[2] ?? 0);
+    // Without a client, the calls share the lane of their own, as before.
+    const unnamed = await b.gate(ORIGIN);
+    if (unnamed.admitted) throw new Error('expected a refusal');
+    expect(Date.now() + unnamed.retryInMs).toBeLessThan(backlog[2] ?? 0);
+    await b.close();
+  });
+
+  it("spaces two backlogged clients' returns by their weights (3 : 1), across executors", async () => {
+    const weightOf = (client: string) => (client === 'A' ? 3 : 1);
+    const a = pacer({ maxLocalWaitMs: 0, bookAheadMs: 500, weightOf });
+    const b = new OriginPacer({
+      redis,
+      prefix: prefixes.at(-1) ?? '',
+      maxLimit: 8,
+      retryAfterMaxMs: 3_600_000,
+      reportEveryMs: 0,
+      maxLocalWaitMs: 0,
+      bookAheadMs: 500,
+      weightOf,
+    });
+    await a.report(ORIGIN, tooMany({ 'retry-after': '30', 'ratelimit-policy': '10;w=1' }), MS);
+    const backs: Array<{ client: string; atMs: number }> = [];
+    for (let i = 0; i < 60; i++) {
+      for (const [p, client] of [
+        [a, 'A'],
+        [b, 'B'],
+      ] as const) {
+        const grant = await p.gate(ORIGIN, undefined, undefined, client);
+        if (!grant.admitted) backs.push({ client, atMs: Date.now() + grant.retryInMs });
+      }
+    }
+    // While both have waiters down their lanes, they come back (and so take the slots) 3 : 1.
+    const last = (client: string) => Math.max(...backs.filter((x) => x.client === client).map((x) => x.atMs));
+    const both = backs.filter((x) => x.atMs <= Math.min(last('A'), last('B')));
+    const ofA = both.filter((x) => x.client === 'A').length;
+    const ofB = both.length - ofA;
+    expect(ofB).toBeGreaterThan(10);
+    expect(ofA / ofB).toBeGreaterThanOrEqual(3 * 0.85);
+    expect(ofA / ofB).toBeLessThanOrEqual(3 * 1.15);
+    await b.close();
+  });
+
   it('a backlog beyond the horizon goes at the pace of when it comes back, not at the one it first asked at', async () => {
     const p = pacer({ maxLocalWaitMs: 0, bookAheadMs: 1_000 });
     await p.report(ORIGIN, { kind: 'response', status: 200, headers: { 'ratelimit-policy': '10;w=1' } }, MS);

@@ -71,6 +71,7 @@ export class OriginPacer {
   private lastErrorLogMs = 0;
   private readonly freeForMs: number;
   private readonly reportEveryMs: number;
+  private readonly weightOf: (client: string) => number;
   /** Names this pacer (one per executor) in its reports: the limit's steps count the executors. */
   private readonly reporter = randomBytes(6).toString('base64url');
 
@@ -89,6 +90,7 @@ export class OriginPacer {
     this.freeForMs = Math.max(0, Math.round(options.freeForMs ?? 0));
     this.reportEveryMs = Math.max(0, Math.round(options.reportEveryMs ?? REPORT_EVERY_MS));
     this.keys = new PaceKeys(options.prefix);
+    this.weightOf = options.weightOf ?? (() => 1);
     this.permits = new LocalPermissions(options.redis, `${options.prefix}held`, this.freeForMs, (err) =>
       this.failed('subscribe', err),
     );
@@ -102,9 +104,10 @@ export class OriginPacer {
 
   /**
    * When may a call to `origin` leave? Asked just before it does (see gate-1.lua); `reservedMs`:
-   * the slot a previous refusal reserved for this task.
+   * the slot a previous refusal reserved for this task; `client`: whose call (meta.client), whose
+   * waiters beyond the booking horizon come back at its weighted share of the pace.
    */
-  async gate(origin: string, reservedMs?: number, identity?: string): Promise<PaceGrant> {
+  async gate(origin: string, reservedMs?: number, identity?: string, client = ''): Promise<PaceGrant> {
     const scope = scopeOf(origin, identity);
     const key = this.keys.of(scope);
     if (!reservedMs && this.permits.isFree(key)) {
@@ -122,6 +125,8 @@ export class OriginPacer {
         bookAheadMs: this.bookAheadMs,
         dispatched,
         freeMs: asked,
+        client,
+        weight: this.weightOf(client),
       });
       this.learnt.remember(origin, scope, reply.limit, reply.rate);
       this.permits.permit(key, reply.freeMs, heard);

@@ -28,6 +28,10 @@ export interface GateArgs {
   dispatched: number;
   /** The local permission asked for (ms); 0 = none. */
   freeMs: number;
+  /** Whose call (meta.client; '' = none): its return lane is its own. */
+  client: string;
+  /** The client's weight: its share of the returns. */
+  weight: number;
 }
 
 /** One answer of a batch (report-1.lua applies them in order). */
@@ -87,7 +91,16 @@ export function loadPacingScripts(redis: RedisClient): PacingScripts {
       const reply = (await run(
         'gate',
         [key],
-        [a.maxLocalWaitMs, a.ttlMs, a.reservedMs, a.bookAheadMs, whole(a.dispatched), whole(a.freeMs)],
+        [
+          a.maxLocalWaitMs,
+          a.ttlMs,
+          a.reservedMs,
+          a.bookAheadMs,
+          whole(a.dispatched),
+          whole(a.freeMs),
+          a.client,
+          a.weight,
+        ],
       )) as number[];
       const [admitted, waitMs = 0, limit, rate, slotMs = 0, freeMs = 0] = reply;
       return {

@@ -47,6 +47,11 @@ export interface OriginPacerOptions {
    * of the event loop.
    */
   reportEveryMs?: number;
+  /**
+   * A client's weight (the queue's, ClientWeights; default 1 each): the share of a paced origin's
+   * returns its waiters beyond the booking horizon get (see gate-1.lua).
+   */
+  weightOf?: (client: string) => number;
   logger?: Logger;
 }
 
@@ -97,7 +102,10 @@ export interface PaceSnapshot {
   limit: number | undefined;
   /** The next free dispatch slot of a paced origin (Redis epoch ms). */
   nextSlotMs: number | undefined;
-  /** The next free time of the return lane: a task beyond the booking horizon asks again then (Redis epoch ms). */
+  /**
+   * The next free time of the return lane of the calls naming no client: a task beyond the booking
+   * horizon asks again then (Redis epoch ms). Each client's lane is its own (see gate-1.lua).
+   */
   laneMs: number | undefined;
   /** The latency without load (ms), as the last probe measured it (or less since). */
   floorMs: number | undefined;

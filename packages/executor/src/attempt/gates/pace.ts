@@ -10,7 +10,8 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
  * The origin's pace (OriginPacer: what the target asked for, shared in Redis), before the
  * bulkhead: a dispatch slot a few ms ahead is slept for in the worker, holding none of the
  * origin's concurrency; a later one is reserved and the task waits until then (not an attempt).
- * The pacer batches its own round trips: a gate of an origin known free is none.
+ * The pacer batches its own round trips: a gate of an origin known free is none. The call's client
+ * is named, so that a backlog beyond the booking horizon waits in its client's own return lane.
  */
 export const pace: GateSpec = {
   name: 'pace',
@@ -35,7 +36,12 @@ async function paced(pacer: OriginPacer, attempt: Attempt): Promise<Refusal | un
   const { origin, identity } = attempt;
   for (let gates = 1; ; gates++) {
     const askedAt = performance.now();
-    const paced = await pacer.gate(origin, gates === 1 ? attempt.pacedAt : undefined, identity);
+    const paced = await pacer.gate(
+      origin,
+      gates === 1 ? attempt.pacedAt : undefined,
+      identity,
+      attempt.envelope.meta.client ?? '',
+    );
     const held = pacedStep(paced);
     if (held.kind !== 'call') return refusal(held);
     if (!paced.admitted || paced.waitMs <= 0) return undefined;

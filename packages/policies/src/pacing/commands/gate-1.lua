@@ -17,6 +17,10 @@
   above it, so that the waiters neither come back all at once nor slower than the slots they are
   to take. Back, it is a new task again: it takes a slot at the pace of then, or is sent down the
   lane again if the horizon is still full (the pace grew slower than expected, or a hold came).
+  Each client has a lane of its own (ARGV[7]), spaced at its weighted share of the pace among the
+  clients whose lanes are in use: a client's backlog sent down its lane is no wait for a newcomer,
+  whose first return is due when the horizon reaches it, and two backlogged clients come back, and
+  so take the slots, in the ratio of their weights (docs/architecture.md §9, "whose turn").
   For every paced origin: one that advertised its pace (RateLimit-Policy), and one that did not,
   whose pace is learnt from the rate it served when it refused (report-1.lua): there the lane
   expects the pace to grow back as fast up to the probe line `p`, and no further (it grows
@@ -31,6 +35,8 @@
   ARGV[5]  calls the caller dispatched on its local permission since it last told (counted now)
   ARGV[6]  the local permission asked for (ms): how long the caller may dispatch without asking
            while the origin is free (unpaced, not held, no probe of the floor under way); 0 = none
+  ARGV[7]  the caller's client (meta.client; '' = none): its return lane is its own
+  ARGV[8]  the client's weight (the queue's): its share of the returns
 
   Returns {admitted, waitMs, limitMilli, rateMilli, slot, freeMs}
     admitted 1: sleep waitMs, then call; 0: come back in waitMs (not an attempt) with `slot`, the
@@ -47,13 +53,46 @@ local reserved = tonumber(ARGV[3])
 local bookAheadMs = tonumber(ARGV[4])
 local pending = tonumber(ARGV[5]) or 0
 local freeMs = tonumber(ARGV[6]) or 0
+local client = ARGV[7] or ''
+local weight = math.max(tonumber(ARGV[8]) or 1, 0.001)
 local now = nowMs()
 -- The lane's margin above the pace expected (grown back by GROWTH, includes/pace.lua, up to the
 -- ceiling or the probe line): waiters back early are sent down the lane again, a gate call each;
 -- late ones leave the pace unused.
 local LANE_MARGIN = 1.1
 
-local f = redis.call('HMGET', K_PACE, 'h', 'r', 't', 'x', 'ns', 'c', 'k', 'n', 'w', 'p', 'q')
+-- The sum of the weights of the clients whose return lane is in use (a waiter due back after
+-- now), the asker's included; the lanes no longer in use are dropped (an idle client banks no
+-- credit, and returns start from the horizon).
+local function laneWeights(asker, askerWeight, at)
+  local fields = redis.call('HGETALL', K_PACE)
+  local lanes, weights = {}, {}
+  for i = 1, #fields, 2 do
+    local name = fields[i]
+    if name == 'w' then
+      lanes[''] = tonumber(fields[i + 1])
+    elseif string.sub(name, 1, 2) == 'w:' then
+      lanes[string.sub(name, 3)] = tonumber(fields[i + 1])
+    elseif name == 'g' then
+      weights[''] = tonumber(fields[i + 1])
+    elseif string.sub(name, 1, 2) == 'g:' then
+      weights[string.sub(name, 3)] = tonumber(fields[i + 1])
+    end
+  end
+  local sum = askerWeight
+  for lane, tag in pairs(lanes) do
+    if lane ~= asker then
+      if tag > at then
+        sum = sum + (weights[lane] or 1)
+      else
+        redis.call('HDEL', K_PACE, laneField(lane), weightField(lane))
+      end
+    end
+  end
+  return sum
+end
+
+local f = redis.call('HMGET', K_PACE, 'h', 'r', 't', 'x', 'ns', 'c', 'k', 'n', laneField(client), 'p', 'q')
 local hold = tonumber(f[1]) or 0
 local rate = tonumber(f[2])
 local limit = tonumber(f[6])
@@ -97,7 +136,11 @@ if rate then
     if line then
       expected = math.min(expected, line)
     end
-    redis.call('HSET', K_PACE, 'w', back + 1000 / (math.max(rate, expected) * LANE_MARGIN))
+    -- The lanes take turns by weight, as the slot line's clients do: this client's returns are
+    -- spaced at its share of the pace, so a backlog booked down its own lane is no newcomer's wait.
+    local share = weight / laneWeights(client, weight, now)
+    redis.call('HSET', K_PACE, laneField(client), back + 1000 / (math.max(rate, expected) * LANE_MARGIN * share))
+    redis.call('HSET', K_PACE, weightField(client), weight)
     redis.call('PEXPIRE', K_PACE, math.ceil(ttlMs + (back - now)))
     return { 0, math.ceil(back - now), milli(limit), milli(rate), 0 }
   end

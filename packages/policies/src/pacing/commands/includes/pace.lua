@@ -14,8 +14,10 @@
              x  the pace the target advertised (calls/s, its RateLimit-Policy); r never exceeds it
              t  next free dispatch slot of the paced rate (ms): the GCRA theoretical arrival time
              k  next free slot of the late lane: tasks back late for their reserved slot (ms)
-             w  next free time of the return lane: tasks beyond the booking horizon come back
-                then, unbooked (ms; see gate-1.lua)
+             w  next free time of the return lane of the calls naming no client: tasks beyond
+                the booking horizon come back then, unbooked (ms; see gate-1.lua); w:<client>
+                that of a client's calls, g / g:<client> the client's weight (its share of the
+                returns)
              ns, n  start of this second's window of dispatches (ms), and its dispatches so far
              pn     the previous window's dispatches per second: with n, the rate we are sending at
                     (counted by the gate, or by the next report of an executor that dispatched
@@ -31,6 +33,21 @@
              d  last decrease (ms): several answers to one burst lower the pace once
 ]]
 local K_PACE = KEYS[1]
+
+-- A client's return lane and weight fields (see above).
+local function laneField(client)
+  if client == '' then
+    return 'w'
+  end
+  return 'w:' .. client
+end
+
+local function weightField(client)
+  if client == '' then
+    return 'g'
+  end
+  return 'g:' .. client
+end
 
 -- What each success adds back to a pace after a slow-down (calls/s; report-1.lua): at a pace r,
 -- +GROWTH·r a second, i.e. × e^GROWTH a second (+35 %: doubled in about 2 s). The gate expects it
