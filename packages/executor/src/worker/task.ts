@@ -114,7 +114,16 @@ export class TaskRunner {
       }
       if (!parked) this.journalLeased(job, client);
       if (!parsed.ok) return this.parts.endings.unprocessable(job, fetched.record, parsed.result);
-      return await this.attemptParsed(job, fetched.record, parsed.envelope, progress, log, read, slot);
+      return await this.attemptParsed(
+        job,
+        fetched.record,
+        parsed.envelope,
+        progress,
+        log,
+        read,
+        slot,
+        parked,
+      );
     } catch (err) {
       log.error({ err }, 'executor failed on a task: answering with an internal error');
       const message = err instanceof Error ? err.message : String(err);
@@ -134,6 +143,7 @@ export class TaskRunner {
     log: LazyChild,
     read: { parsed: Parsed; cancellation: Cancellation | undefined } | undefined,
     slot: Granted | undefined,
+    parked = false,
   ): Promise<Settlement> {
     const known = read
       ? { found: read.cancellation }
@@ -156,6 +166,9 @@ export class TaskRunner {
       prepared.kind === 'call' ? prepared.call(envelope) : envelope,
     );
     if (paused) return paused;
+    // A parked task passed this check when it was leased.
+    const debounced = parked ? undefined : await this.parts.preChecks.debounced(envelope, progress);
+    if (debounced) return debounced;
     const taskLog: LazyChild = envelope.meta.client ? log.with({ client: envelope.meta.client }) : log;
     // The origin a bulkhead wait is for is the one called.
     const callUri = (traced: RequestEnvelope) =>

@@ -215,6 +215,38 @@ export function fenceRoute(
 }
 
 /**
+ * Whether a routed record enters its debounce key's burst (`meta.debounce`): a request as its
+ * producer sent it, queued. A copy coming back (a relay's copy of an outbox row, a task the
+ * executor rescheduled: attempts made or time waited) entered its burst already; the executor
+ * decides whether it runs.
+ */
+export function entersDebounce(route: Route, relayed: boolean): boolean {
+  if (route.kind !== 'queue' || relayed) return false;
+  const { envelope } = route;
+  return envelope.meta.debounce !== undefined && (envelope.tryCount ?? 0) === 0 && !envelope.waitTime;
+}
+
+/**
+ * A debounced record's route once its burst gave it a due time (pure): queued for then, or, due
+ * beyond the horizon, an outbox row for then (its relayed copy is queued without entering the
+ * burst again, see entersDebounce).
+ */
+export function debounceRoute(
+  record: SourceRecord,
+  route: Extract<Route, { kind: 'queue' }>,
+  dueAt: number,
+  { now, horizonMs }: Pick<RouteOptions, 'now' | 'horizonMs'>,
+): Route {
+  if (dueAt - now > horizonMs)
+    return {
+      kind: 'outbox',
+      row: outboxRow(record, route.envelope, dueAt, route.traceparent),
+      envelope: route.envelope,
+    };
+  return { ...route, task: { ...route.task, dueAt } };
+}
+
+/**
  * An ordered record that was scheduled beyond the horizon when it reached `in` goes through the
  * outbox even when the router reads it later, within the horizon or after its instant (a router
  * behind `in`): otherwise the records of one ordered partition before it went to the outbox and the

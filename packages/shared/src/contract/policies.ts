@@ -108,7 +108,10 @@ export const concurrencySchema = strictObject({
 const MAX_DEBOUNCE_WAIT_NS = durationNs(MAX_DEBOUNCE_WAIT) ?? 0n;
 
 /** A `maxWait` below `delay` would cut every burst short of its delay; beyond the cap, the burst is not bounded. */
-function checkDebounceBounds(debounce: { delay: string; maxWait?: string | undefined }, ctx: z.RefinementCtx): void {
+function checkDebounceBounds(
+  debounce: { delay: string; maxWait?: string | undefined },
+  ctx: z.RefinementCtx,
+): void {
   const delay = durationNs(debounce.delay);
   const maxWait = debounce.maxWait === undefined ? undefined : durationNs(debounce.maxWait);
   if (delay !== undefined && delay > MAX_DEBOUNCE_WAIT_NS)

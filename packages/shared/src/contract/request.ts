@@ -93,7 +93,8 @@ function checkDebounce(
     ctx.addIssue({
       code: 'custom',
       path: ['meta', 'debounce'],
-      message: 'cannot be used with an ordered ("!") partition: its head would hold the partition for the burst',
+      message:
+        'cannot be used with an ordered ("!") partition: its head would hold the partition for the burst',
     });
   if (envelope.meta.scheduled !== undefined)
     ctx.addIssue({

@@ -140,7 +140,9 @@ const resultMetaSchema = z
       .optional(),
     debounced: z
       .object({
-        by: z.string().meta({ description: 'The requestId of the newer request of the key that replaced it.' }),
+        by: z
+          .string()
+          .meta({ description: 'The requestId of the newer request of the key that replaced it.' }),
       })
       .meta({
         title: 'Debounced',

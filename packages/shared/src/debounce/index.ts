@@ -6,7 +6,7 @@
  * @module
  */
 
-import { clientScoped, errorResult, type ErrorResultExtra, type ResultEnvelope } from '../contract/index.ts';
+import { clientScoped, type ErrorResultExtra, errorResult, type ResultEnvelope } from '../contract/index.ts';
 import type { RedisClient } from '../redis/index.ts';
 import { durationToMs } from '../time/index.ts';
 
@@ -120,7 +120,8 @@ export class Debounces {
       seat ? seat.offset : '-1',
       String(this.#graceMs),
     )) as [string, string];
-    return { dueAt: Number(answer[0]), replaced: String(answer[1] ?? '') };
+    const replaced = String(answer[1] ?? '');
+    return { dueAt: Number(answer[0]), replaced: replaced === requestId ? '' : replaced };
   }
 
   /** Whether a due task of the key runs (undefined) or was replaced (the latest's requestId). */
