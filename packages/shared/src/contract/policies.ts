@@ -118,7 +118,8 @@ function checkDebounceBounds(
     ctx.addIssue({ code: 'custom', path: ['delay'], message: `must be at most ${MAX_DEBOUNCE_WAIT}` });
   if (maxWait !== undefined && maxWait > MAX_DEBOUNCE_WAIT_NS)
     ctx.addIssue({ code: 'custom', path: ['maxWait'], message: `must be at most ${MAX_DEBOUNCE_WAIT}` });
-  else if (delay !== undefined && maxWait !== undefined && maxWait < delay)
+  // Below 1ms, its own check said so already.
+  else if (delay !== undefined && maxWait !== undefined && maxWait >= 1_000_000n && maxWait < delay)
     ctx.addIssue({
       code: 'custom',
       path: ['maxWait'],
