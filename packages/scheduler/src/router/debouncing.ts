@@ -1,7 +1,7 @@
 import type { Debounces } from '@requester/shared/debounce';
 import type { Logger } from '@requester/shared/log';
 import { counter } from '@requester/shared/metrics';
-import { debounceRoute, entersDebounce, type Route, type SourceRecord } from './route.ts';
+import { acceptedAt, debounceRoute, entersDebounce, type Route, type SourceRecord } from './route.ts';
 
 const entered = counter(
   'router_debounced_total',
@@ -14,9 +14,9 @@ const unavailable = counter(
 );
 
 /**
- * Enters the batch's debounced records into their keys' bursts (see Debounces.enter), in offset
- * order: sent together, they reach Redis in that order, so the last of a key in the batch is its
- * latest. Each gets its burst's due time (debounceRoute). Returns the records put off, with their
+ * Enters the batch's debounced records into their keys' bursts (see Debounces.enter): the one of
+ * a key that arrived last is its latest (the last in offset order, of records of one partition of
+ * `in` with one arrival). Each gets its burst's due time (debounceRoute). Returns the records put off, with their
  * due time, for the journal. Redis unreadable: the records go as routed, due now, and are executed
  * (a debounce is a saving, a request a promise); so does a record whose entry failed.
  */
@@ -36,6 +36,7 @@ export async function debounceBatch(
       if (route.kind !== 'queue' || !route.envelope.meta.debounce) throw new Error('not debounced');
       const { client, requestId, debounce } = route.envelope.meta;
       return debounces.enter(client, requestId, debounce, now, {
+        arrivedAt: acceptedAt(record, route.envelope, now),
         partition: record.partition,
         offset: record.offset,
       });

@@ -168,7 +168,7 @@ export function routeRecord(record: SourceRecord, contract: RequestContract, opt
  * record reached `in`: a router behind `in` does not lengthen the caller's deadline), never later
  * than now (a timestamp ahead is not believed), else now.
  */
-function acceptedAt(record: SourceRecord, envelope: RequestEnvelope, now: number): number {
+export function acceptedAt(record: SourceRecord, envelope: RequestEnvelope, now: number): number {
   if (envelope.createdAt) return parseRfc3339(envelope.createdAt);
   const timestamp = Number(record.timestamp);
   return Number.isFinite(timestamp) && timestamp > 0 ? Math.min(timestamp, now) : now;

@@ -38,7 +38,11 @@ describe('meta.debounce', () => {
     [{ key: '', delay: '1s' }, 'meta.debounce.key', /must not be empty/],
     [{ key: 'k'.repeat(201), delay: '1s' }, 'meta.debounce.key', /at most 200/],
     [{ key: 'a b', delay: '1s' }, 'meta.debounce.key', /printable ASCII/],
-    [{ key: 'a', delay: '2s', maxWait: '1s' }, 'meta.debounce.maxWait', /not be shorter than delay \(1s < 2s\)/],
+    [
+      { key: 'a', delay: '2s', maxWait: '1s' },
+      'meta.debounce.maxWait',
+      /not be shorter than delay \(1s < 2s\)/,
+    ],
     [{ key: 'a', delay: '1s', maxWait: '0s' }, 'meta.debounce.maxWait', /at least 1ms/],
     [{ key: 'a', delay: '61m' }, 'meta.debounce.delay', /at most 1h/],
     [{ key: 'a', delay: '1s', maxWait: '2h' }, 'meta.debounce.maxWait', /at most 1h/],
@@ -82,7 +86,8 @@ describe('meta.debounce', () => {
             inRange(delay) &&
             (maxWait === undefined || (inRange(maxWait) && ms(maxWait) >= ms(delay)));
           expect(result.ok).toBe(ok);
-          if (!result.ok) expect(result.error.issues[0]?.path).toMatch(/^meta\.debounce\.(key|delay|maxWait)$/);
+          if (!result.ok)
+            expect(result.error.issues[0]?.path).toMatch(/^meta\.debounce\.(key|delay|maxWait)$/);
         },
       ),
     );

@@ -9,7 +9,11 @@ describe('Debounces', () => {
   const prefix = uniqueName('debounce-test');
   const debounces = new Debounces(redis, prefix);
   const t0 = Date.now();
-  const seat = (offset: number) => ({ partition: 0, offset: String(offset) });
+  const seat = (offset: number, arrivedAt = t0 + offset) => ({
+    arrivedAt,
+    partition: 0,
+    offset: String(offset),
+  });
   afterAll(async () => {
     const keys = await redis.keys(`${prefix}:*`);
     if (keys.length > 0) await redis.del(...keys);
@@ -74,6 +78,21 @@ describe('Debounces', () => {
     });
     expect(await debounces.replacedBy(undefined, 'a', 'replayed')).toBe('b');
     expect(await debounces.replacedBy(undefined, 'b', 'replayed')).toBeUndefined();
+  });
+
+  it('tells the later request by its arrival, not by the order routers meet them', async () => {
+    const spec = { key: 'arrival', delay: '1s' };
+    await debounces.enter(undefined, 'late', spec, t0, { arrivedAt: t0 - 10, partition: 1, offset: '5' });
+    // Arrived before it, on another partition of in, routed after it: superseded at once.
+    expect(
+      await debounces.enter(undefined, 'early', spec, t0 + 50, {
+        arrivedAt: t0 - 20,
+        partition: 2,
+        offset: '900',
+      }),
+    ).toEqual({ dueAt: t0 + 50, replaced: 'late' });
+    expect(await debounces.replacedBy(undefined, 'early', 'arrival')).toBe('late');
+    expect(await debounces.replacedBy(undefined, 'late', 'arrival')).toBeUndefined();
   });
 
   it('runs a task whose key has no state (it lapsed): fail open', async () => {

@@ -27,18 +27,21 @@ export const DEBOUNCE_GRACE_MS = 10 * 60_000;
 const ENTER_LUA = `
 local key = KEYS[1]
 local id, now, delay, maxWait = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local part, off, grace = ARGV[5], tonumber(ARGV[6]), tonumber(ARGV[7])
-local h = redis.call('HMGET', key, 'latest', 'first', 'due', 'ran', 'part', 'off')
+local arr, part, off, grace = tonumber(ARGV[5]), ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8])
+local h = redis.call('HMGET', key, 'latest', 'first', 'due', 'ran', 'arr', 'part', 'off')
 local latest, first, due, ran = h[1], tonumber(h[2]), tonumber(h[3]), h[4]
 if latest == id then return {tostring(due), latest} end
-if latest and off >= 0 and h[5] == part and tonumber(h[6]) > off then return {tostring(now), latest} end
+if latest then
+  local larr = tonumber(h[5])
+  if arr < larr or (arr == larr and h[6] == part and off < tonumber(h[7])) then return {tostring(now), latest} end
+end
 if not latest or ran == '1' or now >= due then
   if latest and ran ~= '1' then redis.call('HSET', key, 'owed:' .. latest, '1') end
   first = now
 end
 local newDue = now + delay
 if maxWait > 0 and first + maxWait < newDue then newDue = first + maxWait end
-redis.call('HSET', key, 'latest', id, 'first', first, 'due', newDue, 'ran', '0', 'part', part, 'off', off)
+redis.call('HSET', key, 'latest', id, 'first', first, 'due', newDue, 'ran', '0', 'arr', arr, 'part', part, 'off', off)
 redis.call('PEXPIRE', key, newDue - now + grace)
 return {tostring(newDue), latest or ''}
 `;
@@ -68,8 +71,10 @@ export interface DebounceSpec {
   maxWait?: string | undefined;
 }
 
-/** Where a record entering a burst sits in `in`: a replay of an earlier one is told by its offset. */
+/** When a request entering a burst arrived (its acceptance), and where its record sits in `in`. */
 export interface DebounceSeat {
+  /** Epoch ms. */
+  arrivedAt: number;
   partition: number;
   offset: string;
 }
@@ -104,7 +109,7 @@ export class Debounces {
     requestId: string,
     spec: DebounceSpec,
     now: number,
-    seat?: DebounceSeat,
+    seat: DebounceSeat = { arrivedAt: now, partition: -1, offset: '-1' },
   ): Promise<{ dueAt: number; replaced: string }> {
     const delayMs = Math.max(1, durationToMs(spec.delay));
     const maxWaitMs = spec.maxWait === undefined ? 0 : Math.max(1, durationToMs(spec.maxWait));
@@ -116,8 +121,9 @@ export class Debounces {
       String(Math.round(now)),
       String(delayMs),
       String(maxWaitMs),
-      seat ? String(seat.partition) : '',
-      seat ? seat.offset : '-1',
+      String(Math.round(seat.arrivedAt)),
+      String(seat.partition),
+      seat.offset,
       String(this.#graceMs),
     )) as [string, string];
     const replaced = String(answer[1] ?? '');
