@@ -67,9 +67,9 @@ describe('Debounces', () => {
     const spec = { key: 'replayed', delay: '1s' };
     await debounces.enter(undefined, 'a', spec, t0, seat(10));
     await debounces.enter(undefined, 'b', spec, t0 + 100, seat(11));
-    // The batch again, later: the latest keeps its due time, the earlier one is superseded at once.
+    // The batch again, later: the latest keeps its due time, the earlier one is superseded, due with it.
     expect(await debounces.enter(undefined, 'a', spec, t0 + 500, seat(10))).toEqual({
-      dueAt: t0 + 500,
+      dueAt: t0 + 1100,
       replaced: 'b',
     });
     expect(await debounces.enter(undefined, 'b', spec, t0 + 500, seat(11))).toEqual({
@@ -83,14 +83,14 @@ describe('Debounces', () => {
   it('tells the later request by its arrival, not by the order routers meet them', async () => {
     const spec = { key: 'arrival', delay: '1s' };
     await debounces.enter(undefined, 'late', spec, t0, { arrivedAt: t0 - 10, partition: 1, offset: '5' });
-    // Arrived before it, on another partition of in, routed after it: superseded at once.
+    // Arrived before it, on another partition of in, routed after it: superseded, due with it.
     expect(
       await debounces.enter(undefined, 'early', spec, t0 + 50, {
         arrivedAt: t0 - 20,
         partition: 2,
         offset: '900',
       }),
-    ).toEqual({ dueAt: t0 + 50, replaced: 'late' });
+    ).toEqual({ dueAt: t0 + 1000, replaced: 'late' });
     expect(await debounces.replacedBy(undefined, 'early', 'arrival')).toBe('late');
     expect(await debounces.replacedBy(undefined, 'late', 'arrival')).toBeUndefined();
   });

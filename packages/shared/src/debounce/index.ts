@@ -33,7 +33,9 @@ local latest, first, due, ran = h[1], tonumber(h[2]), tonumber(h[3]), h[4]
 if latest == id then return {tostring(due), latest} end
 if latest then
   local larr = tonumber(h[5])
-  if arr < larr or (arr == larr and h[6] == part and off < tonumber(h[7])) then return {tostring(now), latest} end
+  if arr < larr or (arr == larr and h[6] == part and off < tonumber(h[7])) then
+    return {tostring(math.max(now, due)), latest}
+  end
 end
 if not latest or ran == '1' or now >= due then
   if latest and ran ~= '1' then redis.call('HSET', key, 'owed:' .. latest, '1') end
