@@ -157,6 +157,10 @@ export class TaskRunner {
     const deadline = deadlineOf(job.task, envelope);
     if (deadline !== undefined && missesDeadline(deadline, Date.now()))
       return this.parts.endings.expired(envelope, progress, deadline, 'queued');
+    // Before any wait (a pause's too): a task back from one does not ask again. A parked task asked
+    // when it was leased.
+    const debounced = parked ? undefined : await this.parts.preChecks.debounced(envelope, progress);
+    if (debounced) return debounced;
     // The policies see the call its destination makes of the request; the settlement (outbox row,
     // dead letter) keeps the request as sent, so that it is resolved again when it comes back.
     const prepared = await prepareDestination(this.parts.destinations, envelope, progress.tryCount);
@@ -166,9 +170,6 @@ export class TaskRunner {
       prepared.kind === 'call' ? prepared.call(envelope) : envelope,
     );
     if (paused) return paused;
-    // A parked task passed this check when it was leased.
-    const debounced = parked ? undefined : await this.parts.preChecks.debounced(envelope, progress);
-    if (debounced) return debounced;
     const taskLog: LazyChild = envelope.meta.client ? log.with({ client: envelope.meta.client }) : log;
     // The origin a bulkhead wait is for is the one called.
     const callUri = (traced: RequestEnvelope) =>
