@@ -183,9 +183,11 @@ export class PreChecks {
 
   /**
    * The `debounced` result, when a newer request of the task's debounce key replaced it (see
-   * Debounces): acked with it, no attempt. Asked once, on the task's first lease: a retry, a task
-   * back from a wait or from the outbox passed it already. A Redis that does not answer is no
-   * replacement: the attempt goes on (fail open, as for a cancel).
+   * Debounces): acked with it, no attempt. Asked before any wait, until an attempt or a wait is
+   * recorded in the task (a retry, a rate-limit wait: it passed already); a task given back as it
+   * was (a pause, a drain) asks again, and a newer request of its key arrived meanwhile replaces
+   * it. A Redis that does not answer is no replacement: the attempt goes on (fail open, as for a
+   * cancel).
    */
   async debounced(envelope: RequestEnvelope, progress: Progress): Promise<Settlement | undefined> {
     const { debounces } = this.options;
