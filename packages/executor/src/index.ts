@@ -3,6 +3,7 @@ import { breakerFromConfig, OriginPacer, OriginStatsRecorder, RateLimiter } from
 import { ClientWeights, queueFromConfig } from '@requester/queue';
 import { Cancellations } from '@requester/shared/cancel';
 import { CredentialStore, masterKeysFromConfig } from '@requester/shared/credentials';
+import { Debounces } from '@requester/shared/debounce';
 import { DestinationCatalog, DestinationStore } from '@requester/shared/destinations';
 import { Outbox } from '@requester/shared/outbox';
 import { Pauses, PauseView } from '@requester/shared/pause';
@@ -136,6 +137,7 @@ export const executorRole: RoleDefinition = {
       logger,
       journal: deps.journal(),
       cancellations,
+      debounces: new Debounces(redis, config.redisPrefix),
       pauses,
       // Read like the credentials: a change of a destination is in force within CREDENTIALS_CACHE_TTL.
       destinations: new DestinationCatalog((name) => destinationStore.open(name), config.credentialsCacheTtl),

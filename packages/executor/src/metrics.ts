@@ -27,6 +27,14 @@ export const executorMetrics = {
     'requests ended by their start-by deadline (meta.deadline), with an expired result, by stage: queued (its turn came after it), retry (the pause before its next attempt would end after it), wait (a rate limit, breaker or other wait would)',
     ['stage'],
   ),
+  debounced: counter(
+    'executor_debounced_total',
+    'requests ended without an attempt by a newer request of their debounce key (meta.debounce), with a debounced result',
+  ),
+  debounceUnavailable: counter(
+    'executor_debounce_unavailable_total',
+    'debounced tasks run without knowing whether a newer request replaced them: their key’s state in Redis unreadable (fail open)',
+  ),
   leases: counter(
     'executor_leases_total',
     'tasks leased by the executor: divided by the tasks settled with a result, the leases a request costs (1 = never sent back to wait)',

@@ -74,6 +74,16 @@ export interface Concurrency {
   limit: number;
 }
 
+/** Trailing debounce: only the latest request of `key` in a burst is executed, `delay` after it (at most `maxWait` after the burst’s first); each superseded one ends, without an attempt, with one result `debounced` naming the request that replaced it. Not with an ordered (`!`) partition nor with `meta.scheduled`. */
+export interface Debounce {
+  /** Debounce key, the client’s own (as a limiter key): of the requests of one client (meta.client) naming this key within `delay` of each other, only the latest is executed; another client’s same key is another one. */
+  key: string;
+  /** How long after a request of the key the latest is executed, if none newer came meanwhile; at most 1h. A Go time.ParseDuration string (units ns, us, ms, s, m, h; e.g. 300ms, 1.5h, 2h45m), at least 1ms. */
+  delay: string;
+  /** Longest a burst of the key is put off from its first request: the latest by then is executed, a later one starts a new burst. At least `delay`, at most 1h; without it, a burst lasts as long as requests keep coming within `delay`. A Go time.ParseDuration string (units ns, us, ms, s, m, h; e.g. 300ms, 1.5h, 2h45m), at least 1ms. */
+  maxWait?: string;
+}
+
 /** Retries with exponential backoff and jitter. */
 export interface Retry {
   /** Attempts in total, the first included (1 = no retry). */
@@ -138,6 +148,8 @@ export interface RequestMeta {
   limiter?: Limiter;
   /** At most `limit` calls in flight for `key` across every executor; a task over it waits, without an attempt, for a call of the key to end. */
   concurrency?: Concurrency;
+  /** Trailing debounce: only the latest request of `key` in a burst is executed, `delay` after it (at most `maxWait` after the burst’s first); each superseded one ends, without an attempt, with one result `debounced` naming the request that replaced it. Not with an ordered (`!`) partition nor with `meta.scheduled`. */
+  debounce?: Debounce;
   /** Attempt timeout: a call whose answer is not in within it fails with `timeout` (and is retried as any). At most the service’s TARGET_RESPONSE_TIMEOUT, which applies without it; a destination’s own is the most a caller may ask for. A Go time.ParseDuration string (units ns, us, ms, s, m, h; e.g. 300ms, 1.5h, 2h45m), at least 1ms. */
   timeout?: string;
   /** Retries with exponential backoff and jitter. */
@@ -204,7 +216,7 @@ export interface RecordRef {
 
 /** Present when the service, not the target, produced the status. */
 export interface ResultError {
-  /** Stable machine code: invalid_request, payload_too_large, timeout, transport_error, target_refused, credential_unknown, credential_revoked, credential_unavailable, credential_origin_refused, record_expired, dependency_unavailable, cancelled, expired, internal... */
+  /** Stable machine code: invalid_request, payload_too_large, timeout, transport_error, target_refused, credential_unknown, credential_revoked, credential_unavailable, credential_origin_refused, record_expired, dependency_unavailable, cancelled, expired, debounced, internal... */
   code: string;
   /** Human explanation; not stable, do not parse. */
   message: string;
@@ -220,6 +232,12 @@ export interface Cancellation {
   by: string;
   /** When the cancel was recorded (RFC 3339, UTC). */
   at: string;
+}
+
+/** Present on the one result of a request a newer one of its debounce key replaced (status 409, `error.code` debounced, meta.debounce): no attempt was made. */
+export interface Debounced {
+  /** The requestId of the newer request of the key that replaced it. */
+  by: string;
 }
 
 /** What happened to the request. */
@@ -251,6 +269,8 @@ export interface ResultMeta {
   error?: ResultError;
   /** Present on the one result of a cancelled request (status 499, `error.code` cancelled): no attempt is made after the cancel. */
   cancelled?: Cancellation;
+  /** Present on the one result of a request a newer one of its debounce key replaced (status 409, `error.code` debounced, meta.debounce): no attempt was made. */
+  debounced?: Debounced;
   /** W3C trace id of the request’s trace (the caller’s `traceparent`, else one the service started): look the request up in a tracing backend by it. */
   traceId?: string;
 }
@@ -316,8 +336,8 @@ export interface HeldEvent {
   /** meta.client of the request when the process knew it (owner check of GET /requests/{id}/events). */
   client?: string;
   type: 'held';
-  /** concurrency: its `meta.concurrency` key is at its limit of calls in flight; it waits parked for a call of the key to end, not an attempt. pacing: the origin is held or paced at what the target asked for (429/503 + Retry-After, RateLimit headers), not an attempt. pause: an operator paused its origin, client or partition (pausedBy says who and what). hold: its origin is held back (failing for ORIGIN_FAILING_HOLD_AFTER, or the receiver opted out): it waits for the next probe instant, not an attempt. */
-  by: 'limiter' | 'breaker' | 'bulkhead' | 'concurrency' | 'pacing' | 'pause' | 'hold';
+  /** debounce: the router put it off to the end of its `meta.debounce` burst (until: its due time then; a newer request of the key puts the burst off again, and replaces it). concurrency: its `meta.concurrency` key is at its limit of calls in flight; it waits parked for a call of the key to end, not an attempt. pacing: the origin is held or paced at what the target asked for (429/503 + Retry-After, RateLimit headers), not an attempt. pause: an operator paused its origin, client or partition (pausedBy says who and what). hold: its origin is held back (failing for ORIGIN_FAILING_HOLD_AFTER, or the receiver opted out): it waits for the next probe instant, not an attempt. */
+  by: 'limiter' | 'breaker' | 'bulkhead' | 'concurrency' | 'pacing' | 'pause' | 'hold' | 'debounce';
   /** Epoch milliseconds. */
   until: number;
   /** by pause: who paused, and what (`ops-oncall: origin https://api.x.com:443`). */
@@ -472,6 +492,20 @@ export interface ExpiredEvent {
   stage: 'queued' | 'retry' | 'wait';
 }
 
+/** A newer request of its debounce key replaced it: no attempt; its result (`debounced`) follows as `completed`. */
+export interface DebouncedEvent {
+  requestId: string;
+  /** When the step happened (epoch ms, clock of the process that saw it). */
+  at: number;
+  /** meta.client of the request when the process knew it (owner check of GET /requests/{id}/events). */
+  client?: string;
+  type: 'debounced';
+  /** The requestId of the newer request of the key that replaced it. */
+  by: string;
+  /** Its debounce key (meta.debounce.key, the client’s own). */
+  key: string;
+}
+
 /** The request was cancelled (recorded; the hop holding it answers it). */
 export interface CancelledEvent {
   requestId: string;
@@ -515,5 +549,6 @@ export type JournalEvent =
   | DeadLetteredEvent
   | ReplayedEvent
   | ExpiredEvent
+  | DebouncedEvent
   | CancelledEvent
   | AdminActionEvent;

@@ -22,6 +22,7 @@ export type ProblemCode =
   | 'credential_unavailable'
   | 'cancelled'
   | 'expired'
+  | 'debounced'
   | 'unauthorized'
   | 'forbidden'
   | 'rate_limited'
@@ -151,6 +152,10 @@ export class CancelledError extends RequesterApiError {
 export class ExpiredError extends RequesterApiError {
   override name = 'ExpiredError';
 }
+/** `debounced`: a newer request of its debounce key replaced it, not executed (a result's `meta.error.code`, status 409; `meta.debounced.by` names it). */
+export class DebouncedError extends RequesterApiError {
+  override name = 'DebouncedError';
+}
 /** `401`: no valid API key. */
 export class UnauthorizedError extends RequesterApiError {
   override name = 'UnauthorizedError';
@@ -198,6 +203,7 @@ export const ERROR_CLASSES: Readonly<Record<ProblemCode, ApiErrorClass>> = {
   credential_unavailable: CredentialUnavailableError,
   cancelled: CancelledError,
   expired: ExpiredError,
+  debounced: DebouncedError,
   unauthorized: UnauthorizedError,
   forbidden: ForbiddenError,
   rate_limited: RateLimitedError,

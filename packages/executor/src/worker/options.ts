@@ -1,6 +1,7 @@
 import type { FairQueue } from '@requester/queue';
 import type { Cancellations } from '@requester/shared/cancel';
 import type { RequestContract } from '@requester/shared/contract';
+import type { Debounces } from '@requester/shared/debounce';
 import type { DestinationCatalog } from '@requester/shared/destinations';
 import type { Fetcher, KafkaProducer } from '@requester/shared/kafka';
 import type { Logger } from '@requester/shared/log';
@@ -55,6 +56,8 @@ export interface ExecutorOptions extends Omit<PolicyModules, 'retryAfterMaxMs'> 
    */
   cancellations?: Pick<Cancellations, 'find' | 'findMany'> &
     Partial<Pick<Cancellations, 'mark' | 'unchangedSince'>>;
+  /** The debounce keys (../../shared debounce): a task a newer request of its key replaced ends `debounced`. */
+  debounces?: Pick<Debounces, 'replacedBy'>;
   /** Pauses by origin, client or partition (../../shared pause): a paused task waits, not attempted. */
   pauses?: Pick<PauseView, 'any' | 'match' | 'refresh'>;
   /** The destinations requests name (meta.destination); without it such a request is refused. */

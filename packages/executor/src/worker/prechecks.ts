@@ -1,9 +1,11 @@
 import { originOf } from '@requester/policies';
 import { type Cancellation, type Cancellations, cancelledResult } from '@requester/shared/cancel';
 import type { RequestEnvelope } from '@requester/shared/contract';
+import { type Debounces, debouncedResult } from '@requester/shared/debounce';
 import type { Journal } from '@requester/shared/journal';
 import type { Logger } from '@requester/shared/log';
 import type { PauseView } from '@requester/shared/pause';
+import { executorMetrics as metrics } from '../metrics.ts';
 import { ownedBy } from '../result/index.ts';
 import type { Progress } from './policies.ts';
 import { deliver, type Job, type Settlement } from './settlement.ts';
@@ -18,6 +20,8 @@ export interface PreCheckOptions {
   cancellations?: Pick<Cancellations, 'find' | 'findMany'> &
     Partial<Pick<Cancellations, 'mark' | 'unchangedSince'>>;
   pauses?: Pick<PauseView, 'any' | 'match' | 'refresh'>;
+  /** The debounce keys (meta.debounce): without them every debounced task runs. */
+  debounces?: Pick<Debounces, 'replacedBy'>;
   journal?: Journal;
 }
 
@@ -175,6 +179,34 @@ export class PreChecks {
       });
     }
     return { kind: 'reschedule', delayMs, outcome: 'paused' };
+  }
+
+  /**
+   * The `debounced` result, when a newer request of the task's debounce key replaced it (see
+   * Debounces): acked with it, no attempt. Asked before any wait, until an attempt or a wait is
+   * recorded in the task (a retry, a rate-limit wait: it passed already); a task given back as it
+   * was (a pause, a drain) asks again, and a newer request of its key arrived meanwhile replaces
+   * it. A Redis that does not answer is no replacement: the attempt goes on (fail open, as for a
+   * cancel).
+   */
+  async debounced(envelope: RequestEnvelope, progress: Progress): Promise<Settlement | undefined> {
+    const { debounces } = this.options;
+    const { debounce, client, requestId, proxyData } = envelope.meta;
+    if (!debounces || !debounce || progress.tryCount > 0 || progress.waitedMs > 0) return undefined;
+    const by = await debounces.replacedBy(client, requestId, debounce.key).catch((err: unknown) => {
+      metrics.debounceUnavailable.inc();
+      this.log.warn({ err, requestId }, 'debounce state not readable: going on');
+      return undefined;
+    });
+    if (by === undefined) return undefined;
+    metrics.debounced.inc();
+    this.options.journal?.emit({ type: 'debounced', requestId, client, by, key: debounce.key });
+    const result = debouncedResult(requestId, by, debounce.key, {
+      tryCount: progress.tryCount,
+      waitTimeNs: progress.waitedMs * 1e6,
+      proxyData,
+    });
+    return deliver(withTraceId(ownedBy(envelope, result), envelope.meta.traceparent), 'debounced');
   }
 }
 

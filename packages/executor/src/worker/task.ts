@@ -114,7 +114,16 @@ export class TaskRunner {
       }
       if (!parked) this.journalLeased(job, client);
       if (!parsed.ok) return this.parts.endings.unprocessable(job, fetched.record, parsed.result);
-      return await this.attemptParsed(job, fetched.record, parsed.envelope, progress, log, read, slot);
+      return await this.attemptParsed(
+        job,
+        fetched.record,
+        parsed.envelope,
+        progress,
+        log,
+        read,
+        slot,
+        parked,
+      );
     } catch (err) {
       log.error({ err }, 'executor failed on a task: answering with an internal error');
       const message = err instanceof Error ? err.message : String(err);
@@ -134,6 +143,7 @@ export class TaskRunner {
     log: LazyChild,
     read: { parsed: Parsed; cancellation: Cancellation | undefined } | undefined,
     slot: Granted | undefined,
+    parked = false,
   ): Promise<Settlement> {
     const known = read
       ? { found: read.cancellation }
@@ -147,6 +157,10 @@ export class TaskRunner {
     const deadline = deadlineOf(job.task, envelope);
     if (deadline !== undefined && missesDeadline(deadline, Date.now()))
       return this.parts.endings.expired(envelope, progress, deadline, 'queued');
+    // Before any wait (a pause's too): a task back from one does not ask again. A parked task asked
+    // when it was leased.
+    const debounced = parked ? undefined : await this.parts.preChecks.debounced(envelope, progress);
+    if (debounced) return debounced;
     // The policies see the call its destination makes of the request; the settlement (outbox row,
     // dead letter) keeps the request as sent, so that it is resolved again when it comes back.
     const prepared = await prepareDestination(this.parts.destinations, envelope, progress.tryCount);

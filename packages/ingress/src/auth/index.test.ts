@@ -163,6 +163,13 @@ describe('API keys at the door', () => {
     expect(monthly.status).toBe(403);
     expect(await monthly.json()).toMatchObject({ issues: [{ path: 'meta.limiter.quota' }] });
     expect((await post(stack.url, call('s-8', undefined, quota), scheduler)).status).toBe(202);
+
+    // A debounce delay beyond the horizon parks the burst's requests as long.
+    const debounce = { debounce: { key: 'profile', delay: '5s' } };
+    const debounced = await post(stack.url, call('s-9', undefined, debounce), token);
+    expect(debounced.status).toBe(403);
+    expect(await debounced.json()).toMatchObject({ issues: [{ path: 'meta.debounce.delay' }] });
+    expect((await post(stack.url, call('s-10', undefined, debounce), scheduler)).status).toBe(202);
   });
 
   it('answers 429 with an honest Retry-After above the key rate: waiting that long is enough', async () => {

@@ -70,7 +70,8 @@ export function outOfScope(
 /**
  * What would park the task beyond REDIS_HORIZON, which a key without the `schedule` scope may
  * not do: a `scheduled` instant, a retry pause the caller wrote (`delay`, `maxDelay`), a limiter
- * window whose wait can be longer, a calendar quota (its wait lasts until its reset). What only the run tells (a default `maxDelay` reached, a
+ * window whose wait can be longer, a calendar quota (its wait lasts until its reset), a debounce
+ * delay (a burst's requests wait that long after their arrival). What only the run tells (a default `maxDelay` reached, a
  * target's Retry-After) is capped by the executor instead (the envelope's `withinHorizon`).
  */
 function beyondHorizon(envelope: RequestEnvelope, written: unknown, horizonMs: number, now: number): Issue[] {
@@ -95,6 +96,9 @@ function beyondHorizon(envelope: RequestEnvelope, written: unknown, horizonMs: n
         message: `${limiter.algorithm} at ${rate.value} per ${rate.duration} can hold a call ${formatDuration(longest)}, beyond ${horizon}`,
       });
   });
+  const debounce = envelope.meta.debounce;
+  if (debounce && durationToMs(debounce.delay) > horizonMs)
+    issues.push({ path: 'meta.debounce.delay', message: `${debounce.delay} is beyond ${horizon}` });
   const longestQuotaMs = limiter?.quota && longestQuotaPeriodMs(limiter.quota.period);
   if (longestQuotaMs && longestQuotaMs > horizonMs)
     issues.push({

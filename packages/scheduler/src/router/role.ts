@@ -2,6 +2,7 @@ import { breakerFromConfig } from '@requester/policies';
 import { queueFromConfig } from '@requester/queue';
 import { Cancellations } from '@requester/shared/cancel';
 import { bodiesTopicOf, routerGroupOf } from '@requester/shared/config';
+import { Debounces } from '@requester/shared/debounce';
 import { DestinationCatalog, DestinationStore } from '@requester/shared/destinations';
 import { Outbox } from '@requester/shared/outbox';
 import type { RoleDefinition, RoleHandle } from '@requester/shared/role';
@@ -44,6 +45,7 @@ export const routerRole: RoleDefinition = {
       journal: deps.journal(),
       cancellations: new Cancellations(deps.redis(), config.redisPrefix, config.cancelRetention),
       fences: new Fences(deps.redis(), config.redisPrefix),
+      debounces: new Debounces(deps.redis(), config.redisPrefix),
       ...(config.routerBodyCopies ? { topicBodies: bodiesTopicOf(config) } : {}),
       entry: {
         signer: await deps.entrySigner(),

@@ -168,7 +168,7 @@ export function routeRecord(record: SourceRecord, contract: RequestContract, opt
  * record reached `in`: a router behind `in` does not lengthen the caller's deadline), never later
  * than now (a timestamp ahead is not believed), else now.
  */
-function acceptedAt(record: SourceRecord, envelope: RequestEnvelope, now: number): number {
+export function acceptedAt(record: SourceRecord, envelope: RequestEnvelope, now: number): number {
   if (envelope.createdAt) return parseRfc3339(envelope.createdAt);
   const timestamp = Number(record.timestamp);
   return Number.isFinite(timestamp) && timestamp > 0 ? Math.min(timestamp, now) : now;
@@ -212,6 +212,38 @@ export function fenceRoute(
   const dueAt = Math.max(route.row.dueAt.getTime(), fence?.dueAt ?? Number.NEGATIVE_INFINITY);
   const row = dueAt === route.row.dueAt.getTime() ? route.row : { ...route.row, dueAt: new Date(dueAt) };
   return { route: { ...route, row }, fence: { dueAt, last: row.taskId } };
+}
+
+/**
+ * Whether a routed record enters its debounce key's burst (`meta.debounce`): a request as its
+ * producer sent it, queued. A copy coming back (a relay's copy of an outbox row, a task the
+ * executor rescheduled: attempts made or time waited) entered its burst already; the executor
+ * decides whether it runs.
+ */
+export function entersDebounce(route: Route, relayed: boolean): boolean {
+  if (route.kind !== 'queue' || relayed) return false;
+  const { envelope } = route;
+  return envelope.meta.debounce !== undefined && (envelope.tryCount ?? 0) === 0 && !envelope.waitTime;
+}
+
+/**
+ * A debounced record's route once its burst gave it a due time (pure): queued for then, or, due
+ * beyond the horizon, an outbox row for then (its relayed copy is queued without entering the
+ * burst again, see entersDebounce).
+ */
+export function debounceRoute(
+  record: SourceRecord,
+  route: Extract<Route, { kind: 'queue' }>,
+  dueAt: number,
+  { now, horizonMs }: Pick<RouteOptions, 'now' | 'horizonMs'>,
+): Route {
+  if (dueAt - now > horizonMs)
+    return {
+      kind: 'outbox',
+      row: outboxRow(record, route.envelope, dueAt, route.traceparent),
+      envelope: route.envelope,
+    };
+  return { ...route, task: { ...route.task, dueAt } };
 }
 
 /**

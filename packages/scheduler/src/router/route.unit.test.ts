@@ -1,7 +1,14 @@
 import { createRequestContract } from '@requester/shared/contract';
 import { decodeQueuedTask } from '@requester/shared/task';
 import { describe, expect, it } from 'vitest';
-import { type Fence, fenceRoute, routeRecord, type SourceRecord } from './route.ts';
+import {
+  debounceRoute,
+  entersDebounce,
+  type Fence,
+  fenceRoute,
+  routeRecord,
+  type SourceRecord,
+} from './route.ts';
 
 const contract = createRequestContract();
 const NOW = Date.parse('2026-12-01T09:00:00Z');
@@ -474,5 +481,49 @@ describe('routeRecord: meta.deadline of a record written straight to in', () => 
     const own = routeRecord(stamped('10', envelope({ deadline: '2h' }), NOW), contract, options);
     if (own.kind !== 'queue') throw new Error(own.kind);
     expect(decodeQueuedTask(own.task.payload).deadlineAt).toBe(NOW + 7_200_000);
+  });
+});
+
+describe('debounceRoute', () => {
+  const debounce = { key: 'profile', delay: '2s' };
+  const routed = (extra: Record<string, unknown> = {}) =>
+    routeRecord(record(envelope({ debounce }, extra)), contract, { now: NOW, horizonMs: HORIZON });
+
+  it('enters a request as its producer sent it, never a copy coming back', () => {
+    expect(entersDebounce(routed(), false)).toBe(true);
+    // A relay's copy, a task rescheduled with attempts made or time waited: in its burst already.
+    expect(entersDebounce(routed(), true)).toBe(false);
+    expect(
+      entersDebounce(routed({ tryCount: 1, meta: { requestId: 'r-1', debounce, retry: { max: 3 } } }), false),
+    ).toBe(false);
+    expect(entersDebounce(routed({ waitTime: 5_000_000 }), false)).toBe(false);
+    const plain = routeRecord(record(envelope()), contract, { now: NOW, horizonMs: HORIZON });
+    expect(entersDebounce(plain, false)).toBe(false);
+  });
+
+  it('queues a burst due within the horizon for its due time', () => {
+    const route = routed();
+    if (route.kind !== 'queue') throw new Error(route.kind);
+    const due = debounceRoute(record(envelope({ debounce })), route, NOW + HORIZON, {
+      now: NOW,
+      horizonMs: HORIZON,
+    });
+    expect(due.kind).toBe('queue');
+    if (due.kind === 'queue') expect(due.task).toMatchObject({ id: route.task.id, dueAt: NOW + HORIZON });
+  });
+
+  it('sends a burst due beyond the horizon to the outbox, due then (its relayed copy does not enter again)', () => {
+    const route = routed();
+    if (route.kind !== 'queue') throw new Error(route.kind);
+    const source = record(envelope({ debounce }));
+    const later = debounceRoute(source, route, NOW + 2_000, { now: NOW, horizonMs: HORIZON });
+    expect(later.kind).toBe('outbox');
+    if (later.kind !== 'outbox') return;
+    expect(later.row).toMatchObject({
+      taskId: route.task.id,
+      requestId: 'r-1',
+      dueAt: new Date(NOW + 2_000),
+    });
+    expect(JSON.parse(later.row.payload.toString()).meta.debounce).toEqual(debounce);
   });
 });

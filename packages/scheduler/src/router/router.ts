@@ -1,5 +1,6 @@
 import type { Cancellations } from '@requester/shared/cancel';
 import { createRequestContract, errorResult, type RequestContract } from '@requester/shared/contract';
+import type { Debounces } from '@requester/shared/debounce';
 import { asRequesterError } from '@requester/shared/errors';
 import {
   JOURNALED_BY_HEADERS,
@@ -22,6 +23,7 @@ import { type Span, SpanStatusCode } from '@requester/shared/tracing';
 import { Backpressure, type BackpressureRules, type OpenOriginInfo } from './backpressure.ts';
 import { BodyCopies } from './bodies.ts';
 import { wakeCancelled } from './cancelled.ts';
+import { debounceBatch } from './debouncing.ts';
 import { admitClaims, type KafkaEntry } from './entry.ts';
 import type { Fences } from './fence.ts';
 import { fenceBatch } from './fencing.ts';
@@ -63,6 +65,11 @@ export interface RouterOptions {
    * partition still on its way through the outbox.
    */
   fences?: Fences;
+  /**
+   * The debounce keys (`meta.debounce`, see debounceBatch): the role always gives them; without
+   * them (tests of routing alone) a debounced request is routed as if without it.
+   */
+  debounces?: Debounces;
   /**
    * The bodies topic: big records an outside producer batched with others are copied there, each
    * in a batch of its own, and their tasks point at the copy (see BodyCopies). Absent = no copies.
@@ -157,6 +164,16 @@ export class Router {
       const { entry, cancellations, fences: fenceStore, logger } = this.options;
       if (entry) await this.defaultDeadlines(routes, entry, now);
       if (entry) await admitClaims(routes, entry, logger);
+      const debounced = this.options.debounces
+        ? await debounceBatch(
+            routes,
+            this.options.debounces,
+            now,
+            this.options.horizonMs,
+            (record) => this.relayed(record),
+            logger,
+          )
+        : undefined;
       const woken = cancellations
         ? await wakeCancelled(routes, now, {
             cancellations,
@@ -173,7 +190,7 @@ export class Router {
       // After the rows the fences name are in the outbox, before the commit: a crash in between
       // replays the batch, which reads the same fences and decides the same way.
       if (fences && fences.size > 0) await this.options.fences?.write(fences);
-      for (const { record, route } of routes) this.journalRouted(route, record);
+      for (const { record, route } of routes) this.journalRouted(route, record, debounced?.get(record));
     } catch (err) {
       for (const span of spans) span.setStatus({ code: SpanStatusCode.ERROR });
       throw err;
@@ -186,14 +203,16 @@ export class Router {
   /**
    * A record that did not come from the ingress (POST /request marks its records), the relay or a
    * DLQ replay was written to `in` straight by a producer: its journal starts here, `accepted`
-   * over Kafka. Then where it went.
+   * over Kafka. Then, put off to the end of its debounce burst, `held` by debounce; then where it went.
    */
-  private journalRouted(route: Route, record: KafkaRecord): void {
+  private journalRouted(route: Route, record: KafkaRecord, debouncedUntil: number | undefined): void {
     const { journal } = this.options;
     if (!journal || route.kind === 'invalid') return;
     const { requestId, client } = route.envelope.meta;
     if (!Object.keys(record.headers).some((name) => JOURNALED_BY_HEADERS.has(name)))
       journal.emit({ type: 'accepted', requestId, client, channel: 'kafka' });
+    if (debouncedUntil !== undefined)
+      journal.emit({ type: 'held', requestId, client, by: 'debounce', until: debouncedUntil });
     const due = route.kind === 'queue' ? route.task.dueAt : route.row.dueAt.getTime();
     journal.emit({ type: 'routed', requestId, client, to: route.kind === 'queue' ? 'redis' : 'outbox', due });
   }

@@ -27,6 +27,12 @@ export const MAX_LIMITER_RATES = 8;
 /** `meta.concurrency`: its key's length, and the most calls in flight a key may allow. */
 export const MAX_CONCURRENCY_KEY_LENGTH = 200;
 export const MAX_CONCURRENCY_LIMIT = 10_000;
+/**
+ * `meta.debounce`: its key's length, and its longest `delay` and `maxWait`: a burst's tasks wait
+ * in the queue (or the outbox) until it ends, so a burst is kept to a bounded time.
+ */
+export const MAX_DEBOUNCE_KEY_LENGTH = 200;
+export const MAX_DEBOUNCE_WAIT = '1h';
 export const MAX_RETRY_ATTEMPTS = 100;
 /**
  * Bound of the service-set attempt counters (`tryCount`, `retryBase`): with a full retry budget on

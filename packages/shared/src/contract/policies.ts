@@ -11,6 +11,8 @@ import {
   CREDENTIAL_NAME_PATTERN,
   MAX_CONCURRENCY_KEY_LENGTH,
   MAX_CONCURRENCY_LIMIT,
+  MAX_DEBOUNCE_KEY_LENGTH,
+  MAX_DEBOUNCE_WAIT,
   MAX_ID_LENGTH,
   MAX_LIMITER_RATES,
   MAX_RETRY_ATTEMPTS,
@@ -102,6 +104,49 @@ export const concurrencySchema = strictObject({
   description:
     'At most `limit` calls in flight for `key` across every executor; a task over it waits, without an attempt, for a call of the key to end.',
 });
+
+const MAX_DEBOUNCE_WAIT_NS = durationNs(MAX_DEBOUNCE_WAIT) ?? 0n;
+
+/** A `maxWait` below `delay` would cut every burst short of its delay; beyond the cap, the burst is not bounded. */
+function checkDebounceBounds(
+  debounce: { delay: string; maxWait?: string | undefined },
+  ctx: z.RefinementCtx,
+): void {
+  const delay = durationNs(debounce.delay);
+  const maxWait = debounce.maxWait === undefined ? undefined : durationNs(debounce.maxWait);
+  if (delay !== undefined && delay > MAX_DEBOUNCE_WAIT_NS)
+    ctx.addIssue({ code: 'custom', path: ['delay'], message: `must be at most ${MAX_DEBOUNCE_WAIT}` });
+  if (maxWait !== undefined && maxWait > MAX_DEBOUNCE_WAIT_NS)
+    ctx.addIssue({ code: 'custom', path: ['maxWait'], message: `must be at most ${MAX_DEBOUNCE_WAIT}` });
+  // Below 1ms, its own check said so already.
+  else if (delay !== undefined && maxWait !== undefined && maxWait >= 1_000_000n && maxWait < delay)
+    ctx.addIssue({
+      code: 'custom',
+      path: ['maxWait'],
+      message: `must not be shorter than delay (${debounce.maxWait} < ${debounce.delay})`,
+    });
+}
+
+export const debounceSchema = strictObject({
+  key: printableId(
+    MAX_DEBOUNCE_KEY_LENGTH,
+    'Debounce key, the client’s own (as a limiter key): of the requests of one client (meta.client) naming this key within `delay` of each other, only the latest is executed; another client’s same key is another one.',
+  ),
+  delay: goDuration(
+    'at-least-1ms',
+    `How long after a request of the key the latest is executed, if none newer came meanwhile; at most ${MAX_DEBOUNCE_WAIT}.`,
+  ),
+  maxWait: goDuration(
+    'at-least-1ms',
+    `Longest a burst of the key is put off from its first request: the latest by then is executed, a later one starts a new burst. At least \`delay\`, at most ${MAX_DEBOUNCE_WAIT}; without it, a burst lasts as long as requests keep coming within \`delay\`.`,
+  ).optional(),
+})
+  .superRefine(checkDebounceBounds)
+  .meta({
+    title: 'Debounce',
+    description:
+      'Trailing debounce: only the latest request of `key` in a burst is executed, `delay` after it (at most `maxWait` after the burst’s first); each superseded one ends, without an attempt, with one result `debounced` naming the request that replaced it. Not with an ordered (`!`) partition nor with `meta.scheduled`.',
+  });
 
 export const timeoutField = goDuration(
   'at-least-1ms',

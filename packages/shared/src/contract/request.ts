@@ -15,6 +15,8 @@ export {
   MAX_CLIENT_LENGTH,
   MAX_CONCURRENCY_KEY_LENGTH,
   MAX_CONCURRENCY_LIMIT,
+  MAX_DEBOUNCE_KEY_LENGTH,
+  MAX_DEBOUNCE_WAIT,
   MAX_ID_LENGTH,
   MAX_LIMITER_RATES,
   MAX_METHOD_LENGTH,
@@ -24,6 +26,7 @@ export {
 } from './limits.ts';
 export {
   concurrencySchema,
+  debounceSchema,
   LIMITER_ALGORITHMS,
   type LimiterAlgorithm,
   RETRY_DEFAULTS,
@@ -74,6 +77,31 @@ function checkAttemptCounters(
       message: `leaves no attempt to make: ${made} attempts already made, ${budget} allowed (meta.retry.max, 1 without retry); producers leave tryCount out`,
     });
   }
+}
+
+/**
+ * A debounced request is put off to the end of its burst and may be superseded: an ordered
+ * partition's head would hold every later record of the partition meanwhile, and a request
+ * scheduled for an instant would have two clocks deciding when it runs.
+ */
+function checkDebounce(
+  envelope: { meta: { debounce?: unknown; partition?: string | undefined; scheduled?: string | undefined } },
+  ctx: z.RefinementCtx,
+): void {
+  if (envelope.meta.debounce === undefined) return;
+  if (isOrderedPartition(envelope.meta.partition))
+    ctx.addIssue({
+      code: 'custom',
+      path: ['meta', 'debounce'],
+      message:
+        'cannot be used with an ordered ("!") partition: its head would hold the partition for the burst',
+    });
+  if (envelope.meta.scheduled !== undefined)
+    ctx.addIssue({
+      code: 'custom',
+      path: ['meta', 'debounce'],
+      message: 'cannot be used with meta.scheduled: the burst decides when the request runs',
+    });
 }
 
 /**
@@ -158,6 +186,7 @@ export function createRequestEnvelopeSchema(limits: Partial<ContractLimits> = {}
   })
     .superRefine(checkAttemptCounters)
     .superRefine(checkUri)
+    .superRefine(checkDebounce)
     .meta({
       title: 'RequestEnvelope',
       description:

@@ -57,7 +57,7 @@ const resultErrorSchema = z
       .regex(/^[a-z][a-z0-9_]*$/)
       .meta({
         description:
-          'Stable machine code: invalid_request, payload_too_large, timeout, transport_error, target_refused, credential_unknown, credential_revoked, credential_unavailable, credential_origin_refused, record_expired, dependency_unavailable, cancelled, expired, internal...',
+          'Stable machine code: invalid_request, payload_too_large, timeout, transport_error, target_refused, credential_unknown, credential_revoked, credential_unavailable, credential_origin_refused, record_expired, dependency_unavailable, cancelled, expired, debounced, internal...',
       }),
     message: z.string().meta({ description: 'Human explanation; not stable, do not parse.' }),
     issues: z
@@ -138,6 +138,18 @@ const resultMetaSchema = z
           'Present on the one result of a cancelled request (status 499, `error.code` cancelled): no attempt is made after the cancel.',
       })
       .optional(),
+    debounced: z
+      .object({
+        by: z
+          .string()
+          .meta({ description: 'The requestId of the newer request of the key that replaced it.' }),
+      })
+      .meta({
+        title: 'Debounced',
+        description:
+          'Present on the one result of a request a newer one of its debounce key replaced (status 409, `error.code` debounced, meta.debounce): no attempt was made.',
+      })
+      .optional(),
     traceId: z
       .string()
       .regex(/^[0-9a-f]{32}$/)
@@ -212,6 +224,7 @@ export const ERROR_STATUS: Readonly<Record<ErrorCode, number>> = Object.freeze({
   not_found: 404,
   cancelled: 499,
   expired: 504,
+  debounced: 409,
   unauthorized: 401,
   forbidden: 403,
   rate_limited: 429,

@@ -28,6 +28,8 @@ export type ErrorCode =
   | 'cancelled'
   // The request's start-by deadline (meta.deadline) passed before an attempt could start: its one result.
   | 'expired'
+  // A newer request of its debounce key (meta.debounce) replaced it before it ran: its one result.
+  | 'debounced'
   // Refusals of the HTTP API (problem bodies).
   | 'unauthorized'
   | 'forbidden'

@@ -55,10 +55,12 @@ export const journalEventSchema = z
     z.object({
       ...common,
       type: z.literal('held'),
-      by: z.enum(['limiter', 'breaker', 'bulkhead', 'concurrency', 'pacing', 'pause', 'hold']).meta({
-        description:
-          'concurrency: its `meta.concurrency` key is at its limit of calls in flight; it waits parked for a call of the key to end, not an attempt. pacing: the origin is held or paced at what the target asked for (429/503 + Retry-After, RateLimit headers), not an attempt. pause: an operator paused its origin, client or partition (pausedBy says who and what). hold: its origin is held back (failing for ORIGIN_FAILING_HOLD_AFTER, or the receiver opted out): it waits for the next probe instant, not an attempt.',
-      }),
+      by: z
+        .enum(['limiter', 'breaker', 'bulkhead', 'concurrency', 'pacing', 'pause', 'hold', 'debounce'])
+        .meta({
+          description:
+            'debounce: the router put it off to the end of its `meta.debounce` burst (until: its due time then; a newer request of the key puts the burst off again, and replaces it). concurrency: its `meta.concurrency` key is at its limit of calls in flight; it waits parked for a call of the key to end, not an attempt. pacing: the origin is held or paced at what the target asked for (429/503 + Retry-After, RateLimit headers), not an attempt. pause: an operator paused its origin, client or partition (pausedBy says who and what). hold: its origin is held back (failing for ORIGIN_FAILING_HOLD_AFTER, or the receiver opted out): it waits for the next probe instant, not an attempt.',
+        }),
       until: epochMs,
       pausedBy: z.string().optional().meta({
         description: 'by pause: who paused, and what (`ops-oncall: origin https://api.x.com:443`).',
@@ -176,6 +178,19 @@ export const journalEventSchema = z
       .meta({
         description:
           'The request’s start-by deadline passed (or would before its next start): no further attempt; its result (`expired`) follows as `completed`.',
+      }),
+    z
+      .object({
+        ...common,
+        type: z.literal('debounced'),
+        by: z
+          .string()
+          .meta({ description: 'The requestId of the newer request of the key that replaced it.' }),
+        key: z.string().meta({ description: 'Its debounce key (meta.debounce.key, the client’s own).' }),
+      })
+      .meta({
+        description:
+          'A newer request of its debounce key replaced it: no attempt; its result (`debounced`) follows as `completed`.',
       }),
     z
       .object({

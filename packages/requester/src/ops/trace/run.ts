@@ -82,6 +82,8 @@ function describe(e: JournalEvent, origin: number): string {
       return `replayed by ${e.by}`;
     case 'cancelled':
       return `cancelled by ${e.by}`;
+    case 'debounced':
+      return `debounced: replaced by ${e.by}, a newer request of key ${e.key}`;
     case 'expired':
       return `expired: deadline ${new Date(e.deadline).toISOString()} passed (${e.stage === 'queued' ? 'before its turn' : `before its next ${e.stage === 'retry' ? 'attempt' : 'start'}`}), after ${e.tryCount} attempt(s)`;
     case 'admin_action':
