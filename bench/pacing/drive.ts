@@ -3,7 +3,7 @@ import { LocalBulkhead } from '../../packages/executor/src/bulkhead/index.ts';
 import { createHttpClient } from '../../packages/executor/src/http/index.ts';
 import { PARK_MAX_MS, parks } from '../../packages/executor/src/worker/decide.ts';
 import { HELD_PER_WORKER } from '../../packages/executor/src/worker/index.ts';
-import { type Ending, Policies } from '../../packages/executor/src/worker/policies.ts';
+import { type Outcome, Policies } from '../../packages/executor/src/worker/policies.ts';
 import { CircuitBreaker, OriginPacer } from '../../packages/policies/src/index.ts';
 import { args, EXECUTORS, MAX_LOCAL_WAIT_MS, PARKING, PER_ORIGIN, WORKERS } from './settings.ts';
 import { benchPrefix, type GateKind, log, type Run, redis, sleep, type Task } from './support.ts';
@@ -183,7 +183,7 @@ export async function drive(options: {
   }, 100);
   /** Tasks waiting for a bulkhead slot without a worker, per executor (ParkingLot.parkForSlot). */
   const slotWaits = Array.from({ length: pacers.length }, () => 0);
-  const settle = (policies: Policies, executor: number, task: Task, ending: Ending): void => {
+  const settle = (policies: Policies, executor: number, task: Task, ending: Outcome): void => {
     if (ending.kind === 'result') {
       run.results++;
       options.finished?.(task);

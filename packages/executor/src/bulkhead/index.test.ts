@@ -4,7 +4,7 @@ import { startTarget, type Target, uniqueName } from '@requester/shared/testing'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ResponseCache } from '../cache/index.ts';
 import { ExecutorHarness } from '../worker/harness.fixture.ts';
-import type { Tried } from '../worker/policies.ts';
+import type { CallOrRefusal } from '../worker/policies.ts';
 import { slotsKey } from './cluster.ts';
 import {
   ClusterBulkhead,
@@ -428,7 +428,7 @@ describe('bulkhead in the executor (end to end)', () => {
   }, 60_000);
 
   it("a cache hit takes no slot: answered while the origin's only slot hangs", async () => {
-    const cache = new ResponseCache<Tried>({ redis: h.redis, prefix: h.prefix('bh-cache') });
+    const cache = new ResponseCache<CallOrRefusal>({ redis: h.redis, prefix: h.prefix('bh-cache') });
     h.onClose(() => cache.close());
     const { queue } = h.startExecutor({ cache, bulkhead: new LocalBulkhead({ maxPerOrigin: 1 }) });
     const run = uniqueName('cached');

@@ -7,7 +7,7 @@ import {
   type DestinationCatalog,
 } from '@requester/shared/destinations';
 import { RequesterError } from '@requester/shared/errors';
-import type { Ending } from './policies.ts';
+import type { Outcome } from './policies.ts';
 import { deliver, type Settlement } from './settlement.ts';
 
 /** How long a task waits, unattempted, when the destinations cannot be read (PostgreSQL down). */
@@ -60,7 +60,7 @@ export async function prepareDestination(
 }
 
 /** A final result says which destination and version the call followed. */
-export function withApplied(ending: Ending, applied: AppliedDestination): Ending {
+export function withApplied(ending: Outcome, applied: AppliedDestination): Outcome {
   if (ending.kind !== 'result') return ending;
   return { ...ending, result: { ...ending.result, meta: { ...ending.result.meta, destination: applied } } };
 }

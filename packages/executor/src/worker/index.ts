@@ -4,9 +4,9 @@ import { createRequestContract, isWakeUp, type RequestContract } from '@requeste
 import type { Logger } from '@requester/shared/log';
 import { executorMetrics as metrics } from '../metrics.ts';
 import { BORROW_LEASE, LeaseBudget } from './budget.ts';
-import { Endings } from './ending.ts';
 import { LeaseHeartbeat } from './heartbeat.ts';
 import type { ExecutorOptions } from './options.ts';
+import { Outcomes } from './outcomes.ts';
 import { DEFAULT_PARKING, ParkingLot } from './parking.ts';
 import { Policies } from './policies.ts';
 import { WorkerPool } from './pool.ts';
@@ -33,7 +33,7 @@ const WEIGHTS_REFRESH_MS = 10_000;
  * loop leases as many tasks as its lease budget allows (budget.ts), reads their `in` records with
  * one batched fetch, and runs each task once through its parts: the worker pool (pool.ts, fair
  * between clients), the task's run (task.ts: pre-checks, the attempt under the policies, its
- * ending), parking for a short wait (parking.ts), and the settlement (settle.ts: results produced
+ * outcome, outcomes.ts), parking for a short wait (parking.ts), and the settlement (settle.ts: results produced
  * in batches, then the leases acked or rejected, so a crash between the two replays the task
  * instead of losing its result). The heartbeat (heartbeat.ts) keeps the held leases alive. A worker
  * (and the lease) is freed at the settlement, which is also what lets the next task of an ordered
@@ -70,7 +70,7 @@ export class Executor {
     this.pool = new WorkerPool(options.maxWorkers);
     this.heartbeat = new LeaseHeartbeat(options.queue, options.leaseTtlMs, this.log);
     this.preChecks = new PreChecks(options, this.log);
-    const endings = new Endings(options);
+    const endings = new Outcomes(options);
     const { journal } = options;
     this.runner = new TaskRunner({
       contract: this.contract,

@@ -5,7 +5,7 @@ import { createRedis, type RedisClient } from '@requester/shared/redis';
 import { silentLogger, startTarget, type Target } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHttpClient, type HttpClient } from '../http/index.ts';
-import { type Ending, Policies, type Progress } from './policies.ts';
+import { type Outcome, Policies, type Progress } from './policies.ts';
 
 /**
  * Two executors share a `sliding-window-log` of 1 call per second; one of them is slow to send
@@ -58,7 +58,7 @@ describe('a sliding-log limit counts calls by send time, across executors of dif
   };
 
   /** Attempts until the task ends, sleeping through each limiter wait as the queue would. */
-  async function deliver(policies: Policies, id: string, limiterKey: string): Promise<Ending> {
+  async function deliver(policies: Policies, id: string, limiterKey: string): Promise<Outcome> {
     const envelope = parseRequestEnvelope({
       request: { uri: `${target.url}/echo?id=${id}` },
       meta: {

@@ -7,8 +7,8 @@ import type { Granted } from '../bulkhead/index.ts';
 import { executorMetrics as metrics } from '../metrics.ts';
 import { HELD_PER_WORKER, type LeaseBudget } from './budget.ts';
 import { addWait, PARK_MAX_MS, type Parking, parks, waitsForSlot } from './decide.ts';
-import type { Endings } from './ending.ts';
 import type { LeaseHeartbeat } from './heartbeat.ts';
+import type { Outcomes } from './outcomes.ts';
 import type { Policies } from './policies.ts';
 import type { WorkerPool } from './pool.ts';
 import { safeOrigin } from './prechecks.ts';
@@ -30,7 +30,7 @@ export interface ParkingParts {
   runner: TaskRunner;
   heartbeat: LeaseHeartbeat;
   policies: Policies;
-  endings: Endings;
+  endings: Outcomes;
   journal: Journal | undefined;
   /** The executor's stop: a parked task goes back to the queue with the rest of its wait. */
   stopping: AbortSignal;

@@ -17,7 +17,7 @@ import { idempotencyKey } from '../http/request.ts';
 import { parseSigningKeys } from '../signing/index.ts';
 import { verifyPlain, verifyStandardWebhook } from '../signing/verify.fixture.ts';
 import { ExecutorHarness } from './harness.fixture.ts';
-import type { Tried } from './policies.ts';
+import type { CallOrRefusal } from './policies.ts';
 
 /**
  * The delivery policies of docs/architecture.md §5 through the executor, over the real Kafka, Redis and
@@ -257,7 +257,7 @@ describe('executor delivery policies (end to end)', () => {
     let queue: FairQueue;
 
     beforeAll(() => {
-      const cache = new ResponseCache<Tried>({ redis: h.redis, prefix: h.prefix('cache') });
+      const cache = new ResponseCache<CallOrRefusal>({ redis: h.redis, prefix: h.prefix('cache') });
       h.onClose(() => cache.close());
       ({ queue } = h.startExecutor({ maxWorkers: 64, cache, limiter: limiter() }));
     });

@@ -1,11 +1,8 @@
-/**
- * The worker's view of the attempt (src/attempt): the delivery policies and the names the worker
- * and its tests use. `Ending` and `Tried` are the glossary's outcome and the chain's answer.
- */
+/** The worker's view of the attempt (src/attempt): the delivery policies, under the glossary's names. */
 export {
-  type CallOrRefusal as Tried,
+  type CallOrRefusal,
   LATEST_START_MS,
-  type Outcome as Ending,
+  type Outcome,
   Policies,
   type PolicyModules,
   type Progress,

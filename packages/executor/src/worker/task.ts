@@ -13,7 +13,7 @@ import type { Granted } from '../bulkhead/index.ts';
 import { unreadableResult } from '../result/index.ts';
 import { missesDeadline } from './decide.ts';
 import { prepareDestination, withApplied } from './destination.ts';
-import { deadlineOf, type Endings } from './ending.ts';
+import { deadlineOf, type Outcomes } from './outcomes.ts';
 import type { Policies, Progress } from './policies.ts';
 import type { PreChecks } from './prechecks.ts';
 import { deliver, type Job, KAFKA_RETRY_MS, type Settlement } from './settlement.ts';
@@ -29,7 +29,7 @@ export interface TaskRunnerParts {
   fetcher: Pick<Fetcher, 'fetchMany'>;
   policies: Policies;
   preChecks: PreChecks;
-  endings: Endings;
+  endings: Outcomes;
   destinations: Pick<DestinationCatalog, 'current'> | undefined;
   journal: Journal | undefined;
   /** Names this executor in the journal's `leased` events. */
@@ -40,7 +40,7 @@ export interface TaskRunnerParts {
 /**
  * One task's way from its record to its settlement: the record read as a request, its pre-checks
  * (cancel, deadline, destination, pause), the attempt under the policies (policies.ts), and its
- * ending turned into the settlement (ending.ts). Never throws: a bug becomes an `internal` result.
+ * outcome turned into the settlement (outcomes.ts). Never throws: a bug becomes an `internal` result.
  */
 export class TaskRunner {
   private readonly parts: TaskRunnerParts;

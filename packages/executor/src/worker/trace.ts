@@ -63,7 +63,7 @@ async function carried(
 ): Promise<Settlement> {
   const traced = { ...envelope, meta: { ...envelope.meta, traceparent } };
   const settlement = await run(traced);
-  // Endings.settlementOf put the trace id in the result already (the dead letter copies it from there).
+  // Outcomes.settlementOf put the trace id in the result already (the dead letter copies it from there).
   return settlement.kind === 'deliver' ? { ...settlement, traceparent } : settlement;
 }
 

@@ -17,12 +17,12 @@ import { linePartition } from '../bulkhead/index.ts';
 import { executorMetrics as metrics } from '../metrics.ts';
 import { ownedBy } from '../result/index.ts';
 import { isQueueDelay, missesDeadline, placeOf } from './decide.ts';
-import type { Ending, Progress } from './policies.ts';
+import type { Outcome, Progress } from './policies.ts';
 import { deliver, type Job, outboxRow, type Settlement } from './settlement.ts';
 import { requeueTrace, withTraceId } from './trace.ts';
 
 /** What turning endings into settlements needs of the executor's wiring (see ExecutorOptions). */
-export interface EndingOptions {
+export interface OutcomeOptions {
   topicDlq?: string;
   outbox?: Pick<Outbox, 'add'>;
   horizonMs?: number;
@@ -33,10 +33,10 @@ export interface EndingOptions {
  * How a task's attempt ends for the queue: its outcome (a result, a retry or a wait) turned into
  * the settlement the flush carries out (settle.ts), with the task's journal events of it.
  */
-export class Endings {
-  private readonly options: EndingOptions;
+export class Outcomes {
+  private readonly options: OutcomeOptions;
 
-  constructor(options: EndingOptions) {
+  constructor(options: OutcomeOptions) {
     this.options = options;
   }
 
@@ -100,7 +100,7 @@ export class Endings {
    * payload; it waits in Redis (ordered partitions always: the task keeps the head and blocks its
    * partition), or, for an unordered task beyond the horizon, in the outbox as a full envelope.
    */
-  settlementOf(job: Job, envelope: RequestEnvelope, ending: Ending, uri = envelope.request.uri): Settlement {
+  settlementOf(job: Job, envelope: RequestEnvelope, ending: Outcome, uri = envelope.request.uri): Settlement {
     if (ending.kind === 'result') {
       const { label, deadLetter } = ending;
       // The trace id goes in before the dead letter copies the result: both must say the same.
