@@ -274,7 +274,14 @@ export function loadQueueScripts(redis: RedisClient): QueueScripts {
         tasks.length,
       ];
       for (const task of tasks) {
-        args.push(task.id, task.partition ?? task.id, task.payload, task.dueAt ?? 0, task.delayMs ?? 0);
+        args.push(
+          task.id,
+          task.partition ?? task.id,
+          task.payload,
+          task.dueAt ?? 0,
+          task.delayMs ?? 0,
+          task.priority ?? 0,
+        );
       }
       const reply = await run('publish', keys, args);
       return {

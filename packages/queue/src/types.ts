@@ -60,6 +60,11 @@ export interface PublishTask {
   dueAt?: number;
   /** Due in this many ms from now (Redis clock); used when dueAt is not given. */
   delayMs?: number;
+  /**
+   * -10 (lowest) to 10 (highest), default 0: inside its client's share, a ready partition whose
+   * head ranks higher is served first (README, "Priority"); never across clients' shares.
+   */
+  priority?: number;
 }
 
 export type PublishResult = 'queued' | 'duplicate';

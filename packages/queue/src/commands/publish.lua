@@ -7,8 +7,9 @@
   ARGV[3]  wake channel: where the announcement goes when notify > 0 ('' = none)
   ARGV[4]  this shard's number, for the announcement
   ARGV[5]  the announcement's tail (the publishing process's tag, `,@…`)
-  ARGV[6]  number of tasks n, then n groups of 5:
-           id, partition, payload, dueAt (epoch ms, 0 = none), delayMs (used when dueAt is 0)
+  ARGV[6]  number of tasks n, then n groups of 6:
+           id, partition, payload, dueAt (epoch ms, 0 = none), delayMs (used when dueAt is 0),
+           priority (-10..10; 0 = none)
 
   Returns {readyCount, nextEventMs, notify, r1..rn}
     r = 1 queued, 0 duplicate (the id is pending, leased, dead, or was acked inside the window)
@@ -55,7 +56,7 @@ local before = wakeIn()
 local results = {}
 local fresh = {}
 for i = 0, n - 1 do
-  local id = ARGV[FIRST + i * 5]
+  local id = ARGV[FIRST + i * 6]
   if isDuplicate(id) or fresh[id] then
     results[#results + 1] = 0
   else
@@ -74,7 +75,7 @@ local touched = {}
 local touchedOrder = {}
 for i = 0, n - 1 do
   if results[i + 1] == 1 then
-    local base = FIRST + i * 5
+    local base = FIRST + i * 6
     local id = ARGV[base]
     local partition = ARGV[base + 1]
     local due = tonumber(ARGV[base + 3])
@@ -84,6 +85,11 @@ for i = 0, n - 1 do
     seq = seq + 1
     local record = { partition, seq, due, 0, now, ARGV[base + 2] }
     saveRecord(id, record)
+    local priority = tonumber(ARGV[base + 5])
+    if priority ~= 0 then
+      redis.call('HSET', K_TPRIO, id, priority)
+      prioInUse = true
+    end
     enqueue(id, record)
     if not touched[partition] then
       touched[partition] = true
