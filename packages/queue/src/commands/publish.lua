@@ -14,8 +14,9 @@
   Returns {readyCount, nextEventMs, notify, r1..rn}
     r = 1 queued, 0 duplicate (the id is pending, leased, dead, or was acked inside the window)
     notify = 1 when this shard has work sooner than before (idle workers should look again);
-             2 when, besides, a client joined this shard's fair share (it has the next turn here:
-             busy workers should visit this shard first)
+             2 when, besides, a client joined this shard's fair share (it has the next turn here),
+             or a task above the default priority came (it has its client's next turn here):
+             busy workers should visit this shard first
   When notify > 0 and a channel is given, `<shard>:<inMs>[,!<shard>]<tail>` is published on it
   here rather than by the caller: one round trip fewer per publish that announces.
 ]]
@@ -73,6 +74,8 @@ end
 local seq = redis.call('INCRBY', K_SEQ, queued) - queued
 local touched = {}
 local touchedOrder = {}
+-- A task above the default priority: busy workers visit this shard first, as for a client joining.
+local urgent = false
 for i = 0, n - 1 do
   if results[i + 1] == 1 then
     local base = FIRST + i * 6
@@ -89,6 +92,7 @@ for i = 0, n - 1 do
     if priority ~= 0 then
       redis.call('HSET', K_TPRIO, id, priority)
       prioInUse = true
+      urgent = urgent or priority > 0
     end
     enqueue(id, record)
     if not touched[partition] then
@@ -111,7 +115,7 @@ local notify = 0
 if after >= 0 and (before < 0 or after < before) then
   notify = 1
 end
-if clientsJoined > 0 and readyCount > 0 then
+if (clientsJoined > 0 or urgent) and readyCount > 0 then
   notify = 2
 end
 if notify > 0 and wakeChannel ~= '' then
