@@ -26,6 +26,8 @@ const { values: args } = parseBenchArgs({
   pnpm exec node packages/queue/bench/priority-bench.ts --quick`,
   options: {
     quick: { type: 'boolean', default: false, help: 'fewer rounds, smaller drains (seconds)' },
+    'throughput-only': { type: 'boolean', default: false, help: 'skip the wait rounds (part 1)' },
+    rounds: { type: 'string', value: '<n>', help: 'throughput rounds, alternating the sides (default 5)' },
     baseline: {
       type: 'string',
       value: '<ref>',
@@ -39,7 +41,7 @@ const quick = args.quick;
 const BACKLOG = 10_000;
 const LATENCY_ROUNDS = quick ? 5 : 21;
 const DRAIN = quick ? 20_000 : 100_000;
-const THROUGHPUT_ROUNDS = 5;
+const THROUGHPUT_ROUNDS = Number(args.rounds ?? 5);
 const LEASE_K = 100;
 const LEASE_MS = 60_000;
 const WORKER_LOOPS = 4;
@@ -209,7 +211,7 @@ async function main() {
       load: os.loadavg()[0]?.toFixed(1),
     });
     const waits: Record<string, number[]> = { 'priority 10': [], 'priority 0': [] };
-    for (let round = 0; round < LATENCY_ROUNDS; round++) {
+    for (let round = 0; round < (args['throughput-only'] ? 0 : LATENCY_ROUNDS); round++) {
       for (const [name, priority] of [
         ['priority 10', 10],
         ['priority 0', 0],

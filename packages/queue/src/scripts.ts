@@ -404,8 +404,11 @@ export function loadQueueScripts(redis: RedisClient): QueueScripts {
         filter.publishedBefore ?? '',
       ]);
       const tasks: Array<Omit<ListedTask, 'shard'>> = [];
-      for (let i = 0, at = 3; i < num(reply, 2); i++, at += 8) {
-        const [id, partition, dueAt, deliveries, publishedAt, payload, when, extra] = reply.slice(at, at + 8);
+      for (let i = 0, at = 3; i < num(reply, 2); i++, at += 9) {
+        const [id, partition, dueAt, deliveries, publishedAt, payload, when, extra, priority] = reply.slice(
+          at,
+          at + 9,
+        );
         tasks.push({
           id: String(id),
           partition: String(partition),
@@ -414,6 +417,7 @@ export function loadQueueScripts(redis: RedisClient): QueueScripts {
           publishedAt: Number(publishedAt),
           payload: String(payload),
           at: Number(when),
+          priority: Number(priority),
           ...(state === 'leased' ? { token: String(extra) } : {}),
           ...(state === 'dead' ? { reason: String(extra) } : {}),
         });

@@ -243,6 +243,8 @@ export interface ListedTask {
   payload: string;
   /** The state's time: due time (due, later), lease deadline (leased), dead time (dead). */
   at: number;
+  /** -10..10 (0: the default). */
+  priority: number;
   /** leased: the lease token. */
   token?: string;
   /** dead: why. */
