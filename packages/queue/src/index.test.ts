@@ -870,6 +870,17 @@ describe.each([single, clustered])('FairQueue on $name', (target) => {
       await leaseOneByOne(queue, 100);
     });
 
+    test('a leased task carries its priority (none when 0)', async () => {
+      const queue = makeQueue({ shards: 1 });
+      await queue.publish([
+        { id: 'p5', payload: '', priority: 5 },
+        { id: 'p0', payload: '' },
+      ]);
+      const { tasks } = await queue.lease(2, 30_000);
+      expect(Object.fromEntries(tasks.map((t) => [t.id, t.priority]))).toEqual({ p5: 5, p0: undefined });
+      await queue.ackMany(tasks.map((t) => t.token));
+    });
+
     test('refuses a priority out of range or not an integer', async () => {
       const queue = makeQueue();
       await expect(queue.publish([{ id: 'a', payload: '', priority: 11 }])).rejects.toThrow(/priority/);

@@ -110,7 +110,11 @@ describe('QueueAdmin.listTasks (single Redis)', () => {
     const priorities = (tasks: ListedTask[]) => Object.fromEntries(tasks.map((t) => [t.id, t.priority]));
     expect(priorities(await walk(admin, 'due', {}, 10))).toEqual({ 'p-high': 7, 'p-low': -3, 'p-none': 0 });
     await queue.lease(3, 600_000);
-    expect(priorities(await walk(admin, 'leased', {}, 10))).toEqual({ 'p-high': 7, 'p-low': -3, 'p-none': 0 });
+    expect(priorities(await walk(admin, 'leased', {}, 10))).toEqual({
+      'p-high': 7,
+      'p-low': -3,
+      'p-none': 0,
+    });
   });
 
   it('a cursor stays valid while tasks move: nothing is listed twice', async () => {

@@ -82,6 +82,8 @@ export interface LeasedTask {
   /** Epoch ms at which the task became due. */
   dueAt: number;
   ordered: boolean;
+  /** Its priority when not 0 (`PublishTask.priority`). */
+  priority?: number;
 }
 
 export interface LeaseResult {

@@ -21,8 +21,8 @@
            band of `ready`), out of the others' way, when it was asked for and granted none (at
            its cap); a call with permits for it puts back as many of them first, with fresh tags
 
-  Returns {readyCount, nextEventMs, reclaimed, deadLettered, n, then n groups of 7:
-           id, partition, payload, token, deliveries, publishedAt, dueAt,
+  Returns {readyCount, nextEventMs, reclaimed, deadLettered, n, then n groups of 8:
+           id, partition, payload, token, deliveries, publishedAt, dueAt, priority,
            then w, then w clients: the capped clients met in line here without a permit, in the
            order of their turns (then those first in the aside band),
            then g, then g clients: the capped clients with nothing pending here any more}
@@ -452,6 +452,15 @@ if #leased > 0 then
       raws[#raws + 1] = raw
     end
   end
+  local priorities = {}
+  if priorityInUse() then
+    for from = 1, #ids, 512 do
+      local part = redis.call('HMGET', K_TPRIO, unpack(ids, from, math.min(#ids, from + 511)))
+      for i = 1, #part do
+        priorities[from + i - 1] = tonumber(part[i] or '0')
+      end
+    end
+  end
   local ages = {}
   local leases = {}
   for i, task in ipairs(leased) do
@@ -463,7 +472,7 @@ if #leased > 0 then
     local token = tokenOf(shard, id, record, delivery, limited)
     leases[#leases + 1] = now + leaseMs
     leases[#leases + 1] = token
-    tasks[i] = { id, partition, record[R_PAYLOAD], token, delivery, record[R_PUBLISHED], record[R_DUE] }
+    tasks[i] = { id, partition, record[R_PAYLOAD], token, delivery, record[R_PUBLISHED], record[R_DUE], priorities[i] or 0 }
   end
   for second, count in pairs(ages) do
     if redis.call('HINCRBY', K_AGECOUNT, second, -count) <= 0 then
