@@ -241,9 +241,9 @@ async function main() {
     const lines = [
       `Priority bench (${new Date().toISOString().slice(0, 10)}, ${head}, ${os.availableParallelism()} CPUs, load ${os.loadavg()[0]?.toFixed(1)})`,
       `A high-priority task behind ${fmt(BACKLOG)} low-priority tasks of its client, ${WORKER_LOOPS} loops of lease(${LEASE_K}), ${LATENCY_ROUNDS} rounds:`,
-      ...Object.entries(waits).map(
-        ([name, w]) => `  ${name}: p50 ${fmt(median(w), 1)} ms, max ${fmt(Math.max(...w), 1)} ms`,
-      ),
+      ...Object.entries(waits)
+        .filter(([, w]) => w.length > 0)
+        .map(([name, w]) => `  ${name}: p50 ${fmt(median(w), 1)} ms, max ${fmt(Math.max(...w), 1)} ms`),
       `Lease+ack throughput, 1,000 clients, median of ${THROUGHPUT_ROUNDS} rounds (tasks/s):`,
       ...sides.map(
         (side, s) =>
