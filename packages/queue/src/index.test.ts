@@ -787,6 +787,108 @@ describe.each([single, clustered])('FairQueue on $name', (target) => {
     });
   });
 
+  describe('priority', () => {
+    /** Leases one task at a time (acked at once) until `until` is leased; returns the ids in order. */
+    async function leaseOneByOne(queue: FairQueue, count: number): Promise<string[]> {
+      const order: string[] = [];
+      for (let i = 0; i < count; i++) {
+        const { tasks } = await queue.lease(1, 30_000);
+        if (tasks.length === 0) break;
+        order.push(...ids(tasks));
+        await queue.ackMany(tasks.map((t) => t.token));
+      }
+      return order;
+    }
+
+    test('a high-priority task is leased before a 10,000-task low-priority backlog of its client', async () => {
+      const queue = makeQueue({ shards: 1 });
+      await queue.publish(
+        Array.from({ length: 10_000 }, (_, i) => ({
+          id: `low${i}`,
+          partition: `low${i} @a`,
+          payload: '',
+          priority: -10,
+        })),
+      );
+      await queue.publish([
+        { id: 'mid', partition: 'mid @a', payload: '' },
+        { id: 'high', partition: 'high @a', payload: '', priority: 10 },
+      ]);
+      const order = await leaseOneByOne(queue, 3);
+      // The low partitions passed over take the served ones' places in the client's line.
+      expect(order.slice(0, 2)).toEqual(['high', 'mid']);
+      expect(order[2]).toMatch(/^low/);
+      expect(await queue.pendingDepth()).toBe(9_999);
+    });
+
+    test('an ordered partition keeps its order whatever its tasks priorities; its head decides when it runs', async () => {
+      const queue = makeQueue({ shards: 1 });
+      await queue.publish([
+        { id: 'x1', partition: 'x @a', payload: '' },
+        { id: 'x2', partition: 'x @a', payload: '' },
+        { id: 'o1', partition: '!o @a', payload: '', priority: -10 },
+        { id: 'o2', partition: '!o @a', payload: '', priority: 10 },
+        { id: 'o3', partition: '!o @a', payload: '', priority: 5 },
+        { id: 'y1', partition: 'y @a', payload: '', priority: 3 },
+      ]);
+      // y (3) first, then x (0): both outrank the ordered partition's head o1 (-10), which holds
+      // o2 (10) and o3 (5) back behind it.
+      expect(await leaseOneByOne(queue, 10)).toEqual(['y1', 'x1', 'x2', 'o1', 'o2', 'o3']);
+    });
+
+    test('priorities never change the weighted share between clients', async () => {
+      const queue = makeQueue({ shards: 1 });
+      await queue.setClientWeight('heavy', 2);
+      await queue.publish(
+        Array.from({ length: 60 }, (_, i) => ({
+          id: `t${i}`,
+          partition: `p${i} @${i % 2 ? 'heavy' : 'light'}`,
+          payload: '',
+          // The light client asks for the top priority, the heavy one for the lowest.
+          priority: i % 2 ? -10 : 10,
+        })),
+      );
+      const order = await leaseOneByOne(queue, 30);
+      const heavy = order.filter((id) => Number(id.slice(1)) % 2 === 1).length;
+      expect(Math.abs(heavy - 20)).toBeLessThanOrEqual(1);
+    });
+
+    test('aging: a low-priority task is served under a constant stream of high-priority ones', async () => {
+      const queue = makeQueue({ shards: 1 });
+      await queue.publish([{ id: 'low', partition: 'low @a', payload: '', priority: -10 }]);
+      let servedAt = -1;
+      for (let round = 0; round < 20 && servedAt < 0; round++) {
+        await queue.publish([
+          { id: `h${round}a`, partition: `h${round}a @a`, payload: '', priority: 10 },
+          { id: `h${round}b`, partition: `h${round}b @a`, payload: '', priority: 10 },
+        ]);
+        if ((await leaseOneByOne(queue, 1)).includes('low')) servedAt = round;
+      }
+      // Passed over for the high ones at first, then served (at most AGING_PASSES passes).
+      expect(servedAt).toBeGreaterThan(0);
+      expect(servedAt).toBeLessThanOrEqual(4);
+      await leaseOneByOne(queue, 100);
+    });
+
+    test('a leased task carries its priority (none when 0)', async () => {
+      const queue = makeQueue({ shards: 1 });
+      await queue.publish([
+        { id: 'p5', payload: '', priority: 5 },
+        { id: 'p0', payload: '' },
+      ]);
+      const { tasks } = await queue.lease(2, 30_000);
+      expect(Object.fromEntries(tasks.map((t) => [t.id, t.priority]))).toEqual({ p5: 5, p0: undefined });
+      await queue.ackMany(tasks.map((t) => t.token));
+    });
+
+    test('refuses a priority out of range or not an integer', async () => {
+      const queue = makeQueue();
+      await expect(queue.publish([{ id: 'a', payload: '', priority: 11 }])).rejects.toThrow(/priority/);
+      await expect(queue.publish([{ id: 'a', payload: '', priority: -11 }])).rejects.toThrow(/priority/);
+      await expect(queue.publish([{ id: 'a', payload: '', priority: 1.5 }])).rejects.toThrow(/priority/);
+    });
+  });
+
   describe('pendingDepth', () => {
     test('counts the tasks waiting to be leased on every shard, due or not, and sets the gauge', async () => {
       const queue = makeQueue({ shards: 4 });

@@ -39,4 +39,5 @@ export type {
   TaskListState,
   TokenResult,
 } from './types.ts';
+export { MAX_PRIORITY, MIN_PRIORITY } from './validation.ts';
 export { ClientWeights, MAX_CLIENT_WEIGHT, WEIGHTS_REFRESH_MS } from './weights.ts';

@@ -25,6 +25,10 @@ export const SHARD_KEY_NAMES = [
   'shares',
   'cdepth',
   'caps',
+  'tprio',
+  'pready',
+  'pband',
+  'passed',
 ] as const;
 
 export type ShardKeyName = (typeof SHARD_KEY_NAMES)[number];

@@ -78,6 +78,7 @@ export class Leasing {
     // One label set per client of the batch, not per task: a drain's lease brings hundreds of
     // tasks of a few clients, and a set per task would be garbage on the hot path.
     const labels = new Map<string, { queue: string; client: string }>();
+    const priorities = new Map<number, { queue: string; priority: string }>();
     for (const task of tasks) {
       const client = clientOfPartition(task.partition);
       let set = labels.get(client);
@@ -85,7 +86,15 @@ export class Leasing {
         set = { queue: this.q.name, client: client === '' ? '(none)' : clientLabel.of(client) };
         labels.set(client, set);
       }
-      queueMetrics.clientWait.observe(set, Math.max(0, now - task.dueAt) / 1000);
+      const wait = Math.max(0, now - task.dueAt) / 1000;
+      queueMetrics.clientWait.observe(set, wait);
+      const priority = task.priority ?? 0;
+      let prioritySet = priorities.get(priority);
+      if (!prioritySet) {
+        prioritySet = { queue: this.q.name, priority: String(priority) };
+        priorities.set(priority, prioritySet);
+      }
+      queueMetrics.priorityWait.observe(prioritySet, wait);
     }
   }
 

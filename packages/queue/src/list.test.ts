@@ -100,6 +100,23 @@ describe('QueueAdmin.listTasks (single Redis)', () => {
     );
   });
 
+  it("lists each task's priority, pending and leased (0 when it has none)", async () => {
+    makeQueue();
+    await queue.publish([
+      { id: 'p-high', payload: '{}', priority: 7 },
+      { id: 'p-low', payload: '{}', priority: -3 },
+      { id: 'p-none', payload: '{}' },
+    ]);
+    const priorities = (tasks: ListedTask[]) => Object.fromEntries(tasks.map((t) => [t.id, t.priority]));
+    expect(priorities(await walk(admin, 'due', {}, 10))).toEqual({ 'p-high': 7, 'p-low': -3, 'p-none': 0 });
+    await queue.lease(3, 600_000);
+    expect(priorities(await walk(admin, 'leased', {}, 10))).toEqual({
+      'p-high': 7,
+      'p-low': -3,
+      'p-none': 0,
+    });
+  });
+
   it('a cursor stays valid while tasks move: nothing is listed twice', async () => {
     makeQueue();
     await queue.publish(

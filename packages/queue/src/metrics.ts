@@ -42,6 +42,12 @@ export const queueMetrics = {
     ['queue', 'client'],
     WAIT_BUCKETS,
   ),
+  priorityWait: histogram(
+    'queue_priority_wait_seconds',
+    'per priority (-10..10, "0" for tasks without one), how long each leased task waited from its due time to its lease; observed by the executors',
+    ['queue', 'priority'],
+    WAIT_BUCKETS,
+  ),
   published: counter('queue_published_total', 'Tasks offered to publish, by result', ['queue', 'result']),
   leased: counter('queue_leased_total', 'Tasks leased', ['queue']),
   leaseLatency: histogram('queue_lease_seconds', 'Duration of one lease call (all shards visited)', [

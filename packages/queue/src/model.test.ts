@@ -174,10 +174,13 @@ class Publish implements Cmd {
   readonly partition: string;
   readonly n: number;
   readonly far: boolean;
-  constructor(partition: string, n: number, far: boolean) {
+  /** Of every task published (0: none given); priority reorders turns, never what may be leased. */
+  readonly priority: number;
+  constructor(partition: string, n: number, far: boolean, priority: number) {
     this.partition = partition;
     this.n = n;
     this.far = far;
+    this.priority = priority;
   }
   check = () => true;
   async run(model: Model, real: Real) {
@@ -186,6 +189,7 @@ class Publish implements Cmd {
       partition: this.partition,
       payload: 'p',
       delayMs: this.far ? FAR_MS : 0,
+      ...(this.priority === 0 ? {} : { priority: this.priority }),
     }));
     expect(await real.workers[0]?.publish(tasks)).toEqual(tasks.map(() => 'queued'));
     for (const t of tasks) {
@@ -200,7 +204,8 @@ class Publish implements Cmd {
     }
     await checkAgreement(model, real);
   }
-  toString = () => `publish(${this.partition} x${this.n}${this.far ? ' far' : ''})`;
+  toString = () =>
+    `publish(${this.partition} x${this.n}${this.far ? ' far' : ''}${this.priority ? ` priority ${this.priority}` : ''})`;
 }
 
 class PublishDuplicate implements Cmd {
@@ -377,8 +382,9 @@ const commands = [
       fc.constantFrom(...PARTITIONS),
       fc.integer({ min: 1, max: 4 }),
       fc.integer({ min: 0, max: 9 }).map((x) => x < 2),
+      fc.oneof(fc.constant(0), fc.integer({ min: -10, max: 10 })),
     )
-    .map(([p, n, far]) => new Publish(p, n, far)),
+    .map(([p, n, far, priority]) => new Publish(p, n, far, priority)),
   fc.nat().map((pick) => new PublishDuplicate(pick)),
   fc.tuple(fc.nat({ max: WORKERS - 1 }), fc.integer({ min: 1, max: 5 })).map(([w, k]) => new Lease(w, k)),
   fc.integer({ min: 1, max: 3 }).map((k) => new LeaseConcurrently(k)),

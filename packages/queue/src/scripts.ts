@@ -201,8 +201,9 @@ function housekept(reply: Reply): ShardState & Housekeeping {
 
 function leasedTasks(reply: Reply, count: number, from: number): LeasedTask[] {
   const tasks: LeasedTask[] = [];
-  for (let t = 0, at = from; t < count; t++, at += 7) {
+  for (let t = 0, at = from; t < count; t++, at += 8) {
     const partition = String(reply[at + 1]);
+    const priority = Number(reply[at + 7]);
     tasks.push({
       id: String(reply[at]),
       partition,
@@ -212,6 +213,7 @@ function leasedTasks(reply: Reply, count: number, from: number): LeasedTask[] {
       publishedAt: Number(reply[at + 5]),
       dueAt: Number(reply[at + 6]),
       ordered: isOrderedPartition(partition),
+      ...(priority === 0 ? {} : { priority }),
     });
   }
   return tasks;
@@ -274,7 +276,14 @@ export function loadQueueScripts(redis: RedisClient): QueueScripts {
         tasks.length,
       ];
       for (const task of tasks) {
-        args.push(task.id, task.partition ?? task.id, task.payload, task.dueAt ?? 0, task.delayMs ?? 0);
+        args.push(
+          task.id,
+          task.partition ?? task.id,
+          task.payload,
+          task.dueAt ?? 0,
+          task.delayMs ?? 0,
+          task.priority ?? 0,
+        );
       }
       const reply = await run('publish', keys, args);
       return {
@@ -297,7 +306,7 @@ export function loadQueueScripts(redis: RedisClient): QueueScripts {
         ...[...a.permits].flat(),
       ]);
       const n = num(reply, 4);
-      const at = 5 + n * 7;
+      const at = 5 + n * 8;
       const wanting = reply.slice(at + 1, at + 1 + num(reply, at)).map(String);
       const leftAt = at + 1 + wanting.length;
       const left = reply.slice(leftAt + 1, leftAt + 1 + num(reply, leftAt)).map(String);
@@ -397,8 +406,11 @@ export function loadQueueScripts(redis: RedisClient): QueueScripts {
         filter.publishedBefore ?? '',
       ]);
       const tasks: Array<Omit<ListedTask, 'shard'>> = [];
-      for (let i = 0, at = 3; i < num(reply, 2); i++, at += 8) {
-        const [id, partition, dueAt, deliveries, publishedAt, payload, when, extra] = reply.slice(at, at + 8);
+      for (let i = 0, at = 3; i < num(reply, 2); i++, at += 9) {
+        const [id, partition, dueAt, deliveries, publishedAt, payload, when, extra, priority] = reply.slice(
+          at,
+          at + 9,
+        );
         tasks.push({
           id: String(id),
           partition: String(partition),
@@ -407,6 +419,7 @@ export function loadQueueScripts(redis: RedisClient): QueueScripts {
           publishedAt: Number(publishedAt),
           payload: String(payload),
           at: Number(when),
+          priority: Number(priority),
           ...(state === 'leased' ? { token: String(extra) } : {}),
           ...(state === 'dead' ? { reason: String(extra) } : {}),
         });

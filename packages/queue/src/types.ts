@@ -60,6 +60,11 @@ export interface PublishTask {
   dueAt?: number;
   /** Due in this many ms from now (Redis clock); used when dueAt is not given. */
   delayMs?: number;
+  /**
+   * -10 (lowest) to 10 (highest), default 0: inside its client's share, a ready partition whose
+   * head ranks higher is served first (README, "Priority"); never across clients' shares.
+   */
+  priority?: number;
 }
 
 export type PublishResult = 'queued' | 'duplicate';
@@ -77,6 +82,8 @@ export interface LeasedTask {
   /** Epoch ms at which the task became due. */
   dueAt: number;
   ordered: boolean;
+  /** Its priority when not 0 (`PublishTask.priority`). */
+  priority?: number;
 }
 
 export interface LeaseResult {
@@ -238,6 +245,8 @@ export interface ListedTask {
   payload: string;
   /** The state's time: due time (due, later), lease deadline (leased), dead time (dead). */
   at: number;
+  /** -10..10 (0: the default). */
+  priority: number;
   /** leased: the lease token. */
   token?: string;
   /** dead: why. */

@@ -5,6 +5,10 @@
 import { RequesterError } from '@requester/shared/errors';
 import type { PublishTask } from './types.ts';
 
+/** Bounds of `PublishTask.priority` (a band character each in the shard's `pready` line). */
+export const MIN_PRIORITY = -10;
+export const MAX_PRIORITY = 10;
+
 // Due times are 11 hex digits in pending members (see shard.lua): beyond year 2500 is an error.
 const MAX_DUE_MS = 0xfff_ffff_ffff;
 
@@ -64,5 +68,11 @@ export function validateTask(task: PublishTask, maxPayloadBytes: number): void {
   }
   if (task.delayMs !== undefined && (!Number.isInteger(task.delayMs) || task.delayMs < 0)) {
     throw bad('delayMs must be a non-negative integer');
+  }
+  if (
+    task.priority !== undefined &&
+    (!Number.isInteger(task.priority) || task.priority < MIN_PRIORITY || task.priority > MAX_PRIORITY)
+  ) {
+    throw bad(`priority must be an integer from ${MIN_PRIORITY} to ${MAX_PRIORITY}`);
   }
 }

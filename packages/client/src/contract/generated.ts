@@ -136,6 +136,8 @@ export interface RequestMeta {
   traceparent?: string;
   /** Partition key, the client’s own: the requests of one client sharing it share a queue (another client’s same key is another queue). A leading `!` makes it ordered (no overtaking). */
   partition?: string;
+  /** How urgent the request is among the client’s own, from -10 (lowest) to 10 (highest); default 0. Inside the client’s share of the queue its higher-priority requests start first; it never takes turns from other clients, an ordered partition keeps its order (its first request’s priority decides when it runs), and a low-priority request still runs under a constant stream of higher ones (aging). */
+  priority?: number;
   /** HTTP only: wait for the result and answer with it. */
   sync?: boolean;
   /** Do not execute before this instant. RFC 3339 date-time with offset, e.g. 2026-12-01T09:00:00Z, from 1970-01-01T00:00:00Z to 9999-12-31T23:59:59.999Z. */

@@ -65,7 +65,15 @@ end
 for from = 1, #acked, 512 do
   local to = math.min(#acked, from + 511)
   redis.call('HDEL', K_TASKS, unpack(acked, from, to))
+  if priorityInUse() then
+    redis.call('HDEL', K_TPRIO, unpack(acked, from, to))
+  end
   redis.call('ZADD', K_DONE, unpack(doneAt, 2 * from - 1, 2 * to))
+end
+
+-- The shard's last prioritized task gone: its priority line goes too (see "Priority" in shard.lua).
+if priorityInUse() and redis.call('EXISTS', K_TPRIO) == 0 then
+  redis.call('UNLINK', K_PREADY, K_PBAND, K_PASSED)
 end
 
 -- Trim the dedup window on write; bounded per call, and each ack adds only one entry.

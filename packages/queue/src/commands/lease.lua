@@ -21,8 +21,8 @@
            band of `ready`), out of the others' way, when it was asked for and granted none (at
            its cap); a call with permits for it puts back as many of them first, with fresh tags
 
-  Returns {readyCount, nextEventMs, reclaimed, deadLettered, n, then n groups of 7:
-           id, partition, payload, token, deliveries, publishedAt, dueAt,
+  Returns {readyCount, nextEventMs, reclaimed, deadLettered, n, then n groups of 8:
+           id, partition, payload, token, deliveries, publishedAt, dueAt, priority,
            then w, then w clients: the capped clients met in line here without a permit, in the
            order of their turns (then those first in the aside band),
            then g, then g clients: the capped clients with nothing pending here any more}
@@ -171,6 +171,9 @@ local function leaseHead(partition, client)
     holdRunning(partition, unorderedLimit)
     leased[#leased + 1] = { idOfMember(partition, head), partition, limitOf(partition, unorderedLimit) > 0 }
   end
+  if priorityInUse() then
+    priorityUnindex(partition) -- its head changes; served: its aging count goes
+  end
   if not nextHead or isOrdered(partition) then
     return false -- ordered: its one task in flight holds it back until settled
   end
@@ -182,7 +185,46 @@ local function leaseHead(partition, client)
     redis.call('ZADD', K_TIMERS, due, partition)
     return false
   end
+  priorityIndex(partition, nextHead)
   return true
+end
+
+--[[
+  A turn of the client that its tag gave to `partition`: the client's highest-priority ready
+  partition, when it ranks above that one and is in `ready` with a tag (not in this call's hands,
+  not set aside), is served instead; the one passed over takes its tag (see "Priority" in
+  includes/shard.lua; aging: not once it was passed over AGING_PASSES times). Returns the partition
+  served and the tag the one passed over goes back with (nil when it is served itself).
+]]
+local function priorityTurn(partition, client)
+  if not priorityInUse() then
+    return partition, nil
+  end
+  local best = redis.call('ZRANGE', K_PREADY, '[' .. client .. '\0', '(' .. client .. '\1', 'BYLEX', 'LIMIT', 0, 1)[1]
+  if not best then
+    return partition, nil
+  end
+  local own = redis.call('HGET', K_PBAND, partition)
+  local ownBand = own and string.byte(own, #client + 2) or string.byte(bandOf(0))
+  if string.byte(best, #client + 2) >= ownBand then
+    return partition, nil
+  end
+  local passed = tonumber(redis.call('HGET', K_PASSED, partition) or '0')
+  if passed >= AGING_PASSES then
+    return partition, nil
+  end
+  local other = string.sub(best, #client + 15)
+  local score = redis.call('ZSCORE', K_READY, other)
+  if not score then
+    return partition, nil
+  end
+  score = tonumber(score)
+  if score >= ASIDE or score < fairState().b - 0.5 then
+    return partition, nil
+  end
+  redis.call('ZREM', K_READY, other)
+  redis.call('HSET', K_PASSED, partition, passed + 1)
+  return other, score
 end
 
 --[[
@@ -276,6 +318,11 @@ while turnsLeft > 0 do
     elseif tag > v then
       v = tag
       state.v = v
+    end
+    local passedTag
+    partition, passedTag = priorityTurn(partition, client)
+    if passedTag then
+      back[entry.partition] = passedTag
     end
     taken[partition] = (taken[partition] or 0) + 1
     if capped then
@@ -405,6 +452,15 @@ if #leased > 0 then
       raws[#raws + 1] = raw
     end
   end
+  local priorities = {}
+  if priorityInUse() then
+    for from = 1, #ids, 512 do
+      local part = redis.call('HMGET', K_TPRIO, unpack(ids, from, math.min(#ids, from + 511)))
+      for i = 1, #part do
+        priorities[from + i - 1] = tonumber(part[i] or '0')
+      end
+    end
+  end
   local ages = {}
   local leases = {}
   for i, task in ipairs(leased) do
@@ -416,7 +472,7 @@ if #leased > 0 then
     local token = tokenOf(shard, id, record, delivery, limited)
     leases[#leases + 1] = now + leaseMs
     leases[#leases + 1] = token
-    tasks[i] = { id, partition, record[R_PAYLOAD], token, delivery, record[R_PUBLISHED], record[R_DUE] }
+    tasks[i] = { id, partition, record[R_PAYLOAD], token, delivery, record[R_PUBLISHED], record[R_DUE], priorities[i] or 0 }
   end
   for second, count in pairs(ages) do
     if redis.call('HINCRBY', K_AGECOUNT, second, -count) <= 0 then

@@ -58,7 +58,8 @@ end
 
 local function add(id, record, at, extra)
   count = count + 1
-  for _, v in ipairs({ id, record[R_PARTITION], record[R_DUE], record[R_DELIVERIES], record[R_PUBLISHED], record[R_PAYLOAD], at, extra }) do
+  local priority = priorityOf(id)
+  for _, v in ipairs({ id, record[R_PARTITION], record[R_DUE], record[R_DELIVERIES], record[R_PUBLISHED], record[R_PAYLOAD], at, extra, priority }) do
     rows[#rows + 1] = v
   end
 end

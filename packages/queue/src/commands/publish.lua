@@ -7,14 +7,16 @@
   ARGV[3]  wake channel: where the announcement goes when notify > 0 ('' = none)
   ARGV[4]  this shard's number, for the announcement
   ARGV[5]  the announcement's tail (the publishing process's tag, `,@…`)
-  ARGV[6]  number of tasks n, then n groups of 5:
-           id, partition, payload, dueAt (epoch ms, 0 = none), delayMs (used when dueAt is 0)
+  ARGV[6]  number of tasks n, then n groups of 6:
+           id, partition, payload, dueAt (epoch ms, 0 = none), delayMs (used when dueAt is 0),
+           priority (-10..10; 0 = none)
 
   Returns {readyCount, nextEventMs, notify, r1..rn}
     r = 1 queued, 0 duplicate (the id is pending, leased, dead, or was acked inside the window)
     notify = 1 when this shard has work sooner than before (idle workers should look again);
-             2 when, besides, a client joined this shard's fair share (it has the next turn here:
-             busy workers should visit this shard first)
+             2 when, besides, a client joined this shard's fair share (it has the next turn here),
+             or a task above the default priority came (it has its client's next turn here):
+             busy workers should visit this shard first
   When notify > 0 and a channel is given, `<shard>:<inMs>[,!<shard>]<tail>` is published on it
   here rather than by the caller: one round trip fewer per publish that announces.
 ]]
@@ -55,7 +57,7 @@ local before = wakeIn()
 local results = {}
 local fresh = {}
 for i = 0, n - 1 do
-  local id = ARGV[FIRST + i * 5]
+  local id = ARGV[FIRST + i * 6]
   if isDuplicate(id) or fresh[id] then
     results[#results + 1] = 0
   else
@@ -72,9 +74,11 @@ end
 local seq = redis.call('INCRBY', K_SEQ, queued) - queued
 local touched = {}
 local touchedOrder = {}
+-- A task above the default priority: busy workers visit this shard first, as for a client joining.
+local urgent = false
 for i = 0, n - 1 do
   if results[i + 1] == 1 then
-    local base = FIRST + i * 5
+    local base = FIRST + i * 6
     local id = ARGV[base]
     local partition = ARGV[base + 1]
     local due = tonumber(ARGV[base + 3])
@@ -84,6 +88,12 @@ for i = 0, n - 1 do
     seq = seq + 1
     local record = { partition, seq, due, 0, now, ARGV[base + 2] }
     saveRecord(id, record)
+    local priority = tonumber(ARGV[base + 5])
+    if priority ~= 0 then
+      redis.call('HSET', K_TPRIO, id, priority)
+      prioInUse = true
+      urgent = urgent or priority > 0
+    end
     enqueue(id, record)
     if not touched[partition] then
       touched[partition] = true
@@ -105,7 +115,7 @@ local notify = 0
 if after >= 0 and (before < 0 or after < before) then
   notify = 1
 end
-if clientsJoined > 0 and readyCount > 0 then
+if (clientsJoined > 0 or urgent) and readyCount > 0 then
   notify = 2
 end
 if notify > 0 and wakeChannel ~= '' then

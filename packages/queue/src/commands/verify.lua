@@ -1,7 +1,7 @@
 --[[
   Read-only consistency check of one shard: O(N), for tests and operators (`queue verify`), not for
   the hot path. Checks the placement invariant, that every task is in exactly one of pending /
-  leased / dead, the in-flight counts and the age counts.
+  leased / dead, the in-flight counts, the age counts and the priority line.
 
   KEYS     the shard layout: every key of one shard, in the order of includes/shard.lua
   ARGV[1]  unordered partition concurrency (0 = unlimited)
@@ -198,6 +198,35 @@ for i = 1, #readyRows, 2 do
     if not finish or tag >= finish then
       report('partition ' .. partition .. ' has tag ' .. tag .. ' not before its client\'s finish tag ' .. tostring(finish))
     end
+  end
+end
+
+-- priority: `tprio` names live tasks; `pband` and `pready` agree, name ready partitions only, and
+-- exist only while `tprio` does (see "Priority" in includes/shard.lua)
+local prios = redis.call('HGETALL', K_TPRIO)
+for i = 1, #prios, 2 do
+  if not stateOf[prios[i]] then
+    report('task ' .. prios[i] .. ' has a priority but is not a task')
+  end
+end
+local lines = redis.call('ZRANGE', K_PREADY, 0, -1)
+local bands = redis.call('HGETALL', K_PBAND)
+if #prios == 0 and (#lines > 0 or #bands > 0) then
+  report('a priority line but no prioritized task')
+end
+if #lines * 2 ~= #bands then
+  report('the priority line has ' .. #lines .. ' members, its index ' .. (#bands / 2))
+end
+for i = 1, #bands, 2 do
+  local partition, member = bands[i], bands[i + 1]
+  if redis.call('ZSCORE', K_PREADY, member) == false then
+    report('partition ' .. partition .. ' is indexed in no priority line')
+  end
+  if not redis.call('ZSCORE', K_READY, partition) then
+    report('partition ' .. partition .. ' is in its client\'s priority line but not ready')
+  end
+  if string.sub(member, 1, #clientOf(partition) + 1) ~= clientOf(partition) .. '\0' then
+    report('partition ' .. partition .. ' is in another client\'s priority line')
   end
 end
 

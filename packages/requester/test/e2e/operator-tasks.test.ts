@@ -102,7 +102,8 @@ describe('tasks by state: pending, scheduled, in-flight, dead', () => {
     for (const n of [1, 2, 3, 4])
       await submit(c, {
         request: { uri: `${target.url}/hold/ord?n=${n}` },
-        meta: { requestId: `ord-${n}`, partition: '!ord' },
+        // ord-3 with a priority (meta.priority, through the router into the queue and the lists).
+        meta: { requestId: `ord-${n}`, partition: '!ord', ...(n === 3 ? { priority: 4 } : {}) },
       });
     // Scheduled: two inside REDIS_HORIZON (Redis timers), one beyond (the outbox).
     for (const n of [1, 2])
@@ -162,6 +163,7 @@ describe('tasks by state: pending, scheduled, in-flight, dead', () => {
     const pending = await walk('pending', `client=${c.name}`, 1);
     expect(pending.map((r) => r.requestId)).toEqual(['ord-2', 'ord-3', 'ord-4']);
     expect(pending.every((r) => r.partition === `!ord @${c.name}` && r.tryCount === 0)).toBe(true);
+    expect(pending.map((r) => r.priority)).toEqual([0, 4, 0]);
     expect((await walk('pending', `partition=${encodeURIComponent(`!ord @${c.name}`)}`, 2)).length).toBe(3);
     expect((await walk('pending', `client=${c.name}&partition=!ord&origin=${origin}`, 2)).length).toBe(3);
     expect(await walk('pending', `client=${c.name}&olderThan=1h`, 5)).toEqual([]);

@@ -31,6 +31,8 @@ export interface QueueTask {
   partition: string;
   payload: string;
   dueAt: number;
+  /** `meta.priority` when not 0 (the queue's default). */
+  priority?: number;
 }
 
 /** What the router does with one record of `in`. */
@@ -293,6 +295,7 @@ function queueTask(
       ...(inline === undefined ? {} : { inline }),
     }),
     dueAt,
+    ...(envelope.meta.priority ? { priority: envelope.meta.priority } : {}),
   };
 }
 

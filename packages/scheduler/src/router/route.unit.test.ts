@@ -38,6 +38,13 @@ describe('routeRecord', () => {
     });
   });
 
+  it("gives the task the request's meta.priority (none when 0, the queue's default)", () => {
+    const high = routeRecord(record(envelope({ priority: 7 })), contract, { now: NOW, horizonMs: HORIZON });
+    expect(high.kind === 'queue' && high.task.priority).toBe(7);
+    const plain = routeRecord(record(envelope({ priority: 0 })), contract, { now: NOW, horizonMs: HORIZON });
+    expect(plain.kind === 'queue' && 'priority' in plain.task).toBe(false);
+  });
+
   it('carries a record of at most inlineMaxBytes in its task, with the headers the executor reads', () => {
     const value = record(envelope());
     const headers = { traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01', other: 'x' };

@@ -34,6 +34,9 @@ export const MAX_CONCURRENCY_LIMIT = 10_000;
 export const MAX_DEBOUNCE_KEY_LENGTH = 200;
 export const MAX_DEBOUNCE_WAIT = '1h';
 export const MAX_RETRY_ATTEMPTS = 100;
+/** `meta.priority`: lowest and highest (the fair queue's bounds, `@requester/queue`). */
+export const MIN_PRIORITY = -10;
+export const MAX_PRIORITY = 10;
 /**
  * Bound of the service-set attempt counters (`tryCount`, `retryBase`): with a full retry budget on
  * top, a result's `tryCount` still fits an int32 in any consumer's language.

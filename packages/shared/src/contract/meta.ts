@@ -7,7 +7,14 @@
 import { z } from 'zod';
 import { deadlineField } from './deadline.ts';
 import { boundedJson, printableId, rfc3339, strictObject, traceparent } from './fields.ts';
-import { type ContractLimits, DESTINATION_NAME_PATTERN, MAX_CLIENT_LENGTH, MAX_ID_LENGTH } from './limits.ts';
+import {
+  type ContractLimits,
+  DESTINATION_NAME_PATTERN,
+  MAX_CLIENT_LENGTH,
+  MAX_ID_LENGTH,
+  MAX_PRIORITY,
+  MIN_PRIORITY,
+} from './limits.ts';
 import {
   cacheSchema,
   concurrencySchema,
@@ -41,6 +48,16 @@ export function metaSchema(limits: ContractLimits) {
     ),
     traceparent: traceparent('W3C Trace Context traceparent, continued by the service.').optional(),
     partition: partitionField().optional(),
+    priority: z
+      .number()
+      .int()
+      .min(MIN_PRIORITY)
+      .max(MAX_PRIORITY)
+      .meta({
+        description:
+          'How urgent the request is among the client’s own, from -10 (lowest) to 10 (highest); default 0. Inside the client’s share of the queue its higher-priority requests start first; it never takes turns from other clients, an ordered partition keeps its order (its first request’s priority decides when it runs), and a low-priority request still runs under a constant stream of higher ones (aging).',
+      })
+      .optional(),
     sync: z.boolean().meta({ description: 'HTTP only: wait for the result and answer with it.' }).optional(),
     scheduled: rfc3339('Do not execute before this instant.').optional(),
     deadline: deadlineField().optional(),

@@ -105,6 +105,9 @@ describe('valid fields', () => {
     ['meta.partition', 'order-42'],
     ['meta.partition', '!o'],
     ['meta.sync', true],
+    ['meta.priority', -10],
+    ['meta.priority', 0],
+    ['meta.priority', 10],
     ['meta.limiter.cost', 1],
     ['meta.limiter.cost', 10],
     ['meta.concurrency', { key: 'tenant-7', limit: 1 }],
@@ -548,6 +551,20 @@ describe('error reporting', () => {
           const limitOk = Number.isInteger(limit) && (limit as number) >= 1 && (limit as number) <= 10_000;
           expect(result.ok).toBe(keyOk && limitOk);
           if (!result.ok) expect(result.error.issues[0]?.path).toMatch(/^meta\.concurrency\.(key|limit)$/);
+        },
+      ),
+    );
+  });
+
+  it('meta.priority: accepted exactly when an integer from -10 to 10', () => {
+    fc.assert(
+      fc.property(
+        fc.oneof(fc.integer({ min: -15, max: 15 }), fc.double(), fc.constant('3'), fc.constant(null)),
+        (priority) => {
+          const result = safeParseRequestEnvelope(withField('meta.priority', priority));
+          const ok = Number.isInteger(priority) && (priority as number) >= -10 && (priority as number) <= 10;
+          expect(result.ok).toBe(ok);
+          if (!result.ok) expect(result.error.issues[0]?.path).toBe('meta.priority');
         },
       ),
     );

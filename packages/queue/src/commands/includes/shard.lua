@@ -57,6 +57,19 @@
                        --max-in-flight`), in every shard like `shares`. The count itself is not kept
                        here (shards are separate slots): lease takes a capped client's tasks only
                        against permits the caller holds in the client's own slot (cap/commands/).
+    KEYS[17] tprio     HASH task id -> its priority (-10..10), only for tasks whose priority is not
+                       0 and that are pending, leased or dead (its absence: no task here has one,
+                       and the priority helpers below cost one EXISTS per script).
+    KEYS[18] pready    ZSET, every score 0, ordered by member bytes:
+                         "<client>\0<band:1><ticket:12 hex><partition>"
+                       the ready partitions (those readied while `tprio` exists), grouped by
+                       client, highest priority first (band 'A' = 10 .. 'K' = 0 .. 'U' = -10), then
+                       in the order they became ready: where a client's turn looks for a partition
+                       to serve before the one its tag gave (see "Priority" below).
+    KEYS[19] pband     HASH partition -> its `pready` member (the partitions in `pready`).
+    KEYS[20] passed    HASH partition -> how many times in a row a turn passed it over for a
+                       higher-priority partition of its client (only partitions passed over and not
+                       served since): the aging of "Priority" below.
 
   A partition's client is the part of its name after the last " @" (the client namespace,
   `clientScoped` in @requester/shared/contract: "!order-42 @billing" is billing's); a name without
@@ -82,6 +95,10 @@ local K_CREADY = KEYS[13]
 local K_SHARES = KEYS[14]
 local K_CDEPTH = KEYS[15]
 local K_CAPS = KEYS[16]
+local K_TPRIO = KEYS[17]
+local K_PREADY = KEYS[18]
+local K_PBAND = KEYS[19]
+local K_PASSED = KEYS[20]
 
 -- Task record fields (a cmsgpack array).
 local R_PARTITION = 1
@@ -215,11 +232,73 @@ local function lineMemberOf(partition, score)
   end
 end
 
--- The partition into `ready`, behind its client's others.
-local function readyAdd(partition)
+--[[
+  Priority (`PublishTask.priority`, -10..10, default 0) acts inside a client's share: the turns a
+  client gets are its tags, as without priority, but a turn of client c serves c's highest-priority
+  ready partition when that ranks above the partition the tag gave (lease: the two swap places, the
+  one passed over takes the other's tag). So the weighted share between clients is untouched, and
+  a partition's priority is its head's: an ordered partition never reorders, its head decides when
+  it runs. Aging: a partition passed over AGING_PASSES times is not passed over again until it has
+  been served (its count, `passed`, is then dropped), so under a constant stream of higher-priority
+  work a partition waits at most AGING_PASSES rounds of its client's line. The line (`pready`) is
+  kept only while the shard has a task with a priority (`tprio`): a shard without pays one EXISTS
+  per script; a partition readied before then is not in it and counts as priority 0 when its tag
+  comes up, but is not found by a turn of a lower-priority one.
+]]
+local AGING_PASSES = 4
+local prioInUse
+local function priorityInUse()
+  if prioInUse == nil then
+    prioInUse = redis.call('EXISTS', K_TPRIO) == 1
+  end
+  return prioInUse
+end
+
+local function bandOf(priority)
+  return string.char(75 - priority) -- 10 -> 'A', 0 -> 'K', -10 -> 'U': higher sorts first
+end
+
+-- The priority of a task (0 when it has none recorded).
+local function priorityOf(id)
+  if not priorityInUse() then
+    return 0
+  end
+  return tonumber(redis.call('HGET', K_TPRIO, id) or '0')
+end
+
+local function idOfPendingMember(partition, member)
+  return string.sub(member, #partition + 25)
+end
+
+-- A partition entering `ready` with this head: into its client's priority line (when the shard
+-- has prioritized tasks at all).
+local function priorityIndex(partition, head)
+  if priorityInUse() then
+    local priority = priorityOf(idOfPendingMember(partition, head))
+    local member = clientOf(partition) .. '\0' .. bandOf(priority) .. string.format('%012x', nextSeq()) .. partition
+    redis.call('ZADD', K_PREADY, 0, member)
+    redis.call('HSET', K_PBAND, partition, member)
+  end
+end
+
+-- A partition leaving `ready` (or whose head changes): out of its client's priority line.
+local function priorityUnindex(partition)
+  if not priorityInUse() then
+    return
+  end
+  local member = redis.call('HGET', K_PBAND, partition)
+  if member then
+    redis.call('ZREM', K_PREADY, member)
+    redis.call('HDEL', K_PBAND, partition)
+  end  redis.call('HDEL', K_PASSED, partition)
+end
+
+-- The partition into `ready` (its head given), behind its client's others.
+local function readyAdd(partition, head)
   local client = clientOf(partition)
   redis.call('ZADD', K_READY, exact(tagFor(client)), partition)
   redis.call('ZADD', K_CLIENTS, exact(finishOf[client]), client)
+  priorityIndex(partition, head)
 end
 
 -- The partition out of `ready` (and out of its client's line when set aside).
@@ -233,6 +312,7 @@ local function readyRemove(partition)
   if member then
     redis.call('ZREM', K_CREADY, member)
   end
+  priorityUnindex(partition)
 end
 
 -- A client's cap of tasks in flight across the cluster; 0 = none.
@@ -366,7 +446,7 @@ local function place(partition, now, unorderedLimit)
   local due = dueOfMember(partition, head)
   if due <= now then
     if not redis.call('ZSCORE', K_READY, partition) then
-      readyAdd(partition)
+      readyAdd(partition, head)
       redis.call('ZREM', K_TIMERS, partition)
     end
   else
@@ -474,6 +554,7 @@ local function promoteTimers(now, batch, unorderedLimit)
         local client = clientOf(partition)
         adds[#adds + 1] = exact(tagFor(client))
         adds[#adds + 1] = partition
+        priorityIndex(partition, head)
         joined[client] = true
         outs[#outs + 1] = partition
       end

@@ -202,6 +202,8 @@ export interface TaskRow {
   tryCount: number | null;
   /** Its start-by deadline (`meta.deadline`, resolved at acceptance); null without one or unknown. */
   deadline: string | null;
+  /** Its `meta.priority` in the queue (0: the default); null in the outbox (not read there). */
+  priority: number | null;
   /** Leases so far (Redis). */
   deliveries: number | null;
   /** in-flight: when its lease runs out (then the task is reclaimed and leased again). */
@@ -315,6 +317,7 @@ async function outboxPage(
     queuedAt: isoTime(r.addedAt),
     tryCount: tryCountOf(r.taskId),
     deadline: r.deadline,
+    priority: null,
     deliveries: null,
     leaseExpiresAt: null,
     leaseToken: null,
@@ -354,6 +357,7 @@ async function queueRows(
       queuedAt: isoTime(task.publishedAt),
       tryCount: queued?.tryCount ?? null,
       deadline: queued?.deadlineAt === undefined ? null : isoTime(queued.deadlineAt),
+      priority: task.priority,
       deliveries: task.deliveries,
       leaseExpiresAt: state === 'in-flight' ? isoTime(task.at) : null,
       leaseToken: task.token ?? null,

@@ -112,6 +112,7 @@ function tableRow(state: TaskState, r: TaskRow): Record<string, string | number>
   const common = { requestId: r.requestId ?? '–', client: r.client ?? '–' };
   const where = { origin: r.origin ?? '–', partition: r.partition ?? '–' };
   const deadline = r.deadline === null ? '–' : time(r.deadline);
+  const priority = r.priority ?? '–';
   if (state === 'in-flight')
     return {
       ...common,
@@ -119,8 +120,17 @@ function tableRow(state: TaskState, r: TaskRow): Record<string, string | number>
       deliveries: r.deliveries ?? '–',
       try: r.tryCount ?? '–',
       deadline,
+      priority,
       ...where,
     };
   if (state === 'dead') return { ...common, dead: time(r.deadAt), reason: r.reason ?? '–', ...where };
-  return { ...common, due: time(r.dueAt), queued: time(r.queuedAt), deadline, store: r.store, ...where };
+  return {
+    ...common,
+    due: time(r.dueAt),
+    queued: time(r.queuedAt),
+    deadline,
+    priority,
+    store: r.store,
+    ...where,
+  };
 }

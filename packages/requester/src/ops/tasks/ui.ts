@@ -37,18 +37,21 @@ const COLUMNS: Record<TaskState, Array<[string, (r: TaskPage['rows'][number]) =>
     ['queued', (r) => r.queuedAt],
     ['try', (r) => r.tryCount],
     ['deadline', (r) => r.deadline],
+    ['priority', (r) => r.priority],
   ],
   scheduled: [
     ['due', (r) => r.dueAt],
     ['where', (r) => r.store],
     ['queued', (r) => r.queuedAt],
     ['deadline', (r) => r.deadline],
+    ['priority', (r) => r.priority],
   ],
   'in-flight': [
     ['lease expires', (r) => r.leaseExpiresAt],
     ['deliveries', (r) => r.deliveries],
     ['try', (r) => r.tryCount],
     ['deadline', (r) => r.deadline],
+    ['priority', (r) => r.priority],
   ],
   dead: [
     ['dead', (r) => r.deadAt],
