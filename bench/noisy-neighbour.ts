@@ -22,26 +22,17 @@
 // in the task journal (where it waited); then A's drain rate and the load average.
 import { queueFromConfig } from '../packages/queue/src/index.ts';
 import { startArrivalTarget } from '../packages/requester/test/e2e/arrival.fixture.ts';
-import { startClusterStack } from '../packages/requester/test/e2e/cluster-stack.fixture.ts';
 import {
   dropStackDatabase,
   postRequest,
   ResultCollector,
-  type StackEnv,
-  spawnRequester,
   stackEnv,
   stackKey,
-  waitReady,
 } from '../packages/requester/test/e2e/stack.fixture.ts';
-import { type Config, createRedis } from '../packages/shared/src/index.ts';
-import {
-  consumeEach,
-  eventually,
-  freePort,
-  testKafka,
-  uniqueName,
-} from '../packages/shared/src/testing/index.ts';
-import { childProcesses, loadavg, parseBenchArgs, stopOnSignal } from './harness.ts';
+import { createRedis } from '../packages/shared/src/index.ts';
+import { consumeEach, eventually, testKafka, uniqueName } from '../packages/shared/src/testing/index.ts';
+import { childProcesses, loadavg, parseBenchArgs } from './harness.ts';
+import { clusterService, type Service, splitService } from './service.ts';
 
 const { values: args, fail } = parseBenchArgs({
   usage: `Noisy neighbour benchmark (issue 21, "Tenants: fair share"; docs/architecture.md §6), end to end
@@ -107,75 +98,6 @@ const children = childProcesses();
 
 /** Epoch ms with a µs fraction: the clock the arrival target notes calls with. */
 const now = () => performance.timeOrigin + performance.now();
-
-/** A running service whose executors can be stopped and started again. */
-interface Service {
-  httpUrl: string;
-  /** For the queue's pending depth (the cluster's own Redis with 3 executors). */
-  config: Config;
-  stopExecutors(): Promise<void>;
-  /** Resolves once every executor answers /readyz. */
-  startExecutors(): Promise<void>;
-  shutdown(): Promise<void>;
-}
-
-/** The `--role all` process split in two: everything but the executor, and one executor. */
-async function splitService(stack: StackEnv): Promise<Service> {
-  const rest = spawnRequester(stack, 'ingress,sync-gateway,router,relay');
-  children.push(rest.child);
-  await waitReady(stack, 120_000);
-  let executor: ReturnType<typeof spawnRequester> | undefined;
-  const service: Service = {
-    httpUrl: stack.httpUrl,
-    config: stack.config,
-    async startExecutors() {
-      // An admin port of its own (the rest of the roles hold the stack's).
-      const adminPort = await freePort();
-      const own = { ...stack, env: { ...stack.env, ADMIN_PORT: String(adminPort) } };
-      executor = spawnRequester(own, 'executor');
-      children.push(executor.child);
-      await waitReady({ ...own, adminUrl: `http://127.0.0.1:${adminPort}` }, 120_000);
-    },
-    async stopExecutors() {
-      executor?.child.kill('SIGTERM');
-      await executor?.exited;
-      executor = undefined;
-    },
-    async shutdown() {
-      await service.stopExecutors();
-      rest.child.kill('SIGTERM');
-      await rest.exited;
-    },
-  };
-  await service.startExecutors();
-  return service;
-}
-
-/** The `./dev cluster` topology on the stack's topics, prefix and database. */
-async function clusterService(stack: StackEnv): Promise<Service> {
-  const running = await startClusterStack(stack, { readyTimeoutMs: 400_000 });
-  const unregister = stopOnSignal(() => running.shutdown('interrupted'));
-  await waitReady(stack, 400_000);
-  const { topology } = running;
-  // byRole lists stopped processes too: the executors running now are these.
-  let live = topology.byRole('executor');
-  const count = live.length;
-  return {
-    httpUrl: stack.httpUrl,
-    config: topology.config,
-    async stopExecutors() {
-      await Promise.all(live.map((p) => topology.terminate(p)));
-      live = [];
-    },
-    async startExecutors() {
-      live = await Promise.all(Array.from({ length: count }, () => topology.add('executor')));
-    },
-    async shutdown() {
-      await running.shutdown('bench over');
-      unregister();
-    },
-  };
-}
 
 /** Nearest-rank percentile (p99 of 10 samples is the largest). */
 function percentile(xs: readonly number[], p: number): number {
@@ -332,7 +254,7 @@ async function measure(executors: number): Promise<void> {
   const load0 = loadavg();
   const target = await startArrivalTarget();
   const stack = await stackEnv({ LOG_LEVEL: 'warn' });
-  const service = executors === 1 ? await splitService(stack) : await clusterService(stack);
+  const service = executors === 1 ? await splitService(stack, children) : await clusterService(stack);
   const results = new ResultCollector(stack.config.topicOut);
   const run = uniqueName('nn');
   const journal = new Journal(`${run}-B`);

@@ -14,19 +14,16 @@
 //    share of calls 200–1,000 at the target (target: 3 : 1 ± 15 %).
 import { queueFromConfig } from '../packages/queue/src/index.ts';
 import { startArrivalTarget } from '../packages/requester/test/e2e/arrival.fixture.ts';
-import { startClusterStack } from '../packages/requester/test/e2e/cluster-stack.fixture.ts';
 import {
   dropStackDatabase,
   postRequest,
-  type StackEnv,
-  spawnRequester,
   stackEnv,
   stackKey,
-  waitReady,
 } from '../packages/requester/test/e2e/stack.fixture.ts';
-import { type Config, createRedis } from '../packages/shared/src/index.ts';
-import { eventually, freePort, uniqueName } from '../packages/shared/src/testing/index.ts';
-import { childProcesses, loadavg, parseBenchArgs, stopOnSignal } from './harness.ts';
+import { createRedis } from '../packages/shared/src/index.ts';
+import { eventually, uniqueName } from '../packages/shared/src/testing/index.ts';
+import { childProcesses, loadavg, parseBenchArgs } from './harness.ts';
+import { clusterService, type Service, splitService } from './service.ts';
 
 const { values: args, fail } = parseBenchArgs({
   usage: `Fairness at a saturated origin (issue 41), end to end through HTTP: every request calls one
@@ -74,69 +71,6 @@ const EACH = Number(args.each);
 const CONNECTIONS = Number(args.connections);
 const children = childProcesses();
 
-/** A running service whose executors can be stopped and started again (as bench/noisy-neighbour.ts). */
-interface Service {
-  httpUrl: string;
-  config: Config;
-  stopExecutors(): Promise<void>;
-  startExecutors(): Promise<void>;
-  shutdown(): Promise<void>;
-}
-
-async function splitService(stack: StackEnv): Promise<Service> {
-  const rest = spawnRequester(stack, 'ingress,sync-gateway,router,relay');
-  children.push(rest.child);
-  await waitReady(stack, 120_000);
-  let executor: ReturnType<typeof spawnRequester> | undefined;
-  const service: Service = {
-    httpUrl: stack.httpUrl,
-    config: stack.config,
-    async startExecutors() {
-      const adminPort = await freePort();
-      const own = { ...stack, env: { ...stack.env, ADMIN_PORT: String(adminPort) } };
-      executor = spawnRequester(own, 'executor');
-      children.push(executor.child);
-      await waitReady({ ...own, adminUrl: `http://127.0.0.1:${adminPort}` }, 120_000);
-    },
-    async stopExecutors() {
-      executor?.child.kill('SIGTERM');
-      await executor?.exited;
-      executor = undefined;
-    },
-    async shutdown() {
-      await service.stopExecutors();
-      rest.child.kill('SIGTERM');
-      await rest.exited;
-    },
-  };
-  await service.startExecutors();
-  return service;
-}
-
-async function clusterService(stack: StackEnv): Promise<Service> {
-  const running = await startClusterStack(stack, { readyTimeoutMs: 400_000 });
-  const unregister = stopOnSignal(() => running.shutdown('interrupted'));
-  await waitReady(stack, 400_000);
-  const { topology } = running;
-  let live = topology.byRole('executor');
-  const count = live.length;
-  return {
-    httpUrl: stack.httpUrl,
-    config: topology.config,
-    async stopExecutors() {
-      await Promise.all(live.map((p) => topology.terminate(p)));
-      live = [];
-    },
-    async startExecutors() {
-      live = await Promise.all(Array.from({ length: count }, () => topology.add('executor')));
-    },
-    async shutdown() {
-      await running.shutdown('bench over');
-      unregister();
-    },
-  };
-}
-
 type Key = Awaited<ReturnType<typeof stackKey>>;
 
 /** Posts `requests` over CONNECTIONS connections, in their order; resolves once all are accepted. */
@@ -171,7 +105,7 @@ async function measure(executors: number, scenario: string): Promise<void> {
   if (scenario === 'weights')
     Object.assign(env, { MAX_WORKERS_PER_ORIGIN: '8', ORIGIN_CONCURRENCY_SCOPE: 'cluster' });
   const stack = await stackEnv(env);
-  const service = executors === 1 ? await splitService(stack) : await clusterService(stack);
+  const service = executors === 1 ? await splitService(stack, children) : await clusterService(stack);
   const redis = createRedis({ url: service.config.redisUrl, cluster: service.config.redisCluster });
   const queue = queueFromConfig(service.config, redis, { notify: false });
   const run = uniqueName('of');
