@@ -179,8 +179,7 @@ export async function main(args: string[]): Promise<void> {
       void y;
       // A thrown error is explained by main's caller, which may have to load the explainer: yargs
       // does not wait for a promise here, and rethrows the error once this returns.
-      if (err) throw err;
-      exitWith(message, true);
+      throw err ?? new UsageError(message);
     });
   registerAdminCommands(cli, configFrom);
   await cli.parseAsync();
@@ -201,16 +200,33 @@ function isUsageError(err: unknown): boolean {
   return err instanceof UsageError || err instanceof ConfigError;
 }
 
-/** Says what went wrong on stderr and exits: 2 for a call the user can correct, else 1. */
-function exitWith(text: string, usage: boolean): never {
-  const hint = usage ? "\n\nRun 'requester --help' for usage." : '';
-  process.stderr.write(`requester: ${text}${hint}\n`);
-  process.exit(usage ? EXIT.usage : EXIT.failed);
+/**
+ * Runs one command line to its end and returns its exit code, having said on stderr what went
+ * wrong: 2 for a call the user can correct, 1 for a failure at run time. A role or a command that
+ * sets `process.exitCode` (a check that found something) keeps it.
+ */
+export async function runCli(args: string[]): Promise<number> {
+  try {
+    await main(args);
+    return Number(process.exitCode ?? EXIT.ok);
+  } catch (err) {
+    const usage = isUsageError(err);
+    // A usage error says it all; the explainer loads the clients' modules, which `--bogus` must not.
+    const text = !(err instanceof Error)
+      ? String(err)
+      : usage
+        ? err.message
+        : await explain(err).catch(() => err.message);
+    const hint = usage ? "\n\nRun 'requester --help' for usage." : '';
+    process.stderr.write(`requester: ${text}${hint}\n`);
+    return usage ? EXIT.usage : EXIT.failed;
+  }
 }
 
 if (import.meta.main) {
-  main(hideBin(process.argv)).catch(async (err: unknown) => {
-    const text = err instanceof Error ? await explain(err).catch(() => err.message) : String(err);
-    exitWith(text, isUsageError(err));
+  // A command that ends well lets the process end when its clients close (a handle left open is a
+  // bug the tests see as a hang); a failure exits at once.
+  void runCli(hideBin(process.argv)).then((code) => {
+    if (code !== EXIT.ok) process.exit(code);
   });
 }

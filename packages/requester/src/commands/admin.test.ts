@@ -4,7 +4,7 @@ import { queueFromConfig } from '@requester/queue';
 import { createPg, createRedis, Outbox, type RedisClient, type Sql } from '@requester/shared';
 import { uniqueName } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { requester } from '../../test/cli.fixture.ts';
+import { requesterInProcess } from '../../test/cli.fixture.ts';
 
 /**
  * The admin commands in a child process against the real Redis and PostgreSQL: machine output
@@ -15,7 +15,7 @@ const prefix = uniqueName('h14cli');
 const database = uniqueName('admin').replaceAll('-', '_');
 const databaseUrl = `postgres://postgres@127.0.0.1:5432/${database}`;
 const env = { REDIS_PREFIX: prefix, QUEUE_SHARDS: '4', DATABASE_URL: databaseUrl, LOG_LEVEL: 'error' };
-const cli = (...args: string[]) => requester(args, env).exit;
+const cli = (...args: string[]) => requesterInProcess(args, env);
 
 /** Runs a command with --json and returns its parsed stdout (which must be one JSON document). */
 async function json<T = unknown>(...args: string[]): Promise<T> {
@@ -94,7 +94,7 @@ describe('requester admin commands', () => {
       KAFKA_TOPIC_PARTITIONS: '1',
     };
     const run = async (...args: string[]) => {
-      const { code, stdout, stderr } = await requester([...args, '--json'], kafka).exit;
+      const { code, stdout, stderr } = await requesterInProcess([...args, '--json'], kafka);
       expect(code, stderr).toBe(0);
       return JSON.parse(stdout) as unknown;
     };

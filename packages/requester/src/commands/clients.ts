@@ -18,9 +18,16 @@ import { cliActor } from './common.ts';
  * apart from ./common.ts, which the commands' definitions import, so that --help loads none of them.
  */
 
-/** The log of an admin command: JSON on stderr (stdout carries the results), warnings and up by default. */
+/**
+ * The log of an admin command: JSON on stderr (stdout carries the results), warnings and up by
+ * default. Through `process.stderr` rather than a file descriptor of its own, so that the lines
+ * keep their place among the command's other output, also when a test runs the command in-process.
+ */
 export function commandLogger(config: Config): Logger {
-  return createLogger({ level: config.logLevel === 'info' ? 'warn' : config.logLevel, destination: 2 });
+  return createLogger({
+    level: config.logLevel === 'info' ? 'warn' : config.logLevel,
+    destination: process.stderr,
+  });
 }
 
 /** The Redis client of an admin command: long command timeout, connection trouble logged once. */

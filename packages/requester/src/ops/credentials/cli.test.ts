@@ -5,7 +5,7 @@ import path from 'node:path';
 import { CredentialStore, createPg, parseMasterKeys } from '@requester/shared';
 import { uniqueName } from '@requester/shared/testing';
 import { afterAll, describe, expect, it } from 'vitest';
-import { requester } from '../../../test/cli.fixture.ts';
+import { requester, requesterInProcess } from '../../../test/cli.fixture.ts';
 
 const database = uniqueName('creds').replaceAll('-', '_');
 const DATABASE_URL = `postgres://postgres@127.0.0.1:5432/${database}`;
@@ -16,7 +16,7 @@ const secretFile = path.join(dir, 'secret');
 writeFileSync(secretFile, `${SECRET}\n`);
 
 const cli = (masterKey: string, ...args: string[]) =>
-  requester(['credentials', ...args], { DATABASE_URL, CREDENTIALS_MASTER_KEY: masterKey }).exit;
+  requesterInProcess(['credentials', ...args], { DATABASE_URL, CREDENTIALS_MASTER_KEY: masterKey });
 
 afterAll(async () => {
   const admin = createPg({ url: 'postgres://postgres@127.0.0.1:5432/postgres', max: 1 });
@@ -104,7 +104,7 @@ describe('requester credentials', () => {
       '--client-secret-file',
       secretFile,
     ];
-    const none = await requester(['credentials', 'create', 'x', ...valid], { DATABASE_URL }).exit;
+    const none = await requesterInProcess(['credentials', 'create', 'x', ...valid], { DATABASE_URL });
     expect(none.code).toBe(2);
     expect(none.stderr).toContain('CREDENTIALS_MASTER_KEY');
   }, 120_000);
@@ -135,14 +135,14 @@ describe('requester credentials', () => {
       CREDENTIALS_MASTER_KEY: OLD,
       SIGNING_KEYS: `legacy=${plain}; legacy=${plain.replace('hex:', 'hex:ff')} ;hooks=${whsec};bad/id=${plain}`,
     };
-    const imported = await requester(['credentials', 'import-signing', '--json'], env).exit;
+    const imported = await requesterInProcess(['credentials', 'import-signing', '--json'], env);
     expect(imported.code, imported.stderr).toBe(0);
     expect(JSON.parse(imported.stdout)).toEqual([
       { keyId: 'legacy', secrets: 2, outcome: 'created', version: 1 },
       { keyId: 'hooks', secrets: 1, outcome: 'exists' },
       { keyId: 'bad/id', secrets: 1, outcome: 'bad-name' },
     ]);
-    const again = await requester(['credentials', 'import-signing', '--json'], env).exit;
+    const again = await requesterInProcess(['credentials', 'import-signing', '--json'], env);
     expect(JSON.parse(again.stdout).map((k: { outcome: string }) => k.outcome)).toEqual([
       'exists',
       'exists',

@@ -4,13 +4,13 @@ import path from 'node:path';
 import { createPg } from '@requester/shared';
 import { uniqueName } from '@requester/shared/testing';
 import { afterAll, describe, expect, it } from 'vitest';
-import { requester } from '../../../test/cli.fixture.ts';
+import { requesterInProcess } from '../../../test/cli.fixture.ts';
 
 const database = uniqueName('dests').replaceAll('-', '_');
 const DATABASE_URL = `postgres://postgres@127.0.0.1:5432/${database}`;
 const dir = mkdtempSync(path.join(tmpdir(), 'requester-dests-'));
 
-const cli = (...args: string[]) => requester(['destinations', ...args], { DATABASE_URL }).exit;
+const cli = (...args: string[]) => requesterInProcess(['destinations', ...args], { DATABASE_URL });
 
 afterAll(async () => {
   const admin = createPg({ url: 'postgres://postgres@127.0.0.1:5432/postgres', max: 1 });
@@ -111,7 +111,7 @@ describe('requester destinations', () => {
   }, 120_000);
 
   it('keys create|update --destinations limits a key to destinations', async () => {
-    const keys = (...args: string[]) => requester(['keys', ...args], { DATABASE_URL }).exit;
+    const keys = (...args: string[]) => requesterInProcess(['keys', ...args], { DATABASE_URL });
     const name = uniqueName('k');
     const created = await keys('create', '--name', name, '--destinations', 'a,b', '--json');
     expect(created.code, created.stderr).toBe(0);

@@ -10,7 +10,7 @@ import {
 import { destinationLimiterKey } from '@requester/shared/destinations';
 import { createTestTopics, readTopic, testKafka, uniqueName } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { requester } from '../../../test/cli.fixture.ts';
+import { requesterInProcess } from '../../../test/cli.fixture.ts';
 
 /**
  * `requester destinations recover`: the dead letters of requests that named a destination, failed
@@ -28,7 +28,7 @@ const env = {
   KAFKA_TOPIC_PARTITIONS: '1',
   LOG_LEVEL: 'error',
 };
-const cli = (...args: string[]) => requester(['destinations', ...args], env).exit;
+const cli = (...args: string[]) => requesterInProcess(['destinations', ...args], env);
 
 /** A dead letter of a request to `destination` (undefined: an absolute URI), failed at `failedAt`. */
 function deadLetter(requestId: string, destination: string | undefined, failedAt: string) {

@@ -25,7 +25,7 @@ import {
   uniqueName,
 } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { requester } from '../../../test/cli.fixture.ts';
+import { requesterInProcess } from '../../../test/cli.fixture.ts';
 import {
   type DlqSource,
   listDeadLetters,
@@ -261,7 +261,10 @@ describe('requester dlq over real Kafka, Redis and a Router', () => {
     };
 
     it('dlq list --json prints one JSON array on stdout and its progress on stderr', async () => {
-      const { code, stdout, stderr } = await requester(['dlq', 'list', '--json', '--limit', '2'], env).exit;
+      const { code, stdout, stderr } = await requesterInProcess(
+        ['dlq', 'list', '--json', '--limit', '2'],
+        env,
+      );
       expect(code).toBe(0);
       const lines = JSON.parse(stdout) as Array<{ envelope: { meta: { requestId: string } }; dlq: unknown }>;
       expect(lines.map((l) => l.envelope.meta.requestId)).toEqual([id('c'), id('a')]);
@@ -270,12 +273,14 @@ describe('requester dlq over real Kafka, Redis and a Router', () => {
     });
 
     it('dlq replay needs a selection (exit 2), and --dry-run --json prints the summary', async () => {
-      const refused = await requester(['dlq', 'replay'], env).exit;
+      const refused = await requesterInProcess(['dlq', 'replay'], env);
       expect(refused.code).toBe(2);
       expect(refused.stderr).toMatch(/replay needs a selection/);
 
-      const dry = await requester(['dlq', 'replay', '--request-id', id('c'), '--dry-run', '--json'], env)
-        .exit;
+      const dry = await requesterInProcess(
+        ['dlq', 'replay', '--request-id', id('c'), '--dry-run', '--json'],
+        env,
+      );
       expect(dry.code).toBe(0);
       expect(JSON.parse(dry.stdout)).toMatchObject({ dryRun: true, replayed: [{ taskId: `${id('c')}:1` }] });
       expect(dry.stderr).toMatch(/would replay 1/);

@@ -2,7 +2,7 @@ import { FairQueue } from '@requester/queue';
 import { createPg, createRedis } from '@requester/shared';
 import { uniqueName } from '@requester/shared/testing';
 import { afterAll, describe, expect, it } from 'vitest';
-import { requester } from '../../../test/cli.fixture.ts';
+import { requesterInProcess } from '../../../test/cli.fixture.ts';
 
 const database = uniqueName('keys').replaceAll('-', '_');
 const prefix = uniqueName('keysq').replaceAll('-', '_').slice(0, 30);
@@ -12,7 +12,7 @@ const env = {
   REDIS_PREFIX: prefix,
   QUEUE_SHARDS: '4',
 };
-const cli = (...args: string[]) => requester(['keys', ...args], env).exit;
+const cli = (...args: string[]) => requesterInProcess(['keys', ...args], env);
 
 afterAll(async () => {
   const admin = createPg({ url: 'postgres://postgres@127.0.0.1:5432/postgres', max: 1 });
@@ -190,7 +190,7 @@ describe('requester keys', { timeout: 180_000 }, () => {
     expect((await cli('token')).stdout.trim()).not.toBe(token);
 
     const withKey = { ...env, BOOTSTRAP_ADMIN_KEY: token, LOG_LEVEL: 'debug' };
-    const migrate = () => requester(['migrate', '--json'], withKey).exit;
+    const migrate = () => requesterInProcess(['migrate', '--json'], withKey);
     const first = await migrate();
     expect(first.code).toBe(0);
     const id = token.split('_')[1];
@@ -214,7 +214,7 @@ describe('requester keys', { timeout: 180_000 }, () => {
   });
 
   it('refuses a malformed BOOTSTRAP_ADMIN_KEY without echoing it', async () => {
-    const bad = await requester(['migrate'], { ...env, BOOTSTRAP_ADMIN_KEY: 'hunter2-not-a-token' }).exit;
+    const bad = await requesterInProcess(['migrate'], { ...env, BOOTSTRAP_ADMIN_KEY: 'hunter2-not-a-token' });
     expect(bad.code).toBe(2);
     expect(bad.stderr).toContain('BOOTSTRAP_ADMIN_KEY');
     expect(bad.stderr).not.toContain('hunter2');
