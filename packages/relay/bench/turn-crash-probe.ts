@@ -135,13 +135,16 @@ async function markerGone(): Promise<number | undefined> {
 const recoveries: Array<number | undefined> = [];
 for (let round = 1; round <= ROUNDS; round++) {
   await sleep(500 + Math.random() * 3_000);
+  const before = deadlines();
   await server.kill();
   await sleep(Math.random() * 500);
   await server.restart();
   const took = await markerGone();
   recoveries.push(took);
+  // Deadlines since just before the kill: a statement stranded by it ran into its deadline.
+  const replaced = deadlines() - before;
   console.log(
-    `round ${round}: ${took === undefined ? `STALL (> ${STALL_MS} ms)` : `marker gone in ${took} ms`}`,
+    `round ${round}: ${took === undefined ? `STALL (> ${STALL_MS} ms)` : `marker gone in ${took} ms`}${replaced ? `, turn session replaced at its deadline ${replaced}×` : ''}`,
   );
   if (took === undefined) break;
 }
