@@ -48,8 +48,8 @@ export class RelayTurn {
    * session lock is no transaction: PostgreSQL going away only fails the statement, and takes the
    * lock with the session; so does a relay that dies (kill -9 closes its connection). While
    * another relay holds the turn, the server ends each wait (statement_timeout, half the deadline)
-   * and it is asked again, up to `maxWaitMs` in all; then this throws naming the holder's backend. One caller at a
-   * time (the relay's workers take their turns one after the other first).
+   * and it is asked again, up to `maxWaitMs` in all; then this throws naming the holder's backend.
+   * One caller at a time (the relay's workers take their turns one after the other first).
    */
   async take(maxWaitMs: number): Promise<() => Promise<void>> {
     if (this.#busy) throw new Error('RelayTurn.take: the turn is already taken in this process');
