@@ -9,10 +9,11 @@ import { type Sql, sessionPg } from '../pg/index.ts';
 const TURN_LOCK_CLASS = 0x6f757462;
 
 /**
- * How long the client waits for any statement of the turn's session, connecting included. A
- * statement can wait in postgres.js's (3.4.9) pool queue with no connection that will ever take it
- * once its connection was lost at the wrong moment (PostgreSQL killed and restarted); past this
- * the session's pool is ended (which drops the lock with the session) and a new one is opened.
+ * How long the client waits for any statement of the turn's session, connecting included.
+ * postgres.js (3.4.9) never fails nor resends a statement handed to a connection between its
+ * socket's `error` and `close` events (PostgreSQL killed at the wrong moment), and the turn's
+ * one-connection pool then waits for ever; past this the session's pool is ended (which drops
+ * the lock with the session) and a new one is opened.
  * The server ends a wait for the lock at half of it (the session's `statement_timeout`), and the
  * wait is asked again: the deadline is never the way a healthy wait ends.
  */
