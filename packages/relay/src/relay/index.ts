@@ -108,6 +108,7 @@ export class Relay {
     this.stopping = true;
     this.wakeAll();
     await Promise.all(this.loops);
+    await this.options.outbox.leaveTurns();
     await this.unlisten?.();
   }
 
@@ -129,23 +130,35 @@ export class Relay {
       // A claim whose produce failed passes the turn only once its rows are handed back (deliverDue
       // restores their due times before it throws): before that, they are hidden from the next
       // claim, which would take their partition's later rows and produce them first.
+      // The turn is taken across relay processes too (Outbox.takeTurn, an advisory lock), after
+      // this process's own: two relays claiming one partition's rows at once would race likewise.
+      // Its statements are bounded (RelayTurn), so a lost session holds the workers no longer
+      // than that deadline and a reconnect.
       const previous = this.turn;
-      let passTurn = () => {};
+      let passInProcess = () => {};
       this.turn = new Promise<void>((resolve) => {
-        passTurn = resolve;
+        passInProcess = resolve;
       });
+      let giveBack: (() => Promise<void>) | undefined;
+      const passTurn = async () => {
+        const give = giveBack;
+        giveBack = undefined;
+        await give?.();
+        passInProcess();
+      };
       try {
         await previous;
+        giveBack = await outbox.takeTurn(this.leaseMs);
         const delivered = await outbox.deliverDue(
           this.options.batch,
           async (rows) => {
             await this.deliver(rows);
-            passTurn();
+            await passTurn();
           },
           this.leaseMs,
           this.stageAheadMs,
         );
-        passTurn();
+        await passTurn();
         if (delivered > 0) {
           this.recovered();
           moved.inc(delivered);
@@ -155,7 +168,7 @@ export class Relay {
         const wait = next === undefined ? MAX_IDLE_MS : next - this.stageAheadMs - Date.now();
         await this.sleep(Math.min(MAX_IDLE_MS, Math.max(0, wait)));
       } catch (err) {
-        passTurn();
+        await passTurn();
         failures.inc();
         // Every worker retries each second while PostgreSQL or Kafka is down: at most one error
         // line a minute (with the failures since the outage began), and one line once rows move again.

@@ -1,6 +1,13 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createPg, migrate } from '../pg/index.ts';
-import { startPrivatePostgres, testPg } from '../testing/index.ts';
+import {
+  eventually,
+  type FaultProxy,
+  startFaultProxy,
+  startPrivatePostgres,
+  TEST_DATABASE_URL,
+  testPg,
+} from '../testing/index.ts';
 import { type ClaimedRow, Outbox, type OutboxRow } from './index.ts';
 
 const row = (id: string, dueInMs: number): OutboxRow => ({
@@ -118,6 +125,98 @@ describe('outbox: claim, deliver, delete', () => {
     release();
     expect(await stuck).toBe(1);
     expect(await outbox.count()).toBe(0);
+  });
+});
+
+/**
+ * The relays' turn across processes (takeTurn): one holder at a time per outbox, whatever pool
+ * asks; a waiter past its bound fails naming the holder; another schema's outbox is another turn;
+ * a turn statement that never answers ends its session (and the lock with it) at the deadline.
+ */
+describe('outbox: the relay turn', () => {
+  let pg: Awaited<ReturnType<typeof testPg>>;
+  let other: Awaited<ReturnType<typeof testPg>>;
+  /** A second "process" on pg's schema. */
+  let second: ReturnType<typeof createPg>;
+  let proxy: FaultProxy | undefined;
+  let viaProxy: ReturnType<typeof createPg> | undefined;
+
+  beforeAll(async () => {
+    pg = await testPg();
+    other = await testPg();
+    second = createPg({ url: TEST_DATABASE_URL, max: 2, schema: pg.schema });
+  });
+  afterAll(async () => {
+    await viaProxy?.end({ timeout: 1 });
+    await proxy?.close();
+    await second?.end({ timeout: 5 });
+    await other?.drop();
+    await pg?.drop();
+  });
+
+  it('is held by one outbox at a time; a wait past its bound fails naming the holder', async () => {
+    const first = new Outbox(pg.sql);
+    // Its waits for the lock end at 2 s on the server (half its deadline) and are asked again.
+    const impatient = new Outbox(second, { turnDeadlineMs: 4_000 });
+    const giveBack = await first.takeTurn(30_000);
+    const [holder, ...others] = await first.turnSessions();
+    expect(holder?.granted).toBe(true);
+    expect(others).toEqual([]);
+    // Several waits (2 s each) in a row before the bound (5 s): no error until then.
+    await expect(impatient.takeTurn(5_000)).rejects.toThrow(
+      new RegExp(`for the relay turn, held by PostgreSQL backend ${holder?.pid}$`),
+    );
+    // Another schema's outbox takes its own turn meanwhile.
+    const elsewhere = new Outbox(other.sql);
+    const givesBackElsewhere = await elsewhere.takeTurn(1_000);
+    expect((await elsewhere.turnSessions()).map((s) => s.granted)).toEqual([true]);
+    await givesBackElsewhere();
+    await elsewhere.leaveTurns();
+    await giveBack();
+    const secondGivesBack = await impatient.takeTurn(1_000);
+    await secondGivesBack();
+    await first.leaveTurns();
+    await impatient.leaveTurns();
+  });
+
+  it('a turn statement that never answers ends its session at the deadline, the lock with it', async () => {
+    const target = new URL(TEST_DATABASE_URL);
+    proxy = await startFaultProxy(`${target.hostname}:${target.port || 5432}`);
+    const url = new URL(TEST_DATABASE_URL);
+    url.host = proxy.address;
+    viaProxy = createPg({ url: url.toString(), max: 2, schema: pg.schema });
+    const outbox = new Outbox(viaProxy, { turnDeadlineMs: 1_000 });
+    const direct = new Outbox(pg.sql);
+    const giveBack = await outbox.takeTurn(30_000);
+    expect((await direct.turnSessions()).map((s) => s.granted)).toEqual([true]);
+
+    // Nothing passes either way: the unlock never answers. Giving back still returns (it never
+    // throws), and ends the session, whose lock the server drops once the connection is gone.
+    proxy.stall();
+    await giveBack();
+    await eventually(
+      async () => (await direct.turnSessions()).length === 0,
+      30_000,
+      'the stalled session and its lock gone',
+    );
+    // A turn asked meanwhile fails at the deadline instead of waiting for ever.
+    await expect(outbox.takeTurn(30_000)).rejects.toThrow(/did not settle within 1000 ms/);
+
+    // Once PostgreSQL answers again, the turn is taken on a new session.
+    proxy.heal();
+    await eventually(
+      () =>
+        outbox.takeTurn(30_000).then(
+          async (give) => {
+            await give();
+            return true;
+          },
+          () => false,
+        ),
+      30_000,
+      'the turn taken again',
+    );
+    await outbox.leaveTurns();
   });
 });
 

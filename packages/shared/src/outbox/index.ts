@@ -1,5 +1,8 @@
 import { CLIENT_SCOPE_SEPARATOR } from '../contract/namespace.ts';
 import type { Sql } from '../pg/index.ts';
+import { RelayTurn, type TurnSession } from './turn.ts';
+
+export { DEFAULT_TURN_DEADLINE_MS, RelayTurn, type TurnSession } from './turn.ts';
 
 /**
  * The PostgreSQL outbox: tasks due later than the Redis horizon wait here with their full payload
@@ -77,9 +80,12 @@ export const OUTBOX_CHANNEL = 'requester_outbox';
 
 export class Outbox {
   private readonly sql: Sql;
+  readonly #turn: RelayTurn;
 
-  constructor(sql: Sql) {
+  /** `turnDeadlineMs`: the client's bound on each statement of the relay turn's session (RelayTurn). */
+  constructor(sql: Sql, options: { turnDeadlineMs?: number } = {}) {
     this.sql = sql;
+    this.#turn = new RelayTurn(sql, options.turnDeadlineMs);
   }
 
   /** Inserts rows (one statement), ignoring tasks already present, and wakes the relays. */
@@ -100,6 +106,25 @@ export class Outbox {
     const earliest = Math.min(...rows.map((r) => r.dueAt.getTime()));
     await this.sql`select pg_notify(${OUTBOX_CHANNEL}, ${String(earliest)})`;
     return inserted.length;
+  }
+
+  /**
+   * Takes the relays' turn to claim and produce across processes (RelayTurn.take): resolves to the
+   * function that gives it back. Claims that take turns reach `in` in claim order, which is due
+   * order, so an ordered partition's rows spread over the claims of two relays keep their order.
+   */
+  takeTurn(maxWaitMs: number): Promise<() => Promise<void>> {
+    return this.#turn.take(maxWaitMs);
+  }
+
+  /** Closes the turn's session (a stopping relay, once its turns are given back). */
+  leaveTurns(): Promise<void> {
+    return this.#turn.leave();
+  }
+
+  /** The PostgreSQL backends holding (granted) or waiting for this outbox's relay turn. */
+  turnSessions(): Promise<TurnSession[]> {
+    return this.#turn.sessions();
   }
 
   /**

@@ -11,13 +11,22 @@ export interface PgSettings {
   statementTimeoutMs?: number;
   /** Search path schema, e.g. a per-test schema; created by `migrate`. */
   schema?: string;
+  /**
+   * Connections are closed only by failures, never on the pool's own (idle timeout, lifetime): for
+   * session state such as an advisory lock, which a connection closed under it would drop. The
+   * server drops a connection whose client vanished within about 25 s (TCP keepalive).
+   */
+  keepSessions?: boolean;
 }
+
+const settingsOfPool = new WeakMap<Sql, PgSettings>();
 
 /** The one PostgreSQL pool (porsager/postgres). Statements are bounded by `statement_timeout`. */
 export function createPg(settings: PgSettings): Sql {
   const sql = postgres(settings.url, {
     max: settings.max ?? 10,
-    idle_timeout: 30,
+    idle_timeout: settings.keepSessions ? 0 : 30,
+    ...(settings.keepSessions ? { max_lifetime: 0 } : {}),
     connect_timeout: 5,
     backoff: reconnectBackoff,
     onnotice: () => {},
@@ -25,10 +34,35 @@ export function createPg(settings: PgSettings): Sql {
       application_name: 'requester',
       statement_timeout: settings.statementTimeoutMs ?? 10_000,
       ...(settings.schema ? { search_path: settings.schema } : {}),
+      // A client that vanished without closing its connection (its machine lost, a partition)
+      // would keep its session, and the session's locks, until the kernel's keepalive gives up
+      // (hours): the server probes an idle connection after 10 s, and drops it 3 × 5 s later.
+      ...(settings.keepSessions
+        ? { tcp_keepalives_idle: 10, tcp_keepalives_interval: 5, tcp_keepalives_count: 3 }
+        : {}),
     },
   });
   fetchTypesOnce(sql);
+  settingsOfPool.set(sql, settings);
   return sql;
+}
+
+/**
+ * A one-connection pool to the same database as `sql` (a pool of createPg) that keeps its session
+ * (`keepSessions`), for a session lock; `statementTimeoutMs` replaces the pool's own. Not a
+ * reserved connection of `sql`: postgres.js (3.4.9) hands a reserved connection that PostgreSQL
+ * closed back to its pool, and the handle's next statement writes to the closed socket, an
+ * uncaught TypeError that kills the process; a pool opens a new connection instead.
+ */
+export function sessionPg(sql: Sql, statementTimeoutMs?: number): Sql {
+  const settings = settingsOfPool.get(sql);
+  if (!settings) throw new Error('sessionPg: not a pool of createPg');
+  return createPg({
+    ...settings,
+    max: 1,
+    keepSessions: true,
+    ...(statementTimeoutMs === undefined ? {} : { statementTimeoutMs }),
+  });
 }
 
 /**
