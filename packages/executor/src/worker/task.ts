@@ -178,7 +178,7 @@ export class TaskRunner {
       prepared.kind === 'as-is'
         ? this.parts.policies.attempt(traced, progress, taskLog, slot)
         : this.parts.policies
-            .attempt(prepared.call(traced), progress, taskLog, slot)
+            .attempt(prepared.call(traced), progress, taskLog, slot, prepared.gates)
             .then((ending) => withApplied(ending, prepared.applied));
     return await traced(job, record, envelope, (traced) =>
       attempt(traced).then((ending) =>

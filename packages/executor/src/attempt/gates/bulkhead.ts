@@ -20,7 +20,8 @@ export const bulkhead: GateSpec = {
       const { handed, origin } = attempt;
       let grant = handed;
       if (!grant) {
-        const learnt = adaptiveConcurrency ? pacer?.limitOf(origin, attempt.identity) : undefined;
+        const learnt =
+          adaptiveConcurrency && attempt.paced ? pacer?.limitOf(origin, attempt.identity) : undefined;
         const { meta } = attempt.envelope;
         const asked = await bulkhead.acquire(origin, learnt, meta.client, true, linePartition(meta));
         const full = bulkheadStep(asked);
