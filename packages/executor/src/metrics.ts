@@ -77,6 +77,11 @@ export const executorMetrics = {
     'per destination, the state of the breaker its calls go through (its own, else its origin’s): 0 closed, 1 half-open, 2 open; sampled',
     ['destination'],
   ),
+  destinationBreakerClientsOpen: gauge(
+    'destination_breaker_clients_open',
+    'per destination, the clients whose own breaker at its breaker is open or half-open (only their calls failed there); sampled',
+    ['destination'],
+  ),
   destinationPaused: gauge(
     'destination_paused',
     'per destination, 1 while a pause holds its calls (its own or its origin’s); sampled',

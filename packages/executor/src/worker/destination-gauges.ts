@@ -13,15 +13,22 @@ const STATE_VALUES: Record<BreakerState, number> = { closed: 0, half_open: 1, op
 export interface DestinationGaugeParts {
   /** The live destinations at their current version (DestinationStore.list). */
   list: () => Promise<Array<Pick<Destination, 'name' | 'spec'>>>;
-  breaker: Pick<CircuitBreaker, 'snapshot'> | undefined;
+  breaker: Pick<CircuitBreaker, 'snapshot' | 'openCallers'> | undefined;
   pacer: Pick<OriginPacer, 'snapshot'> | undefined;
   pauses: Pick<Pauses, 'list'>;
 }
 
 /** One sample: every live destination's gauges set, a deleted one's series dropped. */
 export async function sampleDestinations(parts: DestinationGaugeParts, now = Date.now()): Promise<void> {
-  const [destinations, pauses] = await Promise.all([parts.list(), parts.pauses.list(now)]);
+  const [destinations, pauses, openCallers] = await Promise.all([
+    parts.list(),
+    parts.pauses.list(now),
+    parts.breaker?.openCallers() ?? [],
+  ]);
   const paused = new Set(pauses.map((p) => `${p.scope} ${p.value}`));
+  // A client's own breaker at a breaker key (its calls alone failed there): counted per key.
+  const callersOpen = new Map<string, number>();
+  for (const { origin } of openCallers) callersOpen.set(origin, (callersOpen.get(origin) ?? 0) + 1);
   const rows = await Promise.all(
     destinations.map(async (destination) => {
       const { spec } = destination;
@@ -33,13 +40,15 @@ export async function sampleDestinations(parts: DestinationGaugeParts, now = Dat
         gates.pacing ? parts.pacer?.snapshot(origin, identity) : undefined,
       ]);
       const held = paused.has(`destination ${destination.name}`) || paused.has(`origin ${origin}`);
-      return { name: destination.name, spec, breaker, pace, held };
+      const clientsOpen = callersOpen.get(gates.breaker?.key ?? origin) ?? 0;
+      return { name: destination.name, spec, breaker, pace, held, clientsOpen };
     }),
   );
   for (const gauge of DESTINATION_GAUGES) gauge.reset();
-  for (const { name, spec, breaker, pace, held } of rows) {
+  for (const { name, spec, breaker, pace, held, clientsOpen } of rows) {
     const destination = destinationLabel.of(name);
     metrics.destinationBreakerState.set({ destination }, STATE_VALUES[breaker?.state ?? 'closed']);
+    metrics.destinationBreakerClientsOpen.set({ destination }, clientsOpen);
     metrics.destinationPaused.set({ destination }, held ? 1 : 0);
     metrics.destinationPacing.set({ destination }, spec.pacing === false ? 0 : 1);
     metrics.destinationPaceRate.set({ destination }, pace?.rate ?? 0);
@@ -50,6 +59,7 @@ export async function sampleDestinations(parts: DestinationGaugeParts, now = Dat
 
 const DESTINATION_GAUGES = [
   metrics.destinationBreakerState,
+  metrics.destinationBreakerClientsOpen,
   metrics.destinationPaused,
   metrics.destinationPacing,
   metrics.destinationPaceRate,
