@@ -43,6 +43,10 @@ export function destinationBreakerKey(name: string): string {
   return destinationLimiterKey(name);
 }
 
+export function isDestinationBreakerKey(key: string): boolean {
+  return isDestinationLimiterKey(key);
+}
+
 /** The thresholds of a destination's own breaker (ms); a field absent takes the deployment's. */
 export interface DestinationBreaker {
   key: string;
