@@ -103,7 +103,12 @@ describe('destination gates: its breaker settings and pacing (end to end through
     );
   }, 120_000);
 
-  async function paced() {
+  /**
+   * An executor with the role's pacer, and two destinations on one fresh target: `on` (paced, the
+   * default) and `off` (pacing off).
+   */
+  async function pacedPair(name: string) {
+    const partner = await target();
     const pacer = new OriginPacer({
       redis: h.redis,
       prefix: h.prefix('pace'),
@@ -112,15 +117,8 @@ describe('destination gates: its breaker settings and pacing (end to end through
       freeForMs: 1_000,
     });
     h.onClose(() => pacer.close());
-    return pacer;
-  }
-
-  it('pacing on: a 429 + Retry-After holds the destination’s next calls; pacing off: its calls go through the hold', async () => {
-    const partner = await target();
-    const pacer = await paced();
-    const run = uniqueName('pace');
-    const on = `on-${run}`;
-    const off = `off-${run}`;
+    const run = uniqueName(name);
+    const [on, off] = [`on-${run}`, `off-${run}`];
     const { queue } = h.startExecutor({
       pacer,
       destinations: catalog({
@@ -128,6 +126,11 @@ describe('destination gates: its breaker settings and pacing (end to end through
         [off]: { baseUrl: partner.url, pacing: false },
       }),
     });
+    return { partner, pacer, run, on, off, queue };
+  }
+
+  it('pacing on: a 429 + Retry-After holds the destination’s next calls; pacing off: its calls go through the hold', async () => {
+    const { partner, pacer, run, on, off, queue } = await pacedPair('pace');
     const slowDown = to(on, `/status/429?retry-after=60&run=${run}`);
     await h.submit(queue, [slowDown]);
     expect((await h.resultOf(slowDown.meta.requestId)).response.status).toBe(429);
@@ -148,18 +151,7 @@ describe('destination gates: its breaker settings and pacing (end to end through
   }, 120_000);
 
   it('pacing off: its 429 + Retry-After teaches the origin’s pace nothing; a paced call goes at once', async () => {
-    const partner = await target();
-    const pacer = await paced();
-    const run = uniqueName('learn');
-    const on = `on-${run}`;
-    const off = `off-${run}`;
-    const { queue } = h.startExecutor({
-      pacer,
-      destinations: catalog({
-        [on]: { baseUrl: partner.url },
-        [off]: { baseUrl: partner.url, pacing: false },
-      }),
-    });
+    const { partner, pacer, run, on, off, queue } = await pacedPair('learn');
     const slowDown = to(off, `/status/429?retry-after=60&run=${run}`);
     await h.submit(queue, [slowDown]);
     expect((await h.resultOf(slowDown.meta.requestId)).response.status).toBe(429);
