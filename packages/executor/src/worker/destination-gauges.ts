@@ -5,6 +5,7 @@ import { type Destination, destinationGatesOf, destinationOrigin } from '@reques
 import type { Logger } from '@requester/shared/log';
 import { type Sampler, startSampler } from '@requester/shared/metrics';
 import type { Pauses } from '@requester/shared/pause';
+import { credentialPaceIdentity } from '../attempt/identity.ts';
 import { destinationLabel, executorMetrics as metrics } from '../metrics.ts';
 
 /** The breaker states as one number: what a dashboard plots and an alert compares. */
@@ -34,7 +35,7 @@ export async function sampleDestinations(parts: DestinationGaugeParts, now = Dat
       const { spec } = destination;
       const gates = destinationGatesOf(destination);
       const origin = destinationOrigin(spec);
-      const identity = spec.credentials === undefined ? undefined : `c:${spec.credentials}`;
+      const identity = spec.credentials === undefined ? undefined : credentialPaceIdentity(spec.credentials);
       const [breaker, pace] = await Promise.all([
         parts.breaker?.snapshot(gates.breaker?.key ?? origin),
         gates.pacing ? parts.pacer?.snapshot(origin, identity) : undefined,

@@ -5,9 +5,9 @@ import type { GateSpec } from '../gate.ts';
 import { refusal } from '../outcome.ts';
 
 /**
- * The origin's circuit breaker (or its destination's own, with its thresholds), last: an admission may hold a half-open probe or a trial slot,
- * which only the recorded answer gives back (see report.ts), so nothing may refuse the call after
- * it. The caller is the client: its failures open its own breaker at the origin, and the origin's
+ * The origin's circuit breaker (or its destination's own, with its thresholds), last: an
+ * admission may hold a half-open probe or a trial slot, which only the recorded answer gives back
+ * (see report.ts), so nothing may refuse the call after it. The caller is the client: its failures open its own breaker at the origin, and the origin's
  * only once other clients fail too (docs/architecture.md §9, "whose trouble").
  */
 export const breaker: GateSpec = {

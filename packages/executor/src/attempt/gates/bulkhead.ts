@@ -20,6 +20,7 @@ export const bulkhead: GateSpec = {
       const { handed, origin } = attempt;
       let grant = handed;
       if (!grant) {
+        // A destination with pacing off is held to the fixed cap, not to what the pace learnt.
         const learnt =
           adaptiveConcurrency && attempt.paced ? pacer?.limitOf(origin, attempt.identity) : undefined;
         const { meta } = attempt.envelope;
