@@ -134,20 +134,23 @@ export class Policies {
   /**
    * A slot of the origin of `uri`, waited for without a worker by a task the bulkhead refused (see
    * Bulkhead.waitForSlot), or of its concurrency key when that refused it (the gate noted which:
-   * KeyConcurrency.expect); undefined once `signal` aborts, or without a bulkhead.
+   * KeyConcurrency.expect); undefined once `signal` aborts, or without a bulkhead. `paced` false:
+   * its destination switched pacing off, so the origin's learnt limit does not bound the wait.
    */
   waitForSlot(
     uri: string,
     client: string | undefined,
     signal: AbortSignal,
     partition?: string,
+    paced = true,
   ): Promise<Granted | undefined> {
     const { bulkhead, pacer, adaptiveConcurrency = true, concurrency } = this.modules;
     const key = concurrency?.waitFor(lineOf(uri, client, partition), client, signal, partition);
     if (key) return key;
     if (!bulkhead) return Promise.resolve(undefined);
     const origin = originOf(uri);
-    const limit = adaptiveConcurrency && pacer ? () => pacer.limitOf(origin) : undefined;
+    // A destination with pacing off waits for a slot under the fixed cap, as its gate asks (bulkhead.ts).
+    const limit = adaptiveConcurrency && pacer && paced ? () => pacer.limitOf(origin) : undefined;
     return bulkhead.waitForSlot(origin, limit, client, signal, partition);
   }
 

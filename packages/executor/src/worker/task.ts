@@ -186,7 +186,17 @@ export class TaskRunner {
         ending.kind === 'reschedule'
           ? this.parts.preChecks
               .cancelled(job, traced, ending.progress, this.parts.preChecks.knownCancel(job, traced, false))
-              .then((late) => late ?? this.parts.endings.settlementOf(job, traced, ending, callUri(traced)))
+              .then(
+                (late) =>
+                  late ??
+                  this.parts.endings.settlementOf(
+                    job,
+                    traced,
+                    ending,
+                    callUri(traced),
+                    prepared.kind !== 'call' || prepared.gates.pacing,
+                  ),
+              )
           : this.parts.endings.settlementOf(job, traced, ending),
       ),
     );
