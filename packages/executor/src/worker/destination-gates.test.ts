@@ -29,7 +29,14 @@ describe('destination gates: its breaker settings and pacing (end to end through
         { name, version: 1, spec: parseDestinationSpec(spec) },
       ]),
     );
-    return { current: async (name: string) => destinations.get(name) };
+    return {
+      current: async (name: string) => destinations.get(name),
+      /** A new version of `name`, as an operator's update writes it. */
+      update(name: string, spec: unknown) {
+        const version = (destinations.get(name)?.version ?? 0) + 1;
+        destinations.set(name, { name, version, spec: parseDestinationSpec(spec) });
+      },
+    };
   }
 
   async function target(): Promise<Target> {
@@ -37,6 +44,14 @@ describe('destination gates: its breaker settings and pacing (end to end through
     h.onClose(() => started.close());
     return started;
   }
+
+  /** Tasks this process sent back to wait for an open breaker, so far. */
+  const circuitOpenRefusals = async () => {
+    const line = (await registry.metrics())
+      .split('\n')
+      .find((l) => l.startsWith('requester_executor_tasks_total{outcome="circuit_open"}'));
+    return line ? Number(line.slice(line.lastIndexOf(' ') + 1)) : 0;
+  };
 
   const callsAt = (at: Target, marker: string) => at.calls.filter((c) => c.path.includes(marker));
 
@@ -101,6 +116,41 @@ describe('destination gates: its breaker settings and pacing (end to end through
     expect(text).toContain(
       `requester_executor_destination_calls_total{destination="${lenient}",outcome="5xx"} 4`,
     );
+  }, 120_000);
+
+  it('an update applies from the next attempt: breaker settings given later, the next call is judged by its own breaker', async () => {
+    const partner = await target();
+    const breaker = new CircuitBreaker({
+      redis: h.redis,
+      prefix: h.prefix('breaker'),
+      failureThreshold: 5,
+      openMs: 60_000,
+      stateCacheMs: 0,
+    });
+    const run = uniqueName('ver');
+    const name = `ver-${run}`;
+    const destinations = catalog({ [name]: { baseUrl: `${partner.url}/switch` } });
+    const { queue } = h.startExecutor({ breaker, destinations });
+    partner.switches.set(run, 503);
+    const origin = originOf(partner.url);
+    const first = to(name, `/${run}?i=1`);
+    await h.submit(queue, [first]);
+    expect((await h.resultOf(first.meta.requestId)).meta.destination).toEqual({ name, version: 1 });
+    expect((await breaker.snapshot(origin, '')).failures).toBe(1);
+
+    destinations.update(name, { baseUrl: `${partner.url}/switch`, breaker: { failureThreshold: 1 } });
+    const second = to(name, `/${run}?i=2`);
+    await h.submit(queue, [second]);
+    expect((await h.resultOf(second.meta.requestId)).meta.destination).toEqual({ name, version: 2 });
+    // Its own breaker counted the failure and opened (threshold 1); the origin's saw no more.
+    expect((await breaker.snapshot(destinationBreakerKey(name), '')).state).toBe('open');
+    expect((await breaker.snapshot(origin, '')).failures).toBe(1);
+    const refusedBefore = await circuitOpenRefusals();
+    const third = to(name, `/${run}?i=3`);
+    await h.submit(queue, [third]);
+    // Refused by its open breaker (open a minute): it waits, and never reaches the target.
+    await h.until(async () => ((await circuitOpenRefusals()) > refusedBefore ? true : undefined));
+    expect(callsAt(partner, run)).toHaveLength(2);
   }, 120_000);
 
   /**
