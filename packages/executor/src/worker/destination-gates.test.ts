@@ -60,15 +60,19 @@ describe('destination gates: its breaker settings and pacing (end to end through
     meta: { requestId: uniqueName(destination), destination },
   });
 
-  it('a destination with a low failure threshold opens its own breaker; the origin’s, with the defaults, stays closed', async () => {
-    const partner = await target();
-    const breaker = new CircuitBreaker({
+  /** The deployment's breaker: threshold 5, open a minute (far beyond a test), no local cache. */
+  const deploymentBreaker = () =>
+    new CircuitBreaker({
       redis: h.redis,
       prefix: h.prefix('breaker'),
       failureThreshold: 5,
       openMs: 60_000,
       stateCacheMs: 0,
     });
+
+  it('a destination with a low failure threshold opens its own breaker; the origin’s, with the defaults, stays closed', async () => {
+    const partner = await target();
+    const breaker = deploymentBreaker();
     const run = uniqueName('brk');
     const strict = `strict-${run}`;
     const lenient = `lenient-${run}`;
@@ -120,13 +124,7 @@ describe('destination gates: its breaker settings and pacing (end to end through
 
   it('an update applies from the next attempt: breaker settings given later, the next call is judged by its own breaker', async () => {
     const partner = await target();
-    const breaker = new CircuitBreaker({
-      redis: h.redis,
-      prefix: h.prefix('breaker'),
-      failureThreshold: 5,
-      openMs: 60_000,
-      stateCacheMs: 0,
-    });
+    const breaker = deploymentBreaker();
     const run = uniqueName('ver');
     const name = `ver-${run}`;
     const destinations = catalog({ [name]: { baseUrl: `${partner.url}/switch` } });
