@@ -25,8 +25,8 @@ import {
 
 /**
  * /metrics of a running stack (every role in one process) after a known workload — a success, a
- * retry that waits in the outbox, a dead letter, a limited request and a circuit breaker that
- * opens: it passes `promtool check metrics`, every series the dashboard and the alert rules use
+ * retry that waits in the outbox, a dead letter, a limited request, a circuit breaker that
+ * opens and a call to a destination: it passes `promtool check metrics`, every series the dashboard and the alert rules use
  * exists, and a real Prometheus scrapes it.
  */
 describe('metrics of a running stack', () => {
@@ -96,7 +96,20 @@ describe('metrics of a running stack', () => {
       request: { uri: `${failing.url}/status/503?id=obs-503-3` },
       meta: { requestId: 'obs-503-3' },
     });
-    for (const id of ['obs-ok', 'obs-after', 'obs-dead', 'obs-503-3']) await results.one(id, 60_000);
+    // A call to a destination: its per-destination series (calls, latency, sampled gauges).
+    const operator = await stackKey(stack, { admin: 'write' });
+    const created = await fetch(`${stack.adminUrl}/admin/api/destinations/create`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...operator.headers },
+      body: JSON.stringify({ name: 'obs-dest', spec: { baseUrl: target.url } }),
+    });
+    expect(created.status, await created.text()).toBe(200);
+    await post({
+      request: { uri: '/echo?id=obs-dest' },
+      meta: { requestId: 'obs-dest', destination: 'obs-dest' },
+    });
+    for (const id of ['obs-ok', 'obs-after', 'obs-dead', 'obs-503-3', 'obs-dest'])
+      await results.one(id, 60_000);
 
     // The samplers run every 200 ms, and an executor counts a result just after Kafka has it:
     // wait for both once the workload is done.
@@ -108,7 +121,7 @@ describe('metrics of a running stack', () => {
         return (
           missingSeries(used, samples).length === 0 &&
           settled !== undefined &&
-          totalOf(samples, settled.name) >= 6
+          totalOf(samples, settled.name) >= 7
         );
       },
       20_000,
@@ -140,7 +153,11 @@ describe('metrics of a running stack', () => {
     expect(value('requester_executor_tasks_total', { outcome: 'circuit_open' })).toBeGreaterThan(0);
     expect(value('requester_breaker_rejected_total', { state: 'open' })).toBeGreaterThan(0);
     expect(value('requester_executor_dead_letters_total', { reason: 'permanent' })).toBe(1);
-    expect(value('requester_executor_end_to_end_seconds_count')).toBe(6);
+    expect(value('requester_executor_end_to_end_seconds_count')).toBe(7);
+    // The destination's call, counted under its name alone.
+    expect(
+      value('requester_executor_destination_calls_total', { destination: 'obs-dest', outcome: '2xx' }),
+    ).toBe(1);
     // The retry after 2 s went through the outbox: one result took at least 2 s end to end.
     expect(value('requester_executor_end_to_end_seconds_bucket', { le: '1' })).toBeLessThan(
       value('requester_executor_end_to_end_seconds_count'),

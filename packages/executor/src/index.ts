@@ -16,6 +16,7 @@ import { keyConcurrencyFromConfig } from './concurrency/index.ts';
 import { CredentialResolver, withCredentials } from './credentials/index.ts';
 import { createHttpClient, reservedPortsOf } from './http/index.ts';
 import { SigningKeyring, signingKeysFromConfig } from './signing/index.ts';
+import { startDestinationGauges } from './worker/destination-gauges.ts';
 import { Executor } from './worker/index.ts';
 
 export { slotsKey } from './bulkhead/cluster.ts';
@@ -106,6 +107,7 @@ export const executorRole: RoleDefinition = {
       weightOf: (client) => weights.weightOf(client),
       logger,
     });
+    const breaker = breakerFromConfig(config, redis, { logger });
     const executor = new Executor({
       queue,
       fetcher,
@@ -114,7 +116,7 @@ export const executorRole: RoleDefinition = {
       limiterDispatchBudgetMs: config.limiterDispatchBudget,
       limiterArrivalMarginMs: config.limiterArrivalMargin,
       sharedLimiterKeys: config.sharedLimiterKeys,
-      breaker: breakerFromConfig(config, redis, { logger }),
+      breaker,
       optOut: config.originOptOut,
       bulkhead: bulkheadFromConfig(config, redis, logger, (client) => weights.weightOf(client)),
       concurrency: keyConcurrencyFromConfig(config, redis, logger, (client) => weights.weightOf(client)),
@@ -148,9 +150,16 @@ export const executorRole: RoleDefinition = {
       },
     });
     executor.start();
+    // Every executor samples the same shared state: aggregate with max() (docs/metrics.md).
+    const destinationGauges = startDestinationGauges(
+      { list: () => destinationStore.list(), breaker, pacer, pauses: pausesInRedis },
+      config.metricsSampleInterval,
+      logger,
+    );
     logger.info({ maxWorkers: config.maxWorkers }, 'executor started');
     return {
       async drain() {
+        await destinationGauges.stop();
         await executor.drain();
         await originStats.stop();
         weights.close();

@@ -3,6 +3,9 @@ import { BoundedLabel, counter, gauge, histogram } from '@requester/shared/metri
 /** Target origins with a label of their own in the per-origin metrics; later ones are `other`. */
 export const MAX_ORIGIN_LABELS = 50;
 
+/** Destinations with a label of their own in the per-destination metrics; later ones are `other`. */
+export const MAX_DESTINATION_LABELS = 200;
+
 /**
  * From acceptance to the result on `out`: retries and waits included, so beyond the call buckets
  * (a retried request takes minutes; beyond the Redis horizon, hours).
@@ -59,6 +62,51 @@ export const executorMetrics = {
     `duration of calls to targets by origin (at most ${MAX_ORIGIN_LABELS} origins per process, the rest "other")`,
     ['origin'],
   ),
+  destinationCalls: counter(
+    'executor_destination_calls_total',
+    `calls to targets made for a destination (meta.destination), by destination (at most ${MAX_DESTINATION_LABELS} per process, the rest "other") and outcome`,
+    ['destination', 'outcome'],
+  ),
+  destinationSeconds: histogram(
+    'executor_destination_call_seconds',
+    `duration of calls made for a destination, by destination (at most ${MAX_DESTINATION_LABELS} per process, the rest "other")`,
+    ['destination'],
+  ),
+  destinationBreakerState: gauge(
+    'destination_breaker_state',
+    'per destination, the state of the breaker its calls go through (its own, else its origin’s): 0 closed, 1 half-open, 2 open; sampled',
+    ['destination'],
+  ),
+  destinationBreakerClientsOpen: gauge(
+    'destination_breaker_clients_open',
+    'per destination, the clients whose own breaker at its breaker is open or half-open (only their calls failed there); sampled',
+    ['destination'],
+  ),
+  destinationPaused: gauge(
+    'destination_paused',
+    'per destination, 1 while a pause holds its calls (its own or its origin’s); sampled',
+    ['destination'],
+  ),
+  destinationPacing: gauge(
+    'destination_pacing',
+    'per destination, 1 when its calls follow the origin’s pacing, 0 when it switched pacing off; sampled',
+    ['destination'],
+  ),
+  destinationPaceRate: gauge(
+    'destination_pace_rate',
+    'per destination, the calls per second its origin’s pace permits it now (0: unpaced, or pacing off); sampled',
+    ['destination'],
+  ),
+  destinationPaceLimit: gauge(
+    'destination_pace_limit',
+    'per destination, the calls in flight its origin’s pace learnt to permit (adaptive concurrency; 0: none learnt, or pacing off); sampled',
+    ['destination'],
+  ),
+  destinationConcurrencyLimit: gauge(
+    'destination_concurrency_limit',
+    'per destination, its maxConcurrency: the most calls in flight across every executor (0: none); sampled',
+    ['destination'],
+  ),
   endToEndSeconds: histogram(
     'executor_end_to_end_seconds',
     'from the request accepted (createdAt) to its result written to out, by outcome class',
@@ -69,6 +117,9 @@ export const executorMetrics = {
 
 /** Origins are user input: bounded (see BoundedLabel). */
 export const originLabel = new BoundedLabel(MAX_ORIGIN_LABELS);
+
+/** Destinations are named by operators, so few; still bounded, as a process's series live as long as it. */
+export const destinationLabel = new BoundedLabel(MAX_DESTINATION_LABELS);
 
 /** `2xx`…`5xx` for answers, the error code for failures. */
 export function outcomeLabel(

@@ -1,5 +1,6 @@
 import { type Admission, originOf, type PaceSlot, type Reservation } from '@requester/policies';
 import type { RequestEnvelope } from '@requester/shared/contract';
+import type { DestinationGates } from '@requester/shared/destinations';
 import type { LineLogger } from '@requester/shared/log';
 import type { Granted, SlotGrant } from '../bulkhead/index.ts';
 import { isKeyGrant, type KeyGrant } from '../concurrency/index.ts';
@@ -23,6 +24,8 @@ export class Attempt extends Passage<Attempt, CallOrRefusal> {
   readonly handed: Granted | undefined;
   /** A slot of its concurrency key handed to it while it waited parked, used instead of asking. */
   readonly handedKey: KeyGrant | undefined;
+  /** What the destination it names pins for the gates (its own breaker, pacing on or off). */
+  readonly destination: DestinationGates | undefined;
 
   /** The cache's part: the answer was its stored one, or another request's call of this process. */
   cache: 'hit' | 'coalesced' | undefined;
@@ -52,8 +55,10 @@ export class Attempt extends Passage<Attempt, CallOrRefusal> {
     pacedAt: number | undefined,
     log: LineLogger,
     handed: Granted | undefined,
+    destination?: DestinationGates,
   ) {
     super(chain);
+    this.destination = destination;
     this.envelope = envelope;
     this.tryCount = tryCount;
     this.pacedAt = pacedAt;
@@ -67,6 +72,16 @@ export class Attempt extends Passage<Attempt, CallOrRefusal> {
   get origin(): string {
     this.originOfCall ??= originOf(this.envelope.request.uri);
     return this.originOfCall;
+  }
+
+  /** The breaker judging the call: its destination's own, when it has one, else the origin's. */
+  get breakerKey(): string {
+    return this.destination?.breaker?.key ?? this.origin;
+  }
+
+  /** Whether the origin's pacing applies (a destination may switch it off for its calls). */
+  get paced(): boolean {
+    return this.destination?.pacing !== false;
   }
 
   /** The credential identity its pace is kept for (paceIdentity), computed once. */

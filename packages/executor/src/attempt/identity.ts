@@ -9,7 +9,7 @@ import type { RequestEnvelope } from '@requester/shared/contract';
  */
 export function paceIdentity(envelope: RequestEnvelope): string | undefined {
   const named = envelope.meta.credentials;
-  if (named) return `c:${named}`;
+  if (named) return credentialPaceIdentity(named);
   const headers = envelope.request.headers;
   if (!headers) return undefined;
   for (const name in headers)
@@ -18,4 +18,9 @@ export function paceIdentity(envelope: RequestEnvelope): string | undefined {
       if (value) return `a:${createHash('sha256').update(value, 'utf8').digest('base64url').slice(0, 22)}`;
     }
   return undefined;
+}
+
+/** The pace identity of the calls carrying the named credential. */
+export function credentialPaceIdentity(name: string): string {
+  return `c:${name}`;
 }

@@ -6,6 +6,7 @@ import {
   type RequestEnvelope,
   wakeUpResult,
 } from '@requester/shared/contract';
+import type { DestinationGates } from '@requester/shared/destinations';
 import { RequesterError } from '@requester/shared/errors';
 import type { LineLogger } from '@requester/shared/log';
 import { msToNs } from '@requester/shared/time';
@@ -62,7 +63,8 @@ export class Policies {
    * One attempt of `envelope`, `progress` being where the task stood when leased; `handed`: a slot
    * of its origin's bulkhead handed to it while it waited parked (see waitForSlot), used instead
    * of asking the bulkhead (released here when the call ends; its caller releases it whatever
-   * happens, a second release doing nothing). What the request itself gets wrong (an unknown
+   * happens, a second release doing nothing); `destination`: what the destination it names pins
+   * for the gates. What the request itself gets wrong (an unknown
    * signing key, a bad limiter window) ends in an error result; a policy store that is down, in a
    * reschedule; only bugs throw.
    */
@@ -71,12 +73,13 @@ export class Policies {
     progress: Progress,
     log: LineLogger,
     handed?: Granted,
+    destination?: DestinationGates,
   ): Promise<Outcome> {
     const tryCount = progress.tryCount + 1;
     const answer = { tryCount, waitTimeNs: msToNs(progress.waitedMs) };
     try {
       if (isWakeUp(envelope)) return await this.wakeUp(envelope, answer);
-      const attempt = new Attempt(this.chain, envelope, tryCount, progress.pacedAt, log, handed);
+      const attempt = new Attempt(this.chain, envelope, tryCount, progress.pacedAt, log, handed, destination);
       const tried = await attempt.next();
       if (attempt.cache) journalCache(this.modules.journal, envelope, attempt.cache);
       if (attempt.cache === 'hit' && !isRefusal(tried)) {
@@ -131,20 +134,23 @@ export class Policies {
   /**
    * A slot of the origin of `uri`, waited for without a worker by a task the bulkhead refused (see
    * Bulkhead.waitForSlot), or of its concurrency key when that refused it (the gate noted which:
-   * KeyConcurrency.expect); undefined once `signal` aborts, or without a bulkhead.
+   * KeyConcurrency.expect); undefined once `signal` aborts, or without a bulkhead. `paced` false:
+   * its destination switched pacing off, so the origin's learnt limit does not bound the wait.
    */
   waitForSlot(
     uri: string,
     client: string | undefined,
     signal: AbortSignal,
     partition?: string,
+    paced = true,
   ): Promise<Granted | undefined> {
     const { bulkhead, pacer, adaptiveConcurrency = true, concurrency } = this.modules;
     const key = concurrency?.waitFor(lineOf(uri, client, partition), client, signal, partition);
     if (key) return key;
     if (!bulkhead) return Promise.resolve(undefined);
     const origin = originOf(uri);
-    const limit = adaptiveConcurrency && pacer ? () => pacer.limitOf(origin) : undefined;
+    // A destination with pacing off waits for a slot under the fixed cap, as its gate asks (bulkhead.ts).
+    const limit = adaptiveConcurrency && pacer && paced ? () => pacer.limitOf(origin) : undefined;
     return bulkhead.waitForSlot(origin, limit, client, signal, partition);
   }
 

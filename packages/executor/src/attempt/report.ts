@@ -1,6 +1,6 @@
 import { type CallReport, type RecordOutcome, signalKind } from '@requester/policies';
 import type { CallOutcome } from '../http/index.ts';
-import { executorMetrics as metrics, originLabel, outcomeLabel } from '../metrics.ts';
+import { destinationLabel, executorMetrics as metrics, originLabel, outcomeLabel } from '../metrics.ts';
 import { batched } from '../worker/batch.ts';
 import { breakerFailure, heldProbeStep, optsOut } from '../worker/decide.ts';
 import type { Attempt } from './attempt.ts';
@@ -15,7 +15,8 @@ export type Report = (attempt: Attempt, outcome: CallOutcome) => Promise<CallOrR
 
 /**
  * The answer told to those who learn from it: the journal, the metrics, the origin's stats, its
- * pacer (every answer), and its breaker (the admission the breaker gate took). A 429, or a 503
+ * pacer (every answer, unless its destination switched pacing off), and its breaker (the admission
+ * the breaker gate took: the origin's, or the destination's own). A 429, or a 503
  * with `Retry-After`, is a success for the breaker: the target is up and says when to come back.
  */
 export function reporter(modules: PolicyModules): Report {
@@ -38,6 +39,11 @@ export function reporter(modules: PolicyModules): Report {
     metrics.httpSeconds.observe({ outcome: label }, seconds);
     metrics.originSeconds.observe({ origin: originName }, seconds);
     metrics.originCalls.inc({ origin: originName, outcome: label });
+    if (attempt.destination) {
+      const destination = destinationLabel.of(attempt.destination.name);
+      metrics.destinationCalls.inc({ destination, outcome: label });
+      metrics.destinationSeconds.observe({ destination }, seconds);
+    }
     originStats?.observe(
       origin,
       outcome.kind === 'response' && outcome.status < 500 && outcome.status !== 429,
@@ -47,19 +53,26 @@ export function reporter(modules: PolicyModules): Report {
     else log.debug({ status: outcome.status, tryCount }, 'target answered');
     const failed = breakerFailure(outcome);
     const optOut = optOutHonoured && optsOut(outcome);
-    const reported = pacer?.report(origin, outcome, outcome.durationNs, attempt.slot, attempt.identity);
+    // A destination with pacing off teaches the origin's pace nothing: its calls did not follow it.
+    const reported = attempt.paced
+      ? pacer?.report(origin, outcome, outcome.durationNs, attempt.slot, attempt.identity)
+      : undefined;
+    const breakerKey = attempt.breakerKey;
+    const settings = attempt.destination?.breaker;
     const [, recorded] = await Promise.all([
       attempt.settled,
-      record && admission?.admitted ? record({ origin, ...admission, success: !failed, optOut }) : undefined,
+      record && admission?.admitted
+        ? record({ origin: breakerKey, ...admission, success: !failed, optOut, settings })
+        : undefined,
       // Only a slow-down or an overload can be journalled as throttling, and only it is reported
       // at once: any other answer goes with its origin's next batch, not waited for.
       reported && signalKind(outcome, Date.now()) !== 'ok'
         ? reported.then((report) => journalThrottled(journal, envelope, report))
         : undefined,
     ]);
-    if (recorded?.change) journalHold(journal, envelope, origin, recorded.change);
+    if (recorded?.change) journalHold(journal, envelope, breakerKey, recorded.change);
     if (heldProbe && failed && recorded?.held && recorded.retryAtMs !== undefined) {
-      log.info({ origin }, 'the probe of a held origin failed: the task waits for the next one');
+      log.info({ origin: breakerKey }, 'the probe of a held origin failed: the task waits for the next one');
       return refusal(heldProbeStep(recorded.retryAtMs, Date.now()));
     }
     return outcome;

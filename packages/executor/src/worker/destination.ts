@@ -5,6 +5,8 @@ import {
   type AppliedDestination,
   applyDestination,
   type DestinationCatalog,
+  type DestinationGates,
+  destinationGatesOf,
 } from '@requester/shared/destinations';
 import { RequesterError } from '@requester/shared/errors';
 import type { Outcome } from './policies.ts';
@@ -15,13 +17,19 @@ const STORE_RETRY_MS = 1000;
 
 /**
  * What an attempt of `envelope` calls: the envelope as it is (no destination), the call its
- * destination makes of it (`call`, with the version in `applied`), or a settlement instead of an
+ * destination makes of it (`call`, with the version in `applied` and what it pins for the gates
+ * in `gates`: its own breaker, pacing on or off), or a settlement instead of an
  * attempt — an error result for a destination that does not exist (any more) or that the request
  * would leave, a wait when the store does not answer.
  */
 export type Prepared =
   | { kind: 'as-is' }
-  | { kind: 'call'; call: (traced: RequestEnvelope) => RequestEnvelope; applied: AppliedDestination }
+  | {
+      kind: 'call';
+      call: (traced: RequestEnvelope) => RequestEnvelope;
+      applied: AppliedDestination;
+      gates: DestinationGates;
+    }
   | { kind: 'settled'; settlement: Settlement };
 
 export async function prepareDestination(
@@ -52,6 +60,7 @@ export async function prepareDestination(
   return {
     kind: 'call',
     applied: checked.applied,
+    gates: destinationGatesOf(destination),
     call: (traced) => {
       const resolved = applyDestination(traced, destination);
       return resolved.ok ? resolved.envelope : checked.envelope;

@@ -100,7 +100,13 @@ export class Outcomes {
    * payload; it waits in Redis (ordered partitions always: the task keeps the head and blocks its
    * partition), or, for an unordered task beyond the horizon, in the outbox as a full envelope.
    */
-  settlementOf(job: Job, envelope: RequestEnvelope, ending: Outcome, uri = envelope.request.uri): Settlement {
+  settlementOf(
+    job: Job,
+    envelope: RequestEnvelope,
+    ending: Outcome,
+    uri = envelope.request.uri,
+    paced = true,
+  ): Settlement {
     if (ending.kind === 'result') {
       const { label, deadLetter } = ending;
       // The trace id goes in before the dead letter copies the result: both must say the same.
@@ -144,6 +150,7 @@ export class Outcomes {
       uri,
       partition: linePartition(envelope.meta),
       by,
+      ...(paced ? {} : { unpaced: true as const }),
     };
     if (!outbox || where === 'redis')
       return { kind: 'reschedule', delayMs, outcome: reason, payload, retry, bulkhead };

@@ -147,13 +147,7 @@ export class ParkingLot {
     job: Job,
     source: FetchOutcome | undefined,
     settlement: Settlement & { kind: 'reschedule' },
-    bulkhead: {
-      requestId: string;
-      client: string | undefined;
-      uri: string;
-      partition: string;
-      by: 'bulkhead' | 'concurrency';
-    },
+    bulkhead: NonNullable<(Settlement & { kind: 'reschedule' })['bulkhead']>,
     budget: Parking,
   ): Promise<Settlement | { task: QueuedTask; slot: Granted }> {
     const { delayMs, outbox, payload } = settlement;
@@ -190,6 +184,7 @@ export class ParkingLot {
         bulkhead.client,
         over.signal,
         bulkhead.partition,
+        bulkhead.unpaced !== true,
       );
     } finally {
       clearTimeout(timer);

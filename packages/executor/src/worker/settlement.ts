@@ -50,6 +50,8 @@ export type Settlement =
         partition: string;
         /** What the slot is of: the origin's bulkhead, or the request's concurrency key. */
         by: 'bulkhead' | 'concurrency';
+        /** Its destination switched pacing off: the slot is under the fixed cap, not the learnt one. */
+        unpaced?: true;
       };
     }
   | { kind: 'dead'; reason: string };

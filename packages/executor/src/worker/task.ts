@@ -178,7 +178,7 @@ export class TaskRunner {
       prepared.kind === 'as-is'
         ? this.parts.policies.attempt(traced, progress, taskLog, slot)
         : this.parts.policies
-            .attempt(prepared.call(traced), progress, taskLog, slot)
+            .attempt(prepared.call(traced), progress, taskLog, slot, prepared.gates)
             .then((ending) => withApplied(ending, prepared.applied));
     return await traced(job, record, envelope, (traced) =>
       attempt(traced).then((ending) =>
@@ -186,7 +186,17 @@ export class TaskRunner {
         ending.kind === 'reschedule'
           ? this.parts.preChecks
               .cancelled(job, traced, ending.progress, this.parts.preChecks.knownCancel(job, traced, false))
-              .then((late) => late ?? this.parts.endings.settlementOf(job, traced, ending, callUri(traced)))
+              .then(
+                (late) =>
+                  late ??
+                  this.parts.endings.settlementOf(
+                    job,
+                    traced,
+                    ending,
+                    callUri(traced),
+                    prepared.kind !== 'call' || prepared.gates.pacing,
+                  ),
+              )
           : this.parts.endings.settlementOf(job, traced, ending),
       ),
     );

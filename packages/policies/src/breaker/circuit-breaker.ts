@@ -21,6 +21,7 @@ import { type AdmitReply, type BreakerScripts, loadBreakerScripts, type RecordRe
 import type {
   Admission,
   BreakerScope,
+  BreakerSettings,
   BreakerSnapshot,
   BreakerState,
   CallReport,
@@ -78,7 +79,7 @@ export class CircuitBreaker {
    * May a call to `origin` by `caller` (a client; undefined: none, the origin's breaker alone) go
    * ahead now? A refusal says when to come back, and `scope` whose breaker refused.
    */
-  async admit(origin: string, caller?: string): Promise<Admission> {
+  async admit(origin: string, caller?: string, settings?: BreakerSettings): Promise<Admission> {
     const scoped = caller === undefined ? {} : { caller };
     const cacheKey = cacheKeyOf(origin, caller);
     const local = this.cache.admission(cacheKey);
@@ -88,7 +89,7 @@ export class CircuitBreaker {
     let reply: AdmitReply;
     try {
       reply = await this.scripts.admit(scopeKeys(this.prefix, origin, callerId), {
-        threshold: this.threshold,
+        threshold: settings?.failureThreshold ?? this.threshold,
         trialLeaseMs: this.trialLeaseMs,
         ticket,
         busyRetryMs: this.busyRetryMs,
@@ -136,9 +137,7 @@ export class CircuitBreaker {
     try {
       const callerId = caller === undefined ? '' : callerIdOf(caller);
       reply = await this.scripts.record(scopeKeys(this.prefix, origin, callerId), {
-        threshold: this.threshold,
-        openMs: this.openMs,
-        maxOpenMs: this.maxOpenMs,
+        ...this.thresholdsOf(report.settings),
         stateTtlMs: this.stateTtlMs,
         success: report.success,
         probe: report.probe,
@@ -236,13 +235,29 @@ export class CircuitBreaker {
 
   /** `admit` for a lease batch (one Redis round trip with auto-pipelining). */
   admitMany(
-    calls: ReadonlyArray<string | { origin: string; caller?: string | undefined }>,
+    calls: ReadonlyArray<
+      string | { origin: string; caller?: string | undefined; settings?: BreakerSettings | undefined }
+    >,
   ): Promise<Admission[]> {
     return Promise.all(
       calls.map((call) =>
-        typeof call === 'string' ? this.admit(call) : this.admit(call.origin, call.caller),
+        typeof call === 'string' ? this.admit(call) : this.admit(call.origin, call.caller, call.settings),
       ),
     );
+  }
+
+  /** The thresholds a record follows: the call's own settings (a destination's), else the deployment's. */
+  private thresholdsOf(settings: BreakerSettings | undefined): {
+    threshold: number;
+    openMs: number;
+    maxOpenMs: number;
+  } {
+    const openMs = Math.max(1, Math.round(settings?.openMs ?? this.openMs));
+    return {
+      threshold: settings?.failureThreshold ?? this.threshold,
+      openMs,
+      maxOpenMs: Math.max(openMs, Math.round(settings?.maxOpenMs ?? this.maxOpenMs)),
+    };
   }
 
   /** `record` for a lease batch. */

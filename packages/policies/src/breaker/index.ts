@@ -35,6 +35,7 @@ export { countsAsFailure, type JudgedOutcome, originOf } from './origin.ts';
 export type {
   Admission,
   BreakerScope,
+  BreakerSettings,
   BreakerSnapshot,
   BreakerState,
   CallReport,

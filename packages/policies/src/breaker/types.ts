@@ -35,8 +35,20 @@ export type Admission =
    */
   | { admitted: false; retryAtMs: number; state: BreakerState; held?: HoldReason; scope?: BreakerScope };
 
+/**
+ * Thresholds of one breaker that differ from the deployment's (a destination's own breaker): given
+ * with each admit and record of its calls, as the scripts take them per call.
+ */
+export interface BreakerSettings {
+  failureThreshold?: number | undefined;
+  openMs?: number | undefined;
+  maxOpenMs?: number | undefined;
+}
+
 /** What `record` needs: `{ ...admission, success }`. */
 export interface CallReport {
+  /** The breaker's own thresholds, as given to `admit`. */
+  settings?: BreakerSettings | undefined;
   success: boolean;
   probe: boolean;
   ticket?: string | undefined;

@@ -79,6 +79,7 @@ describe('destinations', () => {
       KAFKA_TOPIC_PARTITIONS: '1',
       CREDENTIALS_MASTER_KEY: `e2e:${randomBytes(32).toString('base64')}`,
       CREDENTIALS_CACHE_TTL: '200ms',
+      METRICS_SAMPLE_INTERVAL: '300ms',
     });
     running = await startStack(stack);
     await waitReady(stack);
@@ -327,6 +328,100 @@ describe('destinations', () => {
     expect(target.calls.some((c) => c.headers.authorization !== undefined)).toBe(false);
   });
 
+  it('per-destination metrics on /metrics of the running executors: calls, latency, breaker, pacing, cap, pause', async () => {
+    const made = [
+      ['m-plain', { baseUrl: target.url }],
+      [
+        'm-strict',
+        {
+          baseUrl: target.url,
+          breaker: { failureThreshold: 1, openDuration: '1m' },
+          pacing: false,
+          maxConcurrency: 3,
+        },
+      ],
+    ] as const;
+    for (const [name, spec] of made) {
+      const created = await admin('create', { name, spec });
+      expect(created.status, await created.text()).toBe(200);
+    }
+    for (const i of [1, 2]) {
+      const sent = to('m-plain', `/echo?m=${i}`);
+      expect((await post(sent)).status).toBe(202);
+      expect((await results.one(sent.meta.requestId)).response.status).toBe(200);
+    }
+    // Two clients fail once each: the destination's own breaker (threshold 1) opens for every caller.
+    const other = await stackKey(stack);
+    for (const key of [caller, other]) {
+      const sent = to('m-strict', '/status/503?m=strict');
+      expect((await post(sent, key)).status).toBe(202);
+      expect((await results.one(sent.meta.requestId)).response.status).toBe(503);
+    }
+    const scrape = async () =>
+      (
+        await Promise.all(
+          [stack.adminUrl, secondAdminUrl].map(async (url) => (await fetch(`${url}/metrics`)).text()),
+        )
+      ).join('\n');
+    // Counters are each executor's own (summed); gauges are the state both sample (the first's).
+    const sum = (text: string, name: string, labels: Record<string, string>) =>
+      samplesOf(text, name, labels).reduce((total, value) => total + value, 0);
+    const gauge = (text: string, name: string, labels: Record<string, string>) =>
+      samplesOf(text, name, labels)[0];
+    let text = '';
+    await eventually(
+      async () => {
+        text = await scrape();
+        return (
+          sum(text, 'requester_executor_destination_calls_total', {
+            destination: 'm-plain',
+            outcome: '2xx',
+          }) === 2 &&
+          sum(text, 'requester_executor_destination_calls_total', {
+            destination: 'm-strict',
+            outcome: '5xx',
+          }) === 2 &&
+          gauge(text, 'requester_destination_breaker_state', { destination: 'm-strict' }) === 2
+        );
+      },
+      30_000,
+      'the calls of both destinations counted, the strict one’s breaker open',
+    );
+    expect(sum(text, 'requester_executor_destination_call_seconds_count', { destination: 'm-plain' })).toBe(
+      2,
+    );
+    expect(gauge(text, 'requester_destination_breaker_state', { destination: 'm-plain' })).toBe(0);
+    expect(gauge(text, 'requester_destination_pacing', { destination: 'm-strict' })).toBe(0);
+    expect(gauge(text, 'requester_destination_pacing', { destination: 'm-plain' })).toBe(1);
+    expect(gauge(text, 'requester_destination_concurrency_limit', { destination: 'm-strict' })).toBe(3);
+    expect(gauge(text, 'requester_destination_pace_rate', { destination: 'm-strict' })).toBe(0);
+    expect(gauge(text, 'requester_destination_paused', { destination: 'm-plain' })).toBe(0);
+    // Bounded labels: the destination, and the outcome class or bucket; never a request's own.
+    const lines = text.split('\n').filter((l) => /^requester_(executor_)?destination_/.test(l));
+    expect(lines.length).toBeGreaterThan(0);
+    for (const line of lines) {
+      const names = [...line.slice(line.indexOf('{'), line.lastIndexOf('}')).matchAll(/(\w+)="/g)].map(
+        (m) => m[1],
+      );
+      expect(names, line).toContain('destination');
+      for (const name of names) expect(['destination', 'outcome', 'le'], line).toContain(name);
+    }
+
+    const pauses = (path: string) =>
+      fetch(`${stack.adminUrl}/admin/api/pauses${path}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...operator.headers },
+        body: JSON.stringify({ scope: 'destination', value: 'm-plain' }),
+      });
+    expect((await pauses('')).status).toBe(200);
+    await eventually(
+      async () => gauge(await scrape(), 'requester_destination_paused', { destination: 'm-plain' }) === 1,
+      30_000,
+      'the paused destination’s gauge at 1',
+    );
+    expect((await pauses('/resume')).status).toBe(200);
+  }, 120_000);
+
   it(`pinned: a caller asking for 1000/s gets the destination's ${LIMIT} per ${WINDOW_MS} ms, by arrival at the target`, async () => {
     const ids: string[] = [];
     await Promise.all(
@@ -354,3 +449,16 @@ describe('destinations', () => {
     expect(busiest).toBeLessThanOrEqual(LIMIT);
   }, 300_000);
 });
+
+/** The values of `name`'s samples in a Prometheus exposition whose labels include `labels`. */
+function samplesOf(text: string, name: string, labels: Record<string, string>): number[] {
+  const wanted = Object.entries(labels).map(([k, v]) => `${k}="${v}"`);
+  return text
+    .split('\n')
+    .filter((line) => line.startsWith(`${name}{`))
+    .filter((line) => {
+      const set = line.slice(name.length + 1, line.lastIndexOf('}')).split(',');
+      return wanted.every((pair) => set.includes(pair));
+    })
+    .map((line) => Number(line.slice(line.lastIndexOf(' ') + 1)));
+}

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { destinationSpecSchema } from '../destinations/spec.ts';
 import { journalEventSchema } from '../journal/event.ts';
 import { deadLetterSchema } from './dead-letter.ts';
 import { requestEnvelopeSchema } from './request.ts';
@@ -33,6 +34,12 @@ function withId(id: string, schema: JsonSchema): JsonSchema {
 
 export function requestJsonSchema(): JsonSchema {
   return withId(REQUEST_SCHEMA_ID, toJsonSchema(requestEnvelopeSchema));
+}
+
+/** A destination's spec as the admin API takes it (`{name, spec}`): its OpenAPI body. */
+export function destinationSpecJsonSchema(): JsonSchema {
+  const { $schema: _, ...schema } = toJsonSchema(destinationSpecSchema);
+  return schema;
 }
 
 export function resultJsonSchema(): JsonSchema {

@@ -1,7 +1,7 @@
 import { smallestLimiterValue } from '../contract/quota.ts';
 import type { RequestEnvelope, RetrySpec } from '../contract/request.ts';
 import { credentialOriginOf, hostHeaderOf } from '../credentials/origins.ts';
-import { tryParseDuration } from '../time/duration.ts';
+import { toMs, tryParseDuration } from '../time/duration.ts';
 import { type DestinationSpec, destinationOrigin } from './spec.ts';
 
 /** One version of a destination, as requests resolve it. */
@@ -33,6 +33,59 @@ export function destinationConcurrencyKey(name: string): string {
 
 export function isDestinationConcurrencyKey(key: string): boolean {
   return isDestinationLimiterKey(key);
+}
+
+/**
+ * The breaker of a destination with breaker settings: as its limiter key, one no origin can be
+ * (it is no URL), so its state is apart from its origin's and from any other destination's.
+ */
+export function destinationBreakerKey(name: string): string {
+  return destinationLimiterKey(name);
+}
+
+export function isDestinationBreakerKey(key: string): boolean {
+  return isDestinationLimiterKey(key);
+}
+
+/** The thresholds of a destination's own breaker (ms); a field absent takes the deployment's. */
+export interface DestinationBreaker {
+  key: string;
+  failureThreshold?: number;
+  openMs?: number;
+  maxOpenMs?: number;
+}
+
+/**
+ * What a destination pins of its calls beyond the request itself, for the executor's gates: its
+ * own breaker (absent: the origin's), and whether the origin's pacing applies to them.
+ */
+export interface DestinationGates {
+  name: string;
+  breaker?: DestinationBreaker;
+  pacing: boolean;
+}
+
+export function destinationGatesOf(destination: Pick<Destination, 'name' | 'spec'>): DestinationGates {
+  const { name, spec } = destination;
+  const gates: DestinationGates = { name, pacing: spec.pacing !== false };
+  if (spec.breaker) {
+    const { failureThreshold, openDuration, maxOpenDuration } = spec.breaker;
+    const openMs = durationMs(openDuration);
+    const maxOpenMs = durationMs(maxOpenDuration);
+    gates.breaker = {
+      key: destinationBreakerKey(name),
+      ...(failureThreshold === undefined ? {} : { failureThreshold }),
+      ...(openMs === undefined ? {} : { openMs }),
+      ...(maxOpenMs === undefined ? {} : { maxOpenMs }),
+    };
+  }
+  return gates;
+}
+
+function durationMs(text: string | undefined): number | undefined {
+  if (text === undefined) return undefined;
+  const parsed = tryParseDuration(text);
+  return parsed.ok ? Math.max(1, toMs(parsed.ns)) : undefined;
 }
 
 /**

@@ -3,7 +3,9 @@ import { describe, expect, it } from 'vitest';
 import {
   applyDestination,
   type Destination,
+  destinationBreakerKey,
   destinationConcurrencyKey,
+  destinationGatesOf,
   destinationLimiterKey,
   parseDestinationSpec,
   pinnedRetry,
@@ -184,5 +186,45 @@ describe('applyDestination', () => {
       ok: false,
       path: 'request.headers',
     });
+  });
+});
+
+describe('what a destination pins for the gates (destinationGatesOf)', () => {
+  it('without settings: the origin’s breaker, pacing on', () => {
+    expect(destinationGatesOf(destination)).toEqual({ name: 'partner-billing', pacing: true });
+  });
+
+  it('breaker settings make a breaker of its own, its durations in ms; a field left out is the deployment’s', () => {
+    const spec = parseDestinationSpec({
+      baseUrl: 'https://api.partner.example',
+      breaker: { failureThreshold: 2, openDuration: '1m' },
+      pacing: false,
+    });
+    expect(destinationGatesOf({ name: 'strict', spec })).toEqual({
+      name: 'strict',
+      pacing: false,
+      breaker: { key: destinationBreakerKey('strict'), failureThreshold: 2, openMs: 60_000 },
+    });
+    // No URL can be its key: its state is apart from every origin's.
+    expect(URL.parse(destinationBreakerKey('strict'))).toBeNull();
+  });
+
+  it.each([
+    [{ failureThreshold: 0 }, /breaker.failureThreshold/],
+    [{ failureThreshold: 1.5 }, /breaker.failureThreshold/],
+    [{ openDuration: '0s' }, /breaker.openDuration/],
+    [{ maxOpenDuration: 'soon' }, /breaker.maxOpenDuration/],
+    [{ threshold: 3 }, /breaker/],
+  ])('refuses breaker settings %j', (breaker, message) => {
+    expect(() => parseDestinationSpec({ baseUrl: 'https://api.partner.example', breaker })).toThrow(message);
+  });
+
+  it('a request’s meta cannot carry breaker settings: the contract refuses the field', () => {
+    expect(
+      safeParseRequestEnvelope({
+        request: { uri: '/x' },
+        meta: { requestId: 'r1', destination: 'partner-billing', breaker: { failureThreshold: 100 } },
+      }).ok,
+    ).toBe(false);
   });
 });

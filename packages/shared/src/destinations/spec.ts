@@ -44,6 +44,9 @@ const baseUrlField = z
   .transform((text) => normalizeBaseUrl(text))
   .meta({ description: 'Scheme, host, port and path prefix every call of the destination starts with.' });
 
+/** The highest failure threshold a destination's breaker may have. */
+export const MAX_BREAKER_THRESHOLD = 1000;
+
 export const destinationSpecSchema = strictObject({
   baseUrl: baseUrlField,
   headers: outgoingHeaders(
@@ -99,6 +102,37 @@ export const destinationSpecSchema = strictObject({
     'Attempt timeout of its calls; a caller may ask for a shorter one (meta.timeout), never a longer one.',
   ).optional(),
   maxBodyBytes: z.number().int().positive().max(DEFAULT_CONTRACT_LIMITS.maxBodyBytes).optional(),
+  breaker: strictObject({
+    failureThreshold: z
+      .number()
+      .int()
+      .min(1)
+      .max(MAX_BREAKER_THRESHOLD)
+      .meta({
+        description: 'Consecutive failures that open the breaker (default BREAKER_FAILURE_THRESHOLD).',
+      })
+      .optional(),
+    openDuration: goDuration(
+      'at-least-1ms',
+      'How long the opened breaker refuses calls before one probe (default BREAKER_OPEN_DURATION).',
+    ).optional(),
+    maxOpenDuration: goDuration(
+      'at-least-1ms',
+      'Cap on the open period while probes fail (default BREAKER_MAX_OPEN_DURATION).',
+    ).optional(),
+  })
+    .meta({
+      description:
+        'A circuit breaker of its own (`destination <name>`), apart from its origin’s, with these thresholds; a field left out takes the deployment’s. Callers have no breaker setting.',
+    })
+    .optional(),
+  pacing: z
+    .boolean()
+    .meta({
+      description:
+        'Whether its calls follow the origin’s pacing (its pace gate, the concurrency it learnt, and what its answers teach it). Default true.',
+    })
+    .optional(),
 });
 
 export type DestinationSpecInput = z.input<typeof destinationSpecSchema>;

@@ -20,7 +20,9 @@ export const bulkhead: GateSpec = {
       const { handed, origin } = attempt;
       let grant = handed;
       if (!grant) {
-        const learnt = adaptiveConcurrency ? pacer?.limitOf(origin, attempt.identity) : undefined;
+        // A destination with pacing off is held to the fixed cap, not to what the pace learnt.
+        const learnt =
+          adaptiveConcurrency && attempt.paced ? pacer?.limitOf(origin, attempt.identity) : undefined;
         const { meta } = attempt.envelope;
         const asked = await bulkhead.acquire(origin, learnt, meta.client, true, linePartition(meta));
         const full = bulkheadStep(asked);

@@ -20,6 +20,8 @@ export const pace: GateSpec = {
   link({ pacer }) {
     if (!pacer) return (attempt) => attempt.next();
     return async (attempt) => {
+      // A destination with pacing off: its calls neither wait for the origin's pace nor hold.
+      if (!attempt.paced) return attempt.next();
       const held = await paced(pacer, attempt);
       return held ?? attempt.next();
     };

@@ -1,10 +1,13 @@
 import { answer, bodyOf, limitOf, stringOf } from '../../admin-server/http.ts';
 import type { ApiFace } from '../faces.ts';
-import { listBreakers, originArg, resetBreaker, showBreaker } from './index.ts';
+import { breakerKeyArg, listBreakers, resetBreaker, showBreaker } from './index.ts';
 
-/** An origin of a query or body: the admin API and the UI name the action `show and reset`. */
+/**
+ * An origin (or a destination's own breaker) of a query or body: the admin API and the UI name
+ * the action `show and reset`.
+ */
 export function originQuery(text: string | undefined): string {
-  return originArg(text, 'show and reset');
+  return breakerKeyArg(text, 'show and reset');
 }
 
 export const api: ApiFace = {

@@ -26,11 +26,15 @@ export function registerBreakersCommands<T>(cli: Argv<T>, configFrom: ConfigFrom
         .positional('origin', {
           type: 'string',
           describe:
-            'show, reset: the origin or any URL on it (https://api.x.com means https://api.x.com:443)',
+            "show, reset: the origin or any URL on it (https://api.x.com means https://api.x.com:443), or 'destination <name>' for a destination's own breaker",
         })
         .option('limit', { type: 'number', default: 1_000, describe: 'list: at most this many origins' })
         .example('$0 breakers list', 'which targets are being refused, and until when')
         .example('$0 breakers reset https://api.partner.example', 'the partner is back: stop waiting')
+        .example(
+          "$0 breakers reset 'destination partner-billing'",
+          'the same, for a destination with a breaker of its own',
+        )
         .epilogue(`${ABOUT}\n\n${EXIT_CODES_HELP}`),
     async (argv) => (await import('./run.ts')).breakers(argv, configFrom),
   );

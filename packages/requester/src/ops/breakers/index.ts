@@ -1,5 +1,6 @@
 import { type BreakerSnapshot, type CircuitBreaker, type HoldReason, originOf } from '@requester/policies';
 import { UsageError } from '@requester/shared';
+import { destinationBreakerKey, isDestinationBreakerKey } from '@requester/shared/destinations';
 import { isoTime } from '../format.ts';
 
 /**
@@ -94,6 +95,17 @@ export async function resetBreaker(
 ): Promise<{ origin: string; reset: boolean; held: HoldReason | null }> {
   const { held } = await breaker.snapshot(origin);
   return { origin, reset: await breaker.reset(origin), held: held ?? null };
+}
+
+/**
+ * What `breakers show|reset` name: an origin (or any URL on it), or a destination's own breaker
+ * (`destination <name>`, as `breakers list` shows it).
+ */
+export function breakerKeyArg(text: string | undefined, action: string): string {
+  const trimmed = text?.trim();
+  if (trimmed && isDestinationBreakerKey(trimmed))
+    return destinationBreakerKey(trimmed.slice('destination '.length).trim());
+  return originArg(text, action);
 }
 
 /** An origin from an origin or any URL on it; a UsageError naming the input otherwise. */

@@ -11,7 +11,7 @@ import {
 } from '../../commands/common.ts';
 import { recordAdminAction } from '../audit.ts';
 import { humanTime } from '../format.ts';
-import { listBreakers, originArg, resetBreaker, showBreaker } from './index.ts';
+import { breakerKeyArg, listBreakers, resetBreaker, showBreaker } from './index.ts';
 
 interface BreakersArgs {
   action: 'list' | 'show' | 'reset';
@@ -36,7 +36,7 @@ export async function breakers(argv: Record<string, unknown>, configFrom: Config
 
 async function runAction(breaker: CircuitBreaker, args: BreakersArgs): Promise<void> {
   if (args.action === 'list') return list(breaker, args);
-  const origin = originArg(args.origin, args.action);
+  const origin = breakerKeyArg(args.origin, args.action);
   if (args.action === 'show') return show(breaker, origin, args.json);
   const result = await resetBreaker(breaker, origin);
   await recordAdminAction(commandLogger(args.config), {

@@ -1,4 +1,5 @@
 import { UsageError } from '@requester/shared';
+import { destinationSpecJsonSchema } from '@requester/shared/contract';
 import { type AdminContext, answer, bodyOf as readBody } from '../../admin-server/http.ts';
 import type { ApiFace } from '../faces.ts';
 import {
@@ -14,7 +15,8 @@ import { destinationStatus } from './status.ts';
 /**
  * The admin API of destinations (`/admin/api/destinations…` on the admin port; a POST needs a
  * write key). Bodies are JSON: `{name, spec}` to create (the spec: baseUrl, headers, credentials,
- * limiter {algorithm, rates}, retry, maxBodyBytes), `{name, spec}` to update (the fields given laid
+ * limiter {algorithm, rates}, retry, maxBodyBytes, breaker, pacing…: destinationSpecSchema, in the
+ * OpenAPI document as JSON Schema), `{name, spec}` to update (the fields given laid
  * over the current version: a new version), `{name}` to delete; or the operator UI's form (flat
  * fields: specFromForm).
  */
@@ -44,7 +46,7 @@ export const api: ApiFace = {
       post: {
         summary: 'Create a destination, version 1 (requester destinations create); needs a write key',
         write: true,
-        body: { name: { type: 'string' }, spec: { type: 'object' } },
+        body: { name: { type: 'string' }, spec: destinationSpecJsonSchema() },
       },
     },
     '/admin/api/destinations/update': {
@@ -53,7 +55,7 @@ export const api: ApiFace = {
         summary:
           'A new version of a destination, the fields of spec over the current ones (requester destinations update); needs a write key',
         write: true,
-        body: { name: { type: 'string' }, spec: { type: 'object' } },
+        body: { name: { type: 'string' }, spec: destinationSpecJsonSchema() },
       },
     },
     '/admin/api/destinations/delete': {
@@ -130,7 +132,7 @@ async function bodyOf(
   const spec = body?.spec;
   if (typeof spec !== 'object' || spec === null || Array.isArray(spec))
     throw new UsageError(
-      'spec is required: {baseUrl, headers?, credentials?, limiter?, retry?, maxBodyBytes?}',
+      'spec is required: {baseUrl, headers?, credentials?, limiter?, retry?, maxBodyBytes?, breaker?, pacing?, …}',
     );
   return { name, spec: spec as Record<string, unknown> };
 }

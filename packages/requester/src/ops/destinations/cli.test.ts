@@ -98,6 +98,47 @@ describe('requester destinations', () => {
     expect((await cli('delete', 'partner-monthly')).code).toBe(0);
   }, 120_000);
 
+  it('takes breaker settings and pacing off, shows them, and an update replaces the breaker settings as a whole', async () => {
+    const created = await cli(
+      'create',
+      'partner-strict',
+      '--base-url',
+      'https://api.partner.example',
+      '--breaker-threshold',
+      '2',
+      '--breaker-open',
+      '1m',
+      '--pacing',
+      'off',
+      '--json',
+    );
+    expect(created.code, created.stderr).toBe(0);
+    expect(JSON.parse(created.stdout)).toMatchObject({
+      breaker: { failureThreshold: 2, openDuration: '1m' },
+      pacing: false,
+    });
+    const table = await cli('list');
+    expect(table.stdout).toContain('own: 2 failures, open 1m');
+    expect(table.stdout).toMatch(/\boff\b/);
+    const updated = await cli(
+      'update',
+      'partner-strict',
+      '--breaker-max-open',
+      '10m',
+      '--pacing',
+      'on',
+      '--json',
+    );
+    expect(updated.code, updated.stderr).toBe(0);
+    const spec = JSON.parse(updated.stdout);
+    expect(spec).toMatchObject({ version: 2, breaker: { maxOpenDuration: '10m' }, pacing: true });
+    expect(spec.breaker.failureThreshold).toBeUndefined();
+    const bad = await cli('update', 'partner-strict', '--breaker-threshold', '0');
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('breaker.failureThreshold');
+    expect((await cli('delete', 'partner-strict')).code).toBe(0);
+  }, 120_000);
+
   it('refuses bad input as a usage error naming the field', async () => {
     const absolute = await cli('create', 'bad', '--base-url', 'https://x.example/?q=1');
     expect(absolute.code).toBe(2);

@@ -9,7 +9,7 @@ import { type ConfigFrom, EXIT_CODES_HELP, withJson } from '../../commands/commo
 export function registerDestinationsCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): void {
   cli.command(
     'destinations <action> [name]',
-    'destinations (a partner API: base URL, headers, credential, rate limit, retries): create, update, list, show, delete',
+    'destinations (a partner API: base URL, headers, credential, rate limit, retries, breaker, pacing): create, update, list, show, delete',
     (y) =>
       withJson(y)
         .positional('action', {
@@ -26,7 +26,7 @@ export function registerDestinationsCommands<T>(cli: Argv<T>, configFrom: Config
           type: 'string',
           requiresArg: true,
           describe:
-            'create, update: the spec as JSON ({baseUrl, headers, credentials, limiter (with a calendar quota: limiter.quota), retry, maxConcurrency, timeout, maxBodyBytes, deadline}; - = stdin); the options below go over it',
+            'create, update: the spec as JSON ({baseUrl, headers, credentials, limiter (with a calendar quota: limiter.quota), retry, maxConcurrency, timeout, maxBodyBytes, deadline, breaker {failureThreshold, openDuration, maxOpenDuration}, pacing}; - = stdin); the options below go over it',
         })
         .option('base-url', {
           type: 'string',
@@ -84,6 +84,26 @@ export function registerDestinationsCommands<T>(cli: Argv<T>, configFrom: Config
             'attempt timeout of its calls (2s, 500ms); a caller may ask for a shorter one, never longer',
         })
         .option('max-body-bytes', { type: 'number', describe: 'largest request body the destination takes' })
+        .option('breaker-threshold', {
+          type: 'number',
+          describe:
+            "a breaker of its own, apart from its origin's: consecutive failures that open it (default BREAKER_FAILURE_THRESHOLD); an update giving a --breaker-* option replaces the breaker settings as a whole",
+        })
+        .option('breaker-open', {
+          type: 'string',
+          describe:
+            'its own breaker: how long it stays open before a probe (30s; default BREAKER_OPEN_DURATION)',
+        })
+        .option('breaker-max-open', {
+          type: 'string',
+          describe:
+            'its own breaker: the longest open period while probes fail (5m; default BREAKER_MAX_OPEN_DURATION)',
+        })
+        .option('pacing', {
+          choices: ['on', 'off'] as const,
+          describe:
+            "whether its calls follow the origin's pacing (Retry-After and RateLimit holds, the learnt concurrency) and teach it (default on)",
+        })
         .option('since', {
           type: 'string',
           describe: 'recover: the requests that failed at or after this instant (RFC 3339; required)',

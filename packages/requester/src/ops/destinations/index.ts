@@ -36,6 +36,8 @@ export interface DestinationView {
   timeout?: string;
   maxBodyBytes?: number;
   deadline?: string;
+  breaker?: { failureThreshold?: number; openDuration?: string; maxOpenDuration?: string };
+  pacing?: boolean;
   createdAt: string | null;
   createdBy?: string;
 }
@@ -120,6 +122,11 @@ export interface SpecOptions {
   maxBodyBytes?: number;
   /** The default start-by deadline of its requests (a duration). */
   deadline?: string;
+  /** Its own breaker's thresholds (given together: an update replaces them as a whole). */
+  breakerThreshold?: number;
+  breakerOpen?: string;
+  breakerMaxOpen?: string;
+  pacing?: 'on' | 'off';
 }
 
 /**
@@ -159,6 +166,13 @@ export function specFromOptions(options: SpecOptions): Record<string, unknown> {
   if (options.timeout !== undefined) spec.timeout = options.timeout;
   if (options.maxBodyBytes !== undefined) spec.maxBodyBytes = options.maxBodyBytes;
   if (options.deadline !== undefined) spec.deadline = options.deadline;
+  const breaker = {
+    ...(options.breakerThreshold === undefined ? {} : { failureThreshold: options.breakerThreshold }),
+    ...(options.breakerOpen === undefined ? {} : { openDuration: options.breakerOpen }),
+    ...(options.breakerMaxOpen === undefined ? {} : { maxOpenDuration: options.breakerMaxOpen }),
+  };
+  if (Object.keys(breaker).length > 0) spec.breaker = breaker;
+  if (options.pacing !== undefined) spec.pacing = options.pacing === 'on';
   return spec;
 }
 
@@ -232,6 +246,12 @@ export function specFromForm(form: Record<string, unknown>): Record<string, unkn
   if (maxBodyBytes !== undefined) options.maxBodyBytes = maxBodyBytes;
   const deadline = text('deadline');
   if (deadline) options.deadline = deadline;
+  const breakerThreshold = whole('breakerThreshold');
+  if (breakerThreshold !== undefined) options.breakerThreshold = breakerThreshold;
+  const breakerOpen = text('breakerOpen');
+  if (breakerOpen) options.breakerOpen = breakerOpen;
+  const pacing = text('pacing');
+  if (pacing === 'on' || pacing === 'off') options.pacing = pacing;
   return specFromOptions(options);
 }
 
@@ -251,4 +271,15 @@ export function limiterText(limiter: unknown, none: string): string {
     q && q.period !== 'day' ? ` from ${q.period === 'week' ? 'weekday' : 'day'} ${q.resetDay ?? 1}` : '';
   const quota = q ? `${q.value}/${q.period}${from} (${q.timeZone ?? 'UTC'})` : '';
   return rates ? `${spec.algorithm} ${rates}${quota ? ` + ${quota}` : ''}` : `quota ${quota}`;
+}
+
+/** Its own breaker's settings, `origin's` without one (its calls go through the origin's breaker). */
+export function breakerText(breaker: DestinationView['breaker']): string {
+  if (!breaker) return "origin's";
+  const parts = [
+    breaker.failureThreshold === undefined ? undefined : `${breaker.failureThreshold} failures`,
+    breaker.openDuration === undefined ? undefined : `open ${breaker.openDuration}`,
+    breaker.maxOpenDuration === undefined ? undefined : `max ${breaker.maxOpenDuration}`,
+  ].filter((p) => p !== undefined);
+  return `own${parts.length > 0 ? `: ${parts.join(', ')}` : ''}`;
 }

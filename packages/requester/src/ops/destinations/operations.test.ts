@@ -153,6 +153,6 @@ describe('requester destinations recover and status', () => {
       quota: [expect.objectContaining({ value: 5, used: 2 })],
     });
     const table = await cli('status', 'quota');
-    expect(table.stdout).toMatch(/quota v1\s+https:\/\/quota\.example:8443\s+open\s+no/);
+    expect(table.stdout).toMatch(/quota v1\s+https:\/\/quota\.example:8443\s+open\s+on\s+no/);
   }, 60_000);
 });

@@ -5,6 +5,7 @@ import { type ConfigFrom, cliActor, printJson, printTable, progress } from '../.
 import { journalHooks } from '../../runtime/journal.ts';
 import { recordAdminAction } from '../audit.ts';
 import {
+  breakerText,
   createDestination,
   credentialOriginsOf,
   type DestinationView,
@@ -143,6 +144,8 @@ function row(view: DestinationView) {
     timeout: view.timeout ?? '-',
     maxBody: view.maxBodyBytes ?? '-',
     deadline: view.deadline ?? '-',
+    breaker: breakerText(view.breaker),
+    pacing: view.pacing === false ? 'off' : 'on',
     created: view.createdAt ?? '-',
     by: view.createdBy ?? '-',
   };
@@ -155,7 +158,8 @@ function printStatus(status: DestinationStatus): void {
     {
       destination: `${status.destination} v${status.version}`,
       origin: origin.origin,
-      breaker: origin.breaker.state,
+      breaker: status.breaker ? `${status.breaker.state} (own)` : origin.breaker.state,
+      pacing: status.pacing ? 'on' : 'off',
       paused: status.pause ? 'yes' : origin.pause ? 'its origin' : 'no',
       inFlight:
         origin.bulkhead.inFlight === null ? '-' : `${origin.bulkhead.inFlight}/${origin.bulkhead.cap}`,

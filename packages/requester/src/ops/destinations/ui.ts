@@ -3,7 +3,7 @@ import { messageOf, page } from '../../admin-server/http.ts';
 import type { Operator } from '../../admin-server/operator.ts';
 import { at, type Html } from '../../ui/layout.ts';
 import type { UiFace } from '../faces.ts';
-import { type DestinationView, limiterText, listDestinations } from './index.ts';
+import { breakerText, type DestinationView, limiterText, listDestinations } from './index.ts';
 import { type DestinationStatus, destinationStatus } from './status.ts';
 
 /**
@@ -48,9 +48,12 @@ function destinationForm(): Html {
 <label>timeout<input name="timeout" size="6" placeholder="10s"></label>
 <label>max body bytes<input name="maxBodyBytes" size="8"></label>
 <label>default deadline<input name="deadline" size="6" placeholder="5m"></label>
+<label>breaker threshold<input name="breakerThreshold" size="4" placeholder="its own"></label>
+<label>breaker open<input name="breakerOpen" size="6" placeholder="30s"></label>
+<label>pacing<select name="pacing"><option value="">keep</option><option>on</option><option>off</option></select></label>
 <button hx-post="/admin/api/destinations/create" data-action="create">Create</button>
 <button hx-post="/admin/api/destinations/update" hx-confirm="Make a new version of this destination? Queued requests follow it from their next attempt." data-action="update">New version</button></form>
-<p class="muted">Requests name a destination in <code>meta.destination</code> with a relative URI (<code>/invoices?x=1</code>). Its headers, credential (bound to the base URL's origin), rate limit (one quota for every caller), max concurrency, timeout and retries apply; a caller may ask for fewer retries or a shorter timeout, never more. A new version keeps the fields left blank.</p></section>`;
+<p class="muted">Requests name a destination in <code>meta.destination</code> with a relative URI (<code>/invoices?x=1</code>). Its headers, credential (bound to the base URL's origin), rate limit (one quota for every caller), max concurrency, timeout, retries, breaker (a breaker threshold makes it a breaker of its own, apart from its origin's) and pacing apply; a caller may ask for fewer retries or a shorter timeout, never more. A new version keeps the fields left blank.</p></section>`;
 }
 
 function destinationsTable(
@@ -61,9 +64,9 @@ function destinationsTable(
   if ('error' in views) return html`<div class="flash err">${views.error}</div>`;
   if (views.length === 0) return html`<p class="muted">No destination yet.</p>`;
   const canAct = operator.admin === 'write';
-  return html`<table><tr><th>name</th><th>version</th><th>base URL</th><th>headers</th><th>credential</th><th>limiter</th><th>attempts</th><th>concurrency</th><th>timeout</th><th>max body</th><th>deadline</th><th>since</th><th>by</th><th>now</th>${canAct ? html`<th></th>` : ''}</tr>${views.map(
+  return html`<table><tr><th>name</th><th>version</th><th>base URL</th><th>headers</th><th>credential</th><th>limiter</th><th>attempts</th><th>concurrency</th><th>timeout</th><th>max body</th><th>deadline</th><th>breaker</th><th>pacing</th><th>since</th><th>by</th><th>now</th>${canAct ? html`<th></th>` : ''}</tr>${views.map(
     (v, i) =>
-      html`<tr data-destination="${v.name}"><td><code>${v.name}</code></td><td>${v.version}</td><td><code>${v.baseUrl}</code></td><td>${[...Object.keys(v.headers ?? {}), ...(v.secretHeaderNames ?? []).map((n) => `${n} (secret)`)].join(', ') || '–'}</td><td>${v.credentials ?? '–'}</td><td>${limiterText(v.limiter, '–')}</td><td>${(v.retry as { max?: number } | undefined)?.max ?? 1}</td><td>${v.maxConcurrency ?? '–'}</td><td>${v.timeout ?? '–'}</td><td>${v.maxBodyBytes ?? '–'}</td><td>${v.deadline ?? '–'}</td><td>${at(v.createdAt)}</td><td>${v.createdBy ?? '–'}</td><td>${statusText(statuses[i])}</td>${
+      html`<tr data-destination="${v.name}"><td><code>${v.name}</code></td><td>${v.version}</td><td><code>${v.baseUrl}</code></td><td>${[...Object.keys(v.headers ?? {}), ...(v.secretHeaderNames ?? []).map((n) => `${n} (secret)`)].join(', ') || '–'}</td><td>${v.credentials ?? '–'}</td><td>${limiterText(v.limiter, '–')}</td><td>${(v.retry as { max?: number } | undefined)?.max ?? 1}</td><td>${v.maxConcurrency ?? '–'}</td><td>${v.timeout ?? '–'}</td><td>${v.maxBodyBytes ?? '–'}</td><td>${v.deadline ?? '–'}</td><td>${breakerText(v.breaker)}</td><td>${v.pacing === false ? 'off' : 'on'}</td><td>${at(v.createdAt)}</td><td>${v.createdBy ?? '–'}</td><td>${statusText(statuses[i])}</td>${
         canAct
           ? html`<td><button class="small danger" hx-post="/admin/api/destinations/delete" hx-vals='${JSON.stringify({ name: v.name })}' hx-target="#flash" hx-confirm="Delete ${v.name}? Requests naming it are refused." data-action="delete">Delete</button></td>`
           : ''
@@ -71,11 +74,12 @@ function destinationsTable(
   )}</table>`;
 }
 
-/** The destination's origin now, in a few words: breaker, pause, the calls of the last minutes. */
+/** The destination now, in a few words: its breaker (or its origin's), pace, pause, the calls of the last minutes. */
 function statusText(status: DestinationStatus | undefined): string {
   if (!status) return '–';
-  const { breaker, pause, calls } = status.origin;
-  const parts = [`breaker ${breaker.state}`];
+  const { breaker, pause, calls, pace } = status.origin;
+  const parts = [status.breaker ? `own breaker ${status.breaker.state}` : `breaker ${breaker.state}`];
+  if (status.pacing && pace.rate !== null) parts.push(`paced ${pace.rate}/s`);
   if (status.pause) parts.push('paused');
   else if (pause) parts.push('its origin paused');
   if (calls.attempts > 0)
