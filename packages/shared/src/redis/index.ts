@@ -54,6 +54,9 @@ export function createRedis(options: RedisConnectOptions): RedisClient {
   return client;
 }
 
+/** How often a cluster client reads the map of slots (CLUSTER SLOTS), whatever happens. */
+const SLOTS_REFRESH_MS = 1_000;
+
 /** Redirections a command may take in a cluster: ioredis's default. */
 const MAX_REDIRECTIONS = 16;
 
@@ -90,6 +93,10 @@ function connect(
         // re-reads the slots, and the retries span `failoverRetryMs` (REDIS_FAILOVER_RETRY) so that a command rides
         // over a promotion rather than failing to its caller (docs/reliability.md, "Redis failover").
         ...clusterRetries(failoverRetryMs),
+        // After a failover, a slot whose master's connection is gone is sent to any node, and the
+        // MOVED it answers inside an auto-pipeline of mixed replies is not followed (ioredis) and
+        // refreshes nothing: the map of slots would stay stale until something else refreshes it.
+        slotsRefreshInterval: SLOTS_REFRESH_MS,
       },
     );
   }
