@@ -32,7 +32,8 @@ import type { FairQueueOptions, PublishTask } from './types.ts';
  * tasks acknowledged to the publisher and absent from the promoted replica; `verify` does not see
  * it (the replica holds a consistent prefix of its master's writes); publishing the acknowledged
  * tasks again (what re-reading `in` does) brings exactly those back; and with
- * QUEUE_PUBLISH_REPLICAS (`WAIT`) nothing acknowledged is lost.
+ * QUEUE_PUBLISH_REPLICAS (`WAIT`) nothing acknowledged is lost. A last case kills a master with
+ * its replica link healthy and the workers busy: whatever is lost, the replay brings back.
  */
 const haveRedisServer = redisServerAvailable();
 const TASKS = Number(process.env.FAILOVER_TASKS ?? 2_000);
