@@ -181,6 +181,7 @@ describe.skipIf(!haveRedisServer)('Redis failover under load', () => {
       };
     } finally {
       await load.stop();
+      await queue.close();
     }
   }
 
@@ -234,7 +235,8 @@ describe.skipIf(!haveRedisServer)('Redis failover under load', () => {
   }, 90_000);
 
   it('a master killed with its replica link healthy, workers busy: the queue carries on, the replay leaves nothing missing', async () => {
-    const queue = newQueue();
+    // With wake announcements: their sharded subscriber rides over the failover too.
+    const queue = newQueue({ notify: true });
     const outcome = await failover(queue, 'live', false);
     report('no WAIT, no cut', outcome);
     expect(outcome.violations).toEqual([]);
