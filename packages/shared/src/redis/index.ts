@@ -44,9 +44,6 @@ export function createRedis(options: RedisConnectOptions): RedisClient {
     maxRetriesPerRequest: 2,
     enableAutoPipelining: true,
     retryStrategy: (attempt) => Math.min(50 * 2 ** attempt, 2_000),
-    // A write that reaches a node demoted to replica (a failover behind a fixed address, or a
-    // cluster node connection) is sent again on a new connection, which finds the new master.
-    reconnectOnError: (err) => (err.message.startsWith('READONLY') ? 2 : false),
     ...(options.connectionName ? { connectionName: options.connectionName } : {}),
   };
   const client = connect(seeds, common, options.cluster ?? false, options.failoverRetryMs ?? 6_000);
