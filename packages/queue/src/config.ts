@@ -9,7 +9,8 @@ import type { FairQueueOptions } from './types.ts';
  * queue (router, executor, admin CLI) builds it here, so all of them address the same keys/shards.
  */
 export function queueFromConfig(
-  config: Pick<Config, 'redisPrefix' | 'queueShards' | 'queueDedupWindow'>,
+  config: Pick<Config, 'redisPrefix' | 'queueShards' | 'queueDedupWindow'> &
+    Partial<Pick<Config, 'queuePublishReplicas' | 'queuePublishReplicaTimeout'>>,
   redis: RedisClient,
   options: Partial<FairQueueOptions> & { logger?: Logger } = {},
 ): FairQueue {
@@ -18,6 +19,10 @@ export function queueFromConfig(
     prefix: `${config.redisPrefix}:`,
     shards: config.queueShards,
     dedupWindowMs: config.queueDedupWindow,
+    publishReplicas: {
+      replicas: config.queuePublishReplicas ?? 0,
+      timeoutMs: config.queuePublishReplicaTimeout ?? 500,
+    },
     ...options,
   });
 }

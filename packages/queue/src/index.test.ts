@@ -1,4 +1,4 @@
-import { RequesterError } from '@requester/shared/errors';
+import { isOutage, RequesterError } from '@requester/shared/errors';
 import { registry } from '@requester/shared/metrics';
 import { createRedis, type RedisClient } from '@requester/shared/redis';
 import {
@@ -107,6 +107,18 @@ describe.each([single, clustered])('FairQueue on $name', (target) => {
           { id: 'b', partition: 'p', payload: '2' },
         ]),
       ).toEqual(['duplicate', 'duplicate']);
+    });
+
+    test('with publishReplicas, a publish no replica confirms fails as an outage; published again, it is a duplicate', async () => {
+      // These Redis servers have no replicas: WAIT confirms none.
+      const queue = makeQueue({ publishReplicas: { replicas: 1, timeoutMs: 20 } });
+      const err = await queue.publish([{ id: 'w', partition: 'p', payload: '' }]).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(RequesterError);
+      expect((err as RequesterError).code).toBe('dependency_unavailable');
+      expect(isOutage(err)).toBe(true);
+      // The master has it: the router's second publish of the batch is refused as a duplicate.
+      const plain = makeQueue({}, queue.prefix);
+      expect(await plain.publish([{ id: 'w', partition: 'p', payload: '' }])).toEqual(['duplicate']);
     });
 
     test('accepts an acked id again once the dedup window has passed', async () => {

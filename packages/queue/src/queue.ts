@@ -11,6 +11,7 @@ import { ClientCaps } from './cap/index.ts';
 import { parseToken, shardKey, shardKeys, shardOfPartition } from './keys.ts';
 import { Leasing } from './lease.ts';
 import { queueMetrics } from './metrics.ts';
+import { confirmReplicas, type ReplicaConfirmation } from './replicas.ts';
 import { loadQueueScripts, type QueueScripts, type TokenReply } from './scripts.ts';
 import { ShardView } from './shards.ts';
 import type {
@@ -44,6 +45,7 @@ export class FairQueue {
   readonly maxDeliveries: number;
   private readonly publishBatch: number;
   private readonly maxPayloadBytes: number;
+  private readonly publishReplicas: ReplicaConfirmation;
   private readonly logger: Logger | undefined;
   /** The queue's scripts (for the admin module and tests); `keysOfShard` gives their keys. */
   readonly scripts: QueueScripts;
@@ -67,6 +69,10 @@ export class FairQueue {
     const maxIdleMs = nonNegativeInt('maxIdleMs', options.maxIdleMs ?? 1000);
     const shardsPerLease = positiveInt('shardsPerLease', options.shardsPerLease ?? 8);
     this.maxPayloadBytes = positiveInt('maxPayloadBytes', options.maxPayloadBytes ?? 64 * 1024);
+    this.publishReplicas = {
+      replicas: nonNegativeInt('publishReplicas.replicas', options.publishReplicas?.replicas ?? 0),
+      timeoutMs: positiveInt('publishReplicas.timeoutMs', options.publishReplicas?.timeoutMs ?? 500),
+    };
     this.logger = options.logger;
     this.scripts = loadQueueScripts(this.redis);
     this.caps = new ClientCaps({ redis: this.redis, prefix: this.prefix, shards: this.shards });
@@ -151,6 +157,11 @@ export class FairQueue {
       }
     }
     await Promise.all(calls);
+    await confirmReplicas(
+      this.redis,
+      [...byShard.keys()].map((shard) => this.keysOfShard(shard)[0] as string),
+      this.publishReplicas,
+    );
     let queued = 0;
     for (const r of results) if (r === 'queued') queued++;
     queueMetrics.published.inc({ queue: this.name, result: 'queued' }, queued);

@@ -46,6 +46,11 @@ export interface FairQueueOptions {
    * (large bodies stay in Kafka as offset-refs). Default 64 KiB.
    */
   maxPayloadBytes?: number;
+  /**
+   * A publish is confirmed only once this many replicas of each shard's master have it (`WAIT`),
+   * so that a failover cannot lose it (see replicas.ts). Default none.
+   */
+  publishReplicas?: { replicas: number; timeoutMs: number };
   logger?: Logger;
 }
 

@@ -6,7 +6,8 @@ import { PIDS_FILE, startTopology } from './topology.ts';
 
 /**
  * `./dev cluster [up]` starts the local scale-out topology detached (2 gateways behind one port,
- * 2 routers, 3 executors, 2 relays, a 3-master Redis Cluster; `in` with 12 partitions) and
+ * 2 routers, 3 executors, 2 relays, a 3-master Redis Cluster with a replica per master; `in` with
+ * 12 partitions) and
  * returns once every process is ready; `./dev cluster down` stops exactly the processes it
  * started, by the pids it wrote in `.run/cluster/pids`.
  */
@@ -55,6 +56,7 @@ async function up(): Promise<void> {
     detached: true,
     frontPort,
     redisFromPort: Number(process.env.CLUSTER_REDIS_PORT ?? 7601),
+    redisReplicas: 1,
     env: {
       LOG_LEVEL: process.env.LOG_LEVEL ?? 'info',
       ...(process.env.AUTH ? { AUTH: process.env.AUTH } : {}),

@@ -43,6 +43,11 @@ export interface TopologyOptions {
   env?: Record<string, string>;
   /** First port tried for the Redis Cluster nodes (their bus ports are +10000). */
   redisFromPort?: number;
+  /**
+   * Replicas per Redis master (default 0): `./dev cluster` runs one each, so that killing a master
+   * shows a failover (docs/reliability.md, "Redis failover"); the tests run without, to spare the cores.
+   */
+  redisReplicas?: number;
   /** Port of the front (0: a free one). */
   frontPort?: number;
   /** Outlive this process (`./dev cluster`): the front runs as a process of its own too. */
@@ -112,11 +117,12 @@ export async function startTopology(options: TopologyOptions): Promise<Topology>
   const redis = await startRedisCluster(options.redisFromPort ?? 7501, {
     dir: path.join(options.runDir, 'redis'),
     detached: options.detached ?? false,
+    replicas: options.redisReplicas ?? 0,
   });
   const env = { ...topologyEnv(options.name, redis.url, options.partitions ?? 12), ...options.env };
   const config = loadConfig(env);
   const processes: ClusterProcess[] = [];
-  const pids: string[] = redis.pids.map((pid, i) => `redis-${i + 1} ${pid}`);
+  const pids: string[] = redis.nodes.map((n) => `redis-${n.port} ${n.pid}`);
   const children = new Map<ClusterProcess, ChildProcess>();
   const seq: Record<ClusterRole, number> = { gateway: 0, router: 0, executor: 0, relay: 0 };
   let front: Front | undefined;

@@ -35,6 +35,7 @@ export function commandRedis(config: Config, logger: Logger): RedisClient {
   return createRedis({
     url: config.redisUrl,
     cluster: config.redisCluster,
+    failoverRetryMs: config.redisFailoverRetry,
     commandTimeoutMs: 30_000,
     logger,
   });

@@ -1,10 +1,8 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
-import { redisServerAvailable, startTarget, type Target, uniqueName } from '@requester/shared/testing';
+import { redisServerAvailable, type Target } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type ClusterProcess, startTopology, type Topology } from '../../scripts/cluster/topology.ts';
-import { dropStackDatabase, ResultCollector } from '../e2e/stack.fixture.ts';
+import type { ClusterProcess, Topology } from '../../scripts/cluster/topology.ts';
+import type { ResultCollector } from '../e2e/stack.fixture.ts';
+import { startTestTopology, type TestTopology } from './topology.fixture.ts';
 
 /**
  * The scale-out topology of `./dev cluster` — 2 gateways (ingress + sync-gateway) behind a
@@ -15,14 +13,10 @@ import { dropStackDatabase, ResultCollector } from '../e2e/stack.fixture.ts';
 let topology: Topology;
 let target: Target;
 let results: ResultCollector;
-let runDir: string;
+let started: TestTopology | undefined;
 
 beforeAll(async () => {
-  runDir = mkdtempSync(path.join(tmpdir(), 'rq-cluster-test-'));
-  target = await startTarget();
-  topology = await startTopology({
-    name: uniqueName('cl'),
-    runDir,
+  started = await startTestTopology('cl', {
     redisFromPort: 7501,
     env: {
       LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'warn',
@@ -36,16 +30,11 @@ beforeAll(async () => {
       MAX_WORKERS: '8',
     },
   });
-  results = new ResultCollector(topology.config.topicOut);
-  await results.start();
+  ({ topology, target, results } = started);
 }, 180_000);
 
 afterAll(async () => {
-  await results?.stop();
-  await topology?.stop();
-  await target?.close();
-  if (topology) await dropStackDatabase(topology);
-  if (runDir) rmSync(runDir, { recursive: true, force: true });
+  await started?.stop();
 }, 60_000);
 
 const post = (baseUrl: string, envelope: unknown) =>

@@ -102,11 +102,15 @@ export function asRequesterError(err: unknown): RequesterError {
 
 /** PostgreSQL SQLSTATE classes that say the data was refused: 22 data exception, 23 integrity constraint. */
 const PG_DATA_CLASSES = new Set(['22', '23']);
-/** Redis error replies that say the server is busy or failing over, not that the command was wrong. */
-const REDIS_BUSY_REPLY = /^(LOADING|BUSY|TRYAGAIN|CLUSTERDOWN|MASTERDOWN|READONLY|OOM|NOREPLICAS|MISCONF)\b/;
+/**
+ * Redis error replies that say the server is busy or failing over, not that the command was wrong
+ * (MOVED and ASK: a cluster's slots moved, a failover among them, and the client did not follow).
+ */
+const REDIS_BUSY_REPLY =
+  /^(LOADING|BUSY|TRYAGAIN|CLUSTERDOWN|MASTERDOWN|READONLY|OOM|NOREPLICAS|MISCONF|MOVED|ASK)\b/;
 /** Client-side signs of a connection that failed, dropped or timed out (Node, postgres.js, ioredis). */
 const OUTAGE_MESSAGE =
-  /connection is closed|command timed out|stream isn't writeable|connection (terminated|ended|closed|destroyed)|timed out|timeout|econnrefused|econnreset/i;
+  /connection is closed|command timed out|stream isn't writeable|connection (terminated|ended|closed|destroyed)|timed out|timeout|econnrefused|econnreset|too many cluster redirections/i;
 
 /**
  * Whether `err` says a dependency (Kafka, Redis, PostgreSQL) is away or overloaded — an outage, to be

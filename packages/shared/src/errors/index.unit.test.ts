@@ -35,6 +35,17 @@ describe('isOutage', () => {
     ],
     ['an ioredis command timeout', like('Error', { message: 'Command timed out' })],
     ['ioredis with the connection closed', like('Error', { message: 'Connection is closed.' })],
+    ['a Redis Cluster slot moved (a failover)', like('ReplyError', { message: 'MOVED 5408 127.0.0.1:7343' })],
+    [
+      'a Redis Cluster down during a failover',
+      like('ReplyError', { message: 'CLUSTERDOWN The cluster is down' }),
+    ],
+    [
+      'ioredis out of cluster redirections',
+      like('Error', {
+        message: 'Too many Cluster redirections. Last error: ReplyError: CLUSTERDOWN The cluster is down',
+      }),
+    ],
     [
       'Redis loading its data',
       like('ReplyError', { message: 'LOADING Redis is loading the dataset in memory' }),

@@ -1,4 +1,4 @@
-import { Cluster, Redis, type RedisOptions } from 'ioredis';
+import { Cluster, type ClusterOptions, Redis, type RedisOptions } from 'ioredis';
 import type { Logger } from '../log/index.ts';
 import type { RedisClient } from './client.ts';
 
@@ -16,6 +16,11 @@ export interface RedisConnectOptions {
   /** Per-command timeout: a hung Redis surfaces as an error, never as a stuck worker. */
   commandTimeoutMs?: number;
   connectionName?: string;
+  /**
+   * Cluster only: how long a command is retried while its slot has no master (a failover), before
+   * it fails to the caller.
+   */
+  failoverRetryMs?: number;
   /**
    * Where connection trouble is reported: one warning when the connection is lost, one info line
    * when it is back. Without it a client with no 'error' listener makes ioredis print every failed
@@ -41,12 +46,34 @@ export function createRedis(options: RedisConnectOptions): RedisClient {
     retryStrategy: (attempt) => Math.min(50 * 2 ** attempt, 2_000),
     ...(options.connectionName ? { connectionName: options.connectionName } : {}),
   };
-  const client = connect(seeds, common, options.cluster ?? false);
+  const client = connect(seeds, common, options.cluster ?? false, options.failoverRetryMs ?? 6_000);
   if (options.logger) reportOutages(client, options.logger.child({ component: 'redis' }));
   return client;
 }
 
-function connect(seeds: string[], common: RedisOptions, cluster: boolean): RedisClient {
+/** How often a cluster client reads the map of slots (CLUSTER SLOTS), whatever happens. */
+const SLOTS_REFRESH_MS = 1_000;
+
+/** Redirections a command may take in a cluster: ioredis's default. */
+const MAX_REDIRECTIONS = 16;
+
+/** The cluster's retry delays, so that the redirections of one command span about `spanMs`. */
+function clusterRetries(spanMs: number): ClusterOptions {
+  const delay = Math.max(50, Math.round(spanMs / MAX_REDIRECTIONS));
+  return {
+    maxRedirections: MAX_REDIRECTIONS,
+    retryDelayOnFailover: delay,
+    retryDelayOnClusterDown: delay,
+    retryDelayOnTryAgain: delay,
+  };
+}
+
+function connect(
+  seeds: string[],
+  common: RedisOptions,
+  cluster: boolean,
+  failoverRetryMs: number,
+): RedisClient {
   if (cluster || seeds.length > 1) {
     return new Cluster(
       seeds.map((seed) => {
@@ -56,7 +83,17 @@ function connect(seeds: string[], common: RedisOptions, cluster: boolean): Redis
       {
         redisOptions: { ...common, ...clusterSecurity(seeds[0] ?? '') },
         enableAutoPipelining: true,
+        // Writes and scripts only: a replica's copy lags (replication is asynchronous).
         scaleReads: 'master',
+        // A failover: the master's connection closes, then the cluster answers CLUSTERDOWN until a
+        // replica is promoted (cluster-node-timeout and an election later). Each of these retries
+        // re-reads the slots, and the retries span `failoverRetryMs` (REDIS_FAILOVER_RETRY) so that a command rides
+        // over a promotion rather than failing to its caller (docs/reliability.md, "Redis failover").
+        ...clusterRetries(failoverRetryMs),
+        // After a failover, a slot whose master's connection is gone is sent to any node, and the
+        // MOVED it answers inside an auto-pipeline of mixed replies is not followed (ioredis) and
+        // refreshes nothing: the map of slots would stay stale until something else refreshes it.
+        slotsRefreshInterval: SLOTS_REFRESH_MS,
       },
     );
   }

@@ -170,6 +170,7 @@ export class Dependencies {
     this.redisClient = createRedis({
       url: this.config.redisUrl,
       cluster: this.config.redisCluster,
+      failoverRetryMs: this.config.redisFailoverRetry,
       commandTimeoutMs: this.config.redisCommandTimeout,
       connectionName: 'requester',
       logger: this.logger,

@@ -17,6 +17,18 @@ export const queueVariables = {
     goDuration,
     'how long an acked task id stays refused (replays of in; ~112 B of Redis per id), and how long the ingress remembers which request a requestId names (a different one is a 409; ~170 B of Redis per id)',
   ),
+  queuePublishReplicas: variable(
+    'QUEUE_PUBLISH_REPLICAS',
+    '0',
+    nonNegativeInt,
+    'a publish into the Redis queue is confirmed (and its `in` offset committed) only once this many replicas of its master have it (`WAIT`), so that a Redis failover cannot lose it; when fewer answer within QUEUE_PUBLISH_REPLICA_TIMEOUT the batch fails and is published again. 0 = no wait (replication is asynchronous: a failover can lose the last publishes, docs/reliability.md "Redis failover")',
+  ),
+  queuePublishReplicaTimeout: variable(
+    'QUEUE_PUBLISH_REPLICA_TIMEOUT',
+    '500ms',
+    goDuration,
+    'how long a publish waits for QUEUE_PUBLISH_REPLICAS replicas',
+  ),
   queueHighWatermark: variable(
     'QUEUE_HIGH_WATERMARK',
     '1000000',

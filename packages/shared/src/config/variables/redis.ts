@@ -14,4 +14,10 @@ export const redisVariables = {
   redisCluster: variable('REDIS_CLUSTER', 'false', bool, 'treat REDIS_URL as Redis Cluster seeds'),
   redisPrefix: variable('REDIS_PREFIX', 'rq', z.string().min(1).max(32), 'prefix of every Redis key'),
   redisCommandTimeout: variable('REDIS_COMMAND_TIMEOUT', '5s', goDuration, 'bound on one Redis command'),
+  redisFailoverRetry: variable(
+    'REDIS_FAILOVER_RETRY',
+    '6s',
+    goDuration,
+    'Redis Cluster: how long a command is retried while its slot has no master (a failover: cluster-node-timeout plus the election)',
+  ),
 };
