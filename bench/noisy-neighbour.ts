@@ -4,7 +4,7 @@
 //
 //   pnpm run bench:noisy-neighbour -- [--executors 1,3] [--backlog 50000] [--connections 32]
 //   node bench/noisy-neighbour.ts [--executors 1|3|1,3] [--backlog 50000] [--connections 32]
-//        [--b-requests 10] [--b-every 100 (ms)] [--drain-limit 1800 (s)]
+//        [--b-requests 10] [--b-every 100 (ms)] [--b-origin same|other|both] [--drain-limit 1800 (s)]
 //
 // Topologies: `--executors 1` is `requester --role ingress,sync-gateway,router,relay` plus one
 // `requester --role executor` (the `--role all` process split in two, so that its executor can be
@@ -20,6 +20,11 @@
 // to its result on `out`. Printed as soon as B is measured: B's p50/p99/max idle and behind A's
 // backlog, the difference of the p99s (issue 21's target: ≤ 1 s), and each of B's requests' steps
 // in the task journal (where it waited); then A's drain rate and the load average.
+//
+// B's origin (`--b-origin`): `same` calls A's target, `other` a second target of its own (another
+// port: another origin, so none of A's origin caps hold B), `both` alternates the two within each
+// phase, so that both meet the same moments of A's drain and each gets a row; B's max wait at A's
+// origin against its max wait elsewhere is issue 41's bound (same ≤ 2 × other).
 import { queueFromConfig } from '../packages/queue/src/index.ts';
 import { startArrivalTarget } from '../packages/requester/test/e2e/arrival.fixture.ts';
 import {
@@ -40,12 +45,14 @@ through HTTP. Two API keys (two clients of the fair queue) and a fast target in 
 
   pnpm run bench:noisy-neighbour -- [--executors 1,3] [--backlog 50000] [--connections 32]
   node bench/noisy-neighbour.ts [--executors 1|3|1,3] [--backlog 50000] [--connections 32]
-       [--b-requests 10] [--b-every 100 (ms)] [--drain-limit 1800 (s)]
+       [--b-requests 10] [--b-every 100 (ms)] [--b-origin same|other|both] [--drain-limit 1800 (s)]
 
 Per topology: 1. idle: client B sends its requests to the idle service; 2. loaded: the executors
 are stopped, client A posts its backlog, and once it is queued the executors start again and B
 sends its requests as in 1. Printed: B's p50/p99/max idle and behind A's backlog, the difference
 of the p99s (target: <= 1 s), B's steps in the task journal, A's drain rate, the load average.
+--b-origin both: B's requests alternate between A's origin and another one, a row each, and the
+ratio of B's max waits for a call (target: same <= 2 x other).
 
 As run for docs/benchmarks/fair-share.md:
   pnpm run bench:noisy-neighbour -- --executors 1 --backlog 50000`,
@@ -78,6 +85,12 @@ As run for docs/benchmarks/fair-share.md:
       help: "client B's requests per phase",
     },
     'b-every': { type: 'string', default: '100', value: 'MS', number: true, help: "ms between B's requests" },
+    'b-origin': {
+      type: 'string',
+      default: 'same',
+      value: 'same|other|both',
+      help: "where B's requests go: A's target (same origin), a second target (other origin), or alternately both (a row each)",
+    },
     'drain-limit': {
       type: 'string',
       default: '1800',
@@ -89,6 +102,9 @@ As run for docs/benchmarks/fair-share.md:
 });
 if (!args.executors.split(',').every((n) => n === '1' || n === '3'))
   fail(`--executors takes 1, 3 or 1,3, got ${args.executors}`);
+const B_ORIGIN = args['b-origin'];
+if (B_ORIGIN !== 'same' && B_ORIGIN !== 'other' && B_ORIGIN !== 'both')
+  fail(`--b-origin takes same, other or both, got ${B_ORIGIN}`);
 const BACKLOG = Number(args.backlog);
 const CONNECTIONS = Number(args.connections);
 const B_REQUESTS = Number(args['b-requests']);
@@ -108,7 +124,16 @@ function percentile(xs: readonly number[], p: number): number {
 /** When each of B's POSTs was sent (epoch ms), for the journal's report. */
 const sentAt = new Map<string, number>();
 
+type Origin = 'same' | 'other';
+type Target = Awaited<ReturnType<typeof startArrivalTarget>>;
+
+/** Which origin B's i-th request of a phase calls (see --b-origin). */
+const originOf = (i: number): Origin =>
+  B_ORIGIN === 'both' ? (i % 2 === 0 ? 'same' : 'other') : (B_ORIGIN as Origin);
+
 interface BLatencies {
+  /** The origin each request called, by index as in the lists below. */
+  origin: Origin[];
   /** POST sent → 202 received (the ingress accept). */
   accept: number[];
   /** POST sent → the call at the target. */
@@ -125,9 +150,10 @@ async function sendB(
   key: Awaited<ReturnType<typeof stackKey>>,
   tag: string,
   results: ResultCollector,
-  target: Awaited<ReturnType<typeof startArrivalTarget>>,
+  targets: Record<Origin, Target>,
 ): Promise<BLatencies> {
   const ids = Array.from({ length: B_REQUESTS }, (_, i) => `${tag}-${i}`);
+  const origin = ids.map((_, i) => originOf(i));
   const acceptedAt = new Map<string, number>();
   const outAt = new Map<string, number>();
   const outs = ids.map((id) =>
@@ -143,7 +169,10 @@ async function sendB(
       const reply = await postRequest(`${service.httpUrl}/request`, {
         method: 'POST',
         headers: { ...key.headers, 'content-type': 'application/json' },
-        body: JSON.stringify({ request: { uri: `${target.url}/${id}` }, meta: { requestId: id } }),
+        body: JSON.stringify({
+          request: { uri: `${targets[origin[i] as Origin].url}/${id}` },
+          meta: { requestId: id },
+        }),
       });
       acceptedAt.set(id, now());
       if (reply.status !== 202) throw new Error(`B's POST /request: ${reply.status}`);
@@ -152,13 +181,16 @@ async function sendB(
   );
   await Promise.all(outs);
   const callAt = new Map<string, number>();
-  for (const a of await target.arrivals()) {
+  const arrivals = [...(await targets.same.arrivals())];
+  if (targets.other !== targets.same) arrivals.push(...(await targets.other.arrivals()));
+  for (const a of arrivals) {
     const id = a.path.slice(1);
     if (sentAt.has(id) && !callAt.has(id)) callAt.set(id, a.at);
   }
   const since = (at: Map<string, number>) =>
     ids.map((id) => (at.get(id) as number) - (sentAt.get(id) as number));
   return {
+    origin,
     accept: since(acceptedAt),
     call: since(callAt),
     out: since(outAt),
@@ -245,6 +277,12 @@ async function sendA(
   await Promise.all(Array.from({ length: CONNECTIONS }, poster));
 }
 
+/** B's latencies of the requests that called `origin`. */
+function only(b: BLatencies, origin: Origin): Pick<BLatencies, 'accept' | 'call' | 'out'> {
+  const of = (xs: number[]) => xs.filter((_, i) => b.origin[i] === origin);
+  return { accept: of(b.accept), call: of(b.call), out: of(b.out) };
+}
+
 const ms = (x: number) => Math.round(x).toLocaleString('en-US');
 const trio = (xs: number[]) =>
   `${ms(percentile(xs, 50))} / ${ms(percentile(xs, 99))} / ${ms(Math.max(...xs))}`;
@@ -253,6 +291,7 @@ async function measure(executors: number): Promise<void> {
   const startedAt = now();
   const load0 = loadavg();
   const target = await startArrivalTarget();
+  const targets = { same: target, other: B_ORIGIN === 'same' ? target : await startArrivalTarget() };
   const stack = await stackEnv({ LOG_LEVEL: 'warn' });
   const service = executors === 1 ? await splitService(stack, children) : await clusterService(stack);
   const results = new ResultCollector(stack.config.topicOut);
@@ -266,8 +305,8 @@ async function measure(executors: number): Promise<void> {
     const [a, b] = [await stackKey(stack), await stackKey(stack)];
 
     // 1. Idle. A first request warms each path (connections, JIT) and is not counted.
-    await sendB(service, b, `${run}-warm`, results, target).catch(() => undefined);
-    const idle = await sendB(service, b, `${run}-Bidle`, results, target);
+    await sendB(service, b, `${run}-warm`, results, targets).catch(() => undefined);
+    const idle = await sendB(service, b, `${run}-Bidle`, results, targets);
 
     // 2. A's backlog queued while no executor runs, then B behind it.
     console.error(`${executors}: idle measured, posting A's backlog`);
@@ -295,7 +334,7 @@ async function measure(executors: number): Promise<void> {
     const readyAt = now();
     const [depthAtB, loaded] = await Promise.all([
       queue.pendingDepth(),
-      sendB(service, b, `${run}-Bloaded`, results, target),
+      sendB(service, b, `${run}-Bloaded`, results, targets),
     ]);
     const topology = executors === 1 ? '1 executor (split roles)' : '3 executors (`./dev cluster`)';
     console.log(
@@ -305,15 +344,27 @@ async function measure(executors: number): Promise<void> {
       '| B (ms) | accept p99 | POST → call at target p50 / p99 / max | POST → result on `out` p50 / p99 / max |',
     );
     console.log('|---|---:|---:|---:|');
-    console.log(`| idle | ${ms(percentile(idle.accept, 99))} | ${trio(idle.call)} | ${trio(idle.out)} |`);
-    console.log(
-      `| behind A's backlog | ${ms(percentile(loaded.accept, 99))} | ${trio(loaded.call)} | ${trio(loaded.out)} |`,
-    );
-    const dCall = percentile(loaded.call, 99) - percentile(idle.call, 99);
-    const dOut = percentile(loaded.out, 99) - percentile(idle.out, 99);
-    console.log(
-      `| **p99 difference** (target ≤ 1,000) | | **${ms(dCall)}** ${dCall <= 1_000 ? '(met)' : '(not met)'} | **${ms(dOut)}** ${dOut <= 1_000 ? '(met)' : '(not met)'} |`,
-    );
+    const origins: Origin[] = B_ORIGIN === 'both' ? ['same', 'other'] : [B_ORIGIN as Origin];
+    for (const origin of origins) {
+      const [i, l] = [only(idle, origin), only(loaded, origin)];
+      const where = B_ORIGIN === 'both' ? `, ${origin} origin` : '';
+      console.log(`| idle${where} | ${ms(percentile(i.accept, 99))} | ${trio(i.call)} | ${trio(i.out)} |`);
+      console.log(
+        `| behind A's backlog${where} | ${ms(percentile(l.accept, 99))} | ${trio(l.call)} | ${trio(l.out)} |`,
+      );
+      const dCall = percentile(l.call, 99) - percentile(i.call, 99);
+      const dOut = percentile(l.out, 99) - percentile(i.out, 99);
+      console.log(
+        `| **p99 difference${where}** (target ≤ 1,000) | | **${ms(dCall)}** ${dCall <= 1_000 ? '(met)' : '(not met)'} | **${ms(dOut)}** ${dOut <= 1_000 ? '(met)' : '(not met)'} |`,
+      );
+    }
+    if (B_ORIGIN === 'both') {
+      const [same, other] = [Math.max(...only(loaded, 'same').call), Math.max(...only(loaded, 'other').call)];
+      const ratio = same / other;
+      console.log(
+        `| **B's max wait for its call behind A, same / other origin** (target ≤ 2) | | **${ratio.toFixed(2)}** (${ms(same)} / ${ms(other)}) ${ratio <= 2 ? '(met)' : '(not met)'} | |`,
+      );
+    }
     console.log('');
     console.log(
       `- A posted ${BACKLOG.toLocaleString('en-US')} in ${((posted - postStart) / 1000).toFixed(1)} s (${ms(BACKLOG / ((posted - postStart) / 1000))}/s accepted), all queued ${((queuedAt - posted) / 1000).toFixed(1)} s later; executors ready ${((readyAt - queuedAt) / 1000).toFixed(1)} s after their start; pending at B's start ${depthAtB.toLocaleString('en-US')}`,
@@ -357,6 +408,7 @@ async function measure(executors: number): Promise<void> {
     redis.disconnect();
     await service.shutdown();
     await target.close();
+    if (targets.other !== target) await targets.other.close();
     await dropStackDatabase(stack);
   }
 }
