@@ -232,6 +232,9 @@ describe('rolling upgrade from the previous release', () => {
       status: sync.status,
       body: ((await sync.json()) as { response?: { body?: string } }).response?.body,
     };
+    // A field this release added is refused at the previous release's door (400), not accepted
+    // and lost: new fields wait until every role runs this release (the CHANGELOG's upgrade note).
+    const newFieldAtOldDoor = await postAlpha(old.gateway, withNewFields('new-field-old-door'));
 
     const [newRouter, newRelay, newGateway] = await Promise.all([
       start('new', 'router', 'router'),
@@ -244,6 +247,11 @@ describe('rolling upgrade from the previous release', () => {
     await stop(old.gateway);
     await progress('with this release alone');
     await load.stop();
+    // Once every role runs this release, its new fields work from both entries.
+    const newFieldAtNewDoor = await postAlpha(newGateway, withNewFields('new-field-http'));
+    await producer.send(stack.config.topicIn, [
+      { key: 'new-field-kafka', value: JSON.stringify(withNewFields('new-field-kafka', 'beta')) },
+    ]);
     const ids = load.sent.map((s) => s.id);
     await results.until(() => answered() === ids.length, 180_000, `all ${ids.length} results`);
 
@@ -311,10 +319,35 @@ describe('rolling upgrade from the previous release', () => {
     expect(await counter(newRouter, 'router_records_total')).toBeGreaterThan(0);
     expect(await counter(newRelay, 'relay_moved_total')).toBeGreaterThan(0);
 
+    expect(newFieldAtOldDoor).toBe(400);
+    expect(newFieldAtNewDoor).toBe(202);
+    for (const id of ['new-field-http', 'new-field-kafka'])
+      expect((await results.one(id, 60_000)).response.status, id).toBe(200);
+
     // Neither version logged an error (an unreadable record, a failing script, a refused row).
     expect(errorLines(work)).toEqual([]);
   }, 600_000);
 });
+
+/** A request with fields of this release that the previous one does not know. */
+function withNewFields(requestId: string, client?: string) {
+  return {
+    request: { uri: `${target.url}/echo`, method: 'POST', body: requestId },
+    meta: { requestId, priority: 5, timeout: '20s', ...(client ? { client } : {}) },
+  };
+}
+
+/** POST /request as client alpha at one gateway: its status. */
+async function postAlpha(gateway: RoleProcess, envelope: unknown): Promise<number> {
+  const res = await fetch(`${gateway.httpUrl}/request`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${tokens.alpha}` },
+    body: JSON.stringify(envelope),
+    signal: AbortSignal.timeout(60_000),
+  });
+  await res.arrayBuffer();
+  return res.status;
+}
 
 /** The error and fatal lines of every role's log in `dir`. */
 function errorLines(dir: string): string[] {
