@@ -27,10 +27,11 @@ import {
 /**
  * A rolling upgrade from the previous release (the CHANGELOG's newest version, its git tag) to
  * this checkout, on one set of stores: the previous release's roles serve, two clients send
- * ordered and unordered requests (one over HTTP, one straight to `in`), the new migrations are
- * applied, then each role is replaced one process at a time (SIGTERM, as a rollout does) while
- * both versions' processes run side by side. Nothing may be lost, every ordered partition keeps
- * its order, every result is valid for both versions' result schema; duplicates are counted.
+ * ordered, unordered and scheduled requests (one over HTTP, one straight to `in`), the new
+ * migrations are applied, then each role is replaced one process at a time (SIGTERM, as a rollout
+ * does) while both versions' processes run side by side. Nothing may be lost, every ordered
+ * partition keeps its order, every result is valid for both versions' result schema; duplicates
+ * are counted. What it checks and what it measured: docs/reliability.md, "Rolling upgrade".
  */
 const run = promisify(execFile);
 const CLIENTS = ['alpha', 'beta'] as const; // alpha: HTTP entry; beta: Kafka entry
