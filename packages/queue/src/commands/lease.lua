@@ -332,6 +332,9 @@ while turnsLeft > 0 do
     partition, passedTag = priorityTurn(partition, client)
     if passedTag then
       back[entry.partition] = passedTag
+      if lines then
+        creadyOut[#creadyOut + 1] = creadyMember(client, passedTag, partition) -- as above
+      end
     end
     taken[partition] = (taken[partition] or 0) + 1
     if capped then
