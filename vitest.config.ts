@@ -34,6 +34,13 @@ const INTEGRATION_TESTS = [
   'test/**/*.test.ts',
 ];
 
+/**
+ * The upgrade tier: it installs the previous release beside this checkout, so it is not part of
+ * `pnpm test`; `pnpm run test:upgrade` (vitest.upgrade.config.ts) runs it, and `./dev test` after
+ * the suite.
+ */
+export const UPGRADE_TESTS = ['packages/requester/test/upgrade/**/*.test.ts'];
+
 export default defineConfig({
   test: {
     ...sharedTestOptions,
@@ -47,7 +54,7 @@ export default defineConfig({
         test: {
           name: 'integration',
           include: INTEGRATION_TESTS,
-          exclude: [...UNIT_TESTS, '**/node_modules/**'],
+          exclude: [...UNIT_TESTS, ...UPGRADE_TESTS, '**/node_modules/**'],
           globalSetup: ['./test/global-setup.ts'],
           setupFiles: ['./test/topics.setup.ts'],
         },

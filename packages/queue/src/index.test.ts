@@ -206,6 +206,25 @@ describe.each([single, clustered])('FairQueue on $name', (target) => {
       expect((await new QueueAdmin(queue).verify()).violations).toEqual([]);
     });
 
+    test("takes a partition out of the line an earlier version's lease adopted it into (a rolling upgrade)", async () => {
+      const queue = makeQueue({ shards: 1 });
+      const key = (name: Parameters<typeof shardKey>[2]) => shardKey(queue.prefix, 0, name);
+      await queue.publish([
+        { id: 'o0', partition: '!seq @c', payload: '' },
+        { id: 'o1', partition: '!seq @c', payload: '' },
+      ]);
+      // A lease of the earlier version beside this one adopts a ready partition into its client's
+      // line (`cready`), ticketed by its score. Left there once this version leases the partition,
+      // that lease would take the line's partition again: an ordered one's next task while its
+      // head is in flight.
+      const tag = Number(await redis.zscore(key('ready'), '!seq @c'));
+      const adopted = `c\u0000${Math.floor(tag).toString(16).padStart(12, '0')}!seq @c`;
+      await redis.zadd(key('cready'), 0, adopted);
+      expect(ids((await queue.lease(4, 10_000)).tasks)).toEqual(['o0']);
+      expect(await redis.zscore(key('cready'), adopted)).toBeNull();
+      expect((await new QueueAdmin(queue).verify()).violations).toEqual([]);
+    });
+
     test('few backlogged partitions share one lease call equally; a lone one fills it', async () => {
       const queue = makeQueue({ shards: 16 });
       await queue.publish(

@@ -239,6 +239,8 @@ local drained = false -- `ready` had no more to pop
 local again = {}
 local back = {}
 local creadyIn, creadyOut = {}, {}
+-- Whether `cready` holds members (set aside, or written by an earlier version during an upgrade).
+local lines = redis.call('EXISTS', K_CREADY) == 1
 local finishDirty = {}
 local v = state.v
 local skipped = 0
@@ -315,14 +317,24 @@ while turnsLeft > 0 do
   else
     if tag < state.b - 0.5 then
       creadyOut[#creadyOut + 1] = creadyMember(client, tag, partition) -- an earlier layout's
-    elseif tag > v then
-      v = tag
-      state.v = v
+    else
+      if lines then
+        -- The member an earlier version's lease adopted this partition under, if it did: left in
+        -- its client's line, it would lease the partition again, an ordered one's next task too.
+        creadyOut[#creadyOut + 1] = creadyMember(client, tag, partition)
+      end
+      if tag > v then
+        v = tag
+        state.v = v
+      end
     end
     local passedTag
     partition, passedTag = priorityTurn(partition, client)
     if passedTag then
       back[entry.partition] = passedTag
+      if lines then
+        creadyOut[#creadyOut + 1] = creadyMember(client, passedTag, partition) -- as above
+      end
     end
     taken[partition] = (taken[partition] or 0) + 1
     if capped then

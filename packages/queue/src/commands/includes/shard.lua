@@ -312,6 +312,11 @@ local function readyRemove(partition)
   if member then
     redis.call('ZREM', K_CREADY, member)
   end
+  -- The member an earlier version's lease adopted it under, if it did (see lease.lua).
+  local adopted = creadyMember(clientOf(partition), tonumber(score), partition)
+  if adopted ~= member then
+    redis.call('ZREM', K_CREADY, adopted)
+  end
   priorityUnindex(partition)
 end
 
