@@ -42,18 +42,18 @@ export interface PreviousRelease {
 export async function installPreviousRelease(into: string): Promise<PreviousRelease> {
   const version = previousVersion(readFileSync(path.join(ROOT, 'CHANGELOG.md'), 'utf8'));
   const tag = `v${version}`;
-  const commit = await run('git', [
-    '-C',
-    ROOT,
-    'rev-parse',
-    '--verify',
-    '--quiet',
-    `refs/tags/${tag}^{commit}`,
-  ])
-    .then((out) => out.stdout.trim())
+  const tagged = () =>
+    run('git', ['-C', ROOT, 'rev-parse', '--verify', '--quiet', `refs/tags/${tag}^{commit}`]).then((out) =>
+      out.stdout.trim(),
+    );
+  // A shallow clone, or one made without tags (CI's checkouts often are), can still fetch the one tag.
+  const fetched = () =>
+    run('git', ['-C', ROOT, 'fetch', '--quiet', '--depth=1', 'origin', `refs/tags/${tag}:refs/tags/${tag}`]);
+  const commit = await tagged()
+    .catch(() => fetched().then(tagged))
     .catch(() => {
       throw new Error(
-        `the tag ${tag} of the CHANGELOG's newest release is not in this clone: git fetch --tags, or cut it (CONTRIBUTING.md, "Releases")`,
+        `the tag ${tag} of the CHANGELOG's newest release is not in this clone nor at its origin: git fetch --tags, or cut it (CONTRIBUTING.md, "Releases")`,
       );
     });
   mkdirSync(into, { recursive: true });
