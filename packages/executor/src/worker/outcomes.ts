@@ -144,6 +144,7 @@ export class Outcomes {
       uri,
       partition: linePartition(envelope.meta),
       by,
+      ...(ending.concurrencyKey ? { concurrencyKey: ending.concurrencyKey } : {}),
     };
     if (!outbox || where === 'redis')
       return { kind: 'reschedule', delayMs, outcome: reason, payload, retry, bulkhead };

@@ -6,7 +6,7 @@ import { encodeQueuedTask, type QueuedTask } from '@requester/shared/task';
 import type { Granted } from '../bulkhead/index.ts';
 import { executorMetrics as metrics } from '../metrics.ts';
 import { HELD_PER_WORKER, type LeaseBudget } from './budget.ts';
-import { addWait, PARK_MAX_MS, type Parking, parks, waitsForSlot } from './decide.ts';
+import { addWait, PARK_MAX_MS, type Parking, parks, type SlotKey, waitsForSlot } from './decide.ts';
 import type { LeaseHeartbeat } from './heartbeat.ts';
 import type { Outcomes } from './outcomes.ts';
 import type { Policies } from './policies.ts';
@@ -153,6 +153,7 @@ export class ParkingLot {
       uri: string;
       partition: string;
       by: 'bulkhead' | 'concurrency';
+      concurrencyKey?: SlotKey;
     },
     budget: Parking,
   ): Promise<Settlement | { task: QueuedTask; slot: Granted }> {
@@ -190,6 +191,7 @@ export class ParkingLot {
         bulkhead.client,
         over.signal,
         bulkhead.partition,
+        bulkhead.concurrencyKey,
       );
     } finally {
       clearTimeout(timer);

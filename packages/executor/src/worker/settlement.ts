@@ -6,6 +6,7 @@ import type { OutboxRow } from '@requester/shared/outbox';
 import type { AnnouncementMark } from '@requester/shared/redis';
 import { type QueuedTask, taskId } from '@requester/shared/task';
 import { msToNs } from '@requester/shared/time';
+import type { SlotKey } from './decide.ts';
 import type { Progress } from './policies.ts';
 
 /** How a task leaves this executor. */
@@ -50,6 +51,8 @@ export type Settlement =
         partition: string;
         /** What the slot is of: the origin's bulkhead, or the request's concurrency key. */
         by: 'bulkhead' | 'concurrency';
+        /** `concurrency`: the key (and its limit) that refused the task, whose slot it waits for. */
+        concurrencyKey?: SlotKey;
       };
     }
   | { kind: 'dead'; reason: string };
