@@ -1,42 +1,10 @@
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import type { RequestEnvelopeInput } from '@requester/shared/contract';
 import { registry } from '@requester/shared/metrics';
-import { eventually, uniqueName } from '@requester/shared/testing';
+import { eventually, startCountingTarget, uniqueName } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PARK_MAX_MS } from '../worker/decide.ts';
 import { ExecutorHarness } from '../worker/harness.fixture.ts';
 import { KeyConcurrency } from './index.ts';
-
-/**
- * A loopback target that counts the calls in flight per `key` query parameter as they arrive and
- * end, keeping the most it ever saw per key: what the limit promises, measured where it matters.
- */
-async function countingTarget(holdMs: number) {
-  const inFlight = new Map<string, number>();
-  const most = new Map<string, number>();
-  let served = 0;
-  const server: Server = createServer((req, res) => {
-    const key = new URL(req.url ?? '/', 'http://t').searchParams.get('key') ?? '';
-    const now = (inFlight.get(key) ?? 0) + 1;
-    inFlight.set(key, now);
-    most.set(key, Math.max(most.get(key) ?? 0, now));
-    req.resume();
-    setTimeout(() => {
-      inFlight.set(key, (inFlight.get(key) ?? 1) - 1);
-      served += 1;
-      res.end('ok');
-    }, holdMs);
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  return {
-    url: `http://127.0.0.1:${port}`,
-    most,
-    served: () => served,
-    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
-  };
-}
 
 const concurrencyWaits = async () =>
   (await registry.getSingleMetric('requester_concurrency_waits_total')?.get())?.values[0]?.value ?? 0;
@@ -47,7 +15,7 @@ describe('concurrency keys across executors (end to end)', () => {
   afterAll(() => h.close(), 60_000);
 
   it('three executors: never more calls of a key in flight at the target than its limit, every task answered', async () => {
-    const target = await countingTarget(15);
+    const target = await startCountingTarget(15);
     h.onClose(target.close);
     const queue = h.newQueue();
     const prefix = h.prefix('concurrency');
