@@ -901,6 +901,33 @@ describe.each([single, clustered])('FairQueue on $name', (target) => {
       await leaseOneByOne(queue, 100);
     });
 
+    test('a ready partition whose head changes ranks by its new head (an earlier-due task published)', async () => {
+      const queue = makeQueue({ shards: 1 });
+      const now = Date.now();
+      await queue.publish([
+        { id: 'u1', partition: 'u @a', payload: '', dueAt: now - 1_000 },
+        { id: 'v1', partition: 'v @a', payload: '', priority: 5, dueAt: now - 1_000 },
+      ]);
+      // Due before u1, u0 becomes u's head while u is ready: u now ranks at 10, above v (5).
+      await queue.publish([{ id: 'u0', partition: 'u @a', payload: '', priority: 10, dueAt: now - 5_000 }]);
+      expect(await leaseOneByOne(queue, 3)).toEqual(['u0', 'v1', 'u1']);
+    });
+
+    test('a ready partition whose head changes ranks by its new head (a lease reclaimed)', async () => {
+      const queue = makeQueue({ shards: 1 });
+      const now = Date.now();
+      await queue.publish([
+        { id: 'u0', partition: 'u @a', payload: '', priority: 10, dueAt: now - 5_000 },
+        { id: 'u1', partition: 'u @a', payload: '', dueAt: now - 1_000 },
+      ]);
+      const first = await queue.lease(1, 30_000);
+      expect(ids(first.tasks)).toEqual(['u0']);
+      // u stays ready with u1 (0) as its head; v comes at 5; then u0's lease lapses and u0 is u's head again.
+      await queue.publish([{ id: 'v1', partition: 'v @a', payload: '', priority: 5, dueAt: now - 1_000 }]);
+      await expireLeases(queue);
+      expect(await leaseOneByOne(queue, 3)).toEqual(['u0', 'v1', 'u1']);
+    });
+
     test('a leased task carries its priority (none when 0)', async () => {
       const queue = makeQueue({ shards: 1 });
       await queue.publish([

@@ -329,6 +329,12 @@ export interface LeasedEvent {
   executor: string;
   /** Attempts made before this lease. */
   tryCount: number;
+  /** The task's priority among its client's (`meta.priority`) when not 0: why it ran before or after the client's others. */
+  priority?: number;
+  /** The request's `meta.concurrency` key (the client's own), when it has one. */
+  concurrencyKey?: string;
+  /** The request's `meta.debounce` key (the client's own), when it has one (a `debounced` event follows when a newer request of the key replaced it). */
+  debounceKey?: string;
 }
 
 export interface HeldEvent {

@@ -11,11 +11,10 @@ import { RequesterError } from '@requester/shared/errors';
 import type { LineLogger } from '@requester/shared/log';
 import { msToNs } from '@requester/shared/time';
 import type { Granted } from '../bulkhead/index.ts';
-import { lineOf } from '../concurrency/index.ts';
 import { outcomeLabel } from '../metrics.ts';
 import { callResult } from '../result/index.ts';
 import { SigningKeyring } from '../signing/index.ts';
-import { outcomeStep, waitCap } from '../worker/decide.ts';
+import { outcomeStep, type SlotKey, waitCap } from '../worker/decide.ts';
 import { Attempt } from './attempt.ts';
 import { CHAIN } from './chain.ts';
 import { type Chain, compose } from './compose.ts';
@@ -133,20 +132,20 @@ export class Policies {
 
   /**
    * A slot of the origin of `uri`, waited for without a worker by a task the bulkhead refused (see
-   * Bulkhead.waitForSlot), or of its concurrency key when that refused it (the gate noted which:
-   * KeyConcurrency.expect); undefined once `signal` aborts, or without a bulkhead. `paced` false:
-   * its destination switched pacing off, so the origin's learnt limit does not bound the wait.
+   * Bulkhead.waitForSlot), or of `wait.key` when that concurrency key refused it (the refusal
+   * named it); undefined once `signal` aborts, or without a bulkhead. `wait.paced` false: its
+   * destination switched pacing off, so the origin's learnt limit does not bound the wait.
    */
   waitForSlot(
     uri: string,
     client: string | undefined,
     signal: AbortSignal,
     partition?: string,
-    paced = true,
+    wait: { paced?: boolean; key?: SlotKey } = {},
   ): Promise<Granted | undefined> {
     const { bulkhead, pacer, adaptiveConcurrency = true, concurrency } = this.modules;
-    const key = concurrency?.waitFor(lineOf(uri, client, partition), client, signal, partition);
-    if (key) return key;
+    const { paced = true, key } = wait;
+    if (key && concurrency) return concurrency.waitFor(key.key, key.limit, client, signal, partition);
     if (!bulkhead) return Promise.resolve(undefined);
     const origin = originOf(uri);
     // A destination with pacing off waits for a slot under the fixed cap, as its gate asks (bulkhead.ts).

@@ -1,6 +1,6 @@
 import type { ResultEnvelope } from '@requester/shared/contract';
 import type { CallOutcome } from '../http/index.ts';
-import type { DeadLetterReason, GateStep } from '../worker/decide.ts';
+import type { DeadLetterReason, GateStep, SlotKey } from '../worker/decide.ts';
 
 /** Where a task stands: attempts already made and time already waited (limiter, breaker). */
 export interface Progress {
@@ -14,8 +14,11 @@ export interface Progress {
 export type Outcome =
   /** Final. `deadLetter`: the request failed for good, a DLQ record goes beside the result. */
   | { kind: 'result'; result: ResultEnvelope; label: string; deadLetter?: DeadLetterReason | undefined }
-  /** Try again in `delayMs`, with the progress the task then carries. */
-  | { kind: 'reschedule'; delayMs: number; reason: string; progress: Progress };
+  /**
+   * Try again in `delayMs`, with the progress the task then carries. `concurrencyKey`: a wait for
+   * a slot of that key, which the task may wait for parked (ParkingLot.parkForSlot).
+   */
+  | { kind: 'reschedule'; delayMs: number; reason: string; progress: Progress; concurrencyKey?: SlotKey };
 
 /**
  * A gate ending the attempt before the call (glossary: refusal): a wait, or a refusal for good.

@@ -44,7 +44,13 @@ export function refusedOutcome(
     // other wait leaves the task to take a new one.
     const pacedAt =
       stop.reason === 'paced' && delayMs === stop.delayMs && stop.slotMs ? stop.slotMs : undefined;
-    return { kind: 'reschedule', delayMs, reason: stop.reason, progress: { ...progress, waitedMs, pacedAt } };
+    const outcome: Outcome = {
+      kind: 'reschedule',
+      delayMs,
+      reason: stop.reason,
+      progress: { ...progress, waitedMs, pacedAt },
+    };
+    return stop.concurrencyKey ? { ...outcome, concurrencyKey: stop.concurrencyKey } : outcome;
   }
   const message = 'the limiter can never admit this request: its cost exceeds a window';
   const result = errorResult(envelope.meta.requestId, 'invalid_request', message, {

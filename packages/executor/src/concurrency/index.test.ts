@@ -1,41 +1,10 @@
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import type { RequestEnvelopeInput } from '@requester/shared/contract';
 import { registry } from '@requester/shared/metrics';
-import { uniqueName } from '@requester/shared/testing';
+import { eventually, startCountingTarget, uniqueName } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PARK_MAX_MS } from '../worker/decide.ts';
 import { ExecutorHarness } from '../worker/harness.fixture.ts';
 import { KeyConcurrency } from './index.ts';
-
-/**
- * A loopback target that counts the calls in flight per `key` query parameter as they arrive and
- * end, keeping the most it ever saw per key: what the limit promises, measured where it matters.
- */
-async function countingTarget(holdMs: number) {
-  const inFlight = new Map<string, number>();
-  const most = new Map<string, number>();
-  let served = 0;
-  const server: Server = createServer((req, res) => {
-    const key = new URL(req.url ?? '/', 'http://t').searchParams.get('key') ?? '';
-    const now = (inFlight.get(key) ?? 0) + 1;
-    inFlight.set(key, now);
-    most.set(key, Math.max(most.get(key) ?? 0, now));
-    req.resume();
-    setTimeout(() => {
-      inFlight.set(key, (inFlight.get(key) ?? 1) - 1);
-      served += 1;
-      res.end('ok');
-    }, holdMs);
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  return {
-    url: `http://127.0.0.1:${port}`,
-    most,
-    served: () => served,
-    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
-  };
-}
 
 const concurrencyWaits = async () =>
   (await registry.getSingleMetric('requester_concurrency_waits_total')?.get())?.values[0]?.value ?? 0;
@@ -46,7 +15,7 @@ describe('concurrency keys across executors (end to end)', () => {
   afterAll(() => h.close(), 60_000);
 
   it('three executors: never more calls of a key in flight at the target than its limit, every task answered', async () => {
-    const target = await countingTarget(15);
+    const target = await startCountingTarget(15);
     h.onClose(target.close);
     const queue = h.newQueue();
     const prefix = h.prefix('concurrency');
@@ -78,6 +47,64 @@ describe('concurrency keys across executors (end to end)', () => {
     expect(await concurrencyWaits()).toBeGreaterThan(waitsBefore);
     for (let key = 0; key < keys; key++)
       expect(target.most.get(`${run}-${key}`)).toBeLessThanOrEqual(limitOf(key));
+  }, 120_000);
+
+  it('tasks of one uri, client and partition waiting for two keys each wait for their own key', async () => {
+    const queue = h.newQueue();
+    const prefix = h.prefix('concurrency-own');
+    h.startExecutor({
+      queue,
+      maxWorkers: 24,
+      // The hanging call of k2 must outlast the test, not end at the harness's 10 s.
+      responseTimeoutMs: 110_000,
+      concurrency: new KeyConcurrency({ redis: h.redis, prefix, leaseMs: 120_000 }),
+    });
+    const run = uniqueName('own');
+    const k1 = { key: `${run}-k1`, limit: 1 };
+    const k2 = { key: `${run}-k2`, limit: 1 };
+    // Whatever the outcome, nothing hangs past the test (the executor drains at close).
+    h.onClose(async () => {
+      h.target.release(`${run}-h1`);
+      h.target.release(`${run}-h2`);
+    });
+    // One hanging call holds each key's only slot.
+    await h.submit(queue, [
+      {
+        request: { uri: `${h.target.url}/hold/${run}-h1` },
+        meta: { requestId: `${run}-h1`, concurrency: k1 },
+      },
+      {
+        request: { uri: `${h.target.url}/hold/${run}-h2` },
+        meta: { requestId: `${run}-h2`, concurrency: k2 },
+      },
+    ]);
+    await h.until(() =>
+      h.target.holding(`${run}-h1`) + h.target.holding(`${run}-h2`) === 2 ? true : undefined,
+    );
+    // Interleaved tasks of k1 and k2: one uri, no client, one partition, so one parked line.
+    const waitsBefore = await concurrencyWaits();
+    const waiting = Array.from({ length: 16 }, (_, i) => ({
+      request: { uri: `${h.target.url}/status/200?run=${run}` },
+      meta: {
+        requestId: `${run}-${i % 2 ? 'b' : 'a'}${i}`,
+        partition: `${run}-line`,
+        concurrency: i % 2 ? k2 : k1,
+      },
+    }));
+    await h.submit(queue, waiting);
+    await eventually(
+      async () => (await concurrencyWaits()) - waitsBefore >= waiting.length,
+      60_000,
+      'every waiting task refused by its key',
+    );
+    // k1 frees (its hanging call answers) while k2 stays held: every k1 task runs, none waits
+    // parked in k2's line (it would wait out PARK_MAX_MS there, which this outlasts by far below).
+    h.target.release(`${run}-h1`);
+    const ones = waiting.filter((_, i) => i % 2 === 0).map((e) => e.meta.requestId);
+    await eventually(() => ones.every((id) => h.results.has(id)), PARK_MAX_MS / 2, "k1's tasks answered");
+    expect(h.target.holding(`${run}-h2`)).toBe(1);
+    h.target.release(`${run}-h2`);
+    await h.until(() => (waiting.every((e) => h.results.has(e.meta.requestId)) ? true : undefined));
   }, 120_000);
 
   it("serves a key's cold partitions before most of a hot partition's backlog (its slot line's turns)", async () => {

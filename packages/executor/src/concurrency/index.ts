@@ -35,13 +35,6 @@ export function concurrencyKeyOf(client: string | undefined, key: string): strin
   return isDestinationConcurrencyKey(key) ? key : clientScoped(client, key);
 }
 
-/**
- * How long a refusal remembers which key its task will wait for (see expect): the worker parks
- * the task at once, so this only bounds what a task sent back to the queue instead leaves behind.
- */
-const EXPECT_TTL_MS = 10_000;
-const EXPECT_MAX = 10_000;
-
 export interface KeyConcurrencyOptions {
   redis: RedisClient;
   /** Key prefix, e.g. `rq:concurrency:`. */
@@ -56,12 +49,6 @@ export interface KeyConcurrencyOptions {
 
 export class KeyConcurrency {
   private readonly slots: ClusterBulkhead;
-  /**
-   * The key each refused task waits for, by the line it parks in (uri, client, partition: what
-   * the worker's parked wait names, Policies.waitForSlot). A hint: a slot of another key handed
-   * by a collision is given back by the gate, which asks for its own.
-   */
-  private readonly expected = new Map<string, { key: string; limit: number; atMs: number }>();
 
   constructor(options: KeyConcurrencyOptions) {
     this.slots = new ClusterBulkhead({
@@ -85,41 +72,24 @@ export class KeyConcurrency {
     return { ...asked, concurrencyKey: key } as KeyGrant;
   }
 
-  /** Notes that the task refused for `key` will park in the line of (uri, client, partition). */
-  expect(line: string, key: string, limit: number, nowMs = Date.now()): void {
-    this.expected.delete(line);
-    this.expected.set(line, { key, limit, atMs: nowMs });
-    for (const [name, entry] of this.expected) {
-      if (this.expected.size <= EXPECT_MAX && nowMs - entry.atMs < EXPECT_TTL_MS) break;
-      this.expected.delete(name);
-    }
-  }
-
   /**
-   * Waits parked for a slot of the key a refused task of `line` expects (see expect): the slot, or
-   * undefined once `signal` aborts; `false` when no refusal of that line is known (another wait).
+   * Waits parked for a slot of `key` (scoped), which refused the task (its wait names the key and
+   * limit: the refusal's, carried in the parked task's descriptor): the slot, or undefined once
+   * `signal` aborts.
    */
   waitFor(
-    line: string,
+    key: string,
+    limit: number,
     client: string | undefined,
     signal: AbortSignal,
     partition: string | undefined,
-  ): Promise<KeyGrant | undefined> | false {
-    const entry = this.expected.get(line);
-    if (!entry) return false;
-    this.expected.delete(line);
-    const { key, limit } = entry;
+  ): Promise<KeyGrant | undefined> {
     metrics.waiting.inc();
     return this.slots
       .waitForSlot(key, () => limit, client, signal, partition)
       .then((grant) => (grant ? ({ ...grant, concurrencyKey: key } as KeyGrant) : undefined))
       .finally(() => metrics.waiting.dec());
   }
-}
-
-/** What a parked wait names (Policies.waitForSlot's arguments), as the key of KeyConcurrency.expect. */
-export function lineOf(uri: string, client: string | undefined, partition: string | undefined): string {
-  return `${uri}\0${client ?? ''}\0${partition ?? ''}`;
 }
 
 /** Concurrency keys over the deployment's Redis, their slots held at most as long as a call lasts. */

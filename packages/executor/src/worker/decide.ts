@@ -57,11 +57,19 @@ export type Step =
         | 'origin_held';
       /** `paced`: the dispatch slot reserved for the task (Redis epoch ms), carried back to the pacer. */
       slotMs?: number;
+      /** `concurrency`: the key (in its namespace) and limit whose slot the task waits for, parked. */
+      concurrencyKey?: SlotKey;
     }
   /** The attempt failed in a way another one may fix, and the retry budget has one left. */
   | { kind: 'retry'; delayMs: number; reason: string }
   /** Final: the result goes to `out`; with `deadLetter`, a dead-letter record beside it. */
   | { kind: 'deliver'; deadLetter?: DeadLetterReason };
+
+/** A concurrency key (in its client's namespace, see concurrencyKeyOf) and its limit. */
+export interface SlotKey {
+  key: string;
+  limit: number;
+}
 
 /** What a gate (limiter, breaker) may say: never a retry, since nothing was attempted. */
 export type GateStep = Exclude<Step, { kind: 'retry' }>;

@@ -155,6 +155,8 @@ export class ExecutorHarness {
       headers?: Record<string, string>;
       /** Carried in the task as the router does for small records (QUEUE_INLINE_BYTES). */
       inline?: InlineRecord;
+      /** Its queue priority (`meta.priority`, as the router publishes it). */
+      priority?: number;
     }>,
     offsetShift = 0,
   ): Promise<void> {
@@ -183,6 +185,7 @@ export class ExecutorHarness {
           tryCount: 0,
           ...(item.inline && { inline: item.inline }),
         }),
+        ...(item.priority ? { priority: item.priority } : {}),
       })),
     );
   }
@@ -193,6 +196,7 @@ export class ExecutorHarness {
       envelopes.map((e) => ({
         requestId: e.meta.requestId,
         ...(e.meta.partition === undefined ? {} : { partition: e.meta.partition }),
+        ...(e.meta.priority ? { priority: e.meta.priority } : {}),
         value: JSON.stringify(e),
       })),
     );

@@ -16,6 +16,7 @@ import {
   uniqueName,
 } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { KeyConcurrency } from '../concurrency/index.ts';
 import { createHttpClient } from '../http/index.ts';
 import { idempotencyKey } from '../http/request.ts';
 import { executorRole } from '../index.ts';
@@ -383,6 +384,40 @@ describe('executor (end to end)', () => {
       expect(event.at).toBeTypeOf('number'); // the lease's time, not the flush's
     }
     expect(events.filter((e) => e.type === 'leased')).toHaveLength(20);
+  });
+
+  it('journals what decided when a task ran in its leased event: priority, concurrency key, debounce key', async () => {
+    const queue = h.newQueue();
+    const run = uniqueName('why');
+    const call = (name: string, meta: Record<string, unknown>) => ({
+      request: { uri: `${h.target.url}/status/200?run=${run}` },
+      meta: { requestId: `${run}-${name}`, ...meta },
+    });
+    const envelopes = [
+      call('plain', {}),
+      call('prio', { priority: -3 }),
+      call('conc', { concurrency: { key: `${run}-k`, limit: 2 } }),
+      call('deb', { debounce: { key: `${run}-d`, delay: '1ms' } }),
+    ];
+    await submit(queue, envelopes);
+    const events: JournalEventInput[] = [];
+    const journal = { emit: (event: JournalEventInput) => void events.push(event), close: async () => {} };
+    const concurrency = new KeyConcurrency({ redis: h.redis, prefix: h.prefix('why'), leaseMs: 30_000 });
+    startExecutor({ queue, maxWorkers: 4, journal, concurrency });
+    await Promise.all(envelopes.map((e) => resultOf(e.meta.requestId)));
+    const leased = Object.fromEntries(
+      events.filter((e) => e.type === 'leased').map((e) => [e.requestId.slice(run.length + 1), e]),
+    );
+    const why = ({ priority, concurrencyKey, debounceKey }: Record<string, unknown>) => ({
+      priority,
+      concurrencyKey,
+      debounceKey,
+    });
+    expect(why(leased.plain ?? {})).toEqual({});
+    expect(Object.keys(leased.plain ?? {})).not.toContain('priority'); // absent, not undefined-valued
+    expect(why(leased.prio ?? {})).toMatchObject({ priority: -3 });
+    expect(why(leased.conc ?? {})).toMatchObject({ concurrencyKey: `${run}-k` });
+    expect(why(leased.deb ?? {})).toMatchObject({ debounceKey: `${run}-d` });
   });
 
   it('gives back unattempted the calls a lease sized for wake-ups brings beyond its workers', async () => {

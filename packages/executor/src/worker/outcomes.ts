@@ -151,6 +151,7 @@ export class Outcomes {
       partition: linePartition(envelope.meta),
       by,
       ...(paced ? {} : { unpaced: true as const }),
+      ...(ending.concurrencyKey ? { concurrencyKey: ending.concurrencyKey } : {}),
     };
     if (!outbox || where === 'redis')
       return { kind: 'reschedule', delayMs, outcome: reason, payload, retry, bulkhead };

@@ -184,7 +184,7 @@ export class ParkingLot {
         bulkhead.client,
         over.signal,
         bulkhead.partition,
-        bulkhead.unpaced !== true,
+        { paced: bulkhead.unpaced !== true, key: bulkhead.concurrencyKey },
       );
     } finally {
       clearTimeout(timer);

@@ -6,6 +6,7 @@ import type { OutboxRow } from '@requester/shared/outbox';
 import type { AnnouncementMark } from '@requester/shared/redis';
 import { type QueuedTask, taskId } from '@requester/shared/task';
 import { msToNs } from '@requester/shared/time';
+import type { SlotKey } from './decide.ts';
 import type { Progress } from './policies.ts';
 
 /** How a task leaves this executor. */
@@ -52,6 +53,8 @@ export type Settlement =
         by: 'bulkhead' | 'concurrency';
         /** Its destination switched pacing off: the slot is under the fixed cap, not the learnt one. */
         unpaced?: true;
+        /** `concurrency`: the key (and its limit) that refused the task, whose slot it waits for. */
+        concurrencyKey?: SlotKey;
       };
     }
   | { kind: 'dead'; reason: string };

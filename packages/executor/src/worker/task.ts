@@ -93,9 +93,9 @@ export class TaskRunner {
       // per request and flush; apart, about every other wake-up of a drain made two); the event
       // keeps the lease's time. A parked task was not leased again: its story has one `leased` for
       // both of its gates.
-      const client = parsed.ok ? parsed.envelope.meta.client : undefined;
+      const meta = parsed.ok ? parsed.envelope.meta : undefined;
       if (!parked && parsed.ok && isWakeUp(parsed.envelope)) {
-        const leased = this.leasedEvent(job, client);
+        const leased = this.leasedEvent(job, meta);
         const settlement = await this.attemptParsed(
           job,
           fetched.record,
@@ -112,7 +112,7 @@ export class TaskRunner {
         this.parts.journal?.emit(leased);
         return settlement;
       }
-      if (!parked) this.journalLeased(job, client);
+      if (!parked) this.journalLeased(job, meta);
       if (!parsed.ok) return this.parts.endings.unprocessable(job, fetched.record, parsed.result);
       return await this.attemptParsed(
         job,
@@ -204,15 +204,29 @@ export class TaskRunner {
 
   /**
    * The lease, in the journal once the task's record is read: the event names the request's client,
-   * which only the record tells (the task does not carry it), so its owner reads it in the story.
+   * which only the record tells (the task does not carry it), so its owner reads it in the story;
+   * and what decided when it ran — its priority, concurrency key and debounce key — each only when
+   * the request has one, so that an event without them costs no more than before.
    */
-  private journalLeased(job: Job, client: string | undefined): void {
-    this.parts.journal?.emit(this.leasedEvent(job, client));
+  private journalLeased(job: Job, meta: RequestEnvelope['meta'] | undefined): void {
+    this.parts.journal?.emit(this.leasedEvent(job, meta));
   }
 
-  private leasedEvent(job: Job, client: string | undefined): JournalEventInput {
+  private leasedEvent(job: Job, meta: RequestEnvelope['meta'] | undefined): JournalEventInput {
     const { requestId, tryCount } = job.task;
-    return { type: 'leased', requestId, client, executor: this.parts.executorId, tryCount, at: Date.now() };
+    const { priority } = job.lease;
+    const event: JournalEventInput = {
+      type: 'leased',
+      requestId,
+      client: meta?.client,
+      executor: this.parts.executorId,
+      tryCount,
+      at: Date.now(),
+    };
+    if (priority) event.priority = priority;
+    if (meta?.concurrency) event.concurrencyKey = meta.concurrency.key;
+    if (meta?.debounce) event.debounceKey = meta.debounce.key;
+    return event;
   }
 
   /**

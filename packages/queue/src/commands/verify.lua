@@ -201,8 +201,8 @@ for i = 1, #readyRows, 2 do
   end
 end
 
--- priority: `tprio` names live tasks; `pband` and `pready` agree, name ready partitions only, and
--- exist only while `tprio` does (see "Priority" in includes/shard.lua)
+-- priority: `tprio` names live tasks; `pband` and `pready` agree, name ready partitions only (each
+-- ranked by its head's priority), and exist only while `tprio` does (see "Priority" in includes/shard.lua)
 local prios = redis.call('HGETALL', K_TPRIO)
 for i = 1, #prios, 2 do
   if not stateOf[prios[i]] then
@@ -227,6 +227,11 @@ for i = 1, #bands, 2 do
   end
   if string.sub(member, 1, #clientOf(partition) + 1) ~= clientOf(partition) .. '\0' then
     report('partition ' .. partition .. ' is in another client\'s priority line')
+  end
+  local head = headOf(partition)
+  local at = #clientOf(partition) + 2
+  if head and string.sub(member, at, at) ~= bandOf(priorityOf(idOfPendingMember(partition, head))) then
+    report('partition ' .. partition .. ' is ranked in its priority line by another priority than its head\'s')
   end
 end
 

@@ -37,6 +37,7 @@ describe('tasks by state: pending, scheduled, in-flight, dead', () => {
   let redis: RedisClient;
   let a: Awaited<ReturnType<typeof stackKey>>;
   let c: Awaited<ReturnType<typeof stackKey>>;
+  let d: Awaited<ReturnType<typeof stackKey>>;
   let reader: Awaited<ReturnType<typeof stackKey>>;
   let writer: Awaited<ReturnType<typeof stackKey>>;
   let browser: TestBrowser | undefined;
@@ -89,7 +90,8 @@ describe('tasks by state: pending, scheduled, in-flight, dead', () => {
     await results.start();
     sql = stackSql(stack);
     redis = createRedis({ url: stack.config.redisUrl });
-    [a, c, reader, writer] = await Promise.all([
+    [a, c, d, reader, writer] = await Promise.all([
+      stackKey(stack),
       stackKey(stack),
       stackKey(stack),
       stackKey(stack, { admin: 'read' }),
@@ -115,6 +117,15 @@ describe('tasks by state: pending, scheduled, in-flight, dead', () => {
       request: { uri: `${target.url}/echo?n=far` },
       meta: { requestId: 'far-1', scheduled: new Date(Date.now() + 2 * 86_400_000).toISOString() },
     });
+    // Debounced (scheduled until their bursts end): one in Redis, one beyond REDIS_HORIZON (the outbox).
+    await submit(d, {
+      request: { uri: `${target.url}/echo?n=deb` },
+      meta: { requestId: 'deb-1', debounce: { key: 'dk-soon', delay: '8m' } },
+    });
+    await submit(d, {
+      request: { uri: `${target.url}/echo?n=deb` },
+      meta: { requestId: 'deb-2', debounce: { key: 'dk-far', delay: '1h' } },
+    });
     // Dead: a task the executor cannot read, buried by it.
     const queue = queueFromConfig(stack.config, redis, { notify: false });
     await queue.publish([{ id: `junk:0 @${c.name}`, partition: `#junk @${c.name}`, payload: 'not a task' }]);
@@ -125,8 +136,8 @@ describe('tasks by state: pending, scheduled, in-flight, dead', () => {
       const dead = await new QueueAdmin(queue).listTasks('dead', { client: c.name }, 10);
       return dead.tasks.length === 1 ? true : undefined;
     });
-    await until('the far one in the outbox', async () =>
-      Number((await sql`select count(*) as n from outbox`)[0]?.n) === 1 ? true : undefined,
+    await until('the far ones in the outbox', async () =>
+      Number((await sql`select count(*) as n from outbox`)[0]?.n) === 2 ? true : undefined,
     );
   }, 180_000);
 
@@ -181,8 +192,20 @@ describe('tasks by state: pending, scheduled, in-flight, dead', () => {
           ]),
       ['far-1', 'outbox'],
     ]);
-    const soon = await walk('scheduled', `dueBefore=${new Date(Date.now() + 10 * minute).toISOString()}`, 10);
+    const soon = await walk(
+      'scheduled',
+      `client=${a.name}&dueBefore=${new Date(Date.now() + 10 * minute).toISOString()}`,
+      10,
+    );
     expect(soon.map((r) => r.requestId).sort()).toEqual(['soon-1', 'soon-2']);
+
+    // A debounced request shows its key, in Redis and in the outbox; others none.
+    const debounced = await walk('scheduled', `client=${d.name}`, 5);
+    expect(debounced.map((r) => [r.requestId, r.store, r.debounce])).toEqual([
+      ['deb-1', 'redis', 'dk-soon'],
+      ['deb-2', 'outbox', 'dk-far'],
+    ]);
+    expect(scheduled.every((r) => r.debounce === null)).toBe(true);
 
     const dead = await walk('dead', `client=${c.name}`, 5);
     expect(dead).toMatchObject([{ state: 'dead', taskId: `junk:0 @${c.name}`, requestId: null }]);
@@ -216,6 +239,11 @@ describe('tasks by state: pending, scheduled, in-flight, dead', () => {
     const dead = await requester(['tasks', 'dead', '--client', c.name], stack.env).exit;
     expect(dead.code, dead.stderr).toBe(0);
     expect(dead.stdout).toContain('not a queued task');
+    const debounced = await requester(['tasks', 'scheduled', '--client', d.name], stack.env).exit;
+    expect(debounced.code, debounced.stderr).toBe(0);
+    expect(debounced.stdout).toMatch(/DEBOUNCE/);
+    expect(debounced.stdout).toContain('dk-soon');
+    expect(debounced.stdout).toContain('dk-far');
     const wrong = await requester(['tasks', 'dead', '--client', c.name, '--cancel'], stack.env).exit;
     expect(wrong.code).not.toBe(0);
   }, 600_000);
@@ -238,6 +266,11 @@ describe('tasks by state: pending, scheduled, in-flight, dead', () => {
     await page.click('nav.tabs a[data-state=dead]');
     await page.waitForURL('**state=dead**');
     expect(await page.locator('table[data-state=dead]').textContent()).toContain('not a queued task');
+    await page.goto(`${stack.adminUrl}/ui/tasks?state=scheduled&client=${d.name}`);
+    const debounced = await page.locator('table[data-state=scheduled]').textContent();
+    expect(debounced).toContain('debounce');
+    expect(debounced).toContain('dk-soon');
+    expect(debounced).toContain('dk-far');
 
     await page.goto(`${stack.adminUrl}/ui/logout`).catch(() => {});
     await context.clearCookies();

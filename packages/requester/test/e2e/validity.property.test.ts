@@ -5,6 +5,7 @@ import {
   createRequestContract,
   decodeQueuedTask,
   LIMITER_ALGORITHMS,
+  MAX_CONCURRENCY_LIMIT,
   MAX_INSTANT_MS,
   MAX_JSON_DEPTH,
   MAX_TRY_COUNT,
@@ -12,6 +13,7 @@ import {
   type RequestEnvelope,
   resolveDeadline,
 } from '@requester/shared';
+import { Debounces } from '@requester/shared/debounce';
 import {
   capturingLogger,
   deadlineText,
@@ -24,23 +26,26 @@ import {
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ResponseCache } from '../../../executor/src/cache/index.ts';
+import { KeyConcurrency } from '../../../executor/src/concurrency/index.ts';
 import { ExecutorHarness } from '../../../executor/src/worker/harness.fixture.ts';
 import { createApi } from '../../../ingress/src/api/index.ts';
 import { openAccess } from '../../../ingress/src/auth/index.ts';
+import { debounceBatch } from '../../../scheduler/src/router/debouncing.ts';
 import { routeRecord, type SourceRecord } from '../../../scheduler/src/router/route.ts';
 
 /**
  * One truth for validity, checked on generated envelopes whose fields sit on the edges of the
  * contract (extreme durations and multipliers, instants before 1970 and past 9999, attempt
- * counters, limiter windows and costs, start-by deadlines, deep or large proxyData, odd URIs,
- * methods and headers):
+ * counters, limiter windows and costs, start-by deadlines, priorities, concurrency keys, debounce
+ * keys, deep or large proxyData, odd URIs, methods and headers):
  *
  * - every envelope the schema refuses, or whose deadline the door refuses (not after acceptance,
  *   or before `scheduled`: resolveDeadline), is answered 400 by the HTTP API and as an `invalid`
  *   route (an `invalid_request` result) by the router;
  * - every envelope it accepts is answered 202 by the HTTP API, and on the Kafka path — the real
- *   routing function, the real FairQueue on Redis, the real executor (limiter and cache on Redis)
- *   against a local target — ends in exactly one result, never an internal error, `expired` only
+ *   routing function (a debounced record put off to its burst's end as the router does), the real
+ *   FairQueue on Redis, the real executor (limiter, cache, concurrency keys and debounce keys on
+ *   Redis) against a local target — ends in exactly one result, never an internal error, `expired` only
  *   once its deadline has passed; one due beyond the horizon goes to the outbox with a due time
  *   PostgreSQL and Date hold.
  */
@@ -239,6 +244,59 @@ function quotaArb(runnable: boolean): fc.Arbitrary<unknown> {
   return mostly(usual, refused);
 }
 
+/** `meta.priority`: -10..10; else also out of range or not an integer now and then. */
+function priorityArb(runnable: boolean): fc.Arbitrary<unknown> {
+  const usual = fc.integer({ min: -10, max: 10 });
+  if (runnable) return usual;
+  return mostly<unknown>(usual, fc.constantFrom<unknown>(11, -11, 1.5, '5', null));
+}
+
+/** `meta.concurrency`: a key of its own (never held by another request) and a limit; edges now and then. */
+function concurrencyArb(runnable: boolean, key: string): fc.Arbitrary<unknown> {
+  const limit = fc.integer({ min: 1, max: MAX_CONCURRENCY_LIMIT });
+  const usual = limit.map((l) => ({ key, limit: l }));
+  if (runnable) return usual;
+  return mostly<unknown>(
+    usual,
+    fc.constantFrom<unknown>(
+      { key, limit: 0 },
+      { key, limit: MAX_CONCURRENCY_LIMIT + 1 },
+      { key, limit: 1.5 },
+      { key: '', limit: 1 },
+      { key: 'k'.repeat(201), limit: 1 },
+      { key: 'caf\u00e9', limit: 1 },
+      { limit: 1 },
+    ),
+  );
+}
+
+/**
+ * `meta.debounce`: a key of its own (its request is its burst's only one, so it runs), a delay
+ * within the test's wait and a maxWait at least as long; edges now and then.
+ */
+function debounceArb(runnable: boolean, key: string): fc.Arbitrary<unknown> {
+  const usual = fc
+    .tuple(goDurationText(MS, 30n * MS), fc.option(goDurationText(30n * MS, 60n * MS), { nil: undefined }))
+    .map(([delay, maxWait]) => defined({ key, delay, maxWait }));
+  if (runnable) return usual;
+  return mostly<unknown>(
+    usual,
+    fc.constantFrom<unknown>(
+      { key, delay: '0s' },
+      { key, delay: '2h' },
+      { key, delay: '10ms', maxWait: '5ms' },
+      { key, delay: '10ms', maxWait: '2h' },
+      { key: '', delay: '10ms' },
+      { key: 'k'.repeat(201), delay: '10ms' },
+      { key, delay: 10 },
+    ),
+  );
+}
+
+/** Present now and then: a meta block rarer than `sometimes`, so that runs still hold the others alone. */
+const rarely = <T>(arb: fc.Arbitrary<T>) =>
+  fc.oneof({ weight: 3, arbitrary: fc.constant(undefined) }, { weight: 1, arbitrary: arb });
+
 /** `meta.deadline`: far from now or a duration (deadlineText), and now and then no deadline text at all. */
 function deadlineArb(runnable: boolean): fc.Arbitrary<unknown> {
   const usual = deadlineText(now);
@@ -340,6 +398,10 @@ function envelopeArb(shape: Shape): fc.Arbitrary<Spec> {
         }),
       ),
       signing: sometimes(fc.constant({ keyId: 'no-such-key' })),
+      priority: sometimes(priorityArb(runnable)),
+      concurrency: rarely(concurrencyArb(runnable, `${requestId}-conc`)),
+      // Refused with an ordered partition or meta.scheduled (the schema says which).
+      debounce: rarely(debounceArb(runnable, `${requestId}-deb`)),
     });
     const request = fc.record({
       uri: uriArb(shape, requestId),
@@ -437,13 +499,23 @@ describe('validity: the schema is the one truth for the HTTP API, the router and
     const errors = capturingLogger('error');
     let queue: ReturnType<ExecutorHarness['newQueue']>;
     let limiter: RateLimiter;
+    let debounces: Debounces;
 
     beforeAll(async () => {
       await h.open();
       limiter = new RateLimiter({ redis: h.redis, prefix: h.prefix('lim') });
       const cache = new ResponseCache({ redis: h.redis, prefix: h.prefix('cache'), logger: silentLogger });
       h.onClose(() => cache.close());
-      ({ queue } = h.startExecutor({ limiter, cache, logger: errors.logger, maxWorkers: 16 }));
+      debounces = new Debounces(h.redis, h.prefix('debounce'));
+      const concurrency = new KeyConcurrency({ redis: h.redis, prefix: h.prefix('conc'), leaseMs: 30_000 });
+      ({ queue } = h.startExecutor({
+        limiter,
+        cache,
+        debounces,
+        concurrency,
+        logger: errors.logger,
+        maxWorkers: 16,
+      }));
     }, 60_000);
     afterAll(() => h.close(), 60_000);
 
@@ -464,11 +536,19 @@ describe('validity: the schema is the one truth for the HTTP API, the router and
             // Read back from Kafka, or carried inline in the task: both must end alike.
             const inlineMaxBytes = inline ? 1 << 20 : 0;
             const routedAt = Date.now();
-            const route = routeRecord(record, contract, {
-              now: routedAt,
-              horizonMs: HORIZON_MS,
-              inlineMaxBytes,
-            });
+            const routed = [
+              {
+                record,
+                route: routeRecord(record, contract, {
+                  now: routedAt,
+                  horizonMs: HORIZON_MS,
+                  inlineMaxBytes,
+                }),
+              },
+            ];
+            // A debounced one is put off to its burst's end, as the router does its batch.
+            await debounceBatch(routed, debounces, routedAt, HORIZON_MS, () => false, errors.logger);
+            const [{ route }] = routed as [(typeof routed)[0]];
             if (!deadlineAccepted(envelope, 'router', routedAt)) {
               expect(route.kind).toBe('invalid'); // refused at the door: the refusal property covers it
               return;
@@ -481,12 +561,16 @@ describe('validity: the schema is the one truth for the HTTP API, the router and
             }
             expect(route.kind).toBe('queue');
             if (route.kind !== 'queue') return;
+            // Its priority rides in the queue task as accepted (0: none).
+            expect(route.task.priority ?? 0).toBe(envelope.meta.priority ?? 0);
             expect(await queue.publish([route.task])).toEqual(['queued']);
             const result = await resultWithin(h, envelope.meta.requestId, RESULT_BOUND_MS);
             awaited.push({ envelope });
             // Accepted means the later stages carry it out: none refuses it (only a signing key the
             // service lacks is a refusal the schema cannot know of).
             expect(result.meta.error?.code).not.toBe('internal');
+            // Its debounce key is its own: the burst's only request runs, never replaced.
+            expect(result.meta.error?.code).not.toBe('debounced');
             // Expired only once its deadline has passed: an accepted deadline never cuts a task short.
             if (result.meta.error?.code === 'expired') {
               const task = decodeQueuedTask(route.task.payload);
@@ -517,6 +601,13 @@ describe('validity: the schema is the one truth for the HTTP API, the router and
       for (const { envelope } of awaited) expect(h.results.get(envelope.meta.requestId)).toHaveLength(1);
       expect(errors.lines).toEqual([]);
       expect(awaited.length + outboxed).toBeGreaterThan(20);
+      // Each flow-control block was carried out end to end in some run.
+      const ran = (has: (e: RequestEnvelope) => boolean) =>
+        awaited.filter(({ envelope }) => has(envelope)).length;
+      expect(ran((e) => e.meta.priority !== undefined && e.meta.priority !== 0)).toBeGreaterThan(0);
+      expect(ran((e) => e.meta.concurrency !== undefined)).toBeGreaterThan(0);
+      expect(ran((e) => e.meta.debounce !== undefined)).toBeGreaterThan(0);
+      expect(ran((e) => e.meta.deadline !== undefined)).toBeGreaterThan(0);
     }, 120_000);
   });
 });

@@ -1,24 +1,57 @@
-import { afterAll, describe, expect, it } from 'vitest';
-import { createRedis } from '../redis/index.ts';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createRedis, type RedisClient } from '../redis/index.ts';
 import { uniqueName } from '../testing/index.ts';
+import { redisServerAvailable, startRedisCluster, type TestCluster } from '../testing/redis-cluster.ts';
 import { Debounces, debouncedResult } from './index.ts';
 
+interface Target {
+  name: string;
+  open(): Promise<RedisClient>;
+  /** Removes what the tests wrote (the shared Redis), or the cluster itself. */
+  close(redis: RedisClient, prefix: string): Promise<void>;
+}
+
+const single: Target = {
+  name: 'a single node',
+  open: async () => createRedis({ url: 'redis://127.0.0.1:6379' }),
+  close: async (redis, prefix) => {
+    const keys = await redis.keys(`${prefix}:*`);
+    if (keys.length > 0) await redis.del(...keys);
+    redis.disconnect();
+  },
+};
+
+// Each key's script touches that key alone (its hash tag: the client's key), so a Redis Cluster
+// serves it from the key's slot; the cluster run proves it with keys spread over every node.
+let cluster: TestCluster | undefined;
+const clustered: Target = {
+  name: 'a 3-node Redis Cluster',
+  open: async () => {
+    cluster = await startRedisCluster(7851);
+    return createRedis({ url: cluster.url, cluster: true });
+  },
+  close: async (redis) => {
+    redis.disconnect();
+    await cluster?.stop();
+  },
+};
+
 // The burst's clock is the caller's `now`: these tests pass instants, never wait.
-describe('Debounces', () => {
-  const redis = createRedis({ url: 'redis://127.0.0.1:6379' });
+describe.each([single, ...(redisServerAvailable() ? [clustered] : [])])('Debounces on $name', (target) => {
+  let redis: RedisClient;
+  let debounces: Debounces;
   const prefix = uniqueName('debounce-test');
-  const debounces = new Debounces(redis, prefix);
+  beforeAll(async () => {
+    redis = await target.open();
+    debounces = new Debounces(redis, prefix);
+  }, 60_000);
   const t0 = Date.now();
   const seat = (offset: number, arrivedAt = t0 + offset) => ({
     arrivedAt,
     partition: 0,
     offset: String(offset),
   });
-  afterAll(async () => {
-    const keys = await redis.keys(`${prefix}:*`);
-    if (keys.length > 0) await redis.del(...keys);
-    redis.disconnect();
-  });
+  afterAll(() => target.close(redis, prefix), 30_000);
 
   it('puts each request of a burst off by delay from it, and runs only the latest', async () => {
     const spec = { key: 'profile', delay: '1s' };
@@ -93,6 +126,25 @@ describe('Debounces', () => {
     ).toEqual({ dueAt: t0 + 1000, replaced: 'late' });
     expect(await debounces.replacedBy(undefined, 'early', 'arrival')).toBe('late');
     expect(await debounces.replacedBy(undefined, 'late', 'arrival')).toBeUndefined();
+  });
+
+  it('keeps bursts of many keys apart, wherever their slots are, braces in a key included', async () => {
+    const names = Array.from({ length: 60 }, (_, i) => `many-${i}`).concat([
+      'a}b',
+      '{x}',
+      '}{',
+      '{',
+      'k{1}2',
+    ]);
+    const spec = (key: string) => ({ key, delay: '1s' });
+    for (const [i, key] of names.entries()) {
+      await debounces.enter('billing', `${key}/first`, spec(key), t0, seat(3 * i));
+      await debounces.enter('billing', `${key}/last`, spec(key), t0 + 100, seat(3 * i + 1));
+    }
+    for (const key of names) {
+      expect(await debounces.replacedBy('billing', `${key}/first`, key)).toBe(`${key}/last`);
+      expect(await debounces.replacedBy('billing', `${key}/last`, key)).toBeUndefined();
+    }
   });
 
   it('runs a task whose key has no state (it lapsed): fail open', async () => {

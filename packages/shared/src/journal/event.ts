@@ -51,6 +51,17 @@ export const journalEventSchema = z
       type: z.literal('leased'),
       executor: z.string().meta({ description: 'The executor process that leased the task.' }),
       tryCount: z.number().int().nonnegative().meta({ description: 'Attempts made before this lease.' }),
+      priority: z.number().int().min(-10).max(10).optional().meta({
+        description:
+          "The task's priority among its client's (`meta.priority`) when not 0: why it ran before or after the client's others.",
+      }),
+      concurrencyKey: z.string().optional().meta({
+        description: "The request's `meta.concurrency` key (the client's own), when it has one.",
+      }),
+      debounceKey: z.string().optional().meta({
+        description:
+          "The request's `meta.debounce` key (the client's own), when it has one (a `debounced` event follows when a newer request of the key replaced it).",
+      }),
     }),
     z.object({
       ...common,

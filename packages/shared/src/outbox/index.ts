@@ -56,6 +56,8 @@ export interface WaitingRow {
   partition: string | null;
   /** `meta.deadline`, the instant the request's door resolved it to; null without one. */
   deadline: string | null;
+  /** Its `meta.debounce` key (a burst ending beyond the horizon waits here); null without one. */
+  debounce: string | null;
 }
 
 /** `<due_at with microseconds>~<id>`: the position after the last row of a page. */
@@ -259,7 +261,8 @@ export class Outbox {
         to_char(due_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') as due_text,
         convert_from(payload, 'UTF8')::jsonb #>> '{request,uri}' as uri,
         convert_from(payload, 'UTF8')::jsonb #>> '{meta,partition}' as partition,
-        convert_from(payload, 'UTF8')::jsonb #>> '{meta,deadline}' as deadline
+        convert_from(payload, 'UTF8')::jsonb #>> '{meta,deadline}' as deadline,
+        convert_from(payload, 'UTF8')::jsonb #>> '{meta,debounce,key}' as debounce
       from outbox
       where ${this.#matching(filter)}
         ${after ? sql`and (due_at, id) > (${after.due}::timestamptz, ${after.id}::bigint)` : sql``}
@@ -277,6 +280,7 @@ export class Outbox {
         uri: (r.uri as string | null) ?? null,
         partition: (r.partition as string | null) ?? null,
         deadline: (r.deadline as string | null) ?? null,
+        debounce: (r.debounce as string | null) ?? null,
         id: String(r.id),
         dueText: String(r.due_text),
       };

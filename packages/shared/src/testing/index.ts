@@ -142,6 +142,7 @@ export * from './arbitraries.ts';
 export * from './bench-args.ts';
 export * from './certs.ts';
 export * from './collector.ts';
+export * from './counting-target.ts';
 export * from './cpu.ts';
 export * from './credentials.ts';
 export * from './fault-proxy.ts';

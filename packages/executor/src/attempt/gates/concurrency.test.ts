@@ -4,6 +4,7 @@ import { uniqueName } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { linePartition } from '../../bulkhead/index.ts';
 import { KeyConcurrency } from '../../concurrency/index.ts';
+import type { SlotKey } from '../../worker/decide.ts';
 import { Policies } from '../index.ts';
 import { ANSWER, request, walkThrough } from '../walk.fixture.ts';
 import { concurrency } from './concurrency.ts';
@@ -81,11 +82,17 @@ describe('the concurrency gate (real Redis)', () => {
     // What the worker does with a bulkhead wait: it parks the task for a slot (Policies.waitForSlot).
     const policies = new Policies({ http: {} as never, retryAfterMaxMs: 60_000, concurrency: keys });
     const { uri } = parked.request;
+    // The refusal names the key it waits for, as the worker's parking passes it on.
+    const { concurrencyKey } = (refused.answer as { stop: { concurrencyKey?: SlotKey } }).stop;
+    expect(concurrencyKey).toMatchObject({ limit: 1 });
     const slot = policies.waitForSlot(
       uri,
       undefined,
       new AbortController().signal,
       linePartition(parked.meta),
+      {
+        key: concurrencyKey,
+      },
     );
     answer();
     await first;

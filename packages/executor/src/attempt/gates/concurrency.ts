@@ -1,6 +1,6 @@
 import { RequesterError } from '@requester/shared/errors';
 import { linePartition } from '../../bulkhead/index.ts';
-import { concurrencyKeyOf, lineOf } from '../../concurrency/index.ts';
+import { concurrencyKeyOf } from '../../concurrency/index.ts';
 import type { GateSpec } from '../gate.ts';
 import { refusal } from '../outcome.ts';
 
@@ -27,7 +27,7 @@ export const concurrency: GateSpec = {
       if (!keys) throw new RequesterError('invalid_config', 'this executor has no concurrency keys');
       const key = concurrencyKeyOf(meta.client, asked.key);
       let grant = attempt.handedKey;
-      // A slot of another key (a hint that collided, see KeyConcurrency.expect) goes back.
+      // A slot of another key (its destination's cap changed while it was parked) goes back.
       if (grant && grant.concurrencyKey !== key) {
         grant.release();
         grant = undefined;
@@ -36,9 +36,14 @@ export const concurrency: GateSpec = {
         const partition = linePartition(meta);
         const taken = await keys.acquire(key, asked.limit, meta.client ?? '', partition);
         if (!taken.granted) {
-          keys.expect(lineOf(attempt.envelope.request.uri, meta.client, partition), key, asked.limit);
-          // A wait for a slot, parked by the worker as a bulkhead wait is (its `held` event then).
-          return refusal({ kind: 'wait', reason: 'concurrency', delayMs: Math.max(1, taken.retryInMs) });
+          // A wait for a slot of this key, parked by the worker as a bulkhead wait is (its `held`
+          // event then): the key rides with the wait, so no other task's wait can stand for it.
+          return refusal({
+            kind: 'wait',
+            reason: 'concurrency',
+            delayMs: Math.max(1, taken.retryInMs),
+            concurrencyKey: { key, limit: asked.limit },
+          });
         }
         grant = { ...taken, concurrencyKey: key };
       }

@@ -293,6 +293,29 @@ local function priorityUnindex(partition)
   end  redis.call('HDEL', K_PASSED, partition)
 end
 
+-- A partition staying in `ready` whose head may have changed (a task due earlier published, a
+-- lease reclaimed): its place in its client's priority line follows the new head's priority, at
+-- the ticket it became ready with (a partition not in the line yet joins it).
+local function priorityFollow(partition, head)
+  if not priorityInUse() then
+    return
+  end
+  local band = bandOf(priorityOf(idOfPendingMember(partition, head)))
+  local member = redis.call('HGET', K_PBAND, partition)
+  local at = #clientOf(partition) + 2
+  if member and string.sub(member, at, at) == band then
+    return
+  end
+  if member then
+    redis.call('ZREM', K_PREADY, member)
+    member = string.sub(member, 1, at - 1) .. band .. string.sub(member, at + 1)
+  else
+    member = clientOf(partition) .. '\0' .. band .. string.format('%012x', nextSeq()) .. partition
+  end
+  redis.call('ZADD', K_PREADY, 0, member)
+  redis.call('HSET', K_PBAND, partition, member)
+end
+
 -- The partition into `ready` (its head given), behind its client's others.
 local function readyAdd(partition, head)
   local client = clientOf(partition)
@@ -453,6 +476,8 @@ local function place(partition, now, unorderedLimit)
     if not redis.call('ZSCORE', K_READY, partition) then
       readyAdd(partition, head)
       redis.call('ZREM', K_TIMERS, partition)
+    else
+      priorityFollow(partition, head)
     end
   else
     readyRemove(partition)
@@ -462,11 +487,14 @@ end
 
 --[[
   `place` for a partition that just received new tasks: one already in `ready` stays there (a new
-  task never delays a due head: ordered ones queue behind it, unordered ones sort by due time).
+  task never delays a due head: ordered ones queue behind it, unordered ones sort by due time),
+  ranked by its head's priority (a new task due earlier is its new head).
 ]]
 local function placeAfterPublish(partition, now, unorderedLimit)
   if not redis.call('ZSCORE', K_READY, partition) then
     place(partition, now, unorderedLimit)
+  elseif priorityInUse() then
+    priorityFollow(partition, headOf(partition)) -- an unordered task due earlier is its new head
   end
 end
 

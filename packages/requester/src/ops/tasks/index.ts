@@ -204,6 +204,8 @@ export interface TaskRow {
   deadline: string | null;
   /** Its `meta.priority` in the queue (0: the default); null in the outbox (not read there). */
   priority: number | null;
+  /** Its `meta.debounce` key (only its burst's latest runs); null without one or unreadable. */
+  debounce: string | null;
   /** Leases so far (Redis). */
   deliveries: number | null;
   /** in-flight: when its lease runs out (then the task is reclaimed and leased again). */
@@ -318,6 +320,7 @@ async function outboxPage(
     tryCount: tryCountOf(r.taskId),
     deadline: r.deadline,
     priority: null,
+    debounce: r.debounce,
     deliveries: null,
     leaseExpiresAt: null,
     leaseToken: null,
@@ -340,10 +343,10 @@ async function queueRows(
   origin: string | undefined,
 ): Promise<TaskRow[]> {
   const decoded = tasks.map((task) => safeDecode(task.payload));
-  const uris = await requestUris(decoded, parts.inRecords);
+  const requests = await requestFacts(decoded, parts.inRecords);
   const rows = tasks.map((task, i): TaskRow => {
     const queued = decoded[i];
-    const uri = uris[i] ?? null;
+    const uri = requests[i]?.uri ?? null;
     const at = task.partition.lastIndexOf(' @');
     return {
       state,
@@ -358,6 +361,7 @@ async function queueRows(
       tryCount: queued?.tryCount ?? null,
       deadline: queued?.deadlineAt === undefined ? null : isoTime(queued.deadlineAt),
       priority: task.priority,
+      debounce: requests[i]?.debounce ?? null,
       deliveries: task.deliveries,
       leaseExpiresAt: state === 'in-flight' ? isoTime(task.at) : null,
       leaseToken: task.token ?? null,
@@ -380,28 +384,37 @@ function safeDecode(payload: string): Queued | undefined {
   }
 }
 
-/** Each task's request URL: from its inline record, else read from `in` (one batch per page). */
-async function requestUris(
+/** What the lists show of a task's request: its URL, and its debounce key. */
+interface RequestFacts {
+  uri: string;
+  debounce?: string;
+}
+
+/** Each task's request facts: from its inline record, else read from `in` (one batch per page). */
+async function requestFacts(
   tasks: ReadonlyArray<Queued | undefined>,
   reader: Pick<Fetcher, 'fetchMany'> | undefined,
-): Promise<Array<string | undefined>> {
-  const uriOf = (value: unknown): string | undefined => {
+): Promise<Array<RequestFacts | undefined>> {
+  const factsOf = (value: unknown): RequestFacts | undefined => {
     try {
       const envelope = (typeof value === 'string' ? JSON.parse(value) : value) as {
         request?: { uri?: unknown };
+        meta?: { debounce?: { key?: unknown } };
       };
-      return typeof envelope?.request?.uri === 'string' ? envelope.request.uri : undefined;
+      if (typeof envelope?.request?.uri !== 'string') return undefined;
+      const debounce = envelope.meta?.debounce?.key;
+      return { uri: envelope.request.uri, ...(typeof debounce === 'string' ? { debounce } : {}) };
     } catch {
       return undefined;
     }
   };
-  const out = tasks.map((task) => (task?.inline ? uriOf(task.inline.value) : undefined));
+  const out = tasks.map((task) => (task?.inline ? factsOf(task.inline.value) : undefined));
   const wanted = tasks.flatMap((task, i) => (task && out[i] === undefined ? [{ ref: task.ref, i }] : []));
   if (!reader || wanted.length === 0) return out;
   const outcomes = await reader.fetchMany(wanted.map((w) => w.ref)).catch(() => []);
   wanted.forEach(({ i }, j) => {
     const outcome = outcomes[j];
-    if (outcome?.ok) out[i] = uriOf(String(outcome.record.value));
+    if (outcome?.ok) out[i] = factsOf(String(outcome.record.value));
   });
   return out;
 }

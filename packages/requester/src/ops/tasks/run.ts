@@ -113,6 +113,7 @@ function tableRow(state: TaskState, r: TaskRow): Record<string, string | number>
   const where = { origin: r.origin ?? '–', partition: r.partition ?? '–' };
   const deadline = r.deadline === null ? '–' : time(r.deadline);
   const priority = r.priority ?? '–';
+  const debounce = r.debounce ?? '–';
   if (state === 'in-flight')
     return {
       ...common,
@@ -121,6 +122,7 @@ function tableRow(state: TaskState, r: TaskRow): Record<string, string | number>
       try: r.tryCount ?? '–',
       deadline,
       priority,
+      debounce,
       ...where,
     };
   if (state === 'dead') return { ...common, dead: time(r.deadAt), reason: r.reason ?? '–', ...where };
@@ -130,6 +132,7 @@ function tableRow(state: TaskState, r: TaskRow): Record<string, string | number>
     queued: time(r.queuedAt),
     deadline,
     priority,
+    debounce,
     store: r.store,
     ...where,
   };

@@ -38,6 +38,7 @@ const COLUMNS: Record<TaskState, Array<[string, (r: TaskPage['rows'][number]) =>
     ['try', (r) => r.tryCount],
     ['deadline', (r) => r.deadline],
     ['priority', (r) => r.priority],
+    ['debounce', (r) => r.debounce],
   ],
   scheduled: [
     ['due', (r) => r.dueAt],
@@ -45,6 +46,7 @@ const COLUMNS: Record<TaskState, Array<[string, (r: TaskPage['rows'][number]) =>
     ['queued', (r) => r.queuedAt],
     ['deadline', (r) => r.deadline],
     ['priority', (r) => r.priority],
+    ['debounce', (r) => r.debounce],
   ],
   'in-flight': [
     ['lease expires', (r) => r.leaseExpiresAt],
@@ -52,6 +54,7 @@ const COLUMNS: Record<TaskState, Array<[string, (r: TaskPage['rows'][number]) =>
     ['try', (r) => r.tryCount],
     ['deadline', (r) => r.deadline],
     ['priority', (r) => r.priority],
+    ['debounce', (r) => r.debounce],
   ],
   dead: [
     ['dead', (r) => r.deadAt],

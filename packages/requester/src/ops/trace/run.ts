@@ -48,6 +48,16 @@ export function formatStory(events: readonly JournalEvent[], requestId: string):
   return `${requestId} — ${new Date(first.at).toISOString()}\n${lines.join('\n')}\n`;
 }
 
+/** What decided when a leased task ran, as the event names it: `, priority 5, concurrency key k`. */
+function leasedWhy(e: Extract<JournalEvent, { type: 'leased' }>): string {
+  const parts = [
+    e.priority === undefined ? '' : `, priority ${e.priority}`,
+    e.concurrencyKey === undefined ? '' : `, concurrency key ${e.concurrencyKey}`,
+    e.debounceKey === undefined ? '' : `, debounce key ${e.debounceKey}`,
+  ];
+  return parts.join('');
+}
+
 function describe(e: JournalEvent, origin: number): string {
   const rel = (ms: number) => `+${ms - origin} ms`;
   switch (e.type) {
@@ -58,7 +68,7 @@ function describe(e: JournalEvent, origin: number): string {
     case 'relayed':
       return 'relayed from the outbox back to in';
     case 'leased':
-      return `leased by ${e.executor} (attempts so far: ${e.tryCount})`;
+      return `leased by ${e.executor} (attempts so far: ${e.tryCount}${leasedWhy(e)})`;
     case 'held':
       if (e.by === 'hold') return `held: its origin is held back, next probe at ${rel(e.until)}`;
       return `held by the ${e.by} until ${rel(e.until)}${e.pausedBy ? ` (paused by ${e.pausedBy})` : ''}`;
