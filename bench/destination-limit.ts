@@ -32,7 +32,7 @@ const ROUNDS = Number(args.rounds);
 const BATCH = Number(args.batch);
 const algorithm = String(args.algorithm) as 'sliding-window-log';
 
-const redis = createRedis({ url: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379' });
+const redis = createRedis({ url: 'redis://127.0.0.1:6379' });
 const prefix = `${uniqueName('bench-dest-limit')}:`;
 const limiter = new RateLimiter({ redis, prefix });
 let roundTrips = 0;
@@ -60,7 +60,7 @@ for (let round = -10; round < ROUNDS; round++)
     const started = performance.now();
     await Promise.all(Array.from({ length: BATCH }, () => walk.run(envelope(), { destination })));
     if (round < 0) continue; // warm-up
-    (times[name] ??= []).push(performance.now() - started);
+    times[name] = [...(times[name] ?? []), performance.now() - started];
     trips[name] = (trips[name] ?? 0) + roundTrips - before;
   }
 const at = (sorted: number[], q: number) =>
