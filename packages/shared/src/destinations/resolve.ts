@@ -113,12 +113,12 @@ export function isDestinationLimiterKey(key: string): boolean {
  * A request naming a destination, turned into the call it makes (pure): the destination's base
  * URL before the relative URI, its headers over the caller's, its credential, its limiter beside
  * the caller's (the executor takes it from DestinationGates; a call is made only when both grant,
- * the caller's units counting against both), and a retry policy no more generous than its own (a caller may ask for fewer
- * attempts and longer pauses, never more attempts nor shorter pauses), its concurrency key instead
- * of the caller's (one key per call: the destination's cap must count every call to it), and an
- * attempt timeout no longer than its own. The URL built is checked
- * to stay under the base URL, whatever the relative URI held. A request without
- * `meta.destination` is returned as it is.
+ * the caller's units counting against both), a retry policy no more generous than its own (a
+ * caller may ask for fewer attempts and longer pauses, never more attempts nor shorter pauses),
+ * its concurrency key instead of the caller's (one key per call: the destination's cap must count
+ * every call to it), and an attempt timeout no longer than its own. The URL built is checked to
+ * stay under the base URL, whatever the relative URI held. A request without `meta.destination`
+ * is returned as it is.
  */
 export function applyDestination(envelope: RequestEnvelope, destination: Destination): Resolution {
   const { spec, name, version } = destination;
