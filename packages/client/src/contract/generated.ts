@@ -164,7 +164,7 @@ export interface RequestMeta {
   credentials?: string;
   /** Who sent the request, echoed in the result. Over HTTP the ingress sets it to the name of the API key and refuses a caller-sent value; on Kafka it is whatever the producer writes (Requester does not authenticate producers: the broker ACLs on `in` decide who may write). */
   client?: string;
-  /** Name of a destination defined by the operators (`requester destinations create`): `request.uri` is then a path relative to its base URL, and its headers, credential, rate limit and retry policy apply. A caller may ask for fewer retries, never more; its own `limiter` and `credentials` give way to the destination’s. The result’s `meta.destination` says which version applied. */
+  /** Name of a destination defined by the operators (`requester destinations create`): `request.uri` is then a path relative to its base URL, and its headers, credential, rate limit and retry policy apply. A caller may ask for less (fewer retries, a shorter timeout, a lower rate), never for more: its own `limiter` applies beside the destination’s (a call is made only when both grant), its `credentials` give way to the destination’s. The result’s `meta.destination` says which version applied. */
   destination?: string;
 }
 
@@ -266,6 +266,8 @@ export interface ResultMeta {
     name: string;
     /** The version of the destination whose policy applied to the attempt. */
     version: number;
+    /** The rate limits the call was made under, in the order taken: `caller` (the request’s own `meta.limiter`, scoped to its client), `destination` (the destination’s quota, one for every caller). With both, a call is made only when both grant. Absent when none applied. */
+    limiters?: Array<'caller' | 'destination'>;
   };
   /** Present when the service, not the target, produced the status. */
   error?: ResultError;

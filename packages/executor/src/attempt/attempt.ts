@@ -24,7 +24,7 @@ export class Attempt extends Passage<Attempt, CallOrRefusal> {
   readonly handed: Granted | undefined;
   /** A slot of its concurrency key handed to it while it waited parked, used instead of asking. */
   readonly handedKey: KeyGrant | undefined;
-  /** What the destination it names pins for the gates (its own breaker, pacing on or off). */
+  /** What the destination it names pins for the gates (its own breaker, pacing on or off, its rate limit). */
   readonly destination: DestinationGates | undefined;
 
   /** The cache's part: the answer was its stored one, or another request's call of this process. */
@@ -37,9 +37,9 @@ export class Attempt extends Passage<Attempt, CallOrRefusal> {
   keyGrant: KeyGrant | undefined;
   /** Whether the limit held calls back, told to the pacer with the answer. */
   slot: PaceSlot | undefined;
-  /** The limiter's two-phase slot, settled once the request is on the socket (or given back). */
-  reservation: Reservation | undefined;
-  /** That settlement, once started. */
+  /** The limiters' two-phase slots, settled once the request is on the socket (or given back). */
+  reservations: readonly Reservation[] | undefined;
+  /** Their settlement, once started. */
   settled: Promise<void> | undefined;
   /** The breaker's admission, recorded with the answer. */
   admission: Admission | undefined;

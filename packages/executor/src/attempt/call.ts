@@ -1,7 +1,7 @@
 import { inSpan, tracingEnabled, untracedTraceparent } from '@requester/shared/tracing';
 import type { CallOutcome } from '../http/index.ts';
 import type { GateSpec } from './gate.ts';
-import { DEFAULT_ARRIVAL_MARGIN_MS, settleSlot } from './gates/limit.ts';
+import { DEFAULT_ARRIVAL_MARGIN_MS, settleSlots } from './gates/limit.ts';
 import { reporter } from './report.ts';
 import { clientSpanOptions, endClientSpan, spanTraceparent, withTraceparent } from './span.ts';
 
@@ -33,10 +33,10 @@ export const call: GateSpec = {
       // Settled once the request is on the socket, not after the answer: other executors' takes
       // then count it by its send time as soon as possible (a pending slot counts until its budget).
       const sent = () => {
-        if (attempt.reservation && limiter && !attempt.settled)
-          attempt.settled = settleSlot(
+        if (attempt.reservations && limiter && !attempt.settled)
+          attempt.settled = settleSlots(
             limiter,
-            attempt.reservation,
+            attempt.reservations,
             performance.now(),
             marginMs,
             attempt.log,

@@ -1,4 +1,5 @@
 import { parseRequestEnvelope, type RequestEnvelope } from '@requester/shared/contract';
+import type { DestinationGates } from '@requester/shared/destinations';
 import { createLogger } from '@requester/shared/log';
 import type { Granted } from '../bulkhead/index.ts';
 import type { CallOutcome, HttpClient } from '../http/index.ts';
@@ -51,8 +52,19 @@ export function walkThrough(
   return {
     reached,
     /** One attempt of `envelope` through the gate; resolves to what the gate answered, and the attempt. */
-    async run(envelope: RequestEnvelope, options: { pacedAt?: number; handed?: Granted } = {}) {
-      const attempt = new Attempt(chain, envelope, 1, options.pacedAt, log, options.handed);
+    async run(
+      envelope: RequestEnvelope,
+      options: { pacedAt?: number; handed?: Granted; destination?: DestinationGates } = {},
+    ) {
+      const attempt = new Attempt(
+        chain,
+        envelope,
+        1,
+        options.pacedAt,
+        log,
+        options.handed,
+        options.destination,
+      );
       const answer = await attempt.next();
       return { answer, attempt };
     },

@@ -82,7 +82,7 @@ export function metaSchema(limits: ContractLimits) {
       })
       .meta({
         description:
-          'Name of a destination defined by the operators (`requester destinations create`): `request.uri` is then a path relative to its base URL, and its headers, credential, rate limit and retry policy apply. A caller may ask for fewer retries, never more; its own `limiter` and `credentials` give way to the destination’s. The result’s `meta.destination` says which version applied.',
+          'Name of a destination defined by the operators (`requester destinations create`): `request.uri` is then a path relative to its base URL, and its headers, credential, rate limit and retry policy apply. A caller may ask for less (fewer retries, a shorter timeout, a lower rate), never for more: its own `limiter` applies beside the destination’s (a call is made only when both grant), its `credentials` give way to the destination’s. The result’s `meta.destination` says which version applied.',
         pattern: DESTINATION_NAME_PATTERN.source,
       })
       .optional(),

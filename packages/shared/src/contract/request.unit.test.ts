@@ -556,6 +556,25 @@ describe('error reporting', () => {
     );
   });
 
+  it('meta.limiter beside meta.destination: accepted and kept, whatever valid limit the caller asks', () => {
+    fc.assert(
+      fc.property(
+        fc.stringMatching(/^[!-~]{1,100}$/),
+        fc.constantFrom(...LIMITER_ALGORITHMS),
+        fc.integer({ min: 1, max: 1_000 }),
+        (key, algorithm, value) => {
+          const limiter = { key, algorithm, rates: [{ duration: '1s', value }] };
+          const result = safeParseRequestEnvelope({
+            request: { uri: '/invoices?x=1' },
+            meta: { requestId: 'r1', destination: 'partner-billing', limiter },
+          });
+          expect(result.ok).toBe(true);
+          if (result.ok) expect(result.value.meta.limiter).toMatchObject(limiter);
+        },
+      ),
+    );
+  });
+
   it('meta.priority: accepted exactly when an integer from -10 to 10', () => {
     fc.assert(
       fc.property(

@@ -117,6 +117,13 @@ const resultMetaSchema = z
           .int()
           .min(1)
           .meta({ description: 'The version of the destination whose policy applied to the attempt.' }),
+        limiters: z
+          .array(z.enum(['caller', 'destination']))
+          .meta({
+            description:
+              'The rate limits the call was made under, in the order taken: `caller` (the request’s own `meta.limiter`, scoped to its client), `destination` (the destination’s quota, one for every caller). With both, a call is made only when both grant. Absent when none applied.',
+          })
+          .optional(),
       })
       .meta({
         description:

@@ -1,5 +1,5 @@
 import { smallestLimiterValue } from '../contract/quota.ts';
-import type { RequestEnvelope, RetrySpec } from '../contract/request.ts';
+import type { LimiterSpec, RequestEnvelope, RetrySpec } from '../contract/request.ts';
 import { credentialOriginOf, hostHeaderOf } from '../credentials/origins.ts';
 import { toMs, tryParseDuration } from '../time/duration.ts';
 import { type DestinationSpec, destinationOrigin } from './spec.ts';
@@ -17,7 +17,12 @@ export interface Destination {
 export interface AppliedDestination {
   name: string;
   version: number;
+  /** The rate limits the call was made under, in the order taken; absent when none. */
+  limiters?: AppliedLimiter[];
 }
+
+/** A rate limit of a call to a destination: the caller's own (`meta.limiter`) or the destination's. */
+export type AppliedLimiter = 'caller' | 'destination';
 
 export type Resolution =
   | { ok: true; envelope: RequestEnvelope; applied: AppliedDestination }
@@ -57,17 +62,20 @@ export interface DestinationBreaker {
 
 /**
  * What a destination pins of its calls beyond the request itself, for the executor's gates: its
- * own breaker (absent: the origin's), and whether the origin's pacing applies to them.
+ * own breaker (absent: the origin's), whether the origin's pacing applies to them, and its rate
+ * limit, one quota for every caller, taken after the caller's own `meta.limiter` if any.
  */
 export interface DestinationGates {
   name: string;
   breaker?: DestinationBreaker;
   pacing: boolean;
+  limiter?: LimiterSpec;
 }
 
 export function destinationGatesOf(destination: Pick<Destination, 'name' | 'spec'>): DestinationGates {
   const { name, spec } = destination;
   const gates: DestinationGates = { name, pacing: spec.pacing !== false };
+  if (spec.limiter) gates.limiter = { key: destinationLimiterKey(name), ...spec.limiter };
   if (spec.breaker) {
     const { failureThreshold, openDuration, maxOpenDuration } = spec.breaker;
     const openMs = durationMs(openDuration);
@@ -103,13 +111,14 @@ export function isDestinationLimiterKey(key: string): boolean {
 
 /**
  * A request naming a destination, turned into the call it makes (pure): the destination's base
- * URL before the relative URI, its headers over the caller's, its credential, its limiter instead
- * of the caller's, and a retry policy no more generous than its own (a caller may ask for fewer
- * attempts and longer pauses, never more attempts nor shorter pauses), its concurrency key instead
- * of the caller's (one key per call: the destination's cap must count every call to it), and an
- * attempt timeout no longer than its own. The URL built is checked
- * to stay under the base URL, whatever the relative URI held. A request without
- * `meta.destination` is returned as it is.
+ * URL before the relative URI, its headers over the caller's, its credential, its limiter beside
+ * the caller's (the executor takes it from DestinationGates; a call is made only when both grant,
+ * the caller's units counting against both), a retry policy no more generous than its own (a
+ * caller may ask for fewer attempts and longer pauses, never more attempts nor shorter pauses),
+ * its concurrency key instead of the caller's (one key per call: the destination's cap must count
+ * every call to it), and an attempt timeout no longer than its own. The URL built is checked to
+ * stay under the base URL, whatever the relative URI held. A request without `meta.destination`
+ * is returned as it is.
  */
 export function applyDestination(envelope: RequestEnvelope, destination: Destination): Resolution {
   const { spec, name, version } = destination;
@@ -140,6 +149,7 @@ export function applyDestination(envelope: RequestEnvelope, destination: Destina
   const headers = mergeHeaders(request.headers, pinned);
   const resolvedMeta: RequestEnvelope['meta'] = { ...meta };
   if (spec.credentials !== undefined) resolvedMeta.credentials = spec.credentials;
+  const limiters: AppliedLimiter[] = meta.limiter ? ['caller'] : [];
   if (spec.limiter) {
     // The caller's units count against the destination's quota, which must be able to admit them.
     const cost = meta.limiter?.cost;
@@ -149,11 +159,7 @@ export function applyDestination(envelope: RequestEnvelope, destination: Destina
         'meta.limiter.cost',
         `${cost} exceeds the smallest ${spec.limiter.quota ? 'window or quota' : 'window'} of the destination ${name}'s limit (${smallest}): it could never be admitted`,
       );
-    resolvedMeta.limiter = {
-      key: destinationLimiterKey(name),
-      ...spec.limiter,
-      ...(cost === undefined ? {} : { cost }),
-    };
+    limiters.push('destination');
   }
   if (spec.maxConcurrency !== undefined)
     resolvedMeta.concurrency = { key: destinationConcurrencyKey(name), limit: spec.maxConcurrency };
@@ -169,7 +175,7 @@ export function applyDestination(envelope: RequestEnvelope, destination: Destina
       request: { ...request, uri: url.href, ...(headers ? { headers } : {}) },
       meta: resolvedMeta,
     },
-    applied: { name, version },
+    applied: { name, version, ...(limiters.length > 0 ? { limiters } : {}) },
   };
 }
 

@@ -73,17 +73,22 @@ describe('applyDestination', () => {
     );
     expect(resolved.ok).toBe(true);
     if (!resolved.ok) return;
-    expect(resolved.applied).toEqual({ name: 'partner-billing', version: 4 });
+    expect(resolved.applied).toEqual({
+      name: 'partner-billing',
+      version: 4,
+      limiters: ['caller', 'destination'],
+    });
     expect(resolved.envelope.request.uri).toBe('https://api.partner.example/v2/invoices?x=1');
     expect(resolved.envelope.request.headers).toEqual({
       accept: 'application/json',
       'X-Partner': 'requester',
     });
     expect(resolved.envelope.meta.credentials).toBe('billing-oauth');
+    // The caller's own limit stays, beside the destination's (the executor takes that one from its gates).
     expect(resolved.envelope.meta.limiter).toEqual({
-      key: destinationLimiterKey('partner-billing'),
+      key: 'mine',
       algorithm: 'token-bucket',
-      rates: [{ duration: '1s', value: 5 }],
+      rates: [{ duration: '1s', value: 500 }],
     });
     expect(resolved.envelope.meta.retry).toMatchObject({ max: 3, delay: '2s' });
   });
@@ -96,10 +101,7 @@ describe('applyDestination', () => {
       cost,
     });
     const fits = applyDestination(envelope('/x', { limiter: limiter(3) }), destination);
-    expect(fits.ok && fits.envelope.meta.limiter).toMatchObject({
-      key: destinationLimiterKey('partner-billing'),
-      cost: 3,
-    });
+    expect(fits.ok && fits.envelope.meta.limiter).toMatchObject({ key: 'mine', cost: 3 });
     const tooMany = applyDestination(envelope('/x', { limiter: limiter(6) }), destination);
     expect(tooMany).toMatchObject({ ok: false, path: 'meta.limiter.cost' });
   });
@@ -191,7 +193,28 @@ describe('applyDestination', () => {
 
 describe('what a destination pins for the gates (destinationGatesOf)', () => {
   it('without settings: the origin’s breaker, pacing on', () => {
-    expect(destinationGatesOf(destination)).toEqual({ name: 'partner-billing', pacing: true });
+    expect(destinationGatesOf(destination)).toEqual({
+      name: 'partner-billing',
+      pacing: true,
+      limiter: {
+        key: destinationLimiterKey('partner-billing'),
+        algorithm: 'token-bucket',
+        rates: [{ duration: '1s', value: 5 }],
+      },
+    });
+  });
+
+  it('the result names the limits that applied: the caller’s, the destination’s, both or none', () => {
+    const own = { key: 'mine', algorithm: 'token-bucket', rates: [{ duration: '1s', value: 2 }] };
+    const bare = { ...destination, spec: parseDestinationSpec({ baseUrl: 'https://api.partner.example' }) };
+    const applied = (meta: Record<string, unknown>, to: typeof destination) => {
+      const resolved = applyDestination(envelope('/x', meta), to);
+      return resolved.ok ? resolved.applied.limiters : 'refused';
+    };
+    expect(applied({ limiter: own }, destination)).toEqual(['caller', 'destination']);
+    expect(applied({}, destination)).toEqual(['destination']);
+    expect(applied({ limiter: own }, bare)).toEqual(['caller']);
+    expect(applied({}, bare)).toBeUndefined();
   });
 
   it('breaker settings make a breaker of its own, its durations in ms; a field left out is the deployment’s', () => {

@@ -1,4 +1,6 @@
 import { RateLimiter } from '@requester/policies';
+import type { LimiterSpec } from '@requester/shared/contract';
+import { type DestinationGates, destinationLimiterKey } from '@requester/shared/destinations';
 import { RequesterError } from '@requester/shared/errors';
 import { createRedis, type RedisClient } from '@requester/shared/redis';
 import { uniqueName } from '@requester/shared/testing';
@@ -60,6 +62,63 @@ describe('the limit gate (real Redis)', () => {
     const walk = walkThrough(limit, { limiter });
     const { answer, attempt } = await walk.run(request(meta));
     expect(answer).toBe(ANSWER);
-    expect(attempt.reservation).toBeDefined();
+    expect(attempt.reservations).toHaveLength(1);
+  });
+
+  describe('beside a destination’s quota', () => {
+    /** A destination of one call a minute, its quota shared by every caller. */
+    const destinationOf = (algorithm: LimiterSpec['algorithm']): DestinationGates => ({
+      name: uniqueName('dest'),
+      pacing: true,
+      limiter: {
+        key: destinationLimiterKey(uniqueName('dest')),
+        algorithm,
+        rates: [{ duration: '1m', value: 1 }],
+      },
+    });
+    const caller = (client: string, key: string, value: number) => ({
+      client,
+      limiter: { key, algorithm: 'sliding-window-log', rates: [{ duration: '1m', value }] },
+    });
+
+    it('a call is made only when both grant; the destination’s refusal gives the caller’s slot back', async () => {
+      const walk = walkThrough(limit, { limiter });
+      const destination = destinationOf('sliding-window-log');
+      const first = await walk.run(request(caller('a', 'mine', 5)), { destination });
+      expect(first.answer).toBe(ANSWER);
+      expect(first.attempt.reservations).toHaveLength(2);
+      // Another client with room of its own: the destination's one call of the minute is spent.
+      const own = caller('b', uniqueName('k'), 1);
+      const second = await walk.run(request(own), { destination });
+      expect(second.answer).toMatchObject({
+        kind: 'failure',
+        stop: { kind: 'wait', reason: 'rate_limited' },
+      });
+      expect(walk.reached).toHaveLength(1);
+      // Its own one call of the minute went back: without the destination it is still free.
+      expect((await walk.run(request(own))).answer).toBe(ANSWER);
+    });
+
+    it('the caller’s refusal leaves the destination’s quota untouched', async () => {
+      const walk = walkThrough(limit, { limiter });
+      const destination = destinationOf('token-bucket');
+      const spent = caller('a', uniqueName('k'), 1);
+      expect((await walk.run(request(spent))).answer).toBe(ANSWER);
+      const refused = await walk.run(request(spent), { destination });
+      expect(refused.answer).toMatchObject({ kind: 'failure', stop: { reason: 'rate_limited' } });
+      // The destination's one call of the minute is still there for another caller.
+      expect((await walk.run(request({ client: 'b' }), { destination })).answer).toBe(ANSWER);
+      expect(walk.reached).toHaveLength(2);
+    });
+
+    it('a caller’s higher rate gets no more than the destination’s', async () => {
+      const walk = walkThrough(limit, { limiter });
+      const destination = destinationOf('token-bucket');
+      const generous = caller('a', uniqueName('k'), 50);
+      const answers = await Promise.all(
+        Array.from({ length: 5 }, () => walk.run(request(generous), { destination })),
+      );
+      expect(answers.filter((a) => a.answer === ANSWER)).toHaveLength(1);
+    });
   });
 });
