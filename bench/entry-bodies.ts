@@ -6,7 +6,7 @@
 // cell with --baseline).
 //
 //   node bench/entry-bodies.ts [--rounds 2] [--count-small 6000] [--count-big 4000]
-//        [--baseline /tmp/baseline] [--cells http,kafkajs,kafkajs-1mib] [--env K=V,...]
+//        [--baseline /tmp/baseline] [--cells http,kafkajs,kafkajs-1mib] [--answer echo|ok] [--env K=V,...]
 import { spawn } from 'node:child_process';
 import { appendFileSync } from 'node:fs';
 import path from 'node:path';
@@ -34,6 +34,12 @@ producers (default batching; ~1 MiB sends), each cell a fresh bench/load.ts run,
       default: 'http,kafkajs,kafkajs-1mib',
       value: 'LIST',
       help: 'entries to measure: http (POST /request, 32 connections), kafkajs (default batching), kafkajs-1mib (1 MiB sends)',
+    },
+    answer: {
+      type: 'string',
+      default: 'echo',
+      value: 'echo|ok',
+      help: "what the test target answers (bench/load.ts --answer): the request's body, or `ok`",
     },
     env: { type: 'string', default: '', value: 'K=V,...', help: 'extra environment of the Requester(s)' },
     limit: { type: 'string', default: '180', value: 'S', number: true, help: 'seconds a cell may take' },
@@ -75,6 +81,8 @@ function runCell(entry: string, body: number): Promise<Map<string, CellResult>> 
     '1',
     '--limit',
     String(args.limit),
+    '--answer',
+    String(args.answer),
     ...(args.baseline ? ['--baseline', String(args.baseline)] : []),
     ...(args.env ? ['--env', String(args.env)] : []),
   ];
@@ -107,7 +115,7 @@ function runCell(entry: string, body: number): Promise<Map<string, CellResult>> 
 
 const rates = new Map<string, Map<string, CellResult[]>>();
 console.log(
-  `entry-bodies: ${args.rounds} round(s), cells ${cells.map((c) => key(c.entry, c.body)).join(', ')}`,
+  `entry-bodies: ${args.rounds} round(s), target answers ${args.answer}, cells ${cells.map((c) => key(c.entry, c.body)).join(', ')}`,
 );
 for (let round = 1; round <= Number(args.rounds); round++) {
   const order = round % 2 ? cells : [...cells].reverse();

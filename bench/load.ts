@@ -8,6 +8,7 @@
 //        [--producer requester|kafkajs [--batch-bytes 1048576]]   (--mode kafka: Requester's writer,
 //        or a plain kafkajs producer batching as an outside one does)
 //        [--roles all]   (e.g. ingress,sync-gateway: accepts alone, nothing consumes `in`)
+//        [--answer echo|ok]   (what the test target answers: the request's body, or `ok`)
 //        [--wake]   (wake-ups: an empty `request.uri`, nobody is called: Requester's own cost per task)
 //        [--memory]   (each side's RSS and heap after every round and after --idle seconds at the end,
 //        and its collections of each round by kind)
@@ -62,7 +63,7 @@ import { formatGc, gcOf } from './memory.ts';
 
 async function main(): Promise<void> {
   console.log(
-    `mode ${mode}${mode === 'kafka' ? ` (producer ${args.producer}${batchBytes > 0 ? `, ${batchBytes} B sends` : ''})` : ''}${args.wake ? ' (wake-ups)' : ''}, ${count} requests of ${bodyBytes} B, ${connections} connections, ${rounds} round(s); load average ${loadavg()}`,
+    `mode ${mode}${mode === 'kafka' ? ` (producer ${args.producer}${batchBytes > 0 ? `, ${batchBytes} B sends` : ''})` : ''}${args.wake ? ' (wake-ups)' : ''}${args.answer === 'ok' ? ' (target answers ok)' : ''}, ${count} requests of ${bodyBytes} B, ${connections} connections, ${rounds} round(s); load average ${loadavg()}`,
   );
   if (Object.keys(extraEnv).length) console.log(`extra env: ${JSON.stringify(extraEnv)}`);
   const target = await startTarget();

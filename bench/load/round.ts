@@ -16,12 +16,13 @@ import {
   mode,
   PlainKafka,
   pipeline,
+  targetPath,
 } from './settings.ts';
 
 export function bodyOf(id: string, targetUrl: string, sync: boolean): string {
   const body = 'x'.repeat(bodyBytes);
   return JSON.stringify({
-    request: args.wake ? { uri: '', body } : { uri: `${targetUrl}/echo`, method: 'POST', body },
+    request: args.wake ? { uri: '', body } : { uri: `${targetUrl}${targetPath}`, method: 'POST', body },
     meta: { requestId: id, ...(sync ? { sync: true } : {}) },
   });
 }
@@ -245,7 +246,7 @@ export async function targetLatency(target: { url: string }, n: number): Promise
   const loop = async () => {
     while (next++ < n) {
       const t0 = performance.now();
-      const res = await pool.request({ path: '/echo', method: 'POST', body: 'x'.repeat(bodyBytes) });
+      const res = await pool.request({ path: targetPath, method: 'POST', body: 'x'.repeat(bodyBytes) });
       await res.body.dump();
       histogram.recordValue(Math.max(1, Math.round((performance.now() - t0) * 1000)));
     }
