@@ -43,6 +43,13 @@ producers (default batching; ~1 MiB sends), each cell a fresh bench/load.ts run,
     },
     env: { type: 'string', default: '', value: 'K=V,...', help: 'extra environment of the Requester(s)' },
     limit: { type: 'string', default: '180', value: 'S', number: true, help: 'seconds a cell may take' },
+    'idle-cpu': {
+      type: 'string',
+      default: '10',
+      value: 'S',
+      number: true,
+      help: "bench/load.ts --idle-cpu: each Requester's idle CPU over S seconds, and node CPU per task beyond it (0: not measured)",
+    },
     log: { type: 'string', value: 'FILE', help: "append every bench/load.ts run's own output to FILE" },
   },
 });
@@ -65,6 +72,8 @@ interface CellResult {
   brokerUs: number;
   /** KiB Requester read per task (rchar: `in`, Redis, the target's answer). */
   readKiB: number;
+  /** nodeUs less the process's idle CPU over the round (--idle-cpu): what a task adds. */
+  beyondIdleUs: number;
 }
 
 /** One bench/load.ts run: completed/s and CPU per task per side (`new`, and `baseline` with --baseline). */
@@ -83,6 +92,8 @@ function runCell(entry: string, body: number): Promise<Map<string, CellResult>> 
     String(args.limit),
     '--answer',
     String(args.answer),
+    '--idle-cpu',
+    String(args['idle-cpu']),
     ...(args.baseline ? ['--baseline', String(args.baseline)] : []),
     ...(args.env ? ['--env', String(args.env)] : []),
   ];
@@ -106,6 +117,7 @@ function runCell(entry: string, body: number): Promise<Map<string, CellResult>> 
           nodeUs: us('node'),
           brokerUs: us('broker'),
           readKiB: Number(/read\/task ([\d.]+) KiB/.exec(rest)?.[1] ?? Number.NaN),
+          beyondIdleUs: Number(/beyond idle (-?\d+)µs/.exec(rest)?.[1] ?? Number.NaN),
         });
       }
       resolve(results);
@@ -130,7 +142,7 @@ for (let round = 1; round <= Number(args.rounds); round++) {
     const line = [...result]
       .map(
         ([side, c]) =>
-          `${side} ${c.rate}/s (node ${c.nodeUs} µs/task, broker ${c.brokerUs}, read ${c.readKiB} KiB/task)`,
+          `${side} ${c.rate}/s (node ${c.nodeUs} µs/task, ${c.beyondIdleUs} beyond idle, broker ${c.brokerUs}, read ${c.readKiB} KiB/task)`,
       )
       .join(', ');
     console.log(`round ${round} ${key(entry, body).padEnd(18)} ${line} (load average ${load})`);
@@ -140,18 +152,20 @@ for (let round = 1; round <= Number(args.rounds); round++) {
 const ratioText = (ratios: number[]) =>
   `${ratios.map((r) => r.toFixed(2)).join(' / ')}; **${median(ratios).toFixed(2)}**`;
 console.log(
-  '\n| side | entry | 100 B tasks/s | 64 KiB tasks/s | ratio 64 KiB / 100 B (per round; median) | node CPU µs/task 100 B · 64 KiB | CPU ratio 100 B / 64 KiB | 64 KiB: read KiB/task |',
+  '\n| side | entry | 100 B tasks/s | 64 KiB tasks/s | ratio 64 KiB / 100 B (per round; median) | node CPU µs/task 100 B · 64 KiB | CPU ratio 100 B / 64 KiB | beyond idle: node CPU µs/task 100 B · 64 KiB | beyond idle: CPU ratio | 64 KiB: read KiB/task |',
 );
-console.log('|---|---|---:|---:|---:|---:|---:|---:|');
+console.log('|---|---|---:|---:|---:|---:|---:|---:|---:|---:|');
 for (const [side, bySide] of rates) {
   for (const entry of entries) {
     const small = bySide.get(key(entry, 100)) ?? [];
     const big = bySide.get(key(entry, 65_536)) ?? [];
     const ratios = big.map((b, i) => b.rate / (small[i]?.rate as number));
     const cpuRatios = big.map((b, i) => (small[i]?.nodeUs as number) / b.nodeUs);
+    const beyondRatios = big.map((b, i) => (small[i]?.beyondIdleUs as number) / b.beyondIdleUs);
+    const beyond = (cs: CellResult[]) => cs.map((c) => c.beyondIdleUs).join(' / ');
     console.log(
       `| ${side} | ${entry} | ${small.map((c) => c.rate).join(' / ')} | ${big.map((c) => c.rate).join(' / ')} | ` +
-        `${ratioText(ratios)} | ${small.map((c) => c.nodeUs).join(' / ')} · ${big.map((c) => c.nodeUs).join(' / ')} | ${ratioText(cpuRatios)} | ${big.map((c) => c.readKiB).join(' / ')} |`,
+        `${ratioText(ratios)} | ${small.map((c) => c.nodeUs).join(' / ')} · ${big.map((c) => c.nodeUs).join(' / ')} | ${ratioText(cpuRatios)} | ${beyond(small)} · ${beyond(big)} | ${ratioText(beyondRatios)} | ${big.map((c) => c.readKiB).join(' / ')} |`,
     );
   }
 }

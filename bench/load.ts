@@ -79,7 +79,7 @@ async function main(): Promise<void> {
   if (args.memory)
     for (const side of sides)
       console.log(`warm     ${side.label.padEnd(9)} memory: ${await memoryOfSide(side)}`);
-  if (Number(args['idle-cpu']) > 0) await idleCpu(sides, Number(args['idle-cpu']));
+  const idle = Number(args['idle-cpu']) > 0 ? await idleCpu(sides, Number(args['idle-cpu'])) : undefined;
   const measured = async (side: Side, n: number) => {
     // Looked up each round: another developer may have restarted the shared broker meanwhile.
     const broker = pidListeningOn(brokerPort);
@@ -106,7 +106,7 @@ async function main(): Promise<void> {
     else for (const side of order) results.push(await measured(side, n));
     for (const { side, r, gc, memory } of results) {
       all.push(r);
-      console.log(`round ${n} ${line(r)}`);
+      console.log(`round ${n} ${line(r, idle?.get(side.label))}`);
       if (r.profile) console.log(`round ${n} ${side.label.padEnd(9)} ${profileLine(r)}`);
       if (memory) console.log(`round ${n} ${side.label.padEnd(9)} memory: ${memory}`);
       if (gc) console.log(`round ${n} ${side.label.padEnd(9)} GC on the main thread: ${gc}`);

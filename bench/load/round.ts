@@ -41,6 +41,8 @@ export interface RoundResult {
   cpu: Record<string, number>;
   /** Bytes Requester read (rchar) during the round. */
   readBytes: number;
+  /** Seconds between the CPU and read samples that frame the round. */
+  seconds: number;
   timedOut: boolean;
   /** --profile-rounds: what the round's profiles say. */
   profile?: RoundProfile;
@@ -160,6 +162,7 @@ export async function round(
   }
   side.results.current = undefined;
   const readBytes = readBytesOf(side.pid) - readBefore;
+  const seconds = (performance.now() - start) / 1000;
   const cpu = Object.fromEntries(
     Object.entries(pids).map(([k, pid]) => [k, pid ? cpuOf(k, pid) - (cpuBefore[k] as number) : Number.NaN]),
   );
@@ -178,6 +181,7 @@ export async function round(
     ...(mode === 'sync' ? { rtt } : {}),
     cpu,
     readBytes,
+    seconds,
     timedOut: tracker.done < sent,
   };
 }

@@ -133,7 +133,7 @@ As run for docs/benchmarks/load.md:
       default: '0',
       value: 'S',
       number: true,
-      help: "each side's CPU while idle, over S seconds after the warm-up (its fixed cost: timers, polls)",
+      help: "each side's CPU while idle, over S seconds after the warm-up (its fixed cost: timers, polls), and each round's node CPU per task beyond it",
     },
     brokers: { type: 'string', default: '127.0.0.1:9092', value: 'HOST:PORT', help: 'Kafka brokers' },
   },
