@@ -6,7 +6,7 @@
 // cell with --baseline).
 //
 //   node bench/entry-bodies.ts [--rounds 2] [--count-small 6000] [--count-big 4000]
-//        [--baseline /tmp/baseline] [--cells http,kafkajs,kafkajs-1mib] [--answer echo|ok] [--env K=V,...]
+//        [--baseline /tmp/baseline] [--cells http,kafkajs,kafkajs-1mib] [--answer echo,ok] [--env K=V,...]
 import { spawn } from 'node:child_process';
 import { appendFileSync } from 'node:fs';
 import path from 'node:path';
@@ -38,8 +38,8 @@ producers (default batching; ~1 MiB sends), each cell a fresh bench/load.ts run,
     answer: {
       type: 'string',
       default: 'echo',
-      value: 'echo|ok',
-      help: "what the test target answers (bench/load.ts --answer): the request's body, or `ok`",
+      value: 'echo|ok|echo,ok',
+      help: "what the test target answers (bench/load.ts --answer): the request's body (echo), or `ok`; both (echo,ok): every cell twice, the ok ones named <cell>/ok",
     },
     env: { type: 'string', default: '', value: 'K=V,...', help: 'extra environment of the Requester(s)' },
     limit: { type: 'string', default: '180', value: 'S', number: true, help: 'seconds a cell may take' },
@@ -60,8 +60,15 @@ const ENTRIES: Record<string, string[]> = {
   'kafkajs-1mib': ['--mode', 'kafka', '--producer', 'kafkajs', '--batch-bytes', String(1 << 20)],
 };
 const BODIES = [100, 65_536];
-const entries = String(args.cells).split(',').filter(Boolean);
-for (const entry of entries) if (!ENTRIES[entry]) throw new Error(`unknown cell ${entry}`);
+const answers = String(args.answer).split(',').filter(Boolean);
+for (const answer of answers)
+  if (!['echo', 'ok'].includes(answer)) throw new Error(`unknown answer ${answer}`);
+const named = String(args.cells).split(',').filter(Boolean);
+for (const entry of named) if (!ENTRIES[entry]) throw new Error(`unknown cell ${entry}`);
+// An entry is a cell with the target's answer: `kafkajs` (the echo), `kafkajs/ok`.
+const entries = named.flatMap((cell) =>
+  answers.map((answer) => (answer === 'echo' ? cell : `${cell}/${answer}`)),
+);
 const cells = entries.flatMap((entry) => BODIES.map((body) => ({ entry, body })));
 const key = (entry: string, body: number) => `${entry} ${body}`;
 
@@ -81,7 +88,7 @@ function runCell(entry: string, body: number): Promise<Map<string, CellResult>> 
   const count = body > 1024 ? args['count-big'] : args['count-small'];
   const argv = [
     path.join(import.meta.dirname, 'load.ts'),
-    ...(ENTRIES[entry] as string[]),
+    ...(ENTRIES[entry.split('/')[0] as string] as string[]),
     '--body',
     String(body),
     '--count',
@@ -91,7 +98,7 @@ function runCell(entry: string, body: number): Promise<Map<string, CellResult>> 
     '--limit',
     String(args.limit),
     '--answer',
-    String(args.answer),
+    entry.split('/')[1] ?? 'echo',
     '--idle-cpu',
     String(args['idle-cpu']),
     ...(args.baseline ? ['--baseline', String(args.baseline)] : []),
@@ -127,7 +134,7 @@ function runCell(entry: string, body: number): Promise<Map<string, CellResult>> 
 
 const rates = new Map<string, Map<string, CellResult[]>>();
 console.log(
-  `entry-bodies: ${args.rounds} round(s), target answers ${args.answer}, cells ${cells.map((c) => key(c.entry, c.body)).join(', ')}`,
+  `entry-bodies: ${args.rounds} round(s), cells ${cells.map((c) => key(c.entry, c.body)).join(', ')}`,
 );
 for (let round = 1; round <= Number(args.rounds); round++) {
   const order = round % 2 ? cells : [...cells].reverse();
@@ -145,7 +152,7 @@ for (let round = 1; round <= Number(args.rounds); round++) {
           `${side} ${c.rate}/s (node ${c.nodeUs} µs/task, ${c.beyondIdleUs} beyond idle, broker ${c.brokerUs}, read ${c.readKiB} KiB/task)`,
       )
       .join(', ');
-    console.log(`round ${round} ${key(entry, body).padEnd(18)} ${line} (load average ${load})`);
+    console.log(`round ${round} ${key(entry, body).padEnd(22)} ${line} (load average ${load})`);
   }
 }
 
