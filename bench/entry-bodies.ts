@@ -6,7 +6,7 @@
 // cell with --baseline).
 //
 //   node bench/entry-bodies.ts [--rounds 2] [--count-small 6000] [--count-big 4000]
-//        [--baseline /tmp/baseline] [--cells http,kafkajs,kafkajs-1mib] [--env K=V,...]
+//        [--baseline /tmp/baseline] [--cells http,kafkajs,kafkajs-1mib] [--answer echo,ok] [--env K=V,...]
 import { spawn } from 'node:child_process';
 import { appendFileSync } from 'node:fs';
 import path from 'node:path';
@@ -35,8 +35,21 @@ producers (default batching; ~1 MiB sends), each cell a fresh bench/load.ts run,
       value: 'LIST',
       help: 'entries to measure: http (POST /request, 32 connections), kafkajs (default batching), kafkajs-1mib (1 MiB sends)',
     },
+    answer: {
+      type: 'string',
+      default: 'echo',
+      value: 'echo|ok|echo,ok',
+      help: "what the test target answers (bench/load.ts --answer): the request's body (echo), or `ok`; both (echo,ok): every cell twice, the ok ones named <cell>/ok",
+    },
     env: { type: 'string', default: '', value: 'K=V,...', help: 'extra environment of the Requester(s)' },
     limit: { type: 'string', default: '180', value: 'S', number: true, help: 'seconds a cell may take' },
+    'idle-cpu': {
+      type: 'string',
+      default: '10',
+      value: 'S',
+      number: true,
+      help: "bench/load.ts --idle-cpu: each Requester's idle CPU over S seconds, and node CPU per task beyond it (0: not measured)",
+    },
     log: { type: 'string', value: 'FILE', help: "append every bench/load.ts run's own output to FILE" },
   },
 });
@@ -47,8 +60,15 @@ const ENTRIES: Record<string, string[]> = {
   'kafkajs-1mib': ['--mode', 'kafka', '--producer', 'kafkajs', '--batch-bytes', String(1 << 20)],
 };
 const BODIES = [100, 65_536];
-const entries = String(args.cells).split(',').filter(Boolean);
-for (const entry of entries) if (!ENTRIES[entry]) throw new Error(`unknown cell ${entry}`);
+const answers = String(args.answer).split(',').filter(Boolean);
+for (const answer of answers)
+  if (!['echo', 'ok'].includes(answer)) throw new Error(`unknown answer ${answer}`);
+const named = String(args.cells).split(',').filter(Boolean);
+for (const entry of named) if (!ENTRIES[entry]) throw new Error(`unknown cell ${entry}`);
+// An entry is a cell with the target's answer: `kafkajs` (the echo), `kafkajs/ok`.
+const entries = named.flatMap((cell) =>
+  answers.map((answer) => (answer === 'echo' ? cell : `${cell}/${answer}`)),
+);
 const cells = entries.flatMap((entry) => BODIES.map((body) => ({ entry, body })));
 const key = (entry: string, body: number) => `${entry} ${body}`;
 
@@ -59,6 +79,8 @@ interface CellResult {
   brokerUs: number;
   /** KiB Requester read per task (rchar: `in`, Redis, the target's answer). */
   readKiB: number;
+  /** nodeUs less the process's idle CPU over the round (--idle-cpu): what a task adds. */
+  beyondIdleUs: number;
 }
 
 /** One bench/load.ts run: completed/s and CPU per task per side (`new`, and `baseline` with --baseline). */
@@ -66,7 +88,7 @@ function runCell(entry: string, body: number): Promise<Map<string, CellResult>> 
   const count = body > 1024 ? args['count-big'] : args['count-small'];
   const argv = [
     path.join(import.meta.dirname, 'load.ts'),
-    ...(ENTRIES[entry] as string[]),
+    ...(ENTRIES[entry.split('/')[0] as string] as string[]),
     '--body',
     String(body),
     '--count',
@@ -75,6 +97,10 @@ function runCell(entry: string, body: number): Promise<Map<string, CellResult>> 
     '1',
     '--limit',
     String(args.limit),
+    '--answer',
+    entry.split('/')[1] ?? 'echo',
+    '--idle-cpu',
+    String(args['idle-cpu']),
     ...(args.baseline ? ['--baseline', String(args.baseline)] : []),
     ...(args.env ? ['--env', String(args.env)] : []),
   ];
@@ -98,6 +124,7 @@ function runCell(entry: string, body: number): Promise<Map<string, CellResult>> 
           nodeUs: us('node'),
           brokerUs: us('broker'),
           readKiB: Number(/read\/task ([\d.]+) KiB/.exec(rest)?.[1] ?? Number.NaN),
+          beyondIdleUs: Number(/beyond idle (-?\d+)µs/.exec(rest)?.[1] ?? Number.NaN),
         });
       }
       resolve(results);
@@ -122,28 +149,30 @@ for (let round = 1; round <= Number(args.rounds); round++) {
     const line = [...result]
       .map(
         ([side, c]) =>
-          `${side} ${c.rate}/s (node ${c.nodeUs} µs/task, broker ${c.brokerUs}, read ${c.readKiB} KiB/task)`,
+          `${side} ${c.rate}/s (node ${c.nodeUs} µs/task, ${c.beyondIdleUs} beyond idle, broker ${c.brokerUs}, read ${c.readKiB} KiB/task)`,
       )
       .join(', ');
-    console.log(`round ${round} ${key(entry, body).padEnd(18)} ${line} (load average ${load})`);
+    console.log(`round ${round} ${key(entry, body).padEnd(22)} ${line} (load average ${load})`);
   }
 }
 
 const ratioText = (ratios: number[]) =>
   `${ratios.map((r) => r.toFixed(2)).join(' / ')}; **${median(ratios).toFixed(2)}**`;
 console.log(
-  '\n| side | entry | 100 B tasks/s | 64 KiB tasks/s | ratio 64 KiB / 100 B (per round; median) | node CPU µs/task 100 B · 64 KiB | CPU ratio 100 B / 64 KiB | 64 KiB: read KiB/task |',
+  '\n| side | entry | 100 B tasks/s | 64 KiB tasks/s | ratio 64 KiB / 100 B (per round; median) | node CPU µs/task 100 B · 64 KiB | CPU ratio 100 B / 64 KiB | beyond idle: node CPU µs/task 100 B · 64 KiB | beyond idle: CPU ratio | 64 KiB: read KiB/task |',
 );
-console.log('|---|---|---:|---:|---:|---:|---:|---:|');
+console.log('|---|---|---:|---:|---:|---:|---:|---:|---:|---:|');
 for (const [side, bySide] of rates) {
   for (const entry of entries) {
     const small = bySide.get(key(entry, 100)) ?? [];
     const big = bySide.get(key(entry, 65_536)) ?? [];
     const ratios = big.map((b, i) => b.rate / (small[i]?.rate as number));
     const cpuRatios = big.map((b, i) => (small[i]?.nodeUs as number) / b.nodeUs);
+    const beyondRatios = big.map((b, i) => (small[i]?.beyondIdleUs as number) / b.beyondIdleUs);
+    const beyond = (cs: CellResult[]) => cs.map((c) => c.beyondIdleUs).join(' / ');
     console.log(
       `| ${side} | ${entry} | ${small.map((c) => c.rate).join(' / ')} | ${big.map((c) => c.rate).join(' / ')} | ` +
-        `${ratioText(ratios)} | ${small.map((c) => c.nodeUs).join(' / ')} · ${big.map((c) => c.nodeUs).join(' / ')} | ${ratioText(cpuRatios)} | ${big.map((c) => c.readKiB).join(' / ')} |`,
+        `${ratioText(ratios)} | ${small.map((c) => c.nodeUs).join(' / ')} · ${big.map((c) => c.nodeUs).join(' / ')} | ${ratioText(cpuRatios)} | ${beyond(small)} · ${beyond(big)} | ${ratioText(beyondRatios)} | ${big.map((c) => c.readKiB).join(' / ')} |`,
     );
   }
 }

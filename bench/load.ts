@@ -8,6 +8,7 @@
 //        [--producer requester|kafkajs [--batch-bytes 1048576]]   (--mode kafka: Requester's writer,
 //        or a plain kafkajs producer batching as an outside one does)
 //        [--roles all]   (e.g. ingress,sync-gateway: accepts alone, nothing consumes `in`)
+//        [--answer echo|ok]   (what the test target answers: the request's body, or `ok`)
 //        [--wake]   (wake-ups: an empty `request.uri`, nobody is called: Requester's own cost per task)
 //        [--memory]   (each side's RSS and heap after every round and after --idle seconds at the end,
 //        and its collections of each round by kind)
@@ -62,7 +63,7 @@ import { formatGc, gcOf } from './memory.ts';
 
 async function main(): Promise<void> {
   console.log(
-    `mode ${mode}${mode === 'kafka' ? ` (producer ${args.producer}${batchBytes > 0 ? `, ${batchBytes} B sends` : ''})` : ''}${args.wake ? ' (wake-ups)' : ''}, ${count} requests of ${bodyBytes} B, ${connections} connections, ${rounds} round(s); load average ${loadavg()}`,
+    `mode ${mode}${mode === 'kafka' ? ` (producer ${args.producer}${batchBytes > 0 ? `, ${batchBytes} B sends` : ''})` : ''}${args.wake ? ' (wake-ups)' : ''}${args.answer === 'ok' ? ' (target answers ok)' : ''}, ${count} requests of ${bodyBytes} B, ${connections} connections, ${rounds} round(s); load average ${loadavg()}`,
   );
   if (Object.keys(extraEnv).length) console.log(`extra env: ${JSON.stringify(extraEnv)}`);
   const target = await startTarget();
@@ -78,7 +79,7 @@ async function main(): Promise<void> {
   if (args.memory)
     for (const side of sides)
       console.log(`warm     ${side.label.padEnd(9)} memory: ${await memoryOfSide(side)}`);
-  if (Number(args['idle-cpu']) > 0) await idleCpu(sides, Number(args['idle-cpu']));
+  const idle = Number(args['idle-cpu']) > 0 ? await idleCpu(sides, Number(args['idle-cpu'])) : undefined;
   const measured = async (side: Side, n: number) => {
     // Looked up each round: another developer may have restarted the shared broker meanwhile.
     const broker = pidListeningOn(brokerPort);
@@ -105,7 +106,7 @@ async function main(): Promise<void> {
     else for (const side of order) results.push(await measured(side, n));
     for (const { side, r, gc, memory } of results) {
       all.push(r);
-      console.log(`round ${n} ${line(r)}`);
+      console.log(`round ${n} ${line(r, idle?.get(side.label))}`);
       if (r.profile) console.log(`round ${n} ${side.label.padEnd(9)} ${profileLine(r)}`);
       if (memory) console.log(`round ${n} ${side.label.padEnd(9)} memory: ${memory}`);
       if (gc) console.log(`round ${n} ${side.label.padEnd(9)} GC on the main thread: ${gc}`);

@@ -26,15 +26,18 @@ export function readBytesOf(pid: number): number {
  * Each side's CPU while nothing is sent, all sides over the same seconds: what it spends per
  * second whatever the load (timers, polls, heartbeats), which a slow round divides among few tasks.
  */
-export async function idleCpu(sides: Side[], seconds: number): Promise<void> {
+export async function idleCpu(sides: Side[], seconds: number): Promise<Map<string, number>> {
   const before = sides.map((side) => cpuOf('node', side.pid));
   await new Promise((resolve) => setTimeout(resolve, seconds * 1000));
+  const idle = new Map<string, number>();
   sides.forEach((side, i) => {
     const perSecond = (cpuOf('node', side.pid) - (before[i] as number)) / seconds;
+    idle.set(side.label, perSecond);
     console.log(
       `idle     ${side.label.padEnd(9)} node CPU ${(perSecond * 1000).toFixed(1)} ms/s over ${seconds} s`,
     );
   });
+  return idle;
 }
 
 /** The pid listening on a local TCP port (from /proc/net/tcp and the fds of each process). */

@@ -44,7 +44,12 @@ export function profileLine(r: RoundResult): string {
 
 export const ms = (h: hdr.Histogram, p: number) => (h.getValueAtPercentile(p) / 1000).toFixed(1);
 
-export function line(r: RoundResult): string {
+/**
+ * One round's line. With `idlePerSecond` (the side's node CPU per second while idle, --idle-cpu),
+ * also the node CPU per task beyond that fixed cost: a slow round (a loaded box) divides the
+ * fixed cost among few tasks, which inflates the plain figure by its seconds per task.
+ */
+export function line(r: RoundResult, idlePerSecond?: number): string {
   const cpu = Object.entries(r.cpu)
     // Per accept when nothing runs the requests (--roles without the pipeline).
     .map(([k, s]) => `${k} ${((s / Math.max(pipeline ? r.completed : r.accepted, 1)) * 1e6).toFixed(0)}µs`)
@@ -54,8 +59,16 @@ export function line(r: RoundResult): string {
   return (
     `${r.side.padEnd(9)} accepted ${r.accepted}/${r.sent} (${r.acceptedPerSec.toFixed(0)}/s), completed ${r.completed} ` +
     `(${r.completedPerSec.toFixed(0)}/s), errors ${r.errors}${r.timedOut ? ' TIMED OUT' : ''}; ${lat}${rtt}; CPU/task: ${cpu}; ` +
-    `read/task ${(r.readBytes / Math.max(pipeline ? r.completed : r.accepted, 1) / 1024).toFixed(1)} KiB`
+    `read/task ${(r.readBytes / Math.max(pipeline ? r.completed : r.accepted, 1) / 1024).toFixed(1)} KiB` +
+    (idlePerSecond === undefined
+      ? ''
+      : `; node beyond idle ${beyondIdleUs(r, idlePerSecond).toFixed(0)}µs/task`)
   );
+}
+
+function beyondIdleUs(r: RoundResult, idlePerSecond: number): number {
+  const tasks = Math.max(pipeline ? r.completed : r.accepted, 1);
+  return (((r.cpu.node ?? Number.NaN) - idlePerSecond * r.seconds) / tasks) * 1e6;
 }
 
 /** Journal steps between which a request's time is split, in pipeline order. */

@@ -16,12 +16,13 @@ import {
   mode,
   PlainKafka,
   pipeline,
+  targetPath,
 } from './settings.ts';
 
 export function bodyOf(id: string, targetUrl: string, sync: boolean): string {
   const body = 'x'.repeat(bodyBytes);
   return JSON.stringify({
-    request: args.wake ? { uri: '', body } : { uri: `${targetUrl}/echo`, method: 'POST', body },
+    request: args.wake ? { uri: '', body } : { uri: `${targetUrl}${targetPath}`, method: 'POST', body },
     meta: { requestId: id, ...(sync ? { sync: true } : {}) },
   });
 }
@@ -40,6 +41,8 @@ export interface RoundResult {
   cpu: Record<string, number>;
   /** Bytes Requester read (rchar) during the round. */
   readBytes: number;
+  /** Seconds between the CPU and read samples that frame the round. */
+  seconds: number;
   timedOut: boolean;
   /** --profile-rounds: what the round's profiles say. */
   profile?: RoundProfile;
@@ -159,6 +162,7 @@ export async function round(
   }
   side.results.current = undefined;
   const readBytes = readBytesOf(side.pid) - readBefore;
+  const seconds = (performance.now() - start) / 1000;
   const cpu = Object.fromEntries(
     Object.entries(pids).map(([k, pid]) => [k, pid ? cpuOf(k, pid) - (cpuBefore[k] as number) : Number.NaN]),
   );
@@ -177,6 +181,7 @@ export async function round(
     ...(mode === 'sync' ? { rtt } : {}),
     cpu,
     readBytes,
+    seconds,
     timedOut: tracker.done < sent,
   };
 }
@@ -245,7 +250,7 @@ export async function targetLatency(target: { url: string }, n: number): Promise
   const loop = async () => {
     while (next++ < n) {
       const t0 = performance.now();
-      const res = await pool.request({ path: '/echo', method: 'POST', body: 'x'.repeat(bodyBytes) });
+      const res = await pool.request({ path: targetPath, method: 'POST', body: 'x'.repeat(bodyBytes) });
       await res.body.dump();
       histogram.recordValue(Math.max(1, Math.round((performance.now() - t0) * 1000)));
     }

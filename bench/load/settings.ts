@@ -85,6 +85,12 @@ As run for docs/benchmarks/load.md:
       number: true,
       help: '--producer kafkajs: each send carries records of one partition (round-robin) up to BYTES, one record batch (e.g. 1048576, as librdkafka with linger.ms or the Java client with batch.size fill them); 0 = sends of 100 keyed records',
     },
+    answer: {
+      type: 'string',
+      default: 'echo',
+      value: 'echo|ok',
+      help: "what the test target answers: the request's body (/echo), or `ok` whatever the body (/ok: a call whose answer is small, as most are)",
+    },
     wake: {
       type: 'boolean',
       default: false,
@@ -127,7 +133,7 @@ As run for docs/benchmarks/load.md:
       default: '0',
       value: 'S',
       number: true,
-      help: "each side's CPU while idle, over S seconds after the warm-up (its fixed cost: timers, polls)",
+      help: "each side's CPU while idle, over S seconds after the warm-up (its fixed cost: timers, polls), and each round's node CPU per task beyond it",
     },
     brokers: { type: 'string', default: '127.0.0.1:9092', value: 'HOST:PORT', help: 'Kafka brokers' },
   },
@@ -138,6 +144,9 @@ if (!['http-async', 'sync', 'kafka'].includes(mode))
   fail(`--mode must be http-async, sync or kafka, got ${mode}`);
 if (!['requester', 'kafkajs'].includes(args.producer as string))
   fail(`--producer must be requester or kafkajs, got ${args.producer}`);
+if (!['echo', 'ok'].includes(args.answer as string)) fail(`--answer must be echo or ok, got ${args.answer}`);
+/** The test target's path the requests call (`/echo` or `/ok`). */
+export const targetPath = `/${args.answer}`;
 export const batchBytes = Number(args['batch-bytes']);
 export const count = Number(args.count);
 export const connections = Number(args.connections);

@@ -3,7 +3,8 @@ import type { AddressInfo } from 'node:net';
 
 /**
  * A real HTTP target for tests, on 127.0.0.1 with a free port. Behaviour is chosen by the path, so
- * one server can play every part: `/echo` (200 with the request's body), `/status/503`,
+ * one server can play every part: `/echo` (200 with the request's body), `/ok` (200 with `ok`,
+ * whatever the request's body), `/status/503`,
  * `/slow/2000` (answers after 2 s), `/random-delay/50` (0–50 ms), `/reset` (drops the connection),
  * `/flaky/<key>/<n>` (the first n calls naming that key answer `?status=` (503 by default), later
  * ones 200), `/switch/<key>` (answers the status the test set in `switches`, 200 when unset: an
@@ -81,7 +82,9 @@ export async function startTarget(listenPort = 0): Promise<Target> {
         ...(retryAfter === null ? {} : { 'retry-after': retryAfter }),
         ...(delivery === null ? {} : { 'webhook-delivery': delivery }),
       })
-      .end(action === 'quotes' ? '"'.repeat(Number(arg)) : body || `status ${status}`);
+      .end(
+        action === 'quotes' ? '"'.repeat(Number(arg)) : action === 'ok' ? 'ok' : body || `status ${status}`,
+      );
   });
   await new Promise<void>((resolve) => server.listen(listenPort, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
