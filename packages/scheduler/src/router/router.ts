@@ -186,11 +186,15 @@ export class Router {
         : undefined;
       // Before the tasks are published: a task names its copy only once the copy is written.
       await this.bodies?.copy(routes);
+      // The journal's time of routing is the write's start: once the rows are in, a relay may
+      // relay one (and journal it) before this batch's events are emitted.
+      const routedAt = Date.now();
       await this.writer.write(routes);
       // After the rows the fences name are in the outbox, before the commit: a crash in between
       // replays the batch, which reads the same fences and decides the same way.
       if (fences && fences.size > 0) await this.options.fences?.write(fences);
-      for (const { record, route } of routes) this.journalRouted(route, record, debounced?.get(record));
+      for (const { record, route } of routes)
+        this.journalRouted(route, record, debounced?.get(record), routedAt);
     } catch (err) {
       for (const span of spans) span.setStatus({ code: SpanStatusCode.ERROR });
       throw err;
@@ -205,16 +209,28 @@ export class Router {
    * DLQ replay was written to `in` straight by a producer: its journal starts here, `accepted`
    * over Kafka. Then, put off to the end of its debounce burst, `held` by debounce; then where it went.
    */
-  private journalRouted(route: Route, record: KafkaRecord, debouncedUntil: number | undefined): void {
+  private journalRouted(
+    route: Route,
+    record: KafkaRecord,
+    debouncedUntil: number | undefined,
+    at: number,
+  ): void {
     const { journal } = this.options;
     if (!journal || route.kind === 'invalid') return;
     const { requestId, client } = route.envelope.meta;
     if (!Object.keys(record.headers).some((name) => JOURNALED_BY_HEADERS.has(name)))
-      journal.emit({ type: 'accepted', requestId, client, channel: 'kafka' });
+      journal.emit({ type: 'accepted', requestId, client, channel: 'kafka', at });
     if (debouncedUntil !== undefined)
-      journal.emit({ type: 'held', requestId, client, by: 'debounce', until: debouncedUntil });
+      journal.emit({ type: 'held', requestId, client, by: 'debounce', until: debouncedUntil, at });
     const due = route.kind === 'queue' ? route.task.dueAt : route.row.dueAt.getTime();
-    journal.emit({ type: 'routed', requestId, client, to: route.kind === 'queue' ? 'redis' : 'outbox', due });
+    journal.emit({
+      type: 'routed',
+      requestId,
+      client,
+      to: route.kind === 'queue' ? 'redis' : 'outbox',
+      due,
+      at,
+    });
   }
 
   /**
