@@ -16,7 +16,7 @@ export const sharedTestOptions = {
   testTimeout: 60_000,
   hookTimeout: 60_000,
   pool: 'forks',
-  maxWorkers: 2,
+  maxWorkers: 3,
   reporters: ['default', './test/summary-reporter.ts'],
 } satisfies ViteUserConfig['test'];
 
