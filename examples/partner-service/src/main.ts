@@ -24,5 +24,7 @@ const apiKey =
 const requester = new RequesterClient({ url: process.env.REQUESTER_URL ?? 'http://127.0.0.1:8080', apiKey });
 const partnerUrl = process.env.PARTNER_URL ?? (await startFakePartner(8091)).url;
 const port = Number(process.env.PORT ?? 3000);
-serve({ fetch: createApp({ requester, partnerUrl }).fetch, port, hostname: '127.0.0.1' });
-console.log(`partner-service on http://127.0.0.1:${port}, calling ${partnerUrl} through Requester`);
+// Said once the port is open: whoever waits for the line (a script, a test) may call at once.
+serve({ fetch: createApp({ requester, partnerUrl }).fetch, port, hostname: '127.0.0.1' }, () =>
+  console.log(`partner-service on http://127.0.0.1:${port}, calling ${partnerUrl} through Requester`),
+);
