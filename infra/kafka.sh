@@ -29,17 +29,29 @@ SASL_USERS="${KAFKA_SASL_USERS:-}"
 
 resolve_jars() {
   local stamp="$LIBS/.pom.sha"
-  local want
+  local want lock partial
   want=$(sha1sum "$ROOT/infra/kafka/pom.xml" | cut -d' ' -f1)
   if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then return 0; fi
   command -v mvn >/dev/null || fail "Maven (mvn) is needed to fetch the Kafka jars: apt-get install maven"
   command -v java >/dev/null || fail "Java 17+ is needed to run Kafka: apt-get install openjdk-17-jre-headless"
+  # Test files start brokers of their own at once, each through this script: one resolves while
+  # the others wait, and the jars appear whole (resolved aside, then moved) or not at all.
+  mkdir -p "$(dirname "$LIBS")" "$KAFKA_DIR"
+  exec {lock}>"$LIBS.lock"
+  flock "$lock"
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+    exec {lock}>&-
+    return 0
+  fi
   say "resolving Kafka jars from Maven Central (once) ..."
-  rm -rf "$LIBS" && mkdir -p "$LIBS" "$KAFKA_DIR"
+  partial="$LIBS.partial.$$"
+  rm -rf "$partial" && mkdir -p "$partial"
   mvn -q -B -f "$ROOT/infra/kafka/pom.xml" dependency:copy-dependencies \
-    -DoutputDirectory="$LIBS" -DincludeScope=runtime >"$KAFKA_DIR/mvn.log" 2>&1 ||
-    { tail -n 30 "$KAFKA_DIR/mvn.log" >&2; fail "mvn could not resolve the Kafka jars (see $KAFKA_DIR/mvn.log)"; }
-  echo "$want" >"$stamp"
+    -DoutputDirectory="$partial" -DincludeScope=runtime >"$KAFKA_DIR/mvn.log" 2>&1 ||
+    { rm -rf "$partial"; tail -n 30 "$KAFKA_DIR/mvn.log" >&2; fail "mvn could not resolve the Kafka jars (see $KAFKA_DIR/mvn.log)"; }
+  echo "$want" >"$partial/.pom.sha"
+  rm -rf "$LIBS" && mv "$partial" "$LIBS"
+  exec {lock}>&-
 }
 
 # The listener of clients (and of the broker to itself): PLAINTEXT, or SASL_PLAINTEXT with SCRAM.
