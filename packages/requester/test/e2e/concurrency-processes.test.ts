@@ -4,6 +4,8 @@ import { QueueAdmin, queueFromConfig } from '@requester/queue';
 import { createRedis } from '@requester/shared';
 import {
   type CountingTarget,
+  consumeEach,
+  testKafka,
   eventually,
   freePort,
   silentLogger,
@@ -32,6 +34,8 @@ import {
  */
 
 const TASKS = Number(process.env.CONC3_TASKS ?? 1_200);
+/** How long the results may take (shorter while hunting a stall). */
+const DEADLINE_MS = Number(process.env.CONC3_DEADLINE_MS ?? 600_000);
 const KEYS = 6;
 /** Limits 1, 2 and 3 over the keys: 12 slots in all against 3 × 8 workers, so keys fill up. */
 const limitOf = (key: number) => 1 + (key % 3);
@@ -126,7 +130,7 @@ describe('concurrency keys across three executor processes', () => {
       );
     const sent = Date.now();
     await results
-      .until(() => ids.every((id) => results.byId.has(id)), 600_000, `${TASKS} results`)
+      .until(() => ids.every((id) => results.byId.has(id)), DEADLINE_MS, `${TASKS} results`)
       .catch(async (err: unknown) => {
         // What the executors hold and wait for, and which requests are missing, before failing.
         const missing = ids.filter((id) => !results.byId.has(id));
@@ -142,11 +146,39 @@ describe('concurrency keys across three executor processes', () => {
           ),
         );
         const redis = createRedis({ url: stack.config.redisUrl });
+        // Each key's slots in Redis (lease id → deadline): who holds them, and until when.
+        const zsets = await redis.keys(`${stack.config.redisPrefix}:concurrency:*`);
+        const slots = await Promise.all(
+          zsets.map(async (zset) => {
+            const held = await redis.zrange(zset, 0, -1, 'WITHSCORES');
+            return `${zset}: [${held.join(' ')}] ttl ${await redis.pttl(zset)}`;
+          }),
+        );
         const queue = await new QueueAdmin(queueFromConfig(stack.config, redis, { notify: false }))
           .info()
           .finally(() => redis.disconnect());
+        // A second reader of `out` from its start: were the missing results written at all?
+        const again = new ResultCollector(stack.config.topicOut);
+        await again.start();
+        await again.until(() => again.byId.size >= results.byId.size, 60_000, 'out read again').catch(() => undefined);
+        await new Promise((r) => setTimeout(r, 5_000));
+        await again.stop();
         console.info(
-          `missing ${missing.join(', ')} (keys ${keysOf.join(', ')}); queue ${JSON.stringify(queue.totals)}; ${gauges.join(' | ')}`,
+          `target served ${target.served()}; collector ${results.byId.size}; out read again ${again.byId.size}, missing there ${missing.filter((id) => !again.byId.has(id)).length}`,
+        );
+        // The journal of each missing request: the steps it went through.
+        const journal = testKafka().consumer({ groupId: uniqueName('journal') });
+        const steps: string[] = [];
+        await consumeEach(journal, stack.config.topicEvents, (record) => {
+          const event = JSON.parse(record.value?.toString() ?? 'null') as { requestId?: string };
+          if (event?.requestId && missing.includes(event.requestId)) steps.push(JSON.stringify(event));
+        });
+        await new Promise((r) => setTimeout(r, 15_000));
+        await journal.stop();
+        console.info(`journal of the missing:\n${steps.join('\n')}`);
+        for (const { log } of executors) console.info(`executor stderr: ${log().slice(-1_500)}`);
+        console.info(
+          `missing ${missing.join(', ')} (keys ${keysOf.join(', ')}); queue ${JSON.stringify(queue.totals)}; ${gauges.join(' | ')}; redis now ${Date.now()}; slots ${slots.join('; ')}`,
         );
         throw err;
       });
