@@ -1,15 +1,15 @@
 import type { ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { QueueAdmin, queueFromConfig } from '@requester/queue';
-import { createRedis } from '@requester/shared';
+import { createRedis, Dependencies } from '@requester/shared';
 import {
   type CountingTarget,
   consumeEach,
-  testKafka,
   eventually,
   freePort,
   silentLogger,
   startCountingTarget,
+  testKafka,
   uniqueName,
 } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -160,7 +160,9 @@ describe('concurrency keys across three executor processes', () => {
         // A second reader of `out` from its start: were the missing results written at all?
         const again = new ResultCollector(stack.config.topicOut);
         await again.start();
-        await again.until(() => again.byId.size >= results.byId.size, 60_000, 'out read again').catch(() => undefined);
+        await again
+          .until(() => again.byId.size >= results.byId.size, 60_000, 'out read again')
+          .catch(() => undefined);
         await new Promise((r) => setTimeout(r, 5_000));
         await again.stop();
         console.info(
@@ -169,13 +171,37 @@ describe('concurrency keys across three executor processes', () => {
         // The journal of each missing request: the steps it went through.
         const journal = testKafka().consumer({ groupId: uniqueName('journal') });
         const steps: string[] = [];
+        let events = 0;
         await consumeEach(journal, stack.config.topicEvents, (record) => {
+          events++;
           const event = JSON.parse(record.value?.toString() ?? 'null') as { requestId?: string };
           if (event?.requestId && missing.includes(event.requestId)) steps.push(JSON.stringify(event));
         });
+        // And `in`: did the door write them at all?
+        const door = testKafka().consumer({ groupId: uniqueName('in') });
+        let ins = 0;
+        const inMissing = new Set<string>();
+        await consumeEach(door, stack.config.topicIn, (record) => {
+          ins++;
+          const text = record.value?.toString() ?? '';
+          for (const id of missing) if (text.includes(`"${id}"`)) inMissing.add(id);
+        });
         await new Promise((r) => setTimeout(r, 15_000));
         await journal.stop();
-        console.info(`journal of the missing:\n${steps.join('\n')}`);
+        await door.stop();
+        // Waits beyond REDIS_HORIZON leave Redis for the outbox, which only a relay moves back.
+        const deps = new Dependencies(stack.config, silentLogger);
+        const rows = await (await deps.sql())`select request_id, due_at from outbox`.finally(() =>
+          deps.close(),
+        );
+        console.info(
+          `outbox rows ${rows.length}: ${rows.map((r) => `${r.request_id}@${String(r.due_at)}`).join(', ')}`,
+        );
+        console.info(`in records ${ins}; missing found in in: ${[...inMissing].join(', ')}`);
+        const twice = [...results.byId].filter(([, r]) => r.length > 1);
+        console.info(
+          `journal events ${events}; of the missing:\n${steps.join('\n')}\nresults more than once: ${twice.map(([id, r]) => `${id} ×${r.length} ${r.map((x) => JSON.stringify(x.meta)).join(' / ')}`).join('; ')}`,
+        );
         for (const { log } of executors) console.info(`executor stderr: ${log().slice(-1_500)}`);
         console.info(
           `missing ${missing.join(', ')} (keys ${keysOf.join(', ')}); queue ${JSON.stringify(queue.totals)}; ${gauges.join(' | ')}; redis now ${Date.now()}; slots ${slots.join('; ')}`,
