@@ -67,8 +67,10 @@ describe('concurrency keys across three executor processes', () => {
       ADAPTIVE_CONCURRENCY: 'false',
       LOG_LEVEL: 'warn',
     });
-    // The door and the router here; the executors in processes of their own.
-    front = await startProcess(['ingress', 'router'], stack.config, silentLogger);
+    // The door, the router and the relay here; the executors in processes of their own. The relay
+    // belongs to the topology: a slot wait longer than REDIS_HORIZON (a refusal's re-check under
+    // load, when the task cannot park) is written to the outbox, and only a relay brings it back.
+    front = await startProcess(['ingress', 'router', 'relay'], stack.config, silentLogger);
     await waitReady(stack, 120_000);
     for (let i = 0; i < 3; i++) {
       const adminPort = await freePort();
