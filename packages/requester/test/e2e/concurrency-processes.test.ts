@@ -1,13 +1,15 @@
 import type { ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { QueueAdmin, queueFromConfig } from '@requester/queue';
-import { createRedis } from '@requester/shared';
+import { createRedis, Dependencies } from '@requester/shared';
 import {
   type CountingTarget,
+  consumeEach,
   eventually,
   freePort,
   silentLogger,
   startCountingTarget,
+  testKafka,
   uniqueName,
 } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -32,6 +34,8 @@ import {
  */
 
 const TASKS = Number(process.env.CONC3_TASKS ?? 1_200);
+/** How long the results may take (shorter while hunting a stall). */
+const DEADLINE_MS = Number(process.env.CONC3_DEADLINE_MS ?? 600_000);
 const KEYS = 6;
 /** Limits 1, 2 and 3 over the keys: 12 slots in all against 3 × 8 workers, so keys fill up. */
 const limitOf = (key: number) => 1 + (key % 3);
@@ -63,8 +67,10 @@ describe('concurrency keys across three executor processes', () => {
       ADAPTIVE_CONCURRENCY: 'false',
       LOG_LEVEL: 'warn',
     });
-    // The door and the router here; the executors in processes of their own.
-    front = await startProcess(['ingress', 'router'], stack.config, silentLogger);
+    // The door, the router and the relay here; the executors in processes of their own. The relay
+    // belongs to the topology: a slot wait longer than REDIS_HORIZON (a refusal's re-check under
+    // load, when the task cannot park) is written to the outbox, and only a relay brings it back.
+    front = await startProcess(['ingress', 'router', 'relay'], stack.config, silentLogger);
     await waitReady(stack, 120_000);
     for (let i = 0; i < 3; i++) {
       const adminPort = await freePort();
@@ -126,7 +132,7 @@ describe('concurrency keys across three executor processes', () => {
       );
     const sent = Date.now();
     await results
-      .until(() => ids.every((id) => results.byId.has(id)), 600_000, `${TASKS} results`)
+      .until(() => ids.every((id) => results.byId.has(id)), DEADLINE_MS, `${TASKS} results`)
       .catch(async (err: unknown) => {
         // What the executors hold and wait for, and which requests are missing, before failing.
         const missing = ids.filter((id) => !results.byId.has(id));
@@ -142,11 +148,65 @@ describe('concurrency keys across three executor processes', () => {
           ),
         );
         const redis = createRedis({ url: stack.config.redisUrl });
+        // Each key's slots in Redis (lease id → deadline): who holds them, and until when.
+        const zsets = await redis.keys(`${stack.config.redisPrefix}:concurrency:*`);
+        const slots = await Promise.all(
+          zsets.map(async (zset) => {
+            const held = await redis.zrange(zset, 0, -1, 'WITHSCORES');
+            return `${zset}: [${held.join(' ')}] ttl ${await redis.pttl(zset)}`;
+          }),
+        );
         const queue = await new QueueAdmin(queueFromConfig(stack.config, redis, { notify: false }))
           .info()
           .finally(() => redis.disconnect());
+        // A second reader of `out` from its start: were the missing results written at all?
+        const again = new ResultCollector(stack.config.topicOut);
+        await again.start();
+        await again
+          .until(() => again.byId.size >= results.byId.size, 60_000, 'out read again')
+          .catch(() => undefined);
+        await new Promise((r) => setTimeout(r, 5_000));
+        await again.stop();
         console.info(
-          `missing ${missing.join(', ')} (keys ${keysOf.join(', ')}); queue ${JSON.stringify(queue.totals)}; ${gauges.join(' | ')}`,
+          `target served ${target.served()}; collector ${results.byId.size}; out read again ${again.byId.size}, missing there ${missing.filter((id) => !again.byId.has(id)).length}`,
+        );
+        // The journal of each missing request: the steps it went through.
+        const journal = testKafka().consumer({ groupId: uniqueName('journal') });
+        const steps: string[] = [];
+        let events = 0;
+        await consumeEach(journal, stack.config.topicEvents, (record) => {
+          events++;
+          const event = JSON.parse(record.value?.toString() ?? 'null') as { requestId?: string };
+          if (event?.requestId && missing.includes(event.requestId)) steps.push(JSON.stringify(event));
+        });
+        // And `in`: did the door write them at all?
+        const door = testKafka().consumer({ groupId: uniqueName('in') });
+        let ins = 0;
+        const inMissing = new Set<string>();
+        await consumeEach(door, stack.config.topicIn, (record) => {
+          ins++;
+          const text = record.value?.toString() ?? '';
+          for (const id of missing) if (text.includes(`"${id}"`)) inMissing.add(id);
+        });
+        await new Promise((r) => setTimeout(r, 15_000));
+        await journal.stop();
+        await door.stop();
+        // Waits beyond REDIS_HORIZON leave Redis for the outbox, which only a relay moves back.
+        const deps = new Dependencies(stack.config, silentLogger);
+        const rows = await (await deps.sql())`select request_id, due_at from outbox`.finally(() =>
+          deps.close(),
+        );
+        console.info(
+          `outbox rows ${rows.length}: ${rows.map((r) => `${r.request_id}@${String(r.due_at)}`).join(', ')}`,
+        );
+        console.info(`in records ${ins}; missing found in in: ${[...inMissing].join(', ')}`);
+        const twice = [...results.byId].filter(([, r]) => r.length > 1);
+        console.info(
+          `journal events ${events}; of the missing:\n${steps.join('\n')}\nresults more than once: ${twice.map(([id, r]) => `${id} ×${r.length} ${r.map((x) => JSON.stringify(x.meta)).join(' / ')}`).join('; ')}`,
+        );
+        for (const { log } of executors) console.info(`executor stderr: ${log().slice(-1_500)}`);
+        console.info(
+          `missing ${missing.join(', ')} (keys ${keysOf.join(', ')}); queue ${JSON.stringify(queue.totals)}; ${gauges.join(' | ')}; redis now ${Date.now()}; slots ${slots.join('; ')}`,
         );
         throw err;
       });
