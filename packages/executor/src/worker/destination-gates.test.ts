@@ -1,4 +1,4 @@
-import { CircuitBreaker, OriginPacer, originOf } from '@requester/policies';
+import { CircuitBreaker, originOf } from '@requester/policies';
 import type { RequestEnvelopeInput } from '@requester/shared/contract';
 import {
   type Destination,
@@ -157,14 +157,7 @@ describe('destination gates: its breaker settings and pacing (end to end through
    */
   async function pacedPair(name: string) {
     const partner = await target();
-    const pacer = new OriginPacer({
-      redis: h.redis,
-      prefix: h.prefix('pace'),
-      maxLimit: 16,
-      retryAfterMaxMs: 3_600_000,
-      freeForMs: 1_000,
-    });
-    h.onClose(() => pacer.close());
+    const pacer = h.pacer();
     const run = uniqueName(name);
     const [on, off] = [`on-${run}`, `off-${run}`];
     const { queue } = h.startExecutor({

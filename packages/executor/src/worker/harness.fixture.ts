@@ -1,3 +1,4 @@
+import { OriginPacer } from '@requester/policies';
 import { FairQueue, QueueAdmin } from '@requester/queue';
 import type { RequestEnvelopeInput, ResultEnvelope } from '@requester/shared/contract';
 import type { KafkaConsumer, KafkaProducer } from '@requester/shared/kafka';
@@ -108,6 +109,22 @@ export class ExecutorHarness {
       if (keys.length > 0) await this.redis.del(...keys);
     });
     return prefix;
+  }
+
+  /**
+   * An origin pacer as the executor role makes one, on a fresh prefix, closed with the harness;
+   * long `Retry-After` holds are kept whole, so that a wait shows in the test.
+   */
+  pacer(): OriginPacer {
+    const pacer = new OriginPacer({
+      redis: this.redis,
+      prefix: this.prefix('pace'),
+      maxLimit: 16,
+      retryAfterMaxMs: 3_600_000,
+      freeForMs: 1_000,
+    });
+    this.onClose(() => pacer.close());
+    return pacer;
   }
 
   newQueue(): FairQueue {

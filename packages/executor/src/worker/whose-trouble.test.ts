@@ -1,4 +1,4 @@
-import { CircuitBreaker, OriginPacer, originOf } from '@requester/policies';
+import { CircuitBreaker, originOf } from '@requester/policies';
 import type { RequestEnvelope, RequestEnvelopeInput } from '@requester/shared/contract';
 import type { Journal, JournalEventInput } from '@requester/shared/journal';
 import { startTarget, type Target, uniqueName } from '@requester/shared/testing';
@@ -26,14 +26,7 @@ describe('whose trouble: one caller, or the origin (end to end through the execu
   async function start() {
     const target = await startTarget();
     h.onClose(() => target.close());
-    const pacer = new OriginPacer({
-      redis: h.redis,
-      prefix: h.prefix('pace'),
-      maxLimit: 16,
-      retryAfterMaxMs: 3_600_000,
-      freeForMs: 1_000,
-    });
-    h.onClose(() => pacer.close());
+    const pacer = h.pacer();
     const breaker = new CircuitBreaker({
       redis: h.redis,
       prefix: h.prefix('breaker'),
