@@ -36,10 +36,17 @@ export async function freePortRange(count: number): Promise<number> {
   for (let attempt = 0; attempt < 100; attempt++) {
     const base = 10_000 + Math.floor(Math.random() * (22_000 - count));
     const ports = Array.from({ length: count }, (_, i) => base + i);
+    if (ports.some((port) => FETCH_BAD_PORTS.has(port))) continue;
     if ((await Promise.all(ports.map(canListen))).every(Boolean)) return base;
   }
   throw new Error(`no ${count} consecutive free ports found in 10000–32000`);
 }
+
+/**
+ * The Fetch standard's "bad ports" within the range drawn from: `fetch` refuses them ("bad port")
+ * before it connects, so a test server there is one its own `fetch` cannot reach.
+ */
+const FETCH_BAD_PORTS: ReadonlySet<number> = new Set([10080]);
 
 function canListen(port: number): Promise<boolean> {
   return new Promise((resolve) => {
