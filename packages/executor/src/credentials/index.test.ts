@@ -19,7 +19,7 @@ import {
   testPg,
   uniqueName,
 } from '@requester/shared/testing';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import {
   type CallOutcome,
   createHttpClient,
@@ -68,11 +68,15 @@ describe('calls with named credentials (real token endpoint, Redis, PostgreSQL)'
   const clients: HttpClient[] = [];
 
   /** An "executor": its own HTTP client, token source and caches; Redis and the store shared. */
-  function executor(settings: Partial<HttpClientSettings> = {}, timeoutMs = 10_000): HttpClient {
+  function executor(
+    settings: Partial<HttpClientSettings> = {},
+    timeoutMs = 10_000,
+    connection = redis,
+  ): HttpClient {
     const client = withCredentials(createHttpClient({ ...base, ...settings }), {
       store,
       cacheTtlMs: 100,
-      redis,
+      redis: connection,
       prefix,
       timeoutMs,
     });
@@ -122,6 +126,29 @@ describe('calls with named credentials (real token endpoint, Redis, PostgreSQL)'
     expect(again.map(statusOf).filter((s) => s !== 200)).toEqual([]);
     expect(tokens.requests).toHaveLength(2);
     expect(target.ok).toBe(2000);
+  });
+
+  it('eight executors racing for a new token ask the endpoint once, round after round', async () => {
+    // The check for a cached token and the fetch lock are one script: a waiter that read "no
+    // token" just before the holder stored it and freed the lock must not fetch a second one.
+    // Each executor has a Redis connection of its own, as processes do: on one shared connection
+    // the replies come in order and hide the race.
+    const connections = Array.from({ length: 8 }, () => createRedis({ url: REDIS_URL }));
+    onTestFinished(() => {
+      for (const c of connections) c.disconnect();
+    });
+    const executors = connections.map((c) => executor({}, 10_000, c));
+    const oauth2 = { tokenUrl: tokens.url, clientId: CLIENT.id, clientSecret: CLIENT.secret };
+    for (let round = 0; round < 60; round++) {
+      const name = `race-${round}`;
+      await store.create(name, { oauth2 }, originOf(target.url));
+      const before = tokens.requests.length;
+      const outcomes = await Promise.all(
+        executors.flatMap((e) => Array.from({ length: 4 }, () => call(e, name))),
+      );
+      expect(outcomes.filter((o) => statusOf(o) !== 200).map(failureOf)).toEqual([]);
+      expect(tokens.requests.length - before, `round ${round}`).toBe(1);
+    }
   });
 
   it('a token is asked for again once its lifetime (less a margin) is over, and only then', async () => {

@@ -62,7 +62,7 @@ export class TokenSource {
 
   constructor(settings: TokenSettings) {
     this.#settings = settings;
-    this.#run = luaScripts<'drop'>(settings.redis, COMMANDS, 1);
+    this.#run = luaScripts<'claim' | 'drop'>(settings.redis, COMMANDS, 3);
   }
 
   /** A valid access token for `credential` (which has `oauth2`); throws `credential_unavailable`. */
@@ -101,12 +101,20 @@ export class TokenSource {
     const deadline = Date.now() + timeoutMs;
     const owner = randomBytes(12).toString('base64url');
     while (Date.now() < deadline) {
-      const [stored, failure] = (await redis.mget(keys.token, keys.error)) as [string | null, string | null];
-      const opened = stored ? openToken(stored, key) : undefined;
-      if (opened && opened.expiresAtMs > Date.now()) return this.#remember(keys.token, opened);
-      if (failure) throw unavailable(failure);
-      const locked = await redis.set(keys.lock, owner, 'PX', timeoutMs, 'NX');
-      if (locked === 'OK') {
+      const [state, value] = (await this.#run(
+        'claim',
+        [keys.token, keys.error, keys.lock],
+        [owner, timeoutMs],
+      )) as [string, string | undefined];
+      if (state === 'token') {
+        const opened = openToken(value ?? '', key);
+        if (opened && opened.expiresAtMs > Date.now()) return this.#remember(keys.token, opened);
+        // Sealed under another key (a secret rotated in place): drop it and claim again.
+        await this.#run('drop', [keys.token], [value ?? '']);
+        continue;
+      }
+      if (state === 'failed') throw unavailable(value ?? 'the token endpoint failed');
+      if (state === 'fetch') {
         try {
           const fresh = await this.#fetch(oauth2, egress, deadline);
           await redis.set(
