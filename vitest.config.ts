@@ -39,7 +39,7 @@ const INTEGRATION_TESTS = [
  * `pnpm test`; `pnpm run test:upgrade` (vitest.upgrade.config.ts) runs it, and `./dev test` after
  * the suite.
  */
-export const UPGRADE_TESTS = ['packages/requester/test/upgrade/**/*.test.ts'];
+export const UPGRADE_TESTS = ['packages/requester/test/upgrade/**/!(*.unit).test.ts'];
 
 export default defineConfig({
   test: {

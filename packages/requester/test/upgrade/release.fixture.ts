@@ -23,6 +23,15 @@ export function previousVersion(changelog: string): string {
   return heading[1];
 }
 
+/** The commit a release's CHANGELOG section names (`commit \`<hex>\``), if it names one. */
+export function releaseCommit(changelog: string, version: string): string | undefined {
+  const start = changelog.search(new RegExp(`^## ${version.replaceAll('.', '\\.')}\\s*$`, 'm'));
+  if (start < 0) return undefined;
+  const rest = changelog.slice(start + 1);
+  const section = rest.slice(0, rest.search(/^## /m) >>> 0);
+  return /commit `([0-9a-f]{7,40})`/.exec(section)?.[1];
+}
+
 export interface PreviousRelease {
   version: string;
   tag: string;
@@ -35,25 +44,37 @@ export interface PreviousRelease {
 }
 
 /**
- * Unpacks the previous release (`git archive` of its tag: no worktree registered in the shared
- * repository) into `into` and installs it with `./dev install`. A missing tag fails: a clone
- * without it cannot say whether an upgrade works, and a skipped test would say nothing either.
+ * Unpacks the previous release (`git archive` of its tag, or of the commit its CHANGELOG entry
+ * names when the clone has no tags: no worktree registered in the shared repository) into `into`
+ * and installs it with `./dev install`. A release found neither way fails: a clone without it
+ * cannot say whether an upgrade works, and a skipped test would say nothing either.
  */
 export async function installPreviousRelease(into: string): Promise<PreviousRelease> {
-  const version = previousVersion(readFileSync(path.join(ROOT, 'CHANGELOG.md'), 'utf8'));
+  const changelog = readFileSync(path.join(ROOT, 'CHANGELOG.md'), 'utf8');
+  const version = previousVersion(changelog);
   const tag = `v${version}`;
-  const tagged = () =>
-    run('git', ['-C', ROOT, 'rev-parse', '--verify', '--quiet', `refs/tags/${tag}^{commit}`]).then((out) =>
+  const verify = (ref: string) =>
+    run('git', ['-C', ROOT, 'rev-parse', '--verify', '--quiet', `${ref}^{commit}`]).then((out) =>
       out.stdout.trim(),
     );
   // A shallow clone, or one made without tags (CI's checkouts often are), can still fetch the one tag.
   const fetched = () =>
     run('git', ['-C', ROOT, 'fetch', '--quiet', '--depth=1', 'origin', `refs/tags/${tag}:refs/tags/${tag}`]);
-  const commit = await tagged()
-    .catch(() => fetched().then(tagged))
+  // Without the tag anywhere, the commit the release's entry names, if this clone's history has it
+  // (it is an ancestor of main: a clone of main without tags still holds it).
+  const named = releaseCommit(changelog, version);
+  const byEntry = async () => {
+    if (!named) throw new Error('no commit named');
+    const commit = await verify(named);
+    await run('git', ['-C', ROOT, 'merge-base', '--is-ancestor', commit, 'HEAD']);
+    return commit;
+  };
+  const commit = await verify(`refs/tags/${tag}`)
+    .catch(() => fetched().then(() => verify(`refs/tags/${tag}`)))
+    .catch(byEntry)
     .catch(() => {
       throw new Error(
-        `the tag ${tag} of the CHANGELOG's newest release is not in this clone nor at its origin: git fetch --tags, or cut it (CONTRIBUTING.md, "Releases")`,
+        `the release ${version} (the CHANGELOG's newest) is not in this clone: no tag ${tag} here nor at its origin, and ${named ? `its entry's commit ${named} is not in this history` : 'its entry names no commit'}: git fetch --tags, or cut it (CONTRIBUTING.md, "Releases")`,
       );
     });
   mkdirSync(into, { recursive: true });
