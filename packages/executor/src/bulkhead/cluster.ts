@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { Logger } from '@requester/shared/log';
 import { counter } from '@requester/shared/metrics';
-import type { RedisClient } from '@requester/shared/redis';
+import { Announcements, type RedisClient } from '@requester/shared/redis';
 import { SlotLine, type Waiter } from './line.ts';
 import {
   type Bulkhead,
@@ -39,6 +39,13 @@ export interface ClusterBulkheadOptions {
 }
 
 const ERROR_LOG_EVERY_MS = 10_000;
+/**
+ * An executor in the line of an origin asks at least this often (it may have missed its wake),
+ * and one that has not asked for STALE_MS (stopped, killed) is out of the line: the longest a
+ * free slot waits for a dead executor.
+ */
+const LINE_POLL_MS = 500;
+const STALE_MS = 1_500;
 
 /**
  * ORIGIN_CONCURRENCY_SCOPE=cluster: the slots of an origin are leases in one Redis ZSET shared by
@@ -48,11 +55,17 @@ const ERROR_LOG_EVERY_MS = 10_000;
  *
  * The tasks of this process waiting for an origin wait in one line (SlotLine, the queue's order),
  * and one loop per origin asks Redis for their slots: at each re-check of its refusal
- * (waitForSlotMs), and at once when a call of this process to the origin ends. A slot Redis grants
+ * (waitForSlotMs, at most LINE_POLL_MS), at once when a call of this process to the origin ends,
+ * and when Redis tells it (a wake on its channel) that a freed slot is its turn. A slot Redis grants
  * goes to the line's next waiter; while the line is not empty, a new call is refused without asking
- * (it parks and joins the line), so it cannot take a slot ahead of those waiting. Every executor
- * serves its line in the one order, and each gets the freed slots it asks for first; the lease
- * gives each executor its share of every client's work, so the order holds across them too.
+ * (it parks and joins the line), so it cannot take a slot ahead of those waiting.
+ *
+ * Between executors, Redis keeps a line too (acquire-3.lua): an executor refused with tasks
+ * waiting joins it, a freed slot goes to the executor first in it, and one granted a slot goes to
+ * its back. Executors take turns at a full origin, each serving its own line in the queue's order;
+ * the lease gives each its share of every client's work, so the order holds across them. Without
+ * it, an executor whose call ended took the slot back at once, and one holding no slot waited for
+ * the other's whole backlog.
  *
  * If Redis fails, the cap is applied in this process alone (LocalBulkhead): a hanging origin must
  * still not take every worker while Redis is away, and nothing stops for lack of Redis.
@@ -69,13 +82,22 @@ export class ClusterBulkhead implements Bulkhead {
   private readonly loops = new Map<string, { kick: () => void; limit: () => number | undefined }>();
   /** The slot being handed to the waiter wakeNext chose (see ask). */
   private handing: ((client: string) => Granted) | undefined;
+  /** Per slots key with a loop: its origin (what a wake names). */
+  private readonly loopOrigins = new Map<string, string>();
+  /** This executor's wake channel, subscribed once a task of it first waits. */
+  private wakes: Announcements | undefined;
+  private closed = false;
   private readonly leasePrefix = randomBytes(6).toString('hex');
   private leaseSeq = 0;
   private lastErrorLogMs = 0;
 
   constructor(options: ClusterBulkheadOptions) {
     this.options = options;
-    this.scripts = loadBulkheadScripts(options.redis);
+    this.scripts = loadBulkheadScripts(options.redis, {
+      executor: this.leasePrefix,
+      staleMs: STALE_MS,
+      channelPrefix: `${options.prefix}wake:`,
+    });
     this.random = options.random ?? Math.random;
     this.line = new SlotLine(options.weightOf);
     // Counts every call of this process, those Redis granted included: during an outage the
@@ -103,7 +125,7 @@ export class ClusterBulkhead implements Bulkhead {
         retryInMs: waitForSlotMs(typicalMs, this.load.inFlight(origin), this.random()),
       };
     }
-    const asked = await this.ask(origin, limit);
+    const asked = await this.ask(origin, limit, false);
     if (asked === 'failed') return this.fallback.acquire(origin, limit, client, wait, partition);
     if (!asked.granted) return asked;
     return asked.grant(client);
@@ -153,10 +175,16 @@ export class ClusterBulkhead implements Bulkhead {
    */
   private async askFor(origin: string, limit: () => number | undefined): Promise<void> {
     const loop = { kick: () => {}, limit };
+    const key = slotsKey(this.options.prefix, origin);
     this.loops.set(origin, loop);
+    this.loopOrigins.set(key, origin);
+    this.listen();
+    /** Whether the last ask left this executor in Redis's line (refused, joining it). */
+    let inLine = false;
     try {
       while (this.line.waiting(origin)) {
-        const asked = await this.ask(origin, loop.limit());
+        const asked = await this.ask(origin, loop.limit(), true);
+        inLine = asked !== 'failed' && !asked.granted;
         // Redis away: a slot under the cap counted in this process alone, as for acquire.
         const local =
           asked === 'failed' ? await this.fallback.acquire(origin, loop.limit(), '', false) : undefined;
@@ -175,7 +203,7 @@ export class ClusterBulkhead implements Bulkhead {
         }
         let retryInMs = MAX_WAIT_MS / 4;
         if (local && !local.granted) retryInMs = local.retryInMs;
-        else if (asked !== 'failed' && !asked.granted) retryInMs = asked.retryInMs;
+        else if (asked !== 'failed' && !asked.granted) retryInMs = Math.min(asked.retryInMs, LINE_POLL_MS);
         await new Promise<void>((resolve) => {
           const timer = setTimeout(resolve, retryInMs);
           loop.kick = () => {
@@ -187,28 +215,60 @@ export class ClusterBulkhead implements Bulkhead {
       }
     } finally {
       this.loops.delete(origin);
+      this.loopOrigins.delete(key);
+      if (inLine)
+        this.scripts
+          .leave(key, capOf(this.options.maxPerOrigin, loop.limit()))
+          .catch((err: unknown) => this.failed('leave', err));
     }
+  }
+
+  /** Subscribes this executor's wake channel, once: a wake names the slots key whose turn it is. */
+  private listen(): void {
+    if (this.wakes || this.closed) return;
+    this.wakes = new Announcements(this.options.redis, [`${this.options.prefix}wake:${this.leasePrefix}`], {
+      what: 'origin slot turn',
+      logger: this.options.logger,
+      onHeard: (key) => {
+        const origin = this.loopOrigins.get(key);
+        if (origin) this.loops.get(origin)?.kick();
+      },
+    });
+  }
+
+  /** Closes the wake subscriber; waits still in progress go on, re-asking on their timers. */
+  async close(): Promise<void> {
+    this.closed = true;
+    await this.wakes?.close();
   }
 
   /** One acquire in Redis: a slot to give (to whose call it becomes), a refusal, or 'failed'. */
   private async ask(
     origin: string,
     limit: number | undefined,
+    joins: boolean,
   ): Promise<
     { granted: true; grant: (client: string) => Granted } | { granted: false; retryInMs: number } | 'failed'
   > {
-    const { redis, leaseMs } = this.options;
+    const { leaseMs } = this.options;
     const maxPerOrigin = capOf(this.options.maxPerOrigin, limit);
     const key = slotsKey(this.options.prefix, origin);
     const lease = `${this.leasePrefix}:${(++this.leaseSeq).toString(36)}`;
     let reply: AcquireReply;
     try {
-      reply = await this.scripts.acquire(key, maxPerOrigin, leaseMs, lease);
+      reply = await this.scripts.acquire(key, maxPerOrigin, leaseMs, lease, joins);
     } catch (err) {
       this.failed('acquire', err);
       return 'failed';
     }
-    const { granted, inFlight, oldestAgeMs } = reply;
+    const { granted, inFlight, oldestAgeMs, yielded } = reply;
+    if (!granted && yielded) {
+      // A slot is free but another executor's turn: it is being told; ask again when this one's comes.
+      return {
+        granted: false,
+        retryInMs: waitForSlotMs(this.load.typicalCallMs(origin), inFlight, this.random()),
+      };
+    }
     if (!granted) {
       const typicalMs = Math.max(this.load.typicalCallMs(origin), oldestAgeMs);
       return { granted: false, retryInMs: waitForSlotMs(typicalMs, inFlight, this.random()) };
@@ -226,8 +286,8 @@ export class ClusterBulkhead implements Bulkhead {
           released = true;
           ended();
           uncount();
-          redis.zrem(key, lease).catch((err: unknown) => this.failed('release', err));
-          // Sent after the ZREM on the same connection: its acquire sees the slot free.
+          this.scripts.release(key, lease, maxPerOrigin).catch((err: unknown) => this.failed('release', err));
+          // Sent after the release on the same connection: its acquire sees the slot free.
           this.loops.get(origin)?.kick();
         },
       };

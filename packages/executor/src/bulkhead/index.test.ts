@@ -1,6 +1,14 @@
 import { registry } from '@requester/shared/metrics';
 import { createRedis, type RedisClient } from '@requester/shared/redis';
-import { startTarget, type Target, uniqueName } from '@requester/shared/testing';
+import {
+  eventually,
+  redisServerAvailable,
+  startRedisCluster,
+  startTarget,
+  type Target,
+  type TestCluster,
+  uniqueName,
+} from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ResponseCache } from '../cache/index.ts';
 import { ExecutorHarness } from '../worker/harness.fixture.ts';
@@ -8,12 +16,14 @@ import type { CallOrRefusal } from '../worker/policies.ts';
 import { slotsKey } from './cluster.ts';
 import {
   ClusterBulkhead,
+  type Granted,
   LocalBulkhead,
   MAX_WAIT_MS,
   MIN_WAIT_MS,
   OriginLoad,
   waitForSlotMs,
 } from './index.ts';
+import { originKeys } from './scripts.ts';
 
 /** Tasks parked in this process for a slot of their full origin. */
 async function parkedForSlot(): Promise<number> {
@@ -169,12 +179,18 @@ describe('LocalBulkhead', () => {
 describe('ClusterBulkhead (real Redis)', () => {
   let redis: RedisClient;
   const prefix = `${uniqueName('bh')}:`;
-  const cluster = (leaseMs = 60_000) => new ClusterBulkhead({ redis, prefix, maxPerOrigin: 2, leaseMs });
+  const made: ClusterBulkhead[] = [];
+  const cluster = (leaseMs = 60_000, maxPerOrigin = 2) => {
+    const bulkhead = new ClusterBulkhead({ redis, prefix, maxPerOrigin, leaseMs });
+    made.push(bulkhead);
+    return bulkhead;
+  };
 
   beforeAll(() => {
     redis = createRedis({ url: 'redis://127.0.0.1:6379' });
   });
   afterAll(async () => {
+    await Promise.all(made.map((b) => b.close()));
     const keys = await redis.keys(`${prefix}*`);
     if (keys.length > 0) await redis.del(...keys);
     redis.disconnect();
@@ -216,6 +232,55 @@ describe('ClusterBulkhead (real Redis)', () => {
     second?.release();
     await redis.ping();
     expect(await redis.zcard(slotsKey(prefix, origin))).toBe(0);
+  });
+
+  it('a freed slot goes to the executor that waited first, not back to the one whose call ended', async () => {
+    // Executor one holds the origin's only slot and has a backlog parked; executor two parks one
+    // task after them. One's calls end one by one, each asking again at once: first come, one
+    // would take every freed slot until its backlog was gone. Executors take turns instead.
+    const [one, two] = [cluster(60_000, 1), cluster(60_000, 1)];
+    const waitingKey = (o: string) => originKeys(slotsKey(prefix, o))[1];
+    const origin = `http://${uniqueName('o')}:80`;
+    const held = await one.acquire(origin, undefined, 'A');
+    const never = new AbortController().signal;
+    const order: string[] = [];
+    const waits = new Map<string, Promise<Granted | undefined>>();
+    const wait = (bulkhead: ClusterBulkhead, name: string) =>
+      waits.set(
+        name,
+        bulkhead.waitForSlot(origin, undefined, 'A', never, name).then((grant) => {
+          order.push(name);
+          return grant;
+        }),
+      );
+    for (let i = 0; i < 8; i++) wait(one, `one-${i}`);
+    await eventually(async () => (await redis.zcard(waitingKey(origin))) === 1, 5_000, 'one in the line');
+    wait(two, 'two');
+    await eventually(async () => (await redis.zcard(waitingKey(origin))) === 2, 5_000, 'two in the line');
+    let slot = held.granted ? held : undefined;
+    for (let served = 0; served < waits.size; served++) {
+      slot?.release();
+      await eventually(() => order.length > served, 10_000, `grant ${served + 1}`);
+      slot = await waits.get(order[served] as string);
+    }
+    slot?.release();
+    expect(order.indexOf('two')).toBeLessThanOrEqual(1);
+  });
+
+  it('an executor gone from the line between executors (killed) holds a freed slot back only until it is stale', async () => {
+    const [one] = [cluster(60_000, 1)];
+    const origin = `http://${uniqueName('o')}:80`;
+    const [, waiting, seen] = originKeys(slotsKey(prefix, origin));
+    const held = await one.acquire(origin, undefined, 'A');
+    // An executor that joined the line first and then died: it never asks again.
+    await redis.zadd(waiting, 0, 'ghost');
+    await redis.zadd(seen, Date.now(), 'ghost');
+    const mine = one.waitForSlot(origin, undefined, 'A', new AbortController().signal);
+    if (held.granted) held.release();
+    const grant = await mine;
+    expect(grant?.granted).toBe(true);
+    grant?.release();
+    expect(await redis.zscore(waiting, 'ghost')).toBeNull();
   });
 
   it("serves its parked waiters in the line's order, and a new call does not go ahead of them", async () => {
@@ -449,5 +514,49 @@ describe('bulkhead in the executor (end to end)', () => {
     expect(hanging.holding(run)).toBe(1); // the slot was taken all along
     hanging.release(run);
     await h.resultOf(`${run}-hold`);
+  }, 60_000);
+});
+
+describe.runIf(redisServerAvailable())('ClusterBulkhead on a Redis Cluster', () => {
+  let cluster: TestCluster;
+  let redis: RedisClient;
+  beforeAll(async () => {
+    cluster = await startRedisCluster(7951);
+    redis = createRedis({ url: cluster.url, cluster: true });
+  }, 60_000);
+  afterAll(async () => {
+    redis?.disconnect();
+    await cluster?.stop();
+  }, 30_000);
+
+  it('executors take turns at full origins whose keys live on every master', async () => {
+    const prefix = `${uniqueName('bh')}:`;
+    const [one, two] = [1, 2].map(
+      () => new ClusterBulkhead({ redis, prefix, maxPerOrigin: 1, leaseMs: 60_000 }),
+    );
+    try {
+      const never = new AbortController().signal;
+      // Origins in many slots, so on every master.
+      for (let o = 0; o < 6; o++) {
+        const origin = `http://o${o}-${uniqueName('c')}:80`;
+        const held = await one?.acquire(origin, undefined, 'A');
+        const order: string[] = [];
+        const named = (bulkhead: ClusterBulkhead | undefined, name: string) =>
+          bulkhead?.waitForSlot(origin, undefined, 'A', never, name).then((grant) => {
+            order.push(name);
+            grant?.release();
+          });
+        const waitingKey = originKeys(slotsKey(prefix, origin))[1];
+        const backlog = [0, 1, 2, 3].map((i) => named(one, `one-${i}`));
+        await eventually(async () => (await redis.zcard(waitingKey)) === 1, 5_000, 'one in the line');
+        const theirs = named(two, 'two');
+        await eventually(async () => (await redis.zcard(waitingKey)) === 2, 5_000, 'two in the line');
+        if (held?.granted) held.release();
+        await Promise.all([...backlog, theirs]);
+        expect(order.indexOf('two'), origin).toBeLessThanOrEqual(1);
+      }
+    } finally {
+      await Promise.all([one?.close(), two?.close()]);
+    }
   }, 60_000);
 });

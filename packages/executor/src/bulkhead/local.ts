@@ -57,6 +57,8 @@ export interface Bulkhead {
     signal: AbortSignal,
     partition?: string,
   ): Promise<Granted | undefined>;
+  /** Lets go of what it holds open (a subscriber); the executor closes its bulkhead at drain. */
+  close(): Promise<void>;
 }
 
 /** A slot granted. */
@@ -194,6 +196,9 @@ export class LocalBulkhead implements Bulkhead {
       this.line.join(origin, waiter);
     });
   }
+
+  /** Holds nothing open. */
+  async close(): Promise<void> {}
 
   waitForSlot(
     origin: string,

@@ -62,6 +62,11 @@ export class KeyConcurrency {
     });
   }
 
+  /** Closes the slots' wake subscriber (at the executor's drain). */
+  close(): Promise<void> {
+    return this.slots.close();
+  }
+
   /** A slot of `key` (scoped) if fewer than `limit` of its calls are in flight, never waiting in the process. */
   async acquire(key: string, limit: number, client: string, partition: string): Promise<SlotGrant> {
     const asked = await this.slots.acquire(key, limit, client, false, partition);

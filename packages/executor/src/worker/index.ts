@@ -117,6 +117,8 @@ export class Executor {
     await this.settler.inProgress;
     this.heartbeat.stop();
     clearInterval(this.weightsTimer);
+    // Its own: their subscribers serve this executor's waits alone.
+    await Promise.all([this.options.bulkhead?.close(), this.options.concurrency?.close()]);
   }
 
   /** Tasks leased and not yet settled. */
