@@ -44,7 +44,7 @@ export interface BulkheadScripts {
    * joins the line (it has tasks waiting).
    */
   acquire(key: string, max: number, leaseMs: number, lease: string, joins: boolean): Promise<AcquireReply>;
-  /** Frees `lease` and tells the executors first in the line. */
+  /** Frees `lease` and tells the executors first in the line (this one asks again by itself). */
   release(key: string, lease: string, max: number): Promise<unknown>;
   /** This executor leaves the line of `key` (nothing of it waits any more). */
   leave(key: string, max: number): Promise<unknown>;
@@ -66,7 +66,8 @@ export function loadBulkheadScripts(redis: RedisClient, member: LineMember): Bul
       ])) as number[];
       return { granted: granted === 1, inFlight, oldestAgeMs, yielded: yielded === 1 };
     },
-    release: (key, lease, max) => run('release', originKeys(key), [lease, max, staleMs, channelPrefix]),
+    release: (key, lease, max) =>
+      run('release', originKeys(key), [lease, max, staleMs, channelPrefix, executor]),
     leave: (key, max) => run('leave', originKeys(key), [executor, max, channelPrefix]),
   };
 }

@@ -10,6 +10,7 @@
   ARGV[2]  cap the slot was taken under
   ARGV[3]  staleMs
   ARGV[4]  the wake channels' prefix
+  ARGV[5]  the releasing executor's id: not told (it asks again itself when it has tasks waiting)
 
   Returns the number of executors told
 ]]
@@ -21,5 +22,5 @@ if redis.call('EXISTS', KEYS[2]) == 0 then return 0 end
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 dropStale(tonumber(ARGV[3]), now)
 local free = tonumber(ARGV[2]) - redis.call('ZCARD', KEYS[1])
-wakeFront(free, ARGV[4], nil)
+wakeFront(free, ARGV[4], ARGV[5])
 return math.max(0, math.min(free, redis.call('ZCARD', KEYS[2])))
