@@ -50,9 +50,10 @@ export interface BodyCopiesOptions {
  * record it reads, whatever batching the producer used (docs/architecture.md §9, "Big records from
  * outside producers"). Copies go out in rounds, one copy per partition of the bodies topic in a
  * round, so that one produce request carries several copies yet each stays alone in its batch (a
- * request per copy made the router and the broker pay a request's fixed cost for every copy). The copy is written before the task is published and the batch committed, so a crash in
- * between leaves at most an unread copy; a copy that fails leaves the task on its `in` record,
- * which is as valid, only dearer to read.
+ * request per copy made the router and the broker pay a request's fixed cost for every copy). The
+ * copy is written before the task is published and the batch committed, so a crash in between
+ * leaves at most an unread copy; a copy that fails leaves the task on its `in` record, which is as
+ * valid, only dearer to read.
  */
 export class BodyCopies {
   private readonly options: BodyCopiesOptions;
@@ -80,8 +81,8 @@ export class BodyCopies {
       partitions = producer.partitionCount(topic) ?? 1;
       rest = wanted.slice(1);
     }
-    const size = partitions;
-    await Promise.all(roundsOf(rest, size).map((round) => this.round(round, size)));
+    const count = partitions;
+    await Promise.all(roundsOf(rest, count).map((round) => this.round(round, count)));
   }
 
   /** Writes one round (at most one copy per partition) in one send, and points its tasks at the copies. */
