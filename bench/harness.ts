@@ -1,7 +1,8 @@
 // What the benchmark scripts that start Requesters share: `--env K=V,...` parsing, the load
-// average they print beside every figure, and the child processes they must not leave behind.
+// average they print beside every figure, the child processes they must not leave behind, and the
+// pid behind a local port (the shared broker's, whose CPU they report).
 import type { ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 
 /** `K=V,K2=V2` (the `--env` option) as an environment; a value may itself hold `=`. */
 export function envPairs(text: string | undefined): Record<string, string> {
@@ -64,3 +65,25 @@ function exitOnSignals(): void {
 // The command line of every bench script (`--help`, readable errors): one helper for bench/ and
 // packages/*/bench, kept with the test helpers of shared.
 export { parseBenchArgs } from '../packages/shared/src/testing/bench-args.ts';
+
+/** The pid listening on a local TCP port (from /proc/net/tcp and the fds of each process). */
+export function pidListeningOn(port: number): number | undefined {
+  const inodes = new Set<string>();
+  for (const file of ['/proc/net/tcp', '/proc/net/tcp6']) {
+    for (const line of readFileSync(file, 'utf8').split('\n').slice(1)) {
+      const cols = line.trim().split(/\s+/);
+      if (cols.length < 10 || cols[3] !== '0A') continue;
+      if (Number.parseInt(cols[1]?.split(':')[1] ?? '', 16) === port) inodes.add(cols[9] as string);
+    }
+  }
+  for (const pid of readdirSync('/proc').filter((p: string) => /^\d+$/.test(p))) {
+    try {
+      for (const fd of readdirSync(`/proc/${pid}/fd`)) {
+        const link = readlinkSync(`/proc/${pid}/fd/${fd}`);
+        const m = /^socket:\[(\d+)\]$/.exec(link);
+        if (m && inodes.has(m[1] as string)) return Number(pid);
+      }
+    } catch {}
+  }
+  return undefined;
+}

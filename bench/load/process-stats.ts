@@ -1,7 +1,10 @@
 /** What the processes of a load run spend: CPU, bytes read, memory; and who listens on a port. */
-import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { processCpuSeconds, processTreeCpuSeconds } from '../../packages/shared/src/testing/index.ts';
 import { formatMemory, memoryOf } from '../memory.ts';
+
+export { pidListeningOn } from '../harness.ts';
+
 import type { Side } from './processes.ts';
 import { executorCounts } from './settings.ts';
 
@@ -38,28 +41,6 @@ export async function idleCpu(sides: Side[], seconds: number): Promise<Map<strin
     );
   });
   return idle;
-}
-
-/** The pid listening on a local TCP port (from /proc/net/tcp and the fds of each process). */
-export function pidListeningOn(port: number): number | undefined {
-  const inodes = new Set<string>();
-  for (const file of ['/proc/net/tcp', '/proc/net/tcp6']) {
-    for (const line of readFileSync(file, 'utf8').split('\n').slice(1)) {
-      const cols = line.trim().split(/\s+/);
-      if (cols.length < 10 || cols[3] !== '0A') continue;
-      if (Number.parseInt(cols[1]?.split(':')[1] ?? '', 16) === port) inodes.add(cols[9] as string);
-    }
-  }
-  for (const pid of readdirSync('/proc').filter((p: string) => /^\d+$/.test(p))) {
-    try {
-      for (const fd of readdirSync(`/proc/${pid}/fd`)) {
-        const link = readlinkSync(`/proc/${pid}/fd/${fd}`);
-        const m = /^socket:\[(\d+)\]$/.exec(link);
-        if (m && inodes.has(m[1] as string)) return Number(pid);
-      }
-    } catch {}
-  }
-  return undefined;
 }
 
 /**

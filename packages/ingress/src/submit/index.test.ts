@@ -35,6 +35,7 @@ class CountingProducer {
   readonly producer: KafkaProducer = {
     connect: () => this.real.connect(),
     disconnect: () => this.real.disconnect(),
+    partitionCount: (topic) => this.real.partitionCount(topic),
     send: async (topic, records, timeoutMs, options) => {
       this.calls.push(records);
       const failing = this.failures > 0;

@@ -60,6 +60,7 @@ describe('relay: a failed claim keeps its rows ahead of the later ones of their 
     const failingOnce: KafkaProducer = {
       connect: () => producer.connect(),
       disconnect: () => producer.disconnect(),
+      partitionCount: (topic) => producer.partitionCount(topic),
       async send(...args) {
         if (failed) return producer.send(...args);
         failed = true;

@@ -78,6 +78,7 @@ describe('relay: two relay processes keep an ordered partition in order', () => 
       producer: {
         connect: () => producer.connect(),
         disconnect: () => producer.disconnect(),
+        partitionCount: (topic) => producer.partitionCount(topic),
         async send(...args) {
           if (first) {
             first = false;
@@ -98,6 +99,7 @@ describe('relay: two relay processes keep an ordered partition in order', () => 
       producer: {
         connect: () => producer.connect(),
         disconnect: () => producer.disconnect(),
+        partitionCount: (topic) => producer.partitionCount(topic),
         send(...args) {
           sends++;
           return producer.send(...args);

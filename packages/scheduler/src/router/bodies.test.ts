@@ -119,9 +119,11 @@ describe('router: copies of big batched records (ROUTER_BODY_COPIES)', () => {
       expect(tasks.get(id)?.entryTopic).toBeUndefined();
     }
 
-    // Each copy is the record (key, value, headers) and sits alone in its record batch.
+    // Each copy is the record (key, value, headers) and sits alone in its record batch; the copies
+    // of one consumed batch are spread over the bodies topic's partitions (sent a round at a time).
     const copies = await readTopic(topicBodies, (m) => m.length >= 8);
     expect(copies).toHaveLength(8);
+    expect(new Set(copies.map((copy) => copy.partition))).toEqual(new Set([0, 1]));
     for (const copy of copies) {
       expect(copy.batch?.records).toBe(1);
       const source = batched.find((b) => b.key === copy.key?.toString());

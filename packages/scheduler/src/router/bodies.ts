@@ -3,6 +3,7 @@ import {
   type KafkaProducer,
   type OutgoingRecord,
   PARTITION_BATCH_BYTES,
+  type ProducedBatch,
   type RecordHeaders,
 } from '@requester/shared/kafka';
 import type { Logger } from '@requester/shared/log';
@@ -45,15 +46,20 @@ export interface BodyCopiesOptions {
 
 /**
  * Copies big records that came batched with others (wantsOwnBatch) to the bodies topic, each in a
- * produce request of its own and so in a record batch of its own, and points their tasks at the
- * copy: the executor then receives about the record it reads, whatever batching the producer used
- * (docs/architecture.md §9, "Big records from outside producers"). The copy is written before the
- * task is published and the batch committed, so a crash in between leaves at most an unread copy;
- * a copy that fails leaves the task on its `in` record, which is as valid, only dearer to read.
+ * record batch of its own, and points their tasks at the copy: the executor then receives about the
+ * record it reads, whatever batching the producer used (docs/architecture.md §9, "Big records from
+ * outside producers"). Copies go out in rounds, one copy per partition of the bodies topic in a
+ * round, so that one produce request carries several copies yet each stays alone in its batch (a
+ * request per copy made the router and the broker pay a request's fixed cost for every copy). The
+ * copy is written before the task is published and the batch committed, so a crash in between
+ * leaves at most an unread copy; a copy that fails leaves the task on its `in` record, which is as
+ * valid, only dearer to read.
  */
 export class BodyCopies {
   private readonly options: BodyCopiesOptions;
   private pausedUntil = 0;
+  /** The partition the next round starts at, so that rounds of few copies spread over all of them. */
+  private next = 0;
 
   constructor(options: BodyCopiesOptions) {
     this.options = options;
@@ -65,42 +71,85 @@ export class BodyCopies {
       ({ record, route }) => route.kind === 'queue' && wantsOwnBatch(record) && singleValued(record.headers),
     );
     if (wanted.length === 0) return;
+    const { producer, topic } = this.options;
+    let partitions = producer.partitionCount(topic);
+    let rest = wanted;
+    if (partitions === undefined) {
+      // The producer learns a topic's partitions from its first send there: that copy goes alone,
+      // placed by its key.
+      await this.round(wanted.slice(0, 1), undefined);
+      partitions = producer.partitionCount(topic) ?? 1;
+      rest = wanted.slice(1);
+    }
+    const count = partitions;
+    await Promise.all(roundsOf(rest, count).map((round) => this.round(round, count)));
+  }
+
+  /** Writes one round (at most one copy per partition) in one send, and points its tasks at the copies. */
+  private async round(
+    round: Array<{ record: SourceRecord; route: Route }>,
+    partitions: number | undefined,
+  ): Promise<void> {
+    if (round.length === 0 || Date.now() < this.pausedUntil) return;
     const { producer, topic, produceTimeoutMs } = this.options;
-    await Promise.all(
-      wanted.map(async (routed) => {
-        const { record, route } = routed;
-        if (route.kind !== 'queue') return;
-        try {
-          const [at] = await producer.send(topic, [copyOf(record)], produceTimeoutMs, { readByOffset: true });
-          if (!at || at.baseOffset === '-1') throw new Error(`no offset answered for the copy on ${topic}`);
-          const task = decodeQueuedTask(route.task.payload);
-          const payload = encodeQueuedTask({
-            ...task,
-            ref: { topic: at.topic, partition: at.partition, offset: at.baseOffset },
-            entryTopic: record.topic,
-          });
-          routed.route = { ...route, task: { ...route.task, payload } };
-          copies.inc({ outcome: 'copied' });
-        } catch (err) {
-          copies.inc({ outcome: 'failed' });
-          if (Date.now() >= this.pausedUntil)
-            this.options.logger.warn(
-              { err, topic, partition: record.partition, offset: record.offset },
-              `copying a big batched record of ${record.topic} to ${topic} failed: its task reads it where it is, and no copies are made for ${PAUSE_AFTER_FAILURE_MS / 1000} s`,
-            );
-          this.pausedUntil = Date.now() + PAUSE_AFTER_FAILURE_MS;
-        }
-      }),
+    const first = this.next;
+    if (partitions !== undefined) this.next = (first + round.length) % partitions;
+    const placed = round.map(({ record }, i) =>
+      copyOf(record, partitions === undefined ? undefined : (first + i) % partitions),
     );
+    let written: ProducedBatch[];
+    try {
+      const produced = await producer.send(topic, placed, produceTimeoutMs, { readByOffset: true });
+      const byPartition = new Map(produced.map((at) => [at.partition, at]));
+      written = placed.map((copy) => {
+        const at = copy.partition === undefined ? produced[0] : byPartition.get(copy.partition);
+        if (!at || at.baseOffset === '-1') throw new Error(`no offset answered for a copy on ${topic}`);
+        return at;
+      });
+    } catch (err) {
+      copies.inc({ outcome: 'failed' }, round.length);
+      if (Date.now() >= this.pausedUntil)
+        this.options.logger.warn(
+          {
+            err,
+            topic,
+            records: round.map(({ record }) => `${record.topic}/${record.partition}/${record.offset}`),
+          },
+          `copying big batched records to ${topic} failed: their tasks read them where they are, and no copies are made for ${PAUSE_AFTER_FAILURE_MS / 1000} s`,
+        );
+      this.pausedUntil = Date.now() + PAUSE_AFTER_FAILURE_MS;
+      return;
+    }
+    round.forEach((routed, i) => {
+      const { record, route } = routed;
+      const at = written[i];
+      if (route.kind !== 'queue' || !at) return;
+      const task = decodeQueuedTask(route.task.payload);
+      const payload = encodeQueuedTask({
+        ...task,
+        ref: { topic: at.topic, partition: at.partition, offset: at.baseOffset },
+        entryTopic: record.topic,
+      });
+      routed.route = { ...route, task: { ...route.task, payload } };
+    });
+    copies.inc({ outcome: 'copied' }, round.length);
   }
 }
 
-function copyOf(record: SourceRecord): OutgoingRecord {
+/** `items` in rounds of at most `partitions`, in order. */
+function roundsOf<T>(items: T[], partitions: number): T[][] {
+  const size = Math.max(1, partitions);
+  const rounds: T[][] = [];
+  for (let i = 0; i < items.length; i += size) rounds.push(items.slice(i, i + size));
+  return rounds;
+}
+
+function copyOf(record: SourceRecord, partition: number | undefined): OutgoingRecord {
   const headers: Record<string, Buffer | string> = {};
   for (const [name, value] of Object.entries(record.headers ?? {}))
     if (value !== undefined && !Array.isArray(value)) headers[name] = value;
   headers[BODY_OF_HEADER] = `${record.topic}/${record.partition}/${record.offset}`;
-  return { key: record.key, value: record.value, headers };
+  return { key: record.key, value: record.value, headers, ...(partition === undefined ? {} : { partition }) };
 }
 
 /** A header given twice would not survive the copy as it is (OutgoingRecord holds one value each). */

@@ -160,6 +160,11 @@ export interface KafkaProducer {
     timeoutMs?: number,
     options?: SendOptions,
   ): Promise<ProducedBatch[]>;
+  /**
+   * The partitions of `topic` as this producer's last send to it saw them; undefined before its
+   * first send there (a caller that places records itself learns the count by sending one).
+   */
+  partitionCount(topic: string): number | undefined;
   disconnect(): Promise<void>;
 }
 

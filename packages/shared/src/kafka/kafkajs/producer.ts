@@ -50,6 +50,10 @@ export class KafkajsProducer implements KafkaProducer {
     return produced;
   }
 
+  partitionCount(topic: string): number | undefined {
+    return this.partitionCounts.get(topic);
+  }
+
   /**
    * The partition a record goes to, for chunking: the one it names, else its key's (murmur2, as
    * the partitioner does) once this producer has written to the topic and knows its partition
