@@ -33,7 +33,10 @@ beforeAll(() => {
 
 afterAll(async () => {
   await sql?.end({ timeout: 5 });
-  for await (const keys of (redis as import('@requester/shared').Redis).scanStream({ match: `${prefix}*` }))
+  for await (const keys of (redis as import('@requester/shared').Redis).scanStream({
+    match: `${prefix}*`,
+    count: 1_000,
+  }))
     if ((keys as string[]).length > 0) await redis.del(...(keys as string[]));
   redis.disconnect();
   const admin = createPg({ url: 'postgres://postgres@127.0.0.1:5432/postgres', max: 1 });
