@@ -7,6 +7,7 @@
 # KAFKA_SASL_USERS="admin:secret,alice:other" makes the client listener SASL_PLAINTEXT with
 # SCRAM-SHA-256 and SCRAM-SHA-512: the users are added when the storage is formatted (KRaft keeps
 # SCRAM credentials in its metadata), and the first one is the broker's own (inter-broker) user.
+# KAFKA_HEAP sets the broker's heap (512m); KAFKA_JVM_OPTS adds JVM options to it.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
@@ -25,6 +26,10 @@ PORT="${BROKER##*:}"
 # when KAFKA_CONTROLLER_PORT moves it, give Requester KAFKA_CONTROLLERS=$HOST:<that port> too.
 CONTROLLER_PORT="${KAFKA_CONTROLLER_PORT:-$((PORT + 1))}"
 HEAP="${KAFKA_HEAP:-512m}"
+# A test's throwaway broker trades peak speed for a quicker start here (C1 compilation only).
+JVM_OPTS="${KAFKA_JVM_OPTS:-}"
+# The storage tool runs once and briefly: the quickest start is all it needs.
+TOOL_JVM_OPTS=(-XX:TieredStopAtLevel=1 -XX:+UseSerialGC)
 SASL_USERS="${KAFKA_SASL_USERS:-}"
 
 resolve_jars() {
@@ -114,6 +119,17 @@ log.segment.bytes=67108864
 PROPS
 }
 
+# A KRaft cluster id as `kafka-storage random-uuid` prints it (16 random bytes, URL-safe base64
+# without padding, not starting with "-"), without starting a JVM for it.
+cluster_id() {
+  local id
+  while :; do
+    id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')
+    [ "${id:0:1}" != "-" ] && [ "$id" != "AAAAAAAAAAAAAAAAAAAAAA" ] && [ "$id" != "AAAAAAAAAAAAAAAAAAAAAQ" ] && break
+  done
+  echo "$id"
+}
+
 running_pid() {
   [ -f "$PIDFILE" ] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null && cat "$PIDFILE"
 }
@@ -130,15 +146,16 @@ start() {
   if [ ! -f "$DATA/meta.properties" ]; then
     say "formatting KRaft storage in $DATA"
     local id
-    id=$(java -cp "$cp" kafka.tools.StorageTool random-uuid 2>/dev/null | tail -n 1)
+    id=$(cluster_id)
     local scram=()
     [ -n "$SASL_USERS" ] && mapfile -t scram < <(scram_args)
-    java -cp "$cp" kafka.tools.StorageTool format -t "$id" -c "$PROPS" "${scram[@]}" >>"$LOG" 2>&1 ||
+    java "${TOOL_JVM_OPTS[@]}" -cp "$cp" kafka.tools.StorageTool format -t "$id" -c "$PROPS" "${scram[@]}" >>"$LOG" 2>&1 ||
       { tail -n 20 "$LOG" >&2; fail "kafka storage format failed (see $LOG)"; }
   fi
   say "starting Kafka broker on $HOST:$PORT (log: $LOG)"
   # setsid: the broker must outlive the shell that started it (and not get its signals).
-  setsid nohup java -Xms256m -Xmx"$HEAP" -XX:+UseG1GC -Djava.awt.headless=true \
+  # $JVM_OPTS unquoted: it may hold several options, split on spaces.
+  setsid nohup java -Xms256m -Xmx"$HEAP" -XX:+UseG1GC $JVM_OPTS -Djava.awt.headless=true \
     -Dorg.slf4j.simpleLogger.defaultLogLevel=info \
     -Dorg.slf4j.simpleLogger.showDateTime=true \
     -cp "$cp" kafka.Kafka "$PROPS" >>"$LOG" 2>&1 </dev/null &
