@@ -53,7 +53,13 @@ export async function startPrivateKafka(options: PrivateKafkaOptions = {}): Prom
       : {}),
   };
   const kafkaSh = (command: string) => run('bash', [KAFKA_SH, command], { env, timeout: 150_000 });
-  await kafkaSh('start');
+  // A start that fails (a timeout on a busy box) may leave the broker's JVM running on its own
+  // (setsid): stop it, or it outlives the test run.
+  await kafkaSh('start').catch(async (err: unknown) => {
+    await kafkaSh('stop').catch(() => {});
+    await rm(runDir, { recursive: true, force: true });
+    throw err;
+  });
   return {
     brokers,
     ...(options.sasl ? { saslUsers: options.sasl } : {}),
