@@ -213,9 +213,12 @@ export class Relay {
     spans: Array<Span | undefined>,
   ): Promise<void> {
     const records = rows.map((row, i) => inRecord(row, spans[i], this.options.signer));
+    // `relayed` is stamped when the write starts: the router may read and route a record before
+    // the produce's acknowledgement comes back here, and its `routed` must not come first.
+    const at = Date.now();
     try {
       await this.options.producer.send(topic, records, this.options.produceTimeoutMs);
-      for (const row of rows) this.journalRelayed(row);
+      for (const row of rows) this.journalRelayed(row, at);
     } catch (err) {
       if (isOutage(err) || !this.options.topicOut) throw err;
       this.options.logger.warn(
@@ -225,12 +228,13 @@ export class Relay {
       const refused: Array<{ row: ClaimedRow; err: unknown }> = [];
       for (const [i, row] of rows.entries()) {
         try {
+          const at = Date.now(); // as above: when the write starts
           await this.options.producer.send(
             topic,
             [records[i] as OutgoingRecord],
             this.options.produceTimeoutMs,
           );
-          this.journalRelayed(row);
+          this.journalRelayed(row, at);
         } catch (rowErr) {
           if (isOutage(rowErr)) throw rowErr;
           refused.push({ row, err: rowErr });
@@ -245,10 +249,10 @@ export class Relay {
    * owner's story (GET /requests/{id}/events) holds only events that name it. The row keeps the
    * client in its envelope alone, so it is read from there (only when the relay has a journal).
    */
-  private journalRelayed(row: ClaimedRow): void {
+  private journalRelayed(row: ClaimedRow, at: number): void {
     const { journal } = this.options;
     if (!journal) return;
-    journal.emit({ type: 'relayed', requestId: row.requestId, client: clientOfPayload(row.payload) });
+    journal.emit({ type: 'relayed', requestId: row.requestId, client: clientOfPayload(row.payload), at });
   }
 
   /** Error results and dead letters of rows Kafka refused; once written, the rows may be deleted. */
