@@ -36,12 +36,22 @@ describe('authenticated Kafka (SCRAM), Redis (ACL user) and PostgreSQL (password
   let key: Awaited<ReturnType<typeof stackKey>>;
 
   beforeAll(async () => {
-    [kafka, redis, pg, target] = await Promise.all([
-      startPrivateKafka({ sasl: KAFKA_USERS }),
-      startPrivateRedis({ user: 'requester', password: 'redis-secret-3' }),
-      startPrivatePostgres({ password: 'pg-secret-4' }),
-      startTarget(),
+    // Each kept as soon as it is up: when one fails to start, afterAll still stops the others.
+    const started = await Promise.allSettled([
+      startPrivateKafka({ sasl: KAFKA_USERS }).then((k) => {
+        kafka = k;
+      }),
+      startPrivateRedis({ user: 'requester', password: 'redis-secret-3' }).then((r) => {
+        redis = r;
+      }),
+      startPrivatePostgres({ password: 'pg-secret-4' }).then((p) => {
+        pg = p;
+      }),
+      startTarget().then((t) => {
+        target = t;
+      }),
     ]);
+    for (const outcome of started) if (outcome.status === 'rejected') throw outcome.reason;
     stack = await stackEnv({
       KAFKA_BROKERS: kafka.brokers,
       KAFKA_SASL_MECHANISM: 'scram-sha-512',
