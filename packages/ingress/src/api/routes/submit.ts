@@ -151,6 +151,9 @@ async function accept(
     timeoutMs: settings.syncTimeoutMs,
     signal: AbortSignal.any([abandon.signal, c.req.raw.signal]),
   });
+  // `accepted` is stamped when the write starts: the router may route the record before Kafka's
+  // acknowledgement comes back here, and its `routed` must not come first.
+  const writing = Date.now();
   try {
     const replyTo = hub && parts.replyTo ? { [REPLY_TO_HEADER]: parts.replyTo } : undefined;
     await submit(kafkaKeyFor(envelope), JSON.stringify(envelope), replyTo);
@@ -167,7 +170,13 @@ async function accept(
   } finally {
     sending.end();
   }
-  parts.journal?.emit({ type: 'accepted', requestId: id, client: envelope.meta.client, channel: 'http' });
+  parts.journal?.emit({
+    type: 'accepted',
+    requestId: id,
+    client: envelope.meta.client,
+    channel: 'http',
+    at: writing,
+  });
   return {
     id,
     until,
