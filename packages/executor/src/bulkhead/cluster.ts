@@ -261,14 +261,9 @@ export class ClusterBulkhead implements Bulkhead {
       this.failed('acquire', err);
       return 'failed';
     }
-    const { granted, inFlight, oldestAgeMs, yielded } = reply;
-    if (!granted && yielded) {
-      // A slot is free but another executor's turn: it is being told; ask again when this one's comes.
-      return {
-        granted: false,
-        retryInMs: waitForSlotMs(this.load.typicalCallMs(origin), inFlight, this.random()),
-      };
-    }
+    const { granted, inFlight, oldestAgeMs } = reply;
+    // Refused for a full origin, or yielding a free slot to the executor first in the line (which
+    // is told): either way this one asks again at the re-check, or when a wake says it is its turn.
     if (!granted) {
       const typicalMs = Math.max(this.load.typicalCallMs(origin), oldestAgeMs);
       return { granted: false, retryInMs: waitForSlotMs(typicalMs, inFlight, this.random()) };

@@ -21,10 +21,8 @@ export interface AcquireReply {
   granted: boolean;
   /** Leases held on the origin (when refused). */
   inFlight: number;
-  /** Age of the oldest of them (when refused). */
+  /** Age of the oldest of them (when refused for a full origin; 0 when yielding a free slot). */
   oldestAgeMs: number;
-  /** Refused though a slot was free: other executors waited for it first. */
-  yielded: boolean;
 }
 
 /** Who asks, for the line of executors (acquire-3.lua). */
@@ -55,7 +53,7 @@ export function loadBulkheadScripts(redis: RedisClient, member: LineMember): Bul
   const { executor, staleMs, channelPrefix } = member;
   return {
     async acquire(key, max, leaseMs, lease, joins) {
-      const [granted, inFlight = 0, oldestAgeMs = 0, yielded = 0] = (await run('acquire', originKeys(key), [
+      const [granted, inFlight = 0, oldestAgeMs = 0] = (await run('acquire', originKeys(key), [
         max,
         leaseMs,
         lease,
@@ -64,7 +62,7 @@ export function loadBulkheadScripts(redis: RedisClient, member: LineMember): Bul
         staleMs,
         channelPrefix,
       ])) as number[];
-      return { granted: granted === 1, inFlight, oldestAgeMs, yielded: yielded === 1 };
+      return { granted: granted === 1, inFlight, oldestAgeMs };
     },
     release: (key, lease, max) =>
       run('release', originKeys(key), [lease, max, staleMs, channelPrefix, executor]),

@@ -20,10 +20,10 @@
   ARGV[6]  staleMs: an executor that has not asked for this long is out of the line
   ARGV[7]  the wake channels' prefix (the executor id is appended)
 
-  Returns {granted, inFlight, oldestAgeMs, yielded}
-    granted 1/0; inFlight the live slots (this one included when granted); oldestAgeMs how long
-    the oldest live slot has been held (when refused for a full origin, else 0): a hanging origin
-    shows there; yielded 1 when refused though a slot was free (executors waiting before it).
+  Returns {granted, inFlight, oldestAgeMs}
+    granted 1/0 (0 also when a slot is free but executors ahead in the line wait for it); inFlight
+    the live slots (this one included when granted); oldestAgeMs how long the oldest live slot has
+    been held (when refused for a full origin, else 0): a hanging origin shows there.
 ]]
 local cap = tonumber(ARGV[1])
 local leaseMs = tonumber(ARGV[2])
@@ -54,7 +54,7 @@ if free > 0 then
   if ahead >= free then
     join()
     wakeFront(free, ARGV[7], executor)
-    return { 0, inFlight, 0, 1 }
+    return { 0, inFlight, 0 }
   end
   redis.call('ZADD', KEYS[1], now + leaseMs, ARGV[3])
   -- Every deadline is at most now + lease: the key outlives its slots, no more.
@@ -63,8 +63,8 @@ if free > 0 then
     redis.call('ZREM', KEYS[2], executor)
     redis.call('ZREM', KEYS[3], executor)
   end
-  return { 1, inFlight + 1, 0, 0 }
+  return { 1, inFlight + 1, 0 }
 end
 join()
 local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-return { 0, inFlight, math.max(0, leaseMs - (tonumber(oldest[2]) - now)), 0 }
+return { 0, inFlight, math.max(0, leaseMs - (tonumber(oldest[2]) - now)) }
