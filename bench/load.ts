@@ -30,8 +30,8 @@
 // `out`, what the processes spend (process-stats.ts), a round, and the report.
 import path from 'node:path';
 import { median } from '../packages/shared/src/testing/index.ts';
-import { loadavg } from './harness.ts';
-import { idleCpu, memoryOfSide, pidListeningOn } from './load/process-stats.ts';
+import { loadavg, pidListeningOn } from './harness.ts';
+import { idleCpu, memoryOfSide } from './load/process-stats.ts';
 import { type Side, startRequester, startTarget } from './load/processes.ts';
 import { line, ms, profileLine, roundProfile, stageReport } from './load/report.ts';
 import type { Tracker } from './load/results.ts';

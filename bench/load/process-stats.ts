@@ -1,10 +1,7 @@
-/** What the processes of a load run spend: CPU, bytes read, memory; and who listens on a port. */
+/** What the processes of a load run spend: CPU, bytes read, memory (who listens on a port: ../harness.ts). */
 import { readFileSync } from 'node:fs';
 import { processCpuSeconds, processTreeCpuSeconds } from '../../packages/shared/src/testing/index.ts';
 import { formatMemory, memoryOf } from '../memory.ts';
-
-export { pidListeningOn } from '../harness.ts';
-
 import type { Side } from './processes.ts';
 import { executorCounts } from './settings.ts';
 
