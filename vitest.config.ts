@@ -20,7 +20,7 @@ export const sharedTestOptions = {
   reporters: ['default', './test/summary-reporter.ts'],
 } satisfies ViteUserConfig['test'];
 
-// The whole suite, unit tests included, as two projects. Tests talk to the real Kafka, Redis and
+// The whole suite, unit tests included, as three projects. Tests talk to the real Kafka, Redis and
 // PostgreSQL started by infra/up.sh (see README); each test isolates itself by its own topic names,
 // Redis key prefixes and database schema, so files may run in parallel.
 // - unit: `*.unit.test.ts` share their worker processes (isolate: false): they hold no process-wide
@@ -28,6 +28,7 @@ export const sharedTestOptions = {
 //   (docs/benchmarks/test-suite.md, "Test suite").
 // - integration: everything else, one fresh module graph per file, since those files start roles
 //   that register metrics, tracers and signal handlers for the life of their process.
+// - upgrade: below.
 const INTEGRATION_TESTS = [
   'packages/*/src/**/*.test.ts',
   'packages/*/test/**/*.test.ts',
@@ -35,11 +36,18 @@ const INTEGRATION_TESTS = [
 ];
 
 /**
- * The upgrade tier: it installs the previous release beside this checkout, so it is not part of
- * `pnpm test`; `pnpm run test:upgrade` (vitest.upgrade.config.ts) runs it, and `./dev test` after
- * the suite.
+ * The upgrade tier: the previous release installed beside this checkout, its roles beside this
+ * checkout's. A project of its own (`pnpm run test:upgrade` runs it alone) in the same run as the
+ * integration files, so its minute of waiting on processes fills a worker beside theirs instead of
+ * adding to the suite's wall time.
  */
 export const UPGRADE_TESTS = ['packages/requester/test/upgrade/**/!(*.unit).test.ts'];
+
+/** What the files that talk to the real infrastructure share: its check, and their topics deleted. */
+const withInfrastructure = {
+  globalSetup: ['./test/global-setup.ts'],
+  setupFiles: ['./test/topics.setup.ts'],
+};
 
 export default defineConfig({
   test: {
@@ -55,10 +63,10 @@ export default defineConfig({
           name: 'integration',
           include: INTEGRATION_TESTS,
           exclude: [...UNIT_TESTS, ...UPGRADE_TESTS, '**/node_modules/**'],
-          globalSetup: ['./test/global-setup.ts'],
-          setupFiles: ['./test/topics.setup.ts'],
+          ...withInfrastructure,
         },
       },
+      { extends: true, test: { name: 'upgrade', include: UPGRADE_TESTS, ...withInfrastructure } },
     ],
   },
 });

@@ -19,8 +19,9 @@ function committedDurations(): Map<string, number> {
  * the other worker idles. Vitest does so itself from its cache of the last run; a fresh clone has
  * no cache (its fallback is file size, which says little about waits on brokers and processes), so
  * the committed figures of test/file-durations.json stand in for it. A file in neither is taken for
- * a short one (the table leaves short files out) and runs last, where short files fill the tail;
- * projects keep vitest's order (integration, then unit).
+ * a short one (the table leaves short files out) and runs last, where short files fill the tail.
+ * Projects mix (an upgrade file is as long as the longest integration ones); among files of equal
+ * estimate, those of one project stay together.
  */
 export class LongestFirstSequencer extends BaseSequencer {
   private readonly committed = committedDurations();
@@ -39,10 +40,11 @@ export class LongestFirstSequencer extends BaseSequencer {
       .sort((a, b) => {
         const groups = a.spec.project.config.sequence.groupOrder - b.spec.project.config.sequence.groupOrder;
         if (groups !== 0) return groups;
-        if (a.spec.project.name !== b.spec.project.name)
-          return a.spec.project.name < b.spec.project.name ? -1 : 1;
         // Failed files (infinite) first, in any order among themselves: NaN counts as a tie.
-        return b.seconds - a.seconds || 0;
+        const longer = b.seconds - a.seconds || 0;
+        if (longer !== 0) return longer;
+        if (a.spec.project.name === b.spec.project.name) return 0;
+        return a.spec.project.name < b.spec.project.name ? -1 : 1;
       })
       .map(({ spec }) => spec);
   }

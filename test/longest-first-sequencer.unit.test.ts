@@ -39,6 +39,24 @@ describe('LongestFirstSequencer', () => {
     ]);
   });
 
+  it('mixes projects by length: a long file of another project does not wait for every integration file', async () => {
+    const files = [
+      spec('packages/a/src/short.test.ts'),
+      spec('packages/requester/test/upgrade/rolling.test.ts', 'upgrade'),
+      spec('packages/a/src/short.unit.test.ts', 'unit'),
+      spec('packages/requester/test/e2e/kafka-crash.test.ts'),
+      spec('packages/requester/test/start-race.test.ts'),
+    ];
+    const sorted = await sequencer({}).sort(files);
+    expect(sorted.map((s) => `${s.project.name} ${path.basename(s.moduleId)}`)).toEqual([
+      'integration kafka-crash.test.ts',
+      'upgrade rolling.test.ts',
+      'integration start-race.test.ts',
+      'integration short.test.ts',
+      'unit short.unit.test.ts',
+    ]);
+  });
+
   it("prefers vitest's cache of the last run, a failed file first", async () => {
     const files = [
       spec('packages/requester/test/e2e/kafka-crash.test.ts'),
