@@ -482,7 +482,7 @@ export interface ReplayedEvent {
   /** meta.client of the request when the process knew it (owner check of GET /requests/{id}/events). */
   client?: string;
   type: 'replayed';
-  /** What re-submitted the request (`requester dlq replay`). */
+  /** What re-submitted the request: `requester dlq replay` (CLI, admin API, operator UI), or `requester destinations recover <name>`. */
   by: string;
 }
 

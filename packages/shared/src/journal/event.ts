@@ -173,7 +173,10 @@ export const journalEventSchema = z
     z.object({
       ...common,
       type: z.literal('replayed'),
-      by: z.string().meta({ description: 'What re-submitted the request (`requester dlq replay`).' }),
+      by: z.string().meta({
+        description:
+          'What re-submitted the request: `requester dlq replay` (CLI, admin API, operator UI), or `requester destinations recover <name>`.',
+      }),
     }),
     z
       .object({

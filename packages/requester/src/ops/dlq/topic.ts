@@ -192,6 +192,8 @@ export interface ReplayTarget {
   onReplayed?(done: number, total: number): void;
   /** The task journal (`replayed`); absent = none. */
   journal?: Journal;
+  /** What re-sends them, as the journal's `replayed` events name it (default `requester dlq replay`). */
+  by?: string;
   /**
    * Signs the replays (docs/architecture.md §10): a dead letter was written by Requester about a
    * request it had admitted, so its replay keeps the `meta.client` it had. Asked for only when a
@@ -333,7 +335,13 @@ async function writeReplays(replays: PlannedReplay[], target: ReplayTarget): Pro
   await target.marks.mark(replays);
   for (const { envelope } of replays) {
     const { requestId, client } = envelope.meta;
-    target.journal?.emit({ type: 'replayed', requestId, client, by: 'requester dlq replay', at });
+    target.journal?.emit({
+      type: 'replayed',
+      requestId,
+      client,
+      by: target.by ?? 'requester dlq replay',
+      at,
+    });
   }
 }
 
