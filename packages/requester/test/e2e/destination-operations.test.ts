@@ -21,29 +21,38 @@ import {
 } from './stack.fixture.ts';
 
 /**
- * `requester destinations recover` on a real stack (issue 44): requests to a destination that
+ * Operating destinations on a real stack (issue 44). Recover: requests to a destination that
  * failed for good at a real target (a 5xx with no attempt left, a 4xx) before, within and after a
  * range; once the target is back, recover re-sends exactly the range's failures, each once, and
- * the journal tells each re-sent request's story from the recover that sent it.
+ * the journal tells each re-sent request's story from the recover that sent it. Each change by
+ * the CLI or the admin API is an operator action with its actor, and a deleted destination's
+ * requests are refused. A result states the retries and timeout that applied, the caller's
+ * where it asked for less.
  */
-describe('destinations recover, end to end', () => {
+describe('destinations: operations end to end', () => {
   let stack: StackEnv;
   let running: RunningProcess;
   let target: Target;
   let results: ResultCollector;
   let fetcher: Fetcher;
   let caller: Awaited<ReturnType<typeof stackKey>>;
+  let operator: Awaited<ReturnType<typeof stackKey>>;
 
   beforeAll(async () => {
     target = await startTarget();
     // The origin's breaker is not under test: the 5xx answers must reach the retry decision.
-    stack = await stackEnv({ KAFKA_TOPIC_PARTITIONS: '1', BREAKER_FAILURE_THRESHOLD: '100' });
+    stack = await stackEnv({
+      KAFKA_TOPIC_PARTITIONS: '1',
+      BREAKER_FAILURE_THRESHOLD: '100',
+      CREDENTIALS_CACHE_TTL: '200ms',
+    });
     running = await startStack(stack);
     await waitReady(stack);
     results = new ResultCollector(stack.config.topicOut);
     await results.start();
     fetcher = testKafka(stack.name).fetcher();
     caller = await stackKey(stack);
+    operator = await stackKey(stack, { admin: 'write' });
   }, 120_000);
 
   afterAll(async () => {
@@ -54,19 +63,28 @@ describe('destinations recover, end to end', () => {
     if (stack) await dropStackDatabase(stack);
   }, 60_000);
 
-  const cli = (...args: string[]) => requesterInProcess(['destinations', ...args], stack.env);
+  const cli = (...args: string[]) =>
+    requesterInProcess(['destinations', ...args], { ...stack.env, CLI_ACTOR: 'alice' });
+  const admin = (verb: string, body: unknown) =>
+    fetch(`${stack.adminUrl}/admin/api/destinations/${verb}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...operator.headers },
+      body: JSON.stringify(body),
+    });
+  const post = (destination: string, uri: string, meta: Record<string, unknown> = {}) =>
+    fetch(`${stack.httpUrl}/request`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...caller.headers },
+      body: JSON.stringify({ request: { uri }, meta: { requestId: uniqueName('r'), destination, ...meta } }),
+    });
   /** Sends one request to `billing` per path, and waits for every result. */
   const send = async (paths: string[]): Promise<Map<string, string>> => {
     const ids = new Map<string, string>();
     for (const path of paths) {
-      const requestId = uniqueName('r');
-      ids.set(path, requestId);
-      const reply = await fetch(`${stack.httpUrl}/request`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', ...caller.headers },
-        body: JSON.stringify({ request: { uri: path }, meta: { requestId, destination: 'billing' } }),
-      });
-      expect(reply.status, await reply.text()).toBe(202);
+      const reply = await post('billing', path);
+      const text = await reply.text();
+      expect(reply.status, text).toBe(202);
+      ids.set(path, (JSON.parse(text) as { requestId: string }).requestId);
     }
     for (const id of ids.values()) await results.one(id);
     return ids;
@@ -156,5 +174,106 @@ describe('destinations recover, end to end', () => {
     expect(again.code, again.stderr).toBe(0);
     expect((JSON.parse(again.stdout) as { replayed: unknown[] }).replayed).toHaveLength(0);
     expect(target.calls.length).toBe(callsBefore + 2);
+  }, 60_000);
+
+  it('create, update and delete by the CLI and the admin API are operator actions with their actor; a deleted destination is refused', async () => {
+    for (const [verb, args] of [
+      ['create', ['cli-made', '--base-url', target.url]],
+      ['update', ['cli-made', '--timeout', '3s']],
+      ['delete', ['cli-made']],
+    ] as const) {
+      const done = await cli(verb, ...args);
+      expect(done.code, done.stderr).toBe(0);
+    }
+    const created = await admin('create', { name: 'api-made', spec: { baseUrl: target.url } });
+    expect(created.status, await created.text()).toBe(200);
+    const updated = await admin('update', { name: 'api-made', spec: { timeout: '3s' } });
+    expect(updated.status, await updated.text()).toBe(200);
+    const accepted = await post('api-made', '/ok?before=delete');
+    expect(accepted.status, await accepted.text()).toBe(202);
+    const deleted = await admin('delete', { name: 'api-made' });
+    const deletedText = await deleted.text();
+    expect(deleted.status, deletedText).toBe(200);
+    expect(JSON.parse(deletedText)).toEqual({ deleted: 'api-made' });
+
+    // Gone from every face; a second delete says so.
+    const shown = await fetch(`${stack.adminUrl}/admin/api/destinations/api-made`, {
+      headers: operator.headers,
+    });
+    expect(shown.status).toBe(400);
+    expect(await shown.text()).toContain('no destination named api-made');
+    const listed = (await (
+      await fetch(`${stack.adminUrl}/admin/api/destinations`, { headers: operator.headers })
+    ).json()) as Array<{ name: string }>;
+    expect(listed.map((d) => d.name)).not.toContain('api-made');
+    const again = await admin('delete', { name: 'api-made' });
+    expect(again.status).toBe(400);
+    // Its requests are refused at the door once the ingress's cache (CREDENTIALS_CACHE_TTL) ends.
+    await eventually(
+      async () => {
+        const reply = await post('api-made', '/ok?after=delete');
+        if (reply.status === 202) return false;
+        expect(reply.status).toBe(400);
+        expect(await reply.json()).toMatchObject({ issues: [{ path: 'meta.destination' }] });
+        return true;
+      },
+      30_000,
+      'a request to the deleted destination refused',
+    );
+
+    // Each change recorded with its actor: the admin key's name, or cli:<CLI_ACTOR>. The CLI ran
+    // in this process, so its record is on the same /metrics as the stack's.
+    const metrics = await (await fetch(`${stack.adminUrl}/metrics`)).text();
+    for (const [action, actor] of [
+      ['create', 'cli:alice'],
+      ['update', 'cli:alice'],
+      ['delete', 'cli:alice'],
+      ['create', operator.name],
+      ['update', operator.name],
+      ['delete', operator.name],
+    ])
+      expect(metrics).toMatch(
+        new RegExp(
+          `admin_actions_total\\{(?=[^}]*action="destinations\\.${action}")(?=[^}]*actor="${actor}")(?=[^}]*outcome="done")[^}]*\\} [1-9]`,
+        ),
+      );
+  }, 60_000);
+
+  it('the result states the retries and timeout that applied: the caller’s where it asked for less', async () => {
+    const created = await admin('create', {
+      name: 'pinned',
+      spec: { baseUrl: target.url, retry: { max: 3, delay: '0s' }, timeout: '5s' },
+    });
+    expect(created.status, await created.text()).toBe(200);
+    target.switches.set('lowered', 503);
+    const asIs = await post('pinned', '/ok?policy=pinned');
+    const lowered = await post('pinned', '/switch/lowered', {
+      retry: { max: 2, delay: '0s' },
+      timeout: '1s',
+    });
+    const [asIsId, loweredId] = await Promise.all(
+      [asIs, lowered].map(async (reply) => {
+        const text = await reply.text();
+        expect(reply.status, text).toBe(202);
+        return (JSON.parse(text) as { requestId: string }).requestId;
+      }),
+    );
+    expect((await results.one(asIsId as string)).meta.destination).toEqual({
+      name: 'pinned',
+      version: 1,
+      retryMax: 3,
+      timeout: '5s',
+    });
+    const result = await results.one(loweredId as string);
+    expect(result.response.status).toBe(503);
+    expect(result.meta.tryCount).toBe(2);
+    expect(result.meta.destination).toEqual({
+      name: 'pinned',
+      version: 1,
+      retryMax: 2,
+      timeout: '1s',
+      lowered: ['retry', 'timeout'],
+    });
+    expect(callsTo('/switch/lowered')).toBe(2);
   }, 60_000);
 });
