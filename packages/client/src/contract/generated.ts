@@ -490,6 +490,8 @@ export interface ReplayedEvent {
   type: 'replayed';
   /** What re-submitted the request: `requester dlq replay` (CLI, admin API, operator UI), or `requester destinations recover <name>`. */
   by: string;
+  /** The dead letter it was re-sent from (`topic/partition/offset` of the DLQ record), as the `requester-replay-of` header of its record on `in` names it. */
+  dlq?: string;
 }
 
 /** The request’s start-by deadline passed (or would before its next start): no further attempt; its result (`expired`) follows as `completed`. */

@@ -128,7 +128,7 @@ describe('destinations: operations end to end', () => {
     const range = ['--since', since, '--until', until, '--json'];
     const preview = await cli('recover', 'billing', ...range, '--dry-run');
     expect(preview.code, preview.stderr).toBe(0);
-    const previewed = JSON.parse(preview.stdout) as { replayed: Array<{ requestId: string }> };
+    const previewed = JSON.parse(preview.stdout) as { replayed: Array<{ requestId: string; dlq: string }> };
     expect(previewed.replayed.map((r) => r.requestId).sort()).toEqual([...recovered].sort());
     expect(target.calls.length).toBe(callsBefore);
 
@@ -162,7 +162,11 @@ describe('destinations: operations end to end', () => {
         `the journal of ${id} up to its second result`,
       );
       const replayed = story.filter((e) => e.type === 'replayed');
-      expect(replayed).toEqual([expect.objectContaining({ by: 'requester destinations recover billing' })]);
+      const from = previewed.replayed.find((r) => r.requestId === id)?.dlq;
+      expect(from).toMatch(new RegExp(`^${stack.config.topicDlq.replaceAll('.', '\\.')}/0/\\d+$`));
+      expect(replayed).toEqual([
+        expect.objectContaining({ by: 'requester destinations recover billing', dlq: from }),
+      ]);
       // Its story after the recover: routed again, one attempt, a success.
       const steps = story.slice(story.indexOf(replayed[0] as JournalEvent)).map((e) => e.type);
       expect(steps.filter((t) => t === 'attempt')).toHaveLength(1);

@@ -333,13 +333,14 @@ async function writeReplays(replays: PlannedReplay[], target: ReplayTarget): Pro
   const messages = replays.map((replay) => replayMessage(replay, signer));
   await target.producer.send(target.topicIn, messages, target.produceTimeoutMs, { readByOffset: true });
   await target.marks.mark(replays);
-  for (const { envelope } of replays) {
+  for (const { entry, envelope } of replays) {
     const { requestId, client } = envelope.meta;
     target.journal?.emit({
       type: 'replayed',
       requestId,
       client,
       by: target.by ?? 'requester dlq replay',
+      dlq: formatRecordRef(entry.at),
       at,
     });
   }
