@@ -268,6 +268,12 @@ export interface ResultMeta {
     version: number;
     /** The rate limits the call was made under, in the order taken: `caller` (the request’s own `meta.limiter`, scoped to its client), `destination` (the destination’s quota, one for every caller). With both, a call is made only when both grant. Absent when none applied. */
     limiters?: Array<'caller' | 'destination'>;
+    /** Attempts in total the retry policy allowed: the destination’s `retry.max`, or the caller’s `meta.retry.max` when lower. Absent: the destination has no retry policy, so one attempt. */
+    retryMax?: number;
+    /** The attempt timeout that applied: the destination’s, or the caller’s `meta.timeout` when shorter. Absent: the service’s TARGET_RESPONSE_TIMEOUT. */
+    timeout?: string;
+    /** Where the caller’s own ask, lower than the destination’s, applied: `retry` (fewer attempts or longer pauses than the destination’s retry policy), `timeout` (a shorter attempt timeout). Absent: the destination’s own retries and timeout applied. */
+    lowered?: Array<'retry' | 'timeout'>;
   };
   /** Present when the service, not the target, produced the status. */
   error?: ResultError;
@@ -482,8 +488,10 @@ export interface ReplayedEvent {
   /** meta.client of the request when the process knew it (owner check of GET /requests/{id}/events). */
   client?: string;
   type: 'replayed';
-  /** What re-submitted the request (`requester dlq replay`). */
+  /** What re-submitted the request: `requester dlq replay` (CLI, admin API, operator UI), or `requester destinations recover <name>`. */
   by: string;
+  /** The dead letter it was re-sent from (`topic/partition/offset` of the DLQ record), as the `requester-replay-of` header of its record on `in` names it. */
+  dlq?: string;
 }
 
 /** The request’s start-by deadline passed (or would before its next start): no further attempt; its result (`expired`) follows as `completed`. */

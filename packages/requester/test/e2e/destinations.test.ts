@@ -152,7 +152,7 @@ describe('destinations', () => {
     ] as const) {
       const result = await results.one(sent.meta.requestId);
       expect(result.response.status).toBe(200);
-      expect(result.meta.destination).toEqual({ name: 'plain', version: 1 });
+      expect(result.meta.destination).toEqual({ name: 'plain', version: 1, retryMax: 1 });
       const call = target.calls.find((c) => c.path === path);
       expect(call?.headers['x-partner']).toBe('requester');
     }

@@ -124,6 +124,29 @@ const resultMetaSchema = z
               'The rate limits the call was made under, in the order taken: `caller` (the request’s own `meta.limiter`, scoped to its client), `destination` (the destination’s quota, one for every caller). With both, a call is made only when both grant. Absent when none applied.',
           })
           .optional(),
+        retryMax: z
+          .number()
+          .int()
+          .min(1)
+          .meta({
+            description:
+              'Attempts in total the retry policy allowed: the destination’s `retry.max`, or the caller’s `meta.retry.max` when lower. Absent: the destination has no retry policy, so one attempt.',
+          })
+          .optional(),
+        timeout: z
+          .string()
+          .meta({
+            description:
+              'The attempt timeout that applied: the destination’s, or the caller’s `meta.timeout` when shorter. Absent: the service’s TARGET_RESPONSE_TIMEOUT.',
+          })
+          .optional(),
+        lowered: z
+          .array(z.enum(['retry', 'timeout']))
+          .meta({
+            description:
+              'Where the caller’s own ask, lower than the destination’s, applied: `retry` (fewer attempts or longer pauses than the destination’s retry policy), `timeout` (a shorter attempt timeout). Absent: the destination’s own retries and timeout applied.',
+          })
+          .optional(),
       })
       .meta({
         description:

@@ -19,10 +19,19 @@ export interface AppliedDestination {
   version: number;
   /** The rate limits the call was made under, in the order taken; absent when none. */
   limiters?: AppliedLimiter[];
+  /** Attempts in total its retry policy allowed; absent: no retry policy (one attempt). */
+  retryMax?: number;
+  /** Its attempt timeout; absent: the service's TARGET_RESPONSE_TIMEOUT. */
+  timeout?: string;
+  /** Where the caller's own ask, lower than the destination's, applied; absent when none did. */
+  lowered?: LoweredPolicy[];
 }
 
 /** A rate limit of a call to a destination: the caller's own (`meta.limiter`) or the destination's. */
 export type AppliedLimiter = 'caller' | 'destination';
+
+/** A part of a destination's policy a caller may lower: its retries, its attempt timeout. */
+export type LoweredPolicy = 'retry' | 'timeout';
 
 export type Resolution =
   | { ok: true; envelope: RequestEnvelope; applied: AppliedDestination }
@@ -168,6 +177,10 @@ export function applyDestination(envelope: RequestEnvelope, destination: Destina
   const retry = pinnedRetry(meta.retry, spec.retry);
   if (retry) resolvedMeta.retry = retry;
   else delete resolvedMeta.retry;
+  const lowered: LoweredPolicy[] = [];
+  if (retry && spec.retry && !sameBackoff(retry, spec.retry)) lowered.push('retry');
+  if (timeout !== undefined && spec.timeout !== undefined && timeout !== spec.timeout)
+    lowered.push('timeout');
   return {
     ok: true,
     envelope: {
@@ -175,8 +188,20 @@ export function applyDestination(envelope: RequestEnvelope, destination: Destina
       request: { ...request, uri: url.href, ...(headers ? { headers } : {}) },
       meta: resolvedMeta,
     },
-    applied: { name, version, ...(limiters.length > 0 ? { limiters } : {}) },
+    applied: {
+      name,
+      version,
+      ...(limiters.length > 0 ? { limiters } : {}),
+      ...(retry ? { retryMax: retry.max } : {}),
+      ...(timeout === undefined ? {} : { timeout }),
+      ...(lowered.length > 0 ? { lowered } : {}),
+    },
   };
+}
+
+/** Whether two retry policies make the same attempts at the same pauses (jitter is the caller's). */
+function sameBackoff(a: RetrySpec, b: RetrySpec): boolean {
+  return a.max === b.max && a.delay === b.delay && a.maxDelay === b.maxDelay && a.multiplier === b.multiplier;
 }
 
 /** The caller's headers, less those the destination sets (names compared without case), then the destination's. */

@@ -77,6 +77,7 @@ describe('applyDestination', () => {
       name: 'partner-billing',
       version: 4,
       limiters: ['caller', 'destination'],
+      retryMax: 3,
     });
     expect(resolved.envelope.request.uri).toBe('https://api.partner.example/v2/invoices?x=1');
     expect(resolved.envelope.request.headers).toEqual({
@@ -215,6 +216,40 @@ describe('what a destination pins for the gates (destinationGatesOf)', () => {
     expect(applied({}, destination)).toEqual(['destination']);
     expect(applied({ limiter: own }, bare)).toEqual(['caller']);
     expect(applied({}, bare)).toBeUndefined();
+  });
+
+  it('the result states the retries and timeout that applied, and which of them the caller lowered', () => {
+    const timed = { ...destination, spec: { ...destination.spec, timeout: '2s' } };
+    const bare = { ...destination, spec: parseDestinationSpec({ baseUrl: 'https://api.partner.example' }) };
+    const applied = (meta: Record<string, unknown>, to: typeof destination) => {
+      const resolved = applyDestination(envelope('/x', meta), to);
+      if (!resolved.ok) return 'refused';
+      const { retryMax, timeout, lowered } = resolved.applied;
+      return { retryMax, timeout, lowered };
+    };
+    expect(applied({}, timed)).toEqual({ retryMax: 3, timeout: '2s', lowered: undefined });
+    expect(applied({ retry: { max: 2 }, timeout: '500ms' }, timed)).toEqual({
+      retryMax: 2,
+      timeout: '500ms',
+      lowered: ['retry', 'timeout'],
+    });
+    // Longer pauses are less too; asking for more is not granted, so nothing was lowered.
+    expect(applied({ retry: { max: 3, delay: '10s' } }, timed)).toEqual({
+      retryMax: 3,
+      timeout: '2s',
+      lowered: ['retry'],
+    });
+    expect(applied({ retry: { max: 9, delay: '0s' }, timeout: '1m' }, timed)).toEqual({
+      retryMax: 3,
+      timeout: '2s',
+      lowered: undefined,
+    });
+    // Without a retry policy or timeout of the destination: one attempt, the caller's timeout.
+    expect(applied({ retry: { max: 5 }, timeout: '1s' }, bare)).toEqual({
+      retryMax: undefined,
+      timeout: '1s',
+      lowered: undefined,
+    });
   });
 
   it('breaker settings make a breaker of its own, its durations in ms; a field left out is the deployment’s', () => {

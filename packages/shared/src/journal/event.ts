@@ -173,7 +173,17 @@ export const journalEventSchema = z
     z.object({
       ...common,
       type: z.literal('replayed'),
-      by: z.string().meta({ description: 'What re-submitted the request (`requester dlq replay`).' }),
+      by: z.string().meta({
+        description:
+          'What re-submitted the request: `requester dlq replay` (CLI, admin API, operator UI), or `requester destinations recover <name>`.',
+      }),
+      dlq: z
+        .string()
+        .meta({
+          description:
+            'The dead letter it was re-sent from (`topic/partition/offset` of the DLQ record), as the `requester-replay-of` header of its record on `in` names it.',
+        })
+        .optional(),
     }),
     z
       .object({

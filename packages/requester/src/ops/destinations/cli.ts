@@ -19,7 +19,8 @@ export function registerDestinationsCommands<T>(cli: Argv<T>, configFrom: Config
             'the current one; list: the live destinations at their current version; show: one, with every ' +
             "version; status: how it is doing (its origin's breaker, calls in flight, pace, pause, the calls of the " +
             'last minutes; its quota now); delete: its requests are refused from then on; recover: re-send to in the requests to ' +
-            'it that failed for good (its dead letters) within --since/--until, each once (see dlq replay)',
+            'it that failed for good (its dead letters: every final non-2xx answer and transport error) within ' +
+            '--since/--until, each once (see dlq replay)',
         })
         .positional('name', { type: 'string', describe: 'the destination name (meta.destination)' })
         .option('from-file', {

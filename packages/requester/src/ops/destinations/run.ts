@@ -46,7 +46,7 @@ export async function destinations(argv: Record<string, unknown>, configFrom: Co
       // selection narrowed to this destination; dead letters marked handled are left out.
       const { dlq } = await import('../dlq/run.ts');
       return await dlq(
-        { ...argv, action: 'replay', destination: name, hideHandled: true, all: false },
+        { ...argv, action: 'replay', destination: name, hideHandled: true, all: false, recovering: name },
         configFrom,
       );
     }

@@ -124,6 +124,8 @@ export async function replayFromDlq(
     onReplayed?(done: number, total: number): void;
     /** The task journal (`replayed`); absent = none. */
     journal?: Journal;
+    /** What re-sends them, as the journal's `replayed` events name it (default `requester dlq replay`). */
+    by?: string;
     /** Signs the replays (`Dependencies.entrySigner`), asked for once one is written. */
     signer: () => Promise<EntrySigner>;
   },
@@ -141,6 +143,7 @@ export async function replayFromDlq(
         signer: target.signer,
         ...(target.onReplayed ? { onReplayed: target.onReplayed } : {}),
         ...(target.journal ? { journal: target.journal } : {}),
+        ...(target.by ? { by: target.by } : {}),
       },
       options,
     );

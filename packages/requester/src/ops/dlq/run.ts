@@ -39,6 +39,8 @@ interface DlqArgs {
   all: boolean;
   force: boolean;
   reveal: boolean;
+  /** Set by `destinations recover <name>`: the replay is that recover, in the journal and the audit. */
+  recovering?: string;
 }
 
 /** `requester dlq`: the implementation, imported when the command runs (./cli.ts defines it). */
@@ -196,6 +198,7 @@ async function runReplay(
         config,
         journal,
         signer: () => deps.entrySigner(),
+        ...(args.recovering ? { by: `requester destinations recover ${args.recovering}` } : {}),
         onReplayed: (done, total) => progress(`dlq replay: replayed ${done}/${total} to ${config.topicIn}`),
       },
       {
@@ -207,9 +210,12 @@ async function runReplay(
     );
     if (!args.dryRun)
       await recordAdminAction(logger, {
-        action: 'dlq.replay',
+        action: args.recovering ? 'destinations.recover' : 'dlq.replay',
         actor: cliActor(),
-        target: { requestIds: summary.replayed.map((r) => r.requestId) },
+        target: {
+          ...(args.recovering ? { destination: args.recovering } : {}),
+          requestIds: summary.replayed.map((r) => r.requestId),
+        },
         outcome: 'done',
       });
     const { alreadyReplayed, superseded, overLimit, unprocessable } = summary.skipped;

@@ -192,6 +192,8 @@ export interface ReplayTarget {
   onReplayed?(done: number, total: number): void;
   /** The task journal (`replayed`); absent = none. */
   journal?: Journal;
+  /** What re-sends them, as the journal's `replayed` events name it (default `requester dlq replay`). */
+  by?: string;
   /**
    * Signs the replays (docs/architecture.md §10): a dead letter was written by Requester about a
    * request it had admitted, so its replay keeps the `meta.client` it had. Asked for only when a
@@ -331,9 +333,16 @@ async function writeReplays(replays: PlannedReplay[], target: ReplayTarget): Pro
   const messages = replays.map((replay) => replayMessage(replay, signer));
   await target.producer.send(target.topicIn, messages, target.produceTimeoutMs, { readByOffset: true });
   await target.marks.mark(replays);
-  for (const { envelope } of replays) {
+  for (const { entry, envelope } of replays) {
     const { requestId, client } = envelope.meta;
-    target.journal?.emit({ type: 'replayed', requestId, client, by: 'requester dlq replay', at });
+    target.journal?.emit({
+      type: 'replayed',
+      requestId,
+      client,
+      by: target.by ?? 'requester dlq replay',
+      dlq: formatRecordRef(entry.at),
+      at,
+    });
   }
 }
 

@@ -89,7 +89,7 @@ function describe(e: JournalEvent, origin: number): string {
     case 'dead_lettered':
       return `dead-lettered (${e.reason})`;
     case 'replayed':
-      return `replayed by ${e.by}`;
+      return `replayed by ${e.by}${e.dlq ? ` from ${e.dlq}` : ''}`;
     case 'cancelled':
       return `cancelled by ${e.by}`;
     case 'debounced':
