@@ -7,7 +7,7 @@ import { Debounces } from '@requester/shared/debounce';
 import { DestinationCatalog, DestinationStore } from '@requester/shared/destinations';
 import { Outbox } from '@requester/shared/outbox';
 import { Pauses, PauseView } from '@requester/shared/pause';
-import { Announcements } from '@requester/shared/redis';
+import { Announcements, RedisClock } from '@requester/shared/redis';
 import type { RoleDefinition, RoleHandle } from '@requester/shared/role';
 import type { CallOrRefusal } from './attempt/index.ts';
 import { bulkheadFromConfig, defaultMaxPerOrigin } from './bulkhead/index.ts';
@@ -108,6 +108,9 @@ export const executorRole: RoleDefinition = {
       logger,
     });
     const breaker = breakerFromConfig(config, redis, { logger });
+    // Start-by deadlines are judged by Redis's clock, as due times are: read before the first lease.
+    const clock = new RedisClock(redis);
+    await clock.sync();
     const executor = new Executor({
       queue,
       fetcher,
@@ -127,6 +130,7 @@ export const executorRole: RoleDefinition = {
       signing: new SigningKeyring({ resolver, legacy: legacyKeys }),
       outbox: new Outbox(sql),
       horizonMs: config.redisHorizon,
+      redisNow: () => clock.now(),
       retryAfterMaxMs: config.retryAfterMax,
       producer,
       topicOut: config.topicOut,

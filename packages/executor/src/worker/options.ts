@@ -39,6 +39,8 @@ export interface ExecutorOptions extends Omit<PolicyModules, 'retryAfterMaxMs'> 
   outbox?: Pick<Outbox, 'add'>;
   /** REDIS_HORIZON: the longest wait kept in Redis for an unordered task. */
   horizonMs?: number;
+  /** Epoch ms on Redis's clock (RedisClock.now), by which start-by deadlines are judged; Date.now without it. */
+  redisNow?: () => number;
   /** RETRY_AFTER_MAX (default 1 h). */
   retryAfterMaxMs?: number;
   maxWorkers: number;

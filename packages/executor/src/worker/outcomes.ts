@@ -27,6 +27,8 @@ export interface OutcomeOptions {
   outbox?: Pick<Outbox, 'add'>;
   horizonMs?: number;
   journal?: Journal;
+  /** Epoch ms on Redis's clock (RedisClock.now): start-by deadlines are judged by it; Date.now without. */
+  redisNow?: () => number;
 }
 
 /**
@@ -38,6 +40,14 @@ export class Outcomes {
 
   constructor(options: OutcomeOptions) {
     this.options = options;
+  }
+
+  /**
+   * Now by the clock start-by deadlines are judged by: Redis's, as for due times and leases, so that
+   * an executor whose clock is off neither expires a task early nor starts it past its deadline.
+   */
+  now(): number {
+    return this.options.redisNow?.() ?? Date.now();
   }
 
   /**
@@ -126,7 +136,7 @@ export class Outcomes {
     const { delayMs, reason, progress } = ending;
     // A start after the deadline is no start: the task ends now rather than wait for nothing.
     const deadline = deadlineOf(job.task, envelope);
-    if (deadline !== undefined && missesDeadline(deadline, Date.now() + delayMs))
+    if (deadline !== undefined && missesDeadline(deadline, this.now() + delayMs))
       return this.expired(envelope, progress, deadline, reason === 'retry' ? 'retry' : 'wait');
     // The queue refuses such a delay for the whole reject batch: fail this task alone (internal result).
     if (!isQueueDelay(delayMs)) throw new RangeError(`cannot reschedule: ${delayMs} is not a delay in ms`);

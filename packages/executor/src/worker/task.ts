@@ -155,7 +155,7 @@ export class TaskRunner {
     const cancelled = await this.parts.preChecks.cancelled(job, envelope, progress, known);
     if (cancelled) return cancelled;
     const deadline = deadlineOf(job.task, envelope);
-    if (deadline !== undefined && missesDeadline(deadline, Date.now()))
+    if (deadline !== undefined && missesDeadline(deadline, this.parts.endings.now()))
       return this.parts.endings.expired(envelope, progress, deadline, 'queued');
     // Before any wait (a pause's too): a task back from one does not ask again. A parked task asked
     // when it was leased.

@@ -107,15 +107,24 @@ describe('tasks by state: pending, scheduled, in-flight, dead', () => {
         // ord-3 with a priority (meta.priority, through the router into the queue and the lists).
         meta: { requestId: `ord-${n}`, partition: '!ord', ...(n === 3 ? { priority: 4 } : {}) },
       });
-    // Scheduled: two inside REDIS_HORIZON (Redis timers), one beyond (the outbox).
+    // Scheduled: two inside REDIS_HORIZON (Redis timers), one beyond (the outbox); soon-1 and far-1
+    // with a concurrency key (meta.concurrency, read from the request as the debounce key is).
     for (const n of [1, 2])
       await submit(a, {
         request: { uri: `${target.url}/echo?n=${n}` },
-        meta: { requestId: `soon-${n}`, scheduled: new Date(Date.now() + 5 * minute).toISOString() },
+        meta: {
+          requestId: `soon-${n}`,
+          scheduled: new Date(Date.now() + 5 * minute).toISOString(),
+          ...(n === 1 ? { concurrency: { key: 'ck-soon', limit: 2 } } : {}),
+        },
       });
     await submit(a, {
       request: { uri: `${target.url}/echo?n=far` },
-      meta: { requestId: 'far-1', scheduled: new Date(Date.now() + 2 * 86_400_000).toISOString() },
+      meta: {
+        requestId: 'far-1',
+        scheduled: new Date(Date.now() + 2 * 86_400_000).toISOString(),
+        concurrency: { key: 'ck-far', limit: 7 },
+      },
     });
     // Debounced (scheduled until their bursts end): one in Redis, one beyond REDIS_HORIZON (the outbox).
     await submit(d, {
@@ -198,6 +207,13 @@ describe('tasks by state: pending, scheduled, in-flight, dead', () => {
       10,
     );
     expect(soon.map((r) => r.requestId).sort()).toEqual(['soon-1', 'soon-2']);
+    // A request with a concurrency key shows it and its limit, in Redis and in the outbox; others none.
+    expect(Object.fromEntries(scheduled.map((r) => [r.requestId, r.concurrency]))).toEqual({
+      'soon-1': { key: 'ck-soon', limit: 2 },
+      'soon-2': null,
+      'far-1': { key: 'ck-far', limit: 7 },
+    });
+    expect(pending.every((r) => r.concurrency === null)).toBe(true);
 
     // A debounced request shows its key, in Redis and in the outbox; others none.
     const debounced = await walk('scheduled', `client=${d.name}`, 5);
@@ -244,6 +260,11 @@ describe('tasks by state: pending, scheduled, in-flight, dead', () => {
     expect(debounced.stdout).toMatch(/DEBOUNCE/);
     expect(debounced.stdout).toContain('dk-soon');
     expect(debounced.stdout).toContain('dk-far');
+    const keyed = await requester(['tasks', 'scheduled', '--client', a.name], stack.env).exit;
+    expect(keyed.code, keyed.stderr).toBe(0);
+    expect(keyed.stdout).toMatch(/CONCURRENCY/);
+    expect(keyed.stdout).toContain('ck-soon (limit 2)');
+    expect(keyed.stdout).toContain('ck-far (limit 7)');
     const wrong = await requester(['tasks', 'dead', '--client', c.name, '--cancel'], stack.env).exit;
     expect(wrong.code).not.toBe(0);
   }, 600_000);
@@ -271,6 +292,11 @@ describe('tasks by state: pending, scheduled, in-flight, dead', () => {
     expect(debounced).toContain('debounce');
     expect(debounced).toContain('dk-soon');
     expect(debounced).toContain('dk-far');
+    await page.goto(`${stack.adminUrl}/ui/tasks?state=scheduled&client=${a.name}`);
+    const keyed = await page.locator('table[data-state=scheduled]').textContent();
+    expect(keyed).toContain('concurrency');
+    expect(keyed).toContain('ck-soon (limit 2)');
+    expect(keyed).toContain('ck-far (limit 7)');
 
     await page.goto(`${stack.adminUrl}/ui/logout`).catch(() => {});
     await context.clearCookies();

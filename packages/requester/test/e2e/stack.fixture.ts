@@ -175,6 +175,8 @@ export async function waitReady(stack: StackEnv, timeoutMs = 60_000): Promise<vo
 /** Every result that reaches `out`, by requestId (all copies kept: duplicates are visible). */
 export class ResultCollector {
   readonly byId = new Map<string, ResultEnvelope[]>();
+  /** When the first result of each request was read, by this process's clock (epoch ms). */
+  readonly firstReadAt = new Map<string, number>();
   private readonly consumer;
   private listeners = new Set<() => void>();
 
@@ -210,6 +212,7 @@ export class ResultCollector {
     const result = JSON.parse(message.value?.toString() ?? 'null') as ResultEnvelope;
     const id = result.meta.requestId ?? `(no id)@${message.offset}`;
     this.byId.set(id, [...(this.byId.get(id) ?? []), result]);
+    if (!this.firstReadAt.has(id)) this.firstReadAt.set(id, Date.now());
     for (const listener of this.listeners) listener();
   }
 

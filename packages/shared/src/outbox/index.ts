@@ -58,6 +58,8 @@ export interface WaitingRow {
   deadline: string | null;
   /** Its `meta.debounce` key (a burst ending beyond the horizon waits here); null without one. */
   debounce: string | null;
+  /** Its `meta.concurrency` (at most `limit` calls of `key` in flight); null without one. */
+  concurrency: { key: string; limit: number } | null;
 }
 
 /** `<due_at with microseconds>~<id>`: the position after the last row of a page. */
@@ -262,7 +264,9 @@ export class Outbox {
         convert_from(payload, 'UTF8')::jsonb #>> '{request,uri}' as uri,
         convert_from(payload, 'UTF8')::jsonb #>> '{meta,partition}' as partition,
         convert_from(payload, 'UTF8')::jsonb #>> '{meta,deadline}' as deadline,
-        convert_from(payload, 'UTF8')::jsonb #>> '{meta,debounce,key}' as debounce
+        convert_from(payload, 'UTF8')::jsonb #>> '{meta,debounce,key}' as debounce,
+        convert_from(payload, 'UTF8')::jsonb #>> '{meta,concurrency,key}' as concurrency_key,
+        convert_from(payload, 'UTF8')::jsonb #>> '{meta,concurrency,limit}' as concurrency_limit
       from outbox
       where ${this.#matching(filter)}
         ${after ? sql`and (due_at, id) > (${after.due}::timestamptz, ${after.id}::bigint)` : sql``}
@@ -281,6 +285,10 @@ export class Outbox {
         partition: (r.partition as string | null) ?? null,
         deadline: (r.deadline as string | null) ?? null,
         debounce: (r.debounce as string | null) ?? null,
+        concurrency:
+          typeof r.concurrency_key === 'string' && r.concurrency_limit !== null
+            ? { key: r.concurrency_key, limit: Number(r.concurrency_limit) }
+            : null,
         id: String(r.id),
         dueText: String(r.due_text),
       };

@@ -5,6 +5,7 @@ import type { RedisClient } from './client.ts';
 export { Cluster, Redis } from 'ioredis';
 export { type AnnouncementMark, Announcements } from './announcements.ts';
 export type { RedisClient } from './client.ts';
+export { RedisClock } from './clock.ts';
 // The Lua scripts' loader: `@requester/shared/redis` is all a Redis user needs.
 export * from './lua.ts';
 

@@ -206,6 +206,8 @@ export interface TaskRow {
   priority: number | null;
   /** Its `meta.debounce` key (only its burst's latest runs); null without one or unreadable. */
   debounce: string | null;
+  /** Its `meta.concurrency` (at most `limit` calls of `key` in flight); null without one or unreadable. */
+  concurrency: { key: string; limit: number } | null;
   /** Leases so far (Redis). */
   deliveries: number | null;
   /** in-flight: when its lease runs out (then the task is reclaimed and leased again). */
@@ -217,6 +219,11 @@ export interface TaskRow {
   origin: string | null;
   /** The request's URL, redacted; null when it could not be read (the `in` record aged out). */
   uri: string | null;
+}
+
+/** A task's concurrency key as the CLI and UI tables show it: `key (limit N)`; null without one. */
+export function concurrencyText(concurrency: TaskRow['concurrency']): string | null {
+  return concurrency === null ? null : `${concurrency.key} (limit ${concurrency.limit})`;
 }
 
 export interface TaskPage {
@@ -321,6 +328,7 @@ async function outboxPage(
     deadline: r.deadline,
     priority: null,
     debounce: r.debounce,
+    concurrency: r.concurrency,
     deliveries: null,
     leaseExpiresAt: null,
     leaseToken: null,
@@ -362,6 +370,7 @@ async function queueRows(
       deadline: queued?.deadlineAt === undefined ? null : isoTime(queued.deadlineAt),
       priority: task.priority,
       debounce: requests[i]?.debounce ?? null,
+      concurrency: requests[i]?.concurrency ?? null,
       deliveries: task.deliveries,
       leaseExpiresAt: state === 'in-flight' ? isoTime(task.at) : null,
       leaseToken: task.token ?? null,
@@ -384,10 +393,11 @@ function safeDecode(payload: string): Queued | undefined {
   }
 }
 
-/** What the lists show of a task's request: its URL, and its debounce key. */
+/** What the lists show of a task's request: its URL, its debounce key and its concurrency key. */
 interface RequestFacts {
   uri: string;
   debounce?: string;
+  concurrency?: { key: string; limit: number };
 }
 
 /** Each task's request facts: from its inline record, else read from `in` (one batch per page). */
@@ -399,11 +409,16 @@ async function requestFacts(
     try {
       const envelope = (typeof value === 'string' ? JSON.parse(value) : value) as {
         request?: { uri?: unknown };
-        meta?: { debounce?: { key?: unknown } };
+        meta?: { debounce?: { key?: unknown }; concurrency?: { key?: unknown; limit?: unknown } };
       };
       if (typeof envelope?.request?.uri !== 'string') return undefined;
       const debounce = envelope.meta?.debounce?.key;
-      return { uri: envelope.request.uri, ...(typeof debounce === 'string' ? { debounce } : {}) };
+      const { key, limit } = envelope.meta?.concurrency ?? {};
+      return {
+        uri: envelope.request.uri,
+        ...(typeof debounce === 'string' ? { debounce } : {}),
+        ...(typeof key === 'string' && typeof limit === 'number' ? { concurrency: { key, limit } } : {}),
+      };
     } catch {
       return undefined;
     }

@@ -15,6 +15,7 @@ import {
   CANCELLABLE_STATES,
   type CancellableState,
   cancelMatching,
+  concurrencyText,
   type TaskFilter,
   type TaskRow,
   type TaskState,
@@ -114,6 +115,7 @@ function tableRow(state: TaskState, r: TaskRow): Record<string, string | number>
   const deadline = r.deadline === null ? '–' : time(r.deadline);
   const priority = r.priority ?? '–';
   const debounce = r.debounce ?? '–';
+  const concurrency = concurrencyText(r.concurrency) ?? '–';
   if (state === 'in-flight')
     return {
       ...common,
@@ -123,6 +125,7 @@ function tableRow(state: TaskState, r: TaskRow): Record<string, string | number>
       deadline,
       priority,
       debounce,
+      concurrency,
       ...where,
     };
   if (state === 'dead') return { ...common, dead: time(r.deadAt), reason: r.reason ?? '–', ...where };
@@ -133,6 +136,7 @@ function tableRow(state: TaskState, r: TaskRow): Record<string, string | number>
     deadline,
     priority,
     debounce,
+    concurrency,
     store: r.store,
     ...where,
   };

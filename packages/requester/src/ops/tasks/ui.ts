@@ -7,6 +7,7 @@ import { listQuery, stateOf } from './api.ts';
 import {
   CANCELLABLE_STATES,
   type CancellableState,
+  concurrencyText,
   TASK_STATES,
   type TaskFilter,
   type TaskPage,
@@ -39,6 +40,7 @@ const COLUMNS: Record<TaskState, Array<[string, (r: TaskPage['rows'][number]) =>
     ['deadline', (r) => r.deadline],
     ['priority', (r) => r.priority],
     ['debounce', (r) => r.debounce],
+    ['concurrency', (r) => concurrencyText(r.concurrency)],
   ],
   scheduled: [
     ['due', (r) => r.dueAt],
@@ -47,6 +49,7 @@ const COLUMNS: Record<TaskState, Array<[string, (r: TaskPage['rows'][number]) =>
     ['deadline', (r) => r.deadline],
     ['priority', (r) => r.priority],
     ['debounce', (r) => r.debounce],
+    ['concurrency', (r) => concurrencyText(r.concurrency)],
   ],
   'in-flight': [
     ['lease expires', (r) => r.leaseExpiresAt],
@@ -55,6 +58,7 @@ const COLUMNS: Record<TaskState, Array<[string, (r: TaskPage['rows'][number]) =>
     ['deadline', (r) => r.deadline],
     ['priority', (r) => r.priority],
     ['debounce', (r) => r.debounce],
+    ['concurrency', (r) => concurrencyText(r.concurrency)],
   ],
   dead: [
     ['dead', (r) => r.deadAt],
