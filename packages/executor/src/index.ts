@@ -30,6 +30,7 @@ export {
 } from './http/index.ts';
 export { idempotencyKey, toHttpCall } from './http/request.ts';
 export { callResult, unreadableResult } from './result/index.ts';
+export { HELD_PER_WORKER } from './worker/budget.ts';
 export { Executor, type ExecutorOptions, type TaskQueue } from './worker/index.ts';
 
 /**
