@@ -1,4 +1,4 @@
-import { UsageError } from '@requester/shared';
+import { destinationSubject, lookupSince, UsageError } from '@requester/shared';
 import { destinationSpecJsonSchema } from '@requester/shared/contract';
 import { type AdminContext, answer, bodyOf as readBody } from '../../admin-server/http.ts';
 import type { ApiFace } from '../faces.ts';
@@ -41,6 +41,14 @@ export const api: ApiFace = {
       },
       post: undefined,
     },
+    '/admin/api/destinations/{name}/history': {
+      get: {
+        summary:
+          "A destination's operator actions from the task journal (requester destinations history): each create, update (the version made), pause, resume, recover and delete, with its actor and outcome; `since` a duration back (720h) or RFC 3339 time, default the last hour; {enabled: false} when no journal is wired",
+        params: ['name', 'since'],
+      },
+      post: undefined,
+    },
     '/admin/api/destinations/create': {
       get: undefined,
       post: {
@@ -78,6 +86,14 @@ export const api: ApiFace = {
     app.get('/admin/api/destinations/:name/status', async (c) => {
       const { current } = await showDestination(await console.destinationStore(), c.req.param('name'));
       return c.json(await destinationStatus(console.originParts(), current));
+    });
+    app.get('/admin/api/destinations/:name/history', async (c) => {
+      if (!console.events) return c.json({ enabled: false, events: [] });
+      const since = c.req.query('since');
+      const sinceMs = since ? lookupSince(since) : undefined;
+      if (typeof sinceMs === 'string') throw new UsageError(`since: ${sinceMs}`);
+      const events = await console.events(destinationSubject(c.req.param('name')), sinceMs);
+      return c.json({ enabled: true, events });
     });
     app.post('/admin/api/destinations/create', async (c) => {
       const { name, spec } = await bodyOf(c, true);

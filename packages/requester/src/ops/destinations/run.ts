@@ -1,5 +1,11 @@
 import { breakerFromConfig } from '@requester/policies';
-import { Dependencies, DestinationStore, masterKeysFromConfig, UsageError } from '@requester/shared';
+import {
+  Dependencies,
+  DestinationStore,
+  destinationSubject,
+  masterKeysFromConfig,
+  UsageError,
+} from '@requester/shared';
 import { commandLogger, commandRedis } from '../../commands/clients.ts';
 import { type ConfigFrom, cliActor, printJson, printTable, progress } from '../../commands/common.ts';
 import { journalHooks } from '../../runtime/journal.ts';
@@ -20,7 +26,7 @@ import {
 import { type DestinationStatus, destinationStatus } from './status.ts';
 
 interface DestinationsArgs extends SpecOptions {
-  action: 'create' | 'update' | 'list' | 'show' | 'status' | 'delete' | 'recover';
+  action: 'create' | 'update' | 'list' | 'show' | 'status' | 'history' | 'delete' | 'recover';
   name?: string;
   json: boolean;
   since?: string;
@@ -49,6 +55,15 @@ export async function destinations(argv: Record<string, unknown>, configFrom: Co
         { ...argv, action: 'replay', destination: name, hideHandled: true, all: false, recovering: name },
         configFrom,
       );
+    }
+    if (args.action === 'history') {
+      // Read as a request's story is (requester trace); a deleted destination's history stays readable.
+      const name = nameArg(args);
+      const { formatStory, traceRequest } = await import('../trace/run.ts');
+      const events = await traceRequest(config, destinationSubject(name), args.since ?? '1h');
+      if (args.json) printJson(events);
+      else process.stdout.write(formatStory(events, `destination ${name}`));
+      return;
     }
     if (args.action === 'status') {
       const { current } = await showDestination(store, nameArg(args));
@@ -82,6 +97,7 @@ async function runAction(
 ): Promise<Record<string, unknown> | undefined> {
   switch (args.action) {
     case 'status':
+    case 'history':
     case 'recover':
       throw new Error(`${args.action} is run before the other actions`);
     case 'list': {

@@ -17,6 +17,7 @@ import {
   progress,
   throttled,
 } from '../../commands/common.ts';
+import { journalAdminAction } from '../../runtime/journal.ts';
 import { recordAdminAction } from '../audit.ts';
 import { humanTime } from '../format.ts';
 import { redactDeadLetter } from '../redact.ts';
@@ -208,16 +209,26 @@ async function runReplay(
         force: args.force,
       },
     );
-    if (!args.dryRun)
-      await recordAdminAction(logger, {
-        action: args.recovering ? 'destinations.recover' : 'dlq.replay',
-        actor: cliActor(),
-        target: {
-          ...(args.recovering ? { destination: args.recovering } : {}),
-          requestIds: summary.replayed.map((r) => r.requestId),
+    if (!args.dryRun) {
+      const recovering = args.recovering;
+      await recordAdminAction(
+        logger,
+        {
+          action: recovering ? 'destinations.recover' : 'dlq.replay',
+          actor: cliActor(),
+          target: {
+            ...(recovering ? { destination: recovering } : {}),
+            requestIds: summary.replayed.map((r) => r.requestId),
+          },
+          outcome: 'done',
         },
-        outcome: 'done',
-      });
+        // A recover is an action on the destination, in its journal; each re-sent request tells of
+        // it in its own `replayed` event.
+        recovering
+          ? async (event) => journalAdminAction(journal, { ...event, target: { destination: recovering } })
+          : undefined,
+      );
+    }
     const { alreadyReplayed, superseded, overLimit, unprocessable } = summary.skipped;
     progress(
       `dlq replay: read ${summary.read} records, ${summary.matched} matched, ` +
