@@ -320,6 +320,10 @@ describe('destinations: operations end to end', () => {
       ['destinations.delete', operator.name, null, 'done'],
     ]);
     for (const e of [...cliStory, ...apiStory]) expect(e).not.toHaveProperty('client');
+    // The operator UI's page of the destination draws the same history.
+    const uiPage = await fetch(`${stack.adminUrl}/ui/destinations/api-made`, { headers: operator.headers });
+    expect(uiPage.status).toBe(200);
+    expect(await uiPage.text()).toContain('data-events="/admin/api/destinations/api-made/history"');
 
     // No secret in the journal's records of either, as Kafka holds them.
     for (const name of ['cli-made', 'api-made']) {
