@@ -274,10 +274,15 @@ export class AdminConsole {
     return new DestinationStore(sql, credentialOriginsOf(sql), masterKeysFromConfig(this.config));
   }
 
-  record(operator: Operator, action: string, target: Record<string, unknown>): Promise<void> {
+  record(
+    operator: Operator,
+    action: string,
+    target: Record<string, unknown>,
+    outcome: 'done' | 'failed' = 'done',
+  ): Promise<void> {
     return recordAdminAction(
       this.#options.logger,
-      { action, actor: operator.name, target, outcome: 'done' },
+      { action, actor: operator.name, target, outcome },
       this.#options.journalAdminAction,
     );
   }

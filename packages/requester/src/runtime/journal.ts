@@ -1,5 +1,6 @@
 import {
   type Config,
+  DESTINATION_NAME_PATTERN,
   type Dependencies,
   destinationSubject,
   type Fetcher,
@@ -69,10 +70,13 @@ export function journalAdminAction(journal: Journal, event: AdminActionEvent): v
   }
 }
 
-/** The destination an action changed: `target.destination`, or the value of a destination-scope pause. */
+/**
+ * The destination an action changed: `target.destination`, or the value of a destination-scope
+ * pause. A name no destination could have (a refused create's) gets no journal subject.
+ */
 function destinationOf(target: Record<string, unknown>): string | undefined {
   const name = target.scope === 'destination' ? target.value : target.destination;
-  return typeof name === 'string' && name !== '' ? name : undefined;
+  return typeof name === 'string' && DESTINATION_NAME_PATTERN.test(name) ? name : undefined;
 }
 
 /** The requests an action names (`target.requestIds`); actions on origins or keys name none. */

@@ -29,7 +29,8 @@ import {
  * failed for good at a real target (a 5xx with no attempt left, a 4xx) before, within and after a
  * range; once the target is back, recover re-sends exactly the range's failures, each once, and
  * the journal tells each re-sent request's story from the recover that sent it. Each change by
- * the CLI or the admin API is an operator action with its actor, and a deleted destination's
+ * the CLI or the admin API is an operator action with its actor, in the destination's own
+ * journal with the version made and no secret, and a deleted destination's
  * requests are refused. A result states the retries and timeout that applied, the caller's
  * where it asked for less.
  */
@@ -216,10 +217,12 @@ describe('destinations: operations end to end', () => {
       ['destinations', ['update', 'cli-made', '--timeout', '3s']],
       ['pause', ['destination', 'cli-made']],
       ['resume', ['destination', 'cli-made']],
+      ['destinations', ['update', 'cli-made', '--timeout', 'soon']],
       ['destinations', ['delete', 'cli-made']],
     ] as const) {
       const done = await requesterInProcess([command, ...args], { ...stack.env, CLI_ACTOR: 'alice' });
-      expect(done.code, done.stderr).toBe(0);
+      // The refused update (not a duration) is recorded as failed.
+      expect(done.code, done.stderr).toBe((args as readonly string[]).includes('soon') ? 2 : 0);
     }
     const created = await admin('create', {
       name: 'api-made',
@@ -277,8 +280,9 @@ describe('destinations: operations end to end', () => {
         ),
       );
 
-    // Each change is in the destination's own journal once, with its actor and the version it made:
-    // the CLI's read by `destinations history`, the admin API's by its history endpoint.
+    // Each change is in the destination's own journal once, with its actor, the version it made
+    // and its outcome (a refused one failed): the CLI's read by `destinations history`, the admin
+    // API's by its history endpoint.
     const actions = (events: JournalEvent[]) =>
       events.map((e) =>
         e.type === 'admin_action' ? [e.action, e.actor, e.version ?? null, e.outcome] : [e.type],
@@ -289,7 +293,7 @@ describe('destinations: operations end to end', () => {
         const history = await cli('history', 'cli-made', '--json');
         expect(history.code, history.stderr).toBe(0);
         cliStory = JSON.parse(history.stdout) as JournalEvent[];
-        return cliStory.length >= 5;
+        return cliStory.length >= 6;
       },
       30_000,
       'the journal of destination cli-made',
@@ -299,6 +303,7 @@ describe('destinations: operations end to end', () => {
       ['destinations.update', 'cli:alice', 2, 'done'],
       ['pause', 'cli:alice', null, 'done'],
       ['resume', 'cli:alice', null, 'done'],
+      ['destinations.update', 'cli:alice', null, 'failed'],
       ['destinations.delete', 'cli:alice', null, 'done'],
     ]);
     let apiStory: JournalEvent[] = [];
@@ -309,7 +314,7 @@ describe('destinations: operations end to end', () => {
         });
         expect(reply.status).toBe(200);
         apiStory = ((await reply.json()) as { events: JournalEvent[] }).events;
-        return apiStory.length >= 3;
+        return apiStory.length >= 4;
       },
       30_000,
       'the journal of destination api-made',
@@ -318,6 +323,7 @@ describe('destinations: operations end to end', () => {
       ['destinations.create', operator.name, 1, 'done'],
       ['destinations.update', operator.name, 2, 'done'],
       ['destinations.delete', operator.name, null, 'done'],
+      ['destinations.delete', operator.name, null, 'failed'],
     ]);
     for (const e of [...cliStory, ...apiStory]) expect(e).not.toHaveProperty('client');
     // The operator UI's page of the destination draws the same history.

@@ -1,5 +1,6 @@
 import { destinationSubject, lookupSince, UsageError } from '@requester/shared';
 import { destinationSpecJsonSchema } from '@requester/shared/contract';
+import type { AdminConsole } from '../../admin-server/console.ts';
 import { type AdminContext, answer, bodyOf as readBody } from '../../admin-server/http.ts';
 import type { ApiFace } from '../faces.ts';
 import {
@@ -97,11 +98,8 @@ export const api: ApiFace = {
     });
     app.post('/admin/api/destinations/create', async (c) => {
       const { name, spec } = await bodyOf(c, true);
-      const view = await createDestination(
-        await console.destinationStore(),
-        name,
-        spec,
-        c.get('operator').name,
+      const view = await failedRecorded(c, console, 'destinations.create', name, async () =>
+        createDestination(await console.destinationStore(), name, spec, c.get('operator').name),
       );
       await console.record(c.get('operator'), 'destinations.create', {
         destination: name,
@@ -111,11 +109,8 @@ export const api: ApiFace = {
     });
     app.post('/admin/api/destinations/update', async (c) => {
       const { name, spec } = await bodyOf(c, true);
-      const view = await updateDestination(
-        await console.destinationStore(),
-        name,
-        spec,
-        c.get('operator').name,
+      const view = await failedRecorded(c, console, 'destinations.update', name, async () =>
+        updateDestination(await console.destinationStore(), name, spec, c.get('operator').name),
       );
       await console.record(c.get('operator'), 'destinations.update', {
         destination: name,
@@ -125,12 +120,30 @@ export const api: ApiFace = {
     });
     app.post('/admin/api/destinations/delete', async (c) => {
       const { name } = await bodyOf(c, false);
-      const result = await deleteDestination(await console.destinationStore(), name);
+      const result = await failedRecorded(c, console, 'destinations.delete', name, async () =>
+        deleteDestination(await console.destinationStore(), name),
+      );
       await console.record(c.get('operator'), 'destinations.delete', { destination: name });
       return answer(c, result, `Deleted ${name}: its requests are refused.`);
     });
   },
 };
+
+/** A change refused or failed is recorded as such (outcome `failed`), then answered as before. */
+async function failedRecorded<T>(
+  c: AdminContext,
+  console: AdminConsole,
+  action: string,
+  name: string,
+  run: () => Promise<T>,
+): Promise<T> {
+  try {
+    return await run();
+  } catch (err) {
+    await console.record(c.get('operator'), action, { destination: name }, 'failed');
+    throw err;
+  }
+}
 
 async function bodyOf(
   c: AdminContext,

@@ -78,13 +78,22 @@ export async function destinations(argv: Record<string, unknown>, configFrom: Co
       }
       return;
     }
-    const target = await runAction(store, args);
-    if (target)
-      await recordAdminAction(
+    const record = (target: Record<string, unknown>, outcome: 'done' | 'failed') =>
+      recordAdminAction(
         logger,
-        { action: `destinations.${args.action}`, actor: cliActor(), target, outcome: 'done' },
+        { action: `destinations.${args.action}`, actor: cliActor(), target, outcome },
         hooks.hooks.journalAdminAction,
       );
+    let target: Record<string, unknown> | undefined;
+    try {
+      target = await runAction(store, args);
+    } catch (err) {
+      // A refused change is an operator action too; reading (list, show) is none.
+      if (args.name && ['create', 'update', 'delete'].includes(args.action))
+        await record({ destination: args.name }, 'failed');
+      throw err;
+    }
+    if (target) await record(target, 'done');
   } finally {
     await hooks.close();
     await deps.close();
