@@ -185,6 +185,15 @@ describe('destinations: operations end to end', () => {
     expect((JSON.parse(again.stdout) as { replayed: unknown[] }).replayed).toHaveLength(0);
     expect(target.calls.length).toBe(callsBefore + 2);
 
+    // The admin API's replay of the destination's range (its recover there): nothing left to send.
+    const viaApi = await fetch(`${stack.adminUrl}/admin/api/dlq/replay`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...operator.headers },
+      body: JSON.stringify({ destination: 'billing', since, until }),
+    });
+    expect(viaApi.status, await viaApi.text()).toBe(200);
+    expect(target.calls.length).toBe(callsBefore + 2);
+
     // The destination's journal: its creation and each recover run, the preview (--dry-run) not.
     let story: JournalEvent[] = [];
     await eventually(
@@ -192,7 +201,7 @@ describe('destinations: operations end to end', () => {
         story = await readJournal(fetcher, stack.config.topicEvents, {
           requestId: destinationSubject('billing'),
         });
-        return story.length >= 3;
+        return story.length >= 4;
       },
       30_000,
       'the journal of destination billing',
@@ -203,6 +212,7 @@ describe('destinations: operations end to end', () => {
       'destinations.create cli:alice billing',
       'destinations.recover cli:alice billing',
       'destinations.recover cli:alice billing',
+      `dlq.replay ${operator.name} billing`,
     ]);
   }, 60_000);
 

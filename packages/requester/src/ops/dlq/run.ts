@@ -210,22 +210,22 @@ async function runReplay(
       },
     );
     if (!args.dryRun) {
-      const recovering = args.recovering;
+      const destination = args.recovering ?? args.destination;
       await recordAdminAction(
         logger,
         {
-          action: recovering ? 'destinations.recover' : 'dlq.replay',
+          action: args.recovering ? 'destinations.recover' : 'dlq.replay',
           actor: cliActor(),
           target: {
-            ...(recovering ? { destination: recovering } : {}),
+            ...(destination ? { destination } : {}),
             requestIds: summary.replayed.map((r) => r.requestId),
           },
           outcome: 'done',
         },
-        // A recover is an action on the destination, in its journal; each re-sent request tells of
-        // it in its own `replayed` event.
-        recovering
-          ? async (event) => journalAdminAction(journal, { ...event, target: { destination: recovering } })
+        // A replay of a destination's dead letters (a recover) is an action on the destination, in
+        // its journal; each re-sent request tells of it in its own `replayed` event.
+        destination
+          ? async (event) => journalAdminAction(journal, { ...event, target: { destination } })
           : undefined,
       );
     }
