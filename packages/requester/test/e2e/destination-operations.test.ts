@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { writeFileSync } from 'node:fs';
+import { rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { destinationSubject, type Fetcher, type JournalEvent, readJournal } from '@requester/shared';
@@ -234,6 +234,7 @@ describe('destinations: operations end to end', () => {
       // The refused update (not a duration) is recorded as failed.
       expect(done.code, done.stderr).toBe((args as readonly string[]).includes('soon') ? 2 : 0);
     }
+    rmSync(secretFile);
     const created = await admin('create', {
       name: 'api-made',
       spec: { baseUrl: target.url, secretHeaders: { 'X-Api-Key': apiSecret } },
