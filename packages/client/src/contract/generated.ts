@@ -543,14 +543,18 @@ export interface AdminActionEvent {
   /** meta.client of the request when the process knew it (owner check of GET /requests/{id}/events). */
   client?: string;
   type: 'admin_action';
-  /** The operator action on this request (`dlq.replay`, `dlq.delete`). */
+  /** The operator action on this request (`dlq.replay`, `dlq.delete`) or, under a destination subject, on that destination (`destinations.create|update|delete|recover`, `pause`, `resume`). */
   action: string;
+  /** The destination the action changed: its events are keyed `destination <name>` (a space, which no requestId holds), never under a request. */
+  destination?: string;
+  /** The version of the destination the action made (create, update). */
+  version?: number;
   /** Who: the admin API key’s name (operator UI, admin API), or `cli:<CLI_ACTOR>` (else `cli:<os user>@<host>`). */
   actor: string;
   outcome: 'done' | 'failed';
 }
 
-/** One step of one request. A record of KAFKA_TOPIC_EVENTS (key: requestId) holds a JSON array of these, the steps of that request one process saw in one flush, in order. */
+/** One step of one request, or an operator action on a destination. A record of KAFKA_TOPIC_EVENTS (key: requestId, or `destination <name>` for a destination) holds a JSON array of these, the steps of that request one process saw in one flush, in order. */
 export type JournalEvent =
   | AcceptedEvent
   | RoutedEvent

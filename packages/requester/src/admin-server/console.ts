@@ -45,8 +45,11 @@ export interface AdminConsoleOptions {
    * (requestIds are per client; `client` undefined: a request without `meta.client`).
    */
   peekResult?(requestId: string, client: string | undefined): string | undefined;
-  /** The task journal's reader by requestId; without it the request page says "journal not enabled". */
-  events?(requestId: string): Promise<JournalEvent[]>;
+  /**
+   * The task journal's reader by requestId (or a destination's subject), from `sinceMs` (default: the
+   * last hour); without it the request page says "journal not enabled".
+   */
+  events?(requestId: string, sinceMs?: number): Promise<JournalEvent[]>;
   /** The journal hook of operator actions (see recordAdminAction). */
   journalAdminAction?(event: AdminActionEvent): Promise<void>;
 }
@@ -271,10 +274,15 @@ export class AdminConsole {
     return new DestinationStore(sql, credentialOriginsOf(sql), masterKeysFromConfig(this.config));
   }
 
-  record(operator: Operator, action: string, target: Record<string, unknown>): Promise<void> {
+  record(
+    operator: Operator,
+    action: string,
+    target: Record<string, unknown>,
+    outcome: 'done' | 'failed' = 'done',
+  ): Promise<void> {
     return recordAdminAction(
       this.#options.logger,
-      { action, actor: operator.name, target, outcome: 'done' },
+      { action, actor: operator.name, target, outcome },
       this.#options.journalAdminAction,
     );
   }

@@ -1,4 +1,8 @@
-import { type Fetcher, type JournalEvent, readJournal } from '@requester/shared';
+import { randomBytes } from 'node:crypto';
+import { rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { destinationSubject, type Fetcher, type JournalEvent, readJournal } from '@requester/shared';
 import {
   eventually,
   readTopic,
@@ -25,7 +29,8 @@ import {
  * failed for good at a real target (a 5xx with no attempt left, a 4xx) before, within and after a
  * range; once the target is back, recover re-sends exactly the range's failures, each once, and
  * the journal tells each re-sent request's story from the recover that sent it. Each change by
- * the CLI or the admin API is an operator action with its actor, and a deleted destination's
+ * the CLI or the admin API is an operator action with its actor, in the destination's own
+ * journal with the version made and no secret, and a deleted destination's
  * requests are refused. A result states the retries and timeout that applied, the caller's
  * where it asked for less.
  */
@@ -45,6 +50,7 @@ describe('destinations: operations end to end', () => {
       KAFKA_TOPIC_PARTITIONS: '1',
       BREAKER_FAILURE_THRESHOLD: '100',
       CREDENTIALS_CACHE_TTL: '200ms',
+      CREDENTIALS_MASTER_KEY: `e2e:${randomBytes(32).toString('base64')}`,
     });
     running = await startStack(stack);
     await waitReady(stack);
@@ -178,18 +184,61 @@ describe('destinations: operations end to end', () => {
     expect(again.code, again.stderr).toBe(0);
     expect((JSON.parse(again.stdout) as { replayed: unknown[] }).replayed).toHaveLength(0);
     expect(target.calls.length).toBe(callsBefore + 2);
+
+    // The admin API's replay of the destination's range (its recover there): nothing left to send.
+    const viaApi = await fetch(`${stack.adminUrl}/admin/api/dlq/replay`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...operator.headers },
+      body: JSON.stringify({ destination: 'billing', since, until }),
+    });
+    expect(viaApi.status, await viaApi.text()).toBe(200);
+    expect(target.calls.length).toBe(callsBefore + 2);
+
+    // The destination's journal: its creation and each recover run, the preview (--dry-run) not.
+    let story: JournalEvent[] = [];
+    await eventually(
+      async () => {
+        story = await readJournal(fetcher, stack.config.topicEvents, {
+          requestId: destinationSubject('billing'),
+        });
+        return story.length >= 4;
+      },
+      30_000,
+      'the journal of destination billing',
+    );
+    expect(
+      story.map((e) => (e.type === 'admin_action' ? `${e.action} ${e.actor} ${e.destination}` : e.type)),
+    ).toEqual([
+      'destinations.create cli:alice billing',
+      'destinations.recover cli:alice billing',
+      'destinations.recover cli:alice billing',
+      `dlq.replay ${operator.name} billing`,
+    ]);
   }, 60_000);
 
-  it('create, update and delete by the CLI and the admin API are operator actions with their actor; a deleted destination is refused', async () => {
-    for (const [verb, args] of [
-      ['create', ['cli-made', '--base-url', target.url]],
-      ['update', ['cli-made', '--timeout', '3s']],
-      ['delete', ['cli-made']],
+  it('create, update and delete by the CLI and the admin API are operator actions with their actor, in the destination’s journal; a deleted destination is refused', async () => {
+    // Secret header values, one per face: the journal must never hold them.
+    const cliSecret = `cli-secret-${randomBytes(8).toString('hex')}`;
+    const apiSecret = `api-secret-${randomBytes(8).toString('hex')}`;
+    const secretFile = join(tmpdir(), `${stack.name}-secret-headers`);
+    writeFileSync(secretFile, `X-Api-Key: ${cliSecret}\n`, { mode: 0o600 });
+    for (const [command, args] of [
+      ['destinations', ['create', 'cli-made', '--base-url', target.url, '--secret-header-file', secretFile]],
+      ['destinations', ['update', 'cli-made', '--timeout', '3s']],
+      ['pause', ['destination', 'cli-made']],
+      ['resume', ['destination', 'cli-made']],
+      ['destinations', ['update', 'cli-made', '--timeout', 'soon']],
+      ['destinations', ['delete', 'cli-made']],
     ] as const) {
-      const done = await cli(verb, ...args);
-      expect(done.code, done.stderr).toBe(0);
+      const done = await requesterInProcess([command, ...args], { ...stack.env, CLI_ACTOR: 'alice' });
+      // The refused update (not a duration) is recorded as failed.
+      expect(done.code, done.stderr).toBe((args as readonly string[]).includes('soon') ? 2 : 0);
     }
-    const created = await admin('create', { name: 'api-made', spec: { baseUrl: target.url } });
+    rmSync(secretFile);
+    const created = await admin('create', {
+      name: 'api-made',
+      spec: { baseUrl: target.url, secretHeaders: { 'X-Api-Key': apiSecret } },
+    });
     expect(created.status, await created.text()).toBe(200);
     const updated = await admin('update', { name: 'api-made', spec: { timeout: '3s' } });
     expect(updated.status, await updated.text()).toBe(200);
@@ -241,6 +290,72 @@ describe('destinations: operations end to end', () => {
           `admin_actions_total\\{(?=[^}]*action="destinations\\.${action}")(?=[^}]*actor="${actor}")(?=[^}]*outcome="done")[^}]*\\} [1-9]`,
         ),
       );
+
+    // Each change is in the destination's own journal once, with its actor, the version it made
+    // and its outcome (a refused one failed): the CLI's read by `destinations history`, the admin
+    // API's by its history endpoint.
+    const actions = (events: JournalEvent[]) =>
+      events.map((e) =>
+        e.type === 'admin_action' ? [e.action, e.actor, e.version ?? null, e.outcome] : [e.type],
+      );
+    let cliStory: JournalEvent[] = [];
+    await eventually(
+      async () => {
+        const history = await cli('history', 'cli-made', '--json');
+        expect(history.code, history.stderr).toBe(0);
+        cliStory = JSON.parse(history.stdout) as JournalEvent[];
+        return cliStory.length >= 6;
+      },
+      30_000,
+      'the journal of destination cli-made',
+    );
+    expect(actions(cliStory)).toEqual([
+      ['destinations.create', 'cli:alice', 1, 'done'],
+      ['destinations.update', 'cli:alice', 2, 'done'],
+      ['pause', 'cli:alice', null, 'done'],
+      ['resume', 'cli:alice', null, 'done'],
+      ['destinations.update', 'cli:alice', null, 'failed'],
+      ['destinations.delete', 'cli:alice', null, 'done'],
+    ]);
+    let apiStory: JournalEvent[] = [];
+    await eventually(
+      async () => {
+        const reply = await fetch(`${stack.adminUrl}/admin/api/destinations/api-made/history`, {
+          headers: operator.headers,
+        });
+        expect(reply.status).toBe(200);
+        apiStory = ((await reply.json()) as { events: JournalEvent[] }).events;
+        return apiStory.length >= 4;
+      },
+      30_000,
+      'the journal of destination api-made',
+    );
+    expect(actions(apiStory)).toEqual([
+      ['destinations.create', operator.name, 1, 'done'],
+      ['destinations.update', operator.name, 2, 'done'],
+      ['destinations.delete', operator.name, null, 'done'],
+      ['destinations.delete', operator.name, null, 'failed'],
+    ]);
+    for (const e of [...cliStory, ...apiStory]) expect(e).not.toHaveProperty('client');
+    // The operator UI's page of the destination draws the same history.
+    const uiPage = await fetch(`${stack.adminUrl}/ui/destinations/api-made`, { headers: operator.headers });
+    expect(uiPage.status).toBe(200);
+    expect(await uiPage.text()).toContain('data-events="/admin/api/destinations/api-made/history"');
+
+    // No secret in the journal's records of either, as Kafka holds them.
+    for (const name of ['cli-made', 'api-made']) {
+      const records = await fetcher.readKey(stack.config.topicEvents, destinationSubject(name), 0);
+      const raw = records.map((r) => r.value?.toString('utf8') ?? '').join('\n');
+      expect(raw).toContain('destinations.create');
+      expect(raw).not.toContain(cliSecret);
+      expect(raw).not.toContain(apiSecret);
+    }
+    // A caller cannot read a destination's journal as a request's.
+    const asRequest = await fetch(
+      `${stack.httpUrl}/requests/${encodeURIComponent(destinationSubject('api-made'))}/events`,
+      { headers: caller.headers },
+    );
+    expect(asRequest.status).toBe(404);
   }, 60_000);
 
   it('the result states the retries and timeout that applied: the caller’s where it asked for less', async () => {

@@ -3,7 +3,9 @@ import { z } from 'zod';
 /**
  * The task journal's event (one record of `KAFKA_TOPIC_EVENTS`, keyed by requestId): one step of
  * one request — accepted, routed, leased, held, attempted, retried, answered from the cache,
- * completed, dead-lettered, replayed, acted on by an operator. Only ids, codes and timings: never a header, a body or a URL,
+ * completed, dead-lettered, replayed, acted on by an operator. A destination's operator actions
+ * (create, update, delete, pause, resume, recover) are `admin_action` events of their own subject,
+ * `destinationSubject(name)`. Only ids, codes and timings: never a header, a body or a URL,
  * so the journal holds nothing secret and may be kept and read more widely than `in` and `out`.
  *
  * Not strict (readers ignore fields added later); readers must skip event types they do not know.
@@ -226,9 +228,17 @@ export const journalEventSchema = z
     z.object({
       ...common,
       type: z.literal('admin_action'),
-      action: z
-        .string()
-        .meta({ description: 'The operator action on this request (`dlq.replay`, `dlq.delete`).' }),
+      action: z.string().meta({
+        description:
+          'The operator action on this request (`dlq.replay`, `dlq.delete`) or, under a destination subject, on that destination (`destinations.create|update|delete|recover`, `pause`, `resume`).',
+      }),
+      destination: z.string().optional().meta({
+        description:
+          'The destination the action changed: its events are keyed `destination <name>` (a space, which no requestId holds), never under a request.',
+      }),
+      version: z.number().int().positive().optional().meta({
+        description: 'The version of the destination the action made (create, update).',
+      }),
       actor: z.string().meta({
         description:
           'Who: the admin API key’s name (operator UI, admin API), or `cli:<CLI_ACTOR>` (else `cli:<os user>@<host>`).',
@@ -239,10 +249,25 @@ export const journalEventSchema = z
   .meta({
     title: 'JournalEvent',
     description:
-      'One step of one request. A record of KAFKA_TOPIC_EVENTS (key: requestId) holds a JSON array of these, the steps of that request one process saw in one flush, in order.',
+      'One step of one request, or an operator action on a destination. A record of KAFKA_TOPIC_EVENTS (key: requestId, or `destination <name>` for a destination) holds a JSON array of these, the steps of that request one process saw in one flush, in order.',
   });
 
 export type JournalEvent = z.infer<typeof journalEventSchema>;
+
+const DESTINATION_SUBJECT_PREFIX = 'destination ';
+
+/**
+ * The journal key (and `requestId` field) of a destination's operator actions. The space cannot
+ * occur in a requestId (printable ASCII without spaces), so a destination's story is never read as
+ * a request's, nor a caller's request as a destination's.
+ */
+export function destinationSubject(name: string): string {
+  return `${DESTINATION_SUBJECT_PREFIX}${name}`;
+}
+
+export function isDestinationSubject(key: string): boolean {
+  return key.startsWith(DESTINATION_SUBJECT_PREFIX);
+}
 export type JournalEventType = JournalEvent['type'];
 
 /** Events as the hops write them: `at` defaults to now. */

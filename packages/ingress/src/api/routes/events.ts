@@ -1,4 +1,9 @@
-import { eventsOfClient, type JournalEvent, lookupSince } from '@requester/shared/journal';
+import {
+  eventsOfClient,
+  isDestinationSubject,
+  type JournalEvent,
+  lookupSince,
+} from '@requester/shared/journal';
 import type { Context } from 'hono';
 import type { Env } from '../context.ts';
 import { log, useLog } from '../log/index.ts';
@@ -21,6 +26,9 @@ export async function getEvents(
   if (!read) return notServed(c, 'GET /requests/{id}/events', 'sync-gateway');
   const id = c.req.param('id') ?? '';
   useLog(c, parts.gatewayLog, id);
+  // A destination's journal is the operators' (admin API), not a caller's, even without API keys.
+  if (isDestinationSubject(id))
+    return problem(c, 404, 'not_found', `no journal events for request ${JSON.stringify(id)}`);
   const since = c.req.query('since');
   const sinceMs = since === undefined || since === '' ? undefined : lookupSince(since);
   if (typeof sinceMs === 'string')

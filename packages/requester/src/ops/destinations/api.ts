@@ -1,5 +1,6 @@
-import { UsageError } from '@requester/shared';
+import { destinationSubject, lookupSince, UsageError } from '@requester/shared';
 import { destinationSpecJsonSchema } from '@requester/shared/contract';
+import type { AdminConsole } from '../../admin-server/console.ts';
 import { type AdminContext, answer, bodyOf as readBody } from '../../admin-server/http.ts';
 import type { ApiFace } from '../faces.ts';
 import {
@@ -41,6 +42,14 @@ export const api: ApiFace = {
       },
       post: undefined,
     },
+    '/admin/api/destinations/{name}/history': {
+      get: {
+        summary:
+          "A destination's operator actions from the task journal (requester destinations history): each create, update (the version made), pause, resume, recover and delete, with its actor and outcome; `since` a duration back (720h) or RFC 3339 time, default the last hour; {enabled: false} when no journal is wired",
+        params: ['name', 'since'],
+      },
+      post: undefined,
+    },
     '/admin/api/destinations/create': {
       get: undefined,
       post: {
@@ -79,13 +88,18 @@ export const api: ApiFace = {
       const { current } = await showDestination(await console.destinationStore(), c.req.param('name'));
       return c.json(await destinationStatus(console.originParts(), current));
     });
+    app.get('/admin/api/destinations/:name/history', async (c) => {
+      if (!console.events) return c.json({ enabled: false, events: [] });
+      const since = c.req.query('since');
+      const sinceMs = since ? lookupSince(since) : undefined;
+      if (typeof sinceMs === 'string') throw new UsageError(`since: ${sinceMs}`);
+      const events = await console.events(destinationSubject(c.req.param('name')), sinceMs);
+      return c.json({ enabled: true, events });
+    });
     app.post('/admin/api/destinations/create', async (c) => {
       const { name, spec } = await bodyOf(c, true);
-      const view = await createDestination(
-        await console.destinationStore(),
-        name,
-        spec,
-        c.get('operator').name,
+      const view = await failedRecorded(c, console, 'destinations.create', name, async () =>
+        createDestination(await console.destinationStore(), name, spec, c.get('operator').name),
       );
       await console.record(c.get('operator'), 'destinations.create', {
         destination: name,
@@ -95,11 +109,8 @@ export const api: ApiFace = {
     });
     app.post('/admin/api/destinations/update', async (c) => {
       const { name, spec } = await bodyOf(c, true);
-      const view = await updateDestination(
-        await console.destinationStore(),
-        name,
-        spec,
-        c.get('operator').name,
+      const view = await failedRecorded(c, console, 'destinations.update', name, async () =>
+        updateDestination(await console.destinationStore(), name, spec, c.get('operator').name),
       );
       await console.record(c.get('operator'), 'destinations.update', {
         destination: name,
@@ -109,12 +120,30 @@ export const api: ApiFace = {
     });
     app.post('/admin/api/destinations/delete', async (c) => {
       const { name } = await bodyOf(c, false);
-      const result = await deleteDestination(await console.destinationStore(), name);
+      const result = await failedRecorded(c, console, 'destinations.delete', name, async () =>
+        deleteDestination(await console.destinationStore(), name),
+      );
       await console.record(c.get('operator'), 'destinations.delete', { destination: name });
       return answer(c, result, `Deleted ${name}: its requests are refused.`);
     });
   },
 };
+
+/** A change refused or failed is recorded as such (outcome `failed`), then answered as before. */
+async function failedRecorded<T>(
+  c: AdminContext,
+  console: AdminConsole,
+  action: string,
+  name: string,
+  run: () => Promise<T>,
+): Promise<T> {
+  try {
+    return await run();
+  } catch (err) {
+    await console.record(c.get('operator'), action, { destination: name }, 'failed');
+    throw err;
+  }
+}
 
 async function bodyOf(
   c: AdminContext,

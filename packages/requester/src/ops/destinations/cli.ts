@@ -9,16 +9,18 @@ import { type ConfigFrom, EXIT_CODES_HELP, withJson } from '../../commands/commo
 export function registerDestinationsCommands<T>(cli: Argv<T>, configFrom: ConfigFrom): void {
   cli.command(
     'destinations <action> [name]',
-    'destinations (a partner API: base URL, headers, credential, rate limit, retries, breaker, pacing): create, update, list, show, delete',
+    'destinations (a partner API: base URL, headers, credential, rate limit, retries, breaker, pacing): create, update, list, show, status, history, delete, recover',
     (y) =>
       withJson(y)
         .positional('action', {
-          choices: ['create', 'update', 'list', 'show', 'status', 'delete', 'recover'] as const,
+          choices: ['create', 'update', 'list', 'show', 'status', 'history', 'delete', 'recover'] as const,
           describe:
             'create: a new destination (version 1); update: a new version, the options given laid over ' +
             'the current one; list: the live destinations at their current version; show: one, with every ' +
             "version; status: how it is doing (its origin's breaker, calls in flight, pace, pause, the calls of the " +
-            'last minutes; its quota now); delete: its requests are refused from then on; recover: re-send to in the requests to ' +
+            'last minutes; its quota now); history: its operator actions from the journal (who created, updated, paused, ' +
+            'recovered or deleted it, and the version made; --since, default the last hour); ' +
+            'delete: its requests are refused from then on; recover: re-send to in the requests to ' +
             'it that failed for good (its dead letters: every final non-2xx answer and transport error) within ' +
             '--since/--until, each once (see dlq replay)',
         })
@@ -107,7 +109,8 @@ export function registerDestinationsCommands<T>(cli: Argv<T>, configFrom: Config
         })
         .option('since', {
           type: 'string',
-          describe: 'recover: the requests that failed at or after this instant (RFC 3339; required)',
+          describe:
+            'recover: the requests that failed at or after this instant (RFC 3339; required); history: read the journal from this far back (duration, e.g. 720h, or RFC 3339; default 1h)',
         })
         .option('until', { type: 'string', describe: 'recover: … and before this instant (RFC 3339)' })
         .option('dry-run', {
@@ -134,6 +137,10 @@ export function registerDestinationsCommands<T>(cli: Argv<T>, configFrom: Config
           'version 2: a lower rate, the rest kept',
         )
         .example('$0 destinations show partner-billing --json', 'the current version and the history')
+        .example(
+          '$0 destinations history partner-billing --since 168h',
+          'who changed it in the last week: each create, update (the version made), pause, resume, recover, delete',
+        )
         .example(
           '$0 destinations recover partner-billing --since 2026-12-06T09:00:00Z --until 2026-12-06T10:30:00Z --dry-run',
           'how many requests to partner-billing failed for good during an outage (then again without --dry-run)',

@@ -1,5 +1,11 @@
 import { breakerFromConfig } from '@requester/policies';
-import { Dependencies, DestinationStore, masterKeysFromConfig, UsageError } from '@requester/shared';
+import {
+  Dependencies,
+  DestinationStore,
+  destinationSubject,
+  masterKeysFromConfig,
+  UsageError,
+} from '@requester/shared';
 import { commandLogger, commandRedis } from '../../commands/clients.ts';
 import { type ConfigFrom, cliActor, printJson, printTable, progress } from '../../commands/common.ts';
 import { journalHooks } from '../../runtime/journal.ts';
@@ -20,7 +26,7 @@ import {
 import { type DestinationStatus, destinationStatus } from './status.ts';
 
 interface DestinationsArgs extends SpecOptions {
-  action: 'create' | 'update' | 'list' | 'show' | 'status' | 'delete' | 'recover';
+  action: 'create' | 'update' | 'list' | 'show' | 'status' | 'history' | 'delete' | 'recover';
   name?: string;
   json: boolean;
   since?: string;
@@ -50,6 +56,15 @@ export async function destinations(argv: Record<string, unknown>, configFrom: Co
         configFrom,
       );
     }
+    if (args.action === 'history') {
+      // Read as a request's story is (requester trace); a deleted destination's history stays readable.
+      const name = nameArg(args);
+      const { formatStory, traceRequest } = await import('../trace/run.ts');
+      const events = await traceRequest(config, destinationSubject(name), args.since ?? '1h');
+      if (args.json) printJson(events);
+      else process.stdout.write(formatStory(events, `destination ${name}`));
+      return;
+    }
     if (args.action === 'status') {
       const { current } = await showDestination(store, nameArg(args));
       const redis = commandRedis(config, logger);
@@ -63,13 +78,22 @@ export async function destinations(argv: Record<string, unknown>, configFrom: Co
       }
       return;
     }
-    const target = await runAction(store, args);
-    if (target)
-      await recordAdminAction(
+    const record = (target: Record<string, unknown>, outcome: 'done' | 'failed') =>
+      recordAdminAction(
         logger,
-        { action: `destinations.${args.action}`, actor: cliActor(), target, outcome: 'done' },
+        { action: `destinations.${args.action}`, actor: cliActor(), target, outcome },
         hooks.hooks.journalAdminAction,
       );
+    let target: Record<string, unknown> | undefined;
+    try {
+      target = await runAction(store, args);
+    } catch (err) {
+      // A refused change is an operator action too; reading (list, show) is none.
+      if (args.name && ['create', 'update', 'delete'].includes(args.action))
+        await record({ destination: args.name }, 'failed');
+      throw err;
+    }
+    if (target) await record(target, 'done');
   } finally {
     await hooks.close();
     await deps.close();
@@ -82,6 +106,7 @@ async function runAction(
 ): Promise<Record<string, unknown> | undefined> {
   switch (args.action) {
     case 'status':
+    case 'history':
     case 'recover':
       throw new Error(`${args.action} is run before the other actions`);
     case 'list': {

@@ -10,7 +10,8 @@ import { type DestinationStatus, destinationStatus } from './status.ts';
  * The Destinations page: every live destination at its current version (base URL, headers by
  * name, credential, limiter, retries, body limit, who made the version and when) and, for a write
  * key, a form to create one or make a new version (blank fields keep the current values) and a
- * Delete button per row. Each change is recorded (`destinations.<verb>`).
+ * Delete button per row. Each change is recorded (`destinations.<verb>`); a destination's name
+ * links to its page, the journal of those changes.
  */
 export const ui: UiFace = {
   nav: ['/ui/destinations', 'Destinations'],
@@ -26,12 +27,23 @@ export const ui: UiFace = {
             );
       return c.html(destinationsTable(c.get('operator'), views, statuses));
     });
+    app.get('/ui/destinations/:name', (c) =>
+      page(c, `Destination ${c.req.param('name')}`, historyBody(c.req.param('name'), c.req.query('since'))),
+    );
   },
 };
 
 function destinationsBody(operator: Operator): Html {
   return html`${operator.admin === 'write' ? destinationForm() : ''}
 <section><h2>Destinations</h2><div id="destinations" hx-get="/ui/destinations/live" hx-trigger="load, refresh from:body" hx-swap="innerHTML"></div></section>`;
+}
+
+/** A destination's journal: its operator actions, drawn by the request page's timeline script. */
+function historyBody(name: string, since: string | undefined): Html {
+  const query = since ? `?since=${encodeURIComponent(since)}` : '';
+  return html`<section><form class="filters" method="get"><label>since<input name="since" value="${since ?? ''}" size="24" placeholder="1h, 720h or RFC 3339"></label><button>Read</button></form>
+<h2>Journal of <code>${name}</code></h2><p class="muted">Who created, updated (the version made), paused, resumed, recovered or deleted it (requester destinations history).</p>
+<div id="timeline" data-events="/admin/api/destinations/${encodeURIComponent(name)}/history${query}">loading…</div></section>`;
 }
 
 function destinationForm(): Html {
@@ -66,7 +78,7 @@ function destinationsTable(
   const canAct = operator.admin === 'write';
   return html`<table><tr><th>name</th><th>version</th><th>base URL</th><th>headers</th><th>credential</th><th>limiter</th><th>attempts</th><th>concurrency</th><th>timeout</th><th>max body</th><th>deadline</th><th>breaker</th><th>pacing</th><th>since</th><th>by</th><th>now</th>${canAct ? html`<th></th>` : ''}</tr>${views.map(
     (v, i) =>
-      html`<tr data-destination="${v.name}"><td><code>${v.name}</code></td><td>${v.version}</td><td><code>${v.baseUrl}</code></td><td>${[...Object.keys(v.headers ?? {}), ...(v.secretHeaderNames ?? []).map((n) => `${n} (secret)`)].join(', ') || '–'}</td><td>${v.credentials ?? '–'}</td><td>${limiterText(v.limiter, '–')}</td><td>${(v.retry as { max?: number } | undefined)?.max ?? 1}</td><td>${v.maxConcurrency ?? '–'}</td><td>${v.timeout ?? '–'}</td><td>${v.maxBodyBytes ?? '–'}</td><td>${v.deadline ?? '–'}</td><td>${breakerText(v.breaker)}</td><td>${v.pacing === false ? 'off' : 'on'}</td><td>${at(v.createdAt)}</td><td>${v.createdBy ?? '–'}</td><td>${statusText(statuses[i])}</td>${
+      html`<tr data-destination="${v.name}"><td><a href="/ui/destinations/${encodeURIComponent(v.name)}"><code>${v.name}</code></a></td><td>${v.version}</td><td><code>${v.baseUrl}</code></td><td>${[...Object.keys(v.headers ?? {}), ...(v.secretHeaderNames ?? []).map((n) => `${n} (secret)`)].join(', ') || '–'}</td><td>${v.credentials ?? '–'}</td><td>${limiterText(v.limiter, '–')}</td><td>${(v.retry as { max?: number } | undefined)?.max ?? 1}</td><td>${v.maxConcurrency ?? '–'}</td><td>${v.timeout ?? '–'}</td><td>${v.maxBodyBytes ?? '–'}</td><td>${v.deadline ?? '–'}</td><td>${breakerText(v.breaker)}</td><td>${v.pacing === false ? 'off' : 'on'}</td><td>${at(v.createdAt)}</td><td>${v.createdBy ?? '–'}</td><td>${statusText(statuses[i])}</td>${
         canAct
           ? html`<td><button class="small danger" hx-post="/admin/api/destinations/delete" hx-vals='${JSON.stringify({ name: v.name })}' hx-target="#flash" hx-confirm="Delete ${v.name}? Requests naming it are refused." data-action="delete">Delete</button></td>`
           : ''

@@ -56,7 +56,11 @@ async function replay(
     { filter, dryRun, force: selection.force ?? false },
   );
   if (!dryRun)
-    await console.record(operator, 'dlq.replay', { requestIds: summary.replayed.map((r) => r.requestId) });
+    await console.record(operator, 'dlq.replay', {
+      // A replay of one destination's dead letters is its recover: in the destination's journal too.
+      ...(selection.destination ? { destination: selection.destination } : {}),
+      requestIds: summary.replayed.map((r) => r.requestId),
+    });
   return summary;
 }
 

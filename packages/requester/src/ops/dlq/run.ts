@@ -17,6 +17,7 @@ import {
   progress,
   throttled,
 } from '../../commands/common.ts';
+import { journalAdminAction } from '../../runtime/journal.ts';
 import { recordAdminAction } from '../audit.ts';
 import { humanTime } from '../format.ts';
 import { redactDeadLetter } from '../redact.ts';
@@ -208,16 +209,26 @@ async function runReplay(
         force: args.force,
       },
     );
-    if (!args.dryRun)
-      await recordAdminAction(logger, {
-        action: args.recovering ? 'destinations.recover' : 'dlq.replay',
-        actor: cliActor(),
-        target: {
-          ...(args.recovering ? { destination: args.recovering } : {}),
-          requestIds: summary.replayed.map((r) => r.requestId),
+    if (!args.dryRun) {
+      const destination = args.recovering ?? args.destination;
+      await recordAdminAction(
+        logger,
+        {
+          action: args.recovering ? 'destinations.recover' : 'dlq.replay',
+          actor: cliActor(),
+          target: {
+            ...(destination ? { destination } : {}),
+            requestIds: summary.replayed.map((r) => r.requestId),
+          },
+          outcome: 'done',
         },
-        outcome: 'done',
-      });
+        // A replay of a destination's dead letters (a recover) is an action on the destination, in
+        // its journal; each re-sent request tells of it in its own `replayed` event.
+        destination
+          ? async (event) => journalAdminAction(journal, { ...event, target: { destination } })
+          : undefined,
+      );
+    }
     const { alreadyReplayed, superseded, overLimit, unprocessable } = summary.skipped;
     progress(
       `dlq replay: read ${summary.read} records, ${summary.matched} matched, ` +

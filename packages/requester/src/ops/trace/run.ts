@@ -97,6 +97,6 @@ function describe(e: JournalEvent, origin: number): string {
     case 'expired':
       return `expired: deadline ${new Date(e.deadline).toISOString()} passed (${e.stage === 'queued' ? 'before its turn' : `before its next ${e.stage === 'retry' ? 'attempt' : 'start'}`}), after ${e.tryCount} attempt(s)`;
     case 'admin_action':
-      return `${e.action} by ${e.actor}${e.outcome === 'failed' ? ' (failed)' : ''}`;
+      return `${e.action}${e.version === undefined ? '' : ` (version ${e.version})`} by ${e.actor}${e.outcome === 'failed' ? ' (failed)' : ''}`;
   }
 }

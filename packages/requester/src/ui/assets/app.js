@@ -42,7 +42,7 @@
           return;
         }
         if (!body.events.length) {
-          timeline.textContent = 'No journal events for this request.';
+          timeline.textContent = 'No journal events.';
           return;
         }
         const list = document.createElement('ol');
