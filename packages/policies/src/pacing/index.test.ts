@@ -349,7 +349,7 @@ describe('OriginPacer', () => {
     const still = () => 0; // no event-loop lag allowed for: the bound is 1.25 × 10 + 0.5 = 13 ms
     const atLimit = { inFlight: 16, full: true };
     const p = pacer({ maxLimit: 16, loopLagMs: still });
-    await p.report(ORIGIN, ok, 10 * MS); // the floor
+    await firstAnswer(p, 10); // the floor
     // 1.2 × the floor where the limit binds: the target is busy, not queueing much: it stays.
     for (let i = 0; i < 100; i++) await gateAndReport(p, 12, atLimit);
     expect(await p.snapshot(ORIGIN)).toMatchObject({ floorMs: 10, limit: 16 });
@@ -358,7 +358,7 @@ describe('OriginPacer', () => {
     // took the last slot, a round: the far one loses a whole step (half a call), the near one a fifth of that.
     const past = async (latencyMs: number) => {
       const q = pacer({ maxLimit: 16, loopLagMs: still });
-      await q.report(ORIGIN, ok, 10 * MS);
+      await firstAnswer(q, 10);
       for (let i = 0; i < 100; i++) await gateAndReport(q, latencyMs, { inFlight: 1, full: false });
       expect((await q.snapshot(ORIGIN)).limit).toBe(16);
       for (let i = 0; i < 16; i++) await gateAndReport(q, latencyMs, atLimit);
@@ -728,6 +728,18 @@ async function call(p: OriginPacer, latencyMs: number): Promise<void> {
 async function gateAndReport(p: OriginPacer, latencyMs: number, slot: PaceSlot): Promise<void> {
   await p.gate(ORIGIN);
   await p.report(ORIGIN, ok, latencyMs * MS, slot);
+}
+
+/**
+ * An origin's first answer, then the probe of its floor that answer schedules a second later, run
+ * at once: on a loaded box the rounds a test reports next can take longer than that second, and a
+ * probe starting among them holds the limit at 1. The next probe is 10 s away.
+ */
+async function firstAnswer(p: OriginPacer, latencyMs: number): Promise<void> {
+  await p.report(ORIGIN, ok, latencyMs * MS);
+  await p.probe(ORIGIN);
+  await reportUntil(p, latencyMs, async () => (await p.snapshot(ORIGIN)).probing === true);
+  await reportUntil(p, latencyMs, async () => !(await p.snapshot(ORIGIN)).probing);
 }
 
 /** Reports successes of `latencyMs` until `done` holds (the probe counts them by Redis time). */
