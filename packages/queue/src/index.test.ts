@@ -928,6 +928,28 @@ describe.each([single, clustered])('FairQueue on $name', (target) => {
       expect(await leaseOneByOne(queue, 3)).toEqual(['u0', 'v1', 'u1']);
     });
 
+    test('a high-priority task given back unattempted is visited first again, not when the cursor comes round', async () => {
+      const queue = makeQueue();
+      // Listening to announcements (a lease does), as a worker does before any publish.
+      expect((await queue.lease(1, 30_000)).tasks).toEqual([]);
+      // A low task ready on every shard, published unannounced (as before this worker came): the
+      // cursor finds work wherever it is.
+      const lows = Array.from({ length: 8 }, (_, shard) => {
+        let i = 0;
+        while (shardOfPartition(`low${shard}-${i} @a`, 8) !== shard) i++;
+        return { id: `low${shard}`, partition: `low${shard}-${i} @a`, payload: '', priority: -10 };
+      });
+      await makeQueue({ notify: false }, queue.prefix).publish(lows);
+      await queue.publish([{ id: 'high', partition: 'high @a', payload: '', priority: 10 }]);
+      // Given back without delay, as an executor does with what a borrowing lease brings beyond its
+      // room: each time, the next lease goes to its shard first (the cursor would reach it once in 8).
+      for (let round = 0; round < 3; round++) {
+        const { tasks } = await queue.lease(1, 30_000);
+        expect(ids(tasks), `round ${round}`).toEqual(['high']);
+        await queue.reject((tasks[0] as LeasedTask).token, 0);
+      }
+    });
+
     test('a leased task carries its priority (none when 0)', async () => {
       const queue = makeQueue({ shards: 1 });
       await queue.publish([

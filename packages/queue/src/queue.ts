@@ -375,6 +375,7 @@ export class FairQueue {
         if (state) {
           this.view.update(shard, state.readyCount, state.nextEvent);
           if (state.notify) woke.push(shardWake(shard, 0));
+          if (state.urgent) woke.push(clientJoinedWake(shard));
         }
         indexes.forEach((index, i) => {
           results[index] = ok[i] ? 'ok' : 'stale';

@@ -57,8 +57,11 @@ export interface ShardState {
  */
 export interface TokenReply {
   ok: boolean[];
-  /** Absent for `extend`, which does not change what is ready. */
-  state?: ShardState & { notify: boolean };
+  /**
+   * Absent for `extend`, which does not change what is ready. `urgent` (reject): a task above the
+   * default priority is due again now, so busy workers should visit the shard first.
+   */
+  state?: ShardState & { notify: boolean; urgent: boolean };
 }
 
 export interface LeaseArgs {
@@ -189,7 +192,7 @@ function shardState(reply: Reply): ShardState {
 /** The replies of ack, reject and deadLetter: the shard's state, then one flag per token. */
 function settledWithState(reply: Reply): TokenReply {
   return {
-    state: { ...shardState(reply), notify: num(reply, 2) === 1 },
+    state: { ...shardState(reply), notify: num(reply, 2) >= 1, urgent: num(reply, 2) === 2 },
     ok: reply.slice(3).map((r) => Number(r) === 1),
   };
 }

@@ -10,7 +10,9 @@
            a retry replaces it to carry its attempt count)
 
   Returns {readyCount, nextEventMs, notify, r1..rn}: r = 1 rejected, 0 stale token
-    notify = 1 when the shard had no ready partition before and has one now (wake idle workers)
+    notify = 1 when the shard had no ready partition before and has one now (wake idle workers);
+             2 when a task above the default priority is due again now (a lease gave it back):
+             busy workers should visit this shard first, as after its publish
 ]]
 --- @include "includes/shard"
 
@@ -20,10 +22,15 @@ local now = nowMs()
 
 local readyBefore = redis.call('ZCARD', K_READY)
 local reply = { 0, 0, 0 }
+local urgent = false
 for i = 0, n - 1 do
   local id, record = takeLease(ARGV[3 + i * 3], unorderedLimit)
   if id then
-    record[R_DUE] = now + math.max(0, tonumber(ARGV[4 + i * 3]))
+    local delay = math.max(0, tonumber(ARGV[4 + i * 3]))
+    record[R_DUE] = now + delay
+    -- The announcement of its publish was spent on the lease that gave it back: without a new
+    -- one, workers would reach this shard only when their cursors come round.
+    urgent = urgent or (delay == 0 and priorityOf(id) > 0)
     local payload = ARGV[5 + i * 3]
     if payload ~= '' then
       record[R_PAYLOAD] = payload
@@ -37,4 +44,8 @@ for i = 0, n - 1 do
     reply[#reply + 1] = 0
   end
 end
-return settledReply(reply, readyBefore, now)
+settledReply(reply, readyBefore, now)
+if urgent then
+  reply[3] = 2
+end
+return reply

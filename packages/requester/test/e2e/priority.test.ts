@@ -36,10 +36,9 @@ describe('priority end to end: a client’s urgent requests pass its own backlog
 
   beforeAll(async () => {
     target = await startTarget();
-    // One worker, and no probe calls from the adaptive limit: the target sees the lease order. One
-    // shard: priority ranks a client's partitions inside a shard, and a lease may serve another
-    // shard's low task before it visits the one a priority task announced (seen under a CPU hog).
-    stack = await stackEnv({ MAX_WORKERS: '1', ADAPTIVE_CONCURRENCY: 'false', QUEUE_SHARDS: '1' });
+    // One worker, and no probe calls from the adaptive limit: the target sees the lease order. The
+    // stack's shards (8): the backlog and the urgent requests are spread over them.
+    stack = await stackEnv({ MAX_WORKERS: '1', ADAPTIVE_CONCURRENCY: 'false' });
     running = await startStack(stack);
     await waitReady(stack);
     results = new ResultCollector(stack.config.topicOut);
