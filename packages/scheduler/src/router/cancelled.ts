@@ -2,6 +2,8 @@ import type { Cancellations } from '@requester/shared/cancel';
 import type { RequestContract } from '@requester/shared/contract';
 import { RELAYED_FROM_HEADER } from '@requester/shared/journal';
 import { headerText } from '@requester/shared/kafka';
+import type { Logger } from '@requester/shared/log';
+import type { Outbox } from '@requester/shared/outbox';
 import { type Route, routeRecord, type SourceRecord } from './route.ts';
 
 export interface WakeOptions {
@@ -52,4 +54,32 @@ export async function wakeCancelled(
     }),
   );
   return woken;
+}
+
+/**
+ * After the batch's rows are in the outbox: wakes those whose request was cancelled since
+ * wakeCancelled looked. A cancel marks in Redis, then wakes the request's outbox rows; one that
+ * came between that look and the write found no row to wake, and the row would sleep until it was
+ * due (an hour, a month) before its `cancelled` result. The write comes before this second look,
+ * the mark before the canceller's wake: one of the two sees the other. A look or a wake that fails
+ * leaves the row to the executor, which asks when it is due.
+ */
+export async function wakeCancelledRows(
+  routes: ReadonlyArray<{ route: Route }>,
+  cancellations: Pick<Cancellations, 'find'>,
+  outbox: Pick<Outbox, 'wake'>,
+  logger: Logger,
+): Promise<void> {
+  await Promise.all(
+    routes.map(async ({ route }) => {
+      if (route.kind !== 'outbox') return;
+      const { client, requestId } = route.envelope.meta;
+      const createdAt = route.envelope.createdAt ? Date.parse(route.envelope.createdAt) : undefined;
+      const cancelled = await cancellations.find(client, requestId, createdAt).catch(() => undefined);
+      if (!cancelled) return;
+      await outbox.wake(client, requestId).catch((err: unknown) => {
+        logger.warn({ requestId, err: String(err) }, 'could not wake the outbox row of a cancelled request');
+      });
+    }),
+  );
 }

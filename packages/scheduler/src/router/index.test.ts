@@ -1,4 +1,5 @@
 import { FairQueue, type LeasedTask } from '@requester/queue';
+import { Cancellations, cancelRequest } from '@requester/shared/cancel';
 import { parseDestinationSpec } from '@requester/shared/destinations';
 import type { KafkaProducer } from '@requester/shared/kafka';
 import { Outbox } from '@requester/shared/outbox';
@@ -100,6 +101,43 @@ describe('router over real Kafka, Redis and PostgreSQL', () => {
     expect(replayErrors).toHaveLength(4); // invalid records are answered again (visible, harmless)
     expect((await queue.lease(10, 30_000)).tasks).toEqual([]);
     expect(await outbox.count()).toBe(1);
+  });
+
+  it('wakes the outbox row of a request cancelled between its look for a cancel and the write', async () => {
+    const topic = `${name}.cancel-race.in`;
+    await createTestTopics([topic], 1);
+    const cancels = new Cancellations(redis, `${name}:c`, 60_000);
+    let raced = false;
+    // The cancel lands just after the router looked: its look answers "not cancelled", and the
+    // canceller's wake finds no row yet (the write has not happened).
+    const racing: Pick<Cancellations, 'find'> = {
+      find: async (client, requestId, createdAt) => {
+        if (requestId === 'raced' && !raced) {
+          raced = true;
+          await cancelRequest(
+            { cancellations: cancels, outbox: async () => outbox },
+            client,
+            requestId,
+            'test',
+          );
+          return undefined;
+        }
+        return cancels.find(client, requestId, createdAt);
+      },
+    };
+    const router = testRouter({ queue, outbox, producer, topicIn: topic, topicOut, cancellations: racing });
+    routers.push(router);
+    await router.start();
+    const inAnHour = new Date(Date.now() + 3_600_000).toISOString();
+    await producer.send(topic, [{ key: 'raced', value: request('raced', { scheduled: inAnHour }) }]);
+    // Due now: the relay brings it back through the router, which queues it for its `cancelled`.
+    await eventually(
+      async () =>
+        (await pg.sql`select 1 from outbox where request_id = 'raced' and due_at <= now()`).length === 1,
+      20_000,
+      'the parked row woken',
+    );
+    expect(raced).toBe(true);
   });
 
   it('commits offsets only after the writes: a new router in the same group starts after them', async () => {

@@ -22,7 +22,7 @@ import type { Outbox } from '@requester/shared/outbox';
 import { type Span, SpanStatusCode } from '@requester/shared/tracing';
 import { Backpressure, type BackpressureRules, type OpenOriginInfo } from './backpressure.ts';
 import { BodyCopies } from './bodies.ts';
-import { wakeCancelled } from './cancelled.ts';
+import { wakeCancelled, wakeCancelledRows } from './cancelled.ts';
 import { debounceBatch } from './debouncing.ts';
 import { admitClaims, type KafkaEntry } from './entry.ts';
 import type { Fences } from './fence.ts';
@@ -190,6 +190,7 @@ export class Router {
       // relay one (and journal it) before this batch's events are emitted.
       const routedAt = Date.now();
       await this.writer.write(routes);
+      if (cancellations) await wakeCancelledRows(routes, cancellations, this.options.outbox, logger);
       // After the rows the fences name are in the outbox, before the commit: a crash in between
       // replays the batch, which reads the same fences and decides the same way.
       if (fences && fences.size > 0) await this.options.fences?.write(fences);
