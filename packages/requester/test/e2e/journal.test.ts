@@ -149,7 +149,17 @@ describe('end to end: the task journal', () => {
       'j-dead',
       (events) => events.filter((e) => e.type === 'dead_lettered').length === 2,
     );
-    expect(steps(again).slice(6)).toEqual([
+    // The operator's action, as the admin API journals it: stamped when the replay ended, so it
+    // may fall anywhere among the re-sent request's steps.
+    const actions = again.filter((e) => e.type === 'admin_action');
+    expect(actions).toEqual([
+      expect.objectContaining({
+        action: 'dlq.replay',
+        actor: expect.stringMatching(/^cli:/),
+        outcome: 'done',
+      }),
+    ]);
+    expect(steps(again.filter((e) => e.type !== 'admin_action')).slice(6)).toEqual([
       'replayed',
       'routed redis',
       'leased',

@@ -222,11 +222,11 @@ async function runReplay(
           },
           outcome: 'done',
         },
-        // A replay of a destination's dead letters (a recover) is an action on the destination, in
-        // its journal; each re-sent request tells of it in its own `replayed` event.
-        destination
-          ? async (event) => journalAdminAction(journal, { ...event, target: { destination } })
-          : undefined,
+        // As the admin API's replay: an `admin_action` of each request it re-sent (and of the
+        // destination it named). A recover is an action on the destination, in its journal alone:
+        // each re-sent request tells of it in its own `replayed` event.
+        async (event) =>
+          journalAdminAction(journal, args.recovering ? { ...event, target: { destination } } : event),
       );
     }
     const { alreadyReplayed, superseded, overLimit, unprocessable } = summary.skipped;
