@@ -14,7 +14,6 @@
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
-import { stackEnv } from '../packages/requester/test/e2e/stack.fixture.ts';
 import {
   createKafka,
   createLogger,
@@ -25,7 +24,7 @@ import {
 } from '../packages/shared/src/index.ts';
 import { processCpuSeconds } from '../packages/shared/src/testing/cpu.ts';
 import { eventually } from '../packages/shared/src/testing/index.ts';
-import { childProcesses, envPairs, loadavg, parseBenchArgs } from './harness.ts';
+import { benchStackEnv, childProcesses, envPairs, exitBench, loadavg, parseBenchArgs } from './harness.ts';
 
 const { values: args } = parseBenchArgs({
   usage: `Far schedules at volume: N wake-ups (empty request.uri: nobody is called) written straight to
@@ -96,7 +95,7 @@ interface Side {
 }
 
 async function startSide(label: string, root: string): Promise<Side> {
-  const stack = await stackEnv({ KAFKA_BROKERS: args.brokers, LOG_LEVEL: 'warn', ...extraEnv });
+  const stack = await benchStackEnv({ KAFKA_BROKERS: args.brokers, LOG_LEVEL: 'warn', ...extraEnv });
   const child = spawn(path.join(root, 'packages/requester/bin/requester'), ['--role', 'all'], {
     env: { ...process.env, ...stack.env },
     stdio: ['ignore', 'ignore', 'inherit'],
@@ -415,4 +414,4 @@ async function main(): Promise<void> {
 }
 
 await main();
-process.exit(0);
+await exitBench(0);

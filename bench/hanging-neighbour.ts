@@ -4,15 +4,13 @@
 // workers, client B makes sync calls to a healthy target, one after the other.
 import { createServer, type Server } from 'node:http';
 import {
-  dropStackDatabase,
   postRequest,
   spawnRequester,
-  stackEnv,
   stackKey,
   waitReady,
 } from '../packages/requester/test/e2e/stack.fixture.ts';
 import { uniqueName } from '../packages/shared/src/testing/index.ts';
-import { childProcesses, envPairs, loadavg, parseBenchArgs } from './harness.ts';
+import { benchStackEnv, childProcesses, envPairs, exitBench, loadavg, parseBenchArgs } from './harness.ts';
 
 const { values: args, fail } = parseBenchArgs({
   usage: `Hanging neighbour benchmark: client A's calls hang at targets that never answer; client B's
@@ -82,7 +80,7 @@ function percentile(xs: readonly number[], p: number): number {
 
 const holes = await Promise.all(Array.from({ length: PORTS }, blackHole));
 const target = await healthy();
-const stack = await stackEnv({ LOG_LEVEL: 'error', ...envPairs(args.env) });
+const stack = await benchStackEnv({ LOG_LEVEL: 'error', ...envPairs(args.env) });
 const service = spawnRequester(stack, 'all');
 children.push(service.child);
 try {
@@ -145,5 +143,5 @@ try {
   await Promise.all(
     [...holes.map((h) => h.server), target.server].map((s) => new Promise((r) => s.close(r))),
   );
-  await dropStackDatabase(stack).catch(() => {});
 }
+await exitBench(0);

@@ -19,12 +19,11 @@ import { startClusterStack } from '../packages/requester/test/e2e/cluster-stack.
 import {
   dropStackDatabase,
   ResultCollector,
-  stackEnv,
   stackKey,
   waitReady,
 } from '../packages/requester/test/e2e/stack.fixture.ts';
 import { uniqueName } from '../packages/shared/src/testing/index.ts';
-import { loadavg, parseBenchArgs } from './harness.ts';
+import { benchStackEnv, exitBench, loadavg, parseBenchArgs } from './harness.ts';
 
 const { values: args } = parseBenchArgs({
   usage: `Limiter arrival benchmark (docs/architecture.md §9): on the topology of ./dev cluster (2 gateways,
@@ -55,7 +54,11 @@ const WINDOW_MS = 1_000;
 
 async function measure(budget: string): Promise<void> {
   const target = await startArrivalTarget();
-  const stack = await stackEnv({ MAX_WORKERS: '16', LIMITER_DISPATCH_BUDGET: budget, LOG_LEVEL: 'warn' });
+  const stack = await benchStackEnv({
+    MAX_WORKERS: '16',
+    LIMITER_DISPATCH_BUDGET: budget,
+    LOG_LEVEL: 'warn',
+  });
   const running = await startClusterStack(stack, { readyTimeoutMs: 400_000 });
   const results = new ResultCollector(stack.config.topicOut);
   try {
@@ -106,4 +109,4 @@ console.log(
 );
 console.log('|---|---|---|---|---|---|---|');
 for (const budget of args.budgets.split(',')) await measure(budget);
-process.exit(0);
+await exitBench(0);

@@ -30,7 +30,7 @@
 // `out`, what the processes spend (process-stats.ts), a round, and the report.
 import path from 'node:path';
 import { median } from '../packages/shared/src/testing/index.ts';
-import { loadavg, pidListeningOn } from './harness.ts';
+import { exitBench, loadavg, pidListeningOn } from './harness.ts';
 import { idleCpu, memoryOfSide } from './load/process-stats.ts';
 import { type Side, startRequester, startTarget } from './load/processes.ts';
 import { line, ms, profileLine, roundProfile, stageReport } from './load/report.ts';
@@ -215,4 +215,4 @@ const timer = setTimeout(
 timer.unref();
 // Exiting stops the Requesters this script started (childProcesses), whether main ended or threw.
 await main();
-process.exit(0);
+await exitBench(0);

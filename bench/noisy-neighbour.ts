@@ -31,12 +31,11 @@ import {
   dropStackDatabase,
   postRequest,
   ResultCollector,
-  stackEnv,
   stackKey,
 } from '../packages/requester/test/e2e/stack.fixture.ts';
 import { createRedis } from '../packages/shared/src/index.ts';
 import { consumeEach, eventually, testKafka, uniqueName } from '../packages/shared/src/testing/index.ts';
-import { childProcesses, loadavg, parseBenchArgs } from './harness.ts';
+import { benchStackEnv, childProcesses, exitBench, loadavg, parseBenchArgs } from './harness.ts';
 import { clusterService, type Service, splitService } from './service.ts';
 
 const { values: args, fail } = parseBenchArgs({
@@ -292,7 +291,7 @@ async function measure(executors: number): Promise<void> {
   const load0 = loadavg();
   const target = await startArrivalTarget();
   const targets = { same: target, other: B_ORIGIN === 'same' ? target : await startArrivalTarget() };
-  const stack = await stackEnv({ LOG_LEVEL: 'warn' });
+  const stack = await benchStackEnv({ LOG_LEVEL: 'warn' });
   const service = executors === 1 ? await splitService(stack, children) : await clusterService(stack);
   const results = new ResultCollector(stack.config.topicOut);
   const run = uniqueName('nn');
@@ -418,4 +417,4 @@ for (const executors of args.executors.split(',').map(Number)) {
   if (executors !== 1 && executors !== 3) throw new Error(`--executors: 1 or 3, not ${executors}`);
   await measure(executors);
 }
-process.exit(0);
+await exitBench(0);

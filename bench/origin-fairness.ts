@@ -14,15 +14,10 @@
 //    share of calls 200–1,000 at the target (target: 3 : 1 ± 15 %).
 import { queueFromConfig } from '../packages/queue/src/index.ts';
 import { startArrivalTarget } from '../packages/requester/test/e2e/arrival.fixture.ts';
-import {
-  dropStackDatabase,
-  postRequest,
-  stackEnv,
-  stackKey,
-} from '../packages/requester/test/e2e/stack.fixture.ts';
+import { dropStackDatabase, postRequest, stackKey } from '../packages/requester/test/e2e/stack.fixture.ts';
 import { createRedis } from '../packages/shared/src/index.ts';
 import { eventually, uniqueName } from '../packages/shared/src/testing/index.ts';
-import { childProcesses, loadavg, parseBenchArgs } from './harness.ts';
+import { benchStackEnv, childProcesses, exitBench, loadavg, parseBenchArgs } from './harness.ts';
 import { clusterService, type Service, splitService } from './service.ts';
 
 const { values: args, fail } = parseBenchArgs({
@@ -104,7 +99,7 @@ async function measure(executors: number, scenario: string): Promise<void> {
   const env: Record<string, string> = { LOG_LEVEL: 'warn' };
   if (scenario === 'weights')
     Object.assign(env, { MAX_WORKERS_PER_ORIGIN: '8', ORIGIN_CONCURRENCY_SCOPE: 'cluster' });
-  const stack = await stackEnv(env);
+  const stack = await benchStackEnv(env);
   const service = executors === 1 ? await splitService(stack, children) : await clusterService(stack);
   const redis = createRedis({ url: service.config.redisUrl, cluster: service.config.redisCluster });
   const queue = queueFromConfig(service.config, redis, { notify: false });
@@ -212,4 +207,4 @@ async function measure(executors: number, scenario: string): Promise<void> {
 console.log(`origin fairness, ${new Date().toISOString()}, load average ${loadavg()}`);
 for (const executors of args.executors.split(',').map(Number))
   for (const scenario of scenarios) await measure(executors, scenario);
-process.exit(0);
+await exitBench(0);

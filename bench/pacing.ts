@@ -42,6 +42,7 @@
 // (drive.ts), the executor processes (children.ts, child.ts), the two scenarios (quota.ts,
 // capacity.ts) and what they share (support.ts).
 import { cpus } from 'node:os';
+import { exitBench } from './harness.ts';
 import { runCapacity } from './pacing/capacity.ts';
 import { runExecutorChild } from './pacing/child.ts';
 import { runQuota } from './pacing/quota.ts';
@@ -68,4 +69,4 @@ if (args.plot && panels.length > 0) {
   console.log(`\nplot: ${args.plot}`);
 }
 redis.disconnect();
-process.exit(0);
+await exitBench(0);

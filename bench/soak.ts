@@ -18,7 +18,6 @@ import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { closeSync, mkdirSync, openSync, readdirSync, readSync, statSync } from 'node:fs';
 import path from 'node:path';
-import { stackEnv } from '../packages/requester/test/e2e/stack.fixture.ts';
 import {
   createKafka,
   createLogger,
@@ -26,7 +25,7 @@ import {
   type KafkaConsumer,
 } from '../packages/shared/src/index.ts';
 import { eventually, freePort } from '../packages/shared/src/testing/index.ts';
-import { childProcesses, envPairs, loadavg, parseBenchArgs } from './harness.ts';
+import { benchStackEnv, childProcesses, envPairs, exitBench, loadavg, parseBenchArgs } from './harness.ts';
 import { formatMemory, type MemorySample, memoryOf } from './memory.ts';
 import { type Panel, type Series, writePlot } from './plot.ts';
 
@@ -103,7 +102,7 @@ interface Side {
 }
 
 async function startSide(label: string, root: string): Promise<Side> {
-  const stack = await stackEnv({ KAFKA_BROKERS: args.brokers, LOG_LEVEL: 'warn', ...extraEnv });
+  const stack = await benchStackEnv({ KAFKA_BROKERS: args.brokers, LOG_LEVEL: 'warn', ...extraEnv });
   const snapshotOptions = snapshotDir
     ? { NODE_OPTIONS: `--heapsnapshot-signal=SIGUSR2 --diagnostic-dir=${snapshotDir}` }
     : {};
@@ -304,4 +303,4 @@ async function main(): Promise<void> {
 }
 
 await main();
-process.exit(0);
+await exitBench(0);

@@ -2,8 +2,8 @@
 import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { Pool } from 'undici';
-import { stackEnv } from '../../packages/requester/test/e2e/stack.fixture.ts';
 import { eventually, freePort } from '../../packages/shared/src/testing/index.ts';
+import { benchStackEnv } from '../harness.ts';
 import { ResultReader } from './results.ts';
 import { args, children, connections, extraEnv, here } from './settings.ts';
 
@@ -41,7 +41,7 @@ export interface Side {
 /** A Requester from `root` on topics, prefix and database of its own. */
 export async function startRequester(label: string, root: string, executors?: number): Promise<Side> {
   // The e2e stack's environment: topics (events included), Redis prefix and database of its own.
-  const stack = await stackEnv({ KAFKA_BROKERS: args.brokers, LOG_LEVEL: 'warn', ...extraEnv });
+  const stack = await benchStackEnv({ KAFKA_BROKERS: args.brokers, LOG_LEVEL: 'warn', ...extraEnv });
   const { env } = stack;
   const bin = path.join(root, 'packages/requester/bin/requester');
   const roles = executors ? 'ingress,sync-gateway,router,relay' : (args.roles ?? 'all');

@@ -9,6 +9,7 @@ import {
   parseRequestEnvelope,
   type RequestEnvelope,
 } from '../../packages/shared/src/index.ts';
+import { deleteAtExit } from '../../packages/shared/src/testing/index.ts';
 import { childProcesses } from '../harness.ts';
 import { PER_ORIGIN } from './settings.ts';
 
@@ -81,7 +82,9 @@ export const GATE_KINDS: GateKind[] = [
 ];
 
 export function benchPrefix(): string {
-  return `bench:${randomBytes(4).toString('hex')}:`;
+  const prefix = `bench:${randomBytes(4).toString('hex')}:`;
+  deleteAtExit({ redisPrefix: prefix });
+  return prefix;
 }
 
 export function sleep(ms: number): Promise<void> {

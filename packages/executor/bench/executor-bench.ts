@@ -37,6 +37,8 @@ import { createRedis } from '@requester/shared/redis';
 import { encodeQueuedTask, queuePartition, taskId } from '@requester/shared/task';
 import {
   createTestTopics,
+  deleteAtExit,
+  deleteLeftovers,
   median,
   parseBenchArgs,
   silentLogger,
@@ -106,6 +108,12 @@ const BODY_SIZES = list(args['body-bytes']).map(Number);
 const PARTITION_MODES = list(args.partitions);
 const INLINE_MODES = list(args.inline);
 
+/** A Redis prefix of this run, its keys deleted at the end (with the run's topics). */
+function deleted(prefix: string): string {
+  deleteAtExit({ redisPrefix: prefix });
+  return prefix;
+}
+
 const inTopic = uniqueName('bench-in');
 const outTopic = uniqueName('bench-out');
 await createTestTopics([inTopic, outTopic], 3);
@@ -171,7 +179,7 @@ function bulkheadOf(scope: string): Bulkhead | undefined {
   if (scope === 'cluster')
     return new ClusterBulkhead({
       redis,
-      prefix: `${uniqueName('bench-bh')}:`,
+      prefix: deleted(`${uniqueName('bench-bh')}:`),
       maxPerOrigin: WORKERS,
       leaseMs: 60_000,
     });
@@ -187,7 +195,7 @@ async function benchExecutor(
   bodyBytes?: number,
   inline = false,
 ): Promise<number> {
-  const queue = new FairQueue({ redis, prefix: `${uniqueName('bench')}:`, shards: 128 });
+  const queue = new FairQueue({ redis, prefix: deleted(`${uniqueName('bench')}:`), shards: 128 });
   const run = uniqueName('run');
   const envelope = (i: number) => ({
     request: {
@@ -405,6 +413,7 @@ try {
     await benchExecutor('one ordered partition', ORDERED, () => '!bench');
   }
 } finally {
+  await slow('leftovers', deleteLeftovers());
   await slow('producer.disconnect', producer.disconnect());
   await slow('target.close', target.close());
   redis.disconnect();

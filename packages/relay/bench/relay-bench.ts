@@ -22,6 +22,7 @@ import {
 } from '../../shared/src/index.ts';
 import {
   createTestTopics,
+  deleteLeftovers,
   parseBenchArgs,
   readTopic,
   silentLogger,
@@ -176,4 +177,6 @@ console.log(
     .map((l) => l.toFixed(2))
     .join(' ')}`,
 );
+// Its topics: the broker keeps what a bench makes until someone deletes it.
+await deleteLeftovers();
 process.exit(0);

@@ -23,6 +23,7 @@ import {
 import {
   capturingLogger,
   createTestTopics,
+  deleteLeftovers,
   parseBenchArgs,
   startPrivatePostgres,
   testKafka,
@@ -159,4 +160,6 @@ await Promise.race([relay.stop(), sleep(10_000)]);
 await producer.disconnect();
 await sql.end({ timeout: 1 });
 await server.stop();
+// Its topics: the broker keeps what a bench makes until someone deletes it.
+await deleteLeftovers();
 process.exit(stalls > 0 ? 1 : 0);

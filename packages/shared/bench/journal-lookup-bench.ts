@@ -14,7 +14,13 @@
  * one, and once more with a 10 min window. The topic is deleted at the end.
  */
 import { type JournalEvent, type OutgoingRecord, readJournal } from '../src/index.ts';
-import { createTestTopics, parseBenchArgs, testKafka, uniqueName } from '../src/testing/index.ts';
+import {
+  createTestTopics,
+  deleteLeftovers,
+  parseBenchArgs,
+  testKafka,
+  uniqueName,
+} from '../src/testing/index.ts';
 
 const { values: args } = parseBenchArgs({
   usage: `How long requester trace / GET /requests/{id}/events take to find one request's events on a
@@ -162,6 +168,8 @@ try {
   await admin.disconnect();
   await producer.disconnect();
 }
+// Its topics: the broker keeps what a bench makes until someone deletes it.
+await deleteLeftovers();
 process.exit(0);
 
 async function emptyTopic(admin: ReturnType<typeof kafka.admin>, name: string): Promise<void> {

@@ -11,6 +11,7 @@
 import { createJournal, type JournalMode } from '../src/index.ts';
 import {
   createTestTopics,
+  deleteLeftovers,
   parseBenchArgs,
   silentLogger,
   testKafka,
@@ -77,4 +78,6 @@ await admin.connect();
 for (const { partition, high } of await admin.topicOffsets(topic))
   await admin.deleteRecordsBefore(topic, partition, high).catch(() => {});
 await admin.disconnect();
+// Its topics: the broker keeps what a bench makes until someone deletes it.
+await deleteLeftovers();
 process.exit(0);

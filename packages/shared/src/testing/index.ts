@@ -148,6 +148,7 @@ export * from './credentials.ts';
 export * from './fault-proxy.ts';
 export * from './kafka-broker.ts';
 export * from './kafka-route.ts';
+export * from './leftovers.ts';
 export * from './memory.ts';
 export * from './modules.ts';
 export * from './paced-target.ts';

@@ -32,11 +32,12 @@ export function deleteWhenFileEnds(topics: readonly string[]): void {
   for (const topic of topics) fileTopics.add(topic);
 }
 
-/** Deletes the topics of `deleteWhenFileEnds` that exist on the shared test broker. */
-export async function deleteFileTopics(): Promise<void> {
+/** Deletes the topics of `deleteWhenFileEnds` that exist on the shared test broker; returns how many. */
+export async function deleteFileTopics(): Promise<number> {
   const topics = [...fileTopics];
   fileTopics.clear();
-  if (topics.length > 0) await deleteExisting((existing) => topics.filter((topic) => existing.has(topic)));
+  if (topics.length === 0) return 0;
+  return deleteExisting((existing) => topics.filter((topic) => existing.has(topic)));
 }
 
 /**
