@@ -16,6 +16,7 @@ export class LeaseHeartbeat {
   private readonly lost = new Set<string>();
   /** When the last heartbeat that renewed the held leases was sent (epoch ms). */
   private renewedAt = 0;
+  private renewing = false;
   private timer: NodeJS.Timeout | undefined;
 
   constructor(queue: Pick<FairQueue, 'extendMany'>, leaseTtlMs: number, log: Logger) {
@@ -60,19 +61,28 @@ export class LeaseHeartbeat {
   }
 
   private async extend(): Promise<void> {
-    const tokens = [...this.held.keys()];
+    // One renewal at a time: on a slow Redis a second would queue behind the first on the same
+    // connection, and would still count as lost a lease the first finds lost.
+    if (this.renewing) return;
+    // A lost lease is not this executor's to renew, nor to count again.
+    const tokens = [...this.held.keys()].filter((token) => !this.lost.has(token));
     if (tokens.length === 0) return;
     const sentAt = Date.now();
+    this.renewing = true;
     try {
       const results = await this.queue.extendMany(
         tokens.map((token) => ({ token, leaseMs: this.leaseTtlMs })),
       );
       this.renewedAt = sentAt;
-      const stale = tokens.filter((_, i) => results[i] === 'stale');
-      for (const token of stale) if (this.held.has(token)) this.lost.add(token);
-      if (stale.length > 0) this.log.warn({ stale: stale.length }, 'leases lost before their tasks finished');
+      // A lease settled while the renewal was on its way is answered `stale` too: only those
+      // still held were lost.
+      const lost = tokens.filter((token, i) => results[i] === 'stale' && this.held.has(token));
+      for (const token of lost) this.lost.add(token);
+      if (lost.length > 0) this.log.warn({ lost: lost.length }, 'leases lost before their tasks finished');
     } catch (err) {
       this.log.warn({ err }, 'lease heartbeat failed');
+    } finally {
+      this.renewing = false;
     }
   }
 }
