@@ -1,4 +1,4 @@
-import { FairQueue, type LeasedTask } from '@requester/queue';
+import { FairQueue, type LeasedTask, QueueAdmin } from '@requester/queue';
 import { Cancellations, cancelRequest } from '@requester/shared/cancel';
 import { parseDestinationSpec } from '@requester/shared/destinations';
 import type { KafkaProducer } from '@requester/shared/kafka';
@@ -138,6 +138,40 @@ describe('router over real Kafka, Redis and PostgreSQL', () => {
       'the parked row woken',
     );
     expect(raced).toBe(true);
+  });
+
+  it('judges what is due by the clock it is given (the role gives Redis’s), not this host’s', async () => {
+    const topic = `${name}.clock.in`;
+    await createTestTopics([topic], 1);
+    // Redis's clock two minutes ahead of this host's: a request scheduled a minute from now by
+    // this host is already due, and is queued rather than parked in the outbox (horizon 1 s).
+    const router = testRouter({
+      queue,
+      outbox,
+      producer,
+      topicIn: topic,
+      topicOut,
+      redisNow: () => Date.now() + 120_000,
+    });
+    routers.push(router);
+    await router.start();
+    const inAMinute = new Date(Date.now() + 60_000).toISOString();
+    await producer.send(topic, [
+      { key: 'by-redis', value: request('by-redis', { scheduled: inAMinute }) },
+      {
+        key: 'by-redis-later',
+        value: request('by-redis-later', { scheduled: new Date(Date.now() + 3_600_000).toISOString() }),
+      },
+    ]);
+    await eventually(
+      async () => (await pg.sql`select 1 from outbox where request_id = 'by-redis-later'`).length === 1,
+      20_000,
+      'the request due in an hour parked',
+    );
+    expect(await pg.sql`select 1 from outbox where request_id = 'by-redis'`).toHaveLength(0);
+    // Queued: in Redis, due in a minute by Redis's real clock (this host's, in the test).
+    const later = await new QueueAdmin(queue).listTasks('later', { partition: '#by-redis' }, 10);
+    expect(later.tasks.map((t) => t.id)).toEqual(['by-redis:0']);
   });
 
   it('commits offsets only after the writes: a new router in the same group starts after them', async () => {

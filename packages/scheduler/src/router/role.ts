@@ -5,6 +5,7 @@ import { bodiesTopicOf, routerGroupOf } from '@requester/shared/config';
 import { Debounces } from '@requester/shared/debounce';
 import { DestinationCatalog, DestinationStore } from '@requester/shared/destinations';
 import { Outbox } from '@requester/shared/outbox';
+import { RedisClock } from '@requester/shared/redis';
 import type { RoleDefinition, RoleHandle } from '@requester/shared/role';
 import { backpressureRules } from './backpressure.ts';
 import { Fences } from './fence.ts';
@@ -30,6 +31,9 @@ export const routerRole: RoleDefinition = {
     const consumer = deps.kafka().consumer({ groupId, sessionTimeoutMs: config.kafkaSessionTimeout });
     deps.consumers.watch(consumer, groupId);
     const destinations = new DestinationStore(await deps.sql());
+    // Due times and deadlines are judged by Redis's clock, as in the queue and the executors.
+    const clock = new RedisClock(deps.redis());
+    await clock.sync();
     const router = new Router({
       consumer,
       queue,
@@ -39,6 +43,7 @@ export const routerRole: RoleDefinition = {
       topicOut: config.topicOut,
       topicDlq: config.topicDlq,
       horizonMs: config.redisHorizon,
+      redisNow: () => clock.now(),
       inlineMaxBytes: config.queueInlineBytes,
       produceTimeoutMs: config.kafkaProduceTimeout,
       logger,

@@ -43,6 +43,12 @@ export interface RouterOptions {
   /** Dead letters of unprocessable records go here; none are written without it. */
   topicDlq?: string;
   horizonMs: number;
+  /**
+   * Epoch ms on Redis's clock (RedisClock.now), by which the router judges what is due within the
+   * horizon and a deadline at the door, as the queue's scripts and the executors judge due times
+   * and deadlines; Date.now without it.
+   */
+  redisNow?: () => number;
   /** Records of at most this many bytes ride in their queued task (QUEUE_INLINE_BYTES; 0 = none). */
   inlineMaxBytes?: number;
   produceTimeoutMs: number;
@@ -154,7 +160,7 @@ export class Router {
   private async onBatch(batch: RecordBatch, { isRunning }: BatchContext) {
     if (!isRunning() || batch.records.length === 0) return;
     const timer = batchSeconds.startTimer();
-    const now = Date.now();
+    const now = this.options.redisNow?.() ?? Date.now();
     const spans: Span[] = [];
     const routes = batch.records.map((record) => {
       const trace = onceTrace(traceRoute(record, spans));
