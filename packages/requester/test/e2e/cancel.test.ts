@@ -3,14 +3,12 @@ import { eventually, startTarget, type Target, uniqueName } from '@requester/sha
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningProcess } from '../../src/runtime/index.ts';
 import {
-  dropStackDatabase,
-  ResultCollector,
+  type ResultCollector,
   type StackEnv,
-  stackEnv,
   stackKey,
   stackSql,
-  startStack,
-  waitReady,
+  startStackUnderTest,
+  stopStackUnderTest,
 } from './stack.fixture.ts';
 
 /**
@@ -30,11 +28,7 @@ describe('cancel: DELETE /requests/{id}', () => {
   let other: Awaited<ReturnType<typeof stackKey>>;
 
   beforeAll(async () => {
-    stack = await stackEnv();
-    running = await startStack(stack);
-    await waitReady(stack);
-    results = new ResultCollector(stack.config.topicOut);
-    await results.start();
+    ({ stack, running, results } = await startStackUnderTest());
     target = await startTarget();
     sql = stackSql(stack);
     owner = await stackKey(stack);
@@ -43,10 +37,8 @@ describe('cancel: DELETE /requests/{id}', () => {
 
   afterAll(async () => {
     await target?.close();
-    await results?.stop();
     await sql?.end({ timeout: 5 });
-    await running?.shutdown('test over');
-    if (stack) await dropStackDatabase(stack);
+    await stopStackUnderTest({ stack, running, results });
   }, 60_000);
 
   const send = async (key: { headers: Record<string, string> }, body: unknown) => {

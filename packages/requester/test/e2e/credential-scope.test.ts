@@ -12,14 +12,12 @@ import {
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningProcess } from '../../src/runtime/index.ts';
 import {
-  dropStackDatabase,
   kafkaProducer,
-  ResultCollector,
+  type ResultCollector,
   type StackEnv,
-  stackEnv,
   stackKey,
-  startStack,
-  waitReady,
+  startStackUnderTest,
+  stopStackUnderTest,
 } from './stack.fixture.ts';
 
 /**
@@ -48,15 +46,11 @@ describe('a credential goes only where it belongs', () => {
     tokens = await startTokenEndpoint(CLIENT);
     partner = await startProtectedTarget({ tokens });
     listener = await startTarget();
-    stack = await stackEnv({
+    ({ stack, running, results } = await startStackUnderTest({
       KAFKA_TOPIC_PARTITIONS: '1',
       CREDENTIALS_MASTER_KEY: `e2e:${randomBytes(32).toString('base64')}`,
       CREDENTIALS_CACHE_TTL: '200ms',
-    });
-    running = await startStack(stack);
-    await waitReady(stack);
-    results = new ResultCollector(stack.config.topicOut);
-    await results.start();
+    }));
     producer = await kafkaProducer();
     const operator = await stackKey(stack, { admin: 'write' });
     const created = await fetch(`${stack.adminUrl}/admin/api/credentials/create`, {
@@ -83,10 +77,8 @@ describe('a credential goes only where it belongs', () => {
 
   afterAll(async () => {
     await producer?.disconnect();
-    await results?.stop();
-    await running?.shutdown('test over');
+    await stopStackUnderTest({ stack, running, results });
     await Promise.all([tokens?.close(), partner?.close(), listener?.close()]);
-    if (stack) await dropStackDatabase(stack);
   }, 60_000);
 
   const post = (body: unknown) =>

@@ -3,14 +3,12 @@ import { startTarget, type Target, uniqueName } from '@requester/shared/testing'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningProcess } from '../../src/runtime/index.ts';
 import {
-  dropStackDatabase,
   kafkaProducer,
-  ResultCollector,
+  type ResultCollector,
   type StackEnv,
-  stackEnv,
   stackKey,
-  startStack,
-  waitReady,
+  startStackUnderTest,
+  stopStackUnderTest,
 } from './stack.fixture.ts';
 
 /**
@@ -28,11 +26,7 @@ describe('end to end: meta.debounce on HTTP and Kafka entry', () => {
   let key: Awaited<ReturnType<typeof stackKey>>;
 
   beforeAll(async () => {
-    stack = await stackEnv();
-    running = await startStack(stack);
-    await waitReady(stack);
-    results = new ResultCollector(stack.config.topicOut);
-    await results.start();
+    ({ stack, running, results } = await startStackUnderTest());
     producer = await kafkaProducer();
     target = await startTarget();
     key = await stackKey(stack);
@@ -41,9 +35,7 @@ describe('end to end: meta.debounce on HTTP and Kafka entry', () => {
   afterAll(async () => {
     await producer?.disconnect();
     await target?.close();
-    await results?.stop();
-    await running?.shutdown('test over');
-    if (stack) await dropStackDatabase(stack);
+    await stopStackUnderTest({ stack, running, results });
   }, 60_000);
 
   const post = (body: unknown) =>

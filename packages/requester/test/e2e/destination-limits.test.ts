@@ -4,13 +4,11 @@ import { uniqueName } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningProcess } from '../../src/runtime/index.ts';
 import {
-  dropStackDatabase,
-  ResultCollector,
+  type ResultCollector,
   type StackEnv,
-  stackEnv,
   stackKey,
-  startStack,
-  waitReady,
+  startStackUnderTest,
+  stopStackUnderTest,
 } from './stack.fixture.ts';
 
 /**
@@ -62,11 +60,7 @@ describe('a destination’s max concurrency and timeout', () => {
 
   beforeAll(async () => {
     target = await countingTarget();
-    stack = await stackEnv({});
-    running = await startStack(stack);
-    await waitReady(stack);
-    results = new ResultCollector(stack.config.topicOut);
-    await results.start();
+    ({ stack, running, results } = await startStackUnderTest());
     operator = await stackKey(stack, { admin: 'write' });
     caller = await stackKey(stack);
     for (const [name, spec] of [
@@ -83,10 +77,8 @@ describe('a destination’s max concurrency and timeout', () => {
   }, 180_000);
 
   afterAll(async () => {
-    await results?.stop();
-    await running?.shutdown('test over');
+    await stopStackUnderTest({ stack, running, results });
     await target?.close();
-    if (stack) await dropStackDatabase(stack);
   }, 60_000);
 
   it('holds its calls in flight to its max, whatever concurrency the caller asks for', async () => {

@@ -15,13 +15,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningProcess } from '../../src/runtime/index.ts';
 import { requesterInProcess } from '../cli.fixture.ts';
 import {
-  dropStackDatabase,
-  ResultCollector,
+  type ResultCollector,
   type StackEnv,
-  stackEnv,
   stackKey,
-  startStack,
-  waitReady,
+  startStackUnderTest,
+  stopStackUnderTest,
 } from './stack.fixture.ts';
 
 /**
@@ -46,16 +44,12 @@ describe('destinations: operations end to end', () => {
   beforeAll(async () => {
     target = await startTarget();
     // The origin's breaker is not under test: the 5xx answers must reach the retry decision.
-    stack = await stackEnv({
+    ({ stack, running, results } = await startStackUnderTest({
       KAFKA_TOPIC_PARTITIONS: '1',
       BREAKER_FAILURE_THRESHOLD: '100',
       CREDENTIALS_CACHE_TTL: '200ms',
       CREDENTIALS_MASTER_KEY: `e2e:${randomBytes(32).toString('base64')}`,
-    });
-    running = await startStack(stack);
-    await waitReady(stack);
-    results = new ResultCollector(stack.config.topicOut);
-    await results.start();
+    }));
     fetcher = testKafka(stack.name).fetcher();
     caller = await stackKey(stack);
     operator = await stackKey(stack, { admin: 'write' });
@@ -63,10 +57,8 @@ describe('destinations: operations end to end', () => {
 
   afterAll(async () => {
     await fetcher?.close();
-    await results?.stop();
-    await running?.shutdown('test over');
+    await stopStackUnderTest({ stack, running, results });
     await target?.close();
-    if (stack) await dropStackDatabase(stack);
   }, 60_000);
 
   const cli = (...args: string[]) =>

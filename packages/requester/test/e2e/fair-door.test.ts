@@ -3,13 +3,11 @@ import { uniqueName } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningProcess } from '../../src/runtime/index.ts';
 import {
-  dropStackDatabase,
-  ResultCollector,
+  type ResultCollector,
   type StackEnv,
-  stackEnv,
   stackKey,
-  startStack,
-  waitReady,
+  startStackUnderTest,
+  stopStackUnderTest,
 } from './stack.fixture.ts';
 
 /**
@@ -27,27 +25,21 @@ describe('fair at the door: per-key budgets', () => {
   const cleanups: Array<() => void> = [];
 
   beforeAll(async () => {
-    stack = await stackEnv({
+    ({ stack, running, results } = await startStackUnderTest({
       MAX_BODY_BYTES: '65536',
       MAX_BODY_BYTES_IN_FLIGHT: '262144',
       MAX_BODY_BYTES_IN_FLIGHT_PER_KEY: '65536',
       SYNC_MAX_WAITERS: '4',
       SYNC_MAX_WAITERS_PER_KEY: '2',
       EVENTS_MAX_LOOKUPS_PER_KEY: '1',
-    });
-    running = await startStack(stack);
-    await waitReady(stack);
-    results = new ResultCollector(stack.config.topicOut);
-    await results.start();
+    }));
     a = await stackKey(stack);
     b = await stackKey(stack);
   }, 120_000);
 
   afterAll(async () => {
     for (const cleanup of cleanups) cleanup();
-    await results?.stop();
-    await running?.shutdown('test over');
-    if (stack) await dropStackDatabase(stack);
+    await stopStackUnderTest({ stack, running, results });
   }, 60_000);
 
   /** A POST /request that declares `declared` bytes, sends `sent` of them, then stays silent. */

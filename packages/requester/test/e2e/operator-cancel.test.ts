@@ -7,14 +7,12 @@ import type { RunningProcess } from '../../src/runtime/index.ts';
 import { requester } from '../cli.fixture.ts';
 import { logIn, openBrowser, SCREENSHOTS } from './browser.fixture.ts';
 import {
-  dropStackDatabase,
-  ResultCollector,
+  type ResultCollector,
   type StackEnv,
-  stackEnv,
   stackKey,
   stackSql,
-  startStack,
-  waitReady,
+  startStackUnderTest,
+  stopStackUnderTest,
 } from './stack.fixture.ts';
 
 /**
@@ -37,11 +35,7 @@ describe('operator cancel: admin API, CLI, UI', () => {
   let reader: Awaited<ReturnType<typeof stackKey>>;
 
   beforeAll(async () => {
-    stack = await stackEnv();
-    running = await startStack(stack);
-    await waitReady(stack);
-    results = new ResultCollector(stack.config.topicOut);
-    await results.start();
+    ({ stack, running, results } = await startStackUnderTest());
     target = await startTarget();
     sql = stackSql(stack);
     [client, writer, reader] = await Promise.all([
@@ -53,10 +47,8 @@ describe('operator cancel: admin API, CLI, UI', () => {
 
   afterAll(async () => {
     await target?.close();
-    await results?.stop();
     await sql?.end({ timeout: 5 });
-    await running?.shutdown('test over');
-    if (stack) await dropStackDatabase(stack);
+    await stopStackUnderTest({ stack, running, results });
   }, 60_000);
 
   const submit = async (body: unknown) => {

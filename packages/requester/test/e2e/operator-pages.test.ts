@@ -9,13 +9,11 @@ import type { RunningProcess } from '../../src/runtime/index.ts';
 import { requester } from '../cli.fixture.ts';
 import { logIn, openBrowser, SCREENSHOTS, type TestBrowser } from './browser.fixture.ts';
 import {
-  dropStackDatabase,
-  ResultCollector,
+  type ResultCollector,
   type StackEnv,
-  stackEnv,
   stackKey,
-  startStack,
-  waitReady,
+  startStackUnderTest,
+  stopStackUnderTest,
 } from './stack.fixture.ts';
 
 /**
@@ -42,11 +40,10 @@ describe('operator pages: keys, origins, clients', () => {
 
   beforeAll(async () => {
     [target, counted] = await Promise.all([startTarget(), startTarget()]);
-    stack = await stackEnv({ AUTH_CACHE_TTL: '100ms', ORIGIN_CONCURRENCY_SCOPE: 'cluster' });
-    running = await startStack(stack);
-    await waitReady(stack);
-    results = new ResultCollector(stack.config.topicOut);
-    await results.start();
+    ({ stack, running, results } = await startStackUnderTest({
+      AUTH_CACHE_TTL: '100ms',
+      ORIGIN_CONCURRENCY_SCOPE: 'cluster',
+    }));
     [writer, reader] = await Promise.all([
       stackKey(stack, { admin: 'write' }),
       stackKey(stack, { admin: 'read' }),
@@ -67,10 +64,8 @@ describe('operator pages: keys, origins, clients', () => {
 
   afterAll(async () => {
     await browser?.close();
-    await results?.stop();
-    await running?.shutdown('test over');
+    await stopStackUnderTest({ stack, running, results });
     await Promise.all([target?.close(), counted?.close()]);
-    if (stack) await dropStackDatabase(stack);
   }, 60_000);
 
   const admin = (route: string, token: string, init: RequestInit = {}) =>

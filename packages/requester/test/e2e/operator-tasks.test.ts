@@ -7,15 +7,13 @@ import type { RunningProcess } from '../../src/runtime/index.ts';
 import { requester } from '../cli.fixture.ts';
 import { logIn, openBrowser, type TestBrowser } from './browser.fixture.ts';
 import {
-  dropStackDatabase,
-  ResultCollector,
+  type ResultCollector,
   type StackEnv,
-  stackEnv,
   stackKey,
   stackSql,
-  startStack,
+  startStackUnderTest,
+  stopStackUnderTest,
   until,
-  waitReady,
 } from './stack.fixture.ts';
 
 /**
@@ -83,11 +81,11 @@ describe('tasks by state: pending, scheduled, in-flight, dead', () => {
 
   beforeAll(async () => {
     target = await startTarget();
-    stack = await stackEnv({ REDIS_HORIZON: '10m', AUTH_CACHE_TTL: '100ms', TARGET_RESPONSE_TIMEOUT: '10m' });
-    running = await startStack(stack);
-    await waitReady(stack);
-    results = new ResultCollector(stack.config.topicOut);
-    await results.start();
+    ({ stack, running, results } = await startStackUnderTest({
+      REDIS_HORIZON: '10m',
+      AUTH_CACHE_TTL: '100ms',
+      TARGET_RESPONSE_TIMEOUT: '10m',
+    }));
     sql = stackSql(stack);
     redis = createRedis({ url: stack.config.redisUrl });
     [a, c, d, reader, writer] = await Promise.all([
@@ -154,12 +152,10 @@ describe('tasks by state: pending, scheduled, in-flight, dead', () => {
     await browser?.close();
     target?.release('fly');
     target?.release('ord');
-    await results?.stop();
     redis?.disconnect();
     await sql?.end({ timeout: 5 });
-    await running?.shutdown('test over');
+    await stopStackUnderTest({ stack, running, results });
     await target?.close();
-    if (stack) await dropStackDatabase(stack);
   }, 60_000);
 
   it('admin API: each state paged by cursor, every task once, filtered', async () => {

@@ -8,15 +8,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningProcess } from '../../src/runtime/index.ts';
 import { openBrowser, SCREENSHOTS, type TestBrowser } from './browser.fixture.ts';
 import {
-  dropStackDatabase,
-  ResultCollector,
+  type ResultCollector,
   type StackEnv,
-  stackEnv,
   stackKey,
   stackSql,
-  startStack,
+  startStackUnderTest,
+  stopStackUnderTest,
   until,
-  waitReady,
 } from './stack.fixture.ts';
 
 /**
@@ -47,18 +45,14 @@ describe('operator UI (admin port /ui)', () => {
 
   beforeAll(async () => {
     [targetA, targetB] = await Promise.all([startTarget(), startTarget()]);
-    stack = await stackEnv({
+    ({ stack, running, results } = await startStackUnderTest({
       BREAKER_FAILURE_THRESHOLD: '2',
       BREAKER_OPEN_DURATION: '10m',
       BREAKER_STATE_CACHE: '100ms',
       AUTH_CACHE_TTL: '100ms',
       ADMIN_SESSION_TTL: '2h',
       ADMIN_TRUST_PROXY: 'true',
-    });
-    running = await startStack(stack);
-    await waitReady(stack);
-    results = new ResultCollector(stack.config.topicOut);
-    await results.start();
+    }));
     [client, writer, reader] = await Promise.all([
       stackKey(stack),
       stackKey(stack, { admin: 'write' }),
@@ -75,11 +69,9 @@ describe('operator UI (admin port /ui)', () => {
   afterAll(async () => {
     await browser?.close();
     await sql?.end({ timeout: 5 });
-    await results?.stop();
     targetA?.release('ord');
-    await running?.shutdown('test over');
+    await stopStackUnderTest({ stack, running, results });
     await Promise.all([targetA?.close(), targetB?.close()]);
-    if (stack) await dropStackDatabase(stack);
   }, 60_000);
 
   async function submit(envelope: Record<string, unknown>): Promise<void> {

@@ -5,13 +5,11 @@ import type { RunningProcess } from '../../src/runtime/index.ts';
 import { requester } from '../cli.fixture.ts';
 import { logIn, openBrowser, SCREENSHOTS } from './browser.fixture.ts';
 import {
-  dropStackDatabase,
-  ResultCollector,
+  type ResultCollector,
   type StackEnv,
-  stackEnv,
   stackKey,
-  startStack,
-  waitReady,
+  startStackUnderTest,
+  stopStackUnderTest,
 } from './stack.fixture.ts';
 
 /**
@@ -35,11 +33,7 @@ describe('pause and resume', () => {
 
   beforeAll(async () => {
     [paused, other] = await Promise.all([startTarget(), startTarget()]);
-    stack = await stackEnv();
-    running = await startStack(stack);
-    await waitReady(stack);
-    results = new ResultCollector(stack.config.topicOut);
-    await results.start();
+    ({ stack, running, results } = await startStackUnderTest());
     [client, writer, reader] = await Promise.all([
       stackKey(stack),
       stackKey(stack, { admin: 'write' }),
@@ -48,10 +42,8 @@ describe('pause and resume', () => {
   }, 120_000);
 
   afterAll(async () => {
-    await results?.stop();
-    await running?.shutdown('test over');
+    await stopStackUnderTest({ stack, running, results });
     await Promise.all([paused?.close(), other?.close()]);
-    if (stack) await dropStackDatabase(stack);
   }, 60_000);
 
   const submit = async (body: unknown) => {

@@ -5,15 +5,13 @@ import type { TaskPage } from '../../src/ops/tasks/index.ts';
 import type { RunningProcess } from '../../src/runtime/index.ts';
 import { requesterInProcess } from '../cli.fixture.ts';
 import {
-  dropStackDatabase,
   kafkaProducer,
-  ResultCollector,
+  type ResultCollector,
   type StackEnv,
-  stackEnv,
   stackKey,
-  startStack,
+  startStackUnderTest,
+  stopStackUnderTest,
   until,
-  waitReady,
 } from './stack.fixture.ts';
 
 /**
@@ -40,11 +38,11 @@ describe('priority end to end: a client’s urgent requests pass its own backlog
     // shard: priority ranks a client's partitions inside a shard; across shards it is a visit
     // order, best effort (docs/architecture.md, "Priority inside a client's share"): a borrowing
     // lease under way may serve another shard's low task first (2 runs in 5 with 8 shards).
-    stack = await stackEnv({ MAX_WORKERS: '1', ADAPTIVE_CONCURRENCY: 'false', QUEUE_SHARDS: '1' });
-    running = await startStack(stack);
-    await waitReady(stack);
-    results = new ResultCollector(stack.config.topicOut);
-    await results.start();
+    ({ stack, running, results } = await startStackUnderTest({
+      MAX_WORKERS: '1',
+      ADAPTIVE_CONCURRENCY: 'false',
+      QUEUE_SHARDS: '1',
+    }));
     producer = await kafkaProducer();
     client = await stackKey(stack, { kafkaEntry: true, admin: 'read' });
   }, 120_000);
@@ -52,10 +50,8 @@ describe('priority end to end: a client’s urgent requests pass its own backlog
   afterAll(async () => {
     target?.release('low');
     await producer?.disconnect();
-    await results?.stop();
-    await running?.shutdown('test over');
+    await stopStackUnderTest({ stack, running, results });
     await target?.close();
-    if (stack) await dropStackDatabase(stack);
   }, 60_000);
 
   async function submit(envelope: Record<string, unknown>): Promise<void> {

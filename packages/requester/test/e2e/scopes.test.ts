@@ -3,14 +3,12 @@ import { eventually, startTarget, type Target, testKafka, uniqueName } from '@re
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningProcess } from '../../src/runtime/index.ts';
 import {
-  dropStackDatabase,
-  ResultCollector,
+  type ResultCollector,
   type StackEnv,
-  stackEnv,
   stackKey,
   stackSql,
-  startStack,
-  waitReady,
+  startStackUnderTest,
+  stopStackUnderTest,
 } from './stack.fixture.ts';
 
 /**
@@ -30,11 +28,7 @@ describe('scopes: schedule and sync', () => {
   let fetcher: Fetcher;
 
   beforeAll(async () => {
-    stack = await stackEnv();
-    running = await startStack(stack);
-    await waitReady(stack);
-    results = new ResultCollector(stack.config.topicOut);
-    await results.start();
+    ({ stack, running, results } = await startStackUnderTest());
     target = await startTarget();
     sql = stackSql(stack);
     noSchedule = await stackKey(stack, { schedule: false });
@@ -45,10 +39,8 @@ describe('scopes: schedule and sync', () => {
   afterAll(async () => {
     await fetcher?.close();
     await target?.close();
-    await results?.stop();
     await sql?.end({ timeout: 5 });
-    await running?.shutdown('test over');
-    if (stack) await dropStackDatabase(stack);
+    await stopStackUnderTest({ stack, running, results });
   }, 60_000);
 
   const post = (key: { headers: Record<string, string> }, body: unknown) =>

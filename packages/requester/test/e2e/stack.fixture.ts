@@ -81,6 +81,44 @@ export async function stackEnv(overrides: Record<string, string> = {}): Promise<
   };
 }
 
+/** A started stack as most end-to-end files hold one: its environment, its process, a reader of its `out`. */
+export interface StackUnderTest {
+  stack: StackEnv;
+  running: RunningProcess;
+  results: ResultCollector;
+}
+
+/**
+ * The prologue of an end-to-end file: the stack's environment (with `overrides`), every role (or
+ * `roles`) started and ready, a ResultCollector reading its `out`. A step that fails stops what
+ * the earlier ones started, so a failed `beforeAll` leaves no process or database behind.
+ */
+export async function startStackUnderTest(
+  overrides: Record<string, string> = {},
+  roles?: readonly RoleName[],
+): Promise<StackUnderTest> {
+  const stack = await stackEnv(overrides);
+  let running: RunningProcess | undefined;
+  let results: ResultCollector | undefined;
+  try {
+    running = await startStack(stack, roles);
+    await waitReady(stack);
+    results = new ResultCollector(stack.config.topicOut);
+    await results.start();
+    return { stack, running, results };
+  } catch (err) {
+    await stopStackUnderTest({ stack, running, results }).catch(() => {});
+    throw err;
+  }
+}
+
+/** Its epilogue: the reader stopped, the roles shut down, the database dropped; a part never started is skipped. */
+export async function stopStackUnderTest(parts: Partial<StackUnderTest>): Promise<void> {
+  await parts.results?.stop();
+  await parts.running?.shutdown('test over');
+  if (parts.stack) await dropStackDatabase(parts.stack);
+}
+
 /** Every role: the multi-process scale-out topology instead when E2E_TOPOLOGY=cluster. */
 export async function startStack(
   stack: StackEnv,
