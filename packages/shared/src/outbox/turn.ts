@@ -9,11 +9,11 @@ import { type Sql, sessionPg } from '../pg/index.ts';
 const TURN_LOCK_CLASS = 0x6f757462;
 
 /**
- * How long the client waits for any statement of the turn's session, connecting included.
- * postgres.js (3.4.9) never fails nor resends a statement handed to a connection between its
- * socket's `error` and `close` events (PostgreSQL killed at the wrong moment), and the turn's
- * one-connection pool then waits for ever; past this the session's pool is ended (which drops
- * the lock with the session) and a new one is opened.
+ * How long the client waits for any statement of the turn's session, connecting included. A
+ * statement on a link that stalled (no error, no answer: a black-holed route, a hung peer) is
+ * ended by neither postgres.js nor the server, and the turn's one-connection pool would wait
+ * behind it for ever; past this the session's pool is ended (which drops the lock with the
+ * session) and a new one is opened.
  * The server ends a wait for the lock at half of it (the session's `statement_timeout`), and the
  * wait is asked again: the deadline is never the way a healthy wait ends.
  */
