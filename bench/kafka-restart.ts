@@ -1,15 +1,16 @@
 // Kafka restart benchmark (docs/benchmarks/kafka-restart.md): the drill of
 // packages/requester/test/e2e/kafka-crash.test.ts (a private broker killed with kill -9 while 300
-// slow tasks are in flight, left down 1.5 s, started again on the same data), timed per role from
-// the instant the restarted broker's port accepts connections:
-//   ready    a fresh client (no backoff behind it) appends a record: the broker serves again
-//   join     the router's consumer of `in` joined its group again (its log line)
-//   fetch    the executor's fetcher read `in` again (its log line)
-//   fresh    the last result of 20 tasks produced to `in` by that fresh client (new work: it goes
-//            through the router's consumer, so waits for its rejoin)
-//   first / last  the first and the last result appended to `out` after the restart: the first is
-//            the executor's result producer's first produce that went through (`out` is created
-//            with message.timestamp.type=LogAppendTime: a record's timestamp is the broker's append,
+// slow tasks are in flight, left down --down ms, started again on the same data), timed from the
+// instant the restarted broker's port accepts connections:
+//   ready    a fresh client (no backoff behind it) produces 20 new tasks to `in`: the broker serves
+//   routed / leased / fresh  those 20 routed, leased (journal events, `at`) and answered; they
+//            queue behind the backlog (same client), so leased and fresh follow `last`
+//   join     the router's consumer of `in` joined its group again after a crash (its log line);
+//            syncJoin the same for the sync replies' consumer
+//   fetch    the executor's fetcher read `in` again after failed fetches (its log line)
+//   first / last  the first and the last of the 300 results appended to `out`: the first is the
+//            executor's result producer working again (`out` is created with
+//            message.timestamp.type=LogAppendTime: a record's timestamp is the broker's append,
 //            not the producer's first attempt)
 // With --baseline <checkout>, rounds alternate between this checkout's Requester and that one's.
 import { type ChildProcess, spawn } from 'node:child_process';
@@ -37,11 +38,14 @@ import {
 
 const { values: args, fail } = parseBenchArgs({
   usage: `Kafka restart benchmark: the kafka-crash drill (kill -9 of a private broker with 300 slow
-tasks in flight, 1.5 s down, restarted on the same data), timed per role from the instant the
-restarted broker's port is open: first produce to out, the router's consumer rejoining its group,
-the executor's fetcher reading in again, the first and the last result.
+tasks in flight, --down ms down, restarted on the same data), timed from the instant the restarted
+broker's port is open: a fresh client producing 20 new tasks (ready), the router routing them, the
+router's consumer rejoining its group after a crash (join; syncJoin: the sync replies' consumer),
+the executor's fetcher reading again after failures, the first and the last of the 300 results.
+A '-' is an instant that did not happen (no crash, no failed fetch). --trace also prints the
+results per 0.5 s; --log-dir <dir> keeps the Requester's logs.
 
-  pnpm run bench:kafka-restart -- [--rounds 3] [--tasks 300] [--baseline <checkout>] [--env K=V,...]
+  pnpm run bench:kafka-restart -- [--rounds 3] [--tasks 300] [--down 1500] [--baseline <checkout>] [--env K=V,...]
   node bench/kafka-restart.ts [options]
 
 One private broker for the whole run (startPrivateKafka), a fresh stack (topics, Redis prefix,
@@ -50,12 +54,21 @@ checkouts (order flipped every round); medians and ranges per side, with the loa
   options: {
     rounds: { type: 'string', default: '3', value: 'N', number: true, help: 'rounds per side' },
     tasks: { type: 'string', default: '300', value: 'N', number: true, help: 'tasks per round' },
+    down: {
+      type: 'string',
+      default: '1500',
+      value: 'MS',
+      number: true,
+      help: 'how long the broker stays down before it is started again (the test: 1500)',
+    },
     baseline: {
       type: 'string',
       value: 'DIR',
       help: 'a second checkout (node_modules installed) whose Requester alternates with this one',
     },
     env: { type: 'string', value: 'K=V,...', help: 'extra environment for the Requester processes' },
+    trace: { type: 'boolean', help: 'print the results appended per 0.5 s of each round' },
+    'log-dir': { type: 'string', value: 'DIR', help: "keep each Requester's log there (<pid>.log)" },
   },
 });
 const ROUNDS = Number(args.rounds);
@@ -70,7 +83,17 @@ const kafka = createKafka({ brokers: broker.brokers, clientId: 'kafka-restart', 
 const target = await startTarget();
 const producer = await kafkaProducer(kafka);
 
-type Marks = { ready?: number; fresh?: number; join?: number; fetch?: number; first?: number; last?: number };
+type Marks = {
+  syncJoin?: number;
+  ready?: number;
+  routed?: number;
+  leased?: number;
+  fresh?: number;
+  join?: number;
+  fetch?: number;
+  first?: number;
+  last?: number;
+};
 const sides: Array<{ name: string; root: string }> = [
   { name: 'this', root: path.resolve(import.meta.dirname, '..') },
 ];
@@ -118,9 +141,8 @@ async function brokerServes(topic: string, records: OutgoingRecord[]): Promise<n
 
 /** The first log line (pino JSON, its `time`) at or after `since` whose message matches. */
 function watchLog(child: ChildProcess) {
-  const lines: Array<{ time: number; msg: string; component?: string; group?: string }> = [];
-  const dump =
-    process.env.E2E_LOG_DIR && createWriteStream(path.join(process.env.E2E_LOG_DIR, `${child.pid}.log`));
+  const lines: Array<{ time: string | number; msg: string; component?: string; group?: string }> = [];
+  const dump = args['log-dir'] && createWriteStream(path.join(args['log-dir'], `${child.pid}.log`));
   createInterface({ input: child.stdout! }).on('line', (line) => {
     if (dump) dump.write(`${line}\n`);
     try {
@@ -128,7 +150,9 @@ function watchLog(child: ChildProcess) {
     } catch {}
   });
   return (since: number, match: (l: (typeof lines)[number]) => boolean) =>
-    lines.find((l) => l.time >= since && match(l))?.time;
+    lines
+      .map((l) => ({ ...l, at: typeof l.time === 'number' ? l.time : Date.parse(l.time) }))
+      .find((l) => l.at >= since && match(l))?.at;
 }
 
 async function round(side: { name: string; root: string }): Promise<Marks> {
@@ -170,8 +194,20 @@ async function round(side: { name: string; root: string }): Promise<Marks> {
   );
   children.push(child);
   const logged = watchLog(child);
+  // The task journal's events (each with the instant it happened, `at`): when the fresh tasks were
+  // routed from `in` and leased by the executor.
+  const journal = new Map<string, number>();
+  const events = kafka.consumer({ groupId: `${topicOut}-events` });
   try {
     await waitReady(stack);
+    await consumeEach(events, stack.config.topicEvents, (record: KafkaRecord) => {
+      for (const e of JSON.parse(record.value?.toString() ?? '[]') as Array<{
+        type: string;
+        requestId?: string;
+        at: number;
+      }>)
+        if (e.requestId?.startsWith('n-')) journal.set(`${e.type}:${e.requestId}`, e.at);
+    });
     const ids = await sendSlowRequests(producer, stack, {
       url: target.url,
       prefix: 'r',
@@ -181,7 +217,7 @@ async function round(side: { name: string; root: string }): Promise<Marks> {
     await until(() => appended.size >= 30, 60_000);
     await broker.kill();
     const killedAt = Date.now();
-    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    await new Promise((resolve) => setTimeout(resolve, Number(args.down)));
     const opened = portOpen();
     await broker.restart();
     const t0 = await opened;
@@ -194,13 +230,14 @@ async function round(side: { name: string; root: string }): Promise<Marks> {
       })),
     );
     await until(() => [...ids, ...fresh].every((id) => appended.has(id)), 150_000);
-    await new Promise((resolve) => setTimeout(resolve, 500)); // the log lines of the last moments
+    // The log lines and journal events of the last moments.
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
     const after = ids
       .map((id) => appended.get(id) ?? 0)
       .filter((t) => t > killedAt)
       .sort((a, b) => a - b);
     const rel = (t: number | undefined) => (t === undefined ? undefined : t - t0);
-    if (process.env.KAFKA_RESTART_TRACE) {
+    if (args.trace) {
       const buckets = new Map<number, number>();
       for (const t of [...appended.values()].sort((a, b) => a - b))
         buckets.set(Math.floor((t - t0) / 500), (buckets.get(Math.floor((t - t0) / 500)) ?? 0) + 1);
@@ -214,6 +251,8 @@ async function round(side: { name: string; root: string }): Promise<Marks> {
         logged(t0, (l) => /joined its group again/.test(l.msg) && /-router|router/.test(l.group ?? '')),
       ),
       fetch: rel(logged(t0, (l) => /fetcher reading again/.test(l.msg))),
+      routed: rel(lastOf(fresh.map((id) => journal.get(`routed:${id}`)))),
+      leased: rel(lastOf(fresh.map((id) => journal.get(`leased:${id}`)))),
       fresh: rel(Math.max(...fresh.map((id) => appended.get(id) ?? Number.NaN))),
       first: rel(after[0]),
       last: rel(after.at(-1)),
@@ -222,7 +261,13 @@ async function round(side: { name: string; root: string }): Promise<Marks> {
     child.kill('SIGTERM');
     await new Promise((resolve) => (child.exitCode === null ? child.once('exit', resolve) : resolve(null)));
     await reader.stop().catch(() => {});
+    await events.stop().catch(() => {});
   }
+}
+
+/** The latest of instants, undefined when one is missing (its event was not written). */
+function lastOf(xs: Array<number | undefined>): number | undefined {
+  return xs.some((x) => x === undefined) ? undefined : Math.max(...(xs as number[]));
 }
 
 async function until(check: () => boolean, timeoutMs: number): Promise<void> {
@@ -234,7 +279,7 @@ async function until(check: () => boolean, timeoutMs: number): Promise<void> {
 }
 
 const fmt = (v: number | undefined) => (v === undefined ? '-' : `${(v / 1000).toFixed(2)}s`);
-const KEYS = ['ready', 'fresh', 'join', 'fetch', 'first', 'last'] as const;
+const KEYS = ['ready', 'routed', 'leased', 'fresh', 'join', 'syncJoin', 'fetch', 'first', 'last'] as const;
 let code = 0;
 try {
   console.log(`load average at start: ${loadavg()}`);
