@@ -163,7 +163,8 @@ class KafkaFetcher implements Fetcher {
           }
         } catch (err) {
           failure = err;
-          this.failing = true;
+          // An offset out of range is an answer (a record expired), not a broker that fails.
+          if ((err as { name?: string }).name !== 'KafkaJSOffsetOutOfRange') this.failing = true;
           await this.recover(cluster, err, wants, settle);
         }
       }
