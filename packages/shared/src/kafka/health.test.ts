@@ -1,6 +1,7 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { registry } from '../metrics/index.ts';
 import {
+  capturingLogger,
   createTestTopics,
   eventually,
   routeConnections,
@@ -58,7 +59,7 @@ describe('ConsumerHealth over a real consumer that fails on every batch', () => 
     expect(health.ready).toBe(true);
   });
 
-  it('forgets the crashes of a broker it could not reach once the consumer joins its group again', async () => {
+  it('forgets the crashes of a broker it could not reach once the consumer joins its group again, and says so', async () => {
     const cutTopic = uniqueName('health-cut');
     await createTestTopics([cutTopic], 1);
     // The consumer reaches the broker through a fault proxy (its other connections go direct).
@@ -69,7 +70,10 @@ describe('ConsumerHealth over a real consumer that fails on every batch', () => 
     const consumer = testKafka().consumer({ groupId: group, retries: 0 });
     try {
       // A window far longer than the test: only the join may clear these crashes.
-      const health = new ConsumerHealth({ logger: silentLogger, crashLimit: 3, windowMs: 3_600_000 });
+      const { logger, lines } = capturingLogger('info');
+      const rejoined = () =>
+        lines.filter((l) => l.msg === 'Kafka consumer joined its group again after a crash');
+      const health = new ConsumerHealth({ logger, crashLimit: 3, windowMs: 3_600_000 });
       health.watch(consumer, group);
       let joins = 0;
       consumer.onAssigned(() => joins++);
@@ -80,6 +84,7 @@ describe('ConsumerHealth over a real consumer that fails on every batch', () => 
         onBatch: async () => {},
       });
       await eventually(async () => joins >= 1, 30_000, 'the first join');
+      expect(rejoined()).toEqual([]);
       proxy.partition();
       await eventually(async () => (await crashCount(group)) >= 3, 60_000, 'three crashes counted');
       expect(health.ready).toBe(false);
@@ -87,6 +92,7 @@ describe('ConsumerHealth over a real consumer that fails on every batch', () => 
       proxy.heal();
       await eventually(async () => joins > before, 60_000, 'the group joined again');
       expect(health.ready).toBe(true);
+      expect(rejoined().map((l) => l.group)).toEqual([group]);
     } finally {
       await consumer.stop();
       unroute();

@@ -25,6 +25,8 @@ interface Watched {
   crashedAt: Array<{ at: number; unreachable: boolean }>;
   /** The client gave up on it (a crash it does not restart after): it consumes nothing any more. */
   stopped: boolean;
+  /** It crashed since it last joined its group: its next join is logged (the outage is over for it). */
+  crashedSinceJoin: boolean;
 }
 
 /**
@@ -55,12 +57,15 @@ export class ConsumerHealth {
 
   /** Follows the crashes of `consumer` (call before `start`); the returned function stops following. */
   watch(consumer: KafkaConsumer, group: string = consumer.groupId): () => void {
-    const watched: Watched = { group, crashedAt: [], stopped: false };
+    const watched: Watched = { group, crashedAt: [], stopped: false, crashedSinceJoin: false };
     this.watched.push(watched);
     // Exported at 0 from the start: increase() and the crash-loop alert see the first crash.
     crashes.inc({ group }, 0);
     const offJoined = consumer.onAssigned(() => {
       watched.crashedAt = watched.crashedAt.filter((crash) => !crash.unreachable);
+      if (!watched.crashedSinceJoin) return;
+      watched.crashedSinceJoin = false;
+      this.options.logger.info({ group }, 'Kafka consumer joined its group again after a crash');
     });
     const off = consumer.onCrash((payload) => {
       crashes.inc({ group });
@@ -70,6 +75,7 @@ export class ConsumerHealth {
         { at: now, unreachable: payload.unreachable },
       ];
       if (!payload.restart) watched.stopped = true;
+      watched.crashedSinceJoin = true;
       this.options.logger.error(
         { err: payload.error, group, restart: payload.restart, recentCrashes: watched.crashedAt.length },
         payload.restart

@@ -61,6 +61,8 @@ class KafkaFetcher implements Fetcher {
   private readonly cache: RecordCache;
   /** Bytes per record last seen in each topic's responses: what sizes the next fetches. */
   private readonly recordBytes = new Map<string, number>();
+  /** A fetch failed since the last one that worked: the next that works is logged. */
+  private failing = false;
 
   constructor(settings: FetcherSettings) {
     this.options = { ...DEFAULTS, ...definedOnly(settings) };
@@ -155,13 +157,20 @@ class KafkaFetcher implements Fetcher {
             Math.max(1, deadline - Date.now()),
             'Kafka fetcher: fetch timed out',
           );
+          if (this.failing) {
+            this.failing = false;
+            this.log.info('Kafka fetcher reading again');
+          }
         } catch (err) {
           failure = err;
+          // An offset out of range is an answer (a record expired), not a broker that fails.
+          if ((err as { name?: string }).name !== 'KafkaJSOffsetOutOfRange') this.failing = true;
           await this.recover(cluster, err, wants, settle);
         }
       }
     } catch (err) {
       failure = err;
+      this.failing = true;
     }
     for (const want of wants.values()) {
       const error = new RequesterError(
