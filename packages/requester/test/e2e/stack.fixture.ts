@@ -266,7 +266,12 @@ export class ResultCollector {
       };
       const timer = setTimeout(() => {
         this.listeners.delete(listener);
-        reject(new Error(`${what}: not seen within ${timeoutMs} ms (${this.byId.size} results so far)`));
+        // The requests answered so far name the ones that were not: what a flake hunt starts from.
+        const seen = [...this.byId.keys()];
+        const named = seen.length > 40 ? `${seen.slice(0, 40).join(', ')}, …` : seen.join(', ');
+        reject(
+          new Error(`${what}: not seen within ${timeoutMs} ms (${seen.length} results so far: ${named})`),
+        );
       }, timeoutMs);
       this.listeners.add(listener);
     });
