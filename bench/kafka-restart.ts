@@ -5,8 +5,7 @@
 //   ready    a fresh client (no backoff behind it) produces 20 new tasks to `in`: the broker serves
 //   routed / leased / fresh  those 20 routed, leased (journal events, `at`) and answered; they
 //            queue behind the backlog (same client), so leased and fresh follow `last`
-//   join     the router's consumer of `in` joined its group again after a crash (its log line);
-//            syncJoin the same for the sync replies' consumer
+//   join     the router's consumer of `in` joined its group again after a crash (its log line)
 //   fetch    the executor's fetcher read `in` again after failed fetches (its log line)
 //   first / last  the first and the last of the 300 results appended to `out`: the first is the
 //            executor's result producer working again (`out` is created with
@@ -22,6 +21,7 @@ import { kafkaProducer, sendSlowRequests, waitReady } from '../packages/requeste
 import { createKafka, type KafkaRecord, type OutgoingRecord } from '../packages/shared/src/index.ts';
 import {
   consumeEach,
+  eventually,
   silentLogger,
   startPrivateKafka,
   startTarget,
@@ -40,7 +40,7 @@ const { values: args, fail } = parseBenchArgs({
   usage: `Kafka restart benchmark: the kafka-crash drill (kill -9 of a private broker with 300 slow
 tasks in flight, --down ms down, restarted on the same data), timed from the instant the restarted
 broker's port is open: a fresh client producing 20 new tasks (ready), the router routing them, the
-router's consumer rejoining its group after a crash (join; syncJoin: the sync replies' consumer),
+router's consumer rejoining its group after a crash (join),
 the executor's fetcher reading again after failures, the first and the last of the 300 results.
 A '-' is an instant that did not happen (no crash, no failed fetch). --trace also prints the
 results per 0.5 s; --log-dir <dir> keeps the Requester's logs.
@@ -84,7 +84,6 @@ const target = await startTarget();
 const producer = await kafkaProducer(kafka);
 
 type Marks = {
-  syncJoin?: number;
   ready?: number;
   routed?: number;
   leased?: number;
@@ -214,7 +213,7 @@ async function round(side: { name: string; root: string }): Promise<Marks> {
       count: TASKS,
       slowMs: 100,
     });
-    await until(() => appended.size >= 30, 60_000);
+    await eventually(() => appended.size >= 30, 60_000, '30 results before the kill');
     await broker.kill();
     const killedAt = Date.now();
     await new Promise((resolve) => setTimeout(resolve, Number(args.down)));
@@ -229,7 +228,7 @@ async function round(side: { name: string; root: string }): Promise<Marks> {
         value: JSON.stringify({ request: { uri: `${target.url}/slow/100?fresh` }, meta: { requestId: id } }),
       })),
     );
-    await until(() => [...ids, ...fresh].every((id) => appended.has(id)), 150_000);
+    await eventually(() => [...ids, ...fresh].every((id) => appended.has(id)), 150_000, 'every result');
     // The log lines and journal events of the last moments.
     await new Promise((resolve) => setTimeout(resolve, 1_500));
     const after = ids
@@ -270,16 +269,8 @@ function lastOf(xs: Array<number | undefined>): number | undefined {
   return xs.some((x) => x === undefined) ? undefined : Math.max(...(xs as number[]));
 }
 
-async function until(check: () => boolean, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`not within ${timeoutMs} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
-
 const fmt = (v: number | undefined) => (v === undefined ? '-' : `${(v / 1000).toFixed(2)}s`);
-const KEYS = ['ready', 'routed', 'leased', 'fresh', 'join', 'syncJoin', 'fetch', 'first', 'last'] as const;
+const KEYS = ['ready', 'routed', 'leased', 'fresh', 'join', 'fetch', 'first', 'last'] as const;
 let code = 0;
 try {
   console.log(`load average at start: ${loadavg()}`);

@@ -37,8 +37,9 @@ import {
   ROOT,
   type RoleProcess,
   startRole,
+  storesOf,
 } from '../packages/requester/test/upgrade/release.fixture.ts';
-import { createLogger, createRedis, Dependencies } from '../packages/shared/src/index.ts';
+import { createRedis } from '../packages/shared/src/index.ts';
 import { eventually, startCountingTarget, uniqueName } from '../packages/shared/src/testing/index.ts';
 import {
   benchStackEnv,
@@ -173,9 +174,7 @@ try {
   });
   // The stores as the previous release makes them, then this checkout's migrations (run first in a
   // rollout; the previous release runs on the new schema).
-  const deps = new Dependencies({ ...stack.config, createTopics: true }, createLogger({ level: 'warn' }));
-  await deps.topics().finally(() => deps.close());
-  await migrateWith(release.bin, stack.env);
+  await storesOf(release.bin, stack);
   await migrateWith(CURRENT_BIN, stack.env);
   for (const client of CLIENTS)
     await run(

@@ -21,6 +21,7 @@ import {
 import {
   consumeEach,
   deleteWhenFileEnds,
+  dropDatabases,
   freePort,
   type PrivateServer,
   silentLogger,
@@ -313,10 +314,7 @@ export function stackSql(stack: StackEnv): Sql {
 
 /** Drops the stack's database (topics and Redis keys are left: they are uniquely named). */
 export async function dropStackDatabase(stack: Pick<StackEnv, 'config'>): Promise<void> {
-  const admin = createPg({ url: 'postgres://postgres@127.0.0.1:5432/postgres', max: 1 });
-  const db = new URL(stack.config.databaseUrl).pathname.slice(1);
-  await admin.unsafe(`drop database if exists "${db}" with (force)`).catch(() => {});
-  await admin.end({ timeout: 5 });
+  await dropDatabases([stack.config.databaseUrl]).catch(() => {});
 }
 
 /**

@@ -2,6 +2,7 @@ import { execFile, spawn } from 'node:child_process';
 import { closeSync, mkdirSync, openSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import { type Config, createLogger, Dependencies } from '@requester/shared';
 import { freePort } from '@requester/shared/testing';
 import { waitReady } from '../../scripts/cluster/topology.ts';
 
@@ -105,6 +106,19 @@ export async function installPreviousRelease(into: string): Promise<PreviousRele
 /** `requester migrate` of one version against the stores of `env`. */
 export async function migrateWith(bin: string, env: Record<string, string>): Promise<void> {
   await run(bin, ['migrate'], { env: { ...process.env, ...env }, timeout: 120_000, maxBuffer: OUTPUT });
+}
+
+/**
+ * The stores of a stack as `bin`'s version makes them on first start: its topics (created as the
+ * roles would), then its migrations.
+ */
+export async function storesOf(
+  bin: string,
+  stack: { config: Config; env: Record<string, string> },
+): Promise<void> {
+  const deps = new Dependencies({ ...stack.config, createTopics: true }, createLogger({ level: 'warn' }));
+  await deps.topics().finally(() => deps.close());
+  await migrateWith(bin, stack.env);
 }
 
 export interface RoleProcess {

@@ -2,7 +2,7 @@ import { execFile } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { createLogger, Dependencies, type KafkaProducer } from '@requester/shared';
+import type { KafkaProducer } from '@requester/shared';
 import { eventually, startTarget, type Target, uniqueName } from '@requester/shared/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { validateJsonSchema } from '../../../shared/src/contract/testing/mini-json-schema.ts';
@@ -22,6 +22,7 @@ import {
   ROOT,
   type RoleProcess,
   startRole,
+  storesOf,
 } from './release.fixture.ts';
 
 /**
@@ -78,9 +79,7 @@ beforeAll(async () => {
     MAX_WORKERS: '8',
   });
   // The stores as the previous release made them: its topics, its migrations, its keys.
-  const deps = new Dependencies({ ...stack.config, createTopics: true }, createLogger({ level: 'warn' }));
-  await deps.topics().finally(() => deps.close());
-  await migrateWith(release.bin, stack.env);
+  await storesOf(release.bin, stack);
   await Promise.all(
     CLIENTS.map(async (client) => {
       const flags = client === 'beta' ? ['--kafka-entry'] : ['--sync', '--schedule'];

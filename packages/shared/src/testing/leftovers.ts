@@ -63,7 +63,8 @@ async function deleteKeys(url: string, under: string[]): Promise<number> {
   }
 }
 
-async function dropDatabases(urls: string[]): Promise<number> {
+/** Drops the databases of these URLs (`with (force)`: their connections are ended), on the local server. */
+export async function dropDatabases(urls: string[]): Promise<number> {
   if (urls.length === 0) return 0;
   const admin = createPg({ url: 'postgres://postgres@127.0.0.1:5432/postgres', max: 1 });
   try {
