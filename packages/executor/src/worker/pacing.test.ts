@@ -132,14 +132,23 @@ describe('origin pacing (end to end, two executors)', () => {
     expect(results.map((r) => r.response.status)).toEqual(results.map(() => 200));
     const mine = (await silent.arrivals()).filter((a) => a.path.includes(`run=${run}&`));
     // Unpaced, 32 workers send ~4× what it serves at first: that burst is refused (and sets the
-    // pace, from what was served). From the first call served after it, the pace is learnt from
-    // the rate served (not from the rate sent, 5× too high): only its upward probes are refused.
-    const firstRefused = mine.findIndex((a) => a.status === 429);
-    const converged = mine.slice(mine.findIndex((a, i) => i > firstRefused && a.status === 200));
-    const refusedAfter = converged.filter((a) => a.status === 429).length;
-    expect(firstRefused).toBeGreaterThanOrEqual(0);
+    // pace, from what was served). Once the hold of its first 429 (Retry-After: 1 s) is over, the
+    // pace is learnt from the rate served (not from the rate sent, 5× too high): only its upward
+    // probes are refused. The burst is told apart by time, not by its first call served after a
+    // 429: on a loaded box its calls straddle the target's windows, so the next window serves a
+    // few of them and its later ones are refused, still part of the burst.
+    const firstRefused = mine.find((a) => a.status === 429);
+    expect(firstRefused).toBeDefined();
+    const holdEnds = (firstRefused?.at ?? 0) + 1_000;
+    const converged = mine.slice(mine.findIndex((a) => a.at >= holdEnds));
+    const refusedAfter = converged.filter((a) => a.status === 429);
     expect(converged.length).toBeGreaterThan(100);
-    expect(refusedAfter).toBeLessThanOrEqual(converged.length * 0.05);
+    expect(refusedAfter.length).toBeLessThanOrEqual(converged.length * 0.05);
+    // Each refusal holds the origin for a second; what one hold refuses arrives within it. A pace
+    // cut from the rate sent steps down hold by hold (~220 → 150 → 110 → 75 → 55/s: 8–10 holds in
+    // this run); one learnt from the rate served is held only at its upward probes.
+    const holds = refusedAfter.filter((a, i) => i === 0 || a.at - (refusedAfter[i - 1]?.at ?? 0) > 500);
+    expect(holds.length).toBeLessThanOrEqual(3);
     expect((await breaker.snapshot(originOf(silent.url))).state).toBe('closed');
   }, 120_000);
 
