@@ -22,6 +22,7 @@ import { createKafka, type KafkaRecord, type OutgoingRecord } from '../packages/
 import {
   consumeEach,
   eventually,
+  median,
   silentLogger,
   startPrivateKafka,
   startTarget,
@@ -138,7 +139,10 @@ async function brokerServes(topic: string, records: OutgoingRecord[]): Promise<n
   }
 }
 
-/** The first log line (pino JSON, its `time`) at or after `since` whose message matches. */
+/**
+ * Keeps `child`'s log lines (pino JSON); the function returned finds the instant (`time`) of the
+ * first one at or after `since` that matches.
+ */
 function watchLog(child: ChildProcess) {
   const lines: Array<{ time: string | number; msg: string; component?: string; group?: string }> = [];
   const dump = args['log-dir'] && createWriteStream(path.join(args['log-dir'], `${child.pid}.log`));
@@ -293,7 +297,7 @@ try {
         .filter((x): x is number => x !== undefined)
         .sort((a, b) => a - b);
       if (xs.length === 0) return `${k} -`;
-      return `${k} ${fmt(xs[Math.floor((xs.length - 1) / 2)])} [${fmt(xs[0])} – ${fmt(xs.at(-1))}]`;
+      return `${k} ${fmt(median(xs))} [${fmt(xs[0])} – ${fmt(xs.at(-1))}]`;
     });
     console.log(`${side.name.padEnd(8)} ${cells.join('  ')}`);
   }

@@ -4,6 +4,7 @@ import { loadConfig } from '../../config/index.ts';
 import { createLogger } from '../../log/index.ts';
 import {
   capturingLogger,
+  eventually,
   type PrivateKafka,
   startPrivateKafka,
   TEST_KAFKA_BROKERS,
@@ -133,22 +134,15 @@ describe('local Kafka broker (infra/kafka.sh)', () => {
     let crashes = 0;
     consumer.on(consumer.events.GROUP_JOIN, ({ payload }) => void joins.push(payload.memberId));
     consumer.on(consumer.events.CRASH, () => void crashes++);
-    const until = async (what: string, check: () => boolean) => {
-      const deadline = Date.now() + 120_000;
-      while (!check()) {
-        if (Date.now() > deadline) throw new Error(`${what}: not within 120 s`);
-        await new Promise((resolve) => setTimeout(resolve, 50));
-      }
-    };
     try {
       await consumer.connect();
       await consumer.subscribe({ topics: [rejoinTopic] });
       await consumer.run({ eachBatch: async () => {} });
-      await until('the first join', () => joins.length >= 1);
+      await eventually(() => joins.length >= 1, 120_000, 'the first join');
       await broker.kill();
-      await until('a crash while the broker is down', () => crashes >= 1);
+      await eventually(() => crashes >= 1, 120_000, 'a crash while the broker is down');
       await broker.restart();
-      await until('a join after the restart', () => joins.length >= 2);
+      await eventually(() => joins.length >= 2, 120_000, 'a join after the restart');
       expect(joins[1]).toBe(joins[0]);
     } finally {
       await consumer.disconnect().catch(() => {});
