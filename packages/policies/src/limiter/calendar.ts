@@ -7,6 +7,8 @@ export interface QuotaPeriodSpan {
 }
 
 const DAY_MS = 86_400_000;
+/** The most whole dates a zone has skipped at once (one, crossing the date line westward). */
+const MAX_SKIPPED_DAYS = 1;
 
 interface LocalDate {
   year: number;
@@ -59,17 +61,23 @@ const sameDate = (a: LocalDate, b: LocalDate) => a.year === b.year && a.month ==
 /**
  * The first instant of `date` in `zone`: its midnight, or, where the clocks jump over midnight,
  * the end of the jump. Each offset the zone has around that day is tried; of the instants that
- * fall on the date, the earliest is its start.
+ * fall on the date, the earliest is its start. A date the zone skipped whole (Pacific/Apia's
+ * 30 December 2011, as it moved across the date line) has no instant: it starts where the jump
+ * ends, with the next date, so that the periods still tile time.
  */
 function startOfDay(date: LocalDate, zone: string): number {
-  const wallMidnight = Date.UTC(date.year, date.month - 1, date.day);
-  let start = Number.POSITIVE_INFINITY;
-  for (const probe of [wallMidnight - DAY_MS, wallMidnight, wallMidnight + DAY_MS]) {
-    const offset = wallClockMs(probe, zone) - Math.floor(probe / 1000) * 1000;
-    const candidate = wallMidnight - offset;
-    if (candidate < start && sameDate(localDate(candidate, zone), date)) start = candidate;
+  for (let day = date, skipped = 0; skipped <= MAX_SKIPPED_DAYS; day = addDays(day, 1), skipped++) {
+    const wallMidnight = Date.UTC(day.year, day.month - 1, day.day);
+    let start = Number.POSITIVE_INFINITY;
+    for (const probe of [wallMidnight - DAY_MS, wallMidnight, wallMidnight + DAY_MS]) {
+      const offset = wallClockMs(probe, zone) - Math.floor(probe / 1000) * 1000;
+      const candidate = wallMidnight - offset;
+      if (candidate < start && sameDate(localDate(candidate, zone), day)) start = candidate;
+    }
+    if (Number.isFinite(start)) return start;
   }
-  return start;
+  const named = `${date.year}-${String(date.month).padStart(2, '0')}-${String(date.day).padStart(2, '0')}`;
+  throw new RangeError(`the time zone ${zone} has no instant on ${named} nor on the next date`);
 }
 
 const daysInMonth = (year: number, month: number) => new Date(Date.UTC(year, month, 0)).getUTCDate();

@@ -33,6 +33,11 @@ function wall(ms: number, timeZone: string): { date: string; time: string; weekd
   };
 }
 
+const DAY_MS = 86_400_000;
+/** The date after `YYYY-MM-DD`. */
+const dayAfter = (date: string) =>
+  new Date(Date.parse(`${date}T00:00:00Z`) + DAY_MS).toISOString().slice(0, 10);
+
 describe('quotaPeriod', () => {
   it('starts a month on its reset day, or on the last day of a month without it', () => {
     expect(span({ period: 'month', resetDay: 31 }, '2027-02-15T12:00:00Z')).toEqual([
@@ -65,6 +70,27 @@ describe('quotaPeriod', () => {
     expect(span({ period: 'day', timeZone: 'America/Santiago' }, '2026-09-06T12:00:00Z')).toEqual([
       '2026-09-06T04:00:00.000Z',
       '2026-09-07T03:00:00.000Z',
+    ]);
+  });
+
+  it('starts a period on a date the zone skipped whole where the jump ends, with the next date', () => {
+    // Apia went from 29 December 2011 23:59:59 (UTC−10) to 31 December 00:00 (UTC+14).
+    const jumpEnd = '2011-12-30T10:00:00.000Z';
+    expect(span({ period: 'day', timeZone: 'Pacific/Apia' }, '2011-12-29T12:00:00Z')).toEqual([
+      '2011-12-29T10:00:00.000Z',
+      jumpEnd,
+    ]);
+    expect(span({ period: 'day', timeZone: 'Pacific/Apia' }, jumpEnd)).toEqual([
+      jumpEnd,
+      '2011-12-31T10:00:00.000Z',
+    ]);
+    expect(span({ period: 'month', resetDay: 30, timeZone: 'Pacific/Apia' }, '2011-11-30T10:00:00Z')).toEqual(
+      ['2011-11-30T10:00:00.000Z', jumpEnd],
+    );
+    // From Friday, the weekday skipped.
+    expect(span({ period: 'week', resetDay: 5, timeZone: 'Pacific/Apia' }, '2011-12-30T12:00:00Z')).toEqual([
+      jumpEnd,
+      '2012-01-05T10:00:00.000Z',
     ]);
   });
 
@@ -102,19 +128,28 @@ describe('quotaPeriod', () => {
         expect(quotaPeriod(quota, startMs - 1).endMs).toBe(startMs);
         // The start is the first instant of its local date: a minute earlier is another date.
         const start = wall(startMs, q.timeZone);
-        expect(wall(startMs - 60_000, q.timeZone).date).not.toBe(start.date);
+        const before = wall(startMs - 60_000, q.timeZone);
+        expect(before.date).not.toBe(start.date);
+        // On the reset day, or the day after where the zone skipped the reset day whole.
+        const skipped = dayAfter(before.date) !== start.date;
+        if (skipped) expect(dayAfter(dayAfter(before.date))).toBe(start.date);
         if (quota.period === 'week') {
           const weekday = ['Mon', 'Tue', 'Wed', 'Thu', 'Fri', 'Sat', 'Sun'].indexOf(start.weekday) + 1;
-          expect(weekday).toBe(quota.resetDay);
+          expect(skipped ? weekday - 1 || 7 : weekday).toBe(quota.resetDay);
         }
         if (quota.period === 'month') {
+          const resetDate = skipped ? dayAfter(before.date) : start.date;
           const lastDay = new Date(
-            Date.UTC(Number(start.date.slice(0, 4)), Number(start.date.slice(5, 7)), 0),
+            Date.UTC(Number(resetDate.slice(0, 4)), Number(resetDate.slice(5, 7)), 0),
           ).getUTCDate();
-          expect(start.day).toBe(Math.min(quota.resetDay ?? 1, lastDay));
+          expect(Number(resetDate.slice(8, 10))).toBe(Math.min(quota.resetDay ?? 1, lastDay));
         }
       }),
-      { numRuns: 500 },
+      {
+        numRuns: 500,
+        // Found by a run of this property: a month from the 30th, in the month Apia skipped the 30th.
+        examples: [[{ period: 'month', resetDay: 30, timeZone: 'Pacific/Apia' }, at('2011-11-30T10:00:00Z')]],
+      },
     );
   });
 });
