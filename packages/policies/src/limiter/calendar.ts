@@ -7,8 +7,6 @@ export interface QuotaPeriodSpan {
 }
 
 const DAY_MS = 86_400_000;
-/** The most whole dates a zone has skipped at once (one, crossing the date line westward). */
-const MAX_SKIPPED_DAYS = 1;
 
 interface LocalDate {
   year: number;
@@ -66,18 +64,26 @@ const sameDate = (a: LocalDate, b: LocalDate) => a.year === b.year && a.month ==
  * ends, with the next date, so that the periods still tile time.
  */
 function startOfDay(date: LocalDate, zone: string): number {
-  for (let day = date, skipped = 0; skipped <= MAX_SKIPPED_DAYS; day = addDays(day, 1), skipped++) {
-    const wallMidnight = Date.UTC(day.year, day.month - 1, day.day);
-    let start = Number.POSITIVE_INFINITY;
-    for (const probe of [wallMidnight - DAY_MS, wallMidnight, wallMidnight + DAY_MS]) {
-      const offset = wallClockMs(probe, zone) - Math.floor(probe / 1000) * 1000;
-      const candidate = wallMidnight - offset;
-      if (candidate < start && sameDate(localDate(candidate, zone), day)) start = candidate;
-    }
-    if (Number.isFinite(start)) return start;
+  // No zone has skipped more than one date at once (crossing the date line westward).
+  const start = firstInstantOn(date, zone) ?? firstInstantOn(addDays(date, 1), zone);
+  if (start === undefined) {
+    const named = new Date(Date.UTC(date.year, date.month - 1, date.day)).toISOString().slice(0, 10);
+    throw new RangeError(`the time zone ${zone} has no instant on ${named} nor on the next date`);
   }
-  const named = `${date.year}-${String(date.month).padStart(2, '0')}-${String(date.day).padStart(2, '0')}`;
-  throw new RangeError(`the time zone ${zone} has no instant on ${named} nor on the next date`);
+  return start;
+}
+
+/** The earliest instant on `date` in `zone`, or undefined where the zone skipped the date whole. */
+function firstInstantOn(date: LocalDate, zone: string): number | undefined {
+  const wallMidnight = Date.UTC(date.year, date.month - 1, date.day);
+  let start: number | undefined;
+  for (const probe of [wallMidnight - DAY_MS, wallMidnight, wallMidnight + DAY_MS]) {
+    const offset = wallClockMs(probe, zone) - Math.floor(probe / 1000) * 1000;
+    const candidate = wallMidnight - offset;
+    if ((start === undefined || candidate < start) && sameDate(localDate(candidate, zone), date))
+      start = candidate;
+  }
+  return start;
 }
 
 const daysInMonth = (year: number, month: number) => new Date(Date.UTC(year, month, 0)).getUTCDate();

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { KafkaProducer } from '@requester/shared';
 import {
   eventually,
@@ -312,7 +313,7 @@ describe('destinations', () => {
     // The contract: every process reads the change within CREDENTIALS_CACHE_TTL. The ingress and
     // each executor keep a copy of their own, read at different times, so the door refusing says
     // nothing of the executors: only the TTL's passing does.
-    await new Promise((resolve) => setTimeout(resolve, 2 * CACHE_TTL_MS));
+    await sleep(2 * CACHE_TTL_MS);
     const door = await post(to('pay', '/after'), granted);
     expect(door.status).toBe(403);
     expect(await door.json()).toMatchObject({ code: 'credential_origin_refused' });
